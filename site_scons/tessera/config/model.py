@@ -1,0 +1,86 @@
+"""Model YAML: which network, and where its golden input comes from.
+
+Either `onnx:` names a user's quantized ONNX file (relative to the YAML
+file), or `generator:` asks tessera.zoo to build a float network and quantize
+it with ONNX Runtime, as a user would.
+"""
+
+import os
+
+from ..errors import ConfigError
+from .schema import Field, validate
+from .yamlio import load_yaml
+
+GENERATOR = Field("map", fields={
+    "arch": Field("str", "mobilenet_v1 | mobilenet_v2 | dscnn | tiny", required=True),
+    "width": Field("number", "width multiplier", default=1.0, minimum=0.01),
+    "resolution": Field("any", "input size: N or [H, W]", required=True),
+    "channels": Field("int", "input channels", default=3, minimum=1),
+    "classes": Field("int", "output classes", required=True, minimum=1),
+    "seed": Field("int", "weight seed", default=0, minimum=0),
+})
+
+QUANTIZATION = Field("map", fields={
+    "calibration_samples": Field("int", "seeded random calibration inputs", default=8, minimum=1),
+    "seed": Field("int", "calibration seed", default=0, minimum=0),
+    "per_channel": Field("bool", "per-channel weight scales", default=True),
+})
+
+REFERENCE = Field("map", fields={
+    "kind": Field("str", "dory | deeploy", required=True, choices=("dory", "deeploy")),
+    "dir": Field("str", "folder with the reference files (relative to this YAML)", required=True),
+})
+
+INPUT = Field("map", fields={
+    "seed": Field("int", "seed of the random golden input", default=0, minimum=0),
+})
+
+MODEL = Field("map", fields={
+    "description": Field("str", "one line shown by `scons -h`", required=True),
+    "onnx": Field("str", "a quantized ONNX file (relative to this YAML)"),
+    "generator": GENERATOR,
+    "quantization": QUANTIZATION,
+    "input": INPUT,
+    "reference": REFERENCE,
+    "note": Field("str", default=""),
+})
+
+
+def _resolution(value, path):
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return [value, value]
+    if (isinstance(value, list) and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)):
+        return list(value)
+    raise ConfigError(path, f"generator.resolution: expected a positive integer or [H, W], got {value!r}")
+
+
+def parse_model(data, path, name):
+    has_onnx = "onnx" in data
+    has_gen = "generator" in data
+    model = validate(data, MODEL, path)
+    if has_onnx == has_gen:
+        raise ConfigError(path, "give exactly one of `onnx:` (your quantized file) or `generator:`",
+                          "see models/tiny.yaml and the README")
+    base = os.path.dirname(os.path.abspath(path))
+    if has_onnx:
+        model["generator"] = None
+        model["quantization"] = None
+        model["onnx"] = os.path.normpath(os.path.join(base, model["onnx"]))
+        if not os.path.isfile(model["onnx"]):
+            raise ConfigError(path, f"onnx: file not found: {model['onnx']}",
+                              "the path is relative to the model YAML")
+    else:
+        model["generator"]["resolution"] = _resolution(model["generator"]["resolution"], path)
+    if "reference" in data:
+        model["reference"]["dir"] = os.path.normpath(os.path.join(base, model["reference"]["dir"]))
+        if not os.path.isdir(model["reference"]["dir"]):
+            raise ConfigError(path, f"reference.dir: folder not found: {model['reference']['dir']}")
+    else:
+        model["reference"] = None
+    model["name"] = name
+    return model
+
+
+def load_model(path, name):
+    return parse_model(load_yaml(path), path, name)

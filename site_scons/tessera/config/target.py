@@ -1,0 +1,107 @@
+"""Target YAML: the MCU as data (memory levels, DMA engines, cores,
+toolchain, kernel library, runner).
+
+A new target is a new file in targets/; code changes only when it needs a
+new ISA or platform (a HAL and a kernel set).
+"""
+
+from ..errors import ConfigError
+from .schema import Field, validate
+from .yamlio import load_yaml
+
+MEMORY_KINDS = ("scratchpad", "sram", "flash", "external", "host")
+ROLES = ("tiles", "activations", "weights")
+
+LEVEL = Field("map", fields={
+    "size": Field("int", "bytes", required=True, minimum=1),
+    "kind": Field("str", "scratchpad | sram | flash | external | host", required=True,
+                  choices=MEMORY_KINDS),
+    "address": Field("int", "base address where the platform needs one", minimum=0),
+    "reserved": Field("dict", "bytes kept out of tessera's reach, by purpose (stacks, code, ...)",
+                      default={}, values=Field("int", minimum=0)),
+    "writable": Field("bool", "false for flash-like read-only levels", default=True),
+    "note": Field("str", "where the value comes from (datasheet, assumption)", default=""),
+})
+
+DMA = Field("map", fields={
+    "name": Field("str", required=True),
+    "src": Field("str", "level the engine reads (the slower one)", required=True),
+    "dst": Field("str", "level the engine writes (the faster one); it also copies back", required=True),
+    "dims": Field("int", "strided dimensions it supports (1, 2 or 3)", default=1, minimum=1, maximum=3),
+    "bandwidth": Field("number", "bytes per cycle", default=1.0, minimum=0),
+    "setup": Field("int", "cycles to start a transfer", default=0, minimum=0),
+    "note": Field("str", default=""),
+})
+
+TOOLCHAIN = Field("map", required=True, fields={
+    "kind": Field("str", "host | arm-none-eabi | riscv-elf", required=True,
+                  choices=("host", "arm-none-eabi", "riscv-elf")),
+    "cc": Field("str", "C compiler program", required=True),
+    "ar": Field("str", "archiver program", default="ar"),
+    "cflags": Field("list", "compiler flags (CPU, ABI, optimization)", default=[], items=Field("str")),
+    "ldflags": Field("list", "linker flags", default=[], items=Field("str")),
+    "debian": Field("list", "Debian packages that provide it", default=[], items=Field("str")),
+})
+
+RUNNER = Field("map", required=True, fields={
+    "kind": Field("str", "host | qemu | gvsoc", required=True, choices=("host", "qemu", "gvsoc")),
+    "program": Field("str", "emulator or simulator program", default=""),
+    "args": Field("list", "arguments before the firmware", default=[], items=Field("str")),
+    "timeout": Field("int", "seconds before a run counts as hung", default=600, minimum=1),
+    "debian": Field("list", "Debian packages that provide it", default=[], items=Field("str")),
+    "counts": Field("str", "what the per-layer counts measure", default="none",
+                    choices=("none", "host-ns", "qemu-instructions", "gvsoc-cycles")),
+})
+
+TARGET = Field("map", fields={
+    "description": Field("str", "one line shown by `scons -h`", required=True),
+    "platform": Field("str", "HAL directory under kernels/hal/", required=True),
+    "cores": Field("int", "compute cores that run a layer's kernels", required=True, minimum=1),
+    "memory": Field("dict", "memory levels, fastest first", required=True, values=LEVEL),
+    "place": Field("map", "which level holds what", required=True, fields={
+        role: Field("str", f"level for {role}", required=True) for role in ROLES}),
+    "dma": Field("list", "DMA engines", default=[], items=DMA),
+    "toolchain": TOOLCHAIN,
+    "kernels": Field("str", "kernel library under kernels/ (reference, pulp_nn, cmsis_nn)",
+                     required=True),
+    "runner": RUNNER,
+    "note": Field("str", default=""),
+})
+
+
+def _check_cross_references(target, path):
+    levels = target["memory"]
+    if not levels:
+        raise ConfigError(path, "memory: no memory levels", "declare at least L1 and L2")
+    for role, level in target["place"].items():
+        if level not in levels:
+            raise ConfigError(path, f"place.{role}: unknown level {level!r}",
+                              f"use one of {', '.join(levels)}")
+    for i, dma in enumerate(target["dma"]):
+        for end in ("src", "dst"):
+            if dma[end] not in levels:
+                raise ConfigError(path, f"dma[{i}].{end}: unknown level {dma[end]!r}",
+                                  f"use one of {', '.join(levels)}")
+    for name, level in levels.items():
+        reserved = sum(level["reserved"].values())
+        if reserved >= level["size"]:
+            raise ConfigError(path, f"memory.{name}.reserved: {reserved} bytes reserved "
+                              f"of a {level['size']}-byte level", "reserve less or enlarge the level")
+    if target["runner"]["kind"] != "host" and not target["runner"]["program"]:
+        raise ConfigError(path, "runner.program: missing", "name the emulator, e.g. qemu-system-arm")
+
+
+def usable_bytes(level):
+    """Bytes of a level tessera may plan into: size minus reserved."""
+    return level["size"] - sum(level["reserved"].values())
+
+
+def parse_target(data, path, name):
+    target = validate(data, TARGET, path)
+    _check_cross_references(target, path)
+    target["name"] = name
+    return target
+
+
+def load_target(path, name):
+    return parse_target(load_yaml(path), path, name)
