@@ -1,0 +1,210 @@
+"""Builds the IR graph that every dialect parser produces.
+
+Dialect parsers find the patterns in their ONNX graphs; they call these
+methods with integer weights and either real scales (QDQ, QOperator: the
+requantization is derived here) or ready integer requantization (NEMO,
+QuantLib). Names, storage shifts and weight layouts are decided here once.
+"""
+
+import hashlib
+import re
+
+import numpy as np
+
+from ..errors import FrontendError
+from ..ir import Graph, Layer, Requant, Tensor
+from .fixedpoint import common_shift_multipliers, quantize_multiplier
+
+STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
+
+
+def c_name(text):
+    """A C-identifier-safe version of an ONNX name."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", text).strip("_")
+    name = re.sub(r"_+", "_", name)
+    if not name or name[0].isdigit():
+        name = "l" + name
+    return name
+
+
+class Builder:
+    def __init__(self, name, dialect, path):
+        self.name = name
+        self.dialect = dialect
+        self.path = path
+        self.tensors = {}
+        self.layers = []
+        self.weights = {}
+        self.inputs = []
+        self.outputs = []
+        self._layer_names = set()
+
+    # ---- tensors -------------------------------------------------------
+
+    def tensor(self, name, shape, source_dtype="int8", scale=None, zero_point=None):
+        """Register an activation tensor (shape [H, W, C]) and return its name."""
+        if name in self.tensors:
+            return name
+        if source_dtype not in STORAGE_SHIFT:
+            raise FrontendError(self.path, f"tensor {name!r} has dtype {source_dtype}",
+                                "activations must be int8, uint8 or int32")
+        dtype = "int32" if source_dtype == "int32" else "int8"
+        self.tensors[name] = Tensor(
+            name=name, shape=[int(d) for d in shape], dtype=dtype,
+            shift=STORAGE_SHIFT[source_dtype], source_dtype=source_dtype,
+            scale=None if scale is None else float(scale),
+            zero_point=None if zero_point is None else int(zero_point))
+        return name
+
+    def stored_zero_point(self, name):
+        t = self.tensors[name]
+        return (t.zero_point or 0) - t.shift
+
+    def clamp_range(self, name):
+        """(lo, hi) of a tensor's stored values."""
+        t = self.tensors[name]
+        if t.dtype == "int32":
+            return -(1 << 31), (1 << 31) - 1
+        return -128, 127
+
+    # ---- layers ----------------------------------------------------------
+
+    def layer_name(self, hint):
+        base = c_name(hint)
+        name, i = base, 1
+        while name in self._layer_names:
+            i += 1
+            name = f"{base}_{i}"
+        self._layer_names.add(name)
+        return name
+
+    def add_layer(self, layer, arrays):
+        """Append a layer; `arrays` maps 'weights'/'bias' to NumPy arrays."""
+        digest = hashlib.sha256()
+        for role in ("weights", "bias"):
+            if arrays.get(role) is not None:
+                key = f"{layer.name}.{role}"
+                arr = np.ascontiguousarray(arrays[role])
+                self.weights[key] = arr
+                setattr(layer, role, key)
+                digest.update(role.encode() + str(arr.dtype).encode() + str(arr.shape).encode())
+                digest.update(arr.tobytes())
+        layer.digest = digest.hexdigest()[:16]
+        self.layers.append(layer)
+        return layer
+
+    def finish(self):
+        if not self.layers:
+            raise FrontendError(self.path, "no layers found", "is this a quantized network?")
+        graph = Graph(self.name, self.dialect, self.tensors, self.layers, self.inputs, self.outputs)
+        return graph, self.weights
+
+    # ---- real-scale lowering (QDQ, QOperator) ---------------------------
+
+    def _requant_real(self, x, y, ratios, where, clamp=None):
+        """Requant for acc scaled by ratios[c] = s_x * s_w[c] / s_y."""
+        muls, shifts = [], []
+        for r in np.atleast_1d(ratios):
+            try:
+                m, s = quantize_multiplier(float(r))
+            except ValueError as err:
+                raise FrontendError(where, f"requantization scale: {err}") from None
+            muls.append(m)
+            shifts.append(s)
+        lo, hi = self.clamp_range(y)
+        if clamp is not None:
+            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
+        return Requant(mul=muls, add=[0], shift=shifts, rounding="half_up",
+                       zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
+
+    def real_clamp(self, y, real_lo, real_hi):
+        """Stored-domain clamp for a real-valued activation range (ReLU, Clip)."""
+        t = self.tensors[y]
+        lo, hi = self.clamp_range(y)
+        zp = self.stored_zero_point(y)
+        if real_lo is not None:
+            lo = max(lo, int(np.rint(real_lo / t.scale)) + zp)
+        if real_hi is not None:
+            hi = min(hi, int(np.rint(real_hi / t.scale)) + zp)
+        return lo, hi
+
+    def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=()):
+        """A Conv (weights [Co, Ci/g, kh, kw] int8 as in ONNX) from real scales.
+
+        geometry: dict kernel, stride, pad (top, left, bottom, right), group.
+        """
+        tx, ty = self.tensors[x], self.tensors[y]
+        ci = tx.shape[2]
+        co = w.shape[0]
+        group = geometry["group"]
+        kernel, stride, pad = geometry["kernel"], geometry["stride"], geometry["pad"]
+        if group == 1:
+            if list(kernel) == [1, 1] and list(stride) == [1, 1] and not any(pad):
+                op, wl = "pointwise", w.reshape(co, ci)
+            else:
+                op, wl = "conv2d", w.transpose(0, 2, 3, 1)
+        elif group == ci and co == ci:
+            op, wl = "depthwise", w.reshape(co, kernel[0], kernel[1]).transpose(1, 2, 0)
+        else:
+            raise FrontendError(where, f"grouped convolution (group={group}, {ci} in, {co} out) is not supported",
+                                "use group=1 or depthwise (group = input channels = output channels)")
+        w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
+        ratios = tx.scale * w_scale / ty.scale
+        rq = self._requant_real(x, y, ratios, where, clamp)
+        layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
+                      kernel=list(kernel), stride=list(stride), pad=list(pad),
+                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
+        return self.add_layer(layer, {"weights": wl.astype(np.int8),
+                                      "bias": None if bias is None else bias.astype(np.int32)})
+
+    def linear(self, hint, x, y, w, w_scale, bias, where, clamp=None, sources=()):
+        """A Gemm/MatMul with weights [Co, K], K in ONNX's flatten order of
+        the NCHW input (c*H*W + h*W + w)."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        h, wd, c = tx.shape
+        co, k = w.shape
+        if k != h * wd * c:
+            raise FrontendError(where, f"weights have {k} inputs but the input tensor has {h * wd * c} values")
+        if h * wd > 1:
+            # ONNX flattened NCHW (index c*H*W + h*W + w); tessera's tensor is HWC.
+            w = w.reshape(co, c, h, wd).transpose(0, 2, 3, 1).reshape(co, k)
+        w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
+        rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
+        layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
+                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
+        return self.add_layer(layer, {"weights": w.astype(np.int8),
+                                      "bias": None if bias is None else bias.astype(np.int32)})
+
+    def add(self, hint, a, b, y, where, clamp=None, sources=()):
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
+        if ta.shape != tb.shape or ta.shape != ty.shape:
+            raise FrontendError(where, f"add of shapes {ta.shape} and {tb.shape} needs broadcasting",
+                                "only same-shape adds are supported")
+        muls, shift = common_shift_multipliers([ta.scale / ty.scale, tb.scale / ty.scale])
+        lo, hi = self.clamp_range(y)
+        if clamp is not None:
+            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
+        rq = Requant(mul=[1], add=[0], shift=[shift], rounding="half_up",
+                     zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
+        layer = Layer(name=self.layer_name(hint), op="add", inputs=[a, b], output=y,
+                      in_mul=muls, in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
+                      requant=rq, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def avgpool(self, hint, x, y, kernel, stride, where, sources=()):
+        tx, ty = self.tensors[x], self.tensors[y]
+        n = kernel[0] * kernel[1]
+        rq = self._requant_real(x, y, [tx.scale / (ty.scale * n)], where)
+        layer = Layer(name=self.layer_name(hint), op="avgpool", inputs=[x], output=y,
+                      kernel=list(kernel), stride=list(stride),
+                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def maxpool(self, hint, x, y, kernel, stride, pad, where, sources=()):
+        tx, ty = self.tensors[x], self.tensors[y]
+        if (tx.scale, tx.zero_point, tx.shift) != (ty.scale, ty.zero_point, ty.shift):
+            raise FrontendError(where, "max pooling with different input and output quantization",
+                                "quantize MaxPool with shared input/output parameters (ONNX Runtime does)")
+        layer = Layer(name=self.layer_name(hint), op="maxpool", inputs=[x], output=y,
+                      kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
+        return self.add_layer(layer, {})

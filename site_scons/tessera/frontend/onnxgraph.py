@@ -1,0 +1,96 @@
+"""Loading an ONNX file for lowering: checker, shape inference, and small
+accessors every dialect parser uses (initializers, attributes, shapes,
+consumers)."""
+
+import onnx
+from onnx import numpy_helper, shape_inference
+
+from ..errors import FrontendError
+
+
+class OnnxGraph:
+    """An ONNX model with the lookups the dialect parsers need."""
+
+    def __init__(self, model, path):
+        self.model = model
+        self.path = path
+        self.graph = model.graph
+        self.opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+        self.inits = {i.name: i for i in self.graph.initializer}
+        self._arrays = {}
+        self.consts = {}          # outputs of Constant nodes
+        for node in self.graph.node:
+            if node.op_type == "Constant":
+                for attr in node.attribute:
+                    if attr.name == "value":
+                        self.consts[node.output[0]] = numpy_helper.to_array(attr.t)
+        self.producer = {}
+        self.consumers = {}
+        for node in self.graph.node:
+            for out in node.output:
+                self.producer[out] = node
+            for inp in node.input:
+                if inp:
+                    self.consumers.setdefault(inp, []).append(node)
+        self.shapes = {}
+        for vi in list(self.graph.value_info) + list(self.graph.input) + list(self.graph.output):
+            dims = vi.type.tensor_type.shape.dim
+            if vi.type.tensor_type.HasField("shape"):
+                self.shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        self.input_names = [i.name for i in self.graph.input if i.name not in self.inits]
+        self.output_names = [o.name for o in self.graph.output]
+
+    def where(self, node):
+        """How an error message names a node."""
+        return f"{self.path}: node {node.name or '(unnamed)'!r} ({node.op_type})"
+
+    def is_const(self, name):
+        return name in self.inits or name in self.consts
+
+    def array(self, name):
+        """Value of an initializer or Constant output, as a NumPy array."""
+        if name in self.consts:
+            return self.consts[name]
+        if name not in self._arrays:
+            self._arrays[name] = numpy_helper.to_array(self.inits[name])
+        return self._arrays[name]
+
+    def shape(self, name):
+        if name in self.inits or name in self.consts:
+            return list(self.array(name).shape)
+        shape = self.shapes.get(name)
+        if shape is None or any(d is None for d in shape):
+            raise FrontendError(self.path, f"tensor {name!r} has no static shape after shape inference",
+                                "export the model with fixed input shapes (batch 1)")
+        return shape
+
+
+def attrs(node):
+    """A node's attributes as plain Python values."""
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def load(path):
+    """Read, check and shape-infer an ONNX file; errors are one line."""
+    try:
+        model = onnx.load(path)
+    except FileNotFoundError:
+        raise FrontendError(path, "file not found") from None
+    except Exception as err:  # protobuf's DecodeError and friends
+        raise FrontendError(path, f"not a readable ONNX model ({type(err).__name__})",
+                            "check that the file is an .onnx export and not truncated") from None
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "invalid"
+        # custom ops (RequantShift) are not known to the checker; they are
+        # validated by their dialect parser instead
+        if "No Op registered" not in str(err) and "not a registered" not in str(err):
+            raise FrontendError(path, f"ONNX checker: {first}", "re-export the model") from None
+    try:
+        model = shape_inference.infer_shapes(model)
+    except Exception as err:
+        first = str(err).strip().splitlines()[0]
+        raise FrontendError(path, f"shape inference failed: {first}",
+                            "export with static shapes") from None
+    return OnnxGraph(model, path)

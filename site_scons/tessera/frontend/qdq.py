@@ -1,0 +1,279 @@
+"""Standard ONNX QDQ dialect (ONNX Runtime's quantize_static, PyTorch export).
+
+Float ops sit between DequantizeLinear (their activation and weight inputs)
+and QuantizeLinear (their output):
+
+    Q(x) -> DQ -> Conv(DQ(w_int8), DQ(b_int32)) [-> Relu | Clip] -> Q(y)
+
+Each such island becomes one IR layer. Flatten/Reshape between a DQ and a
+Gemm (or wrapped in their own Q/DQ pair) only change the view: tessera's
+tensors stay HWC and the linear layer's weights are permuted instead.
+"""
+
+import numpy as np
+
+from ..errors import FrontendError
+from .geometry import conv_geometry, hwc, out_hw, pool_geometry
+from .onnxgraph import attrs
+
+VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+CLAMP_OPS = ("Relu", "Clip")
+COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool")
+
+
+def _scalar(arr):
+    arr = np.asarray(arr)
+    if arr.size != 1:
+        return None
+    return arr.reshape(()).item()
+
+
+class QdqParser:
+    def __init__(self, g, builder):
+        self.g = g
+        self.b = builder
+        self.handled = set()
+        self.alias = {}          # Q output name -> IR tensor it merely re-views
+
+    # ---- quantized values ------------------------------------------------
+
+    def _dq_params(self, dq):
+        """(source name, scale array, zero point array, axis) of a DequantizeLinear."""
+        g = self.g
+        if not g.is_const(dq.input[1]):
+            raise FrontendError(g.where(dq), "scale is not a constant")
+        scale = np.asarray(g.array(dq.input[1]), dtype=np.float64)
+        zp = np.asarray(g.array(dq.input[2])) if len(dq.input) > 2 and dq.input[2] else np.zeros(1, np.int8)
+        return dq.input[0], scale, zp, attrs(dq).get("axis", 1)
+
+    def _q_params(self, q):
+        g = self.g
+        scale = _scalar(g.array(q.input[1]))
+        zp_arr = g.array(q.input[2]) if len(q.input) > 2 and q.input[2] else np.zeros((), np.uint8)
+        zp = _scalar(zp_arr)
+        if scale is None or zp is None:
+            raise FrontendError(g.where(q), "per-channel activation quantization is not supported",
+                                "quantize activations per tensor")
+        return float(scale), int(zp), str(np.asarray(zp_arr).dtype)
+
+    def activation(self, name, node):
+        """IR tensor feeding a float op input (through Flatten/Reshape views,
+        which change nothing for an HWC tensor read by a linear layer)."""
+        g = self.g
+        while True:
+            prod = g.producer.get(name)
+            if prod is None:
+                raise FrontendError(g.where(node), f"input {name!r} is not quantized",
+                                    "quantize the model (QuantizeLinear before every op input)")
+            if prod.op_type in VIEW_OPS:
+                self.handled.add(id(prod))
+                name = prod.input[0]
+                continue
+            if prod.op_type != "DequantizeLinear":
+                raise FrontendError(g.where(node), f"input {name!r} comes from {prod.op_type} "
+                                    "without a QuantizeLinear/DequantizeLinear pair between",
+                                    "quantize the model with QDQ around every op")
+            src = prod.input[0]
+            self.handled.add(id(prod))
+            src = self.alias.get(src, src)
+            if src not in self.b.tensors:
+                raise FrontendError(g.where(node), f"input {name!r} dequantizes {src!r}, "
+                                    "which is not an activation tensor tessera knows")
+            return src
+
+    def weights(self, name, node):
+        """(int8 array, per-channel scales) of a DQ'd constant weight."""
+        g = self.g
+        dq = g.producer.get(name)
+        if dq is None or dq.op_type != "DequantizeLinear" or not g.is_const(dq.input[0]):
+            raise FrontendError(g.where(node), f"weights {name!r} are not a quantized constant",
+                                "quantize weights to int8 (QDQ)")
+        self.handled.add(id(dq))
+        src, scale, zp, axis = self._dq_params(dq)
+        w = np.asarray(g.array(src))
+        if w.dtype not in (np.int8, np.uint8) or np.any(zp != 0) or w.dtype == np.uint8:
+            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero point "
+                                f"{np.unique(zp)[:3].tolist()}", "use symmetric int8 weights (weight_type=QInt8)")
+        return w.astype(np.int64), scale, axis
+
+    def bias(self, name, node, expected_scale):
+        """int32 bias in units of s_x * s_w[c]."""
+        g = self.g
+        if not name:
+            return None
+        prod = g.producer.get(name)
+        if prod is not None and prod.op_type == "DequantizeLinear" and g.is_const(prod.input[0]):
+            self.handled.add(id(prod))
+            src, scale, zp, _ = self._dq_params(prod)
+            q = np.asarray(g.array(src)).astype(np.float64)
+            real = (q - zp) * scale
+        elif g.is_const(name):
+            real = np.asarray(g.array(name), dtype=np.float64)
+        else:
+            raise FrontendError(g.where(node), f"bias {name!r} is not a constant")
+        bias = np.rint(real / expected_scale)
+        if np.any(np.abs(bias) >= 2 ** 31):
+            raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
+        return bias.astype(np.int32)
+
+    def output(self, node):
+        """Follow a float op's output through Relu/Clip to its QuantizeLinear;
+        register the IR tensor and return (name, real clamp)."""
+        g = self.g
+        name = node.output[0]
+        real_lo, real_hi = None, None
+        while True:
+            users = g.consumers.get(name, [])
+            if len(users) != 1:
+                raise FrontendError(g.where(node), f"output {name!r} is not quantized by a single QuantizeLinear",
+                                    "quantize the model with QDQ after every op")
+            user = users[0]
+            if user.op_type == "Relu":
+                real_lo = 0.0 if real_lo is None else max(real_lo, 0.0)
+            elif user.op_type == "Clip":
+                lo, hi = self._clip_bounds(user)
+                real_lo = lo if real_lo is None else max(real_lo, lo)
+                real_hi = hi if real_hi is None else min(real_hi, hi)
+            elif user.op_type == "QuantizeLinear":
+                self.handled.add(id(user))
+                scale, zp, dtype = self._q_params(user)
+                out = user.output[0]
+                shape = hwc(g.shape(name), g.where(node))
+                self.b.tensor(out, shape, dtype, scale, zp)
+                clamp = None
+                if real_lo is not None or real_hi is not None:
+                    clamp = self.b.real_clamp(out, real_lo, real_hi)
+                return out, clamp
+            else:
+                raise FrontendError(g.where(user), "unsupported op after a quantized layer",
+                                    "only Relu/Clip may sit between an op and its QuantizeLinear")
+            self.handled.add(id(user))
+            name = user.output[0]
+
+    def _clip_bounds(self, node):
+        a = attrs(node)
+        lo, hi = a.get("min"), a.get("max")
+        if len(node.input) > 1 and node.input[1]:
+            lo = float(_scalar(self.g.array(node.input[1])))
+        if len(node.input) > 2 and node.input[2]:
+            hi = float(_scalar(self.g.array(node.input[2])))
+        return lo, hi
+
+    # ---- ops -----------------------------------------------------------------
+
+    def parse(self):
+        g, b = self.g, self.b
+        for name in g.input_names:
+            users = g.consumers.get(name, [])
+            if not users or any(u.op_type != "QuantizeLinear" for u in users):
+                raise FrontendError(g.path, f"graph input {name!r} is not quantized",
+                                    "the input must feed QuantizeLinear nodes")
+            for q in users:
+                self.handled.add(id(q))
+                scale, zp, dtype = self._q_params(q)
+                b.tensor(q.output[0], hwc(g.shape(name), g.path), dtype, scale, zp)
+                b.inputs.append(q.output[0])
+        for node in g.graph.node:
+            if node.op_type in COMPUTE_OPS:
+                self.handled.add(id(node))
+                getattr(self, "op_" + node.op_type)(node)
+            elif node.op_type in VIEW_OPS:
+                self._maybe_alias(node)
+        for node in g.graph.node:
+            if id(node) not in self.handled and node.op_type not in ("Constant",):
+                if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
+                    continue  # dangling Q/DQ (e.g. on constants) change nothing we run
+                raise FrontendError(g.where(node), "unsupported op",
+                                    f"tessera lowers {', '.join(COMPUTE_OPS)} with Relu/Clip folded, "
+                                    "and Flatten/Reshape views")
+        for name in g.output_names:
+            prod = g.producer.get(name)
+            if prod is None or prod.op_type != "DequantizeLinear":
+                raise FrontendError(g.path, f"graph output {name!r} is not a dequantized activation",
+                                    "end the graph with QuantizeLinear -> DequantizeLinear")
+            src = self.alias.get(prod.input[0], prod.input[0])
+            b.outputs.append(src)
+        return b.finish()
+
+    def _maybe_alias(self, node):
+        """DQ -> Flatten -> Q with the same parameters: the Q output re-views
+        the input tensor."""
+        g = self.g
+        users = g.consumers.get(node.output[0], [])
+        if len(users) == 1 and users[0].op_type == "QuantizeLinear":
+            src = self.activation(node.input[0], node)
+            scale, zp, _ = self._q_params(users[0])
+            t = self.b.tensors[src]
+            if (t.scale, t.zero_point) != (scale, zp):
+                raise FrontendError(g.where(node), "a view op changes the quantization parameters",
+                                    "keep Flatten/Reshape's input and output parameters equal")
+            self.alias[users[0].output[0]] = src
+            self.handled.update({id(node), id(users[0])})
+
+    def op_Conv(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        w, w_scale, _ = self.weights(node.input[1], node)
+        if w.ndim == 3:   # 1D conv: [Co, Ci, k] -> [Co, Ci, 1, k]
+            w = w[:, :, None, :]
+        geo = conv_geometry(node, b.tensors[x].shape, list(w.shape), g.where(node))
+        bias = self.bias(node.input[2] if len(node.input) > 2 else "", node,
+                         b.tensors[x].scale * np.broadcast_to(w_scale, (w.shape[0],)))
+        y, clamp = self.output(node)
+        if out_hw(b.tensors[x].shape, geo) != b.tensors[y].shape[:2]:
+            raise FrontendError(g.where(node), "output shape does not match the convolution geometry")
+        b.conv(node.name or "conv", x, y, w, w_scale, bias, geo, g.where(node), clamp, [node.name])
+
+    def _linear(self, node, w, w_scale, bias_name):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        bias = self.bias(bias_name, node, b.tensors[x].scale * np.broadcast_to(w_scale, (w.shape[0],)))
+        y, clamp = self.output(node)
+        b.linear(node.name or "linear", x, y, w, w_scale, bias, g.where(node),
+                 clamp=clamp, sources=[node.name])
+
+    def op_Gemm(self, node):
+        a = attrs(node)
+        if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
+            raise FrontendError(self.g.where(node), "Gemm with transA or alpha/beta != 1 is not supported")
+        w, w_scale, axis = self.weights(node.input[1], node)
+        if not a.get("transB", 0):
+            w = w.T                      # [K, N] -> [N, K]
+        self._linear(node, w, w_scale, node.input[2] if len(node.input) > 2 else "")
+
+    def op_MatMul(self, node):
+        w, w_scale, _ = self.weights(node.input[1], node)
+        if w.ndim != 2:
+            raise FrontendError(self.g.where(node), "MatMul with a non-2D constant is not supported")
+        self._linear(node, w.T, w_scale, "")
+
+    def op_Add(self, node):
+        g, b = self.g, self.b
+        xa = self.activation(node.input[0], node)
+        xb = self.activation(node.input[1], node)
+        y, clamp = self.output(node)
+        b.add(node.name or "add", xa, xb, y, g.where(node), clamp, [node.name])
+
+    def op_MaxPool(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        geo = pool_geometry(node, b.tensors[x].shape, g.where(node), allow_pad=True)
+        y, clamp = self.output(node)
+        if clamp is not None:
+            raise FrontendError(g.where(node), "Relu/Clip after MaxPool is not supported")
+        b.maxpool(node.name or "maxpool", x, y, geo["kernel"], geo["stride"], geo["pad"],
+                  g.where(node), [node.name])
+
+    def op_AveragePool(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        geo = pool_geometry(node, b.tensors[x].shape, g.where(node), allow_pad=False)
+        y, clamp = self.output(node)
+        b.avgpool(node.name or "avgpool", x, y, geo["kernel"], geo["stride"], g.where(node), [node.name])
+
+    def op_GlobalAveragePool(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        h, w, _ = b.tensors[x].shape
+        y, clamp = self.output(node)
+        b.avgpool(node.name or "gap", x, y, [h, w], [1, 1], g.where(node), [node.name])

@@ -1,0 +1,77 @@
+"""Integer golden model: runs the IR layer by layer in NumPy.
+
+`run(graph, weights, inputs)` returns every tensor's stored value (HWC,
+int8 or int32 as the IR says). The firmware must match it bit for bit.
+"""
+
+import numpy as np
+
+from . import ops
+
+GOLDEN_VERSION = "1"
+
+_STORAGE = {"int8": np.int8, "int32": np.int32}
+
+
+def run_layer(layer, graph, weights, values):
+    """Compute one layer's output from `values` (tensor name -> array)."""
+    x = values[layer.inputs[0]]
+    w = weights[layer.weights] if layer.weights else None
+    b = weights[layer.bias] if layer.bias else None
+    op = layer.op
+    if op == "conv2d":
+        acc = ops.conv2d(x, w, b, layer.input_offset, layer.kernel, layer.stride, layer.pad)
+    elif op == "depthwise":
+        acc = ops.depthwise(x, w, b, layer.input_offset, layer.kernel, layer.stride, layer.pad)
+    elif op == "pointwise":
+        acc = ops.pointwise(x, w, b, layer.input_offset)
+    elif op == "linear":
+        acc = ops.linear(x, w, b, layer.input_offset)
+    elif op == "avgpool":
+        acc = ops.avgpool_sum(x, layer.input_offset, layer.kernel, layer.stride)
+    elif op == "maxpool":
+        acc = ops.maxpool(x, layer.kernel, layer.stride, layer.pad)
+    elif op == "add":
+        acc = ops.add(x, values[layer.inputs[1]], layer.in_mul, layer.in_offset)
+    else:
+        raise ValueError(f"golden model has no op {op!r}")
+    out = graph.tensor(layer.output)
+    y = ops.requantize(acc, layer.requant) if layer.requant is not None else acc
+    info = np.iinfo(_STORAGE[out.dtype])
+    if y.min() < info.min or y.max() > info.max:
+        raise OverflowError(f"layer {layer.name}: output outside {out.dtype}")
+    y = y.astype(_STORAGE[out.dtype])
+    assert list(y.shape) == list(out.shape), (layer.name, y.shape, out.shape)
+    return y
+
+
+def run(graph, weights, inputs):
+    """Every tensor's value: inputs (name -> stored array) plus each layer's output."""
+    values = {}
+    for name in graph.inputs:
+        t = graph.tensor(name)
+        values[name] = np.asarray(inputs[name]).astype(_STORAGE[t.dtype]).reshape(t.shape)
+    for layer in graph.layers:
+        values[layer.output] = run_layer(layer, graph, weights, values)
+    return values
+
+
+def random_input(graph, seed):
+    """The seeded golden input for zoo models.
+
+    Where the input's scale is known, draw standard-normal real values (as
+    the calibration did) and quantize them, so the input exercises the range
+    the network was calibrated for; otherwise draw uniformly over the dtype.
+    """
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        t = graph.tensor(name)
+        info = np.iinfo(_STORAGE[t.dtype])
+        if t.scale:
+            real = rng.standard_normal(size=t.shape)
+            q = np.rint(real / t.scale) + t.zero_point - t.shift
+        else:
+            q = rng.integers(info.min, info.max + 1, size=t.shape)
+        out[name] = np.clip(q, info.min, info.max).astype(_STORAGE[t.dtype])
+    return out

@@ -1,0 +1,109 @@
+"""The IR's arithmetic in NumPy integers: the oracle every kernel must match.
+
+Each function takes and returns stored-domain arrays (HWC; int8 values held
+in int64 arrays for headroom). Products of 8-bit values summed over at most a
+few hundred thousand terms stay far below 2**53, so the convolutions run as
+float64 BLAS matmuls and are still exact integers.
+"""
+
+import numpy as np
+
+from ..ir import Requant
+
+
+def requantize(acc, rq: Requant):
+    """Apply a Requant to int64 accumulators whose last axis is the channel."""
+    acc = acc.astype(np.int64)
+    channels = acc.shape[-1]
+    mul = _per_channel(rq.mul, channels)
+    add = _per_channel(rq.add, channels)
+    shift = _per_channel(rq.shift, channels)
+    if rq.rounding == "half_up":
+        rnd = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    else:
+        rnd = np.zeros_like(shift)
+    # Python ints would not overflow; int64 is what the kernels use, so make
+    # overflow visible instead of silently different.
+    with np.errstate(over="raise"):
+        scaled = acc * mul + add + rnd
+    y = np.right_shift(scaled, shift) + rq.zero_point
+    return np.clip(y, rq.lo, rq.hi)
+
+
+def _per_channel(values, channels):
+    arr = np.asarray(values, dtype=np.int64)
+    if arr.size == 1:
+        return np.full(channels, arr.reshape(()), dtype=np.int64)
+    assert arr.size == channels, (arr.size, channels)
+    return arr
+
+
+def _pad(x, pad, value):
+    top, left, bottom, right = pad
+    return np.pad(x, ((top, bottom), (left, right), (0, 0)), constant_values=value)
+
+
+def _windows(x, kernel, stride):
+    """[Ho, Wo, kh, kw, C] view of the sliding windows of x [H, W, C]."""
+    kh, kw = kernel
+    sh, sw = stride
+    win = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(0, 1))
+    # sliding_window_view puts the window axes last: [Ho', Wo', C, kh, kw]
+    win = win[::sh, ::sw]
+    return win.transpose(0, 1, 3, 4, 2)
+
+
+def conv2d(x, w, bias, input_offset, kernel, stride, pad):
+    """x [H, W, Ci], w [Co, kh, kw, Ci] -> int64 acc [Ho, Wo, Co]."""
+    xo = _pad(x.astype(np.int64) + input_offset, pad, 0)
+    win = _windows(xo, kernel, stride)
+    ho, wo = win.shape[:2]
+    cols = win.reshape(ho * wo, -1).astype(np.float64)
+    acc = cols @ w.reshape(w.shape[0], -1).astype(np.float64).T
+    acc = np.rint(acc).astype(np.int64).reshape(ho, wo, -1)
+    return acc + (0 if bias is None else bias.astype(np.int64))
+
+
+def depthwise(x, w, bias, input_offset, kernel, stride, pad):
+    """x [H, W, C], w [kh, kw, C] -> int64 acc [Ho, Wo, C]."""
+    xo = _pad(x.astype(np.int64) + input_offset, pad, 0)
+    win = _windows(xo, kernel, stride)
+    acc = np.einsum("hwijc,ijc->hwc", win, w.astype(np.int64))
+    return acc + (0 if bias is None else bias.astype(np.int64))
+
+
+def linear(x, w, bias, input_offset):
+    """x [H, W, C] flattened in HWC order, w [Co, K] -> int64 acc [1, 1, Co]."""
+    v = (x.astype(np.int64) + input_offset).reshape(-1).astype(np.float64)
+    acc = np.rint(w.astype(np.float64) @ v).astype(np.int64)
+    acc = acc + (0 if bias is None else bias.astype(np.int64))
+    return acc.reshape(1, 1, -1)
+
+
+def pointwise(x, w, bias, input_offset):
+    """x [H, W, Ci], w [Co, Ci] -> int64 acc [H, W, Co]."""
+    h, wd, ci = x.shape
+    v = (x.astype(np.int64) + input_offset).reshape(h * wd, ci).astype(np.float64)
+    acc = np.rint(v @ w.astype(np.float64).T).astype(np.int64).reshape(h, wd, -1)
+    return acc + (0 if bias is None else bias.astype(np.int64))
+
+
+def avgpool_sum(x, input_offset, kernel, stride):
+    """Window sums of (x + input_offset), no padding -> int64 [Ho, Wo, C]."""
+    win = _windows(x.astype(np.int64) + input_offset, kernel, stride)
+    return win.sum(axis=(2, 3))
+
+
+def maxpool(x, kernel, stride, pad):
+    """Window maxima; padded positions never win."""
+    floor = np.iinfo(np.int64).min
+    xp = _pad(x.astype(np.int64), pad, floor)
+    win = _windows(xp, kernel, stride)
+    return win.max(axis=(2, 3))
+
+
+def add(a, b, in_mul, in_offset):
+    """(a + oa) * ma + (b + ob) * mb in int64."""
+    with np.errstate(over="raise"):
+        return ((a.astype(np.int64) + in_offset[0]) * in_mul[0]
+                + (b.astype(np.int64) + in_offset[1]) * in_mul[1])

@@ -1,0 +1,183 @@
+"""tessera's intermediate representation: layers, tensors, requantization.
+
+Every input dialect (ONNX QDQ, QOperator, NEMO/DORY, QuantLib/Deeploy) lowers
+to this, and everything after the frontend (golden model, tiler, planner,
+codegen) reads only this. docs/ir.md states the arithmetic exactly; the
+golden model (tessera.golden) is its executable form.
+
+Conventions
+- Activations are HWC, batch 1: every tensor shape is [H, W, C].
+- 8-bit activations are stored as int8. A tensor whose source dtype is uint8
+  is stored shifted: stored = source - 128 (`Tensor.shift` = 128), so all
+  kernels are signed-int8 kernels. The network's entry point converts.
+- Accumulator outputs (a layer without requantization) are int32.
+- Weights: conv2d [Co, kh, kw, Ci]; depthwise [kh, kw, C]; pointwise and
+  linear [Co, K] (linear K in HWC order of its input). int8, symmetric.
+"""
+
+from dataclasses import dataclass, field, asdict
+from typing import Optional
+
+OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool")
+ROUNDING = ("half_up", "floor")
+DTYPES = {"int8": 1, "int32": 4}
+
+
+@dataclass
+class Tensor:
+    name: str
+    shape: list                 # [H, W, C]
+    dtype: str = "int8"         # storage: int8 | int32
+    shift: int = 0              # source value = stored value + shift (128 for uint8 sources)
+    source_dtype: str = "int8"  # dtype in the source graph: int8 | uint8 | int32 | ...
+    scale: Optional[float] = None       # real value = scale * (source - zero_point), if known
+    zero_point: Optional[int] = None    # in the source dtype
+
+    @property
+    def size(self):
+        h, w, c = self.shape
+        return h * w * c
+
+    @property
+    def nbytes(self):
+        return self.size * DTYPES[self.dtype]
+
+
+@dataclass
+class Requant:
+    """acc (int32) -> output, per output channel c:
+
+        y = clamp(((acc * mul[c] + add[c] + R) >> shift[c]) + zero_point, lo, hi)
+
+    computed in 64-bit, `>>` arithmetic (floor), R = 1 << (shift[c] - 1) for
+    rounding "half_up" (0 when shift is 0) and R = 0 for "floor". Arrays of
+    length 1 apply to every channel. zero_point, lo, hi are in the stored
+    (int8) domain.
+    """
+    mul: list
+    add: list
+    shift: list
+    rounding: str = "half_up"
+    zero_point: int = 0
+    lo: int = -128
+    hi: int = 127
+
+    def channel(self, values, c):
+        return values[c] if len(values) > 1 else values[0]
+
+
+@dataclass
+class Layer:
+    """One canonical op.
+
+    conv2d / depthwise / pointwise / linear:
+        acc[c] = bias[c] + sum((x + input_offset) * w)   over the window;
+        padded positions contribute 0 (they hold the value -input_offset).
+    avgpool:  acc = sum(x + input_offset) over the window (no padding).
+    maxpool:  y = max(x) over the window, padded positions ignored; no requant.
+    add:      acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]
+              (64-bit before requantization).
+    Then `requant` turns acc into the int8 output, or, when None, the output
+    is acc itself as int32.
+    """
+    name: str
+    op: str
+    inputs: list
+    output: str
+    kernel: list = field(default_factory=lambda: [1, 1])
+    stride: list = field(default_factory=lambda: [1, 1])
+    pad: list = field(default_factory=lambda: [0, 0, 0, 0])   # top, left, bottom, right
+    input_offset: int = 0
+    weights: Optional[str] = None    # key in weights.npz
+    bias: Optional[str] = None       # key in weights.npz (int32, one per output channel)
+    in_mul: list = field(default_factory=list)      # add only
+    in_offset: list = field(default_factory=list)   # add only
+    requant: Optional[Requant] = None
+    source: list = field(default_factory=list)  # names of the source-graph nodes it came from
+    digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
+
+
+@dataclass
+class Graph:
+    name: str
+    dialect: str
+    tensors: dict            # name -> Tensor
+    layers: list             # execution order
+    inputs: list
+    outputs: list
+
+    def tensor(self, name):
+        return self.tensors[name]
+
+    def layer(self, name):
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
+
+    def producer(self):
+        """tensor name -> index of the layer that writes it."""
+        return {layer.output: i for i, layer in enumerate(self.layers)}
+
+    def last_use(self):
+        """tensor name -> index of the last layer that reads it (outputs: the end)."""
+        last = {}
+        for i, layer in enumerate(self.layers):
+            for name in layer.inputs:
+                last[name] = i
+        for name in self.outputs:
+            last[name] = len(self.layers) - 1
+        return last
+
+    def to_json(self):
+        return {
+            "name": self.name,
+            "dialect": self.dialect,
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+            "tensors": {n: asdict(t) for n, t in sorted(self.tensors.items())},
+            "layers": [asdict(layer) for layer in self.layers],
+        }
+
+    @staticmethod
+    def from_json(data):
+        tensors = {n: Tensor(**t) for n, t in data["tensors"].items()}
+        layers = []
+        for d in data["layers"]:
+            d = dict(d)
+            if d.get("requant") is not None:
+                d["requant"] = Requant(**d["requant"])
+            layers.append(Layer(**d))
+        return Graph(data["name"], data["dialect"], tensors, layers,
+                     data["inputs"], data["outputs"])
+
+
+def weight_bytes_per_cout(layer, graph):
+    """Bytes of weights per output channel, as the kernels store them."""
+    kh, kw = layer.kernel
+    if layer.op == "conv2d":
+        return kh * kw * graph.tensor(layer.inputs[0]).shape[2]
+    if layer.op == "depthwise":
+        return kh * kw
+    if layer.op == "pointwise":
+        return graph.tensor(layer.inputs[0]).shape[2]
+    if layer.op == "linear":
+        return graph.tensor(layer.inputs[0]).size
+    return 0
+
+
+def macs(layer, graph):
+    """Multiply-accumulates of a layer (adds and pools count one per input element)."""
+    out = graph.tensor(layer.output)
+    kh, kw = layer.kernel
+    if layer.op in ("conv2d", "pointwise"):
+        return out.size * kh * kw * graph.tensor(layer.inputs[0]).shape[2]
+    if layer.op == "depthwise":
+        return out.size * kh * kw
+    if layer.op == "linear":
+        return out.size * graph.tensor(layer.inputs[0]).size
+    if layer.op in ("avgpool", "maxpool"):
+        return out.size * kh * kw
+    if layer.op == "add":
+        return out.size
+    return 0
