@@ -57,6 +57,7 @@ def write_atomic(path, data):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)   # mkstemp makes 0600 files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -72,3 +73,61 @@ def write_json(path, obj):
 def read_json(path):
     with open(path) as f:
         return json.load(f)
+
+
+def npz_bytes(arrays):
+    """A deterministic .npz (np.savez stamps the current time into the zip)."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name in sorted(arrays):
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            data = io.BytesIO()
+            np.lib.format.write_array(data, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+            zf.writestr(info, data.getvalue())
+    return buf.getvalue()
+
+
+def save_npz(path, arrays):
+    write_atomic(path, npz_bytes(arrays))
+
+
+def load_npz(path):
+    with np.load(path, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def file_digest(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def source_digest(*packages):
+    """Digest of the Python sources of tessera sub-packages or modules: a
+    step's result depends on the code that computed it."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.sha256()
+    for f in source_files(*packages):
+        h.update(os.path.relpath(f, root).encode())
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
+def source_files(*packages):
+    """The .py files of tessera sub-packages or modules (for SCons Depends)."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    files = []
+    for pkg in packages:
+        path = os.path.join(root, *pkg.split("."))
+        if os.path.isdir(path):
+            for d, _, names in os.walk(path):
+                files += [os.path.join(d, n) for n in names if n.endswith(".py")]
+        else:
+            files.append(path + ".py")
+    return sorted(files)

@@ -72,13 +72,12 @@ def parse_model(data, path, name):
                               "the path is relative to the model YAML")
     else:
         model["generator"]["resolution"] = _resolution(model["generator"]["resolution"], path)
-    if "reference" in data:
+    if model["reference"] is not None:
         model["reference"]["dir"] = os.path.normpath(os.path.join(base, model["reference"]["dir"]))
         if not os.path.isdir(model["reference"]["dir"]):
             raise ConfigError(path, f"reference.dir: folder not found: {model['reference']['dir']}")
-    else:
-        model["reference"] = None
     model["name"] = name
+    model["path"] = path
     return model
 
 

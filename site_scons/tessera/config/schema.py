@@ -117,8 +117,8 @@ def _validate_map(data, field, path, key):
             out[name] = validate(data[name], sub, path, where)
         elif sub.required:
             _fail(path, where, "missing required key", sub.doc or None)
-        elif sub.kind == "map":
-            out[name] = validate(sub.default, sub, path, where)
+        elif sub.kind == "map" and not any(f.required for f in sub.fields.values()):
+            out[name] = validate(sub.default, sub, path, where)   # all defaults
         else:
             out[name] = sub.default
     return out

@@ -100,6 +100,7 @@ def parse_target(data, path, name):
     target = validate(data, TARGET, path)
     _check_cross_references(target, path)
     target["name"] = name
+    target["path"] = path
     return target
 
 

@@ -65,6 +65,31 @@ class OnnxGraph:
         return shape
 
 
+VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+
+
+def input_quantizers(g, name):
+    """(QuantizeLinear nodes, view nodes passed) for a float graph input:
+    ONNX Runtime may put a Flatten before the input's QuantizeLinear."""
+    qs, views = [], []
+    users = g.consumers.get(name, [])
+    for u in users:
+        if u.op_type == "QuantizeLinear":
+            qs.append(u)
+        elif u.op_type in VIEW_OPS:
+            views.append(u)
+            more_q, more_v = input_quantizers(g, u.output[0])
+            qs += more_q
+            views += more_v
+        else:
+            raise FrontendError(g.where(u), f"graph input {name!r} reaches it unquantized",
+                                "the input must feed QuantizeLinear nodes")
+    if not qs:
+        raise FrontendError(g.path, f"graph input {name!r} is not quantized",
+                            "the input must feed QuantizeLinear nodes")
+    return qs, views
+
+
 def attrs(node):
     """A node's attributes as plain Python values."""
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}

@@ -14,9 +14,8 @@ import numpy as np
 
 from ..errors import FrontendError
 from .geometry import conv_geometry, hwc, out_hw, pool_geometry
-from .onnxgraph import attrs
+from .onnxgraph import VIEW_OPS, attrs, input_quantizers
 
-VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool")
 
@@ -164,20 +163,18 @@ class QdqParser:
     def parse(self):
         g, b = self.g, self.b
         for name in g.input_names:
-            users = g.consumers.get(name, [])
-            if not users or any(u.op_type != "QuantizeLinear" for u in users):
-                raise FrontendError(g.path, f"graph input {name!r} is not quantized",
-                                    "the input must feed QuantizeLinear nodes")
-            for q in users:
+            qs, views = input_quantizers(g, name)
+            self.handled.update(id(v) for v in views)
+            for q in qs:
                 self.handled.add(id(q))
                 scale, zp, dtype = self._q_params(q)
-                b.tensor(q.output[0], hwc(g.shape(name), g.path), dtype, scale, zp)
+                b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), dtype, scale, zp)
                 b.inputs.append(q.output[0])
         for node in g.graph.node:
             if node.op_type in COMPUTE_OPS:
                 self.handled.add(id(node))
                 getattr(self, "op_" + node.op_type)(node)
-            elif node.op_type in VIEW_OPS:
+            elif node.op_type in VIEW_OPS and id(node) not in self.handled:
                 self._maybe_alias(node)
         for node in g.graph.node:
             if id(node) not in self.handled and node.op_type not in ("Constant",):

@@ -7,9 +7,7 @@ import numpy as np
 
 from ..errors import FrontendError
 from .geometry import conv_geometry, hwc, out_hw, pool_geometry
-from .onnxgraph import attrs
-
-VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+from .onnxgraph import attrs, input_quantizers
 
 
 class QOperatorParser:
@@ -70,20 +68,18 @@ class QOperatorParser:
 
     def parse(self):
         g, b = self.g, self.b
+        skip = set()
         for name in g.input_names:
-            users = g.consumers.get(name, [])
-            if users and all(u.op_type == "QuantizeLinear" for u in users):
-                for q in users:
-                    scale = float(self._scalar(q, 1, "input scale"))
-                    zp_arr = self._const(q, 2, "input zero point")
-                    b.tensor(q.output[0], hwc(g.shape(name), g.path), str(zp_arr.dtype), scale,
-                             int(zp_arr.reshape(()).item()))
-                    b.inputs.append(q.output[0])
-            else:
-                raise FrontendError(g.path, f"graph input {name!r} is not quantized",
-                                    "the input must feed QuantizeLinear nodes")
+            qs, views = input_quantizers(g, name)
+            skip.update(id(v) for v in views)
+            for q in qs:
+                scale = float(self._scalar(q, 1, "input scale"))
+                zp_arr = self._const(q, 2, "input zero point")
+                b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), str(zp_arr.dtype), scale,
+                         int(zp_arr.reshape(()).item()))
+                b.inputs.append(q.output[0])
         for node in g.graph.node:
-            if node.op_type in ("QuantizeLinear", "Constant"):
+            if node.op_type in ("QuantizeLinear", "Constant") or id(node) in skip:
                 continue
             if node.op_type == "DequantizeLinear":
                 if node.output[0] not in g.output_names:

@@ -22,12 +22,18 @@ def requantize(acc, rq: Requant):
         rnd = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     else:
         rnd = np.zeros_like(shift)
-    # Python ints would not overflow; int64 is what the kernels use, so make
-    # overflow visible instead of silently different.
-    with np.errstate(over="raise"):
-        scaled = acc * mul + add + rnd
+    # int64 is what the kernels use; NumPy integers wrap silently, so check
+    # the bound first and make an overflow an error, not a different value.
+    _check_int64(float(np.abs(acc).max(initial=0)) * float(np.abs(mul).max())
+                 + float(np.abs(add).max()) + float(rnd.max()), "requantization")
+    scaled = acc * mul + add + rnd
     y = np.right_shift(scaled, shift) + rq.zero_point
     return np.clip(y, rq.lo, rq.hi)
+
+
+def _check_int64(bound, what):
+    if bound >= 2.0 ** 63:
+        raise OverflowError(f"{what} overflows 64 bits (bound {bound:.3g})")
 
 
 def _per_channel(values, channels):
@@ -104,6 +110,8 @@ def maxpool(x, kernel, stride, pad):
 
 def add(a, b, in_mul, in_offset):
     """(a + oa) * ma + (b + ob) * mb in int64."""
-    with np.errstate(over="raise"):
-        return ((a.astype(np.int64) + in_offset[0]) * in_mul[0]
-                + (b.astype(np.int64) + in_offset[1]) * in_mul[1])
+    a = a.astype(np.int64) + in_offset[0]
+    b = b.astype(np.int64) + in_offset[1]
+    _check_int64(float(np.abs(a).max(initial=0)) * abs(in_mul[0])
+                 + float(np.abs(b).max(initial=0)) * abs(in_mul[1]), "add")
+    return a * in_mul[0] + b * in_mul[1]

@@ -43,7 +43,10 @@ def ort_activations(onnx_path, graph, inputs):
         t = graph.tensor(name)
         q = inputs[name].astype(np.float64) + t.shift
         real = (q - t.zero_point) * t.scale
-        feeds[inp.name] = real.transpose(2, 0, 1)[None].astype(np.float32)
+        # HWC -> CHW, then the ONNX input's own shape (a flattened input
+        # keeps ONNX's C-order flatten of NCHW)
+        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+        feeds[inp.name] = real.transpose(2, 0, 1).reshape(shape).astype(np.float32)
     names = list(graph.tensors)
     results = sess.run(names, feeds)
     out = {}

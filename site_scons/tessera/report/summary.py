@@ -1,0 +1,68 @@
+"""The network summary: per layer op, shapes, MACs, weight and activation
+bytes, and the totals. Plain data first (for report.json), rendering second."""
+
+from .. import ir
+from .console import make_console
+
+
+def layer_rows(graph, weights):
+    rows = []
+    for layer in graph.layers:
+        out = graph.tensor(layer.output)
+        w = weights.get(layer.weights) if layer.weights else None
+        b = weights.get(layer.bias) if layer.bias else None
+        rows.append({
+            "name": layer.name,
+            "op": layer.op,
+            "in_shape": [graph.tensor(n).shape for n in layer.inputs],
+            "out_shape": out.shape,
+            "out_dtype": out.dtype,
+            "macs": ir.macs(layer, graph),
+            "params": (0 if w is None else int(w.size)) + (0 if b is None else int(b.size)),
+            "weight_bytes": (0 if w is None else int(w.nbytes)) + (0 if b is None else int(b.nbytes)),
+            "activation_bytes": sum(graph.tensor(n).nbytes for n in layer.inputs) + out.nbytes,
+        })
+    return rows
+
+
+def totals(rows):
+    return {
+        "layers": len(rows),
+        "macs": sum(r["macs"] for r in rows),
+        "params": sum(r["params"] for r in rows),
+        "weight_bytes": sum(r["weight_bytes"] for r in rows),
+        "peak_activation_bytes": max((r["activation_bytes"] for r in rows), default=0),
+    }
+
+
+def _shape(s):
+    return "x".join(str(d) for d in s)
+
+
+def _si(n):
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return str(n)
+
+
+def render(rows, tot, title, console=None):
+    """Print the summary table with rich."""
+    from rich.table import Table
+
+    console = console or make_console()
+    table = Table(title=title, show_footer=True)
+    table.add_column("#", justify="right", footer="")
+    table.add_column("layer", footer="total")
+    table.add_column("op")
+    table.add_column("input", justify="right")
+    table.add_column("output", justify="right")
+    table.add_column("MACs", justify="right", footer=_si(tot["macs"]))
+    table.add_column("params", justify="right", footer=_si(tot["params"]))
+    table.add_column("weight B", justify="right", footer=str(tot["weight_bytes"]))
+    table.add_column("act. B", justify="right", footer=f"peak {tot['peak_activation_bytes']}")
+    for i, r in enumerate(rows):
+        table.add_row(str(i), r["name"], r["op"], " + ".join(_shape(s) for s in r["in_shape"]),
+                      _shape(r["out_shape"]) + (" i32" if r["out_dtype"] == "int32" else ""),
+                      str(r["macs"]), str(r["params"]), str(r["weight_bytes"]), str(r["activation_bytes"]))
+    console.print(table)

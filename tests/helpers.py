@@ -1,0 +1,64 @@
+"""Helpers shared by tests: small ONNX models quantized by ONNX Runtime, and
+running tessera's SCons build in a scratch output directory."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL_CACHE = os.path.join(ROOT, "generated", ".models")
+
+
+def scons(*args, out, check=False, timeout=3600, env=None):
+    """Run tessera's SCons with out=<out>; returns CompletedProcess (text)."""
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, f"out={out}", *args]
+    run_env = dict(os.environ, TESSERA_MODEL_CACHE=MODEL_CACHE, **(env or {}))
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=run_env)
+    if check and res.returncode != 0:
+        raise AssertionError(f"scons {' '.join(args)} failed ({res.returncode}):\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
+    return res
+
+
+def float_model(nodes, inits, in_shape, out_shape, opset=13):
+    """A float ONNX model from nodes and {name: array} initializers."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, in_shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def quantize(model, path, fmt="qdq", activation="int8", seed=0, samples=8):
+    """Quantize a float model with ONNX Runtime static quantization."""
+    import onnx
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    src = str(path) + ".float.onnx"
+    onnx.save(model, src)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    rng = np.random.default_rng(seed)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.left = samples
+
+        def get_next(self):
+            if self.left == 0:
+                return None
+            self.left -= 1
+            return {"input": rng.standard_normal(shape).astype(np.float32)}
+
+    qtype = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
+    quantize_static(src, str(path), Reader(),
+                    quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                    per_channel=True, activation_type=qtype, weight_type=QuantType.QInt8)
+    return str(path)
