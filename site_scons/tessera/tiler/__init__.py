@@ -1,0 +1,172 @@
+"""tessera.tiler: one CP-SAT tiling model per layer, L2 -> L1.
+
+API
+---
+    tiling = solve_layer(layer, target)   # canonical, JSON-able dict
+    for t in tiles(layer, tiling): ...    # the tiles, in execution order
+    TILER_VERSION                         # bump when answers may change
+
+`layer` (canonical projection of one IR layer, all ints): name, op (conv2d,
+depthwise, pointwise, linear, add, maxpool, avgpool), in [H, W, C],
+out [Ho, Wo, Co], kernel [kh, kw], stride [sh, sw], pad [top, left, bottom,
+right], in_bytes, out_bytes, n_inputs, w_bytes_per_cout, param_bytes_per_cout.
+
+`target`: l1_budget (bytes for tiles), cores, buffering (2 = double
+buffering when tiled) and kernels (the parsed `tiler:` section of the
+kernel library's library.yaml, schema below).
+
+A layer whose whole working set fits L1 with buffering 1 is not tiled (one
+tile). Otherwise the output tile (th, tw, tc) maximizes the library
+objective subject to
+
+    buffering * (n_inputs*A(in_tile) + A(out_tile) + A(tc*w) + A(tc*params))
+        + A(scratch) <= l1_budget
+
+where in_tile is the largest input tile actually read (clipped at the
+borders), with all C input channels for conv2d/pointwise/linear and tc for
+depthwise/pools/add, and A() rounds a buffer up to the library's
+buffer_align (4 by default, as the allocator places buffers; with 1 this is
+the plain byte count). Tiles are uniform except the last of each axis;
+padding falls only on border tiles (tile sizes that would pad an inner tile
+are not legal). Ties are broken towards more channels, then wider, then
+taller tiles, so the optimum is unique. The solve is deterministic (one
+worker, fixed seed, deterministic work bound); `optimal` records whether
+CP-SAT proved the answer optimal. A layer whose smallest legal tile does not
+fit raises tessera.errors.FitError with the bytes needed and available.
+
+Result: {"layer", "tiled", "tile": {h, w, c}, "in_tile": {h, w, c},
+"n_tiles": {h, w, c}, "buffering", "n_inputs", "l1_bytes": {in, out,
+weights, params, scratch, total}, "l1_budget", "optimal", "objective"}.
+l1_bytes in/out/weights/params/scratch are the exact size of ONE buffer of
+that kind ("in": one input's tile); total is the budget's left-hand side
+above (what tessera.alloc's l1_layout packs, with the same alignment).
+
+Kernel library `tiler:` section (schema 1)
+------------------------------------------
+    tiler:
+      schema: 1
+      buffer_align: 4           # optional, default 4
+      defaults:                 # inherited by every op
+        scratch:   {<term name>: <term>, ...}
+        objective: {<term name>: <term>, ...}
+      ops:                      # every op the library has a kernel for
+        <op>:
+          scratch:   {...}      # merged over defaults by term name;
+          objective: {...}      # a term set to null drops the default
+
+    <term> = {coef: <int>, of: [<quantity>, ...], when: {<quantity>: <cond>}}
+    value  = coef * product(of) if every condition holds, else 0
+    <cond> = {multiple_of | equals | at_least | at_most: <int or constant>}
+
+scratch is the kernel's working memory in bytes (the sum of its terms,
+coef >= 0, allocated once, not buffered); the objective (maximized) is the
+sum of its terms. Quantities:
+
+  constants  cores, buffering, l1_budget, l1_permille (= l1_budget // 1000,
+             so bonuses can be a share of L1 and mean the same on every
+             target), kh, kw, kernel_area (kh*kw), patch (kh*kw*C), in_h,
+             in_w, in_c, out_h, out_w, out_c, in_bytes, out_bytes, n_inputs
+  per tile   tile_h, tile_w, tile_c (output tile), border_h, border_w,
+             border_c (last tile of each axis), n_tiles_h, n_tiles_w,
+             n_tiles_c, n_tiles, in_tile_h, in_tile_w, in_tile_c (largest
+             input tile), tile_volume (th*tw*tc), in_tile_bytes (all
+             inputs), out_tile_bytes, weight_tile_bytes, param_tile_bytes
+             (one buffer each)
+  objective  scratch_bytes, l1_bytes (total, as in the budget constraint)
+  only
+
+Modules: layer (validation, op traits), geometry (tiles, input ranges,
+per-axis tables), library (schema, terms), memory (bytes and quantities on
+numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
+"""
+
+from ..errors import FitError
+from . import geometry, layer as layer_mod, library, memory, model
+
+TILER_VERSION = "1"
+
+
+def _check_target(target):
+    for key, lo in (("l1_budget", 0), ("cores", 1), ("buffering", 1)):
+        v = target.get(key) if isinstance(target, dict) else None
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"tiler: target field {key!r} must be an int >= {lo}, got {v!r}")
+    if not isinstance(target.get("kernels"), dict):
+        raise ValueError("tiler: target field 'kernels' must be the library's tiler section")
+
+
+def _result(layer, target, q, tiled, optimal, objective):
+    return {
+        "layer": layer["name"],
+        "tiled": tiled,
+        "tile": {"h": q["tile_h"], "w": q["tile_w"], "c": q["tile_c"]},
+        "in_tile": {"h": q["in_tile_h"], "w": q["in_tile_w"], "c": q["in_tile_c"]},
+        "n_tiles": {"h": q["n_tiles_h"], "w": q["n_tiles_w"], "c": q["n_tiles_c"]},
+        "buffering": q["buffering"],
+        "n_inputs": layer["n_inputs"],
+        "l1_bytes": memory.breakdown(q),
+        "l1_budget": target["l1_budget"],
+        "optimal": bool(optimal),
+        "objective": int(objective),
+    }
+
+
+def _fit_error(layer, q, budget):
+    name, op = layer["name"], layer["op"]
+    H, W, C = layer["in"]
+    need = {"conv2d": f"; every tile needs all {C} input channels",
+            "pointwise": f"; every tile needs all {C} input channels",
+            "linear": f"; every tile needs the whole {H * W * C}-element input"}.get(op, "")
+    return FitError(
+        where=f"layer {name}",
+        what=(f"smallest tile ({q['tile_h']}x{q['tile_w']}x{q['tile_c']} outputs, "
+              f"buffering {q['buffering']}) needs {q['l1_bytes']} bytes of L1 but only "
+              f"{budget} are available{need}"),
+        fix=(f"give the target more L1 (a larger L1 level, or fewer reserved bytes, in "
+             f"the target YAML; at least {q['l1_bytes']} bytes free for tiles), use a "
+             f"kernel library with less scratch, or shrink this layer"))
+
+
+def solve_layer(layer, target):
+    """The L2 -> L1 tiling of one layer (see the module docstring)."""
+    layer_mod.check(layer)
+    _check_target(target)
+    spec = library.op_spec(target["kernels"], layer["op"])
+    tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
+    Ho, Wo, Co = layer["out"]
+    budget = target["l1_budget"]
+
+    # The whole layer at once, single-buffered: no tiling, no DMA overlap
+    # needed, always preferred when it fits.
+    whole = memory.quantities(layer, target, spec, Ho, Wo, Co, 1, tables)
+    if whole["l1_bytes"] <= budget:
+        return _result(layer, target, whole, False, True, spec.objective_value(whole))
+
+    buffering = target["buffering"]
+    smallest = (min(tables[0]), min(tables[1]), 1)
+    q_small = memory.quantities(layer, target, spec, *smallest, buffering, tables)
+    small_fits = q_small["l1_bytes"] <= budget
+    consts = memory.constants(layer, target, buffering)
+    r = model.solve(layer, target, spec, tables, consts, buffering,
+                    hint=smallest if small_fits else None)
+    if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
+        raise _fit_error(layer, q_small, budget)
+    if r["status"] == "unknown":
+        # No solution within the work bound (never seen in practice): the
+        # smallest tile is legal and fits, so it is a correct answer.
+        return _result(layer, target, q_small, True, False, spec.objective_value(q_small))
+    q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables)
+    objective = spec.objective_value(q)
+    if q["l1_bytes"] != r["l1_bytes"] or objective != r["objective"]:
+        raise RuntimeError(f"tiler: CP-SAT model and byte count disagree on layer "
+                           f"{layer['name']} tile {r['tile']}: {r} vs l1_bytes "
+                           f"{q['l1_bytes']}, objective {objective}")
+    return _result(layer, target, q, True, r["status"] == "optimal", objective)
+
+
+def tiles(layer, tiling):
+    """Every tile of `tiling`, in execution order (see geometry.tiles)."""
+    return geometry.tiles(layer, tiling)
+
+
+__all__ = ["solve_layer", "tiles", "TILER_VERSION"]

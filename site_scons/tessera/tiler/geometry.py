@@ -1,0 +1,93 @@
+"""Tile geometry: output tiles, the input each one reads, and its padding.
+
+Every question about shapes is answered here, once, by walking the actual
+tiles: the CP-SAT model reads per-axis tables built from these walks, and
+`tiles()` (which the codegen turns into the loop nest) is the same walk. The
+model and the generated code therefore agree on every byte by construction.
+"""
+
+from . import layer as layer_mod
+
+
+def axis_tiles(out_size, tile, in_size, k, s, pad_lo, pad_hi):
+    """Tiles of one spatial axis: [(o0, o, i0, i, pad_lo, pad_hi), ...].
+
+    Output positions [o0, o0+o) read the padded-input window
+    [o0*s - pad_lo, (o0+o-1)*s - pad_lo + k - 1]; the part inside the tensor
+    is [i0, i0+i), the rest is this tile's padding on each side.
+    """
+    out = []
+    for o0 in range(0, out_size, tile):
+        o = min(tile, out_size - o0)
+        v0 = o0 * s - pad_lo
+        v1 = (o0 + o - 1) * s - pad_lo + k - 1
+        i0, i1 = max(0, v0), min(in_size - 1, v1)
+        out.append((o0, o, i0, i1 - i0 + 1, i0 - v0, v1 - i1))
+    return out
+
+
+def axis_legal(spans):
+    """Padding only on border tiles: the kernels take padding arguments only
+    for the first and last tile of an axis (DORY's rule). A tile size that
+    puts padding on an inner tile (tiny tiles, large padding) is not offered.
+    """
+    last = len(spans) - 1
+    return all((j == 0 or sp[4] == 0) and (j == last or sp[5] == 0)
+               for j, sp in enumerate(spans))
+
+
+def axis_table(out_size, in_size, k, s, pad_lo, pad_hi):
+    """{tile: (n_tiles, border_tile, max_input_extent)} for every legal tile.
+
+    The largest input extent is taken over the real tiles, so border
+    clipping is exact (it is not monotone in the tile size in general).
+    """
+    table = {}
+    for t in range(1, out_size + 1):
+        spans = axis_tiles(out_size, t, in_size, k, s, pad_lo, pad_hi)
+        if axis_legal(spans):
+            table[t] = (len(spans), spans[-1][1], max(sp[3] for sp in spans))
+    return table
+
+
+def axes(layer):
+    """Per-axis parameters (out, in, k, s, pad_lo, pad_hi) for h and w.
+
+    Linear reads the whole input tensor for its single output pixel, which
+    is a window of the full input size with no stride or padding.
+    """
+    H, W, _ = layer["in"]
+    Ho, Wo, _ = layer["out"]
+    if layer["op"] == "linear":
+        return (Ho, H, H, 1, 0, 0), (Wo, W, W, 1, 0, 0)
+    (kh, kw), (sh, sw) = layer["kernel"], layer["stride"]
+    top, left, bottom, right = layer["pad"]
+    return (Ho, H, kh, sh, top, bottom), (Wo, W, kw, sw, left, right)
+
+
+def channel_span(layer, oc0, oc):
+    """Input channels read by output channels [oc0, oc0+oc)."""
+    if layer["op"] in layer_mod.CHANNEL_WISE:
+        return oc0, oc
+    return 0, layer["in"][2]
+
+
+def tiles(layer, tiling):
+    """Yield every tile in execution order: channel tiles outermost (weights
+    load once per channel tile), then rows, then columns."""
+    t = tiling["tile"]
+    ax_h, ax_w = axes(layer)
+    rows = axis_tiles(ax_h[0], t["h"], *ax_h[1:])
+    cols = axis_tiles(ax_w[0], t["w"], *ax_w[1:])
+    Co = layer["out"][2]
+    index = 0
+    for oc0 in range(0, Co, t["c"]):
+        oc = min(t["c"], Co - oc0)
+        ic0, ic = channel_span(layer, oc0, oc)
+        for oh0, oh, ih0, ih, ptop, pbottom in rows:
+            for ow0, ow, iw0, iw, pleft, pright in cols:
+                yield {"index": index,
+                       "oh0": oh0, "oh": oh, "ow0": ow0, "ow": ow, "oc0": oc0, "oc": oc,
+                       "ih0": ih0, "ih": ih, "iw0": iw0, "iw": iw, "ic0": ic0, "ic": ic,
+                       "pad": [ptop, pleft, pbottom, pright]}
+                index += 1

@@ -1,0 +1,85 @@
+"""Byte counts and every named quantity, on plain numbers, for one tile.
+
+This is the reference the CP-SAT model must agree with: the enumerator,
+the untiled check, the FitError message and the reported `l1_bytes` all
+come from here.
+
+L1 holds, per buffer set, one tile buffer per input, one output tile, one
+weight and one parameter tile; `buffering` sets of them; plus the kernel's
+scratch once. Each buffer is counted rounded up to the library's alignment,
+as the allocator places it.
+"""
+
+from . import geometry
+from .layer import CHANNEL_WISE
+
+
+def constants(layer, target, buffering):
+    """Quantities fixed before the solve (library.CONSTANTS)."""
+    H, W, C = layer["in"]
+    Ho, Wo, Co = layer["out"]
+    kh, kw = layer["kernel"]
+    budget = target["l1_budget"]
+    return {
+        "cores": target["cores"], "buffering": buffering,
+        "l1_budget": budget, "l1_permille": max(1, budget // 1000),
+        "kh": kh, "kw": kw, "kernel_area": kh * kw, "patch": kh * kw * C,
+        "in_h": H, "in_w": W, "in_c": C, "out_h": Ho, "out_w": Wo, "out_c": Co,
+        "in_bytes": layer["in_bytes"], "out_bytes": layer["out_bytes"],
+        "n_inputs": layer["n_inputs"],
+    }
+
+
+def align_up(n, align):
+    return -(-n // align) * align
+
+
+def in_tile_c(layer, tc):
+    return tc if layer["op"] in CHANNEL_WISE else layer["in"][2]
+
+
+def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
+    """All named quantities for output tile (th, tw, tc), or None when a
+    spatial tile size is not legal (padding on an inner tile).
+
+    tables: the per-axis geometry tables, to skip rebuilding them per call.
+    """
+    if tables is None:
+        tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
+    (tab_h, tab_w), Co = tables, layer["out"][2]
+    if th not in tab_h or tw not in tab_w:
+        return None
+    nh, bh, ih = tab_h[th]
+    nw, bw, iw = tab_w[tw]
+    nc = -(-Co // tc)
+    ic = in_tile_c(layer, tc)
+    q = constants(layer, target, buffering)
+    q.update({
+        "tile_h": th, "tile_w": tw, "tile_c": tc,
+        "border_h": bh, "border_w": bw, "border_c": Co - (nc - 1) * tc,
+        "n_tiles_h": nh, "n_tiles_w": nw, "n_tiles_c": nc, "n_tiles": nh * nw * nc,
+        "in_tile_h": ih, "in_tile_w": iw, "in_tile_c": ic,
+        "tile_volume": th * tw * tc,
+        "in_tile_bytes": layer["n_inputs"] * layer["in_bytes"] * ih * iw * ic,
+        "out_tile_bytes": layer["out_bytes"] * th * tw * tc,
+        "weight_tile_bytes": tc * layer["w_bytes_per_cout"],
+        "param_tile_bytes": tc * layer["param_bytes_per_cout"],
+    })
+    q["scratch_bytes"] = spec.scratch_bytes(q)
+    a = spec.align
+    one_input = q["in_tile_bytes"] // layer["n_inputs"]
+    q["l1_bytes"] = (buffering * (layer["n_inputs"] * align_up(one_input, a)
+                                  + align_up(q["out_tile_bytes"], a)
+                                  + align_up(q["weight_tile_bytes"], a)
+                                  + align_up(q["param_tile_bytes"], a))
+                     + align_up(q["scratch_bytes"], a))
+    return q
+
+
+def breakdown(q):
+    """The `l1_bytes` of a tiling: the size of ONE buffer of each kind ("in":
+    one input's tile), unaligned; "total" is what L1 must hold, every buffer
+    aligned, times buffering, times inputs, plus scratch."""
+    return {"in": q["in_tile_bytes"] // q["n_inputs"], "out": q["out_tile_bytes"],
+            "weights": q["weight_tile_bytes"], "params": q["param_tile_bytes"],
+            "scratch": q["scratch_bytes"], "total": q["l1_bytes"]}
