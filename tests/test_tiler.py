@@ -203,9 +203,7 @@ def test_mobilenet_v1_shapes(lay):
           f"tile {tile['h']}x{tile['w']}x{tile['c']} (in {it['h']}x{it['w']}x{it['c']}), "
           f"{n['h'] * n['w'] * n['c']} tiles, L1 {r['l1_bytes']['total']} B, "
           f"{'optimal' if r['optimal'] else 'NOT proven optimal'}, {dt * 1000:.0f} ms")
-    # a wall-clock bound with headroom for a loaded 2-core machine; the
-    # solves take ~0.1 s
-    assert dt < 1.0
+    # (solve time is printed, never asserted: the machines are shared)
     assert r["optimal"]
     assert r["l1_bytes"]["total"] <= 64000
     if r["tiled"]:
