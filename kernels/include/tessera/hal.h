@@ -1,0 +1,50 @@
+/*
+ * tessera HAL: what generated code needs from a platform, and nothing else.
+ * One implementation per platform under kernels/hal/<platform>/: the host
+ * (DMA is a memcpy, cores run in turn), QEMU (DMA is a copy, cores are harts),
+ * GVSoC or silicon (real DMA, real cluster).
+ */
+#ifndef TESSERA_HAL_H
+#define TESSERA_HAL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAL_MAX_DMA 4
+
+/* ---- cores ---------------------------------------------------------- */
+/* Run fn(arg) on every compute core; return when all have finished. */
+void hal_fork(void (*fn)(void *), void *arg);
+int hal_core_id(void);      /* 0 .. hal_num_cores() - 1 inside hal_fork */
+int hal_num_cores(void);
+void hal_barrier(void);     /* all compute cores of the current fork */
+
+/* ---- DMA -------------------------------------------------------------- */
+/* An asynchronous strided copy: `planes` x `rows` x `bytes`, with row and
+ * plane strides on each side (3D; a 1D copy has rows = planes = 1). The
+ * engine index is the target YAML's dma list index; bytes are counted per
+ * engine. hal_dma_wait returns when the copy has landed. */
+typedef struct {
+    uint32_t pending;
+} hal_dma_job_t;
+
+void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
+                   uint32_t bytes, uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
+                   uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride);
+void hal_dma_wait(hal_dma_job_t *job);
+extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
+
+/* ---- counting and console ------------------------------------------- */
+/* A monotonic count (instructions or cycles, as the target's runner says). */
+uint64_t hal_counter(void);
+/* Platform start-up before the network runs (clocks, caches, cluster). */
+void hal_init(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_HAL_H */
