@@ -1,11 +1,21 @@
-"""SCons tool `tessera`: a quantized network as build steps.
+"""SCons glue of tessera: a quantized network as build steps.
 
-    env.Tool('tessera', toolpath=['<tessera>/site_scons/site_tools'])
+    env.Tool('tessera')                  # site_scons/site_tools/tessera.py
     net = env.TesseraNetwork(target='host', model='tiny')
 
 The library (site_scons/tessera/) does the work; this glue only declares
-steps, their exact inputs (Value nodes holding canonical JSON), and the
-library code each step runs (SCons does not see code a Python action calls).
+steps, their exact inputs (Value nodes holding canonical JSON: the
+projections in tessera.views), and the library code each step runs (SCons
+does not see code a Python action calls).
+
+Steps, per network (under <out>/<target>/<model>/):
+    tiling/<layer>.json   one CP-SAT solve per layer
+    memplan.json, plan/<layer>.json
+    src/<layer>.c, src/<layer>_w.c, src/network.[ch], src/harness.c, src/input.c
+    obj/..., firmware   compiled with the target's toolchain
+    run.log             the firmware run on the target's runner
+    verdict.json        every layer checked against golden.npz
+    report.json         the summary, tiling, memory plan and run
 """
 
 import os
@@ -13,12 +23,16 @@ import sys
 
 from SCons.Script import Action, Exit
 
+from tessera import canon, config, prepare, views
+from tessera.errors import TesseraError
+from tessera.frontend.builder import c_name
+from tessera.ir import Graph
+
+from . import steps
+from .platforms import platform as platform_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
-
-from tessera import canon, config, prepare  # noqa: E402
-from tessera.errors import TesseraError  # noqa: E402
-
-from . import steps  # noqa: E402
+KERNELS = os.path.join(ROOT, "kernels")
 
 
 def fail(err):
@@ -31,30 +45,166 @@ def _log(message):
     print(f"tessera: {message}", flush=True)
 
 
+def _value(env, obj, name):
+    return env.Value(canon.dumps(obj), name=name)
+
+
+def _layer_view(graph, layer):
+    """Everything about one layer its code generation reads."""
+    from dataclasses import asdict
+    names = list(layer.inputs) + [layer.output]
+    return {"model": graph.name, "layer": asdict(layer),
+            "tensors": {n: asdict(graph.tensor(n)) for n in names}}
+
+
+def _codegen_target(target, model_name):
+    place = target["place"]
+    cross = target["toolchain"]["kind"] != "host"
+    act = views.dma_engine(target, place["activations"], place["tiles"])
+    wgt = views.dma_engine(target, place["weights"], place["tiles"])
+    where = f"{target['path']}: dma"
+    if act is None:
+        raise TesseraError(where, f"no DMA engine between {place['activations']} and {place['tiles']}",
+                           "declare one in the target's dma list")
+    if wgt is None:
+        raise TesseraError(where, f"no DMA engine between {place['weights']} and {place['tiles']}",
+                           "declare one in the target's dma list")
+    return {
+        "prefix": c_name(model_name),
+        "kernels": target["kernels"],
+        "cores": target["cores"],
+        "act_engine": act, "w_engine": wgt, "n_engines": len(target["dma"]),
+        "act_level": place["activations"], "w_level": place["weights"], "tile_level": place["tiles"],
+        # cross targets place each level's data in its own section (see the
+        # platform's linker script); the host has one flat memory
+        "sections": {
+            "weights": f".rodata.tsr.{place['weights']}" if cross else "",
+            "activations": f".bss.tsr.{place['activations']}" if cross else "",
+            "tiles": f".bss.tsr.{place['tiles']}" if cross else "",
+        },
+    }
+
+
+def _fit_hint(target):
+    others = []
+    for name in config.available("target", ROOT):
+        if name == target["name"]:
+            continue
+        try:
+            t = config.load_target(os.path.join(ROOT, "targets", name + ".yaml"), name)
+        except TesseraError:
+            continue
+        w = t["memory"][t["place"]["weights"]]
+        others.append((config.usable_bytes(w), name, t["place"]["weights"], w["kind"]))
+    bigger = [f"{n} ({lvl}: {b / 1e6:.1f} MB {kind})" for b, n, lvl, kind in sorted(others, reverse=True)[:2]]
+    return ("use a smaller model (e.g. mbv1_025_128) or a target with more weight memory: "
+            + ", ".join(bigger)) if bigger else "use a smaller model"
+
+
 def TesseraNetwork(env, target, model, out=None):
-    """Declare every step that builds (target, model); returns a dict of
-    the main nodes: report, graph, golden (and more as the build grows)."""
-    out = out or env.get("TESSERA_OUT") or os.path.join(ROOT, "generated")
+    """Declare every step that builds, runs and checks (target, model).
+    Returns a dict of the main nodes (report, firmware, verdict, ...)."""
+    out = os.path.abspath(out or env.get("TESSERA_OUT") or os.path.join(ROOT, "generated"))
     try:
         tname, tpath = config.resolve("target", target, ROOT)
         mname, mpath = config.resolve("model", model, ROOT)
         tcfg = config.load_target(tpath, tname)
         mcfg = config.load_model(mpath, mname)
-        outdir = os.path.join(os.path.abspath(out), tname, mname)
+        outdir = os.path.join(out, tname, mname)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
-        model_cache = os.environ.get("TESSERA_MODEL_CACHE") or os.path.join(os.path.abspath(out), ".models")
+        model_cache = os.environ.get("TESSERA_MODEL_CACHE") or os.path.join(out, ".models")
         paths = prepare.prepare(mcfg, outdir, model_cache, log=_log)
+        graph = Graph.from_json(canon.read_json(paths["graph"]))
+        library = views.kernel_library(tcfg["kernels"])
+        cg_target = _codegen_target(tcfg, mname)
+        plat = platform_module(tcfg["platform"], tpath)
     except TesseraError as err:
         fail(err)
-    nodes = {"outdir": outdir, "graph": env.File(paths["graph"]), "golden": env.File(paths["golden"])}
-    title = env.Value(canon.dumps({"target": tname, "model": mname}), name=f"{tname}/{mname}")
-    report = env.Command(os.path.join(outdir, "report.json"),
-                         [paths["graph"], paths["weights"], title],
+    return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir)
+
+
+def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
+    tname, mname = tcfg["name"], mcfg["name"]
+    d = lambda *p: os.path.join(outdir, *p)  # noqa: E731
+    env = env.Clone(TESSERA_NET=f"{mname} on {tname}")
+
+    # ---- tiling: one solve per layer, inputs are its projections only
+    tiler_target = _value(env, views.tiler_target(tcfg, library), f"tiler target {tname}")
+    tiler_code = canon.source_files("tiler")
+    tilings = []
+    for layer in graph.layers:
+        lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
+        node = env.Command(d("tiling", layer.name + ".json"), [lv, tiler_target],
+                           Action(steps.tile, "tessera: tile $TARGET"))
+        env.Depends(node, tiler_code)
+        tilings.append(node[0])
+
+    # ---- memory plan
+    memory = views.memory_target(tcfg)
+    memory["align"] = library["tiler"].get("buffer_align", 4)
+    memory["fit_hint"] = _fit_hint(tcfg)
+    plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
+    plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings,
+                             Action(steps.plan, "tessera: plan memory $TARGET"))
+    env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir"))
+    memplan_json, slices = plan_nodes[0], plan_nodes[1:]
+
+    # ---- code generation: one file per layer (+ its constants), network files
+    codegen_code = canon.source_files("codegen", "views", "ir", "tiler")
+    cg_value = _value(env, cg_target, f"codegen target {tname}")
+    sources = []
+    for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
+        lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
+        c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value],
+                        Action(steps.gen_layer, "tessera: generate $TARGET"))
+        env.Depends(c, codegen_code)
+        sources.append(c[0])
+        if layer.weights or views.param_arrays(layer):
+            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value, paths["weights"]],
+                            Action(steps.gen_weights, "tessera: generate $TARGET"))
+            env.Depends(w, codegen_code)
+            sources.append(w[0])
+    net_files = [d("src", f) for f in ("network.h", "network.c", "harness.c", "input.c")]
+    net = env.Command(net_files, [paths["graph"], memplan_json, cg_value, paths["input"]],
+                      Action(steps.gen_network, "tessera: generate $TARGET"))
+    env.Depends(net, codegen_code)
+    sources += [net[1], net[2], net[3]]
+
+    # ---- compile and link with the target's toolchain
+    tenv = env.Clone()
+    plat.configure(tenv, tcfg)
+    tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")])
+    objects = [tenv.Object(d("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources]
+    kernel_dir = os.path.join(KERNELS, tcfg["kernels"])
+    hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
+    kobjs = [tenv.Object(d("obj", "kernels", f[:-2] + ".o"), os.path.join(kernel_dir, f))[0]
+             for f in sorted(os.listdir(kernel_dir)) if f.endswith(".c")]
+    henv = tenv.Clone()
+    henv.Append(CPPDEFINES=[("TSR_NCORES", tcfg["cores"])])
+    hobjs = [henv.Object(d("obj", "hal", f[:-2] + ".o"), os.path.join(hal_dir, f))[0]
+             for f in sorted(os.listdir(hal_dir)) if f.endswith((".c", ".S"))]
+    klib = tenv.StaticLibrary(d("obj", "libtessera_kernels"), kobjs)
+    firmware = plat.link(tenv, tcfg, objects + hobjs, klib, outdir)
+
+    # ---- run, check, report
+    runner = _value(env, dict(tcfg["runner"]), f"runner {tname}")
+    run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
+    env.Depends(run_log, canon.source_files("runners"))
+    verdict = env.Command(d("verdict.json"), [paths["graph"], paths["golden"], run_log, firmware, runner],
+                          Action(steps.check, "tessera: check $TARGET"))
+    env.Depends(verdict, canon.source_files("check", "runlog", "runners"))
+    meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
+            "dma": [dma["name"] for dma in tcfg["dma"]]}
+    report = env.Command(d("report.json"),
+                         [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
+                          memplan_json, verdict] + tilings,
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, canon.source_files("report", "ir", "canon"))
-    nodes["report"] = report
-    return nodes
+    env.Depends(report, canon.source_files("report", "memplan", "ir"))
+    env.Alias("run", run_log)
+    return {"outdir": outdir, "report": report, "firmware": firmware, "verdict": verdict,
+            "run": run_log, "sources": sources, "network_h": net[0], "tilings": tilings,
+            "memplan": memplan_json}
 
 
 def exists(env):

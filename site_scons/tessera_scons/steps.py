@@ -9,11 +9,12 @@ repr (with a memory address) would change SCons's signature on every run.
 """
 
 import json
+import os
 import sys
 
 from tessera import canon
 from tessera.errors import TesseraError
-from tessera.ir import Graph
+from tessera.ir import Graph, Layer, Requant, Tensor
 
 
 def guarded(work, target, source, env):
@@ -31,19 +32,172 @@ def guarded(work, target, source, env):
         return 1
 
 
+def _value(node):
+    return json.loads(node.read())
+
+
+def _layer_from_view(v):
+    d = dict(v["layer"])
+    if d.get("requant") is not None:
+        d["requant"] = Requant(**d["requant"])
+    layer = Layer(**d)
+    graph = Graph(v["model"], "", {n: Tensor(**t) for n, t in v["tensors"].items()}, [layer], [], [])
+    return layer, graph
+
+
+# ---- tiling ---------------------------------------------------------------
+
+def tile(target, source, env):
+    return guarded(_tile, target, source, env)
+
+
+def _tile(target, source, env):
+    from tessera.tiler import solve_layer
+
+    layer, tgt = _value(source[0]), _value(source[1])
+    canon.write_json(str(target[0]), solve_layer(layer, tgt))
+
+
+# ---- memory plan ------------------------------------------------------------
+
+def plan(target, source, env):
+    return guarded(_plan, target, source, env)
+
+
+def _plan(target, source, env):
+    from tessera import memplan
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    memory = _value(source[1])
+    tilings = {}
+    for node in source[2:]:
+        t = canon.read_json(str(node))
+        tilings[t["layer"]] = t
+    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"])
+    canon.write_json(str(target[0]), the_plan)
+    # one slice per layer, in the order the targets were declared
+    for layer, node in zip(graph.layers, target[1:]):
+        canon.write_json(str(node), memplan.layer_slice(the_plan, layer))
+
+
+# ---- code generation --------------------------------------------------------
+
+def gen_layer(target, source, env):
+    return guarded(_gen_layer, target, source, env)
+
+
+def _gen_layer(target, source, env):
+    from tessera.codegen import layer as layer_c
+
+    v = _value(source[0])
+    layer, graph = _layer_from_view(v)
+    tiling = canon.read_json(str(source[1]))
+    slice_ = canon.read_json(str(source[2]))
+    tgt = _value(source[3])
+    canon.write_atomic(str(target[0]), layer_c.generate(layer, graph, tiling, slice_, tgt, v["model"]))
+
+
+def gen_weights(target, source, env):
+    return guarded(_gen_weights, target, source, env)
+
+
+def _gen_weights(target, source, env):
+    from tessera.codegen import weights as weights_c
+
+    v = _value(source[0])
+    layer, graph = _layer_from_view(v)
+    tgt = _value(source[1])
+    arrays = canon.load_npz(str(source[2]))
+    canon.write_atomic(str(target[0]), weights_c.generate(layer, graph, arrays, tgt))
+
+
+def gen_network(target, source, env):
+    return guarded(_gen_network, target, source, env)
+
+
+def _gen_network(target, source, env):
+    from tessera.codegen import network
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    the_plan = canon.read_json(str(source[1]))
+    tgt = _value(source[2])
+    v = network.view(graph, the_plan, tgt)
+    outputs = {"network.h": network.header(v), "network.c": network.source(v),
+               "harness.c": network.harness(v)}
+    if len(source) > 3:
+        outputs["input.c"] = network.golden_input(v, canon.load_npz(str(source[3])))
+    for node in target:
+        canon.write_atomic(str(node), outputs[os.path.basename(str(node))])
+
+
+# ---- run and check ----------------------------------------------------------
+
+def run(target, source, env):
+    return guarded(_run, target, source, env)
+
+
+def _run(target, source, env):
+    from tessera import runners
+    from tessera.errors import RunError
+
+    runner = _value(source[1])
+    log = str(target[0])
+    try:
+        text = runners.run(runner, str(source[0]))
+    except RunError as err:
+        # keep what it printed for the user, under a name no step reads
+        canon.write_atomic(log + ".failed", getattr(err, "output", "") or str(err))
+        raise
+    canon.write_atomic(log, text)
+
+
+def check(target, source, env):
+    return guarded(_check, target, source, env)
+
+
+def _check(target, source, env):
+    from tessera import check as checker, runlog, runners
+    from tessera.errors import RunError
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    golden = canon.load_npz(str(source[1]))
+    with open(str(source[2])) as f:
+        run_text = f.read()
+    firmware, runner = str(source[3]), _value(source[4])
+    result = runlog.parse(run_text, str(source[2]))
+    verdict = checker.compare(graph, golden, result)
+    bad = verdict.get("first_mismatch")
+    if bad is not None:
+        # rerun, dumping the culprit layer's whole output, to name the element
+        dump = runlog.parse(runners.run(runner, firmware, [f"dump={bad['index']}"]), "dump run")
+        verdict = checker.locate(verdict, graph, golden, dump["dumps"].get(bad["index"]))
+    verdict["counts"] = [layer["count"] for layer in result["layers"]]
+    verdict["dma"] = [layer["dma"] for layer in result["layers"]]
+    verdict["total_count"] = result["total"]
+    if verdict["verdict"] != "pass":
+        # the target is removed on failure; keep the details where no step reads
+        details = str(target[0]) + ".failed"
+        canon.write_json(details, verdict)
+        raise RunError(None, checker.describe(verdict, env.subst("$TESSERA_NET")),
+                       f"details in {details}")
+    canon.write_json(str(target[0]), verdict)
+
+
+# ---- report -----------------------------------------------------------------
+
 def report(target, source, env):
     return guarded(_report, target, source, env)
 
 
 def _report(target, source, env):
-    from tessera.report import summary
+    from tessera.report import build
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    weights = canon.load_npz(str(source[1]))
-    title = json.loads(source[2].read())
-    rows = summary.layer_rows(graph, weights)
-    tot = summary.totals(rows)
-    summary.render(rows, tot, f"{title['model']} on {title['target']}")
-    canon.write_json(str(target[0]), {"target": title["target"], "model": title["model"],
-                                      "layers": rows, "totals": tot})
-    return 0
+    meta = _value(source[0])
+    graph = Graph.from_json(canon.read_json(str(source[1])))
+    weights = canon.load_npz(str(source[2]))
+    the_plan = canon.read_json(str(source[3]))
+    verdict = canon.read_json(str(source[4]))
+    tilings = [canon.read_json(str(n)) for n in source[5:]]
+    report_data = build.report(meta, graph, weights, the_plan, verdict, tilings)
+    canon.write_json(str(target[0]), report_data)
+    build.render(report_data)

@@ -26,7 +26,8 @@ void hal_barrier(void);     /* all compute cores of the current fork */
 /* An asynchronous strided copy: `planes` x `rows` x `bytes`, with row and
  * plane strides on each side (3D; a 1D copy has rows = planes = 1). The
  * engine index is the target YAML's dma list index; bytes are counted per
- * engine. hal_dma_wait returns when the copy has landed. */
+ * engine. Several copies may be started on one job; hal_dma_wait returns
+ * when all of them have landed. A zero-initialized job has nothing pending. */
 typedef struct {
     uint32_t pending;
 } hal_dma_job_t;

@@ -1,0 +1,84 @@
+/*
+ * Helpers the generated layer code uses to move tiles of HWC tensors with
+ * the HAL's DMA. A tile is one row of the layer's tile table: output ranges
+ * (start, size) per axis, the input ranges it reads, and its padding.
+ */
+#ifndef TESSERA_TILE_H
+#define TESSERA_TILE_H
+
+#include <stdint.h>
+
+#include "tessera/hal.h"
+
+typedef struct {
+    int16_t oh0, oh, ow0, ow, oc0, oc;   /* output rows, cols, channels */
+    int16_t ih0, ih, iw0, iw, ic0, ic;   /* input rows, cols, channels read */
+    int8_t pad_t, pad_l, pad_b, pad_r;   /* this tile's padding */
+    int8_t new_weights;                  /* first tile of a channel tile */
+} tsr_tile_t;
+
+/* Copy a box of an HWC tensor [.][w][c] (element size esize) between the
+ * tensor and a compact tile buffer [h][w][c]. to_tile: tensor -> tile. */
+static inline void tsr_dma_box(hal_dma_job_t *job, int engine, int8_t *tile, int8_t *tensor,
+                               int32_t w, int32_t c, int32_t esize,
+                               int32_t h0, int32_t h, int32_t w0, int32_t tw, int32_t c0, int32_t tc,
+                               int to_tile)
+{
+    int8_t *t_start = tensor + ((h0 * w + w0) * c + c0) * esize;
+    uint32_t row = (uint32_t)(w * c * esize);       /* one tensor row */
+    uint32_t pix = (uint32_t)(c * esize);           /* one tensor pixel */
+    uint32_t bytes = (uint32_t)(tc * esize);
+    int8_t *dst, *src;
+    uint32_t ds, ss, dps, sps;
+    if (tc == c && tw == w) {                       /* whole rows: one run */
+        bytes *= (uint32_t)(tw * h);
+        dst = to_tile ? tile : t_start;
+        src = to_tile ? t_start : tile;
+        hal_dma_start(job, engine, dst, src, bytes, 1, 0, 0, 1, 0, 0);
+        return;
+    }
+    if (tc == c) {                                  /* full pixels: 2D, rows of tw pixels */
+        bytes *= (uint32_t)tw;
+        dst = to_tile ? tile : t_start;
+        src = to_tile ? t_start : tile;
+        ds = to_tile ? bytes : row;
+        ss = to_tile ? row : bytes;
+        hal_dma_start(job, engine, dst, src, bytes, (uint32_t)h, ss, ds, 1, 0, 0);
+        return;
+    }
+    /* channel slice: 3D, tc-element pieces of tw pixels of h rows */
+    dst = to_tile ? tile : t_start;
+    src = to_tile ? t_start : tile;
+    ds = to_tile ? bytes : pix;
+    ss = to_tile ? pix : bytes;
+    dps = to_tile ? bytes * (uint32_t)tw : row;
+    sps = to_tile ? row : bytes * (uint32_t)tw;
+    hal_dma_start(job, engine, dst, src, bytes, (uint32_t)tw, ss, ds, (uint32_t)h, sps, dps);
+}
+
+/* The input box a tile reads, into its L1 buffer. */
+static inline void tsr_tile_in(hal_dma_job_t *job, int engine, int8_t *l1, const int8_t *tensor,
+                               int32_t w, int32_t c, int32_t esize, const tsr_tile_t *t)
+{
+    tsr_dma_box(job, engine, l1, (int8_t *)tensor, w, c, esize, t->ih0, t->ih, t->iw0, t->iw,
+                t->ic0, t->ic, 1);
+}
+
+/* A computed output tile, from its L1 buffer back into the tensor. */
+static inline void tsr_tile_out(hal_dma_job_t *job, int engine, int8_t *tensor, const int8_t *l1,
+                                int32_t w, int32_t c, int32_t esize, const tsr_tile_t *t)
+{
+    tsr_dma_box(job, engine, (int8_t *)l1, tensor, w, c, esize, t->oh0, t->oh, t->ow0, t->ow,
+                t->oc0, t->oc, 0);
+}
+
+/* Rows [first, first + n) of a [rows][row_bytes] array (weights and
+ * per-channel parameters of a channel tile): one contiguous run. */
+static inline void tsr_rows_in(hal_dma_job_t *job, int engine, int8_t *l1, const void *array,
+                               int32_t row_bytes, int32_t first, int32_t n)
+{
+    hal_dma_start(job, engine, l1, (const int8_t *)array + first * row_bytes,
+                  (uint32_t)(n * row_bytes), 1, 0, 0, 1, 0, 0);
+}
+
+#endif /* TESSERA_TILE_H */

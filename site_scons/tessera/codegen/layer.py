@@ -1,0 +1,192 @@
+"""One C file per layer: its tile table and the double-buffered loop nest.
+
+Every number the loop needs is fixed here, at build time: the tile table
+holds each tile's output and input ranges and padding (border tiles
+included), the L1 and L2 offsets come from the memory plan. At run time the
+loop only walks the table:
+
+    load tile 0 (input and, on a new channel tile, weights) into buffer 0
+    for each tile i:
+        wait for tile i's input and weights
+        start loading tile i+1 into the other buffers           (prefetch)
+        wait until the output buffer's previous write-back has left
+        compute tile i on every core                              (hal_fork)
+        start writing tile i's output back to its tensor          (write-back)
+    wait for the last write-backs
+
+Tiles are ordered channel tile outermost, so weights load once per channel
+tile into their own double buffer.
+"""
+
+from .. import ir
+from ..tiler import tiles as tile_list
+from ..views import param_arrays, tiler_layer
+from .cfmt import header_comment, int_list
+from .libraries import library
+
+ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR"}
+
+
+def symbol(prefix, layer_name, what=None):
+    return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
+
+
+def _tile_rows(layer_view, tiling):
+    rows = []
+    prev_c = None
+    for t in tile_list(layer_view, tiling):
+        new_w = 1 if (t["oc0"], t["oc"]) != prev_c else 0
+        prev_c = (t["oc0"], t["oc"])
+        rows.append([t["oh0"], t["oh"], t["ow0"], t["ow"], t["oc0"], t["oc"],
+                     t["ih0"], t["ih"], t["iw0"], t["iw"], t["ic0"], t["ic"], *t["pad"], new_w])
+    return rows
+
+
+def _requant_block(layer, params, per_channel_rq):
+    """C declarations of the layer's requantization (per-tensor values as
+    constants here; per-channel arrays come with each channel tile)."""
+    rq = layer.requant
+    if rq is None:
+        return "", "NULL"
+    lines = []
+    if not per_channel_rq:
+        lines.append(f"static const int32_t rq_mul[1] = {{{int(rq.mul[0])}}};")
+        lines.append(f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};")
+        if any(rq.add):
+            lines.append(f"static const int32_t rq_add[1] = {{{int(rq.add[0])}}};")
+    return "\n".join(lines) + ("\n" if lines else ""), "&rq"
+
+
+def generate(layer, graph, tiling, plan_slice, target, model):
+    """C source of one layer. target: the codegen view of the target
+    (prefix, engines, kernels); model: the model name (comments only)."""
+    lib = library(target["kernels"])
+    prefix = target["prefix"]
+    view = tiler_layer(layer, graph)
+    x = graph.tensor(layer.inputs[0])
+    y = graph.tensor(layer.output)
+    in_esize = ir.DTYPES[x.dtype]
+    out_esize = ir.DTYPES[y.dtype]
+    rows = _tile_rows(view, tiling)
+    l1 = plan_slice["l1"]
+    bufs = tiling["buffering"]
+    params = param_arrays(layer)
+    per_channel_rq = any(name in ("mul", "shift") for name, _, _ in params)
+    tc_max = tiling["tile"]["c"]
+    name = symbol(prefix, layer.name)
+    shape = lambda s: "x".join(map(str, s))  # noqa: E731
+    nt = len(rows)
+    t = tiling["tile"]
+    assert bufs == 2 or nt == 1, "a tiled layer is double buffered"
+
+    out = []
+    out.append(header_comment([
+        f"tessera: layer {layer.name} of {model}: {layer.op} "
+        f"{' + '.join(shape(graph.tensor(n).shape) for n in layer.inputs)} -> {shape(y.shape)}",
+        f"{nt} tile{'s' if nt > 1 else ''} of {t['h']}x{t['w']}x{t['c']} outputs, "
+        f"{bufs} buffer{'s' if bufs > 1 else ''} each; L1 {l1['total']} of {l1['budget']} bytes.",
+    ]))
+    out.append('#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
+               '#include "tessera/tile.h"\n')
+    out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
+    if layer.weights:
+        out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
+    for pname, ctype, _ in params:
+        out.append(f"extern const {ctype} {symbol(prefix, layer.name, pname)}[];")
+    out.append("")
+    out.append(f"#define NTILES {nt}")
+    out.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
+    if layer.weights or params:
+        out.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
+    out.append("")
+    out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
+    out.append(f"static const tsr_tile_t tiles[NTILES] = {{")
+    for r in rows:
+        out.append("    {" + ", ".join(str(v) for v in r) + "},")
+    out.append("};\n")
+
+    # L1 regions (offsets into the tile arena), per buffer
+    def offs(key):
+        vals = l1[key]
+        return "{" + ", ".join(str(v) for v in vals) + "}"
+    for i, in_offs in enumerate(l1["in"]):
+        out.append(f"static const uint32_t l1_in{i}[{bufs}] = {{{', '.join(map(str, in_offs))}}};")
+    out.append(f"static const uint32_t l1_out[{bufs}] = {offs('out')};")
+    if layer.weights:
+        out.append(f"static const uint32_t l1_w[{bufs}] = {offs('weights')};")
+    if params:
+        out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
+    out.append("")
+
+    rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
+    if rq_decl:
+        out.append(rq_decl)
+
+    kernel = lib.kernel_function(layer)
+    args_type = lib.args_type(layer)
+    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
+               f"hal_core_id(), hal_num_cores());\n}}\n")
+
+    # the loader: one tile's input boxes, plus weights/params on a new channel tile
+    out.append("/* Start the copies that bring tile t into L1 buffer b (weights into wb). */")
+    out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
+    for i, src in enumerate(plan_slice["inputs"]):
+        xt = graph.tensor(layer.inputs[i])
+        out.append(f"    tsr_tile_in(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
+                   f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+    if layer.weights or params:
+        out.append("    if (t->new_weights) {")
+        if layer.weights:
+            out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_w[wb], "
+                       f"{symbol(prefix, layer.name, 'weights')}, {view['w_bytes_per_cout']}, t->oc0, t->oc);")
+        pos = 0
+        for pname, ctype, size in params:
+            out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_p[wb] + {pos}, "
+                       f"{symbol(prefix, layer.name, pname)}, {size}, t->oc0, t->oc);")
+            pos += size * tc_max
+        out.append("    }")
+    else:
+        out.append("    (void)wb;\n    (void)w;")
+    out.append("}\n")
+
+    # the layer function
+    out.append(f"void {name}(void)\n{{")
+    out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, w[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}};")
+    out.append(f"    {args_type} a = {{0}};")
+    if layer.requant is not None:
+        rq = layer.requant
+        if per_channel_rq:
+            out.append("    tsr_requant_t rq = {0};")
+            out.append("    rq.per_channel = 1;")
+        else:
+            out.append("    tsr_requant_t rq = {0};")
+            out.append("    rq.mul = rq_mul;\n    rq.shift = rq_shift;")
+            if any(rq.add):
+                out.append("    rq.add = rq_add;")
+        out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
+                   f"    rq.rounding = {ROUNDING[rq.rounding]};")
+    out.append("    int wb = 0;")
+    scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
+    out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref))
+    out.append("")
+    out.append("    load(&tiles[0], 0, 0, in, w);")
+    out.append("    for (int i = 0; i < NTILES; i++) {")
+    out.append("        const tsr_tile_t *t = &tiles[i];")
+    out.append(f"        const int b = i % {bufs};")
+    out.append("        if (i > 0 && t->new_weights)\n            wb ^= 1;" if bufs > 1 else "")
+    out.append("        hal_dma_wait(&in[b]);")
+    out.append("        hal_dma_wait(&w[wb]);")
+    if bufs > 1:
+        out.append("        if (i + 1 < NTILES)")
+        out.append(f"            load(&tiles[i + 1], (i + 1) % {bufs}, tiles[i + 1].new_weights ? wb ^ 1 : wb, in, w);")
+    out.append("        hal_dma_wait(&out[b]);")
+    out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq))
+    out.append("        hal_fork(compute, &a);")
+    out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
+               f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+    out.append("    }")
+    for b in range(bufs):
+        out.append(f"    hal_dma_wait(&out[{b}]);")
+    out.append("}")
+    text = "\n".join(line for line in out if line is not None)
+    return text.replace("\n\n\n", "\n\n") + "\n"

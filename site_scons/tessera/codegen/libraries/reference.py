@@ -1,0 +1,80 @@
+"""Adapter for the portable reference kernels (kernels/reference/, API in
+kernels/include/tessera/kernels.h)."""
+
+import numpy as np
+
+CONV_LIKE = ("conv2d", "pointwise", "depthwise", "linear")
+POOLS = ("maxpool", "avgpool")
+
+KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
+           "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add"}
+
+
+def kernel_function(layer):
+    return KERNELS[layer.op]
+
+
+def args_type(layer):
+    if layer.op in CONV_LIKE:
+        return "tsr_conv_args_t"
+    if layer.op in POOLS:
+        return "tsr_pool_args_t"
+    return "tsr_add_args_t"
+
+
+def weights_layout(layer, w):
+    """The weight bytes in memory, output channel major (a channel tile is
+    one contiguous run): depthwise [kh][kw][C] becomes [C][kh][kw]."""
+    if layer.op == "depthwise":
+        return np.ascontiguousarray(w.transpose(2, 0, 1))
+    return np.ascontiguousarray(w)
+
+
+def constant_args(layer, l1, scratch_per_core, prefix, rq_ref):
+    """Argument fields fixed for the whole layer."""
+    kh, kw = layer.kernel
+    sh, sw = layer.stride
+    lines = []
+    if layer.op in CONV_LIKE or layer.op in POOLS:
+        lines += [f"a.kh = {kh};", f"a.kw = {kw};", f"a.sh = {sh};", f"a.sw = {sw};",
+                  f"a.input_offset = {layer.input_offset};"]
+    if layer.op in CONV_LIKE and scratch_per_core:
+        lines += [f"a.scratch = {prefix}_L1 + {l1['scratch']};", f"a.scratch_bytes = {scratch_per_core};"]
+    if layer.op == "add":
+        lines += [f"a.in_mul[0] = {layer.in_mul[0]};", f"a.in_mul[1] = {layer.in_mul[1]};",
+                  f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+    if layer.op != "maxpool":
+        lines.append(f"a.rq = {rq_ref};")
+    return lines
+
+
+def tile_args(layer, params, tc_max, prefix, per_channel_rq):
+    """Argument fields set for each tile `t` in buffers `b` (data) and `wb`
+    (weights and per-channel parameters)."""
+    L1 = f"{prefix}_L1"
+    lines = []
+    pos = {}
+    at = 0
+    for name, _, size in params:
+        pos[name] = at
+        at += size * tc_max
+    if layer.op in CONV_LIKE:
+        lines += [f"a.in = {L1} + l1_in0[b];", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.in_c = t->ic;",
+                  f"a.weights = {L1} + l1_w[wb];"]
+        if "bias" in pos:
+            lines.append(f"a.bias = (const int32_t *)({L1} + l1_p[wb] + {pos['bias']});")
+        lines += [f"a.out = {L1} + l1_out[b];", "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;",
+                  "a.pad_t = t->pad_t;", "a.pad_l = t->pad_l;", "a.pad_b = t->pad_b;", "a.pad_r = t->pad_r;"]
+    elif layer.op in POOLS:
+        lines += [f"a.in = {L1} + l1_in0[b];", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.c = t->oc;",
+                  f"a.out = {L1} + l1_out[b];", "a.out_h = t->oh;", "a.out_w = t->ow;",
+                  "a.pad_t = t->pad_t;", "a.pad_l = t->pad_l;", "a.pad_b = t->pad_b;", "a.pad_r = t->pad_r;"]
+    else:  # add
+        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
+                  "a.n = t->oh * t->ow * t->oc;"]
+    if per_channel_rq:
+        lines.append(f"rq.mul = (const int32_t *)({L1} + l1_p[wb] + {pos['mul']});")
+        if "add" in pos:
+            lines.append(f"rq.add = (const int32_t *)({L1} + l1_p[wb] + {pos['add']});")
+        lines.append(f"rq.shift = (const int8_t *)({L1} + l1_p[wb] + {pos['shift']});")
+    return lines

@@ -1,0 +1,222 @@
+"""The network-level sources: network.h (the public entry point),
+network.c (arenas, layer table, run), and for test runs harness.c (a main
+that runs the golden input and prints per-layer checksums and counts) with
+input.c (the golden input)."""
+
+import numpy as np
+
+from .cfmt import byte_string, header_comment, section_attr
+from .layer import symbol
+
+C_TYPES = {"int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t"}
+
+
+def view(graph, the_plan, target):
+    """Everything the network-level files read (a canonical dict)."""
+    offsets = the_plan["activations"]["offsets"]
+
+    def io(name):
+        t = graph.tensor(name)
+        return {"name": name, "offset": offsets[name], "bytes": t.nbytes, "shape": t.shape,
+                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift}
+    return {
+        "model": graph.name,
+        "prefix": target["prefix"],
+        "layers": [{"name": layer.name, "output": offsets[layer.output],
+                    "bytes": graph.tensor(layer.output).nbytes} for layer in graph.layers],
+        "inputs": [io(n) for n in graph.inputs],
+        "outputs": [io(n) for n in graph.outputs],
+        "arenas": {"L2": the_plan["activations"]["arena"], "L1": the_plan["tiles"]["arena"]},
+        "levels": {"activations": the_plan["activations"]["level"], "tiles": the_plan["tiles"]["level"]},
+        "sections": target["sections"],
+        "engines": target["n_engines"],
+    }
+
+
+def header(v):
+    p, P = v["prefix"], v["prefix"].upper()
+    out = [header_comment([f"tessera: network {v['model']}: the entry point for your firmware.",
+                           "Write the input, call run, read the output. Activations are HWC, batch 1."])]
+    out.append(f"#ifndef TSR_{P}_NETWORK_H\n#define TSR_{P}_NETWORK_H\n")
+    out.append('#include <stdint.h>\n\n#include "tessera/runtime.h"\n')
+    out.append(f"#define {P}_NUM_LAYERS {len(v['layers'])}")
+    out.append(f"#define {P}_NUM_INPUTS {len(v['inputs'])}")
+    out.append(f"#define {P}_NUM_OUTPUTS {len(v['outputs'])}")
+    for kind, items in (("INPUT", v["inputs"]), ("OUTPUT", v["outputs"])):
+        for i, t in enumerate(items):
+            shape = "x".join(map(str, t["shape"]))
+            out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
+            out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
+    out.append("")
+    out.append(f"/* Where input i goes (in the {v['levels']['activations']} arena; "
+               "rewrite it before every run). */")
+    out.append(f"void *{p}_input(int i);")
+    out.append(f"/* Where output i is after a run. */\nconst void *{p}_output(int i);")
+    out.append(f"/* Run every layer on the current input. */\nvoid {p}_run(void);")
+    out.append(f"/* The same, calling trace() around each layer. */\nvoid {p}_run_traced(tsr_trace_fn trace);")
+    out.append(f"extern const tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS];\n")
+    out.append(f"#endif /* TSR_{P}_NETWORK_H */")
+    return "\n".join(out) + "\n"
+
+
+def source(v):
+    p, P = v["prefix"], v["prefix"].upper()
+    secs = v["sections"]
+    out = [header_comment([f"tessera: network {v['model']}: arenas, layer table and run."])]
+    out.append('#include <stdint.h>\n\n#include "network.h"\n')
+    out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
+               "every offset was fixed at build time */")
+    out.append(f"int8_t {p}_L2[{max(v['arenas']['L2'], 4)}] {section_attr(secs.get('activations', ''), 8)};")
+    out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
+    for layer in v["layers"]:
+        out.append(f"void {symbol(p, layer['name'])}(void);")
+    out.append(f"\nconst tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS] = {{")
+    for layer in v["layers"]:
+        out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {p}_L2 + {layer["output"]}, '
+                   f'{layer["bytes"]}}},')
+    out.append("};\n")
+    for kind, items in (("input", v["inputs"]), ("output", v["outputs"])):
+        out.append(f"void{' ' if kind == 'input' else ' const '}*{p}_{kind}(int i)\n{{")
+        out.append("    switch (i) {")
+        for i, t in enumerate(items):
+            out.append(f"    case {i}:\n        return {p}_L2 + {t['offset']};")
+        out.append("    default:\n        return 0;\n    }\n}\n")
+    if any(t["shift"] for t in v["inputs"] + v["outputs"]):
+        out.append("/* uint8 tensors are stored as int8 (value - 128): flip the top bit on the way in and out */")
+        out.append("static void flip(int8_t *p, uint32_t n)\n{\n    for (uint32_t k = 0; k < n; k++)\n"
+                   "        p[k] = (int8_t)(p[k] ^ 0x80);\n}\n")
+    out.append(f"void {p}_run_traced(tsr_trace_fn trace)\n{{")
+    for t in v["inputs"]:
+        if t["shift"]:
+            out.append(f"    flip({p}_L2 + {t['offset']}, {t['bytes']});")
+    out.append(f"    for (int i = 0; i < {P}_NUM_LAYERS; i++) {{")
+    out.append("        if (trace)\n            trace(i, 0);")
+    out.append(f"        {p}_layers[i].run();")
+    out.append("        if (trace)\n            trace(i, 1);\n    }")
+    for t in v["outputs"]:
+        if t["shift"]:
+            out.append(f"    flip({p}_L2 + {t['offset']}, {t['bytes']});")
+    out.append("}\n")
+    out.append(f"void {p}_run(void)\n{{\n    {p}_run_traced(0);\n}}")
+    return "\n".join(out) + "\n"
+
+
+def golden_input(v, inputs):
+    """input.c: the golden input in the source dtype (what a user writes)."""
+    p = v["prefix"]
+    out = [header_comment([f"tessera: the golden input of {v['model']} (test runs only)."]),
+           "#include <stdint.h>\n"]
+    for i, t in enumerate(v["inputs"]):
+        stored = np.asarray(inputs[t["name"]])
+        if t["shift"]:
+            stored = (stored.astype(np.int16) + t["shift"]).astype(np.uint8).view(np.int8)
+        data = stored.astype(np.int8) if stored.dtype != np.int32 else stored.view(np.int8)
+        out.append(f"const int8_t {p}_golden_input{i}[{t['bytes']}] __attribute__((aligned(4))) =")
+        out.append(byte_string(data) + ";\n")
+    return "\n".join(out)
+
+
+def harness(v):
+    """main() of a test run: golden input in, per-layer checksum/count/DMA
+    lines out, then every output in hex. The check step parses this."""
+    p = v["prefix"]
+    n_in = len(v["inputs"])
+    out = [header_comment([f"tessera: test harness of {v['model']}: runs the golden input and reports",
+                           "per-layer output checksums (FNV-1a), counts and DMA bytes."])]
+    out.append('#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n'
+               '#include "network.h"\n#include "tessera/hal.h"\n')
+    for i in range(n_in):
+        out.append(f"extern const int8_t {p}_golden_input{i}[];")
+    out.append(f"\n#define ENGINES {v['engines']}\n")
+    out.append("static uint64_t start_count;\nstatic uint64_t start_dma[HAL_MAX_DMA];\n"
+               "static int dump_layer = -1;\n")
+    out.append("""static uint32_t fnv1a(const uint8_t *p, uint32_t n)
+{
+    uint32_t h = 2166136261u;
+    while (n--) {
+        h ^= *p++;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+/* printf's 64-bit support differs between C libraries; print it by hand */
+static void print_u64(uint64_t v)
+{
+    char buf[24];
+    int k = 23;
+    buf[k] = 0;
+    do {
+        buf[--k] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fputs(buf + k, stdout);
+}
+
+static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    char line[129];
+    printf("TSR %s %d ", tag, i);
+    while (n) {
+        uint32_t k, m = n > 64 ? 64 : n;
+        for (k = 0; k < m; k++) {
+            line[2 * k] = digits[p[k] >> 4];
+            line[2 * k + 1] = digits[p[k] & 15];
+        }
+        line[2 * m] = 0;
+        fputs(line, stdout);
+        p += m;
+        n -= m;
+    }
+    fputs("\\n", stdout);
+}
+""")
+    out.append(f"""static void trace(int i, int end)
+{{
+    const tsr_layer_info_t *layer = &{p}_layers[i];
+    uint64_t now;
+    int e;
+    if (!end) {{
+        for (e = 0; e < ENGINES; e++)
+            start_dma[e] = hal_dma_bytes[e];
+        start_count = hal_counter();
+        return;
+    }}
+    now = hal_counter();
+    printf("TSR layer %d %s fnv=%08lx count=", i, layer->name,
+           (unsigned long)fnv1a((const uint8_t *)layer->output, layer->output_bytes));
+    print_u64(now - start_count);
+    fputs(" dma=", stdout);
+    for (e = 0; e < ENGINES; e++) {{
+        if (e)
+            fputs(",", stdout);
+        print_u64(hal_dma_bytes[e] - start_dma[e]);
+    }}
+    fputs("\\n", stdout);
+    if (i == dump_layer)
+        print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
+}}
+
+int main(int argc, char **argv)
+{{
+    uint64_t total;
+    int k;
+    for (k = 1; k < argc; k++)
+        if (strncmp(argv[k], "dump=", 5) == 0)
+            dump_layer = atoi(argv[k] + 5);
+    hal_init();""")
+    for i, t in enumerate(v["inputs"]):
+        out.append(f"    memcpy({p}_input({i}), {p}_golden_input{i}, {t['bytes']});")
+    out.append(f"""    total = hal_counter();
+    {p}_run_traced(trace);
+    total = hal_counter() - total;""")
+    for i, t in enumerate(v["outputs"]):
+        out.append(f"    print_hex(\"output\", {i}, (const uint8_t *){p}_output({i}), {t['bytes']});")
+    out.append("""    fputs("TSR total count=", stdout);
+    print_u64(total);
+    fputs("\\nTSR done\\n", stdout);
+    fflush(stdout);
+    return 0;
+}""")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,118 @@
+"""The network's memory plan: every buffer's place, fixed at build time.
+
+- activations: one arena in the activation level, offsets from lifetimes
+  (tessera.alloc.plan_level; residual branches live until their add);
+- weights: each layer's weights and per-channel parameters in the weight
+  level (placed by the linker in that level's section; their total is
+  checked here so an overflow is named before the linker would);
+- L1: each layer's regions (tessera.alloc.l1_layout of its tiling); the
+  tile arena is as large as the largest layer needs.
+
+plan() returns the whole plan (memplan.json, for the report) and one small
+slice per layer (what that layer's code generation reads), so a change that
+moves one layer's buffers regenerates only that layer.
+"""
+
+from . import ir
+from .alloc import l1_layout, plan_level
+from .errors import FitError
+from .views import param_arrays
+
+ALIGN = 4
+
+
+def _align(n, a=ALIGN):
+    return (n + a - 1) // a * a
+
+
+def weight_bytes(layer, graph):
+    """Bytes a layer keeps in the weight level: weights plus per-channel
+    parameter arrays (each aligned)."""
+    co = graph.tensor(layer.output).shape[2]
+    total = _align(ir.weight_bytes_per_cout(layer, graph) * co)
+    for _, _, size in param_arrays(layer):
+        total += _align(size * co)
+    return total
+
+
+def _activation_plan(graph, level, usable):
+    steps = [layer.name for layer in graph.layers]
+    producer = graph.producer()
+    last = graph.last_use()
+    buffers = []
+    for name, t in sorted(graph.tensors.items()):
+        start = producer.get(name, 0) if name not in graph.inputs else 0
+        end = last.get(name, start)
+        buffers.append({"name": name, "size": t.nbytes, "start": start, "end": end})
+    return plan_level(level, usable, steps, buffers, align=ALIGN)
+
+
+def _weights_check(graph, level, size, usable, models_hint):
+    total = 0
+    per_layer = {}
+    for layer in graph.layers:
+        nbytes = weight_bytes(layer, graph)
+        per_layer[layer.name] = nbytes
+        total += nbytes
+    if total > usable:
+        running, where = 0, graph.layers[-1].name
+        for layer in graph.layers:
+            running += per_layer[layer.name]
+            if running > usable:
+                where = layer.name
+                break
+        raise FitError(level, f"{total / 1e6:.2f} MB of weights do not fit {usable / 1e6:.2f} MB "
+                       f"(usable) of {level}: they overflow at layer {where}",
+                       models_hint)
+    return {"level": level, "bytes": total, "size": size, "usable": usable, "per_layer": per_layer}
+
+
+def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
+    """The network's plan. tilings: layer name -> the tiler's result;
+    memory: tessera.views.memory_target(target). Raises FitError when a
+    level cannot hold what it must."""
+    place = memory["place"]
+    levels = memory["levels"]
+    act_level = place["activations"]
+    acts = _activation_plan(graph, act_level, levels[act_level]["usable"])
+    wl = place["weights"]
+    weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
+    l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
+    tile_level = place["tiles"]
+    l1_peak = max((lay["total"] for lay in l1.values()), default=0)
+    if l1_peak > levels[tile_level]["usable"]:
+        raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
+                       "are usable", "enlarge the level in the target YAML")
+    return {
+        "activations": {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
+                        "peak": acts["peak"], "lower_bound": acts["lower_bound"],
+                        "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
+                        "method": acts["method"], "optimal": acts["optimal"]},
+        "weights": weights,
+        "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
+                  "size": levels[tile_level]["size"], "layers": l1},
+    }
+
+
+def layer_slice(the_plan, layer):
+    """What one layer's generated code needs of the plan."""
+    offsets = the_plan["activations"]["offsets"]
+    return {
+        "layer": layer.name,
+        "inputs": [offsets[name] for name in layer.inputs],
+        "output": offsets[layer.output],
+        "l1": the_plan["tiles"]["layers"][layer.name],
+    }
+
+
+def memory_report(the_plan):
+    """Per level: peak, lower bound and size, as report.json shows them."""
+    acts, w, tiles = the_plan["activations"], the_plan["weights"], the_plan["tiles"]
+    out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts["lower_bound"],
+                           "size": acts["size"], "usable": acts["usable"], "holds": "activations"}}
+    out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "size": w["size"],
+                                "usable": w["usable"], "holds": "weights"})
+    l1_lb = max((lay["total"] for lay in tiles["layers"].values()), default=0)
+    out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "size": tiles["size"],
+                                    "usable": tiles["usable"], "holds": "tiles"})
+    return out

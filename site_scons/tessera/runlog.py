@@ -1,0 +1,39 @@
+"""Parse what a firmware test run prints (see codegen/network.py harness):
+
+    TSR layer <i> <name> fnv=<hex> count=<n> dma=<b0>,<b1>,...
+    TSR dump <i> <hex bytes>          (only when asked for with dump=<i>)
+    TSR output <i> <hex bytes>
+    TSR total count=<n>
+    TSR done
+"""
+
+from .errors import RunError
+
+
+def parse(text, where):
+    layers, outputs, dumps = [], {}, {}
+    total = None
+    done = False
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("TSR "):
+            continue
+        parts = line.split()
+        kind = parts[1]
+        if kind == "layer":
+            fields = dict(p.split("=", 1) for p in parts[4:])
+            layers.append({"index": int(parts[2]), "name": parts[3], "fnv": int(fields["fnv"], 16),
+                           "count": int(fields["count"]),
+                           "dma": [int(b) for b in fields["dma"].split(",") if b]})
+        elif kind in ("output", "dump"):
+            data = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
+            (outputs if kind == "output" else dumps)[int(parts[2])] = data
+        elif kind == "total":
+            total = int(parts[2].split("=", 1)[1])
+        elif kind == "done":
+            done = True
+    if not done:
+        tail = " | ".join(text.strip().splitlines()[-3:]) if text.strip() else "no output"
+        raise RunError(where, f"the firmware did not finish (last lines: {tail})",
+                       "see the run log; a fault or hang stops the run before `TSR done`")
+    return {"layers": layers, "outputs": outputs, "dumps": dumps, "total": total}

@@ -1,0 +1,97 @@
+"""Projections: exactly the data each build step reads.
+
+SCons reruns a step when its inputs' bytes change, so each step gets a
+small canonical dict holding only what it uses: the tiler never sees a
+description string or the L2 size, the code generator never sees the
+solver's heuristics. Change one value in a YAML file and only the steps
+whose projection contains it run again.
+"""
+
+import os
+
+from . import ir
+from .config import load_yaml, usable_bytes
+from .errors import ConfigError
+
+KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "kernels")
+
+
+def per_channel(values):
+    return len(values) > 1
+
+
+def param_arrays(layer):
+    """The per-output-channel parameter arrays a layer's kernels read, in
+    the order they sit in L1: (name, C type, bytes per channel)."""
+    arrays = []
+    if layer.bias:
+        arrays.append(("bias", "int32_t", 4))
+    rq = layer.requant
+    if rq is not None and layer.op not in ("add",):
+        if per_channel(rq.mul) or per_channel(rq.shift) or per_channel(rq.add):
+            arrays.append(("mul", "int32_t", 4))
+            if any(rq.add):
+                arrays.append(("add", "int32_t", 4))
+            arrays.append(("shift", "int8_t", 1))
+    return arrays
+
+
+def tiler_layer(layer, graph):
+    """The tiler's view of an IR layer."""
+    x = graph.tensor(layer.inputs[0])
+    y = graph.tensor(layer.output)
+    return {
+        "name": layer.name,
+        "op": layer.op,
+        "in": list(x.shape),
+        "out": list(y.shape),
+        "kernel": list(layer.kernel),
+        "stride": list(layer.stride),
+        "pad": list(layer.pad),
+        "in_bytes": ir.DTYPES[x.dtype],
+        "out_bytes": ir.DTYPES[y.dtype],
+        "n_inputs": len(layer.inputs),
+        "w_bytes_per_cout": ir.weight_bytes_per_cout(layer, graph),
+        "param_bytes_per_cout": sum(size for _, _, size in param_arrays(layer)),
+    }
+
+
+def kernel_library(name, path=None):
+    """The parsed library.yaml of a kernel library under kernels/."""
+    path = path or os.path.join(KERNELS_DIR, name, "library.yaml")
+    if not os.path.isfile(path):
+        libs = sorted(d for d in os.listdir(KERNELS_DIR)
+                      if os.path.isfile(os.path.join(KERNELS_DIR, d, "library.yaml")))
+        raise ConfigError(f"kernels: {name}", "unknown kernel library", f"choose one of: {', '.join(libs)}")
+    return load_yaml(path)
+
+
+def tiler_target(target, library):
+    """The tiler's view of a target: the tile level's budget, the cores and
+    the kernel library's tiler section."""
+    tiles = target["memory"][target["place"]["tiles"]]
+    return {
+        "l1_budget": usable_bytes(tiles),
+        "cores": target["cores"],
+        "buffering": 2,
+        "kernels": library["tiler"],
+    }
+
+
+def memory_target(target):
+    """The memory planner's view: levels, their usable bytes and roles."""
+    return {
+        "levels": {name: {"size": lvl["size"], "usable": usable_bytes(lvl), "kind": lvl["kind"],
+                          "writable": lvl["writable"]}
+                   for name, lvl in target["memory"].items()},
+        "place": dict(target["place"]),
+    }
+
+
+def dma_engine(target, src, dst):
+    """Index of the DMA engine between two levels (either direction), or None."""
+    for i, dma in enumerate(target["dma"]):
+        if {dma["src"], dma["dst"]} == {src, dst}:
+            return i
+    return None
