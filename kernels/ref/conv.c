@@ -1,0 +1,102 @@
+/*
+ * Reference conv2d: HWC input tile, weights [out_c][kh][kw][in_c].
+ *
+ * Each core computes output rows [core * ceil(out_h / ncores), ...). With
+ * enough scratch the receptive fields of two output pixels are unrolled into
+ * the core's im2col buffer (padding written as -input_offset, so that
+ * x + input_offset is 0 there and the matmul needs no bounds checks); without
+ * it a direct loop skips the padded positions.
+ */
+#include <string.h>
+
+#include "ref_common.h"
+
+/* Unroll output pixel (oy, ox)'s receptive field into col, in the weights'
+ * [kh][kw][in_c] order. */
+static void im2col_pixel(const tsr_conv_args_t *a, int32_t oy, int32_t ox,
+                         int8_t *col, int8_t pad_value)
+{
+    const int32_t in_c = a->in_c, kw = a->kw;
+    const size_t row_bytes = (size_t)kw * in_c;
+    int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l;
+    int32_t kx0, kx1, ky;
+    tsr_ref_window(ix0, kw, a->in_w, &kx0, &kx1);
+    for (ky = 0; ky < a->kh; ky++, col += row_bytes) {
+        int32_t iy = iy0 + ky;
+        if (iy < 0 || iy >= a->in_h || kx0 >= kx1) {
+            memset(col, pad_value, row_bytes);
+            continue;
+        }
+        /* the valid columns of a window row are contiguous in HWC */
+        if (kx0 > 0)
+            memset(col, pad_value, (size_t)kx0 * in_c);
+        memcpy(col + (size_t)kx0 * in_c,
+               a->in + ((size_t)iy * a->in_w + (ix0 + kx0)) * in_c,
+               (size_t)(kx1 - kx0) * in_c);
+        if (kx1 < kw)
+            memset(col + (size_t)kx1 * in_c, pad_value, (size_t)(kw - kx1) * in_c);
+    }
+}
+
+/* No scratch: sum over the valid part of each window directly. */
+static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
+{
+    const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    int32_t oy, ox, co, ky, kx, ci;
+    for (oy = r0; oy < r1; oy++) {
+        int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
+        tsr_ref_window(iy0, kh, a->in_h, &ky0, &ky1);
+        for (ox = 0; ox < a->out_w; ox++) {
+            int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
+            size_t o = ((size_t)oy * a->out_w + ox) * a->out_c;
+            tsr_ref_window(ix0, kw, a->in_w, &kx0, &kx1);
+            for (co = 0; co < a->out_c; co++) {
+                int32_t acc = a->bias ? a->bias[co] : 0;
+                for (ky = ky0; ky < ky1; ky++) {
+                    for (kx = kx0; kx < kx1; kx++) {
+                        const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + (ix0 + kx)) * in_c;
+                        const int8_t *w = a->weights + (((size_t)co * kh + ky) * kw + kx) * in_c;
+                        for (ci = 0; ci < in_c; ci++)
+                            acc += (x[ci] + off) * w[ci];
+                    }
+                }
+                tsr_ref_store(a->out, o + co, acc, a->rq, co);
+            }
+        }
+    }
+}
+
+void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores)
+{
+    const int32_t patch = a->kh * a->kw * a->in_c;
+    const int32_t off = a->input_offset;
+    int32_t r0, r1, p, p_end;
+    int8_t *col0, *col1;
+
+    tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    /* The im2col path stores padding as int8 -off: off must be in [-127, 128]
+     * (it is -zero_point of an int8 or shifted uint8 tensor). */
+    if (!a->scratch || a->scratch_bytes < 2 * patch || off < -127 || off > 128) {
+        conv_direct(a, r0, r1);
+        return;
+    }
+    col0 = a->scratch + (size_t)core * (size_t)a->scratch_bytes;
+    col1 = col0 + patch;
+    /* pixels of this core's rows in raster order, two at a time (a pair may
+     * straddle two rows) */
+    p = r0 * a->out_w;
+    p_end = r1 * a->out_w;
+    for (; p + 1 < p_end; p += 2) {
+        im2col_pixel(a, p / a->out_w, p % a->out_w, col0, (int8_t)-off);
+        im2col_pixel(a, (p + 1) / a->out_w, (p + 1) % a->out_w, col1, (int8_t)-off);
+        tsr_ref_matmul(col0, col1, patch, a->weights, a->bias, 0, a->out_c, off,
+                       a->out, (size_t)p * a->out_c, (size_t)(p + 1) * a->out_c, a->rq);
+    }
+    if (p < p_end) {
+        im2col_pixel(a, p / a->out_w, p % a->out_w, col0, (int8_t)-off);
+        tsr_ref_matmul(col0, NULL, patch, a->weights, a->bias, 0, a->out_c, off,
+                       a->out, (size_t)p * a->out_c, 0, a->rq);
+    }
+}
