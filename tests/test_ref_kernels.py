@@ -1,4 +1,4 @@
-"""The portable reference kernels (kernels/ref/*.c), compiled by the host gcc
+"""The portable reference kernels (kernels/reference/*.c), compiled by the host gcc
 and called through ctypes, against the golden model (tessera.golden.ops) bit
 for bit, on random tiles drawn by hypothesis.
 
@@ -25,7 +25,7 @@ from tessera.golden import ops
 from tessera.ir import Requant
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REF_DIR = os.path.join(ROOT, "kernels", "ref")
+REF_DIR = os.path.join(ROOT, "kernels", "reference")
 INCLUDE = os.path.join(ROOT, "kernels", "include")
 SOURCES = sorted(os.path.join(REF_DIR, f) for f in os.listdir(REF_DIR) if f.endswith(".c"))
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror"]

@@ -87,12 +87,14 @@ void tsr_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_add(const tsr_add_args_t *a, int core, int ncores);
 
-/* The requantization step on its own (shared by kernels of every library). */
-static inline int32_t tsr_requantize(int32_t acc, const tsr_requant_t *rq, int32_t c)
+/* The requantization step on its own (shared by kernels of every library).
+ * acc is 64-bit because an add's accumulator needs it; conv accumulators
+ * are int32 and widen for free. */
+static inline int32_t tsr_requantize(int64_t acc, const tsr_requant_t *rq, int32_t c)
 {
     int32_t i = rq->per_channel ? c : 0;
     int32_t shift = rq->shift[i];
-    int64_t v = (int64_t)acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
+    int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
     v = (v >> shift) + rq->zero_point;
