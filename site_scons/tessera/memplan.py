@@ -101,7 +101,9 @@ def layer_slice(the_plan, layer):
         "layer": layer.name,
         "inputs": [offsets[name] for name in layer.inputs],
         "output": offsets[layer.output],
-        "l1": the_plan["tiles"]["layers"][layer.name],
+        # the budget is the level's, not the layer's: leave it out so a new
+        # L1 size only touches layers whose layout really moved
+        "l1": {k: v for k, v in the_plan["tiles"]["layers"][layer.name].items() if k != "budget"},
     }
 
 

@@ -130,15 +130,19 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
     env = env.Clone(TESSERA_NET=f"{mname} on {tname}")
 
     # ---- tiling: one solve per layer, inputs are its projections only
-    tiler_target = _value(env, views.tiler_target(tcfg, library), f"tiler target {tname}")
+    tview = views.tiler_target(tcfg, library)
+    # the name is what --debug=explain prints when it changed
+    tiler_target = _value(env, tview, f"tiler target of {tname} (l1_budget={tview['l1_budget']}, "
+                          f"cores={tview['cores']}, kernels={tcfg['kernels']})")
     tiler_code = canon.source_files("tiler")
-    tilings = []
+    tilings, solves = [], []
     for layer in graph.layers:
         lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
-        node = env.Command(d("tiling", layer.name + ".json"), [lv, tiler_target],
-                           Action(steps.tile, "tessera: tile $TARGET"))
+        node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
+                           [lv, tiler_target], Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
         tilings.append(node[0])
+        solves.append(node[1])
 
     # ---- memory plan
     memory = views.memory_target(tcfg)
@@ -198,7 +202,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
             "dma": [dma["name"] for dma in tcfg["dma"]]}
     report = env.Command(d("report.json"),
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
-                          memplan_json, verdict] + tilings,
+                          memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
     env.Depends(report, canon.source_files("report", "memplan", "ir"))
     env.Alias("run", run_log)

@@ -51,11 +51,19 @@ def tile(target, source, env):
     return guarded(_tile, target, source, env)
 
 
+# what the solver reports about its search rather than the tiling itself: it
+# changes with the L1 size even when the chosen tile does not, so it goes to
+# a side file only the report reads, and unchanged tilings stay byte-identical
+SOLVE_FIELDS = ("l1_budget", "objective", "optimal")
+
+
 def _tile(target, source, env):
     from tessera.tiler import solve_layer
 
     layer, tgt = _value(source[0]), _value(source[1])
-    canon.write_json(str(target[0]), solve_layer(layer, tgt))
+    result = solve_layer(layer, tgt)
+    canon.write_json(str(target[0]), {k: v for k, v in result.items() if k not in SOLVE_FIELDS})
+    canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
 
 
 # ---- memory plan ------------------------------------------------------------
@@ -69,10 +77,11 @@ def _plan(target, source, env):
 
     graph = Graph.from_json(canon.read_json(str(source[0])))
     memory = _value(source[1])
+    budget = memory["levels"][memory["place"]["tiles"]]["usable"]
     tilings = {}
     for node in source[2:]:
         t = canon.read_json(str(node))
-        tilings[t["layer"]] = t
+        tilings[t["layer"]] = dict(t, l1_budget=budget)
     the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"])
     canon.write_json(str(target[0]), the_plan)
     # one slice per layer, in the order the targets were declared
@@ -197,7 +206,13 @@ def _report(target, source, env):
     weights = canon.load_npz(str(source[2]))
     the_plan = canon.read_json(str(source[3]))
     verdict = canon.read_json(str(source[4]))
-    tilings = [canon.read_json(str(n)) for n in source[5:]]
+    tilings = []
+    for node in source[5:]:   # tiling, solve side file, tiling, ...
+        data = canon.read_json(str(node))
+        if "tile" in data:
+            tilings.append(data)
+        else:
+            tilings[-1].update(data)
     report_data = build.report(meta, graph, weights, the_plan, verdict, tilings)
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)

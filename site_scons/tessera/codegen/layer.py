@@ -84,7 +84,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"tessera: layer {layer.name} of {model}: {layer.op} "
         f"{' + '.join(shape(graph.tensor(n).shape) for n in layer.inputs)} -> {shape(y.shape)}",
         f"{nt} tile{'s' if nt > 1 else ''} of {t['h']}x{t['w']}x{t['c']} outputs, "
-        f"{bufs} buffer{'s' if bufs > 1 else ''} each; L1 {l1['total']} of {l1['budget']} bytes.",
+        f"{bufs} buffer{'s' if bufs > 1 else ''} each; {l1['total']} bytes of L1.",
     ]))
     out.append('#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"\n')
@@ -172,8 +172,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("    load(&tiles[0], 0, 0, in, w);")
     out.append("    for (int i = 0; i < NTILES; i++) {")
     out.append("        const tsr_tile_t *t = &tiles[i];")
-    out.append(f"        const int b = i % {bufs};")
-    out.append("        if (i > 0 && t->new_weights)\n            wb ^= 1;" if bufs > 1 else "")
+    if bufs > 1:
+        out.append("        const int b = i % 2;")
+        out.append("        if (i > 0 && t->new_weights)\n            wb ^= 1;")
+    else:
+        out.append("        const int b = 0;")
     out.append("        hal_dma_wait(&in[b]);")
     out.append("        hal_dma_wait(&w[wb]);")
     if bufs > 1:

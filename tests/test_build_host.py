@@ -1,0 +1,146 @@
+"""End to end on the host: tessera's own SCons build, from model YAML to a
+bit-exact run, rebuilt incrementally and deterministically."""
+
+import filecmp
+import json
+import os
+import re
+import shutil
+
+import pytest
+import yaml
+
+from helpers import ROOT, scons
+
+
+def report(out, target, model):
+    with open(os.path.join(out, target, model, "report.json")) as f:
+        return json.load(f)
+
+
+def tree_files(root):
+    found = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            if n.startswith(".sconsign"):
+                continue   # SCons's own database holds timestamps
+            path = os.path.join(d, n)
+            found[os.path.relpath(path, root)] = path
+    return found
+
+
+def test_tiny_builds_runs_and_is_bit_exact(tmp_path):
+    out = tmp_path / "out"
+    res = scons("target=host", "model=tiny", out=out, check=True)
+    rep = report(out, "host", "tiny")
+    assert rep["verdict"] == "pass"
+    assert all(layer["match"] for layer in rep["layers"])
+    assert {"name", "op", "macs", "tile", "l1_bytes", "dma_bytes"} <= set(rep["layers"][0])
+    for level in rep["memory"].values():
+        assert {"peak", "lower_bound", "size"} <= set(level)
+        assert level["peak"] >= level["lower_bound"]
+    assert "PASS" in res.stdout
+    # a second identical build does nothing
+    again = scons("target=host", "model=tiny", out=out, check=True)
+    assert "is up to date" in again.stdout
+    assert "tessera: " not in again.stdout
+
+
+def test_generated_tree_is_deterministic_with_and_without_j(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    scons("target=host", "model=tiny", out=a, check=True)
+    scons("-j2", "target=host", "model=tiny", out=b, check=True)
+    fa, fb = tree_files(a / "host" / "tiny"), tree_files(b / "host" / "tiny")
+    assert sorted(fa) == sorted(fb)
+    differ = [name for name in fa if not filecmp.cmp(fa[name], fb[name], shallow=False)]
+    assert differ == []
+
+
+@pytest.mark.parametrize("model", ["mbv1_128", "mbv2_128", "dscnn_kws"])
+def test_bundled_models_pass_on_host(tmp_path, model):
+    out = tmp_path / "out"
+    scons("-j2", "target=host", f"model={model}", out=out, check=True)
+    rep = report(out, "host", model)
+    assert rep["verdict"] == "pass"
+    assert all(layer["match"] for layer in rep["layers"])
+    if model == "mbv1_128":
+        # the tiling is really exercised: most layers do not fit L1 whole
+        assert sum(layer["tiled"] for layer in rep["layers"]) > len(rep["layers"]) // 2
+        assert abs(rep["totals"]["macs"] - 186e6) / 186e6 < 0.01
+        assert abs(rep["totals"]["params"] - 4.2e6) / 4.2e6 < 0.02
+
+
+def host_variant(tmp_path, name, mutate):
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        data = yaml.safe_load(f)
+    mutate(data)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _steps(stdout, verb, suffix):
+    """Names of files a build step touched, from SCons's own output."""
+    if verb == "generate":
+        pat = re.compile(r"^tessera: generate .*/src/([^/\s]+)\.c$")
+    else:
+        pat = re.compile(r"^\S*gcc .* -c .*/src/([^/\s]+)\.c$")
+    return {m.group(1) for line in stdout.splitlines() for m in [pat.match(line)] if m}
+
+
+def test_l1_change_regenerates_only_layers_whose_tiling_changed(tmp_path):
+    out = tmp_path / "out"
+
+    def set_l1(size):
+        return lambda d: d["memory"]["L1"].__setitem__("size", size)
+    target = host_variant(tmp_path, "myhost", set_l1(64000))
+    first = scons("-j2", f"target={target}", "model=mbv1_128", out=out, check=True)
+    layers = _steps(first.stdout, "generate", ".c")
+    layer_files = {n for n in layers if not n.endswith("_w") and n not in ("network", "harness", "input")}
+    assert len(layer_files) == 29
+
+    host_variant(tmp_path, "myhost", set_l1(48000))
+    second = scons("-j2", f"target={target}", "model=mbv1_128", "--debug=explain", out=out, check=True)
+    regenerated = _steps(second.stdout, "generate", ".c") & layer_files
+    recompiled = _steps(second.stdout, "compile", ".c") & layer_files
+    assert 0 < len(recompiled) < len(layer_files)
+    assert recompiled <= regenerated
+    # only layers whose tiling changed were regenerated, and SCons says why
+    tilings_changed = {m.group(1) for m in re.finditer(r"tessera: tile .*/tiling/(\S+)\.json", second.stdout)}
+    assert regenerated <= tilings_changed
+    assert "l1_budget" in second.stdout and "48000" in second.stdout
+    assert report(out, "myhost", "mbv1_128")["verdict"] == "pass"
+
+    # a value no step reads rebuilds nothing
+    host_variant(tmp_path, "myhost", lambda d: (set_l1(48000)(d), d.__setitem__("description", "renamed")))
+    third = scons(f"target={target}", "model=mbv1_128", out=out, check=True)
+    assert "tessera: " not in third.stdout and "gcc" not in third.stdout
+
+
+def _one_error(res):
+    lines = [l for l in res.stderr.splitlines() if l.startswith("tessera: error:")]
+    assert res.returncode != 0
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stdout + res.stderr
+    return lines[0]
+
+
+def test_l1_too_small_is_named_and_fixable(tmp_path):
+    out = tmp_path / "out"
+    target = host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 1500))
+    line = _one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
+    assert re.search(r"layer \w+: smallest tile .* needs \d+ bytes of L1 but only 1500", line), line
+    assert not os.path.exists(out / "smallL1" / "mbv1_025_128" / "report.json")
+    host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 64000))
+    scons(f"target={target}", "model=mbv1_025_128", out=out, check=True)
+    assert report(out, "smallL1", "mbv1_025_128")["verdict"] == "pass"
+
+
+def test_l2_too_small_is_named_and_fixable(tmp_path):
+    out = tmp_path / "out"
+    target = host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 100000))
+    line = _one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
+    assert "L2" in line and "100000" in line and re.search(r"\d+ bytes", line), line
+    host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 512000))
+    scons(f"target={target}", "model=mbv1_025_128", out=out, check=True)
+    assert report(out, "smallL2", "mbv1_025_128")["verdict"] == "pass"
