@@ -13,6 +13,18 @@ Conventions
 - Accumulator outputs (a layer without requantization) are int32.
 - Weights: conv2d [Co, kh, kw, Ci]; depthwise [kh, kw, C]; pointwise and
   linear [Co, K] (linear K in HWC order of its input). int8, symmetric.
+- Bias: int32, one per output channel [Co]; or, for a Gemm whose C operand
+  is a full [M, N] matrix, one per output element, shaped like the output
+  [H, W, Co] (acc[h, w, c] += bias[h, w, c]).
+- Source layout (integer dialects, NEMO and QuantLib): every tensor
+  records how its ONNX array maps to the stored [H, W, C] array:
+  `source_layout` "chw" (channel first, NCHW/NCL/NC: reshape to [C, H, W],
+  transpose to [H, W, C]) or "hwc" (channel last, the rows of a
+  MatMul/Gemm operand, [M, K] -> [1, M, K], [B, M, K] -> [B, M, K]: reshape
+  to [H, W, C]), and `source_shape` its ONNX shape (for a graph output,
+  the output's). The entry point converts graph inputs and outputs with
+  them. Unset (None, the other dialects) means "chw"; unset fields are not
+  written to graph.json.
 """
 
 from dataclasses import dataclass, field, asdict
@@ -32,6 +44,8 @@ class Tensor:
     source_dtype: str = "int8"  # dtype in the source graph: int8 | uint8 | int32 | ...
     scale: Optional[float] = None       # real value = scale * (source - zero_point), if known
     zero_point: Optional[int] = None    # in the source dtype
+    source_layout: Optional[str] = None  # "chw" | "hwc" (see the module doc); None: chw
+    source_shape: Optional[list] = None  # its ONNX shape (a graph output: the output's)
 
     @property
     def size(self):
@@ -52,7 +66,13 @@ class Requant:
     computed in 64-bit, `>>` arithmetic (floor), R = 1 << (shift[c] - 1) for
     rounding "half_up" (0 when shift is 0) and R = 0 for "floor". Arrays of
     length 1 apply to every channel. zero_point, lo, hi are in the stored
-    (int8) domain.
+    (int8) domain; lo/hi are the int32 range for an int32 output.
+
+    `shape` (None unless needed): parameters that vary along H or W as well
+    (a Gemm requantized per row, or folding a Gemm's full C matrix). Then
+    every array longer than 1 holds prod(shape) values laid out as `shape`
+    ([h, w, c], each 1 or the output's size) and broadcast over the output:
+    y[i, j, c] uses mul[i % h', j % w', c % c'] (a size-1 axis repeats).
     """
     mul: list
     add: list
@@ -61,6 +81,7 @@ class Requant:
     zero_point: int = 0
     lo: int = -128
     hi: int = 127
+    shape: Optional[list] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -74,6 +95,8 @@ class Layer:
         acc[c] = bias[c] + sum((x + input_offset) * w)   over the window;
         padded positions contribute 0 (they hold the value -input_offset).
     avgpool:  acc = sum(x + input_offset) over the window (no padding).
+              A 1x1 avgpool is an elementwise requantization (QuantLib's
+              standalone RequantShift lowers to it).
     maxpool:  y = max(x) over the window, padded positions ignored; no requant.
     add:      acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]
               (64-bit before requantization).
@@ -135,8 +158,8 @@ class Graph:
             "dialect": self.dialect,
             "inputs": list(self.inputs),
             "outputs": list(self.outputs),
-            "tensors": {n: asdict(t) for n, t in sorted(self.tensors.items())},
-            "layers": [asdict(layer) for layer in self.layers],
+            "tensors": {n: _drop_unset(asdict(t), _OPTIONAL_TENSOR) for n, t in sorted(self.tensors.items())},
+            "layers": [_layer_json(layer) for layer in self.layers],
         }
 
     @staticmethod
@@ -150,6 +173,26 @@ class Graph:
             layers.append(Layer(**d))
         return Graph(data["name"], data["dialect"], tensors, layers,
                      data["inputs"], data["outputs"])
+
+
+# Fields added for the integer dialects: left out of graph.json when unset,
+# so graphs from the other dialects serialize exactly as before.
+_OPTIONAL_TENSOR = ("source_layout", "source_shape")
+_OPTIONAL_REQUANT = ("shape",)
+
+
+def _drop_unset(d, keys):
+    for k in keys:
+        if d.get(k) is None:
+            d.pop(k, None)
+    return d
+
+
+def _layer_json(layer):
+    d = asdict(layer)
+    if d.get("requant") is not None:
+        _drop_unset(d["requant"], _OPTIONAL_REQUANT)
+    return d
 
 
 def weight_bytes_per_cout(layer, graph):

@@ -1,5 +1,9 @@
 """The IR's arithmetic in NumPy integers: the oracle every kernel must match.
 
+Biases broadcast against the accumulator, so a bias shaped like the output
+([H, W, C], a Gemm's full C matrix) adds per element; a Requant with a
+`shape` broadcasts its parameters the same way (see ir.Requant).
+
 Each function takes and returns stored-domain arrays (HWC; int8 values held
 in int64 arrays for headroom). Products of 8-bit values summed over at most a
 few hundred thousand terms stay far below 2**53, so the convolutions run as
@@ -14,10 +18,14 @@ from ..ir import Requant
 def requantize(acc, rq: Requant):
     """Apply a Requant to int64 accumulators whose last axis is the channel."""
     acc = acc.astype(np.int64)
-    channels = acc.shape[-1]
-    mul = _per_channel(rq.mul, channels)
-    add = _per_channel(rq.add, channels)
-    shift = _per_channel(rq.shift, channels)
+    if getattr(rq, "shape", None):
+        # parameters laid out as rq.shape ([h, w, c]) broadcast over [H, W, C]
+        mul, add, shift = (_shaped(v, rq.shape, acc.shape) for v in (rq.mul, rq.add, rq.shift))
+    else:
+        channels = acc.shape[-1]
+        mul = _per_channel(rq.mul, channels)
+        add = _per_channel(rq.add, channels)
+        shift = _per_channel(rq.shift, channels)
     if rq.rounding == "half_up":
         rnd = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     else:
@@ -42,6 +50,13 @@ def _per_channel(values, channels):
         return np.full(channels, arr.reshape(()), dtype=np.int64)
     assert arr.size == channels, (arr.size, channels)
     return arr
+
+
+def _shaped(values, shape, out_shape):
+    arr = np.asarray(values, dtype=np.int64)
+    if arr.size == 1:
+        return np.full(out_shape, arr.reshape(()), dtype=np.int64)
+    return np.broadcast_to(arr.reshape(shape), out_shape)
 
 
 def _pad(x, pad, value):
