@@ -5,29 +5,44 @@ the graph's ops, never from the file name.
 """
 
 import numpy as np
+import onnx
 
 from ..errors import FrontendError
 from .builder import Builder
-from .onnxgraph import load
+from .nemo import NemoParser
+from .onnxgraph import OnnxGraph, load
 from .qdq import QdqParser
 from .qoperator import QOperatorParser
+from .quantlib import QuantLibParser
 
 FRONTEND_VERSION = "1"
 
 QOPERATOR_OPS = {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd",
                  "QLinearGlobalAveragePool", "QLinearAveragePool"}
-PARSERS = {"qdq": QdqParser, "qoperator": QOperatorParser}
+# NEMO folds batch-norm and requantization into these after every layer
+NEMO_OPS = {"Div", "Floor", "Cast", "Clip", "Mul"}
+# integer graphs with no requantization at all (QuantLib/Deeploy kernel
+# tests): lowered by the QuantLib parser, every layer outputs int32
+PLAIN_INTEGER_OPS = {"Conv", "Gemm", "MatMul", "Add", "MaxPool", "Pad", "Flatten", "Reshape",
+                     "Squeeze", "Unsqueeze", "Identity", "Constant"}
+PARSERS = {"qdq": QdqParser, "qoperator": QOperatorParser, "nemo": NemoParser, "quantlib": QuantLibParser}
+INTEGER_DIALECTS = ("nemo", "quantlib")
+
+
+def _float_constants(g):
+    for name in list(g.inits) + list(g.consts):
+        arr = np.asarray(g.array(name))
+        if arr.dtype.kind == "f" and arr.size:
+            yield arr
 
 
 def _integer_valued(g):
     """True when every float initializer holds whole numbers (integer dialects)."""
     seen = False
-    for name in g.inits:
-        arr = g.array(name)
-        if arr.dtype.kind == "f" and arr.size:
-            seen = True
-            if not np.all(np.equal(np.mod(arr, 1), 0)):
-                return False
+    for arr in _float_constants(g):
+        seen = True
+        if not np.all(np.equal(np.mod(arr, 1), 0)):
+            return False
     return seen
 
 
@@ -39,14 +54,53 @@ def detect_dialect(g):
         return "qoperator"
     if {"QuantizeLinear", "DequantizeLinear"} & ops:
         return "qdq"
-    if _integer_valued(g):
+    no_fractions = all(np.all(np.equal(np.mod(a, 1), 0)) for a in _float_constants(g))
+    if no_fractions and ops <= PLAIN_INTEGER_OPS:
+        return "quantlib"
+    if _integer_valued(g) and ops & NEMO_OPS:
         return "nemo"
+    if _integer_valued(g):
+        return "nemo"   # so the NEMO parser names the node it cannot lower
     return "float"
 
 
-def import_onnx(path, name):
-    """Lower the ONNX file at `path` to (Graph, {key: array})."""
-    g = load(path)
+def _load_integer(path, err):
+    """A model the ONNX checker or shape inference rejects may still be an
+    integer-dialect graph (Deeploy writes Pad with the opset-2 `pads`
+    attribute under opset 13): those parsers read every node themselves and
+    compute shapes from each op's geometry. Anything else keeps the error."""
+    try:
+        model = onnx.load(path)
+    except Exception:
+        raise err from None
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        pass
+    g = OnnxGraph(model, path)
+    if detect_dialect(g) not in INTEGER_DIALECTS:
+        raise err
+    return g
+
+
+def input_names(path):
+    """Names of the graph inputs that are not initializers, in graph order."""
+    model = onnx.load(path, load_external_data=False)
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def import_onnx(path, name, input_types=None):
+    """Lower the ONNX file at `path` to (Graph, {key: array}).
+
+    input_types: {graph input: "int8" | "uint8" | "int32"} for the integer
+    dialects, whose graphs do not say (see tessera.reference)."""
+    try:
+        g = load(path)
+    except FrontendError as err:
+        if "file not found" in str(err) or "not a readable ONNX" in str(err):
+            raise
+        g = _load_integer(path, err)
     dialect = detect_dialect(g)
     if dialect == "float":
         raise FrontendError(path, "the model is not quantized (float weights, no QuantizeLinear/"
@@ -55,4 +109,6 @@ def import_onnx(path, name):
     parser = PARSERS.get(dialect)
     if parser is None:
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
+    if dialect in INTEGER_DIALECTS:
+        return parser(g, Builder(name, dialect, path), input_types).parse()
     return parser(g, Builder(name, dialect, path)).parse()

@@ -208,3 +208,125 @@ class Builder:
         layer = Layer(name=self.layer_name(hint), op="maxpool", inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
         return self.add_layer(layer, {})
+
+    # ---- integer lowering (NEMO, QuantLib) ---------------------------------
+    # These dialects carry integers in the graph itself: the parsers hand over
+    # exact integer requantization in the source domain (zero point 0) and
+    # the builder only moves it to the stored domain (uint8 stored shifted).
+
+    def int_tensor(self, name, shape, source_dtype, layout=None, source_shape=None):
+        """Register an activation of an integer dialect; layout/source_shape
+        are recorded for graph inputs and outputs."""
+        self.tensor(name, shape, source_dtype)
+        t = self.tensors[name]
+        if layout is not None:
+            t.source_layout = layout
+        if source_shape is not None:
+            t.source_shape = [int(d) for d in source_shape]
+        return name
+
+    def int_requant(self, y, mul, add, shift, rounding, lo=None, hi=None, shape=None):
+        """Requant writing y from source-domain parameters:
+        y_source = clamp((acc * mul + add + R) >> shift, lo, hi), lo/hi in
+        y's source dtype (None: its full range)."""
+        t = self.tensors[y]
+        s_lo, s_hi = self.clamp_range(y)
+        lo = s_lo if lo is None else max(s_lo, int(lo) - t.shift)
+        hi = s_hi if hi is None else min(s_hi, int(hi) - t.shift)
+        as_list = lambda v: [int(x) for x in np.atleast_1d(np.asarray(v, dtype=np.int64)).reshape(-1)]
+        return Requant(mul=as_list(mul), add=as_list(add), shift=as_list(shift), rounding=rounding,
+                       zero_point=-t.shift, lo=lo, hi=hi,
+                       shape=None if shape is None else [int(d) for d in shape])
+
+    def _conv_layout(self, x, w, geometry, where):
+        """(IR op, weights in its layout) for ONNX conv weights [Co, Ci/g, kh, kw]."""
+        ci = self.tensors[x].shape[2]
+        co = w.shape[0]
+        group = geometry["group"]
+        kernel, stride, pad = geometry["kernel"], geometry["stride"], geometry["pad"]
+        if group == 1:
+            if list(kernel) == [1, 1] and list(stride) == [1, 1] and not any(pad):
+                return "pointwise", w.reshape(co, ci)
+            return "conv2d", w.transpose(0, 2, 3, 1)
+        if group == ci and co == ci:
+            return "depthwise", w.reshape(co, kernel[0], kernel[1]).transpose(1, 2, 0)
+        raise FrontendError(where, f"grouped convolution (group={group}, {ci} in, {co} out) is not supported",
+                            "use group=1 or depthwise (group = input channels = output channels)")
+
+    def _int_arrays(self, w, bias, where):
+        w = np.asarray(w)
+        if w.size and (w.min() < -128 or w.max() > 127):
+            raise FrontendError(where, f"weights span [{int(w.min())}, {int(w.max())}], outside int8",
+                                "quantize weights to 8 bits")
+        if bias is not None:
+            bias = np.asarray(bias)
+            if np.any(np.abs(bias) >= 2 ** 31):
+                raise FrontendError(where, "bias does not fit 32 bits")
+            bias = bias.astype(np.int32)
+        return w.astype(np.int8), bias
+
+    def conv_int(self, hint, x, y, w, bias, geometry, requant, where, sources=()):
+        """A Conv with integer weights [Co, Ci/g, kh, kw] and a ready Requant
+        (None: y holds the int32 accumulators)."""
+        op, wl = self._conv_layout(x, w, geometry, where)
+        wl, bias = self._int_arrays(wl, bias, where)
+        layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
+                      kernel=list(geometry["kernel"]), stride=list(geometry["stride"]),
+                      pad=list(geometry["pad"]), input_offset=-self.stored_zero_point(x),
+                      requant=requant, source=list(sources))
+        return self.add_layer(layer, {"weights": wl, "bias": bias})
+
+    def pointwise_int(self, hint, x, y, w, bias, requant, where, sources=()):
+        """y[h, w, :] = W x[h, w, :] for every row of a MatMul/Gemm operand;
+        w is [Co, K]."""
+        geo = {"kernel": [1, 1], "stride": [1, 1], "pad": [0, 0, 0, 0], "group": 1}
+        return self.conv_int(hint, x, y, np.asarray(w)[:, :, None, None], bias, geo, requant, where, sources)
+
+    def linear_int(self, hint, x, y, w, bias, requant, where, sources=()):
+        """A fully connected layer, w [Co, K] with K in ONNX's flatten order
+        of x (channel first when x is [H, W, C] with H*W > 1)."""
+        tx = self.tensors[x]
+        h, wd, c = tx.shape
+        co, k = w.shape
+        if k != h * wd * c:
+            raise FrontendError(where, f"weights have {k} inputs but the input tensor has {h * wd * c} values")
+        if h * wd > 1 and tx.source_layout != "hwc":
+            w = w.reshape(co, c, h, wd).transpose(0, 2, 3, 1).reshape(co, k)
+        wl, bias = self._int_arrays(w, bias, where)
+        layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
+                      input_offset=-self.stored_zero_point(x), requant=requant, source=list(sources))
+        return self.add_layer(layer, {"weights": wl, "bias": bias})
+
+    def add_int(self, hint, a, b, y, in_mul, requant, where, sources=()):
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
+        if ta.shape != tb.shape or ta.shape != ty.shape:
+            raise FrontendError(where, f"add of shapes {ta.shape} and {tb.shape} needs broadcasting",
+                                "only same-shape adds are supported")
+        layer = Layer(name=self.layer_name(hint), op="add", inputs=[a, b], output=y,
+                      in_mul=[int(m) for m in in_mul],
+                      in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
+                      requant=requant, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def avgpool_int(self, hint, x, y, kernel, stride, requant, where, sources=()):
+        """Window sums, requantized; a 1x1 window is an elementwise requant."""
+        layer = Layer(name=self.layer_name(hint), op="avgpool", inputs=[x], output=y,
+                      kernel=list(kernel), stride=list(stride),
+                      input_offset=-self.stored_zero_point(x), requant=requant, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def pad_int(self, hint, x, y, pad, value, rounding, where, sources=()):
+        """A standalone constant Pad as a 1x1 depthwise identity: the IR's
+        padded positions contribute 0 to the accumulator, so shift the input
+        by the pad value and add it back in the requantization."""
+        tx = self.tensors[x]
+        if tx.dtype != "int8":
+            raise FrontendError(where, "padding a 32-bit tensor is not supported",
+                                "pad 8-bit activations")
+        c_stored = int(value) - tx.shift
+        if not -128 <= c_stored <= 127:
+            raise FrontendError(where, f"pad value {value} is outside the tensor's {tx.source_dtype} range")
+        rq = Requant(mul=[1], add=[c_stored], shift=[0], rounding=rounding, zero_point=0, lo=-128, hi=127)
+        layer = Layer(name=self.layer_name(hint), op="depthwise", inputs=[x], output=y,
+                      pad=list(pad), input_offset=-c_stored, requant=rq, source=list(sources))
+        return self.add_layer(layer, {"weights": np.ones((1, 1, tx.shape[2]), np.int8)})

@@ -1,0 +1,109 @@
+"""ONNX arrays <-> tessera's stored [H, W, C] arrays, for the integer dialects.
+
+An ONNX activation is either channel first ("chw": NCHW, NCL, NC, and any
+flattening of those, as convolutions see them) or channel last ("hwc": the
+rows of a MatMul/Gemm operand, [M, K] or [B, M, K], whose last axis is the
+one the product contracts). Both keep the ONNX element order, so a reshape
+(Flatten, Reshape) never moves data; only "chw" needs a transpose.
+"""
+
+import numpy as np
+
+from ..errors import FrontendError
+
+LAYOUTS = ("chw", "hwc")
+
+
+def ir_shape(shape, layout, where):
+    """[H, W, C] of an ONNX activation shape in `layout` (batch 1)."""
+    shape = [int(d) for d in shape]
+    if layout == "hwc":
+        if len(shape) == 1:
+            return [1, 1, shape[0]]
+        lead = shape[:-2]
+        h = int(np.prod(lead)) if lead else 1
+        return [h, shape[-2], shape[-1]]
+    if len(shape) == 4:
+        n, c, h, w = shape
+    elif len(shape) == 3:
+        (n, c, w), h = shape, 1
+    elif len(shape) == 2:
+        (n, c), h, w = shape, 1, 1
+    else:
+        raise FrontendError(where, f"activation of rank {len(shape)} ({shape}) is not supported",
+                            "use NCHW, NCL or NC tensors")
+    if n != 1:
+        raise FrontendError(where, f"batch size {n} (shape {shape})", "export the model with batch size 1")
+    return [h, w, c]
+
+
+def to_hwc(arr, layout, hwc):
+    """An array in ONNX element order -> stored [H, W, C] order."""
+    h, w, c = hwc
+    arr = np.asarray(arr)
+    if layout == "hwc":
+        return arr.reshape(h, w, c)
+    return arr.reshape(c, h, w).transpose(1, 2, 0)
+
+
+def from_hwc(arr, layout, shape):
+    """A stored [H, W, C] array -> the ONNX array of `shape`."""
+    arr = np.asarray(arr)
+    if layout == "hwc":
+        return arr.reshape(shape)
+    return arr.transpose(2, 0, 1).reshape(shape)
+
+
+def broadcast_param(arr, onnx_shape, where, what):
+    """A per-tensor/channel/row/element parameter broadcast to the ONNX
+    activation shape it applies to."""
+    arr = np.asarray(arr)
+    if arr.size == 1:
+        return np.broadcast_to(arr.reshape(()), onnx_shape)
+    try:
+        out = np.broadcast_to(arr, onnx_shape)
+        if list(np.broadcast_shapes(arr.shape, tuple(onnx_shape))) == list(onnx_shape):
+            return out
+    except ValueError:
+        pass
+    # QuantLib writes per-channel parameters as (C, 1, 1) also for 3D NCL
+    # tensors, where NumPy broadcasting would add an axis: channel axis 1.
+    flat = arr.reshape(-1)
+    if len(onnx_shape) >= 2 and flat.size == onnx_shape[1] and sum(d > 1 for d in arr.shape) == 1:
+        shape = [1, flat.size] + [1] * (len(onnx_shape) - 2)
+        return np.broadcast_to(flat.reshape(shape), onnx_shape)
+    raise FrontendError(where, f"{what} of shape {list(arr.shape)} does not broadcast to the "
+                        f"activation shape {list(onnx_shape)}",
+                        "use a scalar, per-channel or per-row parameter")
+
+
+def compress(hwc_arr):
+    """Shrink to size 1 the axes along which a [H, W, C] array is constant:
+    (values, shape) with shape None when it is per channel (or per tensor)."""
+    a = np.asarray(hwc_arr)
+    for axis in (0, 1, 2):
+        if a.shape[axis] > 1 and np.all(a == a.take([0], axis=axis)):
+            a = a.take([0], axis=axis)
+    if a.shape[0] == 1 and a.shape[1] == 1:
+        return a.reshape(-1), None
+    return a, list(a.shape)
+
+
+def params_hwc(arrays, onnx_shape, layout, hwc, where, what):
+    """Requantization parameters (ONNX-shaped, broadcastable) -> lists for
+    ir.Requant, per channel where they allow it, else with a common shape."""
+    conv = [to_hwc(np.ascontiguousarray(broadcast_param(a, onnx_shape, where, what)), layout, hwc)
+            for a in arrays]
+    packed = [compress(a) for a in conv]
+    if all(shape is None for _, shape in packed):
+        return [v.astype(np.int64).tolist() for v, _ in packed], None
+    shape = [1, 1, 1]
+    for v, s in packed:
+        s = s or [1, 1, v.size]
+        shape = [max(a, b) for a, b in zip(shape, s)]
+    out = []
+    for a in conv:
+        # each array is constant along the axes where `shape` is 1
+        small = a[:shape[0], :shape[1], :shape[2]].astype(np.int64).reshape(-1)
+        out.append([int(small[0])] if np.all(small == small[0]) else small.tolist())
+    return out, shape

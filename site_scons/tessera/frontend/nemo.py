@@ -1,0 +1,303 @@
+"""NEMO/DORY integer ONNX dialect (NEMO's "integer deployable" export, the
+input of DORY; opset 9/10).
+
+Integers live in float tensors. Each Conv/Gemm/MatMul (and pool, and
+residual Add) is followed by a chain that folds batch-norm and
+requantization into integer arithmetic, e.g.
+
+    Conv -> Mul(kappa[c]) -> Add(lambda[c]) -> Cast(int64) -> Mul(m)
+         -> Div(2**d) -> Cast -> Cast -> Cast(float) -> Clip(0, 255)
+    Mul(a, 32), Mul(b, 32) -> Add -> Div(64) -> Floor          (residual)
+
+Lowering: the chain is folded symbolically into one exact rational
+(acc * mul + add) / den and one rounding point, which becomes the layer's
+Requant with rounding "floor": y = clamp((acc * mul + add) >> log2(den)).
+
+Arithmetic. ONNX Runtime evaluates kappa * acc and + lambda in float32,
+which rounds once |acc * kappa| >= 2**24 (it does in the first layers of
+both DORY networks: e.g. 134166 of 160000 outputs of
+Residual_connection_test_1's first conv). tessera computes the chain exactly
+in 64-bit integers instead: that is what DORY's kernels compute, it needs no
+float emulation on the MCU, and it reproduces every DORY reference output
+bit for bit (so does float32 on those inputs: the rounding error, at most a
+few units, never crossed a 2**d division boundary there; they can differ
+on other inputs, where tessera follows the integer semantics).
+
+Rounding. An integer Div (after Cast to int64) truncates toward zero, not
+floor; the two agree after a clamp whose lower bound is >= 0 (any value
+that differs is negative and clamps to the bound), which is what DORY's
+ReLU-style Clip(0, 255) gives. A chain that truncates without such a clamp
+is rejected.
+
+Activations are uint8 (0..255), stored shifted by -128 (the offset is
+folded into the next layer's input_offset and this layer's zero point). A
+chain without a Clip (the residual Add's Floor) is DORY's 8-bit unsigned
+activation all the same: DORY's kernels saturate it to [0, 255], so tessera
+clamps there too. A Conv/Gemm/MatMul with no chain at all outputs its int32
+accumulators (DORY's final fully connected layer).
+
+Float post-processing at the graph outputs (Sigmoid, Softmax, and the
+Gather that splits the last layer's outputs) is not part of the integer
+network: DORY stops at the last integer layer, and so does tessera; the
+IR outputs are the tensors those ops read.
+
+DORY numbers its layers (out_layerN.txt) one per Conv/Gemm/MatMul with its
+chain (and a Pad folded into it), pool and residual Add, in graph order;
+tessera's layers are exactly those, in the same order.
+"""
+
+import math
+
+import numpy as np
+
+from ..errors import FrontendError
+from .intbase import INT_RANGES, Acc, IntegerParser, dtype_for
+from .onnxgraph import attrs
+
+INT_TYPES = {2, 3, 4, 5, 6, 7, 12, 13}   # ONNX uint8, int8, uint16, int16, int32, int64, uint32, uint64
+FLOAT_TYPES = {1, 10, 11, 16}
+TAIL_OPS = ("Sigmoid", "Softmax", "LogSoftmax", "Gather", "Identity")
+DORY_RANGE = (0, 255)
+
+
+def _pow2(q):
+    return q > 0 and q & (q - 1) == 0
+
+
+class NemoParser(IntegerParser):
+    dialect = "nemo"
+    rounding = "floor"
+    default_input = "uint8"
+    supported = ("tessera lowers NEMO/DORY graphs: Conv/Gemm/MatMul, MaxPool/AveragePool, residual Add, "
+                 "each followed by Mul/Add/Div/Floor/Cast/Clip chains, Pad before Conv, Flatten/Reshape")
+
+    def __init__(self, g, builder, input_types=None):
+        super().__init__(g, builder, input_types)
+        self.tail_nodes = []
+
+    # ---- the requantization chain ----------------------------------------------
+
+    def _operand(self, node, t):
+        """The constant operand of a binary node whose other input is t."""
+        other = [i for i in node.input if i != t]
+        if len(node.input) != 2 or len(other) != 1 or not self.is_const(other[0]):
+            return None
+        return self.int_const(node, other[0], f"{node.op_type} operand")
+
+    def finish_acc(self, acc):
+        b = self.b
+        mul, add = np.array(acc.alpha, dtype=np.int64), np.array(0, dtype=np.int64)
+        bias = None
+        if acc.offset is not None:
+            if acc.takes_bias and acc.alpha == 1:
+                bias = self.bias_array(acc, acc.offset)
+            else:
+                add = acc.offset
+        den, rounded, is_int = acc.den, None, False   # is_int: the ONNX tensor is an integer type
+        lo, hi, clipped = -math.inf, math.inf, False
+        t, nodes = acc.out, []
+        while True:
+            u = self.single_user(t)
+            if u is None:
+                break
+            op = u.op_type
+            open_chain = rounded is None and not clipped
+            if op == "Mul" and open_chain and (k := self._operand(u, t)) is not None:
+                mul, add = mul * k, add * k
+            elif op == "Add" and open_chain and (k := self._operand(u, t)) is not None:
+                add = add + k * den
+            elif op == "Div" and open_chain and u.input[0] == t and self.is_const(u.input[1]):
+                q = self.int_const(u, u.input[1], "divisor")
+                if q.size != 1 or not _pow2(int(q.reshape(()))):
+                    raise FrontendError(self.where(u), f"division by {q.reshape(-1)[:4].tolist()}, not a "
+                                        "power of two", "NEMO requantizes with power-of-two divisors")
+                den *= int(q.reshape(()))
+                if is_int:        # integer Div truncates (see the module doc)
+                    rounded = "trunc"
+            elif op == "Floor":
+                rounded = rounded or "floor"
+            elif op == "Cast":
+                to = attrs(u).get("to")
+                if to in INT_TYPES:
+                    if den > 1 and rounded is None:
+                        rounded = "trunc"
+                    is_int = True
+                elif to in FLOAT_TYPES:
+                    is_int = False
+                else:
+                    raise FrontendError(self.where(u), f"Cast to ONNX type {to}", "cast to an integer or float type")
+            elif op in ("Clip", "Relu"):
+                c_lo, c_hi = self._clip(u)
+                lo, hi, clipped = max(lo, c_lo), min(hi, c_hi), True
+            else:
+                break
+            self.claim(u)
+            nodes.append(u)
+            t = u.output[0]
+        where = self.where(nodes[-1] if nodes else acc.node)
+        if den > 1 and rounded is None:
+            raise FrontendError(where, f"the value is divided by {den} but never floored",
+                                "end the requantization chain with Floor (or an integer Div)")
+        sources = acc.sources + [n.name for n in nodes]
+        if not nodes and acc.den == 1:
+            # no chain at all: the int32 accumulator (plus bias) is the output
+            if acc.alpha != 1 or (acc.offset is not None and bias is None):
+                raise FrontendError(where, f"Gemm alpha={acc.alpha} on an accumulator that is not "
+                                    "requantized", "fold alpha into the weights")
+            y = self.new_act(t, acc.shape, "int32", acc.layout, where)
+            acc.emit(y, None, bias, sources)
+            return
+        # a bound the graph leaves open is DORY's: its activations are uint8
+        # and its kernels saturate to [0, 255]
+        lo = DORY_RANGE[0] if math.isinf(lo) else lo
+        hi = DORY_RANGE[1] if math.isinf(hi) else hi
+        lo, hi = int(math.ceil(lo)), int(math.floor(hi))
+        if rounded == "trunc" and lo < 0:
+            raise FrontendError(where, f"an integer Div truncates toward zero, which differs from floor "
+                                f"for negative values, and the clamp's lower bound is {lo}",
+                                "clip at 0 or above after the division, or divide in float and Floor")
+        dtype = dtype_for(lo, hi)
+        y = self.new_act(t, acc.shape, dtype, acc.layout, where)
+        rq = self._requant(acc, y, mul, add, den, lo, hi, where)
+        acc.emit(y, rq, bias, sources)
+
+    def _clip(self, node):
+        if node.op_type == "Relu":
+            return 0, math.inf
+        a = attrs(node)
+        lo, hi = a.get("min", -math.inf), a.get("max", math.inf)
+        if len(node.input) > 1 and node.input[1]:
+            lo = float(self.const(node.input[1]).reshape(()))
+        if len(node.input) > 2 and node.input[2]:
+            hi = float(self.const(node.input[2]).reshape(()))
+        for v in (lo, hi):
+            if not math.isinf(v) and v != int(v):
+                raise FrontendError(self.where(node), f"Clip bound {v} is not an integer")
+        return lo, hi
+
+    def _requant(self, acc, y, mul, add, den, lo, hi, where):
+        b = self.b
+        if _pow2(den):
+            (mul_l, add_l), shape = self.hwc_params(acc, [mul, add], "requantization")
+            return b.int_requant(y, mul_l, add_l, [den.bit_length() - 1], "floor", lo, hi, shape)
+        # a pool over a window whose area is not a power of two
+        m, a = np.unique(np.asarray(mul)), np.unique(np.asarray(add))
+        if m.size != 1 or a.size != 1:
+            raise FrontendError(where, f"division by {den} with per-channel parameters is not supported",
+                                "pool over a power-of-two window")
+        mul_p, add_p, shift, k = exact_divider(int(m[0]), int(a[0]), den, *acc.acc_range)
+        rq = b.int_requant(y, [mul_p], [add_p], [shift], "floor", lo, hi)
+        rq.zero_point -= k
+        return rq
+
+    # ---- ops -----------------------------------------------------------------
+
+    def op_Add(self, node):
+        """A residual Add: both operands are activations, each maybe scaled
+        by a constant Mul first."""
+        if any(self.is_const(i) for i in node.input):
+            raise FrontendError(self.where(node), "Add of a constant outside a requantization chain",
+                                "constants are added only in the chain after Conv/Gemm/MatMul")
+        xs, muls, pre = [], [], []
+        for name in node.input:
+            m, x, chain = self._prescaled(node, name)
+            xs.append(x)
+            muls.append(m)
+            pre += chain
+        for x in xs:
+            self.eight_bit(node, x)
+        if self.layout[xs[0]] != self.layout[xs[1]]:
+            raise FrontendError(self.where(node), "Add of a feature map and a matrix")
+        ta = self.b.tensors[xs[0]]
+        shape = list(ta.source_shape)
+
+        def emit(y, rq, bias, sources):
+            self.b.add_int(node.name or "add", xs[0], xs[1], y, muls, rq, self.where(node), sources)
+
+        self.finish_acc(Acc(node, node.output[0], shape, self.layout[xs[0]], emit, takes_bias=False,
+                            sources=[n.name for n in pre] + [node.name]))
+
+    def _prescaled(self, node, name):
+        """(multiplier, IR tensor, nodes) for an Add operand: an activation
+        through Mul-by-constant and Cast nodes."""
+        m, chain = 1, []
+        while name not in self.ir:
+            p = self.g.producer.get(name)
+            if p is None or len(self.consumers(name)) != 1:
+                return m, self.act(node, name), chain
+            if p.op_type == "Mul":
+                ins = [i for i in p.input if not self.is_const(i)]
+                k = self._operand(p, ins[0]) if len(ins) == 1 else None
+                if k is None or k.size != 1:
+                    raise FrontendError(self.where(p), "the operand of a residual Add is scaled by a "
+                                        "non-scalar or non-constant factor", "scale each Add input by one integer")
+                m *= int(k.reshape(()))
+                name = ins[0]
+            elif p.op_type == "Cast" and attrs(p).get("to") in INT_TYPES | FLOAT_TYPES:
+                name = p.input[0]
+            else:
+                return m, self.act(node, name), chain
+            chain.append(p)
+            self.claim(p)
+        return m, self.ir[name], chain
+
+    def op_MaxPool(self, node):
+        super().op_MaxPool(node)
+        self._absorb_noops(node.output[0])
+
+    def _absorb_noops(self, t):
+        """Cast/Floor and non-restricting Clip after a max pool change nothing."""
+        x = self.ir[t]
+        lo, hi = INT_RANGES[self.b.tensors[x].source_dtype]
+        while (u := self.single_user(t)) is not None:
+            if u.op_type == "Cast" and attrs(u).get("to") in INT_TYPES | FLOAT_TYPES or u.op_type == "Floor":
+                pass
+            elif u.op_type in ("Clip", "Relu"):
+                c_lo, c_hi = self._clip(u)
+                if c_lo > lo or c_hi < hi:
+                    raise FrontendError(self.where(u), "Clip after a max pool that restricts its range",
+                                        "tessera's max pool has no requantization")
+            else:
+                return
+            self.claim(u)
+            t = u.output[0]
+            self.ir[t] = x
+
+    # ---- outputs: float post-processing is not part of the integer network ----
+
+    def output_sources(self):
+        g = self.g
+        out = []
+        for name in g.output_names:
+            t, tail = name, []
+            while t not in self.ir:
+                p = g.producer.get(t)
+                if p is None or p.op_type not in TAIL_OPS:
+                    break
+                tail.append(p)
+                t = p.input[0]
+            if t in self.ir and tail:
+                for p in tail:
+                    self.claim(p)
+                self.tail_nodes += tail
+            out.append(t if t in self.ir else name)
+        return out
+
+
+def exact_divider(mul, add, den, acc_lo, acc_hi):
+    """(M, A, S, K) with floor((acc * mul + add) / den) == ((acc * M + A) >> S) - K
+    for every integer acc in [acc_lo, acc_hi] (Granlund-Montgomery: with
+    v = acc * mul + add + K * den >= 0, m = ceil(2**S / den), e = m * den - 2**S,
+    floor(v * m / 2**S) = floor(v / den) whenever e * v < 2**S)."""
+    ends = [acc_lo * mul + add, acc_hi * mul + add]
+    vmin, vmax = min(ends), max(ends)
+    k = -(vmin // den) if vmin < 0 else 0
+    vtop = vmax + k * den
+    for s in range(0, 63):
+        m = -(-(1 << s) // den)
+        e = m * den - (1 << s)
+        if e * max(vtop, 1) < (1 << s):
+            if abs(mul * m) * max(abs(acc_lo), abs(acc_hi)) + abs((add + k * den) * m) >= 1 << 62:
+                break
+            return mul * m, (add + k * den) * m, s, k
+    raise FrontendError(None, f"division by {den} has no exact 64-bit multiplier over the accumulator range")
