@@ -9,13 +9,18 @@ the IR, the library code that computes it) and reruns only when that key
 changes. Outputs are written atomically, the key last, so an interrupted
 step never looks up to date.
 
+A model with `reference:` (DORY or Deeploy files) runs the golden model on
+the reference's input, writes reference.json (every compared tensor: equal,
+or its first difference) and fails the build with one line when the golden
+model disagrees with the reference.
+
 Everything after this (tiling, planning, code generation, compilation, runs)
 is ordinary SCons steps that read graph.json and golden.npz.
 """
 
 import os
 
-from . import canon, frontend, golden, zoo
+from . import canon, frontend, golden, reference, zoo
 from .errors import ConfigError
 from .ir import Graph
 
@@ -47,8 +52,16 @@ def model_onnx(model, cache_dir, log):
 
 
 def golden_inputs(model, graph):
-    """The input the golden model and the firmware both run on."""
+    """The input the golden model and the firmware both run on: the
+    reference's input when the model has one, else seeded random values."""
+    if model.get("reference"):
+        return reference.load(model["reference"]).golden_inputs(graph)
     return golden.random_input(graph, model["input"]["seed"])
+
+
+def _reference_key(ref):
+    """What of the reference the steps read: its files' contents."""
+    return {os.path.basename(f): canon.file_digest(f) for f in ref.files()}
 
 
 def prepare(model, outdir, cache_dir, log=print):
@@ -63,22 +76,36 @@ def prepare(model, outdir, cache_dir, log=print):
 
     onnx_path = model_onnx(model, cache_dir, log)
     paths["onnx"] = onnx_path
-    fe_key = canon.digest({"onnx": canon.file_digest(onnx_path), "name": model["name"],
-                           "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION})
+    ref = reference.load(model["reference"]) if model.get("reference") else None
+    fe_data = {"onnx": canon.file_digest(onnx_path), "name": model["name"],
+               "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION}
+    input_types = None
+    if ref is not None:
+        # the integer dialects' graphs do not say whether an input is signed
+        input_types = ref.input_types(frontend.input_names(onnx_path))
+        fe_data["input_types"] = input_types
+    fe_key = canon.digest(fe_data)
     if stamp.get("frontend") != fe_key or not all(os.path.exists(paths[k]) for k in ("graph", "weights")):
         log(f"importing {os.path.basename(onnx_path)}")
-        graph, weights = frontend.import_onnx(onnx_path, model["name"])
+        graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types)
         stamp = {}
         canon.write_json(paths["graph"], graph.to_json())
         canon.save_npz(paths["weights"], weights)
         stamp["frontend"] = fe_key
         canon.write_json(stamp_path, stamp)
 
-    gold_key = canon.digest({"graph": canon.file_digest(paths["graph"]),
-                             "weights": canon.file_digest(paths["weights"]),
-                             "input": model["input"], "reference": model["reference"],
-                             "code": canon.source_digest("golden", "ir"), "v": PREPARE_VERSION})
-    if stamp.get("golden") != gold_key or not all(os.path.exists(paths[k]) for k in ("input", "golden")):
+    gold_data = {"graph": canon.file_digest(paths["graph"]),
+                 "weights": canon.file_digest(paths["weights"]),
+                 "input": model["input"], "reference": model["reference"],
+                 "code": canon.source_digest("golden", "ir"), "v": PREPARE_VERSION}
+    wanted = ["input", "golden"]
+    if ref is not None:
+        paths["reference"] = os.path.join(outdir, "reference.json")
+        gold_data["reference_files"] = _reference_key(ref)
+        gold_data["reference_code"] = canon.source_digest("reference")
+        wanted.append("reference")
+    gold_key = canon.digest(gold_data)
+    if stamp.get("golden") != gold_key or not all(os.path.exists(paths[k]) for k in wanted):
         log("running the golden model")
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         weights = canon.load_npz(paths["weights"])
@@ -86,6 +113,11 @@ def prepare(model, outdir, cache_dir, log=print):
         values = golden.run(graph, weights, inputs)
         canon.save_npz(paths["input"], inputs)
         canon.save_npz(paths["golden"], values)
+        if ref is not None:
+            rows = ref.compare(graph, values)
+            canon.write_json(paths["reference"], reference.verdict(model["name"], ref, rows))
+            # no stamp on a disagreement: the next build checks (and fails) again
+            reference.check(model["name"], ref, rows)
         stamp["golden"] = gold_key
         canon.write_json(stamp_path, stamp)
     return paths

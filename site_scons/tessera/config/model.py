@@ -3,6 +3,12 @@
 Either `onnx:` names a user's quantized ONNX file (relative to the YAML
 file), or `generator:` asks tessera.zoo to build a float network and quantize
 it with ONNX Runtime, as a user would.
+
+`reference: {kind: dory | deeploy, dir: ...}` (with `onnx:`) points at the
+files another toolchain ships with the network (DORY's input.txt and
+out_layerN.txt, Deeploy's inputs.npz and outputs.npz): the golden model then
+runs on that input and must reproduce those outputs bit for bit
+(tessera.reference).
 """
 
 import os
@@ -73,6 +79,9 @@ def parse_model(data, path, name):
     else:
         model["generator"]["resolution"] = _resolution(model["generator"]["resolution"], path)
     if model["reference"] is not None:
+        if not has_onnx:
+            raise ConfigError(path, "reference: compares a given network with its reference outputs",
+                              "use it with `onnx:` (the network the reference files belong to)")
         model["reference"]["dir"] = os.path.normpath(os.path.join(base, model["reference"]["dir"]))
         if not os.path.isdir(model["reference"]["dir"]):
             raise ConfigError(path, f"reference.dir: folder not found: {model['reference']['dir']}")
