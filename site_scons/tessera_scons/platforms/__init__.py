@@ -6,7 +6,7 @@ import importlib
 
 from tessera.errors import ConfigError
 
-KNOWN = ("host",)
+KNOWN = ("host", "cortexm")
 
 
 def platform(name, where):

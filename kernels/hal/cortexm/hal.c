@@ -1,0 +1,105 @@
+/*
+ * HAL of Cortex-M targets run under QEMU's mps2 boards: one core, DMA is a
+ * copy on the core (counted per engine, as on the host), and the counter is
+ * the CMSDK APB timer 0 at 0x40000000.
+ *
+ * Counting: DWT CYCCNT does not count under QEMU. With -icount shift=0 QEMU
+ * advances its virtual clock by 1 ns per instruction, and the board clocks
+ * the CMSDK timer at 25 MHz, so the timer ticks once per 40 instructions
+ * (tests/test_cortexm.py measures this). hal_counter() therefore returns
+ * QEMU instruction counts with a resolution of 40 instructions, copies that
+ * stand in for DMA included; they are not silicon cycles.
+ *
+ * Console, argv and exit status go through picolibc's semihosting (QEMU's
+ * -semihosting-config), so nothing here touches a UART.
+ */
+#include <string.h>
+
+#include "tessera/hal.h"
+
+#ifndef TSR_NCORES
+#define TSR_NCORES 1
+#endif
+
+typedef struct {
+    volatile uint32_t ctrl;     /* bit 0: enable */
+    volatile uint32_t value;    /* counts down, reloads from reload at 0 */
+    volatile uint32_t reload;
+    volatile uint32_t intstatus;
+} cmsdk_timer_t;
+
+#define TIMER0 ((cmsdk_timer_t *)0x40000000u)
+#define INSTRUCTIONS_PER_TICK 40u
+
+uint64_t hal_dma_bytes[HAL_MAX_DMA];
+static uint32_t last_value;     /* timer value at the previous read */
+static uint64_t ticks;          /* ticks since hal_init, wraps included */
+
+void hal_init(void)
+{
+    TIMER0->ctrl = 0;
+    TIMER0->reload = 0xFFFFFFFFu;
+    TIMER0->value = 0xFFFFFFFFu;
+    TIMER0->ctrl = 1;
+    last_value = TIMER0->value;
+    ticks = 0;
+}
+
+uint64_t hal_counter(void)
+{
+    uint32_t now = TIMER0->value;
+    /* the timer counts down through all 2^32 values: the difference modulo
+     * 2^32 is right across a wrap (one wrap is 171 G instructions) */
+    ticks += (uint32_t)(last_value - now);
+    last_value = now;
+    return ticks * INSTRUCTIONS_PER_TICK;
+}
+
+static int current_core;
+
+void hal_fork(void (*fn)(void *), void *arg)
+{
+    /* a Cortex-M target has one core; should a YAML say more, they run in
+     * turn (as on the host) so every share is still computed */
+    for (current_core = 0; current_core < TSR_NCORES; current_core++)
+        fn(arg);
+    current_core = 0;
+}
+
+int hal_core_id(void)
+{
+    return current_core;
+}
+
+int hal_num_cores(void)
+{
+    return TSR_NCORES;
+}
+
+void hal_barrier(void)
+{
+}
+
+void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
+                   uint32_t bytes, uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
+                   uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
+{
+    uint32_t p, r;
+    if (rows == 1 && planes == 1) {
+        memcpy(dst, src, bytes);
+    } else {
+        for (p = 0; p < planes; p++) {
+            char *d = (char *)dst + p * dst_plane_stride;
+            const char *s = (const char *)src + p * src_plane_stride;
+            for (r = 0; r < rows; r++)
+                memcpy(d + r * dst_stride, s + r * src_stride, bytes);
+        }
+    }
+    hal_dma_bytes[engine] += (uint64_t)bytes * rows * planes;
+    job->pending = 0;
+}
+
+void hal_dma_wait(hal_dma_job_t *job)
+{
+    (void)job;
+}

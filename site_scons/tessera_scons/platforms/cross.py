@@ -1,0 +1,93 @@
+"""What every bare-metal cross platform shares: the linker script as a build
+step (its input is the projection tessera.codegen.linker.view), and a link
+that checks the program against the target's reservations before linking
+and turns a linker overflow into one line naming the YAML field to change.
+
+    elf = firmware(env, target, arch, objects, libs, outdir)   # outdir/link.ld, firmware.elf
+"""
+
+import os
+import subprocess
+import sys
+
+from SCons.Script import Action
+
+from tessera import canon
+from tessera.codegen import linker
+from tessera.errors import TesseraError, ToolchainError
+
+
+def require_tool(env, program, target, what):
+    """Stop with one line when a toolchain program is missing."""
+    if env.WhereIs(program) is None:
+        from .. import fail
+
+        debian = " ".join(target["toolchain"]["debian"])
+        fail(ToolchainError(target["path"], f"toolchain.{what}: {program} not found on PATH",
+                            f"install it (Debian: apt-get install {debian})" if debian else "install it"))
+
+
+def firmware(env, target, arch, objects, libs, outdir):
+    """Declare outdir/link.ld (from the target's memory map) and
+    outdir/firmware.elf linked with it; returns the ELF node."""
+    try:
+        view = linker.view(target, arch)
+    except TesseraError as err:
+        from .. import fail
+
+        fail(err)
+    text = canon.dumps(view)
+    script = env.Command(os.path.join(outdir, "link.ld"), env.Value(text, name=f"memory map of {target['name']}"),
+                         Action(gen_script, "tessera: generate $TARGET"))
+    env.Depends(script, canon.source_files("codegen"))
+    elf = env.Command(os.path.join(outdir, "firmware.elf"), list(objects) + list(libs) + [script[0]],
+                      Action(link_elf, "tessera: link $TARGET", varlist=["LINK", "LINKFLAGS"]),
+                      TESSERA_LINK_VIEW=text, TESSERA_TARGET_PATH=target["path"])
+    env.Depends(elf, canon.source_files("codegen"))
+    return elf
+
+
+# ---- actions (see steps.py for why each is a two-line function) -------------
+
+def gen_script(target, source, env):
+    from .. import steps
+
+    return steps.guarded(_gen_script, target, source, env)
+
+
+def _gen_script(target, source, env):
+    import json
+
+    canon.write_atomic(str(target[0]), linker.script(json.loads(source[0].read())))
+
+
+def link_elf(target, source, env):
+    from .. import steps
+
+    return steps.guarded(_link_elf, target, source, env)
+
+
+def _link_elf(target, source, env):
+    import json
+
+    view = json.loads(env["TESSERA_LINK_VIEW"])
+    where = env["TESSERA_TARGET_PATH"]
+    script = str(source[-1])
+    inputs = [str(s) for s in source[:-1]]
+    objects = [p for p in inputs if p.endswith(".o")]
+    linker.check_program(view, linker.program_sizes(objects), where)
+    cmd = [env.subst("$LINK"), *env.subst("$LINKFLAGS").split(), "-T", script,
+           "-o", str(target[0]), *inputs]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        for t in target:
+            if os.path.exists(str(t)):
+                os.unlink(str(t))
+        reason = linker.link_error(res.stderr, where)
+        if reason:
+            raise ToolchainError(None, reason)
+        sys.stderr.write(res.stderr)
+        raise ToolchainError(where, f"linking {os.path.basename(str(target[0]))} failed "
+                             f"({' | '.join(res.stderr.strip().splitlines()[-2:])})")
+    if res.stderr.strip():
+        sys.stderr.write(res.stderr)
