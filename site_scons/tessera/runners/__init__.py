@@ -8,9 +8,9 @@ in one line.
 """
 
 from ..errors import ConfigError
-from . import host
+from . import host, qemu
 
-KINDS = {"host": host.run}
+KINDS = {"host": host.run, "qemu": qemu.run}
 
 
 def run(runner, firmware, args=(), timeout=None):

@@ -7,22 +7,32 @@ import subprocess
 from ..errors import RunError
 
 
-def run_command(cmd, where, timeout, merge_stderr=True):
-    """stdout (+stderr) text of cmd; RunError on timeout, signal or non-zero exit."""
+def run_command(cmd, where, timeout, merge_stderr=True, explain=None):
+    """stdout (+stderr) text of cmd; RunError on timeout, signal or non-zero exit.
+    explain(text, returncode), when given, may name the failure better than
+    the last lines of output do (e.g. a fault report); the RunError carries
+    the whole output as `.output`."""
     try:
         res = subprocess.run(cmd, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
                              timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RunError(where, f"no result within {timeout} s (hung?)",
-                       "raise runner.timeout in the target YAML if the network is just slow") from None
+    except subprocess.TimeoutExpired as exc:
+        err = RunError(where, f"no result within {timeout} s (hung?)",
+                       "raise runner.timeout in the target YAML if the network is just slow")
+        err.output = (exc.stdout or b"").decode(errors="replace")
+        raise err from None
     except OSError as err:
         raise RunError(where, f"cannot start {cmd[0]}: {err.strerror}") from None
     text = res.stdout.decode(errors="replace")
+    reason = explain(text, res.returncode) if explain and res.returncode != 0 else None
     if res.returncode < 0:
         sig = signal.Signals(-res.returncode).name
-        raise RunError(where, f"killed by {sig}", "the firmware faulted; see the run log")
-    if res.returncode != 0:
+        err = RunError(where, f"killed by {sig}" + (f": {reason}" if reason else ""),
+                       "the firmware faulted; see the run log")
+    elif res.returncode != 0:
         tail = " | ".join(text.strip().splitlines()[-2:])
-        raise RunError(where, f"exit status {res.returncode} ({tail or 'no output'})")
-    return text
+        err = RunError(where, reason or f"exit status {res.returncode} ({tail or 'no output'})")
+    else:
+        return text
+    err.output = text
+    raise err
