@@ -61,10 +61,19 @@ def _weights_check(graph, level, size, usable, models_hint):
             if running > usable:
                 where = layer.name
                 break
-        raise FitError(level, f"{total / 1e6:.2f} MB of weights do not fit {usable / 1e6:.2f} MB "
-                       f"(usable) of {level}: they overflow at layer {where}",
+        room = (f"{usable / 1e6:.2f} MB usable of {size / 1e6:.2f} MB, {(size - usable) / 1e6:.2f} MB reserved"
+                if size > usable else f"{usable / 1e6:.2f} MB")
+        raise FitError(level, f"{total / 1e6:.2f} MB of weights do not fit ({room}); they overflow at layer {where}",
                        models_hint)
     return {"level": level, "bytes": total, "size": size, "usable": usable, "per_layer": per_layer}
+
+
+def check_weights(graph, memory, fit_hint=""):
+    """Raise FitError when the weights cannot fit their level: known before
+    any tiling, so a build can stop at once."""
+    level = memory["place"]["weights"]
+    lvl = memory["levels"][level]
+    _weights_check(graph, level, lvl["size"], lvl["usable"], fit_hint)
 
 
 def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):

@@ -23,8 +23,9 @@ import sys
 
 from SCons.Script import Action, Exit
 
-from tessera import canon, config, prepare, views
-from tessera.errors import TesseraError
+from tessera import canon, config, memplan, prepare, views
+from tessera.codegen import linker
+from tessera.errors import FitError, TesseraError
 from tessera.frontend.builder import c_name
 from tessera.ir import Graph
 
@@ -77,15 +78,15 @@ def _codegen_target(target, model_name):
         "act_level": place["activations"], "w_level": place["weights"], "tile_level": place["tiles"],
         # cross targets place each level's data in its own section (see the
         # platform's linker script); the host has one flat memory
-        "sections": {
-            "weights": f".rodata.tsr.{place['weights']}" if cross else "",
-            "activations": f".bss.tsr.{place['activations']}" if cross else "",
-            "tiles": f".bss.tsr.{place['tiles']}" if cross else "",
-        },
+        "sections": linker.sections(place) if cross else {"weights": "", "activations": "", "tiles": ""},
     }
 
 
 def _fit_hint(target):
+    """What to do when the weights do not fit: how much fits this target,
+    and which bundled targets have more room for weights."""
+    level = target["place"]["weights"]
+    usable = config.usable_bytes(target["memory"][level])
     others = []
     for name in config.available("target", ROOT):
         if name == target["name"]:
@@ -95,10 +96,15 @@ def _fit_hint(target):
         except TesseraError:
             continue
         w = t["memory"][t["place"]["weights"]]
-        others.append((config.usable_bytes(w), name, t["place"]["weights"], w["kind"]))
-    bigger = [f"{n} ({lvl}: {b / 1e6:.1f} MB {kind})" for b, n, lvl, kind in sorted(others, reverse=True)[:2]]
-    return ("use a smaller model (e.g. mbv1_025_128) or a target with more weight memory: "
-            + ", ".join(bigger)) if bigger else "use a smaller model"
+        if config.usable_bytes(w) > usable:
+            # external memory first: that is what a big model wants
+            others.append((w["kind"] != "external", -config.usable_bytes(w), name, t["place"]["weights"], w["kind"]))
+    hint = (f"at most {usable / 1e6:.2f} MB of weights fit {target['name']}'s {level}, a model of about "
+            f"{usable / 1e6:.1f} M int8 parameters")
+    if others:
+        hint += "; or use a target with more room for weights: " + ", ".join(
+            f"{n} ({lvl}: {-b / 1e6:.1f} MB {kind})" for _, b, n, lvl, kind in sorted(others))
+    return hint
 
 
 def TesseraNetwork(env, target, model, out=None):
@@ -119,6 +125,10 @@ def TesseraNetwork(env, target, model, out=None):
         library = views.kernel_library(tcfg["kernels"])
         cg_target = _codegen_target(tcfg, mname)
         plat = platform_module(tcfg["platform"], tpath)
+        # known before any tiling: stop at once rather than after the solves
+        memplan.check_weights(graph, views.memory_target(tcfg), _fit_hint(tcfg))
+    except FitError as err:
+        fail(f"{mname} on {tname}: {err}")
     except TesseraError as err:
         fail(err)
     return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir)
