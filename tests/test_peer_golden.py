@@ -105,6 +105,24 @@ def test_dory_lowering():
 
 
 @needs_peer
+def test_dory_requant_is_exact_integer():
+    """Where the graph's float32 evaluation of kappa * acc + lambda rounds
+    across a division boundary, tessera keeps the exact integer result
+    (nemo.py explains the choice; both agree on the reference inputs)."""
+    from tessera.golden.ops import requantize
+    graph, weights, _, _ = _run("dory", "Residual_connection_test_1")
+    acc, ch = 125734, 3
+    rq = graph.layers[0].requant
+    full = np.zeros((1, 1, 16), np.int64)
+    full[0, 0, ch] = acc
+    got = int(requantize(full, rq)[0, 0, ch]) + graph.tensor(graph.layers[0].output).shift
+    kappa, lamda = 2046, -1399221
+    assert got == (acc * kappa + lamda) * 4 // 2 ** 24 == 60
+    f32 = np.float32(kappa) * np.float32(acc) + np.float32(lamda)
+    assert int(f32) * 4 // 2 ** 24 == 61
+
+
+@needs_peer
 def test_requantshift_rounds_half_up():
     """The README's check: RequantShift rounds half up; floor misses."""
     graph, weights, ref, rows = _run("deeploy", "Kernels/Integer/Conv/Regular_2D_RQ")
