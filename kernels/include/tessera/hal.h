@@ -14,6 +14,7 @@ extern "C" {
 #endif
 
 #define HAL_MAX_DMA 4
+#define HAL_MAX_CORES 16
 
 /* ---- cores ---------------------------------------------------------- */
 /* Run fn(arg) on every compute core; return when all have finished. */
@@ -41,6 +42,13 @@ extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
 /* ---- counting and console ------------------------------------------- */
 /* A monotonic count (instructions or cycles, as the target's runner says). */
 uint64_t hal_counter(void);
+/* Optional, for platforms whose runner counts per core (the generated test
+ * harness reads them only when the target says the platform has them): the
+ * count inside forked functions, per compute core, and the part of
+ * hal_counter() that emulated DMA copies took (zero where DMA is hardware). */
+extern uint64_t hal_core_counts[HAL_MAX_CORES];
+extern uint64_t hal_dma_copy_count;
+extern uint32_t hal_core_count_overlaps;   /* forks whose per-core split is approximate */
 /* Platform start-up before the network runs (clocks, caches, cluster). */
 void hal_init(void);
 

@@ -36,6 +36,10 @@ Arm with picolibc; a RISC-V platform passes its own):
     symbols     extra {symbol: ld expression} PROVIDEd after the sections
     discard     input sections dropped (e.g. unwinding tables)
     output_arch optional OUTPUT_ARCH
+    areas       optional: other reserved keys the platform wants as NOLOAD
+                areas (e.g. `stacks` of a multi-core platform); each gets a
+                section `.tsr_<key>` of those bytes in its level, between
+                symbols __tsr_<key>_start and __tsr_<key>_end
 The .data/.tdata/.tbss/.bss symbols are the ones picolibc's crt0 reads
 (__data_source, __data_start, __data_size, __bss_start, __bss_size,
 __tls_base, __heap_start, __heap_end, __stack, ...).
@@ -104,6 +108,16 @@ def view(target, arch):
             raise ConfigError(path, f"memory.{level}.reserved.{purpose}: {level} is read-only",
                               f"reserve {purpose} bytes in a writable level")
         reserved[purpose] = {"level": level, "bytes": int(levels[level]["reserved"][purpose])}
+    areas = []
+    for key in arch.get("areas", []):
+        holders = [name for name, lvl in levels.items() if key in lvl["reserved"]]
+        if len(holders) != 1:
+            raise ConfigError(path, f"memory: {len(holders) or 'no'} levels reserve `{key}` bytes",
+                              f"the {target['platform']} platform needs them in exactly one writable level")
+        if not levels[holders[0]]["writable"]:
+            raise ConfigError(path, f"memory.{holders[0]}.reserved.{key}: {holders[0]} is read-only",
+                              f"reserve {key} bytes in a writable level")
+        areas.append({"name": key, "level": holders[0], "bytes": int(levels[holders[0]]["reserved"][key])})
     tsr = []
     for role, name in sections(target["place"]).items():
         level = target["place"][role]
@@ -112,8 +126,11 @@ def view(target, arch):
             raise ConfigError(path, f"place.{role}: {level} is read-only", f"place {role} in a writable level")
         if not any(s["name"] == name for s in tsr):
             tsr.append({"name": name, "level": level, "noload": noload})
-    return {"target": target["name"], "regions": regions, "reserved": reserved, "tessera": tsr,
-            "arch": {k: arch[k] for k in sorted(arch)}}
+    out = {"target": target["name"], "regions": regions, "reserved": reserved, "tessera": tsr,
+           "arch": {k: arch[k] for k in sorted(arch)}}
+    if areas:
+        out["areas"] = areas
+    return out
 
 
 def _patterns(names):
@@ -246,6 +263,13 @@ def script(v):
         . += __tsr_stack_reserved;
     }} > {stack}
     PROVIDE(__stack = ADDR(.stack) + SIZEOF(.stack));
+""")
+    for a in v.get("areas", []):
+        out.append(f"""    .tsr_{a['name']} (NOLOAD) : ALIGN(16) {{
+        __tsr_{a['name']}_start = .;
+        . += {a['bytes']};
+        __tsr_{a['name']}_end = .;
+    }} > {a['level']}
 """)
     for name, expr in sorted(arch.get("symbols", {}).items()):
         out.append(f"    PROVIDE({name} = {expr});")
