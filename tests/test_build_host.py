@@ -127,9 +127,9 @@ def _one_error(res):
 
 def test_l1_too_small_is_named_and_fixable(tmp_path):
     out = tmp_path / "out"
-    target = host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 1500))
+    target = host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 600))
     line = _one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
-    assert re.search(r"layer \w+: smallest tile .* needs \d+ bytes of L1 but only 1500", line), line
+    assert re.search(r"layer \w+: smallest tile .* needs \d+ bytes of L1 but only 600", line), line
     assert not os.path.exists(out / "smallL1" / "mbv1_025_128" / "report.json")
     host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 64000))
     scons(f"target={target}", "model=mbv1_025_128", out=out, check=True)
@@ -138,9 +138,9 @@ def test_l1_too_small_is_named_and_fixable(tmp_path):
 
 def test_l2_too_small_is_named_and_fixable(tmp_path):
     out = tmp_path / "out"
-    target = host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 100000))
+    target = host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 60000))
     line = _one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
-    assert "L2" in line and "100000" in line and re.search(r"\d+ bytes", line), line
+    assert "L2" in line and "60000" in line and re.search(r"\d+ bytes", line), line
     host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 512000))
     scons(f"target={target}", "model=mbv1_025_128", out=out, check=True)
     assert report(out, "smallL2", "mbv1_025_128")["verdict"] == "pass"
