@@ -98,7 +98,7 @@ def import_onnx(path, name, input_types=None):
     try:
         g = load(path)
     except FrontendError as err:
-        if "file not found" in str(err) or "not a readable ONNX" in str(err):
+        if err.what.startswith(("file not found", "not a readable ONNX")):
             raise
         g = _load_integer(path, err)
     dialect = detect_dialect(g)

@@ -191,7 +191,10 @@ class NemoParser(IntegerParser):
         if m.size != 1 or a.size != 1:
             raise FrontendError(where, f"division by {den} with per-channel parameters is not supported",
                                 "pool over a power-of-two window")
-        mul_p, add_p, shift, k = exact_divider(int(m[0]), int(a[0]), den, *acc.acc_range)
+        try:
+            mul_p, add_p, shift, k = exact_divider(int(m[0]), int(a[0]), den, *acc.acc_range)
+        except ValueError as err:
+            raise FrontendError(where, str(err), "pool over a power-of-two window") from None
         rq = b.int_requant(y, [mul_p], [add_p], [shift], "floor", lo, hi)
         rq.zero_point -= k
         return rq
@@ -306,4 +309,4 @@ def exact_divider(mul, add, den, acc_lo, acc_hi):
             if abs(mul * m) * max(abs(acc_lo), abs(acc_hi)) + abs((add + k * den) * m) >= 1 << 62:
                 break
             return mul * m, (add + k * den) * m, s, k
-    raise FrontendError(None, f"division by {den} has no exact 64-bit multiplier over the accumulator range")
+    raise ValueError(f"division by {den} has no exact 64-bit multiplier over the accumulator range")
