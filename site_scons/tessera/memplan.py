@@ -7,6 +7,13 @@
   checked here so an overflow is named before the linker would);
 - L1: each layer's regions (tessera.alloc.l1_layout of its tiling); the
   tile arena is as large as the largest layer needs.
+- weight stream (only when weights reach L1 through the activation level,
+  as GAP8's L3 -> L2 -> L1): two buffers beside the activation arena that
+  the weights of every layer flow through in network order, in chunks of
+  whole L1 channel tiles; chunk k+1 loads into one buffer while chunk k in
+  the other feeds the tiles (DORY's network loop: the next layer's weights
+  arrive while the current layer computes; a layer larger than a buffer is
+  cut into several chunks over its output channels, DORY's L3 tiling).
 
 plan() returns the whole plan (memplan.json, for the report) and one small
 slice per layer (what that layer's code generation reads), so a change that
@@ -68,6 +75,54 @@ def _weights_check(graph, level, size, usable, models_hint):
     return {"level": level, "bytes": total, "size": size, "usable": usable, "per_layer": per_layer}
 
 
+def chunk_layout(layer, graph, channels):
+    """Where the arrays of a chunk of `channels` output channels sit in a
+    weight buffer: {array name: offset} (weights first, then the parameter
+    arrays, each aligned) and the bytes it takes."""
+    layout, at = {}, 0
+    if layer.weights:
+        layout["weights"] = at
+        at += _align(ir.weight_bytes_per_cout(layer, graph) * channels)
+    for name, _, size in param_arrays(layer):
+        layout[name] = at
+        at += _align(size * channels)
+    return layout, at
+
+
+def _weight_stream(graph, tilings, level, free):
+    """The chunks every layer's constants stream through two buffers of
+    `level` in, given `free` bytes beside the activations (see the module
+    docstring)."""
+    layers = [layer for layer in graph.layers if layer.weights or param_arrays(layer)]
+    whole = {layer.name: chunk_layout(layer, graph, graph.tensor(layer.output).shape[2])[1]
+             for layer in layers}
+    # a buffer never needs to be larger than the largest layer
+    slot = min(free // 2, max(whole.values(), default=0)) // 8 * 8
+    chunks, per_layer = [], {}
+    for layer in layers:
+        co = graph.tensor(layer.output).shape[2]
+        tc = min(tilings[layer.name]["tile"]["c"], co)
+        if whole[layer.name] <= slot:
+            n = co
+        else:
+            n = (co // tc) * tc
+            while n > tc and chunk_layout(layer, graph, n)[1] > slot:
+                n -= tc
+            need = chunk_layout(layer, graph, n)[1]
+            if need > slot:
+                raise FitError(f"layer {layer.name}",
+                               f"one L1 channel tile of its weights ({tc} channels, {need} bytes) does not fit "
+                               f"a {level} weight buffer ({slot} bytes: half of the {free} bytes {level} has "
+                               "beside the activations)",
+                               f"lower the program's reservations in memory.{level} of the target YAML")
+        layout, nbytes = chunk_layout(layer, graph, n)
+        per_layer[layer.name] = {"chunk_c": n, "first": len(chunks), "count": -(-co // n),
+                                 "layout": layout, "bytes": whole[layer.name]}
+        for c0 in range(0, co, n):
+            chunks.append({"layer": layer.name, "c0": c0, "n": min(n, co - c0), "slot": len(chunks) % 2})
+    return {"level": level, "slot_bytes": slot, "bytes": 2 * slot, "chunks": chunks, "layers": per_layer}
+
+
 def check_weights(graph, memory, fit_hint=""):
     """Raise FitError when the weights cannot fit their level: known before
     any tiling, so a build can stop at once."""
@@ -92,6 +147,15 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
     if l1_peak > levels[tile_level]["usable"]:
         raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
                        "are usable", "enlarge the level in the target YAML")
+    staging = memory.get("staging")
+    if staging is not None:
+        if staging != act_level:
+            raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
+                           "stage weights in the activation level")
+        arena = _align(acts["peak"])
+        stream = _weight_stream(graph, tilings, staging, levels[staging]["usable"] - arena)
+        stream["offset"] = arena
+        weights["stream"] = stream
     return {
         "activations": {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
                         "peak": acts["peak"], "lower_bound": acts["lower_bound"],
@@ -106,7 +170,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
 def layer_slice(the_plan, layer):
     """What one layer's generated code needs of the plan."""
     offsets = the_plan["activations"]["offsets"]
-    return {
+    out = {
         "layer": layer.name,
         "inputs": [offsets[name] for name in layer.inputs],
         "output": offsets[layer.output],
@@ -114,6 +178,11 @@ def layer_slice(the_plan, layer):
         # L1 size only touches layers whose layout really moved
         "l1": {k: v for k, v in the_plan["tiles"]["layers"][layer.name].items() if k != "budget"},
     }
+    stream = the_plan["weights"].get("stream")
+    if stream is not None and layer.name in stream["layers"]:
+        mine = stream["layers"][layer.name]
+        out["wstream"] = {"chunk_c": mine["chunk_c"], "layout": mine["layout"]}
+    return out
 
 
 def memory_report(the_plan):
@@ -121,6 +190,10 @@ def memory_report(the_plan):
     acts, w, tiles = the_plan["activations"], the_plan["weights"], the_plan["tiles"]
     out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts["lower_bound"],
                            "size": acts["size"], "usable": acts["usable"], "holds": "activations"}}
+    stream = w.get("stream")
+    if stream is not None:
+        out[stream["level"]]["holds"] = "activations, weight buffers"
+        out[stream["level"]]["weight_buffers"] = stream["bytes"]
     out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "size": w["size"],
                                 "usable": w["usable"], "holds": "weights"})
     l1_lb = max((lay["total"] for lay in tiles["layers"].values()), default=0)

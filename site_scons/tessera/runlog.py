@@ -1,9 +1,9 @@
 """Parse what a firmware test run prints (see codegen/network.py harness):
 
-    TSR layer <i> <name> fnv=<hex> count=<n> dma=<b0>,<b1>,...
+    TSR layer <i> <name> fnv=<hex> count=<n> dma=<b0>,<b1>,... [cores=<c0>,<c1>,... dmacount=<n>]
     TSR dump <i> <hex bytes>          (only when asked for with dump=<i>)
     TSR output <i> <hex bytes>
-    TSR total count=<n>
+    TSR total count=<n> [overlaps=<n>]
     TSR done
 """
 
@@ -12,7 +12,7 @@ from .errors import RunError
 
 def parse(text, where):
     layers, outputs, dumps = [], {}, {}
-    total = None
+    total, extra = None, {}
     done = False
     for line in text.splitlines():
         line = line.strip()
@@ -25,15 +25,23 @@ def parse(text, where):
             layers.append({"index": int(parts[2]), "name": parts[3], "fnv": int(fields["fnv"], 16),
                            "count": int(fields["count"]),
                            "dma": [int(b) for b in fields["dma"].split(",") if b]})
+            if "cores" in fields:   # platforms that count per core
+                layers[-1]["cores"] = [int(c) for c in fields["cores"].split(",") if c]
+                layers[-1]["dma_count"] = int(fields["dmacount"])
         elif kind in ("output", "dump"):
             data = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
             (outputs if kind == "output" else dumps)[int(parts[2])] = data
         elif kind == "total":
             total = int(parts[2].split("=", 1)[1])
+            extra = dict(p.split("=", 1) for p in parts[3:] if "=" in p)
         elif kind == "done":
             done = True
     if not done:
         tail = " | ".join(text.strip().splitlines()[-3:]) if text.strip() else "no output"
         raise RunError(where, f"the firmware did not finish (last lines: {tail})",
                        "see the run log; a fault or hang stops the run before `TSR done`")
-    return {"layers": layers, "outputs": outputs, "dumps": dumps, "total": total}
+    out = {"layers": layers, "outputs": outputs, "dumps": dumps, "total": total}
+    if "overlaps" in extra:
+        # forks whose per-core split QEMU's scheduling made approximate
+        out["core_overlaps"] = int(extra["overlaps"])
+    return out

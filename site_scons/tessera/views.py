@@ -80,13 +80,32 @@ def tiler_target(target, library):
 
 
 def memory_target(target):
-    """The memory planner's view: levels, their usable bytes and roles."""
-    return {
+    """The memory planner's view: levels, their usable bytes and roles, and
+    (only when weights reach the tiles through another level) that level."""
+    view = {
         "levels": {name: {"size": lvl["size"], "usable": usable_bytes(lvl), "kind": lvl["kind"],
                           "writable": lvl["writable"]}
                    for name, lvl in target["memory"].items()},
         "place": dict(target["place"]),
     }
+    staging = weight_staging(target)
+    if staging is not None:
+        view["staging"] = staging
+    return view
+
+
+def weight_staging(target):
+    """Where weights stop on their way to the tile level, when no DMA engine
+    joins the two (GAP8: L3 -> L2 by the I/O DMA, L2 -> L1 by the cluster
+    DMA): the activation level, if engines join it to both; else None (a
+    direct engine, or no path at all, which the code generator reports)."""
+    place = target["place"]
+    w, tiles, acts = place["weights"], place["tiles"], place["activations"]
+    if w == tiles or dma_engine(target, w, tiles) is not None:
+        return None
+    if dma_engine(target, w, acts) is not None and dma_engine(target, acts, tiles) is not None:
+        return acts
+    return None
 
 
 def dma_engine(target, src, dst):

@@ -62,7 +62,9 @@ def _codegen_target(target, model_name):
     place = target["place"]
     cross = target["toolchain"]["kind"] != "host"
     act = views.dma_engine(target, place["activations"], place["tiles"])
-    wgt = views.dma_engine(target, place["weights"], place["tiles"])
+    staging = views.weight_staging(target)
+    # weights reach the tiles directly, or through a staging level (GAP8's L2)
+    wgt = views.dma_engine(target, staging or place["weights"], place["tiles"])
     where = f"{target['path']}: dma"
     if act is None:
         raise TesseraError(where, f"no DMA engine between {place['activations']} and {place['tiles']}",
@@ -70,7 +72,7 @@ def _codegen_target(target, model_name):
     if wgt is None:
         raise TesseraError(where, f"no DMA engine between {place['weights']} and {place['tiles']}",
                            "declare one in the target's dma list")
-    return {
+    cg = {
         "prefix": c_name(model_name),
         "kernels": target["kernels"],
         "cores": target["cores"],
@@ -80,6 +82,9 @@ def _codegen_target(target, model_name):
         # platform's linker script); the host has one flat memory
         "sections": linker.sections(place) if cross else {"weights": "", "activations": "", "tiles": ""},
     }
+    if staging is not None:
+        cg["w_stage"] = {"level": staging, "engine": views.dma_engine(target, place["weights"], staging)}
+    return cg
 
 
 def _fit_hint(target):
@@ -125,6 +130,8 @@ def TesseraNetwork(env, target, model, out=None):
         library = views.kernel_library(tcfg["kernels"])
         cg_target = _codegen_target(tcfg, mname)
         plat = platform_module(tcfg["platform"], tpath)
+        if getattr(plat, "COUNTS_PER_CORE", False):
+            cg_target["core_counts"] = True
         # known before any tiling: stop at once rather than after the solves
         memplan.check_weights(graph, views.memory_target(tcfg), _fit_hint(tcfg))
     except FitError as err:
@@ -202,7 +209,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
     firmware = plat.link(tenv, tcfg, objects + hobjs, klib, outdir)
 
     # ---- run, check, report
-    runner = _value(env, dict(tcfg["runner"]), f"runner {tname}")
+    # the note only explains the counts (the report reads it), it does not run anything
+    runner = _value(env, {k: v for k, v in tcfg["runner"].items() if k != "note"}, f"runner {tname}")
     run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
     env.Depends(run_log, canon.source_files("runners"))
     verdict = env.Command(d("verdict.json"), [paths["graph"], paths["golden"], run_log, firmware, runner],
@@ -210,6 +218,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
     env.Depends(verdict, canon.source_files("check", "runlog", "runners"))
     meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
             "dma": [dma["name"] for dma in tcfg["dma"]]}
+    if tcfg["runner"]["note"]:
+        meta["counts_note"] = tcfg["runner"]["note"]
     report = env.Command(d("report.json"),
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],

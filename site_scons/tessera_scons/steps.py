@@ -183,6 +183,10 @@ def _check(target, source, env):
     verdict["counts"] = [layer["count"] for layer in result["layers"]]
     verdict["dma"] = [layer["dma"] for layer in result["layers"]]
     verdict["total_count"] = result["total"]
+    if any("cores" in layer for layer in result["layers"]):
+        verdict["cores"] = [layer["cores"] for layer in result["layers"]]
+        verdict["dma_counts"] = [layer["dma_count"] for layer in result["layers"]]
+        verdict["core_overlaps"] = result.get("core_overlaps", 0)
     if verdict["verdict"] != "pass":
         # the target is removed on failure; keep the details where no step reads
         details = str(target[0]) + ".failed"

@@ -81,4 +81,66 @@ static inline void tsr_rows_in(hal_dma_job_t *job, int engine, int8_t *l1, const
                   (uint32_t)(n * row_bytes), 1, 0, 0, 1, 0, 0);
 }
 
+/* The input box a tile reads, into its L1 buffer in CHW order [c][h][w]
+ * (DORY's hybrid depthwise: the kernel walks one channel's plane): per
+ * channel, one 2D transfer of single elements gathered with the tensor's
+ * pixel stride. */
+static inline void tsr_tile_in_chw(hal_dma_job_t *job, int engine, int8_t *l1, const int8_t *tensor,
+                                   int32_t w, int32_t c, int32_t esize, const tsr_tile_t *t)
+{
+    const int8_t *start = tensor + ((t->ih0 * w + t->iw0) * c + t->ic0) * esize;
+    const uint32_t plane = (uint32_t)(t->ih * t->iw * esize);
+    int32_t k;
+    for (k = 0; k < t->ic; k++)
+        hal_dma_start(job, engine, l1 + k * plane, start + k * esize, (uint32_t)esize,
+                      (uint32_t)t->iw, (uint32_t)(c * esize), (uint32_t)esize,
+                      (uint32_t)t->ih, (uint32_t)(w * c * esize), (uint32_t)(t->iw * esize));
+}
+
+/* ---- weights streamed through a staging level -------------------------- *
+ * Where the tile level cannot reach the weight level (GAP8: L3 -> L2 by the
+ * I/O DMA, L2 -> L1 by the cluster DMA), every layer's weights and
+ * parameters flow, in network order and in chunks of whole channel tiles,
+ * through two buffers of the staging level: while the tiles of chunk k are
+ * copied from one buffer, chunk k + 1 (perhaps the next layer's) lands in
+ * the other. The generated network.c holds the table; layers take chunks
+ * with tsr_wstream_next. */
+typedef struct {
+    const void *src;        /* in the weight level */
+    uint32_t bytes;
+    uint32_t at;            /* offset in the chunk's buffer */
+} tsr_wpiece_t;
+
+typedef struct {
+    const tsr_wpiece_t *pieces;
+    const uint16_t *first;  /* chunk k is pieces[first[k] .. first[k + 1]) */
+    uint32_t chunks;
+    int8_t *buf[2];         /* chunk k goes to buf[k % 2] */
+    int engine;
+    uint32_t next;          /* the chunk the next call hands out; 0 starts a run */
+    hal_dma_job_t job[2];
+} tsr_wstream_t;
+
+static inline void tsr_wstream_load(tsr_wstream_t *s, uint32_t k)
+{
+    uint32_t p;
+    for (p = s->first[k]; p < s->first[k + 1]; p++)
+        hal_dma_start(&s->job[k & 1], s->engine, s->buf[k & 1] + s->pieces[p].at, s->pieces[p].src,
+                      s->pieces[p].bytes, 1, 0, 0, 1, 0, 0);
+}
+
+/* The next chunk, once it has landed; starts loading the one after it into
+ * the other buffer, whose previous chunk every tile has copied out by now
+ * (the first call of a run loads chunk 0 itself). */
+static inline const int8_t *tsr_wstream_next(tsr_wstream_t *s)
+{
+    uint32_t k = s->next++;
+    if (k == 0)
+        tsr_wstream_load(s, 0);
+    hal_dma_wait(&s->job[k & 1]);
+    if (k + 1 < s->chunks)
+        tsr_wstream_load(s, k + 1);
+    return s->buf[k & 1];
+}
+
 #endif /* TESSERA_TILE_H */

@@ -87,17 +87,19 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"{bufs} buffer{'s' if bufs > 1 else ''} each; {l1['total']} bytes of L1.",
     ]))
     out.append('#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
-               '#include "tessera/tile.h"\n')
+               '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
+               + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
-    if layer.weights:
+    if layer.weights and "wstream" not in plan_slice:
         out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
-    for pname, ctype, _ in params:
+    for pname, ctype, _ in params if "wstream" not in plan_slice else ():
         out.append(f"extern const {ctype} {symbol(prefix, layer.name, pname)}[];")
     out.append("")
     out.append(f"#define NTILES {nt}")
     out.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
     if layer.weights or params:
-        out.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
+        w_from = target["w_stage"]["level"] if "wstream" in plan_slice else target["w_level"]
+        out.append(f"#define ENGINE_W {target['w_engine']}     /* {w_from} -> {target['tile_level']} */")
     out.append("")
     out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
     out.append(f"static const tsr_tile_t tiles[NTILES] = {{")
@@ -127,22 +129,43 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                f"hal_core_id(), hal_num_cores());\n}}\n")
 
+    # weights streamed through a staging level arrive in chunks of
+    # `chunk_c` channels (memplan's weight stream); else straight from their arrays
+    stream = plan_slice.get("wstream")
+    if stream is not None:
+        out.append(f"/* weights and parameters arrive from {target['w_level']} in chunks of {stream['chunk_c']} "
+                   f"channels, through {target['w_stage']['level']} */")
+        out.append(f"extern tsr_wstream_t {prefix}_wstream;")
+        out.append("static const int8_t *chunk;\n")
+
+    def rows_source(array):
+        if stream is None:
+            return symbol(prefix, layer.name, array), "t->oc0"
+        at = stream["layout"][array]
+        return f"chunk{f' + {at}' if at else ''}", f"t->oc0 % {stream['chunk_c']}"
+
     # the loader: one tile's input boxes, plus weights/params on a new channel tile
+    loader = getattr(lib, "input_loader", lambda layer: "tsr_tile_in")(layer)
     out.append("/* Start the copies that bring tile t into L1 buffer b (weights into wb). */")
     out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
     for i, src in enumerate(plan_slice["inputs"]):
         xt = graph.tensor(layer.inputs[i])
-        out.append(f"    tsr_tile_in(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
+        out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
                    f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
     if layer.weights or params:
         out.append("    if (t->new_weights) {")
+        if stream is not None:
+            out.append(f"        if (t->oc0 % {stream['chunk_c']} == 0)\n"
+                       f"            chunk = tsr_wstream_next(&{prefix}_wstream);")
         if layer.weights:
+            src, first = rows_source("weights")
             out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_w[wb], "
-                       f"{symbol(prefix, layer.name, 'weights')}, {view['w_bytes_per_cout']}, t->oc0, t->oc);")
+                       f"{src}, {view['w_bytes_per_cout']}, {first}, t->oc);")
         pos = 0
         for pname, ctype, size in params:
+            src, first = rows_source(pname)
             out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_p[wb] + {pos}, "
-                       f"{symbol(prefix, layer.name, pname)}, {size}, t->oc0, t->oc);")
+                       f"{src}, {size}, {first}, t->oc);")
             pos += size * tc_max
         out.append("    }")
     else:

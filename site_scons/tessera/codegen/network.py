@@ -5,6 +5,8 @@ input.c (the golden input)."""
 
 import numpy as np
 
+from .. import ir
+from ..views import param_arrays
 from .cfmt import byte_string, header_comment, section_attr
 from .layer import symbol
 
@@ -19,7 +21,7 @@ def view(graph, the_plan, target):
         t = graph.tensor(name)
         return {"name": name, "offset": offsets[name], "bytes": t.nbytes, "shape": t.shape,
                 "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift}
-    return {
+    v = {
         "model": graph.name,
         "prefix": target["prefix"],
         "layers": [{"name": layer.name, "output": offsets[layer.output],
@@ -31,6 +33,34 @@ def view(graph, the_plan, target):
         "sections": target["sections"],
         "engines": target["n_engines"],
     }
+    stream = the_plan["weights"].get("stream")
+    if stream is not None:
+        v["wstream"] = _stream_view(graph, stream, target)
+    if target.get("core_counts"):
+        v["core_counts"] = target["cores"]
+    return v
+
+
+def _stream_view(graph, stream, target):
+    """The weight stream's table: per chunk, the pieces (array, first byte,
+    bytes, offset in the buffer) that bring it in."""
+    arrays, chunks = {}, []
+    for chunk in stream["chunks"]:
+        layer = graph.layer(chunk["layer"])
+        layout = stream["layers"][layer.name]["layout"]
+        rows = []
+        if layer.weights:
+            rows.append(("weights", "int8_t", ir.weight_bytes_per_cout(layer, graph)))
+        rows += [(name, ctype, size) for name, ctype, size in param_arrays(layer)]
+        pieces = []
+        for name, ctype, size in rows:
+            sym = symbol(target["prefix"], layer.name, name)
+            arrays[sym] = ctype
+            pieces.append([sym, chunk["c0"] * size, chunk["n"] * size, layout[name]])
+        chunks.append({"layer": layer.name, "c0": chunk["c0"], "n": chunk["n"], "pieces": pieces})
+    return {"offset": stream["offset"], "slot": stream["slot_bytes"], "bytes": stream["bytes"],
+            "engine": target["w_stage"]["engine"], "from": target["w_level"], "level": stream["level"],
+            "arrays": dict(sorted(arrays.items())), "chunks": chunks}
 
 
 def header(v):
@@ -63,13 +93,18 @@ def source(v):
     p, P = v["prefix"], v["prefix"].upper()
     secs = v["sections"]
     out = [header_comment([f"tessera: network {v['model']}: arenas, layer table and run."])]
-    out.append('#include <stdint.h>\n\n#include "network.h"\n')
+    stream = v.get("wstream")
+    out.append('#include <stdint.h>\n\n#include "network.h"\n' + ('#include "tessera/tile.h"\n' if stream else ""))
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
-               "every offset was fixed at build time */")
-    out.append(f"int8_t {p}_L2[{max(v['arenas']['L2'], 4)}] {section_attr(secs.get('activations', ''), 8)};")
+               "every offset was fixed at build time"
+               + (f"; then the two weight buffers at {v['arenas']['L2']}" if stream else "") + " */")
+    l2_bytes = v["arenas"]["L2"] + (stream["bytes"] if stream else 0)
+    out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
     out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
     for layer in v["layers"]:
         out.append(f"void {symbol(p, layer['name'])}(void);")
+    if stream:
+        out.append(_stream_source(p, stream))
     out.append(f"\nconst tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS] = {{")
     for layer in v["layers"]:
         out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {p}_L2 + {layer["output"]}, '
@@ -86,6 +121,8 @@ def source(v):
         out.append("static void flip(int8_t *p, uint32_t n)\n{\n    for (uint32_t k = 0; k < n; k++)\n"
                    "        p[k] = (int8_t)(p[k] ^ 0x80);\n}\n")
     out.append(f"void {p}_run_traced(tsr_trace_fn trace)\n{{")
+    if stream:
+        out.append(f"    {p}_wstream.next = 0;")
     for t in v["inputs"]:
         if t["shift"]:
             out.append(f"    flip({p}_L2 + {t['offset']}, {t['bytes']});")
@@ -101,6 +138,29 @@ def source(v):
     return "\n".join(out) + "\n"
 
 
+def _stream_source(p, st):
+    """The weight stream: its chunk table and state (see tessera/tile.h)."""
+    out = [f"\n/* weights and parameters stream from {st['from']} through two {st['slot']}-byte buffers "
+           f"in {st['level']}, in {len(st['chunks'])} chunks (memory plan) */"]
+    for sym, ctype in st["arrays"].items():
+        out.append(f"extern const {ctype} {sym}[];")
+    out.append(f"\nstatic const tsr_wpiece_t wpieces[] = {{")
+    first, n = [], 0
+    for chunk in st["chunks"]:
+        first.append(n)
+        out.append(f"    /* {chunk['layer']}: channels {chunk['c0']}..{chunk['c0'] + chunk['n'] - 1} */")
+        for sym, start, nbytes, at in chunk["pieces"]:
+            out.append(f"    {{(const int8_t *){sym} + {start}, {nbytes}, {at}}},")
+            n += 1
+    first.append(n)
+    out.append("};")
+    out.append(f"static const uint16_t wchunks[] = {{{', '.join(map(str, first))}}};")
+    out.append(f"tsr_wstream_t {p}_wstream = {{wpieces, wchunks, {len(st['chunks'])}, "
+               f"{{{p}_L2 + {st['offset']}, {p}_L2 + {st['offset'] + st['slot']}}}, {st['engine']}, 0, "
+               "{{0}, {0}}};")
+    return "\n".join(out)
+
+
 def golden_input(v, inputs):
     """input.c: the golden input in the source dtype (what a user writes)."""
     p = v["prefix"]
@@ -111,7 +171,10 @@ def golden_input(v, inputs):
         if t["shift"]:
             stored = (stored.astype(np.int16) + t["shift"]).astype(np.uint8).view(np.int8)
         data = stored.astype(np.int8) if stored.dtype != np.int32 else stored.view(np.int8)
-        out.append(f"const int8_t {p}_golden_input{i}[{t['bytes']}] __attribute__((aligned(4))) =")
+        # with weights staged (their level is not the program's), the test
+        # input waits with them rather than in the program's bytes
+        attr = section_attr(v["sections"]["weights"]) if v.get("wstream") else "__attribute__((aligned(4)))"
+        out.append(f"const int8_t {p}_golden_input{i}[{t['bytes']}] {attr} =")
         out.append(byte_string(data) + ";\n")
     return "\n".join(out)
 
@@ -172,6 +235,26 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     fputs("\\n", stdout);
 }
 """)
+    cores = v.get("core_counts")
+    if cores:
+        # the platform counts per core: each core's share of the layer, and
+        # what emulated DMA copies took of the total
+        out.append(f"#define CORES {cores}\nstatic uint64_t start_core[CORES], start_dma_count;\n")
+        core_start = """
+        for (e = 0; e < CORES; e++)
+            start_core[e] = hal_core_counts[e];
+        start_dma_count = hal_dma_copy_count;"""
+        core_end = """
+    fputs(" cores=", stdout);
+    for (e = 0; e < CORES; e++) {
+        if (e)
+            fputs(",", stdout);
+        print_u64(hal_core_counts[e] - start_core[e]);
+    }
+    fputs(" dmacount=", stdout);
+    print_u64(hal_dma_copy_count - start_dma_count);"""
+    else:
+        core_start = core_end = ""
     out.append(f"""static void trace(int i, int end)
 {{
     const tsr_layer_info_t *layer = &{p}_layers[i];
@@ -179,7 +262,7 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     int e;
     if (!end) {{
         for (e = 0; e < ENGINES; e++)
-            start_dma[e] = hal_dma_bytes[e];
+            start_dma[e] = hal_dma_bytes[e];{core_start}
         start_count = hal_counter();
         return;
     }}
@@ -192,7 +275,7 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
         if (e)
             fputs(",", stdout);
         print_u64(hal_dma_bytes[e] - start_dma[e]);
-    }}
+    }}{core_end}
     fputs("\\n", stdout);
     if (i == dump_layer)
         print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
@@ -214,7 +297,8 @@ int main(int argc, char **argv)
     for i, t in enumerate(v["outputs"]):
         out.append(f"    print_hex(\"output\", {i}, (const uint8_t *){p}_output({i}), {t['bytes']});")
     out.append("""    fputs("TSR total count=", stdout);
-    print_u64(total);
+    print_u64(total);""" + ("""
+    printf(" overlaps=%lu", (unsigned long)hal_core_count_overlaps);""" if cores else "") + """
     fputs("\\nTSR done\\n", stdout);
     fflush(stdout);
     return 0;

@@ -51,6 +51,7 @@ RUNNER = Field("map", required=True, fields={
     "debian": Field("list", "Debian packages that provide it", default=[], items=Field("str")),
     "counts": Field("str", "what the per-layer counts measure", default="none",
                     choices=("none", "host-ns", "qemu-instructions", "gvsoc-cycles")),
+    "note": Field("str", "what the counts are and are not, for the report", default=""),
 })
 
 TARGET = Field("map", fields={

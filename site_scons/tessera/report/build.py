@@ -3,7 +3,11 @@
 Keys: target, model, verdict, counts (what the per-layer numbers measure),
 totals, layers (name, op, shapes, macs, tile, n_tiles, l1_bytes, l1_budget,
 dma_bytes per engine, and instructions/cycles when the runner counts
-them), memory (per level: peak, lower_bound, size).
+them; where the platform counts per core: core_counts (each compute core's
+share), work_split (max core / mean core) and dma_copy_count (the part of
+the layer's count spent in emulated DMA copies); where weights stream from
+a slower level: weights_streamed), memory (per level: peak, lower_bound,
+size).
 """
 
 from ..memplan import memory_report
@@ -25,6 +29,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     count_key = COUNT_KEYS.get(meta["counts"])
     engines = meta["dma"]
     by_layer = {t["layer"]: t for t in tilings}
+    stream = the_plan["weights"].get("stream")
     layers = []
     for i, (row, layer) in enumerate(zip(rows, graph.layers)):
         t = by_layer[layer.name]
@@ -42,19 +47,45 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         entry["dma_bytes"] = {engines[e]: b for e, b in enumerate(dma) if e < len(engines)}
         if count_key and i < len(verdict.get("counts", [])):
             entry[count_key] = verdict["counts"][i]
+        if i < len(verdict.get("cores", [])):
+            entry.update(core_split(verdict["cores"][i]))
+            entry["dma_copy_count"] = verdict["dma_counts"][i]
+        if stream is not None and layer.name in stream["layers"]:
+            mine = stream["layers"][layer.name]
+            entry["weights_streamed"] = {"from": the_plan["weights"]["level"], "bytes": mine["bytes"],
+                                         "chunks": mine["count"], "chunk_channels": mine["chunk_c"]}
         layers.append(entry)
     if count_key and verdict.get("total_count") is not None:
         tot[count_key] = verdict["total_count"]
     tot["dma_bytes"] = {name: sum(l["dma_bytes"].get(name, 0) for l in layers) for name in engines}
+    if "cores" in verdict:
+        tot.update(core_split([sum(c) for c in zip(*verdict["cores"])]))
+        tot["dma_copy_count"] = sum(verdict["dma_counts"])
+        tot["core_count_overlaps"] = verdict.get("core_overlaps", 0)
+    if stream is not None:
+        tot["weights_streamed"] = {"from": the_plan["weights"]["level"], "through": stream["level"],
+                                   "bytes": sum(m["bytes"] for m in stream["layers"].values()),
+                                   "chunks": len(stream["chunks"])}
+    note = COUNT_NOTES.get(meta["counts"], "")
+    if meta.get("counts_note"):
+        note += "; " + meta["counts_note"]
     return {
         "target": meta["target"],
         "model": meta["model"],
         "verdict": verdict["verdict"],
-        "counts": {"method": meta["counts"], "note": COUNT_NOTES.get(meta["counts"], "")},
+        "counts": {"method": meta["counts"], "note": note},
         "totals": tot,
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+
+
+def core_split(counts):
+    """Per-core counts and how evenly they split: max core / mean core (1.0
+    is a perfect split)."""
+    mean = sum(counts) / len(counts) if counts else 0
+    return {"core_counts": list(counts),
+            "work_split": round(max(counts) / mean, 4) if mean else None}
 
 
 def render(data, console=None):
@@ -70,6 +101,9 @@ def render(data, console=None):
         table.add_column(f"DMA {name}", justify="right")
     if count_key:
         table.add_column(count_key, justify="right")
+    split = any("work_split" in l for l in data["layers"])
+    if split:
+        table.add_column("max/mean core", justify="right")
     table.add_column("bit-exact")
     for i, l in enumerate(data["layers"]):
         tile = "whole" if not l["tiled"] else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}"
@@ -78,6 +112,8 @@ def render(data, console=None):
         cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]
         if count_key:
             cells.append(str(l.get(count_key, "")))
+        if split:
+            cells.append(f"{l['work_split']:.2f}" if l.get("work_split") else "")
         cells.append("yes" if l["match"] else "[red]NO[/red]")
         table.add_row(*cells)
     console.print(table)
@@ -91,4 +127,8 @@ def render(data, console=None):
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
     if count_key and count_key in tot:
         line += f", {tot[count_key]} {count_key} ({data['counts']['note']})"
+    ws = tot.get("weights_streamed")
+    if ws:
+        line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "
+                 f"in {ws['chunks']} chunks")
     console.print(line)

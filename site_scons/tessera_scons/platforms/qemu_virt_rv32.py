@@ -17,6 +17,10 @@ from tessera.errors import ConfigError
 from . import cross
 from .cortexm import LINK_RUNTIME, PICOLIBC
 
+# the HAL counts each cluster core's instructions (hal_core_counts) and the
+# emulated DMA copies' (hal_dma_copy_count); the test harness prints them
+COUNTS_PER_CORE = True
+
 
 def _smp(target):
     args = target["runner"]["args"]
