@@ -144,3 +144,29 @@ def test_l2_too_small_is_named_and_fixable(tmp_path):
     host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 512000))
     scons(f"target={target}", "model=mbv1_025_128", out=out, check=True)
     assert report(out, "smallL2", "mbv1_025_128")["verdict"] == "pass"
+
+
+def test_a_mismatch_names_the_first_layer_and_element(tmp_path):
+    """The check step is a real check: against a golden output with one
+    element changed, the build fails naming that layer and element."""
+    import numpy as np
+    from tessera import canon
+
+    out = tmp_path / "out"
+    scons("target=host", "model=tiny", out=out, check=True)
+    netdir = out / "host" / "tiny"
+    golden = canon.load_npz(str(netdir / "golden.npz"))
+    graph = json.loads((netdir / "graph.json").read_text())
+    layer = graph["layers"][2]
+    arr = golden[layer["output"]].copy()
+    arr[1, 2, 3] = arr[1, 2, 3] + 1 if arr[1, 2, 3] < 127 else arr[1, 2, 3] - 1
+    golden[layer["output"]] = arr
+    canon.save_npz(str(netdir / "golden.npz"), golden)
+    line = _one_error(scons("target=host", "model=tiny", out=out))
+    assert f"layer 2 ({layer['name']}) differs" in line
+    assert "[h, w, c] = [1, 2, 3]" in line and "1 of" in line, line
+    rep = json.loads((netdir / "report.json").read_text())
+    assert rep["verdict"] == "fail" and not rep["layers"][2]["match"] and rep["layers"][1]["match"]
+    # and it stays failed: the next build fails again without rerunning anything
+    again = scons("target=host", "model=tiny", out=out)
+    assert _one_error(again) == line

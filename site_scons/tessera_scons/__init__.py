@@ -225,8 +225,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
     env.Depends(report, canon.source_files("report", "memplan", "ir"))
+    # the build succeeds only when every layer matched (after the report
+    # shows what did not)
+    passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))
+    env.Depends(passed, canon.source_files("check"))
     env.Alias("run", run_log)
-    return {"outdir": outdir, "report": report, "firmware": firmware, "verdict": verdict,
+    return {"outdir": outdir, "report": report, "passed": passed, "firmware": firmware, "verdict": verdict,
             "run": run_log, "sources": sources, "network_h": net[0], "tilings": tilings,
             "memplan": memplan_json}
 

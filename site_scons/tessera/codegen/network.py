@@ -78,13 +78,17 @@ def header(v):
             out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
     out.append("")
+    out.append(f"/* Call once before the first run (resets the per-layer counts). */\nvoid {p}_init(void);")
     out.append(f"/* Where input i goes (in the {v['levels']['activations']} arena; "
                "rewrite it before every run). */")
     out.append(f"void *{p}_input(int i);")
     out.append(f"/* Where output i is after a run. */\nconst void *{p}_output(int i);")
     out.append(f"/* Run every layer on the current input. */\nvoid {p}_run(void);")
     out.append(f"/* The same, calling trace() around each layer. */\nvoid {p}_run_traced(tsr_trace_fn trace);")
-    out.append(f"extern const tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS];\n")
+    out.append(f"extern const tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS];")
+    out.append(f"/* hal_counter() ticks each layer took in the last run (instructions or\n"
+               f" * cycles, as the platform's HAL counts). */\n"
+               f"extern uint64_t {p}_layer_counts[{P}_NUM_LAYERS];\n")
     out.append(f"#endif /* TSR_{P}_NETWORK_H */")
     return "\n".join(out) + "\n"
 
@@ -94,7 +98,7 @@ def source(v):
     secs = v["sections"]
     out = [header_comment([f"tessera: network {v['model']}: arenas, layer table and run."])]
     stream = v.get("wstream")
-    out.append('#include <stdint.h>\n\n#include "network.h"\n' + ('#include "tessera/tile.h"\n' if stream else ""))
+    out.append('#include <stdint.h>\n\n#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/tile.h"\n' if stream else ""))
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
                + (f"; then the two weight buffers at {v['arenas']['L2']}" if stream else "") + " */")
@@ -110,6 +114,9 @@ def source(v):
         out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {p}_L2 + {layer["output"]}, '
                    f'{layer["bytes"]}}},')
     out.append("};\n")
+    out.append(f"uint64_t {p}_layer_counts[{P}_NUM_LAYERS];\n")
+    out.append(f"void {p}_init(void)\n{{\n    for (int i = 0; i < {P}_NUM_LAYERS; i++)\n"
+               f"        {p}_layer_counts[i] = 0;\n}}\n")
     for kind, items in (("input", v["inputs"]), ("output", v["outputs"])):
         out.append(f"void{' ' if kind == 'input' else ' const '}*{p}_{kind}(int i)\n{{")
         out.append("    switch (i) {")
@@ -127,8 +134,11 @@ def source(v):
         if t["shift"]:
             out.append(f"    flip({p}_L2 + {t['offset']}, {t['bytes']});")
     out.append(f"    for (int i = 0; i < {P}_NUM_LAYERS; i++) {{")
+    out.append("        uint64_t start;")
     out.append("        if (trace)\n            trace(i, 0);")
+    out.append("        start = hal_counter();")
     out.append(f"        {p}_layers[i].run();")
+    out.append(f"        {p}_layer_counts[i] = hal_counter() - start;")
     out.append("        if (trace)\n            trace(i, 1);\n    }")
     for t in v["outputs"]:
         if t["shift"]:
@@ -288,7 +298,8 @@ int main(int argc, char **argv)
     for (k = 1; k < argc; k++)
         if (strncmp(argv[k], "dump=", 5) == 0)
             dump_layer = atoi(argv[k] + 5);
-    hal_init();""")
+    hal_init();
+    {p}_init();""")
     for i, t in enumerate(v["inputs"]):
         out.append(f"    memcpy({p}_input({i}), {p}_golden_input{i}, {t['bytes']});")
     out.append(f"""    total = hal_counter();
