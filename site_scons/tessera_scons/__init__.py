@@ -30,6 +30,7 @@ from tessera.frontend.builder import c_name
 from tessera.ir import Graph
 
 from . import steps
+from .kernels import objects as kernel_objects
 from .platforms import platform as platform_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
@@ -197,10 +198,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
     plat.configure(tenv, tcfg)
     tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")])
     objects = [tenv.Object(d("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources]
-    kernel_dir = os.path.join(KERNELS, tcfg["kernels"])
     hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
-    kobjs = [tenv.Object(d("obj", "kernels", f[:-2] + ".o"), os.path.join(kernel_dir, f))[0]
-             for f in sorted(os.listdir(kernel_dir)) if f.endswith(".c")]
+    kobjs = kernel_objects(tenv, tcfg["kernels"], library, d("obj", "kernels"))
     henv = tenv.Clone()
     henv.Append(CPPDEFINES=[("TSR_NCORES", tcfg["cores"])])
     hobjs = [henv.Object(d("obj", "hal", f[:-2] + ".o"), os.path.join(hal_dir, f))[0]

@@ -10,7 +10,7 @@ import importlib
 
 from ...errors import ConfigError
 
-KNOWN = ("reference",)
+KNOWN = ("reference", "cmsis_nn")
 
 
 def library(name):

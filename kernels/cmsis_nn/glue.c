@@ -1,0 +1,196 @@
+/*
+ * tessera's tile calls (tessera/cmsis_nn.h) as CMSIS-NN calls: the tile's
+ * geometry becomes cmsis_nn_dims and parameter structs, its requantization
+ * CMSIS-NN's per-channel multiplier/shift arrays (shift = 31 - tessera's
+ * right shift), the tile's top/left padding CMSIS-NN's padding (the bottom
+ * and right padding follow from the output size, as in CMSIS-NN).
+ *
+ * Only core 0 computes: Cortex-M targets have one core.
+ *
+ * TSR_CMSIS_STRICT (tests only) leaves a refused tile uncomputed instead of
+ * falling back, so that a test sees every call the CMSIS-NN path refuses.
+ */
+#include <stddef.h>
+
+#include "arm_nnfunctions.h"
+#include "tessera/cmsis_nn.h"
+
+#ifdef TSR_CMSIS_STRICT
+#define FALLBACK(call) ((void)0)
+#else
+#define FALLBACK(call) call
+#endif
+
+typedef struct {
+    cmsis_nn_per_channel_quant_params q;
+    cmsis_nn_context ctx;     /* the scratch left after what the glue itself keeps */
+} quant_t;
+
+static int32_t align4(int32_t n)
+{
+    return (n + 3) & ~3;
+}
+
+/* CMSIS-NN's view of the tile's requantization, in the front of the scratch. */
+static quant_t quant(const tsr_requant_t *rq, int8_t *scratch, int32_t scratch_bytes, int32_t channels)
+{
+    quant_t s;
+    int32_t *mul = (int32_t *)(void *)scratch, *shift = mul + channels;
+    for (int32_t c = 0; c < channels; c++) {
+        int32_t i = rq->per_channel ? c : 0;
+        mul[c] = rq->mul[i];
+        shift[c] = 31 - rq->shift[i];
+    }
+    s.q.multiplier = mul;
+    s.q.shift = shift;
+    s.ctx.buf = shift + channels;
+    s.ctx.size = scratch_bytes - 8 * channels;
+    return s;
+}
+
+static cmsis_nn_conv_params conv_params(const tsr_conv_args_t *a)
+{
+    cmsis_nn_conv_params p;
+    p.input_offset = a->input_offset;
+    p.output_offset = a->rq->zero_point;
+    p.stride.w = a->sw;
+    p.stride.h = a->sh;
+    p.padding.w = a->pad_l;
+    p.padding.h = a->pad_t;
+    p.dilation.w = 1;
+    p.dilation.h = 1;
+    p.activation.min = a->rq->lo;
+    p.activation.max = a->rq->hi;
+    return p;
+}
+
+static cmsis_nn_dims dims(int32_t n, int32_t h, int32_t w, int32_t c)
+{
+    cmsis_nn_dims d;
+    d.n = n;
+    d.h = h;
+    d.w = w;
+    d.c = c;
+    return d;
+}
+
+void tsr_cmsis_conv2d(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    quant_t s = quant(a->rq, a->scratch, a->scratch_bytes, a->out_c);
+    cmsis_nn_conv_params p = conv_params(a);
+    cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->in_c), f = dims(a->out_c, a->kh, a->kw, a->in_c);
+    cmsis_nn_dims b = dims(1, 1, 1, a->out_c), out = dims(1, a->out_h, a->out_w, a->out_c);
+    if (arm_convolve_s8(&s.ctx, &p, &s.q, &in, a->in, &f, a->weights, &b, a->bias, NULL, &out, a->out) !=
+        ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_conv2d(a, 0, 1));
+}
+
+void tsr_cmsis_pointwise(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    quant_t s = quant(a->rq, a->scratch, a->scratch_bytes, a->out_c);
+    cmsis_nn_conv_params p = conv_params(a);
+    cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->in_c), f = dims(a->out_c, 1, 1, a->in_c);
+    cmsis_nn_dims b = dims(1, 1, 1, a->out_c), out = dims(1, a->out_h, a->out_w, a->out_c);
+    if (arm_convolve_1x1_s8_fast(&s.ctx, &p, &s.q, &in, a->in, &f, a->weights, &b, a->bias, &out, a->out) !=
+        ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_pointwise(a, 0, 1));
+}
+
+void tsr_cmsis_depthwise(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    const int32_t c = a->out_c, taps = a->kh * a->kw;
+    quant_t s = quant(a->rq, a->scratch, a->scratch_bytes, c);
+    /* tessera keeps depthwise filters channel-major ([c][kh][kw], so that a
+     * channel tile is one DMA run); CMSIS-NN wants [kh][kw][c] */
+    int8_t *w = (int8_t *)s.ctx.buf;
+    for (int32_t t = 0; t < taps; t++)
+        for (int32_t ch = 0; ch < c; ch++)
+            w[t * c + ch] = a->weights[ch * taps + t];
+    cmsis_nn_context ctx;
+    ctx.buf = w + align4(taps * c);
+    ctx.size = s.ctx.size - align4(taps * c);
+    cmsis_nn_dw_conv_params p;
+    p.input_offset = a->input_offset;
+    p.output_offset = a->rq->zero_point;
+    p.ch_mult = 1;
+    p.stride.w = a->sw;
+    p.stride.h = a->sh;
+    p.padding.w = a->pad_l;
+    p.padding.h = a->pad_t;
+    p.dilation.w = 1;
+    p.dilation.h = 1;
+    p.activation.min = a->rq->lo;
+    p.activation.max = a->rq->hi;
+    cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->in_c), f = dims(1, a->kh, a->kw, c);
+    cmsis_nn_dims b = dims(1, 1, 1, c), out = dims(1, a->out_h, a->out_w, c);
+    arm_cmsis_nn_status st;
+    if (a->kh == 3 && a->kw == 3 && a->pad_l <= 1)
+        st = arm_depthwise_conv_3x3_s8(&ctx, &p, &s.q, &in, a->in, &f, w, &b, a->bias, &out, a->out);
+    else if (ctx.size >= arm_depthwise_conv_s8_opt_get_buffer_size(&in, &f))
+        st = arm_depthwise_conv_s8_opt(&ctx, &p, &s.q, &in, a->in, &f, w, &b, a->bias, &out, a->out);
+    else
+        st = arm_depthwise_conv_s8(&ctx, &p, &s.q, &in, a->in, &f, w, &b, a->bias, &out, a->out);
+    if (st != ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_depthwise(a, 0, 1));
+}
+
+void tsr_cmsis_linear(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    const int32_t k = a->in_h * a->in_w * a->in_c;
+    cmsis_nn_fc_params p;
+    p.input_offset = a->input_offset;
+    p.filter_offset = 0;
+    p.output_offset = a->rq->zero_point;
+    p.activation.min = a->rq->lo;
+    p.activation.max = a->rq->hi;
+    cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->in_c), f = dims(k, 1, 1, a->out_c);
+    cmsis_nn_dims b = dims(1, 1, 1, a->out_c), out = dims(1, 1, 1, a->out_c);
+    arm_cmsis_nn_status st;
+    if (a->rq->per_channel) {
+        quant_t s = quant(a->rq, a->scratch, a->scratch_bytes, a->out_c);
+        st = arm_fully_connected_per_channel_s8(&s.ctx, &p, &s.q, &in, a->in, &f, a->weights, &b, a->bias, &out,
+                                                (int8_t *)a->out);
+    } else {
+        cmsis_nn_per_tensor_quant_params q;
+        cmsis_nn_context ctx;
+        q.multiplier = a->rq->mul[0];
+        q.shift = 31 - a->rq->shift[0];
+        ctx.buf = a->scratch;
+        ctx.size = a->scratch_bytes;
+        st = arm_fully_connected_s8(&ctx, &p, &q, &in, a->in, &f, a->weights, &b, a->bias, &out,
+                                    (int8_t *)a->out);
+    }
+    if (st != ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_linear(a, 0, 1));
+}
+
+void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    cmsis_nn_context ctx = {0, 0};
+    cmsis_nn_pool_params p;
+    p.stride.w = a->sw;
+    p.stride.h = a->sh;
+    p.padding.w = a->pad_l;
+    p.padding.h = a->pad_t;
+    p.activation.min = -128;
+    p.activation.max = 127;
+    cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->c), f = dims(1, a->kh, a->kw, 1);
+    cmsis_nn_dims out = dims(1, a->out_h, a->out_w, a->c);
+    if (arm_max_pool_s8(&ctx, &p, &in, a->in, &f, &out, a->out) != ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_maxpool(a, 0, 1));
+}

@@ -1,0 +1,37 @@
+/*
+ * The Cortex-M kernel library (kernels/cmsis_nn/): tessera's tile API
+ * (tessera/kernels.h argument structs) on top of CMSIS-NN's API. The code
+ * generator calls these for the layers whose arithmetic is CMSIS-NN's
+ * (site_scons/tessera/codegen/libraries/cmsis_nn.py decides per layer) and
+ * the reference kernels for the others.
+ *
+ * Scratch (tsr_conv_args_t.scratch, sized by kernels/cmsis_nn/library.yaml):
+ * the tile's multipliers and shifts in CMSIS-NN's form (8 bytes per output
+ * channel), the depthwise filter in CMSIS-NN's [kh][kw][c] order, then the
+ * CMSIS-NN function's own buffer. A CMSIS-NN call that refuses its
+ * arguments falls back to the reference kernel, so a tile is always
+ * computed exactly.
+ */
+#ifndef TESSERA_CMSIS_NN_H
+#define TESSERA_CMSIS_NN_H
+
+#include "tessera/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void tsr_cmsis_conv2d(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_pointwise(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_depthwise(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_linear(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
+/* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
+void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
+void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_CMSIS_NN_H */

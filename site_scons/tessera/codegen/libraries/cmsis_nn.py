@@ -1,0 +1,66 @@
+"""Adapter for the Cortex-M kernels (kernels/cmsis_nn/, API in
+kernels/include/tessera/cmsis_nn.h): the same argument structs as the
+reference kernels, other kernel functions.
+
+It decides per layer. Convolutions, depthwise and linear layers run on the
+CMSIS-NN API (tsr_cmsis_* call arm_convolve_s8 & co.) when their arithmetic
+is CMSIS-NN's; that holds for standard QDQ models:
+
+    int8 output, y = clamp(((acc * mul + 2^(s-1)) >> s) + zero_point, lo, hi)
+
+with rounding half up, no additive term, 1 <= s <= 62, and offsets in
+CMSIS-NN's documented ranges. That is CMSIS-NN's requantization built with
+CMSIS_NN_USE_SINGLE_ROUNDING (multiplier = mul, shift = 31 - s):
+floor((v >> (s-1)) + 1) / 2) = floor((v + 2^(s-1)) / 2^s) for any integer v,
+checked in tests/test_cmsis_nn.py. Other layers (floor rounding from
+NEMO/DORY graphs, a RequantShift `add`, int32 outputs) go to the reference
+kernels, compiled in as the library's fallback. Max pooling always runs on
+arm_max_pool_s8; average pooling and add have tessera's semantics, which
+CMSIS-NN's differ from, and run on this library's own DSP kernels.
+"""
+
+from . import reference
+
+# what the generated layer code includes to see the kernel functions
+HEADERS = ("tessera/cmsis_nn.h",)
+
+KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "depthwise": "tsr_cmsis_depthwise",
+           "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
+           "add": "tsr_cmsis_add"}
+
+# the weight layout, argument structs and their fields are the reference's
+args_type = reference.args_type
+weights_layout = reference.weights_layout
+constant_args = reference.constant_args
+tile_args = reference.tile_args
+
+
+def cmsis_semantics(layer):
+    """None when CMSIS-NN computes this layer exactly, else why not."""
+    rq = layer.requant
+    if layer.op == "maxpool":
+        return None
+    if rq is None:
+        return "int32 output (no requantization)"
+    if layer.op in ("avgpool", "add"):
+        # tessera's own kernels: any rounding, but the shift within int64
+        return None if all(0 <= s <= 62 for s in rq.shift) else "shift out of range"
+    if rq.rounding != "half_up":
+        return f"{rq.rounding} rounding"
+    if any(rq.add):
+        return "an additive requantization term"
+    if not all(1 <= s <= 62 for s in rq.shift):
+        return "a right shift outside 1..62"
+    if not all(0 <= m < 2 ** 31 for m in rq.mul):
+        return "a multiplier outside int32"
+    if not -127 <= layer.input_offset <= 128:
+        return "an input offset outside CMSIS-NN's [-127, 128]"
+    if not -128 <= rq.zero_point <= 127 or not -128 <= rq.lo <= rq.hi <= 127:
+        return "an output range outside int8"
+    return None
+
+
+def kernel_function(layer):
+    if cmsis_semantics(layer) is None:
+        return KERNELS[layer.op]
+    return reference.kernel_function(layer)

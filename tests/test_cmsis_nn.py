@@ -1,0 +1,321 @@
+"""The Cortex-M kernels (kernels/cmsis_nn/) against the golden model, bit
+for bit, on random tiles (tests/cmsis_cases.py):
+
+- on the host, through ctypes: the same C built with the portable
+  equivalents of the DSP intrinsics (tsr_dsp.h), many cases, fast;
+- under QEMU (marked qemu): the cases compiled into one firmware per core
+  (Cortex-M7 on mps2-an500, Cortex-M4 on mps2-an386) with the real DSP
+  instructions; the firmware compares every output itself.
+
+Both build with TSR_CMSIS_STRICT: a tile the CMSIS-NN path refuses is left
+uncomputed instead of falling back to the reference kernel, so every case
+really runs the CMSIS-NN path. Also here: the claim that tessera's half-up
+requantization is CMSIS-NN's single-rounding one.
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+from ctypes import POINTER, c_int, c_int8, c_int32
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from cmsis_cases import OPS, cases
+from test_ref_kernels import AddArgs, ConvArgs, PoolArgs, RequantT
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS = os.path.join(ROOT, "kernels")
+CMSIS = os.path.join(KERNELS, "cmsis_nn")
+INCLUDES = [os.path.join(KERNELS, "include"), os.path.join(CMSIS, "include"), CMSIS]
+
+
+def kernel_sources():
+    dirs = [CMSIS, os.path.join(CMSIS, "arm"), os.path.join(KERNELS, "reference")]
+    return [os.path.join(d, f) for d in dirs for f in sorted(os.listdir(d)) if f.endswith(".c")]
+
+
+# ---- the requantization claim ------------------------------------------------
+
+def cmsis_single_rounding(acc, mul, cmsis_shift):
+    """arm_nn_requantize with CMSIS_NN_USE_SINGLE_ROUNDING (64-bit ints)."""
+    total = 31 - cmsis_shift
+    result = (acc * mul) >> (total - 1)
+    return (result + 1) >> 1
+
+
+@given(st.integers(-2**31, 2**31 - 1), st.integers(0, 2**31 - 1), st.integers(1, 62))
+@settings(max_examples=2000, deadline=None)
+def test_half_up_requantization_is_cmsis_single_rounding(acc, mul, s):
+    tessera = (acc * mul + (1 << (s - 1))) >> s
+    assert cmsis_single_rounding(acc, mul, 31 - s) == tessera
+    if s >= 33:   # the kernels' short form (tsr_dsp.h): the high word of the product only
+        assert (((acc * mul) >> 32) + (1 << (s - 33))) >> (s - 32) == tessera
+
+
+# ---- host ------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def host_lib(tmp_path_factory):
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no host gcc")
+    so = tmp_path_factory.mktemp("cmsis") / "libtsr_cmsis.so"
+    cmd = [gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-DTSR_CMSIS_STRICT",
+           *[f"-I{d}" for d in INCLUDES], *kernel_sources(), "-o", str(so)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lib = ctypes.CDLL(str(so))
+    for op in OPS:
+        fn = getattr(lib, "tsr_cmsis_" + op)
+        fn.argtypes = [ctypes.c_void_p, c_int, c_int]
+        fn.restype = None
+    return lib
+
+
+def _ptr(arr, ctype):
+    return arr.ctypes.data_as(POINTER(ctype)) if arr is not None else None
+
+
+def run_host(lib, case):
+    """The kernel's output for case (ctypes; arrays kept alive locally)."""
+    keep = []
+
+    def arr(name, dtype):
+        a = case.arrays.get(name)
+        if a is None:
+            return None
+        a = np.ascontiguousarray(a, dtype=dtype)
+        keep.append(a)
+        return a
+
+    rq = None
+    if case.rq is not None:
+        mul, shift = np.array(case.rq["mul"], np.int32), np.array(case.rq["shift"], np.int8)
+        add = np.array(case.rq["add"], np.int32) if any(case.rq["add"]) else None
+        keep += [mul, shift, add]
+        rq = RequantT(_ptr(mul, c_int32), _ptr(add, c_int32), _ptr(shift, c_int8), case.rq["per_channel"],
+                      case.rq["zero_point"], case.rq["lo"], case.rq["hi"],
+                      0 if case.rq["rounding"] == "half_up" else 1)
+    out = np.full(case.expected.size, 0x5A, dtype=np.int8)
+    scratch = np.full(max(case.scratch, 1), 0xA5 - 256, dtype=np.int8)
+    f = case.fields
+    rq_p = ctypes.pointer(rq) if rq is not None else None
+    if case.op in ("maxpool", "avgpool"):
+        args = PoolArgs(_ptr(arr("in", np.int8), c_int8), f["in_h"], f["in_w"], f["c"], _ptr(out, c_int8),
+                        f["out_h"], f["out_w"], f["kh"], f["kw"], f["sh"], f["sw"], f["pad_t"], f["pad_l"],
+                        f["pad_b"], f["pad_r"], f["input_offset"], rq_p)
+    elif case.op == "add":
+        args = AddArgs(_ptr(arr("a", np.int8), c_int8), _ptr(arr("b", np.int8), c_int8),
+                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]), rq_p)
+    else:
+        args = ConvArgs(_ptr(arr("in", np.int8), c_int8), f["in_h"], f["in_w"], f["in_c"],
+                        _ptr(arr("weights", np.int8), c_int8), _ptr(arr("bias", np.int32), c_int32),
+                        out.ctypes.data, f["out_h"], f["out_w"], f["out_c"], f["kh"], f["kw"], f["sh"], f["sw"],
+                        f["pad_t"], f["pad_l"], f["pad_b"], f["pad_r"], f["input_offset"], rq_p,
+                        _ptr(scratch, c_int8) if case.scratch else None, case.scratch)
+    getattr(lib, case.fn)(ctypes.byref(args), 0, 1)
+    return out.reshape(case.expected.shape)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_kernel_matches_golden_on_host(host_lib, op):
+    for i, case in enumerate(cases(op, 300, seed=1)):
+        got = run_host(host_lib, case)
+        if not np.array_equal(got, case.expected):
+            bad = np.argwhere(got != case.expected)[0]
+            pytest.fail(f"{op} case {i} ({case.fields}): first difference at {bad.tolist()}: "
+                        f"kernel {got[tuple(bad)]} vs golden {case.expected[tuple(bad)]}")
+
+
+# ---- under QEMU --------------------------------------------------------------
+
+def _c_array(name, a):
+    from tessera.codegen.cfmt import byte_string, int_list
+
+    if a.dtype == np.int8:
+        return f"static const int8_t {name}[{max(a.size, 1)}] __attribute__((aligned(4))) =\n{byte_string(a)};"
+    return f"static const int32_t {name}[{max(a.size, 1)}] = {{\n{int_list(a)}\n}};"
+
+
+def harness_source(case_list):
+    """A firmware main() that runs every case, compares its output with the
+    golden one and prints `TSR kcase <i> <op> ok|bad count=<n> macs=<m>`."""
+    out_max = max(c.expected.size for c in case_list)
+    scratch_max = max(max(c.scratch for c in case_list), 4)
+    src = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
+           '#include "tessera/cmsis_nn.h"\n#include "tessera/hal.h"\n',
+           f"static int8_t out_buf[{out_max}] __attribute__((aligned(8)));",
+           f"static int8_t scratch[{scratch_max}] __attribute__((aligned(8)));",
+           "static int failures;\n",
+           """static void report(int i, const char *op, const int8_t *want, uint32_t n, uint32_t count, uint32_t macs)
+{
+    uint32_t k = 0;
+    while (k < n && out_buf[k] == want[k])
+        k++;
+    if (k < n) {
+        failures++;
+        printf("TSR kcase %d %s bad at=%lu got=%d want=%d\\n", i, op, (unsigned long)k, out_buf[k], want[k]);
+    } else {
+        printf("TSR kcase %d %s ok count=%lu macs=%lu\\n", i, op, (unsigned long)count, (unsigned long)macs);
+    }
+}
+"""]
+    calls = []
+    for i, c in enumerate(case_list):
+        p = f"c{i}_"
+        for name, a in c.arrays.items():
+            src.append(_c_array(p + name, np.ascontiguousarray(a).reshape(-1)))
+        src.append(_c_array(p + "want", c.expected.reshape(-1)))
+        body = []
+        if c.rq is not None:
+            rq = c.rq
+            src.append(_c_array(p + "mul", np.array(rq["mul"], np.int32)))
+            src.append(f"static const int8_t {p}shift[] = {{{', '.join(map(str, rq['shift']))}}};")
+            if any(rq["add"]):
+                src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
+            body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
+                        f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
+                        f"{0 if rq['rounding'] == 'half_up' else 1}}};")
+        kind = {"maxpool": "pool", "avgpool": "pool", "add": "add"}.get(c.op, "conv")
+        body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
+        for name in c.arrays:
+            body.append(f"    a.{name} = {p}{name};")
+        for name, v in c.fields.items():
+            if isinstance(v, list):
+                body += [f"    a.{name}[{j}] = {x};" for j, x in enumerate(v)]
+            else:
+                body.append(f"    a.{name} = {v};")
+        body.append("    a.out = out_buf;")
+        if c.rq is not None:
+            body.append("    a.rq = &rq;")
+        if kind == "conv":
+            body.append(f"    a.scratch = {'scratch' if c.scratch else 'NULL'};\n    a.scratch_bytes = {c.scratch};")
+        body.append(f"    memset(out_buf, 0x5a, {c.expected.size});\n    memset(scratch, 0xa5, sizeof scratch);")
+        body.append(f"    uint64_t t = hal_counter();\n    {c.fn}(&a, 0, 1);\n    t = hal_counter() - t;")
+        body.append(f'    report({i}, "{c.op}", {p}want, {c.expected.size}, (uint32_t)t, {c.macs});')
+        src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
+        calls.append(f"    case{i}();")
+    src.append("int main(void)\n{\n    hal_init();\n" + "\n".join(calls) +
+               '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n')
+    return "\n".join(src)
+
+
+def harness_target(target_name):
+    """A target with the board's whole 4 MB + 4 MB for the harness (its
+    cases are constants), the core and runner of target_name."""
+    from tessera.config import load_target, parse_target
+
+    t = load_target(os.path.join(ROOT, "targets", target_name + ".yaml"), target_name)
+    data = {
+        "description": f"kernel test harness on {target_name}'s core", "platform": "cortexm", "cores": 1,
+        "memory": {"rom": {"size": 4 << 20, "kind": "flash", "address": 0, "writable": False,
+                           "reserved": {"code": (4 << 20) - 4}},
+                   "ram": {"size": 4 << 20, "kind": "sram", "address": 0x20000000,
+                           "reserved": {"data": 2 << 20, "stack": 64 << 10}}},
+        "place": {"tiles": "ram", "activations": "ram", "weights": "rom"},
+        "toolchain": dict(t["toolchain"]), "kernels": "cmsis_nn", "runner": dict(t["runner"]),
+    }
+    return parse_target(data, "harness", "harness"), t
+
+
+def build_harness(case_list, target_name, tmp):
+    """Compile and link the harness firmware; returns (elf path, runner)."""
+    from tessera.codegen import linker
+
+    target, real = harness_target(target_name)
+    tc = target["toolchain"]
+    if shutil.which(tc["cc"]) is None or shutil.which(target["runner"]["program"]) is None:
+        pytest.skip(f"needs {tc['cc']} and {target['runner']['program']}")
+    (tmp / "harness.c").write_text(harness_source(case_list))
+    (tmp / "link.ld").write_text(linker.script(linker.view(target, linker.CORTEX_M)))
+    elf = tmp / "harness.elf"
+    cmd = [tc["cc"], *tc["cflags"], "--specs=picolibc.specs", "--oslib=semihost", "--crt0=semihost",
+           "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", "-Wall", "-Wextra", "-Werror",
+           "-DTSR_CMSIS_STRICT", *[f"-I{d}" for d in INCLUDES], "-T", str(tmp / "link.ld"),
+           str(tmp / "harness.c"), os.path.join(KERNELS, "hal", "cortexm", "hal.c"), *kernel_sources(),
+           "-o", str(elf)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return str(elf), real["runner"]
+
+
+def run_harness(case_list, target_name, tmp):
+    """{case index: (op, ok, count, macs)} from one QEMU run."""
+    from tessera import runners
+    from tessera.errors import RunError
+
+    elf, runner = build_harness(case_list, target_name, tmp)
+    try:
+        text = runners.run(runner, elf)
+    except RunError as err:   # the harness exits 1 when a case failed; its lines say which
+        text = getattr(err, "output", "") or str(err)
+    results = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:2] == ["TSR", "kcase"]:
+            fields = dict(p.split("=", 1) for p in parts[5:] if "=" in p)
+            results[int(parts[2])] = (parts[3], parts[4] == "ok", int(fields.get("count", -1)),
+                                      int(fields.get("macs", 0)), line)
+    assert "TSR done" in text, text[-2000:]
+    return results
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target_name", ["stm32h7", "stm32f4"])
+def test_kernels_match_golden_under_qemu(target_name, tmp_path):
+    case_list = [c for op in OPS for c in cases(op, 25, seed=2)]
+    results = run_harness(case_list, target_name, tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
+    # instructions per MAC, for the record (the benchmark measures whole networks)
+    for op in OPS:
+        rows = [(n, m) for o, _, n, m, _ in results.values() if o == op]
+        print(f"{target_name} {op}: {sum(n for n, _ in rows) / max(1, sum(m for _, m in rows)):.2f} "
+              "instructions/MAC on small random tiles")
+
+
+@pytest.mark.qemu
+def test_counter_ticks_every_40_instructions(tmp_path):
+    """The HAL's counter under -icount shift=0: a loop of a known number of
+    instructions reads as that many, to within the 40-instruction tick."""
+    from tessera import runners
+    from tessera.codegen import linker
+
+    target, real = harness_target("stm32h7")
+    tc = target["toolchain"]
+    if shutil.which(tc["cc"]) is None or shutil.which(real["runner"]["program"]) is None:
+        pytest.skip(f"needs {tc['cc']} and {real['runner']['program']}")
+    (tmp_path / "t.c").write_text("""#include <stdint.h>
+#include <stdio.h>
+#include "tessera/hal.h"
+int main(void)
+{
+    hal_init();
+    for (uint32_t n = 1000; n <= 1000000; n *= 10) {
+        uint32_t k = n;
+        uint64_t t = hal_counter();
+        __asm__ volatile("1: subs %0, %0, #1\\n\\tbne 1b" : "+r"(k));   /* 2 instructions per turn */
+        t = hal_counter() - t;
+        printf("TSR loop %lu %lu\\n", (unsigned long)(2 * n), (unsigned long)t);
+    }
+    return 0;
+}
+""")
+    (tmp_path / "link.ld").write_text(linker.script(linker.view(target, linker.CORTEX_M)))
+    elf = tmp_path / "t.elf"
+    cmd = [tc["cc"], *tc["cflags"], "--specs=picolibc.specs", "--oslib=semihost", "--crt0=semihost",
+           f"-I{INCLUDES[0]}", "-T", str(tmp_path / "link.ld"), str(tmp_path / "t.c"),
+           os.path.join(KERNELS, "hal", "cortexm", "hal.c"), "-o", str(elf)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    text = runners.run(real["runner"], str(elf))
+    loops = [(int(p[2]), int(p[3])) for p in (line.split() for line in text.splitlines()) if p[:2] == ["TSR", "loop"]]
+    assert len(loops) == 4
+    for instructions, counted in loops:
+        assert counted % 40 == 0
+        # the loop plus the counter reads around it: a few ticks at most
+        assert 0 <= counted - instructions <= 2 * 40, (instructions, counted)
