@@ -179,3 +179,26 @@ def test_quantlib_lowering_matches_its_formula(tmp_path):
     acc = np.einsum("oc,nchw->nohw", w.astype(np.int64), x)
     expect = np.clip(np.floor((acc * np.array([3, 5]).reshape(1, 2, 1, 1) + 8) / 16), -128, 127)
     assert np.array_equal(y.transpose(2, 0, 1)[None], expect)
+
+
+def test_standalone_pad_matches_onnx_runtime(tmp_path):
+    """A Pad a Conv cannot absorb (non-zero value) or before a max pool is a
+    layer of its own."""
+    c, rq = requant_chain("c", "r", 2, "q")
+    nodes = [n("Pad", ["input"], ["p"], pads=[0, 0, 2, 0, 0, 0, 0, 1], value=7.0),
+             n("Conv", ["p", "w"], ["c"], kernel_shape=[3, 3]), *c,
+             n("Pad", ["r"], ["p2"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0),
+             n("MaxPool", ["p2"], ["out"], kernel_shape=[2, 2], strides=[2, 2])]
+    path = save(tmp_path, "pads", nodes, {"w": wts(2, 2, 3, 3), **rq}, [("input", [1, 2, 6, 6])],
+                [("out", [1, 2, 3, 3])])
+    graph, weights = import_onnx(path, "pads")
+    assert [l.op for l in graph.layers] == ["depthwise", "conv2d", "depthwise", "maxpool"]
+    assert all(p < k for l in graph.layers for p, k in zip(l.pad, l.kernel * 2))
+    x = np.random.default_rng(3).integers(0, 256, (1, 2, 6, 6))
+    t = graph.tensor("input")
+    values = golden.run(graph, weights, {"input": x[0].transpose(1, 2, 0) - t.shift})
+    names = [l.output for l in graph.layers]
+    ref = ort_values(path, names, {"input": x.astype(np.float32)})
+    for name in names:
+        got = from_hwc(values[name].astype(np.int64) + graph.tensor(name).shift, "chw", ref[name].shape)
+        assert np.array_equal(got, ref[name]), name

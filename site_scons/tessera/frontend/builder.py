@@ -316,9 +316,13 @@ class Builder:
         return self.add_layer(layer, {})
 
     def pad_int(self, hint, x, y, pad, value, rounding, where, sources=()):
-        """A standalone constant Pad as a 1x1 depthwise identity: the IR's
-        padded positions contribute 0 to the accumulator, so shift the input
-        by the pad value and add it back in the requantization."""
+        """A standalone constant Pad as a depthwise identity: the IR's padded
+        positions contribute 0 to the accumulator, so shift the input by the
+        pad value and add it back in the requantization. The kernel is
+        (top + bottom + 1) x (left + right + 1), padded by top + bottom and
+        left + right on both sides, with a single 1 at (bottom, right):
+        out[i, j] = x[i - top, j - left], and every pad stays smaller than
+        the kernel, as the tiler and kernels assume."""
         tx = self.tensors[x]
         if tx.dtype != "int8":
             raise FrontendError(where, "padding a 32-bit tensor is not supported",
@@ -326,7 +330,12 @@ class Builder:
         c_stored = int(value) - tx.shift
         if not -128 <= c_stored <= 127:
             raise FrontendError(where, f"pad value {value} is outside the tensor's {tx.source_dtype} range")
+        top, left, bottom, right = pad
+        kh, kw = top + bottom + 1, left + right + 1
+        w = np.zeros((kh, kw, tx.shape[2]), np.int8)
+        w[bottom, right, :] = 1
         rq = Requant(mul=[1], add=[c_stored], shift=[0], rounding=rounding, zero_point=0, lo=-128, hi=127)
         layer = Layer(name=self.layer_name(hint), op="depthwise", inputs=[x], output=y,
-                      pad=list(pad), input_offset=-c_stored, requant=rq, source=list(sources))
-        return self.add_layer(layer, {"weights": np.ones((1, 1, tx.shape[2]), np.int8)})
+                      kernel=[kh, kw], pad=[kh - 1, kw - 1, kh - 1, kw - 1], input_offset=-c_stored,
+                      requant=rq, source=list(sources))
+        return self.add_layer(layer, {"weights": w})
