@@ -8,9 +8,9 @@ in one line.
 """
 
 from ..errors import ConfigError
-from . import host, qemu
+from . import gvsoc, host, qemu
 
-KINDS = {"host": host.run, "qemu": qemu.run}
+KINDS = {"host": host.run, "qemu": qemu.run, "gvsoc": gvsoc.run}
 
 
 def run(runner, firmware, args=(), timeout=None):

@@ -6,7 +6,7 @@ import importlib
 
 from tessera.errors import ConfigError
 
-KNOWN = ("host", "cortexm", "qemu_virt_rv32")
+KNOWN = ("host", "cortexm", "pulp_open", "qemu_virt_rv32")
 
 
 def platform(name, where):

@@ -1,0 +1,68 @@
+"""The pulp_open platform: PULP-open under GVSoC, bare metal (no PULP SDK).
+
+Debian's riscv64-unknown-elf-gcc for RV32IMC (it cannot emit Xpulp),
+picolibc for the harness's stdio (the HAL gives it a stdout on GVSoC's
+console and an _exit through the SoC's status register), the HAL's own
+start-up (kernels/hal/pulp_open/crt0.S, entered at `.text.start`), and the
+linker script of tessera.codegen.linker from the target's memory levels.
+The cluster cores' stacks sit at the top of the tile level: the
+`memory.<tiles>.reserved.stacks` bytes, split evenly over the cores.
+"""
+
+from tessera.errors import ConfigError
+
+from . import cross
+
+MAX_CORES = 8
+PICOLIBC = ["--specs=picolibc.specs"]
+MIN_STACK = 256
+
+
+def arch(target):
+    """The linker's platform part: entry, start-up section, stack symbols."""
+    where = target["path"]
+    tiles = target["place"]["tiles"]
+    cores = target["cores"]
+    if cores > MAX_CORES:
+        raise ConfigError(where, f"cores: {cores}", f"the PULP-open cluster has {MAX_CORES} cores")
+    stacks = target["memory"][tiles]["reserved"].get("stacks", 0)
+    per_core = (stacks // cores) & ~15
+    if per_core < MIN_STACK:
+        raise ConfigError(where, f"memory.{tiles}.reserved.stacks: {stacks} bytes for {cores} cores",
+                          f"reserve at least {MIN_STACK} bytes of stack per cluster core")
+    return {
+        "entry": "_start",
+        "output_arch": "riscv",
+        "startup": [".text.start"],
+        "symbols": {"__l1_stacks_top": f"ORIGIN({tiles}) + LENGTH({tiles})",
+                    "__cl_stack_size": str(per_core)},
+        "discard": [],
+    }
+
+
+def configure(env, target):
+    tc = target["toolchain"]
+    cross.require_tool(env, tc["cc"], target, "cc")
+    cross.require_tool(env, tc["ar"], target, "ar")
+    env.Tool("gcc")
+    env.Tool("ar")
+    env.Tool("as")
+    # the archive carries its own index (s): no host ranlib on cross objects
+    env.Replace(CC=tc["cc"], LINK=tc["cc"], AR=tc["ar"], ARFLAGS=["rcs"], RANLIBCOM="", OBJSUFFIX=".o")
+    env.Replace(CFLAGS=list(tc["cflags"]) + PICOLIBC + ["-ffunction-sections", "-fdata-sections",
+                                                        "-Wall", "-Wextra", "-Werror"])
+    env.Replace(ASFLAGS=list(tc["cflags"]) + PICOLIBC)
+    # no crt0 of picolibc's: the HAL starts the chip
+    env.Replace(LINKFLAGS=list(tc["cflags"]) + PICOLIBC + ["-nostartfiles", "-Wl,--gc-sections",
+                                                           "-Wl,--no-warn-rwx-segments"]
+                + list(tc["ldflags"]))
+
+
+def link(env, target, objects, libs, outdir):
+    try:
+        platform_arch = arch(target)
+    except ConfigError as err:
+        from .. import fail
+
+        fail(err)
+    return cross.firmware(env, target, platform_arch, objects, libs, outdir)
