@@ -86,7 +86,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"{nt} tile{'s' if nt > 1 else ''} of {t['h']}x{t['w']}x{t['c']} outputs, "
         f"{bufs} buffer{'s' if bufs > 1 else ''} each; {l1['total']} bytes of L1.",
     ]))
-    out.append('#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
+    out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
                + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
