@@ -10,7 +10,7 @@ import importlib
 
 from ...errors import ConfigError
 
-KNOWN = ("reference", "cmsis_nn")
+KNOWN = ("reference", "cmsis_nn", "pulp_nn")
 
 
 def library(name):

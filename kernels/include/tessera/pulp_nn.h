@@ -1,0 +1,35 @@
+/*
+ * tessera's PULP-NN-style kernels: the tile-level kernel API of
+ * tessera/kernels.h (same argument structs, same arithmetic), parallel over
+ * the cluster's cores. Every function computes the share of the tile that
+ * belongs to `core` of `ncores` and writes nothing else (its own scratch
+ * aside), so cores need no barrier inside a kernel.
+ *
+ * Differences from the reference kernels' contract:
+ *   pnn_depthwise reads its input tile in CHW order [c][in_h][in_w] (DORY's
+ *       hybrid scheme; the generated loader moves it so), output HWC;
+ *   scratch: conv2d 2 * kh * kw * in_c bytes per core (im2col of two
+ *       pixels), depthwise (in_h + pad_t + pad_b) * kw bytes per core.
+ */
+#ifndef TESSERA_PULP_NN_H
+#define TESSERA_PULP_NN_H
+
+#include "tessera/kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
+void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
+void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
+void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
+void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
+void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);
+void pnn_add(const tsr_add_args_t *a, int core, int ncores);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_PULP_NN_H */

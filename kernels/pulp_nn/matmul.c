@@ -1,0 +1,123 @@
+/*
+ * The matmul at the heart of conv2d, pointwise and linear (PULP-NN's
+ * pulp_nn_matmul): output channels [c0, c1) of one or two pixels, each a
+ * row of K int8 inputs, weights [out_c][K]:
+ *   acc[p][c] = bias[c] + sum_k (x_p[k] + off) * w[c][k]
+ *
+ * Register-blocked 4 output channels x 2 pixels: each weight loaded serves
+ * two pixels and each input four channels (8 MACs per 6 loads), and the
+ * eight accumulators stay in registers for the whole K loop. Leftover
+ * channels (c1 - c0 not a multiple of 4) take 1 x 2 blocks.
+ *
+ * With off == 0 and 4-byte aligned rows the K loop goes four bytes at a
+ * time through PNN_SDOT4 (one pv.sdotsp.b each on Xpulp); otherwise the
+ * offset is added to each input byte (a SIMD lane could overflow).
+ */
+#include "pnn_common.h"
+
+static inline int aligned4(const void *p)
+{
+    return ((uintptr_t)p & 3) == 0;
+}
+
+/* Requantization constants of channels [c, c + n) (nothing without rq). */
+static inline void rq_block(const tsr_requant_t *rq, int32_t c, int n, pnn_rq_t *p)
+{
+    int i;
+    if (rq)
+        for (i = 0; i < n; i++)
+            p[i] = pnn_rq_channel(rq, c + i);
+}
+
+void pnn_matmul(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
+                const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
+                size_t o0, size_t o1, const tsr_requant_t *rq)
+{
+    const int dot = off == 0 && (K & 3) == 0 && aligned4(x0) && aligned4(w)
+                    && (!x1 || aligned4(x1));
+    pnn_rq_t p[4];
+    int32_t c = c0, k;
+
+    if (x1) {
+        for (; c + 4 <= c1; c += 4) {
+            const int8_t *w0 = w + (size_t)c * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+            int32_t a00 = bias ? bias[c] : 0, a10 = bias ? bias[c + 1] : 0;
+            int32_t a20 = bias ? bias[c + 2] : 0, a30 = bias ? bias[c + 3] : 0;
+            int32_t a01 = a00, a11 = a10, a21 = a20, a31 = a30;
+            if (dot) {
+                for (k = 0; k < K; k += 4) {
+                    PNN_SDOT4(a00, x0 + k, w0 + k); PNN_SDOT4(a01, x1 + k, w0 + k);
+                    PNN_SDOT4(a10, x0 + k, w1 + k); PNN_SDOT4(a11, x1 + k, w1 + k);
+                    PNN_SDOT4(a20, x0 + k, w2 + k); PNN_SDOT4(a21, x1 + k, w2 + k);
+                    PNN_SDOT4(a30, x0 + k, w3 + k); PNN_SDOT4(a31, x1 + k, w3 + k);
+                }
+            } else {
+                for (k = 0; k < K; k++) {
+                    int32_t xa = x0[k] + off, xb = x1[k] + off;
+                    int32_t v0 = w0[k], v1 = w1[k], v2 = w2[k], v3 = w3[k];
+                    PNN_MAC(a00, xa, v0); PNN_MAC(a01, xb, v0);
+                    PNN_MAC(a10, xa, v1); PNN_MAC(a11, xb, v1);
+                    PNN_MAC(a20, xa, v2); PNN_MAC(a21, xb, v2);
+                    PNN_MAC(a30, xa, v3); PNN_MAC(a31, xb, v3);
+                }
+            }
+            rq_block(rq, c, 4, p);
+            pnn_store(out, o0 + c, a00, &p[0], rq);
+            pnn_store(out, o0 + c + 1, a10, &p[1], rq);
+            pnn_store(out, o0 + c + 2, a20, &p[2], rq);
+            pnn_store(out, o0 + c + 3, a30, &p[3], rq);
+            pnn_store(out, o1 + c, a01, &p[0], rq);
+            pnn_store(out, o1 + c + 1, a11, &p[1], rq);
+            pnn_store(out, o1 + c + 2, a21, &p[2], rq);
+            pnn_store(out, o1 + c + 3, a31, &p[3], rq);
+        }
+        for (; c < c1; c++) {
+            const int8_t *w0 = w + (size_t)c * K;
+            int32_t a0 = bias ? bias[c] : 0, a1 = a0;
+            for (k = 0; k < K; k++) {
+                int32_t v = w0[k];
+                PNN_MAC(a0, x0[k] + off, v);
+                PNN_MAC(a1, x1[k] + off, v);
+            }
+            rq_block(rq, c, 1, p);
+            pnn_store(out, o0 + c, a0, &p[0], rq);
+            pnn_store(out, o1 + c, a1, &p[0], rq);
+        }
+        return;
+    }
+    /* one pixel: 4 x 1 blocks */
+    for (; c + 4 <= c1; c += 4) {
+        const int8_t *w0 = w + (size_t)c * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+        int32_t a0 = bias ? bias[c] : 0, a1 = bias ? bias[c + 1] : 0;
+        int32_t a2 = bias ? bias[c + 2] : 0, a3 = bias ? bias[c + 3] : 0;
+        if (dot) {
+            for (k = 0; k < K; k += 4) {
+                PNN_SDOT4(a0, x0 + k, w0 + k);
+                PNN_SDOT4(a1, x0 + k, w1 + k);
+                PNN_SDOT4(a2, x0 + k, w2 + k);
+                PNN_SDOT4(a3, x0 + k, w3 + k);
+            }
+        } else {
+            for (k = 0; k < K; k++) {
+                int32_t xa = x0[k] + off;
+                PNN_MAC(a0, xa, w0[k]);
+                PNN_MAC(a1, xa, w1[k]);
+                PNN_MAC(a2, xa, w2[k]);
+                PNN_MAC(a3, xa, w3[k]);
+            }
+        }
+        rq_block(rq, c, 4, p);
+        pnn_store(out, o0 + c, a0, &p[0], rq);
+        pnn_store(out, o0 + c + 1, a1, &p[1], rq);
+        pnn_store(out, o0 + c + 2, a2, &p[2], rq);
+        pnn_store(out, o0 + c + 3, a3, &p[3], rq);
+    }
+    for (; c < c1; c++) {
+        const int8_t *w0 = w + (size_t)c * K;
+        int32_t a0 = bias ? bias[c] : 0;
+        for (k = 0; k < K; k++)
+            PNN_MAC(a0, x0[k] + off, w0[k]);
+        rq_block(rq, c, 1, p);
+        pnn_store(out, o0 + c, a0, &p[0], rq);
+    }
+}

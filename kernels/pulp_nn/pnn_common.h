@@ -1,0 +1,141 @@
+/*
+ * Internals shared by tessera's PULP-NN-style kernels (not API; the API is
+ * kernels/include/tessera/kernels.h plus the pnn_* declarations in
+ * pulp_nn.h).
+ *
+ * The kernels follow PULP-NN's structure (Garofalo et al., 2020): HWC int8
+ * tiles already in L1, every core of the cluster calling the same kernel
+ * with its core index, the work split in contiguous chunks of output rows
+ * or output channels, convolution as im2col of two output pixels into a
+ * per-core buffer followed by a matmul register-blocked 4 output channels x
+ * 2 pixels, requantization fused into the matmul's store.
+ *
+ * Written in portable C (RV32IMC, the host, Cortex-M all compile it). Where
+ * PULP's GCC would use Xpulp (multiply-accumulate, SIMD dot products on
+ * four bytes) the code goes through the PNN_* macros below; define
+ * PNN_XPULP when building with a PULP toolchain to get the builtins.
+ * Hardware loops need no macro: PULP's GCC makes them from these counted
+ * for-loops at -O2.
+ */
+#ifndef TESSERA_PNN_COMMON_H
+#define TESSERA_PNN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/kernels.h"
+
+/* ---- Xpulp or portable ------------------------------------------------- */
+#ifdef PNN_XPULP
+typedef signed char pnn_v4s __attribute__((vector_size(4)));
+/* acc + x * y in one p.mac */
+#define PNN_MAC(acc, x, y) ((acc) = __builtin_pulp_mac((x), (y), (acc)))
+/* acc + the dot product of four int8 lanes (pv.sdotsp.b); pointers 4-aligned */
+#define PNN_SDOT4(acc, px, pw) \
+    ((acc) = __builtin_pulp_sdotsp4(*(const pnn_v4s *)(px), *(const pnn_v4s *)(pw), (acc)))
+#else
+#define PNN_MAC(acc, x, y) ((acc) += (int32_t)(x) * (int32_t)(y))
+#define PNN_SDOT4(acc, px, pw)                                                  \
+    ((acc) += (int32_t)(px)[0] * (pw)[0] + (int32_t)(px)[1] * (pw)[1]           \
+              + (int32_t)(px)[2] * (pw)[2] + (int32_t)(px)[3] * (pw)[3])
+#endif
+
+/* ---- splitting work over cores ------------------------------------------ */
+
+/* The [begin, end) chunk of n items that belongs to `core`: chunks of
+ * ceil(n / ncores), as PULP-NN splits (the last cores may get fewer, or
+ * none). `quantum` rounds the chunk up to a multiple (4 output channels, so
+ * every core keeps the 4x2 blocking). */
+static inline void pnn_chunk(int32_t n, int32_t quantum, int core, int ncores,
+                             int32_t *begin, int32_t *end)
+{
+    int32_t chunk, b, e;
+    if (ncores < 1)
+        ncores = 1;
+    chunk = (n + ncores - 1) / ncores;
+    chunk = (chunk + quantum - 1) / quantum * quantum;
+    b = chunk * core;
+    e = b + chunk;
+    if (b > n) b = n;
+    if (e > n) e = n;
+    *begin = b;
+    *end = e;
+}
+
+/* Output rows per core while every core gets some; with fewer rows than
+ * that (the small late layers of a network), output channels per core, so
+ * that no core idles. Both kernels and the tests use this rule. */
+static inline int pnn_split_rows(int32_t out_h, int ncores)
+{
+    return out_h % ncores == 0 || out_h >= 2 * ncores;
+}
+
+/* ---- requantization, one channel's constants hoisted ------------------ */
+
+typedef struct {
+    int32_t mul;
+    int32_t shift;
+    int64_t add;        /* add[c] plus the rounding term */
+} pnn_rq_t;
+
+static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
+{
+    pnn_rq_t p;
+    int32_t i = rq->per_channel ? c : 0;
+    p.mul = rq->mul[i];
+    p.shift = rq->shift[i];
+    p.add = rq->add ? rq->add[i] : 0;
+    if (rq->rounding == TSR_ROUND_HALF_UP && p.shift > 0)
+        p.add += (int64_t)1 << (p.shift - 1);
+    return p;
+}
+
+/* tsr_requantize for an int32 accumulator: a 32x32->64 multiply. */
+static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p, const tsr_requant_t *rq)
+{
+    int64_t v = (((int64_t)acc * p->mul + p->add) >> p->shift) + rq->zero_point;
+    if (v < rq->lo) v = rq->lo;
+    if (v > rq->hi) v = rq->hi;
+    return (int8_t)v;
+}
+
+/* Store output element i of channel c: requantized int8, or the int32
+ * accumulator when the layer has no requantization. */
+static inline void pnn_store(void *out, size_t i, int32_t acc, const pnn_rq_t *p,
+                             const tsr_requant_t *rq)
+{
+    if (rq)
+        ((int8_t *)out)[i] = pnn_rq_apply(acc, p, rq);
+    else
+        ((int32_t *)out)[i] = acc;
+}
+
+/* The valid part [k0, k1) of a window of size k starting at input
+ * coordinate `start` of an axis of n_in (negative or past the end: padding). */
+static inline void pnn_window(int32_t start, int32_t k, int32_t n_in, int32_t *k0, int32_t *k1)
+{
+    int32_t a = start < 0 ? -start : 0;
+    int32_t b = n_in - start < k ? n_in - start : k;
+    if (b < a)
+        b = a;
+    *k0 = a;
+    *k1 = b;
+}
+
+/* Padding in im2col buffers is stored as -input_offset, so that x + offset
+ * is 0 there and the matmul needs no bounds checks; that needs the offset
+ * in [-127, 128] (it is minus the zero point of an int8 or shifted uint8
+ * tensor). Other offsets take a direct loop. */
+static inline int pnn_offset_padable(int32_t off)
+{
+    return off >= -127 && off <= 128;
+}
+
+/* The 4x2 matmul: output channels [c0, c1) of pixels x0 and x1 (x1 may be
+ * NULL for a single pixel), rows of K int8 inputs, weights [out_c][K].
+ * Stores pixel p's channel c at out[o_p + c]. See matmul.c. */
+void pnn_matmul(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
+                const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
+                size_t o0, size_t o1, const tsr_requant_t *rq);
+
+#endif /* TESSERA_PNN_COMMON_H */
