@@ -204,6 +204,16 @@ TSR_INLINE int32_t tsr_rq_apply(int32_t acc, tsr_rq_t r)
     return (int32_t)v;
 }
 
+/* saturate to int8 (one ssat) */
+TSR_INLINE int32_t tsr_sat8(int32_t v)
+{
+#if TSR_HAVE_DSP
+    return __ssat(v, 8);
+#else
+    return v < -128 ? -128 : v > 127 ? 127 : v;
+#endif
+}
+
 TSR_INLINE int32_t tsr_clamp(int32_t v, int32_t lo, int32_t hi)
 {
     v = v < lo ? lo : v;

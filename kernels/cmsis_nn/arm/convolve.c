@@ -20,6 +20,7 @@ typedef struct {
     const int32_t *shift;
     int32_t k, co;
     int32_t out_offset, act_min, act_max;
+    int32_t common;           /* every channel on the short requantization, int8's whole range */
 } tsr_mm_t;
 
 /* int16 position of element k of pixel 0 in an interleaved column */
@@ -33,13 +34,6 @@ static inline void st16(int32_t *col, int32_t index, int32_t v)
 {
     int16_t h = (int16_t)v;
     memcpy((int16_t *)col + index, &h, 2);
-}
-
-static inline int32_t ld16(const int32_t *col, int32_t index)
-{
-    int16_t h;
-    memcpy(&h, (const int16_t *)col + index, 2);
-    return h;
 }
 
 /* Elements [k, k + n) of the column at col (pixel 0's slots of that column
@@ -64,58 +58,124 @@ static void col_put(int32_t *col, int32_t k, const int8_t *src, int32_t n, int32
         st16(col, col_index(k), src ? *src++ + offset : 0);
 }
 
-static inline int8_t finish(int32_t acc, const tsr_mm_t *m, int32_t c)
+/* Zeros after element k up to the end of its group of four: the last,
+ * partial group then multiplies like a whole one. */
+static void col_pad(int32_t *col, int32_t k)
 {
-    tsr_rq_t r = tsr_rq_make(m->mul[c], m->shift[c]);
-    return (int8_t)tsr_clamp(tsr_rq_apply(acc, r) + m->out_offset, m->act_min, m->act_max);
+    for (; k & 3; k++)
+        st16(col, col_index(k), 0);
 }
 
-/* All output channels of two pixels (columns col, interleaved) into out0
- * and out1. */
-static void mm_2px(const tsr_mm_t *m, const int32_t *cols, int8_t *out0, int8_t *out1)
+/* The first n (1..3) bytes of p as a word, the rest zero. */
+static inline uint32_t ld_partial(const int8_t *p, int32_t n)
 {
-    const int32_t k = m->k, groups = k >> 2, tail = k & 3;
+    uint32_t w = (uint8_t)p[0];
+    if (n > 1)
+        w |= (uint32_t)(uint8_t)p[1] << 8;
+    if (n > 2)
+        w |= (uint32_t)(uint8_t)p[2] << 16;
+    return w;
+}
+
+/* One output: requantized, offset, clamped. On the common path (short
+ * requantization form, int8's whole range) that is smull, add, asr, add,
+ * ssat. */
+TSR_INLINE int8_t mm_out(int32_t acc, tsr_rq_t r, int32_t zp, int32_t lo, int32_t hi, int common)
+{
+    if (common)
+        return (int8_t)tsr_sat8((((int32_t)(((int64_t)acc * r.mul) >> 32) + r.round) >> r.shift) + zp);
+    return (int8_t)tsr_clamp(tsr_rq_apply(acc, r) + zp, lo, hi);
+}
+
+/* The requantization of channel c; on the common path without branches
+ * (s = 31 - shift >= 33 is known). */
+TSR_INLINE tsr_rq_t mm_rq(const tsr_mm_t *m, int32_t c, int common)
+{
+    if (!common)
+        return tsr_rq_make(m->mul[c], m->shift[c]);
+    tsr_rq_t r;
+    r.mul = m->mul[c];
+    r.round = 1 << (-2 - m->shift[c]);
+    r.shift = -1 - m->shift[c];
+    r.fast = 1;
+    return r;
+}
+
+/* Two output channels (c, c + 1) of two pixels from their accumulators. */
+TSR_INLINE void mm_store_2x2(const tsr_mm_t *m, int32_t c, int32_t a00, int32_t a01, int32_t a10, int32_t a11,
+                             int8_t *out0, int8_t *out1, int common)
+{
+    const tsr_rq_t r0 = mm_rq(m, c, common), r1 = mm_rq(m, c + 1, common);
+    const int32_t zp = m->out_offset, lo = m->act_min, hi = m->act_max;
+    out0[c] = mm_out(a00, r0, zp, lo, hi, common);
+    out1[c] = mm_out(a01, r0, zp, lo, hi, common);
+    out0[c + 1] = mm_out(a10, r1, zp, lo, hi, common);
+    out1[c + 1] = mm_out(a11, r1, zp, lo, hi, common);
+}
+
+static inline int8_t finish(int32_t acc, const tsr_mm_t *m, int32_t c)
+{
+    return mm_out(acc, tsr_rq_make(m->mul[c], m->shift[c]), m->out_offset, m->act_min, m->act_max, 0);
+}
+
+/* Four MACs of two channels (filter words wa, wb) with two pixels' column
+ * words (x0, x1 and y0, y1): one load and two sign extensions per filter
+ * word serve both pixels. */
+#define MM_2X2_GROUP(wa, wb, x0, x1, y0, y1)                   \
+    do {                                                       \
+        int32_t w02 = tsr_sxtb16(wa), w13 = tsr_sxtb16_ror8(wa); \
+        a00 = tsr_smlad(w02, x0, a00);                         \
+        a00 = tsr_smlad(w13, x1, a00);                         \
+        a01 = tsr_smlad(w02, y0, a01);                         \
+        a01 = tsr_smlad(w13, y1, a01);                         \
+        w02 = tsr_sxtb16(wb);                                  \
+        w13 = tsr_sxtb16_ror8(wb);                             \
+        a10 = tsr_smlad(w02, x0, a10);                         \
+        a10 = tsr_smlad(w13, x1, a10);                         \
+        a11 = tsr_smlad(w02, y0, a11);                         \
+        a11 = tsr_smlad(w13, y1, a11);                         \
+    } while (0)
+
+/* All output channels of two pixels (columns col, interleaved) into out0
+ * and out1. `common` is a constant where it is called (mm_2px below). */
+TSR_INLINE void mm_2px_body(const tsr_mm_t *mp, const int32_t *cols, int8_t *out0, int8_t *out1, int common)
+{
+    const tsr_mm_t m = *mp;   /* a local copy: stores through the int8 outputs cannot alias it */
+    const int32_t k = m.k, groups = k >> 2, tail = k & 3;
     int32_t c = 0;
-    for (; c + 1 < m->co; c += 2) {
-        const int8_t *pa = m->w + c * k, *pb = pa + k;
+    for (; c + 1 < m.co; c += 2) {
+        const int8_t *pa = m.w + c * k, *pb = pa + k;
         const int32_t *col = cols;
-        int32_t b0 = m->bias ? m->bias[c] : 0, b1 = m->bias ? m->bias[c + 1] : 0;
+        int32_t b0 = m.bias ? m.bias[c] : 0, b1 = m.bias ? m.bias[c + 1] : 0;
         int32_t a00 = b0, a01 = b0, a10 = b1, a11 = b1;
-        for (int32_t g = groups; g > 0; g--) {
+        int32_t g = groups;
+        for (; g >= 2; g -= 2) {   /* two groups per turn: half the loop overhead */
             uint32_t wa = tsr_ld32(pa), wb = tsr_ld32(pb);
-            int32_t x0 = col[0], x1 = col[1], y0 = col[2], y1 = col[3];
-            int32_t w02 = tsr_sxtb16(wa), w13 = tsr_sxtb16_ror8(wa);
+            MM_2X2_GROUP(wa, wb, col[0], col[1], col[2], col[3]);
+            wa = tsr_ld32(pa + 4);
+            wb = tsr_ld32(pb + 4);
+            MM_2X2_GROUP(wa, wb, col[4], col[5], col[6], col[7]);
+            pa += 8;
+            pb += 8;
+            col += 8;
+        }
+        if (g) {
+            uint32_t wa = tsr_ld32(pa), wb = tsr_ld32(pb);
+            MM_2X2_GROUP(wa, wb, col[0], col[1], col[2], col[3]);
             pa += 4;
             pb += 4;
             col += 4;
-            a00 = tsr_smlad(w02, x0, a00);
-            a00 = tsr_smlad(w13, x1, a00);
-            a01 = tsr_smlad(w02, y0, a01);
-            a01 = tsr_smlad(w13, y1, a01);
-            w02 = tsr_sxtb16(wb);
-            w13 = tsr_sxtb16_ror8(wb);
-            a10 = tsr_smlad(w02, x0, a10);
-            a10 = tsr_smlad(w13, x1, a10);
-            a11 = tsr_smlad(w02, y0, a11);
-            a11 = tsr_smlad(w13, y1, a11);
         }
-        for (int32_t j = 0; j < tail; j++) {
-            int32_t i = col_index(groups * 4 + j);
-            int32_t x = ld16(cols, i), y = ld16(cols, i + 4);
-            a00 += pa[j] * x;
-            a01 += pa[j] * y;
-            a10 += pb[j] * x;
-            a11 += pb[j] * y;
+        if (tail) {   /* the columns are zero past k */
+            uint32_t wa = ld_partial(pa, tail), wb = ld_partial(pb, tail);
+            MM_2X2_GROUP(wa, wb, col[0], col[1], col[2], col[3]);
         }
-        out0[c] = finish(a00, m, c);
-        out1[c] = finish(a01, m, c);
-        out0[c + 1] = finish(a10, m, c + 1);
-        out1[c + 1] = finish(a11, m, c + 1);
+        mm_store_2x2(&m, c, a00, a01, a10, a11, out0, out1, common);
     }
-    if (c < m->co) {  /* an odd last channel */
-        const int8_t *pa = m->w + c * k;
+    if (c < m.co) {  /* an odd last channel */
+        const int8_t *pa = m.w + c * k;
         const int32_t *col = cols;
-        int32_t a00 = m->bias ? m->bias[c] : 0, a01 = a00;
+        int32_t a00 = m.bias ? m.bias[c] : 0, a01 = a00;
         for (int32_t g = groups; g > 0; g--) {
             uint32_t wa = tsr_ld32(pa);
             int32_t w02 = tsr_sxtb16(wa), w13 = tsr_sxtb16_ror8(wa);
@@ -126,25 +186,49 @@ static void mm_2px(const tsr_mm_t *m, const int32_t *cols, int8_t *out0, int8_t 
             pa += 4;
             col += 4;
         }
-        for (int32_t j = 0; j < tail; j++) {
-            int32_t i = col_index(groups * 4 + j);
-            a00 += pa[j] * ld16(cols, i);
-            a01 += pa[j] * ld16(cols, i + 4);
+        if (tail) {
+            uint32_t wa = ld_partial(pa, tail);
+            int32_t w02 = tsr_sxtb16(wa), w13 = tsr_sxtb16_ror8(wa);
+            a00 = tsr_smlad(w02, col[0], a00);
+            a00 = tsr_smlad(w13, col[1], a00);
+            a01 = tsr_smlad(w02, col[2], a01);
+            a01 = tsr_smlad(w13, col[3], a01);
         }
-        out0[c] = finish(a00, m, c);
-        out1[c] = finish(a01, m, c);
+        out0[c] = finish(a00, &m, c);
+        out1[c] = finish(a01, &m, c);
     }
 }
 
-/* All output channels of one pixel (pixel 0's slots of cols). */
-static void mm_1px(const tsr_mm_t *m, const int32_t *cols, int8_t *out)
+static __attribute__((noinline)) void mm_2px_common(const tsr_mm_t *m, const int32_t *cols, int8_t *out0,
+                                                   int8_t *out1)
 {
-    const int32_t k = m->k, groups = k >> 2, tail = k & 3;
+    mm_2px_body(m, cols, out0, out1, 1);
+}
+
+static __attribute__((noinline)) void mm_2px_any(const tsr_mm_t *m, const int32_t *cols, int8_t *out0,
+                                                int8_t *out1)
+{
+    mm_2px_body(m, cols, out0, out1, 0);
+}
+
+static void mm_2px(const tsr_mm_t *m, const int32_t *cols, int8_t *out0, int8_t *out1)
+{
+    if (m->common)
+        mm_2px_common(m, cols, out0, out1);
+    else
+        mm_2px_any(m, cols, out0, out1);
+}
+
+/* All output channels of one pixel (pixel 0's slots of cols). */
+static void mm_1px(const tsr_mm_t *mp, const int32_t *cols, int8_t *out)
+{
+    const tsr_mm_t m = *mp;
+    const int32_t k = m.k, groups = k >> 2, tail = k & 3;
     int32_t c = 0;
-    for (; c + 1 < m->co; c += 2) {
-        const int8_t *pa = m->w + c * k, *pb = pa + k;
+    for (; c + 1 < m.co; c += 2) {
+        const int8_t *pa = m.w + c * k, *pb = pa + k;
         const int32_t *col = cols;
-        int32_t a0 = m->bias ? m->bias[c] : 0, a1 = m->bias ? m->bias[c + 1] : 0;
+        int32_t a0 = m.bias ? m.bias[c] : 0, a1 = m.bias ? m.bias[c + 1] : 0;
         for (int32_t g = groups; g > 0; g--) {
             uint32_t wa = tsr_ld32(pa), wb = tsr_ld32(pb);
             int32_t x0 = col[0], x1 = col[1];
@@ -156,18 +240,20 @@ static void mm_1px(const tsr_mm_t *m, const int32_t *cols, int8_t *out)
             pb += 4;
             col += 4;
         }
-        for (int32_t j = 0; j < tail; j++) {
-            int32_t x = ld16(cols, col_index(groups * 4 + j));
-            a0 += pa[j] * x;
-            a1 += pb[j] * x;
+        if (tail) {
+            uint32_t wa = ld_partial(pa, tail), wb = ld_partial(pb, tail);
+            a0 = tsr_smlad(tsr_sxtb16(wa), col[0], a0);
+            a0 = tsr_smlad(tsr_sxtb16_ror8(wa), col[1], a0);
+            a1 = tsr_smlad(tsr_sxtb16(wb), col[0], a1);
+            a1 = tsr_smlad(tsr_sxtb16_ror8(wb), col[1], a1);
         }
-        out[c] = finish(a0, m, c);
-        out[c + 1] = finish(a1, m, c + 1);
+        out[c] = finish(a0, &m, c);
+        out[c + 1] = finish(a1, &m, c + 1);
     }
-    if (c < m->co) {
-        const int8_t *pa = m->w + c * k;
+    if (c < m.co) {
+        const int8_t *pa = m.w + c * k;
         const int32_t *col = cols;
-        int32_t a0 = m->bias ? m->bias[c] : 0;
+        int32_t a0 = m.bias ? m.bias[c] : 0;
         for (int32_t g = groups; g > 0; g--) {
             uint32_t wa = tsr_ld32(pa);
             a0 = tsr_smlad(tsr_sxtb16(wa), col[0], a0);
@@ -175,9 +261,12 @@ static void mm_1px(const tsr_mm_t *m, const int32_t *cols, int8_t *out)
             pa += 4;
             col += 4;
         }
-        for (int32_t j = 0; j < tail; j++)
-            a0 += pa[j] * ld16(cols, col_index(groups * 4 + j));
-        out[c] = finish(a0, m, c);
+        if (tail) {
+            uint32_t wa = ld_partial(pa, tail);
+            a0 = tsr_smlad(tsr_sxtb16(wa), col[0], a0);
+            a0 = tsr_smlad(tsr_sxtb16_ror8(wa), col[1], a0);
+        }
+        out[c] = finish(a0, &m, c);
     }
 }
 
@@ -194,6 +283,9 @@ static tsr_mm_t mm_params(const cmsis_nn_conv_params *p, const cmsis_nn_per_chan
     m.out_offset = p->output_offset;
     m.act_min = p->activation.min;
     m.act_max = p->activation.max;
+    m.common = m.act_min == -128 && m.act_max == 127;
+    for (int32_t c = 0; c < co && m.common; c++)
+        m.common = m.shift[c] <= -2;   /* s = 31 - shift >= 33 */
     return m;
 }
 
@@ -208,28 +300,60 @@ int32_t arm_convolve_s8_get_buffer_size(const cmsis_nn_dims *input_dims, const c
     return cols_bytes(filter_dims->h * filter_dims->w * input_dims->c);
 }
 
-/* One pixel's receptive field into a column (pixel slot `p`). */
+/* Bytes gathered on the stack when input channels are not a multiple of 4 */
+#define GATHER_MAX 512
+
+/* One pixel's receptive field into a column (pixel slot `p`), zero-padded
+ * to a whole last group. With C_IN a multiple of 4, every (ky, kx) run
+ * starts a group and converts in place; otherwise the window is first
+ * gathered as int8 (padding as -input_offset, which the offset turns into
+ * 0: input_offset is in [-127, 128]) and converted in one pass. */
 static void im2col(int32_t *cols, int32_t p, const cmsis_nn_conv_params *cp, const cmsis_nn_dims *in,
                    const int8_t *input, const cmsis_nn_dims *f, int32_t oy, int32_t ox)
 {
-    const int32_t ci = in->c;
+    const int32_t ci = in->c, k = f->h * f->w * ci, run = f->w * ci;
+    const int32_t iy0 = oy * cp->stride.h - cp->padding.h, ix0 = ox * cp->stride.w - cp->padding.w;
+    const int32_t kx0 = ix0 < 0 ? -ix0 : 0, kx1 = ix0 + f->w > in->w ? in->w - ix0 : f->w;
     int32_t *col = cols + 2 * p;
-    int32_t k = 0;
-    for (int32_t ky = 0; ky < f->h; ky++) {
-        int32_t iy = oy * cp->stride.h - cp->padding.h + ky;
-        if (iy < 0 || iy >= in->h) {
-            col_put(col, k, NULL, f->w * ci, 0);
-            k += f->w * ci;
-            continue;
+    if ((ci & 3) && k <= GATHER_MAX && kx1 > kx0) {
+        int8_t patch[GATHER_MAX];
+        const int8_t pad = (int8_t)-cp->input_offset;
+        int8_t *dst = patch;
+        for (int32_t ky = 0; ky < f->h; ky++, dst += run) {
+            const int32_t iy = iy0 + ky;
+            if (iy < 0 || iy >= in->h) {
+                memset(dst, pad, (size_t)run);
+                continue;
+            }
+            const int32_t valid = (kx1 - kx0) * ci;
+            const int8_t *src = input + (iy * in->w + ix0 + kx0) * ci;
+            memset(dst, pad, (size_t)(kx0 * ci));
+            int32_t i = 0;
+            for (; i + 4 <= valid; i += 4)
+                tsr_st32(dst + kx0 * ci + i, tsr_ld32(src + i));
+            for (; i < valid; i++)
+                dst[kx0 * ci + i] = src[i];
+            memset(dst + kx1 * ci, pad, (size_t)((f->w - kx1) * ci));
         }
-        for (int32_t kx = 0; kx < f->w; kx++, k += ci) {
-            int32_t ix = ox * cp->stride.w - cp->padding.w + kx;
-            if (ix < 0 || ix >= in->w)
-                col_put(col, k, NULL, ci, 0);
-            else
-                col_put(col, k, input + (iy * in->w + ix) * ci, ci, cp->input_offset);
+        col_put(col, 0, patch, k, cp->input_offset);
+    } else {
+        int32_t kk = 0;
+        for (int32_t ky = 0; ky < f->h; ky++) {
+            int32_t iy = iy0 + ky;
+            if (iy < 0 || iy >= in->h) {
+                col_put(col, kk, NULL, run, 0);
+                kk += run;
+                continue;
+            }
+            for (int32_t kx = 0; kx < f->w; kx++, kk += ci) {
+                if (kx < kx0 || kx >= kx1)
+                    col_put(col, kk, NULL, ci, 0);
+                else
+                    col_put(col, kk, input + (iy * in->w + ix0 + kx) * ci, ci, cp->input_offset);
+            }
         }
     }
+    col_pad(col, k);
 }
 
 arm_cmsis_nn_status arm_convolve_s8(const cmsis_nn_context *ctx, const cmsis_nn_conv_params *conv_params,
@@ -291,10 +415,13 @@ arm_cmsis_nn_status arm_convolve_1x1_s8_fast(const cmsis_nn_context *ctx, const 
     for (; p + 1 < pixels; p += 2) {
         col_put(cols, 0, input_data + p * ci, ci, conv_params->input_offset);
         col_put(cols + 2, 0, input_data + (p + 1) * ci, ci, conv_params->input_offset);
+        col_pad(cols, ci);
+        col_pad(cols + 2, ci);
         mm_2px(&m, cols, output_data + p * m.co, output_data + (p + 1) * m.co);
     }
     if (p < pixels) {
         col_put(cols, 0, input_data + p * ci, ci, conv_params->input_offset);
+        col_pad(cols, ci);
         mm_1px(&m, cols, output_data + p * m.co);
     }
     return ARM_CMSIS_NN_SUCCESS;
