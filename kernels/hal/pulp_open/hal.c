@@ -33,6 +33,12 @@ extern void tsr_trap_vector(void);
 extern char __bss_start[], __bss_end[];   /* TLS bss through .bss, in L2 */
 
 uint64_t hal_dma_bytes[HAL_MAX_DMA];
+/* Per core, the cycles spent inside forked functions (each core writes its
+ * own entry; core 0 reads them after the join): the work split. DMA is
+ * hardware, so no core time goes to copies unless a copy is not L1<->L2. */
+uint64_t hal_core_counts[HAL_MAX_CORES];
+uint64_t hal_dma_copy_count;
+uint32_t hal_core_count_overlaps;
 
 /* The runner writes the firmware's arguments here, in the ELF file itself
  * (GVSoC has no command line for the simulated program): space separated,
@@ -145,11 +151,26 @@ static int split_args(char **argv, int max)
     return argc;
 }
 
-static void worker_loop(void)
+static inline uint32_t mcycle(void)
+{
+    uint32_t now;
+    __asm__ volatile("csrr %0, mcycle" : "=r"(now));
+    return now;
+}
+
+/* fn(arg) on this core, its cycles added to the core's count */
+static inline void run_counted(void (*fn)(void *), void *arg, int core)
+{
+    uint32_t t0 = mcycle();
+    fn(arg);
+    hal_core_counts[core] += (uint32_t)(mcycle() - t0);
+}
+
+static void worker_loop(int core)
 {
     for (;;) {
         barrier();  /* start: fork_fn and fork_arg are published */
-        fork_fn(fork_arg);
+        run_counted(fork_fn, fork_arg, core);
         barrier();  /* join */
     }
 }
@@ -168,7 +189,7 @@ void tsr_cluster_entry(int core)
         argc = split_args(argv, 8);
         exit(main(argc, argv));
     }
-    worker_loop();
+    worker_loop(core);
 }
 
 void hal_init(void)
@@ -184,10 +205,10 @@ void hal_fork(void (*fn)(void *), void *arg)
     fork_fn = fn;
     fork_arg = arg;
     barrier();
-    fn(arg);
+    run_counted(fn, arg, 0);
     barrier();
 #else
-    fn(arg);
+    run_counted(fn, arg, 0);
 #endif
 }
 
@@ -278,10 +299,12 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
     hal_dma_bytes[engine] += total;
     if (in_l1(dst) == in_l1(src)) {
         /* mchan only moves between L1 and L2: copy any other pair here */
+        uint32_t t0 = mcycle();
         for (p = 0; p < planes; p++)
             for (r = 0; r < rows; r++)
                 memcpy((char *)dst + p * dst_plane_stride + r * dst_stride,
                        (const char *)src + p * src_plane_stride + r * src_stride, bytes);
+        hal_dma_copy_count += (uint32_t)(mcycle() - t0);
         return;
     }
     if (in_l1(dst)) {
@@ -345,8 +368,7 @@ static uint32_t counter_last, counter_high;
 
 uint64_t hal_counter(void)
 {
-    uint32_t now;
-    __asm__ volatile("csrr %0, mcycle" : "=r"(now));
+    uint32_t now = mcycle();
     if (now < counter_last)
         counter_high++;
     counter_last = now;

@@ -85,7 +85,9 @@ def explain(text):
                       r"is_write: (\d)\)", line)
         if m:
             what = "write to" if m.group(4) == "1" else "read from"
-            return f"invalid {what} address {m.group(2)} at pc {m.group(1)} (GVSoC: {line.split(']')[0].strip('[ ')})"
+            unit = re.search(r"\[\s*(\S+)\s*\]", line)
+            return (f"invalid {what} address {m.group(2)} at pc {m.group(1)}"
+                    + (f" (GVSoC: {unit.group(1)})" if unit else ""))
     for line in lines:
         m = re.search(r"Platform returned an error \(exitcode: (\d+)\)", line)
         if m:

@@ -13,6 +13,10 @@ from tessera.errors import ConfigError
 
 from . import cross
 
+# the HAL counts each cluster core's cycles inside forks (hal_core_counts);
+# the test harness prints them and the report shows the work split
+COUNTS_PER_CORE = True
+
 MAX_CORES = 8
 PICOLIBC = ["--specs=picolibc.specs"]
 MIN_STACK = 256
