@@ -32,9 +32,23 @@ CMSIS = os.path.join(KERNELS, "cmsis_nn")
 INCLUDES = [os.path.join(KERNELS, "include"), os.path.join(CMSIS, "include"), CMSIS]
 
 
-def kernel_sources():
-    dirs = [CMSIS, os.path.join(CMSIS, "arm"), os.path.join(KERNELS, "reference")]
-    return [os.path.join(d, f) for d in dirs for f in sorted(os.listdir(d)) if f.endswith(".c")]
+def kernel_sources(checkout=None):
+    """C files and include folders of the library: tessera's own CMSIS-NN
+    API implementation, or ARM's from a checkout (as `cmsis_nn=<checkout>`
+    builds it, see library.yaml's build.upstream)."""
+    from cmsis_cases import LIBRARY
+
+    up = LIBRARY["build"]["upstream"]
+    dirs = [CMSIS, os.path.join(KERNELS, "reference")]
+    includes = list(INCLUDES)
+    if checkout:
+        dirs += [os.path.join(checkout, d) for d in up["sources"]]
+        includes = [INCLUDES[0], CMSIS] + [os.path.join(checkout, d) for d in up["include"]]
+    else:
+        dirs.append(os.path.join(CMSIS, "arm"))
+    files = [os.path.join(d, f) for d in dirs for f in sorted(os.listdir(d))
+             if f.endswith(".c") and not f.endswith(tuple(up["skip"]))]
+    return files, includes
 
 
 # ---- the requantization claim ------------------------------------------------
@@ -63,8 +77,9 @@ def host_lib(tmp_path_factory):
     if gcc is None:
         pytest.skip("no host gcc")
     so = tmp_path_factory.mktemp("cmsis") / "libtsr_cmsis.so"
+    files, includes = kernel_sources()
     cmd = [gcc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-DTSR_CMSIS_STRICT",
-           *[f"-I{d}" for d in INCLUDES], *kernel_sources(), "-o", str(so)]
+           *[f"-I{d}" for d in includes], *files, "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     lib = ctypes.CDLL(str(so))
@@ -221,8 +236,9 @@ def harness_target(target_name):
     return parse_target(data, "harness", "harness"), t
 
 
-def build_harness(case_list, target_name, tmp):
-    """Compile and link the harness firmware; returns (elf path, runner)."""
+def build_harness(case_list, target_name, tmp, checkout=None):
+    """Compile and link the harness firmware (on ARM's CMSIS-NN from
+    `checkout` when given); returns (elf path, runner)."""
     from tessera.codegen import linker
 
     target, real = harness_target(target_name)
@@ -232,22 +248,24 @@ def build_harness(case_list, target_name, tmp):
     (tmp / "harness.c").write_text(harness_source(case_list))
     (tmp / "link.ld").write_text(linker.script(linker.view(target, linker.CORTEX_M)))
     elf = tmp / "harness.elf"
+    files, includes = kernel_sources(checkout)
+    # ARM's code is not held to tessera's warning flags
+    warnings = ["-w"] if checkout else ["-Wall", "-Wextra", "-Werror"]
     cmd = [tc["cc"], *tc["cflags"], "--specs=picolibc.specs", "--oslib=semihost", "--crt0=semihost",
-           "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", "-Wall", "-Wextra", "-Werror",
-           "-DTSR_CMSIS_STRICT", *[f"-I{d}" for d in INCLUDES], "-T", str(tmp / "link.ld"),
-           str(tmp / "harness.c"), os.path.join(KERNELS, "hal", "cortexm", "hal.c"), *kernel_sources(),
-           "-o", str(elf)]
+           "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", *warnings, "-DTSR_CMSIS_STRICT",
+           "-DCMSIS_NN_USE_SINGLE_ROUNDING", *[f"-I{d}" for d in includes], "-T", str(tmp / "link.ld"),
+           str(tmp / "harness.c"), os.path.join(KERNELS, "hal", "cortexm", "hal.c"), *files, "-o", str(elf)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-3000:]
     return str(elf), real["runner"]
 
 
-def run_harness(case_list, target_name, tmp):
-    """{case index: (op, ok, count, macs)} from one QEMU run."""
+def run_harness(case_list, target_name, tmp, checkout=None):
+    """{case index: (op, ok, count, macs, line)} from one QEMU run."""
     from tessera import runners
     from tessera.errors import RunError
 
-    elf, runner = build_harness(case_list, target_name, tmp)
+    elf, runner = build_harness(case_list, target_name, tmp, checkout)
     try:
         text = runners.run(runner, elf)
     except RunError as err:   # the harness exits 1 when a case failed; its lines say which
@@ -276,6 +294,22 @@ def test_kernels_match_golden_under_qemu(target_name, tmp_path):
         rows = [(n, m) for o, _, n, m, _ in results.values() if o == op]
         print(f"{target_name} {op}: {sum(n for n, _ in rows) / max(1, sum(m for _, m in rows)):.2f} "
               "instructions/MAC on small random tiles")
+
+
+@pytest.mark.qemu
+def test_arm_cmsis_nn_checkout_is_exact_too(tmp_path):
+    """The same cases on ARM's CMSIS-NN (TESSERA_CMSIS_NN=<checkout>, as
+    `cmsis_nn=<checkout>` builds it): every call accepted, every output
+    bit-exact with the golden model (tessera's half-up requantization is
+    CMSIS-NN's single rounding)."""
+    checkout = os.environ.get("TESSERA_CMSIS_NN")
+    if not checkout:
+        pytest.skip("set TESSERA_CMSIS_NN to an ARM CMSIS-NN checkout to run this")
+    case_list = [c for op in OPS for c in cases(op, 25, seed=3)]
+    results = run_harness(case_list, "stm32h7", tmp_path, checkout)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
 
 
 @pytest.mark.qemu

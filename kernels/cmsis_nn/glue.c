@@ -133,7 +133,10 @@ void tsr_cmsis_depthwise(const tsr_conv_args_t *a, int core, int ncores)
     cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->in_c), f = dims(1, a->kh, a->kw, c);
     cmsis_nn_dims b = dims(1, 1, 1, c), out = dims(1, a->out_h, a->out_w, c);
     arm_cmsis_nn_status st;
-    if (a->kh == 3 && a->kw == 3 && a->pad_l <= 1)
+    /* CMSIS-NN's 3x3 kernel checks only the left padding but handles at
+     * most one padded row or column on every side (ARM's does; tessera's
+     * would take more) */
+    if (a->kh == 3 && a->kw == 3 && a->pad_t <= 1 && a->pad_l <= 1 && a->pad_b <= 1 && a->pad_r <= 1)
         st = arm_depthwise_conv_3x3_s8(&ctx, &p, &s.q, &in, a->in, &f, w, &b, a->bias, &out, a->out);
     else if (ctx.size >= arm_depthwise_conv_s8_opt_get_buffer_size(&in, &f))
         st = arm_depthwise_conv_s8_opt(&ctx, &p, &s.q, &in, a->in, &f, w, &b, a->bias, &out, a->out);
