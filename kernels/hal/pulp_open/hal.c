@@ -327,9 +327,15 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
     }
     if (planes == 1)
         l1_pstride = l1_stride * rows, ext_pstride = ext_stride * rows;
-    if (rows == 1 && l1_pstride == bytes && ext_pstride == bytes) {
-        bytes *= planes;
+    if (l1_pstride == l1_stride * rows && ext_pstride == ext_stride * rows) {
+        /* planes continue the rows on both sides (a CHW gather of whole
+         * tensor rows): one 2D transfer instead of one per plane */
+        rows *= planes;
         planes = 1;
+        if (l1_stride == bytes && ext_stride == bytes) {
+            bytes *= rows;
+            rows = 1;
+        }
     }
     if (!(job->pending & (1u << last_id[core]))) {
         int id = (int)PO_REG(PO_DMA_CMD);   /* stalls while all ids are taken */
