@@ -125,6 +125,11 @@ def test_weights_that_do_not_fit_flash_stop_at_once(tmp_path):
     assert not os.path.exists(out / "stm32h7" / "mbv1_128" / "tiling")
 
 
+def test_a_bad_cmsis_nn_checkout_is_one_line(tmp_path):
+    line = _one_error(scons("target=stm32h7", "model=tiny", f"cmsis_nn={tmp_path}", out=tmp_path / "out"))
+    assert f"cmsis_nn={tmp_path}: not a checkout of ARM CMSIS-NN (no Source/ConvolutionFunctions/ in it)" in line
+
+
 # ---- whole networks under QEMU -----------------------------------------------
 
 def needs_cross():

@@ -45,7 +45,7 @@ def _upstream_path(env, up):
     path = os.path.abspath(os.path.expanduser(value))
     missing = [p for p in up["sources"] + up["include"] if not os.path.isdir(os.path.join(path, p))]
     if missing:
-        raise ConfigError(f"{up['variable']}={value}", f"not a {up['name']} checkout (no {missing[0]}/ in it)",
+        raise ConfigError(f"{up['variable']}={value}", f"not a checkout of {up['name']} (no {missing[0]}/ in it)",
                           f"give the folder that holds {', '.join(up['include'] + up['sources'][:1])}")
     return path
 
