@@ -251,8 +251,11 @@ def build_harness(case_list, target_name, tmp, checkout=None):
     files, includes = kernel_sources(checkout)
     # ARM's code is not held to tessera's warning flags
     warnings = ["-w"] if checkout else ["-Wall", "-Wextra", "-Werror"]
-    cmd = [tc["cc"], *tc["cflags"], "--specs=picolibc.specs", "--oslib=semihost", "--crt0=semihost",
-           "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections", *warnings, "-DTSR_CMSIS_STRICT",
+    from cmsis_cases import LIBRARY
+
+    cmd = [tc["cc"], *tc["cflags"], *LIBRARY["build"].get("cflags", []), "--specs=picolibc.specs",
+           "--oslib=semihost", "--crt0=semihost", "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections",
+           *warnings, "-DTSR_CMSIS_STRICT",
            "-DCMSIS_NN_USE_SINGLE_ROUNDING", *[f"-I{d}" for d in includes], "-T", str(tmp / "link.ld"),
            str(tmp / "harness.c"), os.path.join(KERNELS, "hal", "cortexm", "hal.c"), *files, "-o", str(elf)]
     res = subprocess.run(cmd, capture_output=True, text=True)

@@ -5,6 +5,7 @@ library.yaml (absent: every .c file next to the library.yaml):
       sources: [".", "arm"]     folders whose .c files are compiled
       include: ["include"]      include folders
       defines: [NAME, ...]
+      cflags: [...]             compiler flags of this library's files
       fallback: reference       a library compiled in too, for the layers
                                 the adapter gives to it
       upstream:                 the same API from a checkout named on the
@@ -83,7 +84,7 @@ def _objects(env, name, library, obj_dir, load):
                     upstream.append((os.path.join(checkout, folder, f),
                                      os.path.join(obj_dir, name, "upstream", f[:-2] + ".o")))
     kenv = env.Clone()
-    kenv.Append(CPPPATH=include, CPPDEFINES=defines)
+    kenv.Append(CPPPATH=include, CPPDEFINES=defines, CFLAGS=list(build.get("cflags", [])))
     objs = []
     for folder in sources:
         src_dir = os.path.normpath(os.path.join(lib_dir, folder))

@@ -315,42 +315,48 @@ static void im2col(int32_t *cols, int32_t p, const cmsis_nn_conv_params *cp, con
     const int32_t iy0 = oy * cp->stride.h - cp->padding.h, ix0 = ox * cp->stride.w - cp->padding.w;
     const int32_t kx0 = ix0 < 0 ? -ix0 : 0, kx1 = ix0 + f->w > in->w ? in->w - ix0 : f->w;
     int32_t *col = cols + 2 * p;
-    if ((ci & 3) && k <= GATHER_MAX && kx1 > kx0) {
+    if ((ci & 3) && k <= GATHER_MAX - 3 && kx1 > kx0) {
         int8_t patch[GATHER_MAX];
         const int8_t pad = (int8_t)-cp->input_offset;
+        const int32_t valid = (kx1 - kx0) * ci, before = kx0 * ci, after = (f->w - kx1) * ci;
         int8_t *dst = patch;
-        for (int32_t ky = 0; ky < f->h; ky++, dst += run) {
+        for (int32_t ky = 0; ky < f->h; ky++) {
             const int32_t iy = iy0 + ky;
             if (iy < 0 || iy >= in->h) {
-                memset(dst, pad, (size_t)run);
+                for (int32_t i = 0; i < run; i++)
+                    *dst++ = pad;
                 continue;
             }
-            const int32_t valid = (kx1 - kx0) * ci;
             const int8_t *src = input + (iy * in->w + ix0 + kx0) * ci;
-            memset(dst, pad, (size_t)(kx0 * ci));
+            for (int32_t i = 0; i < before; i++)
+                *dst++ = pad;
             int32_t i = 0;
-            for (; i + 4 <= valid; i += 4)
-                tsr_st32(dst + kx0 * ci + i, tsr_ld32(src + i));
+            for (; i + 4 <= valid; i += 4, dst += 4)
+                tsr_st32(dst, tsr_ld32(src + i));
             for (; i < valid; i++)
-                dst[kx0 * ci + i] = src[i];
-            memset(dst + kx1 * ci, pad, (size_t)((f->w - kx1) * ci));
+                *dst++ = src[i];
+            for (int32_t j = 0; j < after; j++)
+                *dst++ = pad;
         }
-        col_put(col, 0, patch, k, cp->input_offset);
-    } else {
-        int32_t kk = 0;
-        for (int32_t ky = 0; ky < f->h; ky++) {
-            int32_t iy = iy0 + ky;
-            if (iy < 0 || iy >= in->h) {
-                col_put(col, kk, NULL, run, 0);
-                kk += run;
-                continue;
-            }
-            for (int32_t kx = 0; kx < f->w; kx++, kk += ci) {
-                if (kx < kx0 || kx >= kx1)
-                    col_put(col, kk, NULL, ci, 0);
-                else
-                    col_put(col, kk, input + (iy * in->w + ix0 + kx) * ci, ci, cp->input_offset);
-            }
+        /* whole groups: the padding bytes past k convert to 0 as well */
+        for (int32_t i = k; i & 3; i++)
+            *dst++ = pad;
+        col_put(col, 0, patch, (k + 3) & ~3, cp->input_offset);
+        return;
+    }
+    int32_t kk = 0;
+    for (int32_t ky = 0; ky < f->h; ky++) {
+        int32_t iy = iy0 + ky;
+        if (iy < 0 || iy >= in->h) {
+            col_put(col, kk, NULL, run, 0);
+            kk += run;
+            continue;
+        }
+        for (int32_t kx = 0; kx < f->w; kx++, kk += ci) {
+            if (kx < kx0 || kx >= kx1)
+                col_put(col, kk, NULL, ci, 0);
+            else
+                col_put(col, kk, input + (iy * in->w + ix0 + kx) * ci, ci, cp->input_offset);
         }
     }
     col_pad(col, k);
