@@ -9,6 +9,7 @@ Cycle counts are reported, never bounded: only their presence and
 consistency are checked.
 """
 
+import filecmp
 import json
 import os
 import re
@@ -196,3 +197,27 @@ def test_dump_run_prints_the_layer(tmp_path):
     for byte in data:
         h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
     assert h == res["layers"][2]["fnv"]
+
+
+def tree_files(root):
+    found = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            if not n.startswith(".sconsign"):   # SCons's own database holds timestamps
+                found[os.path.relpath(os.path.join(d, n), root)] = os.path.join(d, n)
+    return found
+
+
+@pytest.mark.slow
+def test_builds_and_cycle_counts_are_deterministic(tmp_path):
+    """Two builds, with and without -j, give byte-identical trees: the
+    firmware, and GVSoC's run log with every cycle count in it."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    scons("target=pulp_open", "model=tiny", out=a, check=True)
+    scons("-j2", "target=pulp_open", "model=tiny", out=b, check=True)
+    fa, fb = tree_files(a / "pulp_open" / "tiny"), tree_files(b / "pulp_open" / "tiny")
+    assert sorted(fa) == sorted(fb)
+    with open(fa["run.log"]) as f:
+        assert "count=" in f.read()
+    differ = [name for name in fa if not filecmp.cmp(fa[name], fb[name], shallow=False)]
+    assert differ == []
