@@ -151,7 +151,13 @@ def make_case(op, rng):
         if bias is not None:
             arrays["bias"] = bias
         macs = int(acc.size * (w.size // co))
-        return Case(op, fields, arrays, golden_requant(acc, rq), rq, scratch_bytes(op, **q), macs)
+        scratch = scratch_bytes(op, **q)
+        if op in ("conv2d", "pointwise") and rng.integers(2):
+            # the least the kernels take: the multipliers and shifts, then
+            # two int16 columns (arm_convolve_s8's buffer; two pixels at a time)
+            k = q["patch"] if op == "conv2d" else ci
+            scratch = 8 * co + 2 * 2 * ((k + 3) & ~3)
+        return Case(op, fields, arrays, golden_requant(acc, rq), rq, scratch, macs)
     if op in ("maxpool", "avgpool"):
         c = _channels(rng, 13)
         g = _geometry(rng, max_k=4)

@@ -2,13 +2,15 @@
  * Convolutions with CMSIS-NN's API: arm_convolve_s8 (any kernel, im2col)
  * and arm_convolve_1x1_s8_fast (pointwise). Written for tessera.
  *
- * Both turn two output pixels at a time into int16 columns (input plus
- * input_offset, zero where the window hangs over the padding) and multiply
- * them with the int8 filter rows two output channels at a time: every
- * filter word is loaded and sign-extended once for two pixels, every column
- * word loaded once for two channels, and each smlad does two MACs. Columns
- * are "reordered" (see tsr_dsp.h) and interleaved by groups of four
- * elements, pixel 0 then pixel 1, so one pointer walks both.
+ * Both turn output pixels into int16 columns (input plus input_offset,
+ * zero where the window hangs over the padding) and multiply them with the
+ * int8 filter rows; each smlad does two MACs. Columns are "reordered" (see
+ * tsr_dsp.h) and interleaved by groups of four elements, pixel after pixel,
+ * so one pointer walks them all. With room for four columns in the context
+ * buffer, one filter row at a time meets four pixels (each filter word is
+ * loaded and sign-extended once for four pixels, in an assembly loop that
+ * keeps its 11 values in registers); with room for two, two filter rows
+ * meet two pixels (ARM's buffer size for arm_convolve_s8).
  */
 #include "arm_nnfunctions.h"
 #include "tsr_dsp.h"
@@ -23,11 +25,11 @@ typedef struct {
     int32_t common;           /* every channel on the short requantization, int8's whole range */
 } tsr_mm_t;
 
-/* int16 position of element k of pixel 0 in an interleaved column */
-static inline int32_t col_index(int32_t k)
+/* int16 position of element k of pixel 0 in columns of P interleaved pixels */
+static inline int32_t col_index(int32_t k, int32_t P)
 {
     static const uint8_t lane[4] = {0, 2, 1, 3};
-    return (k >> 2) * 8 + lane[k & 3];
+    return (k >> 2) * 4 * P + lane[k & 3];
 }
 
 static inline void st16(int32_t *col, int32_t index, int32_t v)
@@ -36,34 +38,35 @@ static inline void st16(int32_t *col, int32_t index, int32_t v)
     memcpy((int16_t *)col + index, &h, 2);
 }
 
-/* Elements [k, k + n) of the column at col (pixel 0's slots of that column
- * pair): n values of src plus offset, or zeros when src is NULL. */
-static void col_put(int32_t *col, int32_t k, const int8_t *src, int32_t n, int32_t offset)
+/* Elements [k, k + n) of one pixel's column (col: that pixel's first
+ * words, P pixels interleaved): n values of src plus offset, or zeros when
+ * src is NULL. */
+static void col_put(int32_t *col, int32_t P, int32_t k, const int8_t *src, int32_t n, int32_t offset)
 {
     if ((k & 3) == 0) {
         const int32_t off2 = tsr_dup16(offset);
-        int32_t *dst = col + (k >> 2) * 4;
+        int32_t *dst = col + (k >> 2) * 2 * P;
         if (src) {
-            for (; n >= 4; n -= 4, k += 4, src += 4, dst += 4) {
+            for (; n >= 4; n -= 4, k += 4, src += 4, dst += 2 * P) {
                 uint32_t x = tsr_ld32(src);
                 dst[0] = tsr_sxtab16(off2, x);
                 dst[1] = tsr_sxtab16_ror8(off2, x);
             }
         } else {
-            for (; n >= 4; n -= 4, k += 4, dst += 4)
+            for (; n >= 4; n -= 4, k += 4, dst += 2 * P)
                 dst[0] = dst[1] = 0;
         }
     }
     for (; n > 0; n--, k++)
-        st16(col, col_index(k), src ? *src++ + offset : 0);
+        st16(col, col_index(k, P), src ? *src++ + offset : 0);
 }
 
 /* Zeros after element k up to the end of its group of four: the last,
  * partial group then multiplies like a whole one. */
-static void col_pad(int32_t *col, int32_t k)
+static void col_pad(int32_t *col, int32_t P, int32_t k)
 {
     for (; k & 3; k++)
-        st16(col, col_index(k), 0);
+        st16(col, col_index(k, P), 0);
 }
 
 /* The first n (1..3) bytes of p as a word, the rest zero. */
@@ -270,6 +273,109 @@ static void mm_1px(const tsr_mm_t *mp, const int32_t *cols, int8_t *out)
     }
 }
 
+/* The assembly needs 11 registers: not with a frame pointer (-O0). */
+#if TSR_HAVE_DSP && defined(__OPTIMIZE__)
+#define TSR_MM_ASM 1
+#else
+#define TSR_MM_ASM 0
+#endif
+
+/* acc[0..3] += one filter row (k = 4 * groups + tail values) times four
+ * interleaved columns. Per group of four values: one filter word loaded and
+ * sign-extended once, four column pairs loaded with ldrd, eight smlad. */
+TSR_INLINE void mm_row4(const int8_t *w, const int32_t *col, int32_t groups, int32_t tail, int32_t *acc)
+{
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+#if TSR_MM_ASM
+    if (groups > 0) {
+        int32_t wv, t, x0, x1;
+        __asm__("1:\n\t"
+                "ldr %[wv], [%[w]], #4\n\t"
+                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
+                "sxtb16 %[t], %[wv]\n\t"
+                "sxtb16 %[wv], %[wv], ror #8\n\t"
+                "smlad %[a0], %[t], %[x0], %[a0]\n\t"
+                "smlad %[a0], %[wv], %[x1], %[a0]\n\t"
+                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
+                "smlad %[a1], %[t], %[x0], %[a1]\n\t"
+                "smlad %[a1], %[wv], %[x1], %[a1]\n\t"
+                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
+                "smlad %[a2], %[t], %[x0], %[a2]\n\t"
+                "smlad %[a2], %[wv], %[x1], %[a2]\n\t"
+                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
+                "smlad %[a3], %[t], %[x0], %[a3]\n\t"
+                "smlad %[a3], %[wv], %[x1], %[a3]\n\t"
+                "subs %[n], %[n], #1\n\t"
+                "bne 1b"
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w), [col] "+r"(col),
+                  [n] "+r"(groups), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                :
+                : "cc", "memory");
+    }
+#else
+    for (; groups > 0; groups--, w += 4, col += 8) {
+        uint32_t wv = tsr_ld32(w);
+        int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
+        a0 = tsr_smlad(w13, col[1], tsr_smlad(w02, col[0], a0));
+        a1 = tsr_smlad(w13, col[3], tsr_smlad(w02, col[2], a1));
+        a2 = tsr_smlad(w13, col[5], tsr_smlad(w02, col[4], a2));
+        a3 = tsr_smlad(w13, col[7], tsr_smlad(w02, col[6], a3));
+    }
+#endif
+    if (tail) {   /* the columns are zero past k */
+        uint32_t wv = ld_partial(w, tail);
+        int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
+        a0 = tsr_smlad(w13, col[1], tsr_smlad(w02, col[0], a0));
+        a1 = tsr_smlad(w13, col[3], tsr_smlad(w02, col[2], a1));
+        a2 = tsr_smlad(w13, col[5], tsr_smlad(w02, col[4], a2));
+        a3 = tsr_smlad(w13, col[7], tsr_smlad(w02, col[6], a3));
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
+/* All output channels of npix (1..4) pixels whose columns are interleaved
+ * by four; pixel p's outputs at out + p * co. */
+TSR_INLINE void mm_4px_body(const tsr_mm_t *mp, const int32_t *cols, int8_t *out, int32_t npix, int common)
+{
+    const tsr_mm_t m = *mp;
+    const int32_t k = m.k, co = m.co, zp = m.out_offset, lo = m.act_min, hi = m.act_max;
+    for (int32_t c = 0; c < co; c++, out++) {
+        const int32_t b = m.bias ? m.bias[c] : 0;
+        int32_t acc[4] = {b, b, b, b};
+        mm_row4(m.w + c * k, cols, k >> 2, k & 3, acc);
+        const tsr_rq_t r = mm_rq(&m, c, common);
+        out[0] = mm_out(acc[0], r, zp, lo, hi, common);
+        if (npix > 1)
+            out[co] = mm_out(acc[1], r, zp, lo, hi, common);
+        if (npix > 2)
+            out[2 * co] = mm_out(acc[2], r, zp, lo, hi, common);
+        if (npix > 3)
+            out[3 * co] = mm_out(acc[3], r, zp, lo, hi, common);
+    }
+}
+
+static __attribute__((noinline)) void mm_4px_common(const tsr_mm_t *m, const int32_t *cols, int8_t *out)
+{
+    mm_4px_body(m, cols, out, 4, 1);
+}
+
+static __attribute__((noinline)) void mm_4px_any(const tsr_mm_t *m, const int32_t *cols, int8_t *out,
+                                                int32_t npix)
+{
+    mm_4px_body(m, cols, out, npix, 0);
+}
+
+static void mm_4px(const tsr_mm_t *m, const int32_t *cols, int8_t *out, int32_t npix)
+{
+    if (m->common && npix == 4)
+        mm_4px_common(m, cols, out);
+    else
+        mm_4px_any(m, cols, out, npix);
+}
+
 static tsr_mm_t mm_params(const cmsis_nn_conv_params *p, const cmsis_nn_per_channel_quant_params *q,
                           const int8_t *w, const int32_t *bias, int32_t k, int32_t co)
 {
@@ -289,15 +395,15 @@ static tsr_mm_t mm_params(const cmsis_nn_conv_params *p, const cmsis_nn_per_chan
     return m;
 }
 
-/* int16 elements of the two-pixel column buffer for k-element columns */
-static int32_t cols_bytes(int32_t k)
+/* bytes of P interleaved k-element columns */
+static int32_t cols_bytes(int32_t k, int32_t P)
 {
-    return 2 * ((k + 3) & ~3) * (int32_t)sizeof(int16_t);
+    return P * ((k + 3) & ~3) * (int32_t)sizeof(int16_t);
 }
 
 int32_t arm_convolve_s8_get_buffer_size(const cmsis_nn_dims *input_dims, const cmsis_nn_dims *filter_dims)
 {
-    return cols_bytes(filter_dims->h * filter_dims->w * input_dims->c);
+    return cols_bytes(filter_dims->h * filter_dims->w * input_dims->c, 2);
 }
 
 /* Bytes gathered on the stack when input channels are not a multiple of 4 */
@@ -308,7 +414,7 @@ int32_t arm_convolve_s8_get_buffer_size(const cmsis_nn_dims *input_dims, const c
  * starts a group and converts in place; otherwise the window is first
  * gathered as int8 (padding as -input_offset, which the offset turns into
  * 0: input_offset is in [-127, 128]) and converted in one pass. */
-static void im2col(int32_t *cols, int32_t p, const cmsis_nn_conv_params *cp, const cmsis_nn_dims *in,
+static void im2col(int32_t *cols, int32_t P, int32_t p, const cmsis_nn_conv_params *cp, const cmsis_nn_dims *in,
                    const int8_t *input, const cmsis_nn_dims *f, int32_t oy, int32_t ox)
 {
     const int32_t ci = in->c, k = f->h * f->w * ci, run = f->w * ci;
@@ -341,25 +447,25 @@ static void im2col(int32_t *cols, int32_t p, const cmsis_nn_conv_params *cp, con
         /* whole groups: the padding bytes past k convert to 0 as well */
         for (int32_t i = k; i & 3; i++)
             *dst++ = pad;
-        col_put(col, 0, patch, (k + 3) & ~3, cp->input_offset);
+        col_put(col, P, 0, patch, (k + 3) & ~3, cp->input_offset);
         return;
     }
     int32_t kk = 0;
     for (int32_t ky = 0; ky < f->h; ky++) {
         int32_t iy = iy0 + ky;
         if (iy < 0 || iy >= in->h) {
-            col_put(col, kk, NULL, run, 0);
+            col_put(col, P, kk, NULL, run, 0);
             kk += run;
             continue;
         }
         for (int32_t kx = 0; kx < f->w; kx++, kk += ci) {
             if (kx < kx0 || kx >= kx1)
-                col_put(col, kk, NULL, ci, 0);
+                col_put(col, P, kk, NULL, ci, 0);
             else
-                col_put(col, kk, input + (iy * in->w + ix0 + kx) * ci, ci, cp->input_offset);
+                col_put(col, P, kk, input + (iy * in->w + ix0 + kx) * ci, ci, cp->input_offset);
         }
     }
-    col_pad(col, k);
+    col_pad(col, P, k);
 }
 
 arm_cmsis_nn_status arm_convolve_s8(const cmsis_nn_context *ctx, const cmsis_nn_conv_params *conv_params,
@@ -372,27 +478,36 @@ arm_cmsis_nn_status arm_convolve_s8(const cmsis_nn_context *ctx, const cmsis_nn_
 {
     (void)bias_dims;
     const int32_t k = filter_dims->h * filter_dims->w * input_dims->c;
-    if (ctx == NULL || ctx->buf == NULL || ctx->size < cols_bytes(k) || filter_dims->c != input_dims->c ||
+    if (ctx == NULL || ctx->buf == NULL || ctx->size < cols_bytes(k, 2) || filter_dims->c != input_dims->c ||
         conv_params->dilation.w != 1 || conv_params->dilation.h != 1 ||
         (upscale_dims && (upscale_dims->h != 1 || upscale_dims->w != 1)))
         return ARM_CMSIS_NN_ARG_ERROR;
     const tsr_mm_t m = mm_params(conv_params, quant_params, filter_data, bias_data, k, output_dims->c);
     int32_t *cols = (int32_t *)ctx->buf;
-    const int32_t pixels = output_dims->h * output_dims->w;
+    const int32_t pixels = output_dims->h * output_dims->w, ow = output_dims->w;
     const int32_t in_image = input_dims->h * input_dims->w * input_dims->c;
     const int32_t out_image = pixels * output_dims->c;
+    const int32_t quads = ctx->size >= cols_bytes(k, 4);
     for (int32_t n = 0; n < input_dims->n; n++) {
         const int8_t *in = input_data + n * in_image;
         int8_t *out = output_data + n * out_image;
         int32_t p = 0;
+        if (quads) {
+            for (; p < pixels; p += 4) {
+                const int32_t np = pixels - p < 4 ? pixels - p : 4;
+                for (int32_t i = 0; i < np; i++)
+                    im2col(cols, 4, i, conv_params, input_dims, in, filter_dims, (p + i) / ow, (p + i) % ow);
+                mm_4px(&m, cols, out + p * m.co, np);
+            }
+            continue;
+        }
         for (; p + 1 < pixels; p += 2) {
-            im2col(cols, 0, conv_params, input_dims, in, filter_dims, p / output_dims->w, p % output_dims->w);
-            im2col(cols, 1, conv_params, input_dims, in, filter_dims, (p + 1) / output_dims->w,
-                   (p + 1) % output_dims->w);
+            im2col(cols, 2, 0, conv_params, input_dims, in, filter_dims, p / ow, p % ow);
+            im2col(cols, 2, 1, conv_params, input_dims, in, filter_dims, (p + 1) / ow, (p + 1) % ow);
             mm_2px(&m, cols, out + p * m.co, out + (p + 1) * m.co);
         }
         if (p < pixels) {
-            im2col(cols, 0, conv_params, input_dims, in, filter_dims, p / output_dims->w, p % output_dims->w);
+            im2col(cols, 2, 0, conv_params, input_dims, in, filter_dims, p / ow, p % ow);
             mm_1px(&m, cols, out + p * m.co);
         }
     }
@@ -412,22 +527,33 @@ arm_cmsis_nn_status arm_convolve_1x1_s8_fast(const cmsis_nn_context *ctx, const 
     (void)bias_dims;
     const int32_t ci = input_dims->c;
     if (conv_params->padding.w != 0 || conv_params->padding.h != 0 || conv_params->stride.w != 1 ||
-        conv_params->stride.h != 1 || ctx == NULL || ctx->buf == NULL || ctx->size < cols_bytes(ci))
+        conv_params->stride.h != 1 || ctx == NULL || ctx->buf == NULL || ctx->size < cols_bytes(ci, 2))
         return ARM_CMSIS_NN_ARG_ERROR;
     const tsr_mm_t m = mm_params(conv_params, quant_params, filter_data, bias_data, ci, output_dims->c);
     int32_t *cols = (int32_t *)ctx->buf;
-    const int32_t pixels = input_dims->n * input_dims->h * input_dims->w;
+    const int32_t pixels = input_dims->n * input_dims->h * input_dims->w, off = conv_params->input_offset;
     int32_t p = 0;
+    if (ctx->size >= cols_bytes(ci, 4)) {
+        for (; p < pixels; p += 4) {
+            const int32_t np = pixels - p < 4 ? pixels - p : 4;
+            for (int32_t i = 0; i < np; i++) {
+                col_put(cols + 2 * i, 4, 0, input_data + (p + i) * ci, ci, off);
+                col_pad(cols + 2 * i, 4, ci);
+            }
+            mm_4px(&m, cols, output_data + p * m.co, np);
+        }
+        return ARM_CMSIS_NN_SUCCESS;
+    }
     for (; p + 1 < pixels; p += 2) {
-        col_put(cols, 0, input_data + p * ci, ci, conv_params->input_offset);
-        col_put(cols + 2, 0, input_data + (p + 1) * ci, ci, conv_params->input_offset);
-        col_pad(cols, ci);
-        col_pad(cols + 2, ci);
+        col_put(cols, 2, 0, input_data + p * ci, ci, off);
+        col_put(cols + 2, 2, 0, input_data + (p + 1) * ci, ci, off);
+        col_pad(cols, 2, ci);
+        col_pad(cols + 2, 2, ci);
         mm_2px(&m, cols, output_data + p * m.co, output_data + (p + 1) * m.co);
     }
     if (p < pixels) {
-        col_put(cols, 0, input_data + p * ci, ci, conv_params->input_offset);
-        col_pad(cols, ci);
+        col_put(cols, 2, 0, input_data + p * ci, ci, off);
+        col_pad(cols, 2, ci);
         mm_1px(&m, cols, output_data + p * m.co);
     }
     return ARM_CMSIS_NN_SUCCESS;
