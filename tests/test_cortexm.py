@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from helpers import ROOT, scons
-from test_build_host import _one_error, report
+from test_build_host import _one_error, report, tree_files
 
 from tessera import config
 from tessera.codegen import linker
@@ -168,6 +168,21 @@ def test_network_is_bit_exact_under_qemu_with_instruction_counts(tmp_path, targe
     with open(netdir / "run.log") as f:
         assert again == f.read()
     assert counts(netdir / "run.log") == per_layer
+
+
+@pytest.mark.qemu
+def test_cortexm_tree_is_deterministic(tmp_path):
+    """Linker script, objects, ELF, run log and report: byte-identical from
+    two output directories, with and without -j."""
+    import filecmp
+
+    needs_cross()
+    a, b = tmp_path / "a", tmp_path / "b"
+    scons("target=stm32f4", "model=tiny", out=a, check=True)
+    scons("-j2", "target=stm32f4", "model=tiny", out=b, check=True)
+    fa, fb = tree_files(a / "stm32f4" / "tiny"), tree_files(b / "stm32f4" / "tiny")
+    assert sorted(fa) == sorted(fb) and "firmware.elf" in fa and "link.ld" in fa
+    assert [n for n in fa if not filecmp.cmp(fa[n], fb[n], shallow=False)] == []
 
 
 @pytest.mark.qemu
