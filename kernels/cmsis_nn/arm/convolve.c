@@ -282,37 +282,42 @@ static void mm_1px(const tsr_mm_t *mp, const int32_t *cols, int8_t *out)
 
 /* acc[0..3] += one filter row (k = 4 * groups + tail values) times four
  * interleaved columns. Per group of four values: one filter word loaded and
- * sign-extended once, four column pairs loaded with ldrd, eight smlad. */
+ * sign-extended once, four column pairs loaded with ldrd, eight smlad. The
+ * assembly keeps its 11 values in registers. */
 TSR_INLINE void mm_row4(const int8_t *w, const int32_t *col, int32_t groups, int32_t tail, int32_t *acc)
 {
     int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
 #if TSR_MM_ASM
-    if (groups > 0) {
+#define MM_GROUP4                                   \
+    "ldr %[wv], [%[w]], #4\n\t"                     \
+    "ldrd %[x0], %[x1], [%[col]], #8\n\t"           \
+    "sxtb16 %[t], %[wv]\n\t"                        \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"               \
+    "smlad %[a0], %[t], %[x0], %[a0]\n\t"           \
+    "smlad %[a0], %[wv], %[x1], %[a0]\n\t"          \
+    "ldrd %[x0], %[x1], [%[col]], #8\n\t"           \
+    "smlad %[a1], %[t], %[x0], %[a1]\n\t"           \
+    "smlad %[a1], %[wv], %[x1], %[a1]\n\t"          \
+    "ldrd %[x0], %[x1], [%[col]], #8\n\t"           \
+    "smlad %[a2], %[t], %[x0], %[a2]\n\t"           \
+    "smlad %[a2], %[wv], %[x1], %[a2]\n\t"          \
+    "ldrd %[x0], %[x1], [%[col]], #8\n\t"           \
+    "smlad %[a3], %[t], %[x0], %[a3]\n\t"           \
+    "smlad %[a3], %[wv], %[x1], %[a3]\n\t"
+    int32_t pairs = groups >> 1;
+    if (pairs > 0) {
+        /* two groups per turn: 15 instructions a group plus 2 a turn */
         int32_t wv, t, x0, x1;
-        __asm__("1:\n\t"
-                "ldr %[wv], [%[w]], #4\n\t"
-                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
-                "sxtb16 %[t], %[wv]\n\t"
-                "sxtb16 %[wv], %[wv], ror #8\n\t"
-                "smlad %[a0], %[t], %[x0], %[a0]\n\t"
-                "smlad %[a0], %[wv], %[x1], %[a0]\n\t"
-                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
-                "smlad %[a1], %[t], %[x0], %[a1]\n\t"
-                "smlad %[a1], %[wv], %[x1], %[a1]\n\t"
-                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
-                "smlad %[a2], %[t], %[x0], %[a2]\n\t"
-                "smlad %[a2], %[wv], %[x1], %[a2]\n\t"
-                "ldrd %[x0], %[x1], [%[col]], #8\n\t"
-                "smlad %[a3], %[t], %[x0], %[a3]\n\t"
-                "smlad %[a3], %[wv], %[x1], %[a3]\n\t"
+        __asm__("1:\n\t" MM_GROUP4 MM_GROUP4
                 "subs %[n], %[n], #1\n\t"
                 "bne 1b"
                 : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w), [col] "+r"(col),
-                  [n] "+r"(groups), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                  [n] "+r"(pairs), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1)
                 :
                 : "cc", "memory");
     }
-#else
+    groups &= 1;
+#endif
     for (; groups > 0; groups--, w += 4, col += 8) {
         uint32_t wv = tsr_ld32(w);
         int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
@@ -321,7 +326,6 @@ TSR_INLINE void mm_row4(const int8_t *w, const int32_t *col, int32_t groups, int
         a2 = tsr_smlad(w13, col[5], tsr_smlad(w02, col[4], a2));
         a3 = tsr_smlad(w13, col[7], tsr_smlad(w02, col[6], a3));
     }
-#endif
     if (tail) {   /* the columns are zero past k */
         uint32_t wv = ld_partial(w, tail);
         int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
