@@ -6,27 +6,29 @@
  * hart has its own registers and stack, so a kernel that reads another
  * core's data before it is written computes a wrong result.
  *
- * RV32IMC has no atomics, so every shared word below has exactly one writer
- * (a generation counter written by the fabric controller, one done/arrival
- * word per core) and waiters compare, never read-modify-write.
- *
- * Waiting is `wfi` with the machine software interrupt enabled in `mie` (and
- * interrupts globally off, so no trap is taken): a hart that waits halts, and
- * QEMU's single-threaded round-robin (what -icount uses) moves on to a hart
- * that can work, instead of spinning out its time slice. A waker writes the
- * sleeper's CLINT msip word. Waiters clear their own msip before testing
- * their condition, so a wake-up is never lost and a stale one costs one more
- * test. Everything QEMU does here follows the instruction count, so counts
- * are the same on every run.
+ * RV32IMC has no atomics, so every shared word below has exactly one writer,
+ * and every wake-up is sent exactly once and waited for exactly once, on
+ * one of two channels of the CLINT: a hart's software interrupt (msip: "go",
+ * fork start, barrier release, fork end to the fabric controller) and its
+ * timer interrupt (mtimecmp set to 0: "done", from core k + 1 to core k, at
+ * a barrier and at the end of a fork; the cores join in a chain). A waiter
+ * enables only its channel in `mie` (interrupts stay globally off: no trap)
+ * and executes `wfi`: it halts until the wake-up is pending, or goes straight
+ * on if it already is. So a hart executes the same instructions whatever
+ * order QEMU runs the harts in, and the counts are the same on every run;
+ * and a waiting hart halts, so QEMU's single-threaded round robin (what
+ * -icount uses) moves on to a hart that can work instead of spinning.
  *
  * Counting: minstret under -icount is the machine's instruction count,
  * shared by all harts (a halted hart adds nothing). hal_counter() is that
- * total; hal_core_counts[k] adds, per cluster core, the instructions it
- * executed from waking for a fork to finishing it, read on that shared
- * counter around its own run. QEMU runs one hart at a time and switches in
- * the middle of a hart's run only at its 0.1 s (1e8 instructions) tick; the
- * runs of other cores inside a window are then subtracted from it (see
- * count_windows).
+ * total, less the HAL's own per-core bookkeeping. hal_core_counts[k] adds
+ * up core k's forked functions, each read on that shared counter around the
+ * function. QEMU runs one hart at a time and mostly lets a hart finish; near
+ * its scheduling tick (every 1e8 instructions) it switches harts
+ * mid-function: windows of other cores entirely inside one are then
+ * subtracted from it, windows that only partly overlap are counted in
+ * hal_core_count_overlaps (their split is approximate, and may differ
+ * between runs; the totals do not).
  *
  * DMA: a transfer is queued at hal_dma_start and copied, in start order,
  * when a wait needs it (or when the queue is full): the latest moment the
@@ -50,7 +52,9 @@
 #endif
 
 #define CLINT_MSIP ((volatile uint32_t *)0x02000000u)
+#define CLINT_MTIMECMP ((volatile uint32_t *)0x02004000u)   /* 64-bit per hart: lo, hi */
 #define MIE_MSIE (1u << 3)
+#define MIE_MTIE (1u << 7)
 
 #define fence() __asm__ volatile("fence rw, rw" ::: "memory")
 
@@ -68,14 +72,33 @@ static inline uint32_t instret32(void)
     return v;
 }
 
-static inline void sleep_until_woken(void)
+/* Wait for a wake-up on one channel, then take it down. */
+static inline void wait_go(uint32_t hart)
 {
-    __asm__ volatile("wfi" ::: "memory");
+    __asm__ volatile("csrw mie, %0\n\twfi" ::"r"(MIE_MSIE) : "memory");
+    CLINT_MSIP[hart] = 0;
+    fence();
 }
 
-static inline void enable_wakeups(void)
+static inline void wait_done(uint32_t hart)
 {
-    __asm__ volatile("csrs mie, %0" ::"r"(MIE_MSIE));
+    __asm__ volatile("csrw mie, %0\n\twfi" ::"r"(MIE_MTIE) : "memory");
+    CLINT_MTIMECMP[2 * hart + 1] = 0xffffffffu;   /* high word first: never 0 on the way */
+    CLINT_MTIMECMP[2 * hart] = 0xffffffffu;
+    fence();
+}
+
+static inline void send_go(uint32_t hart)
+{
+    fence();
+    CLINT_MSIP[hart] = 1;
+}
+
+static inline void send_done(uint32_t hart)
+{
+    fence();
+    CLINT_MTIMECMP[2 * hart] = 0;                 /* low word first: 0 <= mtime raises it */
+    CLINT_MTIMECMP[2 * hart + 1] = 0;
 }
 
 /* ---- fork / join ------------------------------------------------------ */
@@ -86,31 +109,22 @@ static struct {
     volatile uint32_t gen;             /* written by the fabric controller only */
 } team;
 
-static volatile uint32_t done_gen[TSR_NCORES];   /* core k writes done_gen[k] only */
 static volatile uint32_t win_start[TSR_NCORES], win_end[TSR_NCORES];
-static volatile uint32_t arrived[TSR_NCORES];    /* barrier: core k writes arrived[k] only */
 
 uint64_t hal_core_counts[HAL_MAX_CORES];
 uint64_t hal_dma_bytes[HAL_MAX_DMA];
 uint64_t hal_dma_copy_count;
 uint32_t hal_core_count_overlaps;
 
-static int all_done(uint32_t gen)
-{
-    int k;
-    for (k = 0; k < TSR_NCORES; k++)
-        if (done_gen[k] != gen)
-            return 0;
-    return 1;
-}
-
 /* Add each core's own instructions of the fork that just ended: its window
  * minus the windows of the cores that ran entirely inside it (QEMU switched
- * harts mid-function). A window that only partly overlaps another (two
- * switches inside one function: bodies of ~1e8 instructions) cannot be
+ * harts mid-function). A window that only partly overlaps another cannot be
  * split; hal_core_count_overlaps says how often that happened. */
+static uint64_t uncounted;   /* instructions count_windows took: not the program's */
+
 static void count_windows(void)
 {
+    uint32_t t0 = instret32();
     int k, j;
     for (k = 0; k < TSR_NCORES; k++) {
         uint32_t s = win_start[k], e = win_end[k], own = e - s;
@@ -124,63 +138,55 @@ static void count_windows(void)
         }
         hal_core_counts[k] += own;
     }
+    /* its branches follow how QEMU interleaved the harts: leave it out of
+     * hal_counter() so the counts stay the same on every run */
+    uncounted += instret32() - t0;
 }
 
 void hal_fork(void (*fn)(void *), void *arg)
 {
-    uint32_t gen = team.gen + 1;
-    int k;
+    uint32_t k;
     team.fn = fn;
     team.arg = arg;
-    fence();
-    team.gen = gen;
-    fence();
+    team.gen = team.gen + 1;
     for (k = 1; k <= TSR_NCORES; k++)
-        CLINT_MSIP[k] = 1;
-    for (;;) {
-        CLINT_MSIP[0] = 0;
-        fence();
-        if (all_done(gen))
-            break;
-        sleep_until_woken();
-    }
+        send_go(k);
+    wait_go(0);           /* core 0 says so once every core has finished */
     count_windows();
+}
+
+/* Core `core` (hart core + 1) has finished a phase: wait for the core after
+ * it to finish too, then tell the one before it (core 0: everyone has). */
+static void join_chain(int core)
+{
+    if (core + 1 < TSR_NCORES)
+        wait_done((uint32_t)core + 1);
+    if (core > 0)
+        send_done((uint32_t)core);
 }
 
 void hal_cluster_main(uint32_t hart)
 {
     const int core = (int)hart - 1;
     uint32_t seen = 0;
-    enable_wakeups();
     if (core >= TSR_NCORES) {
-        /* a hart the target does not use: it never wakes for good */
-        for (;;) {
-            CLINT_MSIP[hart] = 0;
-            sleep_until_woken();
-        }
+        /* a hart the target does not use: nothing ever wakes it */
+        for (;;)
+            __asm__ volatile("csrw mie, zero\n\twfi");
     }
     for (;;) {
         uint32_t s;
-        for (;;) {
-            CLINT_MSIP[hart] = 0;
-            fence();
-            if (team.gen != seen)
-                break;
-            sleep_until_woken();
-        }
+        wait_go(hart);
+        if (team.gen == seen)
+            continue;      /* not a fork (cannot happen: every go is for one) */
         s = instret32();
         seen = team.gen;
-        fence();
         team.fn(team.arg);
         win_start[core] = s;
         win_end[core] = instret32();
-        fence();
-        done_gen[core] = seen;
-        fence();
-        /* the last core to finish wakes the fabric controller (two that
-         * finish together may both do it: harmless) */
-        if (all_done(seen))
-            CLINT_MSIP[0] = 1;
+        join_chain(core);
+        if (core == 0)
+            send_go(0);
     }
 }
 
@@ -199,27 +205,16 @@ void hal_barrier(void)
 {
     const uint32_t hart = hart_id();
     const int core = (int)hart - 1;
-    uint32_t mine;
-    int k;
+    uint32_t k;
     if (hart == 0 || core >= TSR_NCORES)
         return;  /* only the cores of a fork take part */
-    mine = arrived[core] + 1;
-    arrived[core] = mine;
-    fence();
-    for (k = 0; k < TSR_NCORES; k++)
-        if (k != core)
-            CLINT_MSIP[k + 1] = 1;
-    for (;;) {
-        int all = 1;
-        CLINT_MSIP[hart] = 0;
-        fence();
-        for (k = 0; k < TSR_NCORES; k++)
-            if ((int32_t)(arrived[k] - mine) < 0)
-                all = 0;
-        if (all)
-            break;
-        sleep_until_woken();
+    join_chain(core);          /* arrivals travel down to core 0 ... */
+    if (core > 0) {
+        wait_go(hart);         /* ... which releases everyone */
+        return;
     }
+    for (k = 2; k <= TSR_NCORES; k++)
+        send_go(k);
 }
 
 /* ---- DMA: a queue of transfers, copied no later than their wait --------- */
@@ -298,12 +293,20 @@ uint64_t hal_counter(void)
         __asm__ volatile("csrr %0, minstret" : "=r"(lo));
         __asm__ volatile("csrr %0, minstreth" : "=r"(hi2));
     } while (hi != hi2);
-    return ((uint64_t)hi << 32) | lo;
+    return (((uint64_t)hi << 32) | lo) - uncounted;
 }
 
 void hal_init(void)
 {
-    enable_wakeups();
+    uint32_t h;
+    /* QEMU resets mtimecmp to 0, which raises every hart's timer interrupt:
+     * take it down (a pending interrupt, even a disabled one, sends QEMU
+     * through its interrupt checks before every translated block) */
+    for (h = 0; h <= TSR_NCORES; h++) {
+        CLINT_MTIMECMP[2 * h + 1] = 0xffffffffu;
+        CLINT_MTIMECMP[2 * h] = 0xffffffffu;
+    }
+    fence();
 }
 
 void hal_fault(uint32_t hart, uint32_t mcause, uint32_t mepc, uint32_t mtval)
