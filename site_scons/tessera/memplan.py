@@ -8,12 +8,13 @@
 - L1: each layer's regions (tessera.alloc.l1_layout of its tiling); the
   tile arena is as large as the largest layer needs.
 - weight stream (only when weights reach L1 through the activation level,
-  as GAP8's L3 -> L2 -> L1): two buffers beside the activation arena that
-  the weights of every layer flow through in network order, in chunks of
-  whole L1 channel tiles; chunk k+1 loads into one buffer while chunk k in
-  the other feeds the tiles (DORY's network loop: the next layer's weights
-  arrive while the current layer computes; a layer larger than a buffer is
-  cut into several chunks over its output channels, DORY's L3 tiling).
+  as GAP8's L3 -> L2 -> L1): every layer's constants flow through the room
+  the activations leave in that level, in network order, in chunks of whole
+  L1 channel tiles; chunk k + 1 loads while chunk k feeds the tiles (DORY's
+  network loop: the next layer's weights arrive while the current layer
+  computes; a layer whose weights do not fit is cut into several chunks
+  over its output channels, DORY's L3 tiling). Each chunk has its place,
+  fixed here, live from the start of its load to the end of its use.
 
 plan() returns the whole plan (memplan.json, for the report) and one small
 slice per layer (what that layer's code generation reads), so a change that
@@ -89,38 +90,88 @@ def chunk_layout(layer, graph, channels):
     return layout, at
 
 
-def _weight_stream(graph, tilings, level, free):
-    """The chunks every layer's constants stream through two buffers of
-    `level` in, given `free` bytes beside the activations (see the module
-    docstring)."""
-    layers = [layer for layer in graph.layers if layer.weights or param_arrays(layer)]
-    whole = {layer.name: chunk_layout(layer, graph, graph.tensor(layer.output).shape[2])[1]
-             for layer in layers}
-    # a buffer never needs to be larger than the largest layer
-    slot = min(free // 2, max(whole.values(), default=0)) // 8 * 8
+def _activation_tops(graph, offsets):
+    """Per layer, the highest address (aligned) the activations live then use."""
+    producer, last = graph.producer(), graph.last_use()
+    top = [0] * len(graph.layers)
+    for name, t in graph.tensors.items():
+        start = producer.get(name, 0) if name not in graph.inputs else 0
+        for step in range(start, last.get(name, start) + 1):
+            top[step] = max(top[step], offsets[name] + _align(t.nbytes))
+    return top
+
+
+def _weight_stream(graph, tilings, level, usable, act_offsets):
+    """The chunks every layer's constants stream through `level` in, and
+    where each lands (see the module docstring).
+
+    Chunk k is consumed while its layer runs and loaded while chunk k - 1 is
+    consumed: at any time two are live. Even chunks sit just above the
+    activations live over their lifetime, odd ones at the end of the usable
+    bytes, so a pair never overlaps. A layer's chunks all have the same
+    channel count: as many whole L1 channel tiles as fit half the room the
+    activations leave from the previous to the next layer with weights (and
+    what the neighbouring chunk leaves)."""
+    top = _activation_tops(graph, act_offsets)
+    end = usable // 8 * 8
+    weighted = [i for i, layer in enumerate(graph.layers) if layer.weights or param_arrays(layer)]
     chunks, per_layer = [], {}
-    for layer in layers:
+    for w, i in enumerate(weighted):
+        layer = graph.layers[i]
+        prev = weighted[w - 1] if w else i
+        nxt = weighted[w + 1] if w + 1 < len(weighted) else i
         co = graph.tensor(layer.output).shape[2]
         tc = min(tilings[layer.name]["tile"]["c"], co)
-        if whole[layer.name] <= slot:
-            n = co
-        else:
+        first_base = _align(max(top[prev:i + 1]), 8)    # an even first chunk: live from `prev` on
+        room = end - _align(max(top[prev:nxt + 1]), 8)
+        cap = room // 2
+        if chunks:
+            last = chunks[-1]
+            if last["slot"] == 0:      # the previous chunk is low: this one goes high, above it
+                cap = min(cap, end - (last["at"] + last["bytes"]))
+            else:                      # the previous chunk is high: this one goes low, below it
+                cap = min(cap, end - last["bytes"] - first_base)
+        cap = cap // 8 * 8
+        layout, whole = chunk_layout(layer, graph, co)
+        n = co
+        if whole > cap:
             n = (co // tc) * tc
-            while n > tc and chunk_layout(layer, graph, n)[1] > slot:
+            while n > tc and chunk_layout(layer, graph, n)[1] > cap:
                 n -= tc
             need = chunk_layout(layer, graph, n)[1]
-            if need > slot:
+            if need > cap:
                 raise FitError(f"layer {layer.name}",
-                               f"one L1 channel tile of its weights ({tc} channels, {need} bytes) does not fit "
-                               f"a {level} weight buffer ({slot} bytes: half of the {free} bytes {level} has "
-                               "beside the activations)",
+                               f"one L1 channel tile of its weights ({n} channels, {need} bytes) does not fit "
+                               f"the {max(cap, 0)} bytes {level} has for it beside the activations and the "
+                               "neighbouring weight buffer",
                                f"lower the program's reservations in memory.{level} of the target YAML")
-        layout, nbytes = chunk_layout(layer, graph, n)
+            layout = chunk_layout(layer, graph, n)[0]
         per_layer[layer.name] = {"chunk_c": n, "first": len(chunks), "count": -(-co // n),
-                                 "layout": layout, "bytes": whole[layer.name]}
+                                 "layout": layout, "bytes": whole}
+        # every chunk takes a whole chunk's bytes: the layer's code finds each
+        # array at the same offset in all of its chunks, the last one included
+        nbytes = chunk_layout(layer, graph, n)[1]
         for c0 in range(0, co, n):
-            chunks.append({"layer": layer.name, "c0": c0, "n": min(n, co - c0), "slot": len(chunks) % 2})
-    return {"level": level, "slot_bytes": slot, "bytes": 2 * slot, "chunks": chunks, "layers": per_layer}
+            k = len(chunks)
+            lifetime = (chunks[-1]["step"] if chunks else i, i)
+            at = _align(max(top[lifetime[0]:i + 1]), 8) if k % 2 == 0 else end - nbytes
+            chunks.append({"layer": layer.name, "step": i, "c0": c0, "n": min(n, co - c0),
+                           "slot": k % 2, "at": at, "bytes": nbytes})
+    _check_stream(chunks, top, end)
+    pairs = [a["bytes"] + b["bytes"] for a, b in zip(chunks, chunks[1:])] or [c["bytes"] for c in chunks]
+    return {"level": level, "end": end, "peak": max(pairs, default=0), "chunks": chunks, "layers": per_layer}
+
+
+def _check_stream(chunks, top, end):
+    """Every chunk inside the level, above the activations of its lifetime,
+    apart from the chunk it is live with (a planner bug otherwise)."""
+    for k, c in enumerate(chunks):
+        start = chunks[k - 1]["step"] if k else c["step"]
+        if c["at"] < max(top[start:c["step"] + 1]) or c["at"] + c["bytes"] > end:
+            raise RuntimeError(f"memplan bug: weight chunk {k} ({c['layer']}) at {c['at']} overlaps")
+        if k and c["at"] < chunks[k - 1]["at"] + chunks[k - 1]["bytes"] and \
+                chunks[k - 1]["at"] < c["at"] + c["bytes"]:
+            raise RuntimeError(f"memplan bug: weight chunks {k - 1} and {k} overlap")
 
 
 def check_weights(graph, memory, fit_hint=""):
@@ -152,10 +203,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
                            "stage weights in the activation level")
-        arena = _align(acts["peak"])
-        stream = _weight_stream(graph, tilings, staging, levels[staging]["usable"] - arena)
-        stream["offset"] = arena
-        weights["stream"] = stream
+        weights["stream"] = _weight_stream(graph, tilings, staging, levels[staging]["usable"],
+                                           acts["offsets"])
     return {
         "activations": {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
                         "peak": acts["peak"], "lower_bound": acts["lower_bound"],
@@ -193,7 +242,7 @@ def memory_report(the_plan):
     stream = w.get("stream")
     if stream is not None:
         out[stream["level"]]["holds"] = "activations, weight buffers"
-        out[stream["level"]]["weight_buffers"] = stream["bytes"]
+        out[stream["level"]]["weight_buffers_peak"] = stream["peak"]
     out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "size": w["size"],
                                 "usable": w["usable"], "holds": "weights"})
     l1_lb = max((lay["total"] for lay in tiles["layers"].values()), default=0)

@@ -101,37 +101,36 @@ static inline void tsr_tile_in_chw(hal_dma_job_t *job, int engine, int8_t *l1, c
  * Where the tile level cannot reach the weight level (GAP8: L3 -> L2 by the
  * I/O DMA, L2 -> L1 by the cluster DMA), every layer's weights and
  * parameters flow, in network order and in chunks of whole channel tiles,
- * through two buffers of the staging level: while the tiles of chunk k are
- * copied from one buffer, chunk k + 1 (perhaps the next layer's) lands in
- * the other. The generated network.c holds the table; layers take chunks
- * with tsr_wstream_next. */
+ * through the staging level: while the tiles of chunk k are copied from its
+ * buffer, chunk k + 1 (perhaps the next layer's) lands in its own. The
+ * memory plan fixed every chunk's place; the generated network.c holds the
+ * table, and layers take their chunks with tsr_wstream_next. */
 typedef struct {
     const void *src;        /* in the weight level */
+    int8_t *dst;            /* in the staging level; a chunk's first piece starts its buffer */
     uint32_t bytes;
-    uint32_t at;            /* offset in the chunk's buffer */
 } tsr_wpiece_t;
 
 typedef struct {
     const tsr_wpiece_t *pieces;
     const uint16_t *first;  /* chunk k is pieces[first[k] .. first[k + 1]) */
     uint32_t chunks;
-    int8_t *buf[2];         /* chunk k goes to buf[k % 2] */
     int engine;
     uint32_t next;          /* the chunk the next call hands out; 0 starts a run */
-    hal_dma_job_t job[2];
+    hal_dma_job_t job[2];   /* chunk k loads on job[k % 2] */
 } tsr_wstream_t;
 
 static inline void tsr_wstream_load(tsr_wstream_t *s, uint32_t k)
 {
     uint32_t p;
     for (p = s->first[k]; p < s->first[k + 1]; p++)
-        hal_dma_start(&s->job[k & 1], s->engine, s->buf[k & 1] + s->pieces[p].at, s->pieces[p].src,
-                      s->pieces[p].bytes, 1, 0, 0, 1, 0, 0);
+        hal_dma_start(&s->job[k & 1], s->engine, s->pieces[p].dst, s->pieces[p].src, s->pieces[p].bytes,
+                      1, 0, 0, 1, 0, 0);
 }
 
-/* The next chunk, once it has landed; starts loading the one after it into
- * the other buffer, whose previous chunk every tile has copied out by now
- * (the first call of a run loads chunk 0 itself). */
+/* The next chunk's buffer, once the chunk has landed; starts loading the one
+ * after it (whose place the chunk before this one, fully copied to the
+ * tiles by now, may have used). The first call of a run loads chunk 0. */
 static inline const int8_t *tsr_wstream_next(tsr_wstream_t *s)
 {
     uint32_t k = s->next++;
@@ -140,7 +139,7 @@ static inline const int8_t *tsr_wstream_next(tsr_wstream_t *s)
     hal_dma_wait(&s->job[k & 1]);
     if (k + 1 < s->chunks)
         tsr_wstream_load(s, k + 1);
-    return s->buf[k & 1];
+    return s->pieces[s->first[k]].dst;
 }
 
 #endif /* TESSERA_TILE_H */

@@ -56,11 +56,11 @@ def _stream_view(graph, stream, target):
         for name, ctype, size in rows:
             sym = symbol(target["prefix"], layer.name, name)
             arrays[sym] = ctype
-            pieces.append([sym, chunk["c0"] * size, chunk["n"] * size, layout[name]])
+            pieces.append([sym, chunk["c0"] * size, chunk["n"] * size, chunk["at"] + layout[name]])
+        assert pieces[0][3] == chunk["at"], "a chunk's first piece starts its buffer (tsr_wstream_next)"
         chunks.append({"layer": layer.name, "c0": chunk["c0"], "n": chunk["n"], "pieces": pieces})
-    return {"offset": stream["offset"], "slot": stream["slot_bytes"], "bytes": stream["bytes"],
-            "engine": target["w_stage"]["engine"], "from": target["w_level"], "level": stream["level"],
-            "arrays": dict(sorted(arrays.items())), "chunks": chunks}
+    return {"end": stream["end"], "engine": target["w_stage"]["engine"], "from": target["w_level"],
+            "level": stream["level"], "arrays": dict(sorted(arrays.items())), "chunks": chunks}
 
 
 def header(v):
@@ -101,8 +101,8 @@ def source(v):
     out.append('#include <stdint.h>\n\n#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/tile.h"\n' if stream else ""))
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
-               + (f"; then the two weight buffers at {v['arenas']['L2']}" if stream else "") + " */")
-    l2_bytes = v["arenas"]["L2"] + (stream["bytes"] if stream else 0)
+               + ("; weight chunks in the room they leave" if stream else "") + " */")
+    l2_bytes = max(v["arenas"]["L2"], stream["end"]) if stream else v["arenas"]["L2"]
     out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
     out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
     for layer in v["layers"]:
@@ -150,8 +150,8 @@ def source(v):
 
 def _stream_source(p, st):
     """The weight stream: its chunk table and state (see tessera/tile.h)."""
-    out = [f"\n/* weights and parameters stream from {st['from']} through two {st['slot']}-byte buffers "
-           f"in {st['level']}, in {len(st['chunks'])} chunks (memory plan) */"]
+    out = [f"\n/* weights and parameters stream from {st['from']} through {st['level']}, in "
+           f"{len(st['chunks'])} chunks placed by the memory plan */"]
     for sym, ctype in st["arrays"].items():
         out.append(f"extern const {ctype} {sym}[];")
     out.append(f"\nstatic const tsr_wpiece_t wpieces[] = {{")
@@ -160,13 +160,12 @@ def _stream_source(p, st):
         first.append(n)
         out.append(f"    /* {chunk['layer']}: channels {chunk['c0']}..{chunk['c0'] + chunk['n'] - 1} */")
         for sym, start, nbytes, at in chunk["pieces"]:
-            out.append(f"    {{(const int8_t *){sym} + {start}, {nbytes}, {at}}},")
+            out.append(f"    {{(const int8_t *){sym} + {start}, {p}_L2 + {at}, {nbytes}}},")
             n += 1
     first.append(n)
     out.append("};")
     out.append(f"static const uint16_t wchunks[] = {{{', '.join(map(str, first))}}};")
-    out.append(f"tsr_wstream_t {p}_wstream = {{wpieces, wchunks, {len(st['chunks'])}, "
-               f"{{{p}_L2 + {st['offset']}, {p}_L2 + {st['offset'] + st['slot']}}}, {st['engine']}, 0, "
+    out.append(f"tsr_wstream_t {p}_wstream = {{wpieces, wchunks, {len(st['chunks'])}, {st['engine']}, 0, "
                "{{0}, {0}}};")
     return "\n".join(out)
 
