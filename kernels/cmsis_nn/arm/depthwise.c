@@ -177,53 +177,99 @@ DW3X3_RUN(dw3x3_run_fast_full, 1, 1)
 DW3X3_RUN(dw3x3_run_fast, 1, 0)
 DW3X3_RUN(dw3x3_run, 0, 0)
 
-/* The output pixels of a group (channels [4g, 4g + 4)): windows inside
- * the input on the unrolled 3x3 path when it applies, the others tap by
- * tap. */
+static void dw_run3x3(const int8_t *p, int8_t *o, int32_t n, const tsr_dw_run_t *r, int fast, int full)
+{
+    if (n <= 0)
+        return;
+    if (fast && full)
+        dw3x3_run_fast_full(p, o, n, r);
+    else if (fast)
+        dw3x3_run_fast(p, o, n, r);
+    else
+        dw3x3_run(p, o, n, r);
+}
+
+/* A 3x3 filter for windows that hang one row or column over the input:
+ * the window is moved inside by (sy, sx) and the filter with it, the taps
+ * that would read the padding zeroed. wg: the group's nine tap pairs. */
+static void dw_shifted(int32_t *dst, const int32_t *wg, int32_t sy, int32_t sx)
+{
+    const int32_t y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? 3 - sy : 3;
+    const int32_t x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? 3 - sx : 3;
+    for (int32_t i = 0; i < 18; i++)
+        dst[i] = 0;
+    for (int32_t ky = y0; ky < y1; ky++)
+        for (int32_t kx = x0; kx < x1; kx++) {
+            const int32_t *src = wg + ((ky + sy) * 3 + kx + sx) * 2;
+            dst[(ky * 3 + kx) * 2] = src[0];
+            dst[(ky * 3 + kx) * 2 + 1] = src[1];
+        }
+}
+
+/* The output pixels of a group (channels [4g, 4g + 4)). A 3x3 filter with
+ * at most one padded row or column per side (every MobileNet layer) runs
+ * every pixel through the unrolled taps: windows over the border are
+ * moved inside, with a filter moved the other way (dw_shifted). Other
+ * filters go tap by tap, windows clipped to the input. */
 static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, int fast, int full)
 {
     const int32_t c = d->c, ch = g * 4, zp = d->out_off, lo = d->act_min, hi = d->act_max;
-    const int32_t step = d->sw * c;
-    const int32_t fast3 = d->wx && d->kh == 3 && d->kw == 3;
-    tsr_dw_run_t run;
-    run.c = c;
-    run.row = d->in_w * c;
-    run.step = step;
-    run.off2 = tsr_dup16(d->in_off);
-    run.zp = zp;
-    run.lo = lo;
-    run.hi = hi;
-    run.wg = d->wx ? d->wx + g * d->kh * d->kw * 2 : NULL;
-    run.q = q;
-    /* output columns whose window lies inside the input: [ox_lo, ox_hi) */
-    int32_t ox_lo = (d->pl + d->sw - 1) / d->sw;
-    int32_t ox_hi = d->in_w + d->pl >= d->kw ? (d->in_w + d->pl - d->kw) / d->sw + 1 : 0;
-    ox_lo = ox_lo > d->out_w ? d->out_w : ox_lo;
-    ox_hi = ox_hi > d->out_w ? d->out_w : ox_hi < ox_lo ? ox_lo : ox_hi;
+    const int32_t step = d->sw * c, row = d->in_w * c;
+    const int32_t over_b = (d->out_h - 1) * d->sh - d->pt + 3 - d->in_h;
+    const int32_t over_r = (d->out_w - 1) * d->sw - d->pl + 3 - d->in_w;
+    const int shifted = d->wx && d->kh == 3 && d->kw == 3 && d->in_h >= 3 && d->in_w >= 3 && d->pt <= 1 &&
+                        d->pl <= 1 && over_b <= 1 && over_r <= 1;
+    if (shifted) {
+        /* by [row class][column class]: top/inside/bottom x left/inside/right;
+         * only the classes that occur are made, the inside one is wg itself */
+        int32_t filters[3][3][18];
+        const int32_t *wf[3][3];
+        const int32_t *wg = d->wx + g * 18;
+        const int32_t rows[3] = {d->pt > 0, 1, over_b > 0}, cols[3] = {d->pl > 0, 1, over_r > 0};
+        for (int32_t a = 0; a < 3; a++)
+            for (int32_t b = 0; b < 3; b++) {
+                wf[a][b] = wg;
+                if ((a != 1 || b != 1) && rows[a] && cols[b]) {
+                    dw_shifted(filters[a][b], wg, a == 0 ? 1 : a == 2 ? -1 : 0, b == 0 ? 1 : b == 2 ? -1 : 0);
+                    wf[a][b] = filters[a][b];
+                }
+            }
+        tsr_dw_run_t run;
+        run.c = c;
+        run.row = row;
+        run.step = step;
+        run.off2 = tsr_dup16(d->in_off);
+        run.zp = zp;
+        run.lo = lo;
+        run.hi = hi;
+        run.q = q;
+        /* output columns: [0, ox_lo) hang over the left, [ox_hi, out_w) over the right */
+        int32_t ox_lo = (d->pl + d->sw - 1) / d->sw;
+        int32_t ox_hi = (d->in_w + d->pl - 3) / d->sw + 1;
+        ox_lo = ox_lo > d->out_w ? d->out_w : ox_lo;
+        ox_hi = ox_hi > d->out_w ? d->out_w : ox_hi < ox_lo ? ox_lo : ox_hi;
+        for (int32_t oy = 0; oy < d->out_h; oy++) {
+            const int32_t iy = oy * d->sh - d->pt;
+            const int32_t a = iy < 0 ? 0 : iy + 3 > d->in_h ? 2 : 1;
+            const int32_t sy = a == 0 ? 1 : a == 2 ? -1 : 0;
+            const int8_t *p = d->in + ((iy + sy) * d->in_w - d->pl) * c + ch;
+            int8_t *out = d->out + oy * d->out_w * c + ch;
+            run.wg = wf[a][0];
+            dw_run3x3(p + c, out, ox_lo, &run, fast, full);
+            run.wg = wf[a][1];
+            dw_run3x3(p + ox_lo * step, out + ox_lo * c, ox_hi - ox_lo, &run, fast, full);
+            run.wg = wf[a][2];
+            dw_run3x3(p + ox_hi * step - c, out + ox_hi * c, d->out_w - ox_hi, &run, fast, full);
+        }
+        return;
+    }
     for (int32_t oy = 0; oy < d->out_h; oy++) {
         const int32_t iy = oy * d->sh - d->pt;
         const int32_t ky0 = iy < 0 ? -iy : 0;
         const int32_t ky1 = iy + d->kh > d->in_h ? d->in_h - iy : d->kh;
         int8_t *out = d->out + oy * d->out_w * c + ch;
         const int8_t *p = d->in + (iy * d->in_w - d->pl) * c + ch;
-        int32_t ox = 0;
-        if (fast3 && ky0 == 0 && ky1 == 3 && ox_hi > ox_lo) {
-            for (; ox < ox_lo; ox++) {      /* left border */
-                const int32_t ix = ox * d->sw - d->pl;
-                const int32_t kx1 = ix + 3 > d->in_w ? d->in_w - ix : 3;
-                int32_t acc[4] = {q->bias[0], q->bias[1], q->bias[2], q->bias[3]};
-                dw_taps(d, p + ox * step, g, 0, 3, -ix, kx1, acc);
-                dw_store4(out + ox * c, q, acc, zp, lo, hi, fast, full);
-            }
-            if (fast && full)
-                dw3x3_run_fast_full(p + ox * step, out + ox * c, ox_hi - ox_lo, &run);
-            else if (fast)
-                dw3x3_run_fast(p + ox * step, out + ox * c, ox_hi - ox_lo, &run);
-            else
-                dw3x3_run(p + ox * step, out + ox * c, ox_hi - ox_lo, &run);
-            ox = ox_hi;
-        }
-        for (; ox < d->out_w; ox++) {
+        for (int32_t ox = 0; ox < d->out_w; ox++) {
             const int32_t ix = ox * d->sw - d->pl;
             const int32_t kx0 = ix < 0 ? -ix : 0;
             const int32_t kx1 = ix + d->kw > d->in_w ? d->in_w - ix : d->kw;
