@@ -11,7 +11,7 @@ have tessera's semantics and get any rounding.
 """
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from tessera.tiler.library import op_spec
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY = load_yaml(os.path.join(ROOT, "kernels", "cmsis_nn", "library.yaml"))
 OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add")
+# the argument struct of each op (tsr_<kind>_args_t)
 KIND = {"conv2d": "conv", "pointwise": "conv", "depthwise": "conv", "linear": "conv",
         "maxpool": "pool", "avgpool": "pool", "add": "add"}
 
@@ -36,7 +37,6 @@ class Case:
     rq: dict = None               # mul, shift (tessera's), add, per_channel, zero_point, lo, hi, rounding
     scratch: int = 0
     macs: int = 0
-    note: dict = field(default_factory=dict)
 
     @property
     def fn(self):

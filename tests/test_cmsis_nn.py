@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cmsis_cases import OPS, cases
+from cmsis_cases import KIND, OPS, cases
 from test_ref_kernels import AddArgs, ConvArgs, PoolArgs, RequantT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,11 +118,11 @@ def run_host(lib, case):
     scratch = np.full(max(case.scratch, 1), 0xA5 - 256, dtype=np.int8)
     f = case.fields
     rq_p = ctypes.pointer(rq) if rq is not None else None
-    if case.op in ("maxpool", "avgpool"):
+    if KIND[case.op] == "pool":
         args = PoolArgs(_ptr(arr("in", np.int8), c_int8), f["in_h"], f["in_w"], f["c"], _ptr(out, c_int8),
                         f["out_h"], f["out_w"], f["kh"], f["kw"], f["sh"], f["sw"], f["pad_t"], f["pad_l"],
                         f["pad_b"], f["pad_r"], f["input_offset"], rq_p)
-    elif case.op == "add":
+    elif KIND[case.op] == "add":
         args = AddArgs(_ptr(arr("a", np.int8), c_int8), _ptr(arr("b", np.int8), c_int8),
                        out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]), rq_p)
     else:
@@ -194,7 +194,7 @@ def harness_source(case_list):
             body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
                         f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
                         f"{0 if rq['rounding'] == 'half_up' else 1}}};")
-        kind = {"maxpool": "pool", "avgpool": "pool", "add": "add"}.get(c.op, "conv")
+        kind = KIND[c.op]
         body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
         for name in c.arrays:
             body.append(f"    a.{name} = {p}{name};")

@@ -133,10 +133,6 @@ def view(target, arch):
     return out
 
 
-def _patterns(names):
-    return " ".join(names)
-
-
 def script(v):
     """The linker script text of a view()."""
     arch = v["arch"]
