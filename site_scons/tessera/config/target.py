@@ -49,6 +49,7 @@ RUNNER = Field("map", required=True, fields={
     "args": Field("list", "arguments before the firmware", default=[], items=Field("str")),
     "timeout": Field("int", "seconds before a run counts as hung", default=600, minimum=1),
     "debian": Field("list", "Debian packages that provide it", default=[], items=Field("str")),
+    "install": Field("str", "how to get the program when no Debian package provides it", default=""),
     "counts": Field("str", "what the per-layer counts measure", default="none",
                     choices=("none", "host-ns", "qemu-instructions", "gvsoc-cycles")),
     "note": Field("str", "what the counts are and are not, for the report", default=""),
