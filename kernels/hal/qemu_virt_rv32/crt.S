@@ -5,7 +5,8 @@
  * QEMU starts every hart at the ELF entry at once. Hart 0 goes on to
  * picolibc's crt0 (_start: stack __stack, .data/.bss, main, exit through
  * semihosting). Every other hart takes its own stack below the fabric
- * controller's and waits in hal_cluster_main for work from hal_fork; it
+ * controller's (harts past TSR_NCORES, the target's core count, park
+ * without one) and waits in hal_cluster_main for work from hal_fork; it
  * touches no .data/.bss that hart 0's start-up rewrites before then (the
  * fork state is zero before and after .bss is cleared).
  *
@@ -13,6 +14,10 @@
  *   __tsr_cluster_stacks_top   top of the cluster harts' stacks
  *   __tsr_cluster_stack_size   bytes of stack per cluster hart
  */
+#ifndef TSR_NCORES
+#error "TSR_NCORES (the cluster's core count) must be defined"
+#endif
+
     .section .text.tsr.entry, "ax"
     .globl _tsr_entry
     .type _tsr_entry, @function
@@ -21,6 +26,12 @@ _tsr_entry:
     bnez t0, 1f
     j _start                        /* the fabric controller: picolibc's crt0 */
 1:
+    li t1, TSR_NCORES
+    bleu t0, t1, 2f
+    csrw mie, zero                  /* a hart the target does not use: it has no */
+9:  wfi                             /* stack, touches nothing and never wakes */
+    j 9b
+2:
 .option push
 .option norelax
     la gp, __global_pointer$
@@ -36,8 +47,8 @@ _tsr_entry:
     csrw mtvec, t1
     mv a0, t0
     call hal_cluster_main           /* never returns */
-2:  wfi
-    j 2b
+3:  wfi
+    j 3b
     .size _tsr_entry, . - _tsr_entry
 
 /* A cluster hart that faults reports it and ends the run (mtvec is direct
@@ -51,4 +62,4 @@ hal_trap_entry:
     csrr a2, mepc
     csrr a3, mtval
     call hal_fault                  /* never returns */
-3:  j 3b
+4:  j 4b

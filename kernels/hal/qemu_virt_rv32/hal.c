@@ -169,11 +169,6 @@ void hal_cluster_main(uint32_t hart)
 {
     const int core = (int)hart - 1;
     uint32_t seen = 0;
-    if (core >= TSR_NCORES) {
-        /* a hart the target does not use: nothing ever wakes it */
-        for (;;)
-            __asm__ volatile("csrw mie, zero\n\twfi");
-    }
     for (;;) {
         uint32_t s;
         wait_go(hart);
