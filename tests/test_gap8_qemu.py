@@ -11,10 +11,13 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from tessera import config
 from tessera.codegen import linker
+from tessera.golden import ops
+from tessera.ir import Requant
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAP8 = os.path.join(ROOT, "targets", "gap8.yaml")
@@ -103,3 +106,149 @@ def test_cluster_hal_on_nine_harts(tmp_path):
 def test_cluster_hal_counts_are_deterministic(tmp_path):
     elf = build_firmware(str(tmp_path), [os.path.join(ROOT, "tests", "c", "hal_cluster_test.c")])
     assert run_firmware(elf) == run_firmware(elf)
+
+
+# ---- PULP-NN-style kernels on one hart and on eight --------------------------
+
+def _c_array(ctype, name, values, section=None):
+    vals = ", ".join(str(int(v)) for v in np.asarray(values).reshape(-1))
+    attr = f' __attribute__((aligned(4), section("{section}")))' if section else " __attribute__((aligned(4)))"
+    return f"static {'' if section else 'const '}{ctype} {name}[{max(1, np.asarray(values).size)}]{attr} = {{{vals}}};"
+
+
+def _requant(rng, acc, channels):
+    """A per-channel requantization scaled to acc: most outputs in range."""
+    top = int(np.abs(acc).max()) or 1
+    mul = rng.integers(2**29, 2**31 - 1, size=channels)
+    shift = np.array([min(62, (top * int(m)).bit_length() - 7) for m in mul])
+    return Requant(mul=mul.tolist(), add=[0], shift=shift.tolist(), rounding="half_up",
+                   zero_point=int(rng.integers(-20, 20)), lo=-128, hi=127)
+
+
+def kernel_cases(seed=5):
+    """One tile per kernel, each large enough to give all eight cores work:
+    (name, C declarations, C setup of `args`, kernel, args type, expected)."""
+    rng = np.random.default_rng(seed)
+    i8 = lambda shape: rng.integers(-128, 128, size=shape).astype(np.int8)  # noqa: E731
+    cases = []
+    L1 = ".bss.tsr.L1"
+
+    def conv_like(name, op, x, w, bias, kern, stride, pad, off, expected_acc, scratch, x_c=None, w_c=None):
+        co = expected_acc.shape[2]
+        rq = _requant(rng, expected_acc, co)
+        expected = ops.requantize(expected_acc, rq).astype(np.int8)
+        x_store = x if x_c is None else x_c
+        decl = [_c_array("int8_t", f"{name}_x", x_store), _c_array("int8_t", f"{name}_w", w if w_c is None else w_c),
+                _c_array("int32_t", f"{name}_b", bias), _c_array("int32_t", f"{name}_mul", rq.mul),
+                _c_array("int8_t", f"{name}_shift", rq.shift),
+                _c_array("int8_t", f"{name}_out", np.zeros(expected.size), L1),
+                _c_array("int8_t", f"{name}_scratch", np.zeros(max(1, scratch * 8)), L1),
+                f"static const tsr_requant_t {name}_rq = {{{name}_mul, 0, {name}_shift, 1, {rq.zero_point}, "
+                f"{rq.lo}, {rq.hi}, TSR_ROUND_HALF_UP}};"]
+        h, w_, c = x.shape
+        oh, ow, _ = expected.shape
+        setup = (f"static tsr_conv_args_t {name}_args = {{{name}_x, {h}, {w_}, {c}, {name}_w, {name}_b, {name}_out, "
+                 f"{oh}, {ow}, {co}, {kern[0]}, {kern[1]}, {stride[0]}, {stride[1]}, {pad[0]}, {pad[1]}, {pad[2]}, "
+                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}}};")
+        cases.append((name, decl + [setup], f"pnn_{op}", "tsr_conv_args_t", expected))
+
+    x = i8((16, 12, 8))
+    w = i8((20, 3, 3, 8))
+    b = rng.integers(-3000, 3000, size=20).astype(np.int32)
+    conv_like("conv", "conv2d", x, w, b, (3, 3), (1, 1), (1, 1, 1, 1), 128,
+              ops.conv2d(x, w, b, 128, (3, 3), (1, 1), (1, 1, 1, 1)), 2 * 3 * 3 * 8)
+    x = i8((13, 10, 24))
+    w = i8((24, 3, 3))
+    b = rng.integers(-3000, 3000, size=24).astype(np.int32)
+    acc = ops.depthwise(x, w.transpose(1, 2, 0), b, 3, (3, 3), (2, 2), (1, 1, 0, 0))
+    conv_like("dw", "depthwise", x, w, b, (3, 3), (2, 2), (1, 1, 0, 0), 3, acc,
+              ((acc.shape[0] - 1) * 2 + 3) * 3, x_c=np.ascontiguousarray(x.transpose(2, 0, 1)))
+    x = i8((4, 4, 64))
+    w = i8((48, 64))
+    b = rng.integers(-3000, 3000, size=48).astype(np.int32)
+    conv_like("pw", "pointwise", x, w, b, (1, 1), (1, 1), (0, 0, 0, 0), 0, ops.pointwise(x, w, b, 0), 0)
+    x = i8((2, 2, 32))
+    w = i8((40, 128))
+    b = rng.integers(-3000, 3000, size=40).astype(np.int32)
+    conv_like("fc", "linear", x, w, b, (2, 2), (1, 1), (0, 0, 0, 0), -5, ops.linear(x, w, b, -5), 0)
+
+    x = i8((10, 10, 16))
+    expected = ops.maxpool(x, (3, 3), (2, 2), (1, 1, 1, 1)).astype(np.int8)
+    decl = [_c_array("int8_t", "mp_x", x), _c_array("int8_t", "mp_out", np.zeros(expected.size), L1)]
+    setup = (f"static tsr_pool_args_t mp_args = {{mp_x, 10, 10, 16, mp_out, {expected.shape[0]}, "
+             f"{expected.shape[1]}, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0}};")
+    cases.append(("mp", decl + [setup], "pnn_maxpool", "tsr_pool_args_t", expected))
+
+    a, b2 = i8((8, 8, 16)), i8((8, 8, 16))
+    in_mul, in_offset = [2**29, 2**28 + 7], [128, -3]
+    acc = ops.add(a, b2, in_mul, in_offset)
+    top = int(np.abs(acc).max())
+    rq = Requant(mul=[1], add=[0], shift=[max(0, top.bit_length() - 7)], zero_point=-2)
+    expected = ops.requantize(acc, rq).astype(np.int8)
+    decl = [_c_array("int8_t", "add_a", a), _c_array("int8_t", "add_b", b2),
+            _c_array("int8_t", "add_out", np.zeros(expected.size), L1),
+            _c_array("int32_t", "add_mul", [1]), _c_array("int8_t", "add_shift", rq.shift),
+            f"static const tsr_requant_t add_rq = {{add_mul, 0, add_shift, 0, {rq.zero_point}, -128, 127, "
+            "TSR_ROUND_HALF_UP};"]
+    setup = (f"static tsr_add_args_t add_args = {{add_a, add_b, add_out, {a.size}, {{{in_mul[0]}, {in_mul[1]}}}, "
+             f"{{{in_offset[0]}, {in_offset[1]}}}, &add_rq}};")
+    cases.append(("add", decl + [setup], "pnn_add", "tsr_add_args_t", expected))
+    return cases
+
+
+def kernel_firmware_source(cases):
+    out = ['#include <stdio.h>', '#include <stdint.h>', '#include "tessera/hal.h"', '#include "tessera/pulp_nn.h"']
+    for name, decl, fn, args_t, _ in cases:
+        out += decl
+        out.append(f"static void {name}_run(void *a)\n{{\n    {fn}((const {args_t} *)a, hal_core_id(), "
+                   "hal_num_cores());\n}")
+    out.append("static void report(const char *name, const int8_t *p, int n, const uint64_t *before)\n{\n"
+               "    int k;\n    printf(\"CASE %s out=\", name);\n"
+               "    for (k = 0; k < n; k++)\n        printf(\"%02x\", (unsigned)(uint8_t)p[k]);\n"
+               "    printf(\" cores=\");\n    for (k = 0; k < hal_num_cores(); k++)\n"
+               "        printf(\"%s%lu\", k ? \",\" : \"\", (unsigned long)(hal_core_counts[k] - before[k]));\n"
+               "    printf(\"\\n\");\n}")
+    out.append("int main(void)\n{\n    uint64_t before[HAL_MAX_CORES];\n    int k;\n    hal_init();")
+    for name, _, _, _, expected in cases:
+        out.append(f"    for (k = 0; k < HAL_MAX_CORES; k++)\n        before[k] = hal_core_counts[k];\n"
+                   f"    hal_fork({name}_run, &{name}_args);\n"
+                   f"    report(\"{name}\", {name}_out, {expected.size}, before);")
+    out.append('    printf("CASE done\\n");\n    return 0;\n}')
+    return "\n".join(out) + "\n"
+
+
+def run_kernel_firmware(tmp, cases, cores):
+    target = _target()
+    target = dict(target, cores=cores)
+    src = os.path.join(tmp, f"kernels_{cores}.c")
+    with open(src, "w") as f:
+        f.write(kernel_firmware_source(cases))
+    pnn = os.path.join(ROOT, "kernels", "pulp_nn")
+    sources = [src] + sorted(os.path.join(pnn, f) for f in os.listdir(pnn) if f.endswith(".c"))
+    sub = os.path.join(tmp, f"c{cores}")
+    os.makedirs(sub)
+    text = run_firmware(build_firmware(sub, sources, target=target), target)
+    got = {}
+    for line in text.splitlines():
+        m = re.match(r"CASE (\S+) out=([0-9a-f]*) cores=(\S+)", line.strip())
+        if m:
+            got[m.group(1)] = (bytes.fromhex(m.group(2)), [int(c) for c in m.group(3).split(",")])
+    assert "CASE done" in text, text
+    return got
+
+
+def test_kernels_on_one_and_eight_harts(tmp_path):
+    """Each kernel computes the same tile on one cluster core and on eight:
+    identical outputs, equal to the golden model, and with eight cores
+    every hart did part of the work (its own instruction count)."""
+    cases = kernel_cases()
+    one = run_kernel_firmware(str(tmp_path), cases, 1)
+    eight = run_kernel_firmware(str(tmp_path), cases, 8)
+    for name, _, _, _, expected in cases:
+        want = expected.astype(np.int8).tobytes()
+        assert one[name][0] == want, f"{name}: one core differs from the golden model"
+        assert eight[name][0] == one[name][0], f"{name}: eight cores differ from one"
+        counts = eight[name][1]
+        assert len(counts) == 8 and all(c > 0 for c in counts), f"{name}: per-hart counts {counts}"
+        # the work is split, not repeated: no hart does nearly all of it
+        assert max(counts) < 0.5 * one[name][1][0], f"{name}: {counts} vs one core {one[name][1]}"

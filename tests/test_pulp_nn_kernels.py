@@ -5,8 +5,8 @@ tests/test_ref_kernels.py: every core in turn on the same buffers must give
 the whole tile; each core alone must write exactly its share, on poisoned
 output and scratch).
 
-What differs from the reference kernels: the work split (output rows while
-every core gets some, else output channels in fours; depthwise by channel),
+What differs from the reference kernels: the work split (output pixels or,
+when that is more even, output channels in fours; depthwise by channel),
 the depthwise input in CHW order (DORY's hybrid scheme), and the scratch
 each kernel wants (im2col of two pixels; a depthwise column stripe). The
 same kernels run on eight harts under QEMU in tests/test_gap8_qemu.py.
@@ -84,8 +84,24 @@ def chunk(n, quantum, core, ncores):
     return b, min(b + size, n)
 
 
-def split_rows(out_h, ncores):
-    return out_h % ncores == 0 or out_h >= 2 * ncores
+def split(pixels, channels, pq, cq, core, ncores):
+    """This core's (pixels, channels) ranges under pnn_split."""
+    per_p = -(-(-(-pixels // ncores)) // pq) * pq
+    per_c = -(-(-(-channels // ncores)) // cq) * cq
+    per_p, per_c = min(per_p, pixels), min(per_c, channels)
+    if per_p * channels <= pixels * per_c:
+        return chunk(pixels, pq, core, ncores), (0, channels)
+    return (0, pixels), chunk(channels, cq, core, ncores)
+
+
+def share_pixels_or_channels(pq, cq):
+    def share(shape, core, ncores):
+        h, w, c = shape
+        (p0, p1), (c0, c1) = split(h * w, c, pq, cq, core, ncores)
+        m = np.zeros((h * w, c), dtype=bool)
+        m[p0:p1, c0:c1] = True
+        return m.reshape(shape)
+    return share
 
 
 def mask(shape, axis, begin, end):
@@ -94,14 +110,6 @@ def mask(shape, axis, begin, end):
     idx[axis] = slice(begin, end)
     m[tuple(idx)] = True
     return m
-
-
-def share_rows_or_channels(quantum):
-    def share(shape, core, ncores):
-        if split_rows(shape[0], ncores):
-            return mask(shape, 0, *chunk(shape[0], 1, core, ncores))
-        return mask(shape, 2, *chunk(shape[2], quantum, core, ncores))
-    return share
 
 
 def share_channels(quantum):
@@ -129,7 +137,7 @@ def conv_cases(draw):
     # no scratch or too little (direct loop), exactly two pixels, more
     sb = draw(st.sampled_from([0, 2 * patch - 1, 2 * patch, 2 * patch + 13]))
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
-    return Case("pnn_conv2d", build, expected, dtype, share_rows_or_channels(4), sb), draw(NCORES), rng
+    return Case("pnn_conv2d", build, expected, dtype, share_pixels_or_channels(2, 4), sb), draw(NCORES), rng
 
 
 @given(conv_cases())
@@ -183,6 +191,35 @@ def test_depthwise_chw_matches_golden(pnn, case):
 
 
 @st.composite
+def depthwise3x3_cases(draw):
+    """3x3 (its own path: registers, the offset folded into the bias),
+    stride 1 or 2, any padding up to 2 on each side of the tile."""
+    sh, sw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pad = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    in_h = draw(st.integers(max(1, 3 - pad[0] - pad[2]), 9))
+    in_w = draw(st.integers(max(1, 3 - pad[1] - pad[3]), 9))
+    g = dict(kh=3, kw=3, sh=sh, sw=sw, pad=pad, in_h=in_h, in_w=in_w)
+    ch = draw(st.integers(1, 19))
+    x, rng = arrays(draw, (in_h, in_w, ch))
+    w = int8s(rng, (ch, 3, 3))
+    bias = draw_bias(draw, rng, ch)
+    off = draw(PNN_OFFSETS)
+    acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (3, 3), (sh, sw), pad)
+    rq = draw_rq(draw, acc, ch)
+    expected, dtype = finish(acc, rq)
+    sb = stripe_bytes(g, expected.shape[0])
+    build = chw_builder(x, w, bias, expected.shape, g, off, rq, sb)
+    return Case("pnn_depthwise", build, expected, dtype, share_channels(1), sb), draw(NCORES), rng
+
+
+@given(depthwise3x3_cases())
+@SETTINGS
+def test_depthwise_3x3_matches_golden(pnn, case):
+    c, ncores, rng = case
+    run_case(pnn, c, ncores, rng)
+
+
+@st.composite
 def pointwise_cases(draw):
     h, wd = draw(st.integers(1, 9)), draw(st.integers(1, 6))
     in_c, out_c = draw(st.sampled_from([1, 3, 4, 8, 12, 17])), draw(st.integers(1, 21))
@@ -194,7 +231,7 @@ def pointwise_cases(draw):
     rq = draw_rq(draw, acc, out_c)
     expected, dtype = finish(acc, rq)
     build = conv_builder(x, w, bias, expected.shape, ONE, off, rq)
-    return Case("pnn_pointwise", build, expected, dtype, share_rows_or_channels(4)), draw(NCORES), rng
+    return Case("pnn_pointwise", build, expected, dtype, share_pixels_or_channels(2, 4)), draw(NCORES), rng
 
 
 @given(pointwise_cases())
@@ -235,7 +272,7 @@ def maxpool_cases(draw):
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     expected = ops.maxpool(x, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"]).astype(np.int8)
     build = pool_builder(x, expected.shape, g, draw(OFFSETS), None)
-    return Case("pnn_maxpool", build, expected, np.int8, share_rows_or_channels(1)), draw(NCORES), rng
+    return Case("pnn_maxpool", build, expected, np.int8, share_pixels_or_channels(1, 1)), draw(NCORES), rng
 
 
 @given(maxpool_cases())
@@ -255,7 +292,7 @@ def avgpool_cases(draw):
     rq = draw(requants(ch, int(np.abs(acc).max(initial=0))))
     expected, dtype = finish(acc, rq)
     build = pool_builder(x, expected.shape, g, off, rq)
-    return Case("pnn_avgpool", build, expected, dtype, share_rows_or_channels(1)), draw(NCORES), rng
+    return Case("pnn_avgpool", build, expected, dtype, share_pixels_or_channels(1, 1)), draw(NCORES), rng
 
 
 @given(avgpool_cases())
@@ -330,7 +367,7 @@ def test_channel_tile_of_larger_weights(pnn, op, ncores):
     else:
         sb = 2 * 3 * 3 * 8 if op == "conv2d" else 0
         build = conv_builder(x, w[c0:], bias[c0:], expected.shape, g, off, rq, sb, first_channel=c0)
-        share = share_channels(4) if op == "linear" else share_rows_or_channels(4)
+        share = share_channels(4) if op == "linear" else share_pixels_or_channels(2, 4)
     run_case(pnn, Case("pnn_" + op, build, expected, np.int8, share, sb), ncores, rng)
 
 
@@ -342,7 +379,7 @@ def test_offsets_im2col_cannot_store(pnn, off):
     x, w = int8s(rng, (5, 6, 3)), int8s(rng, (4, 3, 3, 3))
     acc = ops.conv2d(x, w, None, off, (3, 3), (1, 2), g["pad"])
     run_case(pnn, Case("pnn_conv2d", conv_builder(x, w, None, acc.shape, g, off, None, 54),
-                       acc.astype(np.int32), np.int32, share_rows_or_channels(4), 54), 3, rng)
+                       acc.astype(np.int32), np.int32, share_pixels_or_channels(2, 4), 54), 3, rng)
     wd = int8s(rng, (3, 3, 3))
     acc = ops.depthwise(x, wd.transpose(1, 2, 0), None, off, (3, 3), (1, 2), g["pad"])
     sb = stripe_bytes(g, acc.shape[0])

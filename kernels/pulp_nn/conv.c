@@ -2,8 +2,8 @@
  * conv2d (PULP-NN's pulp_nn_conv): HWC input tile, weights
  * [out_c][kh][kw][in_c], HWC output.
  *
- * Work split: output rows per core (pnn_split_rows), else output channels
- * in multiples of 4. Each core unrolls the receptive fields of two output
+ * Work split: output pixels (rows, in raster order) per core, or output
+ * channels in fours when that is more even (pnn_split). Each core unrolls the receptive fields of two output
  * pixels into its own im2col buffer (scratch, 2 * kh * kw * in_c bytes per
  * core; padding stored as -input_offset so the matmul needs no bounds
  * checks), then runs the 4x2 matmul over its output channels. Without that
@@ -47,7 +47,7 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_
 {
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t p, co, ky, kx, ci;
-    pnn_rq_t rq = {0, 0, 0};
+    pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
     for (p = p0; p < p1; p++) {
         int32_t oy = p / a->out_w, ox = p % a->out_w;
         int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l, ky0, ky1, kx0, kx1;
@@ -77,18 +77,7 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     int32_t p, p_end, c0, c1;
     int8_t *col0, *col1;
 
-    if (pnn_split_rows(a->out_h, ncores)) {
-        int32_t r0, r1;
-        pnn_chunk(a->out_h, 1, core, ncores, &r0, &r1);
-        p = r0 * ow;
-        p_end = r1 * ow;
-        c0 = 0;
-        c1 = a->out_c;
-    } else {
-        p = 0;
-        p_end = a->out_h * ow;
-        pnn_chunk(a->out_c, 4, core, ncores, &c0, &c1);
-    }
+    pnn_split(a->out_h * ow, a->out_c, 2, 4, core, ncores, &p, &p_end, &c0, &c1);
     if (p >= p_end || c0 >= c1)
         return;
     if (!a->scratch || a->scratch_bytes < 2 * patch || !pnn_offset_padable(off)) {

@@ -22,7 +22,7 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 {
     const int32_t C = a->out_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t c, oy, ox, ky, kx;
-    pnn_rq_t rq = {0, 0, 0};
+    pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
     for (c = c0; c < c1; c++) {
         const int8_t *plane = a->in + (size_t)c * a->in_h * a->in_w;
         const int8_t *w = a->weights + (size_t)c * kh * kw;
@@ -90,13 +90,29 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
         const int8_t *plane = a->in + (size_t)c * a->in_h * a->in_w;
         const int8_t *w = a->weights + (size_t)c * area;
         const int32_t b = a->bias ? a->bias[c] : 0;
-        pnn_rq_t rq = {0, 0, 0};
+        pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
         if (a->rq)
             rq = pnn_rq_channel(a->rq, c);
         for (ox = 0; ox < a->out_w; ox++) {
             const int8_t *win = s;
             size_t o = (size_t)ox * C + c;
             stripe(a, plane, ox, rows, s, (int8_t)-off);
+            if (area == 9) {
+                /* 3x3, the common case: the weights stay in registers and
+                 * the offset's share, off * sum(w), joins the bias (padding
+                 * holds -off, so it still adds nothing) */
+                const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5];
+                const int32_t w6 = w[6], w7 = w[7], w8 = w[8];
+                const int32_t b_off = b + off * (w0 + w1 + w2 + w3 + w4 + w5 + w6 + w7 + w8);
+                for (oy = 0; oy < a->out_h; oy++, win += step, o += (size_t)a->out_w * C) {
+                    int32_t acc = b_off;
+                    PNN_MAC(acc, win[0], w0); PNN_MAC(acc, win[1], w1); PNN_MAC(acc, win[2], w2);
+                    PNN_MAC(acc, win[3], w3); PNN_MAC(acc, win[4], w4); PNN_MAC(acc, win[5], w5);
+                    PNN_MAC(acc, win[6], w6); PNN_MAC(acc, win[7], w7); PNN_MAC(acc, win[8], w8);
+                    pnn_store(a->out, o, acc, &rq, a->rq);
+                }
+                continue;
+            }
             for (oy = 0; oy < a->out_h; oy++, win += step, o += (size_t)a->out_w * C) {
                 int32_t acc = b;
                 for (i = 0; i < area; i++)

@@ -62,12 +62,29 @@ static inline void pnn_chunk(int32_t n, int32_t quantum, int core, int ncores,
     *end = e;
 }
 
-/* Output rows per core while every core gets some; with fewer rows than
- * that (the small late layers of a network), output channels per core, so
- * that no core idles. Both kernels and the tests use this rule. */
-static inline int pnn_split_rows(int32_t out_h, int ncores)
+/* Split a tile of `pixels` output pixels x `channels` output channels over
+ * the cores by pixels (PULP-NN's output rows, in raster order, `pq` at a
+ * time) or by channels (`cq` at a time), whichever gives the busiest core
+ * less work (pixels on a tie): small late layers have fewer rows than
+ * cores but many channels. Sets this core's [p0, p1) x [c0, c1). Kernels
+ * and tests share this rule. */
+static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32_t cq, int core,
+                             int ncores, int32_t *p0, int32_t *p1, int32_t *c0, int32_t *c1)
 {
-    return out_h % ncores == 0 || out_h >= 2 * ncores;
+    int32_t per_p = (pixels + ncores - 1) / ncores, per_c = (channels + ncores - 1) / ncores;
+    per_p = (per_p + pq - 1) / pq * pq;
+    per_c = (per_c + cq - 1) / cq * cq;
+    if (per_p > pixels) per_p = pixels;
+    if (per_c > channels) per_c = channels;
+    if ((int64_t)per_p * channels <= (int64_t)pixels * per_c) {
+        pnn_chunk(pixels, pq, core, ncores, p0, p1);
+        *c0 = 0;
+        *c1 = channels;
+    } else {
+        *p0 = 0;
+        *p1 = pixels;
+        pnn_chunk(channels, cq, core, ncores, c0, c1);
+    }
 }
 
 /* ---- requantization, one channel's constants hoisted ------------------ */
@@ -76,6 +93,8 @@ typedef struct {
     int32_t mul;
     int32_t shift;
     int64_t add;        /* add[c] plus the rounding term */
+    int32_t zero_point;
+    int32_t lo, hi;     /* the clamp before the zero point is added */
 } pnn_rq_t;
 
 static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
@@ -87,16 +106,29 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.add = rq->add ? rq->add[i] : 0;
     if (rq->rounding == TSR_ROUND_HALF_UP && p.shift > 0)
         p.add += (int64_t)1 << (p.shift - 1);
+    p.zero_point = rq->zero_point;
+    p.lo = rq->lo - rq->zero_point;
+    p.hi = rq->hi - rq->zero_point;
     return p;
 }
 
-/* tsr_requantize for an int32 accumulator: a 32x32->64 multiply. */
-static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p, const tsr_requant_t *rq)
+/* tsr_requantize for an int32 accumulator: a 32x32->64 multiply, and, for
+ * the usual shifts of 32 and more, the rest on the high word alone (floor
+ * of v / 2^s is floor of (v >> 32) / 2^(s - 32)); the clamp comes before
+ * the zero point so no sum can leave int32. */
+static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p)
 {
-    int64_t v = (((int64_t)acc * p->mul + p->add) >> p->shift) + rq->zero_point;
-    if (v < rq->lo) v = rq->lo;
-    if (v > rq->hi) v = rq->hi;
-    return (int8_t)v;
+    int64_t v = (int64_t)acc * p->mul + p->add;
+    int32_t y;
+    if (p->shift >= 32) {
+        y = (int32_t)(v >> 32) >> (p->shift - 32);
+    } else {
+        v >>= p->shift;
+        y = v < p->lo ? p->lo : v > p->hi ? p->hi : (int32_t)v;
+    }
+    if (y < p->lo) y = p->lo;
+    if (y > p->hi) y = p->hi;
+    return (int8_t)(y + p->zero_point);
 }
 
 /* Store output element i of channel c: requantized int8, or the int32
@@ -105,7 +137,7 @@ static inline void pnn_store(void *out, size_t i, int32_t acc, const pnn_rq_t *p
                              const tsr_requant_t *rq)
 {
     if (rq)
-        ((int8_t *)out)[i] = pnn_rq_apply(acc, p, rq);
+        ((int8_t *)out)[i] = pnn_rq_apply(acc, p);
     else
         ((int32_t *)out)[i] = acc;
 }

@@ -3,8 +3,9 @@
  * HWC input tile, weights [out_c][in_c]. Every input pixel is already an
  * im2col row, so this is the 4x2 matmul straight on the input: no scratch.
  *
- * Work split: output rows per core (pnn_split_rows), else output channels
- * in multiples of 4 (the 4x4-pixel layers at the end of a network).
+ * Work split: output pixels (rows, in raster order) per core, or output
+ * channels in fours when that is more even (the 4x4-pixel layers at the
+ * end of a network), see pnn_split.
  */
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
@@ -14,18 +15,7 @@ void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t in_c = a->in_c, out_c = a->out_c, off = a->input_offset;
     int32_t p, p_end, c0, c1;
 
-    if (pnn_split_rows(a->out_h, ncores)) {
-        int32_t r0, r1;
-        pnn_chunk(a->out_h, 1, core, ncores, &r0, &r1);
-        p = r0 * a->out_w;
-        p_end = r1 * a->out_w;
-        c0 = 0;
-        c1 = out_c;
-    } else {
-        p = 0;
-        p_end = a->out_h * a->out_w;
-        pnn_chunk(out_c, 4, core, ncores, &c0, &c1);
-    }
+    pnn_split(a->out_h * a->out_w, out_c, 2, 4, core, ncores, &p, &p_end, &c0, &c1);
     if (c0 >= c1)
         return;
     for (; p + 1 < p_end; p += 2)
