@@ -6,6 +6,7 @@ Needs riscv64-unknown-elf-gcc with picolibc and qemu-system-riscv32; skips
 with the apt-get line otherwise.
 """
 
+import json
 import os
 import re
 import shutil
@@ -252,3 +253,69 @@ def test_kernels_on_one_and_eight_harts(tmp_path):
         assert len(counts) == 8 and all(c > 0 for c in counts), f"{name}: per-hart counts {counts}"
         # the work is split, not repeated: no hart does nearly all of it
         assert max(counts) < 0.5 * one[name][1][0], f"{name}: {counts} vs one core {one[name][1]}"
+
+
+# ---- whole networks ---------------------------------------------------------------
+
+def gap8_network(tmp_path, model):
+    """Build, run and check `model` on gap8 with tessera's SCons; its report."""
+    from helpers import scons
+
+    _need_tools(_target())
+    out = tmp_path / "out"
+    res = scons("target=gap8", f"model={model}", out=out, timeout=3000)
+    assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    with open(out / "gap8" / model / "report.json") as f:
+        return out / "gap8" / model, json.load(f)
+
+
+def check_gap8_report(rep):
+    assert rep["verdict"] == "pass"
+    assert all(layer["match"] for layer in rep["layers"])
+    assert rep["counts"]["method"] == "qemu-instructions"
+    assert "not GAP8 cycles" in rep["counts"]["note"]
+    tot = rep["totals"]
+    # the whole run: every layer, plus the harness between them
+    assert tot["instructions"] >= sum(layer["instructions"] for layer in rep["layers"]) > 0
+    # weights come from L3, through L2, by the I/O DMA; tiles by the cluster DMA
+    ws = tot["weights_streamed"]
+    assert (ws["from"], ws["through"]) == ("L3", "L2")
+    assert tot["dma_bytes"]["io_dma"] == ws["bytes"]
+    weighted = [layer for layer in rep["layers"] if layer["op"] in ("conv2d", "pointwise", "depthwise", "linear")]
+    assert all(layer["weights_streamed"]["bytes"] > 0 for layer in weighted)
+    assert all(layer["dma_bytes"]["cluster_dma"] > 0 for layer in rep["layers"])
+    # eight cores shared the work
+    assert len(tot["core_counts"]) == 8 and min(tot["core_counts"]) > 0
+    for layer in rep["layers"]:
+        assert len(layer["core_counts"]) == 8
+        assert layer["l1_bytes"] <= layer["l1_budget"]
+
+
+def test_dscnn_kws_on_gap8(tmp_path):
+    netdir, rep = gap8_network(tmp_path, "dscnn_kws")
+    check_gap8_report(rep)
+    # the counts do not depend on how QEMU interleaved the harts
+    with open(netdir / "run.log") as f:
+        first = f.read()
+    again = run_firmware(str(netdir / "firmware.elf"))
+    strip = lambda text: [re.sub(r" cores=\S+", "", line) for line in text.splitlines()  # noqa: E731
+                          if line.startswith("TSR ")]
+    assert strip(again) == strip(first)
+
+
+@pytest.mark.slow
+def test_mbv1_128_on_gap8(tmp_path):
+    _, rep = gap8_network(tmp_path, "mbv1_128")
+    check_gap8_report(rep)
+    by = {layer["name"]: layer for layer in rep["layers"]}
+    # 1 MB of pw13 weights cannot sit in L2: cut over output channels (DORY's L3 tiling)
+    assert by["pw13"]["weights_streamed"]["chunks"] > 1
+    assert by["conv0"]["weights_streamed"]["chunks"] == 1
+    assert rep["totals"]["weights_streamed"]["bytes"] > 4_000_000
+
+
+@pytest.mark.slow
+def test_mbv2_128_on_gap8(tmp_path):
+    _, rep = gap8_network(tmp_path, "mbv2_128")
+    check_gap8_report(rep)
+    assert any(layer["op"] == "add" for layer in rep["layers"])
