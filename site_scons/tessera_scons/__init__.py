@@ -48,7 +48,11 @@ def _log(message):
 
 
 def _value(env, obj, name):
-    return env.Value(canon.dumps(obj), name=name)
+    # `name` documents the value here only: SCons (4.x) records a Value
+    # dependency by its text, and --debug=explain prints that text and
+    # matches it against a Value node made without a name, so a named
+    # Value would show as replaced on every rebuild even when unchanged
+    return env.Value(canon.dumps(obj))
 
 
 def _layer_view(graph, layer):
@@ -149,15 +153,17 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
 
     # ---- tiling: one solve per layer, inputs are its projections only
     tview = views.tiler_target(tcfg, library)
-    # the name is what --debug=explain prints when it changed
-    tiler_target = _value(env, tview, f"tiler target of {tname} (l1_budget={tview['l1_budget']}, "
-                          f"cores={tview['cores']}, kernels={tcfg['kernels']})")
+    # the kernel library's tiler section apart from the target's few
+    # numbers, so that --debug=explain shows a changed budget as a short
+    # line: `{"buffering":2,"cores":1,"l1_budget":4096}' is a new dependency
+    tiler_target = _value(env, {k: v for k, v in tview.items() if k != "kernels"}, f"tiler target of {tname}")
+    tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
     for layer in graph.layers:
         lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
-                           [lv, tiler_target], Action(steps.tile, "tessera: tile $TARGET"))
+                           [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
         tilings.append(node[0])
         solves.append(node[1])

@@ -60,7 +60,8 @@ SOLVE_FIELDS = ("l1_budget", "objective", "optimal")
 def _tile(target, source, env):
     from tessera.tiler import solve_layer
 
-    layer, tgt = _value(source[0]), _value(source[1])
+    layer = _value(source[0])
+    tgt = dict(_value(source[1]), kernels=_value(source[2]))   # target numbers, kernels' tiler section
     result = solve_layer(layer, tgt)
     canon.write_json(str(target[0]), {k: v for k, v in result.items() if k not in SOLVE_FIELDS})
     canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})

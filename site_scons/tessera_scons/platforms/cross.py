@@ -37,7 +37,7 @@ def firmware(env, target, arch, objects, libs, outdir):
 
         fail(err)
     text = canon.dumps(view)
-    script = env.Command(os.path.join(outdir, "link.ld"), env.Value(text, name=f"memory map of {target['name']}"),
+    script = env.Command(os.path.join(outdir, "link.ld"), env.Value(text),
                          Action(gen_script, "tessera: generate $TARGET"))
     env.Depends(script, canon.source_files("codegen"))
     elf = env.Command(os.path.join(outdir, "firmware.elf"), list(objects) + list(libs) + [script[0]],
