@@ -17,6 +17,7 @@ library.yaml (absent: every .c file next to the library.yaml):
         defines: [...]
         skip: ["_f32.c"]        file name endings left out
 
+    libs = plan(env, name, library)        # the library and its fallbacks
     objs = objects(env, name, library, obj_dir)
 """
 
@@ -51,26 +52,47 @@ def _upstream_path(env, up):
     return path
 
 
-def objects(env, name, library, obj_dir):
-    """Declare the objects of kernel library `name` (and of its fallback);
-    returns the object nodes."""
+def plan(env, name, library):
+    """The libraries that make up kernel library `name` (itself, then its
+    fallback, ...), each as {name, id, sources: [(path, object name,
+    export path)], include: [path], headers: [path], defines, cflags,
+    upstream: bool (someone else's code), links: [ids]}. Export paths are
+    relative to a network's export/ directory."""
     from tessera.views import kernel_library
 
     from . import fail
 
     try:
-        return _objects(env, name, library, obj_dir, kernel_library)
+        return _plan(env, name, library, kernel_library)
     except ConfigError as err:
         fail(err)
 
 
-def _objects(env, name, library, obj_dir, load):
+def _export_path(path, checkout, name):
+    if checkout and not os.path.abspath(path).startswith(KERNELS + os.sep):
+        return "/".join(("kernels", name, "upstream", os.path.relpath(path, checkout).replace(os.sep, "/")))
+    return "kernels/" + os.path.relpath(path, KERNELS).replace(os.sep, "/")
+
+
+def _headers(folder, recursive):
+    if not os.path.isdir(folder):
+        return []
+    if not recursive:
+        return [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".h")]
+    out = []
+    for d, dirs, files in os.walk(folder):
+        dirs.sort()
+        out += [os.path.join(d, f) for f in sorted(files) if f.endswith(".h")]
+    return out
+
+
+def _plan(env, name, library, load):
     build = _build(library)
     lib_dir = os.path.join(KERNELS, name)
     sources = list(build["sources"])
     include = [os.path.join(lib_dir, p) for p in build["include"]]
     defines = list(build["defines"])
-    upstream = []   # (source path, object path) of the checkout's files
+    upstream = []   # (source path, object name) of the checkout's files
     up = build.get("upstream")
     checkout = _upstream_path(env, up) if up else None
     if checkout:
@@ -81,22 +103,42 @@ def _objects(env, name, library, obj_dir, load):
         for folder in up["sources"]:
             for f in _c_files(os.path.join(checkout, folder)):
                 if not f.endswith(tuple(up.get("skip", []))):
-                    upstream.append((os.path.join(checkout, folder, f),
-                                     os.path.join(obj_dir, name, "upstream", f[:-2] + ".o")))
-    kenv = env.Clone()
-    kenv.Append(CPPPATH=include, CPPDEFINES=defines, CFLAGS=list(build.get("cflags", [])))
-    objs = []
+                    upstream.append((os.path.join(checkout, folder, f), os.path.join("upstream", f[:-2] + ".o")))
+    own, headers = [], []
     for folder in sources:
         src_dir = os.path.normpath(os.path.join(lib_dir, folder))
         sub = "" if folder == "." else folder.replace("/", "_") + "_"
-        for f in _c_files(src_dir):
-            objs.append(kenv.Object(os.path.join(obj_dir, name, sub + f[:-2] + ".o"), os.path.join(src_dir, f))[0])
-    if upstream:
-        # someone else's code: their warnings are not ours to fail on
-        uenv = kenv.Clone()
-        uenv.Replace(CFLAGS=[f for f in uenv["CFLAGS"] if f != "-Werror"] + ["-w"])
-        objs += [uenv.Object(obj, src)[0] for src, obj in upstream]
-    if build.get("fallback"):
-        fb = build["fallback"]
-        objs += _objects(env, fb, load(fb), obj_dir, load)
+        own += [(os.path.join(src_dir, f), sub + f[:-2] + ".o") for f in _c_files(src_dir)]
+        headers += _headers(src_dir, False)
+    for folder in include:
+        headers += _headers(folder, True)
+    fb = build.get("fallback")
+    libs = [{
+        "name": name, "id": f"kernels_{name}",
+        "sources": [(src, obj, _export_path(src, checkout, name)) for src, obj in own],
+        "upstream": [(src, obj, _export_path(src, checkout, name)) for src, obj in upstream],
+        "include": include, "include_export": [_export_path(i, checkout, name) for i in include],
+        "headers": [(h, _export_path(h, checkout, name)) for h in dict.fromkeys(headers)],
+        "defines": defines, "cflags": list(build.get("cflags", [])),
+        "links": [f"kernels_{fb}"] if fb else [],
+    }]
+    if fb:
+        libs += _plan(env, fb, load(fb), load)
+    return libs
+
+
+def objects(env, name, library, obj_dir):
+    """Declare the objects of kernel library `name` (and of its fallback);
+    returns the object nodes."""
+    objs = []
+    for lib in plan(env, name, library):
+        kenv = env.Clone()
+        kenv.Append(CPPPATH=lib["include"], CPPDEFINES=lib["defines"], CFLAGS=lib["cflags"])
+        objs += [kenv.Object(os.path.join(obj_dir, lib["name"], obj), src)[0] for src, obj, _ in lib["sources"]]
+        if lib["upstream"]:
+            # someone else's code: their warnings are not ours to fail on
+            uenv = kenv.Clone()
+            uenv.Replace(CFLAGS=[f for f in uenv["CFLAGS"] if f != "-Werror"] + ["-w"])
+            objs += [uenv.Object(os.path.join(obj_dir, lib["name"], obj), src)[0]
+                     for src, obj, _ in lib["upstream"]]
     return objs
