@@ -1,7 +1,14 @@
 """SCons glue of tessera: a quantized network as build steps.
 
     env.Tool('tessera')                  # site_scons/site_tools/tessera.py
-    net = env.TesseraNetwork(target='host', model='tiny')
+    net = env.TesseraNetwork(target='host', model='tiny', run=True)
+
+From a firmware's own SConstruct (README, "Embedding in your firmware"):
+
+    env.Tool('tessera', toolpath=['<tessera>/site_scons/site_tools'])
+    net = env.TesseraNetwork(target='stm32h7', model='models/kws.yaml', out='build/tessera')
+    env.Append(CPPPATH=net['include'], LIBPATH=[net['ld_dir']])
+    env.Program('app.elf', objects, LIBS=net['libs'])
 
 The library (site_scons/tessera/) does the work; this glue only declares
 steps, their exact inputs (Value nodes holding canonical JSON: the
@@ -12,7 +19,10 @@ Steps, per network (under <out>/<target>/<model>/):
     tiling/<layer>.json   one CP-SAT solve per layer
     memplan.json, plan/<layer>.json
     src/<layer>.c, src/<layer>_w.c, src/network.[ch], src/harness.c, src/input.c
-    obj/..., firmware   compiled with the target's toolchain
+    obj/..., obj/libtessera_<prefix>.a, libtessera_kernels.a, libtessera_hal.a
+                        compiled with the target's toolchain
+    export/             the network for another build system (tessera_scons/export.py)
+    firmware            the test firmware (run=True only)
     run.log             the firmware run on the target's runner
     verdict.json        every layer checked against golden.npz
     report.json         the summary, tiling, memory plan and run
@@ -29,8 +39,9 @@ from tessera.errors import FitError, TesseraError
 from tessera.frontend.builder import c_name
 from tessera.ir import Graph
 
-from . import steps
+from . import export, steps
 from .kernels import objects as kernel_objects
+from .kernels import plan as kernel_plan
 from .platforms import platform as platform_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
@@ -117,10 +128,23 @@ def _fit_hint(target):
     return hint
 
 
-def TesseraNetwork(env, target, model, out=None):
-    """Declare every step that builds, runs and checks (target, model).
-    Returns a dict of the main nodes (report, firmware, verdict, ...)."""
-    out = os.path.abspath(out or env.get("TESSERA_OUT") or os.path.join(ROOT, "generated"))
+def TesseraNetwork(env, target, model, out=None, run=False):
+    """Declare the steps that build (target, model) into
+    <out>/<target>/<model>/: the network as a library, its export/ and,
+    with run=True, the test firmware, its run, the check and the report.
+    `target`/`model` are names bundled with tessera or YAML paths (relative
+    ones to the calling SConscript's directory); `out` defaults to
+    $TESSERA_OUT, else `generated/` under the top directory. Nothing here
+    reads tessera's own SConstruct variables, so a firmware's SConstruct can
+    call it (see README, "Embedding in your firmware").
+
+    Returns a dict: library (the network's static library node), libs (it,
+    the kernels and the HAL, in link order), include (directories with
+    "<prefix>/network.h" and the kernel headers), ld_dir and fragment (the
+    linker-script fragment to INCLUDE), export (export/ nodes), prefix,
+    outdir, sources, network_h, tilings, memplan; with run=True also
+    firmware, run, verdict, report, passed."""
+    out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     try:
         tname, tpath = config.resolve("target", target, ROOT)
         mname, mpath = config.resolve("model", model, ROOT)
@@ -129,7 +153,8 @@ def TesseraNetwork(env, target, model, out=None):
         outdir = os.path.join(out, tname, mname)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
-        model_cache = os.environ.get("TESSERA_MODEL_CACHE") or os.path.join(out, ".models")
+        model_cache = (os.environ.get("TESSERA_MODEL_CACHE") or env.get("TESSERA_MODEL_CACHE")
+                       or os.path.join(out, ".models"))
         paths = prepare.prepare(mcfg, outdir, model_cache, log=_log)
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         library = views.kernel_library(tcfg["kernels"])
@@ -143,10 +168,10 @@ def TesseraNetwork(env, target, model, out=None):
         fail(f"{mname} on {tname}: {err}")
     except TesseraError as err:
         fail(err)
-    return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir)
+    return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run)
 
 
-def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
+def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run=True):
     tname, mname = tcfg["name"], mcfg["name"]
     d = lambda *p: os.path.join(outdir, *p)  # noqa: E731
     env = env.Clone(TESSERA_NET=f"{mname} on {tname}")
@@ -197,20 +222,38 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
     net = env.Command(net_files, [paths["graph"], memplan_json, cg_value, paths["input"]],
                       Action(steps.gen_network, "tessera: generate $TARGET"))
     env.Depends(net, codegen_code)
-    sources += [net[1], net[2], net[3]]
+    lib_sources = sources + [net[1]]      # the network; the test harness and its input are not in it
+    sources = lib_sources + [net[2], net[3]]
 
-    # ---- compile and link with the target's toolchain
+    # ---- compile with the target's toolchain: the network as a library,
+    # the kernels and the HAL as theirs
     tenv = env.Clone()
+    # what a calling firmware's environment holds is for its own files: the
+    # network builds with the target YAML's flags only (as in tessera's own
+    # build, so the objects and their cache signatures are the same)
+    for var in ("CPPPATH", "CPPDEFINES", "CCFLAGS", "CFLAGS", "ASFLAGS", "LINKFLAGS", "LIBS", "LIBPATH"):
+        tenv[var] = []
     plat.configure(tenv, tcfg)
     tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")])
     objects = [tenv.Object(d("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources]
+    netlib = tenv.StaticLibrary(d("obj", f"libtessera_{cg_target['prefix']}"), objects[:len(lib_sources)])
     hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
+    hal_files = [os.path.join(hal_dir, f) for f in sorted(os.listdir(hal_dir)) if f.endswith((".c", ".S"))]
     kobjs = kernel_objects(tenv, tcfg["kernels"], library, d("obj", "kernels"))
     henv = tenv.Clone()
     henv.Append(CPPDEFINES=[("TSR_NCORES", tcfg["cores"])])
-    hobjs = [henv.Object(d("obj", "hal", f[:-2] + ".o"), os.path.join(hal_dir, f))[0]
-             for f in sorted(os.listdir(hal_dir)) if f.endswith((".c", ".S"))]
+    hobjs = [henv.Object(d("obj", "hal", os.path.basename(f)[:-2] + ".o"), f)[0] for f in hal_files]
     klib = tenv.StaticLibrary(d("obj", "libtessera_kernels"), kobjs)
+    hlib = henv.StaticLibrary(d("obj", "libtessera_hal"), hobjs)
+    exp = export.declare(env, tcfg, mname, cg_target["prefix"], outdir, lib_sources, net[0],
+                         kernel_plan(tenv, tcfg["kernels"], library), hal_files, graph, paths)
+    env.Alias("export", exp["nodes"])
+    result = {"outdir": outdir, "prefix": cg_target["prefix"], "library": netlib[0],
+              "libs": [netlib[0], klib[0], hlib[0]], "include": exp["include"], "ld_dir": exp["ld_dir"],
+              "fragment": exp["fragment"], "export": exp["nodes"], "sources": sources, "network_h": net[0],
+              "tilings": tilings, "memplan": memplan_json}
+    if not run:
+        return result
     firmware = plat.link(tenv, tcfg, objects + hobjs, klib, outdir)
 
     # ---- run, check, report
@@ -235,9 +278,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir):
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))
     env.Depends(passed, canon.source_files("check"))
     env.Alias("run", run_log)
-    return {"outdir": outdir, "report": report, "passed": passed, "firmware": firmware, "verdict": verdict,
-            "run": run_log, "sources": sources, "network_h": net[0], "tilings": tilings,
-            "memplan": memplan_json}
+    result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
+    return result
 
 
 def exists(env):
