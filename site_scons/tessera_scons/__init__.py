@@ -277,6 +277,9 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))
     env.Depends(passed, canon.source_files("check"))
+    # a run checks that this machine's emulator or simulator runs the
+    # firmware (and the host target counts time): never taken from a cache
+    env.NoCache([run_log, verdict, report, passed])
     env.Alias("run", run_log)
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
