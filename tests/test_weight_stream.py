@@ -61,14 +61,20 @@ def tilings(graph, tile_c):
 
 
 def live_activations(graph, plan, step):
-    """(start, end) byte ranges of the activations live at layer `step`."""
+    """(start, end) byte ranges of the activation level's buffers live at
+    layer `step`: tensors (not the spilled ones) and bounce buffers."""
     producer, last = graph.producer(), graph.last_use()
+    steps = {layer.name: i for i, layer in enumerate(graph.layers)}
     out = []
-    for name, t in graph.tensors.items():
-        start = producer.get(name, 0) if name not in graph.inputs else 0
-        if start <= step <= last.get(name, start):
-            off = plan["activations"]["offsets"][name]
-            out.append((off, off + -(-t.nbytes // ALIGN) * ALIGN))
+    for name, off in plan["activations"]["offsets"].items():
+        if name in graph.tensors:
+            start = producer.get(name, 0) if name not in graph.inputs else 0
+            end, nbytes = last.get(name, start), graph.tensor(name).nbytes
+        else:   # <layer>:bounce:<which>, live during its layer
+            start = end = steps[name.split(":")[0]]
+            nbytes = plan["activations"]["spill"]["bounces"][name]
+        if start <= step <= end:
+            out.append((off, off + -(-nbytes // ALIGN) * ALIGN))
     return out
 
 
@@ -166,4 +172,33 @@ def test_chunks_never_overlap_live_data(net):
     except FitError as err:
         assert "channel tile" in str(err)   # too little room: said so, never a wrong plan
         return
+    check_stream(g, plan, usable)
+
+
+def test_activations_that_cannot_fit_move_to_the_spill_level():
+    # 16x16x64 -> pointwise 16x16x96: input and output together exceed L2
+    g = chain([("pointwise", 96), ("depthwise", 0), ("pointwise", 16)], hw=16, c_in=64)
+    tiles = tilings(g, 16)
+    big = 16 * 16 * 96
+    usable = 16 * 16 * 64 + big - 4096
+    with pytest.raises(FitError):
+        memplan.plan(g, tiles, memory(usable))   # no spill level: it does not fit
+    mem = dict(memory(usable), spill="L3")
+    plan = memplan.plan(g, tiles, mem)
+    spill = plan["activations"]["spill"]
+    assert spill["level"] == "L3" and spill["bytes"] >= big
+    moved = set(spill["offsets"])
+    assert moved and not moved & set(g.inputs + g.outputs)
+    assert not moved & set(plan["activations"]["offsets"])
+    # the layers that touch a moved tensor pass tiles through a bounce buffer in L2
+    for layer in g.layers:
+        s = memplan.layer_slice(plan, layer)
+        touched = [i for i, name in enumerate(layer.inputs) if name in moved]
+        assert sorted(s.get("spill", {})) == sorted([f"in{i}" for i in touched]
+                                                    + (["out"] if layer.output in moved else []))
+        for which, where in s.get("spill", {}).items():
+            assert where["at"] == spill["offsets"][layer.inputs[int(which[2:])] if which != "out" else layer.output]
+            assert memplan.bounce_name(layer.name, which) in plan["activations"]["offsets"]
+    report = memplan.memory_report(plan)
+    assert report["L3"]["spilled_activations"] == spill["bytes"]
     check_stream(g, plan, usable)

@@ -1,7 +1,11 @@
 """The network's memory plan: every buffer's place, fixed at build time.
 
 - activations: one arena in the activation level, offsets from lifetimes
-  (tessera.alloc.plan_level; residual branches live until their add);
+  (tessera.alloc.plan_level; residual branches live until their add). When
+  they cannot fit and a slower writable level is joined to it by a DMA
+  engine (GAP8's L3), the largest tensors at the fullest step move there
+  (as few as needed); the layers that read or write them pass each tile
+  through a bounce buffer in the activation level;
 - weights: each layer's weights and per-channel parameters in the weight
   level (placed by the linker in that level's section; their total is
   checked here so an overflow is named before the linker would);
@@ -43,16 +47,74 @@ def weight_bytes(layer, graph):
     return total
 
 
-def _activation_plan(graph, level, usable):
-    steps = [layer.name for layer in graph.layers]
+def _activation_buffers(graph, spilled=(), tilings=None):
+    """The buffers of the activation level: every tensor not spilled, and
+    for each layer touching a spilled tensor, a bounce buffer per such
+    input and output (one tile's bytes, live during that layer)."""
     producer = graph.producer()
     last = graph.last_use()
     buffers = []
     for name, t in sorted(graph.tensors.items()):
+        if name in spilled:
+            continue
         start = producer.get(name, 0) if name not in graph.inputs else 0
         end = last.get(name, start)
         buffers.append({"name": name, "size": t.nbytes, "start": start, "end": end})
-    return plan_level(level, usable, steps, buffers, align=ALIGN)
+    for step, layer in enumerate(graph.layers):
+        tile = tilings[layer.name]["l1_bytes"] if spilled else None
+        for i, name in enumerate(layer.inputs):
+            if name in spilled:
+                buffers.append({"name": bounce_name(layer.name, f"in{i}"), "size": tile["in"],
+                                "start": step, "end": step})
+        if layer.output in spilled:
+            buffers.append({"name": bounce_name(layer.name, "out"), "size": tile["out"],
+                            "start": step, "end": step})
+    return buffers
+
+
+def bounce_name(layer_name, which):
+    return f"{layer_name}:bounce:{which}"
+
+
+def _activation_plan(graph, level, usable, tilings=None, spill=None):
+    """Offsets of the activation level's buffers. When they cannot fit and
+    a slower level can take activations (`spill`: GAP8's L3), the largest
+    tensor live at the fullest step moves there, tile by tile through a
+    bounce buffer, until the rest fits. Returns (plan, buffers, spilled)."""
+    steps = [layer.name for layer in graph.layers]
+    spilled = []
+    while True:
+        buffers = _activation_buffers(graph, spilled, tilings)
+        try:
+            return plan_level(level, usable, steps, buffers, align=ALIGN), buffers, spilled
+        except FitError:
+            name = _spill_candidate(graph, buffers, spilled) if spill else None
+            if name is None:
+                raise
+            spilled.append(name)
+
+
+def _spill_candidate(graph, buffers, spilled):
+    """The largest tensor live at the step with the most live bytes (never a
+    network input or output: the application reads and writes those)."""
+    live = {}
+    for b in buffers:
+        for step in range(b["start"], b["end"] + 1):
+            live[step] = live.get(step, 0) + _align(b["size"])
+    worst = max(live, key=lambda step: (live[step], -step))
+    fixed = set(graph.inputs) | set(graph.outputs) | set(spilled)
+    cands = [b for b in buffers if b["start"] <= worst <= b["end"] and b["name"] in graph.tensors
+             and b["name"] not in fixed]
+    return max(cands, key=lambda b: (b["size"], b["name"]))["name"] if cands else None
+
+
+def _spill_arena(graph, spilled, level):
+    """Offsets of the spilled tensors in their level (each its own place)."""
+    offsets, at = {}, 0
+    for name in spilled:
+        offsets[name] = at
+        at += _align(graph.tensor(name).nbytes, 8)
+    return {"level": level, "bytes": at, "offsets": offsets}
 
 
 def _weights_check(graph, level, size, usable, models_hint):
@@ -90,18 +152,16 @@ def chunk_layout(layer, graph, channels):
     return layout, at
 
 
-def _activation_tops(graph, offsets):
+def _activation_tops(graph, buffers, offsets):
     """Per layer, the highest address (aligned) the activations live then use."""
-    producer, last = graph.producer(), graph.last_use()
     top = [0] * len(graph.layers)
-    for name, t in graph.tensors.items():
-        start = producer.get(name, 0) if name not in graph.inputs else 0
-        for step in range(start, last.get(name, start) + 1):
-            top[step] = max(top[step], offsets[name] + _align(t.nbytes))
+    for b in buffers:
+        for step in range(b["start"], b["end"] + 1):
+            top[step] = max(top[step], offsets[b["name"]] + _align(b["size"]))
     return top
 
 
-def _weight_stream(graph, tilings, level, usable, act_offsets):
+def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets):
     """The chunks every layer's constants stream through `level` in, and
     where each lands (see the module docstring).
 
@@ -112,7 +172,7 @@ def _weight_stream(graph, tilings, level, usable, act_offsets):
     channel count: as many whole L1 channel tiles as fit half the room the
     activations leave from the previous to the next layer with weights (and
     what the neighbouring chunk leaves)."""
-    top = _activation_tops(graph, act_offsets)
+    top = _activation_tops(graph, act_buffers, act_offsets)
     end = usable // 8 * 8
     weighted = [i for i, layer in enumerate(graph.layers) if layer.weights or param_arrays(layer)]
     chunks, per_layer = [], {}
@@ -189,7 +249,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]
-    acts = _activation_plan(graph, act_level, levels[act_level]["usable"])
+    spill = memory.get("spill")
+    acts, act_buffers, spilled = _activation_plan(graph, act_level, levels[act_level]["usable"], tilings, spill)
     wl = place["weights"]
     weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
@@ -204,12 +265,22 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
                            "stage weights in the activation level")
         weights["stream"] = _weight_stream(graph, tilings, staging, levels[staging]["usable"],
-                                           acts["offsets"])
+                                           act_buffers, acts["offsets"])
+    activations = {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
+                   "peak": acts["peak"], "lower_bound": acts["lower_bound"],
+                   "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
+                   "method": acts["method"], "optimal": acts["optimal"]}
+    if spilled:
+        activations["spill"] = _spill_arena(graph, spilled, spill)
+        activations["spill"]["bounces"] = {b["name"]: b["size"] for b in act_buffers
+                                           if b["name"] not in graph.tensors}
+        room = levels[spill]["usable"] - (weights["bytes"] if wl == spill else 0)
+        if activations["spill"]["bytes"] > room:
+            raise FitError(spill, f"the activations moved there ({activations['spill']['bytes']} bytes) and the "
+                           f"weights do not fit its {levels[spill]['usable']} usable bytes",
+                           "use a smaller model or a target with more memory")
     return {
-        "activations": {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
-                        "peak": acts["peak"], "lower_bound": acts["lower_bound"],
-                        "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
-                        "method": acts["method"], "optimal": acts["optimal"]},
+        "activations": activations,
         "weights": weights,
         "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
                   "size": levels[tile_level]["size"], "layers": l1},
@@ -219,10 +290,12 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
 def layer_slice(the_plan, layer):
     """What one layer's generated code needs of the plan."""
     offsets = the_plan["activations"]["offsets"]
+    spill = the_plan["activations"].get("spill", {"offsets": {}})["offsets"]
     out = {
         "layer": layer.name,
-        "inputs": [offsets[name] for name in layer.inputs],
-        "output": offsets[layer.output],
+        # a spilled tensor is not in the activation level (see "spill")
+        "inputs": [offsets.get(name) for name in layer.inputs],
+        "output": offsets.get(layer.output),
         # the budget is the level's, not the layer's: leave it out so a new
         # L1 size only touches layers whose layout really moved
         "l1": {k: v for k, v in the_plan["tiles"]["layers"][layer.name].items() if k != "budget"},
@@ -231,6 +304,13 @@ def layer_slice(the_plan, layer):
     if stream is not None and layer.name in stream["layers"]:
         mine = stream["layers"][layer.name]
         out["wstream"] = {"chunk_c": mine["chunk_c"], "layout": mine["layout"]}
+    moved = {f"in{i}": name for i, name in enumerate(layer.inputs) if name in spill}
+    if layer.output in spill:
+        moved["out"] = layer.output
+    if moved:
+        # tensors in the spill level: where, and the bounce buffer a tile passes through
+        out["spill"] = {which: {"at": spill[name], "bounce": offsets[bounce_name(layer.name, which)]}
+                        for which, name in moved.items()}
     return out
 
 
@@ -245,6 +325,12 @@ def memory_report(the_plan):
         out[stream["level"]]["weight_buffers_peak"] = stream["peak"]
     out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "size": w["size"],
                                 "usable": w["usable"], "holds": "weights"})
+    spill = acts.get("spill")
+    if spill is not None and spill["level"] in out:
+        out[spill["level"]]["holds"] += ", spilled activations"
+        out[spill["level"]]["peak"] += spill["bytes"]
+        out[spill["level"]]["lower_bound"] += spill["bytes"]
+        out[spill["level"]]["spilled_activations"] = spill["bytes"]
     l1_lb = max((lay["total"] for lay in tiles["layers"].values()), default=0)
     out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "size": tiles["size"],
                                     "usable": tiles["usable"], "holds": "tiles"})

@@ -91,7 +91,23 @@ def memory_target(target):
     staging = weight_staging(target)
     if staging is not None:
         view["staging"] = staging
+    spill = activation_spill(target)
+    if spill is not None:
+        view["spill"] = spill
     return view
+
+
+def activation_spill(target):
+    """A level activations may move to when the activation level cannot hold
+    them: a writable level beyond the activation and tile levels that a DMA
+    engine joins to the activation level (GAP8: L3, by the I/O DMA); None
+    when the target has none."""
+    place = target["place"]
+    for name, level in target["memory"].items():
+        if (name not in (place["activations"], place["tiles"]) and level["writable"]
+                and dma_engine(target, name, place["activations"]) is not None):
+            return name
+    return None
 
 
 def weight_staging(target):

@@ -100,6 +100,11 @@ def _codegen_target(target, model_name):
     }
     if staging is not None:
         cg["w_stage"] = {"level": staging, "engine": views.dma_engine(target, place["weights"], staging)}
+    spill = views.activation_spill(target)
+    if spill is not None:
+        # where activations go when the activation level cannot hold them all
+        cg["spill"] = {"level": spill, "engine": views.dma_engine(target, spill, place["activations"]),
+                       "section": f".bss.tsr.{spill}" if cross else ""}
     return cg
 
 

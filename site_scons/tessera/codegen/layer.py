@@ -90,6 +90,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
                + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
+    spill = plan_slice.get("spill", {})
+    if spill:
+        out.append(f"extern int8_t {prefix}_{target['spill']['level']}[];   /* activations moved out of "
+                   f"{target['act_level']} */")
     if layer.weights and "wstream" not in plan_slice:
         out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
     for pname, ctype, _ in params if "wstream" not in plan_slice else ():
@@ -97,6 +101,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("")
     out.append(f"#define NTILES {nt}")
     out.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
+    if spill:
+        out.append(f"#define ENGINE_SPILL {target['spill']['engine']}   /* {target['spill']['level']} <-> "
+                   f"{target['act_level']} */")
     if layer.weights or params:
         w_from = target["w_stage"]["level"] if "wstream" in plan_slice else target["w_level"]
         out.append(f"#define ENGINE_W {target['w_engine']}     /* {w_from} -> {target['tile_level']} */")
@@ -150,8 +157,21 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
     for i, src in enumerate(plan_slice["inputs"]):
         xt = graph.tensor(layer.inputs[i])
-        out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
-                   f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+        moved = spill.get(f"in{i}")
+        if moved is None:
+            out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
+                       f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+            continue
+        # the box comes from the spill level into a compact bounce buffer, then
+        # on to L1 as from a tensor of the box's own size
+        out.append(f"    {{   /* input {i} lives in {target['spill']['level']}: through a bounce buffer */\n"
+                   f"        hal_dma_job_t io = {{0}};\n        tsr_tile_t box = *t;\n"
+                   f"        tsr_tile_in(&io, ENGINE_SPILL, {prefix}_L2 + {moved['bounce']}, "
+                   f"{prefix}_{target['spill']['level']} + {moved['at']}, {xt.shape[1]}, {xt.shape[2]}, "
+                   f"{in_esize}, t);\n        hal_dma_wait(&io);\n"
+                   f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
+                   f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {moved['bounce']}, "
+                   f"t->iw, t->ic, {in_esize}, &box);\n    }}")
     if layer.weights or params:
         out.append("    if (t->new_weights) {")
         if stream is not None:
@@ -208,8 +228,19 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("        hal_dma_wait(&out[b]);")
     out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq))
     out.append("        hal_fork(compute, &a);")
-    out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
-               f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+    moved = spill.get("out")
+    if moved is None:
+        out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
+                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+    else:
+        # through a bounce buffer to the spill level, at once: the next tile reuses it
+        out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
+                   f"            box.oh0 = 0;\n            box.ow0 = 0;\n            box.oc0 = 0;\n"
+                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out[b], "
+                   f"t->ow, t->oc, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
+                   f"            tsr_tile_out(&out[b], ENGINE_SPILL, {prefix}_{target['spill']['level']} + {moved['at']}, "
+                   f"{prefix}_L2 + {moved['bounce']}, {y.shape[1]}, {y.shape[2]}, {out_esize}, t);\n"
+                   f"            hal_dma_wait(&out[b]);\n        }}")
     out.append("    }")
     for b in range(bufs):
         out.append(f"    hal_dma_wait(&out[{b}]);")

@@ -36,6 +36,8 @@ Arm with picolibc; a RISC-V platform passes its own):
     symbols     extra {symbol: ld expression} PROVIDEd after the sections
     discard     input sections dropped (e.g. unwinding tables)
     output_arch optional OUTPUT_ARCH
+    sections    optional: more of tessera's sections the platform needs placed
+                (`.bss.tsr.<level>`: activations moved to a slower level)
     areas       optional: other reserved keys the platform wants as NOLOAD
                 areas (e.g. `stacks` of a multi-core platform); each gets a
                 section `.tsr_<key>` of those bytes in its level, between
@@ -126,6 +128,13 @@ def view(target, arch):
             raise ConfigError(path, f"place.{role}: {level} is read-only", f"place {role} in a writable level")
         if not any(s["name"] == name for s in tsr):
             tsr.append({"name": name, "level": level, "noload": noload})
+    for name in arch.get("sections", []):
+        level = name.rsplit(".", 1)[1]
+        if level not in levels or not levels[level]["writable"]:
+            raise ConfigError(path, f"memory.{level}: the {target['platform']} platform places {name} there",
+                              "declare it as a writable level")
+        if not any(s["name"] == name for s in tsr):
+            tsr.append({"name": name, "level": level, "noload": name.startswith(".bss.")})
     out = {"target": target["name"], "regions": regions, "reserved": reserved, "tessera": tsr,
            "arch": {k: arch[k] for k in sorted(arch)}}
     if areas:

@@ -16,6 +16,8 @@ C_TYPES = {"int8": "int8_t", "uint8": "uint8_t", "int32": "int32_t"}
 def view(graph, the_plan, target):
     """Everything the network-level files read (a canonical dict)."""
     offsets = the_plan["activations"]["offsets"]
+    spill = the_plan["activations"].get("spill")
+    spilled = spill["offsets"] if spill else {}
 
     def io(name):
         t = graph.tensor(name)
@@ -24,8 +26,7 @@ def view(graph, the_plan, target):
     v = {
         "model": graph.name,
         "prefix": target["prefix"],
-        "layers": [{"name": layer.name, "output": offsets[layer.output],
-                    "bytes": graph.tensor(layer.output).nbytes} for layer in graph.layers],
+        "layers": [_output(layer, graph, offsets, spilled) for layer in graph.layers],
         "inputs": [io(n) for n in graph.inputs],
         "outputs": [io(n) for n in graph.outputs],
         "arenas": {"L2": the_plan["activations"]["arena"], "L1": the_plan["tiles"]["arena"]},
@@ -38,7 +39,20 @@ def view(graph, the_plan, target):
         v["wstream"] = _stream_view(graph, stream, target)
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
+    if spill:
+        v["spill"] = {"level": spill["level"], "bytes": spill["bytes"], "section": target["spill"]["section"]}
     return v
+
+
+def _output(layer, graph, offsets, spilled):
+    """A layer's output in the layer table: its offset in the activation
+    arena, or in the spill arena when it was moved there."""
+    out = {"name": layer.name, "bytes": graph.tensor(layer.output).nbytes}
+    if layer.output in spilled:
+        out.update(output=spilled[layer.output], level="spill")
+    else:
+        out["output"] = offsets[layer.output]
+    return out
 
 
 def _stream_view(graph, stream, target):
@@ -105,13 +119,18 @@ def source(v):
     l2_bytes = max(v["arenas"]["L2"], stream["end"]) if stream else v["arenas"]["L2"]
     out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
     out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
+    spill = v.get("spill")
+    if spill:
+        out.append(f"/* activations the {v['levels']['activations']} arena cannot hold, moved to {spill['level']} */")
+        out.append(f"int8_t {p}_{spill['level']}[{spill['bytes']}] {section_attr(spill['section'], 8)};\n")
     for layer in v["layers"]:
         out.append(f"void {symbol(p, layer['name'])}(void);")
     if stream:
         out.append(_stream_source(p, stream))
     out.append(f"\nconst tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS] = {{")
     for layer in v["layers"]:
-        out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {p}_L2 + {layer["output"]}, '
+        arena = f"{p}_{v['spill']['level']}" if layer.get("level") == "spill" else f"{p}_L2"
+        out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {arena} + {layer["output"]}, '
                    f'{layer["bytes"]}}},')
     out.append("};\n")
     out.append(f"uint64_t {p}_layer_counts[{P}_NUM_LAYERS];\n")

@@ -12,6 +12,7 @@ the linker lays out as an area), split evenly, 16-byte aligned.
 
 import re
 
+from tessera import views
 from tessera.errors import ConfigError
 
 from . import cross
@@ -42,6 +43,8 @@ def arch(target):
         # _tsr_entry first: every hart starts there and sorts itself out
         "startup": [".text.tsr.entry", ".text.init.enter", ".init", ".init.*"],
         "areas": ["stacks"],
+        # activations the activation level cannot hold move to this one
+        "sections": [f".bss.tsr.{lvl}" for lvl in [views.activation_spill(target)] if lvl],
         "symbols": {"__tsr_cluster_stacks_top": "__tsr_stacks_end",
                     "__tsr_cluster_stack_size": str(per_core)},
         "discard": [],
