@@ -29,14 +29,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def build(out, target, model):
+    """Build, run and check; the report, with each layer's per-core counts
+    from a second run of the firmware that prints them (`cores`)."""
     cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     name = os.path.basename(target).replace(".yaml", "")
-    report = os.path.join(out, name, model, "report.json")
-    if res.returncode != 0 or not os.path.exists(report):
+    netdir = os.path.join(out, name, model)
+    if res.returncode != 0 or not os.path.exists(os.path.join(netdir, "report.json")):
         sys.exit(f"build of {model} on {target} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    with open(report) as f:
-        return json.load(f)
+    with open(os.path.join(netdir, "report.json")) as f:
+        rep = json.load(f)
+    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+    from tessera import config, runlog, runners
+
+    tcfg = config.load_target(*reversed(config.resolve("target", target, ROOT)))
+    run = runlog.parse(runners.run(tcfg["runner"], os.path.join(netdir, "firmware.elf"), ["cores"]), "profile run")
+    for layer, counted in zip(rep["layers"], run["layers"]):
+        assert counted["count"] == layer["instructions"], "counts differ between runs"
+        layer["core_counts"], layer["dma_copy_count"] = counted["cores"], counted["dma_count"]
+    rep["totals"]["core_counts"] = [sum(c) for c in zip(*(l["core_counts"] for l in rep["layers"]))]
+    rep["totals"]["dma_copy_count"] = sum(l["dma_copy_count"] for l in rep["layers"])
+    rep["totals"]["core_count_overlaps"] = run.get("core_overlaps", 0)
+    return rep
+
+
+def split(counts):
+    """max core / mean core."""
+    return max(counts) / (sum(counts) / len(counts)) if sum(counts) else 0.0
 
 
 def baseline_target(kernels, tmp):
@@ -79,7 +98,7 @@ def main():
         mean = sum(counts) / len(counts)
         line = (f"{i:>3} {layer['name']:<7} {layer['op']:<10} {layer['macs']:>10} {layer['instructions']:>13} "
                 f"{layer['instructions'] / max(layer['macs'], 1):>6.2f} {layer['dma_copy_count']:>11} "
-                f"{max(counts):>11} {mean:>11.0f} {layer['work_split'] or 0:>8.2f}")
+                f"{max(counts):>11} {mean:>11.0f} {split(counts):>8.2f}")
         if base:
             b = base["layers"][i]["instructions"]
             line += f" {b:>18} {b / layer['instructions']:>6.2f}"
@@ -90,7 +109,7 @@ def main():
     print("-" * len(head))
     line = (f"{'':>3} {'total':<7} {'':<10} {tot['macs']:>10} {tot['instructions']:>13} "
             f"{tot['instructions'] / tot['macs']:>6.2f} {tot['dma_copy_count']:>11} {max(counts):>11} "
-            f"{mean:>11.0f} {tot['work_split']:>8.2f}")
+            f"{mean:>11.0f} {split(counts):>8.2f}")
     if base:
         b = base["totals"]["instructions"]
         line += f" {b:>18} {b / tot['instructions']:>6.2f}"

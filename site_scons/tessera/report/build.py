@@ -3,7 +3,8 @@
 Keys: target, model, verdict, counts (what the per-layer numbers measure),
 totals, layers (name, op, shapes, macs, tile, n_tiles, l1_bytes, l1_budget,
 dma_bytes per engine, and instructions/cycles when the runner counts
-them; where the platform counts per core: core_counts (each compute core's
+them; where the run printed per-core counts (a run asked for them, see
+the GAP8 harness's `cores` argument): core_counts (each compute core's
 share), work_split (max core / mean core) and dma_copy_count (the part of
 the layer's count spent in emulated DMA copies); where weights stream from
 a slower level: weights_streamed), memory (per level: peak, lower_bound,
