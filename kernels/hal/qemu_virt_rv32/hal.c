@@ -44,7 +44,7 @@
 #include "tessera/hal.h"
 
 #ifndef TSR_NCORES
-#define TSR_NCORES 8
+#error "TSR_NCORES (the cluster's core count) must be defined"
 #endif
 
 #if TSR_NCORES < 1 || TSR_NCORES > HAL_MAX_CORES
@@ -116,12 +116,12 @@ uint64_t hal_dma_bytes[HAL_MAX_DMA];
 uint64_t hal_dma_copy_count;
 uint32_t hal_core_count_overlaps;
 
+static uint64_t uncounted;   /* instructions count_windows took: not the program's */
+
 /* Add each core's own instructions of the fork that just ended: its window
  * minus the windows of the cores that ran entirely inside it (QEMU switched
  * harts mid-function). A window that only partly overlaps another cannot be
  * split; hal_core_count_overlaps says how often that happened. */
-static uint64_t uncounted;   /* instructions count_windows took: not the program's */
-
 static void count_windows(void)
 {
     uint32_t t0 = instret32();
@@ -294,9 +294,8 @@ uint64_t hal_counter(void)
 void hal_init(void)
 {
     uint32_t h;
-    /* QEMU resets mtimecmp to 0, which raises every hart's timer interrupt:
-     * take it down (a pending interrupt, even a disabled one, sends QEMU
-     * through its interrupt checks before every translated block) */
+    /* the timer interrupt is the "done" channel: start with none pending,
+     * whatever mtimecmp held after reset */
     for (h = 0; h <= TSR_NCORES; h++) {
         CLINT_MTIMECMP[2 * h + 1] = 0xffffffffu;
         CLINT_MTIMECMP[2 * h] = 0xffffffffu;
