@@ -13,7 +13,7 @@ the linker lays out as an area), split evenly, 16-byte aligned.
 import re
 
 from tessera import views
-from tessera.errors import ConfigError
+from tessera.errors import ConfigError, TesseraError
 
 from . import cross
 from .cortexm import LINK_RUNTIME, PICOLIBC
@@ -51,8 +51,8 @@ def arch(target):
     }
 
 
-def configure(env, target):
-    tc = target["toolchain"]
+def check(target):
+    """ConfigError when the target cannot run on this platform."""
     where = target["path"]
     harts = _smp(target)
     if target["cores"] + 1 > harts:
@@ -63,6 +63,16 @@ def configure(env, target):
     if int(per_core) < 512:
         raise ConfigError(where, f"memory: reserved `stacks` give each of the {target['cores']} cluster cores "
                           f"{per_core} bytes of stack", "reserve at least 512 bytes per core")
+
+
+def configure(env, target):
+    tc = target["toolchain"]
+    try:
+        check(target)
+    except TesseraError as err:
+        from .. import fail
+
+        fail(err)
     cross.require_tool(env, tc["cc"], target, "cc")
     cross.require_tool(env, tc["ar"], target, "ar")
     env.Tool("gcc")
