@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tessera import config, golden, prepare, reference
-from tessera.errors import ConfigError, FrontendError
+from tessera.errors import ConfigError
 from tessera.frontend import import_onnx, input_names
 from tessera.reference import ReferenceMismatch
 
@@ -20,11 +20,6 @@ PEER = os.path.normpath(os.path.join(ROOT, "..", "shared", "peer_tests"))
 needs_peer = pytest.mark.skipif(not os.path.isdir(PEER),
                                 reason=f"peer networks not found at {PEER} (../shared/peer_tests)")
 
-# What tessera cannot express, and says so.
-REJECTED = {
-    # activation x activation: the IR's linear/pointwise layers need constant weights
-    "Kernels/Integer/MatMul/Regular_RQ": "MatMul of two activations",
-}
 
 
 def _folders(kind):
@@ -58,11 +53,6 @@ def _describe(rows):
 @needs_peer
 @pytest.mark.parametrize("rel", _folders("deeploy"))
 def test_deeploy_network_matches_reference(rel):
-    if rel in REJECTED:
-        with pytest.raises(FrontendError, match=REJECTED[rel]) as err:
-            _run("deeploy", rel)
-        assert "\n" not in str(err.value) and "MatMul1" in str(err.value)
-        return
     graph, _, _, rows = _run("deeploy", rel)
     assert graph.dialect == "quantlib"
     assert rows and all(r["equal"] for r in rows), _describe(rows)
@@ -141,6 +131,18 @@ def test_gemm_per_row_requant_and_matrix_bias():
     assert weights[layer.bias].shape == (1, 32, 4)
     graph, _, _, _ = _run("deeploy", "Kernels/Integer/GEMM/Regular_RQPerColumn")
     assert graph.layers[0].requant.shape is None      # per column: per channel
+
+
+@needs_peer
+def test_activation_matmul_with_per_batch_requant():
+    """MatMul/Regular_RQ: two activations multiplied batch by batch, its
+    RequantShift per batch a Requant varying along H (the batch axis)."""
+    graph, _, _, rows = _run("deeploy", "Kernels/Integer/MatMul/Regular_RQ")
+    (layer,) = graph.layers
+    assert layer.op == "matmul" and layer.weights is None and layer.in_offset == [0, 0]
+    assert [graph.tensor(n).shape for n in layer.inputs + [layer.output]] == [[2, 32, 48], [2, 48, 64], [2, 32, 64]]
+    assert layer.requant.shape == [2, 1, 1] and layer.requant.mul == [20, 58]
+    assert rows[0]["equal"]
 
 
 def _write_model(tmp_path, onnx_path, kind, folder, name="peer"):

@@ -15,7 +15,11 @@ Conventions
   linear [Co, K] (linear K in HWC order of its input). int8, symmetric.
 - Bias: int32, one per output channel [Co]; or, for a Gemm whose C operand
   is a full [M, N] matrix, one per output element, shaped like the output
-  [H, W, Co] (acc[h, w, c] += bias[h, w, c]).
+  [H, W, Co] (acc[h, w, c] += bias[h, w, c]; `Layer.bias_shape` says so).
+- matmul (a product of two activations, QuantLib's MatMul of two
+  non-constant operands): a [Bt, M, K] (batches as H, rows as W, K as C)
+  times b [Bb, K, N] (Bb = Bt, or 1: one matrix for every batch) ->
+  [Bt, M, N]; it has no weights.
 - Source layout (integer dialects, NEMO and QuantLib): every tensor
   records how its ONNX array maps to the stored [H, W, C] array:
   `source_layout` "chw" (channel first, NCHW/NCL/NC: reshape to [C, H, W],
@@ -30,7 +34,7 @@ Conventions
 from dataclasses import dataclass, field, asdict
 from typing import Optional
 
-OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool")
+OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul")
 ROUNDING = ("half_up", "floor")
 DTYPES = {"int8": 1, "int32": 4}
 
@@ -100,6 +104,10 @@ class Layer:
     maxpool:  y = max(x) over the window, padded positions ignored; no requant.
     add:      acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]
               (64-bit before requantization).
+    matmul:   acc[t, m, n] = sum_k (a[t, m, k] + in_offset[0]) * (b[t', k, n] + in_offset[1])
+              with t' = t, or 0 when b holds one matrix (inputs [a, b]).
+    add, avgpool and maxpool also read int32 tensors (accumulators of a
+    layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
     is acc itself as int32.
     """
@@ -113,6 +121,7 @@ class Layer:
     input_offset: int = 0
     weights: Optional[str] = None    # key in weights.npz
     bias: Optional[str] = None       # key in weights.npz (int32, one per output channel)
+    bias_shape: Optional[list] = None  # [H, W, C] when the bias is per output element
     in_mul: list = field(default_factory=list)      # add only
     in_offset: list = field(default_factory=list)   # add only
     requant: Optional[Requant] = None
@@ -179,6 +188,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape",)
+_OPTIONAL_LAYER = ("bias_shape",)
 
 
 def _drop_unset(d, keys):
@@ -189,7 +199,7 @@ def _drop_unset(d, keys):
 
 
 def _layer_json(layer):
-    d = asdict(layer)
+    d = _drop_unset(asdict(layer), _OPTIONAL_LAYER)
     if d.get("requant") is not None:
         _drop_unset(d["requant"], _OPTIONAL_REQUANT)
     return d
@@ -223,4 +233,6 @@ def macs(layer, graph):
         return out.size * kh * kw
     if layer.op == "add":
         return out.size
+    if layer.op == "matmul":
+        return out.size * graph.tensor(layer.inputs[0]).shape[2]
     return 0

@@ -87,6 +87,8 @@ class Builder:
                 arr = np.ascontiguousarray(arrays[role])
                 self.weights[key] = arr
                 setattr(layer, role, key)
+                if role == "bias" and arr.ndim == 3:
+                    layer.bias_shape = [int(d) for d in arr.shape]
                 digest.update(role.encode() + str(arr.dtype).encode() + str(arr.shape).encode())
                 digest.update(arr.tobytes())
         layer.digest = digest.hexdigest()[:16]
@@ -302,8 +304,20 @@ class Builder:
         if ta.shape != tb.shape or ta.shape != ty.shape:
             raise FrontendError(where, f"add of shapes {ta.shape} and {tb.shape} needs broadcasting",
                                 "only same-shape adds are supported")
+        if ta.dtype != tb.dtype:
+            raise FrontendError(where, f"add of {ta.dtype} and {tb.dtype} tensors", "add tensors of one width")
         layer = Layer(name=self.layer_name(hint), op="add", inputs=[a, b], output=y,
                       in_mul=[int(m) for m in in_mul],
+                      in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
+                      requant=requant, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def matmul_int(self, hint, a, b, y, requant, where, sources=()):
+        """y [Bt, M, N] = a [Bt, M, K] x b [Bb, K, N] (Bb = Bt, or 1), two activations."""
+        ta, tb = self.tensors[a], self.tensors[b]
+        if ta.dtype != tb.dtype or ta.shape[2] != tb.shape[1] or tb.shape[0] not in (1, ta.shape[0]):
+            raise FrontendError(where, f"matmul of {ta.shape} ({ta.dtype}) and {tb.shape} ({tb.dtype})")
+        layer = Layer(name=self.layer_name(hint), op="matmul", inputs=[a, b], output=y,
                       in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
                       requant=requant, source=list(sources))
         return self.add_layer(layer, {})

@@ -198,14 +198,15 @@ class IntegerParser:
 
     def input_layout(self, name, shape):
         """Channel last when the input is a matrix (rank 2), has a batch
-        axis, or reaches a MatMul/Gemm as its data operand; else channel first."""
+        axis, or reaches a MatMul/Gemm as its data operand (either MatMul
+        operand); else channel first."""
         if len(shape) <= 2 or shape[0] != 1:
             return "hwc"
         seen, todo = set(), [name]
         while todo:
             t = todo.pop()
             for u in self.consumers(t):
-                if u.op_type in ("MatMul", "Gemm") and u.input[0] == t:
+                if u.op_type == "Gemm" and u.input[0] == t or u.op_type == "MatMul" and t in u.input[:2]:
                     return "hwc"
                 if u.op_type in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Pad"):
                     continue
@@ -365,21 +366,53 @@ class IntegerParser:
     def op_MatMul(self, node):
         a_name, b_name = node.input[0], node.input[1]
         if not self.is_const(b_name):
-            what = "two activations" if not self.is_const(a_name) else "a constant and an activation"
+            if not self.is_const(a_name):
+                return self._activation_matmul(node, a_name, b_name)
             shapes = []
             for t in (a_name, b_name):
                 try:
                     shapes.append(self.shape(t))
                 except FrontendError:
                     shapes.append("?")
-            raise FrontendError(self.where(node), f"MatMul of {what} ({shapes[0]} x {shapes[1]}) is not "
-                                "supported: tessera's linear and pointwise layers multiply by constant "
-                                "weights", "keep the second MatMul operand a constant (initializer)")
+            raise FrontendError(self.where(node), f"MatMul of a constant and an activation ({shapes[0]} x "
+                                f"{shapes[1]}) is not supported: tessera's linear and pointwise layers "
+                                "multiply the activation by constant weights",
+                                "make the constant the second MatMul operand")
         w = self.int_const(node, b_name, "weights")
         if w.ndim != 2:
             raise FrontendError(self.where(node), f"MatMul with {w.ndim}D constant weights is not supported",
                                 "use a 2D [K, N] weight matrix")
         self._matrix_acc(node, a_name, w.T, 1, None)
+
+    def _activation_matmul(self, node, a_name, b_name):
+        """A MatMul of two activations, a [..., M, K] x b [..., K, N]: the
+        IR's matmul over the batches (b may be one matrix for all of them)."""
+        b = self.b
+        xa, xb = self.act(node, a_name), self.act(node, b_name)
+        for x in (xa, xb):
+            self.eight_bit(node, x)
+            if self.layout[x] != "hwc":
+                raise FrontendError(self.where(node), f"MatMul operand {x!r} is a feature map, not a matrix",
+                                    "multiply matrices (or batches of them) whose last two axes are rows and columns")
+        a_shape, b_shape = list(self.shape(a_name)), list(self.shape(b_name))
+        if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
+            raise FrontendError(self.where(node), f"MatMul of {a_shape} x {b_shape}: the inner dimensions differ")
+        a_lead, b_lead = a_shape[:-2], b_shape[:-2]
+        try:
+            lead = [int(d) for d in np.broadcast_shapes(tuple(a_lead), tuple(b_lead))]
+        except ValueError:
+            lead = None
+        # the IR's matmul runs over a's batches, b has them all or is one matrix
+        if lead is None or int(np.prod(lead)) != int(np.prod(a_lead)) or int(np.prod(b_lead)) not in (1, int(np.prod(lead))):
+            raise FrontendError(self.where(node), f"MatMul of {a_shape} x {b_shape}: the batch axes do not "
+                                "broadcast the second operand over the first", "give both operands the same "
+                                "batches, or make the second one matrix")
+        out_shape = lead + [a_shape[-2], b_shape[-1]]
+
+        def emit(y, rq, bias, sources):
+            b.matmul_int(node.name or "matmul", xa, xb, y, rq, self.where(node), sources)
+
+        self.finish_acc(Acc(node, node.output[0], out_shape, "hwc", emit, takes_bias=False, sources=[node.name]))
 
     def op_Gemm(self, node):
         a = attrs(node)
@@ -404,8 +437,7 @@ class IntegerParser:
     def op_MaxPool(self, node):
         b = self.b
         x = self.act(node, node.input[0])
-        self.chw_input(node, x)
-        self.eight_bit(node, x)
+        self.chw_input(node, x)   # 8-bit or int32: the max needs no requantization
         tx = b.tensors[x]
         geo = pool_geometry(node, tx.shape, self.where(node), allow_pad=True)
         oh, ow = out_hw(tx.shape, geo)

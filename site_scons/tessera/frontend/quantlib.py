@@ -13,7 +13,8 @@ is exactly this ((x * mul + add + 2**(s-1)) >> s). A RequantShift right
 after a Conv/Gemm/MatMul/Add becomes that layer's requantization (an Add of
 a constant in between is the layer's bias); elsewhere (on a graph input, a
 pool, ahead of an Add) it is a layer of its own: a 1x1 average pool, the
-IR's elementwise requantization. One that changes nothing (mul = div,
+IR's elementwise requantization, reading 8-bit values or int32
+accumulators (MaxPool and Add read those too). One that changes nothing (mul = div,
 add = 0, over the input's whole range) is dropped. A layer without
 RequantShift outputs its int32 accumulators.
 
@@ -24,8 +25,8 @@ B*M) rows, channel last. Gemm's alpha folds into the weights when they stay
 8-bit, else into the requantization; its C operand is the bias, per column
 or, for a full [M, N] matrix, per element; a RequantShift per row of the
 output is a Requant with `shape`. A MatMul of two activations (the batched
-[1, 2, 32, 48] x [1, 2, 48, 64] of Deeploy's MatMul/Regular_RQ) has no
-constant operand for the IR's weights and is rejected.
+[1, 2, 32, 48] x [1, 2, 48, 64] of Deeploy's MatMul/Regular_RQ) is the IR's
+matmul, its RequantShift per batch a Requant with `shape`.
 
 Input signedness is not in the graph: `input_types` gives it (from the
 reference inputs); without it inputs are int8.
@@ -53,7 +54,7 @@ class QuantLibParser(IntegerParser):
     dialect = "quantlib"
     rounding = "half_up"
     default_input = "int8"
-    supported = ("tessera lowers QuantLib/Deeploy graphs: Conv, Gemm, MatMul (constant weights), Add, "
+    supported = ("tessera lowers QuantLib/Deeploy graphs: Conv, Gemm, MatMul, Add, "
                  "MaxPool, Pad, Flatten/Reshape and RequantShift")
 
     def rq_params(self, node):
@@ -132,8 +133,10 @@ class QuantLibParser(IntegerParser):
             raise FrontendError(self.where(node), "Add of a constant that is not the bias of a "
                                 "Conv/Gemm/MatMul", "add constants only right after those ops")
         xs = [self.act(node, i) for i in node.input]
-        for x in xs:
-            self.eight_bit(node, x)
+        # 8-bit activations, or two int32 accumulators (layers without RequantShift)
+        if self.b.tensors[xs[0]].dtype != self.b.tensors[xs[1]].dtype:
+            raise FrontendError(self.where(node), f"Add of an 8-bit and a 32-bit tensor ({xs[0]!r}, {xs[1]!r})",
+                                "requantize the accumulator to 8 bits first")
         if self.layout[xs[0]] != self.layout[xs[1]] and self.b.tensors[xs[0]].shape[:2] != [1, 1]:
             raise FrontendError(self.where(node), "Add of a feature map and a matrix")
         shape = list(self.b.tensors[xs[0]].source_shape)
@@ -148,8 +151,7 @@ class QuantLibParser(IntegerParser):
         """A RequantShift not fused into the layer before it: an elementwise
         requantization layer (1x1 average pool), or nothing if it is the identity."""
         b = self.b
-        x = self.act(node, node.input[0])
-        self.eight_bit(node, x)
+        x = self.act(node, node.input[0])   # 8-bit, or int32 accumulators
         tx = b.tensors[x]
         mul, add, shift, lo, hi = self.rq_params(node)
         in_lo, in_hi = INT_RANGES[tx.source_dtype]

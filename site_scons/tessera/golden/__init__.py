@@ -33,6 +33,8 @@ def run_layer(layer, graph, weights, values):
         acc = ops.maxpool(x, layer.kernel, layer.stride, layer.pad)
     elif op == "add":
         acc = ops.add(x, values[layer.inputs[1]], layer.in_mul, layer.in_offset)
+    elif op == "matmul":
+        acc = ops.matmul(x, values[layer.inputs[1]], layer.in_offset)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)

@@ -130,3 +130,15 @@ def add(a, b, in_mul, in_offset):
     _check_int64(float(np.abs(a).max(initial=0)) * abs(in_mul[0])
                  + float(np.abs(b).max(initial=0)) * abs(in_mul[1]), "add")
     return a * in_mul[0] + b * in_mul[1]
+
+
+def matmul(a, b, in_offset):
+    """a [Bt, M, K] times b [Bb, K, N] (Bb 1: the same matrix for every
+    batch) -> int64 [Bt, M, N], each operand plus its offset."""
+    a = a.astype(np.int64) + in_offset[0]
+    b = b.astype(np.int64) + in_offset[1]
+    if b.shape[0] == 1:
+        b = np.broadcast_to(b, (a.shape[0],) + b.shape[1:])
+    _check_int64(float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) * a.shape[2], "matmul")
+    # int64 products summed exactly (NumPy's integer matmul does not use BLAS)
+    return np.matmul(a, b)
