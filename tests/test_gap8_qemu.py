@@ -145,12 +145,12 @@ def kernel_cases(seed=5):
                 _c_array("int8_t", f"{name}_out", np.zeros(expected.size), L1),
                 _c_array("int8_t", f"{name}_scratch", np.zeros(max(1, scratch * 8)), L1),
                 f"static const tsr_requant_t {name}_rq = {{{name}_mul, 0, {name}_shift, 1, {rq.zero_point}, "
-                f"{rq.lo}, {rq.hi}, TSR_ROUND_HALF_UP}};"]
+                f"{rq.lo}, {rq.hi}, TSR_ROUND_HALF_UP, {{0, 0, 0}}}};"]
         h, w_, c = x.shape
         oh, ow, _ = expected.shape
         setup = (f"static tsr_conv_args_t {name}_args = {{{name}_x, {h}, {w_}, {c}, {name}_w, {name}_b, {name}_out, "
                  f"{oh}, {ow}, {co}, {kern[0]}, {kern[1]}, {stride[0]}, {stride[1]}, {pad[0]}, {pad[1]}, {pad[2]}, "
-                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}}};")
+                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}, {{0, 0, 0}}}};")
         cases.append((name, decl + [setup], f"pnn_{op}", "tsr_conv_args_t", expected))
 
     x = i8((16, 12, 8))
@@ -177,7 +177,7 @@ def kernel_cases(seed=5):
     expected = ops.maxpool(x, (3, 3), (2, 2), (1, 1, 1, 1)).astype(np.int8)
     decl = [_c_array("int8_t", "mp_x", x), _c_array("int8_t", "mp_out", np.zeros(expected.size), L1)]
     setup = (f"static tsr_pool_args_t mp_args = {{mp_x, 10, 10, 16, mp_out, {expected.shape[0]}, "
-             f"{expected.shape[1]}, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0}};")
+             f"{expected.shape[1]}, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 0}};")
     cases.append(("mp", decl + [setup], "pnn_maxpool", "tsr_pool_args_t", expected))
 
     a, b2 = i8((8, 8, 16)), i8((8, 8, 16))
@@ -190,9 +190,9 @@ def kernel_cases(seed=5):
             _c_array("int8_t", "add_out", np.zeros(expected.size), L1),
             _c_array("int32_t", "add_mul", [1]), _c_array("int8_t", "add_shift", rq.shift),
             f"static const tsr_requant_t add_rq = {{add_mul, 0, add_shift, 0, {rq.zero_point}, -128, 127, "
-            "TSR_ROUND_HALF_UP};"]
+            "TSR_ROUND_HALF_UP, {0, 0, 0}};"]
     setup = (f"static tsr_add_args_t add_args = {{add_a, add_b, add_out, {a.size}, {{{in_mul[0]}, {in_mul[1]}}}, "
-             f"{{{in_offset[0]}, {in_offset[1]}}}, &add_rq}};")
+             f"{{{in_offset[0]}, {in_offset[1]}}}, &add_rq, 0, 0, 0}};")
     cases.append(("add", decl + [setup], "pnn_add", "tsr_add_args_t", expected))
     return cases
 

@@ -36,10 +36,14 @@ SETTINGS = settings(max_examples=200, deadline=None,
 
 # ---- ctypes mirror of kernels.h --------------------------------------------
 
+class PlaneT(ctypes.Structure):
+    _fields_ = [("plane", c_int32), ("step_h", c_int32), ("step_w", c_int32)]
+
+
 class RequantT(ctypes.Structure):
     _fields_ = [("mul", POINTER(c_int32)), ("add", POINTER(c_int32)), ("shift", POINTER(c_int8)),
                 ("per_channel", c_int32), ("zero_point", c_int32),
-                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32)]
+                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT)]
 
 
 class ConvArgs(ctypes.Structure):
@@ -49,7 +53,7 @@ class ConvArgs(ctypes.Structure):
                 ("kh", c_int32), ("kw", c_int32), ("sh", c_int32), ("sw", c_int32),
                 ("pad_t", c_int32), ("pad_l", c_int32), ("pad_b", c_int32), ("pad_r", c_int32),
                 ("input_offset", c_int32), ("rq", POINTER(RequantT)),
-                ("scratch", POINTER(c_int8)), ("scratch_bytes", c_int32)]
+                ("scratch", POINTER(c_int8)), ("scratch_bytes", c_int32), ("bias_elem", PlaneT)]
 
 
 class PoolArgs(ctypes.Structure):
@@ -57,16 +61,24 @@ class PoolArgs(ctypes.Structure):
                 ("out", POINTER(c_int8)), ("out_h", c_int32), ("out_w", c_int32),
                 ("kh", c_int32), ("kw", c_int32), ("sh", c_int32), ("sw", c_int32),
                 ("pad_t", c_int32), ("pad_l", c_int32), ("pad_b", c_int32), ("pad_r", c_int32),
-                ("input_offset", c_int32), ("rq", POINTER(RequantT))]
+                ("input_offset", c_int32), ("rq", POINTER(RequantT)), ("in_int32", c_int32)]
 
 
 class AddArgs(ctypes.Structure):
     _fields_ = [("a", POINTER(c_int8)), ("b", POINTER(c_int8)), ("out", c_void_p), ("n", c_int32),
-                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("rq", POINTER(RequantT))]
+                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("rq", POINTER(RequantT)),
+                ("in_int32", c_int32), ("out_w", c_int32), ("out_c", c_int32)]
 
 
-STRUCTS = {"tsr_requant_t": RequantT, "tsr_conv_args_t": ConvArgs,
-           "tsr_pool_args_t": PoolArgs, "tsr_add_args_t": AddArgs}
+class MatmulArgs(ctypes.Structure):
+    _fields_ = [("a", POINTER(c_int8)), ("b", POINTER(c_int8)), ("out", c_void_p),
+                ("out_h", c_int32), ("out_w", c_int32), ("out_c", c_int32), ("k", c_int32),
+                ("b_batch", c_int32), ("a_offset", c_int32), ("b_offset", c_int32),
+                ("rq", POINTER(RequantT))]
+
+
+STRUCTS = {"tsr_plane_t": PlaneT, "tsr_requant_t": RequantT, "tsr_conv_args_t": ConvArgs,
+           "tsr_pool_args_t": PoolArgs, "tsr_add_args_t": AddArgs, "tsr_matmul_args_t": MatmulArgs}
 C_NAMES = {"in_": "in"}
 
 # A C probe of the real header's layout: sizeof and offsetof every field, in
@@ -105,7 +117,7 @@ def lib(tmp_path_factory):
     dll = ctypes.CDLL(str(so))
     for name, cls in (("conv2d", ConvArgs), ("pointwise", ConvArgs), ("depthwise", ConvArgs),
                       ("linear", ConvArgs), ("maxpool", PoolArgs), ("avgpool", PoolArgs),
-                      ("add", AddArgs)):
+                      ("add", AddArgs), ("matmul", MatmulArgs)):
         fn = getattr(dll, "tsr_" + name)
         fn.argtypes = [POINTER(cls), c_int, c_int]
         fn.restype = None
@@ -749,3 +761,215 @@ def test_tiled_layer_depthwise(lib, layer):
 @settings(max_examples=60, deadline=None)
 def test_tiled_layer_maxpool(lib, layer):
     run_tiled(lib, "maxpool", layer)
+
+
+# ---- integer-dialect features: parameters per element, int32 inputs, matmul --
+
+def planes(values, shape, channels):
+    """Parameters shaped [h', w', c'] (c' 1 or channels) as the kernels read
+    them: a plane [h'][w'] per channel, and its PlaneT (see kernels.h)."""
+    h, w, _ = shape
+    full = np.broadcast_to(np.asarray(values).reshape(shape), (h, w, channels))
+    flat = np.ascontiguousarray(full.transpose(2, 0, 1)).reshape(-1)
+    return flat, PlaneT(h * w, w if h > 1 else 0, 1 if w > 1 else 0)
+
+
+class PlaneRq(Rq):
+    """A requantization whose parameters vary along rows and/or columns
+    (the IR's Requant.shape), as the golden Requant and as C planes."""
+
+    def __init__(self, rng, shape, channels, acc, rounding, with_add):
+        n = int(np.prod(shape))
+        top = int(np.abs(acc).max(initial=0)) or 1
+        mul = rng.integers(1, 2**20, size=n)
+        shift = np.array([max(0, min(62, (top * int(m)).bit_length() - 7 + int(rng.integers(-1, 2))))
+                          for m in mul])
+        add = rng.integers(-2**20, 2**20, size=n) if with_add else np.zeros(n, np.int64)
+        zp, lo, hi = int(rng.integers(-20, 20)), -128, 127
+        self.golden = Requant(mul=mul.tolist(), add=add.tolist(), shift=shift.tolist(), rounding=rounding,
+                              zero_point=zp, lo=lo, hi=hi, shape=list(shape))
+        self.mul, self.elem = planes(mul, shape, channels)
+        self.mul = self.mul.astype(np.int32)
+        self.add = planes(add, shape, channels)[0].astype(np.int32) if with_add else None
+        self.shift = planes(shift, shape, channels)[0].astype(np.int8)
+        self.per_channel, self.zero_point, self.lo, self.hi, self.rounding = 1, zp, lo, hi, rounding
+
+    def struct(self, first_channel=0):
+        s = super().struct(0)
+        s.elem = self.elem
+        return s
+
+
+def param_shape(draw, h, w, c):
+    """[h', w', c'] varying along rows or columns (what Requant.shape holds)."""
+    while True:
+        shape = (draw(st.sampled_from([1, h])), draw(st.sampled_from([1, w])), draw(st.sampled_from([1, c])))
+        if shape[0] * shape[1] > 1:
+            return shape
+
+
+@st.composite
+def per_element_cases(draw):
+    """pointwise, conv2d and depthwise tiles with a bias per element (a
+    Gemm's C matrix) and/or requantization parameters per row/column."""
+    op = draw(st.sampled_from(["pointwise", "conv2d", "depthwise"]))
+    g = draw(geometry()) if op != "pointwise" else dict(ONE, in_h=draw(st.integers(1, 6)), in_w=draw(st.integers(1, 6)))
+    if op == "pointwise":
+        g.update(out_h=g["in_h"], out_w=g["in_w"])
+    in_c = draw(st.integers(1, 7))
+    out_c = in_c if op == "depthwise" else draw(st.integers(1, 9))
+    x, rng = arrays(draw, (g["in_h"], g["in_w"], in_c))
+    off = draw(OFFSETS)
+    kern, strd = (g["kh"], g["kw"]), (g["sh"], g["sw"])
+    oh, ow = g["out_h"], g["out_w"]
+    bias = rng.integers(-2**16, 2**16, size=(oh, ow, out_c)).astype(np.int32) if draw(st.booleans()) else None
+    if op == "pointwise":
+        w = int8s(rng, (out_c, in_c))
+        acc = ops.pointwise(x, w, bias, off)
+    elif op == "conv2d":
+        w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
+        acc = ops.conv2d(x, w, bias, off, kern, strd, g["pad"])
+    else:
+        w = int8s(rng, (out_c, g["kh"], g["kw"]))
+        acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, kern, strd, g["pad"])
+    rq = None
+    if bias is None or draw(st.booleans()):
+        assume(oh * ow > 1)
+        rq = PlaneRq(rng, param_shape(draw, oh, ow, out_c), out_c, acc,
+                     draw(st.sampled_from(["half_up", "floor"])), draw(st.booleans()))
+    expected, dtype = finish(acc, rq)
+    sb = 2 * g["kh"] * g["kw"] * in_c if op == "conv2d" else 0
+    bias_c, bias_elem = planes(bias, bias.shape, out_c) if bias is not None else (None, PlaneT())
+    bias_c = bias_c.astype(np.int32) if bias is not None else None
+    inner = conv_builder(x, w, bias_c, expected.shape, g, off, rq, sb)
+
+    def build(out_ptr, scratch):
+        args, keep = inner(out_ptr, scratch)
+        args.bias_elem = bias_elem
+        return args, keep
+    share = share_pixels if op == "pointwise" else share_rows
+    return Case("tsr_" + op, build, expected, dtype, share, sb), draw(NCORES), rng
+
+
+@given(per_element_cases())
+@SETTINGS
+def test_parameters_per_element_match_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+def int32s(rng, shape, bound=2**24):
+    return rng.integers(-bound, bound, size=shape).astype(np.int32)
+
+
+@st.composite
+def int32_pool_cases(draw):
+    """Pools reading int32 accumulators: max pooling (int32 out), a sum
+    requantized (QuantLib's standalone RequantShift is a 1x1 avgpool) or
+    left as the int32 sum."""
+    op = draw(st.sampled_from(["maxpool", "avgpool"]))
+    g = draw(geometry(pad_max_is_k=False, pads=op == "maxpool"))
+    ch = draw(st.integers(1, 9))
+    _, rng = arrays(draw, (1,))
+    x = int32s(rng, (g["in_h"], g["in_w"], ch))
+    kern, strd = (g["kh"], g["kw"]), (g["sh"], g["sw"])
+    if op == "maxpool":
+        expected, dtype, rq, off = ops.maxpool(x, kern, strd, g["pad"]).astype(np.int32), np.int32, None, 0
+    else:
+        off = 0
+        acc = ops.avgpool_sum(x, off, kern, strd)
+        rq = draw(st.one_of(st.none(), requants(ch, int(np.abs(acc).max(initial=0)))))
+        expected, dtype = finish(acc, rq)
+    inner = pool_builder(x.view(np.int8), expected.shape, g, off, rq)
+
+    def build(out_ptr, scratch):
+        args, keep = inner(out_ptr, scratch)
+        args.in_h, args.in_w, args.c, args.in_int32 = x.shape[0], x.shape[1], x.shape[2], 1
+        return args, keep
+    return Case("tsr_" + op, build, expected, dtype, share_rows), draw(NCORES), rng
+
+
+@given(int32_pool_cases())
+@SETTINGS
+def test_int32_input_pools_match_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+@st.composite
+def add_per_channel_cases(draw):
+    """Adds of int8 or int32 tensors requantized per tensor, per channel or
+    per element (out_w and out_c set), or kept as int32."""
+    shape = (draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 6)))
+    wide = draw(st.booleans())
+    _, rng = arrays(draw, (1,))
+    a, b = (int32s(rng, shape), int32s(rng, shape)) if wide else (int8s(rng, shape), int8s(rng, shape))
+    in_mul = [draw(st.integers(-2**8, 2**8)), draw(st.integers(-2**8, 2**8))]
+    in_offset = [0, 0] if wide else [draw(OFFSETS), draw(OFFSETS)]
+    acc = ops.add(a, b, in_mul, in_offset)
+    kind = draw(st.sampled_from(["channel", "element", "none"]))
+    if kind == "channel":
+        rq = draw(requants(shape[2], int(np.abs(acc).max(initial=0)), per_channel=True))
+    elif kind == "element":
+        assume(shape[0] * shape[1] > 1)
+        rq = PlaneRq(rng, param_shape(draw, *shape), shape[2], acc, "half_up", True)
+    else:
+        rq = None
+        assume(np.abs(acc).max(initial=0) < 2**31)
+    expected, dtype = finish(acc, rq)
+    inner = add_builder(a.view(np.int8), b.view(np.int8), in_mul, in_offset, rq)
+
+    def build(out_ptr, scratch):
+        args, keep = inner(out_ptr, scratch)
+        args.n, args.in_int32 = a.size, int(wide)
+        if rq is not None:
+            args.out_w, args.out_c = shape[1], shape[2]
+        return args, keep
+    return Case("tsr_add", build, expected, dtype, share_flat), draw(NCORES), rng
+
+
+@given(add_per_channel_cases())
+@SETTINGS
+def test_add_int32_inputs_and_per_channel_requant_match_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+@st.composite
+def matmul_cases(draw):
+    """Batched products of two activation tiles, the right operand per
+    batch or one for all; requantized per channel, per batch (Deeploy's
+    MatMul/Regular_RQ) or per element, or int32."""
+    bt, m = draw(st.integers(1, 3)), draw(st.integers(1, 6))
+    k, n = draw(st.integers(1, 24)), draw(st.integers(1, 10))
+    shared = draw(st.booleans())
+    a, rng = arrays(draw, (bt, m, k))
+    b = int8s(rng, (1 if shared else bt, k, n))
+    offs = [draw(OFFSETS), draw(OFFSETS)]
+    acc = ops.matmul(a, b, offs)
+    kind = draw(st.sampled_from(["channel", "batch", "element", "none"]))
+    if kind == "channel":
+        rq = draw(requants(n, int(np.abs(acc).max(initial=0))))
+    elif kind in ("batch", "element"):
+        assume(bt > 1 or kind == "element" and m > 1)
+        shape = (bt, 1, 1) if kind == "batch" else param_shape(draw, bt, m, n)
+        rq = PlaneRq(rng, shape, n, acc, draw(st.sampled_from(["half_up", "floor"])), True)
+    else:
+        rq = None
+    expected, dtype = finish(acc, rq)
+    a_c, b_c = np.ascontiguousarray(a), np.ascontiguousarray(b)
+
+    def build(out_ptr, scratch):
+        rqs = rq.struct() if rq is not None else None
+        args = MatmulArgs(ptr(a_c, c_int8), ptr(b_c, c_int8), out_ptr, bt, m, n, k,
+                          0 if shared else k * n, offs[0], offs[1],
+                          ctypes.pointer(rqs) if rqs is not None else None)
+        return args, (a_c, b_c, rq, rqs)
+    return Case("tsr_matmul", build, expected, dtype, share_pixels), draw(NCORES), rng
+
+
+@given(matmul_cases())
+@SETTINGS
+def test_matmul_matches_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)

@@ -5,7 +5,8 @@
  * enough scratch the receptive fields of two output pixels are unrolled into
  * the core's im2col buffer (padding written as -input_offset, so that
  * x + input_offset is 0 there and the matmul needs no bounds checks); without
- * it a direct loop skips the padded positions.
+ * it, or with parameters per output element, a direct loop skips the padded
+ * positions.
  */
 #include <string.h>
 
@@ -38,7 +39,8 @@ static void im2col_pixel(const tsr_conv_args_t *a, int32_t oy, int32_t ox,
     }
 }
 
-/* No scratch: sum over the valid part of each window directly. */
+/* No scratch (or parameters per element): sum over the valid part of each
+ * window directly. */
 static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
 {
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
@@ -51,7 +53,7 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
             size_t o = ((size_t)oy * a->out_w + ox) * a->out_c;
             tsr_ref_window(ix0, kw, a->in_w, &kx0, &kx1);
             for (co = 0; co < a->out_c; co++) {
-                int32_t acc = a->bias ? a->bias[co] : 0;
+                int32_t acc = tsr_ref_bias(a, oy, ox, co);
                 for (ky = ky0; ky < ky1; ky++) {
                     for (kx = kx0; kx < kx1; kx++) {
                         const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + (ix0 + kx)) * in_c;
@@ -60,7 +62,7 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
                             acc += (x[ci] + off) * w[ci];
                     }
                 }
-                tsr_ref_store(a->out, o + co, acc, a->rq, co);
+                tsr_ref_store_at(a->out, o + co, acc, a->rq, oy, ox, co);
             }
         }
     }
@@ -78,7 +80,7 @@ void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores)
         return;
     /* The im2col path stores padding as int8 -off: off must be in [-127, 128]
      * (it is -zero_point of an int8 or shifted uint8 tensor). */
-    if (!a->scratch || a->scratch_bytes < 2 * patch || off < -127 || off > 128) {
+    if (!a->scratch || a->scratch_bytes < 2 * patch || off < -127 || off > 128 || tsr_ref_per_element(a)) {
         conv_direct(a, r0, r1);
         return;
     }

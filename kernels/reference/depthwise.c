@@ -31,13 +31,13 @@ void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores)
             for (c = 0; c < C; c++) {
                 const int8_t *w = a->weights + (size_t)c * kh * kw;
                 const int8_t *x = base + c;
-                int32_t acc = a->bias ? a->bias[c] : 0;
+                int32_t acc = tsr_ref_bias(a, oy, ox, c);
                 for (ky = ky0; ky < ky1; ky++, x += row_stride) {
                     const int8_t *xr = x, *wr = w + (size_t)ky * kw;
                     for (kx = kx0; kx < kx1; kx++, xr += in_c)
                         acc += (*xr + off) * wr[kx];
                 }
-                tsr_ref_store(a->out, o + c, acc, a->rq, c);
+                tsr_ref_store_at(a->out, o + c, acc, a->rq, oy, ox, c);
             }
         }
     }

@@ -1,8 +1,36 @@
 /*
- * Reference pooling: HWC int8 tiles, c channels in and out. Each core
- * computes output rows [core * ceil(out_h / ncores), ...).
+ * Reference pooling: HWC tiles (int8, or int32 accumulators), c channels in
+ * and out. Each core computes output rows [core * ceil(out_h / ncores), ...).
  */
 #include "ref_common.h"
+
+/* Max pooling of int32 accumulators (a layer without requantization before
+ * it): the same walk, 32-bit values in and out. */
+static void maxpool_int32(const tsr_pool_args_t *a, int32_t r0, int32_t r1)
+{
+    const int32_t C = a->c;
+    const int32_t *in = (const int32_t *)(const void *)a->in;
+    int32_t oy, ox, c, ky, kx;
+    for (oy = r0; oy < r1; oy++) {
+        int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
+        tsr_ref_window(iy0, a->kh, a->in_h, &ky0, &ky1);
+        for (ox = 0; ox < a->out_w; ox++) {
+            int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
+            int32_t *o = (int32_t *)(void *)a->out + ((size_t)oy * a->out_w + ox) * C;
+            tsr_ref_window(ix0, a->kw, a->in_w, &kx0, &kx1);
+            for (c = 0; c < C; c++)
+                o[c] = INT32_MIN;
+            for (ky = ky0; ky < ky1; ky++) {
+                for (kx = kx0; kx < kx1; kx++) {
+                    const int32_t *x = in + ((size_t)(iy0 + ky) * a->in_w + (size_t)(ix0 + kx)) * C;
+                    for (c = 0; c < C; c++)
+                        if (x[c] > o[c])
+                            o[c] = x[c];
+                }
+            }
+        }
+    }
+}
 
 /* Window maxima; padded positions are skipped (they never win). No
  * requantization: input and output share their quantization. */
@@ -12,6 +40,10 @@ void tsr_maxpool(const tsr_pool_args_t *a, int core, int ncores)
     int32_t r0, r1, oy, ox, c, ky, kx;
 
     tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
+    if (a->in_int32) {
+        maxpool_int32(a, r0, r1);
+        return;
+    }
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
         tsr_ref_window(iy0, a->kh, a->in_h, &ky0, &ky1);
@@ -36,32 +68,38 @@ void tsr_maxpool(const tsr_pool_args_t *a, int core, int ncores)
 }
 
 /* acc = sum(x + input_offset) over the window (no padding), then the
- * requantization (its multiplier carries the 1 / window size). */
+ * requantization (its multiplier carries the 1 / window size); without one
+ * the sum itself, as int32. An int32 input (a standalone requantization of
+ * accumulators) sums in 64 bits. */
 void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores)
 {
     const int32_t C = a->c, kh = a->kh, kw = a->kw;
-    const int32_t area_off = kh * kw * a->input_offset;
+    const int64_t area_off = (int64_t)kh * kw * a->input_offset;
+    const size_t esize = a->in_int32 ? 4 : 1;
     int32_t r0, r1, oy, ox, c, ky, kx;
 
     tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
     for (oy = r0; oy < r1; oy++) {
         for (ox = 0; ox < a->out_w; ox++) {
-            const int8_t *x0 = a->in + ((size_t)oy * a->sh * a->in_w + (size_t)ox * a->sw) * C;
-            int8_t *o = a->out + ((size_t)oy * a->out_w + ox) * C;
+            const size_t first = (size_t)oy * a->sh * a->in_w + (size_t)ox * a->sw;
+            const size_t o = ((size_t)oy * a->out_w + ox) * C;
             for (c = 0; c < C; c++) {
-                int32_t acc = area_off;
+                int64_t acc = area_off;
                 for (ky = 0; ky < kh; ky++) {
-                    const int8_t *x = x0 + (size_t)ky * a->in_w * C + c;
-                    for (kx = 0; kx < kw; kx++, x += C)
-                        acc += *x;
+                    size_t i = (first + (size_t)ky * a->in_w) * C + c;
+                    const int8_t *x = a->in + i * esize;
+                    if (a->in_int32) {
+                        for (kx = 0; kx < kw; kx++, x += C * 4)
+                            acc += *(const int32_t *)(const void *)x;
+                    } else {
+                        for (kx = 0; kx < kw; kx++, x += C)
+                            acc += *x;
+                    }
                 }
-                if (a->rq) {
-                    o[c] = (int8_t)tsr_requantize(acc, a->rq, c);
-                } else {
-                    /* not a layer the IR makes (avgpool always requantizes);
-                     * saturate rather than wrap */
-                    o[c] = (int8_t)(acc < INT8_MIN ? INT8_MIN : acc > INT8_MAX ? INT8_MAX : acc);
-                }
+                if (a->rq)
+                    a->out[o + c] = (int8_t)tsr_requantize_at(acc, a->rq, oy, ox, c);
+                else
+                    ((int32_t *)(void *)a->out)[o + c] = (int32_t)acc;
             }
         }
     }

@@ -44,6 +44,32 @@ static inline void tsr_ref_store(void *out, size_t i, int32_t acc,
         ((int32_t *)out)[i] = acc;
 }
 
+/* The same for element (y, x, c) of the tile, whose requantization
+ * parameters may vary per element. */
+static inline void tsr_ref_store_at(void *out, size_t i, int32_t acc, const tsr_requant_t *rq,
+                                    int32_t y, int32_t x, int32_t c)
+{
+    if (rq)
+        ((int8_t *)out)[i] = (int8_t)tsr_requantize_at(acc, rq, y, x, c);
+    else
+        ((int32_t *)out)[i] = acc;
+}
+
+/* The bias of output element (y, x, c): per channel, or per element. */
+static inline int32_t tsr_ref_bias(const tsr_conv_args_t *a, int32_t y, int32_t x, int32_t c)
+{
+    if (!a->bias)
+        return 0;
+    return a->bias[a->bias_elem.plane ? tsr_plane_index(&a->bias_elem, y, x, c) : c];
+}
+
+/* Whether a conv-like tile has parameters per element (then the kernels
+ * take their plain per-pixel paths, which index them by row and column). */
+static inline int tsr_ref_per_element(const tsr_conv_args_t *a)
+{
+    return a->bias_elem.plane || (a->rq && a->rq->elem.plane);
+}
+
 /* The valid part [k0, k1) of a window of size k whose first position is at
  * input coordinate `start` (negative or past n_in: padding). */
 static inline void tsr_ref_window(int32_t start, int32_t k, int32_t n_in,

@@ -16,6 +16,14 @@
  * Layouts: activations HWC (int8, or int32 accumulators); conv weights
  * [out_c][kh][kw][in_c]; pointwise and linear [out_c][in_c]; depthwise
  * [c][kh][kw] (channel-major so that a channel tile is contiguous).
+ *
+ * Parameters per output element (the IR's Requant.shape and per-element
+ * bias, from Gemm/MatMul graphs) are planes: each channel's values for the
+ * rows and columns they vary along, [c][h'][w'] (h' 1 or the output's
+ * height, w' likewise), one channel tile's planes contiguous like the other
+ * per-channel arrays. Element (y, x, c) of the tile reads index
+ * c * plane + y * step_h + x * step_w, the generated code pointing the
+ * array at the tile's first row and column (tsr_plane_t).
  */
 #ifndef TESSERA_KERNELS_H
 #define TESSERA_KERNELS_H
@@ -28,9 +36,16 @@ extern "C" {
 
 enum { TSR_ROUND_HALF_UP = 0, TSR_ROUND_FLOOR = 1 };
 
+/* How parameters that vary per output element are indexed (see above):
+ * plane == 0 means they vary along the channels at most. */
+typedef struct {
+    int32_t plane, step_h, step_w;
+} tsr_plane_t;
+
 /* Requantization of a tile: arrays are indexed by the tile's channel (the
  * generated code points them at the tile's first channel) unless
- * per_channel is 0, when element 0 serves every channel. */
+ * per_channel is 0, when element 0 serves every channel; with elem.plane
+ * set, by element (tsr_requantize_at). */
 typedef struct {
     const int32_t *mul;
     const int32_t *add;      /* NULL: all zero */
@@ -39,6 +54,7 @@ typedef struct {
     int32_t zero_point;
     int32_t lo, hi;
     int32_t rounding;        /* TSR_ROUND_* */
+    tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -55,29 +71,46 @@ typedef struct {
     const tsr_requant_t *rq;
     int8_t *scratch;             /* per-core scratch (im2col), scratch_bytes each, core-major */
     int32_t scratch_bytes;
+    tsr_plane_t bias_elem;       /* bias per output element (a Gemm's full C matrix); plane 0: bias[c] */
 } tsr_conv_args_t;
 
 /* maxpool and avgpool tiles (channels of input and output are the same). */
 typedef struct {
-    const int8_t *in;
+    const int8_t *in;            /* int8, or int32 accumulators when in_int32 */
     int32_t in_h, in_w, c;
-    int8_t *out;
+    int8_t *out;                 /* int8; int32 for an int32 max pool and an avgpool without rq */
     int32_t out_h, out_w;
     int32_t kh, kw, sh, sw;
     int32_t pad_t, pad_l, pad_b, pad_r;   /* maxpool only: padding never wins */
     int32_t input_offset;                 /* avgpool: acc = sum(x + input_offset) */
     const tsr_requant_t *rq;              /* avgpool */
+    int32_t in_int32;
 } tsr_pool_args_t;
 
 /* elementwise add of two same-shape tiles:
  *   acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]   (int64) */
 typedef struct {
-    const int8_t *a, *b;
+    const int8_t *a, *b;         /* int8, or int32 accumulators when in_int32 */
     void *out;                   /* int8_t, or int32_t when rq is NULL */
     int32_t n;                   /* elements */
     int32_t in_mul[2], in_offset[2];
-    const tsr_requant_t *rq;     /* per-tensor (per_channel 0) */
+    const tsr_requant_t *rq;     /* per tensor; per channel or element when out_c is set */
+    int32_t in_int32;
+    int32_t out_w, out_c;        /* the tile's columns and channels (n = rows * out_w * out_c) */
 } tsr_add_args_t;
+
+/* product of two activation tiles (the IR's matmul), batches as rows:
+ *   acc[y][x][c] = sum_k (a[y][x][k] + a_offset) * (b_y[k][c] + b_offset)
+ * a: [out_h][out_w][k] (HWC: y a batch, x a row of its matrix);
+ * b_y = b + y * b_batch, each [k][out_c] (b_batch 0: one matrix for every batch). */
+typedef struct {
+    const int8_t *a, *b;
+    void *out;                   /* int8_t, or int32_t when rq is NULL */
+    int32_t out_h, out_w, out_c, k;
+    int32_t b_batch;
+    int32_t a_offset, b_offset;
+    const tsr_requant_t *rq;
+} tsr_matmul_args_t;
 
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
@@ -86,6 +119,7 @@ void tsr_linear(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_add(const tsr_add_args_t *a, int core, int ncores);
+void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 
 /* The requantization step on its own (shared by kernels of every library).
  * acc is 64-bit because an add's accumulator needs it; conv accumulators
@@ -101,6 +135,30 @@ static inline int32_t tsr_requantize(int64_t acc, const tsr_requant_t *rq, int32
     if (v < rq->lo) v = rq->lo;
     if (v > rq->hi) v = rq->hi;
     return (int32_t)v;
+}
+
+/* Index of element (y, x, c) of a tile in per-element parameter planes. */
+static inline int32_t tsr_plane_index(const tsr_plane_t *p, int32_t y, int32_t x, int32_t c)
+{
+    return c * p->plane + y * p->step_h + x * p->step_w;
+}
+
+/* tsr_requantize for element (y, x, c) of the tile: the same unless the
+ * parameters vary per element (rq->elem.plane). */
+static inline int32_t tsr_requantize_at(int64_t acc, const tsr_requant_t *rq, int32_t y, int32_t x, int32_t c)
+{
+    tsr_requant_t one;
+    int32_t i;
+    if (!rq->elem.plane)
+        return tsr_requantize(acc, rq, c);
+    i = tsr_plane_index(&rq->elem, y, x, c);
+    one = *rq;
+    one.mul += i;
+    one.shift += i;
+    if (one.add)
+        one.add += i;
+    one.per_channel = 0;
+    return tsr_requantize(acc, &one, 0);
 }
 
 #ifdef __cplusplus
