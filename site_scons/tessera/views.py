@@ -21,19 +21,40 @@ def per_channel(values):
     return len(values) > 1
 
 
+def param_plane(shape):
+    """[h', w'] of parameters shaped [h', w', c'] when they vary along rows or
+    columns (one plane of h' * w' values per channel, see kernels.h), else None."""
+    if shape is None or shape[0] * shape[1] == 1:
+        return None
+    return [int(shape[0]), int(shape[1])]
+
+
+def requant_plane(layer):
+    rq = layer.requant
+    return param_plane(rq.shape) if rq is not None else None
+
+
+def bias_plane(layer):
+    return param_plane(layer.bias_shape) if layer.bias else None
+
+
 def param_arrays(layer):
     """The per-output-channel parameter arrays a layer's kernels read, in
-    the order they sit in L1: (name, C type, bytes per channel)."""
+    the order they sit in L1: (name, C type, bytes per channel). Parameters
+    that vary per element take a plane of values per channel."""
     arrays = []
     if layer.bias:
-        arrays.append(("bias", "int32_t", 4))
+        plane = bias_plane(layer)
+        arrays.append(("bias", "int32_t", 4 * (plane[0] * plane[1] if plane else 1)))
     rq = layer.requant
-    if rq is not None and layer.op not in ("add",):
-        if per_channel(rq.mul) or per_channel(rq.shift) or per_channel(rq.add):
-            arrays.append(("mul", "int32_t", 4))
+    if rq is not None:
+        plane = requant_plane(layer)
+        n = plane[0] * plane[1] if plane else 1
+        if plane or per_channel(rq.mul) or per_channel(rq.shift) or per_channel(rq.add):
+            arrays.append(("mul", "int32_t", 4 * n))
             if any(rq.add):
-                arrays.append(("add", "int32_t", 4))
-            arrays.append(("shift", "int8_t", 1))
+                arrays.append(("add", "int32_t", 4 * n))
+            arrays.append(("shift", "int8_t", n))
     return arrays
 
 
@@ -51,10 +72,20 @@ def tiler_layer(layer, graph):
         "pad": list(layer.pad),
         "in_bytes": ir.DTYPES[x.dtype],
         "out_bytes": ir.DTYPES[y.dtype],
-        "n_inputs": len(layer.inputs),
-        "w_bytes_per_cout": ir.weight_bytes_per_cout(layer, graph),
+        # a matmul's right operand is tiled like weights: each output
+        # channel's column, in every batch (see matmul_operand_bytes)
+        "n_inputs": 1 if layer.op == "matmul" else len(layer.inputs),
+        "w_bytes_per_cout": (matmul_operand_bytes(layer, graph) if layer.op == "matmul"
+                             else ir.weight_bytes_per_cout(layer, graph)),
         "param_bytes_per_cout": sum(size for _, _, size in param_arrays(layer)),
     }
+
+
+def matmul_operand_bytes(layer, graph):
+    """Bytes per output channel of a matmul's right operand [Bb, K, N] in
+    L1: a channel tile holds column block [:, :, c0:c0+tc], every batch."""
+    b = graph.tensor(layer.inputs[1])
+    return b.shape[0] * b.shape[1] * ir.DTYPES[b.dtype]
 
 
 def kernel_library(name, path=None):

@@ -19,8 +19,9 @@ tile into their own double buffer.
 """
 
 from .. import ir
+from ..errors import FitError
 from ..tiler import tiles as tile_list
-from ..views import param_arrays, tiler_layer
+from ..views import bias_plane, param_arrays, requant_plane, tiler_layer
 from .cfmt import header_comment, int_list
 from .libraries import library
 
@@ -55,6 +56,22 @@ def _requant_block(layer, params, per_channel_rq):
         if any(rq.add):
             lines.append(f"static const int32_t rq_add[1] = {{{int(rq.add[0])}}};")
     return "\n".join(lines) + ("\n" if lines else ""), "&rq"
+
+
+def _plane_steps(plane):
+    """(plane, step_h, step_w) of per-element parameters [h', w'] (kernels.h)."""
+    h, w = plane
+    return h * w, (w if h > 1 else 0), (1 if w > 1 else 0)
+
+
+def _plane_lines(plane, struct, pointers):
+    """Constant fields and per-tile pointer moves of per-element parameters:
+    each array is pointed at the tile's first row and column."""
+    n, sh, sw = _plane_steps(plane)
+    const = [f"{struct}.plane = {n};", f"{struct}.step_h = {sh};", f"{struct}.step_w = {sw};"]
+    terms = " + ".join(t for t, k in (("t->oh0" + (f" * {sh}" if sh > 1 else ""), sh), ("t->ow0", sw)) if k)
+    per_tile = [f"{ptr} += {terms};" for ptr in pointers] if terms else []
+    return const, per_tile
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
@@ -121,7 +138,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     for i, in_offs in enumerate(l1["in"]):
         out.append(f"static const uint32_t l1_in{i}[{bufs}] = {{{', '.join(map(str, in_offs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {offs('out')};")
-    if layer.weights:
+    if layer.weights or layer.op == "matmul":
         out.append(f"static const uint32_t l1_w[{bufs}] = {offs('weights')};")
     if params:
         out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
@@ -131,7 +148,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if rq_decl:
         out.append(rq_decl)
 
-    kernel = lib.kernel_function(layer)
+    kernel = lib.kernel_function(layer, graph=graph)
     args_type = lib.args_type(layer)
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                f"hal_core_id(), hal_num_cores());\n}}\n")
@@ -152,10 +169,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         return f"chunk{f' + {at}' if at else ''}", f"t->oc0 % {stream['chunk_c']}"
 
     # the loader: one tile's input boxes, plus weights/params on a new channel tile
-    loader = getattr(lib, "input_loader", lambda layer: "tsr_tile_in")(layer)
+    loader = getattr(lib, "input_loader", lambda layer, graph: "tsr_tile_in")(layer, graph=graph)
     out.append("/* Start the copies that bring tile t into L1 buffer b (weights into wb). */")
     out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
-    for i, src in enumerate(plan_slice["inputs"]):
+    for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
         xt = graph.tensor(layer.inputs[i])
         moved = spill.get(f"in{i}")
         if moved is None:
@@ -172,6 +189,17 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                    f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
                    f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {moved['bounce']}, "
                    f"t->iw, t->ic, {in_esize}, &box);\n    }}")
+    if layer.op == "matmul":
+        # the right operand's column block of every batch, from its tensor
+        # in the activation level, with the input (the same engine)
+        bt = graph.tensor(layer.inputs[1])
+        if "in1" in spill:
+            raise FitError(f"layer {layer.name}", f"its right operand {layer.inputs[1]!r} was moved out of "
+                           f"{target['act_level']}, which a matmul does not read from",
+                           f"give {target['act_level']} room for the network's activations")
+        out.append(f"    if (t->new_weights)\n        tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_w[wb], "
+                   f"{prefix}_L2 + {plan_slice['inputs'][1]}, {bt.shape[1]}, {bt.shape[2]}, {ir.DTYPES[bt.dtype]}, "
+                   f"0, {bt.shape[0]}, 0, {bt.shape[1]}, t->oc0, t->oc, 1);")
     if layer.weights or params:
         out.append("    if (t->new_weights) {")
         if stream is not None:
@@ -188,8 +216,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                        f"{src}, {size}, {first}, t->oc);")
             pos += size * tc_max
         out.append("    }")
-    else:
+    elif layer.op != "matmul":
         out.append("    (void)wb;\n    (void)w;")
+    else:
+        out.append("    (void)w;")
     out.append("}\n")
 
     # the layer function
@@ -208,9 +238,20 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                 out.append("    rq.add = rq_add;")
         out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
                    f"    rq.rounding = {ROUNDING[rq.rounding]};")
+    # parameters per element (Requant.shape, a bias matrix): planes per channel
+    rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
+    plane_tile = []
+    if rq_plane:
+        const, plane_tile = _plane_lines(rq_plane, "rq.elem", ["rq.mul", "rq.shift"] + (
+            ["rq.add"] if any(layer.requant.add) else []))
+        out.extend("    " + line for line in const)
+    if b_plane:
+        const, tile = _plane_lines(b_plane, "a.bias_elem", ["a.bias"])
+        out.extend("    " + line for line in const)
+        plane_tile += tile
     out.append("    int wb = 0;")
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
-    out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref))
+    out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
     out.append("    load(&tiles[0], 0, 0, in, w);")
     out.append("    for (int i = 0; i < NTILES; i++) {")
@@ -226,7 +267,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append("        if (i + 1 < NTILES)")
         out.append(f"            load(&tiles[i + 1], (i + 1) % {bufs}, tiles[i + 1].new_weights ? wb ^ 1 : wb, in, w);")
     out.append("        hal_dma_wait(&out[b]);")
-    out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq))
+    out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq, graph=graph))
+    out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
     moved = spill.get("out")
     if moved is None:

@@ -1,19 +1,32 @@
 """One C file per layer holding its constants in the weight level: weights
-in the kernel library's layout and the per-output-channel parameters."""
+in the kernel library's layout and the per-output-channel parameters (a
+plane of values per channel where they vary per element)."""
 
 import numpy as np
 
-from ..views import param_arrays
+from ..views import bias_plane, param_arrays, requant_plane
 from .cfmt import byte_string, header_comment, int_list, section_attr
 from .layer import symbol
 from .libraries import library
 
 
 def _channel_values(layer, name, weights, channels):
+    """[channels, n] values of a parameter array: n = 1 per channel, or the
+    plane of h' * w' values each channel's elements read (views.param_arrays)."""
     if name == "bias":
-        return np.asarray(weights[layer.bias], dtype=np.int64)
-    values = np.asarray(getattr(layer.requant, name), dtype=np.int64)
-    return np.broadcast_to(values, (channels,)) if values.size == 1 else values
+        values = np.asarray(weights[layer.bias], dtype=np.int64)
+        plane = bias_plane(layer)
+        shape = layer.bias_shape
+    else:
+        values = np.asarray(getattr(layer.requant, name), dtype=np.int64)
+        plane = requant_plane(layer)
+        shape = layer.requant.shape
+    if plane is None:
+        return (np.broadcast_to(values, (channels,)) if values.size == 1 else values).reshape(channels, 1)
+    # [h', w', c'] (a size-1 array: every element) -> [c][h'][w'], c' repeated to every channel
+    full = np.broadcast_to(values.reshape(shape) if values.size > 1 else values.reshape(1, 1, 1),
+                           (plane[0], plane[1], channels))
+    return np.ascontiguousarray(full.transpose(2, 0, 1)).reshape(channels, plane[0] * plane[1])
 
 
 def generate(layer, graph, weights, target):
@@ -28,11 +41,11 @@ def generate(layer, graph, weights, target):
         out.append(f"const int8_t {symbol(prefix, layer.name, 'weights')}[{data.size}] {section_attr(section)} =")
         out.append(byte_string(data) + ";\n")
     ctypes = {"int32_t": np.int32, "int8_t": np.int8}
-    for name, ctype, _ in param_arrays(layer):
+    for name, ctype, size in param_arrays(layer):
         values = _channel_values(layer, name, weights, channels)
-        assert values.size == channels
+        assert values.size * np.dtype(ctypes[ctype]).itemsize == size * channels, (layer.name, name)
         info = np.iinfo(ctypes[ctype])
         assert values.min() >= info.min and values.max() <= info.max, (layer.name, name)
-        out.append(f"const {ctype} {symbol(prefix, layer.name, name)}[{channels}] {section_attr(section)} = {{")
-        out.append(int_list(values) + "\n};\n")
+        out.append(f"const {ctype} {symbol(prefix, layer.name, name)}[{values.size}] {section_attr(section)} = {{")
+        out.append(int_list(values.reshape(-1)) + "\n};\n")
     return "\n".join(out)

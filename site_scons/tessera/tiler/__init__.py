@@ -7,7 +7,8 @@ API
     TILER_VERSION                         # bump when answers may change
 
 `layer` (canonical projection of one IR layer, all ints): name, op (conv2d,
-depthwise, pointwise, linear, add, maxpool, avgpool), in [H, W, C],
+depthwise, pointwise, linear, add, maxpool, avgpool, matmul: tiled like
+pointwise, its right operand counted as weights), in [H, W, C],
 out [Ho, Wo, Co], kernel [kh, kw], stride [sh, sw], pad [top, left, bottom,
 right], in_bytes, out_bytes, n_inputs, w_bytes_per_cout, param_bytes_per_cout.
 

@@ -5,7 +5,7 @@ docstring). A malformed one is a bug upstream (frontend or glue), not a user
 mistake, so it raises ValueError naming the field.
 """
 
-OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool")
+OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul")
 
 # Ops whose output channel c reads only input channel c: the input tile has
 # the output tile's channels. Standard convolutions read every input channel
@@ -67,5 +67,5 @@ def check(layer):
                           f"stride and pad (expected [{want_h}, {want_w}, ...])")
     if op in CHANNEL_WISE and Co != C:
         raise _bad(layer, f"{op} must have as many output channels as input channels")
-    if op == "add" and ((kh, kw) != (1, 1) or (sh, sw) != (1, 1) or any(layer["pad"])):
-        raise _bad(layer, "add must have kernel [1, 1], stride [1, 1], no pad")
+    if op in ("add", "matmul") and ((kh, kw) != (1, 1) or (sh, sw) != (1, 1) or any(layer["pad"])):
+        raise _bad(layer, f"{op} must have kernel [1, 1], stride [1, 1], no pad")

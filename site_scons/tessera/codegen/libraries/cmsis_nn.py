@@ -14,7 +14,9 @@ CMSIS_NN_USE_SINGLE_ROUNDING (multiplier = mul, shift = 31 - s):
 floor((v >> (s-1)) + 1) / 2) = floor((v + 2^(s-1)) / 2^s) for any integer v,
 checked in tests/test_cmsis_nn.py. Other layers (floor rounding from
 NEMO/DORY graphs, a RequantShift `add`, int32 outputs) go to the reference
-kernels, compiled in as the library's fallback. Max pooling always runs on
+kernels, compiled in as the library's fallback, and so does every layer
+with what only the reference kernels implement (reference.reference_only:
+matmul, parameters per element, int32 inputs). Max pooling always runs on
 arm_max_pool_s8; average pooling and add have tessera's semantics, which
 CMSIS-NN's differ from, and run on this library's own DSP kernels.
 """
@@ -60,7 +62,7 @@ def cmsis_semantics(layer):
     return None
 
 
-def kernel_function(layer):
-    if cmsis_semantics(layer) is None:
+def kernel_function(layer, graph):
+    if reference.reference_only(layer, graph) is None and cmsis_semantics(layer) is None:
         return KERNELS[layer.op]
     return reference.kernel_function(layer)

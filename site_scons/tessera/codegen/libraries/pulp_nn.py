@@ -3,7 +3,9 @@ kernels/include/tessera/pulp_nn.h): the reference kernels' argument structs
 and weight layouts, other kernel functions, and one different tile load:
 a depthwise layer's input tile goes to L1 in CHW order (DORY's hybrid
 scheme: the strided DMA transposes, the kernel walks one channel's plane
-per core and writes the output HWC).
+per core and writes the output HWC). Layers with what only the reference
+kernels implement (reference.reference_only: matmul, parameters per
+element, int32 inputs) run on them, compiled in as the fallback.
 """
 
 from . import reference
@@ -21,10 +23,13 @@ constant_args = reference.constant_args
 tile_args = reference.tile_args
 
 
-def kernel_function(layer):
+def kernel_function(layer, graph):
+    if reference.reference_only(layer, graph) is not None:
+        return reference.kernel_function(layer)
     return KERNELS[layer.op]
 
 
-def input_loader(layer):
-    """The tile.h helper that brings a tile's input into L1."""
-    return "tsr_tile_in_chw" if layer.op == "depthwise" else "tsr_tile_in"
+def input_loader(layer, graph):
+    """The tile.h helper that brings a tile's input into L1 (CHW for
+    pnn_depthwise; the reference kernels read HWC)."""
+    return "tsr_tile_in_chw" if kernel_function(layer, graph) == "pnn_depthwise" else "tsr_tile_in"

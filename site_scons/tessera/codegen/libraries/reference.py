@@ -3,15 +3,37 @@ kernels/include/tessera/kernels.h)."""
 
 import numpy as np
 
+from ...views import bias_plane, param_arrays, requant_plane
+
 CONV_LIKE = ("conv2d", "pointwise", "depthwise", "linear")
 POOLS = ("maxpool", "avgpool")
 
 KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
-           "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add"}
+           "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
+           "matmul": "tsr_matmul"}
 
 
-def kernel_function(layer):
+def kernel_function(layer, graph=None):
     return KERNELS[layer.op]
+
+
+def reference_only(layer, graph):
+    """Why this layer needs the reference kernels (None when another
+    library's may compute it): what only they implement, the integer
+    dialects' products of activations, parameters per element, int32
+    inputs, per-channel requantization of an add and a pool's int32 sum.
+    The other libraries' adapters give such layers to their fallback."""
+    if layer.op == "matmul":
+        return "a product of two activations"
+    if requant_plane(layer) or bias_plane(layer):
+        return "parameters per output element"
+    if any(graph.tensor(name).dtype == "int32" for name in layer.inputs):
+        return "int32 inputs"
+    if layer.op == "add" and param_arrays(layer):
+        return "a per-channel requantization of an add"
+    if layer.op == "avgpool" and layer.requant is None:
+        return "an int32 sum (no requantization)"
+    return None
 
 
 def args_type(layer):
@@ -19,6 +41,8 @@ def args_type(layer):
         return "tsr_conv_args_t"
     if layer.op in POOLS:
         return "tsr_pool_args_t"
+    if layer.op == "matmul":
+        return "tsr_matmul_args_t"
     return "tsr_add_args_t"
 
 
@@ -30,7 +54,7 @@ def weights_layout(layer, w):
     return np.ascontiguousarray(w)
 
 
-def constant_args(layer, l1, scratch_per_core, prefix, rq_ref):
+def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
     """Argument fields fixed for the whole layer."""
     kh, kw = layer.kernel
     sh, sw = layer.stride
@@ -43,12 +67,17 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref):
     if layer.op == "add":
         lines += [f"a.in_mul[0] = {layer.in_mul[0]};", f"a.in_mul[1] = {layer.in_mul[1]};",
                   f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+    if layer.op == "matmul":
+        lines += [f"a.k = {graph.tensor(layer.inputs[0]).shape[2]};", f"a.a_offset = {layer.in_offset[0]};",
+                  f"a.b_offset = {layer.in_offset[1]};"]
+    if layer.op in POOLS + ("add",) and graph.tensor(layer.inputs[0]).dtype == "int32":
+        lines.append("a.in_int32 = 1;")
     if layer.op != "maxpool":
         lines.append(f"a.rq = {rq_ref};")
     return lines
 
 
-def tile_args(layer, params, tc_max, prefix, per_channel_rq):
+def tile_args(layer, params, tc_max, prefix, per_channel_rq, graph):
     """Argument fields set for each tile `t` in buffers `b` (data) and `wb`
     (weights and per-channel parameters)."""
     L1 = f"{prefix}_L1"
@@ -69,9 +98,18 @@ def tile_args(layer, params, tc_max, prefix, per_channel_rq):
         lines += [f"a.in = {L1} + l1_in0[b];", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.c = t->oc;",
                   f"a.out = {L1} + l1_out[b];", "a.out_h = t->oh;", "a.out_w = t->ow;",
                   "a.pad_t = t->pad_t;", "a.pad_l = t->pad_l;", "a.pad_b = t->pad_b;", "a.pad_r = t->pad_r;"]
+    elif layer.op == "matmul":
+        batches, k, _ = graph.tensor(layer.inputs[1]).shape
+        # the right operand's tile is [batches][k][t->oc]; one matrix serves every batch
+        at = f" + t->oh0 * {k} * t->oc" if batches > 1 else ""
+        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_w[wb]{at};",
+                  f"a.b_batch = {f'{k} * t->oc' if batches > 1 else 0};", f"a.out = {L1} + l1_out[b];",
+                  "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;"]
     else:  # add
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
                   "a.n = t->oh * t->ow * t->oc;"]
+        if per_channel_rq:
+            lines += ["a.out_w = t->ow;", "a.out_c = t->oc;"]
     if per_channel_rq:
         lines.append(f"rq.mul = (const int32_t *)({L1} + l1_p[wb] + {pos['mul']});")
         if "add" in pos:
