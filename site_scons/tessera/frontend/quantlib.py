@@ -86,6 +86,13 @@ class QuantLibParser(IntegerParser):
 
     def finish_acc(self, acc):
         b = self.b
+        if acc.den != 1:
+            # ONNX's AveragePool yields the mean, a fraction a RequantShift
+            # after it would scale; the IR's pool sums, and the dialect does
+            # not say how the mean rounds
+            raise FrontendError(self.where(acc.node), f"average pooling over {acc.den} values in a QuantLib "
+                                "graph is not supported (its mean is not an integer)",
+                                "pool with MaxPool, or sum with a convolution and requantize with RequantShift")
         t, nodes = acc.out, []
         offset = acc.offset
         u = self.single_user(t)
