@@ -192,25 +192,23 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets):
             else:                      # the previous chunk is high: this one goes low, below it
                 cap = min(cap, end - last["bytes"] - first_base)
         cap = cap // 8 * 8
-        layout, whole = chunk_layout(layer, graph, co)
+        whole = chunk_layout(layer, graph, co)[1]
         n = co
         if whole > cap:
             n = (co // tc) * tc
             while n > tc and chunk_layout(layer, graph, n)[1] > cap:
                 n -= tc
-            need = chunk_layout(layer, graph, n)[1]
-            if need > cap:
-                raise FitError(f"layer {layer.name}",
-                               f"one L1 channel tile of its weights ({n} channels, {need} bytes) does not fit "
-                               f"the {max(cap, 0)} bytes {level} has for it beside the activations and the "
-                               "neighbouring weight buffer",
-                               f"lower the program's reservations in memory.{level} of the target YAML")
-            layout = chunk_layout(layer, graph, n)[0]
-        per_layer[layer.name] = {"chunk_c": n, "first": len(chunks), "count": -(-co // n),
-                                 "layout": layout, "bytes": whole}
         # every chunk takes a whole chunk's bytes: the layer's code finds each
         # array at the same offset in all of its chunks, the last one included
-        nbytes = chunk_layout(layer, graph, n)[1]
+        layout, nbytes = chunk_layout(layer, graph, n)
+        if nbytes > cap:
+            raise FitError(f"layer {layer.name}",
+                           f"one L1 channel tile of its weights ({n} channels, {nbytes} bytes) does not fit "
+                           f"the {max(cap, 0)} bytes {level} has for it beside the activations and the "
+                           "neighbouring weight buffer",
+                           f"lower the program's reservations in memory.{level} of the target YAML")
+        per_layer[layer.name] = {"chunk_c": n, "first": len(chunks), "count": -(-co // n),
+                                 "layout": layout, "bytes": whole}
         for c0 in range(0, co, n):
             k = len(chunks)
             lifetime = (chunks[-1]["step"] if chunks else i, i)
