@@ -165,8 +165,8 @@ def TesseraNetwork(env, target, model, out=None, run=False):
         library = views.kernel_library(tcfg["kernels"])
         cg_target = _codegen_target(tcfg, mname)
         plat = platform_module(tcfg["platform"], tpath)
-        if getattr(plat, "COUNTS_PER_CORE", False):
-            cg_target["core_counts"] = True
+        if getattr(plat, "COUNTS_PER_CORE", None):
+            cg_target["core_counts"] = plat.COUNTS_PER_CORE   # "always" or "on request"
         # known before any tiling: stop at once rather than after the solves
         memplan.check_weights(graph, views.memory_target(tcfg), _fit_hint(tcfg))
     except FitError as err:

@@ -39,6 +39,7 @@ def view(graph, the_plan, target):
         v["wstream"] = _stream_view(graph, stream, target)
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
+        v["core_counts_always"] = target["core_counts"] == "always"
     if spill:
         v["spill"] = {"level": spill["level"], "bytes": spill["bytes"], "section": target["spill"]["section"]}
     return v
@@ -267,11 +268,12 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     if cores:
         # the platform counts per core: each core's share of the layer, and
         # what emulated DMA copies took of the total. Asked for with the
-        # argument `cores` only: how QEMU interleaves the harts can move a few
-        # instructions between these windows from run to run (the totals
-        # above never change), and a build's outputs must not
+        # argument `cores` only where the counts are not repeatable: how QEMU
+        # interleaves the harts can move a few instructions between these
+        # windows from run to run (the totals above never change), and a
+        # build's outputs must not; GVSoC's are, so they are always printed
         out.append(f"#define CORES {cores}\nstatic uint64_t start_core[CORES], start_dma_count;\n"
-                   "static int profile;\n")
+                   f"static int profile = {1 if v.get('core_counts_always') else 0};\n")
         core_start = """
         for (e = 0; e < CORES; e++)
             start_core[e] = hal_core_counts[e];
