@@ -909,7 +909,7 @@ def add_per_channel_cases(draw):
     acc = ops.add(a, b, in_mul, in_offset)
     kind = draw(st.sampled_from(["channel", "element", "none"]))
     if kind == "channel":
-        rq = draw(requants(shape[2], int(np.abs(acc).max(initial=0)), per_channel=True))
+        rq = draw(requants(shape[2], int(np.abs(acc).max(initial=0)), per_channel=True, mul_max=2**20))
     elif kind == "element":
         assume(shape[0] * shape[1] > 1)
         rq = PlaneRq(rng, param_shape(draw, *shape), shape[2], acc, "half_up", True)
