@@ -33,7 +33,7 @@ import sys
 
 from SCons.Script import Action, Exit
 
-from tessera import canon, config, memplan, prepare, views
+from tessera import canon, config, memplan, prepare, reference, views
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
 from tessera.frontend.builder import c_name
@@ -266,9 +266,13 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     runner = _value(env, {k: v for k, v in tcfg["runner"].items() if k != "note"}, f"runner {tname}")
     run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
     env.Depends(run_log, canon.source_files("runners"))
-    verdict = env.Command(d("verdict.json"), [paths["graph"], paths["golden"], run_log, firmware, runner],
-                          Action(steps.check, "tessera: check $TARGET"))
-    env.Depends(verdict, canon.source_files("check", "runlog", "runners"))
+    check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner]
+    if mcfg.get("reference"):
+        # the firmware is checked against the peer toolchain's files too
+        ref = reference.load(mcfg["reference"])
+        check_sources += [_value(env, {"kind": ref.kind}, "reference kind")] + sorted(ref.files())
+    verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))
+    env.Depends(verdict, canon.source_files("check", "runlog", "runners", "reference", "frontend.layout"))
     meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
             "dma": [dma["name"] for dma in tcfg["dma"]]}
     if tcfg["runner"]["note"]:

@@ -177,10 +177,23 @@ def _check(target, source, env):
     result = runlog.parse(run_text, str(source[2]))
     verdict = checker.compare(graph, golden, result)
     bad = verdict.get("first_mismatch")
+    dumps = {}
     if bad is not None:
         # rerun, dumping the culprit layer's whole output, to name the element
         dump = runlog.parse(runners.run(runner, firmware, [f"dump={bad['index']}"]), "dump run")
-        verdict = checker.locate(verdict, graph, golden, dump["dumps"].get(bad["index"]))
+        dumps = dump["dumps"]
+        verdict = checker.locate(verdict, graph, golden, dumps.get(bad["index"]))
+    if len(source) > 5:
+        # the peer toolchain's expected outputs: its kind, then its files
+        from tessera import reference
+        ref = reference.load({"kind": _value(source[5])["kind"], "dir": os.path.dirname(str(source[6]))})
+        against = checker.compare_reference(graph, ref, result)
+        i = checker.first_reference_mismatch(graph, against)
+        if i is not None:
+            if i not in dumps:
+                dumps = runlog.parse(runners.run(runner, firmware, [f"dump={i}"]), "dump run")["dumps"]
+            against = checker.locate_reference(against, graph, ref, i, dumps.get(i))
+        verdict = checker.with_reference(verdict, against)
     verdict["counts"] = [layer["count"] for layer in result["layers"]]
     verdict["dma"] = [layer["dma"] for layer in result["layers"]]
     verdict["total_count"] = result["total"]

@@ -148,6 +148,27 @@ class DoryReference:
         return rows
 
 
+    def layer_values(self, graph):
+        """Per out_layerN file, in layer order: (file's row name, tessera
+        layer, expected stored values shaped like the layer's output or None,
+        why not). For checking a firmware run, whose outputs are bytes."""
+        if len(self.layers) != len(graph.layers):
+            raise ReferenceMismatch(self.folder, f"DORY has {len(self.layers)} layer outputs, tessera made "
+                                    f"{len(graph.layers)} layers", "is this the reference of this network?")
+        out = []
+        for (n, path), layer in zip(self.layers, graph.layers):
+            label, shape, expected = dory.read_txt(path)
+            t = graph.tensor(layer.output)
+            name = f"out_layer{n} ({label})"
+            if len(shape) == 3 and list(shape) != list(t.shape):
+                out.append((name, layer, None, f"DORY's shape {shape}, tessera's {t.shape}"))
+            elif expected.size != t.size:
+                out.append((name, layer, None, f"{expected.size} values, tessera's output has {t.size}"))
+            else:
+                out.append((name, layer, expected.reshape(t.shape) - t.shift, None))
+        return out
+
+
 class DeeployReference:
     kind = "deeploy"
 

@@ -8,7 +8,10 @@ the GAP8 harness's `cores` argument): core_counts (each compute core's
 share), work_split (max core / mean core) and dma_copy_count (the part of
 the layer's count spent in emulated DMA copies); where weights stream from
 a slower level: weights_streamed), memory (per level: peak, lower_bound,
-size).
+size); for a model with `reference:`, reference (kind, folder, verdict,
+what was compared, and each compared file or output: equal, or the first
+differing element) and per layer reference_match where the reference has
+the layer's output (DORY).
 """
 
 from ..memplan import memory_report
@@ -70,7 +73,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     note = COUNT_NOTES.get(meta["counts"], "")
     if meta.get("counts_note"):
         note += "; " + meta["counts_note"]
-    return {
+    out = {
         "target": meta["target"],
         "model": meta["model"],
         "verdict": verdict["verdict"],
@@ -79,6 +82,15 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+    ref = verdict.get("reference")
+    if ref is not None:
+        out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
+        out["reference"] = ref
+        by_layer = {r["layer"]: r["equal"] for r in ref["compared"] if r.get("layer") and ref["kind"] == "dory"}
+        for entry in layers:
+            if entry["name"] in by_layer:
+                entry["reference_match"] = by_layer[entry["name"]]
+    return out
 
 
 def core_split(counts):
@@ -106,6 +118,9 @@ def render(data, console=None):
     if split:
         table.add_column("max/mean core", justify="right")
     table.add_column("bit-exact")
+    by_ref = any("reference_match" in l for l in data["layers"])
+    if by_ref:
+        table.add_column(f"= {data['reference']['kind']}")
     for i, l in enumerate(data["layers"]):
         tile = "whole" if not l["tiled"] else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}"
         cells = [str(i), l["name"], l["op"], "x".join(map(str, l["out_shape"])), str(l["macs"]), tile,
@@ -116,6 +131,8 @@ def render(data, console=None):
         if split:
             cells.append(f"{l['work_split']:.2f}" if l.get("work_split") else "")
         cells.append("yes" if l["match"] else "[red]NO[/red]")
+        if by_ref:
+            cells.append("" if "reference_match" not in l else "yes" if l["reference_match"] else "[red]NO[/red]")
         table.add_row(*cells)
     console.print(table)
     mem = Table(title="memory plan")
@@ -133,3 +150,9 @@ def render(data, console=None):
         line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "
                  f"in {ws['chunks']} chunks")
     console.print(line)
+    ref = data.get("reference")
+    if ref is not None:
+        bad = [r for r in ref["compared"] if not r["equal"]]
+        text = (f"{ref['kind']} reference {ref['reference']}: {ref['verdict'].upper()} "
+                f"({len(ref['compared']) - len(bad)} of {len(ref['compared'])} equal; {ref['compared_by']})")
+        console.print(text if not bad else f"[red]{text}[/red]")
