@@ -202,3 +202,10 @@ def test_standalone_pad_matches_onnx_runtime(tmp_path):
     for name in names:
         got = from_hwc(values[name].astype(np.int64) + graph.tensor(name).shift, "chw", ref[name].shape)
         assert np.array_equal(got, ref[name]), name
+
+
+def test_quantlib_average_pool_is_named(tmp_path):
+    # ONNX's AveragePool yields a mean the QuantLib graph does not say how to round
+    path = rqs_graph(tmp_path, "rqs_avg", 16, [n("AveragePool", ["out"], ["avg"], kernel_shape=[2, 2])])
+    with pytest.raises(FrontendError, match=r"'avg_node' \(AveragePool\): average pooling over 4 values"):
+        import_onnx(path, "x")
