@@ -21,9 +21,26 @@ def scons(*args, out, check=False, timeout=3600, env=None):
     return res
 
 
+def one_error(res):
+    """The single `tessera: error:` line of a failed command (asserting the
+    rules: non-zero exit, one line, no traceback)."""
+    lines = [l for l in res.stderr.splitlines() if l.startswith("tessera: error:")]
+    assert res.returncode != 0
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr + res.stdout
+    return lines[0]
+
+
+def report(out, target, model):
+    """A build's report.json."""
+    import json
+
+    with open(os.path.join(out, target, model, "report.json")) as f:
+        return json.load(f)
+
+
 def float_model(nodes, inits, in_shape, out_shape, opset=13):
     """A float ONNX model from nodes and {name: array} initializers."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     graph = helper.make_graph(

@@ -5,17 +5,11 @@ import filecmp
 import json
 import os
 import re
-import shutil
 
 import pytest
 import yaml
 
-from helpers import ROOT, scons
-
-
-def report(out, target, model):
-    with open(os.path.join(out, target, model, "report.json")) as f:
-        return json.load(f)
+from helpers import ROOT, one_error, report, scons
 
 
 def tree_files(root):
@@ -117,18 +111,10 @@ def test_l1_change_regenerates_only_layers_whose_tiling_changed(tmp_path):
     assert "tessera: " not in third.stdout and "gcc" not in third.stdout
 
 
-def _one_error(res):
-    lines = [l for l in res.stderr.splitlines() if l.startswith("tessera: error:")]
-    assert res.returncode != 0
-    assert len(lines) == 1, res.stderr
-    assert "Traceback" not in res.stdout + res.stderr
-    return lines[0]
-
-
 def test_l1_too_small_is_named_and_fixable(tmp_path):
     out = tmp_path / "out"
     target = host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 600))
-    line = _one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
+    line = one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
     assert re.search(r"layer \w+: smallest tile .* needs \d+ bytes of L1 but only 600", line), line
     assert not os.path.exists(out / "smallL1" / "mbv1_025_128" / "report.json")
     host_variant(tmp_path, "smallL1", lambda d: d["memory"]["L1"].__setitem__("size", 64000))
@@ -139,7 +125,7 @@ def test_l1_too_small_is_named_and_fixable(tmp_path):
 def test_l2_too_small_is_named_and_fixable(tmp_path):
     out = tmp_path / "out"
     target = host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 60000))
-    line = _one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
+    line = one_error(scons(f"target={target}", "model=mbv1_025_128", out=out))
     assert "L2" in line and "60000" in line and re.search(r"\d+ bytes", line), line
     host_variant(tmp_path, "smallL2", lambda d: d["memory"]["L2"].__setitem__("size", 512000))
     scons(f"target={target}", "model=mbv1_025_128", out=out, check=True)
@@ -149,7 +135,6 @@ def test_l2_too_small_is_named_and_fixable(tmp_path):
 def test_a_mismatch_names_the_first_layer_and_element(tmp_path):
     """The check step is a real check: against a golden output with one
     element changed, the build fails naming that layer and element."""
-    import numpy as np
     from tessera import canon
 
     out = tmp_path / "out"
@@ -162,11 +147,11 @@ def test_a_mismatch_names_the_first_layer_and_element(tmp_path):
     arr[1, 2, 3] = arr[1, 2, 3] + 1 if arr[1, 2, 3] < 127 else arr[1, 2, 3] - 1
     golden[layer["output"]] = arr
     canon.save_npz(str(netdir / "golden.npz"), golden)
-    line = _one_error(scons("target=host", "model=tiny", out=out))
+    line = one_error(scons("target=host", "model=tiny", out=out))
     assert f"layer 2 ({layer['name']}) differs" in line
     assert "[h, w, c] = [1, 2, 3]" in line and "1 of" in line, line
     rep = json.loads((netdir / "report.json").read_text())
     assert rep["verdict"] == "fail" and not rep["layers"][2]["match"] and rep["layers"][1]["match"]
     # and it stays failed: the next build fails again without rerunning anything
     again = scons("target=host", "model=tiny", out=out)
-    assert _one_error(again) == line
+    assert one_error(again) == line

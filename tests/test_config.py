@@ -2,12 +2,11 @@
 file, the key and the problem, and the command line exits non-zero."""
 
 import os
-import shutil
 
 import pytest
 import yaml
 
-from helpers import ROOT, scons
+from helpers import ROOT, one_error, scons
 from tessera import config
 from tessera.errors import ConfigError
 
@@ -95,24 +94,16 @@ def test_unknown_name_lists_the_available_ones():
     assert "gap8" in str(err.value) and "stm32h7" in str(err.value)
 
 
-def _one_error_line(res):
-    lines = [l for l in res.stderr.splitlines() if l.startswith("tessera: error:")]
-    assert res.returncode != 0
-    assert len(lines) == 1, res.stderr
-    assert "Traceback" not in res.stderr + res.stdout
-    return lines[0]
-
-
 def test_command_line_errors(tmp_path):
     out = tmp_path / "out"
-    line = _one_error_line(scons("target=gap9", "model=tiny", out=out))
+    line = one_error(scons("target=gap9", "model=tiny", out=out))
     assert "target=gap9" in line and "host" in line
-    line = _one_error_line(scons("target=host", "model=tiny", "colour=red", out=out))
+    line = one_error(scons("target=host", "model=tiny", "colour=red", out=out))
     assert "colour" in line
     data = target_data()
     data["memory"]["L1"]["size"] = -1
     bad = write(tmp_path, data, "neg.yaml")
-    line = _one_error_line(scons(f"target={bad}", "model=tiny", out=out))
+    line = one_error(scons(f"target={bad}", "model=tiny", out=out))
     assert "neg.yaml" in line and "memory.L1.size" in line and "at least 1" in line
 
 

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, scons
-from test_build_host import _one_error, report, tree_files
+from helpers import ROOT, one_error, report, scons
+from test_build_host import tree_files
 
 from tessera import config
 from tessera.codegen import linker
@@ -118,7 +118,7 @@ def test_qemu_failures_are_named():
 
 def test_weights_that_do_not_fit_flash_stop_at_once(tmp_path):
     out = tmp_path / "out"
-    line = _one_error(scons("target=stm32h7", "model=mbv1_128", out=out))
+    line = one_error(scons("target=stm32h7", "model=mbv1_128", out=out))
     assert "mbv1_128 on stm32h7: flash: 4.32 MB of weights do not fit" in line, line
     assert "at most 1.84 MB of weights fit" in line and "gap8 (L3: 8.4 MB external)" in line, line
     # stopped before any step: no tiling, nothing a later build could take as done
@@ -126,7 +126,7 @@ def test_weights_that_do_not_fit_flash_stop_at_once(tmp_path):
 
 
 def test_a_bad_cmsis_nn_checkout_is_one_line(tmp_path):
-    line = _one_error(scons("target=stm32h7", "model=tiny", f"cmsis_nn={tmp_path}", out=tmp_path / "out"))
+    line = one_error(scons("target=stm32h7", "model=tiny", f"cmsis_nn={tmp_path}", out=tmp_path / "out"))
     assert f"cmsis_nn={tmp_path}: not a checkout of ARM CMSIS-NN (no Source/ConvolutionFunctions/ in it)" in line
 
 
@@ -189,7 +189,6 @@ def test_cortexm_tree_is_deterministic(tmp_path):
 def test_a_mismatch_under_qemu_names_the_element(tmp_path):
     """The check step reruns the firmware with dump=<layer> (argv through
     semihosting) to name the first differing element."""
-    import numpy as np
     from tessera import canon
 
     needs_cross()
@@ -203,7 +202,7 @@ def test_a_mismatch_under_qemu_names_the_element(tmp_path):
     arr[2, 3, 4] = arr[2, 3, 4] + 1 if arr[2, 3, 4] < 127 else arr[2, 3, 4] - 1
     golden[layer["output"]] = arr
     canon.save_npz(str(netdir / "golden.npz"), golden)
-    line = _one_error(scons("target=stm32f4", "model=tiny", out=out))
+    line = one_error(scons("target=stm32f4", "model=tiny", out=out))
     assert f"layer 1 ({layer['name']}) differs" in line and "[h, w, c] = [2, 3, 4]" in line, line
 
 

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from helpers import MODEL_CACHE, ROOT, scons
-from test_build_host import _one_error, tree_files
+from helpers import MODEL_CACHE, ROOT, one_error, scons
+from test_build_host import tree_files
 
 from tessera import canon
 from tessera import export as tx
@@ -264,7 +264,7 @@ def test_scons_sample_builds_the_network_in_its_own_build(tmp_path):
 def test_scons_sample_with_an_unknown_target_is_one_line(tmp_path):
     fw = tmp_path / "fw"
     shutil.copytree(os.path.join(ROOT, "examples", "scons_firmware"), fw)
-    line = _one_error(sample_scons(fw, "target=stm32h9"))
+    line = one_error(sample_scons(fw, "target=stm32h9"))
     assert "target=stm32h9: unknown target" in line
 
 

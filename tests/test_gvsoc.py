@@ -10,7 +10,6 @@ consistency are checked.
 """
 
 import filecmp
-import json
 import os
 import re
 import shutil
@@ -18,7 +17,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, scons
+from helpers import ROOT, report, scons
 from tessera import config, runlog, runners
 from tessera.codegen import linker
 from tessera.errors import RunError
@@ -143,11 +142,6 @@ def test_a_hang_is_stopped_by_the_timeout(hal_elfs):
 
 
 # ---- whole networks ----------------------------------------------------------
-
-def report(out, target, model):
-    with open(os.path.join(out, target, model, "report.json")) as f:
-        return json.load(f)
-
 
 def run_log(out, target, model):
     with open(os.path.join(out, target, model, "run.log")) as f:
