@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from helpers import ROOT, scons
+from helpers import ROOT, one_error, scons
 from tessera import canon, check as checker, reference, runlog, runners
 from tessera.ir import Graph
 from test_peer_frontend import const, helper, n, save
@@ -240,14 +240,6 @@ def test_reference_check_names_the_first_differing_element(tmp_path, peer_out):
 
 # ---- errors from the command line ---------------------------------------------
 
-def _one_error(res):
-    lines = [l for l in res.stderr.splitlines() if l.startswith("tessera: error:")]
-    assert res.returncode != 0
-    assert len(lines) == 1, res.stderr
-    assert "Traceback" not in res.stdout + res.stderr
-    return lines[0]
-
-
 def nemo_tanh_graph(tmp_path):
     """Conv -> NEMO's requantization chain -> Tanh (outside the dialect).
     Its own generator: test_peer_frontend's shared one must not move."""
@@ -278,7 +270,7 @@ def _model(tmp_path, onnx_path):
 
 def test_nemo_op_outside_the_dialect_from_the_command_line(tmp_path):
     onnx_path = nemo_tanh_graph(tmp_path)
-    line = _one_error(scons("target=host", f"model={_model(tmp_path, onnx_path)}", out=tmp_path / "out"))
+    line = one_error(scons("target=host", f"model={_model(tmp_path, onnx_path)}", out=tmp_path / "out"))
     assert "nemo_tanh.onnx" in line and "'out_node' (Tanh)" in line and "outside the nemo dialect" in line
     assert "tessera lowers NEMO/DORY graphs" in line        # what to use instead
     assert not (tmp_path / "out" / "host" / "bad" / "graph.json").exists()
@@ -286,6 +278,6 @@ def test_nemo_op_outside_the_dialect_from_the_command_line(tmp_path):
 
 def test_requantshift_div_not_a_power_of_two_from_the_command_line(tmp_path):
     onnx_path = rqs_div3_graph(tmp_path)
-    line = _one_error(scons("target=host", f"model={_model(tmp_path, onnx_path)}", out=tmp_path / "out"))
+    line = one_error(scons("target=host", f"model={_model(tmp_path, onnx_path)}", out=tmp_path / "out"))
     assert "rqs_div3.onnx" in line and "'rqs_bad' (RequantShift)" in line
     assert "div=3 is not a power of two" in line and "div = 2**s" in line
