@@ -13,8 +13,8 @@ whole build (`scons target=<t> model=<yaml> out=<out>`, one after the
 other, each with -j). The table and the JSON (default
 <out>/peer_report-<target>.json) give per network: its dialect, its layers,
 the verdict against the golden model and against the reference, what the
-reference compared, the activation level's peak against what it can hold,
-and for a failure the first differing layer and element, or the build's
+reference compared, the activation level's peak against what it can hold
+(and what moved to a slower level), and for a failure the first differing layer and element, or the build's
 one-line error (a network that does not fit the target says so there).
 Exit status: 0 when every network passes, 1 otherwise.
 """
@@ -127,6 +127,10 @@ def summarize(net, target, out, rc=0, stdout="", stderr="", seconds=None):
         acts = next((dict(m, level=k) for k, m in report["memory"].items() if "activations" in m["holds"]), None)
         if acts:
             row["activations"] = {"level": acts["level"], "peak": acts["peak"], "usable": acts["usable"]}
+            # tensors the activation level could not hold, moved to a slower one (GAP8's L3)
+            for level, m in report["memory"].items():
+                if m.get("spilled_activations"):
+                    row["activations"]["moved"] = {"level": level, "bytes": m["spilled_activations"]}
     if rc != 0:
         row["error"] = _error_line(stdout, stderr)
         if row.get("verdict") != "fail":
@@ -168,7 +172,9 @@ def render(rows, target, console=None):
                       "[red]error[/red]" if r.get("verdict") == "error" and "verdict_golden" not in r
                       else mark.get(r.get("verdict_golden"), r.get("verdict_golden", "-")),
                       mark.get(r.get("verdict_reference"), r.get("verdict_reference", "-")),
-                      f"{acts['peak']}/{acts['usable']} B {acts['level']}" if acts else "-",
+                      (f"{acts['peak']}/{acts['usable']} B {acts['level']}"
+                       + (f" + {acts['moved']['bytes']} B in {acts['moved']['level']}" if "moved" in acts else ""))
+                      if acts else "-",
                       f"[red]{note}[/red]" if note else "")
     console.print(table)
     passed = sum(r.get("verdict") == "pass" for r in rows)
