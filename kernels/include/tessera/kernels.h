@@ -121,12 +121,11 @@ void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_add(const tsr_add_args_t *a, int core, int ncores);
 void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 
-/* The requantization step on its own (shared by kernels of every library).
- * acc is 64-bit because an add's accumulator needs it; conv accumulators
- * are int32 and widen for free. */
-static inline int32_t tsr_requantize(int64_t acc, const tsr_requant_t *rq, int32_t c)
+/* The requantization step on its own (shared by kernels of every library),
+ * with parameters i of the arrays. acc is 64-bit because an add's
+ * accumulator needs it; conv accumulators are int32 and widen for free. */
+static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq, int32_t i)
 {
-    int32_t i = rq->per_channel ? c : 0;
     int32_t shift = rq->shift[i];
     int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
@@ -135,6 +134,12 @@ static inline int32_t tsr_requantize(int64_t acc, const tsr_requant_t *rq, int32
     if (v < rq->lo) v = rq->lo;
     if (v > rq->hi) v = rq->hi;
     return (int32_t)v;
+}
+
+/* The requantization of output channel c. */
+static inline int32_t tsr_requantize(int64_t acc, const tsr_requant_t *rq, int32_t c)
+{
+    return tsr_requantize_index(acc, rq, rq->per_channel ? c : 0);
 }
 
 /* Index of element (y, x, c) of a tile in per-element parameter planes. */
@@ -147,18 +152,9 @@ static inline int32_t tsr_plane_index(const tsr_plane_t *p, int32_t y, int32_t x
  * parameters vary per element (rq->elem.plane). */
 static inline int32_t tsr_requantize_at(int64_t acc, const tsr_requant_t *rq, int32_t y, int32_t x, int32_t c)
 {
-    tsr_requant_t one;
-    int32_t i;
     if (!rq->elem.plane)
         return tsr_requantize(acc, rq, c);
-    i = tsr_plane_index(&rq->elem, y, x, c);
-    one = *rq;
-    one.mul += i;
-    one.shift += i;
-    if (one.add)
-        one.add += i;
-    one.per_channel = 0;
-    return tsr_requantize(acc, &one, 0);
+    return tsr_requantize_index(acc, rq, tsr_plane_index(&rq->elem, y, x, c));
 }
 
 #ifdef __cplusplus

@@ -69,8 +69,12 @@ def _plane_lines(plane, struct, pointers):
     each array is pointed at the tile's first row and column."""
     n, sh, sw = _plane_steps(plane)
     const = [f"{struct}.plane = {n};", f"{struct}.step_h = {sh};", f"{struct}.step_w = {sw};"]
-    terms = " + ".join(t for t, k in (("t->oh0" + (f" * {sh}" if sh > 1 else ""), sh), ("t->ow0", sw)) if k)
-    per_tile = [f"{ptr} += {terms};" for ptr in pointers] if terms else []
+    terms = []
+    if sh:
+        terms.append("t->oh0" if sh == 1 else f"t->oh0 * {sh}")
+    if sw:
+        terms.append("t->ow0")
+    per_tile = [f"{ptr} += {' + '.join(terms)};" for ptr in pointers] if terms else []
     return const, per_tile
 
 
