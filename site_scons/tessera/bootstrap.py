@@ -19,6 +19,11 @@ from .errors import TesseraError
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# what the test suite needs beyond the targets' own toolchains: the
+# embedding tests build the sample firmware with CMake
+TEST_PACKAGES = ("cmake", "make")
+
+
 def needed_targets(argv):
     """Target YAML paths the given scons arguments will build for."""
     words = [a for a in argv if not a.startswith("-")]
@@ -69,6 +74,8 @@ def main(argv):
         except TesseraError:
             pass  # SCons reports the YAML error itself
     packages, programs, hints = missing_packages(targets)
+    if "test" in argv:
+        packages += [p for p in TEST_PACKAGES if p not in packages and _installed(p) is False]
     if not packages and not programs:
         return 0
     if not packages:
