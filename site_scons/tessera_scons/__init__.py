@@ -289,6 +289,9 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # a run checks that this machine's emulator or simulator runs the
     # firmware (and the host target counts time): never taken from a cache
     env.NoCache([run_log, verdict, report, passed])
+    # `scons -c` also removes what the model preparation wrote (not SCons
+    # targets: it runs when the SConstruct is read)
+    env.Clean(passed, [p for k, p in paths.items() if k != "onnx"] + [d(".prepare.json")])
     env.Alias("run", run_log)
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
