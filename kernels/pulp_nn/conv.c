@@ -15,32 +15,6 @@
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
 
-/* Output pixel (oy, ox)'s receptive field into col, in the weights'
- * [kh][kw][in_c] order. */
-static void im2col_pixel(const tsr_conv_args_t *a, int32_t oy, int32_t ox, int8_t *col,
-                         int8_t pad_value)
-{
-    const int32_t in_c = a->in_c, kw = a->kw;
-    const size_t row_bytes = (size_t)kw * in_c;
-    int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l;
-    int32_t kx0, kx1, ky;
-    pnn_window(ix0, kw, a->in_w, &kx0, &kx1);
-    for (ky = 0; ky < a->kh; ky++, col += row_bytes) {
-        int32_t iy = iy0 + ky;
-        if (iy < 0 || iy >= a->in_h || kx0 >= kx1) {
-            memset(col, pad_value, row_bytes);
-            continue;
-        }
-        /* the valid columns of a window row are one contiguous run in HWC */
-        if (kx0 > 0)
-            memset(col, pad_value, (size_t)kx0 * in_c);
-        memcpy(col + (size_t)kx0 * in_c, a->in + ((size_t)iy * a->in_w + (ix0 + kx0)) * in_c,
-               (size_t)(kx1 - kx0) * in_c);
-        if (kx1 < kw)
-            memset(col + (size_t)kx1 * in_c, pad_value, (size_t)(kw - kx1) * in_c);
-    }
-}
-
 /* Output pixels [p0, p1) (raster order), channels [c0, c1), summing the
  * valid part of each window directly. */
 static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_t c0, int32_t c1)
@@ -52,8 +26,8 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_
         int32_t oy = p / a->out_w, ox = p % a->out_w;
         int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l, ky0, ky1, kx0, kx1;
         size_t o = (size_t)p * a->out_c;
-        pnn_window(iy0, kh, a->in_h, &ky0, &ky1);
-        pnn_window(ix0, kw, a->in_w, &kx0, &kx1);
+        tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
+        tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
         for (co = c0; co < c1; co++) {
             int32_t acc = a->bias ? a->bias[co] : 0;
             for (ky = ky0; ky < ky1; ky++)
@@ -88,13 +62,13 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     col1 = col0 + patch;
     /* two pixels at a time in raster order (a pair may straddle two rows) */
     for (; p + 1 < p_end; p += 2) {
-        im2col_pixel(a, p / ow, p % ow, col0, (int8_t)-off);
-        im2col_pixel(a, (p + 1) / ow, (p + 1) % ow, col1, (int8_t)-off);
+        tsr_im2col_pixel(a, p / ow, p % ow, col0, (int8_t)-off);
+        tsr_im2col_pixel(a, (p + 1) / ow, (p + 1) % ow, col1, (int8_t)-off);
         pnn_matmul(col0, col1, patch, a->weights, a->bias, c0, c1, off, a->out,
                    (size_t)p * a->out_c, (size_t)(p + 1) * a->out_c, a->rq);
     }
     if (p < p_end) {
-        im2col_pixel(a, p / ow, p % ow, col0, (int8_t)-off);
+        tsr_im2col_pixel(a, p / ow, p % ow, col0, (int8_t)-off);
         pnn_matmul(col0, NULL, patch, a->weights, a->bias, c0, c1, off, a->out,
                    (size_t)p * a->out_c, 0, a->rq);
     }

@@ -30,11 +30,11 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
             rq = pnn_rq_channel(a->rq, c);
         for (oy = 0; oy < a->out_h; oy++) {
             int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
-            pnn_window(iy0, kh, a->in_h, &ky0, &ky1);
+            tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
             for (ox = 0; ox < a->out_w; ox++) {
                 int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
                 int32_t acc = a->bias ? a->bias[c] : 0;
-                pnn_window(ix0, kw, a->in_w, &kx0, &kx1);
+                tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
                 for (ky = ky0; ky < ky1; ky++)
                     for (kx = kx0; kx < kx1; kx++)
                         PNN_MAC(acc, plane[(size_t)(iy0 + ky) * a->in_w + ix0 + kx] + off,
@@ -52,7 +52,7 @@ static void stripe(const tsr_conv_args_t *a, const int8_t *plane, int32_t ox, in
 {
     const int32_t kw = a->kw, ix0 = ox * a->sw - a->pad_l;
     int32_t kx0, kx1, y, k;
-    pnn_window(ix0, kw, a->in_w, &kx0, &kx1);
+    tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
     for (y = 0; y < rows; y++, s += kw) {
         int32_t iy = y - a->pad_t;
         const int8_t *src = plane + (size_t)iy * a->in_w + ix0;

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "tessera/kernels.h"
+#include "tessera/window.h"
 
 /* ---- Xpulp or portable ------------------------------------------------- */
 #ifdef PNN_XPULP
@@ -140,18 +141,6 @@ static inline void pnn_store(void *out, size_t i, int32_t acc, const pnn_rq_t *p
         ((int8_t *)out)[i] = pnn_rq_apply(acc, p);
     else
         ((int32_t *)out)[i] = acc;
-}
-
-/* The valid part [k0, k1) of a window of size k starting at input
- * coordinate `start` of an axis of n_in (negative or past the end: padding). */
-static inline void pnn_window(int32_t start, int32_t k, int32_t n_in, int32_t *k0, int32_t *k1)
-{
-    int32_t a = start < 0 ? -start : 0;
-    int32_t b = n_in - start < k ? n_in - start : k;
-    if (b < a)
-        b = a;
-    *k0 = a;
-    *k1 = b;
 }
 
 /* Padding in im2col buffers is stored as -input_offset, so that x + offset

@@ -17,8 +17,8 @@ void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores)
         const int32_t iy0 = (p / a->out_w) * a->sh - a->pad_t, ix0 = (p % a->out_w) * a->sw - a->pad_l;
         int32_t ky0, ky1, kx0, kx1;
         int8_t *o = a->out + (size_t)p * C;
-        pnn_window(iy0, a->kh, a->in_h, &ky0, &ky1);
-        pnn_window(ix0, a->kw, a->in_w, &kx0, &kx1);
+        tsr_window(iy0, a->kh, a->in_h, &ky0, &ky1);
+        tsr_window(ix0, a->kw, a->in_w, &kx0, &kx1);
         for (c = c0; c < c1; c++)
             o[c] = INT8_MIN;   /* every window holds an input: exact */
         for (ky = ky0; ky < ky1; ky++)

@@ -12,33 +12,6 @@
 
 #include "ref_common.h"
 
-/* Unroll output pixel (oy, ox)'s receptive field into col, in the weights'
- * [kh][kw][in_c] order. */
-static void im2col_pixel(const tsr_conv_args_t *a, int32_t oy, int32_t ox,
-                         int8_t *col, int8_t pad_value)
-{
-    const int32_t in_c = a->in_c, kw = a->kw;
-    const size_t row_bytes = (size_t)kw * in_c;
-    int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l;
-    int32_t kx0, kx1, ky;
-    tsr_ref_window(ix0, kw, a->in_w, &kx0, &kx1);
-    for (ky = 0; ky < a->kh; ky++, col += row_bytes) {
-        int32_t iy = iy0 + ky;
-        if (iy < 0 || iy >= a->in_h || kx0 >= kx1) {
-            memset(col, pad_value, row_bytes);
-            continue;
-        }
-        /* the valid columns of a window row are contiguous in HWC */
-        if (kx0 > 0)
-            memset(col, pad_value, (size_t)kx0 * in_c);
-        memcpy(col + (size_t)kx0 * in_c,
-               a->in + ((size_t)iy * a->in_w + (ix0 + kx0)) * in_c,
-               (size_t)(kx1 - kx0) * in_c);
-        if (kx1 < kw)
-            memset(col + (size_t)kx1 * in_c, pad_value, (size_t)(kw - kx1) * in_c);
-    }
-}
-
 /* No scratch (or parameters per element): sum over the valid part of each
  * window directly. */
 static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
@@ -47,11 +20,11 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
     int32_t oy, ox, co, ky, kx, ci;
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
-        tsr_ref_window(iy0, kh, a->in_h, &ky0, &ky1);
+        tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
         for (ox = 0; ox < a->out_w; ox++) {
             int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
             size_t o = ((size_t)oy * a->out_w + ox) * a->out_c;
-            tsr_ref_window(ix0, kw, a->in_w, &kx0, &kx1);
+            tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
             for (co = 0; co < a->out_c; co++) {
                 int32_t acc = tsr_ref_bias(a, oy, ox, co);
                 for (ky = ky0; ky < ky1; ky++) {
@@ -91,13 +64,13 @@ void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     p = r0 * a->out_w;
     p_end = r1 * a->out_w;
     for (; p + 1 < p_end; p += 2) {
-        im2col_pixel(a, p / a->out_w, p % a->out_w, col0, (int8_t)-off);
-        im2col_pixel(a, (p + 1) / a->out_w, (p + 1) % a->out_w, col1, (int8_t)-off);
+        tsr_im2col_pixel(a, p / a->out_w, p % a->out_w, col0, (int8_t)-off);
+        tsr_im2col_pixel(a, (p + 1) / a->out_w, (p + 1) % a->out_w, col1, (int8_t)-off);
         tsr_ref_matmul(col0, col1, patch, a->weights, a->bias, 0, a->out_c, off,
                        a->out, (size_t)p * a->out_c, (size_t)(p + 1) * a->out_c, a->rq);
     }
     if (p < p_end) {
-        im2col_pixel(a, p / a->out_w, p % a->out_w, col0, (int8_t)-off);
+        tsr_im2col_pixel(a, p / a->out_w, p % a->out_w, col0, (int8_t)-off);
         tsr_ref_matmul(col0, NULL, patch, a->weights, a->bias, 0, a->out_c, off,
                        a->out, (size_t)p * a->out_c, 0, a->rq);
     }

@@ -18,14 +18,14 @@ void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores)
     tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
-        tsr_ref_window(iy0, kh, a->in_h, &ky0, &ky1);
+        tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
         for (ox = 0; ox < a->out_w; ox++) {
             int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
             size_t o = ((size_t)oy * a->out_w + ox) * C;
             /* channel 0 of the valid window's top-left input pixel (a window
              * entirely in padding reads nothing) */
             const int8_t *base = a->in;
-            tsr_ref_window(ix0, kw, a->in_w, &kx0, &kx1);
+            tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
             if (ky0 < ky1 && kx0 < kx1)
                 base += ((size_t)(iy0 + ky0) * a->in_w + (size_t)(ix0 + kx0)) * in_c;
             for (c = 0; c < C; c++) {

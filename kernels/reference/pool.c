@@ -13,11 +13,11 @@ static void maxpool_int32(const tsr_pool_args_t *a, int32_t r0, int32_t r1)
     int32_t oy, ox, c, ky, kx;
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
-        tsr_ref_window(iy0, a->kh, a->in_h, &ky0, &ky1);
+        tsr_window(iy0, a->kh, a->in_h, &ky0, &ky1);
         for (ox = 0; ox < a->out_w; ox++) {
             int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
             int32_t *o = (int32_t *)(void *)a->out + ((size_t)oy * a->out_w + ox) * C;
-            tsr_ref_window(ix0, a->kw, a->in_w, &kx0, &kx1);
+            tsr_window(ix0, a->kw, a->in_w, &kx0, &kx1);
             for (c = 0; c < C; c++)
                 o[c] = INT32_MIN;
             for (ky = ky0; ky < ky1; ky++) {
@@ -46,11 +46,11 @@ void tsr_maxpool(const tsr_pool_args_t *a, int core, int ncores)
     }
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
-        tsr_ref_window(iy0, a->kh, a->in_h, &ky0, &ky1);
+        tsr_window(iy0, a->kh, a->in_h, &ky0, &ky1);
         for (ox = 0; ox < a->out_w; ox++) {
             int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
             int8_t *o = a->out + ((size_t)oy * a->out_w + ox) * C;
-            tsr_ref_window(ix0, a->kw, a->in_w, &kx0, &kx1);
+            tsr_window(ix0, a->kw, a->in_w, &kx0, &kx1);
             /* -128 is a lower bound of any int8, so starting there is exact
              * whenever the window holds at least one input */
             for (c = 0; c < C; c++)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "tessera/kernels.h"
+#include "tessera/window.h"
 
 /* The [begin, end) share of n items that belongs to `core`: chunks of
  * ceil(n / ncores), so the tiler's "rows divisible by cores" gives every core
@@ -68,19 +69,6 @@ static inline int32_t tsr_ref_bias(const tsr_conv_args_t *a, int32_t y, int32_t 
 static inline int tsr_ref_per_element(const tsr_conv_args_t *a)
 {
     return a->bias_elem.plane || (a->rq && a->rq->elem.plane);
-}
-
-/* The valid part [k0, k1) of a window of size k whose first position is at
- * input coordinate `start` (negative or past n_in: padding). */
-static inline void tsr_ref_window(int32_t start, int32_t k, int32_t n_in,
-                                  int32_t *k0, int32_t *k1)
-{
-    int32_t a = start < 0 ? -start : 0;
-    int32_t b = n_in - start < k ? n_in - start : k;
-    if (b < a)
-        b = a;
-    *k0 = a;
-    *k1 = b;
 }
 
 /*
