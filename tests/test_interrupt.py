@@ -135,3 +135,17 @@ def test_the_tiler_does_not_swallow_ctrl_c():
     res = subprocess.run([sys.executable, "-c", SOLVE_UNDER_CTRL_C, os.path.join(ROOT, "site_scons"),
                           os.path.join(ROOT, "targets", "gap8.yaml")], capture_output=True, text=True)
     assert res.stdout.strip() == "interrupted", res.stdout + res.stderr
+
+
+def test_damaged_generated_files_are_made_again(tmp_path):
+    out = tmp_path / "out"
+    scons("target=host", "model=tiny", out=out, check=True)
+    outdir = out / "host" / "tiny"
+    tiling = sorted((outdir / "tiling").glob("*[!e].json"))[0]   # a tiling, not a .solve.json
+    source = sorted((outdir / "src").glob("*.c"))[0]
+    originals = {p: p.read_bytes() for p in (tiling, source)}
+    for p, data in originals.items():
+        p.write_bytes(data[: len(data) // 2])    # truncated, as by a full disk or a crash
+    scons("target=host", "model=tiny", out=out, check=True)
+    assert {p: p.read_bytes() for p in originals} == originals
+    assert (outdir / ".passed").exists()

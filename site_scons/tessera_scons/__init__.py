@@ -78,6 +78,29 @@ def _listdir(path):
         return []
 
 
+def _forget_damaged(nodes):
+    """Remove generated files whose bytes are no longer what the build wrote
+    (truncated, edited), so SCons makes them again: SCons itself only asks
+    whether a target exists. A stat per file; the hash only when the size or
+    the time differs from the signature database's record."""
+    for node in nodes:
+        node = node.disambiguate()   # a target named by a string is an Entry until then
+        path = node.get_abspath()
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        stored = node.get_stored_info()
+        if stored is None:
+            continue
+        info = stored.ninfo
+        size, stamp = getattr(info, "size", None), getattr(info, "timestamp", None)
+        if size is None or (st.st_size == size and int(st.st_mtime) == stamp):
+            continue
+        if node.get_content_hash() != getattr(info, "csig", None):
+            os.remove(path)
+
+
 def _retract_failed():
     """At exit: every network with a failed step (other than its gate, whose
     failure the report itself shows) loses its success files."""
@@ -291,6 +314,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     exp = export.declare(env, tcfg, mname, cg_target["prefix"], outdir, lib_sources, net[0],
                          kernel_plan(tenv, tcfg["kernels"], library), hal_files, graph, paths)
     env.Alias("export", exp["nodes"])
+    _forget_damaged(tilings + solves + list(plan_nodes) + sources + objects + kobjs + hobjs
+                    + [netlib[0], klib[0], hlib[0]])
     result = {"outdir": outdir, "prefix": cg_target["prefix"], "library": netlib[0],
               "libs": [netlib[0], klib[0], hlib[0]], "include": exp["include"], "ld_dir": exp["ld_dir"],
               "fragment": exp["fragment"], "export": exp["nodes"], "sources": sources, "network_h": net[0],
@@ -331,6 +356,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # targets: it runs when the SConstruct is read)
     env.Clean(passed, [p for k, p in paths.items() if k != "onnx"] + [d(".prepare.json")])
     env.Alias("run", run_log)
+    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0]])
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
 
