@@ -1,7 +1,8 @@
-"""Builds that are interrupted or broken record nothing they did not earn:
+"""Builds that are interrupted, broken or damaged record nothing they did not earn:
 Ctrl-C during tiling stops the build with a non-zero exit and the rebuild
 equals a clean build; a build that fails after a passing one leaves no
-`.passed`, report or firmware of the old success behind."""
+`.passed`, report or firmware of the old success behind; generated files
+damaged after a build are made again."""
 
 import filecmp
 import os
@@ -143,7 +144,9 @@ def test_damaged_generated_files_are_made_again(tmp_path):
     outdir = out / "host" / "tiny"
     tiling = sorted((outdir / "tiling").glob("*[!e].json"))[0]   # a tiling, not a .solve.json
     source = sorted((outdir / "src").glob("*.c"))[0]
-    originals = {p: p.read_bytes() for p in (tiling, source)}
+    # the model preparation's outputs too (written when SConstruct is read)
+    prepared = [outdir / "graph.json", outdir / "golden.npz"]
+    originals = {p: p.read_bytes() for p in [tiling, source] + prepared}
     for p, data in originals.items():
         p.write_bytes(data[: len(data) // 2])    # truncated, as by a full disk or a crash
     scons("target=host", "model=tiny", out=out, check=True)
