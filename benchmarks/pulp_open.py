@@ -67,7 +67,10 @@ def main():
                     help="tessera's output directory (builds there are reused)")
     ap.add_argument("--kernels", help="kernel library instead of the targets' own (e.g. reference)")
     args = ap.parse_args()
-    if shutil.which("gvsoc") is None:
+    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+    from tessera.runners import gvsoc
+
+    if gvsoc.locate() is None:
         sys.exit("benchmarks/pulp_open.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
     with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
         runs = target_files(args.kernels, tmp)

@@ -49,8 +49,24 @@ def test_platform_rejects_impossible_clusters(tmp_path):
         plat.arch(small)
 
 
+def test_gvsoc_is_taken_from_path_then_from_the_shared_copy(monkeypatch, tmp_path):
+    on_path, shared = tmp_path / "bin", tmp_path / "shared"
+    for d in (on_path, shared):
+        d.mkdir()
+        (d / "gvsoc").write_text("#!/bin/sh\n")
+        (d / "gvsoc").chmod(0o755)
+    monkeypatch.setattr(gvsoc, "SHARED", str(shared / "gvsoc"))
+    monkeypatch.setenv("PATH", str(on_path))
+    assert gvsoc.locate() == str(on_path / "gvsoc")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gvsoc.locate() == str(shared / "gvsoc")
+    # another program name is only ever looked up on PATH
+    assert gvsoc.locate("my-gvsoc") is None
+
+
 def test_missing_gvsoc_is_one_line_saying_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(gvsoc, "SHARED", str(tmp_path / "no-gvsoc"))
     runner = dict(_load("pulp_open")["runner"])
     with pytest.raises(RunError) as exc:
         gvsoc.run(runner, str(tmp_path / "firmware.elf"), [], 10)
