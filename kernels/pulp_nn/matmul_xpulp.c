@@ -19,14 +19,72 @@ static inline int aligned4(const void *p)
     return ((uintptr_t)p & 3) == 0;
 }
 
+/* The usual requantization in 32 bits, exactly: round half up, no
+ * additive term and a shift s of 33 or more (a Q31 multiplier scaled down,
+ * every standard QDQ layer). (acc * mul + 2^(s-1)) >> s is then
+ * (mulh(acc, mul) + 2^(s-33)) >> (s-32): the rounding term is a multiple
+ * of 2^32, so it only adds to the high word of the 64-bit product, and an
+ * arithmetic shift of the high word floors as the 64-bit shift does. */
+typedef struct {
+    int32_t mul, round, shift, lo, hi, zero_point;
+} xp_rq_t;
+
+/* Constants of channels [c, c + 4); 0 when one of them needs the general
+ * requantization (pnn_rq_apply). */
+static inline int xp_rq_block(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
+{
+    int i;
+    if (!rq || rq->add || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
+        return 0;
+    for (i = 0; i < 4; i++) {
+        int32_t k = rq->per_channel ? c + i : 0, s = rq->shift[k];
+        if (s < 33 || s > 63)
+            return 0;
+        q[i].mul = rq->mul[k];
+        q[i].round = (int32_t)1 << (s - 33);
+        q[i].shift = s - 32;
+        q[i].lo = rq->lo - rq->zero_point;
+        q[i].hi = rq->hi - rq->zero_point;
+        q[i].zero_point = rq->zero_point;
+    }
+    return 1;
+}
+
+static inline int8_t xp_rq(int32_t acc, const xp_rq_t *q)
+{
+    int32_t y = ((int32_t)(((int64_t)acc * q->mul) >> 32) + q->round) >> q->shift;
+    y = y < q->lo ? q->lo : y > q->hi ? q->hi : y;
+    return (int8_t)(y + q->zero_point);
+}
+
+/* Store four channels of one pixel with the general requantization (or
+ * the int32 accumulators): out of line, to keep the hot frame small on the
+ * cluster cores' 1 kB stacks. */
+static __attribute__((noinline)) void store4_general(void *out, size_t o, int32_t c, const int32_t *acc,
+                                                     const tsr_requant_t *rq)
+{
+    pnn_rq_t p = {0, 0, 0, 0, 0, 0};
+    int i;
+    for (i = 0; i < 4; i++) {
+        if (rq)
+            p = pnn_rq_channel(rq, c + i);
+        pnn_store(out, o + c + i, acc[i], &p, rq);
+    }
+}
+
 /* Requantize and store four channels of one pixel. */
-static inline void store4(void *out, size_t o, int32_t c, const int32_t *acc, const pnn_rq_t *p,
+static inline void store4(void *out, size_t o, int32_t c, const int32_t *acc, const xp_rq_t *q, int fast,
                           const tsr_requant_t *rq)
 {
-    pnn_store(out, o + c, acc[0], &p[0], rq);
-    pnn_store(out, o + c + 1, acc[1], &p[1], rq);
-    pnn_store(out, o + c + 2, acc[2], &p[2], rq);
-    pnn_store(out, o + c + 3, acc[3], &p[3], rq);
+    if (fast) {
+        int8_t *y = (int8_t *)out + o + c;
+        y[0] = xp_rq(acc[0], &q[0]);
+        y[1] = xp_rq(acc[1], &q[1]);
+        y[2] = xp_rq(acc[2], &q[2]);
+        y[3] = xp_rq(acc[3], &q[3]);
+    } else {
+        store4_general(out, o, c, acc, rq);
+    }
 }
 
 int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
@@ -34,8 +92,8 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
                      size_t o0, size_t o1, const tsr_requant_t *rq)
 {
     const int32_t n = K >> 2;
-    pnn_rq_t p[4];
-    int32_t c = c0, k, i;
+    pnn_rq_t p = {0, 0, 0, 0, 0, 0};
+    int32_t c = c0, k;
 
     if ((off != 0 && off != 128) || (K & 3) || n == 0 || !aligned4(x0) || !aligned4(w)
         || (x1 && !aligned4(x1)))
@@ -47,16 +105,15 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
         int32_t a20 = bias ? bias[c + 2] : 0, a30 = bias ? bias[c + 3] : 0;
         int32_t a01 = a00, a11 = a10, a21 = a20, a31 = a30;
         int32_t acc[4];
-        if (rq)
-            for (i = 0; i < 4; i++)
-                p[i] = pnn_rq_channel(rq, c + i);
+        xp_rq_t q[4];
+        const int fast = xp_rq_block(rq, c, q);
         if (x1) {
             if (off)
                 XP_BLOCK_4X2(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP2, XP_LEN_4X2_FLIP);
             else
                 XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
             acc[0] = a01; acc[1] = a11; acc[2] = a21; acc[3] = a31;
-            store4(out, o1, c, acc, p, rq);
+            store4(out, o1, c, acc, q, fast, rq);
         } else {
             (void)a01; (void)a11; (void)a21; (void)a31; (void)p1;
             if (off)
@@ -65,7 +122,7 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
                 XP_BLOCK_4X1(XP_SDOTSP, "", "", XP_LEN_4X1);
         }
         acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
-        store4(out, o0, c, acc, p, rq);
+        store4(out, o0, c, acc, q, fast, rq);
     }
     /* the last c1 - c mod 4 channels, one at a time */
     for (; c < c1; c++) {
@@ -77,10 +134,10 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
                 a1 = xp_mac(a1, x1[k] + off, q[k]);
         }
         if (rq)
-            p[0] = pnn_rq_channel(rq, c);
-        pnn_store(out, o0 + c, a0, &p[0], rq);
+            p = pnn_rq_channel(rq, c);
+        pnn_store(out, o0 + c, a0, &p, rq);
         if (x1)
-            pnn_store(out, o1 + c, a1, &p[0], rq);
+            pnn_store(out, o1 + c, a1, &p, rq);
     }
     return 1;
 }
