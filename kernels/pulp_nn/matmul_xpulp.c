@@ -12,6 +12,7 @@
 #include "pnn_common.h"
 
 #ifdef TSR_ISA_XPULPV2
+#include "rq32.h"
 #include "xpulp.h"
 
 static inline int aligned4(const void *p)
@@ -19,42 +20,12 @@ static inline int aligned4(const void *p)
     return ((uintptr_t)p & 3) == 0;
 }
 
-/* The usual requantization in 32 bits, exactly: round half up, no
- * additive term and a shift s of 33 or more (a Q31 multiplier scaled down,
- * every standard QDQ layer). (acc * mul + 2^(s-1)) >> s is then
- * (mulh(acc, mul) + 2^(s-33)) >> (s-32): the rounding term is a multiple
- * of 2^32, so it only adds to the high word of the 64-bit product, and an
- * arithmetic shift of the high word floors as the 64-bit shift does. */
-typedef struct {
-    int32_t mul, round, shift, lo, hi, zero_point;
-} xp_rq_t;
-
-/* Constants of channels [c, c + 4); 0 when one of them needs the general
- * requantization (pnn_rq_apply). */
+/* Constants of channels [c, c + 4) for xp_rq; 0 when one of them needs the
+ * general requantization (pnn_rq_apply). */
 static inline int xp_rq_block(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
 {
-    int i;
-    if (!rq || rq->add || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
-        return 0;
-    for (i = 0; i < 4; i++) {
-        int32_t k = rq->per_channel ? c + i : 0, s = rq->shift[k];
-        if (s < 33 || s > 63)
-            return 0;
-        q[i].mul = rq->mul[k];
-        q[i].round = (int32_t)1 << (s - 33);
-        q[i].shift = s - 32;
-        q[i].lo = rq->lo - rq->zero_point;
-        q[i].hi = rq->hi - rq->zero_point;
-        q[i].zero_point = rq->zero_point;
-    }
-    return 1;
-}
-
-static inline int8_t xp_rq(int32_t acc, const xp_rq_t *q)
-{
-    int32_t y = ((int32_t)(((int64_t)acc * q->mul) >> 32) + q->round) >> q->shift;
-    y = y < q->lo ? q->lo : y > q->hi ? q->hi : y;
-    return (int8_t)(y + q->zero_point);
+    return xp_rq_channel(rq, c, &q[0]) && xp_rq_channel(rq, c + 1, &q[1]) && xp_rq_channel(rq, c + 2, &q[2])
+           && xp_rq_channel(rq, c + 3, &q[3]);
 }
 
 /* Store four channels of one pixel with the general requantization (or
