@@ -56,33 +56,46 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 }
 
 /* The kw-wide stripe of channel c for output column ox: rows [0, rows) of
- * the padded input, each kw bytes, padding as pad_value. */
+ * the padded input, each kw bytes, padding as pad_value. Padding rows and
+ * the rows inside the tile are separate loops, and a 3-wide column fully
+ * inside the tile copies its rows without bounds checks (the common case,
+ * about a third of a 3x3 layer's time when it had them). */
 static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows, int8_t *s,
                    int8_t pad_value)
 {
     const int32_t kw = a->kw, in_c = a->in_c, ix0 = ox * a->sw - a->pad_l;
     const size_t row_stride = (size_t)a->in_w * in_c;
-    int32_t kx0, kx1, y, k;
-    const int8_t *base;
+    int32_t kx0, kx1, y = 0, k, top, end;
+    const int8_t *p;
     tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
-    /* channel c of the first input pixel of the column's valid part */
-    base = a->in + (size_t)(ix0 + kx0) * in_c + c;
-    for (y = 0; y < rows; y++, s += kw) {
-        int32_t iy = y - a->pad_t;
-        const int8_t *p;
-        if (iy < 0 || iy >= a->in_h) {
-            for (k = 0; k < kw; k++)
-                s[k] = pad_value;
-            continue;
+    top = a->pad_t < rows ? a->pad_t : rows;               /* padding rows above the tile */
+    end = a->pad_t + a->in_h < rows ? a->pad_t + a->in_h : rows;   /* rows inside end here */
+    for (; y < top; y++, s += kw)
+        for (k = 0; k < kw; k++)
+            s[k] = pad_value;
+    /* channel c of the column's first valid pixel in the tile's first row */
+    p = y < end ? a->in + (size_t)(ix0 + kx0) * in_c + c + (size_t)(y - a->pad_t) * row_stride : a->in;
+    if (kw == 3 && kx0 == 0 && kx1 == 3) {
+        const size_t c2 = 2 * (size_t)in_c;
+        for (; y < end; y++, s += 3, p += row_stride) {
+            s[0] = p[0];
+            s[1] = p[in_c];
+            s[2] = p[c2];
         }
-        p = base + (size_t)iy * row_stride;
-        for (k = 0; k < kx0; k++)
-            s[k] = pad_value;
-        for (; k < kx1; k++, p += in_c)
-            s[k] = *p;
-        for (; k < kw; k++)
-            s[k] = pad_value;
+    } else {
+        for (; y < end; y++, s += kw, p += row_stride) {
+            const int8_t *q = p;
+            for (k = 0; k < kx0; k++)
+                s[k] = pad_value;
+            for (; k < kx1; k++, q += in_c)
+                s[k] = *q;
+            for (; k < kw; k++)
+                s[k] = pad_value;
+        }
     }
+    for (; y < rows; y++, s += kw)
+        for (k = 0; k < kw; k++)
+            s[k] = pad_value;
 }
 
 #ifdef TSR_ISA_XPULPV2
