@@ -112,6 +112,58 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
     }
     return 1;
 }
+/* pnn_pointwise's pixels [p, p_end) x channels [c0, c1) with the channel
+ * blocks outermost: each 4-channel block's bias and requantization
+ * constants are read once for all its pixel pairs (PULP-NN's per-block
+ * constants), not once per pair. Returns the first channel it did not
+ * compute: the c1 - c0 mod 4 last ones (pnn_matmul's one-channel loop
+ * takes them), or c0 when the operands need the portable path (see
+ * pnn_matmul_xpulp). */
+int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1)
+{
+    const int32_t K = a->in_c, n = K >> 2, off = a->input_offset, out_c = a->out_c;
+    const int8_t *w = a->weights;
+    const int32_t *bias = a->bias;
+    const tsr_requant_t *rq = a->rq;
+    int32_t c = c0, pp;
+
+    if ((off != 0 && off != 128) || (K & 3) || n == 0 || !aligned4(a->in) || !aligned4(w))
+        return c0;
+    for (; c + 4 <= c1; c += 4) {
+        const int8_t *wc = w + (size_t)c * K;
+        const int32_t b0 = bias ? bias[c] : 0, b1 = bias ? bias[c + 1] : 0;
+        const int32_t b2 = bias ? bias[c + 2] : 0, b3 = bias ? bias[c + 3] : 0;
+        xp_rq_t q[4];
+        const int fast = xp_rq_block(rq, c, q);
+        int32_t acc[4];
+        for (pp = p; pp + 1 < p_end; pp += 2) {
+            const int8_t *p0 = a->in + (size_t)pp * K, *p1 = p0 + K;
+            const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
+            int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3, a01 = b0, a11 = b1, a21 = b2, a31 = b3;
+            if (off)
+                XP_BLOCK_4X2(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP2, XP_LEN_4X2_FLIP);
+            else
+                XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
+            acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
+            store4(a->out, (size_t)pp * out_c, c, acc, q, fast, rq);
+            acc[0] = a01; acc[1] = a11; acc[2] = a21; acc[3] = a31;
+            store4(a->out, (size_t)(pp + 1) * out_c, c, acc, q, fast, rq);
+        }
+        if (pp < p_end) {
+            const int8_t *p0 = a->in + (size_t)pp * K;
+            const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
+            int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3;
+            if (off)
+                XP_BLOCK_4X1(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP1, XP_LEN_4X1_FLIP);
+            else
+                XP_BLOCK_4X1(XP_SDOTSP, "", "", XP_LEN_4X1);
+            acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
+            store4(a->out, (size_t)pp * out_c, c, acc, q, fast, rq);
+        }
+    }
+    return c;
+}
+
 #else
 /* the portable build has no Xpulp path (an empty file is not ISO C) */
 typedef int pnn_no_xpulp_t;

@@ -141,4 +141,8 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
                      const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
                      size_t o0, size_t o1, const tsr_requant_t *rq);
 
+/* pnn_pointwise on Xpulpv2, channel blocks outermost (matmul_xpulp.c):
+ * computes pixels [p, p_end) x channels [c0, c) and returns c. */
+int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1);
+
 #endif /* TESSERA_PNN_XPULP_H */
