@@ -6,7 +6,8 @@ One firmware holds a fixed list of kernel calls (seeded data, chosen to
 reach every branch of the Xpulp code and its fallbacks): each op with
 channels that are and are not multiples of 4, odd pixel counts, padding on
 every border, stride 2, the input offsets the SIMD loops take (0, 128) and
-others, K not a multiple of 4, the 32-bit requantization and the general
+others (folded into the bias), K not a multiple of 4 (a scalar tail, rows
+off word alignment), the 32-bit requantization and the general
 one (shift below 33, floor rounding with an additive term), int32 outputs.
 Every call copies its operands into L1 (as the generated layers' DMA
 does), runs on 8 cores (hal_fork) or 1, and prints its output; one GVSoC
@@ -122,6 +123,7 @@ CASES = [
     case("conv2d", 22, (5, 6, 3, 5), -2, "std", 8, S2),
     case("conv2d", 23, (6, 5, 8, 9), 0, "low", 1, ODD),
     case("conv2d", 24, (5, 5, 4, 4), 128, None, 8, ODD),
+    case("conv2d", 25, (6, 6, 3, 8), 5, "std", 8, S1),
     # depthwise: 3x3 (SIMD windows), stride 2, odd borders, 5x5 (general)
     case("depthwise", 30, (8, 9, 8), 128, "std", 8, S1),
     case("depthwise", 31, (9, 7, 5), 128, "std", 8, S2),
@@ -135,6 +137,7 @@ CASES = [
     case("linear", 41, (2, 2, 8, 13), 0, "std", 8),
     case("linear", 42, (1, 1, 30, 10), 128, "std", 8),
     case("linear", 43, (1, 1, 48, 12), 128, None, 1),
+    case("linear", 44, (1, 1, 30, 9), -3, "std", 8),
 ]
 
 

@@ -2,12 +2,13 @@
  * The Xpulpv2 path of pnn_matmul (see matmul.c for the arithmetic): the K
  * loop of each 4 channel x 2 pixel block is a hardware loop of
  * post-increment word loads and 4-way int8 SIMD dot products (xpulp.h),
- * PULP-NN's inner loop. Taken when K is a multiple of 4, the rows are
- * word-aligned and the input offset is 0 (pv.sdotsp.b) or 128 (the zero
- * point -128 of an int8 tensor after ReLU: x + 128 is x ^ 0x80 read as
- * uint8, so the inputs are flipped and go through pv.sdotusp.b; padding
- * stored as -128 flips to 0). Everything else takes the portable path, as
- * do targets whose YAML does not list xpulpv2 in toolchain.isa.
+ * PULP-NN's inner loop, then K mod 4 scalar p.mac steps. An input offset
+ * of 128 (the zero point -128 of an int8 tensor after ReLU: x + 128 is
+ * x ^ 0x80 read as uint8) flips the inputs for pv.sdotusp.b (padding
+ * stored as -128 flips to 0); 0 takes pv.sdotsp.b as it is; any other
+ * offset adds off * sum(w) to the bias once per block and takes the raw
+ * inputs. K below 4 takes the portable path, as do targets whose YAML does
+ * not list xpulpv2 in toolchain.isa.
  */
 #include "pnn_common.h"
 
@@ -58,39 +59,77 @@ static inline void store4(void *out, size_t o, int32_t c, const int32_t *acc, co
     }
 }
 
+/* sum of the K int8 weights of one row (for the offset's share) */
+static int32_t row_sum(const int8_t *w, int32_t K)
+{
+    int32_t s = 0, k;
+    for (k = 0; k + 4 <= K; k += 4)
+        s = xp_sdotsp(s, xp_lw(w + k), 0x01010101u);
+    for (; k < K; k++)
+        s += w[k];
+    return s;
+}
+
 int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
                      const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
                      size_t o0, size_t o1, const tsr_requant_t *rq)
 {
-    const int32_t n = K >> 2;
+    const int32_t n = K >> 2, tail = K & 3;
+    /* 128: inputs flipped to uint8 in the loop; 0: as they are; any other
+     * offset: its share off * sum(w) joins the bias, the loop takes the
+     * raw inputs (im2col padding holds -off, which cancels it) */
+    const int flip = off == 128;
+    const uint32_t fold = flip ? 0 : (uint32_t)off;
+    const int32_t toff = flip ? 128 : 0;      /* the offset the tail's MACs add */
     pnn_rq_t p = {0, 0, 0, 0, 0, 0};
     int32_t c = c0, k;
 
-    if ((off != 0 && off != 128) || (K & 3) || n == 0 || !aligned4(x0) || !aligned4(w)
-        || (x1 && !aligned4(x1)))
+    /* word loads at any alignment: the pulp-open cores handle misaligned
+     * ones (a patch of 27 bytes puts every other row off a word) */
+    if (n == 0)
         return 0;
     for (; c + 4 <= c1; c += 4) {
         const int8_t *q0 = w + (size_t)c * K, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
         const int8_t *p0 = x0, *p1 = x1;
         int32_t a00 = bias ? bias[c] : 0, a10 = bias ? bias[c + 1] : 0;
         int32_t a20 = bias ? bias[c + 2] : 0, a30 = bias ? bias[c + 3] : 0;
-        int32_t a01 = a00, a11 = a10, a21 = a20, a31 = a30;
+        int32_t a01, a11, a21, a31;
         int32_t acc[4];
         xp_rq_t q[4];
         const int fast = xp_rq_block(rq, c, q);
+        if (fold) {
+            a00 = (int32_t)((uint32_t)a00 + fold * (uint32_t)row_sum(q0, K));
+            a10 = (int32_t)((uint32_t)a10 + fold * (uint32_t)row_sum(q1, K));
+            a20 = (int32_t)((uint32_t)a20 + fold * (uint32_t)row_sum(q2, K));
+            a30 = (int32_t)((uint32_t)a30 + fold * (uint32_t)row_sum(q3, K));
+        }
+        a01 = a00, a11 = a10, a21 = a20, a31 = a30;
         if (x1) {
-            if (off)
+            if (flip)
                 XP_BLOCK_4X2(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP2, XP_LEN_4X2_FLIP);
             else
                 XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
+            /* the loop left every pointer at the tail */
+            for (k = 0; k < tail; k++) {
+                const int32_t xa = p0[k] + toff, xb = p1[k] + toff;
+                a00 = xp_mac(a00, xa, q0[k]); a01 = xp_mac(a01, xb, q0[k]);
+                a10 = xp_mac(a10, xa, q1[k]); a11 = xp_mac(a11, xb, q1[k]);
+                a20 = xp_mac(a20, xa, q2[k]); a21 = xp_mac(a21, xb, q2[k]);
+                a30 = xp_mac(a30, xa, q3[k]); a31 = xp_mac(a31, xb, q3[k]);
+            }
             acc[0] = a01; acc[1] = a11; acc[2] = a21; acc[3] = a31;
             store4(out, o1, c, acc, q, fast, rq);
         } else {
             (void)a01; (void)a11; (void)a21; (void)a31; (void)p1;
-            if (off)
+            if (flip)
                 XP_BLOCK_4X1(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP1, XP_LEN_4X1_FLIP);
             else
                 XP_BLOCK_4X1(XP_SDOTSP, "", "", XP_LEN_4X1);
+            for (k = 0; k < tail; k++) {
+                const int32_t xa = p0[k] + toff;
+                a00 = xp_mac(a00, xa, q0[k]); a10 = xp_mac(a10, xa, q1[k]);
+                a20 = xp_mac(a20, xa, q2[k]); a30 = xp_mac(a30, xa, q3[k]);
+            }
         }
         acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
         store4(out, o0, c, acc, q, fast, rq);
@@ -112,6 +151,7 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
     }
     return 1;
 }
+
 /* pnn_pointwise's pixels [p, p_end) x channels [c0, c1) with the channel
  * blocks outermost: each 4-channel block's bias and requantization
  * constants are read once for all its pixel pairs (PULP-NN's per-block
