@@ -159,7 +159,8 @@ def test_network_on_gvsoc_is_bit_exact_with_cycles(tmp_path, model):
     assert rep["verdict"] == "pass"
     assert all(layer["match"] for layer in rep["layers"])
     assert rep["counts"]["method"] == "gvsoc-cycles"
-    assert "without Xpulp" in rep["counts"]["note"]
+    assert "Xpulpv2 path" in rep["counts"]["note"]
+    assert rep["kernels"] == {"library": "pulp_nn", "isa": ["xpulpv2"], "path": "xpulpv2"}
     assert all(layer["cycles"] > 0 for layer in rep["layers"])
     assert rep["totals"]["cycles"] >= sum(layer["cycles"] for layer in rep["layers"])
     # the eight cores all worked (cycles inside forks, per core)

@@ -50,6 +50,37 @@ static inline int32_t xp_mac(int32_t acc, int32_t x, int32_t y)
     return acc;
 }
 
+/* rd = min(rs1, rs2), max (signed): p.min, p.max */
+static inline int32_t xp_min(int32_t a, int32_t b)
+{
+    int32_t r;
+    __asm__(".insn r 0x33, 4, 0x02, %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline int32_t xp_max(int32_t a, int32_t b)
+{
+    int32_t r;
+    __asm__(".insn r 0x33, 6, 0x02, %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* acc + dot(4 x int8 of x, 4 x int8 of w): pv.sdotsp.b */
+static inline int32_t xp_sdotsp(int32_t acc, uint32_t x, uint32_t w)
+{
+    __asm__(".insn r 0x57, 1, 0x5C, %0, %1, %2" : "+r"(acc) : "r"(x), "r"(w));
+    return acc;
+}
+
+/* The word at p, whatever its alignment (the pulp-open cores handle
+ * misaligned loads; C would need four byte loads). */
+static inline uint32_t xp_lw(const int8_t *p)
+{
+    uint32_t v;
+    __asm__("lw %0, %1" : "=r"(v) : "m"(*(const struct { int8_t b[4]; } *)p));
+    return v;
+}
+
 /* The body of a 4 channel x 2 pixel block, four k per turn: `DOT` is
  * sdotsp (signed inputs) or sdotusp (inputs flipped to unsigned by the xor
  * with 0x80808080 in t4: x + 128 for int8 x is x ^ 0x80 read as uint8).
@@ -109,5 +140,9 @@ static inline int32_t xp_mac(int32_t acc, int32_t x, int32_t y)
 int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
                      const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
                      size_t o0, size_t o1, const tsr_requant_t *rq);
+
+/* pnn_pointwise on Xpulpv2, channel blocks outermost (matmul_xpulp.c):
+ * computes pixels [p, p_end) x channels [c0, c) and returns c. */
+int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1);
 
 #endif /* TESSERA_PNN_XPULP_H */

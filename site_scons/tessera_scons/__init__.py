@@ -338,7 +338,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))
     env.Depends(verdict, canon.source_files("check", "runlog", "runners", "reference", "frontend.layout"))
     meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
-            "dma": [dma["name"] for dma in tcfg["dma"]]}
+            "dma": [dma["name"] for dma in tcfg["dma"]], "kernels": tcfg["kernels"],
+            "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
     report = env.Command(d("report.json"),

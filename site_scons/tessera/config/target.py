@@ -94,6 +94,10 @@ def _check_cross_references(target, path):
         if reserved >= level["size"]:
             raise ConfigError(path, f"memory.{name}.reserved: {reserved} bytes reserved "
                               f"of a {level['size']}-byte level", "reserve less or enlarge the level")
+    if "xpulpv2" in target["toolchain"]["isa"] and target["runner"]["kind"] != "gvsoc":
+        raise ConfigError(path, f"toolchain.isa: xpulpv2 with a {target['runner']['kind']} runner",
+                          "Xpulp code runs on PULP silicon or GVSoC only (QEMU executes none of it): "
+                          "drop xpulpv2 or run on GVSoC")
     if target["runner"]["kind"] != "host" and not target["runner"]["program"]:
         raise ConfigError(path, "runner.program: missing", "name the emulator, e.g. qemu-system-arm")
 
