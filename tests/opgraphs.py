@@ -66,11 +66,12 @@ def build(kind, seed=0):
     rng = np.random.default_rng(seed)
     I = {}
     N = helper.make_node
-    if kind == "dilated":           # 2D dilated conv and depthwise (ASPP-like)
+    if kind == "dilated":           # 2D dilated conv and depthwise (ASPP-like), a table between
         nodes = [conv(rng, I, "c1", "input", 4, 8, 3, dil=2, pad=2),
                  N("Relu", ["c1"], ["r1"]),
                  conv(rng, I, "c2", "r1", 8, 8, 3, group=8, dil=3, pad=3),
-                 conv(rng, I, "c3", "c2", 8, 6, 3, dil=2, pad=1, stride=2)]
+                 N("HardSwish", ["c2"], ["h2"]),
+                 conv(rng, I, "c3", "h2", 8, 6, 3, dil=2, pad=1, stride=2)]
         nodes[-1].output[0] = "output"
         return model(nodes, I, [1, 4, 14, 14], [1, 6, 6, 6])
     if kind == "tcn1d":             # 1D dilated causal-ish stack
