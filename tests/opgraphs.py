@@ -103,6 +103,13 @@ def build(kind, seed=0):
                  N("Sigmoid", ["fc2"], ["s"]),
                  N("Mul", ["r1", "s"], ["output"])]
         return model(nodes, I, [1, 4, 8, 8], [1, 8, 8, 8])
+    if kind == "swish":             # x * sigmoid(x): a same-shape mul, tiled like add
+        nodes = [conv(rng, I, "c1", "input", 4, 8, 3, pad=1),
+                 N("Sigmoid", ["c1"], ["s"]),
+                 N("Mul", ["c1", "s"], ["m"]),
+                 conv(rng, I, "c2", "m", 8, 8, 1)]
+        nodes[-1].output[0] = "output"
+        return model(nodes, I, [1, 4, 16, 16], [1, 8, 16, 16])
     if kind in ("resize_nearest", "resize_bilinear", "resize_align"):
         mode = "nearest" if kind == "resize_nearest" else "linear"
         coord = "align_corners" if kind == "resize_align" else ("asymmetric" if mode == "nearest" else "half_pixel")
@@ -165,5 +172,5 @@ def build(kind, seed=0):
     raise KeyError(kind)
 
 
-KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
+KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
          "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "softmax", "pools", "mbv3")

@@ -15,8 +15,9 @@ from opgraphs import build, quantize
 from test_build_host import host_variant
 
 
-def model_yaml(tmp_path, kind, activation="int8"):
-    onnx_path = quantize(build(kind), tmp_path / f"{kind}_{activation}.onnx", activation=activation)
+def model_yaml(tmp_path, kind, activation="int8", per_channel=True):
+    onnx_path = quantize(build(kind), tmp_path / f"{kind}_{activation}.onnx", activation=activation,
+                         per_channel=per_channel)
     path = tmp_path / f"{kind}_{activation}.yaml"
     path.write_text(f"description: issue 10 test graph {kind}\nonnx: {onnx_path}\ninput: {{seed: 1}}\n")
     return str(path)
@@ -31,10 +32,18 @@ def passed(out, target, path):
 
 @pytest.mark.parametrize("kind, activation", [("mbv3", "int8"), ("mbv3", "uint8"), ("se", "int8"),
                                               ("softmax", "int8"), ("PRelu", "uint8"), ("tcn1d", "int8"),
-                                              ("pools", "int8"), ("resize_align", "int8"), ("Tanh", "int8")])
+                                              ("pools", "int8"), ("resize_align", "int8"), ("Tanh", "int8"),
+                                              ("se_sigmoid", "uint8")])
 def test_new_ops_bit_exact_on_host(tmp_path, kind, activation):
     out = tmp_path / "out"
     path = model_yaml(tmp_path, kind, activation)
+    scons("target=host", f"model={path}", out=out, check=True)
+    passed(out, "host", path)
+
+
+def test_per_tensor_weights_on_host(tmp_path):
+    out = tmp_path / "out"
+    path = model_yaml(tmp_path, "mbv3", per_channel=False)
     scons("target=host", f"model={path}", out=out, check=True)
     passed(out, "host", path)
 
@@ -48,7 +57,7 @@ def test_dilated_layers_and_tables_are_tiled_with_their_halo(tmp_path):
     several tiles (halos of the dilated window) and stay bit-exact."""
     out = tmp_path / "out"
     target = host_variant(tmp_path, "host_small", small_l1)
-    for kind in ("dilated",):
+    for kind in ("dilated", "swish"):
         path = model_yaml(tmp_path, kind)
         scons(f"target={target}", f"model={path}", out=out, check=True)
         name = f"{kind}_int8"
@@ -56,7 +65,7 @@ def test_dilated_layers_and_tables_are_tiled_with_their_halo(tmp_path):
         tiled = {layer["name"] for layer in rep["layers"] if layer["tiled"]}
         with open(out / "host_small" / name / "graph.json") as f:
             layers = json.load(f)["layers"]
-        special = {layer["name"] for layer in layers if layer.get("dilation") or layer["op"] == "lut"}
+        special = {layer["name"] for layer in layers if layer.get("dilation") or layer["op"] in ("lut", "mul")}
         assert special and special <= tiled, (special, tiled)
 
 
