@@ -21,8 +21,8 @@ def model(nodes, inits, in_shape, out_shape, opset=14):
     return m
 
 
-def quantize(m, path, activation="int8", per_channel=True, seed=0, samples=8):
-    """ORT's quantize_static, QDQ, every op type of the graph quantized."""
+def quantize(m, path, activation="int8", per_channel=True, seed=0, samples=8, fmt="qdq"):
+    """ORT's quantize_static (QDQ, or QOperator), every op type of the graph quantized."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -43,7 +43,8 @@ def quantize(m, path, activation="int8", per_channel=True, seed=0, samples=8):
 
     qtype = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
     ops = sorted({n.op_type for n in m.graph.node})
-    quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ, op_types_to_quantize=ops,
+    quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                    op_types_to_quantize=ops,
                     per_channel=per_channel, activation_type=qtype, weight_type=QuantType.QInt8)
     return str(path)
 
@@ -66,11 +67,12 @@ def build(kind, seed=0):
     rng = np.random.default_rng(seed)
     I = {}
     N = helper.make_node
-    if kind == "dilated":           # 2D dilated conv and depthwise (ASPP-like)
+    if kind == "dilated":           # 2D dilated conv and depthwise (ASPP-like), a table between
         nodes = [conv(rng, I, "c1", "input", 4, 8, 3, dil=2, pad=2),
                  N("Relu", ["c1"], ["r1"]),
                  conv(rng, I, "c2", "r1", 8, 8, 3, group=8, dil=3, pad=3),
-                 conv(rng, I, "c3", "c2", 8, 6, 3, dil=2, pad=1, stride=2)]
+                 N("HardSwish", ["c2"], ["h2"]),
+                 conv(rng, I, "c3", "h2", 8, 6, 3, dil=2, pad=1, stride=2)]
         nodes[-1].output[0] = "output"
         return model(nodes, I, [1, 4, 14, 14], [1, 6, 6, 6])
     if kind == "tcn1d":             # 1D dilated causal-ish stack
@@ -91,6 +93,23 @@ def build(kind, seed=0):
                  N("Mul", ["h1", "s"], ["x2"]),
                  N("Add", ["x2", "c1"], ["output"])]
         return model(nodes, I, [1, 4, 8, 8], [1, 8, 8, 8])
+    if kind == "se_sigmoid":        # squeeze-and-excitation with ops that all have a QLinear form
+        nodes = [conv(rng, I, "c1", "input", 4, 8, 3, pad=1),
+                 N("Relu", ["c1"], ["r1"]),
+                 N("GlobalAveragePool", ["r1"], ["m"]),
+                 conv(rng, I, "fc1", "m", 8, 4, 1),
+                 N("Relu", ["fc1"], ["r"]),
+                 conv(rng, I, "fc2", "r", 4, 8, 1),
+                 N("Sigmoid", ["fc2"], ["s"]),
+                 N("Mul", ["r1", "s"], ["output"])]
+        return model(nodes, I, [1, 4, 8, 8], [1, 8, 8, 8])
+    if kind == "swish":             # x * sigmoid(x): a same-shape mul, tiled like add
+        nodes = [conv(rng, I, "c1", "input", 4, 8, 3, pad=1),
+                 N("Sigmoid", ["c1"], ["s"]),
+                 N("Mul", ["c1", "s"], ["m"]),
+                 conv(rng, I, "c2", "m", 8, 8, 1)]
+        nodes[-1].output[0] = "output"
+        return model(nodes, I, [1, 4, 16, 16], [1, 8, 16, 16])
     if kind in ("resize_nearest", "resize_bilinear", "resize_align"):
         mode = "nearest" if kind == "resize_nearest" else "linear"
         coord = "align_corners" if kind == "resize_align" else ("asymmetric" if mode == "nearest" else "half_pixel")
@@ -153,5 +172,5 @@ def build(kind, seed=0):
     raise KeyError(kind)
 
 
-KINDS = ("dilated", "tcn1d", "se", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
+KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
          "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "softmax", "pools", "mbv3")

@@ -12,7 +12,8 @@ from tessera.golden.ortcheck import compare
 
 # the IR ops each graph must produce (checks the lowering, not only the numbers)
 EXPECT = {"dilated": {"conv2d", "depthwise"}, "tcn1d": {"conv2d", "depthwise", "maxpool", "avgpool"},
-          "se": {"lut", "avgpool", "mul", "add"}, "resize_nearest": {"resize", "concat"},
+          "se": {"lut", "avgpool", "mul", "add"}, "se_sigmoid": {"lut", "avgpool", "mul"},
+          "swish": {"lut", "mul"}, "resize_nearest": {"resize", "concat"},
           "resize_bilinear": {"resize", "concat"}, "resize_align": {"resize", "concat"},
           "softmax": {"linear", "softmax"}, "pools": {"maxpool", "avgpool", "concat"},
           "Clip": {"conv2d", "pointwise"},   # folded into the convolutions' clamps
@@ -32,3 +33,33 @@ def test_golden_within_one_lsb_of_onnx_runtime(tmp_path, kind, activation):
         rows = compare(path, graph, weights, random_input(graph, seed))
         worst = max(rows, key=lambda r: r["max_diff"])
         assert worst["max_diff"] <= 1, rows
+
+
+# ONNX Runtime's QOperator form (QLinearMul, QLinearConcat, QLinearSigmoid,
+# QLinearLeakyRelu, QLinearSoftmax, Resize on the quantized tensor), with the
+# ops that have no QLinear form left in float between DQ and Q
+QOPERATOR = {"dilated": "lut", "se_sigmoid": "mul", "resize_bilinear": "resize", "resize_nearest": "concat",
+             "Sigmoid": "lut", "LeakyRelu": "lut", "PRelu": "lut", "softmax": "softmax", "pools": "maxpool"}
+
+
+@pytest.mark.parametrize("kind", sorted(QOPERATOR))
+def test_qoperator_golden_within_one_lsb_of_onnx_runtime(tmp_path, kind):
+    import onnx
+
+    path = quantize(build(kind), tmp_path / f"{kind}.onnx", fmt="qoperator")
+    assert any(n.op_type.startswith("QLinear") for n in onnx.load(path).graph.node)
+    graph, weights = import_onnx(path, kind)
+    assert graph.dialect == "qoperator" and QOPERATOR[kind] in {layer.op for layer in graph.layers}
+    rows = compare(path, graph, weights, random_input(graph, 1))
+    assert max(r["max_diff"] for r in rows) <= 1, rows
+
+
+@pytest.mark.parametrize("kind", ["dilated", "tcn1d", "mbv3"])
+def test_per_tensor_weights_within_one_lsb_of_onnx_runtime(tmp_path, kind):
+    path = quantize(build(kind), tmp_path / f"{kind}.onnx", per_channel=False)
+    graph, weights = import_onnx(path, kind)
+    convs = [layer for layer in graph.layers if layer.weights]
+    # one weight scale: every channel of a layer requantizes alike
+    assert convs and all(len(set(zip(layer.requant.mul, layer.requant.shift))) == 1 for layer in convs)
+    rows = compare(path, graph, weights, random_input(graph, 1))
+    assert max(r["max_diff"] for r in rows) <= 1, rows

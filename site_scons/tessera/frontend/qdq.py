@@ -312,55 +312,20 @@ class QdqParser:
                                 "apply the activation before the concatenation")
         b.concat(node.name or "concat", xs, y, axis, g.where(node), [node.name])
 
-    def _resize_scales(self, node, in_shape, out_shape):
-        """Per ONNX spatial axis the scale the coordinate transform divides by."""
-        g = self.g
-        scales = None
-        if node.op_type == "Upsample":
-            if len(node.input) > 1 and node.input[1]:
-                scales = g.array(node.input[1])
-            else:
-                scales = attrs(node).get("scales")
-        elif len(node.input) > 2 and node.input[2]:
-            arr = np.asarray(g.array(node.input[2]))
-            scales = arr if arr.size else None
-        if scales is None:   # sizes given: the ratio of the sizes
-            return [o / i for o, i in zip(out_shape[2:], in_shape[2:])]
-        return [float(v) for v in np.asarray(scales, dtype=np.float32)[2:]]
-
     def op_Resize(self, node):
         from .tables import resize_table
 
         g, b = self.g, self.b
         x = self.activation(node.input[0], node)
-        a = attrs(node)
-        dec = lambda v, d: (v.decode() if isinstance(v, bytes) else v) if v is not None else d  # noqa: E731
-        mode = dec(a.get("mode"), "nearest")
-        if node.op_type == "Upsample":
-            coord, rule = "asymmetric", "floor"
-        else:
-            coord = dec(a.get("coordinate_transformation_mode"), "half_pixel")
-            rule = dec(a.get("nearest_mode"), "round_prefer_floor")
         where = g.where(node)
-        if mode not in ("nearest", "linear", "bilinear") or (mode != "nearest" and a.get("antialias", 0)):
-            raise FrontendError(where, f"Resize mode {mode!r}", "use mode nearest or linear")
-        in_shape, out_shape = g.shape(node.input[0]), g.shape(node.output[0])
-        if len(in_shape) not in (3, 4) or list(out_shape[:2]) != list(in_shape[:2]):
-            raise FrontendError(where, f"Resize of {in_shape} to {out_shape}",
-                                "resize only the spatial axes of an NCHW or NCL tensor")
-        scales = self._resize_scales(node, in_shape, out_shape)
+        mode, coord, rule, scales = resize_geometry(g, node)
         y, clamp = self.output(node)
         if clamp is not None:
             raise FrontendError(where, "Relu/Clip after Resize is not supported")
         tx, ty = b.tensors[x], b.tensors[y]
-        if len(in_shape) == 3:
+        if len(g.shape(node.input[0])) == 3:
             scales = [1.0] + scales
-        try:
-            table = resize_table(tx.shape[:2], ty.shape[:2], scales, "nearest" if mode == "nearest" else "linear",
-                                 coord, rule)
-        except ValueError as err:
-            raise FrontendError(where, f"Resize {err}", "use half_pixel, asymmetric, align_corners, "
-                                "pytorch_half_pixel or tf_half_pixel_for_nearest") from None
+        table = resize_table(tx.shape[:2], ty.shape[:2], scales, mode, coord, rule)
         b.resize(node.name or "resize", x, y, table, "nearest" if mode == "nearest" else "bilinear", where,
                  [node.name])
 
@@ -447,3 +412,45 @@ class QdqParser:
         if clamp is not None:
             raise FrontendError(g.where(node), "Relu/Clip after GlobalMaxPool is not supported")
         b.maxpool(node.name or "gmp", x, y, [h, w], [1, 1], [0, 0, 0, 0], g.where(node), [node.name])
+
+
+COORD_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nearest")
+
+
+def resize_geometry(g, node):
+    """(mode "nearest" | "linear", coordinate transform, nearest rounding,
+    per-spatial-axis scales) of a Resize or Upsample node; one line for
+    what tessera does not do."""
+    a = attrs(node)
+    where = g.where(node)
+    dec = lambda v, d: (v.decode() if isinstance(v, bytes) else v) if v is not None else d  # noqa: E731
+    mode = dec(a.get("mode"), "nearest")
+    if node.op_type == "Upsample":   # opset 7-9: asymmetric coordinates, floor
+        coord, rule = "asymmetric", "floor"
+    else:
+        coord = dec(a.get("coordinate_transformation_mode"), "half_pixel")
+        rule = dec(a.get("nearest_mode"), "round_prefer_floor")
+    if mode == "bilinear":
+        mode = "linear"
+    if mode not in ("nearest", "linear") or a.get("antialias", 0) or dec(a.get("keep_aspect_ratio_policy"),
+                                                                        "stretch") != "stretch":
+        raise FrontendError(where, f"Resize mode {mode!r} (antialias {a.get('antialias', 0)})",
+                            "use mode nearest or linear, without antialiasing")
+    if coord not in COORD_MODES:
+        raise FrontendError(where, f"Resize coordinate_transformation_mode {coord!r}",
+                            f"use one of {', '.join(COORD_MODES)}")
+    in_shape, out_shape = g.shape(node.input[0]), g.shape(node.output[0])
+    if len(in_shape) not in (3, 4) or list(out_shape[:2]) != list(in_shape[:2]):
+        raise FrontendError(where, f"Resize of {in_shape} to {out_shape}",
+                            "resize only the spatial axes of an NCHW or NCL tensor")
+    scales = None
+    if node.op_type == "Upsample":
+        scales = g.array(node.input[1]) if len(node.input) > 1 and node.input[1] else a.get("scales")
+    elif len(node.input) > 2 and node.input[2]:
+        arr = np.asarray(g.array(node.input[2]))
+        scales = arr if arr.size else None
+    if scales is None:   # sizes given: the ratio of the sizes
+        scales = [o / i for o, i in zip(out_shape[2:], in_shape[2:])]
+    else:
+        scales = [float(v) for v in np.asarray(scales, dtype=np.float32)[2:]]
+    return mode, coord, rule, scales
