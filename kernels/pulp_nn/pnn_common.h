@@ -96,6 +96,7 @@ typedef struct {
     int64_t add;        /* add[c] plus the rounding term */
     int32_t zero_point;
     int32_t lo, hi;     /* the clamp before the zero point is added */
+    int32_t divisor;    /* > 1: Requant.divisor (see tsr_floor_div_clamp) */
 } pnn_rq_t;
 
 static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
@@ -110,6 +111,7 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.zero_point = rq->zero_point;
     p.lo = rq->lo - rq->zero_point;
     p.hi = rq->hi - rq->zero_point;
+    p.divisor = rq->divisor;
     return p;
 }
 
@@ -121,7 +123,10 @@ static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p)
 {
     int64_t v = (int64_t)acc * p->mul + p->add;
     int32_t y;
-    if (p->shift >= 32) {
+    if (p->divisor > 1) {
+        /* NEMO's division by 2^d - 1: one 32-bit division per output */
+        y = tsr_floor_div_clamp(v >> p->shift, p->divisor, p->lo, p->hi);
+    } else if (p->shift >= 32) {
         y = (int32_t)(v >> 32) >> (p->shift - 32);
     } else {
         v >>= p->shift;

@@ -55,6 +55,7 @@ typedef struct {
     int32_t lo, hi;
     int32_t rounding;        /* TSR_ROUND_* */
     tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
+    int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -121,6 +122,24 @@ void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_add(const tsr_add_args_t *a, int core, int ncores);
 void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 
+/* floor(v / d) clamped to [lo, hi] (d > 1, hi - lo < 2^32): v is clamped
+ * first, so what is left to divide is below (hi - lo + 1) * d, and for an
+ * 8-bit output and d < 2^24 one 32-bit unsigned division (divu, udiv) gives
+ * the exact quotient; wider ranges take the 64-bit one. */
+static inline int32_t tsr_floor_div_clamp(int64_t v, int32_t d, int32_t lo, int32_t hi)
+{
+    int64_t base = (int64_t)lo * d;
+    uint64_t u, top = (uint64_t)((int64_t)hi - lo + 1) * (uint32_t)d;
+    if (v <= base)
+        return lo;
+    u = (uint64_t)(v - base);
+    if (u >= top)
+        return hi;
+    if (top <= 0xffffffffu)
+        return lo + (int32_t)((uint32_t)u / (uint32_t)d);
+    return lo + (int32_t)(u / (uint32_t)d);
+}
+
 /* The requantization step on its own (shared by kernels of every library),
  * with parameters i of the arrays. acc is 64-bit because an add's
  * accumulator needs it; conv accumulators are int32 and widen for free. */
@@ -130,6 +149,9 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
     int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
+    if (rq->divisor > 1)
+        return tsr_floor_div_clamp(v >> shift, rq->divisor, rq->lo - rq->zero_point, rq->hi - rq->zero_point)
+               + rq->zero_point;
     v = (v >> shift) + rq->zero_point;
     if (v < rq->lo) v = rq->lo;
     if (v > rq->hi) v = rq->hi;
