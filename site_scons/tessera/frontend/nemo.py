@@ -99,7 +99,9 @@ class NemoParser(IntegerParser):
                 bias = self.bias_array(acc, acc.offset)
             else:
                 add = acc.offset
-        den, rounded, is_int = acc.den, None, False   # is_int: the ONNX tensor is an integer type
+        den, rounded = acc.den, None
+        p = self.g.producer.get(acc.out)             # is_int: the ONNX tensor is an integer type
+        is_int = p is not None and p.op_type == "Cast" and attrs(p).get("to") in INT_TYPES
         lo, hi, clipped = -math.inf, math.inf, False
         t, nodes, follows = acc.out, [], False
         while True:
