@@ -193,7 +193,7 @@ def harness_source(case_list):
                 src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
             body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
                         f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
-                        f"{0 if rq['rounding'] == 'half_up' else 1}, {{0, 0, 0}}}};")
+                        f"{0 if rq['rounding'] == 'half_up' else 1}, {{0, 0, 0}}, 0}};")
         kind = KIND[c.op]
         body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
         for name in c.arrays:
