@@ -225,18 +225,14 @@ TARGETS = [("host", "reference"), pytest.param("gap8", "pulp_nn", marks=pytest.m
 def test_firmware_is_bit_exact(exports, tmp_path, target, lib):
     """The whole build: every layer equal to the golden model and to the
     reference files (CHW ones: the harder layout), and which library ran
-    each layer. PULP-NN-style kernels take every convolution, floor
-    rounding and divisor included; on stm32h7 the floor-rounding layers
-    are the reference kernels' (CMSIS-NN's requantization rounds half up)."""
+    each layer: the PULP-NN-style and CMSIS-NN-style kernels take every
+    convolution and the fully connected layer (int32 output), floor
+    rounding, wide add and divisor included."""
     folder = os.path.dirname(exports["chw"][0])
     res = scons(f"target={target}", f"model={_model_yaml(folder)}", "-j2", out=str(tmp_path))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rep = json.load(open(os.path.join(str(tmp_path), target, "nemo_export", "report.json")))
     assert rep["verdict"] == rep["verdict_golden"] == "pass" and rep["reference"]["verdict"] == "pass"
     assert all(l["match"] and l["reference_match"] for l in rep["layers"])
-    libs = {l["name"]: l["library"] for l in rep["layers"]}
-    convs = [l["name"] for l in rep["layers"] if l["op"] in ("conv2d", "pointwise")]
-    if lib == "pulp_nn":
-        assert all(libs[c] == "pulp_nn" for c in convs), libs
-    else:
-        assert all(libs[c] == "reference" for c in convs), libs
+    libs = {l["name"]: l["library"] for l in rep["layers"] if l["op"] in ("conv2d", "pointwise", "linear")}
+    assert len(libs) == 4 and set(libs.values()) == {lib}, libs

@@ -104,7 +104,8 @@ def kernel_of(kernels, layer, graph):
     target's library gave the layer to its fallback)."""
     lib = library(kernels)
     fn = lib.kernel_function(layer, graph)
-    return {"kernel": fn, "library": kernels if fn in getattr(lib, "KERNELS", {}).values() else "reference"}
+    own = list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
+    return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 
 def core_split(counts):
