@@ -124,6 +124,8 @@ def make_case(op, rng):
         acc = case.acc
         case.op, case.rq = op, _requant(rng, case.fields["out_c"], int(np.abs(acc).max(initial=0)), cmsis=False)
         case.expected = golden_requant(acc, case.rq)
+        if rng.integers(2):
+            case.scratch = 0           # conv2d_rq's direct path (no column)
         return case
     if op in ("conv2d", "pointwise", "depthwise", "linear"):
         off = int(rng.integers(-127, 129))
