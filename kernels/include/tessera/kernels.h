@@ -140,6 +140,13 @@ static inline int32_t tsr_floor_div_clamp(int64_t v, int32_t d, int32_t lo, int3
     return lo + (int32_t)(u / (uint32_t)d);
 }
 
+/* floor(v / divisor) + zero point, clamped (out of line: the kernels'
+ * hot stores keep their registers) */
+static __attribute__((noinline, unused)) int32_t tsr_requantize_divide(int64_t v, const tsr_requant_t *rq)
+{
+    return tsr_floor_div_clamp(v, rq->divisor, rq->lo - rq->zero_point, rq->hi - rq->zero_point) + rq->zero_point;
+}
+
 /* The requantization step on its own (shared by kernels of every library),
  * with parameters i of the arrays. acc is 64-bit because an add's
  * accumulator needs it; conv accumulators are int32 and widen for free. */
@@ -149,9 +156,8 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
     int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
-    if (rq->divisor > 1)
-        return tsr_floor_div_clamp(v >> shift, rq->divisor, rq->lo - rq->zero_point, rq->hi - rq->zero_point)
-               + rq->zero_point;
+    if (__builtin_expect(rq->divisor > 1, 0))
+        return tsr_requantize_divide(v >> shift, rq);
     v = (v >> shift) + rq->zero_point;
     if (v < rq->lo) v = rq->lo;
     if (v > rq->hi) v = rq->hi;
