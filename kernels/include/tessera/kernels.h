@@ -122,22 +122,19 @@ void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_add(const tsr_add_args_t *a, int core, int ncores);
 void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 
-/* floor(v / d) clamped to [lo, hi] (d > 1, hi - lo < 2^32): v is clamped
- * first, so what is left to divide is below (hi - lo + 1) * d, and for an
- * 8-bit output and d < 2^24 one 32-bit unsigned division (divu, udiv) gives
- * the exact quotient; wider ranges take the 64-bit one. */
+/* floor(v / d) clamped to [lo, hi], for 1 < d and (hi - lo + 1) * d <=
+ * 2^32 (the code generator's rule: Requant.divisor below 2^24 with an
+ * 8-bit output): v is clamped first, so what is left to divide is below
+ * (hi - lo + 1) * d and one 32-bit unsigned division (divu, udiv) gives
+ * the exact quotient. */
 static inline int32_t tsr_floor_div_clamp(int64_t v, int32_t d, int32_t lo, int32_t hi)
 {
     int64_t base = (int64_t)lo * d;
-    uint64_t u, top = (uint64_t)((int64_t)hi - lo + 1) * (uint32_t)d;
     if (v <= base)
         return lo;
-    u = (uint64_t)(v - base);
-    if (u >= top)
+    if (v - base >= ((int64_t)hi - lo + 1) * d)
         return hi;
-    if (top <= 0xffffffffu)
-        return lo + (int32_t)((uint32_t)u / (uint32_t)d);
-    return lo + (int32_t)(u / (uint32_t)d);
+    return lo + (int32_t)((uint32_t)(v - base) / (uint32_t)d);
 }
 
 /* floor(v / divisor) + zero point, clamped (out of line: the kernels'

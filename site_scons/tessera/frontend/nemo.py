@@ -11,7 +11,13 @@ requantization into integer arithmetic, e.g.
 
 Lowering: the chain is folded symbolically into one exact rational
 (acc * mul + add) / den and one rounding point, which becomes the layer's
-Requant with rounding "floor": y = clamp((acc * mul + add) >> log2(den)).
+Requant with rounding "floor": y = clamp((acc * mul + add) >> log2(den)),
+or, when den = 2**s * q with q odd (NEMO divides by 2**d - 1), y =
+clamp(floor(((acc * mul + add) >> s) / q)) with Requant.divisor = q: a
+shift by d instead differs (11 of 320,000 values of one real layer). An
+add beyond 32 bits moves into the accumulator's bias (_fit_int32). A chain
+after a finished one (after a residual Add's Floor) is DORY's layer of its
+own: an elementwise requantization.
 
 Arithmetic. The graph multiplies the accumulator by kappa and adds lambda
 in float32, which rounds once |acc * kappa| >= 2**24 (it does for 134166 of
@@ -43,12 +49,13 @@ principle; its reference values stay within 0..4, and DORY checks bytes). A Conv
 accumulators (DORY's final fully connected layer).
 
 Float post-processing at the graph outputs (Sigmoid, Softmax, and the
-Gather that splits the last layer's outputs) is not part of the integer
+Gather (-> Unsqueeze) that splits the last layer's outputs) is not part of the integer
 network: DORY stops at the last integer layer, and so does tessera; the
 IR outputs are the tensors those ops read.
 
 DORY numbers its layers (out_layerN.txt) one per Conv/Gemm/MatMul with its
-chain (and a Pad folded into it), pool and residual Add, in graph order;
+chain (and the zero Pads folded into it), pool (a zero Pad before a max
+pool folded too), residual Add and standalone chain, in graph order;
 tessera's layers are exactly those, in the same order.
 """
 
@@ -75,7 +82,7 @@ class NemoParser(IntegerParser):
     rounding = "floor"
     default_input = "uint8"
     supported = ("tessera lowers NEMO/DORY graphs: Conv/Gemm/MatMul, MaxPool/AveragePool, residual Add, "
-                 "each followed by Mul/Add/Div/Floor/Cast/Clip chains, Pad before Conv, Flatten/Reshape")
+                 "each followed by Mul/Add/Div/Floor/Cast/Clip chains, Pad before Conv or MaxPool, Flatten/Reshape")
 
     def __init__(self, g, builder, input_types=None):
         super().__init__(g, builder, input_types)
@@ -234,9 +241,11 @@ class NemoParser(IntegerParser):
         (mul_l, add_l), shape = self.hwc_params(acc, [mul, add], "requantization")
         rq = b.int_requant(y, mul_l, add_l, [s], "floor", lo, hi, shape)
         rq.divisor = den >> s
-        if rq.divisor >= 1 << 31:
-            raise FrontendError(where, f"division by {den}, whose odd factor does not fit 31 bits",
-                                "divide by a smaller constant")
+        # the kernels divide in 32 bits what is left after the clamp (kernels.h)
+        if (rq.hi - rq.lo + 1) * rq.divisor > 1 << 32:
+            raise FrontendError(where, f"division by {den} (odd factor {rq.divisor}) into a {hi - lo + 1}-value "
+                                "range: tessera's kernels divide by 2^d - 1 below 2^24 into 8-bit outputs",
+                                "clip the chain's output to 8 bits")
         return rq
 
     def _fit_int32(self, acc, rq, bias, where):
