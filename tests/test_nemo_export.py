@@ -236,3 +236,47 @@ def test_firmware_is_bit_exact(exports, tmp_path, target, lib):
     assert all(l["match"] and l["reference_match"] for l in rep["layers"])
     libs = {l["name"]: l["library"] for l in rep["layers"] if l["op"] in ("conv2d", "pointwise", "linear")}
     assert len(libs) == 4 and set(libs.values()) == {lib}, libs
+
+
+def _refused(tmp_path, name, nodes, inits, shape_in, shape_out):
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape_in)],
+        [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, shape_out)],
+        [numpy_helper.from_array(np.asarray(v, dtype=np.float32), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
+    model.ir_version = 6
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(model, path)
+    return path
+
+
+def test_what_32_bits_cannot_carry_is_one_line(tmp_path):
+    """An additive term beyond 32 bits where no bias can take it (a residual
+    Add's chain), and a multiplier beyond 32 bits: one line naming the node,
+    from the command line too, never a traceback."""
+    from helpers import one_error
+
+    from tessera.errors import FrontendError
+
+    # residual Add -> Mul(m) -> Add(-3e9 * ...) : no bias to move it into
+    nodes = [const("s1", 2.0, np.float32), n("Mul", ["input", "s1"], ["a1"]),
+             n("Add", ["a1", "input"], ["sum"]), n("Mul", ["sum", "m"], ["sm"]),
+             n("Add", ["sm", "big"], ["sa"]), n("Floor", ["sa"], ["fl"]),
+             n("Clip", ["fl"], ["out"], min=0.0, max=255.0)]
+    path = _refused(tmp_path, "wide_add", nodes, {"m": [[[[3.0]]]], "big": [[[[-3.0e9]]]]}, [1, 2, 4, 4],
+                    [1, 2, 4, 4])
+    with pytest.raises(FrontendError) as err:
+        import_onnx(path, "wide_add")
+    msg = str(err.value)
+    assert "\n" not in msg and "'out_node' (Clip)" in msg and "additive term -3000000000 does not fit 32 bits" in msg
+    model = tmp_path / "wide_add.yaml"
+    model.write_text(f"description: wide add\nonnx: {json.dumps(path)}\n")
+    line = one_error(scons("target=host", f"model={model}", out=str(tmp_path / "out")))
+    assert "wide_add.onnx" in line and "does not fit 32 bits" in line
+    # a multiplier beyond 32 bits (NEMO's dscnn export has 2.8e11)
+    c, i = chain("c", "out", "q", [70000, 1], [0, 0], 70000, D18)
+    path = _refused(tmp_path, "wide_mul", [n("Conv", ["input", "w"], ["c"], kernel_shape=[1, 1]), *c],
+                    {"w": np.ones((2, 2, 1, 1)), **i}, [1, 2, 4, 4], [1, 2, 4, 4])
+    with pytest.raises(FrontendError, match=r"'out_node' \(Clip\): requantization multiplier 4900000000 does "
+                                            r"not fit 32 bits"):
+        import_onnx(path, "wide_mul")
