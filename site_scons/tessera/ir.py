@@ -84,6 +84,12 @@ class Requant:
     every array longer than 1 holds prod(shape) values laid out as `shape`
     ([h, w, c], each 1 or the output's size) and broadcast over the output:
     y[i, j, c] uses mul[i % h', j % w', c % c'] (a size-1 axis repeats).
+
+    `divisor` (None unless needed; rounding "floor" only): an odd constant
+    the shifted value is also divided by, floor((...) >> shift) / divisor,
+    for NEMO chains that divide by 2**d - 1. It comes before the zero point:
+
+        y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
     """
     mul: list
     add: list
@@ -93,6 +99,7 @@ class Requant:
     lo: int = -128
     hi: int = 127
     shape: Optional[list] = None
+    divisor: Optional[int] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -229,7 +236,7 @@ class Graph:
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape",)
+_OPTIONAL_REQUANT = ("shape", "divisor")
 _OPTIONAL_LAYER = ("bias_shape", "dilation", "axis", "mode", "table")
 
 
