@@ -292,7 +292,7 @@ class TfliteParser:
         handlers = {
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
-            "PADV2": self.pad, "RESHAPE": self.reshape, **({"SOFTMAX": self.softmax} if hasattr(self, "softmax") else {}), "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)

@@ -25,6 +25,11 @@ def reference_only(layer, graph):
     The other libraries' adapters give such layers to their fallback."""
     if layer.op == "matmul":
         return "a product of two activations"
+    if layer.requant is not None and layer.requant.rounding in ("tflite", "tflite_div"):
+        # TFLite's two-rounding requantization, rounded average and rescaled add
+        return f"TFLite's {layer.requant.rounding} arithmetic"
+    if layer.in_shift:
+        return "TFLite's add"
     if requant_plane(layer) or bias_plane(layer):
         return "parameters per output element"
     if any(graph.tensor(name).dtype == "int32" for name in layer.inputs):
@@ -67,6 +72,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
     if layer.op == "add":
         lines += [f"a.in_mul[0] = {layer.in_mul[0]};", f"a.in_mul[1] = {layer.in_mul[1]};",
                   f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+        if layer.in_shift:
+            lines += [f"a.in_shift[0] = {layer.in_shift[0]};", f"a.in_shift[1] = {layer.in_shift[1]};"]
     if layer.op == "matmul":
         lines += [f"a.k = {graph.tensor(layer.inputs[0]).shape[2]};", f"a.a_offset = {layer.in_offset[0]};",
                   f"a.b_offset = {layer.in_offset[1]};"]
