@@ -86,6 +86,7 @@ def prepare(model, outdir, cache_dir, log=print):
     paths["onnx"] = onnx_path
     ref = reference.load(model["reference"]) if model.get("reference") else None
     fe_data = {"onnx": canon.file_digest(onnx_path), "name": model["name"],
+               **({"drop_final_softmax": True} if model.get("drop_final_softmax") else {}),
                "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION}
     input_types = None
     if ref is not None:
@@ -96,7 +97,7 @@ def prepare(model, outdir, cache_dir, log=print):
     if stamp.get("frontend") != fe_key or not all(os.path.exists(paths[k]) for k in ("graph", "weights")):
         log(f"importing {os.path.basename(onnx_path)}")
         if model.get("tflite"):
-            graph, weights = import_tflite(onnx_path, model["name"])
+            graph, weights = import_tflite(onnx_path, model["name"], model["drop_final_softmax"])
         else:
             graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types)
         stamp = {}

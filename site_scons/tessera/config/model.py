@@ -46,6 +46,8 @@ MODEL = Field("map", fields={
     "description": Field("str", "one line shown by `scons -h`", required=True),
     "onnx": Field("str", "a quantized ONNX file (relative to this YAML)"),
     "tflite": Field("str", "an int8 .tflite file (relative to this YAML)"),
+    "drop_final_softmax": Field("bool", "tflite: end the network at the final SOFTMAX's input (the logits)",
+                                default=False),
     "generator": GENERATOR,
     "quantization": QUANTIZATION,
     "input": INPUT,

@@ -165,7 +165,8 @@ def same_padding(size, kernel, stride):
 
 
 class TfliteParser:
-    def __init__(self, path, name):
+    def __init__(self, path, name, drop_final_softmax=False):
+        self.drop_final_softmax = drop_final_softmax
         self.m = _Model(path)
         self.path = path
         self.b = Builder(name, "tflite", path)
@@ -298,6 +299,8 @@ class TfliteParser:
             op = sg.Operators(i)
             name = m.opcode(op)
             handler = handlers.get(name)
+            if name == "SOFTMAX" and self.drop_final_softmax:
+                handler = self.final_softmax
             if handler is None:
                 self.fail(i, name, "not supported by tessera's TFLite import",
                           "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
@@ -533,6 +536,13 @@ class TfliteParser:
         self.b.pad_int(f"pad_{i}", x, y, pad, value, "half_up", f"{self.path}: operator {i} ({opname})",
                        sources=[f"{i}:{opname}"])
 
+    def final_softmax(self, i, opname, op, ins, outs):
+        """drop_final_softmax: the network ends at the SOFTMAX's input (the
+        logits; their argmax is the softmax's), which stays the output."""
+        if outs[0] not in self.graph_outputs or self.consumers.get(outs[0]):
+            self.fail(i, opname, "drop_final_softmax drops only a SOFTMAX that is the model's output")
+        self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
+
     def reshape(self, i, opname, op, ins, outs):
         x = self.act_tensor(ins[0], i, opname)
         if self.m.type(outs[0]) != INT8 or hwc(self.m.shape(outs[0])) is None:
@@ -572,6 +582,6 @@ class TfliteParser:
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
 
 
-def import_tflite(path, name):
+def import_tflite(path, name, drop_final_softmax=False):
     """Lower the .tflite file at `path` to (Graph, {key: array})."""
-    return TfliteParser(path, name).parse()
+    return TfliteParser(path, name, drop_final_softmax).parse()

@@ -11,7 +11,9 @@ a slower level: weights_streamed), memory (per level: peak, lower_bound,
 size); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
 differing element) and per layer reference_match where the reference has
-the layer's output (DORY).
+the layer's output (DORY); for a .tflite model, tflite (the interpreter
+and kernels that checked the golden model, tensors compared, every one
+equal).
 """
 
 from ..memplan import memory_report
@@ -82,6 +84,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+    if meta.get("tflite"):
+        out["tflite"] = meta["tflite"]
     ref = verdict.get("reference")
     if ref is not None:
         out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
