@@ -66,7 +66,8 @@ class PoolArgs(ctypes.Structure):
 
 class AddArgs(ctypes.Structure):
     _fields_ = [("a", POINTER(c_int8)), ("b", POINTER(c_int8)), ("out", c_void_p), ("n", c_int32),
-                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("rq", POINTER(RequantT)),
+                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("in_shift", c_int32 * 2),
+                ("rq", POINTER(RequantT)),
                 ("in_int32", c_int32), ("out_w", c_int32), ("out_c", c_int32)]
 
 
@@ -178,6 +179,9 @@ def ptr(arr, ctype):
     return arr.ctypes.data_as(POINTER(ctype)) if arr is not None else None
 
 
+ROUNDING_C = {"half_up": 0, "floor": 1, "tflite": 2, "tflite_div": 3}   # TSR_ROUND_*
+
+
 class Rq:
     """A requantization both as the golden model's Requant and as the C
     struct (arrays kept alive here)."""
@@ -198,7 +202,7 @@ class Rq:
         return RequantT(ptr(self.mul[c0:], c_int32),
                         ptr(self.add[c0:], c_int32) if self.add is not None else None,
                         ptr(self.shift[c0:], c_int8), self.per_channel, self.zero_point,
-                        self.lo, self.hi, 0 if self.rounding == "half_up" else 1)
+                        self.lo, self.hi, ROUNDING_C[self.rounding])
 
 
 @st.composite
@@ -545,11 +549,11 @@ def test_avgpool_matches_golden(lib, case):
     run_case(lib, c, ncores, rng)
 
 
-def add_builder(a, b, in_mul, in_offset, rq):
+def add_builder(a, b, in_mul, in_offset, rq, in_shift=(0, 0)):
     def build(out_ptr, scratch):
         rqs = rq.struct() if rq is not None else None
         args = AddArgs(ptr(a, c_int8), ptr(b, c_int8), out_ptr, a.size,
-                       (c_int32 * 2)(*in_mul), (c_int32 * 2)(*in_offset),
+                       (c_int32 * 2)(*in_mul), (c_int32 * 2)(*in_offset), (c_int32 * 2)(*in_shift),
                        ctypes.pointer(rqs) if rqs is not None else None)
         return args, (a, b, rq, rqs)
     return build
@@ -973,3 +977,18 @@ def matmul_cases(draw):
 def test_matmul_matches_golden(lib, case):
     c, ncores, rng = case
     run_case(lib, c, ncores, rng)
+
+
+def test_tflite_add_matches_golden(lib):
+    """TFLite's ADD (inputs << 20, each rescaled by a doubling high multiply
+    and a rounding shift, the sum requantized the same way) on every pair
+    of int8 inputs: input multipliers 0.5 and ~0.177 (exponents 0 and -2),
+    as TFLite's Prepare makes them from two input scales."""
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    in_mul, in_shift, in_offset = [1073741824, 1518500250], [31, 33], [5, -17]
+    rq = Rq([1466505733], [0], [48], 0, -9, -128, 127, "tflite")
+    acc = ops.add(a, b, in_mul, in_offset, in_shift)
+    expected, dtype = finish(acc, rq)
+    run_case(lib, Case("tsr_add", add_builder(a, b, in_mul, in_offset, rq, in_shift), expected, dtype, share_flat),
+             2, np.random.default_rng(0))
