@@ -83,8 +83,9 @@ class Requant:
     "tflite": y = clamp(RDBPOT(SRDHM(acc << l, mul), r) + zero_point, lo, hi)
     with the exponent e = 31 - shift split as l = max(e, 0), r = max(-e, 0)
     (so mul / 2^shift is still the real multiplier), SRDHM gemmlowp's
-    saturating rounding doubling high multiply (round half away from zero
-    on /2^31) and RDBPOT its rounding divide by 2^r (half away from zero):
+    saturating rounding doubling high multiply ((x * mul + nudge) / 2^31,
+    nudge 2^30, or 1 - 2^30 below zero, the division toward zero: halves
+    round up) and RDBPOT its rounding divide by 2^r (halves away from zero):
     two roundings, as TFLite's MultiplyByQuantizedMultiplier; acc is int32.
     add must be 0.
     "tflite_div": y = clamp(sign(acc) * ((|acc| + mul // 2) // mul) + zero_point, lo, hi),

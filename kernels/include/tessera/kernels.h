@@ -131,8 +131,8 @@ void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 
 /* ---- TFLite's fixed-point arithmetic (gemmlowp's) ----------------------- */
 
-/* SaturatingRoundingDoublingHighMul: a * b / 2^31, the nudge +-2^30
- * rounding half away from zero (division toward zero). */
+/* SaturatingRoundingDoublingHighMul: (a * b + nudge) / 2^31, the nudge
+ * 2^30 (1 - 2^30 below zero), the division toward zero: halves round up. */
 static inline int32_t tsr_tfl_srdhm(int32_t a, int32_t b)
 {
     if (a == b && a == INT32_MIN)

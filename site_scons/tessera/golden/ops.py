@@ -54,8 +54,8 @@ def _check_int32(x, what):
 
 
 def _srdhm(a, b):
-    """SaturatingRoundingDoublingHighMul: (a * b * 2 + 2^31 rounding) / 2^32,
-    the nudge +-2^30 and a division truncating toward zero."""
+    """SaturatingRoundingDoublingHighMul: (a * b + nudge) / 2^31, the nudge
+    2^30 (1 - 2^30 below zero) and a division toward zero: halves round up."""
     ab = a * b
     nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
     num = ab + nudge

@@ -1,0 +1,126 @@
+"""TFLite import: TFLite's integer arithmetic in the golden model, the model
+YAML's tflite: key, and the MLPerf Tiny reference models checked against
+the TFLite interpreter (ai-edge-litert) on every tensor.
+
+The MLPerf Tiny .tflite files are not in the repository: tools/mlperf_tiny.py
+copies them from a mlcommons/tiny checkout into examples/mlperf_tiny/data/;
+the tests that need them skip without them."""
+
+import os
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, one_error, report, scons
+
+from tessera.config.model import parse_model
+from tessera.errors import ConfigError
+from tessera.frontend.tflite import import_tflite, quantize_multiplier
+from tessera import golden
+from tessera.golden import ops, tflitecheck
+
+DATA = os.path.join(ROOT, "examples", "mlperf_tiny", "data")
+MLPERF = {"ad01": "ad01_int8.tflite", "kws": "kws_ref_model.tflite",
+          "ic_resnet8": "pretrainedResnet_quant.tflite", "vww": "vww_96_int8.tflite"}
+
+
+def mlperf(name):
+    path = os.path.join(DATA, MLPERF[name])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} missing (tools/mlperf_tiny.py fetches it)")
+    return path
+
+
+# ---- arithmetic ---------------------------------------------------------------
+
+def test_double_rounding_differs_from_single():
+    # 3548 * 1442659867 / 2^31 = 2383.50040..., rounded to 2384; 2384 / 2^5 =
+    # 74.5, rounded away from zero to 75, where the exact product / 2^36 is
+    # 74.48 (single rounding: 74): TFLite's two roundings
+    assert ops.tflite_multiply(np.array([3548]), 1442659867, 36).tolist() == [75]
+    assert ops.tflite_multiply(np.array([-3548]), 1442659867, 36).tolist() == [-75]
+    assert ((3548 * 1442659867 + (1 << 35)) >> 36) == 74
+
+
+def test_rounding_of_each_step():
+    # multiplier 2^30 and shift 31 (0.5, no shift after the multiply): the
+    # high multiply's nudge (+2^30, or 1 - 2^30 below zero, then a division
+    # toward zero) rounds halves up: 2.5 -> 3, -2.5 -> -2, 3.5 -> 4, -3.5 -> -3
+    x = np.array([6, -6, 5, -5, 7, -7, 2, -2])
+    assert ops.tflite_multiply(x, 1 << 30, 31).tolist() == [3, -3, 3, -2, 4, -3, 1, -1]
+    # shift 32 adds a rounding divide by 2, halves away from zero:
+    # 5 -> 3 -> 1.5 -> 2; -5 -> -2 -> -1; 3 -> 2 -> 1; -3 -> -1 -> -0.5 -> -1
+    assert ops.tflite_multiply(np.array([5, -5, 3, -3]), 1 << 30, 32).tolist() == [2, -1, 1, -1]
+
+
+def test_quantize_multiplier_as_tflite():
+    # QuantizeMultiplier: frexp, round(q * 2^31) half away from zero, 2^31 folds into the exponent
+    assert quantize_multiplier(0.5) == (1 << 30, 31)
+    assert quantize_multiplier(1.0) == (1 << 30, 30)
+    assert quantize_multiplier(0.75) == (3 << 29, 31)
+    assert quantize_multiplier(1 - 2 ** -40) == (1 << 30, 30)
+    assert quantize_multiplier(0.0) == (0, 31)
+
+
+def test_average_pool_division_rounds_half_away():
+    acc = np.array([[[5, -5, 6, -6, 7, -7, 0]]])
+    from tessera.ir import Requant
+    rq = Requant(mul=[4], add=[0], shift=[0], rounding="tflite_div", zero_point=0, lo=-128, hi=127)
+    # (|acc| + 2) // 4 with the sign: 5/4 -> 1, 6/4 = 1.5 -> 2, 7/4 -> 2
+    assert ops.requantize(acc, rq).reshape(-1).tolist() == [1, -1, 2, -2, 2, -2, 0]
+
+
+# ---- the model YAML --------------------------------------------------------------
+
+def test_yaml_takes_exactly_one_source(tmp_path):
+    f = tmp_path / "m.tflite"
+    f.write_bytes(b"\0\0\0\0TFL3")
+    with pytest.raises(ConfigError, match="exactly one of"):
+        parse_model({"description": "x", "tflite": "m.tflite", "onnx": "m.onnx"}, str(tmp_path / "m.yaml"), "m")
+    with pytest.raises(ConfigError, match="tflite: file not found"):
+        parse_model({"description": "x", "tflite": "none.tflite"}, str(tmp_path / "m.yaml"), "m")
+    m = parse_model({"description": "x", "tflite": "m.tflite"}, str(tmp_path / "m.yaml"), "m")
+    assert m["tflite"] == str(f) and m["drop_final_softmax"] is False
+
+
+def test_not_a_flatbuffer_is_one_line(tmp_path):
+    f = tmp_path / "bad.tflite"
+    f.write_bytes(b"not a model at all")
+    from tessera.errors import FrontendError
+    with pytest.raises(FrontendError, match="not a TFLite flatbuffer"):
+        import_tflite(str(f), "bad")
+
+
+# ---- the MLPerf Tiny models against the interpreter -------------------------------
+
+@pytest.mark.parametrize("name", sorted(MLPERF))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mlperf_every_tensor_equals_interpreter(name, seed):
+    path = mlperf(name)
+    graph, weights = import_tflite(path, name, drop_final_softmax=True)
+    inputs = golden.random_input(graph, seed)
+    values = golden.run(graph, weights, inputs)
+    result = tflitecheck.compare(path, graph, values, inputs)
+    assert result["tensors"] == len(graph.layers) + 1
+    bad = [r for r in result["compared"] if not r["equal"]]
+    assert not bad, bad[:2]
+
+
+def test_softmax_without_drop_is_one_line_error(tmp_path):
+    path = mlperf("kws")
+    yaml = tmp_path / "kws.yaml"
+    yaml.write_text(f"description: kws\ntflite: {path}\n")
+    res = scons("target=host", f"model={yaml}", out=str(tmp_path / "out"))
+    line = one_error(res)
+    assert "operator 12 (SOFTMAX)" in line and "kws_ref_model.tflite" in line
+
+
+def test_mlperf_ad_firmware_on_host(tmp_path):
+    mlperf("ad01")
+    out = str(tmp_path / "out")
+    scons("target=host", "model=examples/mlperf_tiny/ad01.yaml", out=out, check=True)
+    rep = report(out, "host", "ad01")
+    assert rep["verdict"] == "pass"
+    assert rep["tflite"]["every_tensor_equal"] is True
+    assert rep["tflite"]["kernels"] == "BUILTIN_REF"
+    assert rep["tflite"]["interpreter"].startswith("ai-edge-litert ")
