@@ -206,8 +206,9 @@ class Rq:
 
 
 @st.composite
-def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1):
-    """Per-tensor or per-channel, either rounding, with multipliers either
+def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1, tflite=False):
+    """Per-tensor or per-channel, any rounding (TFLite's with tflite=True:
+    the reference kernels implement it, the other libraries leave it to them), with multipliers either
     anywhere (mostly saturating outputs) or scaled to acc_max so that outputs
     land inside [-128, 127] (the realistic case)."""
     if per_channel is None:
@@ -233,8 +234,15 @@ def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1):
     hi = draw(st.integers(lo, 127))
     if draw(st.booleans()):
         lo, hi = -128, 127
-    return Rq(mul, add, shift, int(per_channel), draw(st.integers(-128, 127)), lo, hi,
-              draw(st.sampled_from(["half_up", "floor"])))
+    roundings = ["half_up", "floor"]
+    if tflite and acc_max < 2**31:
+        roundings.append("tflite")   # TFLite's two roundings need int32 accumulators
+    rounding = draw(st.sampled_from(roundings))
+    if rounding == "tflite":
+        # no additive term; a left shift (shift < 31) only where acc << (31 - shift) stays int32
+        add = None
+        shift = [s if max(acc_max, 1) << max(0, 31 - s) < 2**31 else 31 for s in shift]
+    return Rq(mul, add, shift, int(per_channel), draw(st.integers(-128, 127)), lo, hi, rounding)
 
 
 def int8s(rng, shape):
@@ -390,10 +398,10 @@ def draw_bias(draw, rng, n):
     return rng.integers(-2**20, 2**20, size=n).astype(np.int32)
 
 
-def draw_rq(draw, acc, channels, **kw):
+def draw_rq(draw, acc, channels, tflite=False, **kw):
     if draw(st.integers(0, 3)) == 0:
         return None      # int32 accumulator output
-    return draw(requants(channels, int(np.abs(acc).max(initial=0)), **kw))
+    return draw(requants(channels, int(np.abs(acc).max(initial=0)), **kw, tflite=tflite))
 
 
 @st.composite
@@ -406,7 +414,7 @@ def conv_cases(draw):
     off = draw(OFFSETS)
     acc = ops.conv2d(x, w, bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
     assert acc.shape == (g["out_h"], g["out_w"], out_c)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     patch = g["kh"] * g["kw"] * in_c
     # no scratch, too small for two pixels (direct loop), exactly two, more
@@ -432,7 +440,7 @@ def depthwise_cases(draw):
     off = draw(OFFSETS)
     acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (g["kh"], g["kw"]),
                         (g["sh"], g["sw"]), g["pad"])
-    rq = draw_rq(draw, acc, ch)
+    rq = draw_rq(draw, acc, ch, tflite=True)
     expected, dtype = finish(acc, rq)
     # scratch is not needed; passing some must not change anything
     sb = draw(st.sampled_from([0, g["kh"] * g["kw"]]))
@@ -459,7 +467,7 @@ def pointwise_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(OFFSETS)
     acc = ops.pointwise(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     build = conv_builder(x, w, bias, expected.shape, ONE, off, rq)
     return Case("tsr_pointwise", build, expected, dtype, share_pixels), draw(NCORES), rng
@@ -481,7 +489,7 @@ def linear_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(OFFSETS)
     acc = ops.linear(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     g = dict(ONE, kh=h, kw=wd)     # linear reads neither; pass something plausible
     build = conv_builder(x, w, bias, expected.shape, g, off, rq)
@@ -536,7 +544,7 @@ def avgpool_cases(draw):
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     off = draw(OFFSETS)
     acc = ops.avgpool_sum(x, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]))
-    rq = draw(requants(ch, int(np.abs(acc).max(initial=0))))
+    rq = draw(requants(ch, int(np.abs(acc).max(initial=0)), tflite=True))
     expected, dtype = finish(acc, rq)
     build = pool_builder(x, expected.shape, g, off, rq)
     return Case("tsr_avgpool", build, expected, dtype, share_rows), draw(NCORES), rng
@@ -882,7 +890,7 @@ def int32_pool_cases(draw):
     else:
         off = 0
         acc = ops.avgpool_sum(x, off, kern, strd)
-        rq = draw(st.one_of(st.none(), requants(ch, int(np.abs(acc).max(initial=0)))))
+        rq = draw(st.one_of(st.none(), requants(ch, int(np.abs(acc).max(initial=0)), tflite=True)))
         expected, dtype = finish(acc, rq)
     inner = pool_builder(x.view(np.int8), expected.shape, g, off, rq)
 
@@ -953,7 +961,7 @@ def matmul_cases(draw):
     acc = ops.matmul(a, b, offs)
     kind = draw(st.sampled_from(["channel", "batch", "element", "none"]))
     if kind == "channel":
-        rq = draw(requants(n, int(np.abs(acc).max(initial=0))))
+        rq = draw(requants(n, int(np.abs(acc).max(initial=0)), tflite=True))
     elif kind in ("batch", "element"):
         assume(bt > 1 or kind == "element" and m > 1)
         shape = (bt, 1, 1) if kind == "batch" else param_shape(draw, bt, m, n)
