@@ -40,6 +40,20 @@ def _stamp(path):
         return None
 
 
+def _fresh(stamp, step, key, paths):
+    """True when `step` ran with `key` and every file it wrote still holds
+    the bytes it wrote (a truncated or edited output reruns the step)."""
+    if stamp.get(step) != key:
+        return False
+    digests = stamp.get(step + "_outputs", {})
+    return all(os.path.exists(p) and digests.get(os.path.basename(p)) == canon.file_digest(p) for p in paths)
+
+
+def _record(stamp, step, key, paths):
+    stamp[step] = key
+    stamp[step + "_outputs"] = {os.path.basename(p): canon.file_digest(p) for p in paths}
+
+
 def model_onnx(model, cache_dir, log):
     """Path of the quantized ONNX for a model YAML (built by tessera.zoo and
     cached by its parameters when the model is generated)."""
@@ -94,7 +108,8 @@ def prepare(model, outdir, cache_dir, log=print):
         input_types = ref.input_types(frontend.input_names(onnx_path))
         fe_data["input_types"] = input_types
     fe_key = canon.digest(fe_data)
-    if stamp.get("frontend") != fe_key or not all(os.path.exists(paths[k]) for k in ("graph", "weights")):
+    fe_outputs = [paths["graph"], paths["weights"]]
+    if not _fresh(stamp, "frontend", fe_key, fe_outputs):
         log(f"importing {os.path.basename(onnx_path)}")
         if model.get("tflite"):
             graph, weights = import_tflite(onnx_path, model["name"], model["drop_final_softmax"])
@@ -103,7 +118,7 @@ def prepare(model, outdir, cache_dir, log=print):
         stamp = {}
         canon.write_json(paths["graph"], graph.to_json())
         canon.save_npz(paths["weights"], weights)
-        stamp["frontend"] = fe_key
+        _record(stamp, "frontend", fe_key, fe_outputs)
         canon.write_json(stamp_path, stamp)
 
     gold_data = {"graph": canon.file_digest(paths["graph"]),
@@ -121,7 +136,8 @@ def prepare(model, outdir, cache_dir, log=print):
         gold_data["tflite_code"] = canon.source_digest("golden")
         wanted.append("tflite")
     gold_key = canon.digest(gold_data)
-    if stamp.get("golden") != gold_key or not all(os.path.exists(paths[k]) for k in wanted):
+    gold_outputs = [paths[k] for k in wanted]
+    if not _fresh(stamp, "golden", gold_key, gold_outputs):
         log("running the golden model")
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         weights = canon.load_npz(paths["weights"])
@@ -138,7 +154,8 @@ def prepare(model, outdir, cache_dir, log=print):
             log("checking every tensor against the TFLite interpreter")
             result = tflitecheck.compare(onnx_path, graph, values, inputs)
             canon.write_json(paths["tflite"], result)
+            # no stamp on a disagreement: the next build checks (and fails) again
             tflitecheck.check(model["name"], onnx_path, result)
-        stamp["golden"] = gold_key
+        _record(stamp, "golden", gold_key, gold_outputs)
         canon.write_json(stamp_path, stamp)
     return paths
