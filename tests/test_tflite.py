@@ -124,3 +124,54 @@ def test_mlperf_ad_firmware_on_host(tmp_path):
     assert rep["tflite"]["every_tensor_equal"] is True
     assert rep["tflite"]["kernels"] == "BUILTIN_REF"
     assert rep["tflite"]["interpreter"].startswith("ai-edge-litert ")
+
+
+# ---- small models from TensorFlow's converter (tests/data/tflite, tools/tflite_models.py) ----
+
+SMALL = os.path.join(ROOT, "tests", "data", "tflite")
+CONVERTED = ("convs", "residual", "pad_pool")
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_converted_every_tensor_equals_interpreter(name, seed):
+    path = os.path.join(SMALL, name + ".tflite")
+    graph, weights = import_tflite(path, name)
+    inputs = golden.random_input(graph, seed)
+    values = golden.run(graph, weights, inputs)
+    result = tflitecheck.compare(path, graph, values, inputs)
+    bad = [r for r in result["compared"] if not r["equal"]]
+    assert result["tensors"] == len(graph.layers) + 1 and not bad, bad[:2]
+
+
+def test_converted_lowering():
+    ops_of = {n: [l.op for l in import_tflite(os.path.join(SMALL, n + ".tflite"), n)[0].layers] for n in CONVERTED}
+    # QUANTIZE/DEQUANTIZE are the edges, PAD folds, RESHAPE aliases, the
+    # depth multiplier 2 is a conv2d
+    assert ops_of["convs"] == ["conv2d", "depthwise", "conv2d", "pointwise", "conv2d", "avgpool", "linear", "linear"]
+    assert ops_of["residual"] == ["conv2d", "conv2d", "pointwise", "add", "maxpool", "conv2d", "add", "avgpool",
+                                  "linear"]
+    # the PAD a max pool reads is a depthwise identity
+    assert ops_of["pad_pool"] == ["conv2d", "depthwise", "maxpool", "depthwise", "linear"]
+
+
+@pytest.mark.parametrize("name,line", [
+    ("unsupported_mul", "operator 1 (MUL): not supported by tessera's TFLite import"),
+    ("unsupported_dilated", "operator 0 (CONV_2D): dilation 2x2 (tessera's kernels have no dilated convolution"),
+])
+def test_unsupported_is_one_line(tmp_path, name, line):
+    yaml = tmp_path / f"{name}.yaml"
+    yaml.write_text(f"description: {name}\ntflite: {os.path.join(SMALL, name + '.tflite')}\n")
+    res = scons("target=host", f"model={yaml}", out=str(tmp_path / "out"))
+    err = one_error(res)
+    assert line in err and f"{name}.tflite" in err
+
+
+def test_converted_firmware_on_host(tmp_path):
+    out = str(tmp_path / "out")
+    for name in CONVERTED:
+        yaml = tmp_path / f"{name}.yaml"
+        yaml.write_text(f"description: {name}\ntflite: {os.path.join(SMALL, name + '.tflite')}\n")
+        scons("target=host", f"model={yaml}", out=out, check=True)
+        rep = report(out, "host", name)
+        assert rep["verdict"] == "pass" and rep["tflite"]["every_tensor_equal"] is True

@@ -288,6 +288,8 @@ class TfliteParser:
                 if len(ops) != 1 or m.opcode(sg.Operators(ops[0])) != "QUANTIZE":
                     raise FrontendError(self.path, f"input {t} ({m.name(t)!r}) is float and not only quantized",
                                         "give an int8 model, or one whose float input goes into a single QUANTIZE")
+                q_out = int(sg.Operators(ops[0]).OutputsAsNumpy()[0])
+                inputs.append(self.act_tensor(q_out, ops[0], "QUANTIZE"))
                 continue
             inputs.append(self.act_tensor(t, -1, "input"))
         handlers = {
