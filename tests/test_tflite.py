@@ -112,7 +112,7 @@ def test_softmax_without_drop_is_one_line_error(tmp_path):
     yaml.write_text(f"description: kws\ntflite: {path}\n")
     res = scons("target=host", f"model={yaml}", out=str(tmp_path / "out"))
     line = one_error(res)
-    assert "operator 12 (SOFTMAX)" in line and "kws_ref_model.tflite" in line
+    assert "operator 12 (SOFTMAX)" in line and "kws_ref_model.tflite" in line and "drop_final_softmax" in line
 
 
 def test_mlperf_ad_firmware_on_host(tmp_path):
@@ -156,7 +156,7 @@ def test_converted_lowering():
 
 
 @pytest.mark.parametrize("name,line", [
-    ("unsupported_mul", "operator 1 (MUL): not supported by tessera's TFLite import"),
+    ("unsupported_mean", "operator 1 (MEAN): not supported by tessera's TFLite import (average over the whole map"),
     ("unsupported_dilated", "operator 0 (CONV_2D): dilation 2x2 (tessera's kernels have no dilated convolution"),
 ])
 def test_unsupported_is_one_line(tmp_path, name, line):
@@ -175,3 +175,22 @@ def test_converted_firmware_on_host(tmp_path):
         scons("target=host", f"model={yaml}", out=out, check=True)
         rep = report(out, "host", name)
         assert rep["verdict"] == "pass" and rep["tflite"]["every_tensor_equal"] is True
+
+
+@pytest.mark.parametrize("name", ["logistic", "logistic_wide", "hard_swish", "hard_swish_wide"])
+def test_activation_tables_equal_interpreter(name):
+    """LOGISTIC and HARD_SWISH tables (TFLite's recipes, for the IR's lut op)
+    against the interpreter on all 256 int8 inputs."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tessera.frontend.tflite_luts import hard_swish_table, logistic_table
+
+    interp = Interpreter(model_path=os.path.join(SMALL, name + ".tflite"),
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    interp.allocate_tensors()
+    d, o = interp.get_input_details()[0], interp.get_output_details()[0]
+    interp.set_tensor(d["index"], np.arange(-128, 128, dtype=np.int8).reshape(d["shape"]))
+    interp.invoke()
+    expected = interp.get_tensor(o["index"]).reshape(-1).tolist()
+    make = logistic_table if name.startswith("logistic") else hard_swish_table
+    (s_in, z_in), (s_out, z_out) = d["quantization"], o["quantization"]
+    assert make(s_in, z_in, s_out, z_out) == expected

@@ -60,11 +60,17 @@ def build(tf, name):
         x = L.Flatten()(x)
         x = L.Dense(4)(x)
         return tf.keras.Model(inp, x), True
-    if name == "unsupported_mul":
-        # MUL (issue 10's operator): tessera names it in one line
+    if name.startswith(("logistic", "hard_swish")):
+        # one activation on all 256 int8 inputs (16x16): its table is
+        # compared with the interpreter; _wide: calibrated on 4x the range
+        x = inp = L.Input((16, 16, 1), batch_size=1)
+        x = L.Activation("sigmoid" if name.startswith("logistic") else "hard_swish")(x)
+        return tf.keras.Model(inp, x), True
+    if name == "unsupported_mean":
+        # GlobalAveragePooling2D converts to MEAN: tessera names it in one line
         x = inp = L.Input((4, 4, 4), batch_size=1)
         x = L.Conv2D(4, 1)(x)
-        x = L.Multiply()([x, x])
+        x = L.GlobalAveragePooling2D()(x)
         return tf.keras.Model(inp, x), True
     if name == "unsupported_dilated":
         x = inp = L.Input((9, 9, 2), batch_size=1)
@@ -73,17 +79,19 @@ def build(tf, name):
     raise SystemExit(f"unknown model {name}")
 
 
-# the first three cover every supported operator; the last two are errors
-MODELS = ("convs", "residual", "pad_pool", "unsupported_mul", "unsupported_dilated")
+# the first three cover every supported operator; the tables of the next
+# four are checked; the last two are errors
+MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
+          "unsupported_mean", "unsupported_dilated")
 
 
-def convert(tf, model, int8_io, seed):
+def convert(tf, model, int8_io, seed, spread=1.0):
     rng = np.random.default_rng(seed)
     shape = [1] + list(model.input_shape[1:])
 
     def data():
         for _ in range(16):
-            yield [rng.standard_normal(shape).astype(np.float32)]
+            yield [(spread * rng.standard_normal(shape)).astype(np.float32)]
 
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -105,7 +113,7 @@ def main(argv):
     for i, name in enumerate(MODELS):
         tf.keras.utils.set_random_seed(i)
         model, int8_io = build(tf, name)
-        blob = convert(tf, model, int8_io, seed=i)
+        blob = convert(tf, model, int8_io, seed=i, spread=4.0 if name.endswith("_wide") else 1.0)
         path = os.path.join(argv[1], name + ".tflite")
         with open(path, "wb") as f:
             f.write(blob)

@@ -34,6 +34,12 @@ TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7:
 SAME, VALID = 0, 1
 ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
 ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
+HINTS = {
+    "MEAN": "average over the whole map with AVERAGE_POOL_2D instead (Keras AveragePooling2D rather than "
+            "GlobalAveragePooling2D); see docs/tflite.md",
+    "SOFTMAX": "for a SOFTMAX at the model's output, `drop_final_softmax: true` in the model YAML ends the "
+               "network at its logits; see docs/tflite.md",
+}
 
 
 def _tflite():
@@ -296,6 +302,7 @@ class TfliteParser:
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
             "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -304,8 +311,8 @@ class TfliteParser:
             if name == "SOFTMAX" and self.drop_final_softmax:
                 handler = self.final_softmax
             if handler is None:
-                self.fail(i, name, "not supported by tessera's TFLite import",
-                          "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
+                hint = HINTS.get(name, "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
+                self.fail(i, name, "not supported by tessera's TFLite import", hint)
             handler(i, name, op, [int(t) for t in op.InputsAsNumpy()], [int(t) for t in op.OutputsAsNumpy()])
         self.b.inputs = inputs
         outputs = []
@@ -537,6 +544,73 @@ class TfliteParser:
         y = self.act_tensor(outs[0], i, opname)
         self.b.pad_int(f"pad_{i}", x, y, pad, value, "half_up", f"{self.path}: operator {i} ({opname})",
                        sources=[f"{i}:{opname}"])
+
+    # ---- operators on the IR ops of issue 10 (lut, mul, concat) --------------
+
+    def _needs(self, i, opname, irop):
+        from .. import ir
+        if irop not in ir.OPS:
+            self.fail(i, opname, f"needs the IR's `{irop}` operator, which this tessera does not have yet",
+                      "see docs/tflite.md")
+
+    def lut(self, i, opname, op, ins, outs):
+        """LOGISTIC and HARD_SWISH: int8 -> int8 tables of TFLite's recipe."""
+        from ..ir import Layer
+        from .tflite_luts import hard_swish_table, logistic_table
+        self._needs(i, opname, "lut")
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        s_in, z_in = self.scale_zp(ins[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        make = logistic_table if opname == "LOGISTIC" else hard_swish_table
+        try:
+            table = make(s_in, z_in, s_out, z_out)
+        except ValueError as err:
+            self.fail(i, opname, str(err))
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="lut", inputs=[x], output=y,
+                      table=table, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def mul(self, i, opname, op, ins, outs):
+        """MUL: (a - zp_a) * (b - zp_b), requantized as TFLite's mul.cc
+        (multiplier s_a * s_b / s_y in double, two roundings); size-1 axes broadcast."""
+        from ..ir import Layer, Requant
+        self._needs(i, opname, "mul")
+        o = self.m.options(op, "MulOptions")
+        a = self.spatial_input(ins[0], i, opname)
+        b = self.spatial_input(ins[1], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        sa, za = self.scale_zp(ins[0], i, opname)
+        sb, zb = self.scale_zp(ins[1], i, opname)
+        so, _ = self.scale_zp(outs[0], i, opname)
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
+        rq = self.requant([float(sa) * float(sb) / float(so)], y, lo, hi, i, opname)
+        layer = Layer(name=self.b.layer_name(f"mul_{i}"), op="mul", inputs=[a, b], output=y,
+                      in_offset=[-za, -zb], requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def concat(self, i, opname, op, ins, outs):
+        """CONCATENATION of int8 tensors sharing the output's quantization (as
+        TFLite requires for int8): a copy."""
+        from ..ir import Layer, Requant
+        self._needs(i, opname, "concat")
+        o = self.m.options(op, "ConcatenationOptions")
+        xs = [self.spatial_input(t, i, opname) for t in ins]
+        y = self.act_tensor(outs[0], i, opname)
+        for t in ins:
+            self._same_quant(i, opname, t, outs[0])
+        rank = len(self.m.shape(outs[0]))
+        axis = o.Axis() + rank if o.Axis() < 0 else o.Axis()
+        hwc_axis = axis - (rank - 3)
+        if rank != 4 or not 0 <= hwc_axis <= 2:
+            self.fail(i, opname, f"concatenation along axis {o.Axis()} of a rank-{rank} tensor",
+                      "concatenate NHWC tensors along H, W or C")
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
+        rq = Requant(mul=[1], add=[0], shift=[0], rounding="half_up", zero_point=0, lo=lo, hi=hi)
+        layer = Layer(name=self.b.layer_name(f"concatenation_{i}"), op="concat", inputs=xs, output=y,
+                      axis=hwc_axis, in_mul=[1] * len(xs), in_offset=[0] * len(xs), requant=rq,
+                      source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
 
     def final_softmax(self, i, opname, op, ins, outs):
         """drop_final_softmax: the network ends at the SOFTMAX's input (the
