@@ -194,3 +194,60 @@ def test_activation_tables_equal_interpreter(name):
     make = logistic_table if name.startswith("logistic") else hard_swish_table
     (s_in, z_in), (s_out, z_out) = d["quantization"], o["quantization"]
     assert make(s_in, z_in, s_out, z_out) == expected
+
+
+def test_issue10_recipes_equal_interpreter():
+    """MUL (same shape and broadcast), CONCATENATION, LOGISTIC and HARD_SWISH
+    as tessera lowers them (the multiplier of frontend.tflite, the tables of
+    tflite_luts), each computed from the interpreter's own inputs to the
+    operator and compared with its output: the recipes, before issue 10's
+    IR ops run them."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tessera.frontend.tflite_luts import hard_swish_table, logistic_table
+
+    interp = Interpreter(model_path=os.path.join(SMALL, "issue10_ops.tflite"), experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    interp.allocate_tensors()
+    d = interp.get_input_details()[0]
+    interp.set_tensor(d["index"], np.random.default_rng(0).integers(-128, 128, size=d["shape"]).astype(np.int8))
+    interp.invoke()
+    quant = {t["index"]: t["quantization"] for t in interp.get_tensor_details()}
+    seen = set()
+    for op in interp._get_ops_details():
+        name, ins, out = op["op_name"], [int(i) for i in op["inputs"]], int(op["outputs"][0])
+        xs = [interp.get_tensor(i).astype(np.int64) for i in ins]
+        (so, zo) = quant[out]
+        if name in ("LOGISTIC", "HARD_SWISH"):
+            (si, zi) = quant[ins[0]]
+            table = np.array((logistic_table if name == "LOGISTIC" else hard_swish_table)(si, zi, so, zo))
+            got = table[xs[0] + 128]
+        elif name == "MUL":
+            (sa, za), (sb, zb) = quant[ins[0]], quant[ins[1]]
+            m, s = quantize_multiplier(float(sa) * float(sb) / float(so))
+            got = np.clip(ops.tflite_multiply((xs[0] - za) * (xs[1] - zb), m, s) + zo, -128, 127)
+        elif name == "CONCATENATION":
+            assert all(quant[i] == quant[out] for i in ins)   # int8 concatenation is a copy
+            got = np.concatenate(xs, axis=-1)
+        else:
+            continue
+        seen.add(name)
+        assert np.array_equal(got, interp.get_tensor(out)), name
+    assert seen == {"LOGISTIC", "HARD_SWISH", "MUL", "CONCATENATION"}
+
+
+def test_issue10_ops_model():
+    """With issue 10's IR ops, every tensor of the model equals the
+    interpreter's; without them, the one-line error names the operator."""
+    from tessera import ir
+    from tessera.errors import FrontendError
+
+    path = os.path.join(SMALL, "issue10_ops.tflite")
+    if not {"lut", "mul", "concat"} <= set(ir.OPS):
+        with pytest.raises(FrontendError, match=r"operator 1 \(HARD_SWISH\): needs the IR's `lut` operator"):
+            import_tflite(path, "issue10_ops")
+        return
+    graph, weights = import_tflite(path, "issue10_ops")
+    inputs = golden.random_input(graph, 0)
+    values = golden.run(graph, weights, inputs)
+    result = tflitecheck.compare(path, graph, values, inputs)
+    assert result["equal"], [r for r in result["compared"] if not r["equal"]][:2]
