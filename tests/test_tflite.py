@@ -129,7 +129,7 @@ def test_mlperf_ad_firmware_on_host(tmp_path):
 # ---- small models from TensorFlow's converter (tests/data/tflite, tools/tflite_models.py) ----
 
 SMALL = os.path.join(ROOT, "tests", "data", "tflite")
-CONVERTED = ("convs", "residual", "pad_pool")
+CONVERTED = ("convs", "residual", "pad_pool", "mean")
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -153,10 +153,13 @@ def test_converted_lowering():
                                   "linear"]
     # the PAD a max pool reads is a depthwise identity
     assert ops_of["pad_pool"] == ["conv2d", "depthwise", "maxpool", "depthwise", "linear"]
+    # MEAN over H and W (with and without keep_dims) and a standalone RELU
+    # are average pools; the ADD reads a RESHAPE to a vector
+    assert ops_of["mean"] == ["conv2d", "avgpool", "avgpool", "avgpool", "add", "linear"]
 
 
 @pytest.mark.parametrize("name,line", [
-    ("unsupported_mean", "operator 1 (MEAN): not supported by tessera's TFLite import (average over the whole map"),
+    ("unsupported_tanh", "operator 1 (TANH): not supported by tessera's TFLite import (supported: ADD,"),
     ("unsupported_dilated", "operator 0 (CONV_2D): dilation 2x2 (tessera's kernels have no dilated convolution"),
 ])
 def test_unsupported_is_one_line(tmp_path, name, line):

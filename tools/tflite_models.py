@@ -79,11 +79,21 @@ def build(tf, name):
         x = L.Concatenate(axis=-1)([x, b])
         x = L.Multiply()([x, x])
         return tf.keras.Model(inp, x), True
-    if name == "unsupported_mean":
-        # GlobalAveragePooling2D converts to MEAN: tessera names it in one line
+    if name == "mean":
+        # GlobalAveragePooling2D converts to MEAN (rescaled), reduce_mean with keepdims too
+        x = inp = L.Input((7, 5, 6), batch_size=1)
+        x = L.Conv2D(8, 3, padding="same")(x)
+        a = L.GlobalAveragePooling2D()(x)
+        b = L.Lambda(lambda t: tf.reduce_mean(t, axis=[1, 2], keepdims=True))(L.ReLU()(x))
+        b = L.Reshape((8,))(b)
+        x = L.Add()([a, b])
+        x = L.Dense(3)(x)
+        return tf.keras.Model(inp, x), True
+    if name == "unsupported_tanh":
+        # TANH: tessera names it in one line
         x = inp = L.Input((4, 4, 4), batch_size=1)
         x = L.Conv2D(4, 1)(x)
-        x = L.GlobalAveragePooling2D()(x)
+        x = L.Activation("tanh")(x)
         return tf.keras.Model(inp, x), True
     if name == "unsupported_dilated":
         x = inp = L.Input((9, 9, 2), batch_size=1)
@@ -95,7 +105,7 @@ def build(tf, name):
 # the first three cover every supported operator; the tables of the next
 # four are checked; then two errors; the last needs issue 10's IR ops
 MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
-          "unsupported_mean", "unsupported_dilated", "issue10_ops")
+          "unsupported_tanh", "unsupported_dilated", "issue10_ops", "mean")
 
 
 def convert(tf, model, int8_io, seed, spread=1.0):

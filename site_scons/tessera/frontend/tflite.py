@@ -35,8 +35,6 @@ SAME, VALID = 0, 1
 ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
 ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
 HINTS = {
-    "MEAN": "average over the whole map with AVERAGE_POOL_2D instead (Keras AveragePooling2D rather than "
-            "GlobalAveragePooling2D); see docs/tflite.md",
     "SOFTMAX": "for a SOFTMAX at the model's output, `drop_final_softmax: true` in the model YAML ends the "
                "network at its logits; see docs/tflite.md",
 }
@@ -149,6 +147,8 @@ class _Model:
 
 def hwc(shape):
     """TFLite activation shape (batch 1) -> [H, W, C], or None."""
+    if len(shape) == 1:
+        return [1, 1, shape[0]]     # a vector (a RESHAPE to [N])
     if not shape or shape[0] != 1:
         return None
     rest = shape[1:]
@@ -303,6 +303,7 @@ class TfliteParser:
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
             "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
             "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
+            "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -480,6 +481,45 @@ class TfliteParser:
         rq = Requant(mul=[n], add=[0], shift=[0], rounding="tflite_div", zero_point=0, lo=lo, hi=hi)
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="avgpool", inputs=[x], output=y,
                       kernel=list(geo["kernel"]), stride=list(geo["stride"]), input_offset=0,
+                      requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def relu(self, i, opname, op, ins, outs):
+        """A RELU that could not be fused: TFLite's ReluX rescales
+        (x - zp_in) by s_in / s_out (two roundings) and clamps: a 1x1
+        average pool, rounding "tflite"."""
+        from ..ir import Layer
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        act = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}[opname]
+        lo, hi = self.clamp(outs[0], act, i, opname)
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        rq = self.requant([float(s_in) / float(s_out)], y, lo, hi, i, opname)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="avgpool", inputs=[x], output=y,
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def mean(self, i, opname, op, ins, outs):
+        """MEAN over H and W (GlobalAveragePooling2D): the reference kernel
+        sums (x - zp_in) and requantizes the sum once with s_in / (s_out * n)
+        (two roundings): an average pool over the whole map, rounding "tflite"."""
+        from ..ir import Layer
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        axes = self.m.data(ins[1])
+        rank = len(self.m.shape(ins[0]))
+        if axes is None or rank != 4 or sorted(int(a) % 4 for a in axes.reshape(-1)) != [1, 2]:
+            self.fail(i, opname, f"mean over axes {None if axes is None else axes.reshape(-1).tolist()}",
+                      "tessera lowers a MEAN over height and width (global average pooling)")
+        h, w, c = self.b.tensors[x].shape
+        if self.b.tensors[y].size != c:
+            self.fail(i, opname, f"output shape {self.m.shape(outs[0])} for a {c}-channel mean")
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        rq = self.requant([float(s_in) / (float(s_out) * (h * w))], y, -128, 127, i, opname)
+        layer = Layer(name=self.b.layer_name(f"mean_{i}"), op="avgpool", inputs=[x], output=y,
+                      kernel=[h, w], stride=[1, 1], input_offset=-self.b.stored_zero_point(x),
                       requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
