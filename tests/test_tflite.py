@@ -254,3 +254,24 @@ def test_issue10_ops_model():
     values = golden.run(graph, weights, inputs)
     result = tflitecheck.compare(path, graph, values, inputs)
     assert result["equal"], [r for r in result["compared"] if not r["equal"]][:2]
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target,tools", [("stm32h7", ("arm-none-eabi-gcc", "qemu-system-arm")),
+                                          ("gap8", ("riscv64-unknown-elf-gcc", "qemu-system-riscv32"))])
+def test_converted_firmware_under_qemu(tmp_path, target, tools):
+    """The CMSIS-NN-style and PULP-NN-style libraries hand the layers with
+    TFLite's roundings to the reference kernels and keep their own for the
+    rest (FULLY_CONNECTED rounds half up): bit-exact either way."""
+    import shutil
+
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    out = str(tmp_path / "out")
+    for name in ("residual", "mean"):
+        yaml = tmp_path / f"{name}.yaml"
+        yaml.write_text(f"description: {name}\ntflite: {os.path.join(SMALL, name + '.tflite')}\n")
+        scons(f"target={target}", f"model={yaml}", out=out, check=True)
+        rep = report(out, target, name)
+        assert rep["verdict"] == "pass" and rep["tflite"]["every_tensor_equal"] is True
