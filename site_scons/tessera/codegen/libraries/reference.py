@@ -25,11 +25,8 @@ def reference_only(layer, graph):
     The other libraries' adapters give such layers to their fallback."""
     if layer.op == "matmul":
         return "a product of two activations"
-    if layer.requant is not None and layer.requant.rounding in ("tflite", "tflite_div"):
-        # TFLite's two-rounding requantization, rounded average and rescaled add
-        return f"TFLite's {layer.requant.rounding} arithmetic"
     if layer.in_shift:
-        return "TFLite's add"
+        return "TFLite's add (each input rescaled)"
     if requant_plane(layer) or bias_plane(layer):
         return "parameters per output element"
     if any(graph.tensor(name).dtype == "int32" for name in layer.inputs):
