@@ -25,7 +25,9 @@ import math
 
 import numpy as np
 
+from .. import ir
 from ..errors import FrontendError
+from ..ir import Layer, Requant
 from .builder import Builder
 
 # schema.fbs enums (TensorType, Padding, ActivationFunctionType)
@@ -271,7 +273,6 @@ class TfliteParser:
             m, s = quantize_multiplier(float(r))
             muls.append(m)
             shifts.append(s)
-        from ..ir import Requant
         return Requant(mul=muls, add=[0], shift=shifts, rounding=rounding,
                        zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
 
@@ -364,7 +365,6 @@ class TfliteParser:
 
     def _conv_layer(self, i, opname, x, y, w, w_scales, ins, outs, geo, act, co):
         """w [Co, kh, kw, Ci]; TFLite's per-channel multipliers in double."""
-        from ..ir import Layer
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
         ratios = [float(s_in) * float(ws) / float(s_out) for ws in w_scales]
@@ -392,7 +392,6 @@ class TfliteParser:
             self.fail(i, opname, f"output shape {self.b.tensors[y].shape}, the geometry gives {want}")
 
     def depthwise(self, i, opname, op, ins, outs):
-        from ..ir import Layer
         o = self.m.options(op, "DepthwiseConv2DOptions")
         x, pad_in = self._conv_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
@@ -425,7 +424,6 @@ class TfliteParser:
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
     def fully_connected(self, i, opname, op, ins, outs):
-        from ..ir import Layer
         o = self.m.options(op, "FullyConnectedOptions")
         if o is not None and o.WeightsFormat() != 0:
             self.fail(i, opname, "shuffled weights format", "use the DEFAULT weights format")
@@ -466,7 +464,6 @@ class TfliteParser:
             self.fail(i, opname, "input and output quantization differ", "TFLite requires them equal here")
 
     def avgpool(self, i, opname, op, ins, outs):
-        from ..ir import Layer, Requant
         o = self.m.options(op, "Pool2DOptions")
         x = self.spatial_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
@@ -488,7 +485,6 @@ class TfliteParser:
         """A RELU that could not be fused: TFLite's ReluX rescales
         (x - zp_in) by s_in / s_out (two roundings) and clamps: a 1x1
         average pool, rounding "tflite"."""
-        from ..ir import Layer
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         act = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}[opname]
@@ -504,7 +500,6 @@ class TfliteParser:
         """MEAN over H and W (GlobalAveragePooling2D): the reference kernel
         sums (x - zp_in) and requantizes the sum once with s_in / (s_out * n)
         (two roundings): an average pool over the whole map, rounding "tflite"."""
-        from ..ir import Layer
         x = self.spatial_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         axes = self.m.data(ins[1])
@@ -537,7 +532,6 @@ class TfliteParser:
                        f"{self.path}: operator {i} ({opname})", sources=[f"{i}:{opname}"])
 
     def add(self, i, opname, op, ins, outs):
-        from ..ir import Layer, Requant
         o = self.m.options(op, "AddOptions")
         a = self.spatial_input(ins[0], i, opname)
         b = self.spatial_input(ins[1], i, opname)
@@ -588,15 +582,13 @@ class TfliteParser:
     # ---- operators on the IR ops of issue 10 (lut, mul, concat) --------------
 
     def _needs(self, i, opname, irop):
-        from .. import ir
         if irop not in ir.OPS:
             self.fail(i, opname, f"needs the IR's `{irop}` operator, which this tessera does not have yet",
                       "see docs/tflite.md")
 
     def lut(self, i, opname, op, ins, outs):
         """LOGISTIC and HARD_SWISH: int8 -> int8 tables of TFLite's recipe."""
-        from ..ir import Layer
-        from .tflite_luts import hard_swish_table, logistic_table
+        from .tflite_luts import hard_swish_table, logistic_table   # imports this module
         self._needs(i, opname, "lut")
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
@@ -614,7 +606,6 @@ class TfliteParser:
     def mul(self, i, opname, op, ins, outs):
         """MUL: (a - zp_a) * (b - zp_b), requantized as TFLite's mul.cc
         (multiplier s_a * s_b / s_y in double, two roundings); size-1 axes broadcast."""
-        from ..ir import Layer, Requant
         self._needs(i, opname, "mul")
         o = self.m.options(op, "MulOptions")
         a = self.spatial_input(ins[0], i, opname)
@@ -632,7 +623,6 @@ class TfliteParser:
     def concat(self, i, opname, op, ins, outs):
         """CONCATENATION of int8 tensors sharing the output's quantization (as
         TFLite requires for int8): a copy."""
-        from ..ir import Layer, Requant
         self._needs(i, opname, "concat")
         o = self.m.options(op, "ConcatenationOptions")
         xs = [self.spatial_input(t, i, opname) for t in ins]
@@ -671,7 +661,6 @@ class TfliteParser:
         self.alias[outs[0]] = x
 
     def quantize(self, i, opname, op, ins, outs):
-        from ..ir import Layer
         if self.m.type(ins[0]) == FLOAT32:
             if ins[0] not in [int(t) for t in self.m.sg.InputsAsNumpy()]:
                 self.fail(i, opname, "quantizes a float tensor inside the network",
