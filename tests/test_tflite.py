@@ -275,3 +275,28 @@ def test_converted_firmware_under_qemu(tmp_path, target, tools):
         scons(f"target={target}", f"model={yaml}", out=out, check=True)
         rep = report(out, target, name)
         assert rep["verdict"] == "pass" and rep["tflite"]["every_tensor_equal"] is True
+
+
+@pytest.mark.parametrize("name", ["softmax", "kws", "vww", "ic_resnet8"])
+def test_softmax_recipe_equals_interpreter(name):
+    """TFLite's reference int8 SOFTMAX (gemmlowp's exp, reciprocal and
+    rounding shift; tflite_luts.softmax_int8) against the interpreter's, on
+    the interpreter's own SOFTMAX inputs: 40 rows of 10 values (the small
+    model), or the MLPerf classifiers' final SOFTMAX on 10 inputs each."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from tessera.frontend.tflite_luts import softmax_exp_table, softmax_int8
+
+    path = os.path.join(SMALL, "softmax.tflite") if name == "softmax" else mlperf(name)
+    interp = Interpreter(model_path=path, experimental_preserve_all_tensors=True,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    interp.allocate_tensors()
+    op = [o for o in interp._get_ops_details() if o["op_name"] == "SOFTMAX"][0]
+    x_idx, y_idx = int(op["inputs"][0]), int(op["outputs"][0])
+    quant = {t["index"]: t["quantization"] for t in interp.get_tensor_details()}
+    assert quant[y_idx] == (1 / 256, -128)
+    table = softmax_exp_table(1.0, quant[x_idx][0])   # Keras' softmax: beta 1
+    d = interp.get_input_details()[0]
+    for seed in range(40 if name == "softmax" else 10):
+        interp.set_tensor(d["index"], np.random.default_rng(seed).integers(-128, 128, size=d["shape"]).astype(np.int8))
+        interp.invoke()
+        assert np.array_equal(softmax_int8(interp.get_tensor(x_idx), table), interp.get_tensor(y_idx)), seed

@@ -89,6 +89,11 @@ def build(tf, name):
         x = L.Add()([a, b])
         x = L.Dense(3)(x)
         return tf.keras.Model(inp, x), True
+    if name == "softmax":
+        # a SOFTMAX over 10 values, its recipe checked against the interpreter
+        x = inp = L.Input((1, 1, 10), batch_size=1)
+        x = L.Softmax()(x)
+        return tf.keras.Model(inp, x), True
     if name == "unsupported_tanh":
         # TANH: tessera names it in one line
         x = inp = L.Input((4, 4, 4), batch_size=1)
@@ -105,7 +110,7 @@ def build(tf, name):
 # the first three cover every supported operator; the tables of the next
 # four are checked; then two errors; the last needs issue 10's IR ops
 MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
-          "unsupported_tanh", "unsupported_dilated", "issue10_ops", "mean")
+          "unsupported_tanh", "unsupported_dilated", "issue10_ops", "mean", "softmax")
 
 
 def convert(tf, model, int8_io, seed, spread=1.0):
