@@ -161,6 +161,8 @@ def test_converted_lowering():
 @pytest.mark.parametrize("name,line", [
     ("unsupported_tanh", "operator 1 (TANH): not supported by tessera's TFLite import (supported: ADD,"),
     ("unsupported_dilated", "operator 0 (CONV_2D): dilation 2x2 (tessera's kernels have no dilated convolution"),
+    ("unsupported_float", "operator 0 (CONV_2D): a float layer (input 'serving_default_keras_tensor"),
+    ("unsupported_int16", "operator 0 (QUANTIZE): int16 activations ("),
 ])
 def test_unsupported_is_one_line(tmp_path, name, line):
     yaml = tmp_path / f"{name}.yaml"

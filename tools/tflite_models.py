@@ -94,6 +94,10 @@ def build(tf, name):
         x = inp = L.Input((1, 1, 10), batch_size=1)
         x = L.Softmax()(x)
         return tf.keras.Model(inp, x), True
+    if name in ("unsupported_float", "unsupported_int16"):
+        x = inp = L.Input((4, 4, 2), batch_size=1)
+        x = L.Conv2D(4, 3, padding="same", activation="relu")(x)
+        return tf.keras.Model(inp, x), True
     if name == "unsupported_tanh":
         # TANH: tessera names it in one line
         x = inp = L.Input((4, 4, 4), batch_size=1)
@@ -110,10 +114,11 @@ def build(tf, name):
 # the first three cover every supported operator; the tables of the next
 # four are checked; then two errors; the last needs issue 10's IR ops
 MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
-          "unsupported_tanh", "unsupported_dilated", "issue10_ops", "mean", "softmax")
+          "unsupported_tanh", "unsupported_dilated", "issue10_ops", "mean", "softmax",
+          "unsupported_float", "unsupported_int16")
 
 
-def convert(tf, model, int8_io, seed, spread=1.0):
+def convert(tf, model, int8_io, seed, spread=1.0, kind="int8"):
     rng = np.random.default_rng(seed)
     shape = [1] + list(model.input_shape[1:])
 
@@ -122,9 +127,14 @@ def convert(tf, model, int8_io, seed, spread=1.0):
             yield [(spread * rng.standard_normal(shape)).astype(np.float32)]
 
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if kind == "float":
+        return conv.convert()
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = data
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    if kind == "int16":
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+        return conv.convert()
     if int8_io:
         conv.inference_input_type = tf.int8
         conv.inference_output_type = tf.int8
@@ -141,7 +151,8 @@ def main(argv):
     for i, name in enumerate(MODELS):
         tf.keras.utils.set_random_seed(i)
         model, int8_io = build(tf, name)
-        blob = convert(tf, model, int8_io, seed=i, spread=4.0 if name.endswith("_wide") else 1.0)
+        kind = {"unsupported_float": "float", "unsupported_int16": "int16"}.get(name, "int8")
+        blob = convert(tf, model, int8_io, seed=i, spread=4.0 if name.endswith("_wide") else 1.0, kind=kind)
         path = os.path.join(argv[1], name + ".tflite")
         with open(path, "wb") as f:
             f.write(blob)

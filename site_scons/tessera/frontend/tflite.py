@@ -36,6 +36,9 @@ TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7:
 SAME, VALID = 0, 1
 ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
 ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
+INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
+            "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
+            "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
 HINTS = {
     "SOFTMAX": "for a SOFTMAX at the model's output, `drop_final_softmax: true` in the model YAML ends the "
                "network at its logits; see docs/tflite.md",
@@ -203,10 +206,7 @@ class TfliteParser:
         if typ != INT8:
             what = {INT16: "int16 activations", FLOAT32: "a float tensor", UINT8: "uint8 activations"}.get(
                 typ, f"a {TYPE_NAMES.get(typ, typ)} tensor")
-            self.fail(i, opname, f"{what} ({self.m.name(t)!r})",
-                      "tessera imports int8 models: convert with full int8 quantization "
-                      "(converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative dataset, "
-                      "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8])")
+            self.fail(i, opname, f"{what} ({self.m.name(t)!r})", INT8_FIX)
         shape = hwc(self.m.shape(t))
         if shape is None:
             self.fail(i, opname, f"tensor shape {self.m.shape(t)} is not batch-1 NHWC")
@@ -292,7 +292,12 @@ class TfliteParser:
             if m.type(t) == FLOAT32:
                 # a float input quantized by the model's first QUANTIZE: the network starts after it
                 ops = self.consumers.get(t, [])
-                if len(ops) != 1 or m.opcode(sg.Operators(ops[0])) != "QUANTIZE":
+                float_ops = [c for c in ops if m.opcode(sg.Operators(c)) != "QUANTIZE"]
+                if float_ops:
+                    c = float_ops[0]
+                    self.fail(c, m.opcode(sg.Operators(c)), f"a float layer (input {m.name(t)!r} is float32): "
+                              "the model is not quantized", INT8_FIX)
+                if len(ops) != 1:
                     raise FrontendError(self.path, f"input {t} ({m.name(t)!r}) is float and not only quantized",
                                         "give an int8 model, or one whose float input goes into a single QUANTIZE")
                 q_out = int(sg.Operators(ops[0]).OutputsAsNumpy()[0])
