@@ -98,6 +98,7 @@ typedef struct {
     int32_t lo, hi;     /* the clamp before the zero point is added */
     int32_t divisor;    /* > 1: Requant.divisor (see tsr_floor_div_clamp); then shift is 64 + the
                            shift, so the usual path tests nothing more */
+    int32_t rounding;   /* TSR_ROUND_*: TFLite's two take their own path */
 } pnn_rq_t;
 
 static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
@@ -115,6 +116,7 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.divisor = rq->divisor;
     if (p.divisor > 1)
         p.shift += 64;
+    p.rounding = rq->rounding;
     return p;
 }
 
@@ -126,12 +128,31 @@ static __attribute__((noinline, unused)) int32_t pnn_rq_divide(int64_t v, const 
     return tsr_floor_div_clamp(v >> (p->shift - 64), p->divisor, p->lo, p->hi);
 }
 
+/* TFLite's requantization (TSR_ROUND_TFLITE: a doubling high multiply and a
+ * rounding shift; TSR_ROUND_TFLITE_DIV: average pooling's rounded division
+ * by mul), clamped before the zero point like pnn_rq_apply. */
+static inline int8_t pnn_rq_apply_tflite(int32_t acc, const pnn_rq_t *p)
+{
+    int32_t y;
+    if (p->rounding == TSR_ROUND_TFLITE) {
+        y = tsr_tfl_multiply(acc, p->mul, p->shift);
+    } else {
+        int32_t mag = ((acc < 0 ? -acc : acc) + p->mul / 2) / p->mul;
+        y = acc < 0 ? -mag : mag;
+    }
+    if (y < p->lo) y = p->lo;
+    if (y > p->hi) y = p->hi;
+    return (int8_t)(y + p->zero_point);
+}
+
 /* tsr_requantize for an int32 accumulator: a 32x32->64 multiply, and, for
  * the usual shifts of 32 and more, the rest on the high word alone (floor
  * of v / 2^s is floor of (v >> 32) / 2^(s - 32)); the clamp comes before
  * the zero point so no sum can leave int32. */
 static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p)
 {
+    if (p->rounding >= TSR_ROUND_TFLITE)
+        return pnn_rq_apply_tflite(acc, p);
     int64_t v = (int64_t)acc * p->mul + p->add;
     int32_t y;
     if (p->shift >= 32) {

@@ -342,6 +342,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
+    if paths.get("tflite"):
+        # which interpreter checked the golden model, and that every tensor matched
+        tfl = canon.read_json(paths["tflite"])
+        meta["tflite"] = {"interpreter": tfl["interpreter"], "kernels": tfl["kernels"],
+                          "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
     report = env.Command(d("report.json"),
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],

@@ -13,7 +13,9 @@ size); per layer also the kernel function that ran it and its library
 gave the layer to it); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
 differing element) and per layer reference_match where the reference has
-the layer's output (DORY).
+the layer's output (DORY); for a .tflite model, tflite (the interpreter
+and kernels that checked the golden model, tensors compared, every one
+equal).
 """
 
 from ..codegen.libraries import library
@@ -91,6 +93,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+    if meta.get("tflite"):
+        out["tflite"] = meta["tflite"]
     ref = verdict.get("reference")
     if ref is not None:
         out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
