@@ -191,7 +191,7 @@ def kernel_cases(seed=5):
             f"static const tsr_requant_t add_rq = {{add_mul, 0, add_shift, 0, {rq.zero_point}, -128, 127, "
             "TSR_ROUND_HALF_UP, {0, 0, 0}, 0};"]
     setup = (f"static tsr_add_args_t add_args = {{add_a, add_b, add_out, {a.size}, {{{in_mul[0]}, {in_mul[1]}}}, "
-             f"{{{in_offset[0]}, {in_offset[1]}}}, &add_rq, 0, 0, 0}};")
+             f"{{{in_offset[0]}, {in_offset[1]}}}, {{0, 0}}, &add_rq, 0, 0, 0}};")
     cases.append(("add", decl + [setup], "pnn_add", "tsr_add_args_t", expected))
     return cases
 
