@@ -277,6 +277,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             "dma": [dma["name"] for dma in tcfg["dma"]]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
+    if paths.get("ort_check"):
+        meta["ort_check"] = canon.read_json(paths["ort_check"])
     report = env.Command(d("report.json"),
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
