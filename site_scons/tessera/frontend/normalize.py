@@ -57,12 +57,23 @@ class _Graph:
         self.model = model
         self.path = path
         self.g = model.graph
+        # rewrites edit this list (NodeProto objects stay the same objects);
+        # sync() writes it back to the model
+        self.nodes = list(model.graph.node)
         self.refresh()
+
+    def sync(self):
+        nodes = [onnx.NodeProto() for _ in self.nodes]
+        for new, old in zip(nodes, self.nodes):
+            new.CopyFrom(old)
+        del self.g.node[:]
+        self.g.node.extend(nodes)
+        return self.model
 
     def refresh(self):
         self.inits = {i.name: i for i in self.g.initializer}
         self.producer, self.consumers = {}, {}
-        for n in self.g.node:
+        for n in self.nodes:
             for o in n.output:
                 self.producer[o] = n
             for i in n.input:
@@ -97,7 +108,7 @@ class _Graph:
 
     def fresh(self, base):
         taken = set(self.producer) | set(self.inits) | {i.name for i in self.g.input}
-        taken |= {n.name for n in self.g.node}
+        taken |= {n.name for n in self.nodes}
         name, i = base, 1
         while name in taken:
             i += 1
@@ -113,26 +124,19 @@ class _Graph:
 
     def rename_input(self, old, new):
         """Every reader of `old` reads `new` instead."""
-        for n in self.g.node:
+        for n in self.nodes:
             for i, x in enumerate(n.input):
                 if x == old:
                     n.input[i] = new
 
     def remove(self, *nodes):
         drop = {id(n) for n in nodes}
-        keep = [n for n in self.g.node if id(n) not in drop]
-        del self.g.node[:]
-        self.g.node.extend(keep)
+        self.nodes = [n for n in self.nodes if id(n) not in drop]
 
     def insert_before(self, anchor, *nodes):
         """Insert nodes just before `anchor` (keeps the topological order)."""
-        out = []
-        for n in self.g.node:
-            if n is anchor:
-                out.extend(nodes)
-            out.append(n)
-        del self.g.node[:]
-        self.g.node.extend(out)
+        i = next(k for k, n in enumerate(self.nodes) if n is anchor)
+        self.nodes[i:i] = list(nodes)
 
     def qparams(self, node):
         """(scale, zero point) constants of a Q/DQ node, per tensor only."""
@@ -230,34 +234,72 @@ def _perm(node):
     return list(_attrs(node).get("perm", []))
 
 
+def _to_channel_first(g, node):
+    """The permutation a Transpose NHWC -> NCHW / NLC -> NCL makes, or a
+    Reshape [1, H, W, 1] -> [1, 1, H, W] (the same for one channel), else None."""
+    if node.op_type == "Transpose":
+        perm = _perm(node)
+        return perm if perm in (NCHW_FROM_NHWC, NCL_FROM_NLC) else None
+    if node.op_type == "Reshape":
+        src, dst = g.shapes.get(node.input[0]), g.shapes.get(node.output[0])
+        if src and dst and len(src) == 4 and src[3] == 1 and dst == [src[0], 1, src[1], src[2]]:
+            return NCHW_FROM_NHWC
+    return None
+
+
 def fold_input_transposes(g, notes):
-    """A float or int8 graph input read only through one Transpose
-    NHWC -> NCHW (NLC -> NCL): the input becomes the transposed shape. The
-    firmware's HWC input is the user's channel-last array unchanged."""
-    changed = False
+    """A graph input (float or int8) that reaches a channel-first permute
+    (a Transpose NHWC -> NCHW, or its one-channel Reshape) through per-tensor
+    Q/DQ and zero Pads only: the input becomes channel-first, the Pads'
+    axes are permuted and the permute goes. The firmware's HWC input is the
+    user's channel-last array unchanged."""
     for vi in g.g.input:
         if vi.name in g.inits:
             continue
-        users = g.users(vi.name)
-        if len(users) != 1 or users[0].op_type != "Transpose":
+        name, chain = vi.name, []
+        while True:
+            users = g.users(name)
+            if len(users) != 1 or name in g.outputs:
+                break
+            u = users[0]
+            perm = _to_channel_first(g, u)
+            if perm is not None:
+                break
+            if u.op_type in ("QuantizeLinear", "DequantizeLinear") or \
+                    (u.op_type == "Pad" and len(u.input) > 1 and u.input[1] and g.const(u.input[1]) is not None):
+                chain.append(u)
+                name = u.output[0]
+                continue
+            u = None
+            break
+        if not users or u is None:
+            if g.users(vi.name) and g.users(vi.name)[0].op_type == "Transpose":
+                t = g.users(vi.name)[0]
+                raise FrontendError(g.where(t), f"the graph input {vi.name!r} is permuted by {_perm(t)}",
+                                    "tessera folds only an NHWC -> NCHW (or NLC -> NCL) input permute; "
+                                    "export the model with that input layout")
             continue
-        t = users[0]
-        perm = _perm(t)
-        shape = g.shapes.get(vi.name)
-        if perm not in (NCHW_FROM_NHWC, NCL_FROM_NLC) or shape is None:
-            raise FrontendError(g.where(t), f"the graph input {vi.name!r} is permuted by {perm}",
-                                "tessera folds only an NHWC -> NCHW (or NLC -> NCL) input permute; "
-                                "export the model with that input layout")
-        new_shape = [shape[p] for p in perm]
+        t = u
         dims = vi.type.tensor_type.shape.dim
-        for d, v in zip(dims, new_shape):
+        shape = [d.dim_value for d in dims]
+        if len(shape) != len(perm):
+            continue
+        for d, v in zip(dims, [shape[p] for p in perm]):
             d.Clear()
             d.dim_value = v
-        g.rename_input(t.output[0], vi.name)
+        for pad in chain:
+            if pad.op_type != "Pad":
+                continue
+            pads = [int(p) for p in g.const(pad.input[1]).reshape(-1)]
+            n = len(pads) // 2
+            new = [pads[p] for p in perm] + [pads[n + p] for p in perm]
+            pad.input[1] = g.add_init((pad.name or "pad") + "_pads_cf", np.asarray(new, np.int64))
+        g.rename_input(t.output[0], t.input[0])
         g.remove(t)
         notes.setdefault("input_layout", {})[vi.name] = "nhwc" if len(perm) == 4 else "nlc"
-        changed = True
-    return changed
+        g.refresh()
+        return True
+    return False
 
 
 def _pad_spec(g, node):
@@ -293,7 +335,7 @@ def move_int8_ops_after_dq(g, notes):
     becomes Q -> DQ -> the op on float values. A view of int8 values with
     DequantizeLinear parameters other than the source's would reinterpret
     them, not requantize: that is an error naming the node."""
-    for node in list(g.g.node):
+    for node in list(g.nodes):
         if node.op_type not in VIEWS + ("Transpose", "Pad") or not _is_int8(g, node.input[0]):
             continue
         users = g.users(node.output[0])
@@ -354,7 +396,7 @@ def requant_chains(g, notes):
     read the first's output); otherwise a requantization layer. A float view
     between DQ and a Q with other parameters is a requantization before
     the view."""
-    for q in list(g.g.node):
+    for q in list(g.nodes):
         if q.op_type != "QuantizeLinear":
             continue
         x = q.input[0]
@@ -412,7 +454,7 @@ def fold_pads(g, notes):
     """A zero Pad on the spatial axes of an NCHW/NCL tensor (with or without
     its own Q/DQ pair) feeding a Conv is folded into the Conv's pads; a Pad
     feeding another such Pad merges with it."""
-    for node in list(g.g.node):
+    for node in list(g.nodes):
         if node.op_type not in ("Conv", "Pad"):
             continue
         x = node.input[0]
@@ -464,7 +506,7 @@ def _drop_dead(g):
     """Remove nodes whose outputs nobody reads (repeatedly)."""
     while True:
         g.refresh()
-        dead = [n for n in g.g.node
+        dead = [n for n in g.nodes
                 if all(not g.users(o) and o not in g.outputs for o in n.output)]
         if not dead:
             return
@@ -494,7 +536,7 @@ def transposes_into_linear(g, notes):
     (Keras Flatten): drop the Transpose and permute the weight rows from
     HWC to CHW order instead. A Transpose over a tensor with H = W = 1
     moves no value: it becomes a Reshape."""
-    for t in list(g.g.node):
+    for t in list(g.nodes):
         if t.op_type != "Transpose":
             continue
         perm = _perm(t)
@@ -580,7 +622,7 @@ def cut_float_tail(g, notes):
     return bool(cut)
 
 
-REWRITES = (move_int8_ops_after_dq, requant_chains, fold_pads, transposes_into_linear)
+REWRITES = (fold_input_transposes, move_int8_ops_after_dq, requant_chains, fold_pads, transposes_into_linear)
 
 
 def normalize(model, path, input_shape=None):
@@ -594,12 +636,13 @@ def normalize(model, path, input_shape=None):
     model = infer(model, path)
     g = _Graph(model, path)
     cut_float_tail(g, notes)
-    fold_input_transposes(g, notes)
-    g.refresh()
     for _ in range(10000):
-        model = infer(g.model, path)
-        g = _Graph(model, path)
+        model = g.sync()
+        del model.graph.value_info[:]     # shapes change with the rewrites
+        g = _Graph(infer(model, path), path)
         if not any(rewrite(g, notes) for rewrite in REWRITES):
             break
     _drop_dead(g)
-    return infer(g.model, path), notes
+    model = g.sync()
+    del model.graph.value_info[:]
+    return infer(model, path), notes

@@ -187,6 +187,9 @@ class QdqParser:
                                     "and Flatten/Reshape views")
         for name in g.output_names:
             prod = g.producer.get(name)
+            if prod is not None and prod.op_type == "QuantizeLinear" and name in b.tensors:
+                b.outputs.append(self.alias.get(name, name))    # an int8 output (tf2onnx)
+                continue
             if prod is None or prod.op_type != "DequantizeLinear":
                 raise FrontendError(g.path, f"graph output {name!r} is not a dequantized activation",
                                     "end the graph with QuantizeLinear -> DequantizeLinear")
