@@ -622,6 +622,18 @@ def cut_float_tail(g, notes):
     return bool(cut)
 
 
+def check_transposes(g):
+    """A Transpose left after the rewrites moves values in memory: tessera's
+    tensors are HWC views, so it is an error naming the node (before the
+    parser would trip over the layers behind it)."""
+    for t in g.nodes:
+        if t.op_type == "Transpose":
+            raise FrontendError(g.where(t), f"a Transpose with perm {_perm(t)} changes the layout in the "
+                                "middle of the network (tessera keeps every tensor HWC; it folds only input "
+                                "permutes, a channel-last flatten into a fully connected layer, and transposes "
+                                "of 1x1 tensors)", "export the model without it, or move it to the input")
+
+
 REWRITES = (fold_input_transposes, move_int8_ops_after_dq, requant_chains, fold_pads, transposes_into_linear)
 
 
@@ -643,6 +655,7 @@ def normalize(model, path, input_shape=None):
         if not any(rewrite(g, notes) for rewrite in REWRITES):
             break
     _drop_dead(g)
+    check_transposes(g)
     model = g.sync()
     del model.graph.value_info[:]
     return infer(model, path), notes
