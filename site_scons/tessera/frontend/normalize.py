@@ -256,7 +256,7 @@ def fold_input_transposes(g, notes):
     for vi in g.g.input:
         if vi.name in g.inits:
             continue
-        name, chain = vi.name, []
+        name, chain, found = vi.name, [], None
         while True:
             users = g.users(name)
             if len(users) != 1 or name in g.outputs:
@@ -264,22 +264,23 @@ def fold_input_transposes(g, notes):
             u = users[0]
             perm = _to_channel_first(g, u)
             if perm is not None:
+                found = (u, perm)
                 break
             if u.op_type in ("QuantizeLinear", "DequantizeLinear") or \
                     (u.op_type == "Pad" and len(u.input) > 1 and u.input[1] and g.const(u.input[1]) is not None):
                 chain.append(u)
                 name = u.output[0]
                 continue
-            u = None
             break
-        if not users or u is None:
-            if g.users(vi.name) and g.users(vi.name)[0].op_type == "Transpose":
-                t = g.users(vi.name)[0]
+        if found is None:
+            first = g.users(vi.name)
+            if len(first) == 1 and first[0].op_type == "Transpose":
+                t = first[0]
                 raise FrontendError(g.where(t), f"the graph input {vi.name!r} is permuted by {_perm(t)}",
                                     "tessera folds only an NHWC -> NCHW (or NLC -> NCL) input permute; "
                                     "export the model with that input layout")
             continue
-        t = u
+        t, perm = found
         dims = vi.type.tensor_type.shape.dim
         shape = [d.dim_value for d in dims]
         if len(shape) != len(perm):
