@@ -31,8 +31,8 @@ the plain byte count). Tiles are uniform except the last of each axis;
 padding falls only on border tiles (tile sizes that would pad an inner tile
 are not legal). Ties are broken towards more channels, then wider, then
 taller tiles, so the optimum is unique. The solve is deterministic (one
-worker, fixed seed, deterministic work bound); `optimal` records whether
-CP-SAT proved the answer optimal. A layer whose smallest legal tile does not
+worker, fixed seed, deterministic work bound), and only a proven optimum is
+returned (`optimal` is always true; a search that ends early is an error). A layer whose smallest legal tile does not
 fit raises tessera.errors.FitError with the bytes needed and available.
 
 Result: {"layer", "tiled", "tile": {h, w, c}, "in_tile": {h, w, c},
@@ -81,7 +81,7 @@ per-axis tables), library (schema, terms), memory (bytes and quantities on
 numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
 """
 
-from ..errors import FitError
+from ..errors import FitError, TesseraError
 from . import geometry, layer as layer_mod, library, memory, model
 
 TILER_VERSION = "1"
@@ -152,10 +152,14 @@ def solve_layer(layer, target):
                     hint=smallest if small_fits else None)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
-    if r["status"] == "unknown":
-        # No solution within the work bound (never seen in practice): the
-        # smallest tile is legal and fits, so it is a correct answer.
-        return _result(layer, target, q_small, True, False, spec.objective_value(q_small))
+    if r["status"] != "optimal":
+        # Never seen on real layers, and never stored: a tile the solver did
+        # not prove would be an answer that depends on where its search
+        # stopped, and the build would keep it as up to date.
+        raise TesseraError(f"layer {layer['name']}",
+                           f"the tiler's CP-SAT search ended ({r['status']}) before proving the best tile",
+                           f"raise tessera.tiler.model.MAX_DETERMINISTIC_TIME "
+                           f"({model.MAX_DETERMINISTIC_TIME}) and report the layer's shape")
     q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables)
     objective = spec.objective_value(q)
     if q["l1_bytes"] != r["l1_bytes"] or objective != r["objective"]:
