@@ -156,10 +156,10 @@ def prepare(model, outdir, cache_dir, log=print):
         ort_key = canon.digest({"golden": gold_key, "onnx": fe_data["onnx"],
                                 "input_shape": model.get("input_shape"),
                                 "code": canon.source_digest("golden", "frontend", "ir"), "v": PREPARE_VERSION})
-        if stamp.get("ort_check") != ort_key or not os.path.exists(paths["ort_check"]):
+        if not _fresh(stamp, "ort_check", ort_key, [paths["ort_check"]]):
             log("checking every layer against ONNX Runtime")
             canon.write_json(paths["ort_check"], ort_check(model, onnx_path, graph, paths))
-            stamp["ort_check"] = ort_key
+            _record(stamp, "ort_check", ort_key, [paths["ort_check"]])
             canon.write_json(stamp_path, stamp)
         _ort_verdict(model, canon.read_json(paths["ort_check"]), log)
     for line in intake_lines(graph):
