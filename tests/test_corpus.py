@@ -28,6 +28,7 @@ MODELS = sorted(f[:-5] for f in os.listdir(CORPUS) if f.endswith(".yaml"))
 EXPECTED = {
     "tflite_kws_ds_cnn": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
     "tflite_keras_permute": {"input_layout": None, "float_tail": None, "batch_pinned": False},
+    "tflite_float_io_image": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
     "torch_audio1d_softmax": {"input_layout": None, "float_tail": ["Softmax"], "batch_pinned": True},
     "torch_vision2d_sigmoid": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
 }

@@ -60,10 +60,25 @@ def keras_permute():
     return tf.keras.Model(inp, x)
 
 
-MODELS = {"tflite_kws_ds_cnn": kws_ds_cnn, "tflite_keras_permute": keras_permute}
+def float_io_image():
+    """An image classifier with float input and output around the int8
+    network (TFLite's QUANTIZE and DEQUANTIZE at the ends): a float NHWC
+    input permuted by tf2onnx, a final DequantizeLinear."""
+    x = inp = L.Input((24, 24, 3), batch_size=1)
+    x = L.Conv2D(8, 3, strides=2, padding="same", activation="relu", **BIAS)(x)
+    x = L.DepthwiseConv2D(3, padding="same", activation="relu", **BIAS)(x)
+    x = L.Conv2D(16, 1, activation="relu", **BIAS)(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(3, **BIAS)(x)
+    return tf.keras.Model(inp, x)
 
 
-def to_int8_tflite(model, seed):
+MODELS = {"tflite_kws_ds_cnn": kws_ds_cnn, "tflite_keras_permute": keras_permute,
+          "tflite_float_io_image": float_io_image}
+FLOAT_IO = ("tflite_float_io_image",)
+
+
+def to_int8_tflite(model, seed, float_io=False):
     rng = np.random.default_rng(seed)
     shape = [1] + list(model.input_shape[1:])
 
@@ -74,8 +89,9 @@ def to_int8_tflite(model, seed):
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = data
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
+    if not float_io:
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
     return conv.convert()
 
 
@@ -84,7 +100,7 @@ def main(out_dir):
     for i, (name, make) in enumerate(sorted(MODELS.items())):
         tf.keras.utils.set_random_seed(i)
         model = make()
-        blob = to_int8_tflite(model, seed=i)
+        blob = to_int8_tflite(model, seed=i, float_io=name in FLOAT_IO)
         with tempfile.TemporaryDirectory() as tmp:
             tfl = os.path.join(tmp, name + ".tflite")
             with open(tfl, "wb") as f:
