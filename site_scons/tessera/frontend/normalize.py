@@ -101,6 +101,29 @@ class _Graph:
             return numpy_helper.to_array(_attrs(prod)["value"])
         return None
 
+    def const_value(self, name):
+        """A constant, also through DequantizeLinear(constant) and
+        DequantizeLinear(QuantizeLinear(constant)) (quantize_static quantizes
+        a Pad's constant value), else None."""
+        v = self.const(name)
+        if v is not None:
+            return v
+        dq = self.producer.get(name)
+        if dq is None or dq.op_type != "DequantizeLinear":
+            return None
+        q = self.const(dq.input[0])
+        qn = self.producer.get(dq.input[0])
+        if q is None and qn is not None and qn.op_type == "QuantizeLinear":
+            x, p = self.const(qn.input[0]), self.qparams(qn)
+            if x is None or p is None:
+                return None
+            lo, hi = (0, 255) if p[2] == "uint8" else (-128, 127)
+            q = np.clip(np.rint(x / p[0]) + p[1], lo, hi)
+        p = self.qparams(dq)
+        if q is None or p is None:
+            return None
+        return (np.asarray(q, np.float64) - p[1]) * p[0]
+
     def add_init(self, name, arr):
         name = self.fresh(name)
         self.g.initializer.append(numpy_helper.from_array(np.asarray(arr), name))
@@ -454,7 +477,17 @@ def _skip_same_qdq(g, name):
 def fold_pads(g, notes):
     """A zero Pad on the spatial axes of an NCHW/NCL tensor (with or without
     its own Q/DQ pair) feeding a Conv is folded into the Conv's pads; a Pad
-    feeding another such Pad merges with it."""
+    feeding another such Pad merges with it. A quantized constant pad value
+    becomes a plain constant first."""
+    for node in list(g.nodes):
+        if node.op_type == "Pad" and len(node.input) > 2 and node.input[2] and g.const(node.input[2]) is None:
+            v = g.const_value(node.input[2])
+            if v is not None and np.asarray(v).size == 1:
+                dtype = onnx.helper.tensor_dtype_to_np_dtype(g.types.get(node.input[0]) or 1)
+                node.input[2] = g.add_init((node.name or "pad") + "_value", np.asarray(v, dtype).reshape(()))
+                g.refresh()
+                _drop_dead(g)
+                return True
     for node in list(g.nodes):
         if node.op_type not in ("Conv", "Pad"):
             continue
@@ -623,6 +656,26 @@ def cut_float_tail(g, notes):
     return bool(cut)
 
 
+def fuse_hardswish(g, notes):
+    """ONNX Runtime inlines HardSwish (a function op) as x * HardSigmoid(x)
+    with alpha 1/6, beta 0.5: put the HardSwish back, one op for the parser."""
+    for hs in list(g.nodes):
+        if hs.op_type != "HardSigmoid":
+            continue
+        a = _attrs(hs)
+        if abs(a.get("alpha", 0.2) - 1 / 6) > 1e-6 or abs(a.get("beta", 0.5) - 0.5) > 1e-6:
+            continue
+        mul = g.only_user(hs.output[0])
+        if mul is None or mul.op_type != "Mul" or sorted(mul.input) != sorted([hs.input[0], hs.output[0]]):
+            continue
+        swish = helper.make_node("HardSwish", [hs.input[0]], [mul.output[0]], name=mul.name or hs.name or mul.output[0])
+        g.insert_before(hs, swish)
+        g.remove(hs, mul)
+        g.refresh()
+        return True
+    return False
+
+
 def check_transposes(g):
     """A Transpose left after the rewrites moves values in memory: tessera's
     tensors are HWC views, so it is an error naming the node (before the
@@ -635,7 +688,7 @@ def check_transposes(g):
                                 "of 1x1 tensors)", "export the model without it, or move it to the input")
 
 
-REWRITES = (fold_input_transposes, move_int8_ops_after_dq, requant_chains, fold_pads, transposes_into_linear)
+REWRITES = (fuse_hardswish, fold_input_transposes, move_int8_ops_after_dq, requant_chains, fold_pads, transposes_into_linear)
 
 
 def normalize(model, path, input_shape=None):
