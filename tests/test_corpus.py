@@ -212,3 +212,12 @@ def test_ort_check_stops_the_build_or_warns(tmp_path):
     said = []
     prepare._ort_verdict(dict(model, ort_check="warn"), data, said.append)
     assert said == [next(s for s in said if "warning: m: layer b" in s)]
+
+
+def test_unsupported_op_is_named_before_the_layers_behind_it(tmp_path):
+    """Not the convolution after it (whose input then is unknown): the op."""
+    path = _qdq_graph(tmp_path, [helper.make_node("Erf", ["a"], ["m"], name="odd")])
+    with pytest.raises(FrontendError) as err:
+        import_onnx(path, "x")
+    msg = str(err.value)
+    assert "node 'odd' (Erf): unsupported op" in msg and "conv1" not in msg

@@ -160,8 +160,20 @@ class QdqParser:
 
     # ---- ops -----------------------------------------------------------------
 
+    def _unsupported(self, node):
+        return FrontendError(self.g.where(node), "unsupported op",
+                             f"tessera lowers {', '.join(COMPUTE_OPS)} with Relu/Clip folded, "
+                             "and Flatten/Reshape views")
+
     def parse(self):
         g, b = self.g, self.b
+        # an op tessera has no lowering for is named first, before the
+        # layers behind it would report their input as unknown
+        known = set(COMPUTE_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | {"QuantizeLinear", "DequantizeLinear",
+                                                                     "Constant"}
+        for node in g.graph.node:
+            if node.op_type not in known:
+                raise self._unsupported(node)
         for name in g.input_names:
             if self._quantized_input(name):
                 continue
@@ -182,9 +194,7 @@ class QdqParser:
             if id(node) not in self.handled and node.op_type not in ("Constant",):
                 if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
                     continue  # dangling Q/DQ (e.g. on constants) change nothing we run
-                raise FrontendError(g.where(node), "unsupported op",
-                                    f"tessera lowers {', '.join(COMPUTE_OPS)} with Relu/Clip folded, "
-                                    "and Flatten/Reshape views")
+                raise self._unsupported(node)
         for name in g.output_names:
             prod = g.producer.get(name)
             if prod is not None and prod.op_type == "QuantizeLinear" and name in b.tensors:
