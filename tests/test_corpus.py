@@ -17,7 +17,7 @@ from helpers import ROOT, one_error, report, scons
 from tessera import golden
 from tessera.errors import FrontendError
 from tessera.frontend import import_onnx
-from tessera.frontend.normalize import pin_inputs
+from tessera.frontend.normalize import for_ort_check
 from tessera.golden.ortcheck import compare
 
 CORPUS = os.path.join(ROOT, "tests", "corpus")
@@ -49,9 +49,7 @@ def test_corpus_layers_agree_with_onnx_runtime(name):
     path = corpus_path(name)
     graph, weights = import_onnx(path, name)
     inputs = golden.random_input(graph, 0)
-    src = onnx.load(path)
-    pin_inputs(src, path)
-    rows = compare(src, graph, weights, inputs)
+    rows = compare(for_ort_check(onnx.load(path), path), graph, weights, inputs)
     # every layer's output is a tensor of the source graph: each one is compared
     assert len(rows) == len(graph.layers)
     assert max(r["max_diff"] for r in rows) <= 1, rows

@@ -171,15 +171,14 @@ def ort_check(model, onnx_path, graph, paths):
     """Every layer against ONNX Runtime on the golden input, each fed ORT's
     own inputs: {"layers": [{layer, max_diff, differing}], "worst": ...}
     (layers whose output the source graph does not have are not listed).
-    The source model runs as given, only its free dimensions pinned as the
-    import pinned them."""
+    ONNX Runtime runs the source model with its free dimensions pinned as
+    the import pinned them."""
     import onnx
 
-    from .frontend.normalize import pin_inputs
+    from .frontend.normalize import for_ort_check
     from .golden.ortcheck import compare
 
-    src = onnx.load(onnx_path)
-    pin_inputs(src, onnx_path, model.get("input_shape"))
+    src = for_ort_check(onnx.load(onnx_path), onnx_path, model.get("input_shape"))
     weights = canon.load_npz(paths["weights"])
     inputs = canon.load_npz(paths["input"])
     values = canon.load_npz(paths["golden"])

@@ -73,11 +73,34 @@ def float_io_image():
     return tf.keras.Model(inp, x)
 
 
-MODELS = {"tflite_kws_ds_cnn": kws_ds_cnn, "tflite_keras_permute": keras_permute,
+def seg_se_hardswish():
+    """TFLite's forms of the newer ops: hardswish, squeeze-and-excitation
+    (global pool, dense, hard sigmoid, broadcast multiply), a dilated
+    convolution, bilinear and nearest upsampling, concatenation on the
+    channel axis, an int8 softmax over the channels of every pixel."""
+    x = inp = L.Input((16, 16, 3), batch_size=1)
+    a = L.Conv2D(8, 3, padding="same", **BIAS)(x)
+    a = L.Activation("hard_swish")(a)
+    b = L.Conv2D(16, 3, strides=2, padding="same", activation="relu", **BIAS)(a)
+    se = L.GlobalAveragePooling2D(keepdims=True)(b)
+    se = L.Conv2D(4, 1, activation="relu", **BIAS)(se)
+    se = L.Conv2D(16, 1, activation="hard_sigmoid", **BIAS)(se)
+    b = L.Multiply()([b, se])
+    c = L.Conv2D(16, 3, dilation_rate=2, padding="same", activation="relu", **BIAS)(b)
+    u = L.UpSampling2D(2, interpolation="bilinear")(c)
+    m = L.Concatenate()([u, a])
+    m = L.Conv2D(8, 3, padding="same", activation="relu", **BIAS)(m)
+    n = L.UpSampling2D(1, interpolation="nearest")(m)
+    y = L.Conv2D(4, 1, **BIAS)(n)
+    y = L.Softmax()(y)
+    return tf.keras.Model(inp, y)
+
+
+MODELS = {"tflite_seg_se_hardswish": seg_se_hardswish, "tflite_kws_ds_cnn": kws_ds_cnn, "tflite_keras_permute": keras_permute,
           "tflite_float_io_image": float_io_image}
 FLOAT_IO = ("tflite_float_io_image",)
 # one fixed seed per model (the committed files were made with these)
-SEEDS = {"tflite_float_io_image": 0, "tflite_keras_permute": 0, "tflite_kws_ds_cnn": 1}
+SEEDS = {"tflite_seg_se_hardswish": 3, "tflite_float_io_image": 0, "tflite_keras_permute": 0, "tflite_kws_ds_cnn": 1}
 
 
 def to_int8_tflite(model, seed, float_io=False):

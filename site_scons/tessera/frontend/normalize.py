@@ -403,6 +403,43 @@ def move_int8_ops_after_dq(g, notes):
     return False
 
 
+def int8_concat(g, notes):
+    """Concat on int8 tensors (between QuantizeLinear and DequantizeLinear)
+    becomes DQ -> Concat -> Q with the output's parameters, as QDQ writes it.
+    Inputs quantized with other parameters would be reinterpreted: an error."""
+    for node in list(g.nodes):
+        if node.op_type != "Concat" or not all(_is_int8(g, i) for i in node.input):
+            continue
+        users = g.users(node.output[0])
+        if not users or any(u.op_type != "DequantizeLinear" for u in users):
+            continue
+        p = g.qparams(users[0])
+        if p is None or any(g.qparams(u) != p for u in users):
+            continue
+        for i in node.input:
+            prod = g.producer.get(i)
+            if prod is not None and prod.op_type == "QuantizeLinear" and not _same_params(g.qparams(prod), p):
+                raise FrontendError(g.where(node), "Concat of int8 tensors quantized with other parameters "
+                                    "than its output (it would reinterpret them)",
+                                    "give the Concat's inputs its output's scale and zero point")
+        dq = users[0]
+        new = []
+        for k, i in enumerate(node.input):
+            new.append(helper.make_node("DequantizeLinear", [i] + list(dq.input[1:]), [g.fresh(f"{i}_dq")],
+                                        name=g.fresh(f"{node.name or 'concat'}_dq{k}")))
+        out_f = g.fresh(node.output[0] + "_float")
+        concat = helper.make_node("Concat", [n.output[0] for n in new], [out_f], name=node.name,
+                                  axis=_attrs(node)["axis"])
+        q = helper.make_node("QuantizeLinear", [out_f] + list(dq.input[1:]), [node.output[0]],
+                             name=g.fresh((node.name or "concat") + "_q"))
+        g.insert_before(node, *new, concat, q)
+        g.remove(node)
+        g.refresh()
+        notes.setdefault("rewrites", []).append(f"Concat {node.name or node.output[0]!r} on int8 made QDQ")
+        return True
+    return False
+
+
 def _avgpool_requant(g, dq_out, q, rank, hint):
     """DQ output -> AveragePool(1x1) -> q: an elementwise requantization."""
     if rank not in (3, 4):
@@ -676,6 +713,91 @@ def fuse_hardswish(g, notes):
     return False
 
 
+def fold_output_transposes(g, notes):
+    """A Transpose NCHW -> NHWC (NCL -> NLC) that makes a graph output: the
+    output is the tensor before it, since tessera's HWC output already is
+    the channel-last array."""
+    for t in list(g.nodes):
+        if t.op_type != "Transpose" or _perm(t) not in (NHWC_FROM_NCHW, [0, 2, 1]):
+            continue
+        if t.output[0] not in g.outputs or g.users(t.output[0]):
+            continue
+        for out in g.g.output:
+            if out.name == t.output[0]:
+                out.name = t.input[0]
+                out.type.tensor_type.ClearField("shape")
+        g.remove(t)
+        g.refresh()
+        notes.setdefault("output_layout", {})[t.input[0]] = "nhwc" if len(_perm(t)) == 4 else "nlc"
+        notes.setdefault("rewrites", []).append(f"output Transpose {t.name or t.output[0]!r} folded "
+                                                "(the firmware's output is channel-last)")
+        return True
+    return False
+
+
+def mul_by_constant(g, notes):
+    """x * c for a (quantized) constant scalar c (tf2onnx's hard sigmoid
+    divides by 6 so) is a 1x1 depthwise convolution with weight +-127 at
+    scale |c|/127: the same real factor, requantized as every layer is."""
+    for mul in list(g.nodes):
+        if mul.op_type != "Mul":
+            continue
+        consts = [g.const_value(i) for i in mul.input]
+        if sum(v is not None for v in consts) != 1:
+            continue
+        k = 0 if consts[0] is not None else 1
+        c, x = np.asarray(consts[k], np.float64), mul.input[1 - k]
+        shape = g.shapes.get(x)
+        if c.size != 1 or float(c.reshape(())) == 0.0 or not shape or len(shape) not in (3, 4) or None in shape:
+            continue
+        c = float(c.reshape(()))
+        # a vector re-viewed channel-last (tf2onnx: [1, C, 1, 1] -> [1, 1, 1, C])
+        # is multiplied where it is channel-first; the view moves after the
+        # Mul's QuantizeLinear, as a view on int8 values
+        root, q = x, g.only_user(mul.output[0])
+        while g.producer.get(root) is not None and g.producer[root].op_type in VIEWS:
+            root = g.producer[root].input[0]
+        root_shape = g.shapes.get(root)
+        if root != x and not (q is not None and q.op_type == "QuantizeLinear" and q.output[0] not in g.outputs
+                              and root_shape
+                              and len(root_shape) == 4 and root_shape[2:] == [1, 1]
+                              and sum(d != 1 for d in shape) <= 1):
+            continue
+        shape = root_shape if root != x else shape
+        ch = shape[1]
+        w = np.full([ch, 1] + [1] * (len(shape) - 2), 127 if c > 0 else -127, np.int8)
+        base = mul.name or mul.output[0]
+        w_name = g.add_init(base + "_w", w)
+        s_name = g.add_init(base + "_w_scale", np.asarray(abs(c) / 127, np.float32))
+        z_name = g.add_init(base + "_w_zero_point", np.asarray(0, np.int8))
+        dq = helper.make_node("DequantizeLinear", [w_name, s_name, z_name], [g.fresh(base + "_w_dq")],
+                              name=g.fresh(base + "_w_dq"))
+        if root == x:
+            conv = helper.make_node("Conv", [x, dq.output[0]], [mul.output[0]], name=mul.name or base,
+                                    group=ch, kernel_shape=[1] * (len(shape) - 2))
+            g.insert_before(mul, dq, conv)
+        else:
+            conv = helper.make_node("Conv", [root, dq.output[0]], [mul.output[0]], name=mul.name or base,
+                                    group=ch, kernel_shape=[1, 1])
+            # the Q output keeps its name (the check finds it in ONNX Runtime's
+            # graph, the same values in the same order); its readers read the view
+            q_out = q.output[0]
+            view_out = g.fresh(q_out + "_view")
+            g.rename_input(q_out, view_out)
+            view_shape = g.add_init(base + "_view", np.asarray(g.shapes[mul.output[0]], np.int64))
+            view = helper.make_node("Reshape", [q_out, view_shape], [view_out], name=g.fresh(base + "_view"))
+            g.insert_before(mul, dq, conv)
+            idx = next(i for i, n in enumerate(g.nodes) if n is q)
+            g.nodes[idx + 1:idx + 1] = [view]
+        g.remove(mul)
+        g.refresh()
+        _drop_dead(g)
+        notes.setdefault("rewrites", []).append(f"Mul {base!r} by the constant {c:g} is a 1x1 depthwise "
+                                                "convolution")
+        return True
+    return False
+
+
 def check_transposes(g):
     """A Transpose left after the rewrites moves values in memory: tessera's
     tensors are HWC views, so it is an error naming the node (before the
@@ -688,7 +810,17 @@ def check_transposes(g):
                                 "of 1x1 tensors)", "export the model without it, or move it to the input")
 
 
-REWRITES = (fuse_hardswish, fold_input_transposes, move_int8_ops_after_dq, requant_chains, fold_pads, transposes_into_linear)
+REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat, requant_chains, fold_pads, transposes_into_linear,
+            mul_by_constant)   # last: after views have moved off int8 tensors
+
+
+def for_ort_check(model, path, input_shape=None):
+    """The model ONNX Runtime runs for the check: its free dimensions pinned
+    and its basic optimizations applied (ORT applies them to any model it
+    loads, so the values are ORT's own; the tensor names are those the
+    import starts from)."""
+    pin_inputs(model, path, input_shape)
+    return ort_basic(infer(model, path), path)
 
 
 def normalize(model, path, input_shape=None):
