@@ -77,17 +77,20 @@ def compare(onnx_path, graph, weights, inputs, golden_values=None):
     """Per layer: max |golden - ORT| with both fed ORT's inputs, and the share
     of elements that differ. Returns a list of dicts in layer order. A
     layer whose output is not in the ONNX graph (one normalization or the
-    lowering made: a requantization, a padding) has no row; layers reading
-    such a tensor are fed the golden model's value of it."""
+    lowering made: a requantization, a pool before its rescale) has no row;
+    it is computed from ORT's inputs all the same and feeds the layers
+    after it (the golden value where even its inputs are not ORT's)."""
     ref = ort_activations(onnx_path, graph, inputs)
     if golden_values is None:
         golden_values = run(graph, weights, inputs)
     rows = []
+    own = {}   # tessera's values, from ORT's inputs, of tensors ORT does not have
     for layer in graph.layers:
-        if layer.output not in ref:
-            continue
-        feeds = {name: ref[name] if name in ref else golden_values[name] for name in layer.inputs}
+        feeds = {name: ref[name] if name in ref else own.get(name, golden_values[name]) for name in layer.inputs}
         mine = run_layer(layer, graph, weights, feeds).astype(np.int64)
+        if layer.output not in ref:
+            own[layer.output] = mine
+            continue
         diff = np.abs(mine - ref[layer.output])
         rows.append({"layer": layer.name, "max_diff": int(diff.max()),
                      "differing": float(np.mean(diff > 0))})
