@@ -31,6 +31,10 @@ EXPECTED = {
     "tflite_float_io_image": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
     "torch_audio1d_softmax": {"input_layout": None, "float_tail": ["Softmax"], "batch_pinned": True},
     "torch_vision2d_sigmoid": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
+    "torch_mbv3_small_se": {"input_layout": None, "float_tail": ["Softmax"], "batch_pinned": True},
+    "torch_tcn_dilated": {"input_layout": None, "float_tail": None, "batch_pinned": True},
+    "torch_segnet_resize_concat": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
+    "tflite_seg_se_hardswish": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
 }
 
 
@@ -94,7 +98,9 @@ def needs(*tools):
 
 @pytest.mark.qemu
 @pytest.mark.parametrize("target, name", [("stm32h7", "tflite_kws_ds_cnn"), ("stm32h7", "torch_vision2d_sigmoid"),
-                                          ("gap8", "tflite_keras_permute"), ("gap8", "torch_audio1d_softmax")])
+                                          ("stm32h7", "torch_mbv3_small_se"), ("stm32h7", "tflite_seg_se_hardswish"),
+                                          ("gap8", "tflite_keras_permute"), ("gap8", "torch_audio1d_softmax"),
+                                          ("gap8", "torch_tcn_dilated"), ("gap8", "torch_segnet_resize_concat")])
 def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
     needs("arm-none-eabi-gcc", "qemu-system-arm") if target == "stm32h7" else \
         needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
