@@ -225,3 +225,43 @@ def test_unsupported_op_is_named_before_the_layers_behind_it(tmp_path):
         import_onnx(path, "x")
     msg = str(err.value)
     assert "node 'odd' (Erf): unsupported op" in msg and "conv1" not in msg
+
+
+def test_view_into_other_parameters_is_a_requantization(tmp_path):
+    """DQ -> Flatten -> Q with other parameters: a requantization (before the
+    view, where the tensor is still NCHW), within 1 LSB of ONNX Runtime."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.11, np.float32), "s2"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z2"),
+             numpy_helper.from_array(rng.integers(-50, 50, (4, 4, 1, 1)).astype(np.int8), "w"),
+             numpy_helper.from_array(rng.integers(-50, 50, (6, 60)).astype(np.int8), "fc"),
+             numpy_helper.from_array(np.full(4, 0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "wz"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "fs")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["qin"]),
+             helper.make_node("DequantizeLinear", ["qin", "s", "z"], ["din"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["din", "wd"], ["c"], name="conv"),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["qc"]),
+             helper.make_node("DequantizeLinear", ["qc", "s", "z"], ["dc"]),
+             helper.make_node("Flatten", ["dc"], ["f"], name="flatten"),
+             helper.make_node("QuantizeLinear", ["f", "s2", "z2"], ["qf"], name="rq"),
+             helper.make_node("DequantizeLinear", ["qf", "s2", "z2"], ["df"]),
+             helper.make_node("DequantizeLinear", ["fc", "fs"], ["fcd"]),
+             helper.make_node("Gemm", ["df", "fcd"], ["g"], name="fc", transB=1),
+             helper.make_node("QuantizeLinear", ["g", "s", "z"], ["qg"]),
+             helper.make_node("DequantizeLinear", ["qg", "s", "z"], ["output"])]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4, 3, 5])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 6])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = str(tmp_path / "view.onnx")
+    onnx.save(m, path)
+    graph, weights = import_onnx(path, "x")
+    assert [l.op for l in graph.layers] == ["pointwise", "avgpool", "linear"]
+    requant = graph.layers[1]
+    assert requant.kernel == [1, 1] and graph.tensor(requant.output).scale == pytest.approx(0.11)
+    rows = compare(path, graph, weights, golden.random_input(graph, 0))
+    assert len(rows) == 2 and max(r["max_diff"] for r in rows) <= 1
