@@ -265,3 +265,22 @@ def test_view_into_other_parameters_is_a_requantization(tmp_path):
     assert requant.kernel == [1, 1] and graph.tensor(requant.output).scale == pytest.approx(0.11)
     rows = compare(path, graph, weights, golden.random_input(graph, 0))
     assert len(rows) == 2 and max(r["max_diff"] for r in rows) <= 1
+
+
+def test_model_yaml_intake_options_are_checked(tmp_path):
+    from tessera import config
+    from tessera.errors import ConfigError
+
+    shutil.copy(corpus_path("torch_audio1d_softmax"), tmp_path / "m.onnx")
+    yaml = tmp_path / "m.yaml"
+    yaml.write_text("description: m\nonnx: m.onnx\nort_check: maybe\n")
+    with pytest.raises(ConfigError) as err:
+        config.load_model(str(yaml), "m")
+    assert "ort_check" in str(err.value) and "warn" in str(err.value)
+    yaml.write_text("description: m\nonnx: m.onnx\ninput_shape: [1, 0, 3]\n")
+    with pytest.raises(ConfigError) as err:
+        config.load_model(str(yaml), "m")
+    assert "input_shape" in str(err.value) and "positive" in str(err.value)
+    yaml.write_text("description: m\nonnx: m.onnx\nort_check: warn\ninput_shape: {input: [1, 1, 1024]}\n")
+    model = config.load_model(str(yaml), "m")
+    assert model["ort_check"] == "warn" and model["input_shape"] == {"input": [1, 1, 1024]}
