@@ -284,3 +284,15 @@ def test_model_yaml_intake_options_are_checked(tmp_path):
     yaml.write_text("description: m\nonnx: m.onnx\nort_check: warn\ninput_shape: {input: [1, 1, 1024]}\n")
     model = config.load_model(str(yaml), "m")
     assert model["ort_check"] == "warn" and model["input_shape"] == {"input": [1, 1, 1024]}
+
+
+def test_corpus_model_that_does_not_fit_is_one_line(tmp_path):
+    """The segmentation net's bilinear resize runs on whole tensors: on the
+    STM32F4's 16 kB L1 that is a fit error naming the layer and the bytes."""
+    res = scons("target=stm32f4", f"model={os.path.join(CORPUS, 'torch_segnet_resize_concat.yaml')}",
+                out=tmp_path / "out")
+    line = one_error(res)
+    # SegNet (tools/corpus/make_torch.py): d1 is 16 channels at 16x16 (32x32
+    # input, stride 2), up2 doubles it: int8 input and output in L1 at once
+    need = 16 * 16 * 16 + 32 * 32 * 16
+    assert "layer up2_Resize" in line and f"{need} bytes of L1" in line and "16384" in line
