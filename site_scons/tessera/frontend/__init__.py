@@ -91,15 +91,14 @@ def input_names(path):
     return [i.name for i in model.graph.input if i.name not in inits]
 
 
-def import_onnx(path, name, input_types=None, input_shape=None, normalized=None):
+def import_onnx(path, name, input_types=None, input_shape=None):
     """Lower the ONNX file at `path` to (Graph, {key: array}).
 
     input_types: {graph input: "int8" | "uint8" | "int32"} for the integer
     dialects, whose graphs do not say (see tessera.reference).
     input_shape: {graph input or "*": dims} for free input dimensions
-    other than the batch (standard dialects).
-    normalized: where to write the normalized ONNX (standard dialects), for
-    the ONNX Runtime check."""
+    other than the batch (standard dialects, normalized first: see
+    tessera.frontend.normalize)."""
     try:
         g = load(path)
     except FrontendError as err:
@@ -117,8 +116,6 @@ def import_onnx(path, name, input_types=None, input_shape=None, normalized=None)
     if dialect in INTEGER_DIALECTS:
         return parser(g, Builder(name, dialect, path), input_types).parse()
     model, notes = normalize(g.model, path, input_shape)
-    if normalized:
-        onnx.save(model, normalized)
     g = OnnxGraph(model, path)
     graph, weights = parser(g, Builder(name, dialect, path)).parse()
     layouts = notes.get("input_layout", {})
