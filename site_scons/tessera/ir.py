@@ -206,6 +206,9 @@ class Graph:
     layers: list             # execution order
     inputs: list
     outputs: list
+    # what normalization changed (tessera.frontend.normalize): pinned batch,
+    # input layouts, float ops left to the application; None: nothing
+    notes: Optional[dict] = None
 
     def tensor(self, name):
         return self.tensors[name]
@@ -238,6 +241,7 @@ class Graph:
             "outputs": list(self.outputs),
             "tensors": {n: _drop_unset(asdict(t), _OPTIONAL_TENSOR) for n, t in sorted(self.tensors.items())},
             "layers": [_layer_json(layer) for layer in self.layers],
+            **({"notes": self.notes} if self.notes else {}),
         }
 
     @staticmethod
@@ -250,7 +254,7 @@ class Graph:
                 d["requant"] = Requant(**d["requant"])
             layers.append(Layer(**d))
         return Graph(data["name"], data["dialect"], tensors, layers,
-                     data["inputs"], data["outputs"])
+                     data["inputs"], data["outputs"], data.get("notes"))
 
 
 # Fields added for the integer dialects: left out of graph.json when unset,

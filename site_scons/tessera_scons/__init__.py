@@ -347,6 +347,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         tfl = canon.read_json(paths["tflite"])
         meta["tflite"] = {"interpreter": tfl["interpreter"], "kernels": tfl["kernels"],
                           "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
+    if paths.get("ort_check"):
+        meta["ort_check"] = canon.read_json(paths["ort_check"])
     report = env.Command(d("report.json"),
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],

@@ -95,6 +95,11 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     }
     if meta.get("tflite"):
         out["tflite"] = meta["tflite"]
+    if meta.get("ort_check") is not None:
+        out["ort_check"] = meta["ort_check"]
+    intake = summary.intake(graph)
+    if intake:
+        out["intake"] = intake
     ref = verdict.get("reference")
     if ref is not None:
         out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
