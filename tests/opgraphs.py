@@ -101,8 +101,8 @@ def build(kind, seed=0):
                  N("Relu", ["fc1"], ["r"]),
                  conv(rng, I, "fc2", "r", 4, 8, 1),
                  N("Sigmoid", ["fc2"], ["s"]),
-                 N("Mul", ["r1", "s"], ["output"])]
-        return model(nodes, I, [1, 4, 8, 8], [1, 8, 8, 8])
+                 N("Mul", ["s", "r1"], ["output"])]     # the vector first: the lowering reorders
+        return model(nodes, I, [1, 4, 16, 16], [1, 8, 16, 16])
     if kind == "swish":             # x * sigmoid(x): a same-shape mul, tiled like add
         nodes = [conv(rng, I, "c1", "input", 4, 8, 3, pad=1),
                  N("Sigmoid", ["c1"], ["s"]),

@@ -196,9 +196,17 @@ class Builder:
             raise FrontendError(where, f"{what} of shapes {ta.shape} and {tb.shape} (HWC) into {ty.shape}",
                                 "broadcast only along axes of size 1 (e.g. [H, W, C] with [1, 1, C])")
 
+    def _full_first(self, a, b, y):
+        """Operands of a commutative op with the full-shape one first (the
+        tiled form reads the other as a per-channel vector)."""
+        if self.tensors[a].shape != self.tensors[y].shape and self.tensors[b].shape == self.tensors[y].shape:
+            return b, a
+        return a, b
+
     def add(self, hint, a, b, y, where, clamp=None, sources=()):
-        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         self._broadcast("add", a, b, y, where)
+        a, b = self._full_first(a, b, y)
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         muls, shift = common_shift_multipliers([ta.scale / ty.scale, tb.scale / ty.scale])
         lo, hi = self.clamp_range(y)
         if clamp is not None:
@@ -221,8 +229,9 @@ class Builder:
 
     def mul(self, hint, a, b, y, where, clamp=None, sources=()):
         """Elementwise product of two activations (broadcast along size-1 axes)."""
-        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         self._broadcast("mul", a, b, y, where)
+        a, b = self._full_first(a, b, y)
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         rq = self._requant_real(a, y, [ta.scale * tb.scale / ty.scale], where, clamp)
         layer = Layer(name=self.layer_name(hint), op="mul", inputs=[a, b], output=y,
                       in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
