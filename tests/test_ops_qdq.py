@@ -63,3 +63,36 @@ def test_per_tensor_weights_within_one_lsb_of_onnx_runtime(tmp_path, kind):
     assert convs and all(len(set(zip(layer.requant.mul, layer.requant.shift))) == 1 for layer in convs)
     rows = compare(path, graph, weights, random_input(graph, 1))
     assert max(r["max_diff"] for r in rows) <= 1, rows
+
+
+def _unsupported(kind):
+    from onnx import helper
+    from opgraphs import conv, model
+
+    rng = np.random.default_rng(0)
+    inits = {}
+    c1 = conv(rng, inits, "c1", "input", 3, 4, 3, pad=1)
+    if kind == "cubic":
+        inits["roi"] = np.zeros(0, np.float32)
+        inits["scales"] = np.array([1, 1, 2, 2], np.float32)
+        node = helper.make_node("Resize", ["c1", "roi", "scales"], ["output"], name="up", mode="cubic")
+        return model([c1, node], inits, [1, 3, 4, 4], [1, 4, 8, 8]), "up", "Resize", "use mode nearest or linear"
+    if kind == "softmax_h":
+        node = helper.make_node("Softmax", ["c1"], ["output"], name="sm", axis=2)
+        return model([c1, node], inits, [1, 3, 4, 4], [1, 4, 4, 4]), "sm", "Softmax", "over the channels"
+    if kind == "mean_c":
+        node = helper.make_node("ReduceMean", ["c1"], ["output"], name="mc", axes=[1], keepdims=1)
+        return model([c1, node], inits, [1, 3, 4, 4], [1, 1, 4, 4]), "mc", "ReduceMean", "spatial axes"
+    raise KeyError(kind)
+
+
+@pytest.mark.parametrize("kind", ["cubic", "softmax_h", "mean_c"])
+def test_unsupported_forms_are_one_line_naming_the_node(tmp_path, kind):
+    from tessera.errors import FrontendError
+
+    m, node, op, fix = _unsupported(kind)
+    path = quantize(m, tmp_path / f"{kind}.onnx")
+    with pytest.raises(FrontendError) as err:
+        import_onnx(path, kind)
+    msg = str(err.value)
+    assert "\n" not in msg and f"'{node}' ({op})" in msg and fix in msg, msg
