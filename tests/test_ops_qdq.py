@@ -13,7 +13,7 @@ from tessera.golden.ortcheck import compare
 # the IR ops each graph must produce (checks the lowering, not only the numbers)
 EXPECT = {"dilated": {"conv2d", "depthwise"}, "tcn1d": {"conv2d", "depthwise", "maxpool", "avgpool"},
           "se": {"lut", "avgpool", "mul", "add"}, "se_sigmoid": {"lut", "avgpool", "mul"},
-          "swish": {"lut", "mul"}, "resize_nearest": {"resize", "concat"},
+          "swish": {"lut", "mul"}, "clamped": {"resize", "concat", "avgpool", "lut"}, "resize_nearest": {"resize", "concat"},
           "resize_bilinear": {"resize", "concat"}, "resize_align": {"resize", "concat"},
           "softmax": {"linear", "softmax"}, "pools": {"maxpool", "avgpool", "concat"},
           "Clip": {"conv2d", "pointwise"},   # folded into the convolutions' clamps
@@ -96,3 +96,34 @@ def test_unsupported_forms_are_one_line_naming_the_node(tmp_path, kind):
         import_onnx(path, kind)
     msg = str(err.value)
     assert "\n" not in msg and f"'{node}' ({op})" in msg and fix in msg, msg
+
+
+def test_relu_and_clip_right_after_resize_concat_and_mean_fold_into_the_clamp(tmp_path):
+    """ORT keeps Q/DQ between an op and a kept Relu/Clip; exporters may not:
+    with those pairs removed (op -> Relu/Clip -> Q) the activation folds into
+    the layer's clamp, and the layer still agrees with ORT within 1 LSB."""
+    import onnx
+
+    path = quantize(build("clamped"), tmp_path / "clamped.onnx")
+    m = onnx.load(path)
+    nodes = list(m.graph.node)
+    for act in [n for n in nodes if n.op_type in ("Relu", "Clip")]:
+        dq = next(n for n in nodes if n.output[0] == act.input[0])
+        q = next(n for n in nodes if n.output[0] == dq.input[0])
+        act.input[0] = q.input[0]
+        nodes.remove(dq)
+        nodes.remove(q)
+        # re-center the activation's own quantization so the clamp matters
+        after = next(n for n in nodes if n.op_type == "QuantizeLinear" and n.input[0] == act.output[0])
+        zp = next(i for i in m.graph.initializer if i.name == after.input[2])
+        zp.CopyFrom(onnx.numpy_helper.from_array(np.zeros((), np.int8), zp.name))
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    folded = str(tmp_path / "folded.onnx")
+    onnx.save(m, folded)
+    graph, weights = import_onnx(folded, "folded")
+    assert "lut" not in {layer.op for layer in graph.layers}
+    clamped = {layer.op for layer in graph.layers if layer.requant.lo > -128 or layer.requant.hi < 127}
+    assert {"resize", "concat", "avgpool"} <= clamped, clamped
+    rows = compare(folded, graph, weights, random_input(graph, 1))
+    assert max(r["max_diff"] for r in rows) <= 1, rows

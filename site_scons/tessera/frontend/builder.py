@@ -218,10 +218,10 @@ class Builder:
                       requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
-    def avgpool(self, hint, x, y, kernel, stride, where, sources=()):
+    def avgpool(self, hint, x, y, kernel, stride, where, sources=(), clamp=None):
         tx, ty = self.tensors[x], self.tensors[y]
         n = kernel[0] * kernel[1]
-        rq = self._requant_real(x, y, [tx.scale / (ty.scale * n)], where)
+        rq = self._requant_real(x, y, [tx.scale / (ty.scale * n)], where, clamp)
         layer = Layer(name=self.layer_name(hint), op="avgpool", inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
@@ -238,7 +238,7 @@ class Builder:
                       requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
-    def concat(self, hint, xs, y, axis, where, sources=()):
+    def concat(self, hint, xs, y, axis, where, sources=(), clamp=None):
         """Inputs joined along HWC `axis`, each rescaled to y's parameters."""
         ty = self.tensors[y]
         shapes = [self.tensors[x].shape for x in xs]
@@ -253,7 +253,7 @@ class Builder:
             muls, shift = [1] * len(xs), 0
         else:
             muls, shift = common_shift_multipliers([self.tensors[x].scale / ty.scale for x in xs])
-        lo, hi = self.clamp_range(y)
+        lo, hi = self.clamp_range(y) if clamp is None else clamp
         rq = Requant(mul=[1], add=[0], shift=[shift], rounding="half_up",
                      zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
         layer = Layer(name=self.layer_name(hint), op="concat", inputs=list(xs), output=y,
@@ -261,11 +261,11 @@ class Builder:
                       requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
-    def resize(self, hint, x, y, table, mode, where, sources=()):
+    def resize(self, hint, x, y, table, mode, where, sources=(), clamp=None):
         """Nearest or bilinear resize from a resize table (frontend.tables)."""
         tx, ty = self.tensors[x], self.tensors[y]
         ratio = tx.scale / (ty.scale * float(1 << (2 * RESIZE_FRAC)))
-        rq = self._requant_real(x, y, [ratio], where)
+        rq = self._requant_real(x, y, [ratio], where, clamp)
         layer = Layer(name=self.layer_name(hint), op="resize", inputs=[x], output=y,
                       input_offset=-self.stored_zero_point(x), requant=rq, mode=mode,
                       table=[int(v) for v in table], source=list(sources))
