@@ -128,6 +128,17 @@ def build(kind, seed=0):
         m = model(nodes, I, [1, 4, 8, 8], [1, 11, 1, 1])
         m.graph.name = "keep_activations"
         return m
+    if kind == "resize_sizes":      # `sizes` to an odd shape: scales are the size ratios
+        I["roi"] = np.zeros(0, np.float32)
+        I["scales"] = np.zeros(0, np.float32)
+        I["sizes"] = np.array([1, 6, 7, 5], np.int64)
+        nodes = [conv(rng, I, "c1", "input", 4, 6, 3, pad=1),
+                 N("Resize", ["c1", "roi", "scales", "sizes"], ["up"], mode="linear",
+                   coordinate_transformation_mode="pytorch_half_pixel"),
+                 N("Resize", ["up", "roi", "scales", "sizes2"], ["output"], mode="nearest",
+                   coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")]
+        I["sizes2"] = np.array([1, 6, 3, 11], np.int64)
+        return model(nodes, I, [1, 4, 4, 4], [1, 6, 3, 11])
     if kind in ("resize_nearest", "resize_bilinear", "resize_align"):
         mode = "nearest" if kind == "resize_nearest" else "linear"
         coord = "align_corners" if kind == "resize_align" else ("asymmetric" if mode == "nearest" else "half_pixel")
@@ -190,5 +201,5 @@ def build(kind, seed=0):
     raise KeyError(kind)
 
 
-KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "clamped", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
+KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "clamped", "resize_sizes", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
          "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "softmax", "pools", "mbv3")

@@ -33,7 +33,7 @@ def passed(out, target, path):
 @pytest.mark.parametrize("kind, activation", [("mbv3", "int8"), ("mbv3", "uint8"), ("se", "int8"),
                                               ("softmax", "int8"), ("PRelu", "uint8"), ("tcn1d", "int8"),
                                               ("pools", "int8"), ("resize_align", "int8"), ("Tanh", "int8"),
-                                              ("se_sigmoid", "uint8")])
+                                              ("se_sigmoid", "uint8"), ("resize_sizes", "uint8")])
 def test_new_ops_bit_exact_on_host(tmp_path, kind, activation):
     out = tmp_path / "out"
     path = model_yaml(tmp_path, kind, activation)

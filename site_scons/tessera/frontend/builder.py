@@ -16,6 +16,7 @@ from ..ir import RESIZE_FRAC, Graph, Layer, Requant, Tensor
 from .fixedpoint import common_shift_multipliers, quantize_multiplier
 
 STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
+MAX_CONCAT = 8   # TSR_MAX_CONCAT in kernels.h
 
 
 def c_name(text):
@@ -241,6 +242,9 @@ class Builder:
     def concat(self, hint, xs, y, axis, where, sources=(), clamp=None):
         """Inputs joined along HWC `axis`, each rescaled to y's parameters."""
         ty = self.tensors[y]
+        if len(xs) > MAX_CONCAT:
+            raise FrontendError(where, f"concatenation of {len(xs)} tensors",
+                                f"concatenate at most {MAX_CONCAT} tensors per node (nest Concat nodes)")
         shapes = [self.tensors[x].shape for x in xs]
         want = list(shapes[0])
         want[axis] = sum(s[axis] for s in shapes)
