@@ -291,7 +291,7 @@ class Builder:
 
         tx, ty = self.tensors[x], self.tensors[y]
         try:
-            table, mul, shift = softmax_params(tx.scale, ty.scale, beta)
+            table, mul, shift = softmax_params(tx.scale, ty.scale, beta, channels=tx.shape[2])
         except ValueError as err:
             raise FrontendError(where, str(err)) from None
         lo, hi = self.clamp_range(y)
