@@ -163,7 +163,8 @@ class Layer:
               Any int8 -> int8 function: the frontend computes the table at
               build time exactly as the source framework rounds it. No requant.
     softmax:  over the channels of each pixel, with `table` the 256 int32
-              values E[d] (d = max_c x - x[c], 0..255, E[d] <= 2**30):
+              values E[d] (d = max_c x - x[c], 0..255; E[d] * mul[0] and
+              C * max(E) << shift[0] below 2**63, which the golden model checks):
                 s = sum_c E[max - x[c]]            (64-bit)
                 y[c] = clamp(zero_point + (E[max - x[c]] * mul[0] + (s << (shift[0] - 1)))
                              // (s << shift[0]), lo, hi)   (floor division, all >= 0)
