@@ -1,32 +1,33 @@
 #!/usr/bin/env python3
 """GVSoC benchmark (not a test): a network on PULP-open's cluster with 1 and
-with 8 cores, per-layer cycles and MACs per cycle, from tessera's own build
-(targets pulp_open_1core and pulp_open: the same chip and tile budget, only
-the core count differs).
+with 8 cores, each with the kernels' Xpulpv2 path (the targets as they are,
+toolchain.isa: [xpulpv2]) and with the portable RV32IMC path (copies of the
+targets with no ISA extension), all built and run in this one invocation:
+per-layer cycles and MACs per cycle, then per layer type, with the
+speed-ups Xpulp over portable and 8 cores over 1.
 
     .venv/bin/python benchmarks/pulp_open.py [--model mbv1_025_128] [--out generated]
-                                             [--kernels reference]
+                                             [--kernels reference] [--target pulp_open]
 
---kernels runs the two targets with another kernel library (copies of their
-YAML files, named pulp_open_<library> and pulp_open_1core_<library>).
+--kernels runs the targets with another kernel library (copies of their
+YAML files). --target takes another 8-core GVSoC target (e.g. gap8_gvsoc);
+its 1-core twin is a copy with cores: 1.
 
-Needs `gvsoc` on PATH (docs/gvsoc.md). The numbers are GVSoC cycles of the
-cluster clock for RV32IMC code without Xpulp (Debian's GCC): measured by the
-simulator, deterministic, and not what PULP-NN with Xpulp reaches. A layer's
-cycles run from its first DMA to its last output byte back in L2
-(hal_counter around the layer); "network" is the sum over layers.
+Needs GVSoC (docs/gvsoc.md: `gvsoc` on PATH, or the prebuilt copy beside
+the checkout). The numbers are GVSoC cycles of the cluster clock:
+measured by the simulator, deterministic. A layer's cycles run from its
+first DMA to its last output byte back in L2 (hal_counter around the
+layer); "network" is the sum over layers.
 """
 
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGETS = (("pulp_open_1core", 1), ("pulp_open", 8))
 
 
 def build(out, target, model):
@@ -41,61 +42,84 @@ def build(out, target, model):
         return json.load(f)
 
 
-def target_files(kernels, tmp):
-    """(target argument, cores, kernel library) of the two runs."""
+def variants(target, kernels, tmp):
+    """{(cores, isa): target argument}: the target and its 1-core twin, each
+    as it is (its ISA extensions) and without ISA extensions."""
     import yaml
 
-    runs = []
-    for name, cores in TARGETS:
-        with open(os.path.join(ROOT, "targets", name + ".yaml")) as f:
-            data = yaml.safe_load(f)
-        if kernels is None or kernels == data["kernels"]:
-            runs.append((name, cores, data["kernels"]))
-            continue
-        data["kernels"] = kernels
-        path = os.path.join(tmp, f"{name}_{kernels}.yaml")
-        with open(path, "w") as f:
-            yaml.safe_dump(data, f, sort_keys=False)
-        runs.append((path, cores, kernels))
-    return runs
+    with open(os.path.join(ROOT, "targets", target + ".yaml")) as f:
+        base = yaml.safe_load(f)
+    isa = "+".join(base["toolchain"].get("isa", [])) or "portable"
+    runs = {}
+    for cores in (1, base["cores"]):
+        for ext in (isa, "portable"):
+            data = json.loads(json.dumps(base))
+            data["cores"] = cores
+            if cores == 1:
+                # the one core takes all the stacks: the same tile budget
+                data["description"] = data["description"] + " (1 core)"
+            if ext == "portable":
+                data["toolchain"]["isa"] = []
+            if kernels:
+                data["kernels"] = kernels
+            name = f"{target}_{cores}c_{ext}" + (f"_{kernels}" if kernels else "")
+            path = os.path.join(tmp, name + ".yaml")
+            with open(path, "w") as f:
+                yaml.safe_dump(data, f, sort_keys=False)
+            runs[(cores, ext)] = path
+    return runs, isa, base["cores"]
+
+
+def row(cells, widths):
+    return " ".join(f"{c:>{w}}" if i > 2 else f"{c:{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mbv1_025_128")
-    ap.add_argument("--out", default=os.path.join(ROOT, "generated"),
+    ap.add_argument("--target", default="pulp_open")
+    ap.add_argument("--out", default=os.path.join(ROOT, "generated", "bench"),
                     help="tessera's output directory (builds there are reused)")
     ap.add_argument("--kernels", help="kernel library instead of the targets' own (e.g. reference)")
     args = ap.parse_args()
-    if shutil.which("gvsoc") is None:
+    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+    from tessera.runners import gvsoc
+
+    if gvsoc.locate() is None:
         sys.exit("benchmarks/pulp_open.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
+    out = os.path.abspath(args.out)
     with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
-        runs = target_files(args.kernels, tmp)
-        reps = {cores: build(os.path.abspath(args.out), target, args.model) for target, cores, _ in runs}
-    for cores, rep in reps.items():
+        runs, isa, n = variants(args.target, args.kernels, tmp)
+        reps = {key: build(out, path, args.model) for key, path in runs.items()}
+    for key, rep in reps.items():
         if rep["verdict"] != "pass":
             sys.exit(f"{args.model} on {rep['target']}: {rep['verdict']} (not bit-exact); no numbers")
-    one, eight = reps[1], reps[8]
-    kernels = sorted({k for _, _, k in runs})
-    print(f"{args.model} on PULP-open (GVSoC), bit-exact on 1 and 8 cores, kernels: {', '.join(kernels)}")
-    print(f"counts: {eight['counts']['note']}")
-    head = (f"{'#':>3} {'layer':8} {'op':10} {'MACs':>9} {'cycles 1c':>11} {'MAC/cyc':>8} "
-            f"{'cycles 8c':>11} {'MAC/cyc':>8} {'speed-up':>8} {'max/mean core':>13}")
-    print(head)
-    print("-" * len(head))
-    for i, (a, b) in enumerate(zip(one["layers"], eight["layers"])):
-        split = b.get("work_split")
-        print(f"{i:>3} {a['name']:8} {a['op']:10} {a['macs']:>9} {a['cycles']:>11} {a['macs'] / a['cycles']:>8.3f} "
-              f"{b['cycles']:>11} {b['macs'] / b['cycles']:>8.3f} {a['cycles'] / b['cycles']:>7.2f}x "
-              f"{'' if split is None else format(split, '.2f'):>13}")
-    macs = sum(layer["macs"] for layer in one["layers"])
-    c1 = sum(layer["cycles"] for layer in one["layers"])
-    c8 = sum(layer["cycles"] for layer in eight["layers"])
-    print("-" * len(head))
-    print(f"{'':3} {'network':8} {'':10} {macs:>9} {c1:>11} {macs / c1:>8.3f} {c8:>11} {macs / c8:>8.3f} "
-          f"{c1 / c8:>7.2f}x {eight['totals'].get('work_split', ''):>13}")
-    print(f"whole run incl. the harness's printing: {one['totals']['cycles']} cycles (1 core), "
-          f"{eight['totals']['cycles']} cycles (8 cores)")
+    keys = [(1, "portable"), (1, isa), (n, "portable"), (n, isa)] if isa != "portable" else [(1, isa), (n, isa)]
+    print(f"{args.model} on {args.target} (GVSoC), bit-exact in all {len(keys)} runs; cycles of the cluster clock")
+    widths = [3, 8, 10, 9] + [11] * len(keys) + [8, 8]
+    head = ["#", "layer", "op", "MACs"] + [f"{c}c {e[:8]}" for c, e in keys] + [f"{n}c x", f"{n}c/1c"]
+    print(row(head, widths))
+    print("-" * (sum(widths) + len(widths)))
+    best, base = (n, isa), (n, "portable") if isa != "portable" else (n, isa)
+    layers = reps[best]["layers"]
+    for i, layer in enumerate(layers):
+        cyc = [reps[k]["layers"][i]["cycles"] for k in keys]
+        print(row([i, layer["name"], layer["op"], layer["macs"]] + cyc
+                  + [f"{reps[base]['layers'][i]['cycles'] / layer['cycles']:.2f}",
+                     f"{reps[(1, isa)]['layers'][i]['cycles'] / layer['cycles']:.2f}"], widths))
+    print()
+    print(f"MAC/cycle by layer type (x: {n}-core {isa} over {n}-core portable)")
+    ops = sorted({l["op"] for l in layers}, key=lambda o: -sum(l["macs"] for l in layers if l["op"] == o))
+    widths2 = [10, 10] + [11] * len(keys) + [8]
+    print(row(["op", "MACs"] + [f"{c}c {e[:8]}" for c, e in keys] + ["x"], widths2))
+    for op in ops + ["network"]:
+        pick = [i for i, l in enumerate(layers) if op in ("network", l["op"])]
+        macs = sum(layers[i]["macs"] for i in pick)
+        cyc = {k: sum(reps[k]["layers"][i]["cycles"] for i in pick) for k in keys}
+        print(row([op, macs] + [f"{macs / cyc[k]:.3f}" for k in keys] + [f"{cyc[base] / cyc[best]:.2f}"],
+                  widths2))
+    print(f"whole run incl. the harness's printing, {n} cores: {reps[best]['totals']['cycles']} cycles ({isa})"
+          + (f", {reps[base]['totals']['cycles']} (portable)" if base != best else ""))
 
 
 if __name__ == "__main__":

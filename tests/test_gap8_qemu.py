@@ -134,12 +134,11 @@ def kernel_cases(seed=5):
     cases = []
     L1 = ".bss.tsr.L1"
 
-    def conv_like(name, op, x, w, bias, kern, stride, pad, off, expected_acc, scratch, x_c=None, w_c=None):
+    def conv_like(name, op, x, w, bias, kern, stride, pad, off, expected_acc, scratch, w_c=None):
         co = expected_acc.shape[2]
         rq = _requant(rng, expected_acc, co)
         expected = ops.requantize(expected_acc, rq).astype(np.int8)
-        x_store = x if x_c is None else x_c
-        decl = [_c_array("int8_t", f"{name}_x", x_store), _c_array("int8_t", f"{name}_w", w if w_c is None else w_c),
+        decl = [_c_array("int8_t", f"{name}_x", x), _c_array("int8_t", f"{name}_w", w if w_c is None else w_c),
                 _c_array("int32_t", f"{name}_b", bias), _c_array("int32_t", f"{name}_mul", rq.mul),
                 _c_array("int8_t", f"{name}_shift", rq.shift),
                 _c_array("int8_t", f"{name}_out", np.zeros(expected.size), L1),
@@ -150,7 +149,7 @@ def kernel_cases(seed=5):
         oh, ow, _ = expected.shape
         setup = (f"static tsr_conv_args_t {name}_args = {{{name}_x, {h}, {w_}, {c}, {name}_w, {name}_b, {name}_out, "
                  f"{oh}, {ow}, {co}, {kern[0]}, {kern[1]}, {stride[0]}, {stride[1]}, {pad[0]}, {pad[1]}, {pad[2]}, "
-                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}, {{0, 0, 0}}}};")
+                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}, {{0, 0, 0}}, 1, 1}};")
         cases.append((name, decl + [setup], f"pnn_{op}", "tsr_conv_args_t", expected))
 
     x = i8((16, 12, 8))
@@ -163,7 +162,7 @@ def kernel_cases(seed=5):
     b = rng.integers(-3000, 3000, size=24).astype(np.int32)
     acc = ops.depthwise(x, w.transpose(1, 2, 0), b, 3, (3, 3), (2, 2), (1, 1, 0, 0))
     conv_like("dw", "depthwise", x, w, b, (3, 3), (2, 2), (1, 1, 0, 0), 3, acc,
-              ((acc.shape[0] - 1) * 2 + 3) * 3, x_c=np.ascontiguousarray(x.transpose(2, 0, 1)))
+              ((acc.shape[0] - 1) * 2 + 3) * 3)
     x = i8((4, 4, 64))
     w = i8((48, 64))
     b = rng.integers(-3000, 3000, size=48).astype(np.int32)

@@ -49,8 +49,24 @@ def test_platform_rejects_impossible_clusters(tmp_path):
         plat.arch(small)
 
 
+def test_gvsoc_is_taken_from_path_then_from_the_shared_copy(monkeypatch, tmp_path):
+    on_path, shared = tmp_path / "bin", tmp_path / "shared"
+    for d in (on_path, shared):
+        d.mkdir()
+        (d / "gvsoc").write_text("#!/bin/sh\n")
+        (d / "gvsoc").chmod(0o755)
+    monkeypatch.setattr(gvsoc, "SHARED", str(shared / "gvsoc"))
+    monkeypatch.setenv("PATH", str(on_path))
+    assert gvsoc.locate() == str(on_path / "gvsoc")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gvsoc.locate() == str(shared / "gvsoc")
+    # another program name is only ever looked up on PATH
+    assert gvsoc.locate("my-gvsoc") is None
+
+
 def test_missing_gvsoc_is_one_line_saying_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(gvsoc, "SHARED", str(tmp_path / "no-gvsoc"))
     runner = dict(_load("pulp_open")["runner"])
     with pytest.raises(RunError) as exc:
         gvsoc.run(runner, str(tmp_path / "firmware.elf"), [], 10)
@@ -110,3 +126,33 @@ def test_arguments_need_the_pulp_open_hal(tmp_path):
     elf = _tiny_elf(tmp_path, "char other[8] = \"abc\";")
     with pytest.raises(RunError, match="no `tsr_cmdline` buffer"):
         gvsoc.with_args(elf, ["dump=1"], str(tmp_path))
+
+
+def test_isa_extensions_say_which_kernel_path_is_built():
+    """pulp_open and gap8_gvsoc build the Xpulp path; gap8 (QEMU, which
+    executes no Xpulp) keeps the portable one; gap8_gvsoc has GAP8's sizes."""
+    from tessera import config
+
+    assert config.isa_defines(_load("pulp_open")) == ["TSR_ISA_XPULPV2"]
+    assert config.isa_defines(_load("pulp_open_1core")) == ["TSR_ISA_XPULPV2"]
+    assert config.isa_defines(_load("gap8_gvsoc")) == ["TSR_ISA_XPULPV2"]
+    assert config.isa_defines(_load("gap8")) == []
+    gap8, stand_in = _load("gap8"), _load("gap8_gvsoc")
+    for level in ("L1", "L2"):
+        assert stand_in["memory"][level]["size"] == gap8["memory"][level]["size"]
+    assert stand_in["place"] == gap8["place"]
+    assert stand_in["runner"]["kind"] == "gvsoc"
+
+
+def test_xpulp_under_qemu_or_an_unknown_extension_is_one_line(tmp_path):
+    from tessera.config import load_yaml, parse_target
+
+    data = load_yaml(os.path.join(ROOT, "targets", "gap8.yaml"))
+    data["toolchain"]["isa"] = ["xpulpv2"]
+    with pytest.raises(ConfigError) as exc:
+        parse_target(data, "gap8.yaml", "gap8")
+    assert "toolchain.isa: xpulpv2 with a qemu runner" in str(exc.value) and "\n" not in str(exc.value)
+    data["toolchain"]["isa"] = ["xpulpv3"]
+    with pytest.raises(ConfigError) as exc:
+        parse_target(data, "gap8.yaml", "gap8")
+    assert "xpulpv3" in str(exc.value) and "\n" not in str(exc.value)

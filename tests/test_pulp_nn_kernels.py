@@ -7,8 +7,8 @@ output and scratch).
 
 What differs from the reference kernels: the work split (output pixels or,
 when that is more even, output channels in fours; depthwise by channel),
-the depthwise input in CHW order (DORY's hybrid scheme), and the scratch
-each kernel wants (im2col of two pixels; a depthwise column stripe). The
+and the scratch each kernel wants (im2col of two pixels; a depthwise column
+stripe, gathered by the core out of the HWC tile). The
 same kernels run on eight harts under QEMU in tests/test_gap8_qemu.py.
 """
 
@@ -147,19 +147,6 @@ def test_conv2d_matches_golden(pnn, case):
     run_case(pnn, c, ncores, rng)
 
 
-def chw_builder(x, w, bias, out_shape, g, off, rq, scratch_bytes, first_channel=0):
-    """build() for pnn_depthwise: the input tile in CHW order."""
-    h, wd, c = x.shape
-    xc = np.ascontiguousarray(x.transpose(2, 0, 1))
-
-    def build(out_ptr, scratch):
-        rqs = rq.struct(first_channel) if rq is not None else None
-        args = conv_struct(xc, w, bias, out_ptr, out_shape, g, off, rqs, scratch, scratch_bytes)
-        args.in_h, args.in_w, args.in_c = h, wd, c
-        return args, (xc, w, bias, rq, rqs)
-    return build
-
-
 def stripe_bytes(g, out_h):
     """Scratch one core's column stripe needs (pnn_depthwise)."""
     return ((out_h - 1) * g["sh"] + g["kh"]) * g["kw"]
@@ -179,13 +166,13 @@ def depthwise_cases(draw):
     need = stripe_bytes(g, expected.shape[0])
     # the library.yaml terms give kw * in_h + 2 * kh * kw: at least `need`
     sb = draw(st.sampled_from([0, need - 1, need, g["kw"] * g["in_h"] + 2 * g["kh"] * g["kw"]]))
-    build = chw_builder(x, w, bias, expected.shape, g, off, rq, sb)
+    build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
     return Case("pnn_depthwise", build, expected, dtype, share_channels(1), sb), draw(NCORES), rng
 
 
 @given(depthwise_cases())
 @SETTINGS
-def test_depthwise_chw_matches_golden(pnn, case):
+def test_depthwise_matches_golden(pnn, case):
     c, ncores, rng = case
     run_case(pnn, c, ncores, rng)
 
@@ -208,7 +195,7 @@ def depthwise3x3_cases(draw):
     rq = draw_rq(draw, acc, ch, tflite=True)
     expected, dtype = finish(acc, rq)
     sb = stripe_bytes(g, expected.shape[0])
-    build = chw_builder(x, w, bias, expected.shape, g, off, rq, sb)
+    build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
     return Case("pnn_depthwise", build, expected, dtype, share_channels(1), sb), draw(NCORES), rng
 
 
@@ -362,7 +349,7 @@ def test_channel_tile_of_larger_weights(pnn, op, ncores):
     assert len(np.unique(expected)) > min(10, expected.size // 2)
     if op == "depthwise":
         sb = stripe_bytes(g, expected.shape[0])
-        build = chw_builder(x, w[c0:], bias[c0:], expected.shape, g, off, rq, sb, first_channel=c0)
+        build = conv_builder(x, w[c0:], bias[c0:], expected.shape, g, off, rq, sb, first_channel=c0)
         share = share_channels(1)
     else:
         sb = 2 * 3 * 3 * 8 if op == "conv2d" else 0
@@ -383,7 +370,7 @@ def test_offsets_im2col_cannot_store(pnn, off):
     wd = int8s(rng, (3, 3, 3))
     acc = ops.depthwise(x, wd.transpose(1, 2, 0), None, off, (3, 3), (1, 2), g["pad"])
     sb = stripe_bytes(g, acc.shape[0])
-    run_case(pnn, Case("pnn_depthwise", chw_builder(x, wd, None, acc.shape, g, off, None, sb),
+    run_case(pnn, Case("pnn_depthwise", conv_builder(x, wd, None, acc.shape, g, off, None, sb),
                        acc.astype(np.int32), np.int32, share_channels(1), sb), 3, rng)
 
 
@@ -405,8 +392,7 @@ def tiled_depthwise(draw):
 @settings(max_examples=60, deadline=None)
 def test_tiled_depthwise_layer(pnn, L):
     """A whole padded depthwise layer, tile by tile (rows, columns and
-    channels), each input tile gathered into CHW as the layer's loader
-    does: equal to the golden layer."""
+    channels): equal to the golden layer."""
     rng = np.random.default_rng(L["seed"])
     c = L["c"]
     x = int8s(rng, (L["h"], L["w"], c))
@@ -429,7 +415,7 @@ def test_tiled_depthwise_layer(pnn, L):
                 out = np.full((oy1 - oy0, ox1 - ox0, c1 - c0), 99, dtype=np.int8)
                 sb = stripe_bytes(g, oy1 - oy0)
                 scratch = np.zeros(sb * ncores, dtype=np.int8)
-                build = chw_builder(x[y0:y1, x0:x1, c0:c1], w[c0:], None, out.shape, g, L["off"], rq, sb,
+                build = conv_builder(x[y0:y1, x0:x1, c0:c1], w[c0:], None, out.shape, g, L["off"], rq, sb,
                                     first_channel=c0)
                 args, keep = build(out.ctypes.data, ptr(scratch, c_int8))
                 for k in range(ncores):

@@ -1,30 +1,40 @@
 /*
- * depthwise conv, DORY's hybrid scheme: the input tile arrives in L1 in CHW
- * order [c][in_h][in_w] (the layer's loader gathers it from the HWC tensor
- * with strided DMA, tsr_tile_in_chw), weights [c][kh][kw], output HWC.
+ * depthwise conv: HWC input tile [in_h][in_w][C], weights [c][kh][kw],
+ * output HWC.
  *
- * Work split: channels per core (a channel's plane is contiguous in CHW).
- * For each channel and output column the core copies the kw-wide vertical
- * stripe of the input the column's windows read, top to bottom with its
- * padding, into its own scratch (the "vertical im2col"): every window of
- * that column is then kh * kw contiguous bytes, in the weights' [kh][kw]
- * order, and an output is one dot product of that length. Scratch per core:
- * (in_h + pad_t + pad_b) * kw bytes. Padding is stored as -input_offset (see
- * pnn_offset_padable); without the scratch, or with an offset that cannot
- * be stored, a direct loop computes the same values.
+ * Work split: channels per core. For each channel and output column the
+ * core copies the kw-wide vertical stripe of the input the column's
+ * windows read, top to bottom with its padding, into its own scratch (the
+ * "vertical im2col" of DORY's hybrid scheme, which has the DMA bring the
+ * tile in CHW order; here the cores gather the channel out of the HWC tile
+ * in L1 as they copy: a byte-wise CHW DMA gather cost more than the
+ * arithmetic). Every window of the column is then kh * kw contiguous
+ * bytes, in the weights' [kh][kw] order, and an output is one dot product
+ * of that length. Scratch per core: (in_h + pad_t + pad_b) * kw bytes.
+ * Padding is stored as -input_offset (see pnn_offset_padable); without the
+ * scratch, or with an offset that cannot be stored, a direct loop computes
+ * the same values.
+ *
+ * 3x3 windows (the common case) keep the weights in registers and fold
+ * the offset's share, off * sum(w), into the bias (padding holds -off, so
+ * it still adds nothing); with Xpulpv2 (TSR_ISA_XPULPV2) a window is two
+ * 4-byte SIMD dot products and one p.mac, requantized in 32 bits.
  */
 #include <string.h>
 
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
+#ifdef TSR_ISA_XPULPV2
+#include "rq32.h"
+#endif
 
 static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 {
-    const int32_t C = a->out_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t c, oy, ox, ky, kx;
     pnn_rq_t rq = {0, 0, 0, 0, 0, 0, 0};
     for (c = c0; c < c1; c++) {
-        const int8_t *plane = a->in + (size_t)c * a->in_h * a->in_w;
+        const int8_t *x = a->in + c;
         const int8_t *w = a->weights + (size_t)c * kh * kw;
         if (a->rq)
             rq = pnn_rq_channel(a->rq, c);
@@ -37,7 +47,7 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
                 tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
                 for (ky = ky0; ky < ky1; ky++)
                     for (kx = kx0; kx < kx1; kx++)
-                        PNN_MAC(acc, plane[(size_t)(iy0 + ky) * a->in_w + ix0 + kx] + off,
+                        PNN_MAC(acc, x[((size_t)(iy0 + ky) * a->in_w + ix0 + kx) * in_c] + off,
                                 w[ky * kw + kx]);
                 pnn_store(a->out, ((size_t)oy * a->out_w + ox) * C + c, acc, &rq, a->rq);
             }
@@ -45,30 +55,66 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
     }
 }
 
-/* The kw-wide stripe of plane for output column ox: rows [0, rows) of the
- * padded input, each kw bytes, padding as pad_value. */
-static void stripe(const tsr_conv_args_t *a, const int8_t *plane, int32_t ox, int32_t rows,
-                   int8_t *s, int8_t pad_value)
+/* The kw-wide stripe of channel c for output column ox: rows [0, rows) of
+ * the padded input, each kw bytes, padding as pad_value. Padding rows and
+ * the rows inside the tile are separate loops, and a 3-wide column fully
+ * inside the tile copies its rows without bounds checks (the common case,
+ * about a third of a 3x3 layer's time when it had them). */
+static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows, int8_t *s,
+                   int8_t pad_value)
 {
-    const int32_t kw = a->kw, ix0 = ox * a->sw - a->pad_l;
-    int32_t kx0, kx1, y, k;
+    const int32_t kw = a->kw, in_c = a->in_c, ix0 = ox * a->sw - a->pad_l;
+    const size_t row_stride = (size_t)a->in_w * in_c;
+    int32_t kx0, kx1, y = 0, k, top, end;
+    const int8_t *p;
     tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
-    for (y = 0; y < rows; y++, s += kw) {
-        int32_t iy = y - a->pad_t;
-        const int8_t *src = plane + (size_t)iy * a->in_w + ix0;
-        if (iy < 0 || iy >= a->in_h) {
-            for (k = 0; k < kw; k++)
-                s[k] = pad_value;
-            continue;
+    top = a->pad_t < rows ? a->pad_t : rows;               /* padding rows above the tile */
+    end = a->pad_t + a->in_h < rows ? a->pad_t + a->in_h : rows;   /* rows inside end here */
+    for (; y < top; y++, s += kw)
+        for (k = 0; k < kw; k++)
+            s[k] = pad_value;
+    /* channel c of the column's first valid pixel in the tile's first row */
+    p = y < end ? a->in + (size_t)(ix0 + kx0) * in_c + c + (size_t)(y - a->pad_t) * row_stride : a->in;
+    if (kw == 3 && kx0 == 0 && kx1 == 3) {
+        const size_t c2 = 2 * (size_t)in_c;
+        for (; y < end; y++, s += 3, p += row_stride) {
+            s[0] = p[0];
+            s[1] = p[in_c];
+            s[2] = p[c2];
         }
-        for (k = 0; k < kx0; k++)
+    } else {
+        for (; y < end; y++, s += kw, p += row_stride) {
+            const int8_t *q = p;
+            for (k = 0; k < kx0; k++)
+                s[k] = pad_value;
+            for (; k < kx1; k++, q += in_c)
+                s[k] = *q;
+            for (; k < kw; k++)
+                s[k] = pad_value;
+        }
+    }
+    for (; y < rows; y++, s += kw)
+        for (k = 0; k < kw; k++)
             s[k] = pad_value;
-        for (; k < kx1; k++)
-            s[k] = src[k];
-        for (; k < kw; k++)
-            s[k] = pad_value;
+}
+
+#ifdef TSR_ISA_XPULPV2
+/* One column of a 3x3 channel: the windows start every `step` bytes of the
+ * stripe (loads at any alignment), int8 outputs out_stride apart. */
+static void column3x3_xpulp(const int8_t *win, const int8_t *w, int32_t b_off, int32_t step, int32_t out_h,
+                           int8_t *out, size_t out_stride, const xp_rq_t *q)
+{
+    const uint32_t w03 = xp_lw(w), w47 = xp_lw(w + 4);
+    const int32_t w8 = w[8];
+    int32_t oy;
+    for (oy = 0; oy < out_h; oy++, win += step, out += out_stride) {
+        int32_t acc = xp_sdotsp(b_off, xp_lw(win), w03);
+        acc = xp_sdotsp(acc, xp_lw(win + 4), w47);
+        acc = xp_mac(acc, win[8], w8);
+        *out = xp_rq(acc, q);
     }
 }
+#endif
 
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
 {
@@ -87,16 +133,19 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
     }
     s = a->scratch + (size_t)core * (size_t)a->scratch_bytes;
     for (c = c0; c < c1; c++) {
-        const int8_t *plane = a->in + (size_t)c * a->in_h * a->in_w;
         const int8_t *w = a->weights + (size_t)c * area;
         const int32_t b = a->bias ? a->bias[c] : 0;
         pnn_rq_t rq = {0, 0, 0, 0, 0, 0, 0};
+#ifdef TSR_ISA_XPULPV2
+        xp_rq_t q;
+        const int fast = area == 9 && xp_rq_channel(a->rq, c, &q);
+#endif
         if (a->rq)
             rq = pnn_rq_channel(a->rq, c);
         for (ox = 0; ox < a->out_w; ox++) {
             const int8_t *win = s;
             size_t o = (size_t)ox * C + c;
-            stripe(a, plane, ox, rows, s, (int8_t)-off);
+            stripe(a, c, ox, rows, s, (int8_t)-off);
             if (area == 9) {
                 /* 3x3, the common case: the weights stay in registers and
                  * the offset's share, off * sum(w), joins the bias (padding
@@ -104,6 +153,13 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
                 const int32_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5];
                 const int32_t w6 = w[6], w7 = w[7], w8 = w[8];
                 const int32_t b_off = b + off * (w0 + w1 + w2 + w3 + w4 + w5 + w6 + w7 + w8);
+#ifdef TSR_ISA_XPULPV2
+                if (fast) {
+                    column3x3_xpulp(win, w, b_off, step, a->out_h, (int8_t *)a->out + o,
+                                    (size_t)a->out_w * C, &q);
+                    continue;
+                }
+#endif
                 for (oy = 0; oy < a->out_h; oy++, win += step, o += (size_t)a->out_w * C) {
                     int32_t acc = b_off;
                     PNN_MAC(acc, win[0], w0); PNN_MAC(acc, win[1], w1); PNN_MAC(acc, win[2], w2);

@@ -14,6 +14,9 @@
  * offset is added to each input byte (a SIMD lane could overflow).
  */
 #include "pnn_common.h"
+#ifdef TSR_ISA_XPULPV2
+#include "xpulp.h"   /* the SIMD path, matmul_xpulp.c */
+#endif
 
 /* Keeps GCC from hoisting the loads of all four unrolled steps to the top of
  * the loop, which runs RV32 out of registers (spills cost more than the
@@ -38,9 +41,12 @@ static inline void rq_block(const tsr_requant_t *rq, int32_t c, int n, pnn_rq_t 
             p[i] = pnn_rq_channel(rq, c + i);
 }
 
-void pnn_matmul(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
-                const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
-                size_t o0, size_t o1, const tsr_requant_t *rq)
+/* not inlined into pnn_matmul: its frame and the Xpulp path's must not
+ * nest on the cluster cores' 1 kB stacks */
+static __attribute__((noinline)) void
+matmul_portable(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w, const int32_t *bias,
+                int32_t c0, int32_t c1, int32_t off, void *out, size_t o0, size_t o1,
+                const tsr_requant_t *rq)
 {
     const int dot = off == 0 && (K & 3) == 0 && aligned4(x0) && aligned4(w)
                     && (!x1 || aligned4(x1));
@@ -147,4 +153,15 @@ void pnn_matmul(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
         rq_block(rq, c, 1, p);
         pnn_store(out, o0 + c, a0, &p[0], rq);
     }
+}
+
+void pnn_matmul(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
+                const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
+                size_t o0, size_t o1, const tsr_requant_t *rq)
+{
+#ifdef TSR_ISA_XPULPV2
+    if (pnn_matmul_xpulp(x0, x1, K, w, bias, c0, c1, off, out, o0, o1, rq))
+        return;
+#endif
+    matmul_portable(x0, x1, K, w, bias, c0, c1, off, out, o0, o1, rq);
 }

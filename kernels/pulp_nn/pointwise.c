@@ -9,6 +9,9 @@
  */
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
+#ifdef TSR_ISA_XPULPV2
+#include "xpulp.h"   /* the SIMD path, matmul_xpulp.c */
+#endif
 
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores)
 {
@@ -18,6 +21,12 @@ void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores)
     pnn_split(a->out_h * a->out_w, out_c, 2, 4, core, ncores, &p, &p_end, &c0, &c1);
     if (c0 >= c1)
         return;
+#ifdef TSR_ISA_XPULPV2
+    /* whole 4-channel blocks there; what is left (or everything) here */
+    c0 = pnn_pointwise_xpulp(a, p, p_end, c0, c1);
+    if (c0 >= c1)
+        return;
+#endif
     for (; p + 1 < p_end; p += 2)
         pnn_matmul(a->in + (size_t)p * in_c, a->in + (size_t)(p + 1) * in_c, in_c, a->weights,
                    a->bias, c0, c1, off, a->out, (size_t)p * out_c, (size_t)(p + 1) * out_c, a->rq);

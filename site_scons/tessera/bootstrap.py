@@ -50,6 +50,14 @@ def _installed(package):
     return res.returncode == 0 and "install ok installed" in res.stdout
 
 
+def _found(program, target):
+    if target["runner"]["kind"] == "gvsoc" and program == target["runner"]["program"]:
+        from .runners import gvsoc   # PATH, or the prebuilt copy beside the checkout
+
+        return gvsoc.locate(program) is not None
+    return shutil.which(program) is not None
+
+
 def missing_packages(targets):
     """(packages to install, programs not found, hints) for the loaded targets."""
     packages, programs, hints = [], [], []
@@ -59,7 +67,7 @@ def missing_packages(targets):
                 if pkg not in packages and _installed(pkg) is False:
                     packages.append(pkg)
         for prog in (t["toolchain"]["cc"], t["runner"]["program"]):
-            if prog and not shutil.which(prog) and prog not in programs:
+            if prog and not _found(prog, t) and prog not in programs:
                 programs.append(prog)
                 if prog == t["runner"]["program"] and t["runner"]["install"]:
                     hints.append(f"{prog}: {t['runner']['install']}")

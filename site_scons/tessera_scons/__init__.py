@@ -300,7 +300,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     for var in ("CPPPATH", "CPPDEFINES", "CCFLAGS", "CFLAGS", "ASFLAGS", "LINKFLAGS", "LIBS", "LIBPATH"):
         tenv[var] = []
     plat.configure(tenv, tcfg)
-    tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")])
+    tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")],
+                CPPDEFINES=config.isa_defines(tcfg))
     objects = [tenv.Object(d("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources]
     netlib = tenv.StaticLibrary(d("obj", f"libtessera_{cg_target['prefix']}"), objects[:len(lib_sources)])
     hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
@@ -337,7 +338,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))
     env.Depends(verdict, canon.source_files("check", "runlog", "runners", "reference", "frontend.layout"))
     meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
-            "dma": [dma["name"] for dma in tcfg["dma"]]}
+            "dma": [dma["name"] for dma in tcfg["dma"]], "kernels": tcfg["kernels"],
+            "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
     if paths.get("tflite"):

@@ -17,6 +17,7 @@ import os
 from SCons.Script import Action
 
 from tessera import canon
+from tessera.config import isa_defines
 from tessera import export as tx
 from tessera.views import KERNELS_DIR as KERNELS
 
@@ -52,7 +53,8 @@ def declare(env, tcfg, model, prefix, outdir, sources, header, libs, hal_files, 
                      | {rel for _, rel in public_files})
         kernels.append({"id": lib["id"], "target": f"tessera_{lib['id']}", "direct": i == 0,
                         "sources": [rel for _, _, rel in srcs], "include": lib["include_export"],
-                        "defines": [_define(d) for d in lib["defines"]], "options": lib["cflags"],
+                        "defines": [_define(d) for d in lib["defines"] + isa_defines(tcfg)],
+                        "options": lib["cflags"],
                         "links": lib["links"], "files": own})
     platform = tcfg["platform"]
     hal = []

@@ -5,11 +5,10 @@
  * belongs to `core` of `ncores` and writes nothing else (its own scratch
  * aside), so cores need no barrier inside a kernel.
  *
- * Differences from the reference kernels' contract:
- *   pnn_depthwise reads its input tile in CHW order [c][in_h][in_w] (DORY's
- *       hybrid scheme; the generated loader moves it so), output HWC;
- *   scratch: conv2d 2 * kh * kw * in_c bytes per core (im2col of two
- *       pixels), depthwise (in_h + pad_t + pad_b) * kw bytes per core.
+ * Difference from the reference kernels' contract: the scratch, conv2d
+ * 2 * kh * kw * in_c bytes per core (im2col of two pixels), depthwise
+ * (in_h + pad_t + pad_b) * kw bytes per core (a column stripe of one
+ * channel, gathered from the HWC tile).
  */
 #ifndef TESSERA_PULP_NN_H
 #define TESSERA_PULP_NN_H

@@ -81,22 +81,6 @@ static inline void tsr_rows_in(hal_dma_job_t *job, int engine, int8_t *l1, const
                   (uint32_t)(n * row_bytes), 1, 0, 0, 1, 0, 0);
 }
 
-/* The input box a tile reads, into its L1 buffer in CHW order [c][h][w]
- * (DORY's hybrid depthwise: the kernel walks one channel's plane): per
- * channel, one 2D transfer of single elements gathered with the tensor's
- * pixel stride. */
-static inline void tsr_tile_in_chw(hal_dma_job_t *job, int engine, int8_t *l1, const int8_t *tensor,
-                                   int32_t w, int32_t c, int32_t esize, const tsr_tile_t *t)
-{
-    const int8_t *start = tensor + ((t->ih0 * w + t->iw0) * c + t->ic0) * esize;
-    const uint32_t plane = (uint32_t)(t->ih * t->iw * esize);
-    int32_t k;
-    for (k = 0; k < t->ic; k++)
-        hal_dma_start(job, engine, l1 + k * plane, start + k * esize, (uint32_t)esize,
-                      (uint32_t)t->iw, (uint32_t)(c * esize), (uint32_t)esize,
-                      (uint32_t)t->ih, (uint32_t)(w * c * esize), (uint32_t)(t->iw * esize));
-}
-
 /* ---- weights streamed through a staging level -------------------------- *
  * Where the tile level cannot reach the weight level (GAP8: L3 -> L2 by the
  * I/O DMA, L2 -> L1 by the cluster DMA), every layer's weights and

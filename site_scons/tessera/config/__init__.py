@@ -8,7 +8,7 @@ import os
 
 from ..errors import ConfigError
 from .model import load_model, parse_model
-from .target import load_target, parse_target, usable_bytes
+from .target import isa_defines, load_target, parse_target, usable_bytes
 from .yamlio import load_yaml
 
 __all__ = ["resolve", "available", "load_target", "load_model", "parse_target",

@@ -9,6 +9,8 @@ from ..errors import ConfigError
 from .schema import Field, validate
 from .yamlio import load_yaml
 
+# ISA extensions kernels can be built for (each defines TSR_ISA_<NAME>)
+ISA_EXTENSIONS = ("xpulpv2",)
 MEMORY_KINDS = ("scratchpad", "sram", "flash", "external", "host")
 ROLES = ("tiles", "activations", "weights")
 
@@ -41,6 +43,9 @@ TOOLCHAIN = Field("map", required=True, fields={
     "cflags": Field("list", "compiler flags (CPU, ABI, optimization)", default=[], items=Field("str")),
     "ldflags": Field("list", "linker flags", default=[], items=Field("str")),
     "debian": Field("list", "Debian packages that provide it", default=[], items=Field("str")),
+    "isa": Field("list", "ISA extensions beyond cflags' -march that the kernels may emit (xpulpv2: PULP's "
+                 "SIMD dot products, post-increment loads, hardware loops; the code then runs on PULP "
+                 "silicon or GVSoC, not QEMU)", default=[], items=Field("str", choices=ISA_EXTENSIONS)),
 })
 
 RUNNER = Field("map", required=True, fields={
@@ -89,8 +94,17 @@ def _check_cross_references(target, path):
         if reserved >= level["size"]:
             raise ConfigError(path, f"memory.{name}.reserved: {reserved} bytes reserved "
                               f"of a {level['size']}-byte level", "reserve less or enlarge the level")
+    if "xpulpv2" in target["toolchain"]["isa"] and target["runner"]["kind"] != "gvsoc":
+        raise ConfigError(path, f"toolchain.isa: xpulpv2 with a {target['runner']['kind']} runner",
+                          "Xpulp code runs on PULP silicon or GVSoC only (QEMU executes none of it): "
+                          "drop xpulpv2 or run on GVSoC")
     if target["runner"]["kind"] != "host" and not target["runner"]["program"]:
         raise ConfigError(path, "runner.program: missing", "name the emulator, e.g. qemu-system-arm")
+
+
+def isa_defines(target):
+    """The C macros that switch the kernels' ISA-specific paths on."""
+    return ["TSR_ISA_" + ext.upper() for ext in target["toolchain"]["isa"]]
 
 
 def usable_bytes(level):

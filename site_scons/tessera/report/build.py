@@ -80,6 +80,10 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "model": meta["model"],
         "verdict": verdict["verdict"],
         "counts": {"method": meta["counts"], "note": note},
+        # which code the kernels were built as: the target's ISA extensions
+        # switch their paths on (portable C otherwise)
+        "kernels": {"library": meta.get("kernels", ""), "isa": list(meta.get("isa", [])),
+                    "path": "+".join(meta.get("isa", [])) or "portable"},
         "totals": tot,
         "layers": layers,
         "memory": memory_report(the_plan),
@@ -154,6 +158,8 @@ def render(data, console=None):
         line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "
                  f"in {ws['chunks']} chunks")
     console.print(line)
+    if "kernels" in data:
+        console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")
     if ref is not None:
         bad = [r for r in ref["compared"] if not r["equal"]]

@@ -12,6 +12,12 @@ Its launcher is a Python script that starts the simulator as a child
 process, so the whole process group is killed on a timeout. A fault (the
 HAL's trap handler prints `TSR fault: ...` and exits 3), an invalid memory
 access, a non-zero exit status or a hang is a RunError in one line.
+
+Which gvsoc: runner.program on PATH, else the prebuilt copy CI machines
+keep beside the checkout (../shared/tools/gvsoc/bin/gvsoc). That launcher
+starts Python tools through `python3` on PATH, so it runs with this
+interpreter's directory first on PATH: the packages it imports are pinned in
+requirements.txt.
 """
 
 import os
@@ -20,6 +26,7 @@ import shutil
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 
 from ..errors import RunError
@@ -28,6 +35,29 @@ CMDLINE_SYMBOL = "tsr_cmdline"
 HINT = ("build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md says and put its "
         "`gvsoc` launcher on PATH")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# the prebuilt GVSoC of CI machines, beside the checkout (never part of it)
+SHARED = os.path.join(os.path.dirname(ROOT), "shared", "tools", "gvsoc", "bin", "gvsoc")
+
+
+def locate(program="gvsoc"):
+    """The gvsoc launcher to run: program on PATH, else (for `gvsoc`) the
+    shared prebuilt copy; None when there is neither."""
+    program = program or "gvsoc"
+    found = shutil.which(program)
+    if found:
+        return found
+    if os.path.basename(program) == "gvsoc" and os.access(SHARED, os.X_OK):
+        return SHARED
+    return None
+
+
+def launcher_env():
+    """The environment for the launcher: this interpreter's bin directory
+    first on PATH, where GVSoC's Python packages are installed."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
 
 
 def _symbol_file_range(data, name, where):
@@ -110,7 +140,8 @@ def run_gvsoc(cmd, where, timeout):
     """stdout + stderr of cmd, run in its own process group; RunError on
     timeout or non-zero exit, naming the cause."""
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=launcher_env())
     except OSError as err:
         raise RunError(where, f"cannot start {cmd[0]}: {err.strerror}", HINT) from None
     try:
@@ -138,10 +169,10 @@ def run_gvsoc(cmd, where, timeout):
 
 
 def run(runner, firmware, args, timeout):
-    program = runner["program"] or "gvsoc"
     where = f"run of {firmware} on GVSoC"
-    if shutil.which(program) is None:
-        raise RunError(where, f"`{program}` is not on PATH", HINT)
+    program = locate(runner["program"])
+    if program is None:
+        raise RunError(where, f"`{runner['program'] or 'gvsoc'}` is not on PATH", HINT)
     firmware = os.path.abspath(firmware)
     with tempfile.TemporaryDirectory(prefix="tessera-gvsoc-") as work:
         elf = with_args(firmware, args, work) if args else firmware

@@ -128,10 +128,38 @@ def _fit_error(layer, q, budget):
              f"kernel library with less scratch, or shrink this layer"))
 
 
+def _solve_whole(layer, target):
+    """A layer computed on whole tensors: every input and the output in L1
+    at once (one buffer each, sized for the largest input), or a FitError."""
+    Ho, Wo, Co = layer["out"]
+    align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
+    one_in = max(layer["in_sizes"]) * layer["in_bytes"]
+    out = Ho * Wo * Co * layer["out_bytes"]
+    total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
+    budget = target["l1_budget"]
+    if total > budget:
+        raise FitError(
+            where=f"layer {layer['name']}",
+            what=(f"{layer['op']} is computed on whole tensors (not tiled): its {layer['n_inputs']} "
+                  f"input(s) and output need {total} bytes of L1 but only {budget} are available"),
+            fix="give the target more L1 (a larger L1 level, or fewer reserved bytes, in the target "
+                "YAML), or shrink the tensors around this layer")
+    H, W, C = layer["in"]
+    return {
+        "layer": layer["name"], "tiled": False,
+        "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
+        "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+        "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": 0, "scratch": 0, "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
+    }
+
+
 def solve_layer(layer, target):
     """The L2 -> L1 tiling of one layer (see the module docstring)."""
     layer_mod.check(layer)
     _check_target(target)
+    if layer.get("whole"):
+        return _solve_whole(layer, target)
     spec = library.op_spec(target["kernels"], layer["op"])
     tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
     Ho, Wo, Co = layer["out"]

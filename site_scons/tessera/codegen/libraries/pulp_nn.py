@@ -1,9 +1,6 @@
 """Adapter for the PULP-NN-style cluster kernels (kernels/pulp_nn/, API in
-kernels/include/tessera/pulp_nn.h): the reference kernels' argument structs
-and weight layouts, other kernel functions, and one different tile load:
-a depthwise layer's input tile goes to L1 in CHW order (DORY's hybrid
-scheme: the strided DMA transposes, the kernel walks one channel's plane
-per core and writes the output HWC). Layers with what only the reference
+kernels/include/tessera/pulp_nn.h): the reference kernels' argument structs,
+weight layouts and HWC tile loads, other kernel functions. Layers with what only the reference
 kernels implement (reference.reference_only: matmul, parameters per
 element, int32 inputs) run on them, compiled in as the fallback.
 """
@@ -27,9 +24,3 @@ def kernel_function(layer, graph):
     if reference.reference_only(layer, graph) is not None:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]
-
-
-def input_loader(layer, graph):
-    """The tile.h helper that brings a tile's input into L1 (CHW for
-    pnn_depthwise; the reference kernels read HWC)."""
-    return "tsr_tile_in_chw" if kernel_function(layer, graph) == "pnn_depthwise" else "tsr_tile_in"

@@ -1,0 +1,148 @@
+/*
+ * Xpulpv2 instructions for Debian's GCC, which has no Xpulp mnemonics: its
+ * assembler emits any encoding with `.insn`. The encodings are those of
+ * GVSoC's pulp-open cores (its isa_pulpv2 description), checked on GVSoC.
+ * Only compiled when the target YAML's toolchain.isa lists xpulpv2 (the
+ * build then defines TSR_ISA_XPULPV2); QEMU executes none of these.
+ *
+ *   pv.sdotsp.b  rd += dot(4 x int8 of rs1, 4 x int8 of rs2)
+ *   pv.sdotusp.b rd += dot(4 x uint8 of rs1, 4 x int8 of rs2)
+ *   p.lw rd, 4(rs1!)   load a word, then rs1 += 4
+ *   p.mac rd, rs1, rs2 rd += rs1 * rs2
+ *   lp.setup 0, rs1, end   hardware loop 0: rs1 turns of the instructions
+ *                      from the next one to `end` (its last instruction),
+ *                      encoded as (end - pc) / 2
+ *
+ * `.insn` takes no forward reference, so a loop's length is counted by hand
+ * (XP_LOOP's `n`, instructions in the body) and the assembler checks the
+ * count once the body is behind it (XP_LOOP_END); `.option norvc norelax`
+ * keeps every instruction 4 bytes and the distance fixed.
+ *
+ * The loops below are whole asm blocks (a hardware loop cannot be left to
+ * a compiler that does not know about it).
+ */
+#ifndef TESSERA_PNN_XPULP_H
+#define TESSERA_PNN_XPULP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/kernels.h"
+
+#define XP_SDOTSP(rd, rs1, rs2) ".insn r 0x57, 1, 0x5C, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_SDOTUSP(rd, rs1, rs2) ".insn r 0x57, 1, 0x54, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_LW_INC(rd, rs1) ".insn i 0x0B, 2, " rd ", 4(" rs1 ")\n\t"
+/* lp.setup 0, rs1 over the next n instructions; XP_LOOP_END() goes right
+ * before the last of them, XP_LOOP_CHECK(n) after it */
+#define XP_STR(x) #x
+#define XP_LOOP(rs1, n) \
+    ".option push\n\t.option norvc\n\t.option norelax\n\t.Lxp_set%=:\n\t" \
+    ".insn i 0x7B, 4, x0, " rs1 ", " XP_STR(2 * n) "\n\t"
+#define XP_LOOP_END() ".Lxp_end%=:\n\t"
+#define XP_LOOP_CHECK(n) \
+    ".if .Lxp_end%= - .Lxp_set%= != 4 * " XP_STR(n) "\n\t.error \"hardware loop length\"\n\t.endif\n\t" \
+    ".option pop"
+
+/* acc += x * y in one p.mac */
+static inline int32_t xp_mac(int32_t acc, int32_t x, int32_t y)
+{
+    __asm__(".insn r 0x33, 0, 0x21, %0, %1, %2" : "+r"(acc) : "r"(x), "r"(y));
+    return acc;
+}
+
+/* rd = min(rs1, rs2), max (signed): p.min, p.max */
+static inline int32_t xp_min(int32_t a, int32_t b)
+{
+    int32_t r;
+    __asm__(".insn r 0x33, 4, 0x02, %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline int32_t xp_max(int32_t a, int32_t b)
+{
+    int32_t r;
+    __asm__(".insn r 0x33, 6, 0x02, %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* acc + dot(4 x int8 of x, 4 x int8 of w): pv.sdotsp.b */
+static inline int32_t xp_sdotsp(int32_t acc, uint32_t x, uint32_t w)
+{
+    __asm__(".insn r 0x57, 1, 0x5C, %0, %1, %2" : "+r"(acc) : "r"(x), "r"(w));
+    return acc;
+}
+
+/* The word at p, whatever its alignment (the pulp-open cores handle
+ * misaligned loads; C would need four byte loads). */
+static inline uint32_t xp_lw(const int8_t *p)
+{
+    uint32_t v;
+    __asm__("lw %0, %1" : "=r"(v) : "m"(*(const struct { int8_t b[4]; } *)p));
+    return v;
+}
+
+/* The body of a 4 channel x 2 pixel block, four k per turn: `DOT` is
+ * sdotsp (signed inputs) or sdotusp (inputs flipped to unsigned by the xor
+ * with 0x80808080 in t4: x + 128 for int8 x is x ^ 0x80 read as uint8).
+ * Six post-increment loads and eight dot products (32 MACs) per turn. The
+ * loaded words live in fixed temporaries (t0-t3), clobbered: GCC allows 30
+ * asm operands and the accumulators and pointers take 29. */
+#define XP_FLIP_SETUP "li t4, 0x80808080\n\t"
+#define XP_FLIP2 "xor t0, t0, t4\n\txor t1, t1, t4\n\t"
+#define XP_FLIP1 "xor t0, t0, t4\n\t"
+/* instructions in the loop bodies: 6 loads + 8 dots (+ 2 xor), 5 + 4 (+ 1) */
+#define XP_LEN_4X2 14
+#define XP_LEN_4X2_FLIP 16
+#define XP_LEN_4X1 9
+#define XP_LEN_4X1_FLIP 10
+
+#define XP_BLOCK_4X2(DOT, SETUP, XOR, LEN)                                               \
+    __asm__ volatile(SETUP XP_LOOP("%[n]", LEN)                                           \
+                     XP_LW_INC("t0", "%[p0]") XP_LW_INC("t1", "%[p1]")                    \
+                     XP_LW_INC("t2", "%[q0]") XP_LW_INC("t3", "%[q1]")                    \
+                     XOR                                                                   \
+                     DOT("%[a00]", "t0", "t2") DOT("%[a01]", "t1", "t2")                  \
+                     XP_LW_INC("t2", "%[q2]")                                             \
+                     DOT("%[a10]", "t0", "t3") DOT("%[a11]", "t1", "t3")                  \
+                     XP_LW_INC("t3", "%[q3]")                                             \
+                     DOT("%[a20]", "t0", "t2") DOT("%[a21]", "t1", "t2")                  \
+                     DOT("%[a30]", "t0", "t3")                                            \
+                     XP_LOOP_END() DOT("%[a31]", "t1", "t3")                              \
+                     XP_LOOP_CHECK(LEN)                                                   \
+                     : [a00] "+r"(a00), [a01] "+r"(a01), [a10] "+r"(a10), [a11] "+r"(a11), \
+                       [a20] "+r"(a20), [a21] "+r"(a21), [a30] "+r"(a30), [a31] "+r"(a31), \
+                       [p0] "+r"(p0), [p1] "+r"(p1), [q0] "+r"(q0), [q1] "+r"(q1),        \
+                       [q2] "+r"(q2), [q3] "+r"(q3)                                       \
+                     : [n] "r"(n)                                                         \
+                     : "t0", "t1", "t2", "t3", "t4", "memory")
+
+/* 4 channels x 1 pixel: five loads and four dot products (16 MACs). */
+#define XP_BLOCK_4X1(DOT, SETUP, XOR, LEN)                                               \
+    __asm__ volatile(SETUP XP_LOOP("%[n]", LEN)                                           \
+                     XP_LW_INC("t0", "%[p0]")                                             \
+                     XP_LW_INC("t2", "%[q0]") XP_LW_INC("t3", "%[q1]")                    \
+                     XOR                                                                   \
+                     DOT("%[a00]", "t0", "t2")                                            \
+                     XP_LW_INC("t2", "%[q2]")                                             \
+                     DOT("%[a10]", "t0", "t3")                                            \
+                     XP_LW_INC("t3", "%[q3]")                                             \
+                     DOT("%[a20]", "t0", "t2")                                            \
+                     XP_LOOP_END() DOT("%[a30]", "t0", "t3")                              \
+                     XP_LOOP_CHECK(LEN)                                                   \
+                     : [a00] "+r"(a00), [a10] "+r"(a10), [a20] "+r"(a20), [a30] "+r"(a30), \
+                       [p0] "+r"(p0), [q0] "+r"(q0), [q1] "+r"(q1), [q2] "+r"(q2),        \
+                       [q3] "+r"(q3)                                                      \
+                     : [n] "r"(n)                                                         \
+                     : "t0", "t2", "t3", "t4", "memory")
+
+/* pnn_matmul on Xpulpv2 (matmul_xpulp.c): 1 when it computed the block, 0
+ * when the operands need the portable path. */
+int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
+                     const int32_t *bias, int32_t c0, int32_t c1, int32_t off, void *out,
+                     size_t o0, size_t o1, const tsr_requant_t *rq);
+
+/* pnn_pointwise on Xpulpv2, channel blocks outermost (matmul_xpulp.c):
+ * computes pixels [p, p_end) x channels [c0, c) and returns c. */
+int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1);
+
+#endif /* TESSERA_PNN_XPULP_H */

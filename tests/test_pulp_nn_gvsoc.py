@@ -1,0 +1,291 @@
+"""The PULP-NN-style kernels' Xpulpv2 path (kernels/pulp_nn/, built with
+TSR_ISA_XPULPV2 as targets/pulp_open.yaml asks) on GVSoC's pulp-open
+cluster, against the golden model bit for bit.
+
+One firmware holds a fixed list of kernel calls (seeded data, chosen to
+reach every branch of the Xpulp code and its fallbacks): each op with
+channels that are and are not multiples of 4, odd pixel counts, padding on
+every border, stride 2, the input offsets the SIMD loops take (0, 128) and
+others (folded into the bias), K not a multiple of 4 (a scalar tail, rows
+off word alignment), the 32-bit requantization and the general
+one (shift below 33, floor rounding with an additive term), int32 outputs.
+Every call copies its operands into L1 (as the generated layers' DMA
+does), runs on 8 cores (hal_fork) or 1, and prints its output; one GVSoC
+run checks all of them. The same firmware built without the ISA extension
+(the portable path) must print the same bytes.
+
+Needs GVSoC (PATH, or the prebuilt copy beside the checkout) and
+riscv64-unknown-elf-gcc with picolibc; skips otherwise.
+"""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from helpers import ROOT
+from tessera.golden import ops
+from tessera.runners import gvsoc
+from test_gvsoc import _target, build_firmware
+from test_ref_kernels import Rq
+
+pytestmark = [
+    pytest.mark.gvsoc,
+    pytest.mark.skipif(gvsoc.locate() is None,
+                       reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
+                              "says and put its `gvsoc` launcher on PATH"),
+]
+
+PNN = os.path.join(ROOT, "kernels", "pulp_nn")
+ONE = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
+
+
+def int8s(rng, shape):
+    return rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8)
+
+
+def requant(rng, kind, channels, acc):
+    """`std`: per-channel, round half up, Q31 multipliers with shifts of 33
+    or more (the 32-bit path); `low`: shifts below 33; `floor`: floor
+    rounding with an additive term (NEMO's); None: int32 outputs."""
+    if kind is None:
+        return None
+    top = int(np.abs(acc).max()) or 1
+    if kind == "low":
+        mul = rng.integers(1, 2**12, size=channels)
+    else:
+        mul = rng.integers(2**30, 2**31 - 1, size=channels)
+    shift = [max(1, min(62, (top * int(m)).bit_length() - 7)) for m in mul]
+    if kind == "std":
+        shift = [max(33, s) for s in shift]
+    zp = int(rng.integers(-128, 0))
+    if kind == "floor":
+        return Rq(mul.tolist(), rng.integers(-2**20, 2**20, size=channels).tolist(), shift, 1, zp, -128, 127,
+                  "floor")
+    return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
+
+
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE):
+    """(kernel, operands, expected output) of one call."""
+    rng = np.random.default_rng(seed)
+    kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
+    if op == "depthwise":
+        h, w, c = shape
+        x, wt = int8s(rng, (h, w, c)), int8s(rng, (c, *kern))
+        bias = rng.integers(-2**14, 2**14, size=c).astype(np.int32)
+        acc = ops.depthwise(x, wt.transpose(1, 2, 0), bias, off, kern, strd, pad)
+        out_c = c
+    else:
+        h, w, in_c, out_c = shape
+        x = int8s(rng, (h, w, in_c))
+        bias = rng.integers(-2**14, 2**14, size=out_c).astype(np.int32)
+        if op == "conv2d":
+            wt = int8s(rng, (out_c, *kern, in_c))
+            acc = ops.conv2d(x, wt, bias, off, kern, strd, pad)
+        elif op == "pointwise":
+            wt = int8s(rng, (out_c, in_c))
+            acc = ops.pointwise(x, wt, bias, off)
+        else:
+            wt = int8s(rng, (out_c, x.size))
+            acc = ops.linear(x, wt, bias, off)
+    rq = requant(rng, rq_kind, out_c, acc)
+    expected = acc.astype(np.int32) if rq is None else ops.requantize(acc, rq.golden).astype(np.int8)
+    rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
+    scratch = {"conv2d": 2 * geom["kh"] * geom["kw"] * (shape[2] if op != "depthwise" else 0),
+               "depthwise": rows * geom["kw"]}.get(op, 0)
+    return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
+                ncores=ncores, scratch=scratch)
+
+
+S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
+S2 = dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 0, 1, 1))
+ODD = dict(kh=3, kw=3, sh=2, sw=1, pad=(1, 0, 2, 1))
+K5 = dict(kh=5, kw=5, sh=1, sw=2, pad=(2, 2, 2, 1))
+
+CASES = [
+    # pointwise: the 4x2 SIMD block, leftover channels, an odd last pixel,
+    # K not a multiple of 4 (portable), every offset kind, every requant kind
+    case("pointwise", 1, (3, 5, 16, 12), 128, "std", 8),
+    case("pointwise", 2, (2, 3, 8, 7), 128, "std", 8),
+    case("pointwise", 3, (1, 3, 12, 6), 0, "std", 8),
+    case("pointwise", 4, (3, 3, 32, 9), 128, "std", 1),
+    case("pointwise", 5, (2, 2, 6, 8), 128, "std", 8),
+    case("pointwise", 6, (2, 4, 8, 8), 62, "std", 8),
+    case("pointwise", 7, (2, 4, 8, 8), -128, "std", 3),
+    case("pointwise", 8, (3, 3, 16, 8), 128, "low", 8),
+    case("pointwise", 9, (3, 3, 16, 8), 128, "floor", 8),
+    case("pointwise", 10, (3, 3, 16, 8), 128, None, 8),
+    case("pointwise", 11, (2, 3, 20, 13), 0, None, 1),
+    # conv2d through im2col: padding, stride 2, patches of 36 and 27 bytes
+    case("conv2d", 20, (6, 7, 4, 8), 128, "std", 8, S1),
+    case("conv2d", 21, (7, 7, 4, 6), 128, "std", 8, S2),
+    case("conv2d", 22, (5, 6, 3, 5), -2, "std", 8, S2),
+    case("conv2d", 23, (6, 5, 8, 9), 0, "low", 1, ODD),
+    case("conv2d", 24, (5, 5, 4, 4), 128, None, 8, ODD),
+    case("conv2d", 25, (6, 6, 3, 8), 5, "std", 8, S1),
+    # depthwise: 3x3 (SIMD windows), stride 2, odd borders, 5x5 (general)
+    case("depthwise", 30, (8, 9, 8), 128, "std", 8, S1),
+    case("depthwise", 31, (9, 7, 5), 128, "std", 8, S2),
+    case("depthwise", 32, (7, 6, 11), -1, "std", 3, ODD),
+    case("depthwise", 33, (6, 6, 4), 0, "low", 8, S1),
+    case("depthwise", 34, (6, 6, 6), 128, "floor", 8, S1),
+    case("depthwise", 35, (6, 6, 6), 128, None, 1, S1),
+    case("depthwise", 36, (8, 8, 5), 128, "std", 8, K5),
+    # linear: channels split in fours, leftovers, K not a multiple of 4
+    case("linear", 40, (1, 1, 64, 21), 128, "std", 8),
+    case("linear", 41, (2, 2, 8, 13), 0, "std", 8),
+    case("linear", 42, (1, 1, 30, 10), 128, "std", 8),
+    case("linear", 43, (1, 1, 48, 12), 128, None, 1),
+    case("linear", 44, (1, 1, 30, 9), -3, "std", 8),
+]
+
+
+def c_array(name, ctype, values):
+    vals = ", ".join(str(int(v)) for v in np.asarray(values).ravel()) or "0"
+    return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
+
+
+def firmware_source(cases):
+    """The test program: every case's operands, then main()."""
+    out = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
+           '#include "tessera/hal.h"\n#include "tessera/pulp_nn.h"\n\n']
+    table = []
+    for i, c in enumerate(cases):
+        g = c["geom"]
+        out.append(c_array(f"x{i}", "int8_t", c["x"]))
+        out.append(c_array(f"w{i}", "int8_t", c["w"]))
+        out.append(c_array(f"b{i}", "int32_t", c["bias"]))
+        rq = "0"
+        if c["rq"] is not None:
+            r = c["rq"]
+            out.append(c_array(f"m{i}", "int32_t", r.mul))
+            out.append(c_array(f"s{i}", "int8_t", r.shift))
+            add = "0"
+            if r.add is not None:
+                out.append(c_array(f"a{i}", "int32_t", r.add))
+                add = f"a{i}"
+            out.append(f"static const tsr_requant_t rq{i} = {{m{i}, {add}, s{i}, 1, {r.zero_point}, {r.lo}, "
+                       f"{r.hi}, {0 if r.rounding == 'half_up' else 1}, {{0, 0, 0}}}};\n")
+            rq = f"&rq{i}"
+        e = c["expected"]
+        eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])
+        pt, pl, pb, pr = g["pad"]
+        table.append(f"    {{pnn_{c['op']}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
+                     f"{c['x'].shape[0]}, {c['x'].shape[1]}, {c['x'].shape[2]}, {eh}, {ew}, {ec}, "
+                     f"{g['kh']}, {g['kw']}, {g['sh']}, {g['sw']}, {pt}, {pl}, {pb}, {pr}, {c['off']}, "
+                     f"{c['scratch']}, {e.nbytes}, {c['ncores']}}},\n")
+    out.append('''
+typedef struct {
+    void (*fn)(const tsr_conv_args_t *, int, int);
+    const int8_t *x;
+    uint32_t x_bytes;
+    const int8_t *w;
+    uint32_t w_bytes;
+    const int32_t *bias;
+    const tsr_requant_t *rq;
+    int32_t in_h, in_w, in_c, out_h, out_w, out_c, kh, kw, sh, sw, pt, pl, pb, pr, off, scratch, out_bytes,
+        ncores;
+} pcase_t;
+
+static const pcase_t cases[] = {
+''' + "".join(table) + '''};
+
+/* operands, output and scratch in L1, as a layer's tiles are */
+static int8_t arena[40000] __attribute__((section(".bss.tsr.L1"), aligned(8)));
+
+static tsr_conv_args_t args;
+static const pcase_t *cur;
+
+static void body(void *unused)
+{
+    int k = hal_core_id();
+    (void)unused;
+    if (k < cur->ncores)
+        cur->fn(&args, k, cur->ncores);
+}
+
+static uint32_t up4(uint32_t n)
+{
+    return (n + 3u) & ~3u;
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t i;
+    int32_t j;
+    (void)argc;
+    (void)argv;
+    hal_init();
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const pcase_t *c = &cases[i];
+        int8_t *x = arena, *w = x + up4(c->x_bytes), *o = w + up4(c->w_bytes), *s = o + up4(c->out_bytes);
+        memcpy(x, c->x, c->x_bytes);
+        memcpy(w, c->w, c->w_bytes);
+        memset(o, 0x5A, c->out_bytes);
+        memset(&args, 0, sizeof args);
+        args.in = x, args.in_h = c->in_h, args.in_w = c->in_w, args.in_c = c->in_c;
+        args.weights = w, args.bias = c->bias, args.out = o;
+        args.out_h = c->out_h, args.out_w = c->out_w, args.out_c = c->out_c;
+        args.kh = c->kh, args.kw = c->kw, args.sh = c->sh, args.sw = c->sw;
+        args.pad_t = c->pt, args.pad_l = c->pl, args.pad_b = c->pb, args.pad_r = c->pr;
+        args.input_offset = c->off, args.rq = c->rq;
+        args.scratch = c->scratch ? s : 0, args.scratch_bytes = c->scratch;
+        cur = c;
+        hal_fork(body, 0);
+        printf("CASE %u ", (unsigned)i);
+        for (j = 0; j < c->out_bytes; j++)
+            printf("%02x", (unsigned)(uint8_t)o[j]);
+        printf("\\n");
+    }
+    printf("CASES done\\n");
+    return 0;
+}
+''')
+    return "".join(out)
+
+
+def outputs(text):
+    got = {}
+    for line in text.splitlines():
+        m = re.match(r"CASE (\d+) ([0-9a-f]*)$", line.strip())
+        if m:
+            got[int(m.group(1))] = bytes.fromhex(m.group(2))
+    assert "CASES done" in text, text[-2000:]
+    return got
+
+
+def run(tmp_path, isa):
+    from tessera import config, runners
+
+    target = _target()
+    defines = config.isa_defines(target) if isa else []
+    assert not isa or defines == ["TSR_ISA_XPULPV2"]   # what targets/pulp_open.yaml asks for
+    target["toolchain"]["cflags"] = list(target["toolchain"]["cflags"]) + ["-D" + d for d in defines]
+    src = tmp_path / "cases.c"
+    src.write_text(firmware_source(CASES))
+    kernels = sorted(os.path.join(PNN, f) for f in os.listdir(PNN) if f.endswith(".c"))
+    elf = build_firmware(str(tmp_path), [str(src), *kernels], target)
+    return outputs(runners.run(target["runner"], elf))
+
+
+def test_the_scratch_fits_the_arena():
+    for c in CASES:
+        total = sum(-(-n // 4) * 4 for n in (c["x"].nbytes, c["w"].nbytes, c["expected"].nbytes))
+        assert total + c["scratch"] * c["ncores"] <= 40000
+
+
+@pytest.fixture(scope="module")
+def xpulp_outputs(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("xpulp"), True)
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c['op']}-{k}" for k, c in enumerate(CASES)])
+def test_xpulp_kernel_matches_golden(xpulp_outputs, i):
+    c = CASES[i]
+    got = np.frombuffer(xpulp_outputs[i], dtype=c["expected"].dtype).reshape(c["expected"].shape)
+    np.testing.assert_array_equal(got, c["expected"])
+
+
+def test_portable_build_prints_the_same(tmp_path, xpulp_outputs):
+    assert run(tmp_path, False) == xpulp_outputs
