@@ -262,7 +262,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "dilation", "axis", "mode", "table", "in_shift")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table")
 
 
 def _drop_unset(d, keys):

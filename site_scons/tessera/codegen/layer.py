@@ -22,11 +22,9 @@ from .. import ir
 from ..errors import FitError
 from ..tiler import tiles as tile_list
 from ..views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import header_comment, int_list
+from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library
 
-ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR", "tflite": "TSR_ROUND_TFLITE",
-            "tflite_div": "TSR_ROUND_TFLITE_DIV"}
 
 
 def symbol(prefix, layer_name, what=None):

@@ -34,12 +34,12 @@ def reference_only(layer, graph):
         return "a product of two activations"
     if layer.op in REFERENCE_OPS:
         return f"the {layer.op} op"
+    if layer.in_shift:
+        return "TFLite's add (each input rescaled)"
     if layer.dilation and list(layer.dilation) != [1, 1]:
         return "a dilated convolution"
     if is_whole(layer, graph) or channel_operand(layer, graph):
         return "broadcasting"
-    if layer.in_shift:
-        return "TFLite's add (each input rescaled)"
     if requant_plane(layer) or bias_plane(layer):
         return "parameters per output element"
     if any(graph.tensor(name).dtype == "int32" for name in layer.inputs):
