@@ -134,6 +134,9 @@ class Layer:
     requant: Optional[Requant] = None
     source: list = field(default_factory=list)  # names of the source-graph nodes it came from
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
+    # a layer tessera adds that the source toolchain does not count (e.g. the
+    # part of a NEMO Pad a convolution cannot take): why; None otherwise
+    added: Optional[str] = None
 
 
 @dataclass
@@ -195,7 +198,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape",)
+_OPTIONAL_LAYER = ("bias_shape", "added")
 
 
 def _drop_unset(d, keys):
