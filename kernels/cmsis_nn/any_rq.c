@@ -1,5 +1,5 @@
 /*
- * Convolutions, pointwise and fully connected layers on the DSP SIMD
+ * Convolutions, depthwise, pointwise and fully connected layers on the DSP SIMD
  * instructions with tessera's whole requantization (tsr_requantize: floor
  * rounding, an additive term, Requant.divisor, int32 outputs), which
  * CMSIS-NN's API cannot express (its requantization rounds half up and has
@@ -202,4 +202,81 @@ void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores)
     (void)ncores;
     if (core == 0)
         rows(a, 1, a->in_h * a->in_w * a->in_c);
+}
+
+/* two int16 lanes in a word, lo in the bottom half */
+TSR_INLINE int32_t lanes16(int32_t lo, int32_t hi)
+{
+    return (int32_t)(((uint32_t)(uint16_t)lo) | ((uint32_t)(uint16_t)hi << 16));
+}
+
+/* Depthwise: four channels per input word, each with its own accumulator
+ * (smlabb/smlatt on the sxtab16 lanes), the filter brought once per call
+ * into the scratch as int16 lane pairs [kh * kw][channel group][2 words]:
+ * (w[c], w[c + 2]), (w[c + 1], w[c + 3]). Channels past the last group of
+ * four, or without the scratch, take a scalar loop. */
+void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
+{
+    const int32_t C = a->out_c, kh = a->kh, kw = a->kw, area = kh * kw, off = a->input_offset;
+    const int32_t groups = C / 4;
+    int32_t *wt = (int32_t *)(void *)a->scratch;
+    (void)ncores;
+    if (core != 0)
+        return;
+    if (!wt || ((uintptr_t)wt & 3) != 0 || (size_t)a->scratch_bytes < (size_t)8 * area * groups
+        || off < -255 || off > 255)
+        wt = NULL;
+    if (wt) {
+        for (int32_t p = 0; p < area; p++) {
+            for (int32_t g = 0; g < groups; g++) {
+                const int8_t *w = a->weights + (size_t)g * 4 * area + p;
+                int32_t *d = wt + ((size_t)p * groups + g) * 2;
+                d[0] = lanes16(w[0], w[2 * area]);
+                d[1] = lanes16(w[area], w[3 * area]);
+            }
+        }
+    }
+    const int32_t off2 = tsr_dup16(off);
+    for (int32_t oy = 0; oy < a->out_h; oy++) {
+        int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
+        tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < a->out_w; ox++) {
+            int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
+            const size_t o = ((size_t)oy * a->out_w + ox) * C;
+            int32_t c = 0;
+            tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
+            if (wt) {
+                for (int32_t g = 0; g < groups; g++, c += 4) {
+                    int32_t s0 = bias(a, c), s1 = bias(a, c + 1), s2 = bias(a, c + 2), s3 = bias(a, c + 3);
+                    for (int32_t ky = ky0; ky < ky1; ky++) {
+                        const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + ix0) * C + c;
+                        const int32_t *w = wt + ((size_t)(ky * kw) * groups + g) * 2;
+                        for (int32_t kx = kx0; kx < kx1; kx++) {
+                            const uint32_t xv = tsr_ld32(x + (size_t)kx * C);
+                            const int32_t xa = tsr_sxtab16(off2, xv), xb = tsr_sxtab16_ror8(off2, xv);
+                            const int32_t *wk = w + (size_t)kx * groups * 2;
+                            s0 = tsr_smlabb(xa, wk[0], s0);
+                            s2 = tsr_smlatt(xa, wk[0], s2);
+                            s1 = tsr_smlabb(xb, wk[1], s1);
+                            s3 = tsr_smlatt(xb, wk[1], s3);
+                        }
+                    }
+                    store(a, o, c, s0);
+                    store(a, o, c + 1, s1);
+                    store(a, o, c + 2, s2);
+                    store(a, o, c + 3, s3);
+                }
+            }
+            for (; c < C; c++) {
+                int32_t s = bias(a, c);
+                for (int32_t ky = ky0; ky < ky1; ky++) {
+                    const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + ix0) * C + c;
+                    const int8_t *w = a->weights + (size_t)c * area + ky * kw;
+                    for (int32_t kx = kx0; kx < kx1; kx++)
+                        s += (x[(size_t)kx * C] + off) * w[kx];
+                }
+                store(a, o, c, s);
+            }
+        }
+    }
 }
