@@ -197,6 +197,9 @@ class Layer:
     axis: Optional[int] = None        # concat: the HWC axis joined
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
     table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
+    # a layer tessera adds that the source toolchain does not count (e.g. the
+    # part of a NEMO Pad a convolution cannot take): why; None otherwise
+    added: Optional[str] = None
 
 
 @dataclass
@@ -262,7 +265,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added")
 
 
 def _drop_unset(d, keys):
