@@ -218,3 +218,17 @@ def test_builds_and_cycle_counts_are_deterministic(tmp_path):
         assert "count=" in f.read()
     differ = [name for name in fa if not filecmp.cmp(fa[name], fb[name], shallow=False)]
     assert differ == []
+
+
+@pytest.mark.slow
+def test_gap8_stand_in_streams_weights_from_l3_bit_exact(tmp_path):
+    """gap8_gvsoc: GAP8's memory plan (weights in L3, streamed to L2 chunk by
+    chunk) with the Xpulp kernels on GVSoC's pulp-open, bit-exact."""
+    out = tmp_path / "out"
+    scons("target=gap8_gvsoc", "model=tiny", out=out, check=True)
+    rep = report(out, "gap8_gvsoc", "tiny")
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    assert rep["kernels"]["path"] == "xpulpv2"
+    assert rep["totals"]["weights_streamed"]["from"] == "L3"
+    assert rep["totals"]["weights_streamed"]["bytes"] > 0
+    assert rep["memory"]["L2"]["size"] == 512000
