@@ -31,6 +31,27 @@ def one_error(res):
     return lines[0]
 
 
+def plant_golden_error(netdir, layer_index, hwc):
+    """Change one element of a layer's golden output, as a golden-model bug
+    would (the preparation's stamp is updated too, or the build would see a
+    damaged file and make it again): the check step must catch and name it.
+    Returns the layer's IR entry."""
+    import json
+
+    from tessera import canon
+
+    golden = canon.load_npz(str(netdir / "golden.npz"))
+    layer = json.loads((netdir / "graph.json").read_text())["layers"][layer_index]
+    arr = golden[layer["output"]].copy()
+    arr[hwc] = arr[hwc] + 1 if arr[hwc] < 127 else arr[hwc] - 1
+    golden[layer["output"]] = arr
+    canon.save_npz(str(netdir / "golden.npz"), golden)
+    stamp = canon.read_json(str(netdir / ".prepare.json"))
+    stamp["golden_outputs"]["golden.npz"] = canon.file_digest(str(netdir / "golden.npz"))
+    canon.write_json(str(netdir / ".prepare.json"), stamp)
+    return layer
+
+
 def report(out, target, model):
     """A build's report.json."""
     import json

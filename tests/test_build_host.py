@@ -9,7 +9,7 @@ import re
 import pytest
 import yaml
 
-from helpers import ROOT, one_error, report, scons
+from helpers import ROOT, one_error, plant_golden_error, report, scons
 
 
 def tree_files(root):
@@ -135,18 +135,10 @@ def test_l2_too_small_is_named_and_fixable(tmp_path):
 def test_a_mismatch_names_the_first_layer_and_element(tmp_path):
     """The check step is a real check: against a golden output with one
     element changed, the build fails naming that layer and element."""
-    from tessera import canon
-
     out = tmp_path / "out"
     scons("target=host", "model=tiny", out=out, check=True)
     netdir = out / "host" / "tiny"
-    golden = canon.load_npz(str(netdir / "golden.npz"))
-    graph = json.loads((netdir / "graph.json").read_text())
-    layer = graph["layers"][2]
-    arr = golden[layer["output"]].copy()
-    arr[1, 2, 3] = arr[1, 2, 3] + 1 if arr[1, 2, 3] < 127 else arr[1, 2, 3] - 1
-    golden[layer["output"]] = arr
-    canon.save_npz(str(netdir / "golden.npz"), golden)
+    layer = plant_golden_error(netdir, 2, (1, 2, 3))
     line = one_error(scons("target=host", "model=tiny", out=out))
     assert f"layer 2 ({layer['name']}) differs" in line
     assert "[h, w, c] = [1, 2, 3]" in line and "1 of" in line, line

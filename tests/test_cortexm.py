@@ -3,14 +3,13 @@ QEMU runner's failure lines, and (marked qemu) whole networks built with
 arm-none-eabi-gcc and run under qemu-system-arm, bit-exact, with
 deterministic per-layer instruction counts."""
 
-import json
 import os
 import shutil
 import subprocess
 
 import pytest
 
-from helpers import ROOT, one_error, report, scons
+from helpers import ROOT, one_error, plant_golden_error, report, scons
 from test_build_host import tree_files
 
 from tessera import config
@@ -189,19 +188,10 @@ def test_cortexm_tree_is_deterministic(tmp_path):
 def test_a_mismatch_under_qemu_names_the_element(tmp_path):
     """The check step reruns the firmware with dump=<layer> (argv through
     semihosting) to name the first differing element."""
-    from tessera import canon
-
     needs_cross()
     out = tmp_path / "out"
     scons("target=stm32f4", "model=tiny", out=out, check=True)
-    netdir = out / "stm32f4" / "tiny"
-    golden = canon.load_npz(str(netdir / "golden.npz"))
-    graph = json.loads((netdir / "graph.json").read_text())
-    layer = graph["layers"][1]
-    arr = golden[layer["output"]].copy()
-    arr[2, 3, 4] = arr[2, 3, 4] + 1 if arr[2, 3, 4] < 127 else arr[2, 3, 4] - 1
-    golden[layer["output"]] = arr
-    canon.save_npz(str(netdir / "golden.npz"), golden)
+    layer = plant_golden_error(out / "stm32f4" / "tiny", 1, (2, 3, 4))
     line = one_error(scons("target=stm32f4", "model=tiny", out=out))
     assert f"layer 1 ({layer['name']}) differs" in line and "[h, w, c] = [2, 3, 4]" in line, line
 

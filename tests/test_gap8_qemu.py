@@ -149,7 +149,7 @@ def kernel_cases(seed=5):
         oh, ow, _ = expected.shape
         setup = (f"static tsr_conv_args_t {name}_args = {{{name}_x, {h}, {w_}, {c}, {name}_w, {name}_b, {name}_out, "
                  f"{oh}, {ow}, {co}, {kern[0]}, {kern[1]}, {stride[0]}, {stride[1]}, {pad[0]}, {pad[1]}, {pad[2]}, "
-                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}, {{0, 0, 0}}}};")
+                 f"{pad[3]}, {off}, &{name}_rq, {name}_scratch, {scratch}, {{0, 0, 0}}, 1, 1}};")
         cases.append((name, decl + [setup], f"pnn_{op}", "tsr_conv_args_t", expected))
 
     x = i8((16, 12, 8))

@@ -231,3 +231,31 @@ def test_total_matches_the_allocators_l1_layout():
                 continue
             assert l1.l1_layout(r, align=REF["buffer_align"])["total"] == \
                 r["l1_bytes"]["total"], lay["name"]
+
+
+def test_dilated_conv_tiles_read_the_dilated_halo():
+    """3x3 dilated by 2 (a 5x5 window), pad 2: a tile of oh output rows
+    starting at oh0 reads input rows oh0 - 2 .. oh0 + oh + 1, clipped."""
+    lay = layer("dil", "conv2d", [32, 32, 16], [32, 32, 16], (3, 3), (1, 1), (2, 2, 2, 2))
+    lay["dilation"] = [2, 2]
+    r = solve_layer(lay, target(12000))
+    assert r["tiled"]
+    for t in tiles(lay, r):
+        top, bottom = t["oh0"] - 2, t["oh0"] + t["oh"] - 1 + 2
+        assert t["ih0"] == max(0, top) and t["ih0"] + t["ih"] - 1 == min(31, bottom)
+        assert t["pad"][0] == max(0, -top) and t["pad"][2] == max(0, bottom - 31)
+    undilated = dict(lay, dilation=[1, 1])
+    with pytest.raises(ValueError):   # pad 2 is as large as an undilated 3x3 kernel
+        solve_layer(undilated, target(12000))
+
+
+def test_whole_tensor_ops_are_one_tile_or_a_fit_error():
+    lay = {"name": "cat", "op": "concat", "whole": 1, "in": [8, 8, 4], "out": [8, 8, 12],
+           "kernel": [1, 1], "stride": [1, 1], "pad": [0, 0, 0, 0], "in_bytes": 1, "out_bytes": 1,
+           "n_inputs": 2, "in_sizes": [256, 512], "w_bytes_per_cout": 0, "param_bytes_per_cout": 0}
+    r = solve_layer(lay, target(64000))
+    # both input buffers sized for the larger input, plus the output
+    assert not r["tiled"] and r["l1_bytes"]["total"] == 2 * 512 + 768
+    with pytest.raises(FitError, match="whole tensors"):
+        solve_layer(lay, target(1791))
+    assert solve_layer(lay, target(1792))["l1_bytes"]["total"] == 1792

@@ -41,6 +41,40 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
     }
 }
 
+/* Dilated windows: taps dh rows and dw columns apart, padded taps skipped. */
+static void conv_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
+{
+    const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t dh = a->dh > 1 ? a->dh : 1, dw = a->dw > 1 ? a->dw : 1;
+    int32_t oy, ox, co, ky, kx, ci;
+    for (oy = r0; oy < r1; oy++) {
+        int32_t iy0 = oy * a->sh - a->pad_t;
+        for (ox = 0; ox < a->out_w; ox++) {
+            int32_t ix0 = ox * a->sw - a->pad_l;
+            size_t o = ((size_t)oy * a->out_w + ox) * a->out_c;
+            for (co = 0; co < a->out_c; co++) {
+                int32_t acc = tsr_ref_bias(a, oy, ox, co);
+                for (ky = 0; ky < kh; ky++) {
+                    int32_t iy = iy0 + ky * dh;
+                    if (iy < 0 || iy >= a->in_h)
+                        continue;
+                    for (kx = 0; kx < kw; kx++) {
+                        int32_t ix = ix0 + kx * dw;
+                        const int8_t *x, *w;
+                        if (ix < 0 || ix >= a->in_w)
+                            continue;
+                        x = a->in + ((size_t)iy * a->in_w + ix) * in_c;
+                        w = a->weights + (((size_t)co * kh + ky) * kw + kx) * in_c;
+                        for (ci = 0; ci < in_c; ci++)
+                            acc += (x[ci] + off) * w[ci];
+                    }
+                }
+                tsr_ref_store_at(a->out, o + co, acc, a->rq, oy, ox, co);
+            }
+        }
+    }
+}
+
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores)
 {
     const int32_t patch = a->kh * a->kw * a->in_c;
@@ -51,6 +85,10 @@ void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
     if (r0 >= r1)
         return;
+    if (a->dh > 1 || a->dw > 1) {
+        conv_dilated(a, r0, r1);
+        return;
+    }
     /* The im2col path stores padding as int8 -off: off must be in [-127, 128]
      * (it is -zero_point of an int8 or shifted uint8 tensor). */
     if (!a->scratch || a->scratch_bytes < 2 * patch || off < -127 || off > 128 || tsr_ref_per_element(a)) {

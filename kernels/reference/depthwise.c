@@ -8,6 +8,37 @@
  */
 #include "ref_common.h"
 
+/* Dilated windows: taps dh rows and dw columns apart, padded taps skipped. */
+static void depthwise_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
+{
+    const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t dh = a->dh > 1 ? a->dh : 1, dw = a->dw > 1 ? a->dw : 1;
+    int32_t oy, ox, c, ky, kx;
+    for (oy = r0; oy < r1; oy++) {
+        int32_t iy0 = oy * a->sh - a->pad_t;
+        for (ox = 0; ox < a->out_w; ox++) {
+            int32_t ix0 = ox * a->sw - a->pad_l;
+            size_t o = ((size_t)oy * a->out_w + ox) * C;
+            for (c = 0; c < C; c++) {
+                const int8_t *w = a->weights + (size_t)c * kh * kw;
+                int32_t acc = tsr_ref_bias(a, oy, ox, c);
+                for (ky = 0; ky < kh; ky++) {
+                    int32_t iy = iy0 + ky * dh;
+                    if (iy < 0 || iy >= a->in_h)
+                        continue;
+                    for (kx = 0; kx < kw; kx++) {
+                        int32_t ix = ix0 + kx * dw;
+                        if (ix < 0 || ix >= a->in_w)
+                            continue;
+                        acc += (a->in[((size_t)iy * a->in_w + ix) * in_c + c] + off) * w[ky * kw + kx];
+                    }
+                }
+                tsr_ref_store_at(a->out, o + c, acc, a->rq, oy, ox, c);
+            }
+        }
+    }
+}
+
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores)
 {
     const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw;
@@ -16,6 +47,10 @@ void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores)
     int32_t r0, r1, oy, ox, c, ky, kx;
 
     tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
+    if (a->dh > 1 || a->dw > 1) {
+        depthwise_dilated(a, r0, r1);
+        return;
+    }
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
         tsr_window(iy0, kh, a->in_h, &ky0, &ky1);

@@ -34,7 +34,14 @@ Conventions
 from dataclasses import dataclass, field, asdict
 from typing import Optional
 
-OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul")
+OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
+       "mul", "concat", "resize", "lut", "softmax")
+# Ops computed on whole tensors in L1 (not tiled): their inputs differ in
+# shape (broadcast, concatenation), or every output reads a whole row of
+# input (softmax, resize). The tiler gives them one tile or a fit error.
+WHOLE_OPS = ("concat", "resize", "softmax")
+# fixed-point fraction bits of resize's interpolation weights
+RESIZE_FRAC = 11
 ROUNDING = ("half_up", "floor")
 DTYPES = {"int8": 1, "int32": 4}
 
@@ -101,11 +108,42 @@ class Layer:
     avgpool:  acc = sum(x + input_offset) over the window (no padding).
               A 1x1 avgpool is an elementwise requantization (QuantLib's
               standalone RequantShift lowers to it).
+    conv2d and depthwise take `dilation` [dh, dw] (None: [1, 1]): window tap
+              (i, j) reads input row oh * sh - pad_top + i * dh (columns alike);
+              the effective kernel is d * (k - 1) + 1.
     maxpool:  y = max(x) over the window, padded positions ignored; no requant.
     add:      acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]
               (64-bit before requantization).
     matmul:   acc[t, m, n] = sum_k (a[t, m, k] + in_offset[0]) * (b[t', k, n] + in_offset[1])
               with t' = t, or 0 when b holds one matrix (inputs [a, b]).
+    mul:      acc = (a + in_offset[0]) * (b + in_offset[1]), numpy broadcasting
+              over [H, W, C] (an axis of size 1 repeats: squeeze-and-excitation
+              [H, W, C] * [1, 1, C]); add broadcasts the same way.
+    concat:   inputs joined along `axis` (0, 1, 2 of HWC; 2 = channels),
+              input i first rescaled: acc = (x_i + in_offset[i]) * in_mul[i],
+              then requant (one shift, zero point, clamp for all inputs).
+    resize:   `table` holds Ho triples (y0, y1, fy) then Wo triples
+              (x0, x1, fx): output (i, j) interpolates input rows y0, y1 and
+              columns x0, x1 with weights in RESIZE_FRAC fraction bits
+              (F = 2**RESIZE_FRAC; nearest: f = 0, y1 = y0):
+                acc = sum over (r, wr) in ((y0, F - fy), (y1, fy)),
+                              (q, wq) in ((x0, F - fx), (x1, fx)) of
+                      wr * wq * (x[r, q, c] + input_offset)
+              then requant (its mul/shift include the 2**-2*RESIZE_FRAC).
+              The coordinate rule (ONNX coordinate_transformation_mode,
+              nearest_mode) is the frontend's; the table is its result.
+    lut:      y[h, w, c] = table[t * 256 + x[h, w, c] + 128], t = c when the
+              table holds one 256-entry row per channel (PRelu), else 0.
+              Any int8 -> int8 function: the frontend computes the table at
+              build time exactly as the source framework rounds it. No requant.
+    softmax:  over the channels of each pixel, with `table` the 256 int32
+              values E[d] (d = max_c x - x[c], 0..255, E[d] <= 2**30):
+                s = sum_c E[max - x[c]]            (64-bit)
+                y[c] = clamp(zero_point + (E[max - x[c]] * mul[0] + (s << (shift[0] - 1)))
+                             // (s << shift[0]), lo, hi)   (floor division, all >= 0)
+              i.e. round half up of E/s * mul / 2**shift; with mul = 2**shift / s_y
+              this quantizes the probability to the output scale. Only
+              requant's mul[0], shift[0], zero_point, lo, hi are used.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
@@ -127,6 +165,10 @@ class Layer:
     requant: Optional[Requant] = None
     source: list = field(default_factory=list)  # names of the source-graph nodes it came from
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
+    dilation: Optional[list] = None   # conv2d/depthwise [dh, dw]; None: [1, 1]
+    axis: Optional[int] = None        # concat: the HWC axis joined
+    mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
+    table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
 
 
 @dataclass
@@ -188,7 +230,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape",)
-_OPTIONAL_LAYER = ("bias_shape",)
+_OPTIONAL_LAYER = ("bias_shape", "dilation", "axis", "mode", "table")
 
 
 def _drop_unset(d, keys):
@@ -203,6 +245,15 @@ def _layer_json(layer):
     if d.get("requant") is not None:
         _drop_unset(d["requant"], _OPTIONAL_REQUANT)
     return d
+
+
+def dilation(layer):
+    return list(layer.dilation) if layer.dilation else [1, 1]
+
+
+def effective_kernel(layer):
+    """The window's extent in the input: d * (k - 1) + 1 per axis."""
+    return [d * (k - 1) + 1 for d, k in zip(dilation(layer), layer.kernel)]
 
 
 def weight_bytes_per_cout(layer, graph):
@@ -231,8 +282,12 @@ def macs(layer, graph):
         return out.size * graph.tensor(layer.inputs[0]).size
     if layer.op in ("avgpool", "maxpool"):
         return out.size * kh * kw
-    if layer.op == "add":
+    if layer.op in ("add", "mul", "concat", "lut"):
         return out.size
+    if layer.op == "resize":
+        return out.size * 4
+    if layer.op == "softmax":
+        return out.size * 2
     if layer.op == "matmul":
         return out.size * graph.tensor(layer.inputs[0]).shape[2]
     return 0

@@ -34,6 +34,20 @@ def _stamp(path):
         return None
 
 
+def _fresh(stamp, step, key, paths):
+    """True when `step` ran with `key` and every file it wrote still holds
+    the bytes it wrote (a truncated or edited output reruns the step)."""
+    if stamp.get(step) != key:
+        return False
+    digests = stamp.get(step + "_outputs", {})
+    return all(os.path.exists(p) and digests.get(os.path.basename(p)) == canon.file_digest(p) for p in paths)
+
+
+def _record(stamp, step, key, paths):
+    stamp[step] = key
+    stamp[step + "_outputs"] = {os.path.basename(p): canon.file_digest(p) for p in paths}
+
+
 def model_onnx(model, cache_dir, log):
     """Path of the quantized ONNX for a model YAML (built by tessera.zoo and
     cached by its parameters when the model is generated)."""
@@ -85,13 +99,14 @@ def prepare(model, outdir, cache_dir, log=print):
         input_types = ref.input_types(frontend.input_names(onnx_path))
         fe_data["input_types"] = input_types
     fe_key = canon.digest(fe_data)
-    if stamp.get("frontend") != fe_key or not all(os.path.exists(paths[k]) for k in ("graph", "weights")):
+    fe_outputs = [paths["graph"], paths["weights"]]
+    if not _fresh(stamp, "frontend", fe_key, fe_outputs):
         log(f"importing {os.path.basename(onnx_path)}")
         graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types)
         stamp = {}
         canon.write_json(paths["graph"], graph.to_json())
         canon.save_npz(paths["weights"], weights)
-        stamp["frontend"] = fe_key
+        _record(stamp, "frontend", fe_key, fe_outputs)
         canon.write_json(stamp_path, stamp)
 
     gold_data = {"graph": canon.file_digest(paths["graph"]),
@@ -105,7 +120,8 @@ def prepare(model, outdir, cache_dir, log=print):
         gold_data["reference_code"] = canon.source_digest("reference")
         wanted.append("reference")
     gold_key = canon.digest(gold_data)
-    if stamp.get("golden") != gold_key or not all(os.path.exists(paths[k]) for k in wanted):
+    gold_outputs = [paths[k] for k in wanted]
+    if not _fresh(stamp, "golden", gold_key, gold_outputs):
         log("running the golden model")
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         weights = canon.load_npz(paths["weights"])
@@ -118,6 +134,6 @@ def prepare(model, outdir, cache_dir, log=print):
             canon.write_json(paths["reference"], reference.verdict(model["name"], ref, rows))
             # no stamp on a disagreement: the next build checks (and fails) again
             reference.check(model["name"], ref, rows)
-        stamp["golden"] = gold_key
+        _record(stamp, "golden", gold_key, gold_outputs)
         canon.write_json(stamp_path, stamp)
     return paths

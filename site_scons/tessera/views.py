@@ -58,11 +58,28 @@ def param_arrays(layer):
     return arrays
 
 
+def is_whole(layer, graph):
+    """Whether a layer is computed on whole tensors (ir.WHOLE_OPS, and an
+    add or mul whose operands differ in shape: broadcasting)."""
+    if layer.op in ir.WHOLE_OPS:
+        return True
+    return (layer.op in ("add", "mul")
+            and len({tuple(graph.tensor(n).shape) for n in layer.inputs + [layer.output]}) > 1)
+
+
 def tiler_layer(layer, graph):
     """The tiler's view of an IR layer."""
     x = graph.tensor(layer.inputs[0])
     y = graph.tensor(layer.output)
-    return {
+    if is_whole(layer, graph):
+        return {
+            "name": layer.name, "op": layer.op, "whole": 1,
+            "in": list(x.shape), "out": list(y.shape), "kernel": [1, 1], "stride": [1, 1],
+            "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
+            "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
+            "w_bytes_per_cout": 0, "param_bytes_per_cout": 0,
+        }
+    view = {
         "name": layer.name,
         "op": layer.op,
         "in": list(x.shape),
@@ -79,6 +96,9 @@ def tiler_layer(layer, graph):
                              else ir.weight_bytes_per_cout(layer, graph)),
         "param_bytes_per_cout": sum(size for _, _, size in param_arrays(layer)),
     }
+    if layer.dilation and list(layer.dilation) != [1, 1]:
+        view["dilation"] = list(layer.dilation)
+    return view
 
 
 def matmul_operand_bytes(layer, graph):

@@ -48,10 +48,69 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KERNELS = os.path.join(ROOT, "kernels")
 
 
-def fail(err):
-    """Report a user mistake in one line and stop, without a traceback."""
+def fail(err, outdir=None):
+    """Report a user mistake in one line and stop, without a traceback.
+    A network that fails to build keeps no sign of an earlier success."""
+    if outdir is not None:
+        retract(outdir)
     sys.stderr.write(f"tessera: error: {err}\n")
     Exit(2)
+
+
+# What a network's build leaves to say it passed, and what that claim rests
+# on: removed when a later build of it fails, so no stale "pass" survives
+# (SCons keeps a failed build's old targets in place).
+SUCCESS_FILES = (".passed", "report.json", "verdict.json", "run.log")
+_networks = []   # outdirs declared in this invocation
+
+
+def retract(outdir):
+    for name in SUCCESS_FILES + tuple(n for n in _listdir(outdir) if n.startswith("firmware")):
+        path = os.path.join(outdir, name)
+        if os.path.isfile(path):
+            os.remove(path)
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _forget_damaged(nodes):
+    """Remove generated files whose bytes are no longer what the build wrote
+    (truncated, edited), so SCons makes them again: SCons itself only asks
+    whether a target exists. A stat per file; the hash only when the size or
+    the time differs from the signature database's record."""
+    for node in nodes:
+        node = node.disambiguate()   # a target named by a string is an Entry until then
+        path = node.get_abspath()
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        stored = node.get_stored_info()
+        if stored is None:
+            continue
+        info = stored.ninfo
+        size, stamp = getattr(info, "size", None), getattr(info, "timestamp", None)
+        if size is None or (st.st_size == size and int(st.st_mtime) == stamp):
+            continue
+        if node.get_content_hash() != getattr(info, "csig", None):
+            os.remove(path)
+
+
+def _retract_failed():
+    """At exit: every network with a failed step (other than its gate, whose
+    failure the report itself shows) loses its success files."""
+    from SCons.Script import GetBuildFailures
+
+    for failure in GetBuildFailures():
+        node = os.path.abspath(str(failure.node))
+        for outdir in _networks:
+            if node.startswith(outdir + os.sep) and os.path.basename(node) != ".passed":
+                retract(outdir)
 
 
 def _log(message):
@@ -150,6 +209,7 @@ def TesseraNetwork(env, target, model, out=None, run=False):
     outdir, sources, network_h, tilings, memplan; with run=True also
     firmware, run, verdict, report, passed."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
+    outdir = None
     try:
         tname, tpath = config.resolve("target", target, ROOT)
         mname, mpath = config.resolve("model", model, ROOT)
@@ -170,9 +230,10 @@ def TesseraNetwork(env, target, model, out=None, run=False):
         # known before any tiling: stop at once rather than after the solves
         memplan.check_weights(graph, views.memory_target(tcfg), _fit_hint(tcfg))
     except FitError as err:
-        fail(f"{mname} on {tname}: {err}")
+        fail(f"{mname} on {tname}: {err}", outdir)
     except TesseraError as err:
-        fail(err)
+        fail(err, outdir)
+    _networks.append(outdir)
     return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run)
 
 
@@ -254,6 +315,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     exp = export.declare(env, tcfg, mname, cg_target["prefix"], outdir, lib_sources, net[0],
                          kernel_plan(tenv, tcfg["kernels"], library), hal_files, graph, paths)
     env.Alias("export", exp["nodes"])
+    _forget_damaged(tilings + solves + list(plan_nodes) + sources + objects + kobjs + hobjs
+                    + [netlib[0], klib[0], hlib[0]])
     result = {"outdir": outdir, "prefix": cg_target["prefix"], "library": netlib[0],
               "libs": [netlib[0], klib[0], hlib[0]], "include": exp["include"], "ld_dir": exp["ld_dir"],
               "fragment": exp["fragment"], "export": exp["nodes"], "sources": sources, "network_h": net[0],
@@ -295,6 +358,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # targets: it runs when the SConstruct is read)
     env.Clean(passed, [p for k, p in paths.items() if k != "onnx"] + [d(".prepare.json")])
     env.Alias("run", run_log)
+    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0]])
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
 
@@ -305,3 +369,7 @@ def exists(env):
 
 def generate(env):
     env.AddMethod(TesseraNetwork, "TesseraNetwork")
+    if not getattr(generate, "registered", False):
+        import atexit
+        atexit.register(_retract_failed)
+        generate.registered = True

@@ -72,6 +72,8 @@ typedef struct {
     int8_t *scratch;             /* per-core scratch (im2col), scratch_bytes each, core-major */
     int32_t scratch_bytes;
     tsr_plane_t bias_elem;       /* bias per output element (a Gemm's full C matrix); plane 0: bias[c] */
+    int32_t dh, dw;              /* dilation (0 or 1: adjacent taps): tap (ky, kx) reads input
+                                  * row oy * sh - pad_t + ky * dh, column alike */
 } tsr_conv_args_t;
 
 /* maxpool and avgpool tiles (channels of input and output are the same). */
@@ -112,6 +114,68 @@ typedef struct {
     const tsr_requant_t *rq;
 } tsr_matmul_args_t;
 
+/* elementwise product or sum of two int8 tensors with broadcasting: each
+ * operand is [h][w][c] with every dimension the output's or 1 (a size-1
+ * dimension repeats), e.g. squeeze-and-excitation's [H][W][C] * [1][1][C].
+ *   mul: acc = (a + in_offset[0]) * (b + in_offset[1])
+ *   add: acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]
+ * then rq (per tensor). */
+typedef struct {
+    const int8_t *a, *b;
+    int8_t *out;
+    int32_t out_h, out_w, out_c;
+    int32_t a_h, a_w, a_c, b_h, b_w, b_c;
+    int32_t in_mul[2], in_offset[2];
+    const tsr_requant_t *rq;
+} tsr_binary_args_t;
+
+/* y = table[x + 128] of n pixels of c channels; with per_channel, channel
+ * k of the tile reads its own 256 entries, table + k * 256 (the generated
+ * code points table at the tile's first channel). */
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t pixels, c;
+    const int8_t *table;
+    int32_t per_channel;
+} tsr_lut_args_t;
+
+/* concatenation of n_in int8 tensors along one axis of HWC: the output is
+ * `outer` runs, each the inputs' runs of inner[i] elements in turn; input i
+ * is rescaled, y = rq((x + in_offset[i]) * in_mul[i]) (rq per tensor). */
+#define TSR_MAX_CONCAT 8
+typedef struct {
+    const int8_t *in[TSR_MAX_CONCAT];
+    int8_t *out;
+    int32_t n_in, outer;
+    int32_t inner[TSR_MAX_CONCAT], in_mul[TSR_MAX_CONCAT], in_offset[TSR_MAX_CONCAT];
+    const tsr_requant_t *rq;
+} tsr_concat_args_t;
+
+/* nearest/bilinear resize: rows[3 * oy] = (y0, y1, fy), cols[3 * ox] =
+ * (x0, x1, fx), weights in `frac` fraction bits (F = 1 << frac):
+ *   acc = sum of (F - fy | fy) * (F - fx | fx) * (x + input_offset) over the 4 taps
+ * then rq (per tensor; its scale includes 2^-2frac). */
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t in_h, in_w, c, out_h, out_w;
+    const int32_t *rows, *cols;
+    int32_t input_offset, frac;
+    const tsr_requant_t *rq;
+} tsr_resize_args_t;
+
+/* softmax over the c channels of each pixel (the IR's integer softmax):
+ *   s = sum_k table[max - x[k]]   (64-bit)
+ *   y = clamp(zero_point + (table[max - x] * mul + (s << (shift - 1))) / (s << shift), lo, hi) */
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t pixels, c;
+    const int32_t *table;        /* 256 entries */
+    int32_t mul, shift, zero_point, lo, hi;
+} tsr_softmax_args_t;
+
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores);
@@ -120,6 +184,12 @@ void tsr_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_add(const tsr_add_args_t *a, int core, int ncores);
 void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores);
+void tsr_mul(const tsr_binary_args_t *a, int core, int ncores);
+void tsr_add_broadcast(const tsr_binary_args_t *a, int core, int ncores);
+void tsr_lut(const tsr_lut_args_t *a, int core, int ncores);
+void tsr_concat(const tsr_concat_args_t *a, int core, int ncores);
+void tsr_resize(const tsr_resize_args_t *a, int core, int ncores);
+void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores);
 
 /* The requantization step on its own (shared by kernels of every library),
  * with parameters i of the arrays. acc is 64-bit because an add's

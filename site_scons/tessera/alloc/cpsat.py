@@ -62,6 +62,7 @@ def solve(bufs, lower, upper, hint, work_limit=DEFAULT_WORK_LIMIT):
     p.random_seed = SEED
     p.max_deterministic_time = float(work_limit)
     p.log_search_progress = False
+    p.catch_sigint_signal = False   # as in the tiler: Ctrl-C must not end the search early
     status = solver.solve(m)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         offsets = {b.name: 0 for b in bufs}

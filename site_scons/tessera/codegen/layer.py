@@ -21,7 +21,7 @@ tile into their own double buffer.
 from .. import ir
 from ..errors import FitError
 from ..tiler import tiles as tile_list
-from ..views import bias_plane, param_arrays, requant_plane, tiler_layer
+from ..views import bias_plane, is_whole, param_arrays, requant_plane, tiler_layer
 from .cfmt import header_comment, int_list
 from .libraries import library
 
@@ -81,6 +81,9 @@ def _plane_lines(plane, struct, pointers):
 def generate(layer, graph, tiling, plan_slice, target, model):
     """C source of one layer. target: the codegen view of the target
     (prefix, engines, kernels); model: the model name (comments only)."""
+    if is_whole(layer, graph):
+        from . import whole
+        return whole.generate(layer, graph, tiling, plan_slice, target, model)
     lib = library(target["kernels"])
     prefix = target["prefix"]
     view = tiler_layer(layer, graph)

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ..errors import FrontendError
-from ..ir import Graph, Layer, Requant, Tensor
+from ..ir import RESIZE_FRAC, Graph, Layer, Requant, Tensor
 from .fixedpoint import common_shift_multipliers, quantize_multiplier
 
 STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
@@ -25,6 +25,13 @@ def c_name(text):
     if not name or name[0].isdigit():
         name = "l" + name
     return name
+
+
+def _dilation(geometry):
+    """The IR's dilation of a conv geometry: None when every tap is adjacent
+    (a 1-wide kernel axis is never dilated)."""
+    dil = [int(d) if k > 1 else 1 for d, k in zip(geometry.get("dilation", [1, 1]), geometry["kernel"])]
+    return None if dil == [1, 1] else dil
 
 
 class Builder:
@@ -153,9 +160,11 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         ratios = tx.scale * w_scale / ty.scale
         rq = self._requant_real(x, y, ratios, where, clamp)
+        dil = _dilation(geometry)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
-                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
+                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
+                      dilation=dil)
         return self.add_layer(layer, {"weights": wl.astype(np.int8),
                                       "bias": None if bias is None else bias.astype(np.int32)})
 
@@ -177,11 +186,19 @@ class Builder:
         return self.add_layer(layer, {"weights": w.astype(np.int8),
                                       "bias": None if bias is None else bias.astype(np.int32)})
 
+    def _broadcast(self, what, a, b, y, where):
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
+        try:
+            shape = list(np.broadcast_shapes(tuple(ta.shape), tuple(tb.shape)))
+        except ValueError:
+            shape = None
+        if shape != ty.shape:
+            raise FrontendError(where, f"{what} of shapes {ta.shape} and {tb.shape} (HWC) into {ty.shape}",
+                                "broadcast only along axes of size 1 (e.g. [H, W, C] with [1, 1, C])")
+
     def add(self, hint, a, b, y, where, clamp=None, sources=()):
         ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
-        if ta.shape != tb.shape or ta.shape != ty.shape:
-            raise FrontendError(where, f"add of shapes {ta.shape} and {tb.shape} needs broadcasting",
-                                "only same-shape adds are supported")
+        self._broadcast("add", a, b, y, where)
         muls, shift = common_shift_multipliers([ta.scale / ty.scale, tb.scale / ty.scale])
         lo, hi = self.clamp_range(y)
         if clamp is not None:
@@ -202,11 +219,88 @@ class Builder:
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
+    def mul(self, hint, a, b, y, where, clamp=None, sources=()):
+        """Elementwise product of two activations (broadcast along size-1 axes)."""
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
+        self._broadcast("mul", a, b, y, where)
+        rq = self._requant_real(a, y, [ta.scale * tb.scale / ty.scale], where, clamp)
+        layer = Layer(name=self.layer_name(hint), op="mul", inputs=[a, b], output=y,
+                      in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
+                      requant=rq, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def concat(self, hint, xs, y, axis, where, sources=()):
+        """Inputs joined along HWC `axis`, each rescaled to y's parameters."""
+        ty = self.tensors[y]
+        shapes = [self.tensors[x].shape for x in xs]
+        want = list(shapes[0])
+        want[axis] = sum(s[axis] for s in shapes)
+        if any(s[:axis] + s[axis + 1:] != shapes[0][:axis] + shapes[0][axis + 1:] for s in shapes) \
+                or want != ty.shape:
+            raise FrontendError(where, f"concatenation of {shapes} along HWC axis {axis} into {ty.shape}")
+        same = all((self.tensors[x].scale, self.stored_zero_point(x)) == (ty.scale, self.stored_zero_point(y))
+                   for x in xs)
+        if same:   # a plain copy: no rescaling at all
+            muls, shift = [1] * len(xs), 0
+        else:
+            muls, shift = common_shift_multipliers([self.tensors[x].scale / ty.scale for x in xs])
+        lo, hi = self.clamp_range(y)
+        rq = Requant(mul=[1], add=[0], shift=[shift], rounding="half_up",
+                     zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
+        layer = Layer(name=self.layer_name(hint), op="concat", inputs=list(xs), output=y,
+                      in_mul=muls, in_offset=[-self.stored_zero_point(x) for x in xs], axis=int(axis),
+                      requant=rq, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def resize(self, hint, x, y, table, mode, where, sources=()):
+        """Nearest or bilinear resize from a resize table (frontend.tables)."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        ratio = tx.scale / (ty.scale * float(1 << (2 * RESIZE_FRAC)))
+        rq = self._requant_real(x, y, [ratio], where)
+        layer = Layer(name=self.layer_name(hint), op="resize", inputs=[x], output=y,
+                      input_offset=-self.stored_zero_point(x), requant=rq, mode=mode,
+                      table=[int(v) for v in table], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def lut(self, hint, x, y, table, sources=()):
+        """An int8 -> int8 table (256 values, or 256 per channel)."""
+        layer = Layer(name=self.layer_name(hint), op="lut", inputs=[x], output=y,
+                      table=[int(v) for v in np.asarray(table).reshape(-1)], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def qparams(self, name):
+        """(storage shift, scale, zero point) of a tensor, for frontend.tables."""
+        t = self.tensors[name]
+        return t.shift, t.scale, t.zero_point or 0
+
+    def softmax(self, hint, x, y, where, beta=1.0, sources=()):
+        from .tables import softmax_params
+
+        tx, ty = self.tensors[x], self.tensors[y]
+        try:
+            table, mul, shift = softmax_params(tx.scale, ty.scale, beta)
+        except ValueError as err:
+            raise FrontendError(where, str(err)) from None
+        lo, hi = self.clamp_range(y)
+        rq = Requant(mul=[mul], add=[0], shift=[shift], rounding="half_up",
+                     zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
+        layer = Layer(name=self.layer_name(hint), op="softmax", inputs=[x], output=y,
+                      requant=rq, table=table, source=list(sources))
+        return self.add_layer(layer, {})
+
     def maxpool(self, hint, x, y, kernel, stride, pad, where, sources=()):
         tx, ty = self.tensors[x], self.tensors[y]
         if (tx.scale, tx.zero_point, tx.shift) != (ty.scale, ty.zero_point, ty.shift):
-            raise FrontendError(where, "max pooling with different input and output quantization",
-                                "quantize MaxPool with shared input/output parameters (ONNX Runtime does)")
+            if tx.dtype != "int8" or tx.scale is None or ty.scale is None:
+                raise FrontendError(where, "max pooling with different input and output quantization",
+                                    "quantize MaxPool with shared input/output parameters (ONNX Runtime does)")
+            # requantization is monotonic: pool in x's parameters, then
+            # rescale with a table (max and requantize commute)
+            from .tables import lut_table
+            pooled = self.tensor(y + "_pooled", ty.shape, tx.source_dtype, tx.scale, tx.zero_point)
+            self.maxpool(hint, x, pooled, kernel, stride, pad, where, sources)
+            return self.lut(hint + "_rescale", pooled, y, lut_table("Identity", {}, self.qparams(pooled),
+                                                                    self.qparams(y)), sources)
         layer = Layer(name=self.layer_name(hint), op="maxpool", inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
         return self.add_layer(layer, {})
@@ -275,7 +369,7 @@ class Builder:
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(geometry["kernel"]), stride=list(geometry["stride"]),
                       pad=list(geometry["pad"]), input_offset=-self.stored_zero_point(x),
-                      requant=requant, source=list(sources))
+                      requant=requant, source=list(sources), dilation=_dilation(geometry))
         return self.add_layer(layer, {"weights": wl, "bias": bias})
 
     def pointwise_int(self, hint, x, y, w, bias, requant, where, sources=()):

@@ -26,14 +26,16 @@ def hwc(shape, where):
     return [h, w, c]
 
 
-def _spatial(node, in_hw, kernel, where):
+def _spatial(node, in_hw, kernel, where, dilated=False):
     """stride and [top, left, bottom, right] pads for a 1D/2D window op."""
     a = attrs(node)
     dims = len(kernel)
     strides = list(a.get("strides", [1] * dims))
     dil = list(a.get("dilations", [1] * dims))
-    if any(d != 1 for d in dil):
-        raise FrontendError(where, f"dilations {dil} are not supported", "use dilation 1")
+    if any(d != 1 for d in dil) and not dilated:
+        raise FrontendError(where, f"dilations {dil} are not supported here", "use dilation 1")
+    # SAME padding covers the dilated window
+    kernel_ext = [d * (k - 1) + 1 for d, k in zip(dil, kernel)]
     auto = a.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if auto in ("NOTSET", ""):
@@ -44,16 +46,20 @@ def _spatial(node, in_hw, kernel, where):
         begin, end = [], []
         for i in range(dims):
             size = in_hw[-dims + i]
-            total = max((math.ceil(size / strides[i]) - 1) * strides[i] + kernel[i] - size, 0)
+            total = max((math.ceil(size / strides[i]) - 1) * strides[i] + kernel_ext[i] - size, 0)
             small, big = total // 2, total - total // 2
             begin.append(small if auto == "SAME_UPPER" else big)
             end.append(big if auto == "SAME_UPPER" else small)
         pads = begin + end
     else:
         raise FrontendError(where, f"auto_pad={auto} is not supported")
+    if dilated:
+        dil = [1, dil[0]] if dims == 1 else [int(d) for d in dil]
     if dims == 1:
-        return [1, strides[0]], [0, pads[0], 0, pads[1]], [1, kernel[0]]
-    return strides, [pads[0], pads[1], pads[2], pads[3]], list(kernel)
+        out = [1, strides[0]], [0, pads[0], 0, pads[1]], [1, kernel[0]]
+    else:
+        out = strides, [pads[0], pads[1], pads[2], pads[3]], list(kernel)
+    return out + (dil,) if dilated else out
 
 
 def conv_geometry(node, in_hwc, w_shape, where):
@@ -61,8 +67,8 @@ def conv_geometry(node, in_hwc, w_shape, where):
     kernel = list(a.get("kernel_shape", w_shape[2:]))
     if len(kernel) not in (1, 2):
         raise FrontendError(where, f"{len(kernel)}D convolution is not supported", "use 1D or 2D")
-    stride, pad, kernel = _spatial(node, in_hwc[:2], kernel, where)
-    return {"kernel": kernel, "stride": stride, "pad": pad, "group": int(a.get("group", 1))}
+    stride, pad, kernel, dil = _spatial(node, in_hwc[:2], kernel, where, dilated=True)
+    return {"kernel": kernel, "stride": stride, "pad": pad, "group": int(a.get("group", 1)), "dilation": dil}
 
 
 def pool_geometry(node, in_hwc, where, allow_pad):
@@ -83,7 +89,7 @@ def pool_geometry(node, in_hwc, where, allow_pad):
 
 
 def out_hw(in_hwc, geometry):
-    kh, kw = geometry["kernel"]
+    kh, kw = [d * (k - 1) + 1 for d, k in zip(geometry.get("dilation", [1, 1]), geometry["kernel"])]
     sh, sw = geometry["stride"]
     top, left, bottom, right = geometry["pad"]
     return [(in_hwc[0] + top + bottom - kh) // sh + 1, (in_hwc[1] + left + right - kw) // sw + 1]

@@ -17,7 +17,11 @@ from .geometry import conv_geometry, hwc, out_hw, pool_geometry
 from .onnxgraph import VIEW_OPS, attrs, input_quantizers
 
 CLAMP_OPS = ("Relu", "Clip")
-COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool")
+COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
+               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu")
+# Unary float ops between DQ and Q that become an int8 lookup table (Relu and
+# Clip too when they stand alone, not folded into the op before them).
+LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
 
 
 def _scalar(arr):
@@ -174,6 +178,9 @@ class QdqParser:
             if node.op_type in COMPUTE_OPS:
                 self.handled.add(id(node))
                 getattr(self, "op_" + node.op_type)(node)
+            elif node.op_type in LUT_OPS and id(node) not in self.handled:
+                self.handled.add(id(node))
+                self.op_lut(node)
             elif node.op_type in VIEW_OPS and id(node) not in self.handled:
                 self._maybe_alias(node)
         for node in g.graph.node:
@@ -181,8 +188,8 @@ class QdqParser:
                 if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
                     continue  # dangling Q/DQ (e.g. on constants) change nothing we run
                 raise FrontendError(g.where(node), "unsupported op",
-                                    f"tessera lowers {', '.join(COMPUTE_OPS)} with Relu/Clip folded, "
-                                    "and Flatten/Reshape views")
+                                    f"tessera lowers {', '.join(COMPUTE_OPS + LUT_OPS)} (Relu/Clip folded "
+                                    "where they follow an op), and Flatten/Reshape views")
         for name in g.output_names:
             prod = g.producer.get(name)
             if prod is None or prod.op_type != "DequantizeLinear":
@@ -274,3 +281,176 @@ class QdqParser:
         h, w, _ = b.tensors[x].shape
         y, clamp = self.output(node)
         b.avgpool(node.name or "gap", x, y, [h, w], [1, 1], g.where(node), [node.name])
+
+    # ---- the operators of real exports (issue 10) -------------------------
+
+    def op_Mul(self, node):
+        g, b = self.g, self.b
+        xa = self.activation(node.input[0], node)
+        xb = self.activation(node.input[1], node)
+        y, clamp = self.output(node)
+        b.mul(node.name or "mul", xa, xb, y, g.where(node), clamp, [node.name])
+
+    def _hwc_axis(self, node, name):
+        """The HWC axis of an ONNX axis attribute of tensor `name`."""
+        rank = len(self.g.shape(name))
+        axis = attrs(node).get("axis", 1)
+        axis = axis + rank if axis < 0 else axis
+        table = {4: {1: 2, 2: 0, 3: 1}, 3: {1: 2, 2: 1}, 2: {1: 2}}.get(rank, {})
+        if axis not in table:
+            raise FrontendError(self.g.where(node), f"axis {attrs(node).get('axis', 1)} of a rank-{rank} tensor",
+                                "join or normalize along channels, height or width (not the batch)")
+        return table[axis]
+
+    def op_Concat(self, node):
+        g, b = self.g, self.b
+        xs = [self.activation(n, node) for n in node.input]
+        axis = self._hwc_axis(node, node.input[0])
+        y, clamp = self.output(node)
+        if clamp is not None:
+            raise FrontendError(g.where(node), "Relu/Clip after Concat is not supported",
+                                "apply the activation before the concatenation")
+        b.concat(node.name or "concat", xs, y, axis, g.where(node), [node.name])
+
+    def op_Resize(self, node):
+        from .tables import resize_table
+
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        where = g.where(node)
+        mode, coord, rule, scales = resize_geometry(g, node)
+        y, clamp = self.output(node)
+        if clamp is not None:
+            raise FrontendError(where, "Relu/Clip after Resize is not supported")
+        tx, ty = b.tensors[x], b.tensors[y]
+        if len(g.shape(node.input[0])) == 3:
+            scales = [1.0] + scales
+        table = resize_table(tx.shape[:2], ty.shape[:2], scales, mode, coord, rule)
+        b.resize(node.name or "resize", x, y, table, "nearest" if mode == "nearest" else "bilinear", where,
+                 [node.name])
+
+    op_Upsample = op_Resize
+
+    def op_lut(self, node):
+        from .tables import lut_table
+
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        a = attrs(node)
+        if node.op_type == "Clip":
+            lo, hi = self._clip_bounds(node)
+            a = {"min": -np.inf if lo is None else lo, "max": np.inf if hi is None else hi}
+        y, clamp = self.output(node)
+        lo, hi = clamp if clamp is not None else b.clamp_range(y)
+        table = lut_table(node.op_type, a, b.qparams(x), b.qparams(y), lo, hi)
+        b.lut(node.name or node.op_type.lower(), x, y, table, [node.name])
+
+    def op_PRelu(self, node):
+        from .tables import prelu_tables
+
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        name = node.input[1]
+        prod = g.producer.get(name)
+        if prod is not None and prod.op_type == "DequantizeLinear" and g.is_const(prod.input[0]):
+            self.handled.add(id(prod))
+            src, scale, zp, _ = self._dq_params(prod)
+            slope = (np.asarray(g.array(src)).astype(np.float64) - zp) * scale
+        elif g.is_const(name):
+            slope = np.asarray(g.array(name), dtype=np.float64)
+        else:
+            raise FrontendError(g.where(node), "PRelu slope is not a constant")
+        c = b.tensors[x].shape[2]
+        if slope.size not in (1, c):
+            raise FrontendError(g.where(node), f"PRelu slope of shape {list(slope.shape)}",
+                                "use one slope, or one per channel")
+        y, clamp = self.output(node)
+        lo, hi = clamp if clamp is not None else b.clamp_range(y)
+        if slope.size == 1:
+            from .tables import lut_table
+            table = lut_table("LeakyRelu", {"alpha": float(slope.reshape(-1)[0])}, b.qparams(x), b.qparams(y), lo, hi)
+        else:
+            table = prelu_tables(slope.reshape(-1), b.qparams(x), b.qparams(y), lo, hi)
+        b.lut(node.name or "prelu", x, y, table, [node.name])
+
+    def op_Softmax(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        h, w, c = b.tensors[x].shape
+        rank = len(g.shape(node.input[0]))
+        axis = attrs(node).get("axis", -1 if g.opsets.get("ai.onnx", 13) >= 13 else 1)
+        axis = axis + rank if axis < 0 else axis
+        if not (axis == 1 or (h * w == 1 and axis == rank - 1)):
+            raise FrontendError(g.where(node), f"Softmax over axis {attrs(node).get('axis', -1)} of a "
+                                f"rank-{rank} tensor", "apply softmax over the channels (axis 1 of NCHW)")
+        if axis == 1 and rank > 2 and g.opsets.get("ai.onnx", 13) < 13 and h * w > 1:
+            raise FrontendError(g.where(node), "Softmax before opset 13 normalizes over C*H*W",
+                                "export with opset 13 or newer, or pool to [N, C] first")
+        y, clamp = self.output(node)
+        b.softmax(node.name or "softmax", x, y, g.where(node), sources=[node.name])
+
+    def op_ReduceMean(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        rank = len(g.shape(node.input[0]))
+        axes = attrs(node).get("axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = np.asarray(g.array(node.input[1])).tolist()
+        axes = sorted(a + rank if a < 0 else a for a in (axes or range(rank)))
+        if axes != list(range(2, rank)):
+            raise FrontendError(g.where(node), f"ReduceMean over axes {axes}",
+                                "reduce over the spatial axes (as GlobalAveragePool)")
+        h, w, _ = b.tensors[x].shape
+        y, clamp = self.output(node)
+        b.avgpool(node.name or "reducemean", x, y, [h, w], [1, 1], g.where(node), [node.name])
+
+    def op_GlobalMaxPool(self, node):
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        h, w, _ = b.tensors[x].shape
+        y, clamp = self.output(node)
+        if clamp is not None:
+            raise FrontendError(g.where(node), "Relu/Clip after GlobalMaxPool is not supported")
+        b.maxpool(node.name or "gmp", x, y, [h, w], [1, 1], [0, 0, 0, 0], g.where(node), [node.name])
+
+
+COORD_MODES = ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nearest")
+
+
+def resize_geometry(g, node):
+    """(mode "nearest" | "linear", coordinate transform, nearest rounding,
+    per-spatial-axis scales) of a Resize or Upsample node; one line for
+    what tessera does not do."""
+    a = attrs(node)
+    where = g.where(node)
+    dec = lambda v, d: (v.decode() if isinstance(v, bytes) else v) if v is not None else d  # noqa: E731
+    mode = dec(a.get("mode"), "nearest")
+    if node.op_type == "Upsample":   # opset 7-9: asymmetric coordinates, floor
+        coord, rule = "asymmetric", "floor"
+    else:
+        coord = dec(a.get("coordinate_transformation_mode"), "half_pixel")
+        rule = dec(a.get("nearest_mode"), "round_prefer_floor")
+    if mode == "bilinear":
+        mode = "linear"
+    if mode not in ("nearest", "linear") or a.get("antialias", 0) or dec(a.get("keep_aspect_ratio_policy"),
+                                                                        "stretch") != "stretch":
+        raise FrontendError(where, f"Resize mode {mode!r} (antialias {a.get('antialias', 0)})",
+                            "use mode nearest or linear, without antialiasing")
+    if coord not in COORD_MODES:
+        raise FrontendError(where, f"Resize coordinate_transformation_mode {coord!r}",
+                            f"use one of {', '.join(COORD_MODES)}")
+    in_shape, out_shape = g.shape(node.input[0]), g.shape(node.output[0])
+    if len(in_shape) not in (3, 4) or list(out_shape[:2]) != list(in_shape[:2]):
+        raise FrontendError(where, f"Resize of {in_shape} to {out_shape}",
+                            "resize only the spatial axes of an NCHW or NCL tensor")
+    scales = None
+    if node.op_type == "Upsample":
+        scales = g.array(node.input[1]) if len(node.input) > 1 and node.input[1] else a.get("scales")
+    elif len(node.input) > 2 and node.input[2]:
+        arr = np.asarray(g.array(node.input[2]))
+        scales = arr if arr.size else None
+    if scales is None:   # sizes given: the ratio of the sizes
+        scales = [o / i for o, i in zip(out_shape[2:], in_shape[2:])]
+    else:
+        scales = [float(v) for v in np.asarray(scales, dtype=np.float32)[2:]]
+    return mode, coord, rule, scales

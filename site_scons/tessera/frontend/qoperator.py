@@ -78,19 +78,27 @@ class QOperatorParser:
                 b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), str(zp_arr.dtype), scale,
                          int(zp_arr.reshape(()).item()))
                 b.inputs.append(q.output[0])
+        # ONNX Runtime leaves ops without a QLinear form in float between
+        # DequantizeLinear and QuantizeLinear (HardSwish, Tanh, PRelu, ...):
+        # those islands are lowered as in the QDQ dialect
+        from .qdq import COMPUTE_OPS, LUT_OPS, QdqParser
+
+        qdq = QdqParser(g, b)
+        qdq.alias = self.alias
         for node in g.graph.node:
-            if node.op_type in ("QuantizeLinear", "Constant") or id(node) in skip:
+            if node.op_type in ("QuantizeLinear", "Constant") or id(node) in skip | qdq.handled:
                 continue
             if node.op_type == "DequantizeLinear":
-                if node.output[0] not in g.output_names:
-                    raise FrontendError(g.where(node), "DequantizeLinear inside the graph",
-                                        "only the graph outputs may be dequantized")
-                continue
+                continue   # read by a float island or a graph output (checked below)
             handler = getattr(self, "op_" + node.op_type, None)
+            if handler is None and node.op_type in COMPUTE_OPS + LUT_OPS:
+                qdq.handled.add(id(node))
+                handler = getattr(qdq, "op_" + node.op_type, None) or qdq.op_lut
             if handler is None:
                 raise FrontendError(g.where(node), "unsupported op",
-                                    "tessera lowers QLinearConv, QLinearMatMul, QGemm, QLinearAdd, "
-                                    "QLinear(Global)AveragePool, MaxPool, Flatten/Reshape")
+                                    "tessera lowers QLinearConv, QLinearMatMul, QGemm, QLinearAdd, QLinearMul, "
+                                    "QLinearConcat, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax, "
+                                    "QLinear(Global)AveragePool, MaxPool, Resize, Flatten/Reshape")
             handler(node)
         for name in g.output_names:
             prod = g.producer.get(name)
@@ -138,8 +146,94 @@ class QOperatorParser:
         xa, xb = self._in(node, 0), self._in(node, 3)
         self._check_in_params(node, xa, 1, 2)
         self._check_in_params(node, xb, 4, 5)
-        y = self._out(node, 6, 7, list(self.b.tensors[xa].shape))
+        y = self._out(node, 6, 7, self._broadcast_shape(xa, xb))
         self.b.add(node.name or "add", xa, xb, y, self.g.where(node), None, [node.name])
+
+    def _broadcast_shape(self, xa, xb):
+        ta, tb = self.b.tensors[xa], self.b.tensors[xb]
+        return [max(a, b) for a, b in zip(ta.shape, tb.shape)]   # the builder checks the rule
+
+    def _rank(self, name):
+        """The ONNX rank of an activation (contrib ops have no inferred
+        shapes: then the graph input's rank)."""
+        shape = self.g.shapes.get(name)
+        if shape is not None:
+            return len(shape)
+        return len(self.g.shape(self.g.input_names[0]))
+
+    def op_QLinearMul(self, node):
+        xa, xb = self._in(node, 0), self._in(node, 3)
+        self._check_in_params(node, xa, 1, 2)
+        self._check_in_params(node, xb, 4, 5)
+        y = self._out(node, 6, 7, self._broadcast_shape(xa, xb))
+        self.b.mul(node.name or "mul", xa, xb, y, self.g.where(node), None, [node.name])
+
+    def op_QLinearConcat(self, node):
+        g = self.g
+        xs = []
+        for i in range(2, len(node.input), 3):
+            x = self._in(node, i)
+            self._check_in_params(node, x, i + 1, i + 2)
+            xs.append(x)
+        rank = self._rank(node.input[2])
+        axis = attrs(node).get("axis", 1)
+        axis = axis + rank if axis < 0 else axis
+        table = {4: {1: 2, 2: 0, 3: 1}, 3: {1: 2, 2: 1}, 2: {1: 2}}.get(rank, {})
+        if axis not in table:
+            raise FrontendError(g.where(node), f"concatenation along axis {attrs(node).get('axis', 1)} "
+                                f"of a rank-{rank} tensor", "concatenate along channels, height or width")
+        shape = list(self.b.tensors[xs[0]].shape)
+        shape[table[axis]] = sum(self.b.tensors[x].shape[table[axis]] for x in xs)
+        y = self._out(node, 0, 1, shape)
+        self.b.concat(node.name or "concat", xs, y, table[axis], g.where(node), [node.name])
+
+    def _table_op(self, node, fn, a):
+        from .tables import lut_table
+
+        x = self._in(node, 0)
+        self._check_in_params(node, x, 1, 2)
+        y = self._out(node, 3, 4, list(self.b.tensors[x].shape))
+        table = lut_table(fn, a, self.b.qparams(x), self.b.qparams(y))
+        self.b.lut(node.name or fn.lower(), x, y, table, [node.name])
+
+    def op_QLinearSigmoid(self, node):
+        self._table_op(node, "Sigmoid", {})
+
+    def op_QLinearLeakyRelu(self, node):
+        self._table_op(node, "LeakyRelu", {"alpha": attrs(node).get("alpha", 0.01)})
+
+    def op_QLinearSoftmax(self, node):
+        x = self._in(node, 0)
+        self._check_in_params(node, x, 1, 2)
+        h, w, c = self.b.tensors[x].shape
+        rank = self._rank(node.input[0])
+        axis = attrs(node).get("axis", -1)
+        axis = axis + rank if axis < 0 else axis
+        if not (axis == 1 or (h * w == 1 and axis == rank - 1)):
+            raise FrontendError(self.g.where(node), f"Softmax over axis {attrs(node).get('axis', -1)}",
+                                "apply softmax over the channels")
+        y = self._out(node, 3, 4, [h, w, c])
+        self.b.softmax(node.name or "softmax", x, y, self.g.where(node), sources=[node.name])
+
+    def op_Resize(self, node):
+        """Resize on the quantized tensor itself (output parameters = input's)."""
+        from .qdq import resize_geometry
+        from .tables import resize_table
+
+        g = self.g
+        x = self._in(node, 0)
+        t = self.b.tensors[x]
+        mode, coord, rule, scales = resize_geometry(g, node)
+        out_shape = g.shape(node.output[0])
+        hwc_out = hwc(out_shape, g.where(node))
+        y = self.b.tensor(node.output[0], hwc_out, t.source_dtype, t.scale, t.zero_point)
+        if len(out_shape) == 3:
+            scales = [1.0] + scales
+        table = resize_table(t.shape[:2], hwc_out[:2], scales, mode, coord, rule)
+        self.b.resize(node.name or "resize", x, y, table, "nearest" if mode == "nearest" else "bilinear",
+                      g.where(node), [node.name])
+
+    op_Upsample = op_Resize
 
     def op_QLinearGlobalAveragePool(self, node):
         if attrs(node).get("channels_last", 0):

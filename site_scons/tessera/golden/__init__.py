@@ -7,6 +7,7 @@ int8 or int32 as the IR says). The firmware must match it bit for bit.
 import numpy as np
 
 from . import ops
+from ..ir import RESIZE_FRAC
 
 GOLDEN_VERSION = "1"
 
@@ -20,9 +21,9 @@ def run_layer(layer, graph, weights, values):
     b = weights[layer.bias] if layer.bias else None
     op = layer.op
     if op == "conv2d":
-        acc = ops.conv2d(x, w, b, layer.input_offset, layer.kernel, layer.stride, layer.pad)
+        acc = ops.conv2d(x, w, b, layer.input_offset, layer.kernel, layer.stride, layer.pad, layer.dilation)
     elif op == "depthwise":
-        acc = ops.depthwise(x, w, b, layer.input_offset, layer.kernel, layer.stride, layer.pad)
+        acc = ops.depthwise(x, w, b, layer.input_offset, layer.kernel, layer.stride, layer.pad, layer.dilation)
     elif op == "pointwise":
         acc = ops.pointwise(x, w, b, layer.input_offset)
     elif op == "linear":
@@ -35,10 +36,22 @@ def run_layer(layer, graph, weights, values):
         acc = ops.add(x, values[layer.inputs[1]], layer.in_mul, layer.in_offset)
     elif op == "matmul":
         acc = ops.matmul(x, values[layer.inputs[1]], layer.in_offset)
+    elif op == "mul":
+        acc = ops.mul(x, values[layer.inputs[1]], layer.in_offset)
+    elif op == "concat":
+        acc = ops.concat([values[n] for n in layer.inputs], layer.in_mul, layer.in_offset, layer.axis)
+    elif op == "resize":
+        h, w_, _ = graph.tensor(layer.output).shape
+        acc = ops.resize(x, layer.input_offset, layer.table, h, w_, RESIZE_FRAC)
+    elif op == "lut":
+        acc = ops.lut(x, layer.table)
+    elif op == "softmax":
+        acc = ops.softmax(x, layer.table, layer.requant)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)
-    y = ops.requantize(acc, layer.requant) if layer.requant is not None else acc
+    # softmax applies its own requantization (a division, not a multiply)
+    y = ops.requantize(acc, layer.requant) if layer.requant is not None and op != "softmax" else acc
     info = np.iinfo(_STORAGE[out.dtype])
     if y.min() < info.min or y.max() > info.max:
         raise OverflowError(f"layer {layer.name}: output outside {out.dtype}")

@@ -64,20 +64,22 @@ def _pad(x, pad, value):
     return np.pad(x, ((top, bottom), (left, right), (0, 0)), constant_values=value)
 
 
-def _windows(x, kernel, stride):
-    """[Ho, Wo, kh, kw, C] view of the sliding windows of x [H, W, C]."""
+def _windows(x, kernel, stride, dilation=None):
+    """[Ho, Wo, kh, kw, C] view of the sliding windows of x [H, W, C]
+    (dilated: taps dilation apart within a window of d * (k - 1) + 1)."""
     kh, kw = kernel
     sh, sw = stride
-    win = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(0, 1))
+    dh, dw = dilation or (1, 1)
+    win = np.lib.stride_tricks.sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(0, 1))
     # sliding_window_view puts the window axes last: [Ho', Wo', C, kh, kw]
-    win = win[::sh, ::sw]
+    win = win[::sh, ::sw, :, ::dh, ::dw]
     return win.transpose(0, 1, 3, 4, 2)
 
 
-def conv2d(x, w, bias, input_offset, kernel, stride, pad):
+def conv2d(x, w, bias, input_offset, kernel, stride, pad, dilation=None):
     """x [H, W, Ci], w [Co, kh, kw, Ci] -> int64 acc [Ho, Wo, Co]."""
     xo = _pad(x.astype(np.int64) + input_offset, pad, 0)
-    win = _windows(xo, kernel, stride)
+    win = _windows(xo, kernel, stride, dilation)
     ho, wo = win.shape[:2]
     cols = win.reshape(ho * wo, -1).astype(np.float64)
     acc = cols @ w.reshape(w.shape[0], -1).astype(np.float64).T
@@ -85,10 +87,10 @@ def conv2d(x, w, bias, input_offset, kernel, stride, pad):
     return acc + (0 if bias is None else bias.astype(np.int64))
 
 
-def depthwise(x, w, bias, input_offset, kernel, stride, pad):
+def depthwise(x, w, bias, input_offset, kernel, stride, pad, dilation=None):
     """x [H, W, C], w [kh, kw, C] -> int64 acc [Ho, Wo, C]."""
     xo = _pad(x.astype(np.int64) + input_offset, pad, 0)
-    win = _windows(xo, kernel, stride)
+    win = _windows(xo, kernel, stride, dilation)
     acc = np.einsum("hwijc,ijc->hwc", win, w.astype(np.int64))
     return acc + (0 if bias is None else bias.astype(np.int64))
 
@@ -124,7 +126,7 @@ def maxpool(x, kernel, stride, pad):
 
 
 def add(a, b, in_mul, in_offset):
-    """(a + oa) * ma + (b + ob) * mb in int64."""
+    """(a + oa) * ma + (b + ob) * mb in int64 (broadcasting size-1 axes)."""
     a = a.astype(np.int64) + in_offset[0]
     b = b.astype(np.int64) + in_offset[1]
     _check_int64(float(np.abs(a).max(initial=0)) * abs(in_mul[0])
@@ -142,3 +144,55 @@ def matmul(a, b, in_offset):
     _check_int64(float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) * a.shape[2], "matmul")
     # int64 products summed exactly (NumPy's integer matmul does not use BLAS)
     return np.matmul(a, b)
+
+
+def mul(a, b, in_offset):
+    """(a + oa) * (b + ob) in int64, broadcasting size-1 axes."""
+    return (a.astype(np.int64) + in_offset[0]) * (b.astype(np.int64) + in_offset[1])
+
+
+def concat(xs, in_mul, in_offset, axis):
+    """Inputs rescaled ((x_i + o_i) * m_i) and joined along an HWC axis."""
+    return np.concatenate([(x.astype(np.int64) + o) * m for x, m, o in zip(xs, in_mul, in_offset)], axis=axis)
+
+
+def resize_tables(table, out_h, out_w):
+    """(rows [Ho, 3], cols [Wo, 3]) of a resize layer's table."""
+    t = np.asarray(table, dtype=np.int64)
+    return t[:3 * out_h].reshape(out_h, 3), t[3 * out_h:].reshape(out_w, 3)
+
+
+def resize(x, input_offset, table, out_h, out_w, frac):
+    """Separable two-tap interpolation with integer weights (see ir.Layer)."""
+    rows, cols = resize_tables(table, out_h, out_w)
+    one = 1 << frac
+    xo = x.astype(np.int64) + input_offset
+    acc = 0
+    for r, wr in ((rows[:, 0], one - rows[:, 2]), (rows[:, 1], rows[:, 2])):
+        for q, wq in ((cols[:, 0], one - cols[:, 2]), (cols[:, 1], cols[:, 2])):
+            acc = acc + xo[r][:, q] * (wr[:, None, None] * wq[None, :, None])
+    return acc
+
+
+def lut(x, table):
+    """table[t][x + 128], one row per channel or one for all."""
+    t = np.asarray(table, dtype=np.int64).reshape(-1, 256)
+    idx = x.astype(np.int64) + 128
+    if t.shape[0] == 1:
+        return t[0][idx]
+    return t[np.arange(x.shape[-1])[None, None, :], idx]
+
+
+def softmax(x, table, rq):
+    """Integer softmax over the channel axis (see ir.Layer): table lookups of
+    max - x, their 64-bit sum, one rounded division per output."""
+    e = np.asarray(table, dtype=np.int64)
+    xi = x.astype(np.int64)
+    d = xi.max(axis=-1, keepdims=True) - xi
+    ex = e[d]
+    s = ex.sum(axis=-1, keepdims=True)
+    mul, shift = int(rq.mul[0]), int(rq.shift[0])
+    _check_int64(float(ex.max(initial=0)) * mul + float(s.max(initial=0)) * 2.0 ** shift, "softmax")
+    num = ex * mul + (np.left_shift(s, shift - 1) if shift > 0 else s // 2)
+    y = num // np.left_shift(s, shift) + rq.zero_point
+    return np.clip(y, rq.lo, rq.hi)

@@ -31,8 +31,8 @@ the plain byte count). Tiles are uniform except the last of each axis;
 padding falls only on border tiles (tile sizes that would pad an inner tile
 are not legal). Ties are broken towards more channels, then wider, then
 taller tiles, so the optimum is unique. The solve is deterministic (one
-worker, fixed seed, deterministic work bound); `optimal` records whether
-CP-SAT proved the answer optimal. A layer whose smallest legal tile does not
+worker, fixed seed, deterministic work bound), and only a proven optimum is
+returned (`optimal` is always true; a search that ends early is an error). A layer whose smallest legal tile does not
 fit raises tessera.errors.FitError with the bytes needed and available.
 
 Result: {"layer", "tiled", "tile": {h, w, c}, "in_tile": {h, w, c},
@@ -81,7 +81,7 @@ per-axis tables), library (schema, terms), memory (bytes and quantities on
 numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
 """
 
-from ..errors import FitError
+from ..errors import FitError, TesseraError
 from . import geometry, layer as layer_mod, library, memory, model
 
 TILER_VERSION = "1"
@@ -128,10 +128,38 @@ def _fit_error(layer, q, budget):
              f"kernel library with less scratch, or shrink this layer"))
 
 
+def _solve_whole(layer, target):
+    """A layer computed on whole tensors: every input and the output in L1
+    at once (one buffer each, sized for the largest input), or a FitError."""
+    Ho, Wo, Co = layer["out"]
+    align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
+    one_in = max(layer["in_sizes"]) * layer["in_bytes"]
+    out = Ho * Wo * Co * layer["out_bytes"]
+    total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
+    budget = target["l1_budget"]
+    if total > budget:
+        raise FitError(
+            where=f"layer {layer['name']}",
+            what=(f"{layer['op']} is computed on whole tensors (not tiled): its {layer['n_inputs']} "
+                  f"input(s) and output need {total} bytes of L1 but only {budget} are available"),
+            fix="give the target more L1 (a larger L1 level, or fewer reserved bytes, in the target "
+                "YAML), or shrink the tensors around this layer")
+    H, W, C = layer["in"]
+    return {
+        "layer": layer["name"], "tiled": False,
+        "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
+        "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+        "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": 0, "scratch": 0, "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
+    }
+
+
 def solve_layer(layer, target):
     """The L2 -> L1 tiling of one layer (see the module docstring)."""
     layer_mod.check(layer)
     _check_target(target)
+    if layer.get("whole"):
+        return _solve_whole(layer, target)
     spec = library.op_spec(target["kernels"], layer["op"])
     tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
     Ho, Wo, Co = layer["out"]
@@ -152,10 +180,14 @@ def solve_layer(layer, target):
                     hint=smallest if small_fits else None)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
-    if r["status"] == "unknown":
-        # No solution within the work bound (never seen in practice): the
-        # smallest tile is legal and fits, so it is a correct answer.
-        return _result(layer, target, q_small, True, False, spec.objective_value(q_small))
+    if r["status"] != "optimal":
+        # Never seen on real layers, and never stored: a tile the solver did
+        # not prove would be an answer that depends on where its search
+        # stopped, and the build would keep it as up to date.
+        raise TesseraError(f"layer {layer['name']}",
+                           f"the tiler's CP-SAT search ended ({r['status']}) before proving the best tile",
+                           f"raise tessera.tiler.model.MAX_DETERMINISTIC_TIME "
+                           f"({model.MAX_DETERMINISTIC_TIME}) and report the layer's shape")
     q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables)
     objective = spec.objective_value(q)
     if q["l1_bytes"] != r["l1_bytes"] or objective != r["objective"]:

@@ -61,6 +61,9 @@ def axes(layer):
     if layer["op"] == "linear":
         return (Ho, H, H, 1, 0, 0), (Wo, W, W, 1, 0, 0)
     (kh, kw), (sh, sw) = layer["kernel"], layer["stride"]
+    # a dilated window spans d * (k - 1) + 1 inputs: that is the halo
+    dh, dw = layer.get("dilation", [1, 1])
+    kh, kw = dh * (kh - 1) + 1, dw * (kw - 1) + 1
     top, left, bottom, right = layer["pad"]
     return (Ho, H, kh, sh, top, bottom), (Wo, W, kw, sw, left, right)
 

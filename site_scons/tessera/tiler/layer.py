@@ -5,12 +5,17 @@ docstring). A malformed one is a bug upstream (frontend or glue), not a user
 mistake, so it raises ValueError naming the field.
 """
 
-OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul")
+OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
+       "mul", "lut", "concat", "resize", "softmax")
+# Ops the tiler never tiles: the whole layer in L1 at once, or a fit error
+# (`whole` in the layer dict; broadcast add/mul carry it too). Their
+# `in_sizes` gives each input's elements.
+WHOLE = ("concat", "resize", "softmax")
 
 # Ops whose output channel c reads only input channel c: the input tile has
 # the output tile's channels. Standard convolutions read every input channel
 # per output (DORY does not tile input channels), so their input tile has C.
-CHANNEL_WISE = ("depthwise", "add", "maxpool", "avgpool")
+CHANNEL_WISE = ("depthwise", "add", "maxpool", "avgpool", "mul", "lut")
 
 _INT_FIELDS = ("in_bytes", "out_bytes", "n_inputs", "w_bytes_per_cout",
                "param_bytes_per_cout")
@@ -50,14 +55,30 @@ def check(layer):
         raise _bad(layer, "padding must be non-negative")
     if layer["in_bytes"] < 1 or layer["out_bytes"] < 1:
         raise _bad(layer, "in_bytes and out_bytes must be positive")
-    if layer["n_inputs"] != (2 if op == "add" else 1):
-        raise _bad(layer, f"n_inputs must be {2 if op == 'add' else 1} for {op}")
+    if layer.get("whole"):
+        sizes = layer.get("in_sizes")
+        if (not isinstance(sizes, list) or len(sizes) != layer["n_inputs"]
+                or not all(isinstance(v, int) and v > 0 for v in sizes)):
+            raise _bad(layer, "a whole-tensor layer needs in_sizes, one positive int per input")
+        return
+    if op in WHOLE:
+        raise _bad(layer, f"{op} is only computed whole ('whole': 1)")
+    two = op in ("add", "mul")
+    if layer["n_inputs"] != (2 if two else 1):
+        raise _bad(layer, f"n_inputs must be {2 if two else 1} for {op}")
     if op == "linear":
         if (Ho, Wo) != (1, 1) or (kh, kw) != (1, 1) or any(layer["pad"]):
             raise _bad(layer, "linear must have out [1, 1, Co], kernel [1, 1], no pad")
         return
     # Padding as large as the kernel would make windows of pure padding;
     # no exporter produces that and the kernels do not support it.
+    dil = layer.get("dilation", [1, 1])
+    if (not isinstance(dil, (list, tuple)) or len(dil) != 2
+            or not all(isinstance(d, int) and d >= 1 for d in dil)):
+        raise _bad(layer, f"'dilation' must be two positive ints, got {dil!r}")
+    if tuple(dil) != (1, 1) and op not in ("conv2d", "depthwise"):
+        raise _bad(layer, f"{op} cannot be dilated")
+    kh, kw = dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1   # the window's extent
     if top >= kh or bottom >= kh or left >= kw or right >= kw:
         raise _bad(layer, f"padding {layer['pad']} must be smaller than kernel {layer['kernel']}")
     want_h = (H + top + bottom - kh) // sh + 1
@@ -67,5 +88,5 @@ def check(layer):
                           f"stride and pad (expected [{want_h}, {want_w}, ...])")
     if op in CHANNEL_WISE and Co != C:
         raise _bad(layer, f"{op} must have as many output channels as input channels")
-    if op in ("add", "matmul") and ((kh, kw) != (1, 1) or (sh, sw) != (1, 1) or any(layer["pad"])):
+    if op in ("add", "matmul", "mul", "lut") and ((kh, kw) != (1, 1) or (sh, sw) != (1, 1) or any(layer["pad"])):
         raise _bad(layer, f"{op} must have kernel [1, 1], stride [1, 1], no pad")

@@ -223,6 +223,11 @@ def solve(layer, target, spec, tables, consts, buffering, hint=None):
     p.num_workers = 1
     p.random_seed = SEED
     p.max_deterministic_time = MAX_DETERMINISTIC_TIME
+    # CP-SAT would otherwise catch Ctrl-C and return its best tile so far as
+    # if a work bound had ended the search; the build would then record a
+    # worse tiling as done. Left to Python, the signal reaches SCons, which
+    # lets this solve finish and then stops the build with an error.
+    p.catch_sigint_signal = False
     status = solver.solve(b.m)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"tiler: CP-SAT model of layer {layer['name']} is invalid: "

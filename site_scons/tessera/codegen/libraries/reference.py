@@ -3,17 +3,24 @@ kernels/include/tessera/kernels.h)."""
 
 import numpy as np
 
-from ...views import bias_plane, param_arrays, requant_plane
+from ...views import bias_plane, is_whole, param_arrays, requant_plane
+from ..cfmt import int_list
 
 CONV_LIKE = ("conv2d", "pointwise", "depthwise", "linear")
 POOLS = ("maxpool", "avgpool")
 
 KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
-           "matmul": "tsr_matmul"}
+           "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
+           "resize": "tsr_resize", "softmax": "tsr_softmax"}
+
+# ops only the reference kernels implement (the other libraries fall back)
+REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
 
 
 def kernel_function(layer, graph=None):
+    if layer.op == "add" and graph is not None and is_whole(layer, graph):
+        return "tsr_add_broadcast"
     return KERNELS[layer.op]
 
 
@@ -25,6 +32,12 @@ def reference_only(layer, graph):
     The other libraries' adapters give such layers to their fallback."""
     if layer.op == "matmul":
         return "a product of two activations"
+    if layer.op in REFERENCE_OPS:
+        return f"the {layer.op} op"
+    if layer.dilation and list(layer.dilation) != [1, 1]:
+        return "a dilated convolution"
+    if is_whole(layer, graph):
+        return "broadcasting"
     if requant_plane(layer) or bias_plane(layer):
         return "parameters per output element"
     if any(graph.tensor(name).dtype == "int32" for name in layer.inputs):
@@ -43,6 +56,10 @@ def args_type(layer):
         return "tsr_pool_args_t"
     if layer.op == "matmul":
         return "tsr_matmul_args_t"
+    if layer.op == "mul":
+        return "tsr_binary_args_t"
+    if layer.op == "lut":
+        return "tsr_lut_args_t"
     return "tsr_add_args_t"
 
 
@@ -62,6 +79,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
     if layer.op in CONV_LIKE or layer.op in POOLS:
         lines += [f"a.kh = {kh};", f"a.kw = {kw};", f"a.sh = {sh};", f"a.sw = {sw};",
                   f"a.input_offset = {layer.input_offset};"]
+    if layer.dilation and list(layer.dilation) != [1, 1]:
+        lines += [f"a.dh = {layer.dilation[0]};", f"a.dw = {layer.dilation[1]};"]
     if layer.op in CONV_LIKE and scratch_per_core:
         lines += [f"a.scratch = {prefix}_L1 + {l1['scratch']};", f"a.scratch_bytes = {scratch_per_core};"]
     if layer.op == "add":
@@ -72,7 +91,13 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
                   f"a.b_offset = {layer.in_offset[1]};"]
     if layer.op in POOLS + ("add",) and graph.tensor(layer.inputs[0]).dtype == "int32":
         lines.append("a.in_int32 = 1;")
-    if layer.op != "maxpool":
+    if layer.op == "mul":
+        lines += [f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+    if layer.op == "lut":
+        # the table lives with the code (constant, read in place)
+        lines += [f"static const int8_t lut_table[{len(layer.table)}] = {{\n{int_list(layer.table, indent='        ')}\n    }};",
+                  f"a.per_channel = {1 if len(layer.table) > 256 else 0};"]
+    if layer.op not in ("maxpool", "lut"):
         lines.append(f"a.rq = {rq_ref};")
     return lines
 
@@ -105,6 +130,14 @@ def tile_args(layer, params, tc_max, prefix, per_channel_rq, graph):
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_w[wb]{at};",
                   f"a.b_batch = {f'{k} * t->oc' if batches > 1 else 0};", f"a.out = {L1} + l1_out[b];",
                   "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;"]
+    elif layer.op == "mul":   # same shapes: every operand is the tile
+        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
+                  "a.out_h = a.a_h = a.b_h = t->oh;", "a.out_w = a.a_w = a.b_w = t->ow;",
+                  "a.out_c = a.a_c = a.b_c = t->oc;"]
+    elif layer.op == "lut":
+        lines += [f"a.in = {L1} + l1_in0[b];", f"a.out = {L1} + l1_out[b];", "a.pixels = t->oh * t->ow;",
+                  "a.c = t->oc;",
+                  "a.table = lut_table + (a.per_channel ? t->oc0 * 256 : 0);"]
     else:  # add
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
                   "a.n = t->oh * t->ow * t->oc;"]

@@ -1,0 +1,123 @@
+/*
+ * Reference kernels of the table-driven and multi-input ops (see
+ * kernels.h): broadcast mul/add, lookup tables, concatenation, resize and
+ * softmax. Each core takes a contiguous share of the outermost loop.
+ */
+#include "ref_common.h"
+
+/* element index of (y, x, c) in an operand of dims (h, w, c), size-1 dims repeating */
+static inline size_t bcast_index(int32_t y, int32_t x, int32_t c, int32_t h, int32_t w, int32_t ch)
+{
+    return ((size_t)(h == 1 ? 0 : y) * (size_t)w + (size_t)(w == 1 ? 0 : x)) * (size_t)ch + (size_t)(ch == 1 ? 0 : c);
+}
+
+static void binary(const tsr_binary_args_t *a, int core, int ncores, int is_mul)
+{
+    int32_t r0, r1, y, x, c;
+    tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
+    for (y = r0; y < r1; y++) {
+        for (x = 0; x < a->out_w; x++) {
+            int8_t *o = a->out + ((size_t)y * a->out_w + x) * a->out_c;
+            for (c = 0; c < a->out_c; c++) {
+                int64_t va = (int64_t)a->a[bcast_index(y, x, c, a->a_h, a->a_w, a->a_c)] + a->in_offset[0];
+                int64_t vb = (int64_t)a->b[bcast_index(y, x, c, a->b_h, a->b_w, a->b_c)] + a->in_offset[1];
+                int64_t acc = is_mul ? va * vb : va * a->in_mul[0] + vb * a->in_mul[1];
+                o[c] = (int8_t)tsr_requantize(acc, a->rq, 0);
+            }
+        }
+    }
+}
+
+void tsr_mul(const tsr_binary_args_t *a, int core, int ncores)
+{
+    binary(a, core, ncores, 1);
+}
+
+void tsr_add_broadcast(const tsr_binary_args_t *a, int core, int ncores)
+{
+    binary(a, core, ncores, 0);
+}
+
+void tsr_lut(const tsr_lut_args_t *a, int core, int ncores)
+{
+    int32_t p0, p1, p, c;
+    tsr_ref_share(a->pixels, core, ncores, &p0, &p1);
+    for (p = p0; p < p1; p++) {
+        const int8_t *x = a->in + (size_t)p * a->c;
+        int8_t *y = a->out + (size_t)p * a->c;
+        if (a->per_channel) {
+            for (c = 0; c < a->c; c++)
+                y[c] = a->table[(size_t)c * 256 + (x[c] + 128)];
+        } else {
+            for (c = 0; c < a->c; c++)
+                y[c] = a->table[x[c] + 128];
+        }
+    }
+}
+
+void tsr_concat(const tsr_concat_args_t *a, int core, int ncores)
+{
+    int32_t o0, o1, o, i, k, total = 0;
+    for (i = 0; i < a->n_in; i++)
+        total += a->inner[i];
+    tsr_ref_share(a->outer, core, ncores, &o0, &o1);
+    for (o = o0; o < o1; o++) {
+        int8_t *y = a->out + (size_t)o * total;
+        for (i = 0; i < a->n_in; i++) {
+            const int8_t *x = a->in[i] + (size_t)o * a->inner[i];
+            for (k = 0; k < a->inner[i]; k++)
+                y[k] = (int8_t)tsr_requantize((int64_t)(x[k] + a->in_offset[i]) * a->in_mul[i], a->rq, 0);
+            y += a->inner[i];
+        }
+    }
+}
+
+void tsr_resize(const tsr_resize_args_t *a, int core, int ncores)
+{
+    const int32_t one = 1 << a->frac, C = a->c;
+    int32_t r0, r1, oy, ox, c;
+    tsr_ref_share(a->out_h, core, ncores, &r0, &r1);
+    for (oy = r0; oy < r1; oy++) {
+        const int32_t *ry = a->rows + 3 * oy;
+        const int8_t *row0 = a->in + (size_t)ry[0] * a->in_w * C;
+        const int8_t *row1 = a->in + (size_t)ry[1] * a->in_w * C;
+        const int64_t wy0 = one - ry[2], wy1 = ry[2];
+        for (ox = 0; ox < a->out_w; ox++) {
+            const int32_t *rx = a->cols + 3 * ox;
+            const size_t x0 = (size_t)rx[0] * C, x1 = (size_t)rx[1] * C;
+            const int64_t wx0 = one - rx[2], wx1 = rx[2];
+            int8_t *y = a->out + ((size_t)oy * a->out_w + ox) * C;
+            for (c = 0; c < C; c++) {
+                int64_t off = a->input_offset;
+                int64_t acc = wy0 * (wx0 * (row0[x0 + c] + off) + wx1 * (row0[x1 + c] + off))
+                            + wy1 * (wx0 * (row1[x0 + c] + off) + wx1 * (row1[x1 + c] + off));
+                y[c] = (int8_t)tsr_requantize(acc, a->rq, 0);
+            }
+        }
+    }
+}
+
+void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
+{
+    int32_t p0, p1, p, c;
+    tsr_ref_share(a->pixels, core, ncores, &p0, &p1);
+    for (p = p0; p < p1; p++) {
+        const int8_t *x = a->in + (size_t)p * a->c;
+        int8_t *y = a->out + (size_t)p * a->c;
+        int32_t max = x[0];
+        int64_t s = 0, den, half;
+        for (c = 1; c < a->c; c++)
+            if (x[c] > max)
+                max = x[c];
+        for (c = 0; c < a->c; c++)
+            s += a->table[max - x[c]];
+        den = s << a->shift;
+        half = a->shift > 0 ? s << (a->shift - 1) : s / 2;
+        for (c = 0; c < a->c; c++) {
+            int64_t v = ((int64_t)a->table[max - x[c]] * a->mul + half) / den + a->zero_point;
+            if (v < a->lo) v = a->lo;
+            if (v > a->hi) v = a->hi;
+            y[c] = (int8_t)v;
+        }
+    }
+}

@@ -1,0 +1,127 @@
+"""One C file for a layer computed on whole tensors (views.is_whole:
+concat, resize, softmax, broadcast add/mul): every input comes to L1 in
+one copy, the cores compute, the output goes back in one copy. The tiler
+sized L1 for exactly that (tiler._solve_whole) or stopped the build with a
+fit error. The layer's tables (resize indices, softmax exponentials) are
+constants of this file, read in place.
+"""
+
+import numpy as np
+
+from .. import ir
+from ..errors import FitError
+from .cfmt import header_comment, int_list
+from .libraries import reference
+
+
+def _shape(s):
+    return "x".join(map(str, s))
+
+
+def _table(ctype, name, values):
+    return f"static const {ctype} {name}[{len(values)}] = {{\n{int_list(values)}\n}};"
+
+
+def _requant(layer):
+    rq = layer.requant
+    decl = [f"static const int32_t rq_mul[1] = {{{int(rq.mul[0])}}};",
+            f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};"]
+    if any(rq.add):
+        decl.append(f"static const int32_t rq_add[1] = {{{int(rq.add[0])}}};")
+    body = ["tsr_requant_t rq = {0};", "rq.mul = rq_mul;", "rq.shift = rq_shift;"]
+    if any(rq.add):
+        body.append("rq.add = rq_add;")
+    body += [f"rq.zero_point = {rq.zero_point};", f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};",
+             f"rq.rounding = {'TSR_ROUND_HALF_UP' if rq.rounding == 'half_up' else 'TSR_ROUND_FLOOR'};",
+             "a.rq = &rq;"]
+    return decl, body
+
+
+def _args(layer, graph, prefix, ins, out):
+    """(args type, file-level declarations, function-body lines)."""
+    x = graph.tensor(layer.inputs[0])
+    y = graph.tensor(layer.output)
+    decl, body = [], []
+    if layer.op in ("add", "mul"):
+        a, b = (graph.tensor(n) for n in layer.inputs)
+        body += [f"a.a = {ins[0]};", f"a.b = {ins[1]};", f"a.out = {out};",
+                 "a.out_h = {};".format(y.shape[0]), "a.out_w = {};".format(y.shape[1]),
+                 "a.out_c = {};".format(y.shape[2])]
+        body += [f"a.a_h = {a.shape[0]};", f"a.a_w = {a.shape[1]};", f"a.a_c = {a.shape[2]};",
+                 f"a.b_h = {b.shape[0]};", f"a.b_w = {b.shape[1]};", f"a.b_c = {b.shape[2]};",
+                 f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+        if layer.op == "add":
+            body += [f"a.in_mul[0] = {layer.in_mul[0]};", f"a.in_mul[1] = {layer.in_mul[1]};"]
+        d, bl = _requant(layer)
+        return "tsr_binary_args_t", decl + d, body + bl
+    if layer.op == "concat":
+        if len(layer.inputs) > 8:
+            raise FitError(f"layer {layer.name}", f"concatenation of {len(layer.inputs)} tensors",
+                           "concatenate at most 8 tensors per node (TSR_MAX_CONCAT)")
+        shapes = [graph.tensor(n).shape for n in layer.inputs]
+        outer = int(np.prod(y.shape[:layer.axis]))
+        body += [f"a.n_in = {len(layer.inputs)};", f"a.outer = {outer};", f"a.out = {out};"]
+        for i, s in enumerate(shapes):
+            body += [f"a.in[{i}] = {ins[i]};", f"a.inner[{i}] = {int(np.prod(s[layer.axis:]))};",
+                     f"a.in_mul[{i}] = {layer.in_mul[i]};", f"a.in_offset[{i}] = {layer.in_offset[i]};"]
+        d, bl = _requant(layer)
+        return "tsr_concat_args_t", decl + d, body + bl
+    if layer.op == "resize":
+        ho, wo = y.shape[0], y.shape[1]
+        decl += [_table("int32_t", "resize_rows", layer.table[:3 * ho]),
+                 _table("int32_t", "resize_cols", layer.table[3 * ho:])]
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
+                 f"a.c = {x.shape[2]};", f"a.out_h = {ho};", f"a.out_w = {wo};", "a.rows = resize_rows;",
+                 "a.cols = resize_cols;", f"a.input_offset = {layer.input_offset};", f"a.frac = {ir.RESIZE_FRAC};"]
+        d, bl = _requant(layer)
+        return "tsr_resize_args_t", decl + d, body + bl
+    if layer.op == "softmax":
+        rq = layer.requant
+        decl.append(_table("int32_t", "softmax_exp", layer.table))
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.pixels = {x.shape[0] * x.shape[1]};",
+                 f"a.c = {x.shape[2]};", "a.table = softmax_exp;", f"a.mul = {int(rq.mul[0])};",
+                 f"a.shift = {int(rq.shift[0])};", f"a.zero_point = {rq.zero_point};", f"a.lo = {rq.lo};",
+                 f"a.hi = {rq.hi};"]
+        return "tsr_softmax_args_t", decl, body
+    raise ValueError(f"no whole-tensor code for op {layer.op}")
+
+
+def generate(layer, graph, tiling, plan_slice, target, model):
+    prefix = target["prefix"]
+    name = f"{prefix}_{layer.name}"
+    if plan_slice.get("spill"):
+        raise FitError(f"layer {layer.name}", f"{layer.op} reads or writes activations moved out of "
+                       f"{target['act_level']}, which whole-tensor layers do not support",
+                       "give the target's activation level more room")
+    l1 = plan_slice["l1"]
+    L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
+    ins = [f"{L1} + {l1['in'][i][0]}" for i in range(len(layer.inputs))]
+    out = f"{L1} + {l1['out'][0]}"
+    y = graph.tensor(layer.output)
+    args_type, decl, body = _args(layer, graph, prefix, ins, out)
+    kernel = reference.kernel_function(layer, graph)
+    text = [header_comment([
+        f"tessera: layer {layer.name} of {model}: {layer.op} "
+        f"{' + '.join(_shape(graph.tensor(n).shape) for n in layer.inputs)} -> {_shape(y.shape)}",
+        f"computed on whole tensors (not tiled); {l1['total']} bytes of L1.",
+    ])]
+    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n')
+    text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];\n")
+    text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */\n")
+    text.extend(d + "\n" for d in decl)
+    text.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
+                f"hal_core_id(), hal_num_cores());\n}}\n")
+    text.append(f"void {name}(void)\n{{")
+    text.append("    hal_dma_job_t job = {0};")
+    text.append(f"    {args_type} a = {{0}};")
+    text.extend("    " + line for line in body)
+    for i, src in enumerate(plan_slice["inputs"]):
+        t = graph.tensor(layer.inputs[i])
+        text.append(f"    hal_dma_start(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {t.nbytes}u, 1, 0, 0, 1, 0, 0);")
+    text.append("    hal_dma_wait(&job);")
+    text.append("    hal_fork(compute, &a);")
+    text.append(f"    hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {out}, {y.nbytes}u, "
+                "1, 0, 0, 1, 0, 0);")
+    text.append("    hal_dma_wait(&job);")
+    text.append("}")
+    return "\n".join(text) + "\n"

@@ -1,0 +1,133 @@
+"""Build-time tables of the table-driven IR ops (lut, softmax, resize).
+
+Each table is computed from the quantization parameters the way the source
+framework evaluates the float op between DequantizeLinear and
+QuantizeLinear (ONNX Runtime: float32 dequantization, the float function,
+quantization rounding half to even), so the integer layer reproduces it.
+Any dialect may use them (the TFLite importer's LOGISTIC, HARD_SWISH,
+SOFTMAX) or build its own table with its own rounding rule.
+"""
+
+import math
+
+import numpy as np
+
+from ..ir import RESIZE_FRAC
+
+STORED = np.arange(-128, 128, dtype=np.int64)   # every int8 stored value, in table order
+
+
+def _real(shift, scale, zero_point):
+    """float32 real value of every stored int8 value (ONNX Runtime's DQ)."""
+    q = (STORED + shift - zero_point).astype(np.float32)
+    return q * np.float32(scale)
+
+
+def _quantize(real, shift, scale, zero_point, lo, hi):
+    """ONNX Runtime's QuantizeLinear (float32 division, round half to even,
+    saturate), back in the stored domain."""
+    q = np.rint(np.asarray(real, dtype=np.float32) / np.float32(scale)).astype(np.float64) + zero_point
+    return np.clip(q - shift, lo, hi).astype(np.int64)
+
+
+# The float functions, in float64 on ORT's float32 inputs (ORT's float32
+# results differ by ULPs, far below one output step).
+FUNCTIONS = {
+    "Sigmoid": lambda v, a: 1.0 / (1.0 + np.exp(-v)),
+    "Tanh": lambda v, a: np.tanh(v),
+    "HardSigmoid": lambda v, a: np.clip(a.get("alpha", 0.2) * v + a.get("beta", 0.5), 0.0, 1.0),
+    "HardSwish": lambda v, a: v * np.clip(v / 6.0 + 0.5, 0.0, 1.0),
+    "LeakyRelu": lambda v, a: np.where(v >= 0, v, a.get("alpha", 0.01) * v),
+    "Relu": lambda v, a: np.maximum(v, 0.0),
+    "Clip": lambda v, a: np.clip(v, a.get("min", -np.inf), a.get("max", np.inf)),
+    "Identity": lambda v, a: v,
+}
+
+
+def lut_table(fn, attrs, x, y, lo=-128, hi=127):
+    """256 stored outputs of fn for every stored input. x, y: (shift,
+    scale, zero point) of the input and output tensors."""
+    v = _real(*x).astype(np.float64)
+    return _quantize(FUNCTIONS[fn](v, attrs), *y, lo, hi)
+
+
+def prelu_tables(slopes, x, y, lo=-128, hi=127):
+    """One 256-entry table per channel: v >= 0 ? v : slope[c] * v."""
+    v = _real(*x).astype(np.float64)
+    return np.stack([_quantize(np.where(v >= 0, v, float(s) * v), *y, lo, hi) for s in slopes])
+
+
+# ---- softmax ------------------------------------------------------------------
+
+EXP_BITS = 24   # E[0] = 2**EXP_BITS
+
+
+def softmax_params(x_scale, y_scale, beta=1.0):
+    """(table, mul, shift) of the IR softmax: E[d] = round(2**24 exp(-beta
+    s_x d)) for d = 0..255, and mul / 2**shift ~= 1 / s_y with mul < 2**31."""
+    d = np.arange(256, dtype=np.float64)
+    table = np.rint(np.exp(-beta * x_scale * d) * (1 << EXP_BITS)).astype(np.int64)
+    shift = 30 - math.ceil(math.log2(1.0 / y_scale))
+    shift = max(1, min(shift, 30))
+    mul = int(round((1 << shift) / y_scale))
+    if mul >= 1 << 31:
+        raise ValueError(f"softmax output scale {y_scale} is too small")
+    return [int(e) for e in table], mul, shift
+
+
+# ---- resize ---------------------------------------------------------------------
+
+def _source_coord(o, out_size, in_size, scale, mode):
+    """ONNX Resize's coordinate_transformation_mode: output index -> input coordinate."""
+    if mode == "half_pixel":
+        return (o + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (o + 0.5) / scale - 0.5 if out_size > 1 else 0.0
+    if mode == "align_corners":
+        return 0.0 if out_size == 1 else o * (in_size - 1) / (out_size - 1)
+    if mode == "asymmetric":
+        return o / scale
+    if mode == "tf_half_pixel_for_nearest":
+        return (o + 0.5) / scale
+    raise ValueError(f"coordinate_transformation_mode {mode!r}")
+
+
+def _nearest(c, rule):
+    if rule == "floor":
+        return math.floor(c)
+    if rule == "ceil":
+        return math.ceil(c)
+    if rule == "round_prefer_ceil":
+        return math.floor(c + 0.5)
+    # round_prefer_floor (ONNX's default): halves go down
+    return math.ceil(c - 0.5)
+
+
+def resize_axis(out_size, in_size, scale, mode, coord, nearest_rule):
+    """[(i0, i1, f), ...] per output index: the two input indices and the
+    weight of i1 in RESIZE_FRAC fraction bits."""
+    one = 1 << RESIZE_FRAC
+    rows = []
+    for o in range(out_size):
+        c = float(np.float32(_source_coord(o, out_size, in_size, scale, coord)))
+        if mode == "nearest":
+            i = min(max(_nearest(c, nearest_rule), 0), in_size - 1)
+            rows.append((i, i, 0))
+            continue
+        c = min(max(c, 0.0), in_size - 1.0)
+        i0 = int(math.floor(c))
+        i1 = min(i0 + 1, in_size - 1)
+        f = int(round((c - i0) * one))
+        if f == one:
+            i0, f = i1, 0
+        rows.append((i0, i1 if f else i0, f))
+    return rows
+
+
+def resize_table(in_hw, out_hw, scales_hw, mode, coord, nearest_rule):
+    """The IR resize table: Ho (y0, y1, fy) triples then Wo (x0, x1, fx)."""
+    table = []
+    for axis in (0, 1):
+        for t in resize_axis(out_hw[axis], in_hw[axis], scales_hw[axis], mode, coord, nearest_rule):
+            table.extend(int(v) for v in t)
+    return table

@@ -1,0 +1,359 @@
+"""The reference kernels of the operators of real exports (issue 10):
+dilated conv2d/depthwise, broadcast mul/add, lookup tables, concatenation,
+resize and softmax, compiled by the host gcc and called through ctypes,
+against the golden model bit for bit on cases drawn by hypothesis (every
+core alone and all together, as in test_ref_kernels)."""
+
+import ctypes
+from ctypes import POINTER, c_int, c_int8, c_int32
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, RequantT, arrays, conv_builder, draw_bias,  # noqa: F401
+                              draw_rq, finish, int8s, lib, ptr, requants, run_case, share_rows, share_pixels,
+                              share_flat)
+from tessera.frontend.tables import lut_table, prelu_tables, resize_table, softmax_params
+from tessera.golden import ops
+from tessera.ir import RESIZE_FRAC, Requant
+
+
+class BinaryArgs(ctypes.Structure):
+    _fields_ = [("a", POINTER(c_int8)), ("b", POINTER(c_int8)), ("out", POINTER(c_int8)),
+                ("out_h", c_int32), ("out_w", c_int32), ("out_c", c_int32),
+                ("a_h", c_int32), ("a_w", c_int32), ("a_c", c_int32),
+                ("b_h", c_int32), ("b_w", c_int32), ("b_c", c_int32),
+                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("rq", POINTER(RequantT))]
+
+
+class LutArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("pixels", c_int32), ("c", c_int32),
+                ("table", POINTER(c_int8)), ("per_channel", c_int32)]
+
+
+class ConcatArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8) * 8), ("out", POINTER(c_int8)), ("n_in", c_int32), ("outer", c_int32),
+                ("inner", c_int32 * 8), ("in_mul", c_int32 * 8), ("in_offset", c_int32 * 8),
+                ("rq", POINTER(RequantT))]
+
+
+class ResizeArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("c", c_int32), ("out_h", c_int32), ("out_w", c_int32), ("rows", POINTER(c_int32)),
+                ("cols", POINTER(c_int32)), ("input_offset", c_int32), ("frac", c_int32),
+                ("rq", POINTER(RequantT))]
+
+
+class SoftmaxArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("pixels", c_int32), ("c", c_int32),
+                ("table", POINTER(c_int32)), ("mul", c_int32), ("shift", c_int32), ("zero_point", c_int32),
+                ("lo", c_int32), ("hi", c_int32)]
+
+
+STRUCTS = {"tsr_binary_args_t": BinaryArgs, "tsr_lut_args_t": LutArgs, "tsr_concat_args_t": ConcatArgs,
+           "tsr_resize_args_t": ResizeArgs, "tsr_softmax_args_t": SoftmaxArgs}
+
+
+def test_struct_layout_matches_header(tmp_path):
+    """sizeof and offsetof of every field, from the real header."""
+    import shutil
+    import subprocess
+    from test_ref_kernels import INCLUDE
+
+    if shutil.which("gcc") is None:
+        pytest.skip("no host gcc")
+    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "tessera/kernels.h"', "int main(void) {"]
+    want = []
+    for s, cls in STRUCTS.items():
+        lines.append(f'printf("%zu\\n", sizeof({s}));')
+        want.append(ctypes.sizeof(cls))
+        for f in cls._fields_:
+            lines.append(f'printf("%zu\\n", offsetof({s}, {"in" if f[0] == "in_" else f[0]}));')
+            want.append(getattr(cls, f[0]).offset)
+    lines.append("return 0; }")
+    (tmp_path / "probe.c").write_text("\n".join(lines))
+    subprocess.run(["gcc", "-I", INCLUDE, str(tmp_path / "probe.c"), "-o", str(tmp_path / "probe")], check=True)
+    got = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True).stdout.split()
+    assert [int(v) for v in got] == want
+
+
+def rq_ptr(rqs):
+    return ctypes.pointer(rqs) if rqs is not None else None
+
+
+# ---- dilated convolutions ----------------------------------------------------
+
+@st.composite
+def dilated_geometry(draw):
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    dh, dw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    ekh, ekw = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    pt, pb = draw(st.integers(0, ekh - 1)), draw(st.integers(0, ekh - 1))
+    pl, pr = draw(st.integers(0, ekw - 1)), draw(st.integers(0, ekw - 1))
+    in_h = draw(st.integers(max(1, ekh - pt - pb), 12))
+    in_w = draw(st.integers(max(1, ekw - pl - pr), 12))
+    return dict(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pad=(pt, pl, pb, pr), in_h=in_h, in_w=in_w,
+                out_h=(in_h + pt + pb - ekh) // sh + 1, out_w=(in_w + pl + pr - ekw) // sw + 1)
+
+
+def dilated_builder(g, *args, **kw):
+    inner = conv_builder(*args, **kw)
+
+    def build(out_ptr, scratch):
+        a, keep = inner(out_ptr, scratch)
+        a.dh, a.dw = g["dh"], g["dw"]
+        return a, keep
+    return build
+
+
+@st.composite
+def dilated_cases(draw):
+    g = draw(dilated_geometry())
+    depthwise = draw(st.booleans())
+    in_c = draw(st.integers(1, 6))
+    out_c = in_c if depthwise else draw(st.integers(1, 7))
+    x, rng = arrays(draw, (g["in_h"], g["in_w"], in_c))
+    bias = draw_bias(draw, rng, out_c)
+    off = draw(OFFSETS)
+    k, s, d = (g["kh"], g["kw"]), (g["sh"], g["sw"]), (g["dh"], g["dw"])
+    if depthwise:
+        w = int8s(rng, (in_c, g["kh"], g["kw"]))
+        acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, k, s, g["pad"], d)
+    else:
+        w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
+        acc = ops.conv2d(x, w, bias, off, k, s, g["pad"], d)
+    assert acc.shape == (g["out_h"], g["out_w"], out_c)
+    rq = draw_rq(draw, acc, out_c)
+    expected, dtype = finish(acc, rq)
+    sb = draw(st.sampled_from([0, 4 * g["kh"] * g["kw"] * in_c]))   # scratch is never needed
+    build = dilated_builder(g, x, w, bias, expected.shape, g, off, rq, sb)
+    fn = "tsr_depthwise" if depthwise else "tsr_conv2d"
+    return Case(fn, build, expected, dtype, share_rows, sb), draw(NCORES), rng
+
+
+@given(dilated_cases())
+@SETTINGS
+def test_dilated_convolutions_match_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+def test_dilated_window_golden_by_hand():
+    """One tap pattern worked by hand: a 2x2 kernel dilated by 3 reads x[0,0],
+    x[0,3], x[3,0], x[3,3] for output (0, 0)."""
+    x = np.arange(16, dtype=np.int8).reshape(4, 4, 1)
+    w = np.array([1, 10, 100, -1], dtype=np.int8).reshape(1, 2, 2, 1)
+    acc = ops.conv2d(x, w, None, 0, (2, 2), (1, 1), (0, 0, 0, 0), (3, 3))
+    assert acc.shape == (1, 1, 1) and acc[0, 0, 0] == 0 * 1 + 3 * 10 + 12 * 100 - 15
+
+
+# ---- broadcast mul / add -------------------------------------------------------
+
+@st.composite
+def binary_cases(draw):
+    h, w, c = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 9))
+    shape_a = [h, w, c]
+    shape_b = [d if draw(st.booleans()) else 1 for d in (h, w, c)]
+    if draw(st.booleans()):
+        shape_a, shape_b = shape_b, shape_a
+    out_shape = list(np.broadcast_shapes(tuple(shape_a), tuple(shape_b)))
+    a, rng = arrays(draw, shape_a)
+    b = int8s(rng, shape_b)
+    off = [draw(OFFSETS), draw(OFFSETS)]
+    is_mul = draw(st.booleans())
+    if is_mul:
+        mul = [0, 0]
+        acc = ops.mul(a, b, off)
+    else:
+        mul = [draw(st.integers(-2**20, 2**20)), draw(st.integers(-2**20, 2**20))]
+        acc = ops.add(a, b, mul, off)
+    rq = draw(requants(1, int(np.abs(acc).max(initial=0)), per_channel=False))
+    expected = ops.requantize(acc, rq.golden).astype(np.int8)
+    assert list(expected.shape) == out_shape
+
+    def build(out_ptr, scratch):
+        rqs = rq.struct()
+        args = BinaryArgs(ptr(a, c_int8), ptr(b, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *out_shape,
+                          *shape_a, *shape_b, (c_int32 * 2)(*mul), (c_int32 * 2)(*off), rq_ptr(rqs))
+        return args, (a, b, rq, rqs)
+    fn = "tsr_mul" if is_mul else "tsr_add_broadcast"
+    return Case(fn, build, expected, np.int8, share_rows), draw(NCORES), rng
+
+
+@given(binary_cases())
+@SETTINGS
+def test_broadcast_mul_and_add_match_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+# ---- lookup tables ------------------------------------------------------------------
+
+@st.composite
+def lut_cases(draw):
+    h, w, c = draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 9))
+    x, rng = arrays(draw, (h, w, c))
+    per_channel = draw(st.booleans())
+    table = int8s(rng, (c if per_channel else 1, 256))
+    expected = ops.lut(x, table).astype(np.int8)
+
+    def build(out_ptr, scratch):
+        args = LutArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), h * w, c, ptr(table, c_int8),
+                       int(per_channel))
+        return args, (x, table)
+    return Case("tsr_lut", build, expected, np.int8, share_pixels), draw(NCORES), rng
+
+
+@given(lut_cases())
+@SETTINGS
+def test_lut_matches_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+def test_tables_follow_the_float_functions():
+    """Tables against the float function worked out directly: HardSwish of
+    x = 3.0 is 3.0; Sigmoid of 0 is 0.5; PRelu keeps positives."""
+    x = (0, 0.05, 0)       # shift, scale, zero point: stored q means 0.05 * q
+    y = (0, 0.025, 0)
+    hs = lut_table("HardSwish", {}, x, y)
+    assert hs[60 + 128] == 120 and hs[0 + 128] == 0 and hs[-100 + 128] == 0
+    sg = lut_table("Sigmoid", {}, x, (0, 1 / 256, -128))
+    assert sg[0 + 128] == 0 and sg[-128 + 128] < -120 and sg[127 + 128] > 120
+    pr = prelu_tables([0.5, 0.0], x, x)
+    assert pr[0][10 + 128] == 10 and pr[0][-10 + 128] == -5 and pr[1][-10 + 128] == 0
+
+
+# ---- concatenation --------------------------------------------------------------------
+
+@st.composite
+def concat_cases(draw):
+    n = draw(st.integers(1, 4))
+    axis = draw(st.integers(0, 2))
+    base = [draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 6))]
+    shapes = []
+    for _ in range(n):
+        s = list(base)
+        s[axis] = draw(st.integers(1, 5))
+        shapes.append(s)
+    x0, rng = arrays(draw, shapes[0])
+    xs = [x0] + [int8s(rng, s) for s in shapes[1:]]
+    offs = [draw(OFFSETS) for _ in range(n)]
+    muls = [draw(st.integers(0, 2**20)) for _ in range(n)]
+    acc = ops.concat(xs, muls, offs, axis)
+    rq = draw(requants(1, int(np.abs(acc).max(initial=0)), per_channel=False))
+    expected = ops.requantize(acc, rq.golden).astype(np.int8)
+    outer = int(np.prod(base[:axis]))
+    inner = [int(np.prod(s[axis:])) for s in shapes]
+
+    def build(out_ptr, scratch):
+        rqs = rq.struct()
+        ins = (POINTER(c_int8) * 8)(*[ptr(x, c_int8) for x in xs])
+        pad = lambda v: (c_int32 * 8)(*(list(v) + [0] * (8 - len(v))))  # noqa: E731
+        args = ConcatArgs(ins, ctypes.cast(out_ptr, POINTER(c_int8)), n, outer, pad(inner), pad(muls), pad(offs),
+                          rq_ptr(rqs))
+        return args, (xs, rq, rqs)
+
+    def share(shape, core, ncores):
+        # each core writes whole runs of the outer axis
+        from test_ref_kernels import rows_share
+        m = rows_share(None, core, ncores, axis_len=outer)
+        return np.broadcast_to(m.reshape([outer] + [1] * (3 - axis)), [outer] + list(shape[axis:])).reshape(shape)
+    return Case("tsr_concat", build, expected, np.int8, share), draw(NCORES), rng
+
+
+@given(concat_cases())
+@SETTINGS
+def test_concat_matches_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+# ---- resize ---------------------------------------------------------------------------
+
+@st.composite
+def resize_cases(draw):
+    in_h, in_w, c = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 5))
+    out_h, out_w = draw(st.integers(1, 13)), draw(st.integers(1, 13))
+    mode = draw(st.sampled_from(["nearest", "linear"]))
+    coord = draw(st.sampled_from(["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]))
+    rule = draw(st.sampled_from(["round_prefer_floor", "floor", "ceil", "round_prefer_ceil"]))
+    table = resize_table([in_h, in_w], [out_h, out_w], [out_h / in_h, out_w / in_w], mode, coord, rule)
+    x, rng = arrays(draw, (in_h, in_w, c))
+    off = draw(OFFSETS)
+    acc = ops.resize(x, off, table, out_h, out_w, RESIZE_FRAC)
+    rq = draw(requants(1, int(np.abs(acc).max(initial=0)), per_channel=False))
+    expected = ops.requantize(acc, rq.golden).astype(np.int8)
+    rows = np.array(table[:3 * out_h], dtype=np.int32)
+    cols = np.array(table[3 * out_h:], dtype=np.int32)
+
+    def build(out_ptr, scratch):
+        rqs = rq.struct()
+        args = ResizeArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), in_h, in_w, c, out_h, out_w,
+                          ptr(rows, c_int32), ptr(cols, c_int32), off, RESIZE_FRAC, rq_ptr(rqs))
+        return args, (x, rows, cols, rq, rqs)
+    return Case("tsr_resize", build, expected, np.int8, share_rows), draw(NCORES), rng
+
+
+@given(resize_cases())
+@SETTINGS
+def test_resize_matches_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+def test_resize_tables_by_hand():
+    """2 -> 4 bilinear, half_pixel: output 0 sits at -0.25 (clamped to input
+    0), output 1 at 0.25 (a quarter of the way to input 1); nearest
+    asymmetric x2 repeats each input twice."""
+    one = 1 << RESIZE_FRAC
+    t = resize_table([1, 2], [1, 4], [1.0, 2.0], "linear", "half_pixel", "round_prefer_floor")
+    cols = np.array(t[3:]).reshape(4, 3)
+    assert cols.tolist() == [[0, 0, 0], [0, 1, one // 4], [0, 1, 3 * one // 4], [1, 1, 0]]
+    t = resize_table([1, 3], [1, 6], [1.0, 2.0], "nearest", "asymmetric", "floor")
+    assert [r[0] for r in np.array(t[3:]).reshape(6, 3)] == [0, 0, 1, 1, 2, 2]
+
+
+# ---- softmax ------------------------------------------------------------------------------
+
+@st.composite
+def softmax_cases(draw):
+    h, w, c = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 40))
+    x, rng = arrays(draw, (h, w, c))
+    s_x = draw(st.floats(1e-3, 1.0))
+    s_y = draw(st.sampled_from([1 / 256, 1 / 255, 0.01, 0.003]))
+    table, mul, shift = softmax_params(s_x, s_y)
+    zp = draw(st.integers(-128, 0))
+    rq = Requant(mul=[mul], add=[0], shift=[shift], zero_point=zp, lo=-128, hi=127)
+    expected = ops.softmax(x, table, rq).astype(np.int8)
+    tab = np.array(table, dtype=np.int32)
+
+    def build(out_ptr, scratch):
+        args = SoftmaxArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), h * w, c, ptr(tab, c_int32),
+                           mul, shift, zp, -128, 127)
+        return args, (x, tab)
+    return Case("tsr_softmax", build, expected, np.int8, share_pixels), draw(NCORES), rng
+
+
+@given(softmax_cases())
+@SETTINGS
+def test_softmax_matches_golden(lib, case):
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+def test_softmax_golden_against_float():
+    """The integer softmax against the float definition: within one output
+    step (the rounding of the quantized probability)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, size=(2, 3, 10)).astype(np.int8)
+    s_x, s_y = 0.07, 1 / 256
+    table, mul, shift = softmax_params(s_x, s_y)
+    y = ops.softmax(x, table, Requant(mul=[mul], add=[0], shift=[shift], zero_point=-128))
+    v = x.astype(np.float64) * s_x
+    p = np.exp(v - v.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ref = np.clip(np.rint(p / s_y) - 128, -128, 127)
+    assert np.abs(y - ref).max() <= 1
