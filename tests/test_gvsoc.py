@@ -232,3 +232,18 @@ def test_gap8_stand_in_streams_weights_from_l3_bit_exact(tmp_path):
     assert rep["totals"]["weights_streamed"]["from"] == "L3"
     assert rep["totals"]["weights_streamed"]["bytes"] > 0
     assert rep["memory"]["L2"]["size"] == 512000
+
+
+@pytest.mark.slow
+def test_xpulp_kernels_beside_the_reference_fallback(tmp_path):
+    """A MobileNetV3-like block (squeeze-and-excitation mul, hard-swish
+    tables, concat, resize: reference kernels) with its convolutions on the
+    Xpulp path, on pulp_open: bit-exact."""
+    from test_ops_build import model_yaml, passed
+
+    out = tmp_path / "out"
+    path = model_yaml(tmp_path, "mbv3")
+    scons("target=pulp_open", f"model={path}", out=out, check=True)
+    rep = passed(out, "pulp_open", path)
+    assert rep["kernels"]["path"] == "xpulpv2"
+    assert {"mul", "lut", "depthwise", "pointwise"} <= {layer["op"] for layer in rep["layers"]}
