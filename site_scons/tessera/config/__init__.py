@@ -11,7 +11,27 @@ from .model import load_model, parse_model
 from .target import isa_defines, load_target, parse_target, usable_bytes
 from .yamlio import load_yaml
 
-__all__ = ["resolve", "available", "load_target", "load_model", "parse_target",
+
+def output_dir(path):
+    """The absolute output directory out= names, checked before anything is
+    written there: one line naming out= for an empty value, a `$` (SCons
+    would expand it), a file, or a place no directory can be made."""
+    if not path or not path.strip():
+        raise ConfigError("out=", "empty", "give a directory; without out= it is generated/ in the checkout")
+    if "$" in path:
+        raise ConfigError(f"out={path}", "contains `$`, which SCons would expand",
+                          "choose a directory name without `$`")
+    full = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(full) and not os.path.isdir(full):
+        raise ConfigError(f"out={path}", "is a file, not a directory", "give a directory")
+    try:
+        os.makedirs(full, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"out={path}", f"cannot create the directory: {err.strerror}",
+                          "give a writable directory") from None
+    return full
+
+__all__ = ["output_dir", "resolve", "available", "load_target", "load_model", "parse_target",
            "parse_model", "usable_bytes", "load_yaml", "describe_all"]
 
 FOLDERS = {"target": "targets", "model": "models"}

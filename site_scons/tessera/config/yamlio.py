@@ -25,13 +25,32 @@ def _construct_mapping(loader, node, deep=False):
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# a target or model YAML is a few kB; a bigger file is the wrong path
+MAX_YAML_BYTES = 1 << 20
+
+
+def decode_text(raw, path):
+    """UTF-8 text (a BOM allowed); anything else is one line naming the file."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConfigError(path, "the file is UTF-16 text", "save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ConfigError(path, f"not UTF-8 text (byte {err.start} is 0x{raw[err.start]:02x})",
+                          "save it as UTF-8") from None
+
+
 def load_yaml(path):
     """Parse `path`; return its top-level mapping."""
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as err:
         raise ConfigError(path, f"cannot read file: {err.strerror}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigError(path, f"larger than {MAX_YAML_BYTES} bytes: not a target or model YAML",
+                          "give the path of the YAML file")
+    text = decode_text(raw, path)
     try:
         data = yaml.load(text, Loader=_StrictLoader)
     except ConfigError as err:
