@@ -302,3 +302,28 @@ def test_padding_beyond_the_kernel_is_a_layer_dory_does_not_count(tmp_path):
     assert [(l.op, l.added is not None) for l in graph.layers] == [("depthwise", True), ("conv2d", False)]
     assert graph.layers[1].pad == [1, 1, 1, 1]
     assert len(rows) == 1 and rows[0]["equal"] and len(np.unique(ref["r"])) > 8
+
+
+def test_zero_pad_before_an_average_pool_keeps_dorys_numbering(tmp_path):
+    """Conv -> chain -> Pad(0) -> AveragePool 2x2 -> Floor: the padded zeros
+    count in the window (ONNX's AveragePool of the padded tensor); tessera's
+    Pad layer is its own (Layer.added), DORY's two files are the conv and
+    the pool."""
+    c, i = chain("c", "r", "q", [3, 2], [20000, 15000], 1500, D18)
+    nodes = [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]), *c,
+             n("Pad", ["r"], ["p"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0),
+             n("AveragePool", ["p"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]), n("Floor", ["ap"], ["out"])]
+    folder = tmp_path / "dory"
+    folder.mkdir()
+    path = _refused(folder, "model_int", nodes, {"w": rng.integers(-20, 21, (2, 2, 3, 3)), **i}, [1, 2, 6, 6],
+                    [1, 2, 4, 4])
+    x = rng.integers(0, 256, (1, 2, 6, 6))
+    ref = ort_eval(path, ["r", "out"], x)
+    write_txt(str(folder / "input.txt"), "input", x, "hwc")
+    write_txt(str(folder / "out_layer0.txt"), "r", ref["r"], "hwc")
+    write_txt(str(folder / "out_layer1.txt"), "out", ref["out"], "chw")
+    graph, rows = golden_rows(str(folder))
+    assert [(l.op, l.added is not None) for l in graph.layers] == [("conv2d", False), ("depthwise", True),
+                                                                  ("avgpool", False)]
+    assert len(rows) == 2 and all(r["equal"] for r in rows), rows
+    assert len(np.unique(ref["out"])) > 8 and ref["out"][0, :, 0, 0].max() < ref["r"].max()

@@ -576,6 +576,10 @@ class IntegerParser:
             shape[-2] += pad[0] + pad[2]
         y = self.new_act(node.output[0], shape, tx.source_dtype, "chw", self.where(node))
         b.pad_int(node.name or "pad", x, y, pad, value, self.rounding, self.where(node), [node.name])
+        if value == 0:
+            # DORY folds a zero Pad into the next layer (an average pool
+            # too, whose window then counts the zeros): not a layer it counts
+            b.layers[-1].added = "a zero Pad the next layer cannot take"
 
     # ---- requantization ----------------------------------------------------------
 
