@@ -139,6 +139,23 @@ def build(kind, seed=0):
                    coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")]
         I["sizes2"] = np.array([1, 6, 3, 11], np.int64)
         return model(nodes, I, [1, 4, 4, 4], [1, 6, 3, 11])
+    if kind == "mul_spatial":       # a spatial attention map [H, W, 1] times the features: whole tensors
+        nodes = [conv(rng, I, "f", "input", 3, 8, 3, pad=1),
+                 conv(rng, I, "att", "input", 3, 1, 1),
+                 N("Sigmoid", ["att"], ["s"]),
+                 N("Mul", ["f", "s"], ["output"])]
+        return model(nodes, I, [1, 3, 16, 16], [1, 8, 16, 16])
+    if kind == "seg":               # a tiny segmentation head: upsample, skip concat, per-pixel softmax
+        I["roi"] = np.zeros(0, np.float32)
+        I["scales"] = np.array([1, 1, 2, 2], np.float32)
+        nodes = [conv(rng, I, "enc", "input", 3, 8, 3, pad=1, stride=2),
+                 N("Relu", ["enc"], ["encr"]),
+                 N("Resize", ["encr", "roi", "scales"], ["up"], mode="linear"),
+                 conv(rng, I, "skip", "input", 3, 4, 1),
+                 N("Concat", ["up", "skip"], ["cat"], axis=1),
+                 conv(rng, I, "cls", "cat", 12, 5, 1),
+                 N("Softmax", ["cls"], ["output"], axis=1)]
+        return model(nodes, I, [1, 3, 16, 16], [1, 5, 16, 16])
     if kind in ("resize_nearest", "resize_bilinear", "resize_align"):
         mode = "nearest" if kind == "resize_nearest" else "linear"
         coord = "align_corners" if kind == "resize_align" else ("asymmetric" if mode == "nearest" else "half_pixel")
@@ -201,5 +218,5 @@ def build(kind, seed=0):
     raise KeyError(kind)
 
 
-KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "clamped", "resize_sizes", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
+KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "clamped", "resize_sizes", "seg", "mul_spatial", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
          "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "softmax", "pools", "mbv3")

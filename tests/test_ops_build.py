@@ -30,10 +30,11 @@ def passed(out, target, path):
     return rep
 
 
-@pytest.mark.parametrize("kind, activation", [("mbv3", "int8"), ("mbv3", "uint8"), ("se", "int8"),
-                                              ("softmax", "int8"), ("PRelu", "uint8"), ("tcn1d", "int8"),
-                                              ("pools", "int8"), ("resize_align", "int8"), ("Tanh", "int8"),
-                                              ("se_sigmoid", "uint8"), ("resize_sizes", "uint8")])
+# (the MobileNetV3-like block runs under QEMU below and per-tensor on host)
+@pytest.mark.parametrize("kind, activation", [("softmax", "int8"), ("PRelu", "uint8"), ("tcn1d", "int8"),
+                                              ("pools", "int8"), ("se_sigmoid", "uint8"),
+                                              ("resize_sizes", "uint8"), ("mul_spatial", "int8"),
+                                              ("seg", "uint8")])
 def test_new_ops_bit_exact_on_host(tmp_path, kind, activation):
     out = tmp_path / "out"
     path = model_yaml(tmp_path, kind, activation)
@@ -73,14 +74,30 @@ def test_dilated_layers_and_tables_are_tiled_with_their_halo(tmp_path):
         assert special and special <= tiled, (special, tiled)
 
 
-def test_whole_tensor_op_that_does_not_fit_is_one_line(tmp_path):
-    def tiny_l1(data):
-        data["memory"]["L1"]["size"] = 1200
+def test_whole_tensor_ops_split_into_blocks_when_l1_is_small(tmp_path):
+    """A 2000-byte L1 cannot hold the segmentation head's resize, concat or
+    softmax whole: they run in blocks of channels (resize) or rows (concat,
+    softmax), bit-exact."""
+    def l1_2000(data):
+        data["memory"]["L1"]["size"] = 2000
 
-    target = host_variant(tmp_path, "host_tiny", tiny_l1)
-    path = model_yaml(tmp_path, "resize_nearest")
+    out = tmp_path / "out"
+    target = host_variant(tmp_path, "host_2k", l1_2000)
+    path = model_yaml(tmp_path, "seg")
+    scons(f"target={target}", f"model={path}", out=out, check=True)
+    rep = passed(out, "host_2k", path)
+    split = {layer["op"]: layer["n_tiles"] for layer in rep["layers"] if layer["op"] in ("resize", "concat", "softmax")}
+    assert set(split) == {"resize", "concat", "softmax"} and min(split.values()) > 1, split
+
+
+def test_whole_tensor_op_that_does_not_fit_is_one_line(tmp_path):
+    """A product by a [H, W, 1] map broadcasts along channels: no blocks, so
+    with 3000 bytes of L1 (its tensors need 6144) the build stops with one
+    line naming the layer."""
+    target = host_variant(tmp_path, "host_small", small_l1)
+    path = model_yaml(tmp_path, "mul_spatial")
     line = one_error(scons(f"target={target}", f"model={path}", out=tmp_path / "out"))
-    assert "computed on whole tensors" in line and "bytes of L1" in line
+    assert "layer mul" in line and "computed on whole tensors" in line and "need 6144 bytes" in line, line
 
 
 def needs(*tools):
@@ -90,14 +107,18 @@ def needs(*tools):
 
 
 @pytest.mark.qemu
+@pytest.mark.parametrize("kind", ["mbv3", "seg"])
 @pytest.mark.parametrize("target", ["stm32h7", "gap8"])
-def test_mobilenetv3_block_under_qemu(tmp_path, target):
+def test_new_ops_under_qemu(tmp_path, target, kind):
+    """The MobileNetV3-like block and the segmentation head (64-bit softmax
+    division on both cores) under QEMU."""
     if target == "stm32h7":
         needs("arm-none-eabi-gcc", "qemu-system-arm")
     else:
         needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
     out = tmp_path / "out"
-    path = model_yaml(tmp_path, "mbv3")
+    path = model_yaml(tmp_path, kind)
     scons(f"target={target}", f"model={path}", out=out, check=True)
     rep = passed(out, target, path)
-    assert {"lut", "mul", "resize", "concat", "depthwise"} <= {layer["op"] for layer in rep["layers"]}
+    want = {"lut", "mul", "resize", "concat", "depthwise"} if kind == "mbv3" else {"resize", "concat", "softmax"}
+    assert want <= {layer["op"] for layer in rep["layers"]}

@@ -14,7 +14,8 @@ from tessera.golden.ortcheck import compare
 EXPECT = {"dilated": {"conv2d", "depthwise"}, "tcn1d": {"conv2d", "depthwise", "maxpool", "avgpool"},
           "se": {"lut", "avgpool", "mul", "add"}, "se_sigmoid": {"lut", "avgpool", "mul"},
           "swish": {"lut", "mul"}, "clamped": {"resize", "concat", "avgpool", "lut"},
-          "resize_sizes": {"resize"}, "resize_nearest": {"resize", "concat"},
+          "resize_sizes": {"resize"}, "seg": {"resize", "concat", "softmax"},
+          "mul_spatial": {"mul", "lut"}, "resize_nearest": {"resize", "concat"},
           "resize_bilinear": {"resize", "concat"}, "resize_align": {"resize", "concat"},
           "softmax": {"linear", "softmax"}, "pools": {"maxpool", "avgpool", "concat"},
           "Clip": {"conv2d", "pointwise"},   # folded into the convolutions' clamps

@@ -79,6 +79,17 @@ def is_whole(layer, graph):
             and len({tuple(graph.tensor(n).shape) for n in layer.inputs + [layer.output]}) > 1)
 
 
+def whole_split(layer):
+    """How a whole-tensor layer may still be cut when it does not fit L1:
+    "c" (channel blocks: resize is channel-wise), "h" (row blocks, every
+    channel: softmax, a channel concat), or "" (not at all)."""
+    if layer.op == "resize":
+        return "c"
+    if layer.op == "softmax" or (layer.op == "concat" and layer.axis == 2):
+        return "h"
+    return ""
+
+
 def operand_as_weights(layer, graph):
     """A second input that is loaded per channel tile into the weight buffer."""
     return layer.op == "matmul" or channel_operand(layer, graph)
@@ -90,7 +101,7 @@ def tiler_layer(layer, graph):
     y = graph.tensor(layer.output)
     if is_whole(layer, graph):
         return {
-            "name": layer.name, "op": layer.op, "whole": 1,
+            "name": layer.name, "op": layer.op, "whole": 1, "split": whole_split(layer),
             "in": list(x.shape), "out": list(y.shape), "kernel": [1, 1], "stride": [1, 1],
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],

@@ -1,8 +1,9 @@
 """One C file for a layer computed on whole tensors (views.is_whole:
 concat, resize, softmax, broadcast add/mul): every input comes to L1 in
-one copy, the cores compute, the output goes back in one copy. The tiler
-sized L1 for exactly that (tiler._solve_whole) or stopped the build with a
-fit error. The layer's tables (resize indices, softmax exponentials) are
+one copy, the cores compute, the output goes back in one copy; or, when
+that does not fit, the same for blocks of channels (resize) or rows
+(softmax, a channel concat), one after the other. The tiler sized L1 for
+exactly that (tiler._solve_whole) or stopped the build with a fit error. The layer's tables (resize indices, softmax exponentials) are
 constants of this file, read in place.
 """
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import FitError
+from ..views import whole_split
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import reference
 
@@ -86,6 +88,21 @@ def _args(layer, graph, prefix, ins, out):
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 
 
+def _split_lines(layer, graph, split):
+    """Per block k of `t` rows or channels (the loop variable): the fields
+    that change, and the DMA boxes of every input (to_tile 1) and of the
+    output (0), as (tensor index or None for the output, box arguments)."""
+    x = graph.tensor(layer.inputs[0])
+    y = graph.tensor(layer.output)
+    if split == "c":
+        fields = ["a.c = n;"]
+        box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731
+    else:
+        fields = [f"a.pixels = n * {x.shape[1]};"] if layer.op == "softmax" else [f"a.outer = n * {x.shape[1]};"]
+        box = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
+    return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
+
+
 def generate(layer, graph, tiling, plan_slice, target, model):
     prefix = target["prefix"]
     name = f"{prefix}_{layer.name}"
@@ -100,12 +117,17 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     y = graph.tensor(layer.output)
     args_type, decl, body = _args(layer, graph, prefix, ins, out)
     kernel = reference.kernel_function(layer, graph)
+    split = whole_split(layer) if tiling["tiled"] else ""
+    block = tiling["tile"]["c"] if split == "c" else tiling["tile"]["h"]
+    extent = graph.tensor(layer.inputs[0]).shape[2 if split == "c" else 0]
+    what = {"c": f"in blocks of {block} channels", "h": f"in blocks of {block} rows"}.get(split, "on whole tensors")
     text = [header_comment([
         f"tessera: layer {layer.name} of {model}: {layer.op} "
         f"{' + '.join(_shape(graph.tensor(n).shape) for n in layer.inputs)} -> {_shape(y.shape)}",
-        f"computed on whole tensors (not tiled); {l1['total']} bytes of L1.",
+        f"computed {what}, one after the other; {l1['total']} bytes of L1.",
     ])]
-    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n')
+    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
+                '#include "tessera/tile.h"\n')
     text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];\n")
     text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */\n")
     text.extend(d + "\n" for d in decl)
@@ -115,13 +137,29 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     text.append("    hal_dma_job_t job = {0};")
     text.append(f"    {args_type} a = {{0}};")
     text.extend("    " + line for line in body)
-    for i, src in enumerate(plan_slice["inputs"]):
-        t = graph.tensor(layer.inputs[i])
-        text.append(f"    hal_dma_start(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {t.nbytes}u, 1, 0, 0, 1, 0, 0);")
-    text.append("    hal_dma_wait(&job);")
-    text.append("    hal_fork(compute, &a);")
-    text.append(f"    hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {out}, {y.nbytes}u, "
-                "1, 0, 0, 1, 0, 0);")
-    text.append("    hal_dma_wait(&job);")
+    if not split:
+        for i, src in enumerate(plan_slice["inputs"]):
+            t = graph.tensor(layer.inputs[i])
+            text.append(f"    hal_dma_start(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {t.nbytes}u, 1, 0, 0, 1, 0, 0);")
+        text.append("    hal_dma_wait(&job);")
+        text.append("    hal_fork(compute, &a);")
+        text.append(f"    hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {out}, {y.nbytes}u, "
+                    "1, 0, 0, 1, 0, 0);")
+        text.append("    hal_dma_wait(&job);")
+    else:
+        fields, in_boxes, out_box = _split_lines(layer, graph, split)
+        text.append(f"    for (int32_t first = 0; first < {extent}; first += {block}) {{")
+        text.append(f"        const int32_t n = {extent} - first < {block} ? {extent} - first : {block};")
+        for i, src in enumerate(plan_slice["inputs"]):
+            t = graph.tensor(layer.inputs[i])
+            text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {t.shape[1]}, {t.shape[2]}, "
+                        f"{ir.DTYPES[t.dtype]}, {in_boxes[i]}, 1);")
+        text.append("        hal_dma_wait(&job);")
+        text.extend("        " + f for f in fields)
+        text.append("        hal_fork(compute, &a);")
+        text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {out}, {L2} + {plan_slice['output']}, {y.shape[1]}, "
+                    f"{y.shape[2]}, {ir.DTYPES[y.dtype]}, {out_box}, 0);")
+        text.append("        hal_dma_wait(&job);")
+        text.append("    }")
     text.append("}")
     return "\n".join(text) + "\n"

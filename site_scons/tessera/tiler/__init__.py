@@ -128,27 +128,55 @@ def _fit_error(layer, q, budget):
              f"kernel library with less scratch, or shrink this layer"))
 
 
+def _whole_bytes(layer, align, t):
+    """(one input buffer, output buffer, total) for blocks of t rows or
+    channels (layer["split"]; t = the full extent: the whole tensors)."""
+    H, W, C = layer["in"]
+    Ho, Wo, Co = layer["out"]
+    split = layer.get("split", "")
+    if split == "c":        # every input holds C channels of its own H x W
+        one_in = max(layer["in_sizes"]) // C * t * layer["in_bytes"]
+        out = Ho * Wo * t * layer["out_bytes"]
+    elif split == "h":      # every input holds H rows (of its own width and channels)
+        one_in = max(layer["in_sizes"]) // H * t * layer["in_bytes"]
+        out = t * Wo * Co * layer["out_bytes"]
+    else:
+        one_in = max(layer["in_sizes"]) * layer["in_bytes"]
+        out = Ho * Wo * Co * layer["out_bytes"]
+    total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
+    return one_in, out, total
+
+
 def _solve_whole(layer, target):
     """A layer computed on whole tensors: every input and the output in L1
-    at once (one buffer each, sized for the largest input), or a FitError."""
+    at once (one buffer each, sized for the largest input); when that does
+    not fit, blocks of channels or rows (layer["split"]), the largest that
+    fit, one after the other; else a FitError."""
+    H, W, C = layer["in"]
     Ho, Wo, Co = layer["out"]
+    split = layer.get("split", "")
+    extent = {"c": C, "h": H}.get(split, 1)
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
-    one_in = max(layer["in_sizes"]) * layer["in_bytes"]
-    out = Ho * Wo * Co * layer["out_bytes"]
-    total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
     budget = target["l1_budget"]
-    if total > budget:
+    fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]
+    if not fits:
+        total = _whole_bytes(layer, align, 1)[2]
+        unit = {"c": "one channel at a time", "h": "one row at a time"}.get(split, "whole tensors (not tiled)")
         raise FitError(
             where=f"layer {layer['name']}",
-            what=(f"{layer['op']} is computed on whole tensors (not tiled): its {layer['n_inputs']} "
-                  f"input(s) and output need {total} bytes of L1 but only {budget} are available"),
+            what=(f"{layer['op']} is computed on {unit}: its {layer['n_inputs']} input(s) and output "
+                  f"need {total} bytes of L1 but only {budget} are available"),
             fix="give the target more L1 (a larger L1 level, or fewer reserved bytes, in the target "
                 "YAML), or shrink the tensors around this layer")
-    H, W, C = layer["in"]
+    t = fits[0]
+    one_in, out, total = _whole_bytes(layer, align, t)
+    n = -(-extent // t)
+    tile = {"h": t if split == "h" else Ho, "w": Wo, "c": t if split == "c" else Co}
     return {
-        "layer": layer["name"], "tiled": False,
-        "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
-        "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+        "layer": layer["name"], "tiled": n > 1,
+        "tile": tile, "in_tile": {"h": t if split == "h" else H, "w": W, "c": t if split == "c" else C},
+        "n_tiles": {"h": n if split == "h" else 1, "w": 1, "c": n if split == "c" else 1},
+        "buffering": 1, "n_inputs": layer["n_inputs"],
         "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": 0, "scratch": 0, "total": total},
         "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
     }

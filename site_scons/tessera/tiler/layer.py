@@ -7,8 +7,9 @@ mistake, so it raises ValueError naming the field.
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
        "mul", "lut", "concat", "resize", "softmax")
-# Ops the tiler never tiles: the whole layer in L1 at once, or a fit error
-# (`whole` in the layer dict; broadcast add/mul carry it too). Their
+# Ops the tiler does not tile by windows: the whole layer in L1 at once, or
+# blocks of channels or rows (`split` "c" / "h", "" for neither), or a fit
+# error (`whole` in the layer dict; broadcast add/mul carry it too). Their
 # `in_sizes` gives each input's elements.
 WHOLE = ("concat", "resize", "softmax")
 
@@ -60,6 +61,8 @@ def check(layer):
         if (not isinstance(sizes, list) or len(sizes) != layer["n_inputs"]
                 or not all(isinstance(v, int) and v > 0 for v in sizes)):
             raise _bad(layer, "a whole-tensor layer needs in_sizes, one positive int per input")
+        if layer.get("split", "") not in ("", "c", "h"):
+            raise _bad(layer, f"split must be '', 'c' or 'h', got {layer.get('split')!r}")
         return
     if op in WHOLE:
         raise _bad(layer, f"{op} is only computed whole ('whole': 1)")
