@@ -164,7 +164,7 @@ def test_converted_lowering():
 
 
 @pytest.mark.parametrize("name,line", [
-    ("unsupported_tanh", "operator 1 (TANH): not supported by tessera's TFLite import (supported: ADD,"),
+    ("unsupported_transpose", "operator 1 (TRANSPOSE): not supported by tessera's TFLite import (supported: ADD,"),
     ("unsupported_float", "operator 0 (CONV_2D): a float layer (input 'serving_default_keras_tensor"),
     ("unsupported_int16", "operator 0 (QUANTIZE): int16 activations ("),
 ])
@@ -186,12 +186,12 @@ def test_converted_firmware_on_host(tmp_path):
         assert rep["verdict"] == "pass" and rep["tflite"]["every_tensor_equal"] is True
 
 
-@pytest.mark.parametrize("name", ["logistic", "logistic_wide", "hard_swish", "hard_swish_wide"])
+@pytest.mark.parametrize("name", ["logistic", "logistic_wide", "hard_swish", "hard_swish_wide", "tanh", "tanh_wide"])
 def test_activation_tables_equal_interpreter(name):
-    """LOGISTIC and HARD_SWISH tables (TFLite's recipes, for the IR's lut op)
-    against the interpreter on all 256 int8 inputs."""
+    """LOGISTIC, HARD_SWISH and TANH tables (TFLite's recipes, for the IR's
+    lut op) against the interpreter on all 256 int8 inputs."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    from tessera.frontend.tflite_luts import hard_swish_table, logistic_table
+    from tessera.frontend.tflite_luts import hard_swish_table, logistic_table, tanh_table
 
     interp = Interpreter(model_path=os.path.join(SMALL, name + ".tflite"),
                          experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
@@ -200,7 +200,7 @@ def test_activation_tables_equal_interpreter(name):
     interp.set_tensor(d["index"], np.arange(-128, 128, dtype=np.int8).reshape(d["shape"]))
     interp.invoke()
     expected = interp.get_tensor(o["index"]).reshape(-1).tolist()
-    make = logistic_table if name.startswith("logistic") else hard_swish_table
+    make = {"logistic": logistic_table, "hard_swish": hard_swish_table, "tanh": tanh_table}[name.split("_w")[0]]
     (s_in, z_in), (s_out, z_out) = d["quantization"], o["quantization"]
     assert make(s_in, z_in, s_out, z_out) == expected
 

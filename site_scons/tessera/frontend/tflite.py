@@ -41,8 +41,6 @@ INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
             "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
             "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
 HINTS = {
-    "SOFTMAX": "for a SOFTMAX at the model's output, `drop_final_softmax: true` in the model YAML ends the "
-               "network at its logits; see docs/tflite.md",
 }
 
 
@@ -309,7 +307,7 @@ class TfliteParser:
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
             "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
-            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
+            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
             "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
             "SOFTMAX": self.softmax,
         }
@@ -606,14 +604,14 @@ class TfliteParser:
                       "see docs/tflite.md")
 
     def lut(self, i, opname, op, ins, outs):
-        """LOGISTIC and HARD_SWISH: int8 -> int8 tables of TFLite's recipe."""
-        from .tflite_luts import hard_swish_table, logistic_table   # imports this module
+        """LOGISTIC, TANH and HARD_SWISH: int8 -> int8 tables of TFLite's recipes."""
+        from .tflite_luts import hard_swish_table, logistic_table, tanh_table   # imports this module
         self._needs(i, opname, "lut")
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         s_in, z_in = self.scale_zp(ins[0], i, opname)
         s_out, z_out = self.scale_zp(outs[0], i, opname)
-        make = logistic_table if opname == "LOGISTIC" else hard_swish_table
+        make = {"LOGISTIC": logistic_table, "TANH": tanh_table, "HARD_SWISH": hard_swish_table}[opname]
         try:
             table = make(s_in, z_in, s_out, z_out)
         except ValueError as err:

@@ -5,9 +5,10 @@ Both are int8 -> int8 functions of one value, so the IR's `lut` op (issue
 10) computes them exactly from a table filled here at build time, for every
 input, with TFLite's own recipe:
 
-- LOGISTIC: the interpreter fills a table in float32 (PopulateLookupTable):
-  x = s_in * (q - zp_in), y = 1 / (1 + exp(-x)), q_out = round(y * (1 / s_out))
-  + zp_out (half away from zero), clamped.
+- LOGISTIC, TANH: the interpreter fills a table in float32
+  (PopulateLookupTable): x = s_in * (q - zp_in), y = 1 / (1 + exp(-x)) or
+  tanh(x), q_out = round(y * (1 / s_out)) + zp_out (half away from zero),
+  clamped.
 - HARD_SWISH: the integer recipe of reference_ops::HardSwish, in 16-bit
   fixed point (HardSwishPrepare's multipliers, a saturating rounding
   doubling high multiply for the input and the "relu-ish" factor, a
@@ -32,12 +33,21 @@ def _round_away(x):
     return np.where(x >= 0, np.floor(x + np.float32(0.5)), -np.floor(-x + np.float32(0.5)))
 
 
-def logistic_table(s_in, zp_in, s_out, zp_out):
+def _float_table(f, s_in, zp_in, s_out, zp_out):
     q = np.arange(-128, 128, dtype=np.int32)
     x = np.float32(s_in) * (q - np.int32(zp_in)).astype(np.float32)
-    y = np.float32(1) / (np.float32(1) + np.exp(-x, dtype=np.float32))
+    y = f(x).astype(np.float32)
     r = _round_away((y * (np.float32(1) / np.float32(s_out))).astype(np.float32))
     return [int(v) for v in np.clip(r.astype(np.int64) + zp_out, -128, 127)]
+
+
+def logistic_table(s_in, zp_in, s_out, zp_out):
+    return _float_table(lambda x: np.float32(1) / (np.float32(1) + np.exp(-x, dtype=np.float32)),
+                        s_in, zp_in, s_out, zp_out)
+
+
+def tanh_table(s_in, zp_in, s_out, zp_out):
+    return _float_table(lambda x: np.tanh(x, dtype=np.float32), s_in, zp_in, s_out, zp_out)
 
 
 # ---- 16-bit fixed point (gemmlowp's int16 forms) ---------------------------
