@@ -92,8 +92,9 @@ def dilated_geometry(draw):
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     pt, pb = draw(st.integers(0, ekh - 1)), draw(st.integers(0, ekh - 1))
     pl, pr = draw(st.integers(0, ekw - 1)), draw(st.integers(0, ekw - 1))
-    in_h = draw(st.integers(max(1, ekh - pt - pb), 12))
-    in_w = draw(st.integers(max(1, ekw - pl - pr), 12))
+    # a 4-tap kernel dilated by 4 spans 13 rows: the input must hold one window
+    in_h = draw(st.integers(max(1, ekh - pt - pb), max(12, ekh - pt - pb)))
+    in_w = draw(st.integers(max(1, ekw - pl - pr), max(12, ekw - pl - pr)))
     return dict(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pad=(pt, pl, pb, pr), in_h=in_h, in_w=in_w,
                 out_h=(in_h + pt + pb - ekh) // sh + 1, out_w=(in_w + pl + pr - ekw) // sw + 1)
 
