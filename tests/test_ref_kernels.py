@@ -43,7 +43,8 @@ class PlaneT(ctypes.Structure):
 class RequantT(ctypes.Structure):
     _fields_ = [("mul", POINTER(c_int32)), ("add", POINTER(c_int32)), ("shift", POINTER(c_int8)),
                 ("per_channel", c_int32), ("zero_point", c_int32),
-                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT)]
+                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT),
+                ("divisor", c_int32)]
 
 
 class ConvArgs(ctypes.Structure):
@@ -187,10 +188,11 @@ class Rq:
     """A requantization both as the golden model's Requant and as the C
     struct (arrays kept alive here)."""
 
-    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding):
+    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding, divisor=None):
         self.golden = Requant(mul=list(mul), add=list(add) if add is not None else [0],
                               shift=list(shift), rounding=rounding,
-                              zero_point=zero_point, lo=lo, hi=hi)
+                              zero_point=zero_point, lo=lo, hi=hi, divisor=divisor)
+        self.divisor = divisor or 0
         self.mul = np.array(mul, dtype=np.int32)
         self.add = np.array(add, dtype=np.int32) if add is not None else None
         self.shift = np.array(shift, dtype=np.int8)
@@ -203,7 +205,7 @@ class Rq:
         return RequantT(ptr(self.mul[c0:], c_int32),
                         ptr(self.add[c0:], c_int32) if self.add is not None else None,
                         ptr(self.shift[c0:], c_int8), self.per_channel, self.zero_point,
-                        self.lo, self.hi, ROUNDING_C[self.rounding])
+                        self.lo, self.hi, ROUNDING_C[self.rounding], PlaneT(0, 0, 0), self.divisor)
 
 
 @st.composite
@@ -239,11 +241,19 @@ def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1, tflit
     if tflite and acc_max < 2**31:
         roundings.append("tflite")   # TFLite's two roundings need int32 accumulators
     rounding = draw(st.sampled_from(roundings))
+    divisor = None
     if rounding == "tflite":
         # no additive term; a left shift (shift < 31) only where acc << (31 - shift) stays int32
         add = None
         shift = [s if max(acc_max, 1) << max(0, 31 - s) < 2**31 else 31 for s in shift]
-    return Rq(mul, add, shift, int(per_channel), draw(st.integers(-128, 127)), lo, hi, rounding)
+    if rounding == "floor" and draw(st.booleans()):
+        # NEMO's division by 2**d - 1 (Requant.divisor), or any odd constant;
+        # the shift gives up the divisor's bits so outputs stay in range
+        d = draw(st.integers(2, 24))
+        divisor = draw(st.sampled_from([2 ** d - 1, (2 ** d - 1) | 1 if d > 2 else 3, 2 ** (d - 1) + 1]))
+        if scaled:
+            shift = [max(0, v - divisor.bit_length() + 1) for v in shift]
+    return Rq(mul, add, shift, int(per_channel), draw(st.integers(-128, 127)), lo, hi, rounding, divisor)
 
 
 def int8s(rng, shape):
@@ -806,6 +816,7 @@ class PlaneRq(Rq):
         self.add = planes(add, shape, channels)[0].astype(np.int32) if with_add else None
         self.shift = planes(shift, shape, channels)[0].astype(np.int8)
         self.per_channel, self.zero_point, self.lo, self.hi, self.rounding = 1, zp, lo, hi, rounding
+        self.divisor = 0
 
     def struct(self, first_channel=0):
         s = super().struct(0)

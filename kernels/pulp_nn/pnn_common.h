@@ -96,6 +96,8 @@ typedef struct {
     int64_t add;        /* add[c] plus the rounding term */
     int32_t zero_point;
     int32_t lo, hi;     /* the clamp before the zero point is added */
+    int32_t divisor;    /* > 1: Requant.divisor (see tsr_floor_div_clamp); then shift is 64 + the
+                           shift, so the usual path tests nothing more */
     int32_t rounding;   /* TSR_ROUND_*: TFLite's two take their own path */
 } pnn_rq_t;
 
@@ -111,8 +113,19 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.zero_point = rq->zero_point;
     p.lo = rq->lo - rq->zero_point;
     p.hi = rq->hi - rq->zero_point;
+    p.divisor = rq->divisor;
+    if (p.divisor > 1)
+        p.shift += 64;
     p.rounding = rq->rounding;
     return p;
+}
+
+/* The division by Requant.divisor, out of line: the hot stores keep their
+ * registers (inlined, it costs the 4x2 matmul's store several instructions
+ * per output even where no layer divides). */
+static __attribute__((noinline, unused)) int32_t pnn_rq_divide(int64_t v, const pnn_rq_t *p)
+{
+    return tsr_floor_div_clamp(v >> (p->shift - 64), p->divisor, p->lo, p->hi);
 }
 
 /* TFLite's requantization (TSR_ROUND_TFLITE: a doubling high multiply and a
@@ -143,7 +156,10 @@ static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p)
     int64_t v = (int64_t)acc * p->mul + p->add;
     int32_t y;
     if (p->shift >= 32) {
-        y = (int32_t)(v >> 32) >> (p->shift - 32);
+        if (__builtin_expect(p->shift >= 64, 0))
+            y = pnn_rq_divide(v, p);   /* NEMO's division by 2^d - 1: one 32-bit division */
+        else
+            y = (int32_t)(v >> 32) >> (p->shift - 32);
     } else {
         v >>= p->shift;
         y = v < p->lo ? p->lo : v > p->hi ? p->hi : (int32_t)v;

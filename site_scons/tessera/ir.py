@@ -86,6 +86,12 @@ class Requant:
     ([h, w, c], each 1 or the output's size) and broadcast over the output:
     y[i, j, c] uses mul[i % h', j % w', c % c'] (a size-1 axis repeats).
 
+    `divisor` (None unless needed; rounding "floor" only): an odd constant
+    the shifted value is also divided by, floor((...) >> shift) / divisor,
+    for NEMO chains that divide by 2**d - 1. It comes before the zero point:
+
+        y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
+
     TFLite's arithmetic (models from a .tflite file) has two more rules:
     "tflite": y = clamp(RDBPOT(SRDHM(acc << l, mul), r) + zero_point, lo, hi)
     with the exponent e = 31 - shift split as l = max(e, 0), r = max(-e, 0)
@@ -107,6 +113,7 @@ class Requant:
     lo: int = -128
     hi: int = 127
     shape: Optional[list] = None
+    divisor: Optional[int] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -205,6 +212,9 @@ class Graph:
     layers: list             # execution order
     inputs: list
     outputs: list
+    # what normalization changed (tessera.frontend.normalize): pinned batch,
+    # input layouts, float ops left to the application; None: nothing
+    notes: Optional[dict] = None
 
     def tensor(self, name):
         return self.tensors[name]
@@ -237,6 +247,7 @@ class Graph:
             "outputs": list(self.outputs),
             "tensors": {n: _drop_unset(asdict(t), _OPTIONAL_TENSOR) for n, t in sorted(self.tensors.items())},
             "layers": [_layer_json(layer) for layer in self.layers],
+            **({"notes": self.notes} if self.notes else {}),
         }
 
     @staticmethod
@@ -249,14 +260,14 @@ class Graph:
                 d["requant"] = Requant(**d["requant"])
             layers.append(Layer(**d))
         return Graph(data["name"], data["dialect"], tensors, layers,
-                     data["inputs"], data["outputs"])
+                     data["inputs"], data["outputs"], data.get("notes"))
 
 
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape",)
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table")
+_OPTIONAL_REQUANT = ("shape", "divisor")
+_OPTIONAL_LAYER = ("bias_shape", "dilation", "axis", "mode", "table", "in_shift")
 
 
 def _drop_unset(d, keys):

@@ -60,6 +60,7 @@ typedef struct {
     int32_t lo, hi;
     int32_t rounding;        /* TSR_ROUND_* */
     tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
+    int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -200,6 +201,28 @@ void tsr_concat(const tsr_concat_args_t *a, int core, int ncores);
 void tsr_resize(const tsr_resize_args_t *a, int core, int ncores);
 void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores);
 
+/* floor(v / d) clamped to [lo, hi], for 1 < d and (hi - lo + 1) * d <=
+ * 2^32 (the code generator's rule: Requant.divisor below 2^24 with an
+ * 8-bit output): v is clamped first, so what is left to divide is below
+ * (hi - lo + 1) * d and one 32-bit unsigned division (divu, udiv) gives
+ * the exact quotient. */
+static inline int32_t tsr_floor_div_clamp(int64_t v, int32_t d, int32_t lo, int32_t hi)
+{
+    int64_t base = (int64_t)lo * d;
+    if (v <= base)
+        return lo;
+    if (v - base >= ((int64_t)hi - lo + 1) * d)
+        return hi;
+    return lo + (int32_t)((uint32_t)(v - base) / (uint32_t)d);
+}
+
+/* floor(v / divisor) + zero point, clamped (out of line: the kernels'
+ * hot stores keep their registers) */
+static __attribute__((noinline, unused)) int32_t tsr_requantize_divide(int64_t v, const tsr_requant_t *rq)
+{
+    return tsr_floor_div_clamp(v, rq->divisor, rq->lo - rq->zero_point, rq->hi - rq->zero_point) + rq->zero_point;
+}
+
 /* ---- TFLite's fixed-point arithmetic (gemmlowp's) ----------------------- */
 
 /* SaturatingRoundingDoublingHighMul: (a * b + nudge) / 2^31, the nudge
@@ -257,6 +280,8 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
     int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
+    if (__builtin_expect(rq->divisor > 1, 0))
+        return tsr_requantize_divide(v >> shift, rq);
     v = (v >> shift) + rq->zero_point;
     if (v < rq->lo) v = rq->lo;
     if (v > rq->hi) v = rq->hi;

@@ -244,6 +244,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                 out.append("    rq.add = rq_add;")
         out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
                    f"    rq.rounding = {ROUNDING[rq.rounding]};")
+        if rq.divisor:
+            out.append(f"    rq.divisor = {rq.divisor};")
     # parameters per element (Requant.shape, a bias matrix): planes per channel
     rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
     plane_tile = []

@@ -52,8 +52,28 @@ MODEL = Field("map", fields={
     "quantization": QUANTIZATION,
     "input": INPUT,
     "reference": REFERENCE,
+    "input_shape": Field("any", "free input dimensions: [N, C, H, W] (one input) or {input name: dims}; "
+                         "a free batch is pinned to 1 without it"),
+    "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
+                       "or only warns (warn)", default="error", choices=("error", "warn")),
     "note": Field("str", default=""),
 })
+
+
+def _input_shape(value, path):
+    """{input name or "*": [dims]} from the YAML's list or mapping."""
+    def dims(v, key):
+        if (isinstance(v, list) and v
+                and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v)):
+            return list(v)
+        raise ConfigError(path, f"{key}: expected a list of positive integers, got {v!r}",
+                          "e.g. input_shape: [1, 3, 96, 96]")
+    if isinstance(value, list):
+        return {"*": dims(value, "input_shape")}
+    if isinstance(value, dict) and value:
+        return {str(k): dims(v, f"input_shape.{k}") for k, v in value.items()}
+    raise ConfigError(path, f"input_shape: expected a list of dimensions or a mapping, got {value!r}",
+                      "e.g. input_shape: [1, 3, 96, 96]")
 
 
 def _resolution(value, path):
@@ -104,6 +124,11 @@ def parse_model(data, path, name):
         model["reference"]["dir"] = os.path.normpath(os.path.join(base, model["reference"]["dir"]))
         if not os.path.isdir(model["reference"]["dir"]):
             raise ConfigError(path, f"reference.dir: folder not found: {model['reference']['dir']}")
+    if model["input_shape"] is not None:
+        if not has_onnx:
+            raise ConfigError(path, "input_shape: applies to a given `onnx:` file",
+                              "generated models have fixed shapes")
+        model["input_shape"] = _input_shape(model["input_shape"], path)
     model["name"] = name
     model["path"] = path
     return model

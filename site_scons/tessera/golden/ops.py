@@ -40,7 +40,10 @@ def requantize(acc, rq: Requant):
     _check_int64(float(np.abs(acc).max(initial=0)) * float(np.abs(mul).max())
                  + float(np.abs(add).max()) + float(rnd.max()), "requantization")
     scaled = acc * mul + add + rnd
-    y = np.right_shift(scaled, shift) + rq.zero_point
+    y = np.right_shift(scaled, shift)
+    if getattr(rq, "divisor", None):
+        y = np.floor_divide(y, rq.divisor)   # an exact constant division (NEMO's 2**d - 1)
+    y = y + rq.zero_point
     return np.clip(y, rq.lo, rq.hi)
 
 
