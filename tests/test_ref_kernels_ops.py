@@ -48,7 +48,7 @@ class ResizeArgs(ctypes.Structure):
 class SoftmaxArgs(ctypes.Structure):
     _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("pixels", c_int32), ("c", c_int32),
                 ("table", POINTER(c_int32)), ("mul", c_int32), ("shift", c_int32), ("zero_point", c_int32),
-                ("lo", c_int32), ("hi", c_int32)]
+                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32)]
 
 
 STRUCTS = {"tsr_binary_args_t": BinaryArgs, "tsr_lut_args_t": LutArgs, "tsr_concat_args_t": ConcatArgs,
@@ -92,8 +92,9 @@ def dilated_geometry(draw):
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     pt, pb = draw(st.integers(0, ekh - 1)), draw(st.integers(0, ekh - 1))
     pl, pr = draw(st.integers(0, ekw - 1)), draw(st.integers(0, ekw - 1))
-    in_h = draw(st.integers(max(1, ekh - pt - pb), 12))
-    in_w = draw(st.integers(max(1, ekw - pl - pr), 12))
+    # a 4-tap kernel dilated by 4 spans 13 rows: the input must hold one window
+    in_h = draw(st.integers(max(1, ekh - pt - pb), max(12, ekh - pt - pb)))
+    in_w = draw(st.integers(max(1, ekw - pl - pr), max(12, ekw - pl - pr)))
     return dict(kh=kh, kw=kw, sh=sh, sw=sw, dh=dh, dw=dw, pad=(pt, pl, pb, pr), in_h=in_h, in_w=in_w,
                 out_h=(in_h + pt + pb - ekh) // sh + 1, out_w=(in_w + pl + pr - ekw) // sw + 1)
 
@@ -342,6 +343,31 @@ def softmax_cases(draw):
 def test_softmax_matches_golden(lib, case):
     c, ncores, rng = case
     run_case(lib, c, ncores, rng)
+
+
+@pytest.mark.parametrize("s_x,c", [(0.0625, 10), (0.17, 12), (0.02, 2), (0.4, 100), (0.003, 40)])
+def test_softmax_tflite_matches_golden(lib, s_x, c):
+    """TFLite's reference int8 softmax (rounding "tflite": gemmlowp's sum,
+    reciprocal and rounding shift on the frontend's exponential table) in C
+    against the golden model, on rows from constant to spread out."""
+    from tessera.frontend.tflite_luts import softmax_exp_table
+
+    rng = np.random.default_rng(int(s_x * 1000) + c)
+    x = rng.integers(-128, 128, size=(3, 4, c)).astype(np.int8)
+    x[0, 0, :] = 7                       # one constant row
+    x[0, 1, :] = -128
+    x[0, 1, 0] = 127                     # one dominant value
+    table = softmax_exp_table(1.0, s_x)
+    rq = Requant(mul=[0], add=[0], shift=[0], rounding="tflite", zero_point=-128, lo=-128, hi=127)
+    expected = ops.softmax(x, table, rq).astype(np.int8)
+    tab = np.array(table, dtype=np.int32)
+
+    def build(out_ptr, scratch):
+        args = SoftmaxArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), 12, c, ptr(tab, c_int32),
+                           0, 0, -128, -128, 127, 2)   # TSR_ROUND_TFLITE
+        return args, (x, tab)
+    for ncores in (1, 3):
+        run_case(lib, Case("tsr_softmax", build, expected, np.int8, share_pixels), ncores, rng)
 
 
 @pytest.mark.parametrize("channels, s_x, s_y", [(10, 0.07, 1 / 256), (1000, 0.05, 1 / 256), (1000, 0.05, 0.6)])

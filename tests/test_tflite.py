@@ -97,7 +97,7 @@ def test_not_a_flatbuffer_is_one_line(tmp_path):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mlperf_every_tensor_equals_interpreter(name, seed):
     path = mlperf(name)
-    graph, weights = import_tflite(path, name, drop_final_softmax=True)
+    graph, weights = import_tflite(path, name)
     inputs = golden.random_input(graph, seed)
     values = golden.run(graph, weights, inputs)
     result = tflitecheck.compare(path, graph, values, inputs)
@@ -106,20 +106,20 @@ def test_mlperf_every_tensor_equals_interpreter(name, seed):
     assert not bad, bad[:2]
 
 
-def test_softmax_without_drop_is_one_line_error(tmp_path):
+def test_drop_final_softmax_ends_at_the_logits():
     path = mlperf("kws")
-    yaml = tmp_path / "kws.yaml"
-    yaml.write_text(f"description: kws\ntflite: {path}\n")
-    res = scons("target=host", f"model={yaml}", out=str(tmp_path / "out"))
-    line = one_error(res)
-    assert "operator 12 (SOFTMAX)" in line and "kws_ref_model.tflite" in line and "drop_final_softmax" in line
+    full = import_tflite(path, "kws")[0]
+    dropped = import_tflite(path, "kws", drop_final_softmax=True)[0]
+    assert full.layers[-1].op == "softmax" and dropped.layers[-1].op == "linear"
+    assert dropped.outputs == [full.layers[-1].inputs[0]]
 
 
-def test_mlperf_ad_firmware_on_host(tmp_path):
-    mlperf("ad01")
+@pytest.mark.parametrize("name", ["ad01", "kws"])
+def test_mlperf_firmware_on_host(tmp_path, name):
+    mlperf(name)
     out = str(tmp_path / "out")
-    scons("target=host", "model=examples/mlperf_tiny/ad01.yaml", out=out, check=True)
-    rep = report(out, "host", "ad01")
+    scons("target=host", f"model=examples/mlperf_tiny/{name}.yaml", out=out, check=True)
+    rep = report(out, "host", name)
     assert rep["verdict"] == "pass"
     assert rep["tflite"]["every_tensor_equal"] is True
     assert rep["tflite"]["kernels"] == "BUILTIN_REF"
@@ -129,7 +129,7 @@ def test_mlperf_ad_firmware_on_host(tmp_path):
 # ---- small models from TensorFlow's converter (tests/data/tflite, tools/tflite_models.py) ----
 
 SMALL = os.path.join(ROOT, "tests", "data", "tflite")
-CONVERTED = ("convs", "residual", "pad_pool", "mean", "issue10_ops", "dilated")
+CONVERTED = ("convs", "residual", "pad_pool", "mean", "issue10_ops", "dilated", "softmax")
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -164,7 +164,7 @@ def test_converted_lowering():
 
 
 @pytest.mark.parametrize("name,line", [
-    ("unsupported_tanh", "operator 1 (TANH): not supported by tessera's TFLite import (supported: ADD,"),
+    ("unsupported_transpose", "operator 1 (TRANSPOSE): not supported by tessera's TFLite import (supported: ADD,"),
     ("unsupported_float", "operator 0 (CONV_2D): a float layer (input 'serving_default_keras_tensor"),
     ("unsupported_int16", "operator 0 (QUANTIZE): int16 activations ("),
 ])
@@ -186,12 +186,12 @@ def test_converted_firmware_on_host(tmp_path):
         assert rep["verdict"] == "pass" and rep["tflite"]["every_tensor_equal"] is True
 
 
-@pytest.mark.parametrize("name", ["logistic", "logistic_wide", "hard_swish", "hard_swish_wide"])
+@pytest.mark.parametrize("name", ["logistic", "logistic_wide", "hard_swish", "hard_swish_wide", "tanh", "tanh_wide"])
 def test_activation_tables_equal_interpreter(name):
-    """LOGISTIC and HARD_SWISH tables (TFLite's recipes, for the IR's lut op)
-    against the interpreter on all 256 int8 inputs."""
+    """LOGISTIC, HARD_SWISH and TANH tables (TFLite's recipes, for the IR's
+    lut op) against the interpreter on all 256 int8 inputs."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    from tessera.frontend.tflite_luts import hard_swish_table, logistic_table
+    from tessera.frontend.tflite_luts import hard_swish_table, logistic_table, tanh_table
 
     interp = Interpreter(model_path=os.path.join(SMALL, name + ".tflite"),
                          experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
@@ -200,7 +200,7 @@ def test_activation_tables_equal_interpreter(name):
     interp.set_tensor(d["index"], np.arange(-128, 128, dtype=np.int8).reshape(d["shape"]))
     interp.invoke()
     expected = interp.get_tensor(o["index"]).reshape(-1).tolist()
-    make = logistic_table if name.startswith("logistic") else hard_swish_table
+    make = {"logistic": logistic_table, "hard_swish": hard_swish_table, "tanh": tanh_table}[name.split("_w")[0]]
     (s_in, z_in), (s_out, z_out) = d["quantization"], o["quantization"]
     assert make(s_in, z_in, s_out, z_out) == expected
 
@@ -265,7 +265,7 @@ def test_converted_firmware_under_qemu(tmp_path, target, tools):
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
     out = str(tmp_path / "out")
-    for name in ("residual", "mean", "issue10_ops", "dilated"):
+    for name in ("residual", "mean", "issue10_ops", "dilated", "softmax"):
         yaml = tmp_path / f"{name}.yaml"
         yaml.write_text(f"description: {name}\ntflite: {os.path.join(SMALL, name + '.tflite')}\n")
         scons(f"target={target}", f"model={yaml}", out=out, check=True)
@@ -276,11 +276,12 @@ def test_converted_firmware_under_qemu(tmp_path, target, tools):
 @pytest.mark.parametrize("name", ["softmax", "kws", "vww", "ic_resnet8"])
 def test_softmax_recipe_equals_interpreter(name):
     """TFLite's reference int8 SOFTMAX (gemmlowp's exp, reciprocal and
-    rounding shift; tflite_luts.softmax_int8) against the interpreter's, on
+    rounding shift; golden.gemmlowp.softmax_rows) against the interpreter's, on
     the interpreter's own SOFTMAX inputs: 40 rows of 10 values (the small
     model), or the MLPerf classifiers' final SOFTMAX on 10 inputs each."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    from tessera.frontend.tflite_luts import softmax_exp_table, softmax_int8
+    from tessera.frontend.tflite_luts import softmax_exp_table
+    from tessera.golden.gemmlowp import softmax_rows
 
     path = os.path.join(SMALL, "softmax.tflite") if name == "softmax" else mlperf(name)
     interp = Interpreter(model_path=path, experimental_preserve_all_tensors=True,
@@ -295,4 +296,4 @@ def test_softmax_recipe_equals_interpreter(name):
     for seed in range(40 if name == "softmax" else 10):
         interp.set_tensor(d["index"], np.random.default_rng(seed).integers(-128, 128, size=d["shape"]).astype(np.int8))
         interp.invoke()
-        assert np.array_equal(softmax_int8(interp.get_tensor(x_idx), table), interp.get_tensor(y_idx)), seed
+        assert np.array_equal(softmax_rows(interp.get_tensor(x_idx), table), interp.get_tensor(y_idx)), seed

@@ -60,11 +60,11 @@ def build(tf, name):
         x = L.Flatten()(x)
         x = L.Dense(4)(x)
         return tf.keras.Model(inp, x), True
-    if name.startswith(("logistic", "hard_swish")):
+    if name.startswith(("logistic", "hard_swish", "tanh")):
         # one activation on all 256 int8 inputs (16x16): its table is
         # compared with the interpreter; _wide: calibrated on 4x the range
         x = inp = L.Input((16, 16, 1), batch_size=1)
-        x = L.Activation("sigmoid" if name.startswith("logistic") else "hard_swish")(x)
+        x = L.Activation({"logistic": "sigmoid", "hard_swish": "hard_swish", "tanh": "tanh"}[name.split("_w")[0]])(x)
         return tf.keras.Model(inp, x), True
     if name == "issue10_ops":
         # MUL (same shape and squeeze-and-excitation broadcast), CONCATENATION,
@@ -98,11 +98,11 @@ def build(tf, name):
         x = inp = L.Input((4, 4, 2), batch_size=1)
         x = L.Conv2D(4, 3, padding="same", activation="relu")(x)
         return tf.keras.Model(inp, x), True
-    if name == "unsupported_tanh":
-        # TANH: tessera names it in one line
-        x = inp = L.Input((4, 4, 4), batch_size=1)
+    if name == "unsupported_transpose":
+        # TRANSPOSE: tessera names it in one line
+        x = inp = L.Input((4, 6, 4), batch_size=1)
         x = L.Conv2D(4, 1)(x)
-        x = L.Activation("tanh")(x)
+        x = L.Lambda(lambda t: tf.transpose(t, [0, 2, 1, 3]))(x)
         return tf.keras.Model(inp, x), True
     if name == "dilated":
         # dilated CONV_2D (VALID, and SAME on the dilated extent) and DEPTHWISE_CONV_2D
@@ -117,8 +117,8 @@ def build(tf, name):
 # the first three cover every supported operator; the tables of the next
 # four are checked; then two errors; the last needs issue 10's IR ops
 MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
-          "unsupported_tanh", "dilated", "issue10_ops", "mean", "softmax",
-          "unsupported_float", "unsupported_int16")
+          "unsupported_transpose", "dilated", "issue10_ops", "mean", "softmax",
+          "unsupported_float", "unsupported_int16", "tanh", "tanh_wide")
 
 
 def convert(tf, model, int8_io, seed, spread=1.0, kind="int8"):

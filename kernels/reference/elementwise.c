@@ -97,6 +97,54 @@ void tsr_resize(const tsr_resize_args_t *a, int core, int ncores)
     }
 }
 
+/* gemmlowp's SaturatingRoundingMultiplyByPOT for a left shift */
+static int32_t tfl_mul_pot_left(int32_t x, int32_t e)
+{
+    const int32_t threshold = (int32_t)(((uint32_t)1 << (31 - e)) - 1);
+    if (x > threshold)
+        return INT32_MAX;
+    if (x < -threshold)
+        return INT32_MIN;
+    return (int32_t)((uint32_t)x << e);
+}
+
+/* gemmlowp's one_over_one_plus_x_for_x_in_0_1 (Q0.31): Newton-Raphson in
+ * Q2.29 from 48/17 - 32/17 * d, three steps */
+static int32_t tfl_one_over_one_plus_x(int32_t a)
+{
+    const int64_t s = (int64_t)a + INT32_MAX;   /* RoundingHalfSum(a, 1.0) */
+    const int32_t half = (int32_t)(s >= 0 ? (s + 1) / 2 : -((1 - s) / 2));
+    int32_t x = (int32_t)((uint32_t)1515870810 + (uint32_t)tsr_tfl_srdhm(half, -1010580540));
+    int i;
+    for (i = 0; i < 3; i++) {
+        int32_t one_minus = (int32_t)(((uint32_t)1 << 29) - (uint32_t)tsr_tfl_srdhm(half, x));
+        x = (int32_t)((uint32_t)x + (uint32_t)tfl_mul_pot_left(tsr_tfl_srdhm(x, one_minus), 2));
+    }
+    return tfl_mul_pot_left(x, 1);
+}
+
+/* TFLite's reference int8 softmax of one pixel (reference_ops::Softmax):
+ * the table holds exp(-d) in Q0.31, the sum is Q12.19 */
+static void softmax_tflite(const tsr_softmax_args_t *a, const int8_t *x, int8_t *y)
+{
+    int32_t c, max = x[0], headroom, scale, e;
+    uint32_t total = 0;
+    for (c = 1; c < a->c; c++)
+        if (x[c] > max)
+            max = x[c];
+    for (c = 0; c < a->c; c++)
+        total += (uint32_t)tsr_tfl_rdbpot(a->table[max - x[c]], 12);
+    /* the maximum adds 2^19, so 1 <= headroom <= 12; the frontend keeps
+     * the row short enough that the exponent below stays within 31 */
+    headroom = __builtin_clz(total);
+    scale = tfl_one_over_one_plus_x((int32_t)((total << headroom) - 0x80000000u));
+    e = 12 - headroom + 31 - 8;
+    for (c = 0; c < a->c; c++) {
+        int32_t v = tsr_tfl_rdbpot(tsr_tfl_srdhm(scale, a->table[max - x[c]]), e) + a->zero_point;
+        y[c] = (int8_t)(v < a->lo ? a->lo : v > a->hi ? a->hi : v);
+    }
+}
+
 void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
 {
     int32_t p0, p1, p, c;
@@ -104,6 +152,10 @@ void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
     for (p = p0; p < p1; p++) {
         const int8_t *x = a->in + (size_t)p * a->c;
         int8_t *y = a->out + (size_t)p * a->c;
+        if (a->rounding == TSR_ROUND_TFLITE) {
+            softmax_tflite(a, x, y);
+            continue;
+        }
         int32_t max = x[0];
         int64_t s = 0, den, half;
         for (c = 1; c < a->c; c++)

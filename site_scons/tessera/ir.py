@@ -171,6 +171,12 @@ class Layer:
               i.e. round half up of E/s * mul / 2**shift; with mul = 2**shift / s_y
               this quantizes the probability to the output scale. Only
               requant's mul[0], shift[0], zero_point, lo, hi are used.
+              With requant rounding "tflite" (TFLite's reference int8
+              softmax, golden/gemmlowp.py): table holds E[d] in Q0.31, the
+              row's s = sum RDBPOT(E, 12) (int32), R its gemmlowp reciprocal
+              (one_over_one_plus_x of s normalized by its leading zeros z)
+              and y = clamp(RDBPOT(SRDHM(R, E[max - x]), 35 - z) + zero_point, lo, hi);
+              mul and shift are unused.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output

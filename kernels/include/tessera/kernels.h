@@ -183,6 +183,7 @@ typedef struct {
     int32_t pixels, c;
     const int32_t *table;        /* 256 entries */
     int32_t mul, shift, zero_point, lo, hi;
+    int32_t rounding;            /* TSR_ROUND_TFLITE: TFLite's reference int8 softmax (ir.Layer) */
 } tsr_softmax_args_t;
 
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);

@@ -83,7 +83,7 @@ def _args(layer, graph, prefix, ins, out):
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.pixels = {x.shape[0] * x.shape[1]};",
                  f"a.c = {x.shape[2]};", "a.table = softmax_exp;", f"a.mul = {int(rq.mul[0])};",
                  f"a.shift = {int(rq.shift[0])};", f"a.zero_point = {rq.zero_point};", f"a.lo = {rq.lo};",
-                 f"a.hi = {rq.hi};"]
+                 f"a.hi = {rq.hi};", f"a.rounding = {ROUNDING[rq.rounding]};"]
         return "tsr_softmax_args_t", decl, body
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 

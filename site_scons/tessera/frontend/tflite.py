@@ -41,8 +41,6 @@ INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
             "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
             "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
 HINTS = {
-    "SOFTMAX": "for a SOFTMAX at the model's output, `drop_final_softmax: true` in the model YAML ends the "
-               "network at its logits; see docs/tflite.md",
 }
 
 
@@ -309,8 +307,9 @@ class TfliteParser:
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
             "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
-            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
+            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
             "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
+            "SOFTMAX": self.softmax,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -605,14 +604,14 @@ class TfliteParser:
                       "see docs/tflite.md")
 
     def lut(self, i, opname, op, ins, outs):
-        """LOGISTIC and HARD_SWISH: int8 -> int8 tables of TFLite's recipe."""
-        from .tflite_luts import hard_swish_table, logistic_table   # imports this module
+        """LOGISTIC, TANH and HARD_SWISH: int8 -> int8 tables of TFLite's recipes."""
+        from .tflite_luts import hard_swish_table, logistic_table, tanh_table   # imports this module
         self._needs(i, opname, "lut")
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         s_in, z_in = self.scale_zp(ins[0], i, opname)
         s_out, z_out = self.scale_zp(outs[0], i, opname)
-        make = logistic_table if opname == "LOGISTIC" else hard_swish_table
+        make = {"LOGISTIC": logistic_table, "TANH": tanh_table, "HARD_SWISH": hard_swish_table}[opname]
         try:
             table = make(s_in, z_in, s_out, z_out)
         except ValueError as err:
@@ -658,6 +657,33 @@ class TfliteParser:
         layer = Layer(name=self.b.layer_name(f"concatenation_{i}"), op="concat", inputs=xs, output=y,
                       axis=hwc_axis, in_mul=[1] * len(xs), in_offset=[0] * len(xs), requant=rq,
                       source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def softmax(self, i, opname, op, ins, outs):
+        """SOFTMAX over the channels: the IR softmax with rounding "tflite"
+        (reference_ops::Softmax's fixed point, golden/gemmlowp.py) on the
+        table of exponentials of max - x."""
+        from .tflite_luts import softmax_exp_table   # imports this module
+        self._needs(i, opname, "softmax")
+        o = self.m.options(op, "SoftmaxOptions")
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        if z_out != -128 or float(s_out) != 1 / 256:
+            self.fail(i, opname, f"output scale {float(s_out)} and zero point {z_out}",
+                      "TFLite's int8 SOFTMAX outputs scale 1/256, zero point -128")
+        channels = self.b.tensors[x].shape[2]
+        if channels >= 512:
+            # the reference kernel's Q12.19 sum leaves room for 511 values
+            self.fail(i, opname, f"a softmax over {channels} values", "at most 511")
+        try:
+            table = softmax_exp_table(o.Beta() if o else 1.0, s_in)
+        except ValueError as err:
+            self.fail(i, opname, str(err))
+        rq = Requant(mul=[0], add=[0], shift=[0], rounding="tflite", zero_point=-128, lo=-128, hi=127)
+        layer = Layer(name=self.b.layer_name(f"softmax_{i}"), op="softmax", inputs=[x], output=y,
+                      table=table, requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
     def final_softmax(self, i, opname, op, ins, outs):

@@ -13,6 +13,7 @@ float64 BLAS matmuls and are still exact integers.
 import numpy as np
 
 from ..ir import Requant
+from .gemmlowp import softmax_rows
 
 
 def requantize(acc, rq: Requant):
@@ -249,7 +250,10 @@ def lut(x, table):
 
 def softmax(x, table, rq):
     """Integer softmax over the channel axis (see ir.Layer): table lookups of
-    max - x, their 64-bit sum, one rounded division per output."""
+    max - x, their 64-bit sum, one rounded division per output; with
+    rounding "tflite", TFLite's fixed-point recipe (golden.gemmlowp)."""
+    if rq.rounding == "tflite":
+        return softmax_rows(x, table, rq.zero_point, rq.lo, rq.hi)
     e = np.asarray(table, dtype=np.int64)
     xi = x.astype(np.int64)
     d = xi.max(axis=-1, keepdims=True) - xi
