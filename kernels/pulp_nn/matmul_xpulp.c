@@ -35,7 +35,7 @@ static inline int xp_rq_block(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
 static __attribute__((noinline)) void store4_general(void *out, size_t o, int32_t c, const int32_t *acc,
                                                      const tsr_requant_t *rq)
 {
-    pnn_rq_t p = {0, 0, 0, 0, 0, 0};
+    pnn_rq_t p = {0};
     int i;
     for (i = 0; i < 4; i++) {
         if (rq)
@@ -81,7 +81,7 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
     const int flip = off == 128;
     const uint32_t fold = flip ? 0 : (uint32_t)off;
     const int32_t toff = flip ? 128 : 0;      /* the offset the tail's MACs add */
-    pnn_rq_t p = {0, 0, 0, 0, 0, 0};
+    pnn_rq_t p = {0};
     int32_t c = c0, k;
 
     /* word loads at any alignment: the pulp-open cores handle misaligned

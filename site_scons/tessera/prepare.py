@@ -9,6 +9,10 @@ the IR, the library code that computes it) and reruns only when that key
 changes. Outputs are written atomically, the key last, so an interrupted
 step never looks up to date.
 
+A .tflite model (`tflite:`) is imported by frontend.tflite and its golden
+model checked against the TFLite interpreter on every tensor
+(golden.tflitecheck): tflite.json records it, a difference stops the build.
+
 A model with `reference:` (DORY or Deeploy files) runs the golden model on
 the reference's input, writes reference.json (every compared tensor: equal,
 or its first difference) and fails the build with one line when the golden
@@ -27,6 +31,8 @@ import os
 
 from . import canon, frontend, golden, reference, zoo
 from .errors import ConfigError, TesseraError
+from .frontend.tflite import import_tflite
+from .golden import tflitecheck
 from .ir import Graph
 
 PREPARE_VERSION = "2"
@@ -61,6 +67,8 @@ def _record(stamp, step, key, paths):
 def model_onnx(model, cache_dir, log):
     """Path of the quantized ONNX for a model YAML (built by tessera.zoo and
     cached by its parameters when the model is generated)."""
+    if model.get("tflite"):
+        return model["tflite"]
     if model["onnx"]:
         return model["onnx"]
     key = canon.digest({"generator": model["generator"], "quantization": model["quantization"],
@@ -102,6 +110,7 @@ def prepare(model, outdir, cache_dir, log=print):
     paths["onnx"] = onnx_path
     ref = reference.load(model["reference"]) if model.get("reference") else None
     fe_data = {"onnx": canon.file_digest(onnx_path), "name": model["name"],
+               **({"drop_final_softmax": True} if model.get("drop_final_softmax") else {}),
                "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION}
     input_types = None
     if ref is not None:
@@ -114,8 +123,11 @@ def prepare(model, outdir, cache_dir, log=print):
     fe_outputs = [paths["graph"], paths["weights"]]
     if not _fresh(stamp, "frontend", fe_key, fe_outputs):
         log(f"importing {os.path.basename(onnx_path)}")
-        graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types,
-                                              model.get("input_shape"))
+        if model.get("tflite"):
+            graph, weights = import_tflite(onnx_path, model["name"], model["drop_final_softmax"])
+        else:
+            graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types,
+                                                  model.get("input_shape"))
         stamp = {}
         canon.write_json(paths["graph"], graph.to_json())
         canon.save_npz(paths["weights"], weights)
@@ -132,6 +144,10 @@ def prepare(model, outdir, cache_dir, log=print):
         gold_data["reference_files"] = _reference_key(ref)
         gold_data["reference_code"] = canon.source_digest("reference")
         wanted.append("reference")
+    if model.get("tflite"):
+        paths["tflite"] = os.path.join(outdir, "tflite.json")
+        gold_data["tflite_code"] = canon.source_digest("golden")
+        wanted.append("tflite")
     gold_key = canon.digest(gold_data)
     gold_outputs = [paths[k] for k in wanted]
     if not _fresh(stamp, "golden", gold_key, gold_outputs):
@@ -147,6 +163,12 @@ def prepare(model, outdir, cache_dir, log=print):
             canon.write_json(paths["reference"], reference.verdict(model["name"], ref, rows))
             # no stamp on a disagreement: the next build checks (and fails) again
             reference.check(model["name"], ref, rows)
+        if model.get("tflite"):
+            log("checking every tensor against the TFLite interpreter")
+            result = tflitecheck.compare(onnx_path, graph, values, inputs)
+            canon.write_json(paths["tflite"], result)
+            # no stamp on a disagreement: the next build checks (and fails) again
+            tflitecheck.check(model["name"], onnx_path, result)
         _record(stamp, "golden", gold_key, gold_outputs)
         canon.write_json(stamp_path, stamp)
 

@@ -25,7 +25,8 @@ from ..views import bias_plane, is_whole, param_arrays, requant_plane, tiler_lay
 from .cfmt import header_comment, int_list
 from .libraries import library
 
-ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR"}
+ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR", "tflite": "TSR_ROUND_TFLITE",
+            "tflite_div": "TSR_ROUND_TFLITE_DIV"}
 
 
 def symbol(prefix, layer_name, what=None):
@@ -245,6 +246,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                 out.append("    rq.add = rq_add;")
         out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
                    f"    rq.rounding = {ROUNDING[rq.rounding]};")
+        if rq.divisor:
+            out.append(f"    rq.divisor = {rq.divisor};")
     # parameters per element (Requant.shape, a bias matrix): planes per channel
     rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
     plane_tile = []

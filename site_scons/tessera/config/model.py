@@ -1,7 +1,8 @@
 """Model YAML: which network, and where its golden input comes from.
 
 Either `onnx:` names a user's quantized ONNX file (relative to the YAML
-file), or `generator:` asks tessera.zoo to build a float network and quantize
+file), or `tflite:` an int8 TFLite flatbuffer (checked against the TFLite
+interpreter when the model is prepared), or `generator:` asks tessera.zoo to build a float network and quantize
 it with ONNX Runtime, as a user would.
 
 `reference: {kind: dory | deeploy, dir: ...}` (with `onnx:`) points at the
@@ -44,6 +45,9 @@ INPUT = Field("map", fields={
 MODEL = Field("map", fields={
     "description": Field("str", "one line shown by `scons -h`", required=True),
     "onnx": Field("str", "a quantized ONNX file (relative to this YAML)"),
+    "tflite": Field("str", "an int8 .tflite file (relative to this YAML)"),
+    "drop_final_softmax": Field("bool", "tflite: end the network at the final SOFTMAX's input (the logits)",
+                                default=False),
     "generator": GENERATOR,
     "quantization": QUANTIZATION,
     "input": INPUT,
@@ -84,11 +88,26 @@ def _resolution(value, path):
 def parse_model(data, path, name):
     has_onnx = "onnx" in data
     has_gen = "generator" in data
+    has_tflite = "tflite" in data
     model = validate(data, MODEL, path)
-    if has_onnx == has_gen:
-        raise ConfigError(path, "give exactly one of `onnx:` (your quantized file) or `generator:`",
-                          "see models/tiny.yaml and the README")
+    if has_onnx + has_gen + has_tflite != 1:
+        raise ConfigError(path, "give exactly one of `onnx:` (your quantized file), `tflite:` (an int8 "
+                          ".tflite file) or `generator:`", "see models/tiny.yaml and the README")
     base = os.path.dirname(os.path.abspath(path))
+    if has_tflite:
+        if model["reference"] is not None:
+            raise ConfigError(path, "reference: is for DORY/Deeploy ONNX graphs",
+                              "a .tflite model is checked against the TFLite interpreter itself")
+        model["generator"] = None
+        model["quantization"] = None
+        model["onnx"] = None
+        model["tflite"] = os.path.normpath(os.path.join(base, model["tflite"]))
+        if not os.path.isfile(model["tflite"]):
+            raise ConfigError(path, f"tflite: file not found: {model['tflite']}",
+                              "the path is relative to the model YAML")
+        model["name"] = name
+        model["path"] = path
+        return model
     if has_onnx:
         model["generator"] = None
         model["quantization"] = None
