@@ -145,10 +145,12 @@ class SegNet(nn.Module):
 
 MODELS = {"torch_audio1d_softmax": Audio1d, "torch_vision2d_sigmoid": Vision2d,
           "torch_mbv3_small_se": MobileNetV3Small, "torch_tcn_dilated": DilatedTcn,
-          "torch_segnet_resize_concat": SegNet}
+          "torch_segnet_resize_concat": SegNet, "torch_vision2d_qop_uint8": Vision2d}
+# quantize_static's defaults otherwise: QOperator ops, uint8 activations
+QOPERATOR_UINT8 = ("torch_vision2d_qop_uint8",)
 # one fixed seed per model (the committed files were made with these)
 SEEDS = {"torch_audio1d_softmax": 0, "torch_vision2d_sigmoid": 1, "torch_mbv3_small_se": 2,
-         "torch_tcn_dilated": 3, "torch_segnet_resize_concat": 4}
+         "torch_tcn_dilated": 3, "torch_segnet_resize_concat": 4, "torch_vision2d_qop_uint8": 1}
 
 
 class Calibration(CalibrationDataReader):
@@ -186,8 +188,10 @@ def main(out_dir):
             f32 = os.path.join(tmp, "float.onnx")
             export(model, f32)
             heads = [n.name for n in onnx.load(f32).graph.node if n.op_type in ("Softmax", "Sigmoid")]
+            qop = name in QOPERATOR_UINT8
             quantize_static(f32, path, Calibration("input", model.input_shape, seed=i),
-                            quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                            quant_format=QuantFormat.QOperator if qop else QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8 if qop else QuantType.QInt8,
                             weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=heads)
         print(f"{path}: {os.path.getsize(path)} bytes")
 

@@ -98,6 +98,9 @@ def parse_model(data, path, name):
         if model["reference"] is not None:
             raise ConfigError(path, "reference: is for DORY/Deeploy ONNX graphs",
                               "a .tflite model is checked against the TFLite interpreter itself")
+        if model["input_shape"] is not None:
+            raise ConfigError(path, "input_shape: applies to a given `onnx:` file",
+                              "a .tflite model has fixed shapes")
         model["generator"] = None
         model["quantization"] = None
         model["onnx"] = None
