@@ -6,6 +6,9 @@ not fit) raises a TesseraError. The command-line and SCons entry points print
 """
 
 
+MAX_MESSAGE = 480
+
+
 class TesseraError(Exception):
     """A problem the user can fix.
 
@@ -24,8 +27,12 @@ class TesseraError(Exception):
         text = f"{self.where}: {self.what}" if self.where else self.what
         if self.fix:
             text += f" ({self.fix})"
-        # one line, always
-        return " ".join(text.split())
+        # one line, always, and bounded: a value quoted from a huge input
+        # must not make a megabyte-long message
+        text = " ".join(text.split())
+        if len(text) > MAX_MESSAGE:
+            text = text[:MAX_MESSAGE - 5] + " [...]"
+        return text
 
 
 class ConfigError(TesseraError):

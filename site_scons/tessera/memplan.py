@@ -131,9 +131,9 @@ def _weights_check(graph, level, size, usable, models_hint):
             if running > usable:
                 where = layer.name
                 break
-        room = (f"{usable / 1e6:.2f} MB usable of {size / 1e6:.2f} MB, {(size - usable) / 1e6:.2f} MB reserved"
-                if size > usable else f"{usable / 1e6:.2f} MB")
-        raise FitError(level, f"{total / 1e6:.2f} MB of weights do not fit ({room}); they overflow at layer {where}",
+        room = (f"{_size(usable)} usable of {_size(size)}, {_size(size - usable)} reserved"
+                if size > usable else _size(usable))
+        raise FitError(level, f"{_size(total)} of weights do not fit ({room}); they overflow at layer {where}",
                        models_hint)
     return {"level": level, "bytes": total, "size": size, "usable": usable, "per_layer": per_layer}
 
@@ -230,6 +230,12 @@ def _check_stream(chunks, top, end):
         if k and c["at"] < chunks[k - 1]["at"] + chunks[k - 1]["bytes"] and \
                 chunks[k - 1]["at"] < c["at"] + c["bytes"]:
             raise RuntimeError(f"memplan bug: weight chunks {k - 1} and {k} overlap")
+
+
+def _size(n):
+    """Bytes for a message: MB where that reads well, bytes where 0.00 MB
+    would hide the number."""
+    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n} bytes"
 
 
 def check_weights(graph, memory, fit_hint=""):

@@ -184,8 +184,10 @@ def _fit_hint(target):
         if config.usable_bytes(w) > usable:
             # external memory first: that is what a big model wants
             others.append((w["kind"] != "external", -config.usable_bytes(w), name, t["place"]["weights"], w["kind"]))
-    hint = (f"at most {usable / 1e6:.2f} MB of weights fit {target['name']}'s {level}, a model of about "
-            f"{usable / 1e6:.1f} M int8 parameters")
+    room = f"{usable / 1e6:.2f} MB" if usable >= 100_000 else f"{usable} bytes"
+    hint = (f"at most {room} of weights fit {target['name']}'s {level}, a model of about "
+            f"{usable / 1e6:.1f} M int8 parameters" if usable >= 100_000 else
+            f"at most {room} of weights fit {target['name']}'s {level}, {usable} int8 parameters")
     if others:
         hint += "; or use a target with more room for weights: " + ", ".join(
             f"{n} ({lvl}: {-b / 1e6:.1f} MB {kind})" for _, b, n, lvl, kind in sorted(others))

@@ -6,7 +6,18 @@ README show. A schema is a tree of Field objects; `validate` walks the data
 and returns a plain dict with defaults filled in.
 """
 
+import math
+import reprlib
+
 from ..errors import ConfigError
+
+# a value shown in a message is cut short: an alias bomb or a long list
+# must not become a megabyte-long error line
+_short = reprlib.Repr()
+_short.maxstring = 60
+_short.maxother = 60
+_short.maxlist = _short.maxdict = _short.maxtuple = 4
+_short.maxlevel = 2
 
 
 class Field:
@@ -18,7 +29,7 @@ class Field:
 
     def __init__(self, kind, doc="", required=False, default=None, fields=None,
                  values=None, items=None, choices=None, minimum=None, maximum=None,
-                 check=None):
+                 check=None, nonblank=False):
         self.kind = kind
         self.doc = doc
         self.required = required
@@ -30,6 +41,7 @@ class Field:
         self.minimum = minimum
         self.maximum = maximum
         self.check = check  # callable(value) -> error text or None
+        self.nonblank = nonblank  # a string that must hold more than spaces
 
 
 def _type_name(value):
@@ -64,31 +76,35 @@ def validate(data, field, path, key=""):
         return data
     if kind == "int":
         if isinstance(data, bool) or not isinstance(data, int):
-            _fail(path, key, f"expected an integer, got {_type_name(data)} {data!r}")
+            _fail(path, key, f"expected an integer, got {_type_name(data)} {_short.repr(data)}")
     elif kind == "number":
         if isinstance(data, bool) or not isinstance(data, (int, float)):
-            _fail(path, key, f"expected a number, got {_type_name(data)} {data!r}")
+            _fail(path, key, f"expected a number, got {_type_name(data)} {_short.repr(data)}")
+        if not math.isfinite(data):
+            _fail(path, key, f"expected a finite number, got {data}")
     elif kind == "str":
         if not isinstance(data, str):
-            _fail(path, key, f"expected a string, got {_type_name(data)} {data!r}")
+            _fail(path, key, f"expected a string, got {_type_name(data)} {_short.repr(data)}")
+        if field.nonblank and not data.strip():
+            _fail(path, key, "empty", field.doc or None)
     elif kind == "bool":
         if not isinstance(data, bool):
-            _fail(path, key, f"expected true or false, got {_type_name(data)} {data!r}")
+            _fail(path, key, f"expected true or false, got {_type_name(data)} {_short.repr(data)}")
     elif kind == "list":
         if not isinstance(data, list):
-            _fail(path, key, f"expected a list, got {_type_name(data)} {data!r}")
+            _fail(path, key, f"expected a list, got {_type_name(data)} {_short.repr(data)}")
         if field.items is not None:
             data = [validate(v, field.items, path, f"{key}[{i}]") for i, v in enumerate(data)]
     elif kind == "map":
         data = _validate_map(data, field, path, key)
     elif kind == "dict":
         if not isinstance(data, dict):
-            _fail(path, key, f"expected a mapping, got {_type_name(data)} {data!r}")
+            _fail(path, key, f"expected a mapping, got {_type_name(data)} {_short.repr(data)}")
         if field.values is not None:
             data = {k: validate(v, field.values, path, f"{key}.{k}" if key else str(k))
                     for k, v in data.items()}
     if field.choices is not None and data not in field.choices:
-        _fail(path, key, f"{data!r} is not one of {', '.join(map(str, field.choices))}")
+        _fail(path, key, f"{_short.repr(data)} is not one of {', '.join(map(str, field.choices))}")
     if field.minimum is not None and data < field.minimum:
         _fail(path, key, f"must be at least {field.minimum}, got {data}")
     if field.maximum is not None and data > field.maximum:
@@ -104,7 +120,7 @@ def _validate_map(data, field, path, key):
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        _fail(path, key, f"expected a mapping, got {_type_name(data)} {data!r}")
+        _fail(path, key, f"expected a mapping, got {_type_name(data)} {_short.repr(data)}")
     out = {}
     for name in data:
         if name not in field.fields:

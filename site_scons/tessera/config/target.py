@@ -5,6 +5,8 @@ A new target is a new file in targets/; code changes only when it needs a
 new ISA or platform (a HAL and a kernel set).
 """
 
+import os
+
 from ..errors import ConfigError
 from .schema import Field, validate
 from .yamlio import load_yaml
@@ -13,12 +15,20 @@ from .yamlio import load_yaml
 ISA_EXTENSIONS = ("xpulpv2",)
 MEMORY_KINDS = ("scratchpad", "sram", "flash", "external", "host")
 ROLES = ("tiles", "activations", "weights")
+# what each platform can be: the most compute cores it has (the host runs
+# its "cores" in turn; a Cortex-M has one; a PULP cluster eight)
+PLATFORM_CORES = {"host": 64, "cortexm": 1, "pulp_open": 8, "qemu_virt_rv32": 8}
+# every platform tessera builds for has a 32-bit address space
+ADDRESS_SPACE = 1 << 32
+KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))), "kernels")
 
 LEVEL = Field("map", fields={
-    "size": Field("int", "bytes", required=True, minimum=1),
+    "size": Field("int", "bytes", required=True, minimum=1, maximum=ADDRESS_SPACE),
     "kind": Field("str", "scratchpad | sram | flash | external | host", required=True,
                   choices=MEMORY_KINDS),
-    "address": Field("int", "base address where the platform needs one", minimum=0),
+    "address": Field("int", "base address where the platform needs one", minimum=0,
+                     maximum=ADDRESS_SPACE - 1),
     "reserved": Field("dict", "bytes kept out of tessera's reach, by purpose (stacks, code, ...)",
                       default={}, values=Field("int", minimum=0)),
     "writable": Field("bool", "false for flash-like read-only levels", default=True),
@@ -38,10 +48,11 @@ DMA = Field("map", fields={
 TOOLCHAIN = Field("map", required=True, fields={
     "kind": Field("str", "host | arm-none-eabi | riscv-elf", required=True,
                   choices=("host", "arm-none-eabi", "riscv-elf")),
-    "cc": Field("str", "C compiler program", required=True),
-    "ar": Field("str", "archiver program", default="ar"),
-    "cflags": Field("list", "compiler flags (CPU, ABI, optimization)", default=[], items=Field("str")),
-    "ldflags": Field("list", "linker flags", default=[], items=Field("str")),
+    "cc": Field("str", "C compiler program", required=True, nonblank=True),
+    "ar": Field("str", "archiver program", default="ar", nonblank=True),
+    "cflags": Field("list", "compiler flags (CPU, ABI, optimization)", default=[],
+                    items=Field("str", "a compiler flag", nonblank=True)),
+    "ldflags": Field("list", "linker flags", default=[], items=Field("str", "a linker flag", nonblank=True)),
     "debian": Field("list", "Debian packages that provide it", default=[], items=Field("str")),
     "isa": Field("list", "ISA extensions beyond cflags' -march that the kernels may emit (xpulpv2: PULP's "
                  "SIMD dot products, post-increment loads, hardware loops; the code then runs on PULP "
@@ -62,7 +73,8 @@ RUNNER = Field("map", required=True, fields={
 
 TARGET = Field("map", fields={
     "description": Field("str", "one line shown by `scons -h`", required=True),
-    "platform": Field("str", "HAL directory under kernels/hal/", required=True),
+    "platform": Field("str", "HAL directory under kernels/hal/", required=True,
+                      choices=tuple(PLATFORM_CORES)),
     "cores": Field("int", "compute cores that run a layer's kernels", required=True, minimum=1),
     "memory": Field("dict", "memory levels, fastest first", required=True, values=LEVEL),
     "place": Field("map", "which level holds what", required=True, fields={
@@ -84,12 +96,29 @@ def _check_cross_references(target, path):
         if level not in levels:
             raise ConfigError(path, f"place.{role}: unknown level {level!r}",
                               f"use one of {', '.join(levels)}")
+        if role != "weights" and not levels[level]["writable"]:
+            raise ConfigError(path, f"place.{role}: level {level!r} is read-only (writable: false)",
+                              f"place {role} in a writable level: "
+                              f"{', '.join(n for n, lv in levels.items() if lv['writable'])}")
+    most = PLATFORM_CORES[target["platform"]]
+    if target["cores"] > most:
+        raise ConfigError(path, f"cores: {target['cores']}, but a {target['platform']} platform has at most "
+                          f"{most}", f"set cores to 1..{most}")
+    kernels = target["kernels"]
+    if os.sep in kernels or kernels.startswith(".") or not os.path.isfile(
+            os.path.join(KERNELS_DIR, kernels, "library.yaml")):
+        libs = sorted(d for d in os.listdir(KERNELS_DIR)
+                      if os.path.isfile(os.path.join(KERNELS_DIR, d, "library.yaml")))
+        raise ConfigError(path, f"kernels: {kernels!r}: unknown kernel library", f"choose one of: {', '.join(libs)}")
     for i, dma in enumerate(target["dma"]):
         for end in ("src", "dst"):
             if dma[end] not in levels:
                 raise ConfigError(path, f"dma[{i}].{end}: unknown level {dma[end]!r}",
                                   f"use one of {', '.join(levels)}")
     for name, level in levels.items():
+        if level.get("address") is not None and level["address"] + level["size"] > ADDRESS_SPACE:
+            raise ConfigError(path, f"memory.{name}: address 0x{level['address']:x} plus {level['size']} bytes "
+                              "ends beyond the 32-bit address space", "check the address and the size")
         reserved = sum(level["reserved"].values())
         if reserved >= level["size"]:
             raise ConfigError(path, f"memory.{name}.reserved: {reserved} bytes reserved "

@@ -11,9 +11,16 @@ class _StrictLoader(yaml.SafeLoader):
     silently, which hides typos such as two `size:` lines)."""
 
 
+_MERGE = "tag:yaml.org,2002:merge"
+
+
 def _construct_mapping(loader, node, deep=False):
     seen = set()
     for key_node, _ in node.value:
+        # `<<: *base` merges another mapping (keys written here override
+        # it): only the keys written here must be unique
+        if key_node.tag == _MERGE:
+            continue
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise ConfigError(None, f"line {key_node.start_mark.line + 1}: duplicate key {key!r}",

@@ -9,6 +9,7 @@ import onnx
 
 from ..errors import FrontendError
 from .builder import Builder
+from .gate import check_onnx, ort_refusal
 from .nemo import NemoParser
 from .normalize import normalize
 from .onnxgraph import OnnxGraph, load
@@ -86,7 +87,16 @@ def _load_integer(path, err):
 
 def input_names(path):
     """Names of the graph inputs that are not initializers, in graph order."""
-    model = onnx.load(path, load_external_data=False)
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except FileNotFoundError:
+        raise FrontendError(path, "file not found") from None
+    except Exception as err:  # protobuf's DecodeError and friends
+        raise FrontendError(path, f"not a readable ONNX model ({type(err).__name__})",
+                            "check that the file is an .onnx export and not truncated") from None
+    if not model.graph.node and not model.opset_import:
+        raise FrontendError(path, "not a readable ONNX model (empty: no graph, no opset)",
+                            "check that the file is an .onnx export and not truncated")
     inits = {i.name for i in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in inits]
 
@@ -115,9 +125,20 @@ def import_onnx(path, name, input_types=None, input_shape=None):
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
     if dialect in INTEGER_DIALECTS:
         return parser(g, Builder(name, dialect, path), input_types).parse()
-    model, notes = normalize(g.model, path, input_shape)
-    g = OnnxGraph(model, path)
-    graph, weights = parser(g, Builder(name, dialect, path)).parse()
+    check_onnx(g.model, path)
+    refusal = ort_refusal(g.model, path)
+    try:
+        model, notes = normalize(g.model, path, input_shape)
+        g = OnnxGraph(model, path)
+        graph, weights = parser(g, Builder(name, dialect, path)).parse()
+    except FrontendError:
+        raise   # the parser names the node (an unsupported op) better than ONNX Runtime would
+    except Exception:
+        if refusal is None:
+            raise
+        raise refusal from None
+    if refusal is not None:
+        raise refusal
     layouts = notes.get("input_layout", {})
     for onnx_name, ir_name in zip(g.input_names, graph.inputs):
         if onnx_name in layouts:

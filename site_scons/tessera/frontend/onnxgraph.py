@@ -104,9 +104,17 @@ def load(path):
         model = onnx.load(path)
     except FileNotFoundError:
         raise FrontendError(path, "file not found") from None
+    except onnx.checker.ValidationError as err:
+        # the tensors kept beside the model (external data) are missing
+        first = (str(err).strip().splitlines() or ["invalid"])[0]
+        raise FrontendError(path, f"external data: {first}",
+                            "keep the model's external-data files beside it, or save it with the weights inside") from None
     except Exception as err:  # protobuf's DecodeError and friends
         raise FrontendError(path, f"not a readable ONNX model ({type(err).__name__})",
                             "check that the file is an .onnx export and not truncated") from None
+    if not model.graph.node and not model.opset_import:
+        raise FrontendError(path, "not a readable ONNX model (empty: no graph, no opset)",
+                            "check that the file is an .onnx export and not truncated")
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as err:

@@ -12,6 +12,8 @@ data.
 import os
 import re
 
+import math
+
 import numpy as np
 
 from ..errors import TesseraError
@@ -50,8 +52,9 @@ def read_txt(path):
             v = float(text)
         except ValueError:
             raise TesseraError(f"{path}:{i + 1}", f"not a number: {line!r}") from None
-        if v != int(v):
-            raise TesseraError(f"{path}:{i + 1}", f"not an integer: {line!r}")
+        # NaN and inf are no integers; a value beyond 32 bits is no tensor element
+        if not math.isfinite(v) or v != int(v) or abs(v) >= 1 << 32:
+            raise TesseraError(f"{path}:{i + 1}", f"not an integer of at most 32 bits: {line[:40]!r}")
         values.append(int(v))
     if name is None:
         raise TesseraError(path, "no `# name (shape [...])` header")

@@ -1,0 +1,361 @@
+"""The bad-input corpus as data: each case writes a target YAML, a model
+YAML (and the files it names) into a scratch folder and says which words
+the one error line must hold besides the file's path.
+
+    TARGET_CASES: (id, edit of targets/host.yaml's data, words)
+    RAW_TARGET_CASES / RAW_MODEL_CASES: (id, YAML text, words)
+    MODEL_CASES: (id, model YAML data with {onnx} for the ONNX file, words)
+    ONNX_CASES: (id, edit of tiny's ONNX ModelProto, words)
+    REFERENCE_CASES: (id, {file name: text} of a DORY folder, words)
+"""
+
+import copy
+
+
+def _set(path, value):
+    """An edit that sets the dotted key `path` (a[0] indexes a list)."""
+    def edit(data):
+        node = data
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        last = keys[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+        return data
+    return edit
+
+
+def _drop(path):
+    def edit(data):
+        node = data
+        keys = path.split(".")
+        for k in keys[:-1]:
+            node = node[int(k)] if isinstance(node, list) else node[k]
+        del node[keys[-1]]
+        return data
+    return edit
+
+
+TARGET_CASES = [
+    ("l1-1e30", _set("memory.L1.size", 10 ** 30), ["memory.L1.size"]),
+    ("l2-2pow63", _set("memory.L2.size", 2 ** 63), ["memory.L2.size"]),
+    ("l2-2pow32", _set("memory.L2.size", 2 ** 32 + 1), ["memory.L2.size"]),
+    ("l1-float", _set("memory.L1.size", 1e30), ["memory.L1.size", "integer"]),
+    ("l1-zero", _set("memory.L1.size", 0), ["memory.L1.size"]),
+    ("l1-negative", _set("memory.L1.size", -5), ["memory.L1.size"]),
+    ("l1-string", _set("memory.L1.size", "64k"), ["memory.L1.size"]),
+    ("l1-bool", _set("memory.L1.size", True), ["memory.L1.size"]),
+    ("l1-null", _set("memory.L1.size", None), ["memory.L1.size"]),
+    ("l1-nan", _set("memory.L1.size", float("nan")), ["memory.L1.size"]),
+    ("address-beyond", _set("memory.L2.address", 2 ** 32 - 16), ["memory.L2"]),
+    ("address-negative", _set("memory.L2.address", -1), ["memory.L2.address"]),
+    ("reserved-all", _set("memory.L1.reserved", {"stacks": 64000}), ["memory.L1.reserved"]),
+    ("reserved-negative", _set("memory.L1.reserved", {"stacks": -1}), ["memory.L1.reserved.stacks"]),
+    ("reserved-list", _set("memory.L1.reserved", [1, 2]), ["memory.L1.reserved"]),
+    ("kind-unknown", _set("memory.L1.kind", "cache"), ["memory.L1.kind", "cache"]),
+    ("writable-string", _set("memory.L1.writable", "yes"), ["memory.L1.writable"]),
+    ("memory-empty", _set("memory", {}), ["memory"]),
+    ("memory-list", _set("memory", ["L1"]), ["memory"]),
+    ("level-unknown-key", _set("memory.L1.bytes", 10), ["memory.L1.bytes", "unknown key"]),
+    ("cores-0", _set("cores", 0), ["cores"]),
+    ("cores-4-cortexm-host", _set("cores", 1000), ["cores"]),
+    ("cores-float", _set("cores", 2.5), ["cores"]),
+    ("cores-missing", _drop("cores"), ["cores", "missing"]),
+    ("platform-unknown", _set("platform", "esp32"), ["platform", "esp32"]),
+    ("platform-int", _set("platform", 3), ["platform"]),
+    ("kernels-unknown", _set("kernels", "tflm"), ["kernels", "tflm"]),
+    ("kernels-missing", _drop("kernels"), ["kernels"]),
+    ("kernels-path", _set("kernels", "../../etc"), ["kernels"]),
+    ("place-tiles-unknown", _set("place.tiles", "L3"), ["place.tiles", "L3"]),
+    ("place-acts-unknown", _set("place.activations", "LL2"), ["place.activations", "LL2"]),
+    ("place-weights-unknown", _set("place.weights", "rom"), ["place.weights", "rom"]),
+    ("place-tiles-readonly", _set("place.tiles", "flash"), ["place.tiles", "flash"]),
+    ("place-acts-readonly", _set("place.activations", "flash"), ["place.activations", "flash"]),
+    ("place-missing", _drop("place"), ["place"]),
+    ("place-extra", _set("place.code", "L2"), ["place.code"]),
+    ("dma-src-unknown", _set("dma.0.src", "L9"), ["dma[0].src", "L9"]),
+    ("dma-dst-unknown", _set("dma.1.dst", "L9"), ["dma[1].dst", "L9"]),
+    ("dma-dims-4", _set("dma.0.dims", 4), ["dma[0].dims"]),
+    ("dma-bandwidth-neg", _set("dma.0.bandwidth", -1), ["dma[0].bandwidth"]),
+    ("dma-bandwidth-nan", _set("dma.0.bandwidth", float("nan")), ["dma[0].bandwidth"]),
+    ("dma-bandwidth-inf", _set("dma.0.bandwidth", float("inf")), ["dma[0].bandwidth"]),
+    ("dma-not-list", _set("dma", {"name": "x"}), ["dma"]),
+    ("dma-name-missing", _drop("dma.0.name"), ["dma[0].name"]),
+    ("toolchain-kind", _set("toolchain.kind", "msvc"), ["toolchain.kind", "msvc"]),
+    ("cc-empty", _set("toolchain.cc", ""), ["toolchain.cc"]),
+    ("cc-blank", _set("toolchain.cc", "   "), ["toolchain.cc"]),
+    ("cc-missing", _drop("toolchain.cc"), ["toolchain.cc"]),
+    ("cc-list", _set("toolchain.cc", ["gcc"]), ["toolchain.cc"]),
+    ("ar-empty", _set("toolchain.ar", ""), ["toolchain.ar"]),
+    ("cflags-string", _set("toolchain.cflags", "-O2"), ["toolchain.cflags"]),
+    ("cflags-int", _set("toolchain.cflags", [2]), ["toolchain.cflags[0]"]),
+    ("cflags-empty-item", _set("toolchain.cflags", ["-O2", ""]), ["toolchain.cflags[1]"]),
+    ("isa-unknown", _set("toolchain.isa", ["rvv"]), ["toolchain.isa[0]", "rvv"]),
+    ("isa-xpulp-host", _set("toolchain.isa", ["xpulpv2"]), ["toolchain.isa"]),
+    ("runner-kind", _set("runner.kind", "renode"), ["runner.kind", "renode"]),
+    ("runner-timeout-0", _set("runner.timeout", 0), ["runner.timeout"]),
+    ("runner-qemu-no-program", _set("runner.kind", "qemu"), ["runner.program"]),
+    ("runner-counts", _set("runner.counts", "cycles"), ["runner.counts"]),
+    ("description-missing", _drop("description"), ["description"]),
+    ("unknown-top-key", _set("clock", 100), ["clock", "unknown key"]),
+    ("flash-1000", _set("memory.flash.size", 1000), ["flash", "1000"]),
+]
+
+ALIAS_BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"] +
+                       [f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]"
+                        for i in range(8)]) + "\n"
+
+RAW_TARGET_CASES = [
+    ("empty-file", "", ["mapping"]),
+    ("only-comment", "# nothing\n", ["mapping"]),
+    ("a-list", "- a\n- b\n", ["mapping"]),
+    ("a-scalar", "42\n", ["mapping"]),
+    ("bad-indent", "memory:\n  L1:\n size: 3\n", ["invalid YAML"]),
+    ("tab", "memory:\n\tL1: 1\n", ["invalid YAML"]),
+    ("unclosed-quote", "description: \"abc\n", ["invalid YAML"]),
+    ("unclosed-bracket", "cores: [1, 2\n", ["invalid YAML"]),
+    ("duplicate-key", "cores: 1\ncores: 2\n", ["duplicate key", "cores"]),
+    ("python-tag", "cores: !!python/object:os.system [ls]\n", ["line"]),
+    ("unknown-tag", "cores: !foo 3\n", ["line"]),
+    ("alias-bomb", ALIAS_BOMB, ["unknown key"]),
+    ("undefined-alias", "cores: *nothing\n", ["invalid YAML"]),
+    ("nul-byte", "cores: 1\x00\n", ["YAML"]),
+    ("binary", "\x89PNG\r\n\x1a\n", ["YAML"]),
+]
+
+RAW_MODEL_CASES = [
+    ("empty", "", ["mapping"]),
+    ("no-source", "description: x\n", ["onnx", "generator"]),
+    ("two-sources", "description: x\nonnx: a.onnx\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n",
+     ["exactly one"]),
+    ("onnx-missing-file", "description: x\nonnx: nowhere.onnx\n", ["onnx", "nowhere.onnx"]),
+    ("onnx-int", "description: x\nonnx: 3\n", ["onnx"]),
+    ("tflite-missing-file", "description: x\ntflite: nowhere.tflite\n", ["tflite", "nowhere.tflite"]),
+    ("gen-arch-unknown", "description: x\ngenerator: {arch: resnet, resolution: 8, classes: 2}\n", ["arch", "resnet"]),
+    ("gen-resolution-0", "description: x\ngenerator: {arch: tiny, resolution: 0, classes: 2}\n",
+     ["generator.resolution"]),
+    ("gen-resolution-3d", "description: x\ngenerator: {arch: tiny, resolution: [8, 8, 8], classes: 2}\n",
+     ["generator.resolution"]),
+    ("gen-resolution-str", "description: x\ngenerator: {arch: tiny, resolution: big, classes: 2}\n",
+     ["generator.resolution"]),
+    ("gen-classes-0", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 0}\n",
+     ["generator.classes"]),
+    ("gen-width-0", "description: x\ngenerator: {arch: tiny, width: 0, resolution: 8, classes: 2}\n",
+     ["generator.width"]),
+    ("gen-width-nan", "description: x\ngenerator: {arch: tiny, width: .nan, resolution: 8, classes: 2}\n",
+     ["generator.width"]),
+    ("gen-width-inf", "description: x\ngenerator: {arch: tiny, width: .inf, resolution: 8, classes: 2}\n",
+     ["generator.width"]),
+    ("gen-seed-neg", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2, seed: -1}\n",
+     ["generator.seed"]),
+    ("gen-unknown-key", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2, depth: 3}\n",
+     ["generator.depth"]),
+    ("quant-samples-0", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
+     "quantization: {calibration_samples: 0}\n", ["quantization.calibration_samples"]),
+    ("input-seed-str", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\ninput: {seed: a}\n",
+     ["input.seed"]),
+    ("ort-check-bad", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\nort_check: maybe\n",
+     ["ort_check"]),
+    ("reference-with-generator", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
+     "reference: {kind: dory, dir: .}\n", ["reference"]),
+    ("reference-kind", "description: x\nonnx: net.onnx\nreference: {kind: tvm, dir: .}\n", ["reference.kind"]),
+    ("reference-dir-missing", "description: x\nonnx: net.onnx\nreference: {kind: dory, dir: nowhere}\n",
+     ["reference.dir"]),
+    ("input-shape-generator", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
+     "input_shape: [1, 3, 8, 8]\n", ["input_shape"]),
+    ("input-shape-zero", "description: x\nonnx: net.onnx\ninput_shape: [1, 3, 0, 8]\n", ["input_shape"]),
+    ("input-shape-str", "description: x\nonnx: net.onnx\ninput_shape: big\n", ["input_shape"]),
+    ("description-missing", "onnx: net.onnx\n", ["description"]),
+    ("merge-key-bad", "base: &b {arch: tiny}\ndescription: x\ngenerator:\n  <<: *b\n  resolution: 8\n"
+     "  classes: 2\n", ["base", "unknown key"]),
+]
+
+
+# ---- ONNX: edits of the tiny QDQ network's ModelProto -----------------------
+
+def _init(m, name):
+    return next(i for i in m.graph.initializer if i.name == name)
+
+
+def _node(m, name):
+    return next(n for n in m.graph.node if n.name == name)
+
+
+def _float_init(name, values):
+    def edit(m):
+        import numpy as np
+        from onnx import numpy_helper
+        old = _init(m, name)
+        old.CopyFrom(numpy_helper.from_array(np.asarray(values, dtype=np.float32).reshape(tuple(old.dims)), name))
+        return m
+    return edit
+
+
+def _input_dim(i, value):
+    def edit(m):
+        d = m.graph.input[0].type.tensor_type.shape.dim[i]
+        if isinstance(value, str):
+            d.dim_param = value
+        else:
+            d.dim_value = value
+        return m
+    return edit
+
+
+def _opset(v):
+    def edit(m):
+        m.opset_import[0].version = v
+        return m
+    return edit
+
+
+def _input_type(t):
+    def edit(m):
+        m.graph.input[0].type.tensor_type.elem_type = t
+        return m
+    return edit
+
+
+def _attr(node, name, value):
+    def edit(m):
+        from onnx import helper
+        n = _node(m, node)
+        for a in list(n.attribute):
+            if a.name == name:
+                n.attribute.remove(a)
+        n.attribute.append(helper.make_attribute(name, value))
+        return m
+    return edit
+
+
+def _scale_len(name, n):
+    def edit(m):
+        import numpy as np
+        from onnx import numpy_helper
+        i = _init(m, name)
+        arr = numpy_helper.to_array(i)
+        i.CopyFrom(numpy_helper.from_array(np.resize(arr, n).astype(arr.dtype), name))
+        return m
+    return edit
+
+
+def _raw(name, data):
+    def edit(m):
+        i = _init(m, name)
+        i.raw_data = data
+        return m
+    return edit
+
+
+def _float16_scale(name):
+    def edit(m):
+        import numpy as np
+        from onnx import numpy_helper
+        i = _init(m, name)
+        arr = numpy_helper.to_array(i).astype(np.float16)
+        i.CopyFrom(numpy_helper.from_array(arr, name))
+        return m
+    return edit
+
+
+def _two_producers(m):
+    a, b = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][:2]
+    b.output[0] = a.output[0]
+    return m
+
+
+def _drop_init(name):
+    def edit(m):
+        m.graph.initializer.remove(_init(m, name))
+        return m
+    return edit
+
+
+def _external(m):
+    i = _init(m, "conv0.weight_quantized")
+    i.ClearField("raw_data")
+    i.data_location = 1   # EXTERNAL
+    e = i.external_data.add()
+    e.key, e.value = "location", "weights.bin"
+    return m
+
+
+def _sigmoid_after_first_conv(m):
+    from onnx import helper
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    out = conv.output[0]
+    conv.output[0] = out + "_pre"
+    m.graph.node.insert(list(m.graph.node).index(conv) + 1,
+                        helper.make_node("Sigmoid", [out + "_pre"], [out], name="the_sigmoid"))
+    return m
+
+
+def _rename_input_bad_utf8(m):
+    # protobuf strings must be UTF-8: written as bytes below
+    return m
+
+
+NAN, INF = float("nan"), float("inf")
+
+ONNX_CASES = [
+    ("input-scale-nan", _float_init("input_scale", NAN), ["input_scale"]),
+    ("input-scale-inf", _float_init("input_scale", INF), ["input_scale"]),
+    ("input-scale-zero", _float_init("input_scale", 0.0), ["input_scale"]),
+    ("input-scale-negative", _float_init("input_scale", -0.5), ["input_scale"]),
+    ("weight-scale-nan", _float_init("conv0.weight_scale", [NAN] * 8), ["conv0.weight_scale"]),
+    ("weight-scale-inf", _float_init("conv0.weight_scale", [INF] * 8), ["conv0.weight_scale"]),
+    ("output-scale-nan", _float_init("conv0_scale", NAN), ["conv0_scale"]),
+    ("scale-length", _scale_len("conv0.weight_scale", 5), ["conv0"]),
+    ("zero-point-length", _scale_len("conv0.weight_zero_point", 5), ["conv0"]),
+    ("float16-scale", _float16_scale("input_scale"), ["input_QuantizeLinear", "float16"]),
+    ("dim-zero", _input_dim(2, 0), ["conv0"]),
+    ("dim-zero-channels", _input_dim(1, 0), ["input"]),
+    ("dim-wrong-channels", _input_dim(1, 4), ["ONNX Runtime", "channels"]),
+    ("dim-negative", _input_dim(3, -1), ["conv0"]),
+    ("opset-99", _opset(99), ["opset"]),
+    ("opset-1", _opset(1), ["opset"]),
+    ("input-string", _input_type(8), ["input"]),
+    ("input-int16", _input_type(5), ["input"]),
+    ("input-undefined", _input_type(0), ["input"]),
+    ("short-raw-data", _raw("conv0.weight_quantized", b"\x01\x02\x03"), ["conv0.weight_quantized"]),
+    ("long-raw-data", _raw("conv0.weight_quantized", b"\x01" * 1000), ["conv0.weight_quantized"]),
+    ("dq-axis-out-of-range", _attr("conv0.weight_DequantizeLinear", "axis", 7), ["conv0.weight_DequantizeLinear", "axis"]),
+    ("auto-pad", lambda m: _attr(next(n.name for n in m.graph.node if n.op_type == "Conv"),
+                                 "auto_pad", "SAME_UPPER")(m), ["auto_pad"]),
+    ("two-producers", _two_producers, ["output"]),
+    ("missing-initializer", _drop_init("conv0.weight_scale"), ["conv0.weight_scale"]),
+    ("external-data-missing", _external, ["weights.bin"]),
+    ("unsupported-sigmoid", _sigmoid_after_first_conv, ["Sigmoid"]),
+]
+
+# raw bytes written as the .onnx file
+ONNX_BYTES_CASES = [
+    ("garbage", b"this is not a protobuf \xff\xfe\x00\x01", ["ONNX"]),
+    ("empty", b"", ["ONNX"]),
+    ("yaml-as-onnx", b"description: x\n", ["ONNX"]),
+    ("zeros", b"\x00" * 64, ["ONNX"]),
+]
+
+# ---- DORY reference folders: {file: text} ------------------------------------
+
+_HDR = "# input (shape [1, 3, 16, 16]),\n"
+DORY_CASES = [
+    ("nan", {"input.txt": _HDR + "nan,\n" * 768}, ["input.txt", "nan"]),
+    ("inf", {"input.txt": _HDR + "inf,\n" * 768}, ["input.txt", "inf"]),
+    ("text", {"input.txt": _HDR + "abc,\n" * 768}, ["input.txt", "abc"]),
+    ("fraction", {"input.txt": _HDR + "0.5,\n" * 768}, ["input.txt", "0.5"]),
+    ("bad-header", {"input.txt": "# input shape 1x3\n" + "1,\n" * 768}, ["input.txt", "header"]),
+    ("no-header", {"input.txt": "1,\n" * 768}, ["input.txt", "header"]),
+    ("shape-mismatch", {"input.txt": _HDR + "1,\n" * 10}, ["input.txt", "values"]),
+    ("header-dim-zero", {"input.txt": "# input (shape [1, 0, 16, 16]),\n1,\n"}, ["input.txt", "dimension"]),
+    ("huge-int", {"input.txt": _HDR + "1e400,\n" * 768}, ["input.txt"]),
+    ("out-of-int8", {"input.txt": _HDR + "1000,\n" * 768}, ["input.txt"]),
+    ("empty-file", {"input.txt": ""}, ["input.txt"]),
+    ("no-input", {}, ["input.txt"]),
+    ("layer-gap", {"input.txt": _HDR + "1,\n" * 768, "out_layer1.txt": "# x (shape [1]),\n1,\n"},
+     ["out_layer"]),
+    ("binary", {"input.txt": "\x00\xff\xfe garbage"}, ["input.txt"]),
+]

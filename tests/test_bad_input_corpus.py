@@ -1,0 +1,154 @@
+"""The bad-input corpus (tests/bad_input_cases.py) through the entry
+functions SConstruct's build uses when it reads a target and a model
+(config.load_target/load_model, prepare.prepare, the platform and kernel
+library checks, the weight fit check): every case must raise a
+TesseraError whose message is one bounded line naming the file and the
+key, node or value, and must leave no preparation stamp a later build
+would trust. test_bad_input.py runs a subset through the real command line."""
+
+import copy
+import os
+
+import onnx
+import pytest
+import yaml
+
+from bad_input_cases import (DORY_CASES, RAW_MODEL_CASES, ONNX_BYTES_CASES,
+                             ONNX_CASES, RAW_TARGET_CASES, TARGET_CASES)
+from helpers import MODEL_CACHE, ROOT
+from tessera import canon, config, memplan, prepare, views
+from tessera.errors import FitError, TesseraError
+
+MAX_LINE = 600
+
+
+def read_time(tpath, mpath, outdir):
+    """What a build does before its first SCons step (TesseraNetwork)."""
+    target = config.load_target(str(tpath), "t")
+    model = config.load_model(str(mpath), "m")
+    views.kernel_library(target["kernels"])
+    paths = prepare.prepare(model, str(outdir), MODEL_CACHE, log=lambda line: None)
+    from tessera.ir import Graph
+    graph = Graph.from_json(canon.read_json(paths["graph"]))
+    try:
+        memplan.check_weights(graph, views.memory_target(target), "")
+    except FitError as err:   # as TesseraNetwork says it: the model on the target
+        raise FitError(f"{model['name']} on {target['path']}: {err.where}", err.what, err.fix) from None
+    return paths
+
+
+def expect_error(tpath, mpath, outdir, path, words, model_ok=False):
+    """model_ok: the model is valid (a target case), so its preparation may
+    stand; otherwise nothing of the golden step may be stamped."""
+    with pytest.raises(TesseraError) as info:
+        read_time(tpath, mpath, outdir)
+    line = f"tessera: error: {info.value}"
+    assert "\n" not in line and len(line) <= MAX_LINE, line[:2000]
+    assert str(path) in line, line
+    for w in words:
+        assert w in line, (w, line)
+    stamp = os.path.join(str(outdir), ".prepare.json")
+    if os.path.exists(stamp) and not model_ok:
+        assert "golden" not in canon.read_json(stamp), "a failed preparation left a stamp"
+    return line
+
+
+@pytest.fixture(scope="module")
+def host_target():
+    with open(os.path.join(ROOT, "targets", "host.yaml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx():
+    model = config.load_model(os.path.join(ROOT, "models", "tiny.yaml"), "tiny")
+    return prepare.model_onnx(model, MODEL_CACHE, log=lambda line: None)
+
+
+def _tiny_model_yaml(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text(open(os.path.join(ROOT, "models", "tiny.yaml"), encoding="utf-8").read())
+    return path
+
+
+def _onnx_model_yaml(tmp_path, onnx_name="net.onnx", extra=""):
+    path = tmp_path / "m.yaml"
+    path.write_text(f"description: corpus case\nonnx: {onnx_name}\n{extra}")
+    return path
+
+
+@pytest.mark.parametrize("case", TARGET_CASES, ids=[c[0] for c in TARGET_CASES])
+def test_target_yaml(tmp_path, host_target, case):
+    _, edit, words = case
+    tpath = tmp_path / "t.yaml"
+    tpath.write_text(yaml.safe_dump(edit(copy.deepcopy(host_target))))
+    expect_error(tpath, _tiny_model_yaml(tmp_path), tmp_path / "out", tpath, words, model_ok=True)
+
+
+@pytest.mark.parametrize("case", RAW_TARGET_CASES, ids=[c[0] for c in RAW_TARGET_CASES])
+def test_target_yaml_text(tmp_path, case):
+    _, text, words = case
+    tpath = tmp_path / "t.yaml"
+    tpath.write_bytes(text.encode("utf-8"))
+    expect_error(tpath, _tiny_model_yaml(tmp_path), tmp_path / "out", tpath, words, model_ok=True)
+
+
+@pytest.mark.parametrize("case", RAW_MODEL_CASES, ids=[c[0] for c in RAW_MODEL_CASES])
+def test_model_yaml_text(tmp_path, tiny_onnx, case):
+    _, text, words = case
+    (tmp_path / "net.onnx").write_bytes(open(tiny_onnx, "rb").read())
+    mpath = tmp_path / "m.yaml"
+    mpath.write_bytes(text.encode("utf-8"))
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", mpath, words)
+
+
+@pytest.mark.parametrize("case", ONNX_CASES, ids=[c[0] for c in ONNX_CASES])
+def test_onnx(tmp_path, tiny_onnx, case):
+    _, edit, words = case
+    m = edit(onnx.load(tiny_onnx))
+    net = tmp_path / "net.onnx"
+    net.write_bytes(m.SerializeToString())
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), _onnx_model_yaml(tmp_path), tmp_path / "out",
+                 net, words)
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+@pytest.mark.parametrize("case", ONNX_BYTES_CASES, ids=[c[0] for c in ONNX_BYTES_CASES])
+def test_onnx_bytes(tmp_path, case, with_reference):
+    _, data, words = case
+    net = tmp_path / "net.onnx"
+    net.write_bytes(data)
+    extra = ""
+    if with_reference:
+        (tmp_path / "ref").mkdir()
+        (tmp_path / "ref" / "input.txt").write_text("# input (shape [1, 3, 16, 16]),\n" + "1,\n" * 768)
+        extra = "reference: {kind: dory, dir: ref}\n"
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), _onnx_model_yaml(tmp_path, extra=extra),
+                 tmp_path / "out", net, words)
+
+
+@pytest.mark.parametrize("case", DORY_CASES, ids=[c[0] for c in DORY_CASES])
+def test_dory_reference(tmp_path, tiny_onnx, case):
+    _, files, words = case
+    (tmp_path / "net.onnx").write_bytes(open(tiny_onnx, "rb").read())
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    for name, text in files.items():
+        (ref / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    mpath = _onnx_model_yaml(tmp_path, extra="reference: {kind: dory, dir: ref}\n")
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", ref, words)
+
+
+def test_a_yaml_merge_key_is_accepted(tmp_path):
+    """`<<: *base` is valid YAML: the merged keys count, and a key written
+    beside it overrides the merged one (not a duplicate)."""
+    text = open(os.path.join(ROOT, "targets", "host.yaml"), encoding="utf-8").read()
+    text = text.replace("  L1:\n    size: 64000\n    kind: scratchpad\n",
+                        "  L1: &l1\n    size: 64000\n    kind: scratchpad\n")
+    text = text.replace("  L2:\n    size: 512000\n    kind: sram\n    note: GAP8's L2 as DORY uses it\n",
+                        "  L2:\n    <<: *l1\n    size: 512000\n    kind: sram\n")
+    tpath = tmp_path / "t.yaml"
+    tpath.write_text(text)
+    target = config.load_target(str(tpath), "t")
+    assert target["memory"]["L2"]["size"] == 512000 and target["memory"]["L2"]["kind"] == "sram"
+    assert target["memory"]["L2"]["note"] == "GAP8's usable cluster L1 as DORY uses it"   # merged from L1
