@@ -53,3 +53,68 @@ def test_out_that_cannot_be_an_output_directory(tmp_path, kind):
     assert line.startswith(f"tessera: error: out={out}:"), line
     assert afile.read_text() == "x"
     assert sorted(os.listdir(tmp_path)) == ["afile"]   # nothing made beside it
+
+
+# A representative subset of the corpus (tests/bad_input_cases.py, run
+# in-process by test_bad_input_corpus.py) through the real command line.
+def _corpus_files(tmp_path, kind, case_id):
+    import copy
+
+    import onnx
+    import yaml
+
+    import bad_input_cases as cases
+    from tessera import config, prepare
+
+    with open(os.path.join(ROOT, "targets", "host.yaml"), encoding="utf-8") as f:
+        host = yaml.safe_load(f)
+    target, model = os.path.join(ROOT, "targets", "host.yaml"), os.path.join(ROOT, "models", "tiny.yaml")
+    tiny = config.load_model(model, "tiny")
+    from helpers import MODEL_CACHE
+    tiny_onnx = prepare.model_onnx(tiny, MODEL_CACHE, log=lambda line: None)
+    if kind == "target":
+        _, edit, words = next(c for c in cases.TARGET_CASES if c[0] == case_id)
+        target = tmp_path / "brd.yaml"
+        target.write_text(yaml.safe_dump(edit(copy.deepcopy(host))))
+        return target, model, target, words
+    model = tmp_path / "net.yaml"
+    net = tmp_path / "net.onnx"
+    extra = ""
+    if kind == "onnx":
+        _, edit, words = next(c for c in cases.ONNX_CASES if c[0] == case_id)
+        net.write_bytes(edit(onnx.load(tiny_onnx)).SerializeToString())
+        named = net
+    elif kind == "garbage-with-reference":
+        net.write_bytes(b"garbage \xff\x00")
+        (tmp_path / "ref").mkdir()
+        (tmp_path / "ref" / "input.txt").write_text("# input (shape [1, 3, 16, 16]),\n" + "1,\n" * 768)
+        extra, named, words = "reference: {kind: dory, dir: ref}\n", net, ["ONNX"]
+    elif kind == "dory":
+        _, files, words = next(c for c in cases.DORY_CASES if c[0] == case_id)
+        net.write_bytes(open(tiny_onnx, "rb").read())
+        (tmp_path / "ref").mkdir()
+        for name, text in files.items():
+            (tmp_path / "ref" / name).write_text(text)
+        extra, named = "reference: {kind: dory, dir: ref}\n", tmp_path / "ref"
+    model.write_text(f"description: corpus case\nonnx: net.onnx\n{extra}")
+    return target, model, named, words
+
+
+CLI_CASES = [("target", "l2-2pow63"), ("target", "cores-4-cortexm-host"), ("target", "kernels-unknown"),
+             ("target", "cc-empty"), ("target", "flash-1000"), ("onnx", "input-scale-inf"),
+             ("onnx", "zero-point-length"), ("garbage-with-reference", ""), ("dory", "nan")]
+
+
+@pytest.mark.parametrize("kind, case_id", CLI_CASES, ids=[f"{k}-{c}" for k, c in CLI_CASES])
+def test_corpus_through_the_command_line(tmp_path, kind, case_id):
+    target, model, named, words = _corpus_files(tmp_path, kind, case_id)
+    out = tmp_path / "out"
+    line = one_error(scons(f"target={target}", f"model={model}", out=out))
+    assert str(named) in line or (kind == "target" and "brd" in line), line
+    for w in words:
+        assert w in line, (w, line)
+    # nothing a later build would take as done, and no empty folders
+    left = [os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs]
+    assert not any(os.path.basename(p) in (".passed", "report.json", "verdict.json") for p in left), left
+    empty = [d for d, ds, fs in os.walk(out) if not ds and not fs and d != str(out)]
+    assert not empty, empty

@@ -48,11 +48,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KERNELS = os.path.join(ROOT, "kernels")
 
 
-def fail(err, outdir=None):
+def fail(err, outdir=None, made=None):
     """Report a user mistake in one line and stop, without a traceback.
-    A network that fails to build keeps no sign of an earlier success."""
+    A network that fails to build keeps no sign of an earlier success, and
+    leaves no empty folder (`made`: the one SConstruct made for it)."""
     if outdir is not None:
         retract(outdir)
+    for path in (made, outdir):
+        if path is not None:
+            _remove_empty(path)
     sys.stderr.write(f"tessera: error: {err}\n")
     Exit(2)
 
@@ -69,6 +73,19 @@ def retract(outdir):
         path = os.path.join(outdir, name)
         if os.path.isfile(path):
             os.remove(path)
+
+
+def _remove_empty(netdir):
+    """Remove <out>/<target>/<model> and <out>/<target> when empty."""
+    for path in (netdir, os.path.dirname(netdir)):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+
+
+def _stem(value):
+    return os.path.basename(str(value)).replace(".yaml", "")
 
 
 def _listdir(path):
@@ -212,12 +229,15 @@ def TesseraNetwork(env, target, model, out=None, run=False):
     firmware, run, verdict, report, passed."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     outdir = None
+    made = os.path.join(out, _stem(target), _stem(model))   # as SConstruct names it
     try:
         tname, tpath = config.resolve("target", target, ROOT)
         mname, mpath = config.resolve("model", model, ROOT)
+        # known before the files are read: a broken YAML retracts an
+        # earlier build's success too
+        outdir = os.path.join(out, tname, mname)
         tcfg = config.load_target(tpath, tname)
         mcfg = config.load_model(mpath, mname)
-        outdir = os.path.join(out, tname, mname)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
         model_cache = (os.environ.get("TESSERA_MODEL_CACHE") or env.get("TESSERA_MODEL_CACHE")
@@ -232,9 +252,9 @@ def TesseraNetwork(env, target, model, out=None, run=False):
         # known before any tiling: stop at once rather than after the solves
         memplan.check_weights(graph, views.memory_target(tcfg), _fit_hint(tcfg))
     except FitError as err:
-        fail(f"{mname} on {tname}: {err}", outdir)
+        fail(f"{mname} on {tname}: {err}", outdir, made)
     except TesseraError as err:
-        fail(err, outdir)
+        fail(err, outdir, made)
     _networks.append(outdir)
     return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run)
 
