@@ -31,7 +31,7 @@ class TesseraError(Exception):
         # must not make a megabyte-long message
         text = " ".join(text.split())
         if len(text) > MAX_MESSAGE:
-            text = text[:MAX_MESSAGE - 5] + " [...]"
+            text = text[:MAX_MESSAGE - 6] + " [...]"
         return text
 
 

@@ -6,6 +6,8 @@ passing. Checked before lowering: the ONNX checker in full mode (types and
 shapes), every quantization scale finite and positive, and ONNX Runtime
 accepting the model."""
 
+import re
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -21,8 +23,55 @@ SCALE_INPUTS = {"QuantizeLinear": (1,), "DequantizeLinear": (1,), "QLinearConv":
 _ORT_TYPES = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
 
 
+def _ort_reason(err):
+    """ONNX Runtime's refusal without its C++ location and condition:
+    the node it names and the sentence after `was false.`."""
+    text = _first_line(err)
+    node = re.search(r"Name:'([^']*)'", text)
+    reason = text.split("was false.", 1)[1].strip() if "was false." in text else text.split(" : ")[-1]
+    return (f"node {node.group(1)!r}: " if node else "") + reason[:200]
+
+
 def _first_line(err):
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def _array(init, path):
+    """An initializer's values; one whose data does not match its dims or
+    type is one line."""
+    try:
+        return numpy_helper.to_array(init)
+    except Exception as err:
+        raise FrontendError(path, f"initializer {init.name!r}: unreadable ({_first_line(err)})",
+                            "its data does not match its type and dims; re-export the model") from None
+
+
+def _check_scale_shape(node, pos, scale, inits, path):
+    """A scale and its zero point have one shape (or are both one value); a per-axis pair (more
+    than one element) is 1-D with one value per channel of the quantized
+    constant's axis; an activation's pair is one value (ONNX Runtime
+    refuses the rest, sometimes only once it fuses QDQ into QLinear ops)."""
+    zp_name = node.input[pos + 1] if pos + 1 < len(node.input) else ""
+    if zp_name in inits:
+        zp = _array(inits[zp_name], path)
+        if zp.shape != scale.shape and not (zp.size == scale.size == 1):
+            raise FrontendError(path, f"node {node.name!r} ({node.op_type}): scale {node.input[pos]!r} has shape "
+                                f"{list(scale.shape)}, zero point {zp_name!r} {list(zp.shape)}",
+                                "give the scale and its zero point the same shape; re-quantize the model")
+    if scale.size <= 1:
+        return
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+    x = node.input[0] if node.op_type in ("QuantizeLinear", "DequantizeLinear") else None
+    if x in inits:
+        dims = list(inits[x].dims)
+        n = dims[axis] if -len(dims) <= axis < len(dims) else None
+        if scale.ndim == 1 and scale.size == n:
+            return
+    elif node.op_type in ("QLinearConv", "QLinearMatMul", "QGemm") and pos == 4 and scale.ndim == 1:
+        return   # a per-channel weight scale of a QLinear op
+    raise FrontendError(path, f"node {node.name!r} ({node.op_type}): scale {node.input[pos]!r} has shape "
+                        f"{list(scale.shape)}, which matches no channel axis",
+                        "a scale is one value, or one per channel of the quantized weights; re-quantize the model")
 
 
 def check_scales(model, path):
@@ -34,11 +83,8 @@ def check_scales(model, path):
             if pos >= len(node.input) or node.input[pos] not in inits:
                 continue
             name = node.input[pos]
-            try:
-                arr = numpy_helper.to_array(inits[name])
-            except Exception as err:
-                raise FrontendError(path, f"initializer {name!r}: unreadable ({_first_line(err)})",
-                                    "re-export the model") from None
+            arr = _array(inits[name], path)
+            _check_scale_shape(node, pos, arr, inits, path)
             if arr.dtype.kind != "f":
                 continue
             bad = ~np.isfinite(arr) | (arr <= 0)
@@ -64,7 +110,8 @@ def ort_refusal(model, path):
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    # ORT's default optimizations, as users (and golden.ortcheck) run it:
+    # some refusals only show once it fuses QDQ into QLinear ops
     try:
         session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         feeds = {}
@@ -74,8 +121,10 @@ def ort_refusal(model, path):
                 return FrontendError(path, f"input {inp.name!r} has type {inp.type}",
                                      "tessera takes float or 8-bit integer inputs")
             feeds[inp.name] = np.zeros([d if isinstance(d, int) and d > 0 else 1 for d in inp.shape], dtype)
-        session.run(None, feeds)
+        run = ort.RunOptions()
+        run.log_severity_level = 4
+        session.run(None, feeds, run)
     except Exception as err:
-        return FrontendError(path, f"ONNX Runtime refuses the model: {_first_line(err)[:300]}",
+        return FrontendError(path, f"ONNX Runtime refuses the model: {_ort_reason(err)}",
                              "fix or re-export the model; tessera builds only models ONNX Runtime can run")
     return None

@@ -117,6 +117,9 @@ def load(path):
                             "check that the file is an .onnx export and not truncated")
     try:
         onnx.checker.check_model(model)
+    except UnicodeError:
+        raise FrontendError(path, "a name or string in the graph is not UTF-8 text",
+                            "re-export the model") from None
     except onnx.checker.ValidationError as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else "invalid"
         # custom ops (RequantShift) are not known to the checker; they are

@@ -11,6 +11,7 @@ measured alone instead of accumulating through the network.
 import numpy as np
 import onnx
 
+from ..errors import TesseraError
 from . import run, run_layer
 
 
@@ -60,7 +61,13 @@ def ort_activations(onnx_path, graph, inputs):
             model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem[t.source_dtype], None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception as err:   # the import gate ran ORT on the model; with every layer an output it may not
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise TesseraError(onnx_path if isinstance(onnx_path, str) else graph.name,
+                           f"ONNX Runtime refuses the model with every layer as an output: {first[:200]}",
+                           "report it with the model") from None
     layouts = (graph.notes or {}).get("input_layout", {})
     feeds = {}
     for inp, name in zip(sess.get_inputs(), graph.inputs):
