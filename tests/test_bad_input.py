@@ -118,3 +118,24 @@ def test_corpus_through_the_command_line(tmp_path, kind, case_id):
     assert not any(os.path.basename(p) in (".passed", "report.json", "verdict.json") for p in left), left
     empty = [d for d, ds, fs in os.walk(out) if not ds and not fs and d != str(out)]
     assert not empty, empty
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("cflags", ["-O2", "-fno-such-flag"], ["toolchain.cflags", "-fno-such-flag"]),
+    ("cc", "no-such-compiler-gcc", ["toolchain.cc", "no-such-compiler-gcc", "not found"]),
+])
+def test_a_toolchain_that_cannot_compile_is_one_line(tmp_path, key, value, words):
+    """Checked when the build is declared, before any step: the file, the
+    key and the value, not the compiler's or the shell's own output."""
+    import yaml
+
+    with open(os.path.join(ROOT, "targets", "host.yaml"), encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    data["toolchain"][key] = value
+    target = tmp_path / "tc.yaml"
+    target.write_text(yaml.safe_dump(data))
+    line = one_error(scons(f"target={target}", "model=tiny", out=tmp_path / "out"))
+    assert str(target) in line, line
+    for w in words:
+        assert w in line, (w, line)
+    assert not list((tmp_path / "out").rglob(".passed"))

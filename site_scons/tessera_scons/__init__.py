@@ -51,7 +51,11 @@ KERNELS = os.path.join(ROOT, "kernels")
 def fail(err, outdir=None, made=None):
     """Report a user mistake in one line and stop, without a traceback.
     A network that fails to build keeps no sign of an earlier success, and
-    leaves no empty folder (`made`: the one SConstruct made for it)."""
+    leaves no empty folder (`made`: the one SConstruct made for it). A
+    failure while a network's steps are declared (a platform's toolchain
+    check) is that network's."""
+    if outdir is None and _networks:
+        outdir = _networks[-1]
     if outdir is not None:
         retract(outdir)
     for path in (made, outdir):

@@ -23,6 +23,7 @@ def configure(env, target):
     env.Replace(CFLAGS=list(tc["cflags"]) + PICOLIBC + ["-ffunction-sections", "-fdata-sections",
                                                         "-Wall", "-Wextra", "-Werror"])
     env.Replace(LINKFLAGS=list(tc["cflags"]) + PICOLIBC + LINK_RUNTIME + list(tc["ldflags"]))
+    cross.check_flags(env, target)
 
 
 def link(env, target, objects, libs, outdir):

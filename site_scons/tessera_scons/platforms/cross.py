@@ -27,6 +27,27 @@ def require_tool(env, program, target, what):
                             f"install it (Debian: apt-get install {debian})" if debian else "install it"))
 
 
+def check_flags(env, target):
+    """Stop with one line when the compiler refuses the target's flags (a
+    typo in toolchain.cflags would otherwise surface as gcc's own output
+    on the first object): one compile of an empty file, at read time."""
+    cc = env.WhereIs(env["CC"]) or env["CC"]
+    cmd = [cc, *env.subst_list("$CFLAGS")[0], "-x", "c", "-c", "-", "-o", os.devnull]
+    try:
+        res = subprocess.run([str(a) for a in cmd], input="int tsr_flag_check;\n", capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        from .. import fail
+        fail(ToolchainError(target["path"], f"toolchain.cc: {env['CC']} does not run ({err})",
+                            "check toolchain.cc"))
+    if res.returncode != 0:
+        from .. import fail
+        lines = [l for l in (res.stderr or res.stdout).splitlines() if "error" in l] or (res.stderr or "").splitlines()
+        first = (lines or ["failed"])[0]
+        fail(ToolchainError(target["path"], f"toolchain.cflags: {env['CC']} refuses the flags: {first[:200]}",
+                            "fix or remove the flag in toolchain.cflags"))
+
+
 def firmware(env, target, arch, objects, libs, outdir):
     """Declare outdir/link.ld (from the target's memory map) and
     outdir/firmware.elf linked with it; returns the ELF node."""

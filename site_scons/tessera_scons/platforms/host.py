@@ -2,6 +2,8 @@
 
 import os
 
+from . import cross
+
 
 def configure(env, target):
     tc = target["toolchain"]
@@ -10,6 +12,9 @@ def configure(env, target):
     env.Tool("gnulink")
     env.Replace(CC=tc["cc"], LINK=tc["cc"], AR=tc["ar"])
     env.Replace(CFLAGS=list(tc["cflags"]) + ["-Wall", "-Wextra", "-Werror"])
+    cross.require_tool(env, tc["cc"], target, "cc")
+    cross.require_tool(env, tc["ar"], target, "ar")
+    cross.check_flags(env, target)
     env.Replace(LINKFLAGS=list(tc["ldflags"]))
 
 

@@ -61,6 +61,7 @@ def configure(env, target):
     env.Replace(LINKFLAGS=list(tc["cflags"]) + PICOLIBC + ["-nostartfiles", "-Wl,--gc-sections",
                                                            "-Wl,--no-warn-rwx-segments"]
                 + list(tc["ldflags"]))
+    cross.check_flags(env, target)
 
 
 def link(env, target, objects, libs, outdir):

@@ -89,6 +89,7 @@ def configure(env, target):
     # level with code and data in L2 is RWX by design
     env.Replace(LINKFLAGS=list(tc["cflags"]) + PICOLIBC + LINK_RUNTIME + list(tc["ldflags"])
                 + ["-DPICOLIBC_INTEGER_PRINTF_SCANF", "-Wl,--no-warn-rwx-segments"])
+    cross.check_flags(env, target)
 
 
 def link(env, target, objects, libs, outdir):
