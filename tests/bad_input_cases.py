@@ -9,8 +9,6 @@ the one error line must hold besides the file's path.
     REFERENCE_CASES: (id, {file name: text} of a DORY folder, words)
 """
 
-import copy
-
 
 def _set(path, value):
     """An edit that sets the dotted key `path` (a[0] indexes a list)."""
@@ -290,11 +288,6 @@ def _sigmoid_after_first_conv(m):
     conv.output[0] = out + "_pre"
     m.graph.node.insert(list(m.graph.node).index(conv) + 1,
                         helper.make_node("Sigmoid", [out + "_pre"], [out], name="the_sigmoid"))
-    return m
-
-
-def _rename_input_bad_utf8(m):
-    # protobuf strings must be UTF-8: written as bytes below
     return m
 
 

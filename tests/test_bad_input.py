@@ -121,17 +121,23 @@ def test_corpus_through_the_command_line(tmp_path, kind, case_id):
 
 
 @pytest.mark.parametrize("key, value, words", [
+    ("place.tiles", "L2", ["place.tiles", "'L2' is also place.activations"]),
+    ("place.activations", "L1", ["place.tiles", "'L1' is also place.activations"]),
     ("cflags", ["-O2", "-fno-such-flag"], ["toolchain.cflags", "-fno-such-flag"]),
     ("cc", "no-such-compiler-gcc", ["toolchain.cc", "no-such-compiler-gcc", "not found"]),
 ])
-def test_a_toolchain_that_cannot_compile_is_one_line(tmp_path, key, value, words):
+def test_a_target_that_cannot_build_a_network_is_one_line(tmp_path, key, value, words):
     """Checked when the build is declared, before any step: the file, the
-    key and the value, not the compiler's or the shell's own output."""
+    key and the value, not the compiler's or the shell's own output, nor a
+    missing DMA engine for a wrong place.*."""
     import yaml
 
     with open(os.path.join(ROOT, "targets", "host.yaml"), encoding="utf-8") as f:
         data = yaml.safe_load(f)
-    data["toolchain"][key] = value
+    if key.startswith("place."):
+        data["place"][key[6:]] = value
+    else:
+        data["toolchain"][key] = value
     target = tmp_path / "tc.yaml"
     target.write_text(yaml.safe_dump(data))
     line = one_error(scons(f"target={target}", "model=tiny", out=tmp_path / "out"))

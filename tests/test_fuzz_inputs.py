@@ -35,7 +35,7 @@ def _caught_by(err):
                          ("shape inference", "shape inference")):
         if what.startswith(prefix):
             return name
-    if "scale" in what and "holds" in what:
+    if "scale" in what and ("holds" in what or "has shape" in what):
         return "scale gate"
     if "input" in what and "has type" in what:
         return "ONNX Runtime gate"

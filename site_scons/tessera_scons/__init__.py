@@ -162,6 +162,13 @@ def _codegen_target(target, model_name):
     # weights reach the tiles directly, or through a staging level (GAP8's L2)
     wgt = views.dma_engine(target, staging or place["weights"], place["tiles"])
     where = f"{target['path']}: dma"
+    for role in ("activations", "weights"):
+        if place[role] == place["tiles"]:
+            # a network's tiles are copied between two levels: the same
+            # level twice is a wrong place.*, not a missing engine
+            raise TesseraError(f"{target['path']}: place.tiles", f"{place['tiles']!r} is also place.{role}",
+                               f"tiles go to a faster level than {role}: place them in another level "
+                               f"({', '.join(n for n in target['memory'] if n != place['tiles'])})")
     if act is None:
         raise TesseraError(where, f"no DMA engine between {place['activations']} and {place['tiles']}",
                            "declare one in the target's dma list")
