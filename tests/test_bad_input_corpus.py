@@ -152,3 +152,45 @@ def test_a_yaml_merge_key_is_accepted(tmp_path):
     target = config.load_target(str(tpath), "t")
     assert target["memory"]["L2"]["size"] == 512000 and target["memory"]["L2"]["kind"] == "sram"
     assert target["memory"]["L2"]["note"] == "GAP8's usable cluster L1 as DORY uses it"   # merged from L1
+
+
+def _quantlib_graph(path, div=4.0, levels=256.0, two_producers=False):
+    """Conv -> RequantShift, a QuantLib/Deeploy integer graph."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Conv", ["input", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             helper.make_node("RequantShift", ["c", "mul", "add"], ["out"], name="rqs", domain="PACTOps",
+                              div=div, n_levels=levels, signed=1.0)]
+    if two_producers:
+        nodes.append(helper.make_node("Relu", ["c"], ["out"], name="twice"))
+    inits = {"w": np.ones((2, 2, 1, 1)), "mul": np.array([3.0, 5.0]).reshape(2, 1, 1),
+             "add": np.zeros((2, 1, 1))}
+    graph = helper.make_graph(nodes, "q", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 2, 4, 4])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 2, 4, 4])],
+                              [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("PACTOps", 1)])
+    model.ir_version = 6
+    onnx.save(model, str(path))
+
+
+QUANTLIB_CASES = [("div-nan", dict(div=float("nan")), ["rqs", "div=nan"]),
+                  ("div-inf", dict(div=float("inf")), ["rqs", "div=inf"]),
+                  ("levels-nan", dict(levels=float("nan")), ["rqs", "n_levels=nan"]),
+                  ("levels-huge", dict(levels=1e30), ["rqs", "n_levels"]),
+                  ("two-producers", dict(two_producers=True), ["twice", "'out'"])]
+
+
+@pytest.mark.parametrize("case", QUANTLIB_CASES, ids=[c[0] for c in QUANTLIB_CASES])
+def test_quantlib_onnx(tmp_path, case):
+    from tessera.frontend import import_onnx
+
+    _, kw, words = case
+    net = tmp_path / "net.onnx"
+    _quantlib_graph(net, **kw)
+    with pytest.raises(TesseraError) as info:
+        import_onnx(str(net), "q", {"input": "int8"})
+    line = str(info.value)
+    assert "\n" not in line and str(net) in line, line
+    for w in words:
+        assert w in line, (w, line)

@@ -9,7 +9,7 @@ import onnx
 
 from ..errors import FrontendError
 from .builder import Builder
-from .gate import check_onnx, ort_refusal
+from .gate import check_onnx, check_single_producers, ort_refusal
 from .nemo import NemoParser
 from .normalize import normalize
 from .onnxgraph import OnnxGraph, load
@@ -124,6 +124,7 @@ def import_onnx(path, name, input_types=None, input_shape=None):
     if parser is None:
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
     if dialect in INTEGER_DIALECTS:
+        check_single_producers(g.model, path)
         return parser(g, Builder(name, dialect, path), input_types).parse()
     check_onnx(g.model, path)
     refusal = ort_refusal(g.model, path)

@@ -94,6 +94,23 @@ def check_scales(model, path):
                                     "a quantization scale must be a finite number above 0; re-quantize the model")
 
 
+def check_single_producers(model, path):
+    """Every tensor is made once: by one node, or given as a graph input or
+    an initializer (the checker's SSA rule, also for the integer dialects,
+    whose custom ops keep them from the full checker)."""
+    made = {i.name: "an initializer" for i in model.graph.initializer}
+    for i in model.graph.input:
+        made.setdefault(i.name, "a graph input")
+    for node in model.graph.node:
+        for out in node.output:
+            if not out:
+                continue
+            if out in made:
+                raise FrontendError(path, f"node {node.name!r} ({node.op_type}): tensor {out!r} is also made by "
+                                    f"{made[out]}", "each tensor has one producer; re-export the model")
+            made[out] = f"node {node.name!r}"
+
+
 def check_onnx(model, path):
     """The checker in full mode and the scales."""
     try:

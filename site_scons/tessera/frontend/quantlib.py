@@ -44,7 +44,10 @@ from .onnxgraph import attrs
 def _attr_value(v):
     if hasattr(v, "dims"):                       # TensorProto attributes
         v = numpy_helper.to_array(v)
-    arr = np.asarray(v, dtype=np.float64).reshape(-1)
+    try:
+        arr = np.asarray(v, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):             # a string or a graph: not a number
+        return None
     if arr.size != 1:
         return None
     return float(arr[0])
@@ -68,10 +71,11 @@ class QuantLibParser(IntegerParser):
         signed = _attr_value(a.get("signed", 1))
         if div is None or levels is None or signed is None:
             raise FrontendError(where, "RequantShift needs scalar div, n_levels (or n_levels_out) and signed")
-        if div != int(div) or int(div) < 1 or int(div) & (int(div) - 1):
+        # NaN or inf would reach int() below: the same one line as any bad value
+        if not np.isfinite(div) or div != int(div) or int(div) < 1 or int(div) & (int(div) - 1):
             raise FrontendError(where, f"RequantShift div={div:g} is not a power of two",
                                 "tessera requantizes with a shift: use div = 2**s")
-        if levels != int(levels) or levels < 2:
+        if not np.isfinite(levels) or levels != int(levels) or not 2 <= levels <= 1 << 32:
             raise FrontendError(where, f"RequantShift n_levels={levels:g}")
         shift = int(div).bit_length() - 1
         levels = int(levels)
