@@ -297,3 +297,22 @@ def test_softmax_recipe_equals_interpreter(name):
         interp.set_tensor(d["index"], np.random.default_rng(seed).integers(-128, 128, size=d["shape"]).astype(np.int8))
         interp.invoke()
         assert np.array_equal(softmax_rows(interp.get_tensor(x_idx), table), interp.get_tensor(y_idx)), seed
+
+
+def test_a_difference_names_the_first_tensor():
+    """The check is a real check: the interpreter's tensors against a golden
+    model with one element changed name that tensor and element."""
+    path = os.path.join(SMALL, "residual.tflite")
+    graph, weights = import_tflite(path, "residual")
+    inputs = golden.random_input(graph, 0)
+    values = golden.run(graph, weights, inputs)
+    name = graph.layers[3].output                       # the first ADD's output
+    changed = values[name].copy()
+    changed.reshape(-1)[5] = changed.reshape(-1)[5] + (1 if changed.reshape(-1)[5] < 127 else -1)
+    values[name] = changed
+    result = tflitecheck.compare(path, graph, values, inputs)
+    assert not result["equal"]
+    bad = [r for r in result["compared"] if not r["equal"]]
+    assert [r["tensor"] for r in bad] == [name] and bad[0]["first"]["index"] == 5 and bad[0]["first"]["mismatches"] == 1
+    with pytest.raises(tflitecheck.TfliteMismatch, match=rf"at tensor {name[1:]} '.*': element 5 is "):
+        tflitecheck.check("residual", path, result)
