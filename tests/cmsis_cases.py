@@ -22,10 +22,14 @@ from tessera.tiler.library import op_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY = load_yaml(os.path.join(ROOT, "kernels", "cmsis_nn", "library.yaml"))
-OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add")
+# <op>_rq: the DSP kernels with tessera's whole requantization (any_rq.c:
+# floor rounding, an additive term, Requant.divisor), NEMO/DORY layers
+OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add",
+       "conv2d_rq", "pointwise_rq", "linear_rq", "depthwise_rq")
 # the argument struct of each op (tsr_<kind>_args_t)
 KIND = {"conv2d": "conv", "pointwise": "conv", "depthwise": "conv", "linear": "conv",
-        "maxpool": "pool", "avgpool": "pool", "add": "add"}
+        "maxpool": "pool", "avgpool": "pool", "add": "add",
+        "conv2d_rq": "conv", "pointwise_rq": "conv", "linear_rq": "conv", "depthwise_rq": "conv"}
 
 
 @dataclass
@@ -73,13 +77,20 @@ def _requant(rng, channels, acc_max, cmsis=True, mul_max=2**31 - 1):
     if rng.integers(2):
         lo = int(rng.integers(-128, 100))
         hi = int(rng.integers(lo, 128))
+    divisor = 0
+    if rounding == "floor" and rng.integers(2):
+        # NEMO's 2**d - 1 (the shift gives up its bits, outputs stay in range)
+        d = int(rng.integers(2, 25))
+        divisor = 2 ** d - 1
+        shift = [max(0, v - d) for v in shift]
     return {"mul": mul, "shift": shift, "add": add, "per_channel": int(per_channel),
-            "zero_point": int(rng.integers(-128, 128)), "lo": lo, "hi": hi, "rounding": rounding}
+            "zero_point": int(rng.integers(-128, 128)), "lo": lo, "hi": hi, "rounding": rounding,
+            "divisor": divisor}
 
 
 def golden_requant(acc, rq):
     r = Requant(mul=rq["mul"], add=rq["add"], shift=rq["shift"], rounding=rq["rounding"],
-                zero_point=rq["zero_point"], lo=rq["lo"], hi=rq["hi"])
+                zero_point=rq["zero_point"], lo=rq["lo"], hi=rq["hi"], divisor=rq.get("divisor") or None)
     return ops.requantize(acc, r).astype(np.int8)
 
 
@@ -107,6 +118,15 @@ def _bias(rng, n):
 
 def make_case(op, rng):
     """One random case of op."""
+    if op.endswith("_rq"):
+        case = make_case(op[:-3], rng)
+        # the same tile with tessera's requantization in place of CMSIS-NN's
+        acc = case.acc
+        case.op, case.rq = op, _requant(rng, case.fields["out_c"], int(np.abs(acc).max(initial=0)), cmsis=False)
+        case.expected = golden_requant(acc, case.rq)
+        if rng.integers(2):
+            case.scratch = 0           # conv2d_rq's direct path (no column)
+        return case
     if op in ("conv2d", "pointwise", "depthwise", "linear"):
         off = int(rng.integers(-127, 129))
         if op == "pointwise":
@@ -157,7 +177,9 @@ def make_case(op, rng):
             # two int16 columns (arm_convolve_s8's buffer; two pixels at a time)
             k = q["patch"] if op == "conv2d" else ci
             scratch = 8 * co + 2 * 2 * ((k + 3) & ~3)
-        return Case(op, fields, arrays, golden_requant(acc, rq), rq, scratch, macs)
+        case = Case(op, fields, arrays, golden_requant(acc, rq), rq, scratch, macs)
+        case.acc = acc
+        return case
     if op in ("maxpool", "avgpool"):
         c = _channels(rng, 13)
         g = _geometry(rng, max_k=4)

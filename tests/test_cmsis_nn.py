@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from cmsis_cases import KIND, OPS, cases
-from test_ref_kernels import AddArgs, ConvArgs, PoolArgs, RequantT
+from test_ref_kernels import AddArgs, ConvArgs, PlaneT, PoolArgs, RequantT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
@@ -113,7 +113,7 @@ def run_host(lib, case):
         keep += [mul, shift, add]
         rq = RequantT(_ptr(mul, c_int32), _ptr(add, c_int32), _ptr(shift, c_int8), case.rq["per_channel"],
                       case.rq["zero_point"], case.rq["lo"], case.rq["hi"],
-                      0 if case.rq["rounding"] == "half_up" else 1)
+                      0 if case.rq["rounding"] == "half_up" else 1, PlaneT(0, 0, 0), case.rq.get("divisor", 0))
     out = np.full(case.expected.size, 0x5A, dtype=np.int8)
     scratch = np.full(max(case.scratch, 1), 0xA5 - 256, dtype=np.int8)
     f = case.fields
@@ -124,7 +124,7 @@ def run_host(lib, case):
                         f["pad_b"], f["pad_r"], f["input_offset"], rq_p)
     elif KIND[case.op] == "add":
         args = AddArgs(_ptr(arr("a", np.int8), c_int8), _ptr(arr("b", np.int8), c_int8),
-                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]), rq_p)
+                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]), rq=rq_p)
     else:
         args = ConvArgs(_ptr(arr("in", np.int8), c_int8), f["in_h"], f["in_w"], f["in_c"],
                         _ptr(arr("weights", np.int8), c_int8), _ptr(arr("bias", np.int32), c_int32),
@@ -193,7 +193,7 @@ def harness_source(case_list):
                 src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
             body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
                         f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
-                        f"{0 if rq['rounding'] == 'half_up' else 1}, {{0, 0, 0}}}};")
+                        f"{0 if rq['rounding'] == 'half_up' else 1}, {{0, 0, 0}}, {rq.get('divisor', 0)}}};")
         kind = KIND[c.op]
         body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
         for name in c.arrays:

@@ -130,9 +130,9 @@ def test_nemo_op_outside_the_dialect(tmp_path):
     assert "outside the nemo dialect" in msg
 
 
-def test_nemo_non_power_of_two_division(tmp_path):
-    path = chain_graph(tmp_path, "nemo_div3", [], chain_kw={"d": 3000})
-    with pytest.raises(FrontendError, match=r"'q_e_node' \(Div\).*not a power of two"):
+def test_nemo_division_by_a_non_positive_constant(tmp_path):
+    path = chain_graph(tmp_path, "nemo_div0", [], chain_kw={"d": -3})
+    with pytest.raises(FrontendError, match=r"'q_e_node' \(Div\).*not one positive integer"):
         import_onnx(path, "x")
 
 
@@ -182,8 +182,8 @@ def test_quantlib_lowering_matches_its_formula(tmp_path):
 
 
 def test_standalone_pad_matches_onnx_runtime(tmp_path):
-    """A Pad a Conv cannot absorb (non-zero value) or before a max pool is a
-    layer of its own."""
+    """A Pad a Conv cannot absorb (non-zero value) is a layer of its own; a
+    zero Pad before a max pool of uint8 values folds into its padding."""
     c, rq = requant_chain("c", "r", 2, "q")
     nodes = [n("Pad", ["input"], ["p"], pads=[0, 0, 2, 0, 0, 0, 0, 1], value=7.0),
              n("Conv", ["p", "w"], ["c"], kernel_shape=[3, 3]), *c,
@@ -192,7 +192,8 @@ def test_standalone_pad_matches_onnx_runtime(tmp_path):
     path = save(tmp_path, "pads", nodes, {"w": wts(2, 2, 3, 3), **rq}, [("input", [1, 2, 6, 6])],
                 [("out", [1, 2, 3, 3])])
     graph, weights = import_onnx(path, "pads")
-    assert [l.op for l in graph.layers] == ["depthwise", "conv2d", "depthwise", "maxpool"]
+    assert [l.op for l in graph.layers] == ["depthwise", "conv2d", "maxpool"]
+    assert graph.layers[2].pad == [1, 1, 1, 1]
     assert all(p < k for l in graph.layers for p, k in zip(l.pad, l.kernel * 2))
     x = np.random.default_rng(3).integers(0, 256, (1, 2, 6, 6))
     t = graph.tensor("input")

@@ -131,7 +131,7 @@ def conv_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(PNN_OFFSETS)
     acc = ops.conv2d(x, w, bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     patch = g["kh"] * g["kw"] * in_c
     # no scratch or too little (direct loop), exactly two pixels, more
@@ -161,7 +161,7 @@ def depthwise_cases(draw):
     bias = draw_bias(draw, rng, ch)
     off = draw(PNN_OFFSETS)
     acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
-    rq = draw_rq(draw, acc, ch)
+    rq = draw_rq(draw, acc, ch, tflite=True)
     expected, dtype = finish(acc, rq)
     need = stripe_bytes(g, expected.shape[0])
     # the library.yaml terms give kw * in_h + 2 * kh * kw: at least `need`
@@ -192,7 +192,7 @@ def depthwise3x3_cases(draw):
     bias = draw_bias(draw, rng, ch)
     off = draw(PNN_OFFSETS)
     acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (3, 3), (sh, sw), pad)
-    rq = draw_rq(draw, acc, ch)
+    rq = draw_rq(draw, acc, ch, tflite=True)
     expected, dtype = finish(acc, rq)
     sb = stripe_bytes(g, expected.shape[0])
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
@@ -215,7 +215,7 @@ def pointwise_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(PNN_OFFSETS)
     acc = ops.pointwise(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     build = conv_builder(x, w, bias, expected.shape, ONE, off, rq)
     return Case("pnn_pointwise", build, expected, dtype, share_pixels_or_channels(2, 4)), draw(NCORES), rng
@@ -237,7 +237,7 @@ def linear_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(PNN_OFFSETS)
     acc = ops.linear(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     build = conv_builder(x, w, bias, expected.shape, dict(ONE, kh=h, kw=wd), off, rq)
     return Case("pnn_linear", build, expected, dtype, share_channels(4)), draw(NCORES), rng
@@ -276,7 +276,7 @@ def avgpool_cases(draw):
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     off = draw(OFFSETS)
     acc = ops.avgpool_sum(x, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]))
-    rq = draw(requants(ch, int(np.abs(acc).max(initial=0))))
+    rq = draw(requants(ch, int(np.abs(acc).max(initial=0)), tflite=True))
     expected, dtype = finish(acc, rq)
     build = pool_builder(x, expected.shape, g, off, rq)
     return Case("pnn_avgpool", build, expected, dtype, share_pixels_or_channels(1, 1)), draw(NCORES), rng

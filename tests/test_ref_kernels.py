@@ -43,7 +43,8 @@ class PlaneT(ctypes.Structure):
 class RequantT(ctypes.Structure):
     _fields_ = [("mul", POINTER(c_int32)), ("add", POINTER(c_int32)), ("shift", POINTER(c_int8)),
                 ("per_channel", c_int32), ("zero_point", c_int32),
-                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT)]
+                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT),
+                ("divisor", c_int32)]
 
 
 class ConvArgs(ctypes.Structure):
@@ -67,7 +68,8 @@ class PoolArgs(ctypes.Structure):
 
 class AddArgs(ctypes.Structure):
     _fields_ = [("a", POINTER(c_int8)), ("b", POINTER(c_int8)), ("out", c_void_p), ("n", c_int32),
-                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("rq", POINTER(RequantT)),
+                ("in_mul", c_int32 * 2), ("in_offset", c_int32 * 2), ("in_shift", c_int32 * 2),
+                ("rq", POINTER(RequantT)),
                 ("in_int32", c_int32), ("out_w", c_int32), ("out_c", c_int32)]
 
 
@@ -179,14 +181,18 @@ def ptr(arr, ctype):
     return arr.ctypes.data_as(POINTER(ctype)) if arr is not None else None
 
 
+ROUNDING_C = {"half_up": 0, "floor": 1, "tflite": 2, "tflite_div": 3}   # TSR_ROUND_*
+
+
 class Rq:
     """A requantization both as the golden model's Requant and as the C
     struct (arrays kept alive here)."""
 
-    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding):
+    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding, divisor=None):
         self.golden = Requant(mul=list(mul), add=list(add) if add is not None else [0],
                               shift=list(shift), rounding=rounding,
-                              zero_point=zero_point, lo=lo, hi=hi)
+                              zero_point=zero_point, lo=lo, hi=hi, divisor=divisor)
+        self.divisor = divisor or 0
         self.mul = np.array(mul, dtype=np.int32)
         self.add = np.array(add, dtype=np.int32) if add is not None else None
         self.shift = np.array(shift, dtype=np.int8)
@@ -199,12 +205,13 @@ class Rq:
         return RequantT(ptr(self.mul[c0:], c_int32),
                         ptr(self.add[c0:], c_int32) if self.add is not None else None,
                         ptr(self.shift[c0:], c_int8), self.per_channel, self.zero_point,
-                        self.lo, self.hi, 0 if self.rounding == "half_up" else 1)
+                        self.lo, self.hi, ROUNDING_C[self.rounding], PlaneT(0, 0, 0), self.divisor)
 
 
 @st.composite
-def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1):
-    """Per-tensor or per-channel, either rounding, with multipliers either
+def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1, tflite=False):
+    """Per-tensor or per-channel, any rounding (TFLite's with tflite=True:
+    the reference kernels implement it, the other libraries leave it to them), with multipliers either
     anywhere (mostly saturating outputs) or scaled to acc_max so that outputs
     land inside [-128, 127] (the realistic case)."""
     if per_channel is None:
@@ -230,8 +237,23 @@ def requants(draw, channels, acc_max, per_channel=None, mul_max=2**31 - 1):
     hi = draw(st.integers(lo, 127))
     if draw(st.booleans()):
         lo, hi = -128, 127
-    return Rq(mul, add, shift, int(per_channel), draw(st.integers(-128, 127)), lo, hi,
-              draw(st.sampled_from(["half_up", "floor"])))
+    roundings = ["half_up", "floor"]
+    if tflite and acc_max < 2**31:
+        roundings.append("tflite")   # TFLite's two roundings need int32 accumulators
+    rounding = draw(st.sampled_from(roundings))
+    divisor = None
+    if rounding == "tflite":
+        # no additive term; a left shift (shift < 31) only where acc << (31 - shift) stays int32
+        add = None
+        shift = [s if max(acc_max, 1) << max(0, 31 - s) < 2**31 else 31 for s in shift]
+    if rounding == "floor" and draw(st.booleans()):
+        # NEMO's division by 2**d - 1 (Requant.divisor), or any odd constant;
+        # the shift gives up the divisor's bits so outputs stay in range
+        d = draw(st.integers(2, 24))
+        divisor = draw(st.sampled_from([2 ** d - 1, (2 ** d - 1) | 1 if d > 2 else 3, 2 ** (d - 1) + 1]))
+        if scaled:
+            shift = [max(0, v - divisor.bit_length() + 1) for v in shift]
+    return Rq(mul, add, shift, int(per_channel), draw(st.integers(-128, 127)), lo, hi, rounding, divisor)
 
 
 def int8s(rng, shape):
@@ -387,10 +409,10 @@ def draw_bias(draw, rng, n):
     return rng.integers(-2**20, 2**20, size=n).astype(np.int32)
 
 
-def draw_rq(draw, acc, channels, **kw):
+def draw_rq(draw, acc, channels, tflite=False, **kw):
     if draw(st.integers(0, 3)) == 0:
         return None      # int32 accumulator output
-    return draw(requants(channels, int(np.abs(acc).max(initial=0)), **kw))
+    return draw(requants(channels, int(np.abs(acc).max(initial=0)), **kw, tflite=tflite))
 
 
 @st.composite
@@ -403,7 +425,7 @@ def conv_cases(draw):
     off = draw(OFFSETS)
     acc = ops.conv2d(x, w, bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
     assert acc.shape == (g["out_h"], g["out_w"], out_c)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     patch = g["kh"] * g["kw"] * in_c
     # no scratch, too small for two pixels (direct loop), exactly two, more
@@ -429,7 +451,7 @@ def depthwise_cases(draw):
     off = draw(OFFSETS)
     acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (g["kh"], g["kw"]),
                         (g["sh"], g["sw"]), g["pad"])
-    rq = draw_rq(draw, acc, ch)
+    rq = draw_rq(draw, acc, ch, tflite=True)
     expected, dtype = finish(acc, rq)
     # scratch is not needed; passing some must not change anything
     sb = draw(st.sampled_from([0, g["kh"] * g["kw"]]))
@@ -456,7 +478,7 @@ def pointwise_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(OFFSETS)
     acc = ops.pointwise(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     build = conv_builder(x, w, bias, expected.shape, ONE, off, rq)
     return Case("tsr_pointwise", build, expected, dtype, share_pixels), draw(NCORES), rng
@@ -478,7 +500,7 @@ def linear_cases(draw):
     bias = draw_bias(draw, rng, out_c)
     off = draw(OFFSETS)
     acc = ops.linear(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c)
+    rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     g = dict(ONE, kh=h, kw=wd)     # linear reads neither; pass something plausible
     build = conv_builder(x, w, bias, expected.shape, g, off, rq)
@@ -533,7 +555,7 @@ def avgpool_cases(draw):
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     off = draw(OFFSETS)
     acc = ops.avgpool_sum(x, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]))
-    rq = draw(requants(ch, int(np.abs(acc).max(initial=0))))
+    rq = draw(requants(ch, int(np.abs(acc).max(initial=0)), tflite=True))
     expected, dtype = finish(acc, rq)
     build = pool_builder(x, expected.shape, g, off, rq)
     return Case("tsr_avgpool", build, expected, dtype, share_rows), draw(NCORES), rng
@@ -546,11 +568,11 @@ def test_avgpool_matches_golden(lib, case):
     run_case(lib, c, ncores, rng)
 
 
-def add_builder(a, b, in_mul, in_offset, rq):
+def add_builder(a, b, in_mul, in_offset, rq, in_shift=(0, 0)):
     def build(out_ptr, scratch):
         rqs = rq.struct() if rq is not None else None
         args = AddArgs(ptr(a, c_int8), ptr(b, c_int8), out_ptr, a.size,
-                       (c_int32 * 2)(*in_mul), (c_int32 * 2)(*in_offset),
+                       (c_int32 * 2)(*in_mul), (c_int32 * 2)(*in_offset), (c_int32 * 2)(*in_shift),
                        ctypes.pointer(rqs) if rqs is not None else None)
         return args, (a, b, rq, rqs)
     return build
@@ -794,6 +816,7 @@ class PlaneRq(Rq):
         self.add = planes(add, shape, channels)[0].astype(np.int32) if with_add else None
         self.shift = planes(shift, shape, channels)[0].astype(np.int8)
         self.per_channel, self.zero_point, self.lo, self.hi, self.rounding = 1, zp, lo, hi, rounding
+        self.divisor = 0
 
     def struct(self, first_channel=0):
         s = super().struct(0)
@@ -879,7 +902,7 @@ def int32_pool_cases(draw):
     else:
         off = 0
         acc = ops.avgpool_sum(x, off, kern, strd)
-        rq = draw(st.one_of(st.none(), requants(ch, int(np.abs(acc).max(initial=0)))))
+        rq = draw(st.one_of(st.none(), requants(ch, int(np.abs(acc).max(initial=0)), tflite=True)))
         expected, dtype = finish(acc, rq)
     inner = pool_builder(x.view(np.int8), expected.shape, g, off, rq)
 
@@ -950,7 +973,7 @@ def matmul_cases(draw):
     acc = ops.matmul(a, b, offs)
     kind = draw(st.sampled_from(["channel", "batch", "element", "none"]))
     if kind == "channel":
-        rq = draw(requants(n, int(np.abs(acc).max(initial=0))))
+        rq = draw(requants(n, int(np.abs(acc).max(initial=0)), tflite=True))
     elif kind in ("batch", "element"):
         assume(bt > 1 or kind == "element" and m > 1)
         shape = (bt, 1, 1) if kind == "batch" else param_shape(draw, bt, m, n)
@@ -974,3 +997,18 @@ def matmul_cases(draw):
 def test_matmul_matches_golden(lib, case):
     c, ncores, rng = case
     run_case(lib, c, ncores, rng)
+
+
+def test_tflite_add_matches_golden(lib):
+    """TFLite's ADD (inputs << 20, each rescaled by a doubling high multiply
+    and a rounding shift, the sum requantized the same way) on every pair
+    of int8 inputs: input multipliers 0.5 and ~0.177 (exponents 0 and -2),
+    as TFLite's Prepare makes them from two input scales."""
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    in_mul, in_shift, in_offset = [1073741824, 1518500250], [31, 33], [5, -17]
+    rq = Rq([1466505733], [0], [48], 0, -9, -128, 127, "tflite")
+    acc = ops.add(a, b, in_mul, in_offset, in_shift)
+    expected, dtype = finish(acc, rq)
+    run_case(lib, Case("tsr_add", add_builder(a, b, in_mul, in_offset, rq, in_shift), expected, dtype, share_flat),
+             2, np.random.default_rng(0))

@@ -16,7 +16,8 @@ void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores)
     if (core != 0)
         return;
     const tsr_requant_t *rq = a->rq;
-    if (rq == NULL || rq->shift[0] < 0 || rq->shift[0] > 62) {
+    /* Requant.divisor (NEMO's 2^d - 1): the reference kernel's tsr_requantize */
+    if (rq == NULL || rq->shift[0] < 0 || rq->shift[0] > 62 || rq->divisor > 1) {
         tsr_add(a, 0, 1);
         return;
     }

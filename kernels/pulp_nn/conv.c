@@ -21,7 +21,7 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_
 {
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t p, co, ky, kx, ci;
-    pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
+    pnn_rq_t rq = {0};
     for (p = p0; p < p1; p++) {
         int32_t oy = p / a->out_w, ox = p % a->out_w;
         int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l, ky0, ky1, kx0, kx1;

@@ -32,7 +32,7 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 {
     const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t c, oy, ox, ky, kx;
-    pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
+    pnn_rq_t rq = {0};
     for (c = c0; c < c1; c++) {
         const int8_t *x = a->in + c;
         const int8_t *w = a->weights + (size_t)c * kh * kw;
@@ -135,7 +135,7 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
     for (c = c0; c < c1; c++) {
         const int8_t *w = a->weights + (size_t)c * area;
         const int32_t b = a->bias ? a->bias[c] : 0;
-        pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
+        pnn_rq_t rq = {0};
 #ifdef TSR_ISA_XPULPV2
         xp_rq_t q;
         const int fast = area == 9 && xp_rq_channel(a->rq, c, &q);

@@ -92,10 +92,11 @@ static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32
 
 typedef struct {
     int32_t mul;
-    int32_t shift;
+    int32_t shift;      /* with Requant.divisor: shift + (divisor << 6), see pnn_rq_apply */
     int64_t add;        /* add[c] plus the rounding term */
     int32_t zero_point;
     int32_t lo, hi;     /* the clamp before the zero point is added */
+    int32_t rounding;   /* TSR_ROUND_*: TFLite's two take their own path */
 } pnn_rq_t;
 
 static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
@@ -110,7 +111,34 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.zero_point = rq->zero_point;
     p.lo = rq->lo - rq->zero_point;
     p.hi = rq->hi - rq->zero_point;
+    p.shift += rq->divisor << 6;      /* 0 without a divisor: no test on the usual path */
+    p.rounding = rq->rounding;
     return p;
+}
+
+/* The division by Requant.divisor, out of line: the hot stores keep their
+ * registers (inlined, it costs the 4x2 matmul's store several instructions
+ * per output even where no layer divides). */
+static __attribute__((noinline, unused)) int32_t pnn_rq_divide(int64_t v, const pnn_rq_t *p)
+{
+    return tsr_floor_div_clamp(v >> (p->shift & 63), p->shift >> 6, p->lo, p->hi);
+}
+
+/* TFLite's requantization (TSR_ROUND_TFLITE: a doubling high multiply and a
+ * rounding shift; TSR_ROUND_TFLITE_DIV: average pooling's rounded division
+ * by mul), clamped before the zero point like pnn_rq_apply. */
+static inline int8_t pnn_rq_apply_tflite(int32_t acc, const pnn_rq_t *p)
+{
+    int32_t y;
+    if (p->rounding == TSR_ROUND_TFLITE) {
+        y = tsr_tfl_multiply(acc, p->mul, p->shift);
+    } else {
+        int32_t mag = ((acc < 0 ? -acc : acc) + p->mul / 2) / p->mul;
+        y = acc < 0 ? -mag : mag;
+    }
+    if (y < p->lo) y = p->lo;
+    if (y > p->hi) y = p->hi;
+    return (int8_t)(y + p->zero_point);
 }
 
 /* tsr_requantize for an int32 accumulator: a 32x32->64 multiply, and, for
@@ -119,10 +147,15 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
  * the zero point so no sum can leave int32. */
 static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p)
 {
+    if (p->rounding >= TSR_ROUND_TFLITE)
+        return pnn_rq_apply_tflite(acc, p);
     int64_t v = (int64_t)acc * p->mul + p->add;
     int32_t y;
     if (p->shift >= 32) {
-        y = (int32_t)(v >> 32) >> (p->shift - 32);
+        if (__builtin_expect(p->shift >= 64, 0))
+            y = pnn_rq_divide(v, p);   /* NEMO's division by 2^d - 1: one 32-bit division */
+        else
+            y = (int32_t)(v >> 32) >> (p->shift - 32);
     } else {
         v >>= p->shift;
         y = v < p->lo ? p->lo : v > p->hi ? p->hi : (int32_t)v;

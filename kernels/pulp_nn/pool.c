@@ -39,7 +39,7 @@ void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores)
     const int32_t area_off = kh * kw * a->input_offset;
     const size_t row = (size_t)a->in_w * C;
     int32_t p, p0, p1, c0, c1, c, ky, kx;
-    pnn_rq_t rq = {0, 0, 0, 0, 0, 0};
+    pnn_rq_t rq = {0};
 
     pnn_split(a->out_h * a->out_w, C, 1, 1, core, ncores, &p0, &p1, &c0, &c1);
     if (a->rq && !a->rq->per_channel)

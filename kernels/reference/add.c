@@ -18,6 +18,9 @@ static inline int64_t add_acc(const tsr_add_args_t *a, int32_t i)
         x = a->a[i];
         y = a->b[i];
     }
+    if (a->in_shift[0])   /* TFLite's ADD: each input rescaled after a left shift of 20 */
+        return (int64_t)tsr_tfl_multiply((int32_t)((x + a->in_offset[0]) * (1 << 20)), a->in_mul[0], a->in_shift[0])
+             + tsr_tfl_multiply((int32_t)((y + a->in_offset[1]) * (1 << 20)), a->in_mul[1], a->in_shift[1]);
     return (x + a->in_offset[0]) * a->in_mul[0] + (y + a->in_offset[1]) * a->in_mul[1];
 }
 

@@ -42,7 +42,8 @@ OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool"
 WHOLE_OPS = ("concat", "resize", "softmax")
 # fixed-point fraction bits of resize's interpolation weights
 RESIZE_FRAC = 11
-ROUNDING = ("half_up", "floor")
+# "tflite" and "tflite_div" reproduce TFLite's integer kernels (see Requant)
+ROUNDING = ("half_up", "floor", "tflite", "tflite_div")
 DTYPES = {"int8": 1, "int32": 4}
 
 
@@ -84,6 +85,25 @@ class Requant:
     every array longer than 1 holds prod(shape) values laid out as `shape`
     ([h, w, c], each 1 or the output's size) and broadcast over the output:
     y[i, j, c] uses mul[i % h', j % w', c % c'] (a size-1 axis repeats).
+
+    `divisor` (None unless needed; rounding "floor" only): an odd constant
+    the shifted value is also divided by, floor((...) >> shift) / divisor,
+    for NEMO chains that divide by 2**d - 1. It comes before the zero point:
+
+        y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
+
+    TFLite's arithmetic (models from a .tflite file) has two more rules:
+    "tflite": y = clamp(RDBPOT(SRDHM(acc << l, mul), r) + zero_point, lo, hi)
+    with the exponent e = 31 - shift split as l = max(e, 0), r = max(-e, 0)
+    (so mul / 2^shift is still the real multiplier), SRDHM gemmlowp's
+    saturating rounding doubling high multiply ((x * mul + nudge) / 2^31,
+    nudge 2^30, or 1 - 2^30 below zero, the division toward zero: halves
+    round up) and RDBPOT its rounding divide by 2^r (halves away from zero):
+    two roundings, as TFLite's MultiplyByQuantizedMultiplier; acc is int32.
+    add must be 0.
+    "tflite_div": y = clamp(sign(acc) * ((|acc| + mul // 2) // mul) + zero_point, lo, hi),
+    TFLite's average pooling: the window sum divided by the count (mul),
+    rounded half away from zero; shift and add are 0.
     """
     mul: list
     add: list
@@ -93,6 +113,7 @@ class Requant:
     lo: int = -128
     hi: int = 127
     shape: Optional[list] = None
+    divisor: Optional[int] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -113,7 +134,12 @@ class Layer:
               the effective kernel is d * (k - 1) + 1.
     maxpool:  y = max(x) over the window, padded positions ignored; no requant.
     add:      acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]
-              (64-bit before requantization).
+              (64-bit before requantization). With `in_shift` set (TFLite's
+              ADD, requant rounding "tflite"): each input is rescaled first,
+              acc = T((a + in_offset[0]) << 20, in_mul[0], in_shift[0])
+                  + T((b + in_offset[1]) << 20, in_mul[1], in_shift[1])
+              in int32, T the "tflite" multiply (see Requant) without the
+              zero point and clamp.
     matmul:   acc[t, m, n] = sum_k (a[t, m, k] + in_offset[0]) * (b[t', k, n] + in_offset[1])
               with t' = t, or 0 when b holds one matrix (inputs [a, b]).
     mul:      acc = (a + in_offset[0]) * (b + in_offset[1]), numpy broadcasting
@@ -163,6 +189,7 @@ class Layer:
     bias_shape: Optional[list] = None  # [H, W, C] when the bias is per output element
     in_mul: list = field(default_factory=list)      # add only
     in_offset: list = field(default_factory=list)   # add only
+    in_shift: Optional[list] = None  # add only: TFLite's per-input rescale (see above)
     requant: Optional[Requant] = None
     source: list = field(default_factory=list)  # names of the source-graph nodes it came from
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
@@ -170,6 +197,9 @@ class Layer:
     axis: Optional[int] = None        # concat: the HWC axis joined
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
     table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
+    # a layer tessera adds that the source toolchain does not count (e.g. the
+    # part of a NEMO Pad a convolution cannot take): why; None otherwise
+    added: Optional[str] = None
 
 
 @dataclass
@@ -180,6 +210,9 @@ class Graph:
     layers: list             # execution order
     inputs: list
     outputs: list
+    # what normalization changed (tessera.frontend.normalize): pinned batch,
+    # input layouts, float ops left to the application; None: nothing
+    notes: Optional[dict] = None
 
     def tensor(self, name):
         return self.tensors[name]
@@ -212,6 +245,7 @@ class Graph:
             "outputs": list(self.outputs),
             "tensors": {n: _drop_unset(asdict(t), _OPTIONAL_TENSOR) for n, t in sorted(self.tensors.items())},
             "layers": [_layer_json(layer) for layer in self.layers],
+            **({"notes": self.notes} if self.notes else {}),
         }
 
     @staticmethod
@@ -224,14 +258,14 @@ class Graph:
                 d["requant"] = Requant(**d["requant"])
             layers.append(Layer(**d))
         return Graph(data["name"], data["dialect"], tensors, layers,
-                     data["inputs"], data["outputs"])
+                     data["inputs"], data["outputs"], data.get("notes"))
 
 
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape",)
-_OPTIONAL_LAYER = ("bias_shape", "dilation", "axis", "mode", "table")
+_OPTIONAL_REQUANT = ("shape", "divisor")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added")
 
 
 def _drop_unset(d, keys):

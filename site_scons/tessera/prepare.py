@@ -9,10 +9,19 @@ the IR, the library code that computes it) and reruns only when that key
 changes. Outputs are written atomically, the key last, so an interrupted
 step never looks up to date.
 
+A .tflite model (`tflite:`) is imported by frontend.tflite and its golden
+model checked against the TFLite interpreter on every tensor
+(golden.tflitecheck): tflite.json records it, a difference stops the build.
+
 A model with `reference:` (DORY or Deeploy files) runs the golden model on
 the reference's input, writes reference.json (every compared tensor: equal,
 or its first difference) and fails the build with one line when the golden
 model disagrees with the reference.
+
+A standard QDQ/QOperator model is also compared with ONNX Runtime, layer by
+layer (tessera.golden.ortcheck): ort_check.json holds every layer's largest
+difference in LSB, and a layer more than 1 LSB off stops the build (a
+warning with `ort_check: warn` in the model YAML).
 
 Everything after this (tiling, planning, code generation, compilation, runs)
 is ordinary SCons steps that read graph.json and golden.npz.
@@ -21,10 +30,17 @@ is ordinary SCons steps that read graph.json and golden.npz.
 import os
 
 from . import canon, frontend, golden, reference, zoo
-from .errors import ConfigError
+from .errors import ConfigError, TesseraError
+from .frontend.tflite import import_tflite
+from .golden import tflitecheck
 from .ir import Graph
 
-PREPARE_VERSION = "1"
+PREPARE_VERSION = "2"
+STANDARD_DIALECTS = ("qdq", "qoperator")
+
+
+class OrtMismatch(TesseraError):
+    """The golden model is more than 1 LSB from ONNX Runtime on a layer."""
 
 
 def _stamp(path):
@@ -51,6 +67,8 @@ def _record(stamp, step, key, paths):
 def model_onnx(model, cache_dir, log):
     """Path of the quantized ONNX for a model YAML (built by tessera.zoo and
     cached by its parameters when the model is generated)."""
+    if model.get("tflite"):
+        return model["tflite"]
     if model["onnx"]:
         return model["onnx"]
     key = canon.digest({"generator": model["generator"], "quantization": model["quantization"],
@@ -92,17 +110,24 @@ def prepare(model, outdir, cache_dir, log=print):
     paths["onnx"] = onnx_path
     ref = reference.load(model["reference"]) if model.get("reference") else None
     fe_data = {"onnx": canon.file_digest(onnx_path), "name": model["name"],
+               **({"drop_final_softmax": True} if model.get("drop_final_softmax") else {}),
                "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION}
     input_types = None
     if ref is not None:
         # the integer dialects' graphs do not say whether an input is signed
         input_types = ref.input_types(frontend.input_names(onnx_path))
         fe_data["input_types"] = input_types
+    if model.get("input_shape"):
+        fe_data["input_shape"] = model["input_shape"]
     fe_key = canon.digest(fe_data)
     fe_outputs = [paths["graph"], paths["weights"]]
     if not _fresh(stamp, "frontend", fe_key, fe_outputs):
         log(f"importing {os.path.basename(onnx_path)}")
-        graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types)
+        if model.get("tflite"):
+            graph, weights = import_tflite(onnx_path, model["name"], model["drop_final_softmax"])
+        else:
+            graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types,
+                                                  model.get("input_shape"))
         stamp = {}
         canon.write_json(paths["graph"], graph.to_json())
         canon.save_npz(paths["weights"], weights)
@@ -119,6 +144,10 @@ def prepare(model, outdir, cache_dir, log=print):
         gold_data["reference_files"] = _reference_key(ref)
         gold_data["reference_code"] = canon.source_digest("reference")
         wanted.append("reference")
+    if model.get("tflite"):
+        paths["tflite"] = os.path.join(outdir, "tflite.json")
+        gold_data["tflite_code"] = canon.source_digest("golden")
+        wanted.append("tflite")
     gold_key = canon.digest(gold_data)
     gold_outputs = [paths[k] for k in wanted]
     if not _fresh(stamp, "golden", gold_key, gold_outputs):
@@ -134,6 +163,77 @@ def prepare(model, outdir, cache_dir, log=print):
             canon.write_json(paths["reference"], reference.verdict(model["name"], ref, rows))
             # no stamp on a disagreement: the next build checks (and fails) again
             reference.check(model["name"], ref, rows)
+        if model.get("tflite"):
+            log("checking every tensor against the TFLite interpreter")
+            result = tflitecheck.compare(onnx_path, graph, values, inputs)
+            canon.write_json(paths["tflite"], result)
+            # no stamp on a disagreement: the next build checks (and fails) again
+            tflitecheck.check(model["name"], onnx_path, result)
         _record(stamp, "golden", gold_key, gold_outputs)
         canon.write_json(stamp_path, stamp)
+
+    graph = Graph.from_json(canon.read_json(paths["graph"]))
+    if graph.dialect in STANDARD_DIALECTS:
+        paths["ort_check"] = os.path.join(outdir, "ort_check.json")
+        ort_key = canon.digest({"golden": gold_key, "onnx": fe_data["onnx"],
+                                "input_shape": model.get("input_shape"),
+                                "code": canon.source_digest("golden", "frontend", "ir"), "v": PREPARE_VERSION})
+        if not _fresh(stamp, "ort_check", ort_key, [paths["ort_check"]]):
+            log("checking every layer against ONNX Runtime")
+            canon.write_json(paths["ort_check"], ort_check(model, onnx_path, graph, paths))
+            _record(stamp, "ort_check", ort_key, [paths["ort_check"]])
+            canon.write_json(stamp_path, stamp)
+        _ort_verdict(model, canon.read_json(paths["ort_check"]), log)
+    for line in intake_lines(graph):
+        log(line)
     return paths
+
+
+def ort_check(model, onnx_path, graph, paths):
+    """Every layer against ONNX Runtime on the golden input, each fed ORT's
+    own inputs: {"layers": [{layer, max_diff, differing}], "worst": ...}
+    (layers whose output the source graph does not have are not listed).
+    ONNX Runtime runs the source model with its free dimensions pinned as
+    the import pinned them."""
+    import onnx
+
+    from .frontend.normalize import for_ort_check
+    from .golden.ortcheck import compare
+
+    src = for_ort_check(onnx.load(onnx_path), onnx_path, model.get("input_shape"))
+    weights = canon.load_npz(paths["weights"])
+    inputs = canon.load_npz(paths["input"])
+    values = canon.load_npz(paths["golden"])
+    rows = compare(src, graph, weights, inputs, values)
+    worst = max(rows, key=lambda r: r["max_diff"]) if rows else None
+    return {"layers": rows, "worst": worst, "limit": 1}
+
+
+def _ort_verdict(model, data, log):
+    bad = [r for r in data["layers"] if r["max_diff"] > data["limit"]]
+    if not bad:
+        return
+    first = bad[0]
+    what = (f"layer {first['layer']} differs from ONNX Runtime by {first['max_diff']} LSB "
+            f"({first['differing']:.1%} of its values; {len(bad)} layer(s) over 1 LSB)")
+    fix = "report it with the model; `ort_check: warn` in the model YAML builds anyway"
+    if model.get("ort_check") == "warn":
+        log(f"warning: {model['name']}: {what}")
+        return
+    raise OrtMismatch(model["path"], what, fix)
+
+
+def intake_lines(graph):
+    """One line per thing normalization decided for the user."""
+    notes = graph.notes or {}
+    lines = []
+    if notes.get("batch_pinned"):
+        lines.append(f"{graph.name}: batch pinned to 1 for input(s) {', '.join(notes['batch_pinned'])}")
+    tail = notes.get("float_tail")
+    if tail:
+        out = graph.tensor(graph.outputs[0])
+        ops = ", ".join(f"{t['op']} ({t['node']})" for t in tail)
+        lines.append(f"{graph.name}: float ops after the last DequantizeLinear left to the application: {ops}; "
+                     f"the firmware's output is the {out.source_dtype} tensor {out.name} "
+                     f"(scale {out.scale:.9g}, zero point {out.zero_point})")
+    return lines

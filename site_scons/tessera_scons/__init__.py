@@ -342,11 +342,18 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
+    if paths.get("tflite"):
+        # which interpreter checked the golden model, and that every tensor matched
+        tfl = canon.read_json(paths["tflite"])
+        meta["tflite"] = {"interpreter": tfl["interpreter"], "kernels": tfl["kernels"],
+                          "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
+    if paths.get("ort_check"):
+        meta["ort_check"] = canon.read_json(paths["ort_check"])
     report = env.Command(d("report.json"),
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, canon.source_files("report", "memplan", "ir"))
+    env.Depends(report, canon.source_files("report", "memplan", "ir", "codegen.libraries"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))

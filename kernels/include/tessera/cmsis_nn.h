@@ -29,6 +29,13 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
+/* tessera's whole requantization (floor rounding, an additive term,
+ * Requant.divisor, int32 outputs: NEMO/DORY layers), DSP-optimized, no
+ * scratch; input_offset within [-255, 255] (any_rq.c) */
+void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

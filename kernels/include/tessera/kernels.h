@@ -11,6 +11,11 @@
  *   y   = clamp(((int64)acc * mul[c] + add[c] + R) >> shift[c]) + zero_point, lo, hi)
  *         R = 1 << (shift - 1) for TSR_ROUND_HALF_UP (0 when shift == 0),
  *         0 for TSR_ROUND_FLOOR; >> is arithmetic (floor).
+ *   TFLite's arithmetic (models imported from .tflite):
+ *   TSR_ROUND_TFLITE: y = clamp(tsr_tfl_multiply(acc, mul[c], shift[c]) + zero_point, lo, hi),
+ *         TFLite's MultiplyByQuantizedMultiplier (two roundings, see below);
+ *   TSR_ROUND_TFLITE_DIV: y = clamp(sign(acc) * ((|acc| + mul/2) / mul) + zero_point, lo, hi),
+ *         TFLite's average pooling (mul = the window's size).
  *   When rq is NULL the output is acc itself, as int32.
  *
  * Layouts: activations HWC (int8, or int32 accumulators); conv weights
@@ -34,7 +39,7 @@
 extern "C" {
 #endif
 
-enum { TSR_ROUND_HALF_UP = 0, TSR_ROUND_FLOOR = 1 };
+enum { TSR_ROUND_HALF_UP = 0, TSR_ROUND_FLOOR = 1, TSR_ROUND_TFLITE = 2, TSR_ROUND_TFLITE_DIV = 3 };
 
 /* How parameters that vary per output element are indexed (see above):
  * plane == 0 means they vary along the channels at most. */
@@ -55,6 +60,7 @@ typedef struct {
     int32_t lo, hi;
     int32_t rounding;        /* TSR_ROUND_* */
     tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
+    int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -90,12 +96,15 @@ typedef struct {
 } tsr_pool_args_t;
 
 /* elementwise add of two same-shape tiles:
- *   acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]   (int64) */
+ *   acc = (a + in_offset[0]) * in_mul[0] + (b + in_offset[1]) * in_mul[1]   (int64)
+ * or, when in_shift[0] is set (TFLite's ADD), each input rescaled first:
+ *   acc = tsr_tfl_multiply((a + in_offset[0]) << 20, in_mul[0], in_shift[0]) + (the same for b) */
 typedef struct {
     const int8_t *a, *b;         /* int8, or int32 accumulators when in_int32 */
     void *out;                   /* int8_t, or int32_t when rq is NULL */
     int32_t n;                   /* elements */
     int32_t in_mul[2], in_offset[2];
+    int32_t in_shift[2];         /* 0: tessera's add; else TFLite's per-input rescale */
     const tsr_requant_t *rq;     /* per tensor; per channel or element when out_c is set */
     int32_t in_int32;
     int32_t out_w, out_c;        /* the tile's columns and channels (n = rows * out_w * out_c) */
@@ -191,15 +200,87 @@ void tsr_concat(const tsr_concat_args_t *a, int core, int ncores);
 void tsr_resize(const tsr_resize_args_t *a, int core, int ncores);
 void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores);
 
+/* floor(v / d) clamped to [lo, hi], for 1 < d and (hi - lo + 1) * d <=
+ * 2^32 (the code generator's rule: Requant.divisor below 2^24 with an
+ * 8-bit output): v is clamped first, so what is left to divide is below
+ * (hi - lo + 1) * d and one 32-bit unsigned division (divu, udiv) gives
+ * the exact quotient. */
+static inline int32_t tsr_floor_div_clamp(int64_t v, int32_t d, int32_t lo, int32_t hi)
+{
+    int64_t base = (int64_t)lo * d;
+    if (v <= base)
+        return lo;
+    if (v - base >= ((int64_t)hi - lo + 1) * d)
+        return hi;
+    return lo + (int32_t)((uint32_t)(v - base) / (uint32_t)d);
+}
+
+/* floor(v / divisor) + zero point, clamped (out of line: the kernels'
+ * hot stores keep their registers) */
+static __attribute__((noinline, unused)) int32_t tsr_requantize_divide(int64_t v, const tsr_requant_t *rq)
+{
+    return tsr_floor_div_clamp(v, rq->divisor, rq->lo - rq->zero_point, rq->hi - rq->zero_point) + rq->zero_point;
+}
+
+/* ---- TFLite's fixed-point arithmetic (gemmlowp's) ----------------------- */
+
+/* SaturatingRoundingDoublingHighMul: (a * b + nudge) / 2^31, the nudge
+ * 2^30 (1 - 2^30 below zero), the division toward zero: halves round up. */
+static inline int32_t tsr_tfl_srdhm(int32_t a, int32_t b)
+{
+    if (a == b && a == INT32_MIN)
+        return INT32_MAX;
+    int64_t ab = (int64_t)a * b;
+    int64_t num = ab + (ab >= 0 ? ((int64_t)1 << 30) : (1 - ((int64_t)1 << 30)));
+    return (int32_t)(num >= 0 ? num >> 31 : -((-num) >> 31));
+}
+
+/* RoundingDivideByPOT: x / 2^e rounded half away from zero. */
+static inline int32_t tsr_tfl_rdbpot(int32_t x, int32_t e)
+{
+    int32_t mask = (int32_t)(((int64_t)1 << e) - 1);
+    int32_t remainder = x & mask;
+    int32_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+}
+
+/* MultiplyByQuantizedMultiplier with the IR's shift (exponent 31 - shift:
+ * a left shift before the multiply, or a rounding right shift after it). */
+static inline int32_t tsr_tfl_multiply(int32_t x, int32_t mul, int32_t shift)
+{
+    int32_t e = 31 - shift;
+    int32_t left = e > 0 ? e : 0, right = e > 0 ? 0 : -e;
+    return tsr_tfl_rdbpot(tsr_tfl_srdhm((int32_t)((uint32_t)x << left), mul), right);
+}
+
+/* The TFLite roundings of tsr_requantize_index (acc fits int32 there). */
+static inline int32_t tsr_requantize_tflite(int64_t acc, const tsr_requant_t *rq, int32_t i)
+{
+    int32_t v;
+    if (rq->rounding == TSR_ROUND_TFLITE) {
+        v = tsr_tfl_multiply((int32_t)acc, rq->mul[i], rq->shift[i]);
+    } else {
+        int32_t n = rq->mul[i], a = (int32_t)acc;
+        int32_t mag = ((a < 0 ? -a : a) + n / 2) / n;
+        v = a < 0 ? -mag : mag;
+    }
+    v += rq->zero_point;
+    return v < rq->lo ? rq->lo : v > rq->hi ? rq->hi : v;
+}
+
 /* The requantization step on its own (shared by kernels of every library),
  * with parameters i of the arrays. acc is 64-bit because an add's
  * accumulator needs it; conv accumulators are int32 and widen for free. */
 static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq, int32_t i)
 {
+    if (rq->rounding >= TSR_ROUND_TFLITE)
+        return tsr_requantize_tflite(acc, rq, i);
     int32_t shift = rq->shift[i];
     int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
+    if (__builtin_expect(rq->divisor > 1, 0))
+        return tsr_requantize_divide(v >> shift, rq);
     v = (v >> shift) + rq->zero_point;
     if (v < rq->lo) v = rq->lo;
     if (v > rq->hi) v = rq->hi;

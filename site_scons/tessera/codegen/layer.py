@@ -22,10 +22,9 @@ from .. import ir
 from ..errors import FitError
 from ..tiler import tiles as tile_list
 from ..views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import header_comment, int_list
+from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library
 
-ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR"}
 
 
 def symbol(prefix, layer_name, what=None):
@@ -246,6 +245,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                 out.append("    rq.add = rq_add;")
         out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
                    f"    rq.rounding = {ROUNDING[rq.rounding]};")
+        if rq.divisor:
+            out.append(f"    rq.divisor = {rq.divisor};")
     # parameters per element (Requant.shape, a bias matrix): planes per channel
     rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
     plane_tile = []

@@ -34,6 +34,11 @@ def view(graph, the_plan, target):
         "sections": target["sections"],
         "engines": target["n_engines"],
     }
+    tail = (graph.notes or {}).get("float_tail")
+    if tail:
+        out = graph.tensor(graph.outputs[0])
+        v["float_tail"] = {"ops": [f"{t['op']} ({t['node']})" for t in tail],
+                           "scale": f"{out.scale:.9g}", "zero_point": out.zero_point}
     stream = the_plan["weights"].get("stream")
     if stream is not None:
         v["wstream"] = _stream_view(graph, stream, target)
@@ -92,6 +97,13 @@ def header(v):
             shape = "x".join(map(str, t["shape"]))
             out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
+    tail = v.get("float_tail")
+    if tail:
+        out.append(f"/* Output 0 is the quantized tensor before the model's float tail, left to\n"
+                   f" * the application: {', '.join(tail['ops'])}.\n"
+                   f" * real = {P}_OUTPUT0_SCALE * (q - {P}_OUTPUT0_ZERO_POINT) */")
+        out.append(f"#define {P}_OUTPUT0_SCALE {tail['scale']}f")
+        out.append(f"#define {P}_OUTPUT0_ZERO_POINT {tail['zero_point']}")
     out.append("")
     out.append(f"/* Call once before the first run (resets the per-layer counts). */\nvoid {p}_init(void);")
     out.append(f"/* Where input i goes (in the {v['levels']['activations']} arena; "

@@ -3,16 +3,17 @@ concat, resize, softmax, broadcast add/mul): every input comes to L1 in
 one copy, the cores compute, the output goes back in one copy; or, when
 that does not fit, the same for blocks of channels (resize) or rows
 (softmax, a channel concat), one after the other. The tiler sized L1 for
-exactly that (tiler._solve_whole) or stopped the build with a fit error. The layer's tables (resize indices, softmax exponentials) are
-constants of this file, read in place.
+exactly that (tiler._solve_whole) or stopped the build with a fit error.
+The layer's tables (resize indices, softmax exponentials) are constants of
+this file, read in place.
 """
 
 import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from .cfmt import header_comment, int_list
 from ..views import whole_split
+from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import reference
 
 
@@ -34,7 +35,7 @@ def _requant(layer):
     if any(rq.add):
         body.append("rq.add = rq_add;")
     body += [f"rq.zero_point = {rq.zero_point};", f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};",
-             f"rq.rounding = {'TSR_ROUND_HALF_UP' if rq.rounding == 'half_up' else 'TSR_ROUND_FLOOR'};",
+             f"rq.rounding = {ROUNDING[rq.rounding]};",
              "a.rq = &rq;"]
     return decl, body
 

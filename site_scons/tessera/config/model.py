@@ -1,7 +1,8 @@
 """Model YAML: which network, and where its golden input comes from.
 
 Either `onnx:` names a user's quantized ONNX file (relative to the YAML
-file), or `generator:` asks tessera.zoo to build a float network and quantize
+file), or `tflite:` an int8 TFLite flatbuffer (checked against the TFLite
+interpreter when the model is prepared), or `generator:` asks tessera.zoo to build a float network and quantize
 it with ONNX Runtime, as a user would.
 
 `reference: {kind: dory | deeploy, dir: ...}` (with `onnx:`) points at the
@@ -44,12 +45,35 @@ INPUT = Field("map", fields={
 MODEL = Field("map", fields={
     "description": Field("str", "one line shown by `scons -h`", required=True),
     "onnx": Field("str", "a quantized ONNX file (relative to this YAML)"),
+    "tflite": Field("str", "an int8 .tflite file (relative to this YAML)"),
+    "drop_final_softmax": Field("bool", "tflite: end the network at the final SOFTMAX's input (the logits)",
+                                default=False),
     "generator": GENERATOR,
     "quantization": QUANTIZATION,
     "input": INPUT,
     "reference": REFERENCE,
+    "input_shape": Field("any", "free input dimensions: [N, C, H, W] (one input) or {input name: dims}; "
+                         "a free batch is pinned to 1 without it"),
+    "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
+                       "or only warns (warn)", default="error", choices=("error", "warn")),
     "note": Field("str", default=""),
 })
+
+
+def _input_shape(value, path):
+    """{input name or "*": [dims]} from the YAML's list or mapping."""
+    def dims(v, key):
+        if (isinstance(v, list) and v
+                and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in v)):
+            return list(v)
+        raise ConfigError(path, f"{key}: expected a list of positive integers, got {v!r}",
+                          "e.g. input_shape: [1, 3, 96, 96]")
+    if isinstance(value, list):
+        return {"*": dims(value, "input_shape")}
+    if isinstance(value, dict) and value:
+        return {str(k): dims(v, f"input_shape.{k}") for k, v in value.items()}
+    raise ConfigError(path, f"input_shape: expected a list of dimensions or a mapping, got {value!r}",
+                      "e.g. input_shape: [1, 3, 96, 96]")
 
 
 def _resolution(value, path):
@@ -64,11 +88,26 @@ def _resolution(value, path):
 def parse_model(data, path, name):
     has_onnx = "onnx" in data
     has_gen = "generator" in data
+    has_tflite = "tflite" in data
     model = validate(data, MODEL, path)
-    if has_onnx == has_gen:
-        raise ConfigError(path, "give exactly one of `onnx:` (your quantized file) or `generator:`",
-                          "see models/tiny.yaml and the README")
+    if has_onnx + has_gen + has_tflite != 1:
+        raise ConfigError(path, "give exactly one of `onnx:` (your quantized file), `tflite:` (an int8 "
+                          ".tflite file) or `generator:`", "see models/tiny.yaml and the README")
     base = os.path.dirname(os.path.abspath(path))
+    if has_tflite:
+        if model["reference"] is not None:
+            raise ConfigError(path, "reference: is for DORY/Deeploy ONNX graphs",
+                              "a .tflite model is checked against the TFLite interpreter itself")
+        model["generator"] = None
+        model["quantization"] = None
+        model["onnx"] = None
+        model["tflite"] = os.path.normpath(os.path.join(base, model["tflite"]))
+        if not os.path.isfile(model["tflite"]):
+            raise ConfigError(path, f"tflite: file not found: {model['tflite']}",
+                              "the path is relative to the model YAML")
+        model["name"] = name
+        model["path"] = path
+        return model
     if has_onnx:
         model["generator"] = None
         model["quantization"] = None
@@ -85,6 +124,11 @@ def parse_model(data, path, name):
         model["reference"]["dir"] = os.path.normpath(os.path.join(base, model["reference"]["dir"]))
         if not os.path.isdir(model["reference"]["dir"]):
             raise ConfigError(path, f"reference.dir: folder not found: {model['reference']['dir']}")
+    if model["input_shape"] is not None:
+        if not has_onnx:
+            raise ConfigError(path, "input_shape: applies to a given `onnx:` file",
+                              "generated models have fixed shapes")
+        model["input_shape"] = _input_shape(model["input_shape"], path)
     model["name"] = name
     model["path"] = path
     return model

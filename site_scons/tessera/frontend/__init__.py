@@ -10,12 +10,13 @@ import onnx
 from ..errors import FrontendError
 from .builder import Builder
 from .nemo import NemoParser
+from .normalize import normalize
 from .onnxgraph import OnnxGraph, load
 from .qdq import QdqParser
 from .qoperator import QOperatorParser
 from .quantlib import QuantLibParser
 
-FRONTEND_VERSION = "1"
+FRONTEND_VERSION = "2"
 
 QOPERATOR_OPS = {"QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd",
                  "QLinearGlobalAveragePool", "QLinearAveragePool"}
@@ -90,11 +91,14 @@ def input_names(path):
     return [i.name for i in model.graph.input if i.name not in inits]
 
 
-def import_onnx(path, name, input_types=None):
+def import_onnx(path, name, input_types=None, input_shape=None):
     """Lower the ONNX file at `path` to (Graph, {key: array}).
 
     input_types: {graph input: "int8" | "uint8" | "int32"} for the integer
-    dialects, whose graphs do not say (see tessera.reference)."""
+    dialects, whose graphs do not say (see tessera.reference).
+    input_shape: {graph input or "*": dims} for free input dimensions
+    other than the batch (standard dialects, normalized first: see
+    tessera.frontend.normalize)."""
     try:
         g = load(path)
     except FrontendError as err:
@@ -111,4 +115,12 @@ def import_onnx(path, name, input_types=None):
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
     if dialect in INTEGER_DIALECTS:
         return parser(g, Builder(name, dialect, path), input_types).parse()
-    return parser(g, Builder(name, dialect, path)).parse()
+    model, notes = normalize(g.model, path, input_shape)
+    g = OnnxGraph(model, path)
+    graph, weights = parser(g, Builder(name, dialect, path)).parse()
+    layouts = notes.get("input_layout", {})
+    for onnx_name, ir_name in zip(g.input_names, graph.inputs):
+        if onnx_name in layouts:
+            graph.tensors[ir_name].source_layout = "hwc"
+    graph.notes = notes or None
+    return graph, weights

@@ -305,6 +305,14 @@ class IntegerParser:
         tx = b.tensors[x]
         geo = conv_geometry(node, tx.shape, list(w.shape), self.where(node))
         geo["pad"] = [p + q for p, q in zip(geo["pad"], extra_pad)]
+        kh, kw = geo["kernel"]
+        over = [max(0, p - (k - 1)) for p, k in zip(geo["pad"], [kh, kw, kh, kw])]
+        if any(over):
+            # the tiler and kernels take pads below the kernel: the rest is a
+            # zero Pad layer of its own (DORY's numbering then has one less)
+            x = self._zero_pad_layer(node, x, over, pad_nodes)
+            tx = b.tensors[x]
+            geo["pad"] = [p - o for p, o in zip(geo["pad"], over)]
         bias = None
         if len(node.input) > 2 and node.input[2]:
             bias = self.int_const(node, node.input[2], "bias")
@@ -318,6 +326,19 @@ class IntegerParser:
             b.conv_int(node.name or "conv", x, y, w, bb, geo, rq, self.where(node), sources)
 
         self.finish_acc(Acc(node, node.output[0], shape, "chw", emit, sources=srcs))
+
+    def _zero_pad_layer(self, node, x, pad, pad_nodes):
+        tx = self.b.tensors[x]
+        h, w, c = tx.shape
+        top, left, bottom, right = pad
+        onnx_shape = [1, c, h + top + bottom, w + left + right] if h > 1 or top or bottom else \
+            [1, c, w + left + right]
+        name = (node.input[0] or node.name) + "_pad"
+        y = self.new_act(name, onnx_shape, tx.source_dtype, "chw", self.where(node))
+        self.b.pad_int((node.name or "conv") + "_pad", x, y, pad, 0, self.rounding, self.where(node),
+                       [n.name for n in pad_nodes])
+        self.b.layers[-1].added = "padding beyond the convolution's kernel"
+        return y
 
     def _sum_bias(self, bias, extra, co):
         """A Conv's own bias [Co] plus a folded Add's (per channel or [H, W, C])."""
@@ -436,10 +457,20 @@ class IntegerParser:
 
     def op_MaxPool(self, node):
         b = self.b
-        x = self.act(node, node.input[0])
+        extra_pad = [0, 0, 0, 0]
+        if node.input[0] in self.pending_pad:
+            x, extra_pad, _ = self.pending_pad.pop(node.input[0])
+        else:
+            x = self.act(node, node.input[0])
         self.chw_input(node, x)   # 8-bit or int32: the max needs no requantization
         tx = b.tensors[x]
-        geo = pool_geometry(node, tx.shape, self.where(node), allow_pad=True)
+        top, left, bottom, right = extra_pad
+        padded = [tx.shape[0] + top + bottom, tx.shape[1] + left + right, tx.shape[2]]
+        geo = pool_geometry(node, padded, self.where(node), allow_pad=True)
+        geo["pad"] = [p + q for p, q in zip(geo["pad"], extra_pad)]
+        if any(p >= k for p, k in zip(geo["pad"], geo["kernel"] * 2)):
+            raise FrontendError(self.where(node), f"max pooling padded by {geo['pad']} (with the Pad before "
+                                f"it) is not smaller than its {geo['kernel']} window", "pad less")
         oh, ow = out_hw(tx.shape, geo)
         shape = self._pool_shape(node, tx, oh, ow)
         y = self.new_act(node.output[0], shape, tx.source_dtype, "chw", self.where(node))
@@ -516,13 +547,25 @@ class IntegerParser:
 
     def op_Pad(self, node):
         b = self.b
-        x = self.act(node, node.input[0])
-        self.chw_input(node, x)
-        in_shape = self.shape(node.input[0])
+        name = node.input[0]
+        in_shape = self.shape(name)
         pad, value = self.pad_params(node, len(in_shape))
+        if name in self.pending_pad and value == 0:
+            # Pad -> Pad: one padding (both zero), so the layers stay DORY's
+            x, first, first_node = self.pending_pad.pop(name)
+            pad = [p + q for p, q in zip(first, pad)]
+            in_shape = self.shape(first_node.input[0])
+        else:
+            x = self.act(node, name)
+        self.chw_input(node, x)
         user = self.single_user(node.output[0])
         source_zero = 0  # what the IR's padded positions stand for in a Conv
-        if user is not None and user.op_type == "Conv" and user.input[0] == node.output[0] and value == source_zero:
+        if user is not None and user.input[0] == node.output[0] and (
+                user.op_type == "Conv" and value == source_zero
+                or user.op_type == "Pad" and value == 0
+                or user.op_type == "MaxPool" and value <= INT_RANGES[b.tensors[x].source_dtype][0]):
+            # folded into the next layer's padding (a max pool ignores padded
+            # positions, which a value no activation undercuts never wins)
             self.pending_pad[node.output[0]] = (x, pad, node)
             return
         self.eight_bit(node, x)

@@ -11,7 +11,13 @@ requantization into integer arithmetic, e.g.
 
 Lowering: the chain is folded symbolically into one exact rational
 (acc * mul + add) / den and one rounding point, which becomes the layer's
-Requant with rounding "floor": y = clamp((acc * mul + add) >> log2(den)).
+Requant with rounding "floor": y = clamp((acc * mul + add) >> log2(den)),
+or, when den = 2**s * q with q odd (NEMO divides by 2**d - 1), y =
+clamp(floor(((acc * mul + add) >> s) / q)) with Requant.divisor = q: a
+shift by d instead differs (11 of 320,000 values of one real layer). An
+add beyond 32 bits moves into the accumulator's bias (_fit_int32). A chain
+after a finished one (after a residual Add's Floor) is DORY's layer of its
+own: an elementwise requantization.
 
 Arithmetic. The graph multiplies the accumulator by kappa and adds lambda
 in float32, which rounds once |acc * kappa| >= 2**24 (it does for 134166 of
@@ -43,12 +49,13 @@ principle; its reference values stay within 0..4, and DORY checks bytes). A Conv
 accumulators (DORY's final fully connected layer).
 
 Float post-processing at the graph outputs (Sigmoid, Softmax, and the
-Gather that splits the last layer's outputs) is not part of the integer
+Gather (-> Unsqueeze) that splits the last layer's outputs) is not part of the integer
 network: DORY stops at the last integer layer, and so does tessera; the
 IR outputs are the tensors those ops read.
 
 DORY numbers its layers (out_layerN.txt) one per Conv/Gemm/MatMul with its
-chain (and a Pad folded into it), pool and residual Add, in graph order;
+chain (and the zero Pads folded into it), pool (a zero Pad before a max
+pool folded too), residual Add and standalone chain, in graph order;
 tessera's layers are exactly those, in the same order.
 """
 
@@ -62,7 +69,7 @@ from .onnxgraph import attrs
 
 INT_TYPES = {2, 3, 4, 5, 6, 7, 12, 13}   # ONNX uint8, int8, uint16, int16, int32, int64, uint32, uint64
 FLOAT_TYPES = {1, 10, 11, 16}
-TAIL_OPS = ("Sigmoid", "Softmax", "LogSoftmax", "Gather", "Identity")
+TAIL_OPS = ("Sigmoid", "Softmax", "LogSoftmax", "Gather", "Identity", "Unsqueeze")
 DORY_RANGE = (0, 255)
 
 
@@ -75,7 +82,7 @@ class NemoParser(IntegerParser):
     rounding = "floor"
     default_input = "uint8"
     supported = ("tessera lowers NEMO/DORY graphs: Conv/Gemm/MatMul, MaxPool/AveragePool, residual Add, "
-                 "each followed by Mul/Add/Div/Floor/Cast/Clip chains, Pad before Conv, Flatten/Reshape")
+                 "each followed by Mul/Add/Div/Floor/Cast/Clip chains, Pad before Conv or MaxPool, Flatten/Reshape")
 
     def __init__(self, g, builder, input_types=None):
         super().__init__(g, builder, input_types)
@@ -99,24 +106,30 @@ class NemoParser(IntegerParser):
                 bias = self.bias_array(acc, acc.offset)
             else:
                 add = acc.offset
-        den, rounded, is_int = acc.den, None, False   # is_int: the ONNX tensor is an integer type
+        den, rounded = acc.den, None
+        p = self.g.producer.get(acc.out)             # is_int: the ONNX tensor is an integer type
+        is_int = p is not None and p.op_type == "Cast" and attrs(p).get("to") in INT_TYPES
         lo, hi, clipped = -math.inf, math.inf, False
-        t, nodes = acc.out, []
+        t, nodes, follows = acc.out, [], False
         while True:
             u = self.single_user(t)
             if u is None:
                 break
             op = u.op_type
             open_chain = rounded is None and not clipped
+            if (not open_chain and op in ("Mul", "Div") and self._operand(u, t) is not None
+                    and not self._scales_add(u)):
+                follows = True        # a requantization chain of its own (see _standalone)
+                break
             if op == "Mul" and open_chain and (k := self._operand(u, t)) is not None:
                 mul, add = mul * k, add * k
             elif op == "Add" and open_chain and (k := self._operand(u, t)) is not None:
                 add = add + k * den
             elif op == "Div" and open_chain and u.input[0] == t and self.is_const(u.input[1]):
                 q = self.int_const(u, u.input[1], "divisor")
-                if q.size != 1 or not _pow2(int(q.reshape(()))):
-                    raise FrontendError(self.where(u), f"division by {q.reshape(-1)[:4].tolist()}, not a "
-                                        "power of two", "NEMO requantizes with power-of-two divisors")
+                if q.size != 1 or int(q.reshape(())) <= 0:
+                    raise FrontendError(self.where(u), f"division by {q.reshape(-1)[:4].tolist()}, not one "
+                                        "positive integer", "divide the whole tensor by one positive constant")
                 den *= int(q.reshape(()))
                 if is_int:        # integer Div truncates (see the module doc)
                     rounded = "trunc"
@@ -165,7 +178,31 @@ class NemoParser(IntegerParser):
         dtype = dtype_for(lo, hi)
         y = self.new_act(t, acc.shape, dtype, acc.layout, where)
         rq = self._requant(acc, y, mul, add, den, lo, hi, where)
+        bias = self._fit_int32(acc, rq, bias, where)
         acc.emit(y, rq, bias, sources)
+        if follows:
+            self._standalone(t)
+
+    def _scales_add(self, node):
+        """Does this Mul scale an operand of a residual Add (through Casts)?"""
+        while node is not None and node.op_type in ("Mul", "Cast"):
+            node = self.single_user(node.output[0])
+        return node is not None and node.op_type == "Add" and not any(self.is_const(i) for i in node.input)
+
+    def _standalone(self, t):
+        """A chain (Mul, Div, Floor, Clip) after a finished one, e.g. after a
+        residual Add's Floor: DORY's own layer (an out_layerN file of its
+        own), tessera's elementwise requantization (a 1x1 average pool)."""
+        x = self.ir[t]
+        tx = self.b.tensors[x]
+        u = self.single_user(t)
+        shape = list(self.shape(t))
+
+        def emit(y, rq, bias, sources):
+            self.b.avgpool_int(u.name or "requant", x, y, [1, 1], [1, 1], rq, self.where(u), sources)
+
+        self.finish_acc(Acc(u, t, shape, self.layout[x], emit, takes_bias=False,
+                            acc_range=INT_RANGES[tx.source_dtype], sources=[]))
 
     def _clip(self, node):
         if node.op_type == "Relu":
@@ -186,18 +223,59 @@ class NemoParser(IntegerParser):
         if _pow2(den):
             (mul_l, add_l), shape = self.hwc_params(acc, [mul, add], "requantization")
             return b.int_requant(y, mul_l, add_l, [den.bit_length() - 1], "floor", lo, hi, shape)
-        # a pool over a window whose area is not a power of two
         m, a = np.unique(np.asarray(mul)), np.unique(np.asarray(add))
-        if m.size != 1 or a.size != 1:
-            raise FrontendError(where, f"division by {den} with per-channel parameters is not supported",
-                                "pool over a power-of-two window")
-        try:
-            mul_p, add_p, shift, k = exact_divider(int(m[0]), int(a[0]), den, *acc.acc_range)
-        except ValueError as err:
-            raise FrontendError(where, str(err), "pool over a power-of-two window") from None
-        rq = b.int_requant(y, [mul_p], [add_p], [shift], "floor", lo, hi)
-        rq.zero_point -= k
+        if acc.den > 1 and m.size == 1 and a.size == 1:
+            # a pool over a window whose area is not a power of two: a
+            # multiply and shift, exact over the window sums it can reach
+            try:
+                mul_p, add_p, shift, k = exact_divider(int(m[0]), int(a[0]), den, *acc.acc_range)
+            except ValueError:
+                pass
+            else:
+                rq = b.int_requant(y, [mul_p], [add_p], [shift], "floor", lo, hi)
+                rq.zero_point -= k
+                return rq
+        # den = 2**s * q, q odd (NEMO divides by 2**d - 1): the shift, then
+        # the exact floor division by q (Requant.divisor)
+        s = (den & -den).bit_length() - 1
+        (mul_l, add_l), shape = self.hwc_params(acc, [mul, add], "requantization")
+        rq = b.int_requant(y, mul_l, add_l, [s], "floor", lo, hi, shape)
+        rq.divisor = den >> s
+        # the kernels divide in 32 bits what is left after the clamp (kernels.h)
+        if (rq.hi - rq.lo + 1) * rq.divisor > 1 << 32:
+            raise FrontendError(where, f"division by {den} (odd factor {rq.divisor}) into a {hi - lo + 1}-value "
+                                "range: tessera's kernels divide by 2^d - 1 below 2^24 into 8-bit outputs",
+                                "clip the chain's output to 8 bits")
         return rq
+
+    def _fit_int32(self, acc, rq, bias, where):
+        """The kernels hold mul and add in 32 bits. An add beyond that
+        (lambda * m of a large batch-norm offset) moves into the
+        accumulator's bias, exactly: acc * mul + add = (acc + b) * mul +
+        (add - b * mul) with b = floor(add / mul). Returns the bias."""
+        lim = 1 << 31
+        if any(not -lim <= v < lim for v in rq.mul):
+            big = next(v for v in rq.mul if not -lim <= v < lim)
+            raise FrontendError(where, f"requantization multiplier {big} does not fit 32 bits",
+                                "tessera's kernels multiply by an int32 (rescale the chain's Mul constants)")
+        if all(-lim <= v < lim for v in rq.add):
+            return bias
+        big = next(v for v in rq.add if not -lim <= v < lim)
+        if not acc.takes_bias or rq.shape is not None or any(v <= 0 for v in rq.mul):
+            raise FrontendError(where, f"requantization additive term {big} does not fit 32 bits",
+                                "tessera's kernels add an int32 after the multiply: rescale the chain")
+        channels = max(len(rq.mul), len(rq.add))
+        mul = np.broadcast_to(np.asarray(rq.mul, dtype=np.int64), (channels,))
+        add = np.broadcast_to(np.asarray(rq.add, dtype=np.int64), (channels,))
+        moved = add // mul
+        # the accumulator stays within int32 with 2**30 to spare for the sum
+        # of products (8-bit inputs and weights: 2**30 / (255 * 128) terms)
+        if np.any(np.abs(moved) >= 1 << 30):
+            raise FrontendError(where, f"requantization additive term {big} does not fit 32 bits, nor "
+                                "does it as an accumulator bias", "rescale the chain")
+        rq.add = [int(v) for v in add - moved * mul]
+        rq.mul = [int(v) for v in mul] if len(rq.mul) > 1 else rq.mul
+        return moved if bias is None else bias + moved
 
     # ---- ops -----------------------------------------------------------------
 
@@ -273,6 +351,15 @@ class NemoParser(IntegerParser):
             self.ir[t] = x
 
     # ---- outputs: float post-processing is not part of the integer network ----
+
+    def op_view(self, node):
+        """A view of a tail op's output (Gather -> Unsqueeze) is part of the
+        tail: left to output_sources (or reported unclaimed if it is not)."""
+        p = self.g.producer.get(node.input[0])
+        if node.input[0] not in self.ir and p is not None and p.op_type in TAIL_OPS:
+            self.claimed.discard(id(node))
+            return
+        super().op_view(node)
 
     def output_sources(self):
         g = self.g

@@ -33,8 +33,11 @@ class OnnxGraph:
                 if inp:
                     self.consumers.setdefault(inp, []).append(node)
         self.shapes = {}
+        self.dtypes = {}
         for vi in list(self.graph.value_info) + list(self.graph.input) + list(self.graph.output):
             dims = vi.type.tensor_type.shape.dim
+            self.dtypes[vi.name] = onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).name \
+                if vi.type.tensor_type.elem_type else None
             if vi.type.tensor_type.HasField("shape"):
                 self.shapes[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in dims]
         self.input_names = [i.name for i in self.graph.input if i.name not in self.inits]

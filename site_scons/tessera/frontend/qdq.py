@@ -18,7 +18,7 @@ from .onnxgraph import VIEW_OPS, attrs, input_quantizers
 
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
-               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu")
+               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
 LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
@@ -164,9 +164,23 @@ class QdqParser:
 
     # ---- ops -----------------------------------------------------------------
 
+    def _unsupported(self, node):
+        return FrontendError(self.g.where(node), "unsupported op",
+                             f"tessera lowers {', '.join(COMPUTE_OPS + LUT_OPS)} (Relu/Clip folded "
+                             "where they follow an op), and Flatten/Reshape views")
+
     def parse(self):
         g, b = self.g, self.b
+        # an op tessera has no lowering for is named first, before the
+        # layers behind it would report their input as unknown
+        known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | {
+            "QuantizeLinear", "DequantizeLinear", "Constant"}
+        for node in g.graph.node:
+            if node.op_type not in known:
+                raise self._unsupported(node)
         for name in g.input_names:
+            if self._quantized_input(name):
+                continue
             qs, views = input_quantizers(g, name)
             self.handled.update(id(v) for v in views)
             for q in qs:
@@ -187,17 +201,44 @@ class QdqParser:
             if id(node) not in self.handled and node.op_type not in ("Constant",):
                 if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
                     continue  # dangling Q/DQ (e.g. on constants) change nothing we run
-                raise FrontendError(g.where(node), "unsupported op",
-                                    f"tessera lowers {', '.join(COMPUTE_OPS + LUT_OPS)} (Relu/Clip folded "
-                                    "where they follow an op), and Flatten/Reshape views")
+                raise self._unsupported(node)
         for name in g.output_names:
             prod = g.producer.get(name)
+            if prod is not None and prod.op_type == "QuantizeLinear" and name in b.tensors:
+                b.outputs.append(self.alias.get(name, name))    # an int8 output (tf2onnx)
+                continue
             if prod is None or prod.op_type != "DequantizeLinear":
                 raise FrontendError(g.path, f"graph output {name!r} is not a dequantized activation",
                                     "end the graph with QuantizeLinear -> DequantizeLinear")
             src = self.alias.get(prod.input[0], prod.input[0])
             b.outputs.append(src)
         return b.finish()
+
+    def _quantized_input(self, name):
+        """An int8/uint8 graph input read by DequantizeLinear nodes (tf2onnx
+        from an int8 TFLite model): the input is the IR tensor itself."""
+        g = self.g
+        dtype = self.g.dtypes.get(name)
+        if dtype not in ("int8", "uint8"):
+            return False
+        users = g.consumers.get(name, [])
+        params = set()
+        for u in users:
+            if u.op_type != "DequantizeLinear":
+                raise FrontendError(g.where(u), f"int8 graph input {name!r} is read without a DequantizeLinear",
+                                    "dequantize the quantized input before any op")
+            _, scale, zp, _ = self._dq_params(u)
+            if scale.size != 1 or zp.size != 1:
+                raise FrontendError(g.where(u), "per-channel activation quantization is not supported",
+                                    "quantize activations per tensor")
+            params.add((float(scale.reshape(())), int(zp.reshape(()))))
+        if len(params) != 1:
+            raise FrontendError(g.path, f"graph input {name!r} is dequantized with {len(params)} "
+                                "different parameters", "dequantize it once")
+        (scale, zp), = params
+        self.b.tensor(name, hwc(g.shape(name), g.path), dtype, scale, zp)
+        self.b.inputs.append(name)
+        return True
 
     def _maybe_alias(self, node):
         """DQ -> Flatten -> Q with the same parameters: the Q output re-views
@@ -282,6 +323,37 @@ class QdqParser:
         h, w, _ = b.tensors[x].shape
         y, clamp = self.output(node)
         b.avgpool(node.name or "gap", x, y, [h, w], [1, 1], g.where(node), [node.name], clamp=clamp)
+
+    def op_Pad(self, node):
+        """A zero Pad normalization could not fold into a convolution (before
+        a pool, on the input): a padding layer."""
+        g, b = self.g, self.b
+        x = self.activation(node.input[0], node)
+        a = attrs(node)
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if len(node.input) > 1 and node.input[1]:
+            pads = [int(p) for p in np.asarray(g.array(node.input[1])).reshape(-1)]
+            value = _scalar(g.array(node.input[2])) if len(node.input) > 2 and node.input[2] else 0.0
+        else:
+            pads = list(a.get("pads", []))
+            value = a.get("value", 0.0)
+        n = len(pads) // 2
+        if mode != "constant" or value != 0 or n not in (3, 4) or any(pads[i] or pads[n + i] for i in range(2)) \
+                or any(p < 0 for p in pads):
+            raise FrontendError(g.where(node), f"Pad mode={mode} value={value} pads={pads} is not supported",
+                                "tessera pads height and width with zeros (constant mode, value 0)")
+        y, clamp = self.output(node)
+        tx, ty = b.tensors[x], b.tensors[y]
+        if (tx.scale, tx.zero_point, tx.shift) != (ty.scale, ty.zero_point, ty.shift):
+            raise FrontendError(g.where(node), "Pad with different input and output quantization",
+                                "give the Pad's QuantizeLinear its input's parameters")
+        if n == 4:
+            top, left, bottom, right = pads[2], pads[3], pads[6], pads[7]
+        else:
+            top, left, bottom, right = 0, pads[2], 0, pads[5]
+        b.pad_int(node.name or "pad", x, y, [top, left, bottom, right], tx.zero_point, "half_up",
+                  g.where(node), [node.name])
 
     # ---- the operators of real exports (issue 10) -------------------------
 

@@ -33,7 +33,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "maxpool":
         acc = ops.maxpool(x, layer.kernel, layer.stride, layer.pad)
     elif op == "add":
-        acc = ops.add(x, values[layer.inputs[1]], layer.in_mul, layer.in_offset)
+        acc = ops.add(x, values[layer.inputs[1]], layer.in_mul, layer.in_offset, layer.in_shift)
     elif op == "matmul":
         acc = ops.matmul(x, values[layer.inputs[1]], layer.in_offset)
     elif op == "mul":

@@ -26,6 +26,10 @@ def requantize(acc, rq: Requant):
         mul = _per_channel(rq.mul, channels)
         add = _per_channel(rq.add, channels)
         shift = _per_channel(rq.shift, channels)
+    if rq.rounding == "tflite":
+        return np.clip(tflite_multiply(acc, mul, shift) + rq.zero_point, rq.lo, rq.hi)
+    if rq.rounding == "tflite_div":
+        return np.clip(_div_half_away(acc, mul) + rq.zero_point, rq.lo, rq.hi)
     if rq.rounding == "half_up":
         rnd = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
     else:
@@ -35,8 +39,60 @@ def requantize(acc, rq: Requant):
     _check_int64(float(np.abs(acc).max(initial=0)) * float(np.abs(mul).max())
                  + float(np.abs(add).max()) + float(rnd.max()), "requantization")
     scaled = acc * mul + add + rnd
-    y = np.right_shift(scaled, shift) + rq.zero_point
+    y = np.right_shift(scaled, shift)
+    if getattr(rq, "divisor", None):
+        y = np.floor_divide(y, rq.divisor)   # an exact constant division (NEMO's 2**d - 1)
+    y = y + rq.zero_point
     return np.clip(y, rq.lo, rq.hi)
+
+
+# ---- TFLite's fixed-point arithmetic (gemmlowp's, as TFLite's kernels use it)
+
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def _check_int32(x, what):
+    if x.size and (x.min() < _I32_MIN or x.max() > _I32_MAX):
+        raise OverflowError(f"{what} leaves int32 (TFLite computes it in 32 bits)")
+
+
+def _srdhm(a, b):
+    """SaturatingRoundingDoublingHighMul: (a * b + nudge) / 2^31, the nudge
+    2^30 (1 - 2^30 below zero) and a division toward zero: halves round up."""
+    ab = a * b
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    num = ab + nudge
+    q = np.where(num >= 0, num >> 31, -((-num) >> 31))
+    return np.where((a == b) & (a == _I32_MIN), _I32_MAX, q)
+
+
+def _rdbpot(x, exponent):
+    """RoundingDivideByPOT: x / 2^exponent rounded half away from zero."""
+    mask = (np.int64(1) << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def tflite_multiply(x, mul, shift):
+    """TFLite's MultiplyByQuantizedMultiplier with the IR's shift (the
+    exponent is 31 - shift): int32 x, int64 arrays broadcast."""
+    x = np.asarray(x, dtype=np.int64)
+    mul = np.asarray(mul, dtype=np.int64)
+    exponent = 31 - np.asarray(shift, dtype=np.int64)
+    _check_int32(x, "TFLite requantization input")
+    left = np.maximum(exponent, 0)
+    right = np.maximum(-exponent, 0)
+    shifted = x << left
+    _check_int32(shifted, "TFLite requantization's left shift")
+    return _rdbpot(_srdhm(shifted, mul), right)
+
+
+def _div_half_away(acc, divisor):
+    """TFLite's average pooling: (acc +- n/2) / n, C division (toward zero)."""
+    half = divisor // 2
+    mag = (np.abs(acc) + half) // divisor
+    return np.where(acc >= 0, mag, -mag)
 
 
 def _check_int64(bound, what):
@@ -125,8 +181,16 @@ def maxpool(x, kernel, stride, pad):
     return win.max(axis=(2, 3))
 
 
-def add(a, b, in_mul, in_offset):
-    """(a + oa) * ma + (b + ob) * mb in int64 (broadcasting size-1 axes)."""
+def add(a, b, in_mul, in_offset, in_shift=None):
+    """(a + oa) * ma + (b + ob) * mb in int64 (broadcasting size-1 axes);
+    with in_shift TFLite's ADD: each (x + o) << 20 rescaled by
+    tflite_multiply, then summed in int32."""
+    if in_shift:
+        sa = tflite_multiply((a.astype(np.int64) + in_offset[0]) << 20, in_mul[0], in_shift[0])
+        sb = tflite_multiply((b.astype(np.int64) + in_offset[1]) << 20, in_mul[1], in_shift[1])
+        total = sa + sb
+        _check_int32(total, "TFLite add")
+        return total
     a = a.astype(np.int64) + in_offset[0]
     b = b.astype(np.int64) + in_offset[1]
     _check_int64(float(np.abs(a).max(initial=0)) * abs(in_mul[0])

@@ -11,61 +11,82 @@ measured alone instead of accumulating through the network.
 import numpy as np
 import onnx
 
-from . import run_layer
+from . import run, run_layer
 
 
-def _nchw_to_hwc(arr, shape):
+def _to_hwc(arr, shape):
+    """ORT's array (NCHW, NCL, NC, or channel-last NHWC as tf2onnx leaves
+    some tensors) as tessera's [H, W, C]."""
     arr = np.asarray(arr)
+    h, w, c = shape
     if arr.ndim == 4:
+        if list(arr.shape[1:]) == [h, w, c] and list(arr.shape[1:]) != [c, h, w]:
+            return arr[0]
         arr = arr[0].transpose(1, 2, 0)
     elif arr.ndim == 3:
         arr = arr[0].transpose(1, 0)[None]
     return arr.reshape(shape)
 
 
+def _feed(inp, t, stored, layout):
+    """An ONNX Runtime feed for a graph input from its stored HWC value."""
+    q = stored.astype(np.int64) + t.shift
+    shape = [d if isinstance(d, int) else 1 for d in inp.shape]
+    if "int8" in inp.type:               # tensor(int8) / tensor(uint8): the input is quantized
+        arr, dtype = q, (np.uint8 if "uint8" in inp.type else np.int8)
+    else:
+        arr, dtype = (q - t.zero_point) * t.scale, np.float32
+    if layout in ("nhwc", "nlc"):        # the user's channel-last array is tessera's HWC
+        return arr.reshape(shape).astype(dtype)
+    # HWC -> CHW, then the ONNX input's own shape (a flattened input keeps
+    # ONNX's C-order flatten of NCHW)
+    return arr.transpose(2, 0, 1).reshape(shape).astype(dtype)
+
+
 def ort_activations(onnx_path, graph, inputs):
-    """Every IR tensor as ONNX Runtime computes it (stored domain, HWC)."""
+    """Every IR tensor ONNX Runtime computes too (stored domain, HWC); IR
+    tensors that normalization made are not in it."""
     import onnxruntime as ort
 
-    model = onnx.load(onnx_path)
+    model = onnx.load(onnx_path) if isinstance(onnx_path, str) else onnx_path
     known = {o.name for o in model.graph.output}
+    produced = {o for n in model.graph.node for o in n.output}
     elem = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8,
             "int32": onnx.TensorProto.INT32}
-    # tensors the lowering added (a pool before its rescale) are not in ONNX
-    produced = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
-    for name, t in graph.tensors.items():
-        if name not in known and name in produced:
+    names = [n for n in graph.tensors if n in produced]
+    for name in names:
+        if name not in known:
+            t = graph.tensors[name]
             model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem[t.source_dtype], None))
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    layouts = (graph.notes or {}).get("input_layout", {})
     feeds = {}
-    onnx_inputs = [i for i in sess.get_inputs()]
-    for inp, name in zip(onnx_inputs, graph.inputs):
-        t = graph.tensor(name)
-        q = inputs[name].astype(np.float64) + t.shift
-        real = (q - t.zero_point) * t.scale
-        # HWC -> CHW, then the ONNX input's own shape (a flattened input
-        # keeps ONNX's C-order flatten of NCHW)
-        shape = [d if isinstance(d, int) else 1 for d in inp.shape]
-        feeds[inp.name] = real.transpose(2, 0, 1).reshape(shape).astype(np.float32)
-    names = [n for n in graph.tensors if n in produced]
+    for inp, name in zip(sess.get_inputs(), graph.inputs):
+        feeds[inp.name] = _feed(inp, graph.tensor(name), np.asarray(inputs[name]), layouts.get(inp.name))
     results = sess.run(names, feeds)
     out = {}
     for name, arr in zip(names, results):
         t = graph.tensor(name)
-        out[name] = (_nchw_to_hwc(arr, t.shape).astype(np.int64) - t.shift)
+        out[name] = (_to_hwc(arr, t.shape).astype(np.int64) - t.shift)
     return out
 
 
-def compare(onnx_path, graph, weights, inputs):
+def compare(onnx_path, graph, weights, inputs, golden_values=None):
     """Per layer: max |golden - ORT| with both fed ORT's inputs, and the share
-    of elements that differ. Returns a list of dicts in layer order."""
+    of elements that differ. Returns a list of dicts in layer order. A
+    layer whose output is not in the ONNX graph (one normalization or the
+    lowering made: a requantization, a pool before its rescale) has no row;
+    it is computed from ORT's inputs all the same and feeds the layers
+    after it (the golden value where even its inputs are not ORT's)."""
     ref = ort_activations(onnx_path, graph, inputs)
+    if golden_values is None:
+        golden_values = run(graph, weights, inputs)
     rows = []
-    own = {}   # golden values of tensors ONNX Runtime does not have
+    own = {}   # tessera's values, from ORT's inputs, of tensors ORT does not have
     for layer in graph.layers:
-        feeds = {name: ref[name] if name in ref else own[name] for name in layer.inputs}
+        feeds = {name: ref[name] if name in ref else own.get(name, golden_values[name]) for name in layer.inputs}
         mine = run_layer(layer, graph, weights, feeds).astype(np.int64)
         if layer.output not in ref:
             own[layer.output] = mine

@@ -7,7 +7,8 @@ model against it.
     rows = ref.compare(graph, values)               # one row per compared tensor
     check(name, ref, rows)                          # raises on the first difference
 
-DORY (input.txt, out_layerN.txt, HWC): every layer is compared. DORY
+DORY (input.txt, out_layerN.txt, HWC, or CHW when the header says
+[C, H, W]): every layer is compared element by element. DORY
 numbers its fused layers in graph order (a Conv/Gemm/MatMul with its
 batch-norm, requantization and preceding Pad; a pool; a residual Add);
 tessera's NEMO frontend makes exactly one layer of each, in the same
@@ -119,32 +120,44 @@ class DoryReference:
     def golden_inputs(self, graph):
         name = graph.inputs[0]
         t = graph.tensor(name)
-        values = self._input()
+        _, shape, values = dory.read_txt(self.input_path)
         if values.size != t.size:
             raise TesseraError(self.input_path, f"{values.size} values, the network's input has {t.size}")
-        return {name: _stored(values.reshape(t.shape), t, self.input_path)}
+        hwc = dory.as_hwc(values, shape, t.shape) if len(shape) > 1 else None
+        return {name: _stored(values.reshape(t.shape) if hwc is None else hwc, t, self.input_path)}
+
+    def _expected(self, path, t):
+        """(label, expected source values as [H, W, C], None) or (label,
+        None, why not) of one out_layerN file."""
+        label, shape, values = dory.read_txt(path)
+        if len(shape) == 3 and dory.layout(shape, t.shape) is None:
+            return label, None, f"DORY's shape {shape}, tessera's {t.shape}"
+        if values.size != t.size:
+            return label, None, f"{values.size} values, tessera's output has {t.size}"
+        hwc = dory.as_hwc(values, shape, t.shape) if len(shape) == 3 else None
+        return label, (values.reshape(t.shape) if hwc is None else hwc), None
+
+    @staticmethod
+    def _counted(graph):
+        """The layers DORY counts (not those tessera added, Layer.added)."""
+        return [layer for layer in graph.layers if not layer.added]
 
     def compare(self, graph, values):
-        layers = graph.layers
+        layers = self._counted(graph)
         if len(self.layers) != len(layers):
             raise ReferenceMismatch(self.folder, f"DORY has {len(self.layers)} layer outputs, tessera made "
                                     f"{len(layers)} layers", "is this the reference of this network?")
         rows = []
         for (n, path), layer in zip(self.layers, layers):
-            label, shape, expected = dory.read_txt(path)
             t = graph.tensor(layer.output)
-            got = _source(values[layer.output], t).reshape(-1)
+            label, expected, error = self._expected(path, t)
             name = f"out_layer{n} ({label})"
-            if len(shape) == 3 and list(shape) != list(t.shape):
+            if error is not None:
                 rows.append({"name": name, "tensor": layer.output, "layer": layer.name,
-                             "elements": int(expected.size), "equal": False,
-                             "error": f"DORY's shape {shape}, tessera's {t.shape}"})
+                             "elements": int(t.size), "equal": False, "error": error})
                 continue
-            row = _row(name, layer.output, got, expected, layer.name)
-            if "first" in row and len(t.shape) == 3 and expected.size == t.size:
-                row["first"]["index"] = [int(v) for v in np.unravel_index(
-                    int(np.ravel_multi_index(row["first"]["index"], expected.shape)), t.shape)]
-            rows.append(row)
+            got = _source(values[layer.output], t).reshape(t.shape)
+            rows.append(_row(name, layer.output, got, expected, layer.name))   # index [h, w, c]
         return rows
 
 
@@ -152,20 +165,16 @@ class DoryReference:
         """Per out_layerN file, in layer order: (file's row name, tessera
         layer, expected stored values shaped like the layer's output or None,
         why not). For checking a firmware run, whose outputs are bytes."""
-        if len(self.layers) != len(graph.layers):
+        layers = self._counted(graph)
+        if len(self.layers) != len(layers):
             raise ReferenceMismatch(self.folder, f"DORY has {len(self.layers)} layer outputs, tessera made "
-                                    f"{len(graph.layers)} layers", "is this the reference of this network?")
+                                    f"{len(layers)} layers", "is this the reference of this network?")
         out = []
-        for (n, path), layer in zip(self.layers, graph.layers):
-            label, shape, expected = dory.read_txt(path)
+        for (n, path), layer in zip(self.layers, layers):
             t = graph.tensor(layer.output)
+            label, expected, error = self._expected(path, t)
             name = f"out_layer{n} ({label})"
-            if len(shape) == 3 and list(shape) != list(t.shape):
-                out.append((name, layer, None, f"DORY's shape {shape}, tessera's {t.shape}"))
-            elif expected.size != t.size:
-                out.append((name, layer, None, f"{expected.size} values, tessera's output has {t.size}"))
-            else:
-                out.append((name, layer, expected.reshape(t.shape) - t.shift, None))
+            out.append((name, layer, None if expected is None else expected - t.shift, error))
         return out
 
 

@@ -2,8 +2,11 @@
 
 Each file is a header line `# name (shape [H, W, C]),\\` then one value per
 line followed by `,\\`, in HWC order (source values: uint8 activations as
-0..255, the last layer's int32 accumulators as they are). Some files repeat
-their block (header and values) twice; the first block is the data.
+0..255, the last layer's int32 accumulators as they are). Some DORY
+examples write CHW instead, with a `[C, H, W]` header: the header tells
+which (a shape that reads both ways, H = W = C, is DORY's own HWC). Some
+files repeat their block (header and values) twice; the first block is the
+data.
 """
 
 import os
@@ -32,9 +35,15 @@ def read_txt(path):
                 break                      # a repeated block
             m = _HEADER.match(line)
             if not m:
-                raise TesseraError(f"{path}:{i + 1}", "header is not `# name (shape [...]),\\`")
+                raise TesseraError(f"{path}:{i + 1}", f"header {line[:60]!r} is not `# name (shape [...]),\\`")
             name = m.group("name")
-            shape = [int(d) for d in m.group("shape").split(",") if d.strip()]
+            try:
+                shape = [int(d) for d in m.group("shape").split(",") if d.strip()]
+            except ValueError:
+                raise TesseraError(f"{path}:{i + 1}", f"header shape [{m.group('shape')}] is not a list of "
+                                   "integers", "write it as `# name (shape [H, W, C]),\\`") from None
+            if any(d <= 0 for d in shape):
+                raise TesseraError(f"{path}:{i + 1}", f"header shape {shape} has a dimension below 1")
             continue
         text = line.rstrip("\\").rstrip().rstrip(",")
         try:
@@ -64,3 +73,27 @@ def layer_files(folder):
         raise TesseraError(folder, f"out_layer files are not numbered 0..{len(out) - 1}: "
                            f"{[n for n, _ in out]}")
     return out
+
+
+def layout(shape, hwc):
+    """"hwc" or "chw": how a file with header `shape` holds a tensor tessera
+    has as [H, W, C]; None when it is neither."""
+    shape = [int(d) for d in shape]
+    h, w, c = hwc
+    if shape in ([h, w, c], [h * w * c]) or shape == [w, c] and h == 1:
+        return "hwc"
+    if shape == [c, h, w] or shape == [c, w] and h == 1:
+        return "chw"
+    return None
+
+
+def as_hwc(values, shape, hwc):
+    """The file's values as an [H, W, C] array (None: the header's shape is
+    neither layout)."""
+    order = layout(shape, hwc)
+    if order is None or values.size != int(np.prod(hwc)):
+        return None
+    h, w, c = hwc
+    if order == "chw":
+        return values.reshape(c, h, w).transpose(1, 2, 0)
+    return values.reshape(h, w, c)

@@ -8,12 +8,17 @@ the GAP8 harness's `cores` argument): core_counts (each compute core's
 share), work_split (max core / mean core) and dma_copy_count (the part of
 the layer's count spent in emulated DMA copies); where weights stream from
 a slower level: weights_streamed), memory (per level: peak, lower_bound,
-size); for a model with `reference:`, reference (kind, folder, verdict,
+size); per layer also the kernel function that ran it and its library
+(`kernel`, `library`: the target's, or the fallback's when the adapter
+gave the layer to it); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
 differing element) and per layer reference_match where the reference has
-the layer's output (DORY).
+the layer's output (DORY); for a .tflite model, tflite (the interpreter
+and kernels that checked the golden model, tensors compared, every one
+equal).
 """
 
+from ..codegen.libraries import library
 from ..memplan import memory_report
 from . import summary
 from .console import make_console
@@ -47,6 +52,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             "tiling_optimal": t["optimal"],
             "match": verdict["layers"][i]["match"],
         })
+        if meta.get("kernels"):
+            entry.update(kernel_of(meta["kernels"], layer, graph))
         dma = verdict["dma"][i] if i < len(verdict.get("dma", [])) else []
         entry["dma_bytes"] = {engines[e]: b for e, b in enumerate(dma) if e < len(engines)}
         if count_key and i < len(verdict.get("counts", [])):
@@ -86,6 +93,13 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+    if meta.get("tflite"):
+        out["tflite"] = meta["tflite"]
+    if meta.get("ort_check") is not None:
+        out["ort_check"] = meta["ort_check"]
+    intake = summary.intake(graph)
+    if intake:
+        out["intake"] = intake
     ref = verdict.get("reference")
     if ref is not None:
         out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
@@ -95,6 +109,16 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             if entry["name"] in by_layer:
                 entry["reference_match"] = by_layer[entry["name"]]
     return out
+
+
+def kernel_of(kernels, layer, graph):
+    """{kernel, library}: the function the generated code calls for the
+    layer and the library it belongs to (the reference kernels when the
+    target's library gave the layer to its fallback)."""
+    lib = library(kernels)
+    fn = lib.kernel_function(layer, graph)
+    own = list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
+    return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 
 def core_split(counts):

@@ -33,7 +33,7 @@ def print_targets_and_models(root, console=None):
         except ConfigError as err:
             models.add_row(name, "", f"[red]invalid: {err}[/red]")
             continue
-        source = f"zoo: {m['generator']['arch']}" if m["generator"] else os.path.basename(m["onnx"])
+        source = f"zoo: {m['generator']['arch']}" if m["generator"] else os.path.basename(m["onnx"] or m["tflite"])
         models.add_row(name, source, m["description"])
     console.print(targets)
     console.print(models)

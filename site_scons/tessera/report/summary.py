@@ -46,6 +46,17 @@ def _si(n):
     return str(n)
 
 
+def intake(graph):
+    """What normalization decided (tessera.frontend.normalize), with the
+    output's quantization when float ops were left to the application."""
+    notes = dict(graph.notes or {})
+    if notes.get("float_tail"):
+        out = graph.tensor(graph.outputs[0])
+        notes["output"] = {"tensor": out.name, "dtype": out.source_dtype, "scale": out.scale,
+                           "zero_point": out.zero_point}
+    return notes
+
+
 def render(rows, tot, title, console=None):
     """Print the summary table with rich."""
     from rich.table import Table

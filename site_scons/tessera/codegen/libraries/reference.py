@@ -34,6 +34,8 @@ def reference_only(layer, graph):
         return "a product of two activations"
     if layer.op in REFERENCE_OPS:
         return f"the {layer.op} op"
+    if layer.in_shift:
+        return "TFLite's add (each input rescaled)"
     if layer.dilation and list(layer.dilation) != [1, 1]:
         return "a dilated convolution"
     if is_whole(layer, graph) or channel_operand(layer, graph):
@@ -86,6 +88,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
     if layer.op == "add":
         lines += [f"a.in_mul[0] = {layer.in_mul[0]};", f"a.in_mul[1] = {layer.in_mul[1]};",
                   f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+        if layer.in_shift:
+            lines += [f"a.in_shift[0] = {layer.in_shift[0]};", f"a.in_shift[1] = {layer.in_shift[1]};"]
     if layer.op == "matmul":
         lines += [f"a.k = {graph.tensor(layer.inputs[0]).shape[2]};", f"a.a_offset = {layer.in_offset[0]};",
                   f"a.b_offset = {layer.in_offset[1]};"]

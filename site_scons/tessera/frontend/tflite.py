@@ -1,0 +1,710 @@
+"""int8 TFLite flatbuffers to IR, with TFLite's own integer arithmetic.
+
+The flatbuffer is read with the `tflite` package (classes generated from
+TFLite's schema.fbs); no TensorFlow. TFLite's activations are NHWC with
+batch 1, i.e. tessera's HWC already, and its weights are laid out as
+tessera's: CONV_2D [Co, kh, kw, Ci], FULLY_CONNECTED [Co, K] with K in the
+HWC order of its input.
+
+Every layer keeps TFLite's arithmetic (ir.Requant rounding "tflite":
+doubling high multiply then rounding shift, as MultiplyByQuantizedMultiplier;
+"tflite_div" for average pooling's rounded division; ADD's per-input
+rescale after a left shift of 20), with the multipliers computed from the
+float32 scales exactly as TFLite's Prepare steps compute them (the float
+and double operations in the same order), so the golden model equals the
+TFLite interpreter on every tensor (tessera.golden.tflitecheck checks it).
+
+IR tensor names are `t<index>`, the TFLite tensor index, so every tensor can
+be compared with the interpreter's. RESHAPE is an alias (TFLite's NHWC
+flatten order is tessera's HWC order); PAD folds into the convolution that
+reads it, or becomes a depthwise identity; QUANTIZE at a float input and
+DEQUANTIZE at a float output are the network's edges.
+"""
+
+import math
+from dataclasses import fields
+
+import numpy as np
+
+from .. import ir
+from ..errors import FrontendError
+from ..ir import Layer, Requant
+from .builder import Builder
+
+# schema.fbs enums (TensorType, Padding, ActivationFunctionType)
+INT8, INT32, FLOAT32, UINT8, INT16 = 9, 2, 0, 3, 7
+TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "int16", 9: "int8"}
+SAME, VALID = 0, 1
+ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
+ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
+INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
+            "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
+            "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
+HINTS = {
+    "SOFTMAX": "for a SOFTMAX at the model's output, `drop_final_softmax: true` in the model YAML ends the "
+               "network at its logits; see docs/tflite.md",
+}
+
+
+def _tflite():
+    try:
+        import tflite
+    except ImportError:
+        raise FrontendError(None, "the `tflite` package is missing",
+                            "run ./scons (it installs requirements.txt)") from None
+    return tflite
+
+
+# ---- TFLite's multiplier arithmetic ------------------------------------------
+
+def tfl_round(x):
+    """TfLiteRound: std::round, half away from zero."""
+    return math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)
+
+
+def quantize_multiplier(real):
+    """TFLite's QuantizeMultiplier(double) -> (multiplier, IR shift), the IR
+    shift being 31 - TFLite's exponent."""
+    if real == 0.0:
+        return 0, 31
+    frac, exponent = math.frexp(real)
+    q = tfl_round(frac * (1 << 31))
+    if q == 1 << 31:
+        q //= 2
+        exponent += 1
+    if exponent < -31:
+        return 0, 31
+    if exponent > 30:
+        exponent, q = 30, (1 << 31) - 1
+    return int(q), 31 - exponent
+
+
+def _f32(x):
+    return np.float32(x)
+
+
+# ---- reading the flatbuffer -----------------------------------------------
+
+class _Model:
+    def __init__(self, path):
+        tfl = _tflite()
+        self.tfl = tfl
+        self.path = path
+        try:
+            with open(path, "rb") as f:
+                self.buf = f.read()
+        except OSError as err:
+            raise FrontendError(path, f"cannot read ({err.strerror})") from None
+        if len(self.buf) < 8 or self.buf[4:8] != b"TFL3":
+            raise FrontendError(path, "not a TFLite flatbuffer (no TFL3 identifier)",
+                                "give a .tflite file written by TensorFlow's converter")
+        self.model = tfl.Model.GetRootAsModel(self.buf, 0)
+        if self.model.SubgraphsLength() != 1:
+            raise FrontendError(path, f"{self.model.SubgraphsLength()} subgraphs",
+                                "tessera imports single-subgraph models (no control flow)")
+        self.sg = self.model.Subgraphs(0)
+        self.op_names = {v: k for k, v in vars(tfl.BuiltinOperator).items() if not k.startswith("_")}
+
+    def opcode(self, op):
+        oc = self.model.OperatorCodes(op.OpcodeIndex())
+        code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+        if code == self.tfl.BuiltinOperator.CUSTOM:
+            return "CUSTOM:" + (oc.CustomCode() or b"").decode()
+        return self.op_names.get(code, str(code))
+
+    def tensor(self, i):
+        return self.sg.Tensors(i)
+
+    def shape(self, i):
+        return [int(d) for d in self.tensor(i).ShapeAsNumpy()] if self.tensor(i).ShapeLength() else []
+
+    def type(self, i):
+        return self.tensor(i).Type()
+
+    def name(self, i):
+        return self.tensor(i).Name().decode(errors="replace")
+
+    def data(self, i):
+        """The constant's array, or None for an activation."""
+        t = self.tensor(i)
+        b = self.model.Buffers(t.Buffer())
+        if b is None or b.DataLength() == 0:
+            return None
+        dtype = {INT8: np.int8, INT32: np.int32, FLOAT32: np.float32, UINT8: np.uint8,
+                 INT16: np.int16, 4: np.int64}[t.Type()]
+        return np.frombuffer(b.DataAsNumpy().tobytes(), dtype=dtype).reshape(self.shape(i))
+
+    def quant(self, i):
+        """(scales float32 array, zero points int array, quantized dimension) or None."""
+        q = self.tensor(i).Quantization()
+        if q is None or q.ScaleLength() == 0:
+            return None
+        zps = q.ZeroPointAsNumpy() if q.ZeroPointLength() else np.zeros(q.ScaleLength(), np.int64)
+        return np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zps, np.int64), q.QuantizedDimension()
+
+    def options(self, op, cls):
+        o = getattr(self.tfl, cls)()
+        table = op.BuiltinOptions()
+        if table is None:
+            return None
+        o.Init(table.Bytes, table.Pos)
+        return o
+
+
+def hwc(shape):
+    """TFLite activation shape (batch 1) -> [H, W, C], or None."""
+    if len(shape) == 1:
+        return [1, 1, shape[0]]     # a vector (a RESHAPE to [N])
+    if not shape or shape[0] != 1:
+        return None
+    rest = shape[1:]
+    if len(rest) == 3:
+        return list(rest)
+    if len(rest) == 2:
+        return [1, rest[0], rest[1]]
+    if len(rest) == 1:
+        return [1, 1, rest[0]]
+    if not rest:
+        return [1, 1, 1]
+    return None
+
+
+def same_padding(size, kernel, stride):
+    """TFLite's SAME padding (before, after) for one axis."""
+    out = (size + stride - 1) // stride
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+class TfliteParser:
+    def __init__(self, path, name, drop_final_softmax=False):
+        self.drop_final_softmax = drop_final_softmax
+        self.m = _Model(path)
+        self.path = path
+        self.b = Builder(name, "tflite", path)
+        self.alias = {}          # TFLite tensor index -> IR tensor name
+        self.pad_of = {}         # TFLite tensor index -> (IR tensor, [t, l, b, r]) for a folded PAD
+        self.consumers = {}
+
+    # ---- errors and small helpers ------------------------------------------
+
+    def fail(self, i, opname, what, fix=None):
+        raise FrontendError(self.path, f"operator {i} ({opname}): {what}", fix)
+
+    def scale_zp(self, t, i, opname):
+        q = self.m.quant(t)
+        if q is None:
+            self.fail(i, opname, f"tensor {t} ({self.m.name(t)!r}) has no quantization parameters",
+                      "convert with full int8 quantization (representative dataset)")
+        scales, zps, _ = q
+        return scales[0], int(zps[0])
+
+    def act_tensor(self, t, i, opname):
+        """The IR name of activation tensor t (int8), registering it."""
+        if t in self.alias:
+            return self.alias[t]
+        typ = self.m.type(t)
+        if typ != INT8:
+            what = {INT16: "int16 activations", FLOAT32: "a float tensor", UINT8: "uint8 activations"}.get(
+                typ, f"a {TYPE_NAMES.get(typ, typ)} tensor")
+            self.fail(i, opname, f"{what} ({self.m.name(t)!r})", INT8_FIX)
+        shape = hwc(self.m.shape(t))
+        if shape is None:
+            self.fail(i, opname, f"tensor shape {self.m.shape(t)} is not batch-1 NHWC")
+        scale, zp = self.scale_zp(t, i, opname)
+        name = self.b.tensor(f"t{t}", shape, "int8", scale, zp)
+        self.alias[t] = name
+        return name
+
+    def spatial_input(self, t, i, opname):
+        """An input read as [H, W, C]: a RESHAPE alias must keep that shape."""
+        name = self.act_tensor(t, i, opname)
+        want = hwc(self.m.shape(t))
+        if self.b.tensors[name].shape != want:
+            self.fail(i, opname, f"reads a RESHAPE to {self.m.shape(t)} of a {self.b.tensors[name].shape} tensor",
+                      "tessera keeps tensors HWC: only reshapes into FULLY_CONNECTED or of equal HWC shape are supported")
+        return name
+
+    def clamp(self, y_t, act, i, opname):
+        """TFLite's CalculateActivationRangeQuantized for a fused activation."""
+        scale, zp = self.scale_zp(y_t, i, opname)
+        quantize = lambda f: zp + int(tfl_round(float(_f32(f) / _f32(scale))))  # noqa: E731
+        lo, hi = -128, 127
+        if act == ACT_RELU:
+            lo = max(lo, quantize(0.0))
+        elif act == ACT_RELU6:
+            lo, hi = max(lo, quantize(0.0)), min(hi, quantize(6.0))
+        elif act == ACT_RELU_N1_TO_1:
+            lo, hi = max(lo, quantize(-1.0)), min(hi, quantize(1.0))
+        elif act != ACT_NONE:
+            names = {4: "TANH", 5: "SIGN_BIT"}
+            self.fail(i, opname, f"fused activation {names.get(act, act)} is not supported",
+                      "use NONE, RELU, RELU6 or RELU_N1_TO_1")
+        return lo, hi
+
+    def weights(self, t, i, opname, channel_dim, channels):
+        w = self.m.data(t)
+        if w is None:
+            self.fail(i, opname, "weights are not a constant tensor", "freeze the weights into the model")
+        if self.m.type(t) != INT8:
+            self.fail(i, opname, f"{TYPE_NAMES.get(self.m.type(t))} weights",
+                      "tessera imports int8 weights (full int8 quantization)")
+        q = self.m.quant(t)
+        if q is None:
+            self.fail(i, opname, "weights have no quantization parameters")
+        scales, zps, dim = q
+        if np.any(zps != 0):
+            self.fail(i, opname, "asymmetric weights (zero point not 0)", "quantize weights symmetrically (TFLite does)")
+        if scales.size not in (1, channels) or (scales.size > 1 and dim != channel_dim):
+            self.fail(i, opname, f"weight scales along dimension {dim} ({scales.size} of them)",
+                      "per-tensor or per-output-channel weight scales")
+        return w, np.broadcast_to(scales, (channels,))
+
+    def bias(self, t, i, opname, channels):
+        if t < 0:
+            return None
+        b = self.m.data(t)
+        if b is None or self.m.type(t) != INT32 or b.size != channels:
+            self.fail(i, opname, "bias is not a constant int32 vector per output channel")
+        return b.reshape(-1).astype(np.int32)
+
+    def requant(self, ratios, y, lo, hi, i, opname, rounding="tflite"):
+        muls, shifts = [], []
+        for r in ratios:
+            m, s = quantize_multiplier(float(r))
+            muls.append(m)
+            shifts.append(s)
+        return Requant(mul=muls, add=[0], shift=shifts, rounding=rounding,
+                       zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
+
+    # ---- operators ------------------------------------------------------------
+
+    def parse(self):
+        m = self.m
+        sg = m.sg
+        for i in range(sg.OperatorsLength()):
+            for t in sg.Operators(i).InputsAsNumpy():
+                self.consumers.setdefault(int(t), []).append(i)
+        graph_outputs = {int(t) for t in sg.OutputsAsNumpy()}
+        self.graph_outputs = graph_outputs
+        inputs = []
+        for t in sg.InputsAsNumpy():
+            t = int(t)
+            if m.type(t) == FLOAT32:
+                # a float input quantized by the model's first QUANTIZE: the network starts after it
+                ops = self.consumers.get(t, [])
+                float_ops = [c for c in ops if m.opcode(sg.Operators(c)) != "QUANTIZE"]
+                if float_ops:
+                    c = float_ops[0]
+                    self.fail(c, m.opcode(sg.Operators(c)), f"a float layer (input {m.name(t)!r} is float32): "
+                              "the model is not quantized", INT8_FIX)
+                if len(ops) != 1:
+                    raise FrontendError(self.path, f"input {t} ({m.name(t)!r}) is float and not only quantized",
+                                        "give an int8 model, or one whose float input goes into a single QUANTIZE")
+                q_out = int(sg.Operators(ops[0]).OutputsAsNumpy()[0])
+                inputs.append(self.act_tensor(q_out, ops[0], "QUANTIZE"))
+                continue
+            inputs.append(self.act_tensor(t, -1, "input"))
+        handlers = {
+            "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
+            "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
+            "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
+            "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
+        }
+        for i in range(sg.OperatorsLength()):
+            op = sg.Operators(i)
+            name = m.opcode(op)
+            handler = handlers.get(name)
+            if name == "SOFTMAX" and self.drop_final_softmax:
+                handler = self.final_softmax
+            if handler is None:
+                hint = HINTS.get(name, "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
+                self.fail(i, name, "not supported by tessera's TFLite import", hint)
+            handler(i, name, op, [int(t) for t in op.InputsAsNumpy()], [int(t) for t in op.OutputsAsNumpy()])
+        self.b.inputs = inputs
+        outputs = []
+        for t in sg.OutputsAsNumpy():
+            t = int(t)
+            if t not in self.alias:
+                raise FrontendError(self.path, f"output {t} ({m.name(t)!r}) is not computed by an int8 layer")
+            outputs.append(self.alias[t])
+        self.b.outputs = outputs
+        for name in inputs:
+            if name in outputs:
+                raise FrontendError(self.path, f"input {name} is also an output", "the model computes nothing")
+        return self.b.finish()
+
+    def _geometry(self, i, opname, o, x_shape, kh, kw, pad_in):
+        """Kernel, stride, padding (TFLite's SAME on the dilated extent) and
+        dilation (None when every tap is adjacent, as ir.Layer wants it)."""
+        dil = [1, 1]
+        if hasattr(o, "DilationHFactor"):
+            dil = [o.DilationHFactor() if kh > 1 else 1, o.DilationWFactor() if kw > 1 else 1]
+            if dil != [1, 1] and "dilation" not in {f.name for f in fields(Layer)}:
+                self.fail(i, opname, f"dilation {dil[0]}x{dil[1]}",
+                          "tessera's kernels have no dilated convolution: use dilation 1")
+        eh, ew = dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1
+        sh, sw = o.StrideH(), o.StrideW()
+        if o.Padding() == SAME:
+            (t, bt), (l, r) = same_padding(x_shape[0], eh, sh), same_padding(x_shape[1], ew, sw)
+        else:
+            t = l = bt = r = 0
+        if pad_in is not None:
+            t, l, bt, r = t + pad_in[0], l + pad_in[1], bt + pad_in[2], r + pad_in[3]
+        if max(t, bt) >= eh or max(l, r) >= ew:
+            self.fail(i, opname, f"padding {[t, l, bt, r]} as large as the {eh}x{ew} window",
+                      "tessera's kernels need padding smaller than the window")
+        return {"kernel": [kh, kw], "stride": [sh, sw], "pad": [t, l, bt, r],
+                "dilation": None if dil == [1, 1] else dil}
+
+    def _conv_input(self, t, i, opname):
+        if t in self.pad_of:
+            x, pad = self.pad_of[t]
+            return x, pad
+        return self.spatial_input(t, i, opname), None
+
+    def conv(self, i, opname, op, ins, outs):
+        o = self.m.options(op, "Conv2DOptions")
+        x, pad_in = self._conv_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        co, kh, kw, ci = self.m.shape(ins[1])
+        if ci != self.b.tensors[x].shape[2]:
+            self.fail(i, opname, f"{ci} weight input channels for a {self.b.tensors[x].shape[2]}-channel input",
+                      "grouped CONV_2D is not supported")
+        w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, pad_in)
+        self._conv_layer(i, opname, x, y, w, w_scales, ins, outs, geo, o.FusedActivationFunction(), co)
+
+    def _conv_layer(self, i, opname, x, y, w, w_scales, ins, outs, geo, act, co):
+        """w [Co, kh, kw, Ci]; TFLite's per-channel multipliers in double."""
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        ratios = [float(s_in) * float(ws) / float(s_out) for ws in w_scales]
+        lo, hi = self.clamp(outs[0], act, i, opname)
+        rq = self.requant(ratios, y, lo, hi, i, opname)
+        kh, kw = geo["kernel"]
+        if [kh, kw] == [1, 1] and geo["stride"] == [1, 1] and not any(geo["pad"]):
+            op, wl = "pointwise", w.reshape(co, -1)
+        else:
+            op, wl = "conv2d", w
+        self._check_shape(i, opname, x, y, geo, co)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op=op, inputs=[x], output=y,
+                      kernel=list(geo["kernel"]), stride=list(geo["stride"]), pad=list(geo["pad"]),
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        if geo.get("dilation"):
+            layer.dilation = geo["dilation"]
+        self.b.add_layer(layer, {"weights": np.ascontiguousarray(wl, dtype=np.int8),
+                                 "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
+
+    def _check_shape(self, i, opname, x, y, geo, co):
+        h, w, _ = self.b.tensors[x].shape
+        dh, dw = geo.get("dilation") or [1, 1]
+        kh, kw = dh * (geo["kernel"][0] - 1) + 1, dw * (geo["kernel"][1] - 1) + 1
+        t, l, b, r = geo["pad"]
+        sh, sw = geo["stride"]
+        want = [(h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1, co]
+        if self.b.tensors[y].shape != want:
+            self.fail(i, opname, f"output shape {self.b.tensors[y].shape}, the geometry gives {want}")
+
+    def depthwise(self, i, opname, op, ins, outs):
+        o = self.m.options(op, "DepthwiseConv2DOptions")
+        x, pad_in = self._conv_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        _, kh, kw, co = self.m.shape(ins[1])
+        ci = self.b.tensors[x].shape[2]
+        if co % ci:
+            self.fail(i, opname, f"{co} output channels for {ci} input channels")
+        mult = co // ci
+        w, w_scales = self.weights(ins[1], i, opname, 3, co)
+        geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, pad_in)
+        if mult > 1:
+            # a depth multiplier m is a grouped convolution (output o reads input
+            # o // m): a conv2d whose weights are zero off the group's channel
+            # computes exactly that on the existing kernels
+            wc = np.zeros((co, kh, kw, ci), np.int8)
+            for oc in range(co):
+                wc[oc, :, :, oc // mult] = w[0, :, :, oc]
+            self._conv_layer(i, opname, x, y, wc, w_scales, ins, outs, geo, o.FusedActivationFunction(), co)
+            return
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        ratios = [float(s_in) * float(ws) / float(s_out) for ws in w_scales]
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
+        rq = self.requant(ratios, y, lo, hi, i, opname)
+        self._check_shape(i, opname, x, y, geo, co)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[x], output=y,
+                      kernel=[kh, kw], stride=list(geo["stride"]), pad=list(geo["pad"]),
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        if geo.get("dilation"):
+            layer.dilation = geo["dilation"]
+        self.b.add_layer(layer, {"weights": np.ascontiguousarray(w[0], dtype=np.int8),
+                                 "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
+
+    def fully_connected(self, i, opname, op, ins, outs):
+        o = self.m.options(op, "FullyConnectedOptions")
+        if o is not None and o.WeightsFormat() != 0:
+            self.fail(i, opname, "shuffled weights format", "use the DEFAULT weights format")
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        co, k = self.m.shape(ins[1])
+        if k != self.b.tensors[x].size or self.b.tensors[y].size != co:
+            self.fail(i, opname, f"weights [{co}, {k}] for an input of {self.b.tensors[x].size} values "
+                      f"and an output of {self.b.tensors[y].size}", "batch 1 only")
+        w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        q = self.m.quant(ins[1])
+        if q[0].size == 1:
+            # GetQuantizedConvolutionMultipler: the float32 product, then double
+            ratios = [float(_f32(s_in) * _f32(q[0][0])) / float(s_out)]
+        else:
+            ratios = [float(s_in) * float(ws) / float(s_out) for ws in w_scales]
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
+        # the interpreter's reference FULLY_CONNECTED rounds once (half up on
+        # acc * mul / 2^shift), unlike its convolutions: measured on the
+        # MLPerf Tiny autoencoder, checked on every model by tflitecheck
+        rq = self.requant(ratios, y, lo, hi, i, opname, rounding="half_up")
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="linear", inputs=[x], output=y,
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {"weights": np.ascontiguousarray(w, dtype=np.int8),
+                                 "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
+
+    def _pool_geometry(self, i, opname, o, x):
+        kh, kw = o.FilterHeight(), o.FilterWidth()
+        geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, None)
+        return geo
+
+    def _same_quant(self, i, opname, a, b):
+        sa, za = self.scale_zp(a, i, opname)
+        sb, zb = self.scale_zp(b, i, opname)
+        if za != zb or abs(float(sa) - float(sb)) > 1e-6:
+            self.fail(i, opname, "input and output quantization differ", "TFLite requires them equal here")
+
+    def avgpool(self, i, opname, op, ins, outs):
+        o = self.m.options(op, "Pool2DOptions")
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        self._same_quant(i, opname, ins[0], outs[0])
+        geo = self._pool_geometry(i, opname, o, x)
+        if any(geo["pad"]):
+            self.fail(i, opname, f"SAME padding {geo['pad']} (TFLite divides border windows by fewer values)",
+                      "use VALID padding or a size the stride divides")
+        self._check_shape(i, opname, x, y, geo, self.b.tensors[x].shape[2])
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
+        n = geo["kernel"][0] * geo["kernel"][1]
+        rq = Requant(mul=[n], add=[0], shift=[0], rounding="tflite_div", zero_point=0, lo=lo, hi=hi)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="avgpool", inputs=[x], output=y,
+                      kernel=list(geo["kernel"]), stride=list(geo["stride"]), input_offset=0,
+                      requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def relu(self, i, opname, op, ins, outs):
+        """A RELU that could not be fused: TFLite's ReluX rescales
+        (x - zp_in) by s_in / s_out (two roundings) and clamps: a 1x1
+        average pool, rounding "tflite"."""
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        act = {"RELU": ACT_RELU, "RELU6": ACT_RELU6, "RELU_N1_TO_1": ACT_RELU_N1_TO_1}[opname]
+        lo, hi = self.clamp(outs[0], act, i, opname)
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        rq = self.requant([float(s_in) / float(s_out)], y, lo, hi, i, opname)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="avgpool", inputs=[x], output=y,
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def mean(self, i, opname, op, ins, outs):
+        """MEAN over H and W (GlobalAveragePooling2D): the reference kernel
+        sums (x - zp_in) and requantizes the sum once with s_in / (s_out * n)
+        (two roundings): an average pool over the whole map, rounding "tflite"."""
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        axes = self.m.data(ins[1])
+        rank = len(self.m.shape(ins[0]))
+        if axes is None or rank != 4 or sorted(int(a) % 4 for a in axes.reshape(-1)) != [1, 2]:
+            self.fail(i, opname, f"mean over axes {None if axes is None else axes.reshape(-1).tolist()}",
+                      "tessera lowers a MEAN over height and width (global average pooling)")
+        h, w, c = self.b.tensors[x].shape
+        if self.b.tensors[y].size != c:
+            self.fail(i, opname, f"output shape {self.m.shape(outs[0])} for a {c}-channel mean")
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        rq = self.requant([float(s_in) / (float(s_out) * (h * w))], y, -128, 127, i, opname)
+        layer = Layer(name=self.b.layer_name(f"mean_{i}"), op="avgpool", inputs=[x], output=y,
+                      kernel=[h, w], stride=[1, 1], input_offset=-self.b.stored_zero_point(x),
+                      requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def maxpool(self, i, opname, op, ins, outs):
+        o = self.m.options(op, "Pool2DOptions")
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        self._same_quant(i, opname, ins[0], outs[0])
+        if self.clamp(outs[0], o.FusedActivationFunction(), i, opname) != (-128, 127):
+            self.fail(i, opname, "a fused activation that clamps", "put the activation before the pooling")
+        geo = self._pool_geometry(i, opname, o, x)
+        self._check_shape(i, opname, x, y, geo, self.b.tensors[x].shape[2])
+        self.b.tensors[y].scale = self.b.tensors[x].scale
+        self.b.maxpool(f"{opname.lower()}_{i}", x, y, geo["kernel"], geo["stride"], geo["pad"],
+                       f"{self.path}: operator {i} ({opname})", sources=[f"{i}:{opname}"])
+
+    def add(self, i, opname, op, ins, outs):
+        o = self.m.options(op, "AddOptions")
+        a = self.spatial_input(ins[0], i, opname)
+        b = self.spatial_input(ins[1], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        if not (self.b.tensors[a].shape == self.b.tensors[b].shape == self.b.tensors[y].shape):
+            self.fail(i, opname, f"broadcasting add of {self.m.shape(ins[0])} and {self.m.shape(ins[1])}",
+                      "only same-shape adds are supported")
+        s1, z1 = self.scale_zp(ins[0], i, opname)
+        s2, z2 = self.scale_zp(ins[1], i, opname)
+        so, _ = self.scale_zp(outs[0], i, opname)
+        # add.cc Prepare: float max doubled, the ratios in double
+        twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
+        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
+        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
+        mo, sho = quantize_multiplier(twice_max / float(_f32(1 << ADD_LEFT_SHIFT) * _f32(so)))
+        if min(sh1, sh2, sho) < 31:
+            self.fail(i, opname, "a rescale factor of 1 or more", "TFLite's ADD needs multipliers below 1")
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
+        rq = Requant(mul=[mo], add=[0], shift=[sho], rounding="tflite",
+                     zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="add", inputs=[a, b], output=y,
+                      in_mul=[m1, m2], in_shift=[sh1, sh2], in_offset=[-z1, -z2], requant=rq,
+                      source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def pad(self, i, opname, op, ins, outs):
+        x = self.spatial_input(ins[0], i, opname)
+        p = self.m.data(ins[1])
+        if p is None or list(p.shape) != [4, 2] or np.any(p[0]) or np.any(p[3]):
+            self.fail(i, opname, "padding other than constant H/W padding of a 4-D tensor")
+        self._same_quant(i, opname, ins[0], outs[0])
+        _, zp = self.scale_zp(outs[0], i, opname)
+        value = zp
+        if len(ins) > 2 and ins[2] >= 0:
+            value = int(self.m.data(ins[2]).reshape(-1)[0])
+        pad = [int(p[1][0]), int(p[2][0]), int(p[1][1]), int(p[2][1])]
+        users = [self.m.opcode(self.m.sg.Operators(c)) for c in self.consumers.get(outs[0], [])]
+        if (value == zp and users and outs[0] not in self.graph_outputs
+                and all(u in ("CONV_2D", "DEPTHWISE_CONV_2D") for u in users)):
+            # padding with the zero point is what a convolution's own padding
+            # adds (0 to the offset input): fold it into the readers
+            self.pad_of[outs[0]] = (x, pad)
+            return
+        y = self.act_tensor(outs[0], i, opname)
+        self.b.pad_int(f"pad_{i}", x, y, pad, value, "half_up", f"{self.path}: operator {i} ({opname})",
+                       sources=[f"{i}:{opname}"])
+
+    # ---- operators on the IR ops of issue 10 (lut, mul, concat) --------------
+
+    def _needs(self, i, opname, irop):
+        if irop not in ir.OPS:
+            self.fail(i, opname, f"needs the IR's `{irop}` operator, which this tessera does not have yet",
+                      "see docs/tflite.md")
+
+    def lut(self, i, opname, op, ins, outs):
+        """LOGISTIC and HARD_SWISH: int8 -> int8 tables of TFLite's recipe."""
+        from .tflite_luts import hard_swish_table, logistic_table   # imports this module
+        self._needs(i, opname, "lut")
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        s_in, z_in = self.scale_zp(ins[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        make = logistic_table if opname == "LOGISTIC" else hard_swish_table
+        try:
+            table = make(s_in, z_in, s_out, z_out)
+        except ValueError as err:
+            self.fail(i, opname, str(err))
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="lut", inputs=[x], output=y,
+                      table=table, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def mul(self, i, opname, op, ins, outs):
+        """MUL: (a - zp_a) * (b - zp_b), requantized as TFLite's mul.cc
+        (multiplier s_a * s_b / s_y in double, two roundings); size-1 axes broadcast."""
+        self._needs(i, opname, "mul")
+        o = self.m.options(op, "MulOptions")
+        a = self.spatial_input(ins[0], i, opname)
+        b = self.spatial_input(ins[1], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        sa, za = self.scale_zp(ins[0], i, opname)
+        sb, zb = self.scale_zp(ins[1], i, opname)
+        so, _ = self.scale_zp(outs[0], i, opname)
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
+        rq = self.requant([float(sa) * float(sb) / float(so)], y, lo, hi, i, opname)
+        layer = Layer(name=self.b.layer_name(f"mul_{i}"), op="mul", inputs=[a, b], output=y,
+                      in_offset=[-za, -zb], requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def concat(self, i, opname, op, ins, outs):
+        """CONCATENATION of int8 tensors sharing the output's quantization (as
+        TFLite requires for int8): a copy."""
+        self._needs(i, opname, "concat")
+        o = self.m.options(op, "ConcatenationOptions")
+        xs = [self.spatial_input(t, i, opname) for t in ins]
+        y = self.act_tensor(outs[0], i, opname)
+        for t in ins:
+            self._same_quant(i, opname, t, outs[0])
+        rank = len(self.m.shape(outs[0]))
+        axis = o.Axis() + rank if o.Axis() < 0 else o.Axis()
+        hwc_axis = axis - (rank - 3)
+        if rank != 4 or not 0 <= hwc_axis <= 2:
+            self.fail(i, opname, f"concatenation along axis {o.Axis()} of a rank-{rank} tensor",
+                      "concatenate NHWC tensors along H, W or C")
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
+        rq = Requant(mul=[1], add=[0], shift=[0], rounding="half_up", zero_point=0, lo=lo, hi=hi)
+        layer = Layer(name=self.b.layer_name(f"concatenation_{i}"), op="concat", inputs=xs, output=y,
+                      axis=hwc_axis, in_mul=[1] * len(xs), in_offset=[0] * len(xs), requant=rq,
+                      source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def final_softmax(self, i, opname, op, ins, outs):
+        """drop_final_softmax: the network ends at the SOFTMAX's input (the
+        logits; their argmax is the softmax's), which stays the output."""
+        if outs[0] not in self.graph_outputs or self.consumers.get(outs[0]):
+            self.fail(i, opname, "drop_final_softmax drops only a SOFTMAX that is the model's output")
+        self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
+
+    def reshape(self, i, opname, op, ins, outs):
+        x = self.act_tensor(ins[0], i, opname)
+        if self.m.type(outs[0]) != INT8 or hwc(self.m.shape(outs[0])) is None:
+            self.fail(i, opname, f"reshape to {self.m.shape(outs[0])}", "batch-1 int8 reshapes only")
+        q_in, q_out = self.m.quant(ins[0]), self.m.quant(outs[0])
+        if q_out is not None and (q_in[1][0] != q_out[1][0] or q_in[0][0] != q_out[0][0]):
+            self.fail(i, opname, "changes the quantization")
+        if int(np.prod(self.m.shape(outs[0]))) != self.b.tensors[x].size:
+            self.fail(i, opname, "changes the number of values")
+        self.alias[outs[0]] = x
+
+    def quantize(self, i, opname, op, ins, outs):
+        if self.m.type(ins[0]) == FLOAT32:
+            if ins[0] not in [int(t) for t in self.m.sg.InputsAsNumpy()]:
+                self.fail(i, opname, "quantizes a float tensor inside the network",
+                          "float layers are not supported: quantize the whole model to int8")
+            self.act_tensor(outs[0], i, opname)
+            return
+        # int8 -> int8 requantization (tensorflow's requantize): a 1x1 average pool
+        x = self.act_tensor(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        rq = self.requant([float(s_in) / float(s_out)], y, -128, 127, i, opname)
+        layer = Layer(name=self.b.layer_name(f"quantize_{i}"), op="avgpool", inputs=[x], output=y,
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+
+    def dequantize(self, i, opname, op, ins, outs):
+        if outs[0] not in self.graph_outputs or len(self.consumers.get(outs[0], [])) > 0:
+            self.fail(i, opname, "dequantizes inside the network",
+                      "float layers are not supported: quantize the whole model to int8")
+        if self.m.type(ins[0]) != INT8:
+            self.fail(i, opname, f"dequantizes a {TYPE_NAMES.get(self.m.type(ins[0]))} tensor (float16 weights?)",
+                      "give a full int8 model")
+        self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
+
+
+def import_tflite(path, name, drop_final_softmax=False):
+    """Lower the .tflite file at `path` to (Graph, {key: array})."""
+    return TfliteParser(path, name, drop_final_softmax).parse()

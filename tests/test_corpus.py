@@ -1,0 +1,298 @@
+"""The corpus of real exports (tests/corpus/, made by tools/corpus/ with
+tf2onnx and PyTorch + ONNX Runtime's quantize_static): every layer within
+1 LSB of ONNX Runtime, the firmware bit-exact on the host and under QEMU;
+and what normalization tells the user (pinned batch, float tails, input
+layouts), with the one-line errors of what it cannot take."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from helpers import ROOT, one_error, report, scons
+from tessera import golden
+from tessera.errors import FrontendError
+from tessera.frontend import import_onnx
+from tessera.frontend.normalize import for_ort_check
+from tessera.golden.ortcheck import compare
+
+CORPUS = os.path.join(ROOT, "tests", "corpus")
+MODELS = sorted(f[:-5] for f in os.listdir(CORPUS) if f.endswith(".yaml"))
+
+# what each converter's graph form makes normalization do (from the
+# generators in tools/corpus/, not from tessera's output)
+EXPECTED = {
+    "tflite_kws_ds_cnn": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
+    "tflite_keras_permute": {"input_layout": None, "float_tail": None, "batch_pinned": False},
+    "tflite_float_io_image": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
+    "torch_audio1d_softmax": {"input_layout": None, "float_tail": ["Softmax"], "batch_pinned": True},
+    "torch_vision2d_sigmoid": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
+    "torch_mbv3_small_se": {"input_layout": None, "float_tail": ["Softmax"], "batch_pinned": True},
+    "torch_tcn_dilated": {"input_layout": None, "float_tail": None, "batch_pinned": True},
+    "torch_segnet_resize_concat": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
+    "tflite_seg_se_hardswish": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
+}
+
+
+def corpus_path(name):
+    return os.path.join(CORPUS, name + ".onnx")
+
+
+def test_every_corpus_model_is_small_and_listed():
+    assert set(MODELS) == set(EXPECTED)
+    for name in MODELS:
+        assert os.path.getsize(corpus_path(name)) < 100_000
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_corpus_layers_agree_with_onnx_runtime(name):
+    path = corpus_path(name)
+    graph, weights = import_onnx(path, name)
+    inputs = golden.random_input(graph, 0)
+    rows = compare(for_ort_check(onnx.load(path), path), graph, weights, inputs)
+    # every layer's output is a tensor of the source graph: each one is compared
+    assert len(rows) == len(graph.layers)
+    assert max(r["max_diff"] for r in rows) <= 1, rows
+    out = golden.run(graph, weights, inputs)[graph.outputs[0]]
+    assert out.max() > out.min()
+    notes = graph.notes or {}
+    want = EXPECTED[name]
+    assert (list(notes.get("input_layout", {}).values()) or [None])[0] == want["input_layout"]
+    assert ([t["op"] for t in notes.get("float_tail", [])] or None) == want["float_tail"]
+    assert bool(notes.get("batch_pinned")) == want["batch_pinned"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_corpus_model_is_bit_exact_on_host(tmp_path, name):
+    out = tmp_path / "out"
+    res = scons("target=host", f"model={os.path.join(CORPUS, name + '.yaml')}", out=out, check=True)
+    rep = report(out, "host", name)
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    # the ONNX Runtime check ran in the build's own preparation, on every layer
+    assert [r["layer"] for r in rep["ort_check"]["layers"]] == [layer["name"] for layer in rep["layers"]]
+    assert rep["ort_check"]["worst"]["max_diff"] <= 1
+    tail = EXPECTED[name]["float_tail"]
+    header = (out / "host" / name / "src" / "network.h").read_text()
+    if tail:
+        line = next(l for l in res.stdout.splitlines() if "left to the application" in l)
+        assert tail[0] in line and "zero point" in line
+        assert rep["intake"]["float_tail"][0]["op"] == tail[0]
+        o = rep["intake"]["output"]
+        assert f"{name.upper()}_OUTPUT0_ZERO_POINT {o['zero_point']}" in header
+        assert f"{tail[0]} (" in header
+    else:
+        assert "left to the application" not in res.stdout and "OUTPUT0_SCALE" not in header
+    if EXPECTED[name]["batch_pinned"]:
+        assert "batch pinned to 1" in res.stdout
+
+
+def needs(*tools):
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target, name", [("stm32h7", "tflite_kws_ds_cnn"), ("stm32h7", "torch_vision2d_sigmoid"),
+                                          ("stm32h7", "torch_mbv3_small_se"), ("stm32h7", "tflite_seg_se_hardswish"),
+                                          ("gap8", "tflite_keras_permute"), ("gap8", "torch_audio1d_softmax"),
+                                          ("gap8", "torch_tcn_dilated"), ("gap8", "torch_segnet_resize_concat")])
+def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
+    needs("arm-none-eabi-gcc", "qemu-system-arm") if target == "stm32h7" else \
+        needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
+    out = tmp_path / "out"
+    scons(f"target={target}", f"model={os.path.join(CORPUS, name + '.yaml')}", out=out, check=True)
+    rep = report(out, target, name)
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+
+
+# ---- what normalization cannot take, and the YAML's answers ------------------
+
+def _with_free_length(tmp_path):
+    """The audio model with its time axis made symbolic, as an export with
+    dynamic_axes on every axis would be."""
+    model = onnx.load(corpus_path("torch_audio1d_softmax"))
+    dim = model.graph.input[0].type.tensor_type.shape.dim[2]
+    dim.Clear()
+    dim.dim_param = "T"
+    path = tmp_path / "free.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_free_dimension_needs_input_shape(tmp_path):
+    path = _with_free_length(tmp_path)
+    with pytest.raises(FrontendError) as err:
+        import_onnx(str(path), "x")
+    msg = str(err.value)
+    assert "free.onnx" in msg and "'input'" in msg and "'T'" in msg and "input_shape:" in msg
+    graph, _ = import_onnx(str(path), "x", input_shape={"*": [1, 1, 1024]})
+    assert graph.tensor(graph.inputs[0]).shape == [1, 1024, 1]
+
+
+def test_input_shape_in_the_model_yaml(tmp_path):
+    path = _with_free_length(tmp_path)
+    yaml = tmp_path / "free.yaml"
+    yaml.write_text("description: free length\nonnx: free.onnx\ninput_shape: {input: [1, 1, 512]}\n")
+    out = tmp_path / "out"
+    scons("target=host", f"model={yaml}", out=out, check=True)
+    assert report(out, "host", "free")["verdict"] == "pass"
+    yaml.write_text("description: free length\nonnx: free.onnx\ninput_shape: [1, 1]\n")
+    line = one_error(scons("target=host", f"model={yaml}", out=out))
+    assert "input_shape" in line and "'input'" in line and "has 2 dimensions, the input has 3" in line
+
+
+def _qdq_graph(tmp_path, middle, outputs=()):
+    """input -> Q -> DQ -> Conv(1x1) -> Q -> DQ -> <middle nodes> -> Q -> DQ -> Conv -> Q -> DQ."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(rng.integers(-50, 50, (4, 4, 1, 1)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.full(4, 0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "wz")]
+    def conv(i, x, y):
+        return [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], [f"wd{i}"], axis=0),
+                helper.make_node("Conv", [x, f"wd{i}"], [f"c{i}"], name=f"conv{i}"),
+                helper.make_node("QuantizeLinear", [f"c{i}", "s", "z"], [f"q{i}"]),
+                helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [y])]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["qin"]),
+             helper.make_node("DequantizeLinear", ["qin", "s", "z"], ["din"])]
+    nodes += conv(0, "din", "a") + middle + [helper.make_node("QuantizeLinear", ["m", "s", "z"], ["qm"]),
+                                            helper.make_node("DequantizeLinear", ["qm", "s", "z"], ["dm"])]
+    nodes += conv(1, "dm", "output")
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4, 3, 5])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["n", "c", "h", "w"])
+                           for o in ("output",) + tuple(outputs)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8          # what ONNX Runtime reads
+    path = str(tmp_path / "hand.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def test_layout_changing_transpose_mid_network_names_the_node(tmp_path):
+    path = _qdq_graph(tmp_path, [helper.make_node("Transpose", ["a"], ["m"], name="swap", perm=[0, 1, 3, 2])])
+    with pytest.raises(FrontendError) as err:
+        import_onnx(path, "x")
+    msg = str(err.value)
+    assert "\n" not in msg and "hand.onnx" in msg and "'swap'" in msg and "Transpose" in msg
+
+
+def test_requantization_between_two_scales_is_a_layer(tmp_path):
+    """Q(s1) -> DQ -> Q(s2) (TFLite's QUANTIZE): a requantization layer,
+    within 1 LSB of ONNX Runtime (here int8 scale s -> uint8 scale s2, then
+    back). Between two int8 pairs ONNX Runtime's basic optimizations
+    already quantize once with the last scale (its double-QDQ-pair
+    remover), and tessera imports what they leave."""
+    path = _qdq_graph(tmp_path, [helper.make_node("QuantizeLinear", ["a", "s2", "z2"], ["qr"], name="requant"),
+                                 helper.make_node("DequantizeLinear", ["qr", "s2", "z2"], ["m"])])
+    model = onnx.load(path)
+    model.graph.initializer.extend([numpy_helper.from_array(np.array(0.11, np.float32), "s2"),
+                                    numpy_helper.from_array(np.array(128, np.uint8), "z2")])
+    onnx.save(model, path)
+    graph, weights = import_onnx(path, "x")
+    assert [l.op for l in graph.layers] == ["pointwise", "avgpool", "avgpool", "pointwise"]
+    assert graph.layers[1].kernel == [1, 1] and graph.tensor(graph.layers[1].output).scale == pytest.approx(0.11)
+    rows = compare(path, graph, weights, golden.random_input(graph, 0))
+    # the requantization's output is the graph's tensor 'qr': compared too
+    assert len(rows) == 4 and max(r["max_diff"] for r in rows) <= 1
+
+
+def test_ort_check_stops_the_build_or_warns(tmp_path):
+    """A golden model more than 1 LSB from ONNX Runtime: one line naming
+    the layer, or a warning with `ort_check: warn`."""
+    from tessera import prepare
+
+    data = {"layers": [{"layer": "a", "max_diff": 0, "differing": 0.0},
+                       {"layer": "b", "max_diff": 3, "differing": 0.25}], "limit": 1}
+    model = {"name": "m", "path": "m.yaml", "ort_check": "error"}
+    with pytest.raises(prepare.OrtMismatch) as err:
+        prepare._ort_verdict(model, data, print)
+    assert "m.yaml: layer b differs from ONNX Runtime by 3 LSB" in str(err.value)
+    said = []
+    prepare._ort_verdict(dict(model, ort_check="warn"), data, said.append)
+    assert said == [next(s for s in said if "warning: m: layer b" in s)]
+
+
+def test_unsupported_op_is_named_before_the_layers_behind_it(tmp_path):
+    """Not the convolution after it (whose input then is unknown): the op."""
+    path = _qdq_graph(tmp_path, [helper.make_node("Erf", ["a"], ["m"], name="odd")])
+    with pytest.raises(FrontendError) as err:
+        import_onnx(path, "x")
+    msg = str(err.value)
+    assert "node 'odd' (Erf): unsupported op" in msg and "conv1" not in msg
+
+
+def test_view_into_other_parameters_is_a_requantization(tmp_path):
+    """DQ -> Flatten -> Q with other parameters: a requantization (before the
+    view, where the tensor is still NCHW), within 1 LSB of ONNX Runtime."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.11, np.float32), "s2"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z2"),
+             numpy_helper.from_array(rng.integers(-50, 50, (4, 4, 1, 1)).astype(np.int8), "w"),
+             numpy_helper.from_array(rng.integers(-50, 50, (6, 60)).astype(np.int8), "fc"),
+             numpy_helper.from_array(np.full(4, 0.01, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "wz"),
+             numpy_helper.from_array(np.array(0.01, np.float32), "fs")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["qin"]),
+             helper.make_node("DequantizeLinear", ["qin", "s", "z"], ["din"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("Conv", ["din", "wd"], ["c"], name="conv"),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["qc"]),
+             helper.make_node("DequantizeLinear", ["qc", "s", "z"], ["dc"]),
+             helper.make_node("Flatten", ["dc"], ["f"], name="flatten"),
+             helper.make_node("QuantizeLinear", ["f", "s2", "z2"], ["qf"], name="rq"),
+             helper.make_node("DequantizeLinear", ["qf", "s2", "z2"], ["df"]),
+             helper.make_node("DequantizeLinear", ["fc", "fs"], ["fcd"]),
+             helper.make_node("Gemm", ["df", "fcd"], ["g"], name="fc", transB=1),
+             helper.make_node("QuantizeLinear", ["g", "s", "z"], ["qg"]),
+             helper.make_node("DequantizeLinear", ["qg", "s", "z"], ["output"])]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4, 3, 5])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 6])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    path = str(tmp_path / "view.onnx")
+    onnx.save(m, path)
+    graph, weights = import_onnx(path, "x")
+    assert [l.op for l in graph.layers] == ["pointwise", "avgpool", "linear"]
+    requant = graph.layers[1]
+    assert requant.kernel == [1, 1] and graph.tensor(requant.output).scale == pytest.approx(0.11)
+    rows = compare(path, graph, weights, golden.random_input(graph, 0))
+    assert len(rows) == 2 and max(r["max_diff"] for r in rows) <= 1
+
+
+def test_model_yaml_intake_options_are_checked(tmp_path):
+    from tessera import config
+    from tessera.errors import ConfigError
+
+    shutil.copy(corpus_path("torch_audio1d_softmax"), tmp_path / "m.onnx")
+    yaml = tmp_path / "m.yaml"
+    yaml.write_text("description: m\nonnx: m.onnx\nort_check: maybe\n")
+    with pytest.raises(ConfigError) as err:
+        config.load_model(str(yaml), "m")
+    assert "ort_check" in str(err.value) and "warn" in str(err.value)
+    yaml.write_text("description: m\nonnx: m.onnx\ninput_shape: [1, 0, 3]\n")
+    with pytest.raises(ConfigError) as err:
+        config.load_model(str(yaml), "m")
+    assert "input_shape" in str(err.value) and "positive" in str(err.value)
+    yaml.write_text("description: m\nonnx: m.onnx\nort_check: warn\ninput_shape: {input: [1, 1, 1024]}\n")
+    model = config.load_model(str(yaml), "m")
+    assert model["ort_check"] == "warn" and model["input_shape"] == {"input": [1, 1, 1024]}
+
+
+def test_corpus_model_that_does_not_fit_is_one_line(tmp_path):
+    """The segmentation net's bilinear resize runs on whole tensors: on the
+    STM32F4's 16 kB L1 that is a fit error naming the layer and the bytes."""
+    res = scons("target=stm32f4", f"model={os.path.join(CORPUS, 'torch_segnet_resize_concat.yaml')}",
+                out=tmp_path / "out")
+    line = one_error(res)
+    # SegNet (tools/corpus/make_torch.py): d1 is 16 channels at 16x16 (32x32
+    # input, stride 2), up2 doubles it: int8 input and output in L1 at once
+    need = 16 * 16 * 16 + 32 * 32 * 16
+    assert "layer up2_Resize" in line and f"{need} bytes of L1" in line and "16384" in line

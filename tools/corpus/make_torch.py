@@ -1,0 +1,196 @@
+"""Corpus: PyTorch exports quantized with ONNX Runtime's quantize_static.
+
+Each model is a small PyTorch network with seeded random weights, exported
+by torch.onnx.export with a symbolic batch dimension (dynamic_axes), then
+quantized by onnxruntime.quantization.quantize_static (QDQ, int8
+activations and per-channel weights, seeded random calibration data), as
+a user would. The float head (Softmax, Sigmoid) is left out of the
+quantization, as vendors' exports leave it: it stays after the network's
+last DequantizeLinear. Run in the converters' environment
+(tests/corpus/README.md):
+
+    /work/wt/convenv/bin/python tools/corpus/make_torch.py tests/corpus [model ...]
+"""
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import torch
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from torch import nn
+
+
+class Audio1d(nn.Module):
+    """A 1D audio CNN on raw 1x1024 samples, ending in a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv1d(1, 8, 9, stride=4, padding=4), nn.BatchNorm1d(8), nn.ReLU(),
+            nn.Conv1d(8, 16, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv1d(16, 16, 3, padding=1, groups=16), nn.ReLU(),
+            nn.Conv1d(16, 24, 1), nn.ReLU(),
+            nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(24, 6))
+        self.head = nn.Softmax(dim=1)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+    input_shape = (1, 1, 1024)
+
+
+class Vision2d(nn.Module):
+    """A small 2D CNN (conv, batch norm, ReLU6, residual add, flatten) with a
+    sigmoid head (multi-label)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU6())
+        self.block = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU(), nn.Conv2d(8, 8, 1))
+        self.tail = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(),
+                                  nn.Linear(16 * 8 * 8, 5))
+        self.head = nn.Sigmoid()
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.block(x)
+        return self.head(self.tail(x))
+
+    input_shape = (1, 3, 32, 32)
+
+
+class SqueezeExcite(nn.Module):
+    def __init__(self, c, r):
+        super().__init__()
+        self.fc = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, r, 1), nn.ReLU(), nn.Conv2d(r, c, 1),
+                                nn.Hardsigmoid())
+
+    def forward(self, x):
+        return x * self.fc(x)
+
+
+class MobileNetV3Small(nn.Module):
+    """MobileNetV3-small's building blocks at a small size: hardswish,
+    depthwise separable inverted residuals, squeeze-and-excitation
+    (global pool, 1x1 convs, hardsigmoid, broadcast multiply), a softmax head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.Hardswish())
+        self.b1 = nn.Sequential(nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), nn.BatchNorm2d(8), nn.ReLU(),
+                                SqueezeExcite(8, 4), nn.Conv2d(8, 8, 1), nn.BatchNorm2d(8))
+        self.b2 = nn.Sequential(nn.Conv2d(8, 24, 1), nn.Hardswish(),
+                                nn.Conv2d(24, 24, 5, padding=2, groups=24), nn.Hardswish(),
+                                SqueezeExcite(24, 8), nn.Conv2d(24, 8, 1))
+        self.head = nn.Sequential(nn.Conv2d(8, 32, 1), nn.Hardswish(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Linear(32, 10))
+        self.out = nn.Softmax(dim=1)
+
+    def forward(self, x):
+        x = self.b1(self.stem(x))
+        x = x + self.b2(x)
+        return self.out(self.head(x))
+
+    input_shape = (1, 3, 32, 32)
+
+
+class DilatedTcn(nn.Module):
+    """A temporal convolution network: causal-padded dilated 1D convolutions
+    (dilation 1, 2, 4) in residual blocks."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Conv1d(4, 16, 1)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.ConstantPad1d((2 * d, 0), 0.0),
+                                                  nn.Conv1d(16, 16, 3, dilation=d), nn.ReLU())
+                                    for d in (1, 2, 4))
+        self.out = nn.Sequential(nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(16, 5))
+
+    def forward(self, x):
+        x = self.inp(x)
+        for b in self.blocks:
+            x = x + b(x)
+        return self.out(x)
+
+    input_shape = (1, 4, 64)
+
+
+class SegNet(nn.Module):
+    """A small U-Net-like segmentation net: strided encoder, nearest and
+    bilinear upsampling, skip connections by concatenation, a sigmoid mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.e1 = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+        self.e2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.e3 = nn.Sequential(nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.up1 = nn.Upsample(scale_factor=2, mode="nearest")
+        self.d1 = nn.Sequential(nn.Conv2d(32, 16, 3, padding=1), nn.ReLU())
+        self.up2 = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.d2 = nn.Sequential(nn.Conv2d(24, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+        self.mask = nn.Sigmoid()
+
+    def forward(self, x):
+        a = self.e1(x)
+        b = self.e2(a)
+        c = self.e3(b)
+        d = self.d1(torch.cat([self.up1(c), b], dim=1))
+        return self.mask(self.d2(torch.cat([self.up2(d), a], dim=1)))
+
+    input_shape = (1, 3, 32, 32)
+
+
+MODELS = {"torch_audio1d_softmax": Audio1d, "torch_vision2d_sigmoid": Vision2d,
+          "torch_mbv3_small_se": MobileNetV3Small, "torch_tcn_dilated": DilatedTcn,
+          "torch_segnet_resize_concat": SegNet}
+# one fixed seed per model (the committed files were made with these)
+SEEDS = {"torch_audio1d_softmax": 0, "torch_vision2d_sigmoid": 1, "torch_mbv3_small_se": 2,
+         "torch_tcn_dilated": 3, "torch_segnet_resize_concat": 4}
+
+
+class Calibration(CalibrationDataReader):
+    def __init__(self, name, shape, seed, count=16):
+        rng = np.random.default_rng(seed)
+        self.data = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)])
+
+    def get_next(self):
+        return next(self.data, None)
+
+
+def export(model, path):
+    x = torch.randn(*model.input_shape)
+    # the legacy exporter with a symbolic batch, as most tutorials show
+    torch.onnx.export(model, x, path, input_names=["input"], output_names=["output"], opset_version=17,
+                      dynamic_axes={"input": {0: "N"}, "output": {0: "N"}}, dynamo=False)
+
+
+def main(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    only = set(sys.argv[2:])
+    for name, cls in sorted(MODELS.items()):
+        if only and name not in only:
+            continue
+        i = SEEDS[name]
+        torch.manual_seed(i)
+        model = cls()
+        for m in model.modules():            # non-trivial batch-norm statistics
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+        model.eval()
+        path = os.path.join(out_dir, name + ".onnx")
+        with tempfile.TemporaryDirectory() as tmp:
+            f32 = os.path.join(tmp, "float.onnx")
+            export(model, f32)
+            heads = [n.name for n in onnx.load(f32).graph.node if n.op_type in ("Softmax", "Sigmoid")]
+            quantize_static(f32, path, Calibration("input", model.input_shape, seed=i),
+                            quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                            weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=heads)
+        print(f"{path}: {os.path.getsize(path)} bytes")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "tests/corpus")
