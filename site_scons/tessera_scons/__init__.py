@@ -78,6 +78,19 @@ def _listdir(path):
         return []
 
 
+def _cost_meta(tcfg, tname):
+    """The cost model's inputs to the report: the coefficients (their
+    content, so that a refit rebuilds the report) and the activation DMA
+    engine's dimensions."""
+    from tessera import views
+    from tessera.cost import model as cost_model
+
+    file = cost_model.path(ROOT, tcfg["kernels"], tname)
+    engine = views.dma_engine(tcfg, tcfg["place"]["activations"], tcfg["place"]["tiles"])
+    return {"file": os.path.relpath(file, ROOT), "coefficients": cost_model.load(file),
+            "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3}
+
+
 def _forget_damaged(nodes):
     """Remove generated files whose bytes are no longer what the build wrote
     (truncated, edited), so SCons makes them again: SCons itself only asks
@@ -342,6 +355,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
+    meta["cost"] = _cost_meta(tcfg, tname)
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])
@@ -353,7 +367,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, canon.source_files("report", "memplan", "ir", "codegen.libraries"))
+    env.Depends(report, canon.source_files("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))

@@ -15,12 +15,14 @@ what was compared, and each compared file or output: equal, or the first
 differing element) and per layer reference_match where the reference has
 the layer's output (DORY); for a .tflite model, tflite (the interpreter
 and kernels that checked the golden model, tensors compared, every one
-equal).
+equal); per layer and in totals, `cost`: the cost model's estimate next to
+the measured count (report/costs.py), labeled in counts.cost.
 """
 
 from ..codegen.libraries import library
 from ..memplan import memory_report
 from . import summary
+from .costs import add_costs
 from .console import make_console
 
 COUNT_KEYS = {"qemu-instructions": "instructions", "gvsoc-cycles": "cycles", "host-ns": "host_ns"}
@@ -93,6 +95,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+    add_costs(out, meta, graph, tilings, count_key)
     if meta.get("tflite"):
         out["tflite"] = meta["tflite"]
     if meta.get("ort_check") is not None:
