@@ -363,7 +363,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                           "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
     if paths.get("ort_check"):
         meta["ort_check"] = canon.read_json(paths["ort_check"])
-    report = env.Command(d("report.json"),
+    report = env.Command([d("report.json"), d("report.html")],
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))

@@ -42,22 +42,32 @@ def _design(samples, ops):
     return cols, A, b
 
 
-def fit(samples, combine="sum"):
-    """{ops, default, dma} fitted on samples [(op, features, measured)]."""
+def fit(samples, combine="sum", ridge=0.3):
+    """{ops, default, dma} fitted on samples [(op, features, measured)].
+
+    Two stages, because some ops have a single layer in the data: first one
+    shared model of every layer (compute and DMA); then, with the DMA
+    coefficients kept, each op's compute coefficients as multipliers of
+    the shared ones, pulled towards 1 (ridge): an op with many layers
+    gets its own, an op with one layer mostly a rescaled shared model."""
     samples = [s for s in samples if s[2] > 0]
-    ops = sorted({s[0] for s in samples})
-    cols, A, b = _design(samples, ops)
+    cols, A, b = _design([("default", f, m) for _, f, m in samples], ["default"])
     x = _nnls(A, b)
-    out = {"ops": {}, "dma": {}}
-    for (group, k), v in zip(cols, x):
-        v = float(f"{v:.6g}")
-        if group == "dma":
-            out["dma"][k] = v
-        else:
-            out["ops"].setdefault(group, {})[k] = v
-    shared = [("default", f, m) for _, f, m in samples]
-    cols, A, b = _design(shared, ["default"])
-    x = _nnls(A, b)
-    out["default"] = {k: float(f"{v:.6g}") for (g, k), v in zip(cols, x) if g == "default"}
+    base = {k: v for (g, k), v in zip(cols, x) if g == "default"}
+    dma = {k: v for (g, k), v in zip(cols, x) if g == "dma"}
+    out = {"ops": {}, "dma": {k: _num(v) for k, v in dma.items()}, "default": {k: _num(v) for k, v in base.items()}}
+    for op in sorted({s[0] for s in samples}):
+        mine = [(f, m) for o, f, m in samples if o == op]
+        A = np.array([[dict(f, layer=1)[k] * base[k] / m for k in COMPUTE] for f, m in mine])
+        b = np.array([1.0 - sum(dma[k] * f[k] for k in DMA) / m for f, m in mine])
+        # the ridge rows: each multiplier towards 1
+        A = np.vstack([A, np.sqrt(ridge) * np.eye(len(COMPUTE))])
+        b = np.concatenate([b, np.sqrt(ridge) * np.ones(len(COMPUTE))])
+        mult = _nnls(A, b)
+        out["ops"][op] = {k: _num(base[k] * w) for k, w in zip(COMPUTE, mult)}
     out["combine"] = combine
     return out
+
+
+def _num(v):
+    return float(f"{v:.6g}")

@@ -96,6 +96,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "memory": memory_report(the_plan),
     }
     add_costs(out, meta, graph, tilings, count_key)
+    if verdict.get("first_mismatch"):
+        out["first_mismatch"] = verdict["first_mismatch"]
     if meta.get("tflite"):
         out["tflite"] = meta["tflite"]
     if meta.get("ort_check") is not None:
