@@ -45,3 +45,10 @@ def test_l1_change_shows_in_the_diff(tmp_path):
     differ = [x["name"] for x, y in zip(a["layers"], b["layers"])
               if any(x.get(k) != y.get(k) for k in ("tiled", "tile", "n_tiles", "l1_bytes", "dma_bytes"))]
     assert text.count('<tr class="changed">') == len(differ)
+
+
+def test_a_missing_report_is_one_line(tmp_path):
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report_diff.py"), str(tmp_path),
+                          str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert len(res.stderr.strip().splitlines()) == 1 and "report.json" in res.stderr
