@@ -147,6 +147,9 @@ def render(data, console=None):
         table.add_column(f"DMA {name}", justify="right")
     if count_key:
         table.add_column(count_key, justify="right")
+    estimated = any("estimate" in l.get("cost", {}) for l in data["layers"])
+    if estimated:
+        table.add_column("estimate", justify="right")
     split = any("work_split" in l for l in data["layers"])
     if split:
         table.add_column("max/mean core", justify="right")
@@ -161,6 +164,10 @@ def render(data, console=None):
         cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]
         if count_key:
             cells.append(str(l.get(count_key, "")))
+        if estimated:
+            c = l.get("cost", {})
+            err = f" ({100 * c['error']:+.0f}%)" if c.get("error") is not None else ""
+            cells.append(f"{c.get('estimate', '')}{err}")
         if split:
             cells.append(f"{l['work_split']:.2f}" if l.get("work_split") else "")
         cells.append("yes" if l["match"] else "[red]NO[/red]")
@@ -178,6 +185,11 @@ def render(data, console=None):
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
     if count_key and count_key in tot:
         line += f", {tot[count_key]} {count_key} ({data['counts']['note']})"
+    if tot.get("cost", {}).get("estimate") is not None:
+        c = tot["cost"]
+        line += f"; cost model estimate {c['estimate']}"
+        if c.get("error") is not None:
+            line += f" ({100 * c['error']:+.1f}% of the layers' measured sum)"
     ws = tot.get("weights_streamed")
     if ws:
         line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "

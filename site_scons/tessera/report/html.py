@@ -19,7 +19,7 @@ td.l,th.l{text-align:left} tr.bad td{background:#fde0dc} .note{color:#555;font-s
 .legend span{display:inline-block;margin-right:12px} .sw{display:inline-block;width:10px;height:10px;margin-right:4px}
 svg text{font:10px system-ui,sans-serif}
 """
-COLORS = {"activation": "#4e79a7", "weights": "#f28e2b", "in": "#59a14f", "out": "#e15759",
+COLORS = {"activation": "#4e79a7", "bounce": "#17becf", "weights": "#f28e2b", "in": "#59a14f", "out": "#e15759",
           "params": "#b07aa1", "scratch": "#9c755f", "macs": "#76b7b2", "measured": "#4e79a7",
           "estimate": "#f28e2b", "budget": "#bbb", "l1": "#59a14f"}
 ENGINE_COLORS = ("#edc948", "#ff9da7", "#9c755f", "#bab0ac")
@@ -108,7 +108,7 @@ def render_html(data, mm):
                    f"golden model;{escape(what)}</p>")
     out.append('<h2>Memory map</h2><p class="note">every buffer a rectangle over the layers it lives through '
                "(x: layer index, y: address); hover for names</p>")
-    out.append(legend([(k, COLORS[k]) for k in ("activation", "weights", "in", "out", "params", "scratch")]))
+    out.append(legend([(k, COLORS[k]) for k in ("activation", "bounce", "weights", "in", "out", "params", "scratch")]))
     for level, m in mm.items():
         mem = data["memory"].get(level, {})
         out.append(f'<h3 class="level">{escape(level)}: peak {mem.get("peak", m["size"])} B of '

@@ -4,12 +4,13 @@ x0..x1 the layer indices the buffer lives through (inclusive).
 
 Activations: each tensor from the layer that writes it (the graph input from
 layer 0) to the last layer that reads it (a graph output to the end).
-Streamed weights: each chunk in the activation level for the layer it feeds.
+Bounce buffers (tiles of a tensor spilled to a slower level pass through
+them) for the layer that uses them. Streamed weights: each chunk in the activation level for the layer it feeds.
 Tile level: each layer's input, output, weight, parameter buffers (every
 copy of a double-buffered one) and its scratch, for that layer alone.
 """
 
-KINDS = ("activation", "weights", "in", "out", "params", "scratch")
+KINDS = ("activation", "bounce", "weights", "in", "out", "params", "scratch")
 
 
 def memory_map(graph, the_plan, tilings):
@@ -24,12 +25,19 @@ def memory_map(graph, the_plan, tilings):
     out = {}
     acts = the_plan["activations"]
     rects = []
+    bounces = acts.get("spill", {}).get("bounces", {})
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
     for name, offset in sorted(acts["offsets"].items(), key=lambda kv: (kv[1], kv[0])):
+        if name in bounces:
+            # a spilled tensor's tiles pass through it during one layer
+            i = index[name.split(":bounce:")[0]]
+            rects.append({"name": name, "kind": "bounce", "x0": i, "x1": i, "offset": offset,
+                          "bytes": bounces[name]})
+            continue
         t = graph.tensor(name)
         x0 = produced.get(name, 0)
         rects.append({"name": name, "kind": "activation", "x0": x0, "x1": max(x0, last.get(name, x0)),
                       "offset": offset, "bytes": t.nbytes})
-    index = {layer.name: i for i, layer in enumerate(graph.layers)}
     stream = the_plan.get("weights", {}).get("stream")
     if stream and stream.get("level") == acts["level"]:
         for c in stream["chunks"]:
