@@ -67,7 +67,8 @@ def main():
                 others = [s for o, r in reports.items() if o != m for s in samples_of(r)]
                 if not others:
                     continue
-                coefs = fit.fit(others)
+                coefs = (fit.fit_overlap(others, tcfg) if tcfg["runner"]["counts"] == "gvsoc-cycles"
+                         else fit.fit(others))
             errs, tm, te = [], 0, 0
             for layer, (op, feats, measured) in zip(rep["layers"], samples):
                 est = model.estimate(coefs, op, feats)

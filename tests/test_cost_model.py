@@ -84,6 +84,26 @@ def test_fit_gives_an_op_its_own_cost():
     assert all(v >= 0 for c in got["ops"].values() for v in c.values())
 
 
+def test_overlap_fit_recovers_compute_with_the_yaml_dma():
+    target = {"place": {"tiles": "L1", "activations": "L2", "weights": "L2"},
+              "dma": [{"name": "d", "src": "L2", "dst": "L1", "dims": 2, "bandwidth": 8, "setup": 400}]}
+    dma = fit.yaml_dma(target)
+    assert dma == {"act_bytes": 0.125, "act_xfers": 400.0, "w_bytes": 0.125, "w_xfers": 400.0}
+    shared = {"macs": 0.5, "out_elems": 4.0, "in_elems": 0.0, "tiles": 300.0, "layer": 3000.0}
+    truth = {"ops": {}, "default": shared, "dma": dma, "combine": "overlap"}
+    rng = np.random.default_rng(1)
+    samples = []
+    for i in range(80):
+        feats = {k: int(rng.integers(1, 20000)) for k in FEATURES}
+        feats.update(macs=int(rng.integers(10000, 2000000)), tiles=int(rng.integers(1, 30)))
+        feats.update(act_xfers=2 * feats["tiles"], w_xfers=int(rng.integers(0, 3)))
+        samples.append((("conv2d", "pointwise")[i % 2], feats, model.estimate(truth, "conv2d", feats)))
+    got = fit.fit_overlap(samples, target)
+    assert got["combine"] == "overlap" and got["dma"] == dma
+    errs = [abs(model.estimate(got, op, f) - m) / m for op, f, m in samples]
+    assert max(errs) < 1e-3
+
+
 def test_overlap_hides_the_shorter_of_dma_and_compute():
     coefs = {"ops": {"conv2d": {"macs": 1.0}}, "default": {}, "dma": {"act_bytes": 1.0}, "combine": "overlap"}
     feats = dict.fromkeys(FEATURES, 0)

@@ -71,3 +71,40 @@ def fit(samples, combine="sum", ridge=0.3):
 
 def _num(v):
     return float(f"{v:.6g}")
+
+
+def yaml_dma(target):
+    """The dma coefficients of the target YAML's engine into the tile level:
+    cycles per byte (1 / bandwidth) and per transfer (setup), for the
+    activations' engine and the weights' one."""
+    from .. import views
+
+    place = target["place"]
+
+    def engine(src):
+        i = views.dma_engine(target, src, place["tiles"])
+        return target["dma"][i] if i is not None else {"bandwidth": 0, "setup": 0}
+    act, w = engine(place["activations"]), engine(place["weights"])
+    per_byte = lambda e: 1.0 / e["bandwidth"] if e["bandwidth"] else 0.0  # noqa: E731
+    return {"act_bytes": _num(per_byte(act)), "act_xfers": float(act["setup"]),
+            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"])}
+
+
+def fit_overlap(samples, target):
+    """Coefficients for `combine: overlap` (wall-clock cycles, DMA engines
+    beside the cores): the DMA terms from the target YAML; the compute ones
+    fitted on the layers whose compute hides their transfers, each measured
+    count less the first tile's load (the part nothing hides). A layer whose
+    transfers take longer than its measured count leaves compute unknown:
+    it is left out of the fit."""
+    dma = yaml_dma(target)
+    zero = dict.fromkeys(DMA, 0.0)
+    compute = []
+    for op, f, m in samples:
+        d = sum(dma[k] * f[k] for k in DMA)
+        rest = m - d / max(f["tiles"], 1)
+        if rest > 1.05 * d:    # clearly compute-bound (a margin for the rounding of counts)
+            compute.append((op, dict(f, **zero), rest))
+    out = fit(compute, combine="overlap")
+    out["dma"] = dma
+    return out
