@@ -88,7 +88,7 @@ def _cost_meta(tcfg, tname):
     file = cost_model.path(ROOT, tcfg["kernels"], tname)
     engine = views.dma_engine(tcfg, tcfg["place"]["activations"], tcfg["place"]["tiles"])
     return {"file": os.path.relpath(file, ROOT), "coefficients": cost_model.load(file),
-            "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3}
+            "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 
 def _forget_damaged(nodes):

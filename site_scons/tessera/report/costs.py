@@ -3,7 +3,7 @@ estimate and the measured count side by side, each labeled; and the totals.
 
 meta["cost"] (from the SCons glue): {"file": the coefficients file relative
 to the checkout or None, "coefficients": its content or None, "dims": the
-activation DMA engine's dimensions}.
+activation DMA engine's dimensions, "cores": the cores sharing a tile}.
 """
 
 from ..cost import features, model
@@ -18,7 +18,7 @@ def add_costs(out, meta, graph, tilings, count_key):
     est_total = 0
     for entry, layer in zip(out["layers"], graph.layers):
         t = by_layer[layer.name]
-        feats = features.layer_features(layer, graph, t, cost.get("dims", 2))
+        feats = features.layer_features(layer, graph, t, cost.get("dims", 2), cost.get("cores", 1))
         item = {"features": feats}
         if coefs is not None:
             item["estimate"] = model.estimate(coefs, layer.op, feats, t.get("buffering", 2))
