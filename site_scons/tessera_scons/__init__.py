@@ -60,7 +60,7 @@ def fail(err, outdir=None):
 # What a network's build leaves to say it passed, and what that claim rests
 # on: removed when a later build of it fails, so no stale "pass" survives
 # (SCons keeps a failed build's old targets in place).
-SUCCESS_FILES = (".passed", "report.json", "verdict.json", "run.log")
+SUCCESS_FILES = (".passed", "report.json", "report.html", "verdict.json", "run.log")
 _networks = []   # outdirs declared in this invocation
 
 
@@ -379,7 +379,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # targets: it runs when the SConstruct is read)
     env.Clean(passed, [p for k, p in paths.items() if k != "onnx"] + [d(".prepare.json")])
     env.Alias("run", run_log)
-    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0]])
+    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0], report[1]])
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
 
