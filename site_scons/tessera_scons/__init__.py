@@ -60,7 +60,7 @@ def fail(err, outdir=None):
 # What a network's build leaves to say it passed, and what that claim rests
 # on: removed when a later build of it fails, so no stale "pass" survives
 # (SCons keeps a failed build's old targets in place).
-SUCCESS_FILES = (".passed", "report.json", "verdict.json", "run.log")
+SUCCESS_FILES = (".passed", "report.json", "report.html", "verdict.json", "run.log")
 _networks = []   # outdirs declared in this invocation
 
 
@@ -76,6 +76,19 @@ def _listdir(path):
         return sorted(os.listdir(path))
     except OSError:
         return []
+
+
+def _cost_meta(tcfg, tname):
+    """The cost model's inputs to the report: the coefficients (their
+    content, so that a refit rebuilds the report) and the activation DMA
+    engine's dimensions."""
+    from tessera import views
+    from tessera.cost import model as cost_model
+
+    file = cost_model.path(ROOT, tcfg["kernels"], tname)
+    engine = views.dma_engine(tcfg, tcfg["place"]["activations"], tcfg["place"]["tiles"])
+    return {"file": os.path.relpath(file, ROOT), "coefficients": cost_model.load(file),
+            "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 
 def _forget_damaged(nodes):
@@ -342,6 +355,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
+    meta["cost"] = _cost_meta(tcfg, tname)
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])
@@ -349,11 +363,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                           "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
     if paths.get("ort_check"):
         meta["ort_check"] = canon.read_json(paths["ort_check"])
-    report = env.Command(d("report.json"),
+    report = env.Command([d("report.json"), d("report.html")],
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, canon.source_files("report", "memplan", "ir", "codegen.libraries"))
+    env.Depends(report, canon.source_files("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))
@@ -365,7 +379,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # targets: it runs when the SConstruct is read)
     env.Clean(passed, [p for k, p in paths.items() if k != "onnx"] + [d(".prepare.json")])
     env.Alias("run", run_log)
-    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0]])
+    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0], report[1]])
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
 

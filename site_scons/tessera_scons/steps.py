@@ -245,3 +245,9 @@ def _report(target, source, env):
     report_data = build.report(meta, graph, weights, the_plan, verdict, tilings)
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)
+    if len(target) > 1:
+        from tessera.report.html import render_html
+        from tessera.report.memmap import memory_map
+
+        canon.write_atomic(str(target[1]), render_html(report_data, memory_map(graph, the_plan, tilings)))
+        print(f"tessera: report {target[1]}")
