@@ -25,7 +25,7 @@ slice per layer (what that layer's code generation reads), so a change that
 moves one layer's buffers regenerates only that layer.
 """
 
-from . import ir
+from . import hazard, ir
 from .alloc import l1_layout, plan_level
 from .errors import FitError
 from .views import param_arrays
@@ -277,12 +277,15 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
             raise FitError(spill, f"the activations moved there ({activations['spill']['bytes']} bytes) and the "
                            f"weights do not fit its {levels[spill]['usable']} usable bytes",
                            "use a smaller model or a target with more memory")
-    return {
+    the_plan = {
         "activations": activations,
         "weights": weights,
         "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
                   "size": levels[tile_level]["size"], "layers": l1},
     }
+    # the proof: the generated schedule replayed over these addresses
+    hazard.check(graph, tilings, the_plan)
+    return the_plan
 
 
 def layer_slice(the_plan, layer):
