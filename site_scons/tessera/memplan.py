@@ -28,6 +28,7 @@ moves one layer's buffers regenerates only that layer.
 from . import hazard, ir
 from .alloc import l1_layout, plan_level
 from .errors import FitError
+from .overlap import candidates as overlap_candidates
 from .views import param_arrays
 
 ALIGN = 4
@@ -76,17 +77,21 @@ def bounce_name(layer_name, which):
     return f"{layer_name}:bounce:{which}"
 
 
-def _activation_plan(graph, level, usable, tilings=None, spill=None):
+def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
-    bounce buffer, until the rest fits. Returns (plan, buffers, spilled)."""
+    bounce buffer, until the rest fits. With `overlap`, a layer's output may
+    start below its consumed input by the gap its tile order allows
+    (tessera.overlap). Returns (plan, buffers, spilled)."""
+    pairs = overlap_candidates(graph, tilings) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
         buffers = _activation_buffers(graph, spilled, tilings)
+        mine = [p for p in pairs if p["below"] not in spilled and p["above"] not in spilled]
         try:
-            return plan_level(level, usable, steps, buffers, align=ALIGN), buffers, spilled
+            return plan_level(level, usable, steps, buffers, align=ALIGN, overlaps=mine), buffers, spilled
         except FitError:
             name = _spill_candidate(graph, buffers, spilled) if spill else None
             if name is None:
@@ -248,7 +253,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
     levels = memory["levels"]
     act_level = place["activations"]
     spill = memory.get("spill")
-    acts, act_buffers, spilled = _activation_plan(graph, act_level, levels[act_level]["usable"], tilings, spill)
+    acts, act_buffers, spilled = _activation_plan(graph, act_level, levels[act_level]["usable"], tilings, spill,
+                                                  memory.get("overlap", True))
     wl = place["weights"]
     weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
@@ -266,6 +272,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
                                            act_buffers, acts["offsets"])
     activations = {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
                    "peak": acts["peak"], "lower_bound": acts["lower_bound"],
+                   "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],
                    "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
                    "method": acts["method"], "optimal": acts["optimal"]}
     if spilled:
