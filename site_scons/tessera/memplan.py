@@ -323,23 +323,30 @@ def layer_slice(the_plan, layer):
 
 
 def memory_report(the_plan):
-    """Per level: peak, lower bound and size, as report.json shows them."""
+    """Per level: peak, lower bound and size, as report.json shows them.
+    lower_bound: no plan of these buffers can do better (with the allowed
+    overlaps); tensor_bound: the largest set of whole tensors live at once
+    (what a plan without overlap cannot beat)."""
     acts, w, tiles = the_plan["activations"], the_plan["weights"], the_plan["tiles"]
-    out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts["lower_bound"],
+    out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts.get("overlap_bound", acts["lower_bound"]),
+                           "tensor_bound": acts["lower_bound"], "overlaps": acts.get("overlaps", 0),
                            "size": acts["size"], "usable": acts["usable"], "holds": "activations"}}
     stream = w.get("stream")
     if stream is not None:
         out[stream["level"]]["holds"] = "activations, weight buffers"
         out[stream["level"]]["weight_buffers_peak"] = stream["peak"]
-    out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "size": w["size"],
+    out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "tensor_bound": w["bytes"],
+                                "size": w["size"],
                                 "usable": w["usable"], "holds": "weights"})
     spill = acts.get("spill")
     if spill is not None and spill["level"] in out:
         out[spill["level"]]["holds"] += ", spilled activations"
         out[spill["level"]]["peak"] += spill["bytes"]
         out[spill["level"]]["lower_bound"] += spill["bytes"]
+        out[spill["level"]]["tensor_bound"] += spill["bytes"]
         out[spill["level"]]["spilled_activations"] = spill["bytes"]
     l1_lb = max((lay["total"] for lay in tiles["layers"].values()), default=0)
-    out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "size": tiles["size"],
+    out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "tensor_bound": l1_lb,
+                                    "size": tiles["size"],
                                     "usable": tiles["usable"], "holds": "tiles"})
     return out
