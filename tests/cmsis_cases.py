@@ -25,11 +25,11 @@ LIBRARY = load_yaml(os.path.join(ROOT, "kernels", "cmsis_nn", "library.yaml"))
 # <op>_rq: the DSP kernels with tessera's whole requantization (any_rq.c:
 # floor rounding, an additive term, Requant.divisor), NEMO/DORY layers
 OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add",
-       "conv2d_rq", "pointwise_rq", "linear_rq")
+       "conv2d_rq", "pointwise_rq", "linear_rq", "depthwise_rq")
 # the argument struct of each op (tsr_<kind>_args_t)
 KIND = {"conv2d": "conv", "pointwise": "conv", "depthwise": "conv", "linear": "conv",
         "maxpool": "pool", "avgpool": "pool", "add": "add",
-        "conv2d_rq": "conv", "pointwise_rq": "conv", "linear_rq": "conv"}
+        "conv2d_rq": "conv", "pointwise_rq": "conv", "linear_rq": "conv", "depthwise_rq": "conv"}
 
 
 @dataclass

@@ -43,8 +43,10 @@ def quantize(m, path, activation="int8", per_channel=True, seed=0, samples=8, fm
 
     qtype = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
     ops = sorted({n.op_type for n in m.graph.node})
+    # keep Relu/Clip as nodes (ORT folds them into the Q ranges by default) where the graph is about them
+    extra = {"QDQKeepRemovableActivations": True} if m.graph.name == "keep_activations" else {}
     quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                    op_types_to_quantize=ops,
+                    op_types_to_quantize=ops, extra_options=extra,
                     per_channel=per_channel, activation_type=qtype, weight_type=QuantType.QInt8)
     return str(path)
 
@@ -101,8 +103,8 @@ def build(kind, seed=0):
                  N("Relu", ["fc1"], ["r"]),
                  conv(rng, I, "fc2", "r", 4, 8, 1),
                  N("Sigmoid", ["fc2"], ["s"]),
-                 N("Mul", ["r1", "s"], ["output"])]
-        return model(nodes, I, [1, 4, 8, 8], [1, 8, 8, 8])
+                 N("Mul", ["s", "r1"], ["output"])]     # the vector first: the lowering reorders
+        return model(nodes, I, [1, 4, 16, 16], [1, 8, 16, 16])
     if kind == "swish":             # x * sigmoid(x): a same-shape mul, tiled like add
         nodes = [conv(rng, I, "c1", "input", 4, 8, 3, pad=1),
                  N("Sigmoid", ["c1"], ["s"]),
@@ -110,6 +112,33 @@ def build(kind, seed=0):
                  conv(rng, I, "c2", "m", 8, 8, 1)]
         nodes[-1].output[0] = "output"
         return model(nodes, I, [1, 4, 16, 16], [1, 8, 16, 16])
+    if kind == "clamped":           # Relu/Clip right after resize, concat and a mean: folded clamps
+        I["roi"] = np.zeros(0, np.float32)
+        I["scales"] = np.array([1, 1, 2, 2], np.float32)
+        I["lo"] = np.array(-0.5, np.float32)
+        I["hi"] = np.array(0.8, np.float32)
+        nodes = [conv(rng, I, "c1", "input", 4, 6, 3, pad=1, stride=2),
+                 N("Resize", ["c1", "roi", "scales"], ["up"], mode="linear"),
+                 N("Relu", ["up"], ["upr"]),
+                 conv(rng, I, "c2", "input", 4, 5, 1),
+                 N("Concat", ["upr", "c2"], ["cat"], axis=1),
+                 N("Clip", ["cat", "lo", "hi"], ["catc"]),
+                 N("ReduceMean", ["catc"], ["m"], axes=[2, 3], keepdims=1),
+                 N("Relu", ["m"], ["output"])]
+        m = model(nodes, I, [1, 4, 8, 8], [1, 11, 1, 1])
+        m.graph.name = "keep_activations"
+        return m
+    if kind == "resize_sizes":      # `sizes` to an odd shape: scales are the size ratios
+        I["roi"] = np.zeros(0, np.float32)
+        I["scales"] = np.zeros(0, np.float32)
+        I["sizes"] = np.array([1, 6, 7, 5], np.int64)
+        nodes = [conv(rng, I, "c1", "input", 4, 6, 3, pad=1),
+                 N("Resize", ["c1", "roi", "scales", "sizes"], ["up"], mode="linear",
+                   coordinate_transformation_mode="pytorch_half_pixel"),
+                 N("Resize", ["up", "roi", "scales", "sizes2"], ["output"], mode="nearest",
+                   coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")]
+        I["sizes2"] = np.array([1, 6, 3, 11], np.int64)
+        return model(nodes, I, [1, 4, 4, 4], [1, 6, 3, 11])
     if kind in ("resize_nearest", "resize_bilinear", "resize_align"):
         mode = "nearest" if kind == "resize_nearest" else "linear"
         coord = "align_corners" if kind == "resize_align" else ("asymmetric" if mode == "nearest" else "half_pixel")
@@ -172,5 +201,5 @@ def build(kind, seed=0):
     raise KeyError(kind)
 
 
-KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
+KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "clamped", "resize_sizes", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
          "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "softmax", "pools", "mbv3")

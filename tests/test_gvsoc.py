@@ -218,3 +218,32 @@ def test_builds_and_cycle_counts_are_deterministic(tmp_path):
         assert "count=" in f.read()
     differ = [name for name in fa if not filecmp.cmp(fa[name], fb[name], shallow=False)]
     assert differ == []
+
+
+@pytest.mark.slow
+def test_gap8_stand_in_streams_weights_from_l3_bit_exact(tmp_path):
+    """gap8_gvsoc: GAP8's memory plan (weights in L3, streamed to L2 chunk by
+    chunk) with the Xpulp kernels on GVSoC's pulp-open, bit-exact."""
+    out = tmp_path / "out"
+    scons("target=gap8_gvsoc", "model=tiny", out=out, check=True)
+    rep = report(out, "gap8_gvsoc", "tiny")
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    assert rep["kernels"]["path"] == "xpulpv2"
+    assert rep["totals"]["weights_streamed"]["from"] == "L3"
+    assert rep["totals"]["weights_streamed"]["bytes"] > 0
+    assert rep["memory"]["L2"]["size"] == 512000
+
+
+@pytest.mark.slow
+def test_xpulp_kernels_beside_the_reference_fallback(tmp_path):
+    """A MobileNetV3-like block (squeeze-and-excitation mul, hard-swish
+    tables, concat, resize: reference kernels) with its convolutions on the
+    Xpulp path, on pulp_open: bit-exact."""
+    from test_ops_build import model_yaml, passed
+
+    out = tmp_path / "out"
+    path = model_yaml(tmp_path, "mbv3")
+    scons("target=pulp_open", f"model={path}", out=out, check=True)
+    rep = passed(out, "pulp_open", path)
+    assert rep["kernels"]["path"] == "xpulpv2"
+    assert {"mul", "lut", "depthwise", "pointwise"} <= {layer["op"] for layer in rep["layers"]}

@@ -280,3 +280,25 @@ def test_what_32_bits_cannot_carry_is_one_line(tmp_path):
     with pytest.raises(FrontendError, match=r"'out_node' \(Clip\): requantization multiplier 4900000000 does "
                                             r"not fit 32 bits"):
         import_onnx(path, "wide_mul")
+
+
+def test_padding_beyond_the_kernel_is_a_layer_dory_does_not_count(tmp_path):
+    """Pad -> Pad -> Conv 2x2 whose padding (2) reaches the kernel (as in
+    DORY's dronet_no_pooling): the part the convolution cannot take is a
+    zero Pad layer of tessera's own, left out of DORY's numbering."""
+    c, i = chain("c", "r", "q", [3, 2], [20000, 15000], 1500, D18)
+    nodes = [n("Pad", ["input"], ["p1"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0),
+             n("Pad", ["p1"], ["p2"], pads=[0, 0, 1, 1, 0, 0, 1, 1], value=0.0),
+             n("Conv", ["p2", "w"], ["c"], kernel_shape=[2, 2], strides=[2, 2]), *c]
+    folder = tmp_path / "dory"
+    folder.mkdir()
+    path = _refused(folder, "model_int", nodes, {"w": rng.integers(-20, 21, (2, 2, 2, 2)), **i}, [1, 2, 6, 6],
+                    [1, 2, 5, 5])
+    x = rng.integers(0, 256, (1, 2, 6, 6))
+    ref = ort_eval(path, ["r"], x)
+    write_txt(str(folder / "input.txt"), "input", x, "hwc")
+    write_txt(str(folder / "out_layer0.txt"), "r", ref["r"], "hwc")
+    graph, rows = golden_rows(str(folder))
+    assert [(l.op, l.added is not None) for l in graph.layers] == [("depthwise", True), ("conv2d", False)]
+    assert graph.layers[1].pad == [1, 1, 1, 1]
+    assert len(rows) == 1 and rows[0]["equal"] and len(np.unique(ref["r"])) > 8

@@ -33,7 +33,7 @@ def passed(out, target, path):
 @pytest.mark.parametrize("kind, activation", [("mbv3", "int8"), ("mbv3", "uint8"), ("se", "int8"),
                                               ("softmax", "int8"), ("PRelu", "uint8"), ("tcn1d", "int8"),
                                               ("pools", "int8"), ("resize_align", "int8"), ("Tanh", "int8"),
-                                              ("se_sigmoid", "uint8")])
+                                              ("se_sigmoid", "uint8"), ("resize_sizes", "uint8")])
 def test_new_ops_bit_exact_on_host(tmp_path, kind, activation):
     out = tmp_path / "out"
     path = model_yaml(tmp_path, kind, activation)
@@ -53,19 +53,23 @@ def small_l1(data):
 
 
 def test_dilated_layers_and_tables_are_tiled_with_their_halo(tmp_path):
-    """With a 3000-byte L1 the dilated convolutions and tables run in
-    several tiles (halos of the dilated window) and stay bit-exact."""
+    """With a 3000-byte L1 the dilated convolutions, tables and products
+    (same shape, and by a [1, 1, C] vector) run in several tiles (halos of
+    the dilated window) and stay bit-exact."""
     out = tmp_path / "out"
     target = host_variant(tmp_path, "host_small", small_l1)
-    for kind in ("dilated", "swish"):
+    for kind in ("dilated", "swish", "se_sigmoid"):
         path = model_yaml(tmp_path, kind)
         scons(f"target={target}", f"model={path}", out=out, check=True)
         name = f"{kind}_int8"
         rep = passed(out, "host_small", path)
         tiled = {layer["name"] for layer in rep["layers"] if layer["tiled"]}
         with open(out / "host_small" / name / "graph.json") as f:
-            layers = json.load(f)["layers"]
-        special = {layer["name"] for layer in layers if layer.get("dilation") or layer["op"] in ("lut", "mul")}
+            g = json.load(f)
+        size = lambda t: g["tensors"][t]["shape"][0] * g["tensors"][t]["shape"][1] * g["tensors"][t]["shape"][2]  # noqa: E731
+        # the layers whose input and output alone exceed the 3000 bytes
+        special = {layer["name"] for layer in g["layers"] if (layer.get("dilation") or layer["op"] in ("lut", "mul"))
+                   and size(layer["inputs"][0]) + size(layer["output"]) > 3000}
         assert special and special <= tiled, (special, tiled)
 
 

@@ -13,7 +13,8 @@ from tessera.golden.ortcheck import compare
 # the IR ops each graph must produce (checks the lowering, not only the numbers)
 EXPECT = {"dilated": {"conv2d", "depthwise"}, "tcn1d": {"conv2d", "depthwise", "maxpool", "avgpool"},
           "se": {"lut", "avgpool", "mul", "add"}, "se_sigmoid": {"lut", "avgpool", "mul"},
-          "swish": {"lut", "mul"}, "resize_nearest": {"resize", "concat"},
+          "swish": {"lut", "mul"}, "clamped": {"resize", "concat", "avgpool", "lut"},
+          "resize_sizes": {"resize"}, "resize_nearest": {"resize", "concat"},
           "resize_bilinear": {"resize", "concat"}, "resize_align": {"resize", "concat"},
           "softmax": {"linear", "softmax"}, "pools": {"maxpool", "avgpool", "concat"},
           "Clip": {"conv2d", "pointwise"},   # folded into the convolutions' clamps
@@ -62,4 +63,68 @@ def test_per_tensor_weights_within_one_lsb_of_onnx_runtime(tmp_path, kind):
     # one weight scale: every channel of a layer requantizes alike
     assert convs and all(len(set(zip(layer.requant.mul, layer.requant.shift))) == 1 for layer in convs)
     rows = compare(path, graph, weights, random_input(graph, 1))
+    assert max(r["max_diff"] for r in rows) <= 1, rows
+
+
+def _unsupported(kind):
+    from onnx import helper
+    from opgraphs import conv, model
+
+    rng = np.random.default_rng(0)
+    inits = {}
+    c1 = conv(rng, inits, "c1", "input", 3, 4, 3, pad=1)
+    if kind == "cubic":
+        inits["roi"] = np.zeros(0, np.float32)
+        inits["scales"] = np.array([1, 1, 2, 2], np.float32)
+        node = helper.make_node("Resize", ["c1", "roi", "scales"], ["output"], name="up", mode="cubic")
+        return model([c1, node], inits, [1, 3, 4, 4], [1, 4, 8, 8]), "up", "Resize", "use mode nearest or linear"
+    if kind == "softmax_h":
+        node = helper.make_node("Softmax", ["c1"], ["output"], name="sm", axis=2)
+        return model([c1, node], inits, [1, 3, 4, 4], [1, 4, 4, 4]), "sm", "Softmax", "over the channels"
+    if kind == "mean_c":
+        node = helper.make_node("ReduceMean", ["c1"], ["output"], name="mc", axes=[1], keepdims=1)
+        return model([c1, node], inits, [1, 3, 4, 4], [1, 1, 4, 4]), "mc", "ReduceMean", "spatial axes"
+    raise KeyError(kind)
+
+
+@pytest.mark.parametrize("kind", ["cubic", "softmax_h", "mean_c"])
+def test_unsupported_forms_are_one_line_naming_the_node(tmp_path, kind):
+    from tessera.errors import FrontendError
+
+    m, node, op, fix = _unsupported(kind)
+    path = quantize(m, tmp_path / f"{kind}.onnx")
+    with pytest.raises(FrontendError) as err:
+        import_onnx(path, kind)
+    msg = str(err.value)
+    assert "\n" not in msg and f"'{node}' ({op})" in msg and fix in msg, msg
+
+
+def test_relu_and_clip_right_after_resize_concat_and_mean_fold_into_the_clamp(tmp_path):
+    """ORT keeps Q/DQ between an op and a kept Relu/Clip; exporters may not:
+    with those pairs removed (op -> Relu/Clip -> Q) the activation folds into
+    the layer's clamp, and the layer still agrees with ORT within 1 LSB."""
+    import onnx
+
+    path = quantize(build("clamped"), tmp_path / "clamped.onnx")
+    m = onnx.load(path)
+    nodes = list(m.graph.node)
+    for act in [n for n in nodes if n.op_type in ("Relu", "Clip")]:
+        dq = next(n for n in nodes if n.output[0] == act.input[0])
+        q = next(n for n in nodes if n.output[0] == dq.input[0])
+        act.input[0] = q.input[0]
+        nodes.remove(dq)
+        nodes.remove(q)
+        # re-center the activation's own quantization so the clamp matters
+        after = next(n for n in nodes if n.op_type == "QuantizeLinear" and n.input[0] == act.output[0])
+        zp = next(i for i in m.graph.initializer if i.name == after.input[2])
+        zp.CopyFrom(onnx.numpy_helper.from_array(np.zeros((), np.int8), zp.name))
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    folded = str(tmp_path / "folded.onnx")
+    onnx.save(m, folded)
+    graph, weights = import_onnx(folded, "folded")
+    assert "lut" not in {layer.op for layer in graph.layers}
+    clamped = {layer.op for layer in graph.layers if layer.requant.lo > -128 or layer.requant.hi < 127}
+    assert {"resize", "concat", "avgpool"} <= clamped, clamped
+    rows = compare(folded, graph, weights, random_input(graph, 1))
     assert max(r["max_diff"] for r in rows) <= 1, rows

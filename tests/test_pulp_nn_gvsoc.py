@@ -28,7 +28,7 @@ from helpers import ROOT
 from tessera.golden import ops
 from tessera.runners import gvsoc
 from test_gvsoc import _target, build_firmware
-from test_ref_kernels import Rq
+from test_ref_kernels import ROUNDING_C, Rq
 
 pytestmark = [
     pytest.mark.gvsoc,
@@ -166,7 +166,7 @@ def firmware_source(cases):
                 out.append(c_array(f"a{i}", "int32_t", r.add))
                 add = f"a{i}"
             out.append(f"static const tsr_requant_t rq{i} = {{m{i}, {add}, s{i}, 1, {r.zero_point}, {r.lo}, "
-                       f"{r.hi}, {0 if r.rounding == 'half_up' else 1}, {{0, 0, 0}}}};\n")
+                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
         eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])

@@ -344,13 +344,14 @@ def test_softmax_matches_golden(lib, case):
     run_case(lib, c, ncores, rng)
 
 
-def test_softmax_golden_against_float():
+@pytest.mark.parametrize("channels, s_x, s_y", [(10, 0.07, 1 / 256), (1000, 0.05, 1 / 256), (1000, 0.05, 0.6)])
+def test_softmax_golden_against_float(channels, s_x, s_y):
     """The integer softmax against the float definition: within one output
-    step (the rounding of the quantized probability)."""
+    step (the rounding of the quantized probability), also for 1000 classes
+    and a coarse output scale (the shift stays within 64 bits)."""
     rng = np.random.default_rng(3)
-    x = rng.integers(-128, 128, size=(2, 3, 10)).astype(np.int8)
-    s_x, s_y = 0.07, 1 / 256
-    table, mul, shift = softmax_params(s_x, s_y)
+    x = rng.integers(-128, 128, size=(2, 3, channels)).astype(np.int8)
+    table, mul, shift = softmax_params(s_x, s_y, channels=channels)
     y = ops.softmax(x, table, Requant(mul=[mul], add=[0], shift=[shift], zero_point=-128))
     v = x.astype(np.float64) * s_x
     p = np.exp(v - v.max(-1, keepdims=True))

@@ -129,7 +129,7 @@ def test_mlperf_ad_firmware_on_host(tmp_path):
 # ---- small models from TensorFlow's converter (tests/data/tflite, tools/tflite_models.py) ----
 
 SMALL = os.path.join(ROOT, "tests", "data", "tflite")
-CONVERTED = ("convs", "residual", "pad_pool", "mean")
+CONVERTED = ("convs", "residual", "pad_pool", "mean", "issue10_ops", "dilated")
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -156,11 +156,15 @@ def test_converted_lowering():
     # MEAN over H and W (with and without keep_dims) and a standalone RELU
     # are average pools; the ADD reads a RESHAPE to a vector
     assert ops_of["mean"] == ["conv2d", "avgpool", "avgpool", "avgpool", "add", "linear"]
+    # dilation (2x2, 2x3 with SAME padding on the dilated extent, depthwise 2x2)
+    dil = import_tflite(os.path.join(SMALL, "dilated.tflite"), "dilated")[0].layers
+    assert [(l.op, l.dilation, l.pad) for l in dil] == [("conv2d", [2, 2], [0, 0, 0, 0]),
+                                                        ("conv2d", [2, 3], [2, 3, 2, 3]),
+                                                        ("depthwise", [2, 2], [2, 2, 2, 2])]
 
 
 @pytest.mark.parametrize("name,line", [
     ("unsupported_tanh", "operator 1 (TANH): not supported by tessera's TFLite import (supported: ADD,"),
-    ("unsupported_dilated", "operator 0 (CONV_2D): dilation 2x2 (tessera's kernels have no dilated convolution"),
     ("unsupported_float", "operator 0 (CONV_2D): a float layer (input 'serving_default_keras_tensor"),
     ("unsupported_int16", "operator 0 (QUANTIZE): int16 activations ("),
 ])
@@ -240,22 +244,12 @@ def test_issue10_recipes_equal_interpreter():
     assert seen == {"LOGISTIC", "HARD_SWISH", "MUL", "CONCATENATION"}
 
 
-def test_issue10_ops_model():
-    """With issue 10's IR ops, every tensor of the model equals the
-    interpreter's; without them, the one-line error names the operator."""
-    from tessera import ir
-    from tessera.errors import FrontendError
-
-    path = os.path.join(SMALL, "issue10_ops.tflite")
-    if not {"lut", "mul", "concat"} <= set(ir.OPS):
-        with pytest.raises(FrontendError, match=r"operator 1 \(HARD_SWISH\): needs the IR's `lut` operator"):
-            import_tflite(path, "issue10_ops")
-        return
-    graph, weights = import_tflite(path, "issue10_ops")
-    inputs = golden.random_input(graph, 0)
-    values = golden.run(graph, weights, inputs)
-    result = tflitecheck.compare(path, graph, values, inputs)
-    assert result["equal"], [r for r in result["compared"] if not r["equal"]][:2]
+def test_issue10_ops_lowering():
+    """HARD_SWISH and LOGISTIC become lut layers, MUL (broadcast and not)
+    mul layers, CONCATENATION a concat layer."""
+    graph, _ = import_tflite(os.path.join(SMALL, "issue10_ops.tflite"), "issue10_ops")
+    assert [l.op for l in graph.layers] == ["conv2d", "lut", "avgpool", "pointwise", "lut", "mul", "pointwise",
+                                            "concat", "mul"]
 
 
 @pytest.mark.qemu
@@ -271,7 +265,7 @@ def test_converted_firmware_under_qemu(tmp_path, target, tools):
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
     out = str(tmp_path / "out")
-    for name in ("residual", "mean"):
+    for name in ("residual", "mean", "issue10_ops", "dilated"):
         yaml = tmp_path / f"{name}.yaml"
         yaml.write_text(f"description: {name}\ntflite: {os.path.join(SMALL, name + '.tflite')}\n")
         scons(f"target={target}", f"model={yaml}", out=out, check=True)

@@ -104,9 +104,12 @@ def build(tf, name):
         x = L.Conv2D(4, 1)(x)
         x = L.Activation("tanh")(x)
         return tf.keras.Model(inp, x), True
-    if name == "unsupported_dilated":
-        x = inp = L.Input((9, 9, 2), batch_size=1)
-        x = L.Conv2D(4, 3, dilation_rate=2)(x)
+    if name == "dilated":
+        # dilated CONV_2D (VALID, and SAME on the dilated extent) and DEPTHWISE_CONV_2D
+        x = inp = L.Input((11, 9, 3), batch_size=1)
+        x = L.Conv2D(6, 3, dilation_rate=2, activation="relu")(x)
+        x = L.Conv2D(6, 3, dilation_rate=(2, 3), padding="same")(x)
+        x = L.DepthwiseConv2D(3, dilation_rate=2, padding="same", activation="relu6")(x)
         return tf.keras.Model(inp, x), True
     raise SystemExit(f"unknown model {name}")
 
@@ -114,7 +117,7 @@ def build(tf, name):
 # the first three cover every supported operator; the tables of the next
 # four are checked; then two errors; the last needs issue 10's IR ops
 MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
-          "unsupported_tanh", "unsupported_dilated", "issue10_ops", "mean", "softmax",
+          "unsupported_tanh", "dilated", "issue10_ops", "mean", "softmax",
           "unsupported_float", "unsupported_int16")
 
 

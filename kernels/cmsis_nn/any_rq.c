@@ -1,5 +1,5 @@
 /*
- * Convolutions, pointwise and fully connected layers on the DSP SIMD
+ * Convolutions, depthwise, pointwise and fully connected layers on the DSP SIMD
  * instructions with tessera's whole requantization (tsr_requantize: floor
  * rounding, an additive term, Requant.divisor, int32 outputs), which
  * CMSIS-NN's API cannot express (its requantization rounds half up and has
@@ -10,8 +10,8 @@
  * bytes of input and of a filter row make two smlad (sxtab16 adds the
  * input offset while sign-extending bytes 0 and 2, its ror8 form bytes 1
  * and 3; the filter goes through sxtb16 the same way, so lanes pair up).
- * A convolution first unrolls each output pixel's window into an int16
- * column in the scratch (x + input_offset, 0 in the padding, in that lane
+ * A convolution first unrolls two output pixels' windows into int16
+ * columns in the scratch (x + input_offset, 0 in the padding, in that lane
  * order) where that pays (see tsr_cmsis_conv2d_rq), so that a filter word
  * then costs a load, two sxtb16 and two smlad; otherwise, or without the
  * scratch (2 bytes per filter element), it reads each window row in place
@@ -93,39 +93,92 @@ TSR_INLINE int32_t col_index(int32_t k, int32_t n)
     return k < (n & ~3) ? (k & ~3) + lane[k & 3] : k;
 }
 
-static void conv_col(const tsr_conv_args_t *a, int16_t *col)
+/* dot2_col for two pixels' columns: each filter word is unpacked once for both */
+TSR_INLINE void dot2x2_col(const int32_t *col0, const int32_t *col1, const int8_t *w0, const int8_t *w1,
+                           int32_t n, int32_t *s)
+{
+    int32_t a00 = s[0], a01 = s[1], a10 = s[2], a11 = s[3], i = 0;
+    for (; i + 4 <= n; i += 4, col0 += 2, col1 += 2) {
+        const uint32_t v0 = tsr_ld32(w0 + i), v1 = tsr_ld32(w1 + i);
+        const int32_t w0a = tsr_sxtb16(v0), w0b = tsr_sxtb16_ror8(v0);
+        const int32_t w1a = tsr_sxtb16(v1), w1b = tsr_sxtb16_ror8(v1);
+        const int32_t pa = col0[0], pb = col0[1], qa = col1[0], qb = col1[1];
+        a00 = tsr_smlad(w0a, pa, a00);
+        a00 = tsr_smlad(w0b, pb, a00);
+        a01 = tsr_smlad(w0a, qa, a01);
+        a01 = tsr_smlad(w0b, qb, a01);
+        a10 = tsr_smlad(w1a, pa, a10);
+        a10 = tsr_smlad(w1b, pb, a10);
+        a11 = tsr_smlad(w1a, qa, a11);
+        a11 = tsr_smlad(w1b, qb, a11);
+    }
+    for (const int16_t *c0 = (const int16_t *)col0, *c1 = (const int16_t *)col1; i < n; i++, c0++, c1++) {
+        a00 += *c0 * w0[i];
+        a01 += *c1 * w0[i];
+        a10 += *c0 * w1[i];
+        a11 += *c1 * w1[i];
+    }
+    s[0] = a00;
+    s[1] = a01;
+    s[2] = a10;
+    s[3] = a11;
+}
+
+/* Output pixel p's window as a column (col_index order, 0 in the padding) */
+static void build_col(const tsr_conv_args_t *a, int32_t p, int16_t *col, int32_t n)
 {
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
-    const int32_t n = kh * kw * in_c;
-    for (int32_t oy = 0; oy < a->out_h; oy++) {
-        const int32_t iy0 = oy * a->sh - a->pad_t;
-        for (int32_t ox = 0; ox < a->out_w; ox++) {
-            const int32_t ix0 = ox * a->sw - a->pad_l;
-            const size_t o = ((size_t)oy * a->out_w + ox) * a->out_c;
-            int32_t k = 0;
-            for (int32_t ky = 0; ky < kh; ky++) {
-                const int32_t iy = iy0 + ky;
-                for (int32_t kx = 0; kx < kw; kx++) {
-                    const int32_t ix = ix0 + kx;
-                    if (iy < 0 || iy >= a->in_h || ix < 0 || ix >= a->in_w) {
-                        for (int32_t ci = 0; ci < in_c; ci++, k++)
-                            col[col_index(k, n)] = 0;
-                    } else {
-                        const int8_t *x = a->in + ((size_t)iy * a->in_w + ix) * in_c;
-                        for (int32_t ci = 0; ci < in_c; ci++, k++)
-                            col[col_index(k, n)] = (int16_t)(x[ci] + off);
-                    }
-                }
+    const int32_t iy0 = p / a->out_w * a->sh - a->pad_t, ix0 = p % a->out_w * a->sw - a->pad_l;
+    int32_t k = 0;
+    for (int32_t ky = 0; ky < kh; ky++) {
+        const int32_t iy = iy0 + ky;
+        for (int32_t kx = 0; kx < kw; kx++) {
+            const int32_t ix = ix0 + kx;
+            if (iy < 0 || iy >= a->in_h || ix < 0 || ix >= a->in_w) {
+                for (int32_t ci = 0; ci < in_c; ci++, k++)
+                    col[col_index(k, n)] = 0;
+            } else {
+                const int8_t *x = a->in + ((size_t)iy * a->in_w + ix) * in_c;
+                for (int32_t ci = 0; ci < in_c; ci++, k++)
+                    col[col_index(k, n)] = (int16_t)(x[ci] + off);
             }
-            for (int32_t c = 0; c < a->out_c; c += 2) {
-                const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
-                int32_t s0 = bias(a, c), s1 = bias(a, c1);
-                dot2_col((const int32_t *)(void *)col, a->weights + (size_t)c * n, a->weights + (size_t)c1 * n, n,
-                         &s0, &s1);
-                store(a, o, c, s0);
-                if (c1 != c)
-                    store(a, o, c1, s1);
+        }
+    }
+}
+
+/* Pixels two at a time (two columns, `pair`) in raster order, or one */
+static void conv_col(const tsr_conv_args_t *a, int16_t *col0, int16_t *col1)
+{
+    const int32_t n = a->kh * a->kw * a->in_c, pixels = a->out_h * a->out_w;
+    int32_t p = 0;
+    for (; col1 && p + 1 < pixels; p += 2) {
+        const size_t o0 = (size_t)p * a->out_c, o1 = o0 + a->out_c;
+        build_col(a, p, col0, n);
+        build_col(a, p + 1, col1, n);
+        for (int32_t c = 0; c < a->out_c; c += 2) {
+            const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
+            int32_t s[4] = {bias(a, c), bias(a, c), bias(a, c1), bias(a, c1)};
+            dot2x2_col((const int32_t *)(void *)col0, (const int32_t *)(void *)col1, a->weights + (size_t)c * n,
+                       a->weights + (size_t)c1 * n, n, s);
+            store(a, o0, c, s[0]);
+            store(a, o1, c, s[1]);
+            if (c1 != c) {
+                store(a, o0, c1, s[2]);
+                store(a, o1, c1, s[3]);
             }
+        }
+    }
+    for (; p < pixels; p++) {
+        const size_t o = (size_t)p * a->out_c;
+        build_col(a, p, col0, n);
+        for (int32_t c = 0; c < a->out_c; c += 2) {
+            const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
+            int32_t s0 = bias(a, c), s1 = bias(a, c1);
+            dot2_col((const int32_t *)(void *)col0, a->weights + (size_t)c * n, a->weights + (size_t)c1 * n, n,
+                     &s0, &s1);
+            store(a, o, c, s0);
+            if (c1 != c)
+                store(a, o, c1, s1);
         }
     }
 }
@@ -137,15 +190,22 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores)
     (void)ncores;
     if (core != 0)
         return;
-    /* The column pays where window rows are short runs (a first layer's one
-     * channel: in place, each run ends in a scalar tail) or many channel
-     * pairs share it; building it costs about 8 instructions per element,
-     * reading in place 1 more per 4 elements and channel pair (stm32h7,
-     * DORY's networks). x + off in an int16 lane: |off| <= 255. */
-    if ((kw * in_c < 16 || a->out_c >= 64) && a->scratch && (size_t)a->scratch_bytes >= 2 * filter
-        && ((uintptr_t)a->scratch & 3) == 0 && off >= -255 && off <= 255) {
-        conv_col(a, (int16_t *)(void *)a->scratch);
-        return;
+    /* Columns pay where window rows are short runs (a first layer's one
+     * channel: in place, each run ends in a scalar tail) or enough channel
+     * pairs share them: building costs about 8 instructions per element,
+     * reading in place 1 more per 4 elements and channel pair, and two
+     * columns (two pixels per filter word) save as much again (stm32h7,
+     * DORY's networks: 16 output channels read in place, 32 take columns).
+     * x + off in an int16 lane: |off| <= 255. */
+    const size_t col_bytes = (2 * filter + 3) & ~(size_t)3;
+    if (a->scratch && (size_t)a->scratch_bytes >= col_bytes && ((uintptr_t)a->scratch & 3) == 0
+        && off >= -255 && off <= 255) {
+        int16_t *col0 = (int16_t *)(void *)a->scratch;
+        int16_t *col1 = (size_t)a->scratch_bytes >= 2 * col_bytes ? (int16_t *)(void *)(a->scratch + col_bytes) : NULL;
+        if (kw * in_c < 16 || a->out_c >= (col1 ? 32 : 64)) {
+            conv_col(a, col0, col1);
+            return;
+        }
     }
     for (int32_t oy = 0; oy < a->out_h; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
@@ -202,4 +262,81 @@ void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores)
     (void)ncores;
     if (core == 0)
         rows(a, 1, a->in_h * a->in_w * a->in_c);
+}
+
+/* two int16 lanes in a word, lo in the bottom half */
+TSR_INLINE int32_t lanes16(int32_t lo, int32_t hi)
+{
+    return (int32_t)(((uint32_t)(uint16_t)lo) | ((uint32_t)(uint16_t)hi << 16));
+}
+
+/* Depthwise: four channels per input word, each with its own accumulator
+ * (smlabb/smlatt on the sxtab16 lanes), the filter brought once per call
+ * into the scratch as int16 lane pairs [kh * kw][channel group][2 words]:
+ * (w[c], w[c + 2]), (w[c + 1], w[c + 3]). Channels past the last group of
+ * four, or without the scratch, take a scalar loop. */
+void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
+{
+    const int32_t C = a->out_c, kh = a->kh, kw = a->kw, area = kh * kw, off = a->input_offset;
+    const int32_t groups = C / 4;
+    int32_t *wt = (int32_t *)(void *)a->scratch;
+    (void)ncores;
+    if (core != 0)
+        return;
+    if (!wt || ((uintptr_t)wt & 3) != 0 || (size_t)a->scratch_bytes < (size_t)8 * area * groups
+        || off < -255 || off > 255)
+        wt = NULL;
+    if (wt) {
+        for (int32_t p = 0; p < area; p++) {
+            for (int32_t g = 0; g < groups; g++) {
+                const int8_t *w = a->weights + (size_t)g * 4 * area + p;
+                int32_t *d = wt + ((size_t)p * groups + g) * 2;
+                d[0] = lanes16(w[0], w[2 * area]);
+                d[1] = lanes16(w[area], w[3 * area]);
+            }
+        }
+    }
+    const int32_t off2 = tsr_dup16(off);
+    for (int32_t oy = 0; oy < a->out_h; oy++) {
+        int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
+        tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
+        for (int32_t ox = 0; ox < a->out_w; ox++) {
+            int32_t ix0 = ox * a->sw - a->pad_l, kx0, kx1;
+            const size_t o = ((size_t)oy * a->out_w + ox) * C;
+            int32_t c = 0;
+            tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
+            if (wt) {
+                for (int32_t g = 0; g < groups; g++, c += 4) {
+                    int32_t s0 = bias(a, c), s1 = bias(a, c + 1), s2 = bias(a, c + 2), s3 = bias(a, c + 3);
+                    for (int32_t ky = ky0; ky < ky1; ky++) {
+                        const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + ix0) * C + c;
+                        const int32_t *w = wt + ((size_t)(ky * kw) * groups + g) * 2;
+                        for (int32_t kx = kx0; kx < kx1; kx++) {
+                            const uint32_t xv = tsr_ld32(x + (size_t)kx * C);
+                            const int32_t xa = tsr_sxtab16(off2, xv), xb = tsr_sxtab16_ror8(off2, xv);
+                            const int32_t *wk = w + (size_t)kx * groups * 2;
+                            s0 = tsr_smlabb(xa, wk[0], s0);
+                            s2 = tsr_smlatt(xa, wk[0], s2);
+                            s1 = tsr_smlabb(xb, wk[1], s1);
+                            s3 = tsr_smlatt(xb, wk[1], s3);
+                        }
+                    }
+                    store(a, o, c, s0);
+                    store(a, o, c + 1, s1);
+                    store(a, o, c + 2, s2);
+                    store(a, o, c + 3, s3);
+                }
+            }
+            for (; c < C; c++) {
+                int32_t s = bias(a, c);
+                for (int32_t ky = ky0; ky < ky1; ky++) {
+                    const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + ix0) * C + c;
+                    const int8_t *w = a->weights + (size_t)c * area + ky * kw;
+                    for (int32_t kx = kx0; kx < kx1; kx++)
+                        s += (x[(size_t)kx * C] + off) * w[kx];
+                }
+                store(a, o, c, s);
+            }
+        }
+    }
 }

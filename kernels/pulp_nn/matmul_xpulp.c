@@ -59,8 +59,26 @@ static inline void store4(void *out, size_t o, int32_t c, const int32_t *acc, co
     }
 }
 
+/* The matmul path's helpers are out of line and compact: the cluster's
+ * instruction cache is small (512 B per core, 4 kB shared on pulp-open),
+ * and a convolution's hot code (im2col, this function, the stores) must
+ * fit it, or every turn refills lines from L2. */
+
+/* Requantize and store four channels of one pixel. */
+static __attribute__((noinline)) void store4_small(void *out, size_t o, int32_t c, const int32_t *acc,
+                                                   const xp_rq_t *q, int fast, const tsr_requant_t *rq)
+{
+    int i;
+    if (!fast) {
+        store4_general(out, o, c, acc, rq);
+        return;
+    }
+    for (i = 0; i < 4; i++)
+        ((int8_t *)out)[o + c + i] = xp_rq(acc[i], &q[i]);
+}
+
 /* sum of the K int8 weights of one row (for the offset's share) */
-static int32_t row_sum(const int8_t *w, int32_t K)
+static __attribute__((noinline)) int32_t row_sum(const int8_t *w, int32_t K)
 {
     int32_t s = 0, k;
     for (k = 0; k + 4 <= K; k += 4)
@@ -118,7 +136,7 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
                 a30 = xp_mac(a30, xa, q3[k]); a31 = xp_mac(a31, xb, q3[k]);
             }
             acc[0] = a01; acc[1] = a11; acc[2] = a21; acc[3] = a31;
-            store4(out, o1, c, acc, q, fast, rq);
+            store4_small(out, o1, c, acc, q, fast, rq);
         } else {
             (void)a01; (void)a11; (void)a21; (void)a31; (void)p1;
             if (flip)
@@ -132,7 +150,7 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
             }
         }
         acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
-        store4(out, o0, c, acc, q, fast, rq);
+        store4_small(out, o0, c, acc, q, fast, rq);
     }
     /* the last c1 - c mod 4 channels, one at a time */
     for (; c < c1; c++) {

@@ -92,12 +92,10 @@ static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32
 
 typedef struct {
     int32_t mul;
-    int32_t shift;
+    int32_t shift;      /* with Requant.divisor: shift + (divisor << 6), see pnn_rq_apply */
     int64_t add;        /* add[c] plus the rounding term */
     int32_t zero_point;
     int32_t lo, hi;     /* the clamp before the zero point is added */
-    int32_t divisor;    /* > 1: Requant.divisor (see tsr_floor_div_clamp); then shift is 64 + the
-                           shift, so the usual path tests nothing more */
     int32_t rounding;   /* TSR_ROUND_*: TFLite's two take their own path */
 } pnn_rq_t;
 
@@ -113,9 +111,7 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.zero_point = rq->zero_point;
     p.lo = rq->lo - rq->zero_point;
     p.hi = rq->hi - rq->zero_point;
-    p.divisor = rq->divisor;
-    if (p.divisor > 1)
-        p.shift += 64;
+    p.shift += rq->divisor << 6;      /* 0 without a divisor: no test on the usual path */
     p.rounding = rq->rounding;
     return p;
 }
@@ -125,7 +121,7 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
  * per output even where no layer divides). */
 static __attribute__((noinline, unused)) int32_t pnn_rq_divide(int64_t v, const pnn_rq_t *p)
 {
-    return tsr_floor_div_clamp(v >> (p->shift - 64), p->divisor, p->lo, p->hi);
+    return tsr_floor_div_clamp(v >> (p->shift & 63), p->shift >> 6, p->lo, p->hi);
 }
 
 /* TFLite's requantization (TSR_ROUND_TFLITE: a doubling high multiply and a

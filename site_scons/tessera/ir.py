@@ -163,7 +163,8 @@ class Layer:
               Any int8 -> int8 function: the frontend computes the table at
               build time exactly as the source framework rounds it. No requant.
     softmax:  over the channels of each pixel, with `table` the 256 int32
-              values E[d] (d = max_c x - x[c], 0..255, E[d] <= 2**30):
+              values E[d] (d = max_c x - x[c], 0..255; E[d] * mul[0] and
+              C * max(E) << shift[0] below 2**63, which the golden model checks):
                 s = sum_c E[max - x[c]]            (64-bit)
                 y[c] = clamp(zero_point + (E[max - x[c]] * mul[0] + (s << (shift[0] - 1)))
                              // (s << shift[0]), lo, hi)   (floor division, all >= 0)
@@ -196,6 +197,9 @@ class Layer:
     axis: Optional[int] = None        # concat: the HWC axis joined
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
     table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
+    # a layer tessera adds that the source toolchain does not count (e.g. the
+    # part of a NEMO Pad a convolution cannot take): why; None otherwise
+    added: Optional[str] = None
 
 
 @dataclass
@@ -261,7 +265,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "dilation", "axis", "mode", "table", "in_shift")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added")
 
 
 def _drop_unset(d, keys):

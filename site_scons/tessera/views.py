@@ -58,13 +58,30 @@ def param_arrays(layer):
     return arrays
 
 
+def channel_operand(layer, graph):
+    """True for an add or mul of a full tensor (first input, the output's
+    shape) and a [1, 1, C] vector (squeeze-and-excitation): tiled like the
+    full tensor, the vector's channel block loaded with each channel tile
+    like weights (as a matmul's right operand)."""
+    if layer.op not in ("add", "mul") or len(layer.inputs) != 2:
+        return False
+    a, b = (graph.tensor(n) for n in layer.inputs)
+    y = graph.tensor(layer.output)
+    return (a.dtype == b.dtype == y.dtype == "int8") and a.shape == y.shape and b.shape == [1, 1, y.shape[2]] and y.shape[:2] != [1, 1]
+
+
 def is_whole(layer, graph):
     """Whether a layer is computed on whole tensors (ir.WHOLE_OPS, and an
-    add or mul whose operands differ in shape: broadcasting)."""
+    add or mul whose operands differ in shape other than channel_operand)."""
     if layer.op in ir.WHOLE_OPS:
         return True
-    return (layer.op in ("add", "mul")
+    return (layer.op in ("add", "mul") and not channel_operand(layer, graph)
             and len({tuple(graph.tensor(n).shape) for n in layer.inputs + [layer.output]}) > 1)
+
+
+def operand_as_weights(layer, graph):
+    """A second input that is loaded per channel tile into the weight buffer."""
+    return layer.op == "matmul" or channel_operand(layer, graph)
 
 
 def tiler_layer(layer, graph):
@@ -91,8 +108,8 @@ def tiler_layer(layer, graph):
         "out_bytes": ir.DTYPES[y.dtype],
         # a matmul's right operand is tiled like weights: each output
         # channel's column, in every batch (see matmul_operand_bytes)
-        "n_inputs": 1 if layer.op == "matmul" else len(layer.inputs),
-        "w_bytes_per_cout": (matmul_operand_bytes(layer, graph) if layer.op == "matmul"
+        "n_inputs": 1 if operand_as_weights(layer, graph) else len(layer.inputs),
+        "w_bytes_per_cout": (matmul_operand_bytes(layer, graph) if operand_as_weights(layer, graph)
                              else ir.weight_bytes_per_cout(layer, graph)),
         "param_bytes_per_cout": sum(size for _, _, size in param_arrays(layer)),
     }

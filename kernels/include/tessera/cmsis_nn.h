@@ -35,6 +35,7 @@ void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
 void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

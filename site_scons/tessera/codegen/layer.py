@@ -21,12 +21,10 @@ tile into their own double buffer.
 from .. import ir
 from ..errors import FitError
 from ..tiler import tiles as tile_list
-from ..views import bias_plane, is_whole, param_arrays, requant_plane, tiler_layer
-from .cfmt import header_comment, int_list
+from ..views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
+from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library
 
-ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR", "tflite": "TSR_ROUND_TFLITE",
-            "tflite_div": "TSR_ROUND_TFLITE_DIV"}
 
 
 def symbol(prefix, layer_name, what=None):
@@ -146,7 +144,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     for i, in_offs in enumerate(l1["in"]):
         out.append(f"static const uint32_t l1_in{i}[{bufs}] = {{{', '.join(map(str, in_offs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {offs('out')};")
-    if layer.weights or layer.op == "matmul":
+    if layer.weights or operand_as_weights(layer, graph):
         out.append(f"static const uint32_t l1_w[{bufs}] = {offs('weights')};")
     if params:
         out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
@@ -157,7 +155,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append(rq_decl)
 
     kernel = lib.kernel_function(layer, graph=graph)
-    args_type = lib.args_type(layer)
+    args_type = lib.args_type(layer, graph=graph)
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                f"hal_core_id(), hal_num_cores());\n}}\n")
 
@@ -197,13 +195,14 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                    f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
                    f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {moved['bounce']}, "
                    f"t->iw, t->ic, {in_esize}, &box);\n    }}")
-    if layer.op == "matmul":
-        # the right operand's column block of every batch, from its tensor
-        # in the activation level, with the input (the same engine)
+    if operand_as_weights(layer, graph):
+        # the right operand's column block of every batch (a [1, 1, C]
+        # vector's channel block), from its tensor in the activation level,
+        # with the input (the same engine)
         bt = graph.tensor(layer.inputs[1])
         if "in1" in spill:
             raise FitError(f"layer {layer.name}", f"its right operand {layer.inputs[1]!r} was moved out of "
-                           f"{target['act_level']}, which a matmul does not read from",
+                           f"{target['act_level']}, which a {layer.op} does not read from",
                            f"give {target['act_level']} room for the network's activations")
         out.append(f"    if (t->new_weights)\n        tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_w[wb], "
                    f"{prefix}_L2 + {plan_slice['inputs'][1]}, {bt.shape[1]}, {bt.shape[2]}, {ir.DTYPES[bt.dtype]}, "
@@ -224,7 +223,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                        f"{src}, {size}, {first}, t->oc);")
             pos += size * tc_max
         out.append("    }")
-    elif layer.op != "matmul":
+    elif not operand_as_weights(layer, graph):
         out.append("    (void)wb;\n    (void)w;")
     else:
         out.append("    (void)w;")

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from .cfmt import header_comment, int_list
+from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import reference
 
 
@@ -32,7 +32,7 @@ def _requant(layer):
     if any(rq.add):
         body.append("rq.add = rq_add;")
     body += [f"rq.zero_point = {rq.zero_point};", f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};",
-             f"rq.rounding = {'TSR_ROUND_HALF_UP' if rq.rounding == 'half_up' else 'TSR_ROUND_FLOOR'};",
+             f"rq.rounding = {ROUNDING[rq.rounding]};",
              "a.rq = &rq;"]
     return decl, body
 

@@ -16,6 +16,7 @@ from ..ir import RESIZE_FRAC, Graph, Layer, Requant, Tensor
 from .fixedpoint import common_shift_multipliers, quantize_multiplier
 
 STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
+MAX_CONCAT = 8   # TSR_MAX_CONCAT in kernels.h
 
 
 def c_name(text):
@@ -196,9 +197,17 @@ class Builder:
             raise FrontendError(where, f"{what} of shapes {ta.shape} and {tb.shape} (HWC) into {ty.shape}",
                                 "broadcast only along axes of size 1 (e.g. [H, W, C] with [1, 1, C])")
 
+    def _full_first(self, a, b, y):
+        """Operands of a commutative op with the full-shape one first (the
+        tiled form reads the other as a per-channel vector)."""
+        if self.tensors[a].shape != self.tensors[y].shape and self.tensors[b].shape == self.tensors[y].shape:
+            return b, a
+        return a, b
+
     def add(self, hint, a, b, y, where, clamp=None, sources=()):
-        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         self._broadcast("add", a, b, y, where)
+        a, b = self._full_first(a, b, y)
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         muls, shift = common_shift_multipliers([ta.scale / ty.scale, tb.scale / ty.scale])
         lo, hi = self.clamp_range(y)
         if clamp is not None:
@@ -210,10 +219,10 @@ class Builder:
                       requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
-    def avgpool(self, hint, x, y, kernel, stride, where, sources=()):
+    def avgpool(self, hint, x, y, kernel, stride, where, sources=(), clamp=None):
         tx, ty = self.tensors[x], self.tensors[y]
         n = kernel[0] * kernel[1]
-        rq = self._requant_real(x, y, [tx.scale / (ty.scale * n)], where)
+        rq = self._requant_real(x, y, [tx.scale / (ty.scale * n)], where, clamp)
         layer = Layer(name=self.layer_name(hint), op="avgpool", inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
@@ -221,17 +230,21 @@ class Builder:
 
     def mul(self, hint, a, b, y, where, clamp=None, sources=()):
         """Elementwise product of two activations (broadcast along size-1 axes)."""
-        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         self._broadcast("mul", a, b, y, where)
+        a, b = self._full_first(a, b, y)
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
         rq = self._requant_real(a, y, [ta.scale * tb.scale / ty.scale], where, clamp)
         layer = Layer(name=self.layer_name(hint), op="mul", inputs=[a, b], output=y,
                       in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
                       requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
-    def concat(self, hint, xs, y, axis, where, sources=()):
+    def concat(self, hint, xs, y, axis, where, sources=(), clamp=None):
         """Inputs joined along HWC `axis`, each rescaled to y's parameters."""
         ty = self.tensors[y]
+        if len(xs) > MAX_CONCAT:
+            raise FrontendError(where, f"concatenation of {len(xs)} tensors",
+                                f"concatenate at most {MAX_CONCAT} tensors per node (nest Concat nodes)")
         shapes = [self.tensors[x].shape for x in xs]
         want = list(shapes[0])
         want[axis] = sum(s[axis] for s in shapes)
@@ -244,7 +257,7 @@ class Builder:
             muls, shift = [1] * len(xs), 0
         else:
             muls, shift = common_shift_multipliers([self.tensors[x].scale / ty.scale for x in xs])
-        lo, hi = self.clamp_range(y)
+        lo, hi = self.clamp_range(y) if clamp is None else clamp
         rq = Requant(mul=[1], add=[0], shift=[shift], rounding="half_up",
                      zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
         layer = Layer(name=self.layer_name(hint), op="concat", inputs=list(xs), output=y,
@@ -252,11 +265,11 @@ class Builder:
                       requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
-    def resize(self, hint, x, y, table, mode, where, sources=()):
+    def resize(self, hint, x, y, table, mode, where, sources=(), clamp=None):
         """Nearest or bilinear resize from a resize table (frontend.tables)."""
         tx, ty = self.tensors[x], self.tensors[y]
         ratio = tx.scale / (ty.scale * float(1 << (2 * RESIZE_FRAC)))
-        rq = self._requant_real(x, y, [ratio], where)
+        rq = self._requant_real(x, y, [ratio], where, clamp)
         layer = Layer(name=self.layer_name(hint), op="resize", inputs=[x], output=y,
                       input_offset=-self.stored_zero_point(x), requant=rq, mode=mode,
                       table=[int(v) for v in table], source=list(sources))
@@ -278,7 +291,7 @@ class Builder:
 
         tx, ty = self.tensors[x], self.tensors[y]
         try:
-            table, mul, shift = softmax_params(tx.scale, ty.scale, beta)
+            table, mul, shift = softmax_params(tx.scale, ty.scale, beta, channels=tx.shape[2])
         except ValueError as err:
             raise FrontendError(where, str(err)) from None
         lo, hi = self.clamp_range(y)

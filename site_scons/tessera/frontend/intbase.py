@@ -305,6 +305,14 @@ class IntegerParser:
         tx = b.tensors[x]
         geo = conv_geometry(node, tx.shape, list(w.shape), self.where(node))
         geo["pad"] = [p + q for p, q in zip(geo["pad"], extra_pad)]
+        kh, kw = geo["kernel"]
+        over = [max(0, p - (k - 1)) for p, k in zip(geo["pad"], [kh, kw, kh, kw])]
+        if any(over):
+            # the tiler and kernels take pads below the kernel: the rest is a
+            # zero Pad layer of its own (DORY's numbering then has one less)
+            x = self._zero_pad_layer(node, x, over, pad_nodes)
+            tx = b.tensors[x]
+            geo["pad"] = [p - o for p, o in zip(geo["pad"], over)]
         bias = None
         if len(node.input) > 2 and node.input[2]:
             bias = self.int_const(node, node.input[2], "bias")
@@ -318,6 +326,19 @@ class IntegerParser:
             b.conv_int(node.name or "conv", x, y, w, bb, geo, rq, self.where(node), sources)
 
         self.finish_acc(Acc(node, node.output[0], shape, "chw", emit, sources=srcs))
+
+    def _zero_pad_layer(self, node, x, pad, pad_nodes):
+        tx = self.b.tensors[x]
+        h, w, c = tx.shape
+        top, left, bottom, right = pad
+        onnx_shape = [1, c, h + top + bottom, w + left + right] if h > 1 or top or bottom else \
+            [1, c, w + left + right]
+        name = (node.input[0] or node.name) + "_pad"
+        y = self.new_act(name, onnx_shape, tx.source_dtype, "chw", self.where(node))
+        self.b.pad_int((node.name or "conv") + "_pad", x, y, pad, 0, self.rounding, self.where(node),
+                       [n.name for n in pad_nodes])
+        self.b.layers[-1].added = "padding beyond the convolution's kernel"
+        return y
 
     def _sum_bias(self, bias, extra, co):
         """A Conv's own bias [Co] plus a folded Add's (per channel or [H, W, C])."""

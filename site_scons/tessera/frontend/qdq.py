@@ -314,14 +314,15 @@ class QdqParser:
         x = self.activation(node.input[0], node)
         geo = pool_geometry(node, b.tensors[x].shape, g.where(node), allow_pad=False)
         y, clamp = self.output(node)
-        b.avgpool(node.name or "avgpool", x, y, geo["kernel"], geo["stride"], g.where(node), [node.name])
+        b.avgpool(node.name or "avgpool", x, y, geo["kernel"], geo["stride"], g.where(node), [node.name],
+                  clamp=clamp)
 
     def op_GlobalAveragePool(self, node):
         g, b = self.g, self.b
         x = self.activation(node.input[0], node)
         h, w, _ = b.tensors[x].shape
         y, clamp = self.output(node)
-        b.avgpool(node.name or "gap", x, y, [h, w], [1, 1], g.where(node), [node.name])
+        b.avgpool(node.name or "gap", x, y, [h, w], [1, 1], g.where(node), [node.name], clamp=clamp)
 
     def op_Pad(self, node):
         """A zero Pad normalization could not fold into a convolution (before
@@ -379,10 +380,7 @@ class QdqParser:
         xs = [self.activation(n, node) for n in node.input]
         axis = self._hwc_axis(node, node.input[0])
         y, clamp = self.output(node)
-        if clamp is not None:
-            raise FrontendError(g.where(node), "Relu/Clip after Concat is not supported",
-                                "apply the activation before the concatenation")
-        b.concat(node.name or "concat", xs, y, axis, g.where(node), [node.name])
+        b.concat(node.name or "concat", xs, y, axis, g.where(node), [node.name], clamp=clamp)
 
     def op_Resize(self, node):
         from .tables import resize_table
@@ -392,14 +390,12 @@ class QdqParser:
         where = g.where(node)
         mode, coord, rule, scales = resize_geometry(g, node)
         y, clamp = self.output(node)
-        if clamp is not None:
-            raise FrontendError(where, "Relu/Clip after Resize is not supported")
         tx, ty = b.tensors[x], b.tensors[y]
         if len(g.shape(node.input[0])) == 3:
             scales = [1.0] + scales
         table = resize_table(tx.shape[:2], ty.shape[:2], scales, mode, coord, rule)
         b.resize(node.name or "resize", x, y, table, "nearest" if mode == "nearest" else "bilinear", where,
-                 [node.name])
+                 [node.name], clamp=clamp)
 
     op_Upsample = op_Resize
 
@@ -474,7 +470,7 @@ class QdqParser:
                                 "reduce over the spatial axes (as GlobalAveragePool)")
         h, w, _ = b.tensors[x].shape
         y, clamp = self.output(node)
-        b.avgpool(node.name or "reducemean", x, y, [h, w], [1, 1], g.where(node), [node.name])
+        b.avgpool(node.name or "reducemean", x, y, [h, w], [1, 1], g.where(node), [node.name], clamp=clamp)
 
     def op_GlobalMaxPool(self, node):
         g, b = self.g, self.b

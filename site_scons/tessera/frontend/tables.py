@@ -62,13 +62,14 @@ def prelu_tables(slopes, x, y, lo=-128, hi=127):
 EXP_BITS = 24   # E[0] = 2**EXP_BITS
 
 
-def softmax_params(x_scale, y_scale, beta=1.0):
+def softmax_params(x_scale, y_scale, beta=1.0, channels=1):
     """(table, mul, shift) of the IR softmax: E[d] = round(2**24 exp(-beta
-    s_x d)) for d = 0..255, and mul / 2**shift ~= 1 / s_y with mul < 2**31."""
+    s_x d)) for d = 0..255, and mul / 2**shift ~= 1 / s_y with mul < 2**31;
+    the sum of `channels` values shifted by `shift` stays below 2**62."""
     d = np.arange(256, dtype=np.float64)
     table = np.rint(np.exp(-beta * x_scale * d) * (1 << EXP_BITS)).astype(np.int64)
     shift = 30 - math.ceil(math.log2(1.0 / y_scale))
-    shift = max(1, min(shift, 30))
+    shift = max(1, min(shift, 30, 62 - EXP_BITS - max(1, channels - 1).bit_length()))
     mul = int(round((1 << shift) / y_scale))
     if mul >= 1 << 31:
         raise ValueError(f"softmax output scale {y_scale} is too small")

@@ -22,6 +22,7 @@ DEQUANTIZE at a float output are the network's edges.
 """
 
 import math
+from dataclasses import fields
 
 import numpy as np
 
@@ -335,20 +336,27 @@ class TfliteParser:
         return self.b.finish()
 
     def _geometry(self, i, opname, o, x_shape, kh, kw, pad_in):
-        if hasattr(o, "DilationHFactor") and (o.DilationHFactor() != 1 or o.DilationWFactor() != 1):
-            self.fail(i, opname, f"dilation {o.DilationHFactor()}x{o.DilationWFactor()}",
-                      "tessera's kernels have no dilated convolution: use dilation 1")
+        """Kernel, stride, padding (TFLite's SAME on the dilated extent) and
+        dilation (None when every tap is adjacent, as ir.Layer wants it)."""
+        dil = [1, 1]
+        if hasattr(o, "DilationHFactor"):
+            dil = [o.DilationHFactor() if kh > 1 else 1, o.DilationWFactor() if kw > 1 else 1]
+            if dil != [1, 1] and "dilation" not in {f.name for f in fields(Layer)}:
+                self.fail(i, opname, f"dilation {dil[0]}x{dil[1]}",
+                          "tessera's kernels have no dilated convolution: use dilation 1")
+        eh, ew = dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1
         sh, sw = o.StrideH(), o.StrideW()
         if o.Padding() == SAME:
-            (t, bt), (l, r) = same_padding(x_shape[0], kh, sh), same_padding(x_shape[1], kw, sw)
+            (t, bt), (l, r) = same_padding(x_shape[0], eh, sh), same_padding(x_shape[1], ew, sw)
         else:
             t = l = bt = r = 0
         if pad_in is not None:
             t, l, bt, r = t + pad_in[0], l + pad_in[1], bt + pad_in[2], r + pad_in[3]
-        if max(t, bt) >= kh or max(l, r) >= kw:
-            self.fail(i, opname, f"padding {[t, l, bt, r]} as large as the {kh}x{kw} kernel",
-                      "tessera's kernels need padding smaller than the kernel")
-        return {"kernel": [kh, kw], "stride": [sh, sw], "pad": [t, l, bt, r]}
+        if max(t, bt) >= eh or max(l, r) >= ew:
+            self.fail(i, opname, f"padding {[t, l, bt, r]} as large as the {eh}x{ew} window",
+                      "tessera's kernels need padding smaller than the window")
+        return {"kernel": [kh, kw], "stride": [sh, sw], "pad": [t, l, bt, r],
+                "dilation": None if dil == [1, 1] else dil}
 
     def _conv_input(self, t, i, opname):
         if t in self.pad_of:
@@ -384,12 +392,15 @@ class TfliteParser:
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op=op, inputs=[x], output=y,
                       kernel=list(geo["kernel"]), stride=list(geo["stride"]), pad=list(geo["pad"]),
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        if geo.get("dilation"):
+            layer.dilation = geo["dilation"]
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(wl, dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
     def _check_shape(self, i, opname, x, y, geo, co):
         h, w, _ = self.b.tensors[x].shape
-        kh, kw = geo["kernel"]
+        dh, dw = geo.get("dilation") or [1, 1]
+        kh, kw = dh * (geo["kernel"][0] - 1) + 1, dw * (geo["kernel"][1] - 1) + 1
         t, l, b, r = geo["pad"]
         sh, sw = geo["stride"]
         want = [(h + t + b - kh) // sh + 1, (w + l + r - kw) // sw + 1, co]
@@ -425,6 +436,8 @@ class TfliteParser:
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[x], output=y,
                       kernel=[kh, kw], stride=list(geo["stride"]), pad=list(geo["pad"]),
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+        if geo.get("dilation"):
+            layer.dilation = geo["dilation"]
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(w[0], dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 

@@ -182,9 +182,9 @@ def maxpool(x, kernel, stride, pad):
 
 
 def add(a, b, in_mul, in_offset, in_shift=None):
-    """(a + oa) * ma + (b + ob) * mb in int64 (broadcasting size-1 axes); with
-    in_shift TFLite's ADD:
-    each (x + o) << 20 rescaled by tflite_multiply, then summed in int32."""
+    """(a + oa) * ma + (b + ob) * mb in int64 (broadcasting size-1 axes);
+    with in_shift TFLite's ADD: each (x + o) << 20 rescaled by
+    tflite_multiply, then summed in int32."""
     if in_shift:
         sa = tflite_multiply((a.astype(np.int64) + in_offset[0]) << 20, in_mul[0], in_shift[0])
         sb = tflite_multiply((b.astype(np.int64) + in_offset[1]) << 20, in_mul[1], in_shift[1])

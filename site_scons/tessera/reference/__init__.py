@@ -137,8 +137,13 @@ class DoryReference:
         hwc = dory.as_hwc(values, shape, t.shape) if len(shape) == 3 else None
         return label, (values.reshape(t.shape) if hwc is None else hwc), None
 
+    @staticmethod
+    def _counted(graph):
+        """The layers DORY counts (not those tessera added, Layer.added)."""
+        return [layer for layer in graph.layers if not layer.added]
+
     def compare(self, graph, values):
-        layers = graph.layers
+        layers = self._counted(graph)
         if len(self.layers) != len(layers):
             raise ReferenceMismatch(self.folder, f"DORY has {len(self.layers)} layer outputs, tessera made "
                                     f"{len(layers)} layers", "is this the reference of this network?")
@@ -160,11 +165,12 @@ class DoryReference:
         """Per out_layerN file, in layer order: (file's row name, tessera
         layer, expected stored values shaped like the layer's output or None,
         why not). For checking a firmware run, whose outputs are bytes."""
-        if len(self.layers) != len(graph.layers):
+        layers = self._counted(graph)
+        if len(self.layers) != len(layers):
             raise ReferenceMismatch(self.folder, f"DORY has {len(self.layers)} layer outputs, tessera made "
-                                    f"{len(graph.layers)} layers", "is this the reference of this network?")
+                                    f"{len(layers)} layers", "is this the reference of this network?")
         out = []
-        for (n, path), layer in zip(self.layers, graph.layers):
+        for (n, path), layer in zip(self.layers, layers):
             t = graph.tensor(layer.output)
             label, expected, error = self._expected(path, t)
             name = f"out_layer{n} ({label})"

@@ -63,9 +63,10 @@ def check(layer):
         return
     if op in WHOLE:
         raise _bad(layer, f"{op} is only computed whole ('whole': 1)")
-    two = op in ("add", "mul")
-    if layer["n_inputs"] != (2 if two else 1):
-        raise _bad(layer, f"n_inputs must be {2 if two else 1} for {op}")
+    # add/mul with a [1, 1, C] operand: it comes as the "weights" (n_inputs 1)
+    allowed = (1, 2) if op in ("add", "mul") else (1,)
+    if layer["n_inputs"] not in allowed:
+        raise _bad(layer, f"n_inputs must be {' or '.join(map(str, allowed))} for {op}")
     if op == "linear":
         if (Ho, Wo) != (1, 1) or (kh, kw) != (1, 1) or any(layer["pad"]):
             raise _bad(layer, "linear must have out [1, 1, Co], kernel [1, 1], no pad")

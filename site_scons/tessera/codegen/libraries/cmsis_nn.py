@@ -12,13 +12,13 @@ with rounding half up, no additive term, 1 <= s <= 62, and offsets in
 CMSIS-NN's documented ranges. That is CMSIS-NN's requantization built with
 CMSIS_NN_USE_SINGLE_ROUNDING (multiplier = mul, shift = 31 - s):
 floor((v >> (s-1)) + 1) / 2) = floor((v + 2^(s-1)) / 2^s) for any integer v,
-checked in tests/test_cmsis_nn.py. Convolutions, pointwise and linear
-layers with other arithmetic (floor rounding and Requant.divisor from
-NEMO/DORY graphs, a RequantShift `add`, int32 outputs) run on this
-library's own DSP kernels with tessera's whole requantization
-(tsr_cmsis_*_rq, any_rq.c). Other layers (a depthwise layer with such
-arithmetic) go to the reference kernels, compiled in as the library's
-fallback, and so does every layer
+checked in tests/test_cmsis_nn.py. Convolutions, depthwise, pointwise
+and linear layers with other arithmetic (floor rounding and
+Requant.divisor from NEMO/DORY graphs, a RequantShift `add`, int32
+outputs) run on this library's own DSP kernels with tessera's whole
+requantization (tsr_cmsis_*_rq, any_rq.c). Other layers go to the
+reference kernels, compiled in as the library's fallback, and so does
+every layer
 with what only the reference kernels implement (reference.reference_only:
 matmul, parameters per element, int32 inputs). Max pooling always runs on
 arm_max_pool_s8; average pooling and add have tessera's semantics, which
@@ -68,7 +68,7 @@ def cmsis_semantics(layer):
 
 # tessera's requantization on the DSP (any_rq.c): what CMSIS-NN's API cannot express
 RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise_rq",
-              "linear": "tsr_cmsis_linear_rq"}
+              "linear": "tsr_cmsis_linear_rq", "depthwise": "tsr_cmsis_depthwise_rq"}
 
 
 def kernel_function(layer, graph):

@@ -3,7 +3,7 @@ kernels/include/tessera/kernels.h)."""
 
 import numpy as np
 
-from ...views import bias_plane, is_whole, param_arrays, requant_plane
+from ...views import bias_plane, channel_operand, is_whole, param_arrays, requant_plane
 from ..cfmt import int_list
 
 CONV_LIKE = ("conv2d", "pointwise", "depthwise", "linear")
@@ -19,7 +19,7 @@ REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
 
 
 def kernel_function(layer, graph=None):
-    if layer.op == "add" and graph is not None and is_whole(layer, graph):
+    if layer.op == "add" and graph is not None and (is_whole(layer, graph) or channel_operand(layer, graph)):
         return "tsr_add_broadcast"
     return KERNELS[layer.op]
 
@@ -34,12 +34,12 @@ def reference_only(layer, graph):
         return "a product of two activations"
     if layer.op in REFERENCE_OPS:
         return f"the {layer.op} op"
-    if layer.dilation and list(layer.dilation) != [1, 1]:
-        return "a dilated convolution"
-    if is_whole(layer, graph):
-        return "broadcasting"
     if layer.in_shift:
         return "TFLite's add (each input rescaled)"
+    if layer.dilation and list(layer.dilation) != [1, 1]:
+        return "a dilated convolution"
+    if is_whole(layer, graph) or channel_operand(layer, graph):
+        return "broadcasting"
     if requant_plane(layer) or bias_plane(layer):
         return "parameters per output element"
     if any(graph.tensor(name).dtype == "int32" for name in layer.inputs):
@@ -51,14 +51,14 @@ def reference_only(layer, graph):
     return None
 
 
-def args_type(layer):
+def args_type(layer, graph=None):
     if layer.op in CONV_LIKE:
         return "tsr_conv_args_t"
     if layer.op in POOLS:
         return "tsr_pool_args_t"
     if layer.op == "matmul":
         return "tsr_matmul_args_t"
-    if layer.op == "mul":
+    if layer.op == "mul" or (graph is not None and channel_operand(layer, graph)):
         return "tsr_binary_args_t"
     if layer.op == "lut":
         return "tsr_lut_args_t"
@@ -97,6 +97,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
         lines.append("a.in_int32 = 1;")
     if layer.op == "mul":
         lines += [f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
+    if channel_operand(layer, graph):   # the [1, 1, C] operand: one value per channel of the tile
+        lines += ["a.b_h = 1;", "a.b_w = 1;"]
     if layer.op == "lut":
         # the table lives with the code (constant, read in place)
         lines += [f"static const int8_t lut_table[{len(layer.table)}] = {{\n{int_list(layer.table, indent='        ')}\n    }};",
@@ -134,6 +136,9 @@ def tile_args(layer, params, tc_max, prefix, per_channel_rq, graph):
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_w[wb]{at};",
                   f"a.b_batch = {f'{k} * t->oc' if batches > 1 else 0};", f"a.out = {L1} + l1_out[b];",
                   "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;"]
+    elif channel_operand(layer, graph):   # the vector's channel block is in the weight buffer
+        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_w[wb];", f"a.out = {L1} + l1_out[b];",
+                  "a.out_h = a.a_h = t->oh;", "a.out_w = a.a_w = t->ow;", "a.out_c = a.a_c = a.b_c = t->oc;"]
     elif layer.op == "mul":   # same shapes: every operand is the tile
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
                   "a.out_h = a.a_h = a.b_h = t->oh;", "a.out_w = a.a_w = a.b_w = t->ow;",
