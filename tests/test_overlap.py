@@ -130,3 +130,41 @@ def test_cp_sat_respects_gaps_with_a_bystander():
     for n in "abc":
         assert o["r"] >= o[n] + 1000 or o[n] >= o["r"] + 300
     assert o["a"] - o["b"] >= 100 or o["b"] >= o["a"] + 1000
+
+
+@st.composite
+def chains(draw):
+    """A chain of layers (each output consumed by the next) with a few
+    long-lived bystanders, and a random allowed gap per consumed pair."""
+    n = draw(st.integers(2, 7))
+    bufs = [{"name": f"t{i}", "size": draw(st.integers(1, 400)), "start": max(i - 1, 0), "end": i}
+            for i in range(n)]
+    for k in range(draw(st.integers(0, 2))):
+        s = draw(st.integers(0, n - 1))
+        bufs.append({"name": f"r{k}", "size": draw(st.integers(1, 200)), "start": s,
+                     "end": draw(st.integers(s, n - 1))})
+    pairs = [{"below": f"t{i}", "above": f"t{i - 1}", "gap": draw(st.integers(0, 400))}
+             for i in range(2, n) if draw(st.booleans())]
+    return [f"s{i}" for i in range(n)], bufs, pairs
+
+
+@settings(max_examples=60, deadline=None)
+@given(chains())
+def test_bounded_overlap_plans_are_valid_and_never_worse(inst):
+    steps, bufs, pairs = inst
+    plain = plan_level("L2", 1 << 20, steps, bufs)
+    plan = plan_level("L2", 1 << 20, steps, bufs, overlaps=pairs)   # check_plan runs inside
+    assert plan["overlap_bound"] <= plan["peak"]
+    assert plan["peak"] <= plain["peak"] or not plan["optimal"] or not plain["optimal"]
+    o = plan["offsets"]
+    size = {b["name"]: -(-b["size"] // 4) * 4 for b in bufs}
+    live = {b["name"]: (b["start"], b["end"]) for b in bufs}
+    gap = {(p["below"], p["above"]): -(-p["gap"] // 4) * 4 for p in pairs}
+    names = sorted(o)
+    for i, a in enumerate(names):     # an independent check of every co-live pair
+        for b in names[i + 1:]:
+            if live[a][0] > live[b][1] or live[b][0] > live[a][1]:
+                continue
+            lo, hi = (a, b) if o[a] <= o[b] else (b, a)
+            need = min(gap.get((lo, hi), size[lo]), size[lo])
+            assert o[hi] - o[lo] >= need or (o[lo] == o[hi] and gap.get((hi, lo)) == 0)
