@@ -180,7 +180,9 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
     l1 = the_plan["tiles"]["layers"][layer.name]
     tile_level = _tile_level(the_plan, layer.name)
     bounces = the_plan["activations"].get("spill", {}).get("bounces", {})
-    reads = [(i, name) for i, name in enumerate(layer.inputs) if layer.op != "matmul" or i == 0]
+    # as codegen/layer.py: one L1 input buffer per input it loads tile by
+    # tile (a matmul's right operand comes with the weights, below)
+    reads = list(enumerate(layer.inputs[:len(l1["in"])]))
     for t in tiles:
         i = t["index"]
         who = f"layer {layer.name} tile {i}"

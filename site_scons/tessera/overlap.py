@@ -24,6 +24,11 @@ from . import ir
 from .tiler import tiles as tile_list
 from .views import is_whole, tiler_layer
 
+# Ops whose code moves data as hazard.py replays it: tiled through L1
+# (codegen/layer.py) or copied whole into L1 first (codegen/whole.py). An op
+# added later stays apart until it is listed here.
+OVERLAP_OPS = ("conv2d", "depthwise", "pointwise", "linear", "maxpool", "avgpool", "resize", "softmax")
+
 
 def _first(box, shape, esize):
     h0, _, w0, _, c0, _ = box
@@ -59,7 +64,7 @@ def candidates(graph, tilings):
     last = graph.last_use()
     out = []
     for step, layer in enumerate(graph.layers):
-        if len(layer.inputs) != 1 or layer.op == "matmul":
+        if len(layer.inputs) != 1 or layer.op not in OVERLAP_OPS:
             continue
         x = layer.inputs[0]
         if x in graph.inputs or x in graph.outputs or last.get(x) != step:
