@@ -349,4 +349,11 @@ def memory_report(the_plan):
     out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "tensor_bound": l1_lb,
                                     "size": tiles["size"],
                                     "usable": tiles["usable"], "holds": "tiles"})
+    # the RAM the firmware takes in each level it writes at run time: what
+    # the plan places there (peak) plus what the target YAML reserves there
+    # (stacks, the C runtime's data, code run from RAM)
+    for m in out.values():
+        if "activations" in m["holds"] or "tiles" in m["holds"]:
+            m["reserved"] = m["size"] - m["usable"]
+            m["ram"] = m["peak"] + m["reserved"]
     return out
