@@ -276,10 +276,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     memory = views.memory_target(tcfg)
     memory["align"] = library["tiler"].get("buffer_align", 4)
     memory["fit_hint"] = _fit_hint(tcfg)
+    # overlap=0: tensor-level planning only (whole tensors never share bytes)
+    memory["overlap"] = str(env.get("overlap", "1")) not in ("0", "no", "false")
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
     plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
-    env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir"))
+    env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files

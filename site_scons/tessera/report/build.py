@@ -7,8 +7,9 @@ them; where the run printed per-core counts (a run asked for them, see
 the GAP8 harness's `cores` argument): core_counts (each compute core's
 share), work_split (max core / mean core) and dma_copy_count (the part of
 the layer's count spent in emulated DMA copies); where weights stream from
-a slower level: weights_streamed), memory (per level: peak, lower_bound,
-size); per layer also the kernel function that ran it and its library
+a slower level: weights_streamed), memory (per level: peak, lower_bound
+(with the planned overlaps), tensor_bound (whole tensors), size, and for
+levels written at run time reserved and ram = peak + reserved); per layer also the kernel function that ran it and its library
 (`kernel`, `library`: the target's, or the fallback's when the adapter
 gave the layer to it); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
@@ -176,11 +177,16 @@ def render(data, console=None):
         table.add_row(*cells)
     console.print(table)
     mem = Table(title="memory plan")
-    for col in ("level", "holds", "peak", "lower bound", "usable", "size"):
+    for col in ("level", "holds", "peak", "lower bound", "tensor bound", "usable", "size"):
         mem.add_column(col, justify="right" if col not in ("level", "holds") else "left")
     for level, m in data["memory"].items():
-        mem.add_row(level, m["holds"], str(m["peak"]), str(m["lower_bound"]), str(m["usable"]), str(m["size"]))
+        mem.add_row(level, m["holds"], str(m["peak"]), str(m["lower_bound"]), str(m.get("tensor_bound", "")),
+                    str(m["usable"]), str(m["size"]))
     console.print(mem)
+    ram = {level: m["ram"] for level, m in data["memory"].items() if "ram" in m}
+    if ram:
+        console.print("RAM: " + " + ".join(f"{level} {n}" for level, n in ram.items())
+                      + f" = {sum(ram.values())} bytes (planned peak plus the target's reserved bytes per level)")
     tot = data["totals"]
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
     if count_key and count_key in tot:
