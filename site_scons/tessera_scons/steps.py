@@ -67,6 +67,40 @@ def _tile(target, source, env):
     canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
 
 
+# ---- fusion ------------------------------------------------------------------
+
+def tile_fused(target, source, env):
+    return guarded(_tile_fused, target, source, env)
+
+
+def _tile_fused(target, source, env):
+    from tessera.fusion import solve_dw_pw
+
+    pair = _value(source[0])
+    tgt = dict(_value(source[1]), kernels=_value(source[2]))
+    canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
+
+
+def schedule(target, source, env):
+    return guarded(_schedule, target, source, env)
+
+
+def _schedule(target, source, env):
+    from tessera import fusion
+
+    v = _value(source[0])
+    graph = Graph.from_json(canon.read_json(str(source[1])))
+    tilings, fused = {}, {}
+    for node in source[2:]:
+        t = canon.read_json(str(node))
+        if "group" in t:
+            dw, pw = t["layers"]
+            fused[t["group"]] = (fusion.pair_view(graph, dw, pw), t)
+        else:
+            tilings[t["layer"]] = t
+    canon.write_json(str(target[0]), fusion.select(graph, tilings, fused, v["policy"], v["candidates"]))
+
+
 # ---- memory plan ------------------------------------------------------------
 
 def plan(target, source, env):
@@ -235,13 +269,19 @@ def _report(target, source, env):
     weights = canon.load_npz(str(source[2]))
     the_plan = canon.read_json(str(source[3]))
     verdict = canon.read_json(str(source[4]))
+    sched = canon.read_json(str(source[5]))
     tilings = []
-    for node in source[5:]:   # tiling, solve side file, tiling, ...
+    for node in source[6:]:   # tiling, solve side file, tiling, ...
         data = canon.read_json(str(node))
         if "tile" in data:
             tilings.append(data)
         else:
             tilings[-1].update(data)
     report_data = build.report(meta, graph, weights, the_plan, verdict, tilings)
+    # the fusion selector's decision: its groups and the activation bytes
+    # moved with and without them (schedule.json has every candidate's reason)
+    report_data["fusion"] = {"policy": sched["policy"], "totals": sched["totals"],
+                             "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
+                                        for s in sched["steps"] if s["kind"] != "layer"]}
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)
