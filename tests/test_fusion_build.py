@@ -1,0 +1,53 @@
+"""The fusion selector as SCons steps: fusion= on the command line, the
+fused tilings and schedule.json as cached steps (an unchanged input reruns
+nothing, a new L1 size reruns the selector), a bad policy as one line."""
+
+import json
+import os
+
+import yaml
+
+from helpers import ROOT, one_error, scons
+
+
+def _target(tmp_path, l1):
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["memory"]["L1"]["size"] = l1
+    path = tmp_path / "fhost.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_schedule_is_a_cached_step(tmp_path):
+    out = tmp_path / "out"
+    target = _target(tmp_path, 64000)
+    sched_path = out / "fhost" / "tiny" / "schedule.json"
+    goal = str(sched_path)
+    first = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
+    assert "tessera: tile fused" in first.stdout and "tessera: select fusion" in first.stdout
+    sched = json.loads(sched_path.read_text())
+    assert sched["policy"] == "min_transfer"
+    fused = [s for s in sched["steps"] if s["kind"] == "dw_pw"]
+    assert [s["layers"] for s in fused] == [["dw1", "pw1"]]
+    t = sched["totals"]
+    assert t["activation_transfer_bytes"] < t["unfused_activation_transfer_bytes"]
+
+    again = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
+    assert "tessera: " not in again.stdout
+
+    # the default (the model's fusion: none): every layer its own step
+    none = scons(f"target={target}", "model=tiny", goal, out=out, check=True)
+    assert "tessera: tile fused" not in none.stdout
+    sched = json.loads(sched_path.read_text())
+    assert sched["policy"] == "none" and all(s["kind"] == "layer" for s in sched["steps"])
+
+    # a new L1 size: the tilers and the selector run again
+    target = _target(tmp_path, 48000)
+    l1 = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
+    assert "tessera: tile fused" in l1.stdout and "tessera: select fusion" in l1.stdout
+
+
+def test_unknown_policy_is_one_line(tmp_path):
+    line = one_error(scons("target=host", "model=tiny", "fusion=fastest", out=tmp_path / "out"))
+    assert "fusion=fastest" in line and "min_transfer" in line
