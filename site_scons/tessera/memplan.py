@@ -240,20 +240,40 @@ def check_weights(graph, memory, fit_hint=""):
     _weights_check(graph, level, lvl["size"], lvl["usable"], fit_hint)
 
 
-def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
+def _without_intermediates(graph, fused):
+    """The graph the activation level sees when fused steps run: each fused
+    group's intermediate tensor is gone (it lives in L1 only), and the
+    group's input stays live until the group's last layer (the step reads it
+    while it writes the group's output)."""
+    from dataclasses import replace
+    drop, reads = set(), {}
+    for group in fused.values():
+        first, last = (graph.layer(n) for n in group["layers"])
+        drop.add(first.output)
+        reads[last.name] = first.inputs
+    layers = [replace(layer, inputs=list(reads[layer.name])) if layer.name in reads else layer
+              for layer in graph.layers]
+    return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
+
+
+def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     """The network's plan. tilings: layer name -> the tiler's result;
-    memory: tessera.views.memory_target(target). Raises FitError when a
-    level cannot hold what it must."""
+    memory: tessera.views.memory_target(target); fused: group name ->
+    {"layers": [dw, pw], "l1_total": bytes} for the fused steps the
+    schedule runs (their intermediates take no place in the activation
+    level). Raises FitError when a level cannot hold what it must."""
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]
     spill = memory.get("spill")
-    acts, act_buffers, spilled = _activation_plan(graph, act_level, levels[act_level]["usable"], tilings, spill)
+    act_graph = _without_intermediates(graph, fused) if fused else graph
+    acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill)
     wl = place["weights"]
     weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
     tile_level = place["tiles"]
-    l1_peak = max((lay["total"] for lay in l1.values()), default=0)
+    l1_peak = max([lay["total"] for lay in l1.values()] + [g["l1_total"] for g in (fused or {}).values()],
+                  default=0)
     if l1_peak > levels[tile_level]["usable"]:
         raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
                        "are usable", "enlarge the level in the target YAML")

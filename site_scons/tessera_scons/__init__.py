@@ -290,7 +290,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     memory["align"] = library["tiler"].get("buffer_align", 4)
     memory["fit_hint"] = _fit_hint(tcfg)
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
-    plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings,
+    # with fusion, the plan reads the schedule (fused intermediates take no L2)
+    fusion_in = [schedule[0]] + fused if policy != "none" else []
+    plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
+                             + fusion_in,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
     env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
@@ -299,9 +302,16 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     codegen_code = canon.source_files("codegen", "views", "ir", "tiler")
     cg_value = _value(env, cg_target, f"codegen target {tname}")
     sources = []
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    pairs = {}   # a fusion candidate's layers -> its group's extra codegen inputs
+    for c, node in zip([c for c in cands if c["ok"]], fused):
+        i, j = index[c["dw"]], index[c["pw"]]
+        pw_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {c['pw']}")
+        pairs[c["dw"]] = [schedule[0], node, pw_view, slices[j]]
+        pairs[c["pw"]] = [schedule[0]]
     for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
         lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
-        c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value],
+        c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value] + pairs.get(layer.name, []),
                         Action(steps.gen_layer, "tessera: generate $TARGET"))
         env.Depends(c, codegen_code)
         sources.append(c[0])
@@ -356,7 +366,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     runner = _value(env, {k: v for k, v in tcfg["runner"].items() if k != "note"}, f"runner {tname}")
     run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
     env.Depends(run_log, canon.source_files("runners"))
-    check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner]
+    check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
         # the firmware is checked against the peer toolchain's files too
         ref = reference.load(mcfg["reference"])

@@ -113,11 +113,18 @@ def _plan(target, source, env):
     graph = Graph.from_json(canon.read_json(str(source[0])))
     memory = _value(source[1])
     budget = memory["levels"][memory["place"]["tiles"]]["usable"]
-    tilings = {}
+    tilings, fused_tilings, sched = {}, {}, None
     for node in source[2:]:
         t = canon.read_json(str(node))
-        tilings[t["layer"]] = dict(t, l1_budget=budget)
-    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"])
+        if "steps" in t:
+            sched = t
+        elif "group" in t:
+            fused_tilings[t["group"]] = t
+        else:
+            tilings[t["layer"]] = dict(t, l1_budget=budget)
+    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]}
+             for s in (sched or {"steps": []})["steps"] if s["kind"] == "dw_pw"}
+    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
     canon.write_json(str(target[0]), the_plan)
     # one slice per layer, in the order the targets were declared
     for layer, node in zip(graph.layers, target[1:]):
@@ -138,6 +145,23 @@ def _gen_layer(target, source, env):
     tiling = canon.read_json(str(source[1]))
     slice_ = canon.read_json(str(source[2]))
     tgt = _value(source[3])
+    if len(source) > 4:
+        # a fusion candidate's layer: a fused step, its empty half, or itself
+        from tessera.codegen import fused
+
+        steps_ = canon.read_json(str(source[4]))["steps"]
+        group = next((s for s in steps_ if layer.name in s["layers"] and s["kind"] != "layer"), None)
+        if group is not None and group["layers"][0] == layer.name:
+            pw_v = _value(source[6])
+            pw, pw_graph = _layer_from_view(pw_v)
+            both = Graph(v["model"], "", {**graph.tensors, **pw_graph.tensors}, [layer, pw], [], [])
+            text = fused.generate(layer, pw, both, canon.read_json(str(source[5])), slice_,
+                                  canon.read_json(str(source[7])), tgt, v["model"])
+            canon.write_atomic(str(target[0]), text)
+            return
+        if group is not None:
+            canon.write_atomic(str(target[0]), fused.stub(layer, group["step"], v["model"], tgt["prefix"]))
+            return
     canon.write_atomic(str(target[0]), layer_c.generate(layer, graph, tiling, slice_, tgt, v["model"]))
 
 
@@ -208,8 +232,12 @@ def _check(target, source, env):
     with open(str(source[2])) as f:
         run_text = f.read()
     firmware, runner = str(source[3]), _value(source[4])
+    sched = canon.read_json(str(source[5]))
+    # the first layer of a fused step has no output outside L1: the step's
+    # output (its last layer's) is what is checked
+    inside = {s["layers"][0]: s["step"] for s in sched["steps"] if s["kind"] != "layer"}
     result = runlog.parse(run_text, str(source[2]))
-    verdict = checker.compare(graph, golden, result)
+    verdict = checker.compare(graph, golden, result, inside)
     bad = verdict.get("first_mismatch")
     dumps = {}
     if bad is not None:
@@ -217,10 +245,10 @@ def _check(target, source, env):
         dump = runlog.parse(runners.run(runner, firmware, [f"dump={bad['index']}"]), "dump run")
         dumps = dump["dumps"]
         verdict = checker.locate(verdict, graph, golden, dumps.get(bad["index"]))
-    if len(source) > 5:
+    if len(source) > 6:
         # the peer toolchain's expected outputs: its kind, then its files
         from tessera import reference
-        ref = reference.load({"kind": _value(source[5])["kind"], "dir": os.path.dirname(str(source[6]))})
+        ref = reference.load({"kind": _value(source[6])["kind"], "dir": os.path.dirname(str(source[7]))})
         against = checker.compare_reference(graph, ref, result)
         i = checker.first_reference_mismatch(graph, against)
         if i is not None:

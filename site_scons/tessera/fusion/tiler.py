@@ -53,6 +53,7 @@ def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"
     return {"group": pair["name"], "kind": "dw_pw", "layers": [pair["dw"]["name"], pair["pw"]["name"]],
             "feasible": feasible, "reason": reason, "tiled": len(bands) > 1 or buffering > 1,
             "band_h": th, "fd": fd, "buffering": buffering, "bands": bands,
+            "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
             "l1_bytes": _bytes(pair, target, th, table[th][2], fd, buffering)}
 
 
