@@ -243,16 +243,17 @@ def check_weights(graph, memory, fit_hint=""):
 def _without_intermediates(graph, fused):
     """The graph the activation level sees when fused steps run: each fused
     group's intermediate tensor is gone (it lives in L1 only), and the
-    group's input stays live until the group's last layer (the step reads it
-    while it writes the group's output)."""
+    group's input and output are both live over all its layers (the step,
+    run as its first layer's function, reads one while it writes the other;
+    streamed weight chunks are placed around them)."""
     from dataclasses import replace
-    drop, reads = set(), {}
+    drop, changed = set(), {}
     for group in fused.values():
         first, last = (graph.layer(n) for n in group["layers"])
         drop.add(first.output)
-        reads[last.name] = first.inputs
-    layers = [replace(layer, inputs=list(reads[layer.name])) if layer.name in reads else layer
-              for layer in graph.layers]
+        changed[first.name] = replace(first, output=last.output)
+        changed[last.name] = replace(last, inputs=list(first.inputs) + [last.output], output=first.output)
+    layers = [changed.get(layer.name, layer) for layer in graph.layers]
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
 

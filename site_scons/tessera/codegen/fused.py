@@ -66,9 +66,10 @@ def _rq_lines(layer, var, per_channel, params_at, prefix):
 
 def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
     prefix = target["prefix"]
-    if dw_slice.get("spill") or pw_slice.get("spill") or "wstream" in dw_slice or "wstream" in pw_slice:
-        raise TesseraError(f"fused step {dw.name}+{pw.name}", "fused steps do not yet read spilled activations or "
-                           "streamed weights", "build with fusion=none")
+    if dw_slice.get("spill") or pw_slice.get("spill"):
+        raise TesseraError(f"fused step {dw.name}+{pw.name}", "fused steps do not yet read spilled activations",
+                           "build with fusion=none, or give the activation level more room")
+    streams = {dw.name: dw_slice.get("wstream"), pw.name: pw_slice.get("wstream")}
     x, m, y = graph.tensor(dw.inputs[0]), graph.tensor(dw.output), graph.tensor(pw.output)
     _, W, C = x.shape
     Ho, Wo, Co = y.shape
@@ -111,7 +112,11 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
                '#include "tessera/tile.h"\n')
     out.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
     for layer, name, ctype, _, _, _ in arrays:
-        out.append(f"extern const {ctype} {symbol(prefix, layer.name, name)}[];")
+        if streams[layer.name] is None:
+            out.append(f"extern const {ctype} {symbol(prefix, layer.name, name)}[];")
+    if any(streams.values()):
+        out.append(f"/* weights and parameters arrive from {target['w_level']} in chunks, through "
+                   f"{target['w_stage']['level']} */\nextern tsr_wstream_t {prefix}_wstream;")
     out.append(f"\n#define NBANDS {nb}\n#define ENGINE_ACT {target['act_engine']}\n#define ENGINE_W {target['w_engine']}\n")
     out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
     out.append("static const tsr_tile_t bands[NBANDS] = {")
@@ -133,8 +138,26 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
         lines, refs[layer.name] = _rq_lines(layer, var, per_channel, params_at[layer.name], prefix)
         out.extend("    " + line for line in lines)
     out.append("    /* both layers' weights and parameters, once */")
-    for layer, name, ctype, size, ch, at in arrays:
-        out.append(f"    tsr_rows_in(&w, ENGINE_W, {L1} + {at}, {symbol(prefix, layer.name, name)}, {size}, 0, {ch});")
+    for layer in (dw, pw):
+        mine = [a for a in arrays if a[0] is layer]
+        stream = streams[layer.name]
+        if stream is None:
+            for _, name, ctype, size, ch, at in mine:
+                out.append(f"    tsr_rows_in(&w, ENGINE_W, {L1} + {at}, {symbol(prefix, layer.name, name)}, "
+                           f"{size}, 0, {ch});")
+            continue
+        # the layer's chunks in turn; each copied out before the next is asked
+        # for (its buffer is where the one after that lands)
+        ch, step = mine[0][4], stream["chunk_c"]
+        out.append("    {\n        const int8_t *chunk;")
+        for c0 in range(0, ch, step):
+            n = min(step, ch - c0)
+            out.append(f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
+            for _, name, ctype, size, _, at in mine:
+                src = f"chunk + {stream['layout'][name]}" if stream["layout"][name] else "chunk"
+                out.append(f"        tsr_rows_in(&w, ENGINE_W, {L1} + {at + c0 * size}, {src}, {size}, 0, {n});")
+            out.append("        hal_dma_wait(&w);")
+        out.append("    }")
     kh, kw = dw.kernel
     sh, sw = dw.stride
     out += [f"    a.dw.in_w = {W};", f"    a.dw.in_c = {C};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {C};",
