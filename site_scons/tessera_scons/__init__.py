@@ -280,7 +280,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, canon.source_files("fusion", "tiler"))
         fused.append(node[0])
-    schedule = env.Command(d("schedule.json"),
+    # one slice per candidate layer (its step), so that only the layers whose
+    # decision changed are generated again
+    cand_layers = [n for c in cands if c["ok"] for n in (c["dw"], c["pw"])]
+    schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
                            [_value(env, {"policy": policy, "candidates": cands}, "fusion policy"), paths["graph"]]
                            + tilings + fused, Action(steps.schedule, "tessera: select fusion $TARGET"))
     env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir"))
@@ -304,11 +307,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     sources = []
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     pairs = {}   # a fusion candidate's layers -> its group's extra codegen inputs
+    sched_slice = dict(zip(cand_layers, schedule[1:]))
     for c, node in zip([c for c in cands if c["ok"]], fused):
-        i, j = index[c["dw"]], index[c["pw"]]
+        j = index[c["pw"]]
         pw_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {c['pw']}")
-        pairs[c["dw"]] = [schedule[0], node, pw_view, slices[j]]
-        pairs[c["pw"]] = [schedule[0]]
+        pairs[c["dw"]] = [sched_slice[c["dw"]], node, pw_view, slices[j]]
+        pairs[c["pw"]] = [sched_slice[c["pw"]]]
     for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
         lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
         c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value] + pairs.get(layer.name, []),

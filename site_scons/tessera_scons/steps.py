@@ -98,7 +98,15 @@ def _schedule(target, source, env):
             fused[t["group"]] = (fusion.pair_view(graph, dw, pw), t)
         else:
             tilings[t["layer"]] = t
-    canon.write_json(str(target[0]), fusion.select(graph, tilings, fused, v["policy"], v["candidates"]))
+    sched = fusion.select(graph, tilings, fused, v["policy"], v["candidates"])
+    canon.write_json(str(target[0]), sched)
+    # a candidate layer's slice: the step it runs in, and whether it leads it
+    where = {name: s for s in sched["steps"] for name in s["layers"]}
+    for node in target[1:]:
+        name = os.path.basename(str(node))[:-len(".json")]
+        s = where[name]
+        canon.write_json(str(node), {"layer": name, "step": s["step"], "kind": s["kind"],
+                                     "first": s["layers"][0] == name})
 
 
 # ---- memory plan ------------------------------------------------------------
@@ -149,9 +157,9 @@ def _gen_layer(target, source, env):
         # a fusion candidate's layer: a fused step, its empty half, or itself
         from tessera.codegen import fused
 
-        steps_ = canon.read_json(str(source[4]))["steps"]
-        group = next((s for s in steps_ if layer.name in s["layers"] and s["kind"] != "layer"), None)
-        if group is not None and group["layers"][0] == layer.name:
+        mine = canon.read_json(str(source[4]))
+        group = mine if mine["kind"] != "layer" else None
+        if group is not None and mine["first"]:
             pw_v = _value(source[6])
             pw, pw_graph = _layer_from_view(pw_v)
             both = Graph(v["model"], "", {**graph.tensors, **pw_graph.tensors}, [layer, pw], [], [])
