@@ -1,7 +1,8 @@
-"""The fused depthwise -> pointwise reference kernel (kernels/reference/dw_pw.c)
-against the golden model's two layers run apart, bit for bit, on random tiles
-(hypothesis): any depthwise geometry, padding and stride, any block height
-fd, 1, 3 or 8 cores, both requantizations drawn independently."""
+"""The fused depthwise -> pointwise kernels (kernels/reference/dw_pw.c,
+kernels/pulp_nn/dw_pw.c) against the golden model's two layers run apart, bit
+for bit, on random tiles (hypothesis): any depthwise geometry, padding and
+stride, any block height fd, 1, 3 or 8 cores, both requantizations drawn
+independently, the depthwise's stripe scratch big enough or not."""
 
 import ctypes
 from ctypes import POINTER, c_int, c_int8, c_int32
@@ -12,6 +13,7 @@ from hypothesis import given, strategies as st
 from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, ConvArgs, arrays, conv_struct,  # noqa: F401
                               draw_bias, draw_rq, finish, geometry, int8s, lib, requants, run_case,
                               share_rows)
+from test_pulp_nn_kernels import pnn  # noqa: F401
 from tessera.golden import ops
 
 
@@ -55,13 +57,18 @@ def dw_pw_cases(draw):
     out_h, out_w = g["out_h"], g["out_w"]
     fd = draw(st.integers(1, out_h + 1))
     one = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
+    # per-core stripe scratch for the depthwise: enough, or too small (direct loop)
+    stripe = ((fd - 1) * g["sh"] + g["kh"]) * g["kw"]
+    stripe = draw(st.sampled_from([0, stripe - 1, stripe])) if stripe > 1 else stripe
+    dw_scratch = np.zeros(max(1, 8 * stripe), dtype=np.int8)
 
     def build(out_ptr, scratch):
         r1, r2 = rq1.struct(), (rq2.struct() if rq2 is not None else None)
-        dw = conv_struct(x, w1, b1, None, (out_h, out_w, ch), g, off1, r1, None, 0)
+        dw = conv_struct(x, w1, b1, None, (out_h, out_w, ch), g, off1, r1,
+                         dw_scratch.ctypes.data_as(POINTER(c_int8)) if stripe else None, stripe)
         pw = conv_struct(mid, w2, b2, out_ptr, (out_h, out_w, out_c), one, off2, r2, None, 0)
         pw.in_ = None     # the kernel reads its own intermediate, never this
-        return DwPwArgs(dw, pw, scratch, fd), (x, w1, b1, w2, b2, r1, r2, rq1, rq2)
+        return DwPwArgs(dw, pw, scratch, fd), (x, w1, b1, w2, b2, r1, r2, rq1, rq2, dw_scratch)
     sb = fd * out_w * ch
     return Case("tsr_dw_pw", build, expected, dtype, share_rows, sb), draw(NCORES), rng
 
@@ -73,3 +80,13 @@ def test_dw_pw_matches_two_layers(lib, case):
     lib.tsr_dw_pw.restype = None
     c, ncores, rng = case
     run_case(lib, c, ncores, rng)
+
+
+@given(dw_pw_cases())
+@SETTINGS
+def test_pulp_nn_dw_pw_matches_two_layers(pnn, case):
+    pnn.pnn_dw_pw.argtypes = [POINTER(DwPwArgs), c_int, c_int]
+    pnn.pnn_dw_pw.restype = None
+    c, ncores, rng = case
+    c.fn = "pnn_dw_pw"
+    run_case(pnn, c, ncores, rng)

@@ -1,7 +1,7 @@
 """One C file per fused DW->PW step (the selector's schedule.json): the
-depthwise's input in row bands, double-buffered, the fused kernel
-(tsr_dw_pw, every library runs the reference one for now) on every core, the
-pointwise's output bands back. Weights and parameters of both layers load
+depthwise's input in row bands, double-buffered, the library's fused kernel
+(its adapter's FUSED["dw_pw"]: PULP-NN's pnn_dw_pw, else the reference
+tsr_dw_pw) on every core, the pointwise's output bands back. Weights and parameters of both layers load
 once; the intermediate exists only in L1 (per-core blocks of fd rows).
 
 The step is generated as the depthwise's function (it runs first in the
@@ -10,7 +10,7 @@ output has no place in L2.
 
 L1 layout, in this order, each region aligned: input bands, output bands
 (one per buffer), dw weights, dw parameters, pw weights, pw parameters,
-intermediate: exactly what the fused tiler counted.
+intermediate, depthwise stripes: exactly what the fused tiler counted.
 """
 
 from .. import ir
@@ -19,6 +19,7 @@ from ..tiler.memory import align_up
 from ..views import param_arrays, tiler_layer
 from .cfmt import ROUNDING, header_comment
 from .layer import symbol
+from .libraries import library
 
 
 def layout(ft, align):
@@ -98,6 +99,7 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
             at += size * ch
         params_at[layer.name] = mine
     take("mid", target["cores"] * ft["fd"] * Wo * C)
+    take("stripe", ft["l1_bytes"]["scratch"])
     if cur != ft["l1_bytes"]["total"]:
         raise RuntimeError(f"fused step {dw.name}+{pw.name}: L1 layout {cur} bytes, the tiler counted "
                            f"{ft['l1_bytes']['total']}")
@@ -108,8 +110,10 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
         f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} rows per core block, "
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
     ])]
+    lib = library(target["kernels"])
+    kernel = getattr(lib, "FUSED", {}).get("dw_pw", "tsr_dw_pw")
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
-               '#include "tessera/tile.h"\n')
+               '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
     out.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
     for layer, name, ctype, _, _, _ in arrays:
         if streams[layer.name] is None:
@@ -127,7 +131,7 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
     out.append("};\n")
     out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
-    out.append("static void compute(void *args)\n{\n    tsr_dw_pw((const tsr_dw_pw_args_t *)args, hal_core_id(), "
+    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_dw_pw_args_t *)args, hal_core_id(), "
                "hal_num_cores());\n}\n")
     out.append(f"void {symbol(prefix, dw.name)}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
@@ -169,7 +173,9 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
             "    a.pw.kh = 1;", "    a.pw.kw = 1;", "    a.pw.sh = 1;", "    a.pw.sw = 1;",
             f"    a.pw.input_offset = {pw.input_offset};", f"    a.pw.rq = {refs[pw.name]};",
             f"    a.pw.weights = {L1} + {regions[pw.name + '_w']};",
-            f"    a.buf = {L1} + {regions['mid']};", f"    a.fd = {ft['fd']};"]
+            f"    a.buf = {L1} + {regions['mid']};", f"    a.fd = {ft['fd']};",
+            f"    a.dw.scratch = {L1} + {regions['stripe']};",
+            f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch'] // target['cores']};"]
     for layer, part in ((dw, "dw"), (pw, "pw")):
         if "bias" in params_at[layer.name]:
             out.append(f"    a.{part}.bias = (const int32_t *)({L1} + {params_at[layer.name]['bias']});")

@@ -6,6 +6,9 @@ pointwise needs every depthwise channel of a pixel). Its L1 working set:
     buffering * (A(in band) + A(out band))          double-buffered DMA
     + A(dw weights) + A(dw params) + A(pw weights) + A(pw params)   loaded once
     + A(cores * fd * Wo * C)                        per-core intermediate
+    + A(cores * ((fd - 1) * sh + kh) * kw)          per-core depthwise stripe
+                                                    (PULP-NN's; the reference
+                                                    kernel leaves it unused)
 
 with in band = the depthwise's largest input extent for th rows (halo
 included, border clipping exact: geometry.axis_table) x W x C, A() rounding
@@ -39,9 +42,11 @@ def _bytes(pair, target, th, in_h, fd, buffering):
         "weights": align_up(C * dw["w_bytes_per_cout"], a) + align_up(Co * pw["w_bytes_per_cout"], a),
         "params": align_up(C * dw["param_bytes_per_cout"], a) + align_up(Co * pw["param_bytes_per_cout"], a),
         "intermediate": target["cores"] * fd * Wo * C,
+        "scratch": target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1],
     }
     parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
-                      + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a))
+                      + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a)
+                      + align_up(parts["scratch"], a))
     return parts
 
 
@@ -77,6 +82,7 @@ def solve_dw_pw(pair, target):
     a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
     _, W, C = dw["in"]
     _, Wo, Co = pair["pw"]["out"]
+    (kh, kw), sh = dw["kernel"], dw["stride"][0]
     m = cp_model.CpModel()
     th = m.new_int_var(1, Ho, "th")
     n = m.new_int_var(1, Ho, "n")
@@ -90,7 +96,8 @@ def solve_dw_pw(pair, target):
     hi = budget // a + 1
     total = (buffering * (words("in", in_h * (W * C * dw["in_bytes"]), hi)
                           + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
-             + fixed["weights"] + fixed["params"] + words("mid", fd * (cores * Wo * C), hi))
+             + fixed["weights"] + fixed["params"] + words("mid", fd * (cores * Wo * C), hi)
+             + words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi))
     m.add(total <= budget)
     even = m.new_bool_var("even")
     r = m.new_int_var(0, cores - 1, "r")
