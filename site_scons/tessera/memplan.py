@@ -245,21 +245,45 @@ def check_weights(graph, memory, fit_hint=""):
     _weights_check(graph, level, lvl["size"], lvl["usable"], fit_hint)
 
 
-def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
+def _without_intermediates(graph, fused):
+    """The graph the activation level sees when fused steps run: each fused
+    group's intermediate tensor is gone (it lives in L1 only), and the
+    group's input and output are both live over all its layers (the step,
+    run as its first layer's function, reads one while it writes the other;
+    streamed weight chunks are placed around them)."""
+    from dataclasses import replace
+    drop, changed = set(), {}
+    for group in fused.values():
+        first, last = (graph.layer(n) for n in group["layers"])
+        drop.add(first.output)
+        changed[first.name] = replace(first, output=last.output)
+        changed[last.name] = replace(last, inputs=list(first.inputs) + [last.output], output=first.output)
+    layers = [changed.get(layer.name, layer) for layer in graph.layers]
+    return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
+
+
+def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     """The network's plan. tilings: layer name -> the tiler's result;
-    memory: tessera.views.memory_target(target). Raises FitError when a
-    level cannot hold what it must."""
+    memory: tessera.views.memory_target(target); fused: group name ->
+    {"layers": [dw, pw], "l1_total": bytes} for the fused steps the
+    schedule runs (their intermediates take no place in the activation
+    level). Raises FitError when a level cannot hold what it must."""
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]
     spill = memory.get("spill")
-    acts, act_buffers, spilled = _activation_plan(graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  memory.get("overlap", True))
+    act_graph = _without_intermediates(graph, fused) if fused else graph
+    # segment overlap and its proof replay single-layer tile tables; a fused
+    # step's table is another, so with fusion the plan stays at tensor level
+    overlap = memory.get("overlap", True) and not fused
+    acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
+                                                  overlap)
     wl = place["weights"]
     weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
     tile_level = place["tiles"]
-    l1_peak = max((lay["total"] for lay in l1.values()), default=0)
+    l1_peak = max([lay["total"] for lay in l1.values()] + [g["l1_total"] for g in (fused or {}).values()],
+                  default=0)
     if l1_peak > levels[tile_level]["usable"]:
         raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
                        "are usable", "enlarge the level in the target YAML")
@@ -291,7 +315,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
                   "size": levels[tile_level]["size"], "layers": l1},
     }
     # the proof: the generated schedule replayed over these addresses
-    hazard.check(graph, tilings, the_plan)
+    if not fused:
+        hazard.check(graph, tilings, the_plan)
     return the_plan
 
 
