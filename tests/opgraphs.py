@@ -5,6 +5,8 @@ tests and the firmware builds."""
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+import helpers
+
 
 def _w(rng, *shape, scale=0.3):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
@@ -23,32 +25,10 @@ def model(nodes, inits, in_shape, out_shape, opset=14):
 
 def quantize(m, path, activation="int8", per_channel=True, seed=0, samples=8, fmt="qdq"):
     """ORT's quantize_static (QDQ, or QOperator), every op type of the graph quantized."""
-    import onnx
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    src = str(path) + ".float.onnx"
-    onnx.save(m, src)
-    shape = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
-    rng = np.random.default_rng(seed)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.left = samples
-
-        def get_next(self):
-            if self.left == 0:
-                return None
-            self.left -= 1
-            return {"input": (rng.standard_normal(shape) * 2).astype(np.float32)}
-
-    qtype = QuantType.QInt8 if activation == "int8" else QuantType.QUInt8
-    ops = sorted({n.op_type for n in m.graph.node})
     # keep Relu/Clip as nodes (ORT folds them into the Q ranges by default) where the graph is about them
     extra = {"QDQKeepRemovableActivations": True} if m.graph.name == "keep_activations" else {}
-    quantize_static(src, str(path), Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
-                    op_types_to_quantize=ops, extra_options=extra,
-                    per_channel=per_channel, activation_type=qtype, weight_type=QuantType.QInt8)
-    return str(path)
+    return helpers.quantize(m, path, fmt=fmt, activation=activation, seed=seed, samples=samples,
+                            per_channel=per_channel, input_scale=2.0, every_op=True, extra_options=extra)
 
 
 def conv(rng, inits, name, x, ci, co, k, group=1, dil=None, pad=None, stride=None, dims=2):

@@ -48,7 +48,8 @@ def test_chain_uses_two_slots():
     assert plan["offsets"]["a"] != plan["offsets"]["b"]
     assert plan["optimal"]
     assert set(plan) == {"level", "size", "offsets", "peak", "lower_bound",
-                         "method", "optimal"}
+                         "overlap_bound", "overlaps", "method", "optimal"}
+    assert plan["overlaps"] == 0 and plan["overlap_bound"] == plan["lower_bound"]
     assert plan["level"] == "L2" and plan["size"] == 4096
 
 

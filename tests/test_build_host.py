@@ -144,6 +144,10 @@ def test_a_mismatch_names_the_first_layer_and_element(tmp_path):
     assert "[h, w, c] = [1, 2, 3]" in line and "1 of" in line, line
     rep = json.loads((netdir / "report.json").read_text())
     assert rep["verdict"] == "fail" and not rep["layers"][2]["match"] and rep["layers"][1]["match"]
+    # report.html shows the failure: the layer and its element, its row highlighted
+    page = (netdir / "report.html").read_text()
+    assert f"layer 2 {layer['name']} differs" in page and "(h, w, c) = (1, 2, 3)" in page
+    assert page.count('<tr class="bad">') == 1
     # and it stays failed: the next build fails again without rerunning anything
     again = scons("target=host", "model=tiny", out=out)
     assert one_error(again) == line

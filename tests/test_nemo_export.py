@@ -30,6 +30,7 @@ from helpers import scons
 from tessera import golden, reference
 from tessera.errors import TesseraError
 from tessera.frontend import import_onnx, input_names
+from tessera.runners import gvsoc
 
 rng = np.random.default_rng(12)
 D18, D24 = 2 ** 18 - 1, 2 ** 24 - 1
@@ -218,7 +219,7 @@ def _model_yaml(folder):
 TARGETS = [("host", "reference"), pytest.param("gap8", "pulp_nn", marks=pytest.mark.qemu),
            pytest.param("stm32h7", "cmsis_nn", marks=pytest.mark.qemu),
            pytest.param("pulp_open", "pulp_nn", marks=[pytest.mark.gvsoc, pytest.mark.skipif(
-               shutil.which("gvsoc") is None, reason="gvsoc not on PATH (docs/gvsoc.md)")])]
+               gvsoc.locate() is None, reason="no gvsoc on PATH nor beside the checkout (docs/gvsoc.md)")])]
 
 
 @pytest.mark.parametrize("target, lib", TARGETS)

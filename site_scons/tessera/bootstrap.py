@@ -20,8 +20,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 # what the test suite needs beyond the targets' own toolchains: the
-# embedding tests build the sample firmware with CMake
-TEST_PACKAGES = ("cmake", "make")
+# embedding tests build the sample firmware with CMake; the report test
+# renders report.html in headless Chromium
+TEST_PACKAGES = ("cmake", "make", "chromium")
 
 
 def needed_targets(argv):

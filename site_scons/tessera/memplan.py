@@ -25,9 +25,10 @@ slice per layer (what that layer's code generation reads), so a change that
 moves one layer's buffers regenerates only that layer.
 """
 
-from . import ir
+from . import hazard, ir
 from .alloc import l1_layout, plan_level
 from .errors import FitError
+from .overlap import candidates as overlap_candidates
 from .views import param_arrays
 
 ALIGN = 4
@@ -76,17 +77,21 @@ def bounce_name(layer_name, which):
     return f"{layer_name}:bounce:{which}"
 
 
-def _activation_plan(graph, level, usable, tilings=None, spill=None):
+def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
-    bounce buffer, until the rest fits. Returns (plan, buffers, spilled)."""
+    bounce buffer, until the rest fits. With `overlap`, a layer's output may
+    start below its consumed input by the gap its tile order allows
+    (tessera.overlap). Returns (plan, buffers, spilled)."""
+    pairs = overlap_candidates(graph, tilings) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
         buffers = _activation_buffers(graph, spilled, tilings)
+        mine = [p for p in pairs if p["below"] not in spilled and p["above"] not in spilled]
         try:
-            return plan_level(level, usable, steps, buffers, align=ALIGN), buffers, spilled
+            return plan_level(level, usable, steps, buffers, align=ALIGN, overlaps=mine), buffers, spilled
         except FitError:
             name = _spill_candidate(graph, buffers, spilled) if spill else None
             if name is None:
@@ -246,20 +251,45 @@ def check_weights(graph, memory, fit_hint=""):
     _weights_check(graph, level, lvl["size"], lvl["usable"], fit_hint)
 
 
-def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
+def _without_intermediates(graph, fused):
+    """The graph the activation level sees when fused steps run: each fused
+    group's intermediate tensor is gone (it lives in L1 only), and the
+    group's input and output are both live over all its layers (the step,
+    run as its first layer's function, reads one while it writes the other;
+    streamed weight chunks are placed around them)."""
+    from dataclasses import replace
+    drop, changed = set(), {}
+    for group in fused.values():
+        first, last = (graph.layer(n) for n in group["layers"])
+        drop.add(first.output)
+        changed[first.name] = replace(first, output=last.output)
+        changed[last.name] = replace(last, inputs=list(first.inputs) + [last.output], output=first.output)
+    layers = [changed.get(layer.name, layer) for layer in graph.layers]
+    return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
+
+
+def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     """The network's plan. tilings: layer name -> the tiler's result;
-    memory: tessera.views.memory_target(target). Raises FitError when a
-    level cannot hold what it must."""
+    memory: tessera.views.memory_target(target); fused: group name ->
+    {"layers": [dw, pw], "l1_total": bytes} for the fused steps the
+    schedule runs (their intermediates take no place in the activation
+    level). Raises FitError when a level cannot hold what it must."""
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]
     spill = memory.get("spill")
-    acts, act_buffers, spilled = _activation_plan(graph, act_level, levels[act_level]["usable"], tilings, spill)
+    act_graph = _without_intermediates(graph, fused) if fused else graph
+    # segment overlap and its proof replay single-layer tile tables; a fused
+    # step's table is another, so with fusion the plan stays at tensor level
+    overlap = memory.get("overlap", True) and not fused
+    acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
+                                                  overlap)
     wl = place["weights"]
     weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
     tile_level = place["tiles"]
-    l1_peak = max((lay["total"] for lay in l1.values()), default=0)
+    l1_peak = max([lay["total"] for lay in l1.values()] + [g["l1_total"] for g in (fused or {}).values()],
+                  default=0)
     if l1_peak > levels[tile_level]["usable"]:
         raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
                        "are usable", "enlarge the level in the target YAML")
@@ -272,6 +302,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
                                            act_buffers, acts["offsets"])
     activations = {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
                    "peak": acts["peak"], "lower_bound": acts["lower_bound"],
+                   "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],
                    "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
                    "method": acts["method"], "optimal": acts["optimal"]}
     if spilled:
@@ -283,12 +314,16 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint=""):
             raise FitError(spill, f"the activations moved there ({activations['spill']['bytes']} bytes) and the "
                            f"weights do not fit its {levels[spill]['usable']} usable bytes",
                            "use a smaller model or a target with more memory")
-    return {
+    the_plan = {
         "activations": activations,
         "weights": weights,
         "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
                   "size": levels[tile_level]["size"], "layers": l1},
     }
+    # the proof: the generated schedule replayed over these addresses
+    if not fused:
+        hazard.check(graph, tilings, the_plan)
+    return the_plan
 
 
 def layer_slice(the_plan, layer):
@@ -319,23 +354,37 @@ def layer_slice(the_plan, layer):
 
 
 def memory_report(the_plan):
-    """Per level: peak, lower bound and size, as report.json shows them."""
+    """Per level: peak, lower bound and size, as report.json shows them.
+    lower_bound: no plan of these buffers can do better (with the allowed
+    overlaps); tensor_bound: the largest set of whole tensors live at once
+    (what a plan without overlap cannot beat)."""
     acts, w, tiles = the_plan["activations"], the_plan["weights"], the_plan["tiles"]
-    out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts["lower_bound"],
+    out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts.get("overlap_bound", acts["lower_bound"]),
+                           "tensor_bound": acts["lower_bound"], "overlaps": acts.get("overlaps", 0),
                            "size": acts["size"], "usable": acts["usable"], "holds": "activations"}}
     stream = w.get("stream")
     if stream is not None:
         out[stream["level"]]["holds"] = "activations, weight buffers"
         out[stream["level"]]["weight_buffers_peak"] = stream["peak"]
-    out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "size": w["size"],
+    out.setdefault(w["level"], {"peak": w["bytes"], "lower_bound": w["bytes"], "tensor_bound": w["bytes"],
+                                "size": w["size"],
                                 "usable": w["usable"], "holds": "weights"})
     spill = acts.get("spill")
     if spill is not None and spill["level"] in out:
         out[spill["level"]]["holds"] += ", spilled activations"
         out[spill["level"]]["peak"] += spill["bytes"]
         out[spill["level"]]["lower_bound"] += spill["bytes"]
+        out[spill["level"]]["tensor_bound"] += spill["bytes"]
         out[spill["level"]]["spilled_activations"] = spill["bytes"]
     l1_lb = max((lay["total"] for lay in tiles["layers"].values()), default=0)
-    out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "size": tiles["size"],
+    out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "tensor_bound": l1_lb,
+                                    "size": tiles["size"],
                                     "usable": tiles["usable"], "holds": "tiles"})
+    # the RAM the firmware takes in each level it writes at run time: what
+    # the plan places there (peak) plus what the target YAML reserves there
+    # (stacks, the C runtime's data, code run from RAM)
+    for m in out.values():
+        if "activations" in m["holds"] or "tiles" in m["holds"]:
+            m["reserved"] = m["size"] - m["usable"]
+            m["ram"] = m["peak"] + m["reserved"]
     return out

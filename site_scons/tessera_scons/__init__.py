@@ -17,6 +17,8 @@ does not see code a Python action calls).
 
 Steps, per network (under <out>/<target>/<model>/):
     tiling/<layer>.json   one CP-SAT solve per layer
+    tiling/<dw>+<pw>.fused.json   one CP-SAT solve per fusion candidate (fusion != none)
+    schedule.json         the fusion selector's steps (a layer or a fused group), with reasons
     memplan.json, plan/<layer>.json
     src/<layer>.c, src/<layer>_w.c, src/network.[ch], src/harness.c, src/input.c
     obj/..., obj/libtessera_<prefix>.a, libtessera_kernels.a, libtessera_hal.a
@@ -33,7 +35,7 @@ import sys
 
 from SCons.Script import Action, Exit
 
-from tessera import canon, config, memplan, prepare, reference, views
+from tessera import canon, config, fusion, memplan, prepare, reference, views
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
 from tessera.frontend.builder import c_name
@@ -46,6 +48,7 @@ from .platforms import platform as platform_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 KERNELS = os.path.join(ROOT, "kernels")
+FUSION_POLICIES = fusion.POLICIES
 
 
 def fail(err, outdir=None, made=None):
@@ -68,7 +71,7 @@ def fail(err, outdir=None, made=None):
 # What a network's build leaves to say it passed, and what that claim rests
 # on: removed when a later build of it fails, so no stale "pass" survives
 # (SCons keeps a failed build's old targets in place).
-SUCCESS_FILES = (".passed", "report.json", "verdict.json", "run.log")
+SUCCESS_FILES = (".passed", "report.json", "report.html", "verdict.json", "run.log")
 _networks = []   # outdirs declared in this invocation
 
 
@@ -97,6 +100,19 @@ def _listdir(path):
         return sorted(os.listdir(path))
     except OSError:
         return []
+
+
+def _cost_meta(tcfg, tname):
+    """The cost model's inputs to the report: the coefficients (their
+    content, so that a refit rebuilds the report) and the activation DMA
+    engine's dimensions."""
+    from tessera import views
+    from tessera.cost import model as cost_model
+
+    file = cost_model.path(ROOT, tcfg["kernels"], tname)
+    engine = views.dma_engine(tcfg, tcfg["place"]["activations"], tcfg["place"]["tiles"])
+    return {"file": os.path.relpath(file, ROOT), "coefficients": cost_model.load(file),
+            "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 
 def _forget_damaged(nodes):
@@ -222,7 +238,7 @@ def _fit_hint(target):
     return hint
 
 
-def TesseraNetwork(env, target, model, out=None, run=False):
+def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
     """Declare the steps that build (target, model) into
     <out>/<target>/<model>/: the network as a library, its export/ and,
     with run=True, the test firmware, its run, the check and the report.
@@ -236,8 +252,9 @@ def TesseraNetwork(env, target, model, out=None, run=False):
     the kernels and the HAL, in link order), include (directories with
     "<prefix>/network.h" and the kernel headers), ld_dir and fragment (the
     linker-script fragment to INCLUDE), export (export/ nodes), prefix,
-    outdir, sources, network_h, tilings, memplan; with run=True also
-    firmware, run, verdict, report, passed."""
+    outdir, sources, network_h, tilings, memplan, schedule; with run=True also
+    firmware, run, verdict, report, passed. `fusion` (none | min_transfer)
+    overrides the model YAML's fusion policy."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     outdir = None
     made = os.path.join(out, _stem(target), _stem(model))   # as SConstruct names it
@@ -249,6 +266,11 @@ def TesseraNetwork(env, target, model, out=None, run=False):
         outdir = os.path.join(out, tname, mname)
         tcfg = config.load_target(tpath, tname)
         mcfg = config.load_model(mpath, mname)
+        if fusion is not None:
+            if fusion not in FUSION_POLICIES:
+                raise TesseraError(f"fusion={fusion}", "unknown fusion policy",
+                                   f"choose one of: {', '.join(FUSION_POLICIES)}")
+            mcfg = dict(mcfg, fusion=fusion)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
         model_cache = (os.environ.get("TESSERA_MODEL_CACHE") or env.get("TESSERA_MODEL_CACHE")
@@ -292,23 +314,56 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         tilings.append(node[0])
         solves.append(node[1])
 
+    # ---- fusion: one fused tiling per candidate pair, then the selector
+    policy = mcfg.get("fusion", "none")
+    cands = fusion.candidates(graph) if policy != "none" else []
+    fused = []
+    for c in cands:
+        if not c["ok"]:
+            continue
+        pv = _value(env, fusion.pair_view(graph, c["dw"], c["pw"]), f"pair {c['dw']}+{c['pw']}")
+        node = env.Command(d("tiling", f"{c['dw']}+{c['pw']}.fused.json"), [pv, tiler_target, tiler_kernels],
+                           Action(steps.tile_fused, "tessera: tile fused $TARGET"))
+        env.Depends(node, canon.source_files("fusion", "tiler"))
+        fused.append(node[0])
+    # one slice per candidate layer (its step), so that only the layers whose
+    # decision changed are generated again
+    cand_layers = [n for c in cands if c["ok"] for n in (c["dw"], c["pw"])]
+    schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
+                           [_value(env, {"policy": policy, "candidates": cands}, "fusion policy"), paths["graph"]]
+                           + tilings + fused, Action(steps.schedule, "tessera: select fusion $TARGET"))
+    env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir"))
+
     # ---- memory plan
     memory = views.memory_target(tcfg)
     memory["align"] = library["tiler"].get("buffer_align", 4)
     memory["fit_hint"] = _fit_hint(tcfg)
+    # overlap=0: tensor-level planning only (whole tensors never share bytes)
+    memory["overlap"] = str(env.get("overlap", "1")) not in ("0", "no", "false")
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
-    plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings,
+    # with fusion, the plan reads the schedule (fused intermediates take no L2)
+    fusion_in = [schedule[0]] + fused if policy != "none" else []
+    plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
+                             + fusion_in,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
-    env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir"))
+    env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files
     codegen_code = canon.source_files("codegen", "views", "ir", "tiler")
     cg_value = _value(env, cg_target, f"codegen target {tname}")
     sources = []
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    pairs = {}   # a fusion candidate's layers -> its group's extra codegen inputs
+    sched_slice = dict(zip(cand_layers, schedule[1:]))
+    for c, node in zip([c for c in cands if c["ok"]], fused):
+        j = index[c["pw"]]
+        pw_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {c['pw']}")
+        pairs[c["dw"]] = [sched_slice[c["dw"]], node, pw_view, slices[j]]
+        pairs[c["pw"]] = [sched_slice[c["pw"]]]
     for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
         lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
-        c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value],
+        c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value] + pairs.get(layer.name, []),
                         Action(steps.gen_layer, "tessera: generate $TARGET"))
         env.Depends(c, codegen_code)
         sources.append(c[0])
@@ -348,12 +403,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     exp = export.declare(env, tcfg, mname, cg_target["prefix"], outdir, lib_sources, net[0],
                          kernel_plan(tenv, tcfg["kernels"], library), hal_files, graph, paths)
     env.Alias("export", exp["nodes"])
-    _forget_damaged(tilings + solves + list(plan_nodes) + sources + objects + kobjs + hobjs
+    _forget_damaged(tilings + solves + fused + list(schedule) + list(plan_nodes) + sources + objects + kobjs + hobjs
                     + [netlib[0], klib[0], hlib[0]])
     result = {"outdir": outdir, "prefix": cg_target["prefix"], "library": netlib[0],
               "libs": [netlib[0], klib[0], hlib[0]], "include": exp["include"], "ld_dir": exp["ld_dir"],
               "fragment": exp["fragment"], "export": exp["nodes"], "sources": sources, "network_h": net[0],
-              "tilings": tilings, "memplan": memplan_json}
+              "tilings": tilings, "memplan": memplan_json, "schedule": schedule[0]}
     if not run:
         return result
     firmware = plat.link(tenv, tcfg, objects + hobjs, klib, outdir)
@@ -363,7 +418,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     runner = _value(env, {k: v for k, v in tcfg["runner"].items() if k != "note"}, f"runner {tname}")
     run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
     env.Depends(run_log, canon.source_files("runners"))
-    check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner]
+    check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
         # the firmware is checked against the peer toolchain's files too
         ref = reference.load(mcfg["reference"])
@@ -375,6 +430,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             "isa": tcfg["toolchain"]["isa"]}
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
+    meta["cost"] = _cost_meta(tcfg, tname)
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])
@@ -382,11 +438,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                           "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
     if paths.get("ort_check"):
         meta["ort_check"] = canon.read_json(paths["ort_check"])
-    report = env.Command(d("report.json"),
+    report = env.Command([d("report.json"), d("report.html")],
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
-                          memplan_json, verdict] + [n for pair in zip(tilings, solves) for n in pair],
+                          memplan_json, verdict, schedule[0]] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, canon.source_files("report", "memplan", "ir", "codegen.libraries"))
+    env.Depends(report, canon.source_files("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))
@@ -398,7 +454,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # targets: it runs when the SConstruct is read)
     env.Clean(passed, [p for k, p in paths.items() if k != "onnx"] + [d(".prepare.json")])
     env.Alias("run", run_log)
-    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0]])
+    _forget_damaged(list(firmware) + [run_log[0], verdict[0], report[0], report[1]])
     result.update(report=report, passed=passed, firmware=firmware, verdict=verdict, run=run_log)
     return result
 

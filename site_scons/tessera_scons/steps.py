@@ -67,6 +67,48 @@ def _tile(target, source, env):
     canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
 
 
+# ---- fusion ------------------------------------------------------------------
+
+def tile_fused(target, source, env):
+    return guarded(_tile_fused, target, source, env)
+
+
+def _tile_fused(target, source, env):
+    from tessera.fusion import solve_dw_pw
+
+    pair = _value(source[0])
+    tgt = dict(_value(source[1]), kernels=_value(source[2]))
+    canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
+
+
+def schedule(target, source, env):
+    return guarded(_schedule, target, source, env)
+
+
+def _schedule(target, source, env):
+    from tessera import fusion
+
+    v = _value(source[0])
+    graph = Graph.from_json(canon.read_json(str(source[1])))
+    tilings, fused = {}, {}
+    for node in source[2:]:
+        t = canon.read_json(str(node))
+        if "group" in t:
+            dw, pw = t["layers"]
+            fused[t["group"]] = (fusion.pair_view(graph, dw, pw), t)
+        else:
+            tilings[t["layer"]] = t
+    sched = fusion.select(graph, tilings, fused, v["policy"], v["candidates"])
+    canon.write_json(str(target[0]), sched)
+    # a candidate layer's slice: the step it runs in, and whether it leads it
+    where = {name: s for s in sched["steps"] for name in s["layers"]}
+    for node in target[1:]:
+        name = os.path.basename(str(node))[:-len(".json")]
+        s = where[name]
+        canon.write_json(str(node), {"layer": name, "step": s["step"], "kind": s["kind"],
+                                     "first": s["layers"][0] == name})
+
+
 # ---- memory plan ------------------------------------------------------------
 
 def plan(target, source, env):
@@ -79,11 +121,18 @@ def _plan(target, source, env):
     graph = Graph.from_json(canon.read_json(str(source[0])))
     memory = _value(source[1])
     budget = memory["levels"][memory["place"]["tiles"]]["usable"]
-    tilings = {}
+    tilings, fused_tilings, sched = {}, {}, None
     for node in source[2:]:
         t = canon.read_json(str(node))
-        tilings[t["layer"]] = dict(t, l1_budget=budget)
-    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"])
+        if "steps" in t:
+            sched = t
+        elif "group" in t:
+            fused_tilings[t["group"]] = t
+        else:
+            tilings[t["layer"]] = dict(t, l1_budget=budget)
+    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]}
+             for s in (sched or {"steps": []})["steps"] if s["kind"] == "dw_pw"}
+    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
     canon.write_json(str(target[0]), the_plan)
     # one slice per layer, in the order the targets were declared
     for layer, node in zip(graph.layers, target[1:]):
@@ -104,6 +153,23 @@ def _gen_layer(target, source, env):
     tiling = canon.read_json(str(source[1]))
     slice_ = canon.read_json(str(source[2]))
     tgt = _value(source[3])
+    if len(source) > 4:
+        # a fusion candidate's layer: a fused step, its empty half, or itself
+        from tessera.codegen import fused
+
+        mine = canon.read_json(str(source[4]))
+        group = mine if mine["kind"] != "layer" else None
+        if group is not None and mine["first"]:
+            pw_v = _value(source[6])
+            pw, pw_graph = _layer_from_view(pw_v)
+            both = Graph(v["model"], "", {**graph.tensors, **pw_graph.tensors}, [layer, pw], [], [])
+            text = fused.generate(layer, pw, both, canon.read_json(str(source[5])), slice_,
+                                  canon.read_json(str(source[7])), tgt, v["model"])
+            canon.write_atomic(str(target[0]), text)
+            return
+        if group is not None:
+            canon.write_atomic(str(target[0]), fused.stub(layer, group["step"], v["model"], tgt["prefix"]))
+            return
     canon.write_atomic(str(target[0]), layer_c.generate(layer, graph, tiling, slice_, tgt, v["model"]))
 
 
@@ -174,8 +240,12 @@ def _check(target, source, env):
     with open(str(source[2])) as f:
         run_text = f.read()
     firmware, runner = str(source[3]), _value(source[4])
+    sched = canon.read_json(str(source[5]))
+    # the first layer of a fused step has no output outside L1: the step's
+    # output (its last layer's) is what is checked
+    inside = {s["layers"][0]: s["step"] for s in sched["steps"] if s["kind"] != "layer"}
     result = runlog.parse(run_text, str(source[2]))
-    verdict = checker.compare(graph, golden, result)
+    verdict = checker.compare(graph, golden, result, inside)
     bad = verdict.get("first_mismatch")
     dumps = {}
     if bad is not None:
@@ -183,10 +253,10 @@ def _check(target, source, env):
         dump = runlog.parse(runners.run(runner, firmware, [f"dump={bad['index']}"]), "dump run")
         dumps = dump["dumps"]
         verdict = checker.locate(verdict, graph, golden, dumps.get(bad["index"]))
-    if len(source) > 5:
+    if len(source) > 6:
         # the peer toolchain's expected outputs: its kind, then its files
         from tessera import reference
-        ref = reference.load({"kind": _value(source[5])["kind"], "dir": os.path.dirname(str(source[6]))})
+        ref = reference.load({"kind": _value(source[6])["kind"], "dir": os.path.dirname(str(source[7]))})
         against = checker.compare_reference(graph, ref, result)
         i = checker.first_reference_mismatch(graph, against)
         if i is not None:
@@ -235,13 +305,25 @@ def _report(target, source, env):
     weights = canon.load_npz(str(source[2]))
     the_plan = canon.read_json(str(source[3]))
     verdict = canon.read_json(str(source[4]))
+    sched = canon.read_json(str(source[5]))
     tilings = []
-    for node in source[5:]:   # tiling, solve side file, tiling, ...
+    for node in source[6:]:   # tiling, solve side file, tiling, ...
         data = canon.read_json(str(node))
         if "tile" in data:
             tilings.append(data)
         else:
             tilings[-1].update(data)
     report_data = build.report(meta, graph, weights, the_plan, verdict, tilings)
+    # the fusion selector's decision: its groups and the activation bytes
+    # moved with and without them (schedule.json has every candidate's reason)
+    report_data["fusion"] = {"policy": sched["policy"], "totals": sched["totals"],
+                             "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
+                                        for s in sched["steps"] if s["kind"] != "layer"]}
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)
+    if len(target) > 1:
+        from tessera.report.html import render_html
+        from tessera.report.memmap import memory_map
+
+        canon.write_atomic(str(target[1]), render_html(report_data, memory_map(graph, the_plan, tilings)))
+        print(f"tessera: report {target[1]}")

@@ -186,6 +186,24 @@ typedef struct {
     int32_t rounding;            /* TSR_ROUND_TFLITE: TFLite's reference int8 softmax (ir.Layer) */
 } tsr_softmax_args_t;
 
+/* depthwise -> pointwise fused row-wise (kernels/reference/dw_pw.c): the
+ * depthwise output never leaves L1. Each core takes its share of the output
+ * rows and computes them in blocks of fd rows: the block's depthwise rows,
+ * all channels, into its own intermediate buffer (HWC, int8), then the
+ * pointwise over that block.
+ *   dw: the depthwise tile (input, weights, bias, rq, padding, stride; out_h,
+ *       out_w, out_c its output = the pointwise's input); dw.out is unused
+ *       and dw.rq is required (the intermediate is int8)
+ *   pw: the pointwise (weights [out_c][dw.out_c], bias, rq, input_offset,
+ *       out [dw.out_h][dw.out_w][out_c], out_c); its in/in_* are unused
+ *   buf: ncores buffers of fd * dw.out_w * dw.out_c bytes, core-major */
+typedef struct {
+    tsr_conv_args_t dw, pw;
+    int8_t *buf;
+    int32_t fd;
+} tsr_dw_pw_args_t;
+
+void tsr_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores);

@@ -22,6 +22,8 @@ extern "C" {
 void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
+/* depthwise -> pointwise fused (kernels.h, tsr_dw_pw) on these kernels; dw.scratch: per-core stripes */
+void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
 void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);

@@ -10,6 +10,6 @@ bump it whenever the same input could give a different plan.
 from .l1 import l1_layout
 from .level import plan_level
 
-ALLOC_VERSION = "1"
+ALLOC_VERSION = "2"
 
 __all__ = ["ALLOC_VERSION", "l1_layout", "plan_level"]

@@ -3,12 +3,12 @@
 from ..errors import FitError
 from . import cpsat
 from .greedy import plan_greedy
-from .lifetimes import (check_plan, live_bytes, normalize, peak_of,
-                        top_at_steps)
+from .lifetimes import (check_plan, live_bytes, normalize, overlap_gaps,
+                        overlap_live, peak_of, top_at_steps)
 
 
 def plan_level(level, size, steps, buffers, align=4,
-               work_limit=cpsat.DEFAULT_WORK_LIMIT):
+               work_limit=cpsat.DEFAULT_WORK_LIMIT, overlaps=None):
     """Give every buffer an offset in `level` so co-live buffers never overlap.
 
     level: the level's name (e.g. "L2"); size: its bytes for these buffers.
@@ -17,10 +17,15 @@ def plan_level(level, size, steps, buffers, align=4,
     align: every offset and footprint is a multiple of this (a buffer
     takes its size rounded up, so the peak is a multiple of align too).
     work_limit: CP-SAT's deterministic-time bound.
+    overlaps: [{"below", "above", "gap"}]: buffer `below` (a layer's output)
+    may start `gap` bytes under `above` (its consumed input), over its tail
+    (see lifetimes.overlap_gaps); every other co-live pair stays apart.
 
     The greedy plan comes first; CP-SAT runs only when greedy is above the
     lower bound, starting from it, so "method" names whichever plan won and
     "optimal" is true when the peak meets the bound or CP-SAT proved it.
+    "lower_bound" is the tensor-level bound (whole tensors live at once);
+    with overlaps the plan may go below it, down to "overlap_bound".
     The size does not steer the search: it is only checked at the end.
 
     Returns {"level", "size", "offsets", "peak", "lower_bound", "method",
@@ -30,23 +35,25 @@ def plan_level(level, size, steps, buffers, align=4,
         raise ValueError(f"{level}: size must be a non-negative integer, got {size!r}")
     steps = list(steps)
     bufs = normalize(steps, buffers, align)
-    live = live_bytes(bufs, len(steps))
+    gaps = overlap_gaps(bufs, overlaps, align)
+    tensor_bound = max(live_bytes(bufs, len(steps)), default=0)
+    live = overlap_live(bufs, len(steps), gaps)
     lower = max(live, default=0)
 
     if lower > size:
         # No arrangement can help: fail before spending any search on it.
         _no_plan_can_fit(level, size, steps, bufs, live, lower)
 
-    g_offsets, g_peak, _ = plan_greedy(bufs)
-    check_plan(bufs, g_offsets, align)
+    g_offsets, g_peak, _ = plan_greedy(bufs, gaps)
+    check_plan(bufs, g_offsets, align, gaps)
     offsets, peak, method, optimal = g_offsets, g_peak, "greedy", g_peak == lower
     if bufs and g_peak > lower:
         # Greedy already meeting the lower bound is optimal; only otherwise
         # is the exact search worth its time.
         c_offsets, c_peak, proven = cpsat.solve(bufs, lower, g_peak, g_offsets,
-                                                work_limit)
+                                                work_limit, gaps)
         if c_offsets is not None:
-            check_plan(bufs, c_offsets, align)
+            check_plan(bufs, c_offsets, align, gaps)
             c_peak_check = peak_of(bufs, c_offsets)
             if c_peak_check != c_peak or c_peak > g_peak:
                 raise RuntimeError(
@@ -64,7 +71,9 @@ def plan_level(level, size, steps, buffers, align=4,
         "size": size,
         "offsets": {b.name: offsets[b.name] for b in sorted(bufs, key=lambda b: b.name)},
         "peak": peak,
-        "lower_bound": lower,
+        "lower_bound": tensor_bound,
+        "overlap_bound": lower,
+        "overlaps": len(gaps),
         "method": method,
         "optimal": optimal,
     }

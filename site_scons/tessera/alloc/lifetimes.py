@@ -92,7 +92,51 @@ def top_at_steps(bufs, offsets, n_steps):
     return top
 
 
-def check_plan(bufs, offsets, align):
+def overlap_gaps(bufs, overlaps, align):
+    """{(below, above): gap} from [{"below", "above", "gap"}, ...]: buffer
+    `below` may start as little as `gap` bytes (aligned up) under `above`'s
+    start, overlapping its tail (vMCU's segment-level overlap: a layer's
+    output over the part of its input already consumed). Only pairs that
+    share exactly one step (the consumer's), and gaps smaller than `below`."""
+    by_name = {b.name: b for b in bufs}
+    gaps = {}
+    for o in overlaps or ():
+        y, x = by_name.get(o["below"]), by_name.get(o["above"])
+        if y is None or x is None:
+            raise ValueError(f"overlap names unknown buffer {o['below']!r} or {o['above']!r}")
+        gap = align_up(_int(o["gap"], "overlap gap"), align)
+        if gap < 0 or x.end != y.start:
+            raise ValueError(f"overlap of {y.name!r} under {x.name!r}: the input must end where the output starts")
+        if gap < y.size:
+            gaps[(y.name, x.name)] = gap
+    return gaps
+
+
+def distance(a, b, gaps):
+    """How far b must start above a when a sits below it."""
+    return gaps.get((a.name, b.name), a.size)
+
+
+def clash(a, oa, b, ob, gaps=None):
+    """Whether buffers a at oa and b at ob collide (live together, too close)."""
+    if not (a.size and b.size and overlap_in_time(a, b)):
+        return False
+    gaps = gaps or {}
+    return ob - oa < distance(a, b, gaps) and oa - ob < distance(b, a, gaps)
+
+
+def overlap_live(bufs, n_steps, gaps):
+    """Per step, a floor on the bytes live: what is live minus what the one
+    overlapping pair of that step can share (min of the input's size and
+    the output's size less its gap). Its maximum bounds every plan."""
+    live = live_bytes(bufs, n_steps)
+    by_name = {b.name: b for b in bufs}
+    for (y, x), gap in gaps.items():
+        live[by_name[y].start] -= min(by_name[y].size - gap, by_name[x].size)
+    return live
+
+
+def check_plan(bufs, offsets, align, gaps=None):
     """Raise RuntimeError if a plan is invalid (an allocator bug).
 
     Cheap (quadratic in the buffer count) and run on every plan, whichever
@@ -108,11 +152,9 @@ def check_plan(bufs, offsets, align):
     for i, a in enumerate(live):
         oa = offsets[a.name]
         for b in live[i + 1:]:
-            if not overlap_in_time(a, b):
-                continue
             ob = offsets[b.name]
-            if oa < ob + b.size and ob < oa + a.size:
+            if clash(a, oa, b, ob, gaps):
                 raise RuntimeError(
                     f"allocator bug: '{a.name}' [{oa}, {oa + a.size}) and "
                     f"'{b.name}' [{ob}, {ob + b.size}) are live together "
-                    f"and overlap")
+                    f"and overlap more than allowed")

@@ -56,8 +56,11 @@ def _output(layer, graph, offsets, spilled):
     out = {"name": layer.name, "bytes": graph.tensor(layer.output).nbytes}
     if layer.output in spilled:
         out.update(output=spilled[layer.output], level="spill")
-    else:
+    elif layer.output in offsets:
         out["output"] = offsets[layer.output]
+    else:
+        # the first layer of a fused step: its output exists only in L1
+        out.update(output=None, bytes=0)
     return out
 
 
@@ -143,8 +146,8 @@ def source(v):
     out.append(f"\nconst tsr_layer_info_t {p}_layers[{P}_NUM_LAYERS] = {{")
     for layer in v["layers"]:
         arena = f"{p}_{v['spill']['level']}" if layer.get("level") == "spill" else f"{p}_L2"
-        out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {arena} + {layer["output"]}, '
-                   f'{layer["bytes"]}}},')
+        where = "0" if layer["output"] is None else f"{arena} + {layer['output']}"
+        out.append(f'    {{"{layer["name"]}", {symbol(p, layer["name"])}, {where}, {layer["bytes"]}}},')
     out.append("};\n")
     out.append(f"uint64_t {p}_layer_counts[{P}_NUM_LAYERS];\n")
     out.append(f"void {p}_init(void)\n{{\n    for (int i = 0; i < {P}_NUM_LAYERS; i++)\n"

@@ -3,8 +3,9 @@ concat, resize, softmax, broadcast add/mul): every input comes to L1 in
 one copy, the cores compute, the output goes back in one copy; or, when
 that does not fit, the same for blocks of channels (resize) or rows
 (softmax, a channel concat), one after the other. The tiler sized L1 for
-exactly that (tiler._solve_whole) or stopped the build with a fit error. The layer's tables (resize indices, softmax exponentials) are
-constants of this file, read in place.
+exactly that (tiler._solve_whole) or stopped the build with a fit error.
+The layer's tables (resize indices, softmax exponentials) are constants of
+this file, read in place.
 """
 
 import numpy as np

@@ -56,6 +56,9 @@ MODEL = Field("map", fields={
                          "a free batch is pinned to 1 without it"),
     "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
                        "or only warns (warn)", default="error", choices=("error", "warn")),
+    "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
+                    "layer its own step) or min_transfer (fuse the DW->PW pairs that move fewer activation bytes)",
+                    default="none", choices=("none", "min_transfer")),
     "note": Field("str", default=""),
 })
 

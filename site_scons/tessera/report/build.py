@@ -7,20 +7,23 @@ them; where the run printed per-core counts (a run asked for them, see
 the GAP8 harness's `cores` argument): core_counts (each compute core's
 share), work_split (max core / mean core) and dma_copy_count (the part of
 the layer's count spent in emulated DMA copies); where weights stream from
-a slower level: weights_streamed), memory (per level: peak, lower_bound,
-size); per layer also the kernel function that ran it and its library
+a slower level: weights_streamed), memory (per level: peak, lower_bound
+(with the planned overlaps), tensor_bound (whole tensors), size, and for
+levels written at run time reserved and ram = peak + reserved); per layer also the kernel function that ran it and its library
 (`kernel`, `library`: the target's, or the fallback's when the adapter
 gave the layer to it); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
 differing element) and per layer reference_match where the reference has
 the layer's output (DORY); for a .tflite model, tflite (the interpreter
 and kernels that checked the golden model, tensors compared, every one
-equal).
+equal); per layer and in totals, `cost`: the cost model's estimate next to
+the measured count (report/costs.py), labeled in counts.cost.
 """
 
 from ..codegen.libraries import library
 from ..memplan import memory_report
 from . import summary
+from .costs import add_costs
 from .console import make_console
 
 COUNT_KEYS = {"qemu-instructions": "instructions", "gvsoc-cycles": "cycles", "host-ns": "host_ns"}
@@ -93,6 +96,9 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
+    add_costs(out, meta, graph, tilings, count_key)
+    if verdict.get("first_mismatch"):
+        out["first_mismatch"] = verdict["first_mismatch"]
     if meta.get("tflite"):
         out["tflite"] = meta["tflite"]
     if meta.get("ort_check") is not None:
@@ -142,6 +148,9 @@ def render(data, console=None):
         table.add_column(f"DMA {name}", justify="right")
     if count_key:
         table.add_column(count_key, justify="right")
+    estimated = any("estimate" in l.get("cost", {}) for l in data["layers"])
+    if estimated:
+        table.add_column("estimate", justify="right")
     split = any("work_split" in l for l in data["layers"])
     if split:
         table.add_column("max/mean core", justify="right")
@@ -156,6 +165,10 @@ def render(data, console=None):
         cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]
         if count_key:
             cells.append(str(l.get(count_key, "")))
+        if estimated:
+            c = l.get("cost", {})
+            err = f" ({100 * c['error']:+.0f}%)" if c.get("error") is not None else ""
+            cells.append(f"{c.get('estimate', '')}{err}")
         if split:
             cells.append(f"{l['work_split']:.2f}" if l.get("work_split") else "")
         cells.append("yes" if l["match"] else "[red]NO[/red]")
@@ -164,15 +177,25 @@ def render(data, console=None):
         table.add_row(*cells)
     console.print(table)
     mem = Table(title="memory plan")
-    for col in ("level", "holds", "peak", "lower bound", "usable", "size"):
+    for col in ("level", "holds", "peak", "lower bound", "tensor bound", "usable", "size"):
         mem.add_column(col, justify="right" if col not in ("level", "holds") else "left")
     for level, m in data["memory"].items():
-        mem.add_row(level, m["holds"], str(m["peak"]), str(m["lower_bound"]), str(m["usable"]), str(m["size"]))
+        mem.add_row(level, m["holds"], str(m["peak"]), str(m["lower_bound"]), str(m.get("tensor_bound", "")),
+                    str(m["usable"]), str(m["size"]))
     console.print(mem)
+    ram = {level: m["ram"] for level, m in data["memory"].items() if "ram" in m}
+    if ram:
+        console.print("RAM: " + " + ".join(f"{level} {n}" for level, n in ram.items())
+                      + f" = {sum(ram.values())} bytes (planned peak plus the target's reserved bytes per level)")
     tot = data["totals"]
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
     if count_key and count_key in tot:
         line += f", {tot[count_key]} {count_key} ({data['counts']['note']})"
+    if tot.get("cost", {}).get("estimate") is not None:
+        c = tot["cost"]
+        line += f"; cost model estimate {c['estimate']}"
+        if c.get("error") is not None:
+            line += f" ({100 * c['error']:+.1f}% of the layers' measured sum)"
     ws = tot.get("weights_streamed")
     if ws:
         line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "

@@ -13,6 +13,9 @@ HEADERS = ("tessera/pulp_nn.h",)
 KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "pnn_depthwise",
            "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add"}
 
+# fused steps (tessera.codegen.fused): the fused kernel on this library's own
+FUSED = {"dw_pw": "pnn_dw_pw"}
+
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type
 weights_layout = reference.weights_layout

@@ -1,0 +1,212 @@
+"""One C file per fused DW->PW step (the selector's schedule.json): the
+depthwise's input in row bands, double-buffered, the library's fused kernel
+(its adapter's FUSED["dw_pw"]: PULP-NN's pnn_dw_pw, else the reference
+tsr_dw_pw) on every core, the pointwise's output bands back. Weights and parameters of both layers load
+once; the intermediate exists only in L1 (per-core blocks of fd rows).
+
+The step is generated as the depthwise's function (it runs first in the
+layer table); the pointwise's function is then empty, and the depthwise's
+output has no place in L2.
+
+L1 layout, in this order, each region aligned: input bands, output bands
+(one per buffer), dw weights, dw parameters, pw weights, pw parameters,
+intermediate, depthwise stripes: exactly what the fused tiler counted.
+"""
+
+from .. import ir
+from ..errors import TesseraError
+from ..tiler.memory import align_up
+from ..views import param_arrays, tiler_layer
+from .cfmt import ROUNDING, header_comment
+from .layer import symbol
+from .libraries import library
+
+
+def layout(ft, align):
+    """Offsets of the fused step's L1 regions (total == the tiler's)."""
+    b = ft["l1_bytes"]
+    cur = 0
+    out = {}
+
+    def take(key, n):
+        nonlocal cur
+        out[key] = cur
+        cur += align_up(n, align)
+    for i in range(ft["buffering"]):
+        take(f"in{i}", b["in"])
+    for i in range(ft["buffering"]):
+        take(f"out{i}", b["out"])
+    return out, cur
+
+
+def _rq_lines(layer, var, per_channel, params_at, prefix):
+    rq = layer.requant
+    if rq is None:
+        return [], "NULL"
+    L1 = f"{prefix}_L1"
+    lines = [f"tsr_requant_t {var} = {{0}};"]
+    if per_channel:
+        lines.append(f"{var}.per_channel = 1;")
+        lines.append(f"{var}.mul = (const int32_t *)({L1} + {params_at['mul']});")
+        lines.append(f"{var}.shift = (const int8_t *)({L1} + {params_at['shift']});")
+        if "add" in params_at:
+            lines.append(f"{var}.add = (const int32_t *)({L1} + {params_at['add']});")
+    else:
+        lines.append(f"static const int32_t {var}_mul[1] = {{{int(rq.mul[0])}}};")
+        lines.append(f"static const int8_t {var}_shift[1] = {{{int(rq.shift[0])}}};")
+        lines.append(f"{var}.mul = {var}_mul;\n    {var}.shift = {var}_shift;")
+        if any(rq.add):
+            lines.append(f"static const int32_t {var}_add[1] = {{{int(rq.add[0])}}};")
+            lines.append(f"{var}.add = {var}_add;")
+    lines.append(f"{var}.zero_point = {rq.zero_point};\n    {var}.lo = {rq.lo};\n    {var}.hi = {rq.hi};\n"
+                 f"    {var}.rounding = {ROUNDING[rq.rounding]};")
+    if rq.divisor:
+        lines.append(f"{var}.divisor = {rq.divisor};")
+    return lines, f"&{var}"
+
+
+def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
+    prefix = target["prefix"]
+    if dw_slice.get("spill") or pw_slice.get("spill"):
+        raise TesseraError(f"fused step {dw.name}+{pw.name}", "fused steps do not yet read spilled activations",
+                           "build with fusion=none, or give the activation level more room")
+    streams = {dw.name: dw_slice.get("wstream"), pw.name: pw_slice.get("wstream")}
+    x, m, y = graph.tensor(dw.inputs[0]), graph.tensor(dw.output), graph.tensor(pw.output)
+    _, W, C = x.shape
+    Ho, Wo, Co = y.shape
+    nb, bufs = len(ft["bands"]), ft["buffering"]
+    align = ft["align"]
+    offs, cur = layout(ft, align)
+    L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
+    regions = {}
+
+    def take(key, n):
+        nonlocal cur
+        regions[key] = cur
+        cur += align_up(n, align)
+    arrays = []   # (layer, array name, ctype, bytes per channel, channels, L1 offset)
+    params_at = {}
+    for layer, ch in ((dw, C), (pw, Co)):
+        v = tiler_layer(layer, graph)
+        take(f"{layer.name}_w", v["w_bytes_per_cout"] * ch)
+        arrays.append((layer, "weights", "int8_t", v["w_bytes_per_cout"], ch, regions[f"{layer.name}_w"]))
+        ps = param_arrays(layer)
+        take(f"{layer.name}_p", sum(size for _, _, size in ps) * ch)
+        at, mine = regions[f"{layer.name}_p"], {}
+        for name, ctype, size in ps:
+            arrays.append((layer, name, ctype, size, ch, at))
+            mine[name] = at
+            at += size * ch
+        params_at[layer.name] = mine
+    take("mid", target["cores"] * ft["fd"] * Wo * C)
+    take("stripe", ft["l1_bytes"]["scratch"])
+    if cur != ft["l1_bytes"]["total"]:
+        raise RuntimeError(f"fused step {dw.name}+{pw.name}: L1 layout {cur} bytes, the tiler counted "
+                           f"{ft['l1_bytes']['total']}")
+
+    out = [header_comment([
+        f"tessera: fused step {dw.name}+{pw.name} of {model}: depthwise -> pointwise, row-wise",
+        f"{'x'.join(map(str, x.shape))} -> ({'x'.join(map(str, m.shape))} in L1 only) -> {'x'.join(map(str, y.shape))}",
+        f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} rows per core block, "
+        f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
+    ])]
+    lib = library(target["kernels"])
+    kernel = getattr(lib, "FUSED", {}).get("dw_pw", "tsr_dw_pw")
+    out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
+               '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
+    out.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
+    for layer, name, ctype, _, _, _ in arrays:
+        if streams[layer.name] is None:
+            out.append(f"extern const {ctype} {symbol(prefix, layer.name, name)}[];")
+    if any(streams.values()):
+        out.append(f"/* weights and parameters arrive from {target['w_level']} in chunks, through "
+                   f"{target['w_stage']['level']} */\nextern tsr_wstream_t {prefix}_wstream;")
+    out.append(f"\n#define NBANDS {nb}\n#define ENGINE_ACT {target['act_engine']}\n#define ENGINE_W {target['w_engine']}\n")
+    out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
+    out.append("static const tsr_tile_t bands[NBANDS] = {")
+    for i, b in enumerate(ft["bands"]):
+        row = [b["oh0"], b["oh"], 0, Wo, 0, Co, b["ih0"], b["ih"], 0, W, 0, C,
+               b["pad_t"], dw.pad[1], b["pad_b"], dw.pad[3], 1 if i == 0 else 0]
+        out.append("    {" + ", ".join(map(str, row)) + "},")
+    out.append("};\n")
+    out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
+    out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
+    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_dw_pw_args_t *)args, hal_core_id(), "
+               "hal_num_cores());\n}\n")
+    out.append(f"void {symbol(prefix, dw.name)}(void)\n{{")
+    out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
+    out.append("    tsr_dw_pw_args_t a = {0};")
+    refs = {}
+    for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
+        per_channel = "mul" in params_at[layer.name]
+        lines, refs[layer.name] = _rq_lines(layer, var, per_channel, params_at[layer.name], prefix)
+        out.extend("    " + line for line in lines)
+    out.append("    /* both layers' weights and parameters, once */")
+    for layer in (dw, pw):
+        mine = [a for a in arrays if a[0] is layer]
+        stream = streams[layer.name]
+        if stream is None:
+            for _, name, ctype, size, ch, at in mine:
+                out.append(f"    tsr_rows_in(&w, ENGINE_W, {L1} + {at}, {symbol(prefix, layer.name, name)}, "
+                           f"{size}, 0, {ch});")
+            continue
+        # the layer's chunks in turn; each copied out before the next is asked
+        # for (its buffer is where the one after that lands)
+        ch, step = mine[0][4], stream["chunk_c"]
+        out.append("    {\n        const int8_t *chunk;")
+        for c0 in range(0, ch, step):
+            n = min(step, ch - c0)
+            out.append(f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
+            for _, name, ctype, size, _, at in mine:
+                src = f"chunk + {stream['layout'][name]}" if stream["layout"][name] else "chunk"
+                out.append(f"        tsr_rows_in(&w, ENGINE_W, {L1} + {at + c0 * size}, {src}, {size}, 0, {n});")
+            out.append("        hal_dma_wait(&w);")
+        out.append("    }")
+    kh, kw = dw.kernel
+    sh, sw = dw.stride
+    out += [f"    a.dw.in_w = {W};", f"    a.dw.in_c = {C};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {C};",
+            f"    a.dw.kh = {kh};", f"    a.dw.kw = {kw};", f"    a.dw.sh = {sh};", f"    a.dw.sw = {sw};",
+            f"    a.dw.pad_l = {dw.pad[1]};", f"    a.dw.pad_r = {dw.pad[3]};",
+            f"    a.dw.input_offset = {dw.input_offset};", f"    a.dw.rq = {refs[dw.name]};",
+            f"    a.dw.weights = {L1} + {regions[dw.name + '_w']};",
+            f"    a.pw.in_c = {C};", f"    a.pw.out_w = {Wo};", f"    a.pw.out_c = {Co};",
+            "    a.pw.kh = 1;", "    a.pw.kw = 1;", "    a.pw.sh = 1;", "    a.pw.sw = 1;",
+            f"    a.pw.input_offset = {pw.input_offset};", f"    a.pw.rq = {refs[pw.name]};",
+            f"    a.pw.weights = {L1} + {regions[pw.name + '_w']};",
+            f"    a.buf = {L1} + {regions['mid']};", f"    a.fd = {ft['fd']};",
+            f"    a.dw.scratch = {L1} + {regions['stripe']};",
+            f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch'] // target['cores']};"]
+    for layer, part in ((dw, "dw"), (pw, "pw")):
+        if "bias" in params_at[layer.name]:
+            out.append(f"    a.{part}.bias = (const int32_t *)({L1} + {params_at[layer.name]['bias']});")
+    esize_in, esize_out = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
+    out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in[0], {L2} + {dw_slice['inputs'][0]}, {W}, {C}, "
+               f"{esize_in}, &bands[0]);")
+    out.append("    hal_dma_wait(&w);")
+    out.append("    for (int i = 0; i < NBANDS; i++) {")
+    out.append("        const tsr_tile_t *t = &bands[i];")
+    out.append(f"        const int b = i % {bufs};")
+    out.append("        hal_dma_wait(&in[b]);")
+    if bufs > 1:
+        out.append("        if (i + 1 < NBANDS)")
+        out.append(f"            tsr_tile_in(&in[(i + 1) % {bufs}], ENGINE_ACT, {L1} + l1_in[(i + 1) % {bufs}], "
+                   f"{L2} + {dw_slice['inputs'][0]}, {W}, {C}, {esize_in}, &bands[i + 1]);")
+    out.append("        hal_dma_wait(&out[b]);")
+    out += [f"        a.dw.in = {L1} + l1_in[b];", "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
+            "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
+            f"        a.pw.out = {L1} + l1_out[b];", "        a.pw.out_h = t->oh;", "        a.pw.in_h = t->oh;",
+            "        a.pw.in_w = t->ow;",
+            "        hal_fork(compute, &a);",
+            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {pw_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
+            f"{esize_out}, t);",
+            "    }"]
+    for i in range(bufs):
+        out.append(f"    hal_dma_wait(&out[{i}]);")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def stub(layer, group, model, prefix):
+    """The pointwise of a fused pair: its work is done in the group's step."""
+    return (header_comment([f"tessera: layer {layer.name} of {model}: computed in the fused step {group}"])
+            + f"\nvoid {symbol(prefix, layer.name)}(void)\n{{\n}}\n")

@@ -1,0 +1,93 @@
+"""What a layer does, from the IR and its tiling alone (no run): the
+quantities the cost model's coefficients multiply.
+
+    macs       multiply-accumulates (ir.macs)
+    out_elems  output elements (requantization, stores)
+    in_elems   input elements of every input (loads, padding, im2col)
+    split_macs MACs as the slowest core does them times the cores: per tile
+               the MACs scaled by ceil(units / cores) * cores / units, units
+               being what the kernels split over the cores (output channels
+               for depthwise and linear layers, output rows otherwise); equal
+               to macs on one core or an even split
+    tiles      tiles the layer runs as (per-tile overhead: DMA programming,
+               forking the cores, the kernel call)
+    act_bytes, act_xfers   activation bytes moved between the activation
+               level and the tile level, and the DMA transfers that move them
+    w_bytes, w_xfers       weight and parameter bytes moved to the tile level
+               (once per channel tile), and their transfers
+
+Transfers follow the engine's dimensions: an HWC box whose rows are whole
+(full width and channels) is one contiguous block; otherwise a 2D engine
+moves it as one transfer per row band and a 1D engine as one per row of
+contiguous bytes.
+"""
+
+from .. import ir, views
+from ..tiler import geometry
+
+FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "act_bytes", "act_xfers", "w_bytes", "w_xfers")
+
+
+def _box_xfers(shape, box, dims):
+    """Transfers to move an HWC box out of an HWC tensor of `shape`."""
+    H, W, C = shape
+    h, w, c = box
+    if c == C and w == W:
+        return 1                    # one contiguous block
+    if c == C or dims >= 3:
+        return 1 if dims >= 2 else h          # rows of w*C contiguous bytes
+    return h if dims >= 2 else h * w          # each pixel's channel slice
+
+
+def _balance(units, cores):
+    return -(-units // cores) * cores / units if units else 1.0
+
+
+def layer_features(layer, graph, tiling, dims=2, cores=1):
+    """{feature: number} for one IR layer and its tiling JSON; `dims` is the
+    activation DMA engine's dimensions, `cores` the cores that share a tile."""
+    y = graph.tensor(layer.output)
+    ins = [graph.tensor(n) for n in layer.inputs]
+    feats = dict.fromkeys(FEATURES, 0)
+    feats["macs"] = ir.macs(layer, graph)
+    feats["out_elems"] = y.size
+    feats["in_elems"] = sum(t.size for t in ins)
+    view = views.tiler_layer(layer, graph)
+    by_channel = layer.op in ("depthwise", "linear")
+    w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * y.shape[-1] if y.shape else 0
+    if not tiling["tiled"] or view.get("whole"):
+        feats["tiles"] = 1
+        units = y.shape[-1] if by_channel or len(y.shape) < 3 else y.shape[0]
+        feats["split_macs"] = round(feats["macs"] * _balance(units, cores))
+        feats["act_bytes"] = sum(t.nbytes for t in ins) + y.nbytes
+        feats["act_xfers"] = len(ins) + 1
+        feats["w_bytes"] = w_total
+        feats["w_xfers"] = 1 if w_total else 0
+        return feats
+    n_in = view["n_inputs"]
+    oshape = list(y.shape)
+    ishape = list(ins[0].shape)
+    channel_tiles = set()
+    split = 0.0
+    for t in geometry.tiles(view, tiling):
+        feats["tiles"] += 1
+        share = t["oh"] * t["ow"] * t["oc"] / y.size
+        split += feats["macs"] * share * _balance(t["oc"] if by_channel else t["oh"], cores)
+        feats["act_bytes"] += n_in * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
+        feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
+        feats["act_xfers"] += n_in * _box_xfers(ishape, (t["ih"], t["iw"], t["ic"]), dims)
+        feats["act_xfers"] += _box_xfers(oshape, (t["oh"], t["ow"], t["oc"]), dims)
+        channel_tiles.add(t["oc0"])
+    feats["split_macs"] = round(split)
+    if w_total:
+        feats["w_bytes"] = w_total
+        feats["w_xfers"] = len(channel_tiles) * (2 if view["param_bytes_per_cout"] else 1)
+    return feats
+
+
+def graph_features(graph, tilings, target):
+    """[features per layer] in graph order; tilings: {layer name: tiling}."""
+    place = target["place"]
+    engine = views.dma_engine(target, place["activations"], place["tiles"])
+    dims = target["dma"][engine]["dims"] if engine is not None else 3
+    return [layer_features(layer, graph, tilings[layer.name], dims, target["cores"]) for layer in graph.layers]

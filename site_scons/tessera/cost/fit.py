@@ -1,0 +1,110 @@
+"""Fitting the coefficients: least squares on relative error (each layer's
+row divided by its measured count, so a 5000-instruction layer weighs as
+much as a 5-million one), coefficients kept non-negative (a cost never
+shrinks when a layer does more) by refitting without the columns that came
+out negative until none does (an active-set method: the data are a few
+hundred rows by a few dozen columns).
+
+Samples are (op, features, measured count). Every op seen gets its own
+compute coefficients; `default` (for ops the fit never saw) is the fit of
+all layers with one shared set. The dma coefficients are shared by all ops.
+"""
+
+import numpy as np
+
+from .model import COMPUTE, DMA
+
+
+def _nnls(A, b):
+    active = np.ones(A.shape[1], dtype=bool)
+    while True:
+        x = np.zeros(A.shape[1])
+        if active.any():
+            x[active] = np.linalg.lstsq(A[:, active], b, rcond=None)[0]
+        neg = active & (x < 0)
+        if not neg.any():
+            return x
+        active &= ~neg
+
+
+def _design(samples, ops):
+    cols = [(op, k) for op in ops for k in COMPUTE] + [("dma", k) for k in DMA]
+    index = {c: i for i, c in enumerate(cols)}
+    A = np.zeros((len(samples), len(cols)))
+    b = np.ones(len(samples))
+    for r, (op, feats, measured) in enumerate(samples):
+        x = dict(feats, layer=1)
+        key = op if op in ops else "default"
+        for k in COMPUTE:
+            A[r, index[(key, k)]] = x[k] / measured
+        for k in DMA:
+            A[r, index[("dma", k)]] = x[k] / measured
+    return cols, A, b
+
+
+def fit(samples, combine="sum", ridge=0.3):
+    """{ops, default, dma} fitted on samples [(op, features, measured)].
+
+    Two stages, because some ops have a single layer in the data: first one
+    shared model of every layer (compute and DMA); then, with the DMA
+    coefficients kept, each op's compute coefficients as multipliers of
+    the shared ones, pulled towards 1 (ridge): an op with many layers
+    gets its own, an op with one layer mostly a rescaled shared model."""
+    samples = [s for s in samples if s[2] > 0]
+    cols, A, b = _design([("default", f, m) for _, f, m in samples], ["default"])
+    x = _nnls(A, b)
+    base = {k: v for (g, k), v in zip(cols, x) if g == "default"}
+    dma = {k: v for (g, k), v in zip(cols, x) if g == "dma"}
+    out = {"ops": {}, "dma": {k: _num(v) for k, v in dma.items()}, "default": {k: _num(v) for k, v in base.items()}}
+    for op in sorted({s[0] for s in samples}):
+        mine = [(f, m) for o, f, m in samples if o == op]
+        A = np.array([[dict(f, layer=1)[k] * base[k] / m for k in COMPUTE] for f, m in mine])
+        b = np.array([1.0 - sum(dma[k] * f[k] for k in DMA) / m for f, m in mine])
+        # the ridge rows: each multiplier towards 1
+        A = np.vstack([A, np.sqrt(ridge) * np.eye(len(COMPUTE))])
+        b = np.concatenate([b, np.sqrt(ridge) * np.ones(len(COMPUTE))])
+        mult = _nnls(A, b)
+        out["ops"][op] = {k: _num(base[k] * w) for k, w in zip(COMPUTE, mult)}
+    out["combine"] = combine
+    return out
+
+
+def _num(v):
+    return float(f"{v:.6g}")
+
+
+def yaml_dma(target):
+    """The dma coefficients of the target YAML's engine into the tile level:
+    cycles per byte (1 / bandwidth) and per transfer (setup), for the
+    activations' engine and the weights' one."""
+    from .. import views
+
+    place = target["place"]
+
+    def engine(src):
+        i = views.dma_engine(target, src, place["tiles"])
+        return target["dma"][i] if i is not None else {"bandwidth": 0, "setup": 0}
+    act, w = engine(place["activations"]), engine(place["weights"])
+    per_byte = lambda e: 1.0 / e["bandwidth"] if e["bandwidth"] else 0.0  # noqa: E731
+    return {"act_bytes": _num(per_byte(act)), "act_xfers": float(act["setup"]),
+            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"])}
+
+
+def fit_overlap(samples, target):
+    """Coefficients for `combine: overlap` (wall-clock cycles, DMA engines
+    beside the cores): the DMA terms from the target YAML; the compute ones
+    fitted on the layers whose compute hides their transfers, each measured
+    count less the first tile's load (the part nothing hides). A layer whose
+    transfers take longer than its measured count leaves compute unknown:
+    it is left out of the fit."""
+    dma = yaml_dma(target)
+    zero = dict.fromkeys(DMA, 0.0)
+    compute = []
+    for op, f, m in samples:
+        d = sum(dma[k] * f[k] for k in DMA)
+        rest = m - d / max(f["tiles"], 1)
+        if rest > 1.05 * d:    # clearly compute-bound (a margin for the rounding of counts)
+            compute.append((op, dict(f, **zero), rest))
+    out = fit(compute, combine="overlap")
+    out["dma"] = dma
+    return out

@@ -1,0 +1,66 @@
+"""The coefficients file and the estimate.
+
+kernels/<library>/cost/<target>.yaml (written by tools/fit_cost_model.py):
+
+    counts: qemu-instructions      what the estimate predicts (the runner's count)
+    combine: sum | overlap         how compute and DMA add up (below)
+    ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, layer}}   per-op compute
+    default: {...}                 compute of an op the fit saw no layer of
+    dma: {act_bytes, act_xfers, w_bytes, w_xfers}            per byte / transfer
+
+A layer's compute is the op's coefficients times the layer's features
+(features.py) plus `layer` (a constant per layer: call, fork, barrier).
+combine `sum`: the runner counts DMA copies as work (QEMU: a core does the
+copy), so the estimate is compute + the dma terms. combine `overlap`:
+engines move data while the cores compute (double buffering, GVSoC), so
+per tile the slower of the two counts, plus the first tile's load that
+nothing hides: max(compute, dma) + dma / tiles; with single buffering
+compute + dma. The core split is inside the fitted compute coefficients:
+they are fitted on the runner's own count, which for QEMU sums the cores'
+instructions and for GVSoC is the cluster's wall-clock cycles.
+"""
+
+import os
+
+import yaml
+
+from .features import FEATURES
+
+COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "layer")
+DMA = ("act_bytes", "act_xfers", "w_bytes", "w_xfers")
+
+
+def path(root, library, target):
+    return os.path.join(root, "kernels", library, "cost", f"{target}.yaml")
+
+
+def load(file):
+    """The coefficients, or None when the file does not exist (no fit yet)."""
+    if not os.path.exists(file):
+        return None
+    with open(file) as f:
+        return yaml.safe_load(f)
+
+
+def compute_part(coefs, op, feats):
+    c = coefs["ops"].get(op, coefs["default"])
+    x = dict(feats, layer=1)
+    return sum(c.get(k, 0.0) * x[k] for k in COMPUTE)
+
+
+def dma_part(coefs, feats):
+    return sum(coefs["dma"].get(k, 0.0) * feats[k] for k in DMA)
+
+
+def estimate(coefs, op, feats, buffering=2):
+    """The layer's estimated count (rounded to an integer)."""
+    comp = compute_part(coefs, op, feats)
+    dma = dma_part(coefs, feats)
+    if coefs.get("combine", "sum") == "sum" or buffering < 2:
+        total = comp + dma
+    else:
+        total = max(comp, dma) + dma / max(feats["tiles"], 1)
+    return int(round(total))
+
+
+assert set(DMA) | set(COMPUTE) - {"layer"} == set(FEATURES)

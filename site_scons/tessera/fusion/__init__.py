@@ -1,0 +1,24 @@
+"""tessera.fusion: which depthwise/pointwise pairs run as one fused step.
+
+API
+---
+    cands = candidates(graph)              # every DW->PW pair, feasible or not (engine)
+    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused pair (tiler)
+    moved = layer_transfer(view, tiling)   # L2<->L1 activation bytes of a step (transfer)
+    sched = select(graph, tilings, fused, policy)   # schedule.json (selector)
+
+A step is a layer or a fused group; schedule.json lists the steps in
+execution order with the reason for each decision, and the activation bytes
+moved between L2 and L1 with and without fusion (weights apart).
+
+Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
+  none          every layer its own step (today's behaviour; the default)
+  min_transfer  the fused groups that minimize the counted activation bytes
+"""
+
+from .engine import candidates, pair_view
+from .selector import POLICIES, select
+from .tiler import solve_dw_pw
+from .transfer import fused_transfer, layer_transfer
+
+__all__ = ["candidates", "pair_view", "select", "POLICIES", "solve_dw_pw", "fused_transfer", "layer_transfer"]

@@ -1,0 +1,130 @@
+"""The fused tiler: one CP-SAT model per DW->PW pair, row-wise.
+
+A fused tile is a band of th output rows, full width, all channels (the
+pointwise needs every depthwise channel of a pixel). Its L1 working set:
+
+    buffering * (A(in band) + A(out band))          double-buffered DMA
+    + A(dw weights) + A(dw params) + A(pw weights) + A(pw params)   loaded once
+    + A(cores * fd * Wo * C)                        per-core intermediate
+    + A(cores * ((fd - 1) * sh + kh) * kw)          per-core depthwise stripe
+                                                    (PULP-NN's; the reference
+                                                    kernel leaves it unused)
+
+with in band = the depthwise's largest input extent for th rows (halo
+included, border clipping exact: geometry.axis_table) x W x C, A() rounding
+up to the library's buffer alignment. The intermediate block fd (depthwise
+rows per block and core) is at most each core's share of the band.
+
+Objective (lexicographic, unique optimum): the tallest band (fewer bands,
+less halo re-read), then a band height that is a multiple of the core count
+(even shares), then the largest fd (fewer blocks). When the whole pair fits
+single-buffered it is one band. Same deterministic solver settings as the
+layer tiler. A pair whose smallest band does not fit is infeasible: the
+answer says so with the bytes (the selector then keeps the layers apart).
+"""
+
+from ortools.sat.python import cp_model
+
+from ..tiler import geometry
+from ..tiler.library import DEFAULT_ALIGN
+from ..tiler.memory import align_up
+from ..tiler.model import MAX_DETERMINISTIC_TIME, SEED
+
+
+def _bytes(pair, target, th, in_h, fd, buffering):
+    dw, pw = pair["dw"], pair["pw"]
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, C = dw["in"]
+    _, Wo, Co = pw["out"]
+    parts = {
+        "in": in_h * W * C * dw["in_bytes"],
+        "out": th * Wo * Co * pw["out_bytes"],
+        "weights": align_up(C * dw["w_bytes_per_cout"], a) + align_up(Co * pw["w_bytes_per_cout"], a),
+        "params": align_up(C * dw["param_bytes_per_cout"], a) + align_up(Co * pw["param_bytes_per_cout"], a),
+        "intermediate": target["cores"] * fd * Wo * C,
+        "scratch": target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1],
+    }
+    parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
+                      + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a)
+                      + align_up(parts["scratch"], a))
+    return parts
+
+
+def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+    ax = geometry.axes(pair["dw"])[0]
+    spans = geometry.axis_tiles(ax[0], th, *ax[1:])
+    bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
+             for o0, o, i0, i, pt, pb in spans]
+    return {"group": pair["name"], "kind": "dw_pw", "layers": [pair["dw"]["name"], pair["pw"]["name"]],
+            "feasible": feasible, "reason": reason, "tiled": len(bands) > 1 or buffering > 1,
+            "band_h": th, "fd": fd, "buffering": buffering, "bands": bands,
+            "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
+            "l1_bytes": _bytes(pair, target, th, table[th][2], fd, buffering)}
+
+
+def solve_dw_pw(pair, target):
+    """The fused tiling of a DW->PW pair (see the module docstring)."""
+    dw = pair["dw"]
+    Ho = dw["out"][0]
+    cores, budget = target["cores"], target["l1_budget"]
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    whole_fd = -(-Ho // cores)
+    if Ho in table and _bytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
+        return _result(pair, target, Ho, whole_fd, 1, table)
+    buffering = target["buffering"]
+    smallest = min(table)
+    need = _bytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
+    if need > budget:
+        return _result(pair, target, smallest, 1, buffering, table, False,
+                       f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
+                       f"{budget} available")
+
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, C = dw["in"]
+    _, Wo, Co = pair["pw"]["out"]
+    (kh, kw), sh = dw["kernel"], dw["stride"][0]
+    m = cp_model.CpModel()
+    th = m.new_int_var(1, Ho, "th")
+    n = m.new_int_var(1, Ho, "n")
+    border = m.new_int_var(1, Ho, "border")
+    in_h = m.new_int_var(1, dw["in"][0], "in_h")
+    m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
+    fd = m.new_int_var(1, Ho, "fd")
+    m.add(fd * cores <= th + cores - 1)           # fd <= ceil(th / cores)
+    fixed = _bytes(pair, target, 0, 0, 0, buffering)
+    words = lambda name, x, hi: _aligned(m, name, x, hi, a)   # noqa: E731
+    hi = budget // a + 1
+    total = (buffering * (words("in", in_h * (W * C * dw["in_bytes"]), hi)
+                          + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
+             + fixed["weights"] + fixed["params"] + words("mid", fd * (cores * Wo * C), hi)
+             + words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi))
+    m.add(total <= budget)
+    even = m.new_bool_var("even")
+    r = m.new_int_var(0, cores - 1, "r")
+    m.add_modulo_equality(r, th, cores)
+    m.add(r == 0).only_enforce_if(even)
+    m.add(r != 0).only_enforce_if(~even)
+    m.maximize(th * (2 * (Ho + 1)) + even * (Ho + 1) + fd)
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.num_workers = 1
+    p.random_seed = SEED
+    p.max_deterministic_time = MAX_DETERMINISTIC_TIME
+    p.catch_sigint_signal = False
+    status = solver.solve(m)
+    if status != cp_model.OPTIMAL:
+        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
+                           f"({solver.status_name(status)})")
+    got = _result(pair, target, solver.value(th), solver.value(fd), buffering, table)
+    assert got["l1_bytes"]["total"] == solver.value(total) <= budget
+    return got
+
+
+def _aligned(m, name, x, hi, a):
+    """x rounded up to a multiple of a (x a linear expression)."""
+    if a == 1:
+        return x
+    k = m.new_int_var(0, hi, f"{name}_words")
+    m.add(a * k >= x)
+    m.add(a * k <= x + a - 1)
+    return a * k

@@ -1,0 +1,284 @@
+"""The build-time proof that the memory plan is safe: replay the schedule.
+
+Every layer's generated code (codegen/layer.py, codegen/whole.py) moves data
+in a fixed order; this replays that order over the planned addresses of the
+activation level, byte by byte, and stops the build naming the layer, the
+tile and the address when a byte is read after something else overwrote it.
+It holds whatever the allocator did: tensor lifetimes, bounded overlap of a
+layer's output with its consumed input, bounce buffers, the application's
+input and output.
+
+Timing of a tiled layer (double buffered, see codegen/layer.py):
+  load(0); for i: wait in(i); load(i+1); wait out(i-2); compute(i); store(i)
+Tile i+1's input DMA is issued before tile i computes but may still be in
+flight when tile i's write-back starts, and a write-back may land any time
+after its compute. So, conservatively, in the activation level the events
+are ordered
+  read(0), write(0), read(1), write(1), ...
+a byte written by tile i must not be read by any later tile j > i (it may
+be read by tile i itself and earlier tiles: their reads completed before
+tile i computed). A whole-tensor layer reads everything, then writes.
+The next layer starts after the last write-back has landed.
+
+In the tile level the same replay covers the double buffers:
+  prefetch(i+1) lands while compute(i) reads in[i%2] and writes out[i%2],
+  and write-back(i) reads out[i%2] until the wait before compute(i+2).
+
+Each byte of a level holds a tag (which tensor or tile buffer wrote it, and
+when); a read checks a strided box of tags at once (numpy views of the box
+in its HWC tensor), so the cost is a few array operations per tile, not a
+Python loop per byte.
+"""
+
+import numpy as np
+
+from . import ir
+from .errors import TesseraError
+from .tiler import tiles as tile_list
+from .views import is_whole, tiler_layer
+
+
+class HazardError(TesseraError):
+    """The schedule would read a byte after it was overwritten (a planner bug,
+    or a hand-made plan that overlaps too much)."""
+
+
+FREE = -1          # never written
+
+
+class Level:
+    """One memory level's bytes: who wrote each (a tag id) and when."""
+
+    def __init__(self, name, nbytes):
+        self.name = name
+        self.tag = np.full(max(int(nbytes), 1), FREE, dtype=np.int32)
+        self.writer = np.full(max(int(nbytes), 1), FREE, dtype=np.int32)
+        self.tags = []      # tag id -> description
+        self.writers = []   # writer id -> "layer X tile i"
+        self._tag_ids = {}
+
+    def tag_id(self, what):
+        if what not in self._tag_ids:
+            self._tag_ids[what] = len(self.tags)
+            self.tags.append(what)
+        return self._tag_ids[what]
+
+    def writer_id(self, who):
+        self.writers.append(who)
+        return len(self.writers) - 1
+
+    def _view(self, box, arr):
+        off, (H, W, C), e, (h0, h, w0, w, c0, c) = box
+        end = off + H * W * C * e
+        if off < 0 or end > arr.size:
+            raise HazardError(f"{self.name}", f"a {H}x{W}x{C} tensor at offset {off} ends at {end}, "
+                              f"outside the level's {arr.size} planned bytes",
+                              "this is a memory planner bug; report the model")
+        return arr[off:end].reshape(H, W, C * e)[h0:h0 + h, w0:w0 + w, c0 * e:(c0 + c) * e]
+
+    def write(self, box, what, who):
+        self._view(box, self.tag)[...] = self.tag_id(what)
+        self._view(box, self.writer)[...] = self.writer_id(who)
+
+    def read(self, box, what, who):
+        tags = self._view(box, self.tag)
+        want = self.tag_id(what)
+        bad = tags != want
+        if not bad.any():
+            return
+        # the first bad byte, as an address in the level
+        h, w, b = (int(v[0]) for v in np.nonzero(bad))
+        off, (H, W, C), e, (h0, _, w0, _, c0, _) = box
+        addr = off + ((h0 + h) * W + (w0 + w)) * C * e + c0 * e + b
+        held = int(self.tag[addr])
+        if held == FREE:
+            how = "it was never written"
+        else:
+            how = f"it holds {self.tags[held]}, written by {self.writers[int(self.writer[addr])]}"
+        where = (f"byte {addr - off} of the {C}-byte buffer at {off}" if (H, W, e) == (1, 1, 1)
+                 else f"element {h0 + h},{w0 + w},{c0 + b // e} of a {H}x{W}x{C} tensor at {off}")
+        raise HazardError(
+            f"{who}", f"reads {what} at {self.name} offset {addr} ({where}), but {how}",
+            "the memory plan overlaps these buffers too much; this is a planner bug, report the model")
+
+
+def _whole_box(off, shape, esize):
+    H, W, C = shape if len(shape) == 3 else (1, 1, int(np.prod(shape)))
+    return off, (H, W, C), esize, (0, H, 0, W, 0, C)
+
+
+def _in_box(off, shape, esize, t):
+    return off, tuple(shape), esize, (t["ih0"], t["ih"], t["iw0"], t["iw"], t["ic0"], t["ic"])
+
+
+def _out_box(off, shape, esize, t):
+    return off, tuple(shape), esize, (t["oh0"], t["oh"], t["ow0"], t["ow"], t["oc0"], t["oc"])
+
+
+def _compact(off, nbytes):
+    return off, (1, 1, nbytes), 1, (0, 1, 0, 1, 0, nbytes)
+
+
+class _Places:
+    """Where each tensor is: (level, offset) in the activation level or, when
+    moved out, in the spill level (reached through bounce buffers)."""
+
+    def __init__(self, the_plan):
+        acts = the_plan["activations"]
+        self.offsets = acts["offsets"]
+        spill = acts.get("spill")
+        self.spill = spill["offsets"] if spill else {}
+        self.act = Level(acts["level"], max([acts.get("arena", 0), acts["peak"]]
+                                            + [o + 1 for o in self.offsets.values()]))
+        self.far = Level(spill["level"], spill["bytes"]) if spill else None
+
+    def of(self, name):
+        if name in self.offsets and name not in self.spill:
+            return self.act, self.offsets[name]
+        return self.far, self.spill[name]
+
+
+def _tag(name):
+    return f"tensor {name!r}"
+
+
+def check(graph, tilings, the_plan):
+    """Replay the whole network over the plan; raise HazardError at the first
+    byte read after it was overwritten. Returns the number of tiles replayed."""
+    places = _Places(the_plan)
+    size = ir.DTYPES
+    # the application writes the inputs before the network runs
+    for name in graph.inputs:
+        t = graph.tensor(name)
+        lvl, off = places.of(name)
+        lvl.write(_whole_box(off, t.shape, size[t.dtype]), _tag(name), "the application (input)")
+    n = 0
+    for layer in graph.layers:
+        n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places)
+    # ... and reads the outputs after it
+    for name in graph.outputs:
+        t = graph.tensor(name)
+        lvl, off = places.of(name)
+        lvl.read(_whole_box(off, t.shape, size[t.dtype]), _tag(name), "the application (output)")
+    return n
+
+
+def _replay_layer(layer, graph, tiling, the_plan, places):
+    y = graph.tensor(layer.output)
+    ye = ir.DTYPES[y.dtype]
+    if is_whole(layer, graph):
+        who = f"layer {layer.name}"
+        for name in layer.inputs:
+            x = graph.tensor(name)
+            lvl, off = places.of(name)
+            lvl.read(_whole_box(off, x.shape, ir.DTYPES[x.dtype]), _tag(name), who)
+        lvl, off = places.of(layer.output)
+        lvl.write(_whole_box(off, y.shape, ye), _tag(layer.output), who)
+        return 1
+    view = tiler_layer(layer, graph)
+    tiles = list(tile_list(view, tiling))
+    l1 = the_plan["tiles"]["layers"][layer.name]
+    tile_level = _tile_level(the_plan, layer.name)
+    bounces = the_plan["activations"].get("spill", {}).get("bounces", {})
+    # as codegen/layer.py: one L1 input buffer per input it loads tile by
+    # tile (a matmul's right operand comes with the weights, below)
+    reads = list(enumerate(layer.inputs[:len(l1["in"])]))
+    for t in tiles:
+        i = t["index"]
+        who = f"layer {layer.name} tile {i}"
+        for k, name in reads:
+            x = graph.tensor(name)
+            xe = ir.DTYPES[x.dtype]
+            lvl, off = places.of(name)
+            box = _in_box(off, x.shape, xe, t)
+            lvl.read(box, _tag(name), who)
+            bounce = bounces.get(f"{layer.name}:bounce:in{k}")
+            if lvl is places.far and bounce is not None:
+                _through(places.act, the_plan["activations"]["offsets"][f"{layer.name}:bounce:in{k}"],
+                         t["ih"] * t["iw"] * t["ic"] * xe, f"{layer.name} input {k} tile {i}", who)
+        if layer.op == "matmul" and _new_weights(tiles, i):
+            b = graph.tensor(layer.inputs[1])
+            lvl, off = places.of(layer.inputs[1])
+            H, W, _ = b.shape
+            lvl.read((off, tuple(b.shape), ir.DTYPES[b.dtype], (0, H, 0, W, t["oc0"], t["oc"])),
+                     _tag(layer.inputs[1]), who)
+        lvl, off = places.of(layer.output)
+        if lvl is places.far:
+            name = f"{layer.name}:bounce:out"
+            _through(places.act, the_plan["activations"]["offsets"][name], t["oh"] * t["ow"] * t["oc"] * ye,
+                     f"{layer.name} output tile {i}", who)
+        lvl.write(_out_box(off, y.shape, ye, t), _tag(layer.output), who)
+    _replay_tiles(layer, tiles, tiling, l1, tile_level)
+    return len(tiles)
+
+
+def _through(level, off, nbytes, what, who):
+    """A bounce buffer: written, then read back at once."""
+    box = _compact(off, nbytes)
+    level.write(box, what, who)
+    level.read(box, what, who)
+
+
+def _new_weights(tiles, i):
+    return i == 0 or (tiles[i]["oc0"], tiles[i]["oc"]) != (tiles[i - 1]["oc0"], tiles[i - 1]["oc"])
+
+
+def _tile_level(the_plan, layer_name):
+    return Level(the_plan["tiles"]["level"], the_plan["tiles"]["layers"][layer_name]["total"])
+
+
+def _replay_tiles(layer, tiles, tiling, l1, level):
+    """The tile level's double buffers (each layer on its own: the level
+    starts empty for every layer). A tile's input and weights are tagged with
+    the tile, its output with the tile; compute checks what it reads and the
+    write-back reads its buffer until the wait two tiles later."""
+    bufs = tiling["buffering"]
+    by = tiling["l1_bytes"]
+    n_in = len(l1["in"])
+
+    def region(key, b, nbytes):
+        return _compact(l1[key][b], nbytes)
+
+    weighted = bool(by.get("weights") or by.get("params"))
+    wb_of, wb = [], 0
+    for i in range(len(tiles)):
+        if i and _new_weights(tiles, i) and bufs > 1:
+            wb ^= 1
+        wb_of.append(wb)
+
+    def load(i):
+        who = f"layer {layer.name} tile {i} (load)"
+        for k in range(n_in):
+            level.write(_compact(l1["in"][k][i % bufs], by["in"]), f"input {k} of tile {i}", who)
+        if weighted and _new_weights(tiles, i):
+            for key in ("weights", "params"):
+                if by.get(key):
+                    level.write(region(key, wb_of[i], by[key]), f"{key} of tile {i}", who)
+
+    def weights_of(i):
+        j = i
+        while not _new_weights(tiles, j):
+            j -= 1
+        return j
+
+    pending = {}   # buffer -> tile whose write-back may still read it
+    load(0)
+    for i in range(len(tiles)):
+        b = i % bufs
+        who = f"layer {layer.name} tile {i}"
+        if i + 1 < len(tiles):
+            load(i + 1)
+        if b in pending:    # wait out[b]: the write-back two tiles back is done
+            j = pending.pop(b)
+            level.read(region("out", b, by["out"]), f"output of tile {j}", f"layer {layer.name} tile {j} (write-back)")
+        for k in range(n_in):
+            level.read(_compact(l1["in"][k][b], by["in"]), f"input {k} of tile {i}", who)
+        if weighted:
+            w = weights_of(i)
+            for key in ("weights", "params"):
+                if by.get(key):
+                    level.read(region(key, wb_of[i], by[key]), f"{key} of tile {w}", who)
+        level.write(region("out", b, by["out"]), f"output of tile {i}", who)
+        pending[b] = i
+    for b, j in sorted(pending.items()):
+        level.read(region("out", b, by["out"]), f"output of tile {j}", f"layer {layer.name} tile {j} (write-back)")

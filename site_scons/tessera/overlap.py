@@ -1,0 +1,77 @@
+"""Segment-level overlap (vMCU): how far a layer's output may start below its
+input, computed exactly from the tile table the generated code walks.
+
+The activation level sees each tile's input window read, then its output
+window written (hazard.py: tile i + 1's prefetch may land after tile i's
+write-back, so a byte written by tile i must not be read by any later
+tile). With the output placed `gap` bytes below the input's start, output
+byte p sits on input byte p - gap; no later tile reads what an earlier tile
+wrote when
+
+    gap > max over j of (last byte written by tiles 0..j-1) - (first byte read by tile j)
+
+The smallest such gap is the pair's allowed overlap; a layer computed in one
+piece (one tile, or a whole-tensor layer) reads everything before writing,
+so its output may lie right on its input (gap 0).
+
+Only a layer's single input whose last reader is that layer may be overlapped
+(a residual or a tensor with several readers stays whole until its last
+reader); never the network's input (the application owns it); matmul and
+layers with several inputs stay apart (no overlap where unsure).
+"""
+
+from . import ir
+from .tiler import tiles as tile_list
+from .views import is_whole, tiler_layer
+
+# Ops whose code moves data as hazard.py replays it: tiled through L1
+# (codegen/layer.py) or copied whole into L1 first (codegen/whole.py). An op
+# added later stays apart until it is listed here.
+OVERLAP_OPS = ("conv2d", "depthwise", "pointwise", "linear", "maxpool", "avgpool", "resize", "softmax")
+
+
+def _first(box, shape, esize):
+    h0, _, w0, _, c0, _ = box
+    _, W, C = shape
+    return ((h0 * W + w0) * C + c0) * esize
+
+
+def _last(box, shape, esize):
+    h0, h, w0, w, c0, c = box
+    _, W, C = shape
+    return (((h0 + h - 1) * W + w0 + w - 1) * C + c0 + c - 1) * esize + esize - 1
+
+
+def safe_gap(layer, graph, tiling):
+    """The smallest distance (bytes) the output may start below the input."""
+    if is_whole(layer, graph) or not tiling.get("tiled", True):
+        return 0
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    xe, ye = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
+    written, gap = -1, 0
+    for t in tile_list(tiler_layer(layer, graph), tiling):
+        if written >= 0:
+            first = _first((t["ih0"], t["ih"], t["iw0"], t["iw"], t["ic0"], t["ic"]), x.shape, xe)
+            gap = max(gap, written - first + 1)
+        written = max(written, _last((t["oh0"], t["oh"], t["ow0"], t["ow"], t["oc0"], t["oc"]), y.shape, ye))
+    return gap
+
+
+def candidates(graph, tilings):
+    """[{"below": output, "above": input, "gap": bytes}] for every layer whose
+    output may overlap its consumed input (the allocator decides whether it
+    does)."""
+    last = graph.last_use()
+    out = []
+    for step, layer in enumerate(graph.layers):
+        if len(layer.inputs) != 1 or layer.op not in OVERLAP_OPS:
+            continue
+        x = layer.inputs[0]
+        if x in graph.inputs or x in graph.outputs or last.get(x) != step:
+            continue
+        if len(graph.tensor(x).shape) != 3 or len(graph.tensor(layer.output).shape) != 3:
+            continue
+        gap = safe_gap(layer, graph, tilings[layer.name])
+        if gap < graph.tensor(layer.output).nbytes:
+            out.append({"below": layer.output, "above": x, "gap": gap})
+    return out

@@ -1,0 +1,173 @@
+"""The cost model: its features against what a real run measured, the
+fit against data with known coefficients, and report.json carrying the
+estimate next to the measured count, labeled."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from helpers import scons
+from tessera.cost import fit, model
+from tessera.cost.features import FEATURES
+
+
+@pytest.fixture(scope="module")
+def gap8_tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gap8")
+    scons("target=gap8", "model=tiny", out=out, check=True)
+    return os.path.join(out, "gap8", "tiny")
+
+
+def test_dma_features_are_the_bytes_the_run_moved(gap8_tiny):
+    # computed from the tiling before anything runs; measured by the
+    # firmware's DMA byte counters on the engine into L1
+    rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    for layer in rep["layers"]:
+        f = layer["cost"]["features"]
+        assert f["act_bytes"] + f["w_bytes"] == layer["dma_bytes"]["cluster_dma"], layer["name"]
+
+
+def test_report_has_estimate_beside_measured_and_labels(gap8_tiny):
+    rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    assert "estimated before running" in rep["counts"]["cost"]["estimate"]
+    assert "QEMU" in rep["counts"]["cost"]["measured"]
+    for layer in rep["layers"]:
+        c = layer["cost"]
+        assert c["measured"] == layer["instructions"]
+        assert c["estimate"] > 0
+        assert c["error"] == round((c["estimate"] - c["measured"]) / c["measured"], 4)
+    tot = rep["totals"]["cost"]
+    assert tot["measured"] == sum(layer["instructions"] for layer in rep["layers"])
+    assert tot["estimate"] == sum(layer["cost"]["estimate"] for layer in rep["layers"])
+
+
+def _synthetic(truth, ops, n=60):
+    rng = np.random.default_rng(0)
+    samples = []
+    for i in range(n):
+        op = ops[i % len(ops)]
+        feats = {k: int(rng.integers(1, 100000)) for k in FEATURES}
+        feats["tiles"] = int(rng.integers(1, 40))
+        samples.append((op, feats, model.compute_part(truth, op, feats) + model.dma_part(truth, feats)))
+    return samples
+
+
+def test_fit_recovers_known_coefficients():
+    shared = {"macs": 3.0, "out_elems": 20.0, "in_elems": 0.0, "tiles": 900.0, "layer": 5000.0}
+    truth = {"ops": {}, "default": shared, "combine": "sum",
+             "dma": {"act_bytes": 1.5, "act_xfers": 40.0, "w_bytes": 0.75, "w_xfers": 60.0}}
+    got = fit.fit(_synthetic(truth, ["conv2d", "add"]))
+    for op in ("conv2d", "add"):
+        for k, v in shared.items():
+            assert got["ops"][op][k] == pytest.approx(v, rel=1e-4, abs=1e-6), (op, k)
+    for k, v in truth["dma"].items():
+        assert got["dma"][k] == pytest.approx(v, rel=1e-4), k
+
+
+def test_fit_gives_an_op_its_own_cost():
+    # conv2d layers cost twice the shared compute: with many layers of it the
+    # per-op stage moves its multipliers there (the ridge pulls towards 1 only a little)
+    shared = {"macs": 3.0, "out_elems": 20.0, "in_elems": 0.0, "tiles": 900.0, "layer": 5000.0}
+    truth = {"ops": {"conv2d": {k: 2 * v for k, v in shared.items()}}, "default": shared, "combine": "sum",
+             "dma": {"act_bytes": 1.5, "act_xfers": 40.0, "w_bytes": 0.75, "w_xfers": 60.0}}
+    samples = _synthetic(truth, ["conv2d", "add"], n=200)
+    got = fit.fit(samples)
+    errs = [abs(model.estimate(got, op, f) - m) / m for op, f, m in samples]
+    shared_only = [abs(model.estimate(dict(got, ops={}), op, f) - m) / m for op, f, m in samples]
+    # the shared stage's DMA terms absorb part of conv2d's extra cost: close, not exact
+    assert np.median(errs) < 0.02 and max(errs) < 0.1
+    assert np.median(errs) < np.median(shared_only) / 3
+    assert all(v >= 0 for c in got["ops"].values() for v in c.values())
+
+
+def test_overlap_fit_recovers_compute_with_the_yaml_dma():
+    target = {"place": {"tiles": "L1", "activations": "L2", "weights": "L2"},
+              "dma": [{"name": "d", "src": "L2", "dst": "L1", "dims": 2, "bandwidth": 8, "setup": 400}]}
+    dma = fit.yaml_dma(target)
+    assert dma == {"act_bytes": 0.125, "act_xfers": 400.0, "w_bytes": 0.125, "w_xfers": 400.0}
+    shared = {"macs": 0.5, "out_elems": 4.0, "in_elems": 0.0, "tiles": 300.0, "layer": 3000.0}
+    truth = {"ops": {}, "default": shared, "dma": dma, "combine": "overlap"}
+    rng = np.random.default_rng(1)
+    samples = []
+    for i in range(80):
+        feats = {k: int(rng.integers(1, 20000)) for k in FEATURES}
+        feats.update(macs=int(rng.integers(10000, 2000000)), tiles=int(rng.integers(1, 30)))
+        feats.update(act_xfers=2 * feats["tiles"], w_xfers=int(rng.integers(0, 3)))
+        samples.append((("conv2d", "pointwise")[i % 2], feats, model.estimate(truth, "conv2d", feats)))
+    got = fit.fit_overlap(samples, target)
+    assert got["combine"] == "overlap" and got["dma"] == dma
+    errs = [abs(model.estimate(got, op, f) - m) / m for op, f, m in samples]
+    assert max(errs) < 1e-3
+
+
+def test_overlap_hides_the_shorter_of_dma_and_compute():
+    coefs = {"ops": {"conv2d": {"macs": 1.0}}, "default": {}, "dma": {"act_bytes": 1.0}, "combine": "overlap"}
+    feats = dict.fromkeys(FEATURES, 0)
+    feats.update(macs=1000, act_bytes=400, tiles=4)
+    # compute dominates; the first tile's load (400 / 4) is not hidden
+    assert model.estimate(coefs, "conv2d", feats) == 1000 + 100
+    assert model.estimate(coefs, "conv2d", feats, buffering=1) == 1400
+    assert model.estimate(dict(coefs, combine="sum"), "conv2d", feats) == 1400
+
+
+# ---- report.html, rendered in a real browser -------------------------------
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def chromium(args, tmp_path):
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("chromium is not installed (the wrapper's `./scons test` installs Debian's chromium)")
+    profile = tmp_path / "profile"
+    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                          capture_output=True, text=True, check=True)
+
+
+def test_report_html_renders_with_map_bars_and_verdict(gap8_tiny, tmp_path):
+    from PIL import Image
+
+    page = os.path.join(gap8_tiny, "report.html")
+    text = open(page).read()
+    assert "http" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing from the network
+    dom = chromium(["--dump-dom", f"file://{page}"], tmp_path).stdout
+    assert 'id="verdict" class="pass"' in dom
+    rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    # a memory map per level (L2 activations and L1 tiles), and its buffers
+    assert dom.count('aria-label="memory map of') == 2
+    n_acts = len(json.load(open(os.path.join(gap8_tiny, "memplan.json")))["activations"]["offsets"])
+    assert dom.count('class="buf"') > n_acts
+    # bars: MACs, measured and estimated counts, two DMA engines, L1 used and budget
+    assert dom.count('class="bar"') == len(rep["layers"]) * (1 + 2 + 2 + 2)
+    for layer in rep["layers"]:
+        assert layer["name"] in dom
+    png = tmp_path / "page.png"
+    chromium(["--window-size=1000,1600", f"--screenshot={png}", f"file://{page}"], tmp_path)
+    img = Image.open(png).convert("RGB")
+    assert img.size == (1000, 1600)
+    colors = img.getcolors(maxcolors=1 << 20)
+    # not blank: many colours, and the chart colours (activation blue, L1 input green) are painted
+    assert len(colors) > 50
+    present = {c for _, c in colors}
+    assert (0x4e, 0x79, 0xa7) in present or any(abs(r - 0x4e) + abs(g - 0x79) + abs(b - 0xa7) < 30
+                                                 for r, g, b in present)
+    assert (0x2a, 0x7d, 0x2a) in present   # the PASS badge
+
+
+def test_report_html_highlights_the_failed_layer(gap8_tiny):
+    from tessera.report.html import render_html
+
+    rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    rep["verdict"] = "fail"
+    rep["layers"][3]["match"] = False
+    rep["first_mismatch"] = {"layer": rep["layers"][3]["name"], "index": 3,
+                             "element": {"index": [1, 2, 3], "got": 5, "want": 7}}
+    text = render_html(rep, {})
+    assert 'class="fail"' in text and "(1, 2, 3): got 5, expected 7" in text
+    assert text.count('<tr class="bad">') == 1 and f'<td class="l">{rep["layers"][3]["name"]}' in text
+    assert text.count('fill="#fde0dc"') == 4   # the row highlighted in every bar chart

@@ -1,0 +1,154 @@
+"""The fusion engine, fused tiler and selector (tessera.fusion) on small
+hand-built graphs: which pairs may fuse and why not, the fused band against a
+brute-force enumeration of the same byte count and objective, the band-wise
+execution of the golden model equal to the two layers run whole, and the
+selector's schedule under each policy."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tessera import fusion
+from tessera.fusion import tiler as ftiler
+from tessera.golden import ops
+from tessera.ir import Graph, Layer, Requant, Tensor
+from tessera.tiler import geometry, solve_layer
+from tessera.views import kernel_library, tiler_layer
+
+KERNELS = kernel_library("reference")["tiler"]
+
+
+def rq(n, zp=0):
+    return Requant(mul=[1 << 14] * n, add=[0], shift=[20] * n, rounding="half_up", zero_point=zp, lo=-128, hi=127)
+
+
+def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_requant=True):
+    ho = (h + 2 * pad - k) // s + 1
+    wo = (w + 2 * pad - k) // s + 1
+    t = {"x": Tensor("x", [h, w, c]), "m": Tensor("m", [ho, wo, c], "int8" if dw_requant else "int32"),
+         "y": Tensor("y", [ho, wo, co])}
+    layers = [Layer("dw", "depthwise", ["x"], "m", kernel=[k, k], stride=[s, s], pad=[pad] * 4,
+                    input_offset=3, weights="dw_w", bias="dw_b", requant=rq(c, -5) if dw_requant else None),
+              Layer("pw", "pointwise", ["m"], "y", input_offset=5, weights="pw_w", bias="pw_b", requant=rq(co, 2))]
+    outputs = ["y"]
+    if extra_reader:
+        t["z"] = Tensor("z", [ho, wo, c])
+        layers.append(Layer("pool", "maxpool", ["m"], "z", kernel=[1, 1]))
+        outputs.append("z")
+    return Graph("g", "test", t, layers, ["x"], outputs)
+
+
+def target(budget, cores=8):
+    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS}
+
+
+# ---- engine ------------------------------------------------------------------
+
+def test_engine_finds_the_pair():
+    assert fusion.candidates(dw_pw_graph()) == [{"dw": "dw", "pw": "pw", "ok": True, "reason": "fusable"}]
+
+
+def test_engine_says_why_not():
+    (c,) = fusion.candidates(dw_pw_graph(extra_reader=True))
+    assert not c["ok"] and "other readers" in c["reason"]
+    (c,) = fusion.candidates(dw_pw_graph(dw_requant=False))
+    assert not c["ok"] and "int32" in c["reason"]
+
+
+# ---- fused tiler ---------------------------------------------------------------
+
+def brute_force(pair, tgt):
+    """The docstring's rule by enumeration: single-buffered whole pair if it
+    fits, else the lexicographic best (th, th % cores == 0, fd)."""
+    dw = pair["dw"]
+    Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], -(-Ho // cores), 1)["total"] <= budget:
+        return Ho, -(-Ho // cores), 1
+    best = None
+    for th in table:
+        for fd in range(1, -(-th // cores) + 1):
+            if ftiler._bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
+                key = (th, th % cores == 0, fd)
+                best = max(best or key, key)
+    return None if best is None else (best[0], best[2], 2)
+
+
+@given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
+       k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
+       budget=st.integers(200, 6000))
+@settings(max_examples=60, deadline=None)
+def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget):
+    g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
+    pair = fusion.pair_view(g, "dw", "pw")
+    tgt = target(budget, cores)
+    got = fusion.solve_dw_pw(pair, tgt)
+    want = brute_force(pair, tgt)
+    if want is None:
+        assert not got["feasible"] and "needs" in got["reason"]
+        return
+    assert got["feasible"]
+    assert (got["band_h"], got["fd"], got["buffering"]) == want
+    assert got["l1_bytes"]["total"] <= budget
+    assert sum(b["oh"] for b in got["bands"]) == g.tensor("y").shape[0]
+
+
+def test_band_wise_golden_equals_layers_apart():
+    """Computing the pair band by band (each band's input rows with its own
+    padding, the intermediate only for those rows) gives the two layers'
+    output exactly: the geometry the fused step's code walks."""
+    g = dw_pw_graph(h=13, w=9, c=6, co=10, k=3, s=2, pad=1)
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, target(1500, cores=2))
+    assert len(ft["bands"]) > 1
+    rng = np.random.default_rng(1)
+    x = rng.integers(-128, 128, size=(13, 9, 6)).astype(np.int8)
+    w1 = rng.integers(-128, 128, size=(3, 3, 6)).astype(np.int8)
+    w2 = rng.integers(-128, 128, size=(10, 6)).astype(np.int8)
+    b1 = rng.integers(-999, 999, size=6).astype(np.int32)
+    b2 = rng.integers(-999, 999, size=10).astype(np.int32)
+    dw, pw = g.layers
+
+    def two(xin, pad):
+        mid = ops.requantize(ops.depthwise(xin, w1, b1, dw.input_offset, (3, 3), (2, 2), pad), dw.requant)
+        return ops.requantize(ops.pointwise(mid.astype(np.int8), w2, b2, pw.input_offset), pw.requant)
+    whole = two(x, dw.pad)
+    bands = [two(x[b["ih0"]:b["ih0"] + b["ih"]], (b["pad_t"], 1, b["pad_b"], 1)) for b in ft["bands"]]
+    np.testing.assert_array_equal(np.concatenate(bands), whole)
+
+
+# ---- selector ------------------------------------------------------------------
+
+def schedule(g, policy, budget):
+    tgt = target(budget)
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    cands = fusion.candidates(g)
+    fused = {}
+    for c in cands:
+        pair = fusion.pair_view(g, c["dw"], c["pw"])
+        fused[pair["name"]] = (pair, fusion.solve_dw_pw(pair, tgt))
+    return fusion.select(g, tilings, fused, policy, cands)
+
+
+def test_none_keeps_every_layer():
+    s = schedule(dw_pw_graph(), "none", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["totals"]["activation_transfer_bytes"] == s["totals"]["unfused_activation_transfer_bytes"]
+    assert s["candidates"][0]["why_apart"] == "fusion=none"
+
+
+def test_min_transfer_fuses_and_counts():
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    s = schedule(g, "min_transfer", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["dw+pw"]
+    # whole tensors each way: apart x in, m out, m in, y out; fused x in, y out
+    x, m, y = (g.tensor(n).nbytes for n in "xmy")
+    assert s["totals"]["unfused_activation_transfer_bytes"] == x + 2 * m + y
+    assert s["totals"]["activation_transfer_bytes"] == x + y
+
+
+def test_min_transfer_keeps_an_unfittable_pair_apart():
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    s = schedule(g, "min_transfer", 900)
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert "needs" in s["candidates"][0]["why_apart"]

@@ -1,0 +1,136 @@
+"""The fusion selector as SCons steps: fusion= on the command line, the
+fused tilings and schedule.json as cached steps (an unchanged input reruns
+nothing, a new L1 size reruns the selector), a bad policy as one line."""
+
+import json
+import os
+
+import pytest
+import yaml
+
+from helpers import ROOT, one_error, scons
+
+
+def _target(tmp_path, l1):
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["memory"]["L1"]["size"] = l1
+    path = tmp_path / "fhost.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_schedule_is_a_cached_step(tmp_path):
+    out = tmp_path / "out"
+    target = _target(tmp_path, 64000)
+    sched_path = out / "fhost" / "tiny" / "schedule.json"
+    goal = str(sched_path)
+    first = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
+    assert "tessera: tile fused" in first.stdout and "tessera: select fusion" in first.stdout
+    sched = json.loads(sched_path.read_text())
+    assert sched["policy"] == "min_transfer"
+    fused = [s for s in sched["steps"] if s["kind"] == "dw_pw"]
+    assert [s["layers"] for s in fused] == [["dw1", "pw1"]]
+    t = sched["totals"]
+    assert t["activation_transfer_bytes"] < t["unfused_activation_transfer_bytes"]
+
+    again = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
+    assert "tessera: " not in again.stdout
+
+    # the default (the model's fusion: none): every layer its own step
+    none = scons(f"target={target}", "model=tiny", goal, out=out, check=True)
+    assert "tessera: tile fused" not in none.stdout
+    sched = json.loads(sched_path.read_text())
+    assert sched["policy"] == "none" and all(s["kind"] == "layer" for s in sched["steps"])
+
+    # a new L1 size: the tilers and the selector run again
+    target = _target(tmp_path, 48000)
+    l1 = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
+    assert "tessera: tile fused" in l1.stdout and "tessera: select fusion" in l1.stdout
+
+
+def test_unknown_policy_is_one_line(tmp_path):
+    line = one_error(scons("target=host", "model=tiny", "fusion=fastest", out=tmp_path / "out"))
+    assert "fusion=fastest" in line and "min_transfer" in line
+
+
+def test_fused_tiny_is_bit_exact_and_moves_what_the_selector_counted(tmp_path):
+    """fusion=min_transfer on the host: the fused step runs (the depthwise's
+    output never reaches L2), the network is bit-exact, and the activation
+    bytes the firmware's DMA moved are the selector's count, step by step."""
+    out = tmp_path / "out"
+    scons("target=host", "model=tiny", "fusion=min_transfer", out=out, check=True)
+    net = out / "host" / "tiny"
+    verdict = json.loads((net / "verdict.json").read_text())
+    sched = json.loads((net / "schedule.json").read_text())
+    plan = json.loads((net / "memplan.json").read_text())
+    assert verdict["verdict"] == "pass"
+    assert [s["step"] for s in sched["steps"] if s["kind"] == "dw_pw"] == ["dw1+pw1"]
+    graph = json.loads((net / "graph.json").read_text())
+    mid = next(layer["output"] for layer in graph["layers"] if layer["name"] == "dw1")
+    assert mid not in plan["activations"]["offsets"]
+    moved = [d[0] for d in verdict["dma"]]      # the activation engine's bytes per layer
+    assert moved[2] == 0                       # pw1 ran inside dw1's step
+    per_step = [s["activation_transfer_bytes"] for s in sched["steps"]]
+    assert [m for i, m in enumerate(moved) if i != 2] == per_step
+    assert sum(moved) == sched["totals"]["activation_transfer_bytes"] < sched["totals"]["unfused_activation_transfer_bytes"]
+    assert "fused step dw1+pw1" in (net / "src" / "dw1.c").read_text()
+
+
+def test_l1_change_regenerates_only_changed_groups(tmp_path):
+    """A new L1 size re-solves the fused tilings and reruns the selector; a
+    fused step is generated again only when a file it reads changed (its
+    band, its layers' plan slices or tilings), and some are not."""
+    import re
+    out = tmp_path / "out"
+    net = out / "fhost" / "mbv1_025_128"
+    goal = str(net / "src")
+
+    def inputs(step):
+        dw, pw = step.split("+")
+        files = [net / "tiling" / f"{step}.fused.json", net / "tiling" / f"{dw}.json",
+                 net / "plan" / f"{dw}.json", net / "plan" / f"{pw}.json", net / "schedule" / f"{dw}.json"]
+        return [f.read_text() for f in files]
+    scons(f"target={_target(tmp_path, 64000)}", "model=mbv1_025_128", "fusion=min_transfer", goal, out=out, check=True)
+    sched = json.loads((net / "schedule.json").read_text())
+    steps = [s["step"] for s in sched["steps"] if s["kind"] == "dw_pw"]
+    assert len(steps) == 12
+    before = {s: inputs(s) for s in steps}
+    second = scons(f"target={_target(tmp_path, 40000)}", "model=mbv1_025_128", "fusion=min_transfer", goal,
+                   out=out, check=True)
+    assert "tessera: select fusion" in second.stdout
+    sched = json.loads((net / "schedule.json").read_text())
+    kept = [s["step"] for s in sched["steps"] if s["kind"] == "dw_pw"]
+    dropped = set(steps) - set(kept)
+    assert dropped == {"dw12+pw12"}      # its band no longer fits 40000 bytes: the decision changed
+    assert not sched["candidates"][11]["chosen"] and "needs" in sched["candidates"][11]["why_apart"]
+    regenerated = set(re.findall(r"^tessera: generate .*/src/(\w+)\.c$", second.stdout, re.M))
+    assert {"dw12", "pw12"} <= regenerated
+    redone = {s for s in kept if s.split("+")[0] in regenerated}
+    changed = {s for s in kept if inputs(s) != before[s]}
+    assert redone == changed
+    assert 0 < len(redone) < len(kept)
+
+
+@pytest.mark.qemu
+def test_fused_on_gap8_under_qemu_is_bit_exact(tmp_path):
+    """gap8 (PULP-NN kernels, weights streamed through L2, eight harts): the
+    fused step runs pnn_dw_pw and the network stays bit-exact; the cluster
+    DMA moves exactly the selector's saving fewer bytes than without fusion."""
+    import shutil
+    from tessera import config
+    target = config.load_target(os.path.join(ROOT, "targets", "gap8.yaml"), "gap8")
+    missing = [p for p in (target["toolchain"]["cc"], target["runner"]["program"]) if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    moved = {}
+    for policy in ("none", "min_transfer"):
+        out = tmp_path / policy
+        scons("target=gap8", "model=tiny", f"fusion={policy}", out=out, check=True)
+        net = out / "gap8" / "tiny"
+        verdict = json.loads((net / "verdict.json").read_text())
+        assert verdict["verdict"] == "pass"
+        moved[policy] = sum(d[0] for d in verdict["dma"])   # cluster DMA (activations and weights)
+    sched = json.loads((net / "schedule.json").read_text())
+    assert "pnn_dw_pw" in (net / "src" / "dw1.c").read_text()
+    assert moved["none"] - moved["min_transfer"] == sched["totals"]["saved_bytes"] > 0

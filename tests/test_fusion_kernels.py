@@ -1,0 +1,92 @@
+"""The fused depthwise -> pointwise kernels (kernels/reference/dw_pw.c,
+kernels/pulp_nn/dw_pw.c) against the golden model's two layers run apart, bit
+for bit, on random tiles (hypothesis): any depthwise geometry, padding and
+stride, any block height fd, 1, 3 or 8 cores, both requantizations drawn
+independently, the depthwise's stripe scratch big enough or not."""
+
+import ctypes
+from ctypes import POINTER, c_int, c_int8, c_int32
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, ConvArgs, arrays, conv_struct,  # noqa: F401
+                              draw_bias, draw_rq, finish, geometry, int8s, lib, requants, run_case,
+                              share_rows)
+from test_pulp_nn_kernels import pnn  # noqa: F401
+from tessera.golden import ops
+
+
+class DwPwArgs(ctypes.Structure):
+    _fields_ = [("dw", ConvArgs), ("pw", ConvArgs), ("buf", POINTER(c_int8)), ("fd", c_int32)]
+
+
+def test_struct_layout(lib, tmp_path):
+    """The ctypes mirror has the header's size (the fields are two conv
+    structs, a pointer and an int, so the size pins the layout)."""
+    import subprocess
+    from test_ref_kernels import INCLUDE
+    src = tmp_path / "probe.c"
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tessera/kernels.h"\n'
+                   'int main(void){printf("%zu %zu %zu %zu", sizeof(tsr_dw_pw_args_t), '
+                   'offsetof(tsr_dw_pw_args_t, pw), offsetof(tsr_dw_pw_args_t, buf), '
+                   'offsetof(tsr_dw_pw_args_t, fd));return 0;}\n')
+    exe = tmp_path / "probe"
+    subprocess.run(["gcc", "-I", INCLUDE, str(src), "-o", str(exe)], check=True)
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    assert got == [ctypes.sizeof(DwPwArgs), DwPwArgs.pw.offset, DwPwArgs.buf.offset, DwPwArgs.fd.offset]
+
+
+@st.composite
+def dw_pw_cases(draw):
+    g = draw(geometry())
+    ch, out_c = draw(st.integers(1, 9)), draw(st.integers(1, 12))
+    x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
+    w1 = int8s(rng, (ch, g["kh"], g["kw"]))
+    b1 = draw_bias(draw, rng, ch)
+    off1 = draw(OFFSETS)
+    acc1 = ops.depthwise(x, w1.transpose(1, 2, 0), b1, off1, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
+    rq1 = draw(requants(ch, int(np.abs(acc1).max(initial=0)), tflite=True))   # the intermediate is int8
+    mid = ops.requantize(acc1, rq1.golden).astype(np.int8)
+    w2 = int8s(rng, (out_c, ch))
+    b2 = draw_bias(draw, rng, out_c)
+    off2 = draw(OFFSETS)
+    acc2 = ops.pointwise(mid, w2, b2, off2)
+    rq2 = draw_rq(draw, acc2, out_c, tflite=True)
+    expected, dtype = finish(acc2, rq2)
+    out_h, out_w = g["out_h"], g["out_w"]
+    fd = draw(st.integers(1, out_h + 1))
+    one = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
+    # per-core stripe scratch for the depthwise: enough, or too small (direct loop)
+    stripe = ((fd - 1) * g["sh"] + g["kh"]) * g["kw"]
+    stripe = draw(st.sampled_from([0, stripe - 1, stripe])) if stripe > 1 else stripe
+    dw_scratch = np.zeros(max(1, 8 * stripe), dtype=np.int8)
+
+    def build(out_ptr, scratch):
+        r1, r2 = rq1.struct(), (rq2.struct() if rq2 is not None else None)
+        dw = conv_struct(x, w1, b1, None, (out_h, out_w, ch), g, off1, r1,
+                         dw_scratch.ctypes.data_as(POINTER(c_int8)) if stripe else None, stripe)
+        pw = conv_struct(mid, w2, b2, out_ptr, (out_h, out_w, out_c), one, off2, r2, None, 0)
+        pw.in_ = None     # the kernel reads its own intermediate, never this
+        return DwPwArgs(dw, pw, scratch, fd), (x, w1, b1, w2, b2, r1, r2, rq1, rq2, dw_scratch)
+    sb = fd * out_w * ch
+    return Case("tsr_dw_pw", build, expected, dtype, share_rows, sb), draw(NCORES), rng
+
+
+@given(dw_pw_cases())
+@SETTINGS
+def test_dw_pw_matches_two_layers(lib, case):
+    lib.tsr_dw_pw.argtypes = [POINTER(DwPwArgs), c_int, c_int]
+    lib.tsr_dw_pw.restype = None
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+@given(dw_pw_cases())
+@SETTINGS
+def test_pulp_nn_dw_pw_matches_two_layers(pnn, case):
+    pnn.pnn_dw_pw.argtypes = [POINTER(DwPwArgs), c_int, c_int]
+    pnn.pnn_dw_pw.restype = None
+    c, ncores, rng = case
+    c.fn = "pnn_dw_pw"
+    run_case(pnn, c, ncores, rng)
