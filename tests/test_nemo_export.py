@@ -274,11 +274,11 @@ def test_what_32_bits_cannot_carry_is_one_line(tmp_path):
     model.write_text(f"description: wide add\nonnx: {json.dumps(path)}\n")
     line = one_error(scons("target=host", f"model={model}", out=str(tmp_path / "out")))
     assert "wide_add.onnx" in line and "does not fit 32 bits" in line
-    # a multiplier beyond 32 bits (NEMO's dscnn export has 2.8e11)
-    c, i = chain("c", "out", "q", [70000, 1], [0, 0], 70000, D18)
+    # a negative multiplier beyond 32 bits (positive ones narrow: below)
+    c, i = chain("c", "out", "q", [-70000, 1], [0, 0], 70000, D18)
     path = _refused(tmp_path, "wide_mul", [n("Conv", ["input", "w"], ["c"], kernel_shape=[1, 1]), *c],
                     {"w": np.ones((2, 2, 1, 1)), **i}, [1, 2, 4, 4], [1, 2, 4, 4])
-    with pytest.raises(FrontendError, match=r"'out_node' \(Clip\): requantization multiplier 4900000000 does "
+    with pytest.raises(FrontendError, match=r"'out_node' \(Clip\): requantization multiplier -4900000000 does "
                                             r"not fit 32 bits"):
         import_onnx(path, "wide_mul")
 
@@ -328,3 +328,50 @@ def test_zero_pad_before_an_average_pool_keeps_dorys_numbering(tmp_path):
                                                                   ("avgpool", False)]
     assert len(rows) == 2 and all(r["equal"] for r in rows), rows
     assert len(np.unique(ref["out"])) > 8 and ref["out"][0, :, 0, 0].max() < ref["r"].max()
+
+
+def _requant_exact(acc, m, a, den, lo, hi):
+    """NEMO's chain in Python integers: clamp(floor((acc * m + a) / den))."""
+    return min(max((acc * m + a) // den, lo), hi)
+
+
+@pytest.mark.parametrize("kappa, m, d", [([3, 5], 2 ** 36 + 1, 2 ** 40),         # dscnn: 2.8e11, by 2**d
+                                         ([3, 1], 2 ** 37 + 3, D18 << 20)])      # by 2**20 (2**18 - 1)
+def test_a_multiplier_beyond_32_bits_narrows_exactly(tmp_path, kappa, m, d):
+    """NEMO's dscnn and proxylessnas exports multiply by more than 2**31.
+    The output is a step function of the accumulator, fixed by where it
+    reaches each of its 256 values: a multiplier below 2**31 with the same
+    steps is the same layer. Checked against ONNX Runtime and, over every
+    accumulator around the steps, against the chain's own arithmetic."""
+    from tessera.frontend.nemo import narrow_multiplier
+
+    c, i = chain("c", "r", "q", kappa, [0, 0], m, d)
+    folder = tmp_path / "dory"
+    folder.mkdir()
+    w = rng.integers(0, 3, (2, 2, 3, 3))
+    path = _refused(folder, "model_int", [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3]), *c],
+                    {"w": w, **i}, [1, 2, 6, 6], [1, 2, 4, 4])
+    # inputs spread channel 0's accumulator over the output's steps (and
+    # kappa * acc stays below 2**24, where ONNX Runtime's float32 is exact)
+    x = rng.integers(0, max(2, int(300 * d / (kappa[0] * m) / 18)), (1, 2, 6, 6))
+    ref = ort_eval(path, ["r"], x)
+    write_txt(str(folder / "input.txt"), "input", x, "hwc")
+    write_txt(str(folder / "out_layer0.txt"), "r", ref["r"], "hwc")
+    graph, rows = golden_rows(str(folder))
+    rq = graph.layers[0].requant
+    assert all(0 < v < 1 << 31 for v in rq.mul) and rq.divisor is None
+    assert len(rows) == 1 and rows[0]["equal"], rows
+    assert len(np.unique(ref["r"])) > 4
+    for ch, k in enumerate(kappa):
+        mul, add, shift = (int(p[ch if len(p) > 1 else 0]) for p in (rq.mul, rq.add, rq.shift))
+        step = d / (k * m)                   # accumulator values per output step
+        for t in range(0, 257):
+            centre = int(t * step)
+            for acc in range(centre - 3, centre + 4):
+                assert min(max((acc * mul + add) >> shift, 0), 255) == _requant_exact(acc, k * m, 0, d, 0, 255)
+    # a multiplier whose steps cannot be drawn below 2**31 stays refused
+    from types import SimpleNamespace
+    wide = SimpleNamespace(mul=[-(1 << 40)], add=[0], shift=[0], rounding="floor", shape=None, divisor=None,
+                           lo=0, hi=255, zero_point=0)
+    narrow_multiplier(wide)
+    assert wide.mul == [-(1 << 40)]
