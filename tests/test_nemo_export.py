@@ -190,6 +190,26 @@ def test_a_layout_the_header_does_not_say_is_a_mismatch(exports, tmp_path):
     assert not rows[0]["equal"] and all(r["equal"] for r in rows[1:])
 
 
+def test_headers_without_hash_are_copies_over_chw_values(exports, tmp_path):
+    """NEMO's dscnn_test writes `name (shape [1, H, W, C]),\\` without its
+    `#`, the same (layer 0's) in every file, over CHW values: read as CHW
+    whatever the copied shape; HWC values under such headers differ."""
+    for order, equal in (("chw", True), ("hwc", False)):
+        folder = str(tmp_path / order)
+        shutil.copytree(os.path.dirname(exports[order][0]), folder)
+        for i in range(7):
+            f = os.path.join(folder, f"out_layer{i}.txt")
+            lines = open(f).read().splitlines(True)
+            lines[0] = "layers.0.relu1 (shape [1, 9, 9, 4]),\\\n"
+            open(f, "w").writelines(lines)
+        _, rows = golden_rows(folder)
+        assert len(rows) == 7
+        if equal:
+            assert all(r["equal"] for r in rows), rows
+        else:   # the feature maps (not the 1-pixel Gemm output) differ
+            assert not any(r["equal"] for r in rows[:5])
+
+
 @pytest.mark.parametrize("header, what", [
     ("# r1 (shape [4, seven, 7]),\\", "is not a list of integers"),
     ("# r1 [4, 7, 7]", "is not `# name (shape [...]),\\`"),

@@ -123,18 +123,18 @@ class DoryReference:
         _, shape, values = dory.read_txt(self.input_path)
         if values.size != t.size:
             raise TesseraError(self.input_path, f"{values.size} values, the network's input has {t.size}")
-        hwc = dory.as_hwc(values, shape, t.shape) if len(shape) > 1 else None
+        hwc = dory.as_hwc(values, shape, t.shape) if shape is None or len(shape) > 1 else None
         return {name: _stored(values.reshape(t.shape) if hwc is None else hwc, t, self.input_path)}
 
     def _expected(self, path, t):
         """(label, expected source values as [H, W, C], None) or (label,
         None, why not) of one out_layerN file."""
         label, shape, values = dory.read_txt(path)
-        if len(shape) == 3 and dory.layout(shape, t.shape) is None:
+        if shape is not None and len(shape) == 3 and dory.layout(shape, t.shape) is None:
             return label, None, f"DORY's shape {shape}, tessera's {t.shape}"
         if values.size != t.size:
             return label, None, f"{values.size} values, tessera's output has {t.size}"
-        hwc = dory.as_hwc(values, shape, t.shape) if len(shape) == 3 else None
+        hwc = dory.as_hwc(values, shape, t.shape) if shape is None or len(shape) == 3 else None
         return label, (values.reshape(t.shape) if hwc is None else hwc), None
 
     @staticmethod
