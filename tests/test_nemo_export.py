@@ -210,6 +210,25 @@ def test_headers_without_hash_are_copies_over_chw_values(exports, tmp_path):
             assert not any(r["equal"] for r in rows[:5])
 
 
+def test_an_add_and_its_chain_in_one_file(exports, tmp_path):
+    """DORY's dronet_complete and TCN_T write a residual Add and the
+    requantization chain after it as one file (the chain's output), where
+    dronet_no_pooling (and the export above) writes two: the file count
+    tells which, the shapes and values are checked as ever."""
+    src = os.path.dirname(exports["hwc"][0])
+    folder = str(tmp_path / "merged")
+    shutil.copytree(src, folder)
+    os.remove(os.path.join(folder, "out_layer4.txt"))                     # "res", the Add's output
+    for i in (5, 6):
+        os.rename(os.path.join(folder, f"out_layer{i}.txt"), os.path.join(folder, f"out_layer{i - 1}.txt"))
+    graph, rows = golden_rows(folder)
+    assert len(rows) == 6 and all(r["equal"] for r in rows), rows
+    assert rows[4]["tensor"] == graph.layers[5].output and graph.layers[4].op == "add"
+    os.remove(os.path.join(folder, "out_layer5.txt"))                     # one file fewer: not this network
+    with pytest.raises(TesseraError, match="DORY has 5 layer outputs, tessera made 7 layers"):
+        golden_rows(folder)
+
+
 @pytest.mark.parametrize("header, what", [
     ("# r1 (shape [4, seven, 7]),\\", "is not a list of integers"),
     ("# r1 [4, 7, 7]", "is not `# name (shape [...]),\\`"),
