@@ -190,6 +190,45 @@ def test_a_layout_the_header_does_not_say_is_a_mismatch(exports, tmp_path):
     assert not rows[0]["equal"] and all(r["equal"] for r in rows[1:])
 
 
+def test_headers_without_hash_are_copies_over_chw_values(exports, tmp_path):
+    """NEMO's dscnn_test writes `name (shape [1, H, W, C]),\\` without its
+    `#`, the same (layer 0's) in every file, over CHW values: read as CHW
+    whatever the copied shape; HWC values under such headers differ."""
+    for order, equal in (("chw", True), ("hwc", False)):
+        folder = str(tmp_path / order)
+        shutil.copytree(os.path.dirname(exports[order][0]), folder)
+        for i in range(7):
+            f = os.path.join(folder, f"out_layer{i}.txt")
+            lines = open(f).read().splitlines(True)
+            lines[0] = "layers.0.relu1 (shape [1, 9, 9, 4]),\\\n"
+            open(f, "w").writelines(lines)
+        _, rows = golden_rows(folder)
+        assert len(rows) == 7
+        if equal:
+            assert all(r["equal"] for r in rows), rows
+        else:   # the feature maps (not the 1-pixel Gemm output) differ
+            assert not any(r["equal"] for r in rows[:5])
+
+
+def test_an_add_and_its_chain_in_one_file(exports, tmp_path):
+    """DORY's dronet_complete and TCN_T write a residual Add and the
+    requantization chain after it as one file (the chain's output), where
+    dronet_no_pooling (and the export above) writes two: the file count
+    tells which, the shapes and values are checked as ever."""
+    src = os.path.dirname(exports["hwc"][0])
+    folder = str(tmp_path / "merged")
+    shutil.copytree(src, folder)
+    os.remove(os.path.join(folder, "out_layer4.txt"))                     # "res", the Add's output
+    for i in (5, 6):
+        os.rename(os.path.join(folder, f"out_layer{i}.txt"), os.path.join(folder, f"out_layer{i - 1}.txt"))
+    graph, rows = golden_rows(folder)
+    assert len(rows) == 6 and all(r["equal"] for r in rows), rows
+    assert rows[4]["tensor"] == graph.layers[5].output and graph.layers[4].op == "add"
+    os.remove(os.path.join(folder, "out_layer5.txt"))                     # one file fewer: not this network
+    with pytest.raises(TesseraError, match="DORY has 5 layer outputs, tessera made 7 layers"):
+        golden_rows(folder)
+
+
 @pytest.mark.parametrize("header, what", [
     ("# r1 (shape [4, seven, 7]),\\", "is not a list of integers"),
     ("# r1 [4, 7, 7]", "is not `# name (shape [...]),\\`"),
@@ -274,11 +313,11 @@ def test_what_32_bits_cannot_carry_is_one_line(tmp_path):
     model.write_text(f"description: wide add\nonnx: {json.dumps(path)}\n")
     line = one_error(scons("target=host", f"model={model}", out=str(tmp_path / "out")))
     assert "wide_add.onnx" in line and "does not fit 32 bits" in line
-    # a multiplier beyond 32 bits (NEMO's dscnn export has 2.8e11)
-    c, i = chain("c", "out", "q", [70000, 1], [0, 0], 70000, D18)
+    # a negative multiplier beyond 32 bits (positive ones narrow: below)
+    c, i = chain("c", "out", "q", [-70000, 1], [0, 0], 70000, D18)
     path = _refused(tmp_path, "wide_mul", [n("Conv", ["input", "w"], ["c"], kernel_shape=[1, 1]), *c],
                     {"w": np.ones((2, 2, 1, 1)), **i}, [1, 2, 4, 4], [1, 2, 4, 4])
-    with pytest.raises(FrontendError, match=r"'out_node' \(Clip\): requantization multiplier 4900000000 does "
+    with pytest.raises(FrontendError, match=r"'out_node' \(Clip\): requantization multiplier -4900000000 does "
                                             r"not fit 32 bits"):
         import_onnx(path, "wide_mul")
 
@@ -328,3 +367,50 @@ def test_zero_pad_before_an_average_pool_keeps_dorys_numbering(tmp_path):
                                                                   ("avgpool", False)]
     assert len(rows) == 2 and all(r["equal"] for r in rows), rows
     assert len(np.unique(ref["out"])) > 8 and ref["out"][0, :, 0, 0].max() < ref["r"].max()
+
+
+def _requant_exact(acc, m, a, den, lo, hi):
+    """NEMO's chain in Python integers: clamp(floor((acc * m + a) / den))."""
+    return min(max((acc * m + a) // den, lo), hi)
+
+
+@pytest.mark.parametrize("kappa, m, d", [([3, 5], 2 ** 36 + 1, 2 ** 40),         # dscnn: 2.8e11, by 2**d
+                                         ([3, 1], 2 ** 37 + 3, D18 << 20)])      # by 2**20 (2**18 - 1)
+def test_a_multiplier_beyond_32_bits_narrows_exactly(tmp_path, kappa, m, d):
+    """NEMO's dscnn and proxylessnas exports multiply by more than 2**31.
+    The output is a step function of the accumulator, fixed by where it
+    reaches each of its 256 values: a multiplier below 2**31 with the same
+    steps is the same layer. Checked against ONNX Runtime and, over every
+    accumulator around the steps, against the chain's own arithmetic."""
+    from tessera.frontend.nemo import narrow_multiplier
+
+    c, i = chain("c", "r", "q", kappa, [0, 0], m, d)
+    folder = tmp_path / "dory"
+    folder.mkdir()
+    w = rng.integers(0, 3, (2, 2, 3, 3))
+    path = _refused(folder, "model_int", [n("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3]), *c],
+                    {"w": w, **i}, [1, 2, 6, 6], [1, 2, 4, 4])
+    # inputs spread channel 0's accumulator over the output's steps (and
+    # kappa * acc stays below 2**24, where ONNX Runtime's float32 is exact)
+    x = rng.integers(0, max(2, int(300 * d / (kappa[0] * m) / 18)), (1, 2, 6, 6))
+    ref = ort_eval(path, ["r"], x)
+    write_txt(str(folder / "input.txt"), "input", x, "hwc")
+    write_txt(str(folder / "out_layer0.txt"), "r", ref["r"], "hwc")
+    graph, rows = golden_rows(str(folder))
+    rq = graph.layers[0].requant
+    assert all(0 < v < 1 << 31 for v in rq.mul) and rq.divisor is None
+    assert len(rows) == 1 and rows[0]["equal"], rows
+    assert len(np.unique(ref["r"])) > 4
+    for ch, k in enumerate(kappa):
+        mul, add, shift = (int(p[ch if len(p) > 1 else 0]) for p in (rq.mul, rq.add, rq.shift))
+        step = d / (k * m)                   # accumulator values per output step
+        for t in range(0, 257):
+            centre = int(t * step)
+            for acc in range(centre - 3, centre + 4):
+                assert min(max((acc * mul + add) >> shift, 0), 255) == _requant_exact(acc, k * m, 0, d, 0, 255)
+    # a multiplier whose steps cannot be drawn below 2**31 stays refused
+    from types import SimpleNamespace
+    wide = SimpleNamespace(mul=[-(1 << 40)], add=[0], shift=[0], rounding="floor", shape=None, divisor=None,
+                           lo=0, hi=255, zero_point=0)
+    narrow_multiplier(wide)
+    assert wide.mul == [-(1 << 40)]

@@ -255,6 +255,8 @@ class NemoParser(IntegerParser):
         (add - b * mul) with b = floor(add / mul). Returns the bias."""
         lim = 1 << 31
         if any(not -lim <= v < lim for v in rq.mul):
+            narrow_multiplier(rq, acc.acc_range)
+        if any(not -lim <= v < lim for v in rq.mul):
             big = next(v for v in rq.mul if not -lim <= v < lim)
             raise FrontendError(where, f"requantization multiplier {big} does not fit 32 bits",
                                 "tessera's kernels multiply by an int32 (rescale the chain's Mul constants)")
@@ -397,3 +399,64 @@ def exact_divider(mul, add, den, acc_lo, acc_hi):
                 break
             return mul * m, (add + k * den) * m, s, k
     raise ValueError(f"division by {den} has no exact 64-bit multiplier over the accumulator range")
+
+
+def narrow_multiplier(rq, acc_range=(None, None)):
+    """Rewrites rq in place with every multiplier below 2**31 where an exact
+    equivalent exists. y = clamp(floor((acc * M + A) / (2**S * q)) + zp, lo,
+    hi) (q the odd divisor, 1 without) is a monotone step function of acc,
+    fixed by the first acc reaching each output value t (its threshold). A
+    plain (M', A', S') gives the same y for every reachable acc when it
+    crosses each t at the same acc; for a given M', S' the A' that do form
+    an interval. Leaves rq as it is (the caller then refuses the layer) when
+    some channel has no such triple, or rq is not a floor requantization."""
+    if rq.rounding != "floor" or rq.shape is not None:
+        return
+    q = rq.divisor or 1
+    lo_acc = -(1 << 31) if acc_range[0] is None else int(acc_range[0])
+    hi_acc = (1 << 31) - 1 if acc_range[1] is None else int(acc_range[1])
+    n = max(len(rq.mul), len(rq.add), len(rq.shift))
+    pick = lambda a, c: int(a[c if len(a) > 1 else 0])
+    out = []
+    for c in range(n):
+        m, a, s = pick(rq.mul, c), pick(rq.add, c), pick(rq.shift, c)
+        if m < 1 << 31 and q == 1:
+            out.append((m, a, s))
+            continue
+        found = None
+        if m > 0:
+            found = _narrow_one(m, a, s, q, rq.lo - rq.zero_point, rq.hi - rq.zero_point, lo_acc, hi_acc)
+        if found is None:
+            return
+        out.append(found)
+    rq.mul = [v[0] for v in out]
+    rq.add = [v[1] for v in out]
+    rq.shift = [v[2] for v in out]
+    rq.divisor = None
+
+
+def _narrow_one(m, a, s, q, v_lo, v_hi, acc_lo, acc_hi):
+    """(M', A', S') with 0 < M' < 2**31 and clamp((acc * M' + A') >> S',
+    v_lo, v_hi) == clamp(floor((acc * m + a) / (2**s * q)), v_lo, v_hi) for
+    every acc in [acc_lo, acc_hi], m > 0; None when there is none."""
+    den = q << s
+    need = []   # (acc, t, +1): the output reaches t at acc; (acc, t, -1): it is below t
+    for t in range(v_lo + 1, v_hi + 1):
+        th = -((a - t * den) // m)           # ceil((t * den - a) / m)
+        if th > acc_lo:                      # a threshold clipped to the range bounds one end only
+            need.append((min(th, acc_hi + 1) - 1, t, -1))
+        if th <= acc_hi:
+            need.append((max(th, acc_lo), t, +1))
+    for s2 in range(0, 63):
+        base = (m << s2) // den
+        if base >= 1 << 31:
+            break
+        for m2 in (base, base + 1):
+            if not 0 < m2 < 1 << 31:
+                continue
+            # acc * m2 + a2 >= t << s2 where it reaches t, < t << s2 where below
+            a_lo = max([(t << s2) - x * m2 for x, t, k in need if k > 0], default=-(1 << 62))
+            a_hi = min([(t << s2) - x * m2 - 1 for x, t, k in need if k < 0], default=1 << 62)
+            if a_lo <= a_hi:
+                return m2, min(max(0, a_lo), a_hi), s2
+    return None

@@ -6,7 +6,8 @@ line followed by `,\\`, in HWC order (source values: uint8 activations as
 examples write CHW instead, with a `[C, H, W]` header: the header tells
 which (a shape that reads both ways, H = W = C, is DORY's own HWC). Some
 files repeat their block (header and values) twice; the first block is the
-data.
+data. A few examples (dscnn_test) leave out the header's `#` and copy one
+header into every file: their shapes say nothing, their values are CHW.
 """
 
 import os
@@ -18,23 +19,27 @@ import numpy as np
 
 from ..errors import TesseraError
 
-_HEADER = re.compile(r"#\s*(?P<name>.*?)\s*\(shape\s*\[(?P<shape>[^\]]*)\]\)")
+_HEADER = re.compile(r"#?\s*(?P<name>.*?)\s*\(shape\s*\[(?P<shape>[^\]]*)\]\)")
+# a header without its `#` (dscnn_test)
+_BARE_HEADER = re.compile(r"[A-Za-z_][^(]*\(shape\s*\[")
 
 
 def read_txt(path):
-    """(name, shape list, int64 values) of the first block of a DORY text file."""
+    """(name, shape list, int64 values) of the first block of a DORY text
+    file; shape None for a header without `#`, whose values are CHW."""
     try:
         with open(path) as f:
             lines = [ln.strip() for ln in f]
     except OSError as err:
         raise TesseraError(path, f"cannot read ({err.strerror})") from None
-    name, shape, values = None, None, []
+    name, shape, values, bare = None, None, [], False
     for i, line in enumerate(lines):
         if not line:
             continue
-        if line.startswith("#"):
+        if line.startswith("#") or _BARE_HEADER.match(line):
             if name is not None:
                 break                      # a repeated block
+            bare = not line.startswith("#")
             m = _HEADER.match(line)
             if not m:
                 raise TesseraError(f"{path}:{i + 1}", f"header {line[:60]!r} is not `# name (shape [...]),\\`")
@@ -59,6 +64,10 @@ def read_txt(path):
     if name is None:
         raise TesseraError(path, "no `# name (shape [...])` header")
     values = np.asarray(values, dtype=np.int64)
+    if bare:
+        # dscnn_test's files all carry layer 0's header, [1, H, W, C], over
+        # values in PyTorch's order: the shape says nothing (None: CHW)
+        return name, None, values
     if shape and int(np.prod(shape)) != values.size:
         raise TesseraError(path, f"header shape {shape} but {values.size} values")
     return name, shape, values
@@ -81,6 +90,8 @@ def layer_files(folder):
 def layout(shape, hwc):
     """"hwc" or "chw": how a file with header `shape` holds a tensor tessera
     has as [H, W, C]; None when it is neither."""
+    if shape is None:
+        return "chw"
     shape = [int(d) for d in shape]
     h, w, c = hwc
     if shape in ([h, w, c], [h * w * c]) or shape == [w, c] and h == 1:
