@@ -16,6 +16,8 @@ from math import gcd
 
 from ortools.sat.python import cp_model
 
+from ..tiler.solver import deterministic_solver
+
 SEED = 1
 # Deterministic-time units. Real networks (near-chains plus residuals) meet
 # the lower bound at once; this caps adversarial instances (120 buffers with
@@ -74,13 +76,7 @@ def solve(bufs, lower, upper, hint, work_limit=DEFAULT_WORK_LIMIT, gaps=None):
     m.add_no_overlap_2d(xs, ys)
     m.minimize(peak)
 
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    p.num_workers = 1
-    p.random_seed = SEED
-    p.max_deterministic_time = float(work_limit)
-    p.log_search_progress = False
-    p.catch_sigint_signal = False   # as in the tiler: Ctrl-C must not end the search early
+    solver = deterministic_solver(SEED, work_limit)
     status = solver.solve(m)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         offsets = {b.name: 0 for b in bufs}

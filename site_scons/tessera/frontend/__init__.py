@@ -12,7 +12,7 @@ from .builder import Builder
 from .gate import check_onnx, check_single_producers, ort_refusal
 from .nemo import NemoParser
 from .normalize import normalize
-from .onnxgraph import OnnxGraph, load
+from .onnxgraph import OnnxGraph, load, read_model
 from .qdq import QdqParser
 from .qoperator import QOperatorParser
 from .quantlib import QuantLibParser
@@ -87,16 +87,7 @@ def _load_integer(path, err):
 
 def input_names(path):
     """Names of the graph inputs that are not initializers, in graph order."""
-    try:
-        model = onnx.load(path, load_external_data=False)
-    except FileNotFoundError:
-        raise FrontendError(path, "file not found") from None
-    except Exception as err:  # protobuf's DecodeError and friends
-        raise FrontendError(path, f"not a readable ONNX model ({type(err).__name__})",
-                            "check that the file is an .onnx export and not truncated") from None
-    if not model.graph.node and not model.opset_import:
-        raise FrontendError(path, "not a readable ONNX model (empty: no graph, no opset)",
-                            "check that the file is an .onnx export and not truncated")
+    model = read_model(path, load_external_data=False)
     inits = {i.name for i in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in inits]
 

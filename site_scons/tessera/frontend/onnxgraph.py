@@ -98,10 +98,11 @@ def attrs(node):
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def load(path):
-    """Read, check and shape-infer an ONNX file; errors are one line."""
+def read_model(path, load_external_data=True):
+    """The ModelProto in an ONNX file; a missing, unreadable or empty file
+    (or missing external data) is one line."""
     try:
-        model = onnx.load(path)
+        model = onnx.load(path, load_external_data=load_external_data)
     except FileNotFoundError:
         raise FrontendError(path, "file not found") from None
     except onnx.checker.ValidationError as err:
@@ -115,6 +116,12 @@ def load(path):
     if not model.graph.node and not model.opset_import:
         raise FrontendError(path, "not a readable ONNX model (empty: no graph, no opset)",
                             "check that the file is an .onnx export and not truncated")
+    return model
+
+
+def load(path):
+    """Read, check and shape-infer an ONNX file; errors are one line."""
+    model = read_model(path)
     try:
         onnx.checker.check_model(model)
     except UnicodeError:

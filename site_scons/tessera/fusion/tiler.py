@@ -29,6 +29,7 @@ from ..tiler import geometry
 from ..tiler.library import DEFAULT_ALIGN
 from ..tiler.memory import align_up
 from ..tiler.model import MAX_DETERMINISTIC_TIME, SEED
+from ..tiler.solver import deterministic_solver
 
 
 def _bytes(pair, target, th, in_h, fd, buffering):
@@ -105,12 +106,7 @@ def solve_dw_pw(pair, target):
     m.add(r == 0).only_enforce_if(even)
     m.add(r != 0).only_enforce_if(~even)
     m.maximize(th * (2 * (Ho + 1)) + even * (Ho + 1) + fd)
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    p.num_workers = 1
-    p.random_seed = SEED
-    p.max_deterministic_time = MAX_DETERMINISTIC_TIME
-    p.catch_sigint_signal = False
+    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
     status = solver.solve(m)
     if status != cp_model.OPTIMAL:
         raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "

@@ -14,6 +14,7 @@ from ortools.sat.python import cp_model
 
 from .layer import CHANNEL_WISE
 from .library import holds
+from .solver import deterministic_solver
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
 # deterministic time units (not wall clock), so the answer never depends on
@@ -218,16 +219,7 @@ def solve(layer, target, spec, tables, consts, buffering, hint=None):
     if hint is not None:
         for name, v in zip(("tile_h", "tile_w", "tile_c"), hint):
             b.m.add_hint(q[name], v)
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    p.num_workers = 1
-    p.random_seed = SEED
-    p.max_deterministic_time = MAX_DETERMINISTIC_TIME
-    # CP-SAT would otherwise catch Ctrl-C and return its best tile so far as
-    # if a work bound had ended the search; the build would then record a
-    # worse tiling as done. Left to Python, the signal reaches SCons, which
-    # lets this solve finish and then stops the build with an error.
-    p.catch_sigint_signal = False
+    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
     status = solver.solve(b.m)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"tiler: CP-SAT model of layer {layer['name']} is invalid: "

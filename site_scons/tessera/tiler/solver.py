@@ -1,0 +1,22 @@
+"""The one way tessera runs CP-SAT (tilers and the allocator): answers that
+depend only on the model, never on the machine or on a Ctrl-C."""
+
+from ortools.sat.python import cp_model
+
+
+def deterministic_solver(seed, work_limit):
+    """A CpSolver with one worker, a fixed seed and a bound in CP-SAT's
+    deterministic time units (its own work count, not wall clock).
+
+    CP-SAT would otherwise catch Ctrl-C and return its best answer so far as
+    if the work bound had ended the search, and the build would record it
+    as done. Left to Python, the signal reaches SCons, which lets the solve
+    finish and then stops the build with an error."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.num_workers = 1
+    p.random_seed = seed
+    p.max_deterministic_time = float(work_limit)
+    p.log_search_progress = False
+    p.catch_sigint_signal = False
+    return solver
