@@ -183,18 +183,30 @@ def _codegen_target(target, model_name):
     return cg
 
 
+_targets_read = []
+
+
+def _bundled_targets():
+    """[(name, loaded target)] of the bundled targets that load, read once
+    per invocation (each network's hint is made twice, every YAML costs)."""
+    if not _targets_read:
+        for name in config.available("target", ROOT):
+            try:
+                t = config.load_target(os.path.join(ROOT, "targets", name + ".yaml"), name)
+            except TesseraError:
+                continue
+            _targets_read.append((name, t))
+    return _targets_read
+
+
 def _fit_hint(target):
     """What to do when the weights do not fit: how much fits this target,
     and which bundled targets have more room for weights."""
     level = target["place"]["weights"]
     usable = config.usable_bytes(target["memory"][level])
     others = []
-    for name in config.available("target", ROOT):
+    for name, t in _bundled_targets():
         if name == target["name"]:
-            continue
-        try:
-            t = config.load_target(os.path.join(ROOT, "targets", name + ".yaml"), name)
-        except TesseraError:
             continue
         w = t["memory"][t["place"]["weights"]]
         if config.usable_bytes(w) > usable:
