@@ -35,7 +35,7 @@ import sys
 
 from SCons.Script import Action, Exit
 
-from tessera import canon, config, fusion, memplan, prepare, reference, views
+from tessera import canon, config, fusion, memplan, prepare, views
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
 from tessera.frontend.builder import c_name
@@ -400,6 +400,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
         # the firmware is checked against the peer toolchain's files too
+        from tessera import reference   # numpy and the frontend: only for such models
         ref = reference.load(mcfg["reference"])
         check_sources += [_value(env, {"kind": ref.kind}, "reference kind")] + sorted(ref.files())
     verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))
