@@ -38,7 +38,7 @@ from SCons.Script import Action, Exit
 from tessera import canon, config, fusion, memplan, prepare, views
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
-from tessera.frontend.builder import c_name
+from tessera.cname import c_name
 from tessera.ir import Graph
 
 from . import export, steps
