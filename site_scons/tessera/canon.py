@@ -9,9 +9,8 @@ paths or times. `dumps` is for signatures and files alike.
 import hashlib
 import json
 import os
+import sys
 import tempfile
-
-import numpy as np
 
 
 def _plain(obj):
@@ -20,6 +19,11 @@ def _plain(obj):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_plain(v) for v in obj]
+    # numpy is not imported here (declaring a build's steps does not need
+    # it): a numpy value exists only once something else has imported it
+    np = sys.modules.get("numpy")
+    if np is None:
+        return obj
     if isinstance(obj, np.ndarray):
         return _plain(obj.tolist())
     if isinstance(obj, np.integer):
@@ -80,6 +84,8 @@ def npz_bytes(arrays):
     import io
     import zipfile
 
+    import numpy as np
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED) as zf:
         for name in sorted(arrays):
@@ -95,6 +101,8 @@ def save_npz(path, arrays):
 
 
 def load_npz(path):
+    import numpy as np
+
     with np.load(path, allow_pickle=False) as data:
         return {name: data[name] for name in data.files}
 

@@ -30,8 +30,6 @@ in its HWC tensor), so the cost is a few array operations per tile, not a
 Python loop per byte.
 """
 
-import numpy as np
-
 from . import ir
 from .errors import TesseraError
 from .tiler import tiles as tile_list
@@ -50,6 +48,8 @@ class Level:
     """One memory level's bytes: who wrote each (a tag id) and when."""
 
     def __init__(self, name, nbytes):
+        import numpy as np   # here: the plan step needs it, declaring the steps does not
+
         self.name = name
         self.tag = np.full(max(int(nbytes), 1), FREE, dtype=np.int32)
         self.writer = np.full(max(int(nbytes), 1), FREE, dtype=np.int32)
@@ -87,7 +87,7 @@ class Level:
         if not bad.any():
             return
         # the first bad byte, as an address in the level
-        h, w, b = (int(v[0]) for v in np.nonzero(bad))
+        h, w, b = (int(v[0]) for v in bad.nonzero())
         off, (H, W, C), e, (h0, _, w0, _, c0, _) = box
         addr = off + ((h0 + h) * W + (w0 + w)) * C * e + c0 * e + b
         held = int(self.tag[addr])
@@ -103,6 +103,8 @@ class Level:
 
 
 def _whole_box(off, shape, esize):
+    import numpy as np
+
     H, W, C = shape if len(shape) == 3 else (1, 1, int(np.prod(shape)))
     return off, (H, W, C), esize, (0, H, 0, W, 0, C)
 

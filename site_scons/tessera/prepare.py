@@ -29,11 +29,13 @@ is ordinary SCons steps that read graph.json and golden.npz.
 
 import os
 
-from . import canon, frontend, golden, reference, zoo
+from . import canon
 from .errors import ConfigError, TesseraError
-from .frontend.tflite import import_tflite
-from .golden import tflitecheck
 from .ir import Graph
+
+# The frontend (onnx), the zoo (ONNX Runtime's quantizer), the golden model
+# and the references are imported where a step runs: a build whose
+# preparation is up to date (a no-op) needs none of them.
 
 PREPARE_VERSION = "2"
 STANDARD_DIALECTS = ("qdq", "qoperator")
@@ -76,6 +78,7 @@ def model_onnx(model, cache_dir, log):
     path = os.path.join(cache_dir, f"{model['name']}-{key}.onnx")
     if not os.path.exists(path):
         log(f"building model {model['name']} (float ONNX, then ONNX Runtime static quantization)")
+        from . import zoo
         try:
             zoo.build_model(model["generator"], model["quantization"], path)
         except ConfigError as err:
@@ -86,6 +89,7 @@ def model_onnx(model, cache_dir, log):
 def golden_inputs(model, graph):
     """The input the golden model and the firmware both run on: the
     reference's input when the model has one, else seeded random values."""
+    from . import golden, reference
     if model.get("reference"):
         return reference.load(model["reference"]).golden_inputs(graph)
     return golden.random_input(graph, model["input"]["seed"])
@@ -108,13 +112,17 @@ def prepare(model, outdir, cache_dir, log=print):
 
     onnx_path = model_onnx(model, cache_dir, log)
     paths["onnx"] = onnx_path
-    ref = reference.load(model["reference"]) if model.get("reference") else None
+    ref = None
+    if model.get("reference"):
+        from . import reference
+        ref = reference.load(model["reference"])
     fe_data = {"onnx": canon.file_digest(onnx_path), "name": model["name"],
                **({"drop_final_softmax": True} if model.get("drop_final_softmax") else {}),
                "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION}
     input_types = None
     if ref is not None:
         # the integer dialects' graphs do not say whether an input is signed
+        from . import frontend
         input_types = ref.input_types(frontend.input_names(onnx_path))
         fe_data["input_types"] = input_types
     if model.get("input_shape"):
@@ -124,8 +132,10 @@ def prepare(model, outdir, cache_dir, log=print):
     if not _fresh(stamp, "frontend", fe_key, fe_outputs):
         log(f"importing {os.path.basename(onnx_path)}")
         if model.get("tflite"):
+            from .frontend.tflite import import_tflite
             graph, weights = import_tflite(onnx_path, model["name"], model["drop_final_softmax"])
         else:
+            from . import frontend
             graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types,
                                                   model.get("input_shape"))
         stamp = {}
@@ -152,6 +162,7 @@ def prepare(model, outdir, cache_dir, log=print):
     gold_outputs = [paths[k] for k in wanted]
     if not _fresh(stamp, "golden", gold_key, gold_outputs):
         log("running the golden model")
+        from . import golden
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         weights = canon.load_npz(paths["weights"])
         inputs = golden_inputs(model, graph)
@@ -165,6 +176,7 @@ def prepare(model, outdir, cache_dir, log=print):
             reference.check(model["name"], ref, rows)
         if model.get("tflite"):
             log("checking every tensor against the TFLite interpreter")
+            from .golden import tflitecheck
             result = tflitecheck.compare(onnx_path, graph, values, inputs)
             canon.write_json(paths["tflite"], result)
             # no stamp on a disagreement: the next build checks (and fails) again

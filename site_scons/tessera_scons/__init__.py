@@ -35,10 +35,10 @@ import sys
 
 from SCons.Script import Action, Exit
 
-from tessera import canon, config, fusion, memplan, prepare, reference, views
+from tessera import canon, config, fusion, memplan, prepare, views
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
-from tessera.frontend.builder import c_name
+from tessera.cname import c_name
 from tessera.ir import Graph
 
 from . import export, steps
@@ -211,18 +211,30 @@ def _codegen_target(target, model_name):
     return cg
 
 
+_targets_read = []
+
+
+def _bundled_targets():
+    """[(name, loaded target)] of the bundled targets that load, read once
+    per invocation (each network's hint is made twice, every YAML costs)."""
+    if not _targets_read:
+        for name in config.available("target", ROOT):
+            try:
+                t = config.load_target(os.path.join(ROOT, "targets", name + ".yaml"), name)
+            except TesseraError:
+                continue
+            _targets_read.append((name, t))
+    return _targets_read
+
+
 def _fit_hint(target):
     """What to do when the weights do not fit: how much fits this target,
     and which bundled targets have more room for weights."""
     level = target["place"]["weights"]
     usable = config.usable_bytes(target["memory"][level])
     others = []
-    for name in config.available("target", ROOT):
+    for name, t in _bundled_targets():
         if name == target["name"]:
-            continue
-        try:
-            t = config.load_target(os.path.join(ROOT, "targets", name + ".yaml"), name)
-        except TesseraError:
             continue
         w = t["memory"][t["place"]["weights"]]
         if config.usable_bytes(w) > usable:
@@ -421,6 +433,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
         # the firmware is checked against the peer toolchain's files too
+        from tessera import reference   # numpy and the frontend: only for such models
         ref = reference.load(mcfg["reference"])
         check_sources += [_value(env, {"kind": ref.kind}, "reference kind")] + sorted(ref.files())
     verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))

@@ -57,12 +57,22 @@ def tile(target, source, env):
 SOLVE_FIELDS = ("l1_budget", "objective", "optimal")
 
 
+# Solved tilings of this invocation, by the layer's view without its name:
+# MobileNets repeat shapes, and the tiler's answer is a function of the view
+# (its optimum is unique, ties broken by a fixed order), so a repeat takes
+# the first solve's answer under its own name, the same bytes a solve gives.
+_solved = {}
+
+
 def _tile(target, source, env):
     from tessera.tiler import solve_layer
 
     layer = _value(source[0])
     tgt = dict(_value(source[1]), kernels=_value(source[2]))   # target numbers, kernels' tiler section
-    result = solve_layer(layer, tgt)
+    key = canon.dumps([{k: v for k, v in layer.items() if k != "name"}, tgt])
+    if key not in _solved:
+        _solved[key] = solve_layer(layer, tgt)
+    result = dict(_solved[key], layer=layer["name"])
     canon.write_json(str(target[0]), {k: v for k, v in result.items() if k not in SOLVE_FIELDS})
     canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
 

@@ -1,14 +1,21 @@
 """plan_level: static offsets for the buffers of one memory level."""
 
 from ..errors import FitError
-from . import cpsat
 from .greedy import plan_greedy
 from .lifetimes import (check_plan, live_bytes, normalize, overlap_gaps,
                         overlap_live, peak_of, top_at_steps)
 
 
+def __getattr__(name):
+    # `level.cpsat` still names the solver module, imported on first use
+    if name == "cpsat":
+        from . import cpsat
+        return cpsat
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def plan_level(level, size, steps, buffers, align=4,
-               work_limit=cpsat.DEFAULT_WORK_LIMIT, overlaps=None):
+               work_limit=None, overlaps=None):
     """Give every buffer an offset in `level` so co-live buffers never overlap.
 
     level: the level's name (e.g. "L2"); size: its bytes for these buffers.
@@ -16,7 +23,7 @@ def plan_level(level, size, steps, buffers, align=4,
     (bytes), start and end (the first and last step it is live, inclusive).
     align: every offset and footprint is a multiple of this (a buffer
     takes its size rounded up, so the peak is a multiple of align too).
-    work_limit: CP-SAT's deterministic-time bound.
+    work_limit: CP-SAT's deterministic-time bound (None: cpsat.DEFAULT_WORK_LIMIT).
     overlaps: [{"below", "above", "gap"}]: buffer `below` (a layer's output)
     may start `gap` bytes under `above` (its consumed input), over its tail
     (see lifetimes.overlap_gaps); every other co-live pair stays apart.
@@ -50,6 +57,11 @@ def plan_level(level, size, steps, buffers, align=4,
     if bufs and g_peak > lower:
         # Greedy already meeting the lower bound is optimal; only otherwise
         # is the exact search worth its time.
+        # CP-SAT (ortools, which loads pandas) imported here, when a plan
+        # needs it: declaring a build's steps imports this module
+        from . import cpsat
+        if work_limit is None:
+            work_limit = cpsat.DEFAULT_WORK_LIMIT
         c_offsets, c_peak, proven = cpsat.solve(bufs, lower, g_peak, g_offsets,
                                                 work_limit, gaps)
         if c_offsets is not None:

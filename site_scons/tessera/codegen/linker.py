@@ -48,7 +48,6 @@ __tls_base, __heap_start, __heap_end, __stack, ...).
 """
 
 from ..errors import ConfigError
-from .cfmt import header_comment
 
 PURPOSES = ("code", "data", "stack", "heap")
 REQUIRED = ("code", "data", "stack")
@@ -144,6 +143,8 @@ def view(target, arch):
 
 def script(v):
     """The linker script text of a view()."""
+    from .cfmt import header_comment   # numpy: only the step writing a script needs it
+
     arch = v["arch"]
     res = v["reserved"]
     code = res["code"]["level"]

@@ -7,25 +7,16 @@ QuantLib). Names, storage shifts and weight layouts are decided here once.
 """
 
 import hashlib
-import re
 
 import numpy as np
 
+from ..cname import c_name
 from ..errors import FrontendError
 from ..ir import RESIZE_FRAC, Graph, Layer, Requant, Tensor
 from .fixedpoint import common_shift_multipliers, quantize_multiplier
 
 STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
 MAX_CONCAT = 8   # TSR_MAX_CONCAT in kernels.h
-
-
-def c_name(text):
-    """A C-identifier-safe version of an ONNX name."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", text).strip("_")
-    name = re.sub(r"_+", "_", name)
-    if not name or name[0].isdigit():
-        name = "l" + name
-    return name
 
 
 def _dilation(geometry):

@@ -18,7 +18,15 @@ Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
 
 from .engine import candidates, pair_view
 from .selector import POLICIES, select
-from .tiler import solve_dw_pw
 from .transfer import fused_transfer, layer_transfer
+
+
+
+def solve_dw_pw(pair_view, target):
+    # imported on use: the fused tiler loads CP-SAT (ortools, pandas), which
+    # declaring a build's steps does not need
+    from .tiler import solve_dw_pw as solve
+    return solve(pair_view, target)
+
 
 __all__ = ["candidates", "pair_view", "select", "POLICIES", "solve_dw_pw", "fused_transfer", "layer_transfer"]

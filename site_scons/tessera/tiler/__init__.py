@@ -82,7 +82,7 @@ numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
 """
 
 from ..errors import FitError, TesseraError
-from . import geometry, layer as layer_mod, library, memory, model
+from . import geometry, layer as layer_mod, library, memory
 
 TILER_VERSION = "1"
 
@@ -204,6 +204,9 @@ def solve_layer(layer, target):
     q_small = memory.quantities(layer, target, spec, *smallest, buffering, tables)
     small_fits = q_small["l1_bytes"] <= budget
     consts = memory.constants(layer, target, buffering)
+    # CP-SAT (ortools, which loads pandas) only when a layer needs a search:
+    # declaring a build's steps imports this package without solving
+    from . import model
     r = model.solve(layer, target, spec, tables, consts, buffering,
                     hint=smallest if small_fits else None)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
