@@ -8,18 +8,35 @@ decorator would make every action share one code object, and its closure's
 repr (with a memory address) would change SCons's signature on every run.
 """
 
+import importlib
 import json
 import os
 import sys
+import threading
 
 from tessera import canon
 from tessera.errors import TesseraError
 from tessera.ir import Graph, Layer, Requant, Tensor
 
 
+# Heavy modules the steps import lazily (a no-op build never loads them).
+# With -j the first imports happen in worker threads at once, and numpy's
+# import is not safe against that ("partially initialized module"): the
+# first step to run loads them, the others wait for it.
+PRELOAD = ("numpy", "ortools.sat.python.cp_model")
+_preload_lock = threading.Lock()
+
+
+def _preload():
+    with _preload_lock:
+        for name in PRELOAD:
+            importlib.import_module(name)
+
+
 def guarded(work, target, source, env):
     """Run work(); a TesseraError becomes a one-line message, a non-zero
     status and no target left behind that could look up to date."""
+    _preload()
     try:
         return work(target, source, env) or 0
     except TesseraError as err:
