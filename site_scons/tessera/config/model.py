@@ -63,6 +63,16 @@ MODEL = Field("map", fields={
 })
 
 
+
+def _given_file(model, key, base, path):
+    """A model given as a file (`onnx:` or `tflite:`, relative to the YAML):
+    no generator, the path made absolute and checked to exist."""
+    model["generator"] = None
+    model["quantization"] = None
+    model[key] = os.path.normpath(os.path.join(base, model[key]))
+    if not os.path.isfile(model[key]):
+        raise ConfigError(path, f"{key}: file not found: {model[key]}", "the path is relative to the model YAML")
+
 def _input_shape(value, path):
     """{input name or "*": [dims]} from the YAML's list or mapping."""
     def dims(v, key):
@@ -104,23 +114,13 @@ def parse_model(data, path, name):
         if model["input_shape"] is not None:
             raise ConfigError(path, "input_shape: applies to a given `onnx:` file",
                               "a .tflite model has fixed shapes")
-        model["generator"] = None
-        model["quantization"] = None
         model["onnx"] = None
-        model["tflite"] = os.path.normpath(os.path.join(base, model["tflite"]))
-        if not os.path.isfile(model["tflite"]):
-            raise ConfigError(path, f"tflite: file not found: {model['tflite']}",
-                              "the path is relative to the model YAML")
+        _given_file(model, "tflite", base, path)
         model["name"] = name
         model["path"] = path
         return model
     if has_onnx:
-        model["generator"] = None
-        model["quantization"] = None
-        model["onnx"] = os.path.normpath(os.path.join(base, model["onnx"]))
-        if not os.path.isfile(model["onnx"]):
-            raise ConfigError(path, f"onnx: file not found: {model['onnx']}",
-                              "the path is relative to the model YAML")
+        _given_file(model, "onnx", base, path)
     else:
         model["generator"]["resolution"] = _resolution(model["generator"]["resolution"], path)
     if model["reference"] is not None:
