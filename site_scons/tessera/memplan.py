@@ -113,13 +113,14 @@ def _spill_candidate(graph, buffers, spilled):
     return max(cands, key=lambda b: (b["size"], b["name"]))["name"] if cands else None
 
 
-def _spill_arena(graph, spilled, level):
-    """Offsets of the spilled tensors in their level (each its own place)."""
-    offsets, at = {}, 0
+def _spill_arena(graph, spilled, level, base=0, align=8):
+    """Offsets of the spilled tensors in their level (each its own place),
+    from `base` (on a storage level: after the weights, block aligned)."""
+    offsets, at = {}, base
     for name in spilled:
         offsets[name] = at
-        at += _align(graph.tensor(name).nbytes, 8)
-    return {"level": level, "bytes": at, "offsets": offsets}
+        at += _align(graph.tensor(name).nbytes, align)
+    return {"level": level, "bytes": at, "base": base, "offsets": offsets}
 
 
 def _weights_check(graph, level, size, usable, models_hint):
@@ -166,7 +167,7 @@ def _activation_tops(graph, buffers, offsets):
     return top
 
 
-def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets):
+def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only=None):
     """The chunks every layer's constants stream through `level` in, and
     where each lands (see the module docstring).
 
@@ -179,7 +180,8 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets):
     what the neighbouring chunk leaves)."""
     top = _activation_tops(graph, act_buffers, act_offsets)
     end = usable // 8 * 8
-    weighted = [i for i, layer in enumerate(graph.layers) if layer.weights or param_arrays(layer)]
+    weighted = [i for i, layer in enumerate(graph.layers) if (layer.weights or param_arrays(layer))
+                and (only is None or layer.name in only)]
     chunks, per_layer = [], {}
     for w, i in enumerate(weighted):
         layer = graph.layers[i]
@@ -244,11 +246,54 @@ def _size(n):
 
 
 def check_weights(graph, memory, fit_hint=""):
-    """Raise FitError when the weights cannot fit their level: known before
-    any tiling, so a build can stop at once."""
+    """Raise FitError when the weights cannot fit their level (and no
+    storage level takes the rest): known before any tiling, so a build can
+    stop at once."""
     level = memory["place"]["weights"]
     lvl = memory["levels"][level]
-    _weights_check(graph, level, lvl["size"], lvl["usable"], fit_hint)
+    moved = storage_weights(graph, memory)
+    _weights_check(_without_layers(graph, moved), level, lvl["size"], lvl["usable"], fit_hint)
+
+
+def storage_weights(graph, memory):
+    """The layers whose weights live in the storage level (docs/out_of_core.md):
+    every layer's when the target places weights there; else, when the
+    weight level cannot hold them all, the largest layers' (fewest transfers,
+    largest tiles), as few as needed. A layer with parameters but no weights
+    stays. Returns {layer name: its storage layout} in network order:
+    offset (block aligned), bytes, and each array's offset in it."""
+    storage = memory.get("storage")
+    if storage is None:
+        return {}
+    level = memory["place"]["weights"]
+    sizes = {layer.name: weight_bytes(layer, graph) for layer in graph.layers if layer.weights}
+    if level == storage["level"]:
+        moved = set(sizes)
+    else:
+        usable = memory["levels"][level]["usable"]
+        total = sum(weight_bytes(layer, graph) for layer in graph.layers)
+        moved = set()
+        for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+            if total <= usable:
+                break
+            moved.add(name)
+            total -= sizes[name]
+    out, at = {}, 0
+    for layer in graph.layers:
+        if layer.name in moved:
+            co = graph.tensor(layer.output).shape[2]
+            arrays, nbytes = chunk_layout(layer, graph, co)
+            out[layer.name] = {"at": at, "bytes": nbytes, "arrays": arrays}
+            at += _align(nbytes, storage["block"])
+    return out
+
+
+def _without_layers(graph, names):
+    """The graph without some layers' constants (they live in storage)."""
+    from dataclasses import replace
+    if not names:
+        return graph
+    return replace(graph, layers=[layer for layer in graph.layers if layer.name not in names])
 
 
 def _without_intermediates(graph, fused):
@@ -285,7 +330,9 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
                                                   overlap)
     wl = place["weights"]
-    weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
+    in_storage = storage_weights(graph, memory)
+    weights = _weights_check(_without_layers(graph, in_storage), wl, levels[wl]["size"], levels[wl]["usable"],
+                             fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
     tile_level = place["tiles"]
     l1_peak = max([lay["total"] for lay in l1.values()] + [g["l1_total"] for g in (fused or {}).values()],
@@ -294,7 +341,14 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
                        "are usable", "enlarge the level in the target YAML")
     staging = memory.get("staging")
-    if staging is not None:
+    if in_storage:
+        # the storage layers' constants stream through the activation level
+        st = memory["storage"]
+        last = max(v["at"] + v["bytes"] for v in in_storage.values())
+        weights["storage"] = {"level": st["level"], "layers": in_storage, "bytes": _align(last, st["block"])}
+        weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
+                                           act_buffers, acts["offsets"], only=set(in_storage))
+    elif staging is not None:
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
                            "stage weights in the activation level")
@@ -306,7 +360,10 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
                    "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
                    "method": acts["method"], "optimal": acts["optimal"]}
     if spilled:
-        activations["spill"] = _spill_arena(graph, spilled, spill)
+        st = memory.get("storage")
+        on_card = st is not None and st["level"] == spill
+        base = weights["storage"]["bytes"] if on_card and "storage" in weights else 0
+        activations["spill"] = _spill_arena(graph, spilled, spill, base, st["block"] if on_card else 8)
         activations["spill"]["bounces"] = {b["name"]: b["size"] for b in act_buffers
                                            if b["name"] not in graph.tensors}
         room = levels[spill]["usable"] - (weights["bytes"] if wl == spill else 0)
