@@ -62,6 +62,8 @@ def _activation_buffers(graph, spilled=(), tilings=None):
         end = last.get(name, start)
         buffers.append({"name": name, "size": t.nbytes, "start": start, "end": end})
     for step, layer in enumerate(graph.layers):
+        if tilings is None:     # before tiling (predict_swapped): no bounce sizes yet
+            break
         tile = tilings[layer.name]["l1_bytes"] if spilled else None
         for i, name in enumerate(layer.inputs):
             if name in spilled:
@@ -286,6 +288,31 @@ def storage_weights(graph, memory):
             out[layer.name] = {"at": at, "bytes": nbytes, "arrays": arrays}
             at += _align(nbytes, storage["block"])
     return out
+
+
+def predict_swapped(graph, memory):
+    """The tensors the plan will likely move to a storage level, known
+    before any tiling (bounce buffers and fragmentation left out): the
+    choice _spill_candidate makes, on live bytes alone. The tiler gives the
+    layers that touch them row-band tiles (docs/out_of_core.md); a tensor
+    this misses is still swapped, through smaller transfers."""
+    storage = memory.get("storage")
+    if storage is None or memory.get("spill") != storage["level"]:
+        return set()
+    usable = memory["levels"][memory["place"]["activations"]]["usable"]
+    spilled = []
+    while True:
+        buffers = _activation_buffers(graph, spilled)
+        live = {}
+        for b in buffers:
+            for step in range(b["start"], b["end"] + 1):
+                live[step] = live.get(step, 0) + _align(b["size"])
+        if max(live.values(), default=0) <= usable:
+            return set(spilled)
+        name = _spill_candidate(graph, buffers, spilled)
+        if name is None:
+            return set(spilled)
+        spilled.append(name)
 
 
 def _without_layers(graph, names):

@@ -327,8 +327,13 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
+    # layers touching a tensor that will live on a storage level prefer row bands
+    swapped = memplan.predict_swapped(graph, views.memory_target(tcfg))
     for layer in graph.layers:
-        lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
+        view = views.tiler_layer(layer, graph)
+        if swapped & set(layer.inputs + [layer.output]) and not view.get("whole"):
+            view["rows"] = 1
+        lv = _value(env, view, f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
                            [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
@@ -467,6 +472,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
     meta["cost"] = _cost_meta(tcfg, tname)
+    if "storage" in cg_target:
+        # the card's figures: the report's out-of-core section (tessera.ooc)
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        meta["storage"] = dict({k: lvl[k] for k in ("size", "read_bandwidth", "write_bandwidth", "latency_us",
+                                                     "block", "endurance")},
+                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"])
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])

@@ -361,6 +361,9 @@ def _report(target, source, env):
     report_data["fusion"] = {"policy": sched["policy"], "totals": sched["totals"],
                              "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
                                         for s in sched["steps"] if s["kind"] != "layer"]}
+    if meta.get("storage"):
+        from tessera import ooc
+        report_data["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta)
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)
     if len(target) > 1:

@@ -183,7 +183,18 @@ def _solve_whole(layer, target):
 
 
 def solve_layer(layer, target):
-    """The L2 -> L1 tiling of one layer (see the module docstring)."""
+    """The L2 -> L1 tiling of one layer (see the module docstring). A layer
+    with "rows": 1 (it reads or writes a tensor on a storage level) takes
+    row bands of every channel when one fits, else any tile."""
+    if layer.get("rows"):
+        try:
+            return _solve_layer(layer, target)
+        except FitError:
+            return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target)
+    return _solve_layer(layer, target)
+
+
+def _solve_layer(layer, target):
     layer_mod.check(layer)
     _check_target(target)
     if layer.get("whole"):

@@ -80,6 +80,11 @@ class _Builder:
             n = -(-Co // t)
             rows.append((t, n, Co - (n - 1) * t))
         self.m.add_allowed_assignments([tc, nc, bc], rows)
+        if self.layer.get("rows"):
+            # a tensor of this layer lives on a storage level: row bands of
+            # every channel are one contiguous transfer (docs/out_of_core.md)
+            self.m.add(tc == Co)
+            self.m.add(self.q["tile_w"] == Wo)
         if self.layer["op"] in CHANNEL_WISE:
             self.q["in_tile_c"] = tc
         else:
