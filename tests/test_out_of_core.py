@@ -178,14 +178,3 @@ def test_without_its_card_the_firmware_stops_with_a_message(tight):
     with pytest.raises(RunError) as err:
         qemu.run(runner, str(tight["net"] / "firmware.elf"), [], 120)
     assert "failed (no card: run with storage=<image>)" in str(err.value)
-
-
-@pytest.mark.slow
-def test_vgg16_64_runs_bit_exact_out_of_core(tmp_path):
-    """VGG-16 at 64x64 (44 M parameters, over 100x the SRAM) on stm32f746_sd
-    under QEMU (minutes: generation, 21 tilings and 2.5 G instructions)."""
-    res = scons("target=stm32f746_sd", "model=vgg16_64", out=str(tmp_path), timeout=3600)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    rep = report(str(tmp_path), "stm32f746_sd", "vgg16_64")
-    assert rep["verdict"] == "pass"
-    assert rep["out_of_core"]["totals"]["read_bytes"] > 40_000_000
