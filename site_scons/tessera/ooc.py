@@ -210,18 +210,16 @@ def estimate(graph, io, compute, storage):
     and FRAMES pipelined frames, against unlimited SRAM (compute only). None
     when the scheduler is not part of this checkout."""
     try:
-        from .storage import schedule as scheduler
+        from .storage import estimate as estimator
     except ImportError:
         return None
     p = problem(graph, io, compute, storage)
+    est = estimator.estimate(p, frames=FRAMES, where="out-of-core schedule")["summary"]
     ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
-    one = scheduler.schedule(p, frames=1, where="out-of-core schedule")
-    many = scheduler.schedule(p, frames=FRAMES, where="out-of-core schedule")
-    unlimited = sum(t["compute_ns"] for layer in p["layers"] for t in layer["tiles"])
-    end1, end_n = one["replay"]["end"], many["replay"]["end"]
-    return {"latency_ms": ms(end1), "in_order_ms": ms(one["naive_ns"]), "unlimited_ms": ms(unlimited),
-            "latency_vs_unlimited": round(end1 / unlimited, 4) if unlimited else None,
-            "program": one["candidate"], "pools": p["pools"],
-            "frames": FRAMES, "pipelined_ms_per_frame": ms(end_n / FRAMES),
-            "throughput_fps": round(FRAMES * 1e9 / end_n, 3) if end_n else None,
-            "unlimited_fps": round(1e9 / unlimited, 3) if unlimited else None}
+    return {"latency_ms": ms(est["latency_ns"]), "in_order_ms": ms(est["in_order_ns"]),
+            "unlimited_ms": ms(est["unlimited_ns"]), "lower_bound_ms": ms(est["lower_bound_ns"]),
+            "latency_vs_unlimited": round(est["latency_ns"] / est["unlimited_ns"], 4) if est["unlimited_ns"] else None,
+            "program": est["candidate"], "pools": p["pools"],
+            "frames": FRAMES, "pipelined_ms_per_frame": ms(est["pipelined_ns"] / FRAMES),
+            "throughput_fps": round(est["throughput_fps_x1000"] / 1000, 3) if est["throughput_fps_x1000"] else None,
+            "unlimited_fps": round(est["unlimited_fps_x1000"] / 1000, 3) if est["unlimited_fps_x1000"] else None}
