@@ -57,7 +57,9 @@ def main():
         print(f"  compute {t['compute_ms']} ms, IO {t['io_ms']} ms; in order {t['in_order_ms']} ms = "
               f"{t['in_order_ms'] / t['unlimited_ms']:.3f}x unlimited SRAM ({t['unlimited_ms']} ms)")
         s = o.get("schedule")
-        if s:
+        if s and "skipped" in s:
+            print(f"  scheduled: {s['skipped']}")
+        elif s:
             print(f"  scheduled ({s['program']}): {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x "
                   f"unlimited; {s['frames']} frames pipelined: {s['pipelined_ms_per_frame']} ms per frame, "
                   f"{s['throughput_fps']} frames/s (unlimited {s['unlimited_fps']})")

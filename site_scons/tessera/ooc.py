@@ -203,6 +203,9 @@ def report(graph, the_plan, tilings, verdict, meta):
 
 
 FRAMES = 10
+# the largest problem scheduled in a build: the scheduler's task graph has a
+# task per transfer per frame (VGG-16's 31,000 transfers did not finish in 15 minutes)
+MAX_SCHEDULED_TRANSFERS = 5000
 
 
 def estimate(graph, io, compute, storage):
@@ -213,6 +216,11 @@ def estimate(graph, io, compute, storage):
         from .storage import estimate as estimator
     except ImportError:
         return None
+    transfers = sum(layer["reads"] + layer["writes"] for layer in io)
+    if transfers > MAX_SCHEDULED_TRANSFERS:
+        # every transfer is a task of the scheduler's graph, FRAMES times over
+        return {"skipped": f"{transfers} transfers, more than the {MAX_SCHEDULED_TRANSFERS} the build schedules "
+                           "(layers moving boxes pixel by pixel; see docs/out_of_core.md)"}
     p = problem(graph, io, compute, storage)
     est = estimator.estimate(p, frames=FRAMES, where="out-of-core schedule")["summary"]
     ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731

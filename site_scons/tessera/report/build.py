@@ -215,7 +215,9 @@ def render(data, console=None):
                 f"{t['written_bytes']} B written in {t['writes']}; {t['io_bound_layers']} IO-bound layers; "
                 f"compute {t['compute_ms']} ms, IO {t['io_ms']} ms")
         s = ooc.get("schedule")
-        if s:
+        if s and "skipped" in s:
+            text += f"; not scheduled: {s['skipped']}"
+        elif s:
             text += (f"; scheduled {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x unlimited SRAM, "
                      f"{s['throughput_fps']} frames/s over {s['frames']} (unlimited {s['unlimited_fps']})")
         console.print(text)

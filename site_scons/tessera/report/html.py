@@ -157,7 +157,9 @@ def _out_of_core(ooc):
            f'wear-out after {t["inferences_to_wear_out"] or "no"} inferences); {t["io_bound_layers"]} IO-bound layers; '
            f'compute {t["compute_ms"]} ms, IO {t["io_ms"]} ms, in order {t["in_order_ms"]} ms</p>']
     s = ooc.get("schedule")
-    if s:
+    if s and "skipped" in s:
+        out.append(f'<p class="note">not scheduled: {escape(s["skipped"])}</p>')
+    elif s:
         out.append(f'<p>scheduled ({escape(s["program"])}): {s["latency_ms"]} ms per frame, '
                    f'{s["latency_vs_unlimited"]}x the {s["unlimited_ms"]} ms of unlimited SRAM; {s["frames"]} frames '
                    f'pipelined: {s["pipelined_ms_per_frame"]} ms per frame ({s["throughput_fps"]} frames/s, unlimited '
