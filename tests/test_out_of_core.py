@@ -91,13 +91,19 @@ def _tiler_target(budget):
 
 
 def test_a_layer_touching_the_card_gets_row_bands_when_they_fit():
+    from tessera.alloc import l1_layout
     layer = _pointwise(32, 32, 32, 64)
-    free = solve_layer(layer, _tiler_target(20000))
+    # room for rows of every channel (64 x 32 B of weights, loaded once: one buffer)
     rows = solve_layer(dict(layer, rows=1), _tiler_target(20000))
-    assert (rows["tile"]["w"], rows["tile"]["c"]) == (32, 64), rows["tile"]
-    assert free["tile"] != rows["tile"]     # else the test shows nothing
-    # all 64 output channels' weights (2 x 64 x 32 B) do not fit 3000 B: any tile
+    assert (rows["tile"]["w"], rows["tile"]["c"]) == (32, 64) and rows["weight_buffers"] == 1
+    assert len(l1_layout(rows)["weights"]) == 1 and len(l1_layout(rows)["out"]) == 2
+    assert solve_layer(layer, _tiler_target(20000))["tile"] != rows["tile"]   # else the test shows nothing
+    # room for every channel but not whole rows: a transfer per row
+    part = solve_layer(dict(layer, rows=1), _tiler_target(6000))
+    assert part["tile"]["c"] == 64 and part["tile"]["w"] < 32
+    # not even that: any tile, as without the card
     tight = solve_layer(dict(layer, rows=1), _tiler_target(3000))
+    assert tight["tile"]["c"] < 64 and "weight_buffers" not in tight
     assert tight["tile"] == solve_layer(layer, _tiler_target(3000))["tile"]
 
 
