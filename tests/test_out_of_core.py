@@ -184,3 +184,13 @@ def test_without_its_card_the_firmware_stops_with_a_message(tight):
     with pytest.raises(RunError) as err:
         qemu.run(runner, str(tight["net"] / "firmware.elf"), [], 120)
     assert "failed (no card: run with storage=<image>)" in str(err.value)
+
+
+def test_a_card_too_small_for_the_weights_is_one_line(tight):
+    from helpers import one_error
+    t = yaml.safe_load((tight["dir"] / "sd_tight.yaml").read_text())
+    t["memory"]["sd"]["size"] = 1024
+    path = tight["dir"] / "sd_tiny_card.yaml"
+    path.write_text(yaml.safe_dump(t, sort_keys=False))
+    line = one_error(scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"])))
+    assert "sd:" in line and "do not fit its 1024 bytes" in line and "memory.sd.size" in line, line

@@ -255,6 +255,13 @@ def check_weights(graph, memory, fit_hint=""):
     lvl = memory["levels"][level]
     moved = storage_weights(graph, memory)
     _weights_check(_without_layers(graph, moved), level, lvl["size"], lvl["usable"], fit_hint)
+    if moved:
+        card = memory["storage"]["level"]
+        need = max(v["at"] + v["bytes"] for v in moved.values())
+        if need > memory["levels"][card]["usable"]:
+            raise FitError(card, f"{_size(need)} of weights do not fit its {_size(memory['levels'][card]['usable'])}",
+                           f"enlarge memory.{card}.size in the target YAML (the card has room, tessera plans "
+                           "into `size` bytes of it)")
 
 
 def storage_weights(graph, memory):
