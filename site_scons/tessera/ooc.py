@@ -61,8 +61,8 @@ def layer_io(graph, the_plan, tilings, storage):
             reads = []
             if t is not None and t["oc0"] in by_c0 and (not rows or rows[-1]["oc0"] != t["oc0"]):
                 k, c = by_c0[t["oc0"]]
-                reads.append({"key": f"w:{k}", "kind": "weights", "region": f"w:{layer.name}", "segments": _chunk_segments(layer, graph, c,
-                                                                                          stored[layer.name])})
+                reads.append({"key": f"w:{k}", "kind": "weights", "region": f"w:{layer.name}",
+                              "segments": _chunk_segments(layer, graph, c, stored[layer.name])})
             for i, name in enumerate(layer.inputs):
                 if name in swapped and t is not None:
                     x = graph.tensor(name)
