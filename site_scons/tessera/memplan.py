@@ -48,7 +48,18 @@ def weight_bytes(layer, graph):
     return total
 
 
-def _activation_buffers(graph, spilled=(), tilings=None):
+def band_bytes(layer, graph, tiling):
+    """Bytes of a band bounce buffer, or 0: on a storage level, an output
+    tile that is a channel slice goes through a band of its rows, every
+    channel (read, the slice put in, written back: two transfers instead of
+    one per pixel; docs/out_of_core.md)."""
+    y = graph.tensor(layer.output)
+    if tiling["tile"]["c"] >= y.shape[2] or not tiling.get("tiled", True):
+        return 0
+    return min(tiling["tile"]["h"], y.shape[0]) * y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+
+
+def _activation_buffers(graph, spilled=(), tilings=None, bands=False):
     """The buffers of the activation level: every tensor not spilled, and
     for each layer touching a spilled tensor, a bounce buffer per such
     input and output (one tile's bytes, live during that layer)."""
@@ -70,8 +81,9 @@ def _activation_buffers(graph, spilled=(), tilings=None):
                 buffers.append({"name": bounce_name(layer.name, f"in{i}"), "size": tile["in"],
                                 "start": step, "end": step})
         if layer.output in spilled:
-            buffers.append({"name": bounce_name(layer.name, "out"), "size": tile["out"],
-                            "start": step, "end": step})
+            band = band_bytes(layer, graph, tilings[layer.name]) if bands else 0
+            buffers.append({"name": bounce_name(layer.name, "out"), "size": band or tile["out"],
+                            "start": step, "end": step, **({"band": 1} if band else {})})
     return buffers
 
 
@@ -79,7 +91,7 @@ def bounce_name(layer_name, which):
     return f"{layer_name}:bounce:{which}"
 
 
-def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True):
+def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, bands=False):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
@@ -90,7 +102,7 @@ def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=Tru
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
-        buffers = _activation_buffers(graph, spilled, tilings)
+        buffers = _activation_buffers(graph, spilled, tilings, bands)
         mine = [p for p in pairs if p["below"] not in spilled and p["above"] not in spilled]
         try:
             return plan_level(level, usable, steps, buffers, align=ALIGN, overlaps=mine), buffers, spilled
@@ -361,8 +373,9 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     # segment overlap and its proof replay single-layer tile tables; a fused
     # step's table is another, so with fusion the plan stays at tensor level
     overlap = memory.get("overlap", True) and not fused
+    bands = spill is not None and memory.get("storage", {}).get("level") == spill
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap)
+                                                  overlap, bands)
     wl = place["weights"]
     in_storage = storage_weights(graph, memory)
     weights = _weights_check(_without_layers(graph, in_storage), wl, levels[wl]["size"], levels[wl]["usable"],
@@ -400,6 +413,9 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         activations["spill"] = _spill_arena(graph, spilled, spill, base, st["block"] if on_card else 8)
         activations["spill"]["bounces"] = {b["name"]: b["size"] for b in act_buffers
                                            if b["name"] not in graph.tensors}
+        bands = sorted(b["name"] for b in act_buffers if b.get("band"))
+        if bands:
+            activations["spill"]["bands"] = bands
         room = levels[spill]["usable"] - (weights["bytes"] if wl == spill else 0)
         if activations["spill"]["bytes"] > room:
             raise FitError(spill, f"the activations moved there ({activations['spill']['bytes']} bytes) and the "
@@ -441,6 +457,8 @@ def layer_slice(the_plan, layer):
         # tensors in the spill level: where, and the bounce buffer a tile passes through
         out["spill"] = {which: {"at": spill[name], "bounce": offsets[bounce_name(layer.name, which)]}
                         for which, name in moved.items()}
+        if bounce_name(layer.name, "out") in the_plan["activations"]["spill"].get("bands", ()):
+            out["spill"]["out"]["band"] = 1
     return out
 
 

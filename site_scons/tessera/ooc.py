@@ -40,6 +40,7 @@ def layer_io(graph, the_plan, tilings, storage):
     level = storage["level"]
     spill = the_plan["activations"].get("spill")
     swapped = spill["offsets"] if spill and spill["level"] == level else {}
+    bands = set(spill.get("bands", ())) if swapped else set()
     stored = the_plan["weights"].get("storage", {"layers": {}})["layers"]
     stream = the_plan["weights"].get("stream")
     chunks = {}
@@ -70,7 +71,14 @@ def layer_io(graph, the_plan, tilings, storage):
                                   "segments": _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"],
                                                    t["iw0"], t["iw"], t["ic0"], t["ic"])})
             write = []
-            if layer.output in swapped and t is not None:
+            if layer.output in swapped and t is not None and f"{layer.name}:bounce:out" in bands:
+                # a channel slice through a band of its rows: read, then written back
+                row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+                band = (swapped[layer.output] + t["oh0"] * row, t["oh"] * row)
+                reads.append({"key": f"band:{layer.name}:{len(rows)}", "kind": "input",
+                              "region": f"a:{layer.output}", "segments": [band]})
+                write = [band]
+            elif layer.output in swapped and t is not None:
                 write = _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                              t["ow"], t["oc0"], t["oc"])
             rows.append({"oc0": t["oc0"] if t else 0, "reads": reads, "write": write})

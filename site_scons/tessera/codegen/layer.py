@@ -293,7 +293,20 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
     moved = spill.get("out")
-    if moved is None:
+    if moved is not None and moved.get("band"):
+        # a channel slice on the card: through a band of its rows, every
+        # channel (read, the slice put in, written back; docs/out_of_core.md)
+        row = y.shape[1] * y.shape[2] * out_esize
+        out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
+                   f"            int8_t *band = {prefix}_{target['spill']['level']} + {moved['at']} + t->oh0 * {row};\n"
+                   f"            uint32_t n = (uint32_t)t->oh * {row}u;\n"
+                   f"            hal_dma_start(&io, ENGINE_SPILL, {prefix}_L2 + {moved['bounce']}, band, n, 1, 0, 0, 1, 0, 0);\n"
+                   f"            hal_dma_wait(&io);\n            box.oh0 = 0;\n"
+                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out[b], "
+                   f"{y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
+                   f"            hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, n, 1, 0, 0, 1, 0, 0);\n"
+                   f"            hal_dma_wait(&out[b]);\n        }}")
+    elif moved is None:
         out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
                    f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
     else:
