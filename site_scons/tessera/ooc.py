@@ -18,6 +18,7 @@ takes the level's latency plus its whole blocks at the level's bandwidth.
 import math
 
 from . import ir
+from .errors import TesseraError
 from .tiler import tiles as tile_list
 from .views import is_whole, tiler_layer
 
@@ -230,7 +231,12 @@ def estimate(graph, io, compute, storage):
         return {"skipped": f"{transfers} transfers, more than the {MAX_SCHEDULED_TRANSFERS} the build schedules "
                            "(layers moving boxes pixel by pixel; see docs/out_of_core.md)"}
     p = problem(graph, io, compute, storage)
-    est = estimator.estimate(p, frames=FRAMES, where="out-of-core schedule")["summary"]
+    try:
+        est = estimator.estimate(p, frames=FRAMES, where="out-of-core schedule")["summary"]
+    except TesseraError as err:
+        # a problem outside the scheduler's model (e.g. a band written back
+        # once per channel tile): the report says so, the build goes on
+        return {"skipped": str(err)}
     ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
     return {"latency_ms": ms(est["latency_ns"]), "in_order_ms": ms(est["in_order_ns"]),
             "unlimited_ms": ms(est["unlimited_ns"]), "lower_bound_ms": ms(est["lower_bound_ns"]),
