@@ -1,0 +1,333 @@
+"""The build-time IO/compute scheduler (SwapNN's Algorithm 1, decided
+statically, and a little more).
+
+SwapNN runs two loops at run time: the IO loop issues the READY IO task of
+highest priority (frame, layer, tile) that gets a buffer from its pool, the
+compute loop the READY compute task that gets an output buffer. Here the
+same list scheduling runs at build time on the task graph (tasks.py) with
+the cost of every task known, so it can be run several times and the best
+program kept:
+
+- reads are issued in the order their computes need them and never skip
+  one another within a frame (SwapNN's loop may let a later read take the
+  last buffer an earlier one needs; in order, a frame always progresses);
+- a read runs as soon as its pool has room and the writes it reads
+  have completed: this is the look-ahead prefetch, so the next layer's
+  weights and first tiles load while the current layer computes;
+- the IO channel, when both a write and a read could go, follows a policy:
+  SwapNN's priority (the older task first), reads first (feed the core), or
+  writes first (free output buffers); a window bounds how many computes
+  ahead reads may run;
+- buffers are byte ranges of their pool, placed first-fit at the lowest
+  free offset;
+- with several frames (pipelining), at most two are in flight; the younger
+  one takes pool bytes only while the older one keeps enough for its
+  largest tile.
+
+Every candidate (policy x window) is turned into a program and replayed
+(replay.py): the replay's timeline is the estimate and its checks are the
+proof. The in-order program (read, compute, write, one tile at a time) is
+a candidate too, so the result is never slower than it. Ties keep the
+earlier candidate; everything is integer nanoseconds: deterministic.
+"""
+
+from . import replay as rp
+from . import tasks as tg
+
+POLICIES = ("priority", "reads_first", "writes_first")
+WINDOWS = (None, 4)
+INFLIGHT = 2
+
+
+class Deadlock(Exception):
+    """A candidate policy stuck (should not happen; the in-order program
+    remains)."""
+
+
+class Pool:
+    """Free byte ranges of one pool; first fit at the lowest offset."""
+
+    def __init__(self, size):
+        self.free = [[0, size]]
+
+    def total(self):
+        return sum(n for _, n in self.free)
+
+    def alloc(self, n):
+        for i, (o, m) in enumerate(self.free):
+            if m >= n:
+                if m == n:
+                    del self.free[i]
+                else:
+                    self.free[i] = [o + n, m - n]
+                return o
+        return None
+
+    def release(self, o, n):
+        self.free.append([o, n])
+        self.free.sort()
+        merged = []
+        for a, m in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == a:
+                merged[-1][1] += m
+            else:
+                merged.append([a, m])
+        self.free = merged
+
+
+def _read_op(t, buf):
+    return {"op": "READ", "id": t["id"], "frame": t["frame"], "layer": t["layer"], "tile": t["tile"],
+            "pool": t["pool"], "region": t["region"], "offset": t["offset"], "bytes": t["bytes"], "buf": buf}
+
+
+def _write_op(t, src):
+    return {"op": "WRITE", "id": t["id"], "frame": t["frame"], "layer": t["layer"], "tile": t["tile"],
+            "region": t["region"], "offset": t["offset"], "bytes": t["bytes"], "src": src}
+
+
+def _compute_op(t, bufs, out):
+    return {"op": "COMPUTE", "id": t["id"], "frame": t["frame"], "layer": t["layer"], "tile": t["tile"],
+            "bufs": bufs, "out": out}
+
+
+def naive_program(problem, frames=1):
+    """Read a tile's data, compute it, write it, wait; tile after tile."""
+    tasks = tg.build(problem, frames)
+    ops = []
+    for c in (t for t in tasks if t["kind"] == "compute"):
+        nxt = {"in": 0, "w": 0}
+        place = {}
+        for r in dict.fromkeys(c["reads"]):
+            t = tasks[r]
+            place[r] = nxt[t["pool"]]
+            nxt[t["pool"]] += t["bytes"]
+            ops.append(_read_op(t, place[r]))
+        ops.extend({"op": "WAIT", "id": r} for r in dict.fromkeys(c["reads"]))
+        ops.append(_compute_op(c, [place[r] for r in c["reads"]], 0))
+        for w in c["writes"]:
+            ops.append(_write_op(tasks[w], 0))
+        if c["writes"]:
+            ops.append({"op": "WAIT", "id": c["writes"][-1]})
+    return {"frames": frames, "ops": ops}
+
+
+def simulate(problem, tasks, frames, policy, window):
+    """One list-scheduling pass: (io order, compute order, place) where
+    place maps a read or compute id to its pool offset."""
+    pools = {p: Pool(problem["pools"][p]) for p in tg.POOLS}
+    reserve = dict.fromkeys(tg.POOLS, 0)
+    reads = [[] for _ in range(frames)]
+    computes = [[] for _ in range(frames)]
+    for t in tasks:
+        if t["kind"] == "read":
+            reads[t["frame"]].append(t["id"])
+        elif t["kind"] == "compute":
+            computes[t["frame"]].append(t["id"])
+            need = {"in": 0, "w": 0, "out": t["bytes"]}
+            for r in dict.fromkeys(t["reads"]):
+                need[tasks[r]["pool"]] += tasks[r]["bytes"]
+            for p, n in need.items():
+                reserve[p] = max(reserve[p], n)
+    pos = {c: i for f in range(frames) for i, c in enumerate(computes[f])}
+    rnext = [0] * frames          # next read to issue, per frame
+    cnext = [0] * frames          # next compute to run, per frame
+    end = {}                      # task id -> end (once started)
+    place = {}
+    left_users = {t["id"]: len(t["users"]) for t in tasks if t["kind"] == "read"}
+    left_writes = {}
+    ready_writes = []             # writes whose compute has ended
+    pending = []                  # (end, id): completions still to apply
+    io_order, cp_order = [], []
+    now = io_busy = cp_busy = 0
+    head = 0
+    n_io = sum(1 for t in tasks if t["kind"] != "compute")
+
+    def prio(t):
+        return (t["frame"], t["layer"], t["tile"], t["kind"] != "write", t["id"])
+
+    while len(io_order) < n_io or len(cp_order) < len(pos):
+        due = sorted(e for e in pending if e[0] <= now)
+        pending = [e for e in pending if e[0] > now]
+        for _, tid in due:
+            t = tasks[tid]
+            if t["kind"] == "compute":
+                ready_writes.extend(t["writes"])
+                left_writes[tid] = len(t["writes"])
+                for r in dict.fromkeys(t["reads"]):
+                    left_users[r] -= 1
+                    if left_users[r] == 0:
+                        pools[tasks[r]["pool"]].release(place[r], tasks[r]["bytes"])
+                if not t["writes"]:
+                    pools["out"].release(place[tid], t["bytes"])
+            elif t["kind"] == "write":
+                c = t["compute"]
+                left_writes[c] -= 1
+                if left_writes[c] == 0:
+                    pools["out"].release(place[c], tasks[c]["bytes"])
+        while head < frames and cnext[head] == len(computes[head]) and rnext[head] == len(reads[head]):
+            head += 1
+        live = range(head, min(head + INFLIGHT, frames))
+        started = False
+        if io_busy <= now:
+            pick = None
+            for f in live:
+                if rnext[f] == len(reads[f]):
+                    continue
+                r = tasks[reads[f][rnext[f]]]
+                if window is not None and pos[r["users"][0]] - cnext[f] >= window:
+                    continue
+                if any(end.get(w, now + 1) > now for w in r["deps"]):
+                    continue
+                pool = pools[r["pool"]]
+                if f != head and pool.total() - r["bytes"] < reserve[r["pool"]]:
+                    continue
+                o = pool.alloc(r["bytes"])
+                if o is None:
+                    continue
+                pool.release(o, r["bytes"])     # only a probe: taken below if picked
+                pick = r
+                break
+            ready_writes.sort(key=lambda w: prio(tasks[w]))
+            w = tasks[ready_writes[0]] if ready_writes else None
+            if pick and w:
+                if policy == "writes_first" or policy == "priority" and prio(w) < prio(pick):
+                    pick = w
+            else:
+                pick = pick or w
+            if pick is not None:
+                if pick["kind"] == "read":
+                    place[pick["id"]] = pools[pick["pool"]].alloc(pick["bytes"])
+                    rnext[pick["frame"]] += 1
+                else:
+                    ready_writes.pop(0)
+                    pending.append((now + pick["ns"], pick["id"]))
+                end[pick["id"]] = io_busy = now + pick["ns"]
+                io_order.append(pick["id"])
+                started = True
+        if cp_busy <= now:
+            for f in live:
+                if cnext[f] == len(computes[f]):
+                    continue
+                c = tasks[computes[f][cnext[f]]]
+                # reads issue in id order on one FIFO channel: the last one ends last
+                if c["reads"] and end.get(max(c["reads"]), now + 1) > now:
+                    continue
+                if f != head and pools["out"].total() - c["bytes"] < reserve["out"]:
+                    continue
+                o = pools["out"].alloc(c["bytes"])
+                if o is None:
+                    continue
+                place[c["id"]] = o
+                end[c["id"]] = cp_busy = now + c["ns"]
+                pending.append((cp_busy, c["id"]))
+                cnext[f] += 1
+                cp_order.append(c["id"])
+                started = True
+                break
+        if started:
+            continue
+        later = [t for t in [io_busy, cp_busy] + [e[0] for e in pending] if t > now]
+        if not later:
+            raise Deadlock(f"{policy}/{window} stuck at {now} ns")
+        now = min(later)
+    return io_order, cp_order, place
+
+
+class Owners:
+    """Which buffer last took each byte of a pool: sorted disjoint
+    [start, end, owner] ranges."""
+
+    def __init__(self):
+        self.ranges = []
+
+    def take(self, offset, size, owner):
+        """Give [offset, offset + size) to owner; the previous owners."""
+        end = offset + size
+        before, keep = set(), []
+        for a, b, o in self.ranges:
+            if b <= offset or a >= end:
+                keep.append((a, b, o))
+                continue
+            before.add(o)
+            if a < offset:
+                keep.append((a, offset, o))
+            if b > end:
+                keep.append((end, b, o))
+        if size:
+            keep.append((offset, end, owner))
+        self.ranges = sorted(keep)
+        return sorted(before)
+
+
+def to_program(problem, tasks, frames, io_order, cp_order, place):
+    """The ops the core executes. Each transfer goes right after the compute
+    it must follow (its own compute for a write; for a read, the last
+    compute using a buffer whose bytes it takes over), keeping channel
+    order; before each compute, WAITs for its reads and for the last write
+    of any output buffer whose bytes it takes over."""
+    cpos = {c: i for i, c in enumerate(cp_order)}
+    gate = {}
+    owners = {p: Owners() for p in tg.POOLS}
+    last_user = {}
+    for t in io_order:
+        task = tasks[t]
+        if task["kind"] != "read":
+            continue
+        before = owners[task["pool"]].take(place[t], task["bytes"], t)
+        gate[t] = max((cpos[last_user[h]] for h in before), default=-1)
+        last_user[t] = max(task["users"], key=cpos.get)
+    out_wait = {}
+    for c in cp_order:
+        task = tasks[c]
+        before = owners["out"].take(place[c], task["bytes"], c)
+        out_wait[c] = sorted({tasks[h]["writes"][-1] for h in before if tasks[h]["writes"]})
+    order_gate = []
+    for t in io_order:
+        task = tasks[t]
+        g = cpos[task["compute"]] if task["kind"] == "write" else gate[t]
+        order_gate.append(max(g, order_gate[-1]) if order_gate else g)
+    ops = []
+    k = 0
+
+    def emit_io(upto):
+        nonlocal k
+        while k < len(io_order) and order_gate[k] <= upto:
+            t = tasks[io_order[k]]
+            ops.append(_read_op(t, place[t["id"]]) if t["kind"] == "read" else _write_op(t, place[t["compute"]]))
+            k += 1
+
+    emit_io(-1)
+    for i, c in enumerate(cp_order):
+        t = tasks[c]
+        for w in sorted(set(t["reads"]) | set(out_wait[c])):
+            ops.append({"op": "WAIT", "id": w})
+        ops.append(_compute_op(t, [place[r] for r in t["reads"]], place[c]))
+        emit_io(i)
+    if io_order:        # the channel is FIFO: its last transfer ends last
+        ops.append({"op": "WAIT", "id": io_order[-1]})
+    return {"frames": frames, "ops": ops}
+
+
+def schedule(problem, frames=1, where="program.json"):
+    """The best checked program over the candidates:
+    {candidate, program, replay, naive_ns, candidates: {name: ns or None}}."""
+    tg.validate(problem, where)
+    tasks = tg.build(problem, frames)
+    naive = naive_program(problem, frames)
+    best = ("in-order", naive, rp.replay(problem, naive, where, tasks))
+    ends = {"in-order": best[2]["end"]}
+    for policy in POLICIES:
+        for window in WINDOWS:
+            name = f"{policy}/{'all' if window is None else window}"
+            try:
+                io, cp, place = simulate(problem, tasks, frames, policy, window)
+            except Deadlock:
+                ends[name] = None
+                continue
+            prog = to_program(problem, tasks, frames, io, cp, place)
+            rep = rp.replay(problem, prog, where, tasks)
+            ends[name] = rep["end"]
+            if rep["end"] < best[2]["end"]:
+                best = (name, prog, rep)
+    return {"candidate": best[0], "program": best[1], "replay": best[2], "naive_ns": ends["in-order"],
+            "candidates": ends}
