@@ -158,13 +158,13 @@ def vgg16(size=64, classes=1000):
     return layers, (size, size, 3)
 
 
-def alexnet_like(size=48, classes=1000):
+def alexnet_like(size=48, classes=1000, fc=4096):
     """AlexNet's shape at size x size (3x3 convolutions standing in for its
     11x11 and 5x5 ones): five convolutions, three pools, three large FC."""
     layers = [{"op": "conv", "name": "conv1", "cout": 64}, {"op": "maxpool", "name": "pool1"},
               {"op": "conv", "name": "conv2", "cout": 192}, {"op": "maxpool", "name": "pool2"},
               {"op": "conv", "name": "conv3", "cout": 384}, {"op": "conv", "name": "conv4", "cout": 256},
               {"op": "conv", "name": "conv5", "cout": 256}, {"op": "maxpool", "name": "pool5"},
-              {"op": "linear", "name": "fc6", "cout": 4096}, {"op": "linear", "name": "fc7", "cout": 4096},
+              {"op": "linear", "name": "fc6", "cout": fc}, {"op": "linear", "name": "fc7", "cout": fc},
               {"op": "linear", "name": "fc8", "cout": classes}]
     return layers, (size, size, 3)

@@ -121,7 +121,8 @@ def replay(problem, program, where="program.json", tasks=None):
             for off, r in zip(op["bufs"], t["reads"]):
                 b = at.get((tasks[r]["pool"], off))
                 if b is None or b["data"] != r:
-                    fail(i, t, f"{tasks[r]['pool']}[{off}] does not hold {tg.describe(tasks[r], problem)}")
+                    fail(i, t, f"{tasks[r]['pool']}[{off}] does not hold {tg.describe(tasks[r], problem)}"
+                               + (f" (it was overwritten by {tg.describe(tasks[b['data']], problem)})" if b else ""))
                 if b["ready"] > T:
                     fail(i, t, f"uses {_bytes(b['pool'], b['offset'], b['size'])} before its read completes "
                                f"(at {b['ready']} ns, the core is at {T} ns: a WAIT is missing)")
