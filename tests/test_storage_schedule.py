@@ -4,12 +4,14 @@ the schedule is never slower than the in-order program, and on VGG- and
 AlexNet-like chains it is close to a lower bound and classifies layers as
 SwapNN does."""
 
+import json
 import os
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
+from tessera.report import timeline as report_timeline
 from tessera.storage import chain, costs, estimate, replay as rp, schedule as sc, tasks as tg, timeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,6 +74,7 @@ def test_programs_always_pass_the_checker(case):
     again = rp.replay(problem, result["program"])          # the checker, run on its own
     assert again["end"] == result["replay"]["end"]
     pool_bounds_hold(problem, result["program"])
+    assert all(again["pool_peak"][p] <= problem["pools"][p] for p in tg.POOLS)
     naive = rp.replay(problem, sc.naive_program(problem, frames))
     assert result["replay"]["end"] <= naive["end"]
     computes = [op["id"] for op in result["program"]["ops"] if op["op"] == "COMPUTE"]
@@ -210,3 +213,8 @@ def test_timeline_svg_is_deterministic_and_has_both_lanes():
     a = timeline.svg(problem, result["replay"])
     b = timeline.svg(problem, sc.schedule(problem)["replay"])
     assert a == b and a.startswith("<svg") and 'class="io"' in a and 'class="compute"' in a
+    # report.html's section draws the same bars from report.json
+    bars = timeline.bars(problem, result["replay"])
+    assert sum(b[6] for b in bars) == len(result["replay"]["timeline"])
+    section = report_timeline.html({"timeline": json.loads(json.dumps(bars))})
+    assert a in section and report_timeline.html({}) == ""

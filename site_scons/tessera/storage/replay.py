@@ -41,7 +41,8 @@ def _bytes(pool, offset, size):
 
 
 def replay(problem, program, where="program.json", tasks=None):
-    """{tasks, timeline: [{op, id, lane, start, end}], end, frame_end}, or
+    """{tasks, timeline: [{op, id, lane, start, end}], end, frame_end,
+    pool_peak}, or
     ProgramError. Times in ns."""
     frames = program["frames"]
     tasks = tasks if tasks is not None else tg.build(problem, frames)
@@ -144,7 +145,22 @@ def replay(problem, program, where="program.json", tasks=None):
     for e in timeline:
         f = tasks[e["id"]]["frame"]
         frame_end[f] = max(frame_end[f], e["end"])
-    return {"tasks": tasks, "timeline": timeline, "end": max(T, io_free), "frame_end": frame_end}
+    return {"tasks": tasks, "timeline": timeline, "end": max(T, io_free), "frame_end": frame_end,
+            "pool_peak": _peaks(bufs)}
+
+
+def _peaks(bufs):
+    """The most bytes of each pool held at once."""
+    peak = {}
+    for pool in tg.POOLS:
+        events = sorted([(b["start"], 1, b["size"]) for b in bufs if b["pool"] == pool]
+                        + [(b["release"], 0, -b["size"]) for b in bufs if b["pool"] == pool])
+        held = best = 0
+        for _, _, n in events:      # releases (0) before takes (1) at the same instant
+            held += n
+            best = max(best, held)
+        peak[pool] = best
+    return peak
 
 
 def _check_live(bufs, name, where):

@@ -21,8 +21,10 @@ program kept:
 - buffers are byte ranges of their pool, placed first-fit at the lowest
   free offset;
 - with several frames (pipelining), at most two are in flight; the younger
-  one takes pool bytes only while the older one keeps enough for its
-  largest tile.
+  one holds at most its pools less the older one's largest tile (so the
+  older always progresses), and under the policy "pipeline" its reads go
+  first while the older frame is in an IO-bound layer (SwapNN's
+  cross-frame parallelism); one frame at a time is a candidate too.
 
 Every candidate (policy x window) is turned into a program and replayed
 (replay.py): the replay's timeline is the estimate and its checks are the
@@ -34,7 +36,7 @@ earlier candidate; everything is integer nanoseconds: deterministic.
 from . import replay as rp
 from . import tasks as tg
 
-POLICIES = ("priority", "reads_first", "writes_first")
+POLICIES = ("priority", "reads_first", "writes_first", "pipeline")
 WINDOWS = (None, 4)
 INFLIGHT = 2
 
@@ -111,7 +113,7 @@ def naive_program(problem, frames=1):
     return {"frames": frames, "ops": ops}
 
 
-def simulate(problem, tasks, frames, policy, window):
+def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
     """One list-scheduling pass: (io order, compute order, place) where
     place maps a read or compute id to its pool offset."""
     pools = {p: Pool(problem["pools"][p]) for p in tg.POOLS}
@@ -129,6 +131,16 @@ def simulate(problem, tasks, frames, policy, window):
             for p, n in need.items():
                 reserve[p] = max(reserve[p], n)
     pos = {c: i for f in range(frames) for i, c in enumerate(computes[f])}
+    held = [dict.fromkeys(tg.POOLS, 0) for _ in range(frames)]     # pool bytes each frame holds
+    # layers whose IO outweighs their compute: while the older frame is in
+    # one, the channel is what limits it, and the younger frame's reads
+    # (policy "pipeline") keep the core busy at little cost to it
+    per_layer = {}
+    for t in tasks:
+        if t["frame"] == 0:
+            acc = per_layer.setdefault(t["layer"], [0, 0])
+            acc[t["kind"] != "compute"] += t["ns"]
+    io_heavy = {layer for layer, (comp, io) in per_layer.items() if io > comp}
     rnext = [0] * frames          # next read to issue, per frame
     cnext = [0] * frames          # next compute to run, per frame
     end = {}                      # task id -> end (once started)
@@ -157,20 +169,27 @@ def simulate(problem, tasks, frames, policy, window):
                     left_users[r] -= 1
                     if left_users[r] == 0:
                         pools[tasks[r]["pool"]].release(place[r], tasks[r]["bytes"])
+                        held[tasks[r]["frame"]][tasks[r]["pool"]] -= tasks[r]["bytes"]
                 if not t["writes"]:
                     pools["out"].release(place[tid], t["bytes"])
+                    held[t["frame"]]["out"] -= t["bytes"]
             elif t["kind"] == "write":
                 c = t["compute"]
                 left_writes[c] -= 1
                 if left_writes[c] == 0:
                     pools["out"].release(place[c], tasks[c]["bytes"])
+                    held[t["frame"]]["out"] -= tasks[c]["bytes"]
         while head < frames and cnext[head] == len(computes[head]) and rnext[head] == len(reads[head]):
             head += 1
-        live = range(head, min(head + INFLIGHT, frames))
+        live = range(head, min(head + inflight, frames))
         started = False
         if io_busy <= now:
             pick = None
-            for f in live:
+            order = list(live)
+            if policy == "pipeline" and len(order) > 1 and cnext[head] < len(computes[head]) and \
+                    tasks[computes[head][cnext[head]]]["layer"] in io_heavy:
+                order.reverse()
+            for f in order:
                 if rnext[f] == len(reads[f]):
                     continue
                 r = tasks[reads[f][rnext[f]]]
@@ -179,7 +198,8 @@ def simulate(problem, tasks, frames, policy, window):
                 if any(end.get(w, now + 1) > now for w in r["deps"]):
                     continue
                 pool = pools[r["pool"]]
-                if f != head and pool.total() - r["bytes"] < reserve[r["pool"]]:
+                # the younger frame leaves the older one room for its largest tile
+                if f != head and held[f][r["pool"]] + r["bytes"] > problem["pools"][r["pool"]] - reserve[r["pool"]]:
                     continue
                 o = pool.alloc(r["bytes"])
                 if o is None:
@@ -190,13 +210,14 @@ def simulate(problem, tasks, frames, policy, window):
             ready_writes.sort(key=lambda w: prio(tasks[w]))
             w = tasks[ready_writes[0]] if ready_writes else None
             if pick and w:
-                if policy == "writes_first" or policy == "priority" and prio(w) < prio(pick):
+                if policy == "writes_first" or policy in ("priority", "pipeline") and prio(w) < prio(pick):
                     pick = w
             else:
                 pick = pick or w
             if pick is not None:
                 if pick["kind"] == "read":
                     place[pick["id"]] = pools[pick["pool"]].alloc(pick["bytes"])
+                    held[pick["frame"]][pick["pool"]] += pick["bytes"]
                     rnext[pick["frame"]] += 1
                 else:
                     ready_writes.pop(0)
@@ -212,12 +233,13 @@ def simulate(problem, tasks, frames, policy, window):
                 # reads issue in id order on one FIFO channel: the last one ends last
                 if c["reads"] and end.get(max(c["reads"]), now + 1) > now:
                     continue
-                if f != head and pools["out"].total() - c["bytes"] < reserve["out"]:
+                if f != head and held[f]["out"] + c["bytes"] > problem["pools"]["out"] - reserve["out"]:
                     continue
                 o = pools["out"].alloc(c["bytes"])
                 if o is None:
                     continue
                 place[c["id"]] = o
+                held[f]["out"] += c["bytes"]
                 end[c["id"]] = cp_busy = now + c["ns"]
                 pending.append((cp_busy, c["id"]))
                 cnext[f] += 1
@@ -317,11 +339,16 @@ def schedule(problem, frames=1, where="program.json"):
     best = ("in-order", naive, rp.replay(problem, naive, where, tasks))
     ends = {"in-order": best[2]["end"]}
     for policy in POLICIES:
-        # pipelined frames: the window matters little and the graph is long
-        for window in WINDOWS if frames == 1 else WINDOWS[:1]:
-            name = f"{policy}/{'all' if window is None else window}"
+        # pipelined frames: the window matters little and the graph is long;
+        # one frame at a time (its next frame's reads still start early) is
+        # a candidate too, as pools shared by two frames may do worse
+        for window, inflight in ([(w, 1) for w in WINDOWS] if frames == 1 else
+                                 [(None, 1), (None, INFLIGHT)] if policy == "priority" else [(None, INFLIGHT)]):
+            if policy == "pipeline" and frames == 1 or policy == "writes_first" and frames > 1:
+                continue
+            name = f"{policy}/{'all' if window is None else window}" + (f"/x{inflight}" if frames > 1 else "")
             try:
-                io, cp, place = simulate(problem, tasks, frames, policy, window)
+                io, cp, place = simulate(problem, tasks, frames, policy, window, inflight)
             except Deadlock:
                 ends[name] = None
                 continue
