@@ -81,6 +81,8 @@ def test_programs_always_pass_the_checker(case):
     assert sorted(computes) == [t["id"] for t in again["tasks"] if t["kind"] == "compute"]
     if frames == 1:
         assert estimate.lower_bound(problem, again["tasks"]) <= result["replay"]["end"]
+    else:       # pipelining never loses to frames one by one
+        assert result["replay"]["end"] <= frames * sc.schedule(problem)["replay"]["end"]
 
 
 def _program():

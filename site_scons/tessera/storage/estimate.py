@@ -79,7 +79,7 @@ def estimate(problem, frames=10, where="program.json"):
         row["intensity_x1000"] = row["compute_ns"] * 1000 // row["io_ns"] if row["io_ns"] else None
         row["bound"] = "compute" if row["compute_ns"] >= row["io_ns"] else "io"
     unlimited = sum(r["compute_ns"] for r in rows)
-    many = sc.schedule(problem, frames, where) if frames > 1 else one
+    many = sc.schedule(problem, frames, where, one) if frames > 1 else one
     span = many["replay"]["end"]
     summary = {
         "latency_ns": rep["end"],
