@@ -85,6 +85,61 @@ def test_programs_always_pass_the_checker(case):
         assert result["replay"]["end"] <= frames * sc.schedule(problem)["replay"]["end"]
 
 
+@st.composite
+def raw_problems(draw):
+    """Problems no tiler would write: any number of reads (none, repeated,
+    reused across tiles or not) of weights or of earlier layers' outputs,
+    several or no writes per tile, zero-cost tasks."""
+    n_layers = draw(st.integers(1, 4))
+    pools = {"in": draw(st.integers(64, 2048)), "w": draw(st.integers(64, 2048)), "out": draw(st.integers(64, 2048))}
+    layers, outputs = [], []
+    for li in range(n_layers):
+        tiles, mine, at = [], [], 0
+        weights = [(o, draw(st.integers(1, 64))) for o in range(0, 256, 64)]
+        for ti in range(draw(st.integers(1, 5))):
+            reads, need = [], {"in": 0, "w": 0}
+            for _ in range(draw(st.integers(0, 3))):
+                if outputs and draw(st.booleans()):
+                    region, o, n = draw(st.sampled_from(outputs))
+                    r = {"pool": "in", "region": region, "offset": o + draw(st.integers(0, n - 1)) if n > 1 else o}
+                    r["bytes"] = draw(st.integers(1, o + n - r["offset"]))
+                else:
+                    o, n = draw(st.sampled_from(weights))
+                    r = {"pool": "w", "region": f"w:l{li}", "offset": o, "bytes": n}
+                if need[r["pool"]] + r["bytes"] <= pools[r["pool"]]:
+                    need[r["pool"]] += r["bytes"]
+                    reads.append(r)
+            writes = []
+            for _ in range(draw(st.integers(0, 2))):
+                n = draw(st.integers(1, 32))
+                if sum(w["bytes"] for w in writes) + n <= pools["out"]:
+                    writes.append({"region": f"a:l{li}", "offset": at, "bytes": n})
+                    mine.append((f"a:l{li}", at, n))
+                    at += n + draw(st.integers(0, 8))
+            tiles.append({"reads": reads, "compute_ns": draw(st.integers(0, 5000)), "writes": writes,
+                          "holds": {"in": need["in"], "w": need["w"], "out": sum(w["bytes"] for w in writes)}})
+        layers.append({"name": f"l{li}", "tiles": tiles})
+        outputs += mine
+    storage = {"read_ns_per_kb": draw(st.integers(0, 100000)), "write_ns_per_kb": draw(st.integers(0, 100000)),
+               "latency_ns": draw(st.integers(0, 3000)), "block": draw(st.sampled_from([1, 16, 512]))}
+    return {"storage": storage, "pools": pools, "layers": layers}, draw(st.integers(1, 3))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_problems())
+def test_any_problem_gets_a_checked_program(case):
+    problem, frames = case
+    try:
+        tg.validate(problem)
+    except tg.ProblemError:
+        assume(False)
+    result = sc.schedule(problem, frames)
+    again = rp.replay(problem, result["program"])
+    assert again["end"] == result["replay"]["end"] <= result["naive_ns"]
+    assert all(again["pool_peak"][p] <= problem["pools"][p] for p in tg.POOLS)
+    pool_bounds_hold(problem, result["program"])
+
+
 def _program():
     problem = small_problem()
     return problem, sc.schedule(problem)["program"]

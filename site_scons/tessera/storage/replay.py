@@ -73,7 +73,8 @@ def replay(problem, program, where="program.json", tasks=None):
         b = {"pool": pool, "offset": offset, "size": size, "start": start, "ready": ready, "release": ready,
              "data": t["id"], "n": len(bufs)}
         bufs.append(b)
-        at[(pool, offset)] = b
+        # an empty buffer holds no bytes: it never hides the one placed there
+        at[(pool, offset) if size else (pool, offset, t["id"])] = b
         return b
 
     for i, op in enumerate(program["ops"]):
@@ -98,7 +99,7 @@ def replay(problem, program, where="program.json", tasks=None):
                 fail(i, t, "written before its compute ran")
             if t["id"] in issued:
                 fail(i, t, "written twice")
-            b = at.get(("out", op.get("src")))
+            b = at.get(("out", op.get("src"))) or at.get(("out", op.get("src"), t["compute"]))
             if b is None or b["data"] != t["compute"]:
                 fail(i, t, f"out[{op.get('src')}] does not hold this tile's output")
             start = max(T, io_free)
@@ -120,7 +121,7 @@ def replay(problem, program, where="program.json", tasks=None):
                 fail(i, t, f"{len(op.get('bufs', []))} input buffers for {len(t['reads'])} reads")
             used = []
             for off, r in zip(op["bufs"], t["reads"]):
-                b = at.get((tasks[r]["pool"], off))
+                b = at.get((tasks[r]["pool"], off) if tasks[r]["bytes"] else (tasks[r]["pool"], off, r))
                 if b is None or b["data"] != r:
                     fail(i, t, f"{tasks[r]['pool']}[{off}] does not hold {tg.describe(tasks[r], problem)}"
                                + (f" (it was overwritten by {tg.describe(tasks[b['data']], problem)})" if b else ""))

@@ -58,6 +58,8 @@ class Pool:
         return sum(n for _, n in self.free)
 
     def alloc(self, n):
+        if n == 0:
+            return 0            # nothing held: any offset
         for i, (o, m) in enumerate(self.free):
             if m >= n:
                 if m == n:
@@ -68,6 +70,8 @@ class Pool:
         return None
 
     def release(self, o, n):
+        if n == 0:
+            return
         self.free.append([o, n])
         self.free.sort()
         merged = []
