@@ -249,6 +249,17 @@ def test_vgg16_64_is_close_to_the_lower_bound(vgg):
         assert s["written_bytes"] < s["read_bytes"] // 20      # reads dominate (SwapNN section 5.4)
 
 
+def test_vgg16_224_in_swapnns_setting_is_within_10_percent_of_unlimited_sram():
+    # SwapNN's VGG-16 (224x224) with 512 kB of SRAM and a fast card (SDMMC's 4-bit bus at 50 MHz: 25 MB/s)
+    card = costs.storage_params({"read_bandwidth": 25e6, "write_bandwidth": 12.5e6, "latency_us": 500, "block": 512})
+    layers, shape = chain.vgg16(224)
+    problem = chain.build_problem(layers, {"in": 131072, "w": 262144, "out": 131072}, card, CLOCK, COEFS,
+                                  input_shape=shape)
+    result = sc.schedule(problem, policies=("reads_first",))
+    unlimited = sum(t["compute_ns"] for layer in problem["layers"] for t in layer["tiles"])
+    assert result["replay"]["end"] <= 1.10 * unlimited          # SwapNN: +6.9%
+
+
 def test_alexnet_like_is_io_bound_and_pipelines():
     pools = {"in": 64 * 1024, "w": 128 * 1024, "out": 64 * 1024}
     layers, shape = chain.alexnet_like(32, fc=2048)

@@ -28,6 +28,9 @@ a write of the bytes it reads has completed, a write comes before its
 compute, or a task never runs.
 """
 
+import bisect
+import heapq
+
 from ..errors import TesseraError
 from . import tasks as tg
 
@@ -165,18 +168,28 @@ def _peaks(bufs):
 
 
 def _check_live(bufs, name, where):
-    """No two buffers share a pool byte while both are held."""
+    """No two buffers share a pool byte while both are held. A sweep in
+    start order; the held buffers are disjoint (else it already failed), so
+    kept sorted by offset, a new one can only overlap its two neighbors."""
     by_pool = {}
     for b in bufs:
-        by_pool.setdefault(b["pool"], []).append(b)
+        if b["size"]:               # an empty buffer holds no byte
+            by_pool.setdefault(b["pool"], []).append(b)
     for pool, items in sorted(by_pool.items()):
         items.sort(key=lambda b: (b["start"], b["n"]))
-        active = []
+        expiry, keys, held = [], [], []
         for b in items:
-            active = [a for a in active if a["release"] > b["start"]]
-            for a in active:
+            while expiry and expiry[0][0] <= b["start"]:
+                _, _, a = heapq.heappop(expiry)
+                i = bisect.bisect_left(keys, (a["offset"], a["n"]))
+                del keys[i], held[i]
+            key = (b["offset"], b["n"])
+            i = bisect.bisect_left(keys, key)
+            for a in held[max(i - 1, 0):i + 1]:
                 if a["offset"] < b["offset"] + b["size"] and b["offset"] < a["offset"] + a["size"]:
                     lo, hi = max(a["offset"], b["offset"]), min(a["offset"] + a["size"], b["offset"] + b["size"])
                     raise ProgramError(where, f"{name(b['data'])} reuses {pool}[{lo}:{hi}) at {b['start']} ns "
                                        f"while {name(a['data'])} holds it until {a['release']} ns")
-            active.append(b)
+            keys.insert(i, key)
+            held.insert(i, b)
+            heapq.heappush(expiry, (b["release"], b["n"], b))

@@ -346,12 +346,13 @@ def repeat(program, frames, per_frame):
     return {"frames": frames, "ops": ops}
 
 
-def schedule(problem, frames=1, where="program.json", one=None):
+def schedule(problem, frames=1, where="program.json", one=None, policies=POLICIES):
     """The best checked program over the candidates:
     {candidate, program, replay, naive_ns, candidates: {name: ns or None}}.
     With several frames, `one` (this function's result for one frame,
     computed when not given) repeated frame after frame is a candidate, so
-    pipelining never loses to running the frames one by one."""
+    pipelining never loses to running the frames one by one. `policies`
+    narrows the candidates (a large network schedules faster)."""
     tg.validate(problem, where)
     tasks = tg.build(problem, frames)
     if frames == 1:
@@ -361,11 +362,11 @@ def schedule(problem, frames=1, where="program.json", one=None):
     else:
         # the in-order program runs frame after frame: n times one frame's,
         # and the best one-frame program repeated is never slower
-        one = one or schedule(problem, 1, where)
+        one = one or schedule(problem, 1, where, policies=policies)
         prog = repeat(one["program"], frames, len(tasks) // frames)
         best = ("repeat", prog, rp.replay(problem, prog, where, tasks))
         ends = {"in-order": frames * one["naive_ns"], "repeat": best[2]["end"]}
-    for policy in POLICIES:
+    for policy in policies:
         # pipelined frames: the window matters little and the graph is long
         for window, inflight in ([(w, 1) for w in WINDOWS] if frames == 1 else
                                  [(None, INFLIGHT)]):
