@@ -288,3 +288,6 @@ def test_program_and_timeline_are_deterministic():
     assert sum(b[6] for b in bars) == len(result["replay"]["timeline"])
     section = report_timeline.html({"timeline": json.loads(json.dumps(bars))})
     assert a in section and report_timeline.html({}) == ""
+    entry = estimate.report_entry(problem, frames=2)
+    assert entry["timeline"] == bars and entry["latency_ms"] == round(result["replay"]["end"] / 1e6, 3)
+    assert entry["lower_bound_ms"] <= entry["latency_ms"] and entry["throughput_fps"] >= 1e3 / entry["latency_ms"]

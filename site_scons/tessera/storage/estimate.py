@@ -99,3 +99,26 @@ def estimate(problem, frames=10, where="program.json"):
     }
     assert len(rows) == n
     return {"one": one, "many": many, "summary": summary}
+
+
+def report_entry(problem, frames=10, where="out-of-core schedule", policies=None):
+    """report.json's out_of_core.schedule: the keys tessera.ooc writes (ms,
+    rounded) plus the lower bound, the pools' peaks and the one-frame
+    timeline (timeline.bars) that report/timeline.py draws."""
+    from . import timeline
+
+    kw = {"policies": policies} if policies else {}
+    one = sc.schedule(problem, 1, where, **kw)
+    many = sc.schedule(problem, frames, where, one, **kw) if frames > 1 else one
+    tasks = one["replay"]["tasks"]
+    unlimited = sum(t["ns"] for t in tasks if t["kind"] == "compute")
+    end1, end_n = one["replay"]["end"], many["replay"]["end"]
+    ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+    return {"latency_ms": ms(end1), "in_order_ms": ms(one["naive_ns"]), "unlimited_ms": ms(unlimited),
+            "latency_vs_unlimited": round(end1 / unlimited, 4) if unlimited else None,
+            "lower_bound_ms": ms(lower_bound(problem, tasks)),
+            "program": one["candidate"], "pools": dict(problem["pools"]), "pool_peak": one["replay"]["pool_peak"],
+            "frames": frames, "pipelined_ms_per_frame": ms(end_n / frames),
+            "throughput_fps": round(frames * 1e9 / end_n, 3) if end_n else None,
+            "unlimited_fps": round(1e9 / unlimited, 3) if unlimited else None,
+            "timeline": timeline.bars(problem, one["replay"])}
