@@ -368,7 +368,10 @@ def schedule(problem, frames=1, where="program.json", one=None, policies=POLICIE
         ends = {"in-order": frames * one["naive_ns"], "repeat": best[2]["end"]}
     for policy in policies:
         # pipelined frames: the window matters little and the graph is long
+        # (one frame in flight lets the next frame's reads start during the
+        # last writes of the previous one; two share the pools)
         for window, inflight in ([(w, 1) for w in WINDOWS] if frames == 1 else
+                                 [(None, 1), (None, INFLIGHT)] if policy == "priority" else
                                  [(None, INFLIGHT)]):
             if policy == "pipeline" and frames == 1 or frames > 1 and policy not in MULTI_FRAME:
                 continue
