@@ -26,6 +26,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 
+from tessera.errors import TesseraError  # noqa: E402
 from tessera.storage import chain, costs, estimate, timeline  # noqa: E402
 
 
@@ -50,10 +51,14 @@ def main(argv=None):
     storage = costs.storage_params({"read_bandwidth": a.read_mbps * 1e6, "write_bandwidth": a.write_mbps * 1e6,
                                     "latency_us": a.latency_us, "block": a.block})
     coefs = None if a.cycles_per_mac else yaml.safe_load(open(a.coefs))
-    problem = chain.build_problem(layers, pools, storage, a.clock_mhz * 1e6, coefs, a.cycles_per_mac or 2.0,
-                                  input_shape=shape)
-    t0 = time.time()
-    est = estimate.estimate(problem, frames=a.frames)
+    try:
+        problem = chain.build_problem(layers, pools, storage, a.clock_mhz * 1e6, coefs, a.cycles_per_mac or 2.0,
+                                      input_shape=shape)
+        t0 = time.time()
+        est = estimate.estimate(problem, frames=a.frames)
+    except (chain.ChainError, TesseraError) as err:
+        print(f"ooc_schedule.py: {err} (give more --sram)", file=sys.stderr)
+        return 1
     s = est["summary"]
     ms = lambda ns: f"{ns / 1e6:.1f} ms"  # noqa: E731
     print(f"{a.net} at {shape[0]}x{shape[1]}, {a.sram} kB of pools {pools}, reads {a.read_mbps} MB/s, writes "

@@ -14,7 +14,6 @@ computes); a convolution keeps weights (or, when they are the smaller
 traffic, input bands) resident across the other loop.
 """
 
-
 from .costs import compute_cycles, cycles_to_ns
 
 
