@@ -14,6 +14,10 @@ program kept:
 - a read runs as soon as its pool has room and the writes it reads
   have completed: this is the look-ahead prefetch, so the next layer's
   weights and first tiles load while the current layer computes;
+- SwapNN's own loop (policy "swapnn": any ready read that gets a buffer,
+  in priority order, may overtake earlier ones) is a candidate too, as the
+  baseline; it may let far-ahead reads take the buffers the current layer
+  needs, or deadlock (then it is dropped);
 - the IO channel, when both a write and a read could go, follows a policy:
   SwapNN's priority (the older task first), reads first (feed the core), or
   writes first (free output buffers); a window bounds how many computes
@@ -37,7 +41,8 @@ earlier candidate; everything is integer nanoseconds: deterministic.
 from . import replay as rp
 from . import tasks as tg
 
-POLICIES = ("priority", "reads_first", "writes_first", "pipeline")
+POLICIES = ("priority", "reads_first", "writes_first", "pipeline", "swapnn")
+SWAPNN_LOOK = 64
 MULTI_FRAME = ("priority", "pipeline")     # the policies tried with several frames
 WINDOWS = (None, 4)
 INFLIGHT = 2
@@ -147,7 +152,10 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
             acc = per_layer.setdefault(t["layer"], [0, 0])
             acc[t["kind"] != "compute"] += t["ns"]
     io_heavy = {layer for layer, (comp, io) in per_layer.items() if io > comp}
-    rnext = [0] * frames          # next read to issue, per frame
+    todo = [list(reads[f]) for f in range(frames)]      # reads not issued yet, in order
+    # SwapNN's own loop: any ready read that gets a buffer, in priority
+    # order (a bounded look-ahead here), may overtake the ones before it
+    look = SWAPNN_LOOK if policy == "swapnn" else 1
     cnext = [0] * frames          # next compute to run, per frame
     end = {}                      # task id -> end (once started)
     place = {}
@@ -185,7 +193,7 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                 if left_writes[c] == 0:
                     pools["out"].release(place[c], tasks[c]["bytes"])
                     held[t["frame"]]["out"] -= tasks[c]["bytes"]
-        while head < frames and cnext[head] == len(computes[head]) and rnext[head] == len(reads[head]):
+        while head < frames and cnext[head] == len(computes[head]) and not todo[head]:
             head += 1
         live = range(head, min(head + inflight, frames))
         started = False
@@ -196,27 +204,28 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     tasks[computes[head][cnext[head]]]["layer"] in io_heavy:
                 order.reverse()
             for f in order:
-                if rnext[f] == len(reads[f]):
-                    continue
-                r = tasks[reads[f][rnext[f]]]
-                if window is not None and pos[r["users"][0]] - cnext[f] >= window:
-                    continue
-                if any(end.get(w, now + 1) > now for w in r["deps"]):
-                    continue
-                pool = pools[r["pool"]]
-                # the younger frame leaves the older one room for its largest tile
-                if f != head and held[f][r["pool"]] + r["bytes"] > problem["pools"][r["pool"]] - reserve[r["pool"]]:
-                    continue
-                o = pool.alloc(r["bytes"])
-                if o is None:
-                    continue
-                pool.release(o, r["bytes"])     # only a probe: taken below if picked
-                pick = r
-                break
+                for k, rid in enumerate(todo[f][:look]):
+                    r = tasks[rid]
+                    if window is not None and pos[r["users"][0]] - cnext[f] >= window:
+                        continue
+                    if any(end.get(w, now + 1) > now for w in r["deps"]):
+                        continue
+                    pool = pools[r["pool"]]
+                    # the younger frame leaves the older one room for its largest tile
+                    if f != head and held[f][r["pool"]] + r["bytes"] > problem["pools"][r["pool"]] - reserve[r["pool"]]:
+                        continue
+                    o = pool.alloc(r["bytes"])
+                    if o is None:
+                        continue
+                    pool.release(o, r["bytes"])     # only a probe: taken below if picked
+                    pick, pick_at = r, k
+                    break
+                if pick:
+                    break
             ready_writes.sort(key=lambda w: prio(tasks[w]))
             w = tasks[ready_writes[0]] if ready_writes else None
             if pick and w:
-                if policy == "writes_first" or policy in ("priority", "pipeline") and prio(w) < prio(pick):
+                if policy == "writes_first" or policy in ("priority", "pipeline", "swapnn") and prio(w) < prio(pick):
                     pick = w
             else:
                 pick = pick or w
@@ -224,7 +233,7 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                 if pick["kind"] == "read":
                     place[pick["id"]] = pools[pick["pool"]].alloc(pick["bytes"])
                     held[pick["frame"]][pick["pool"]] += pick["bytes"]
-                    rnext[pick["frame"]] += 1
+                    del todo[pick["frame"]][pick_at]
                 else:
                     ready_writes.pop(0)
                     pending.append((now + pick["ns"], pick["id"]))
@@ -237,7 +246,9 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     continue
                 c = tasks[computes[f][cnext[f]]]
                 # reads issue in id order on one FIFO channel: the last one ends last
-                if c["reads"] and end.get(max(c["reads"]), now + 1) > now:
+                if look == 1 and c["reads"] and end.get(max(c["reads"]), now + 1) > now:
+                    continue
+                if look > 1 and any(end.get(r, now + 1) > now for r in c["reads"]):
                     continue
                 if f != head and held[f]["out"] + c["bytes"] > problem["pools"]["out"] - reserve["out"]:
                     continue
