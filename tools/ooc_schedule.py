@@ -2,7 +2,7 @@
 """Schedule a synthetic VGG-16 or AlexNet-like chain out of core and print
 the estimates (tessera.storage; docs/out_of_core_schedule.md): latency per
 frame against unlimited SRAM, the provable lower bound, the in-order
-program, throughput over pipelined frames, bytes written, and per layer
+program, every candidate (SwapNN's own loop among them), throughput over pipelined frames, bytes written, and per layer
 the normalized arithmetic intensity N and the bound.
 
     .venv/bin/python tools/ooc_schedule.py vgg16 --sram 320 [--size 64]
@@ -69,6 +69,8 @@ def main(argv=None):
     print(f"  latency {ms(s['latency_ns'])} ({s['candidate']}), unlimited SRAM {ms(s['unlimited_ns'])}: "
           f"{s['ratio_x1000'] / 1000:.3f}x; lower bound {ms(s['lower_bound_ns'])} "
           f"({s['lower_bound_ns'] / s['unlimited_ns']:.3f}x); in order {ms(s['in_order_ns'])}")
+    print("  candidates: " + ", ".join(f"{k} {'-' if v is None else ms(v)}"
+                                       for k, v in est["one"]["candidates"].items()))
     print(f"  {s['frames']} frames pipelined: {ms(s['pipelined_ns'] / s['frames'])} per frame, "
           f"{s['throughput_fps_x1000'] / 1000:.3f} frames/s (unlimited {s['unlimited_fps_x1000'] / 1000:.3f})")
     print(f"  read {s['read_bytes']} B, written {s['written_bytes']} B per inference; "
