@@ -38,6 +38,8 @@ a candidate too, so the result is never slower than it. Ties keep the
 earlier candidate; everything is integer nanoseconds: deterministic.
 """
 
+import heapq
+
 from . import replay as rp
 from . import tasks as tg
 
@@ -161,7 +163,13 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
     place = {}
     left_users = {t["id"]: len(t["users"]) for t in tasks if t["kind"] == "read"}
     left_writes = {}
-    ready_writes = []             # writes whose compute has ended
+    ready_writes = []             # heap (priority, id) of writes whose compute has ended
+    deps_left = {t["id"]: len(t["deps"]) for t in tasks if t["kind"] == "read"}
+    dependents = {}               # write id -> reads of its bytes
+    for t in tasks:
+        if t["kind"] == "read":
+            for w in t["deps"]:
+                dependents.setdefault(w, []).append(t["id"])
     pending = []                  # (end, id): completions still to apply
     io_order, cp_order = [], []
     now = io_busy = cp_busy = 0
@@ -177,7 +185,8 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
         for _, tid in due:
             t = tasks[tid]
             if t["kind"] == "compute":
-                ready_writes.extend(t["writes"])
+                for w in t["writes"]:
+                    heapq.heappush(ready_writes, (prio(tasks[w]), w))
                 left_writes[tid] = len(t["writes"])
                 for r in dict.fromkeys(t["reads"]):
                     left_users[r] -= 1
@@ -188,6 +197,8 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     pools["out"].release(place[tid], t["bytes"])
                     held[t["frame"]]["out"] -= t["bytes"]
             elif t["kind"] == "write":
+                for r in dependents.get(tid, ()):
+                    deps_left[r] -= 1
                 c = t["compute"]
                 left_writes[c] -= 1
                 if left_writes[c] == 0:
@@ -208,7 +219,7 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     r = tasks[rid]
                     if window is not None and pos[r["users"][0]] - cnext[f] >= window:
                         continue
-                    if any(end.get(w, now + 1) > now for w in r["deps"]):
+                    if deps_left[r["id"]]:
                         continue
                     pool = pools[r["pool"]]
                     # the younger frame leaves the older one room for its largest tile
@@ -222,8 +233,7 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     break
                 if pick:
                     break
-            ready_writes.sort(key=lambda w: prio(tasks[w]))
-            w = tasks[ready_writes[0]] if ready_writes else None
+            w = tasks[ready_writes[0][1]] if ready_writes else None
             if pick and w:
                 if policy == "writes_first" or policy in ("priority", "pipeline", "swapnn") and prio(w) < prio(pick):
                     pick = w
@@ -235,7 +245,7 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     held[pick["frame"]][pick["pool"]] += pick["bytes"]
                     del todo[pick["frame"]][pick_at]
                 else:
-                    ready_writes.pop(0)
+                    heapq.heappop(ready_writes)
                     pending.append((now + pick["ns"], pick["id"]))
                 end[pick["id"]] = io_busy = now + pick["ns"]
                 io_order.append(pick["id"])
