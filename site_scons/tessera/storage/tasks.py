@@ -87,7 +87,7 @@ def build(problem, frames=1):
     st = problem["storage"]
     tasks = []
     for f in range(frames):
-        written = {}                 # region -> sorted [(start, end, write id)] of earlier layers
+        written = {}                 # region -> (sorted [(start, end, write id)] of earlier layers, their ends)
         for li, layer in enumerate(problem["layers"]):
             held = {}                # read key -> read id of the run the previous tile used
             mine_writes = {}
@@ -103,7 +103,7 @@ def build(problem, frames=1):
                     t = {"id": len(tasks), "kind": "read", "frame": f, "layer": li, "tile": ti,
                          "pool": r["pool"], "region": r["region"], "offset": r["offset"], "bytes": r["bytes"],
                          "ns": io_ns(st, r["bytes"], "read"), "users": [],
-                         "deps": _raw(written.get(r["region"], []), r["offset"], r["bytes"])}
+                         "deps": _raw(written.get(r["region"], ([], [])), r["offset"], r["bytes"])}
                     tasks.append(t)
                     mine[k] = t["id"]
                 held = mine
@@ -122,19 +122,20 @@ def build(problem, frames=1):
                     mine_writes.setdefault(w["region"], []).append((w["offset"], w["offset"] + w["bytes"], t["id"]))
             # a layer's reads see the writes of earlier layers only
             for region, ws in mine_writes.items():
-                merged = sorted(written.get(region, []) + ws)
+                merged = sorted(written.get(region, ([], []))[0] + ws)
                 for a, b in zip(merged, merged[1:]):
                     if b[0] < a[1]:
                         raise ProblemError("program.json", f"layer {layer['name']}: storage {region}"
                                            f"[{b[0]}:{a[1]}) is written twice in a frame",
                                            "give every activation its own storage range")
-                written[region] = merged
+                written[region] = (merged, [w[1] for w in merged])
     return tasks
 
 
-def _raw(writes, offset, nbytes):
-    """Ids of the writes (sorted, disjoint ranges) overlapping [offset, offset + nbytes)."""
-    ends = [w[1] for w in writes]
+def _raw(written, offset, nbytes):
+    """Ids of the writes (sorted, disjoint ranges, and their ends)
+    overlapping [offset, offset + nbytes)."""
+    writes, ends = written
     i = bisect.bisect_right(ends, offset)
     deps = []
     while i < len(writes) and writes[i][0] < offset + nbytes:
