@@ -51,8 +51,9 @@ INFLIGHT = 2
 
 
 class Deadlock(Exception):
-    """A candidate policy stuck (should not happen; the in-order program
-    remains)."""
+    """A candidate stuck: SwapNN's own loop can; the in-order reads should
+    not (pool fragmentation aside). The candidate is dropped; the in-order
+    program always remains."""
 
 
 class Pool:
