@@ -8,5 +8,6 @@ replay.py    the program's timeline and the checker that proves it safe
 estimate.py  latency, unlimited-SRAM latency, throughput, per-layer intensity
 costs.py     task costs: storage level and cost model
 chain.py     synthetic VGG/AlexNet-like chains for tests and measurements
+exact.py     CP-SAT on small graphs (opt-in), to compare with the list scheduler
 timeline.py  the schedule drawn as inline SVG
 """

@@ -31,6 +31,9 @@ program kept:
   cross-frame parallelism); the best one-frame program repeated frame
   after frame is a candidate too.
 
+On request, a small graph (one frame, at most exact.MAX_TASKS tasks) is
+also solved by CP-SAT (exact.py), as one more candidate.
+
 Every candidate (policy x window) is turned into a program and replayed
 (replay.py): the replay's timeline is the estimate and its checks are the
 proof. The in-order program (read, compute, write, one tile at a time) is
@@ -40,6 +43,7 @@ earlier candidate; everything is integer nanoseconds: deterministic.
 
 import heapq
 
+from . import exact
 from . import replay as rp
 from . import tasks as tg
 
@@ -368,13 +372,15 @@ def repeat(program, frames, per_frame):
     return {"frames": frames, "ops": ops}
 
 
-def schedule(problem, frames=1, where="program.json", one=None, policies=POLICIES):
+def schedule(problem, frames=1, where="program.json", one=None, policies=POLICIES, exact_ok=False):
     """The best checked program over the candidates:
     {candidate, program, replay, naive_ns, candidates: {name: ns or None}}.
     With several frames, `one` (this function's result for one frame,
     computed when not given) repeated frame after frame is a candidate, so
     pipelining never loses to running the frames one by one. `policies`
-    narrows the candidates (a large network schedules faster)."""
+    narrows the candidates (a large network schedules faster). With
+    exact_ok, a graph of at most exact.MAX_TASKS tasks (one frame) is also
+    solved by CP-SAT, from the best list schedule (slow: not in builds)."""
     tg.validate(problem, where)
     tasks = tg.build(problem, frames)
     if frames == 1:
@@ -405,6 +411,22 @@ def schedule(problem, frames=1, where="program.json", one=None, policies=POLICIE
                 continue
             prog = to_program(problem, tasks, frames, io, cp, place)
             rep = rp.replay(problem, prog, where, tasks)
+            ends[name] = rep["end"]
+            if rep["end"] < best[2]["end"]:
+                best = (name, prog, rep)
+    if frames == 1 and len(tasks) <= exact.MAX_TASKS and exact_ok:
+        ops = best[1]["ops"]
+        starts = {}
+        for e in best[2]["timeline"]:
+            starts.setdefault(e["id"], e["start"])      # a re-read (in-order program): its first
+        offsets = {op["id"]: op["buf"] if op["op"] == "READ" else op["out"]
+                   for op in ops if op["op"] in ("READ", "COMPUTE")}
+        found = exact.solve(problem, tasks, hint=(starts, offsets))
+        if found:
+            io, cp, place, optimal = found
+            prog = to_program(problem, tasks, frames, io, cp, place)
+            rep = rp.replay(problem, prog, where, tasks)
+            name = "cp-sat" + ("" if optimal else "/bounded")
             ends[name] = rep["end"]
             if rep["end"] < best[2]["end"]:
                 best = (name, prog, rep)
