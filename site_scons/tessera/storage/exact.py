@@ -17,8 +17,6 @@ of at most MAX_TASKS tasks). It proves optimality only on tiny graphs: on a
 answer, which the lower bound puts within 0.6% of the optimum. So builds do
 not use it."""
 
-from ..tiler.solver import deterministic_solver
-
 MAX_TASKS = 60
 WORK = 20.0
 
@@ -27,7 +25,9 @@ def solve(problem, tasks, work=WORK, hint=None):
     """(io order, compute order, place, optimal) or None when no answer was
     found. hint: ({task id: start}, {task id: offset}) of a known program
     (the list scheduler's best), where the search starts."""
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model      # imported here: a build that never asks pays nothing
+
+    from ..tiler.solver import deterministic_solver
 
     horizon = sum(t["ns"] for t in tasks) + 1
     m = cp_model.CpModel()
