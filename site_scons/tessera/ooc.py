@@ -213,8 +213,8 @@ def report(graph, the_plan, tilings, verdict, meta):
 
 FRAMES = 10
 # the largest problem scheduled in a build: the scheduler's task graph has a
-# task per transfer per frame (VGG-16's 31,000 transfers did not finish in 15 minutes)
-MAX_SCHEDULED_TRANSFERS = 5000
+# task per transfer per frame (11,300 transfers take about 7 s per frame)
+MAX_SCHEDULED_TRANSFERS = 20000
 
 
 def estimate(graph, io, compute, storage):
@@ -223,6 +223,7 @@ def estimate(graph, io, compute, storage):
     when the scheduler is not part of this checkout."""
     try:
         from .storage import estimate as estimator
+        from .storage import timeline
     except ImportError:
         return None
     transfers = sum(layer["reads"] + layer["writes"] for layer in io)
@@ -232,7 +233,8 @@ def estimate(graph, io, compute, storage):
                            "(layers moving boxes pixel by pixel; see docs/out_of_core.md)"}
     p = problem(graph, io, compute, storage)
     try:
-        est = estimator.estimate(p, frames=FRAMES, where="out-of-core schedule")["summary"]
+        full = estimator.estimate(p, frames=FRAMES, where="out-of-core schedule")
+        est = full["summary"]
     except TesseraError as err:
         # a problem outside the scheduler's model (e.g. a band written back
         # once per channel tile): the report says so, the build goes on
@@ -244,4 +246,5 @@ def estimate(graph, io, compute, storage):
             "program": est["candidate"], "pools": p["pools"],
             "frames": FRAMES, "pipelined_ms_per_frame": ms(est["pipelined_ns"] / FRAMES),
             "throughput_fps": round(est["throughput_fps_x1000"] / 1000, 3) if est["throughput_fps_x1000"] else None,
-            "unlimited_fps": round(est["unlimited_fps_x1000"] / 1000, 3) if est["unlimited_fps_x1000"] else None}
+            "unlimited_fps": round(est["unlimited_fps_x1000"] / 1000, 3) if est["unlimited_fps_x1000"] else None,
+            "timeline": timeline.bars(p, full["one"]["replay"])}

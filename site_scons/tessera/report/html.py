@@ -8,6 +8,7 @@ the same report gives the same bytes."""
 from html import escape
 
 from .build import COUNT_KEYS
+from .timeline import html as timeline_html
 
 CSS = """
 body{font:13px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}
@@ -164,6 +165,7 @@ def _out_of_core(ooc):
                    f'{s["latency_vs_unlimited"]}x the {s["unlimited_ms"]} ms of unlimited SRAM; {s["frames"]} frames '
                    f'pipelined: {s["pipelined_ms_per_frame"]} ms per frame ({s["throughput_fps"]} frames/s, unlimited '
                    f'{s["unlimited_fps"]})</p>')
+        out.append(timeline_html(s))
     out.append(f'<p class="note">compute: {escape(ooc["compute"])}; IO: the level\'s latency and bandwidths '
                "(target YAML)</p>")
     out.append('<table><tr><th class="l">layer</th><th>read B</th><th>reads</th><th>written B</th><th>writes</th>'
