@@ -213,7 +213,8 @@ class TfliteParser:
     # ---- errors and small helpers ------------------------------------------
 
     def fail(self, i, opname, what, fix=None):
-        raise FrontendError(self.path, f"operator {i} ({opname}): {what}", fix)
+        where = f"operator {i} ({opname})" if i >= 0 else f"graph {opname}"   # i < 0: not an operator's
+        raise FrontendError(self.path, f"{where}: {what}", fix)
 
     def scale_zp(self, t, i, opname):
         q = self.m.quant(t)
@@ -371,6 +372,8 @@ class TfliteParser:
                           "tessera's kernels have no dilated convolution: use dilation 1")
         eh, ew = dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1
         sh, sw = o.StrideH(), o.StrideW()
+        if sh < 1 or sw < 1:
+            self.fail(i, opname, f"stride {sh}x{sw}", "strides are 1 or more; re-convert the model")
         if o.Padding() == SAME:
             (t, bt), (l, r) = same_padding(x_shape[0], eh, sh), same_padding(x_shape[1], ew, sw)
         else:
