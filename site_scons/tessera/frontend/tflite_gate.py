@@ -56,6 +56,8 @@ def interpreter_refusal(path):
         code = 0
         try:
             os.close(read)
+            import faulthandler
+            faulthandler.disable()   # its dump of an abort would reach the parent's stderr
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)   # the interpreter's own abort message
