@@ -498,3 +498,21 @@ DEEPLOY_CASES = [
     ("outputs-wrong-size", _output(lambda a: a.reshape(-1)[:3]), ["3 values"]),
     ("outputs-differ", _output(lambda a: a + 1), ["deeploy reference", "differ"]),
 ]
+
+# unknown or invalid keys at every level of both YAML kinds
+RAW_MODEL_CASES += [
+    ("unknown-top-key", "description: x\nonnx: net.onnx\noverlap: 0\n", ["overlap", "unknown key"]),
+    ("fusion-unknown", "description: x\nonnx: net.onnx\nfusion: fastest\n", ["fusion", "fastest"]),
+    ("reference-unknown-key", "description: x\nonnx: net.onnx\nreference: {kind: dory, dir: ., layout: hwc}\n",
+     ["reference.layout", "unknown key"]),
+    ("input-unknown-key", "description: x\nonnx: net.onnx\ninput: {seed: 1, file: x.npy}\n",
+     ["input.file", "unknown key"]),
+    ("quantization-unknown-key", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
+     "quantization: {method: minmax}\n", ["quantization.method", "unknown key"]),
+]
+TARGET_CASES += [
+    ("toolchain-unknown-key", _set("toolchain.opt", "-O3"), ["toolchain.opt", "unknown key"]),
+    ("runner-unknown-key", _set("runner.cycles", True), ["runner.cycles", "unknown key"]),
+    ("dma-unknown-key", _set("dma.0.latency", 3), ["dma[0].latency", "unknown key"]),
+    ("place-unknown-key", _set("place.stack", "L2"), ["place.stack"]),
+]
