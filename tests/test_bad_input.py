@@ -96,13 +96,33 @@ def _corpus_files(tmp_path, kind, case_id):
         for name, text in files.items():
             (tmp_path / "ref" / name).write_text(text)
         extra, named = "reference: {kind: dory, dir: ref}\n", tmp_path / "ref"
+    elif kind == "tflite":
+        # the TFLite gate forks the interpreter: its abort or refusal is one line through scons too
+        from tflite_edit import Flatbuffer
+        _, edit, words = next(c for c in cases.TFLITE_CASES if c[0] == case_id)
+        with open(os.path.join(ROOT, "tests", "data", "tflite", cases.TFLITE_BASE + ".tflite"), "rb") as f:
+            (tmp_path / "net.tflite").write_bytes(edit(Flatbuffer(f.read())).bytes())
+        model.write_text("description: corpus case\ntflite: net.tflite\n")
+        return target, model, tmp_path / "net.tflite", words
+    elif kind == "deeploy":
+        import test_bad_input_corpus as corpus
+        _, edit, words = next(c for c in cases.DEEPLOY_CASES if c[0] == case_id)
+        files, good = corpus._deeploy_folder()
+        corpus._quantlib_graph(net)
+        (tmp_path / "ref").mkdir()
+        for name, data in edit(files, good).items():
+            if data is not None:
+                (tmp_path / "ref" / name).write_bytes(data)
+        extra, named = "reference: {kind: deeploy, dir: ref}\n", tmp_path / "ref"
     model.write_text(f"description: corpus case\nonnx: net.onnx\n{extra}")
     return target, model, named, words
 
 
 CLI_CASES = [("target", "l2-2pow63"), ("target", "cores-4-cortexm-host"), ("target", "kernels-unknown"),
              ("target", "cc-empty"), ("target", "flash-1000"), ("onnx", "input-scale-inf"),
-             ("onnx", "zero-point-length"), ("garbage-with-reference", ""), ("dory", "nan")]
+             ("onnx", "zero-point-length"), ("garbage-with-reference", ""), ("dory", "nan"),
+             ("tflite", "no-quantization"), ("tflite", "buffer-out-of-range"), ("tflite", "scale-nan"),
+             ("deeploy", "outputs-missing"), ("deeploy", "inputs-nan")]
 
 
 @pytest.mark.parametrize("kind, case_id", CLI_CASES, ids=[f"{k}-{c}" for k, c in CLI_CASES])
