@@ -100,7 +100,26 @@ def _verdict(path, say):
     except Exception as err:
         say({"error": f"the TFLite interpreter refuses the model: {_first_line(err)}", "structural": False})
         return
-    say({"error": _shape_disagreement(interp, path), "structural": False})
+    try:
+        error = _names_not_text(path) or _shape_disagreement(interp, path)
+    except Exception as err:
+        error = f"the TFLite interpreter refuses the model: {_first_line(err)}"
+    say({"error": error, "structural": False})
+
+
+def _names_not_text(path):
+    """A tensor name that is not UTF-8 (the interpreter's Python side cannot
+    decode it when the golden model is compared with it)."""
+    import tflite
+    with open(path, "rb") as f:
+        sg = tflite.Model.GetRootAsModel(f.read(), 0).Subgraphs(0)
+    for i in range(sg.TensorsLength()):
+        name = sg.Tensors(i).Name() or b""
+        try:
+            name.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"tensor {i}: its name {name[:40]!r} is not UTF-8 text"
+    return None
 
 
 def _shape_disagreement(interp, path):
