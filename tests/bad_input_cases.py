@@ -516,3 +516,14 @@ TARGET_CASES += [
     ("dma-unknown-key", _set("dma.0.latency", 3), ["dma[0].latency", "unknown key"]),
     ("place-unknown-key", _set("place.stack", "L2"), ["place.stack"]),
 ]
+
+# the model YAML's input_shape: against the ONNX graph (tiny: input [1, 3, 16, 16],
+# all fixed); the line names the ONNX file and input_shape
+INPUT_SHAPE_CASES = [
+    ("input-shape-fixed-dim", "description: x\nonnx: net.onnx\ninput_shape: [1, 3, 8, 8]\n",
+     ["input_shape [1, 3, 8, 8]", "fixed dimension 16"]),
+    ("input-shape-rank", "description: x\nonnx: net.onnx\ninput_shape: [1, 3, 16]\n", ["3 dimensions"]),
+    ("input-shape-batch-2", "description: x\nonnx: net.onnx\ninput_shape: [2, 3, 16, 16]\n", ["fixed dimension 1"]),
+    ("input-shape-unknown-input", "description: x\nonnx: net.onnx\ninput_shape: {nope: [1, 3, 16, 16]}\n",
+     ["input_shape.nope", "no graph input"]),
+]

@@ -13,7 +13,7 @@ import onnx
 import pytest
 import yaml
 
-from bad_input_cases import (DEEPLOY_CASES, DORY_CASES, RAW_MODEL_CASES, ONNX_BYTES_CASES,
+from bad_input_cases import (DEEPLOY_CASES, DORY_CASES, INPUT_SHAPE_CASES, RAW_MODEL_CASES, ONNX_BYTES_CASES,
                              ONNX_CASES, RAW_TARGET_CASES, TARGET_CASES, TFLITE_BASE, TFLITE_BYTES_CASES,
                              TFLITE_CASES, TFLITE_FILE_CASES)
 from helpers import MODEL_CACHE, ROOT
@@ -101,6 +101,16 @@ def test_model_yaml_text(tmp_path, tiny_onnx, case):
     mpath = tmp_path / "m.yaml"
     mpath.write_bytes(text.encode("utf-8"))
     expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", mpath, words)
+
+
+@pytest.mark.parametrize("case", INPUT_SHAPE_CASES, ids=[c[0] for c in INPUT_SHAPE_CASES])
+def test_input_shape_against_the_onnx(tmp_path, tiny_onnx, case):
+    _, text, words = case
+    net = tmp_path / "net.onnx"
+    net.write_bytes(open(tiny_onnx, "rb").read())
+    mpath = tmp_path / "m.yaml"
+    mpath.write_text(text)
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", net, words + ["input_shape"])
 
 
 @pytest.mark.parametrize("case", ONNX_CASES, ids=[c[0] for c in ONNX_CASES])
