@@ -407,6 +407,7 @@ TFLITE_BYTES_CASES = [
 
 # converted files of tests/data/tflite that tessera must refuse in one line
 TFLITE_FILE_CASES = [
+    ("drop-softmax-without-softmax", "residual", ["drop_final_softmax", "no SOFTMAX"]),
     ("transpose", "unsupported_transpose", ["TRANSPOSE", "not supported"]),
     ("int16x8", "unsupported_int16", ["int16"]),
     ("float", "unsupported_float", ["float"]),

@@ -212,11 +212,11 @@ def test_quantlib_onnx(tmp_path, case):
 TFLITE_DATA = os.path.join(ROOT, "tests", "data", "tflite")
 
 
-def _tflite_case(tmp_path, data, words):
+def _tflite_case(tmp_path, data, words, extra=""):
     net = tmp_path / "net.tflite"
     net.write_bytes(data)
     mpath = tmp_path / "m.yaml"
-    mpath.write_text("description: corpus case\ntflite: net.tflite\n")
+    mpath.write_text("description: corpus case\ntflite: net.tflite\n" + extra)
     expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", net, words)
 
 
@@ -240,9 +240,10 @@ def test_tflite_bytes(tmp_path, case):
 
 @pytest.mark.parametrize("case", TFLITE_FILE_CASES, ids=[c[0] for c in TFLITE_FILE_CASES])
 def test_tflite_file(tmp_path, case):
-    _, name, words = case
+    case_id, name, words = case
+    extra = "drop_final_softmax: true\n" if case_id.startswith("drop-softmax") else ""
     with open(os.path.join(TFLITE_DATA, name + ".tflite"), "rb") as f:
-        _tflite_case(tmp_path, f.read(), words)
+        _tflite_case(tmp_path, f.read(), words, extra)
 
 
 def test_tflite_base_is_valid(tmp_path):

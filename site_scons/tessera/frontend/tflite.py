@@ -348,6 +348,10 @@ class TfliteParser:
                 hint = HINTS.get(name, "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
                 self.fail(i, name, "not supported by tessera's TFLite import", hint)
             handler(i, name, op, [int(t) for t in op.InputsAsNumpy()], [int(t) for t in op.OutputsAsNumpy()])
+        if self.drop_final_softmax and not getattr(self, "dropped_softmax", False):
+            # asked for, but nothing to drop: say so rather than build the model unchanged
+            raise FrontendError(self.path, "drop_final_softmax: the model has no SOFTMAX",
+                                "drop the key from the model YAML")
         self.b.inputs = inputs
         outputs = []
         for t in sg.OutputsAsNumpy():
@@ -721,6 +725,7 @@ class TfliteParser:
         if outs[0] not in self.graph_outputs or self.consumers.get(outs[0]):
             self.fail(i, opname, "drop_final_softmax drops only a SOFTMAX that is the model's output")
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
+        self.dropped_softmax = True
 
     def reshape(self, i, opname, op, ins, outs):
         x = self.act_tensor(ins[0], i, opname)
