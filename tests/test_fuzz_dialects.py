@@ -127,7 +127,7 @@ def one_line(err, path):
     return msg
 
 
-def run_case(tmp_path, case, model_text, caught, note=None):
+def run_case(tmp_path, case, model_text, caught):
     """Write the case's files into a fresh folder and prepare the model as a
     build does; count the check that stops it (or the checked success)."""
     folder = tmp_path / "case"
