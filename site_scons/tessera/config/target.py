@@ -18,9 +18,21 @@ MEMORY_KINDS = ("scratchpad", "sram", "flash", "external", "host", "storage")
 # has: it is reached through the HAL's storage driver, not by loads and stores
 STORAGE_KEYS = ("read_bandwidth", "write_bandwidth", "latency_us", "block", "endurance")
 ROLES = ("tiles", "activations", "weights")
-# what each platform can be: the most compute cores it has (the host runs
-# its "cores" in turn; a Cortex-M has one; a PULP cluster eight)
-PLATFORM_CORES = {"host": 64, "cortexm": 1, "pulp_open": 8, "qemu_virt_rv32": 8}
+# The most compute cores each platform has, as facts with their sources
+# (docs/bad_input.md#core-limits; tests/test_config.py checks the C headers):
+# - host: the HAL runs the cores in turn; HAL_MAX_CORES (16,
+#   kernels/include/tessera/hal.h) sizes every HAL's per-core state
+# - cortexm: the STM32H743 (Cortex-M7, DS12110) and STM32F446 (Cortex-M4,
+#   DS10693) are single-core, and so are QEMU's mps2-an500/an386 boards
+# - pulp_open: the PULP cluster's 8 worker cores (GVSoC's pulp_open
+#   cluster.json: nb_pe 9 with has_cc, the 9th the cluster controller;
+#   tessera's HAL: PO_CL_MAX_CORES 8, kernels/hal/pulp_open/pulp_open.h)
+# - qemu_virt_rv32: GAP8's cluster of 8 cores (GAP8 datasheet: a fabric
+#   controller and an 8-core cluster); on QEMU's virt, hart 0 is the fabric
+#   controller and harts 1..cores the cluster (kernels/hal/qemu_virt_rv32/
+#   crt.S), so cores is also below the runner's -smp
+HAL_MAX_CORES = 16
+PLATFORM_CORES = {"host": HAL_MAX_CORES, "cortexm": 1, "pulp_open": 8, "qemu_virt_rv32": 8}
 # every platform tessera builds for has a 32-bit address space
 ADDRESS_SPACE = 1 << 32
 KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -114,6 +126,14 @@ def _check_cross_references(target, path):
     if target["cores"] > most:
         raise ConfigError(path, f"cores: {target['cores']}, but a {target['platform']} platform has at most "
                           f"{most}", f"set cores to 1..{most}")
+    args = [str(a) for a in target["runner"]["args"]]
+    if target["platform"] == "qemu_virt_rv32" and "-smp" in args[:-1]:
+        smp = args[args.index("-smp") + 1]
+        harts = int(smp) if smp.isdigit() else None
+        if harts is None or target["cores"] + 1 > harts:
+            raise ConfigError(path, f"cores: {target['cores']} with runner.args -smp {smp}",
+                              "QEMU's hart 0 is the fabric controller and harts 1..cores the cluster: "
+                              f"give -smp {target['cores'] + 1} or fewer cores")
     kernels = target["kernels"]
     if os.sep in kernels or kernels.startswith(".") or not os.path.isfile(
             os.path.join(KERNELS_DIR, kernels, "library.yaml")):
