@@ -66,8 +66,11 @@ def requant(rng, kind, channels, acc):
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE):
-    """(kernel, operands, expected output) of one call."""
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, stripe_only=False):
+    """(kernel, operands, expected output) of one call. A depthwise call
+    gets the scratch library.yaml sizes (the stripe, its padding and the
+    Xpulp path's ring of kh rows), or with stripe_only the stripe alone
+    (the path the Xpulp build takes when the ring does not fit)."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op == "depthwise":
@@ -93,7 +96,8 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE):
     expected = acc.astype(np.int32) if rq is None else ops.requantize(acc, rq.golden).astype(np.int8)
     rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
     scratch = {"conv2d": 2 * geom["kh"] * geom["kw"] * (shape[2] if op != "depthwise" else 0),
-               "depthwise": rows * geom["kw"]}.get(op, 0)
+               "depthwise": rows * geom["kw"] + (0 if stripe_only else
+                                                  2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1])}.get(op, 0)
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
                 ncores=ncores, scratch=scratch)
 
@@ -132,6 +136,12 @@ CASES = [
     case("depthwise", 34, (6, 6, 6), 128, "floor", 8, S1),
     case("depthwise", 35, (6, 6, 6), 128, None, 1, S1),
     case("depthwise", 36, (8, 8, 5), 128, "std", 8, K5),
+    # the Xpulp ring: stride 2 with padding on the left only, a stride of
+    # 3, a one-column tile, the stripe path when the ring does not fit
+    case("depthwise", 37, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0))),
+    case("depthwise", 38, (10, 11, 9), 128, "std", 5, dict(kh=3, kw=3, sh=3, sw=3, pad=(1, 1, 1, 1))),
+    case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
+    case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, stripe_only=True),
     # linear: channels split in fours, leftovers, K not a multiple of 4
     case("linear", 40, (1, 1, 64, 21), 128, "std", 8),
     case("linear", 41, (2, 2, 8, 13), 0, "std", 8),
