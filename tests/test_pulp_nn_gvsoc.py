@@ -66,11 +66,12 @@ def requant(rng, kind, channels, acc):
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, stripe_only=False):
-    """(kernel, operands, expected output) of one call. A depthwise call
-    gets the scratch library.yaml sizes (the stripe, its padding and the
-    Xpulp path's ring of kh rows), or with stripe_only the stripe alone
-    (the path the Xpulp build takes when the ring does not fit)."""
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False):
+    """(kernel, operands, expected output) of one call. A convolution or
+    depthwise call gets the scratch library.yaml sizes (with the Xpulp
+    paths' padded windows and records, or ring of kh rows), or with lean
+    only what the portable path needs (the path the Xpulp build falls back
+    to when its own does not fit)."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op == "depthwise":
@@ -95,9 +96,12 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, stripe_only=False):
     rq = requant(rng, rq_kind, out_c, acc)
     expected = acc.astype(np.int32) if rq is None else ops.requantize(acc, rq.golden).astype(np.int8)
     rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
-    scratch = {"conv2d": 2 * geom["kh"] * geom["kw"] * (shape[2] if op != "depthwise" else 0),
-               "depthwise": rows * geom["kw"] + (0 if stripe_only else
-                                                  2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1])}.get(op, 0)
+    if op == "conv2d":
+        scratch = 2 * geom["kh"] * geom["kw"] * shape[2] + (0 if lean else 12 + 28 * out_c)
+    elif op == "depthwise":
+        scratch = rows * geom["kw"] + (0 if lean else 2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1])
+    else:
+        scratch = 0
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
                 ncores=ncores, scratch=scratch)
 
@@ -128,6 +132,13 @@ CASES = [
     case("conv2d", 23, (6, 5, 8, 9), 0, "low", 1, ODD),
     case("conv2d", 24, (5, 5, 4, 4), 128, None, 8, ODD),
     case("conv2d", 25, (6, 6, 3, 8), 5, "std", 8, S1),
+    # the Xpulp path: the first layer's shape (3 channels, stride 2, an
+    # offset folded), an odd pixel count on one core, channels split over
+    # cores, the portable path when its scratch is all there is
+    case("conv2d", 26, (9, 13, 3, 8), -2, "std", 8, S2),
+    case("conv2d", 27, (5, 5, 3, 12), 128, "std", 1, ODD),
+    case("conv2d", 28, (3, 3, 5, 32), 0, "std", 8, S1),
+    case("conv2d", 29, (6, 7, 4, 8), 128, "std", 8, S1, lean=True),
     # depthwise: 3x3 (SIMD windows), stride 2, odd borders, 5x5 (general)
     case("depthwise", 30, (8, 9, 8), 128, "std", 8, S1),
     case("depthwise", 31, (9, 7, 5), 128, "std", 8, S2),
@@ -141,7 +152,7 @@ CASES = [
     case("depthwise", 37, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0))),
     case("depthwise", 38, (10, 11, 9), 128, "std", 5, dict(kh=3, kw=3, sh=3, sw=3, pad=(1, 1, 1, 1))),
     case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
-    case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, stripe_only=True),
+    case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
     # linear: channels split in fours, leftovers, K not a multiple of 4
     case("linear", 40, (1, 1, 64, 21), 128, "std", 8),
     case("linear", 41, (2, 2, 8, 13), 0, "std", 8),

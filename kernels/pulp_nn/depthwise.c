@@ -131,31 +131,11 @@ static void column3x3_xpulp(const int8_t *win, const int8_t *w, int32_t b_off, i
  * x 16 B per core; the stripe path above it did not fit and ran at about
  * 100 cycles per output).
  */
-#define XP_LBU_RR_INC(rd, rs1, rs2) ".insn r 0x0B, 7, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
-#define XP_LW_RR_INC(rd, rs1, rs2) ".insn r 0x0B, 7, 0x10, " rd ", " rs1 ", " rs2 "\n\t"
-#define XP_SB_INC1(rs2, rs1) ".insn s 0x2B, 0, " rs2 ", 1(" rs1 ")\n\t"
-#define XP_SB_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 4, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
-
 /* scratch bytes per core the ring needs: three padded rows and the one
  * byte the last word load reads past them */
 static inline int32_t ring_bytes(const tsr_conv_args_t *a)
 {
     return 3 * (a->in_w + a->pad_l + a->pad_r) + 4;
-}
-
-/* n bytes, src stepping by `step`, to dst: two instructions per byte, two
- * bytes per turn (a store right after its load would stall a cycle) */
-static inline void gather(int8_t *dst, const int8_t *src, int32_t step, int32_t n)
-{
-    const int32_t pairs = n >> 1;
-    if (pairs > 0)
-        __asm__ volatile(XP_LOOP("%[n]", 4) XP_LBU_RR_INC("t0", "%[s]", "%[k]") XP_LBU_RR_INC("t1", "%[s]", "%[k]")
-                         XP_SB_INC1("t0", "%[d]") XP_LOOP_END() XP_SB_INC1("t1", "%[d]") XP_LOOP_CHECK(4)
-                         : [s] "+r"(src), [d] "+r"(dst)
-                         : [n] "r"(pairs), [k] "r"(step)
-                         : "t0", "t1", "memory");
-    if (n & 1)
-        *dst = *src;
 }
 
 /* One output row of channel c: n outputs, windows at r0/r1/r2 + ox * sw,
@@ -238,7 +218,7 @@ ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
                 }
                 for (k = 0; k < pl; k++)
                     d[k] = pad;
-                gather(d + pl, a->in + (size_t)next * row_stride + c, C, in_w);
+                xp_gather(d + pl, a->in + (size_t)next * row_stride + c, C, in_w);
                 for (k = pl + in_w; k < W; k++)
                     d[k] = pad;
             }
