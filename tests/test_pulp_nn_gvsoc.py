@@ -66,12 +66,13 @@ def requant(rng, kind, channels, acc):
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False):
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False):
     """(kernel, operands, expected output) of one call. A convolution or
     depthwise call gets the scratch library.yaml sizes (with the Xpulp
-    paths' padded windows and records, or ring of kh rows), or with lean
-    only what the portable path needs (the path the Xpulp build falls back
-    to when its own does not fit)."""
+    paths' padded windows and records, or ring of kh rows and whole
+    padded plane), with ring no room for the plane (the ring path), or
+    with lean only what the portable path needs (the path the Xpulp build
+    falls back to when its own does not fit)."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op == "depthwise":
@@ -99,7 +100,8 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False):
     if op == "conv2d":
         scratch = 2 * geom["kh"] * geom["kw"] * shape[2] + (0 if lean else 12 + 28 * out_c)
     elif op == "depthwise":
-        scratch = rows * geom["kw"] + (0 if lean else 2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1])
+        scratch = rows * geom["kw"] + (0 if lean else 2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1]
+                                       + (0 if ring else shape[0] * shape[1]))
     else:
         scratch = 0
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
@@ -153,6 +155,8 @@ CASES = [
     case("depthwise", 38, (10, 11, 9), 128, "std", 5, dict(kh=3, kw=3, sh=3, sw=3, pad=(1, 1, 1, 1))),
     case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
     case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
+    case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
+    case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),
     # linear: channels split in fours, leftovers, K not a multiple of 4
     case("linear", 40, (1, 1, 64, 21), 128, "std", 8),
     case("linear", 41, (2, 2, 8, 13), 0, "std", 8),

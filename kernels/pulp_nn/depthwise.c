@@ -229,6 +229,82 @@ ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     }
     return c;
 }
+
+/*
+ * With room for a channel's whole padded plane in the scratch, the rows
+ * need no ring: the plane's border is written with the padding once per
+ * call, each channel's interior is gathered row by row, and all of the
+ * channel's outputs are one pair of nested hardware loops (rows outside,
+ * the 14-instruction output loop inside), so nothing is reloaded per row.
+ */
+static inline int32_t plane_bytes(const tsr_conv_args_t *a)
+{
+    return (a->pad_t + a->in_h + a->pad_b) * (a->in_w + a->pad_l + a->pad_r) + 4;
+}
+
+static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
+plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
+{
+    const int32_t in_h = a->in_h, in_w = a->in_w, C = a->in_c, out_h = a->out_h, out_w = a->out_w;
+    const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
+    const int32_t W = in_w + pl + a->pad_r, off = a->input_offset, bytes = plane_bytes(a);
+    const int32_t sw = a->sw, rowstep = a->sh * W;
+    const size_t row_stride = (size_t)in_w * C;
+    const int8_t pad = (int8_t)-off;
+    int8_t *interior = s + pt * W + pl;
+    int32_t c, k, iy;
+    for (k = 0; k < bytes; k++)
+        s[k] = pad;
+    if (out_h <= 0 || out_w <= 0)
+        return c1;
+    for (c = c0; c < c1; c++) {
+        const int8_t *wc = a->weights + (size_t)c * 9;
+        uint32_t w0, w1, w2;
+        int32_t b = a->bias ? a->bias[c] : 0, sum = 0;
+        int8_t *o = (int8_t *)a->out + c;
+        const int8_t *base = s;
+        xp_rq_t q;
+        if (!xp_rq_channel(a->rq, c, &q))
+            break;
+        for (k = 0; k < 9; k++)
+            sum += wc[k];
+        b += off * sum;
+        w0 = (uint32_t)(uint8_t)wc[0] | (uint32_t)(uint8_t)wc[1] << 8 | (uint32_t)(uint8_t)wc[2] << 16;
+        w1 = (uint32_t)(uint8_t)wc[3] | (uint32_t)(uint8_t)wc[4] << 8 | (uint32_t)(uint8_t)wc[5] << 16;
+        w2 = (uint32_t)(uint8_t)wc[6] | (uint32_t)(uint8_t)wc[7] << 8 | (uint32_t)(uint8_t)wc[8] << 16;
+        for (iy = 0; iy < in_h; iy++)
+            xp_gather(interior + iy * W, a->in + (size_t)iy * row_stride + c, C, in_w);
+        /* loop 1 over the output rows (19 instructions: three row
+         * pointers, loop 0 of 14, the step to the next rows; the output
+         * pointer is already at the next row), loop 0 over the columns */
+        __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
+                         ".insn i 0x7B, 4, x1, %[nr], 38\n\t"
+                         "mv t4, %[base]\n\t"
+                         "add t5, t4, %[W]\n\t"
+                         "add t6, t5, %[W]\n\t"
+                         ".insn i 0x7B, 4, x0, %[nc], 28\n\t"
+                         XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")
+                         XP_LW_RR_INC("t2", "t6", "%[sw]")
+                         "mv t3, %[b]\n\t"
+                         XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")
+                         "mulh t3, t3, %[mul]\n\t"
+                         "add t3, t3, %[rnd]\n\t"
+                         "sra t3, t3, %[sh]\n\t"
+                         ".insn r 0x33, 6, 0x02, t3, t3, %[lo]\n\t"
+                         ".insn r 0x33, 4, 0x02, t3, t3, %[hi]\n\t"
+                         "add t3, t3, %[zp]\n\t"
+                         XP_SB_RR_INC("t3", "%[o]", "%[st]")
+                         "add %[base], %[base], %[rs]\n\t"
+                         ".option pop"
+                         : [base] "+r"(base), [o] "+r"(o)
+                         : [nr] "r"(out_h), [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c),
+                           [rs] "r"(rowstep), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),
+                           [b] "r"(b), [mul] "r"(q.mul), [rnd] "r"(q.round), [sh] "r"(q.shift), [lo] "r"(q.lo),
+                           [hi] "r"(q.hi), [zp] "r"(q.zero_point)
+                         : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "memory");
+    }
+    return c;
+}
 #endif
 
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
@@ -250,7 +326,7 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
 #ifdef TSR_ISA_XPULPV2
     if (area == 9 && a->sh <= 3 && a->scratch_bytes >= ring_bytes(a)) {
         /* from a channel with the general requantization on: the stripes */
-        c0 = ring_channels(a, c0, c1, s);
+        c0 = a->scratch_bytes >= plane_bytes(a) ? plane_channels(a, c0, c1, s) : ring_channels(a, c0, c1, s);
     }
 #endif
     for (c = c0; c < c1; c++) {
