@@ -141,6 +141,9 @@ CASES = [
     case("conv2d", 27, (5, 5, 3, 12), 128, "std", 1, ODD),
     case("conv2d", 28, (3, 3, 5, 32), 0, "std", 8, S1),
     case("conv2d", 29, (6, 7, 4, 8), 128, "std", 8, S1, lean=True),
+    # one input channel (DORY's and Deeploy's first layers), a long patch
+    case("conv2d", 50, (10, 10, 1, 16), 0, "std", 8, S1),
+    case("conv2d", 51, (4, 4, 64, 32), 0, "std", 8, S1),
     # depthwise: 3x3 (SIMD windows), stride 2, odd borders, 5x5 (general)
     case("depthwise", 30, (8, 9, 8), 128, "std", 8, S1),
     case("depthwise", 31, (9, 7, 5), 128, "std", 8, S2),

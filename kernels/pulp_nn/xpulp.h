@@ -102,6 +102,12 @@ static inline void xp_gather(int8_t *dst, const int8_t *src, int32_t step, int32
         *dst = *src;
 }
 
+/* Store a word at p, whatever its alignment (as xp_lw loads). */
+static inline void xp_sw(int8_t *p, uint32_t v)
+{
+    __asm__("sw %1, %0" : "=m"(*(struct { int8_t b[4]; } *)p) : "r"(v));
+}
+
 /* The body of a 4 channel x 2 pixel block, four k per turn: `DOT` is
  * sdotsp (signed inputs) or sdotusp (inputs flipped to unsigned by the xor
  * with 0x80808080 in t4: x + 128 for int8 x is x ^ 0x80 read as uint8).
