@@ -174,8 +174,45 @@ def c_array(name, ctype, values):
     return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
 
 
-def firmware_source(cases):
-    """The test program: every case's operands, then main()."""
+# perf: core 0's counters (PULP's PCER 0xCC0 / PCMR 0xCC1; PCCR 0x780 +
+# event: 0 cycles, 1 instructions, 2 load stalls, 4 instruction-cache misses)
+L1 = ' __attribute__((section(".bss.tsr.L1")))'
+PERF_DECL = f"""static tsr_requant_t rq_l1{L1};
+static int32_t bias_l1[1024]{L1};
+static volatile uint32_t perf[4];
+"""
+PERF_START = """    if (k == 0) {
+        __asm__ volatile("csrw 0xCC0, %0\\n\\tcsrw 0xCC1, %1" :: "r"(0xFFFF), "r"(1));
+        __asm__ volatile("csrw 0x780, x0\\n\\tcsrw 0x781, x0\\n\\tcsrw 0x782, x0\\n\\tcsrw 0x784, x0");
+    }
+"""
+PERF_STOP = """    if (k == 0) {
+        __asm__ volatile("csrr %0, 0x780" : "=r"(perf[0]));
+        __asm__ volatile("csrr %0, 0x781" : "=r"(perf[1]));
+        __asm__ volatile("csrr %0, 0x782" : "=r"(perf[2]));
+        __asm__ volatile("csrr %0, 0x784" : "=r"(perf[3]));
+    }
+"""
+PERF_ARGS = """
+        memcpy(bias_l1, c->bias, 4 * (uint32_t)c->out_c);
+        args.bias = bias_l1;
+        if (c->rq) {
+            rq_l1 = *c->rq;
+            args.rq = &rq_l1;
+        }"""
+PERF_FORK = """{
+            uint64_t t0 = hal_counter();
+            hal_fork(body, 0);
+            printf("PERF %u %u %u %u %u\\n", (unsigned)i, (unsigned)(hal_counter() - t0), (unsigned)perf[1],
+                   (unsigned)perf[2], (unsigned)perf[3]);
+        }"""
+
+
+def firmware_source(cases, perf=False):
+    """The test program: every case's operands, then main(). With perf
+    (benchmarks/pulp_nn_kernels.py) the call's arguments, bias and
+    requantization constants sit in L1 as a layer's do, and each call also
+    prints its cycles and core 0's performance counters (PERF lines)."""
     out = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
            '#include "tessera/hal.h"\n#include "tessera/pulp_nn.h"\n\n']
     table = []
@@ -222,16 +259,16 @@ static const pcase_t cases[] = {
 /* operands, output and scratch in L1, as a layer's tiles are */
 static int8_t arena[40000] __attribute__((section(".bss.tsr.L1"), aligned(8)));
 
-static tsr_conv_args_t args;
+static tsr_conv_args_t args''' + (L1 if perf else '') + ''';
 static const pcase_t *cur;
-
+''' + (PERF_DECL if perf else '') + '''
 static void body(void *unused)
 {
     int k = hal_core_id();
     (void)unused;
-    if (k < cur->ncores)
+''' + (PERF_START if perf else '') + '''    if (k < cur->ncores)
         cur->fn(&args, k, cur->ncores);
-}
+''' + (PERF_STOP if perf else '') + '''}
 
 static uint32_t up4(uint32_t n)
 {
@@ -257,10 +294,10 @@ int main(int argc, char **argv)
         args.out_h = c->out_h, args.out_w = c->out_w, args.out_c = c->out_c;
         args.kh = c->kh, args.kw = c->kw, args.sh = c->sh, args.sw = c->sw;
         args.pad_t = c->pt, args.pad_l = c->pl, args.pad_b = c->pb, args.pad_r = c->pr;
-        args.input_offset = c->off, args.rq = c->rq;
+        args.input_offset = c->off, args.rq = c->rq;''' + (PERF_ARGS if perf else '') + '''
         args.scratch = c->scratch ? s : 0, args.scratch_bytes = c->scratch;
         cur = c;
-        hal_fork(body, 0);
+        ''' + (PERF_FORK if perf else 'hal_fork(body, 0);') + '''
         printf("CASE %u ", (unsigned)i);
         for (j = 0; j < c->out_bytes; j++)
             printf("%02x", (unsigned)(uint8_t)o[j]);
