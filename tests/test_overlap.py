@@ -186,3 +186,19 @@ def test_a_model_that_fits_stm32f4_only_with_overlap(tmp_path):
     scons("target=stm32f4", f"model={model}", str(plan), out=tmp_path / "b", check=True)
     acts = json.loads(plan.read_text())["activations"]
     assert acts["lower_bound"] > acts["usable"] >= acts["peak"]
+
+
+def test_row_bands_are_asked_for_at_the_memory_peak_only():
+    # x -> l0 -> m -> l1 -> n -> l2 (pool) -> p -> l3 -> y; whole tensors live:
+    # 4352, 8192, 5120, 1088 bytes at the four steps; row bands where more
+    # than half the bound (8192) is live, and never for the input's reader
+    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
+    shapes = {"x": [8, 8, 4], "m": [8, 8, 64], "n": [8, 8, 64], "p": [4, 4, 64], "y": [4, 4, 4]}
+    tensors = {k: Tensor(k, v) for k, v in shapes.items()}
+    pw = lambda name, i, o: Layer(name, "pointwise", [i], o, input_offset=0, weights=f"{name}.w",  # noqa: E731
+                                  bias=f"{name}.b", requant=rq(shapes[o][2]))
+    layers = [pw("l0", "x", "m"), pw("l1", "m", "n"),
+              Layer("l2", "maxpool", ["n"], "p", kernel=[2, 2], stride=[2, 2], pad=[0] * 4, input_offset=0),
+              pw("l3", "p", "y")]
+    graph = Graph("g", "test", tensors, layers, ["x"], ["y"])
+    assert overlap.row_band_layers(graph) == ["l1", "l2"]

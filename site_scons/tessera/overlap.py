@@ -57,12 +57,10 @@ def safe_gap(layer, graph, tiling):
     return gap
 
 
-def candidates(graph, tilings):
-    """[{"below": output, "above": input, "gap": bytes}] for every layer whose
-    output may overlap its consumed input (the allocator decides whether it
-    does)."""
+def _eligible(graph):
+    """Steps and layers whose single input may be overlapped by the output
+    (the static conditions; the gap depends on the tiling)."""
     last = graph.last_use()
-    out = []
     for step, layer in enumerate(graph.layers):
         if len(layer.inputs) != 1 or layer.op not in OVERLAP_OPS:
             continue
@@ -71,6 +69,41 @@ def candidates(graph, tilings):
             continue
         if len(graph.tensor(x).shape) != 3 or len(graph.tensor(layer.output).shape) != 3:
             continue
+        yield step, layer
+
+
+# Row bands are asked for where the whole tensors live at a step take more
+# than this share of the tensor-level bound: a plan at 0.70 of the bound has
+# to overlap there, and elsewhere the tiler keeps its own (faster) choice.
+ROW_SHARE = 0.5
+ROW_OPS = ("conv2d", "depthwise", "pointwise", "maxpool", "avgpool")
+
+
+def row_band_layers(graph):
+    """Layers the tiler should cut in row bands of all channels (the tile
+    order then consumes the input top to bottom, so the output can follow
+    it closely: a gap of a few rows instead of nearly the whole output).
+    Decided from the graph alone (tensor-level liveness), before tiling."""
+    producer, last = graph.producer(), graph.last_use()
+    live = [0] * len(graph.layers)
+    for name, t in graph.tensors.items():
+        if name not in producer and name not in graph.inputs:
+            continue     # weights and constants are not activations
+        start = 0 if name in graph.inputs else producer[name]
+        for step in range(start, last.get(name, start) + 1):
+            live[step] += t.nbytes
+    bound = max(live, default=0)
+    return sorted(layer.name for step, layer in _eligible(graph)
+                  if layer.op in ROW_OPS and live[step] > ROW_SHARE * bound)
+
+
+def candidates(graph, tilings):
+    """[{"below": output, "above": input, "gap": bytes}] for every layer whose
+    output may overlap its consumed input (the allocator decides whether it
+    does)."""
+    out = []
+    for _, layer in _eligible(graph):
+        x = layer.inputs[0]
         gap = safe_gap(layer, graph, tilings[layer.name])
         if gap < graph.tensor(layer.output).nbytes:
             out.append({"below": layer.output, "above": x, "gap": gap})

@@ -36,6 +36,7 @@ import sys
 from SCons.Script import Action, Exit
 
 from tessera import canon, config, fusion, memplan, prepare, views
+from tessera import overlap as overlap_mod
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
 from tessera.cname import c_name
@@ -318,8 +319,15 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
+    # overlap=0: tensor-level planning only (whole tensors never share bytes)
+    overlap_on = str(env.get("overlap", "1")) not in ("0", "no", "false")
+    # with overlap, the layers at the memory peak are cut in row bands
+    rows = set(overlap_mod.row_band_layers(graph)) if overlap_on else set()
     for layer in graph.layers:
-        lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
+        view = views.tiler_layer(layer, graph)
+        if layer.name in rows:
+            view["rows"] = 1
+        lv = _value(env, view, f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
                            [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
@@ -350,8 +358,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     memory = views.memory_target(tcfg)
     memory["align"] = library["tiler"].get("buffer_align", 4)
     memory["fit_hint"] = _fit_hint(tcfg)
-    # overlap=0: tensor-level planning only (whole tensors never share bytes)
-    memory["overlap"] = str(env.get("overlap", "1")) not in ("0", "no", "false")
+    memory["overlap"] = overlap_on
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
     fusion_in = [schedule[0]] + fused if policy != "none" else []
