@@ -228,6 +228,21 @@ def _bundled_targets():
     return _targets_read
 
 
+def tview_numbers(tview):
+    return {k: v for k, v in tview.items() if k != "kernels"}
+
+
+def _ram_cap(env, tcfg, mcfg):
+    """ram_cap= on the command line, else the model's ram_cap:, else the
+    target's; None without one."""
+    given = str(env.get("ram_cap", "") or "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise TesseraError(f"ram_cap={given}", "not a positive number of bytes", "e.g. ram_cap=237773")
+        return int(given)
+    return mcfg.get("ram_cap") or tcfg.get("ram_cap")
+
+
 def _fit_hint(target):
     """What to do when the weights do not fit: how much fits this target,
     and which bundled targets have more room for weights."""
@@ -323,13 +338,38 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     overlap_on = str(env.get("overlap", "1")) not in ("0", "no", "false")
     # with overlap, the layers at the memory peak are cut in row bands
     rows = set(overlap_mod.row_band_layers(graph)) if overlap_on else set()
+    layer_views = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
         if layer.name in rows:
             view["rows"] = 1
-        lv = _value(env, view, f"layer {layer.name} (tiler view)")
+        layer_views[layer.name] = view
+
+    # ---- memory plan's view of the target
+    memory = views.memory_target(tcfg)
+    memory["align"] = library["tiler"].get("buffer_align", 4)
+    memory["fit_hint"] = _fit_hint(tcfg)
+    memory["overlap"] = overlap_on
+    # a cap on total RAM: one step picks the largest tile budget that fits
+    try:
+        cap = _ram_cap(env, tcfg, mcfg)
+    except TesseraError as err:
+        fail(err, outdir)
+    budget = []
+    if cap is not None:
+        memory["ram_cap"] = cap
+        memory["where"] = f"ram_cap of {mname} on {tname}"
+        budget = env.Command(d("ram_budget.json"),
+                             [paths["graph"], _value(env, {"views": layer_views, "tiler": tview_numbers(tview),
+                                                           "memory": memory, "ram_cap": cap,
+                                                           "where": memory["where"]}, "ram_cap"),
+                              tiler_kernels],
+                             Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
+        env.Depends(budget, canon.source_files("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
+    for layer in graph.layers:
+        lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
-                           [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
+                           [lv, tiler_target, tiler_kernels] + budget, Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
         tilings.append(node[0])
         solves.append(node[1])
@@ -355,10 +395,6 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir"))
 
     # ---- memory plan
-    memory = views.memory_target(tcfg)
-    memory["align"] = library["tiler"].get("buffer_align", 4)
-    memory["fit_hint"] = _fit_hint(tcfg)
-    memory["overlap"] = overlap_on
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
     fusion_in = [schedule[0]] + fused if policy != "none" else []

@@ -84,6 +84,8 @@ TARGET = Field("map", fields={
     "kernels": Field("str", "kernel library under kernels/ (reference, pulp_nn, cmsis_nn)",
                      required=True),
     "runner": RUNNER,
+    "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
+                     "many bytes: the tile budget is the largest that fits (a model's ram_cap: wins)", minimum=1),
     "note": Field("str", default=""),
 })
 
