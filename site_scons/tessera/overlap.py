@@ -108,3 +108,40 @@ def candidates(graph, tilings):
         if gap < graph.tensor(layer.output).nbytes:
             out.append({"below": layer.output, "above": x, "gap": gap})
     return out
+
+
+def band_gap(x_shape, xe, y_shape, ye, bands):
+    """safe_gap for a fused DW->PW step (fusion/tiler.py): band i reads input
+    rows [ih0, ih0 + ih) of every column and channel and writes output rows
+    [oh0, oh0 + oh), with the same double-buffered timing as a tiled layer."""
+    _, W, C = x_shape
+    _, Wo, Co = y_shape
+    written, gap = -1, 0
+    if len(bands) < 2:
+        return 0
+    for b in bands:
+        if written >= 0:
+            gap = max(gap, written - _first((b["ih0"], b["ih"], 0, W, 0, C), x_shape, xe) + 1)
+        written = max(written, _last((b["oh0"], b["oh"], 0, Wo, 0, Co), y_shape, ye))
+    return gap
+
+
+def fused_candidates(graph, fused):
+    """The pairs of fused steps (fused: group -> {"layers": [dw, pw],
+    "bands": [...]}): the step's output below its input, when the input's
+    last reader is the step (the same rules as for a single layer)."""
+    last = graph.last_use()
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    out = []
+    for group in fused.values():
+        dw, pw = (graph.layer(n) for n in group["layers"])
+        x = dw.inputs[0]
+        if len(dw.inputs) != 1 or x in graph.inputs or x in graph.outputs or last.get(x) != index[dw.name]:
+            continue
+        xt, yt = graph.tensor(x), graph.tensor(pw.output)
+        if len(xt.shape) != 3 or len(yt.shape) != 3 or pw.output in graph.outputs:
+            continue
+        gap = band_gap(xt.shape, ir.DTYPES[xt.dtype], yt.shape, ir.DTYPES[yt.dtype], group["bands"])
+        if gap < yt.nbytes:
+            out.append({"below": pw.output, "above": x, "gap": gap})
+    return out

@@ -178,7 +178,8 @@ def _plan(target, source, env):
             fused_tilings[t["group"]] = t
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
-    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]}
+    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"],
+                         "bands": fused_tilings[s["step"]]["bands"]}
              for s in (sched or {"steps": []})["steps"] if s["kind"] == "dw_pw"}
     the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
     if memory.get("ram_cap") is not None:
