@@ -312,6 +312,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
                    "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],
                    "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
                    "method": acts["method"], "optimal": acts["optimal"]}
+    if levels[act_level].get("reserved"):
+        activations["reserved"] = levels[act_level]["reserved"]
     if spilled:
         activations["spill"] = _spill_arena(graph, spilled, spill)
         activations["spill"]["bounces"] = {b["name"]: b["size"] for b in act_buffers
@@ -327,6 +329,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
                   "size": levels[tile_level]["size"], "layers": l1},
     }
+    if levels[tile_level].get("reserved"):
+        the_plan["tiles"]["reserved"] = levels[tile_level]["reserved"]
     # the proof: the generated schedule replayed over these addresses
     if not fused or all("bands" in g for g in fused.values()):
         hazard.check(graph, tilings, the_plan, fused)
@@ -394,4 +398,8 @@ def memory_report(the_plan):
         if "activations" in m["holds"] or "tiles" in m["holds"]:
             m["reserved"] = m["size"] - m["usable"]
             m["ram"] = m["peak"] + m["reserved"]
+    # what the reserved bytes are for (the target YAML's names: stack, data, code)
+    for part in (acts, tiles):
+        if part.get("reserved") and part["level"] in out:
+            out[part["level"]]["reserved_for"] = dict(part["reserved"])
     return out
