@@ -73,3 +73,17 @@ def test_ram_cap_on_the_command_line(tmp_path):
     assert "no tile budget makes the firmware fit ram_cap 1000 bytes" in line
     line = one_error(scons("target=stm32h7", "model=tiny", "ram_cap=lots", str(plan), out=tmp_path))
     assert line.startswith("tessera: error: ram_cap=lots: not a positive number of bytes")
+
+
+def test_ram_cap_in_the_model_yaml(tmp_path):
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models", "tiny.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["ram_cap"] = 1000
+    yml = tmp_path / "capped.yaml"
+    yml.write_text(yaml.safe_dump(data))
+    plan = tmp_path / "stm32h7" / "capped" / "memplan.json"
+    line = one_error(scons("target=stm32h7", f"model={yml}", str(plan), out=tmp_path))
+    assert "ram_cap of capped on stm32h7: no tile budget makes the firmware fit ram_cap 1000 bytes" in line
+    # the command line wins over the YAML
+    scons("target=stm32h7", f"model={yml}", "ram_cap=100000", str(plan), out=tmp_path, check=True)
+    assert json.loads((plan.parent / "ram_budget.json").read_text())["ram_cap"] == 100000
