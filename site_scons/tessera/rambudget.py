@@ -4,7 +4,8 @@ that fits it.
 A larger tile arena means fewer, larger tiles (less copying, fewer kernel
 calls: faster); on a target whose tile level is RAM of its own (stm32h7's
 DTCM, stm32f4's SRAM2) every byte of it also counts in the total. With a
-cap, the budget goes down a fixed ladder of fractions of the tile level,
+cap, the budget goes down a fixed ladder of fractions of the tile level
+(LADDER),
 and the first (largest, fastest) rung whose whole plan fits the cap wins:
 each rung tiles every layer and plans memory exactly as the build then
 does, so the figure compared with the cap is the one the report shows.
@@ -16,8 +17,9 @@ bytes the target reserves there (stacks, the C runtime's data, code in RAM).
 
 from .errors import FitError, TesseraError
 
-# fractions of the tile level's usable bytes, in sixteenths, largest first
-LADDER = (16, 12, 8, 6, 4, 3, 2, 1)
+# fractions of the tile level's usable bytes, in 64ths, largest first (finer
+# where the totals of real networks cross typical caps: a quarter and below)
+LADDER = (64, 48, 32, 24, 16, 14, 13, 12, 10, 8, 6, 4)
 
 
 def total_ram(report):
@@ -29,7 +31,7 @@ def rungs(usable, align=8):
     """The budgets tried, largest first (distinct, aligned down)."""
     out = []
     for k in LADDER:
-        b = usable * k // 16 // align * align
+        b = usable * k // 64 // align * align
         if b > 0 and b not in out:
             out.append(b)
     return out
