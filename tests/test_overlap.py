@@ -190,8 +190,11 @@ def test_a_model_that_fits_stm32f4_only_with_overlap(tmp_path):
 
 def test_row_bands_are_asked_for_at_the_memory_peak_only():
     # x -> l0 -> m -> l1 -> n -> l2 (pool) -> p -> l3 -> y; whole tensors live:
-    # 4352, 8192, 5120, 1088 bytes at the four steps; row bands where more
-    # than half the bound (8192) is live, and never for the input's reader
+    # 4352, 8192, 5120, 1088 bytes at the four steps; with every consumed
+    # input overlapped at best (the smaller tensor inside the larger): 4352
+    # (l0 reads the network's input: never overlapped), 4096, 4096, 1024.
+    # Row bands where the whole tensors exceed that floor (4352), and never
+    # for the input's reader
     rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
     shapes = {"x": [8, 8, 4], "m": [8, 8, 64], "n": [8, 8, 64], "p": [4, 4, 64], "y": [4, 4, 4]}
     tensors = {k: Tensor(k, v) for k, v in shapes.items()}

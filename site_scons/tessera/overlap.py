@@ -72,10 +72,6 @@ def _eligible(graph):
         yield step, layer
 
 
-# Row bands are asked for where the whole tensors live at a step take more
-# than this share of the tensor-level bound: a plan at 0.70 of the bound has
-# to overlap there, and elsewhere the tiler keeps its own (faster) choice.
-ROW_SHARE = 0.5
 ROW_OPS = ("conv2d", "depthwise", "pointwise", "maxpool", "avgpool")
 
 
@@ -83,7 +79,13 @@ def row_band_layers(graph):
     """Layers the tiler should cut in row bands of all channels (the tile
     order then consumes the input top to bottom, so the output can follow
     it closely: a gap of a few rows instead of nearly the whole output).
-    Decided from the graph alone (tensor-level liveness), before tiling."""
+
+    Decided from the graph alone (tensor-level liveness), before tiling: no
+    plan goes below the floor F = the largest live set with every candidate
+    pair overlapped as far as it can be (its smaller tensor inside the
+    larger), so only the steps whose whole tensors take more than F have
+    to overlap; elsewhere row bands would cost time (more, smaller tiles)
+    and save nothing at the peak."""
     producer, last = graph.producer(), graph.last_use()
     live = [0] * len(graph.layers)
     for name, t in graph.tensors.items():
@@ -92,9 +94,11 @@ def row_band_layers(graph):
         start = 0 if name in graph.inputs else producer[name]
         for step in range(start, last.get(name, start) + 1):
             live[step] += t.nbytes
-    bound = max(live, default=0)
-    return sorted(layer.name for step, layer in _eligible(graph)
-                  if layer.op in ROW_OPS and live[step] > ROW_SHARE * bound)
+    eligible = dict(_eligible(graph))
+    floor = max((live[s] - min(graph.tensor(layer.inputs[0]).nbytes, graph.tensor(layer.output).nbytes)
+                 if s in eligible else live[s]) for s, layer in enumerate(graph.layers)) if graph.layers else 0
+    return sorted(layer.name for step, layer in eligible.items()
+                  if layer.op in ROW_OPS and live[step] > floor)
 
 
 def candidates(graph, tilings):
