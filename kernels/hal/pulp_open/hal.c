@@ -380,3 +380,30 @@ uint64_t hal_counter(void)
     counter_last = now;
     return ((uint64_t)counter_high << 32) | now;
 }
+
+/* ---- L3: the uDMA hyperbus ------------------------------------------- */
+
+static void hyper_transfer(int cs, int read, uint32_t l2, uint32_t ext, uint32_t bytes)
+{
+    const uint32_t ch = PO_HYPER_CH(0);
+    PO_REG(PO_UDMA_CG) |= PO_UDMA_CG_HYPER;   /* off after reset: accesses would be ignored */
+    PO_REG(PO_HYPER_MEM_SEL) = (uint32_t)cs;
+    /* writing a start address also picks the direction of the next transfer */
+    PO_REG(ch + (read ? PO_HYPER_RX_SADDR : PO_HYPER_TX_SADDR)) = l2;
+    PO_REG(ch + (read ? PO_HYPER_RX_SIZE : PO_HYPER_TX_SIZE)) = bytes;
+    PO_REG(ch + PO_HYPER_EXT_ADDR) = ext;
+    PO_REG(ch + PO_HYPER_CA_SETUP) = (read ? 4u : 0u) | 1u;
+    PO_REG(ch + (read ? PO_HYPER_RX_CFG : PO_HYPER_TX_CFG)) = PO_HYPER_CFG_EN;
+    while (PO_REG(ch + PO_HYPER_STATUS) & 1u)
+        ;
+}
+
+void po_hyper_read(int cs, void *l2, uint32_t ext, uint32_t bytes)
+{
+    hyper_transfer(cs, 1, (uint32_t)l2, ext, bytes);
+}
+
+void po_hyper_write(int cs, uint32_t ext, const void *l2, uint32_t bytes)
+{
+    hyper_transfer(cs, 0, (uint32_t)l2, ext, bytes);
+}

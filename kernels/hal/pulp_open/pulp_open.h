@@ -71,4 +71,34 @@ static inline uint32_t po_core_id(void)
     return po_hartid() & 0x1Fu;
 }
 
+/* ---- uDMA hyperbus (L3), version 3 as GVSoC's udma_hyper_v3 models it ----
+ * The uDMA's peripherals sit 0x80 apart from base + 0x80; the hyperbus is
+ * periph ids 8-16: eight transfer channels (0x80 apart) and then the common
+ * registers. Chip select 0 is the board's 8 MB HyperRAM, 1 its 64 MB
+ * HyperFlash (which GVSoC preloads from the runner's flash image). The uDMA
+ * moves L2 <-> external memory only; checked on GVSoC, docs/gvsoc.md. */
+#define PO_UDMA 0x1A102000u
+#define PO_UDMA_CG (PO_UDMA + 0x0u)             /* clock gate, one bit per periph id */
+#define PO_UDMA_CG_HYPER 0x1FF00u               /* ids 8-16 */
+#define PO_HYPER_CH(i) (PO_UDMA + 0x80u + 8u * 0x80u + 0x80u * (uint32_t)(i))
+#define PO_HYPER_COMMON PO_HYPER_CH(8)
+#define PO_HYPER_MEM_SEL (PO_HYPER_COMMON + 0x20u)  /* chip select of the next transfers */
+#define PO_HYPER_RX_SADDR 0x00u                 /* per channel: L2 address (read) */
+#define PO_HYPER_RX_SIZE 0x04u
+#define PO_HYPER_RX_CFG 0x08u                   /* writing EN starts the read */
+#define PO_HYPER_TX_SADDR 0x0Cu                 /* L2 address (write) */
+#define PO_HYPER_TX_SIZE 0x10u
+#define PO_HYPER_TX_CFG 0x14u
+#define PO_HYPER_CA_SETUP 0x18u                 /* bit 2 read, bit 1 register space, bit 0 linear burst */
+#define PO_HYPER_EXT_ADDR 0x1Cu                 /* byte address in the external memory */
+#define PO_HYPER_STATUS 0x24u                   /* bit 0 busy */
+#define PO_HYPER_CFG_EN (1u << 4)
+#define PO_HYPER_CS_RAM 0
+#define PO_HYPER_CS_FLASH 1
+
+/* Blocking transfers between L2 and the HyperRAM or HyperFlash (cs), on
+ * hyperbus channel 0; bytes > 0, any alignment. */
+void po_hyper_read(int cs, void *l2, uint32_t ext, uint32_t bytes);
+void po_hyper_write(int cs, uint32_t ext, const void *l2, uint32_t bytes);
+
 #endif /* TESSERA_PULP_OPEN_H */

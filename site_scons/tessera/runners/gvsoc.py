@@ -168,6 +168,24 @@ def run_gvsoc(cmd, where, timeout):
     return text
 
 
+def flash_image(firmware):
+    """The HyperFlash image that goes with a firmware: <name>.hyperflash.bin
+    beside the ELF (data the program reads from L3 through the uDMA)."""
+    return os.path.splitext(firmware)[0] + ".hyperflash.bin"
+
+
+def flash_args(firmware, work):
+    """Preload the board's HyperFlash (hyper0, chip select 1) with the
+    firmware's flash image, if it has one. GVSoC's flash model reads
+    `hyperflash.bin` in its working directory; gapy would write an empty
+    one there, which --flash-no-auto stops."""
+    image = flash_image(firmware)
+    if not os.path.exists(image):
+        return []
+    shutil.copyfile(image, os.path.join(work, "hyperflash.bin"))
+    return ["--flash-no-auto"]
+
+
 def run(runner, firmware, args, timeout):
     where = f"run of {firmware} on GVSoC"
     program = locate(runner["program"])
@@ -176,5 +194,6 @@ def run(runner, firmware, args, timeout):
     firmware = os.path.abspath(firmware)
     with tempfile.TemporaryDirectory(prefix="tessera-gvsoc-") as work:
         elf = with_args(firmware, args, work) if args else firmware
-        cmd = [program, *runner["args"], f"--work-dir={work}", "--binary", elf, "run"]
+        cmd = [program, *runner["args"], f"--work-dir={work}", *flash_args(firmware, work),
+               "--binary", elf, "run"]
         return run_gvsoc(cmd, where, timeout)
