@@ -73,4 +73,6 @@ _cluster_start:
     .globl tsr_trap_vector
     .balign 256
 tsr_trap_vector:
-    j tsr_trap
+    /* tail (auipc + jr, not j): a large L2 arena can sit between this
+     * section and .text, beyond j's 1 MB reach; the fault never returns */
+    tail tsr_trap

@@ -27,6 +27,12 @@
 
 #define TEAM_MASK ((1u << TSR_NCORES) - 1u)
 
+#ifdef TSR_STORAGE_WINDOW
+/* storage.c: a strided copy from the HyperFlash (L3) */
+void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,
+                     uint32_t dst_stride, uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride);
+#endif
+
 extern int main(int argc, char **argv);
 extern void _cluster_start(void);
 extern void tsr_trap_vector(void);
@@ -297,6 +303,13 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
     if (!total)
         return;
     hal_dma_bytes[engine] += total;
+#ifdef TSR_STORAGE_WINDOW
+    if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
+        hal_storage_dma(dst, src, bytes, rows, src_stride, dst_stride, planes, src_plane_stride,
+                        dst_plane_stride);
+        return;
+    }
+#endif
     if (in_l1(dst) == in_l1(src)) {
         /* mchan only moves between L1 and L2: copy any other pair here */
         uint32_t t0 = mcycle();

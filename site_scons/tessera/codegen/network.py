@@ -238,7 +238,9 @@ def golden_input(v, inputs):
         data = stored.astype(np.int8) if stored.dtype != np.int32 else stored.view(np.int8)
         # with weights staged (their level is not the program's), the test
         # input waits with them rather than in the program's bytes
-        attr = section_attr(v["sections"]["weights"]) if v.get("wstream") else "__attribute__((aligned(4)))"
+        # (not when that level is storage: nothing is loaded there)
+        staged = v.get("wstream") and v.get("storage", {}).get("level") != v["sections"]["weights"].split(".")[-1]
+        attr = section_attr(v["sections"]["weights"]) if staged else "__attribute__((aligned(4)))"
         out.append(f"const int8_t {p}_golden_input{i}[{t['bytes']}] {attr} =")
         out.append(byte_string(data) + ";\n")
     return "\n".join(out)

@@ -174,12 +174,14 @@ def flash_image(firmware):
     return os.path.splitext(firmware)[0] + ".hyperflash.bin"
 
 
-def flash_args(firmware, work):
+def flash_args(firmware, args, work):
     """Preload the board's HyperFlash (hyper0, chip select 1) with the
-    firmware's flash image, if it has one. GVSoC's flash model reads
-    `hyperflash.bin` in its working directory; gapy would write an empty
-    one there, which --flash-no-auto stops."""
-    image = flash_image(firmware)
+    firmware's flash image, if it has one: the storage level's image the
+    runners pass as `storage=<path>`, else <firmware>.hyperflash.bin. GVSoC's
+    flash model reads `hyperflash.bin` in its working directory; gapy would
+    write an empty one there, which --flash-no-auto stops."""
+    cards = [a[len("storage="):] for a in args if a.startswith("storage=")]
+    image = cards[-1] if cards else flash_image(firmware)
     if not os.path.exists(image):
         return []
     shutil.copyfile(image, os.path.join(work, "hyperflash.bin"))
@@ -194,6 +196,6 @@ def run(runner, firmware, args, timeout):
     firmware = os.path.abspath(firmware)
     with tempfile.TemporaryDirectory(prefix="tessera-gvsoc-") as work:
         elf = with_args(firmware, args, work) if args else firmware
-        cmd = [program, *runner["args"], f"--work-dir={work}", *flash_args(firmware, work),
+        cmd = [program, *runner["args"], f"--work-dir={work}", *flash_args(firmware, args, work),
                "--binary", elf, "run"]
         return run_gvsoc(cmd, where, timeout)

@@ -1,0 +1,63 @@
+/*
+ * The storage driver of pulp_open: the board's HyperFlash (uDMA hyperbus,
+ * chip select 1) holds the storage level's bytes. The build writes them
+ * (storage.bin) and the GVSoC runner preloads the flash with them, so the
+ * `storage=<path>` argument names nothing the firmware opens. Reads are
+ * uDMA transfers into L2, synchronous (core 0 waits); writes would need the
+ * flash's program commands, which this driver does not issue: a plan that
+ * swaps activations out stops with the reason.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pulp_open.h"
+#include "tessera/hal.h"
+
+#ifdef TSR_STORAGE_WINDOW   /* only targets with a storage level have L3 */
+
+uint64_t hal_storage_bytes[2];
+uint32_t hal_storage_ops[2];
+
+int hal_storage_open(const char *path)
+{
+    (void)path;   /* the flash is preloaded by the runner */
+    return 0;
+}
+
+int hal_storage_read(void *dst, uint32_t offset, uint32_t bytes)
+{
+    if (bytes)
+        po_hyper_read(PO_HYPER_CS_FLASH, dst, offset, bytes);
+    return 0;
+}
+
+int hal_storage_write(uint32_t offset, const void *src, uint32_t bytes)
+{
+    (void)offset, (void)src, (void)bytes;
+    return -1;
+}
+
+void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,
+                     uint32_t dst_stride, uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
+{
+    uint32_t p, r;
+    if (!HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
+        printf("tessera storage: a write to the HyperFlash at offset %lu (the driver only reads it)\n",
+               (unsigned long)HAL_STORAGE_OFFSET(dst));
+        exit(3);
+    }
+    if (rows > 1 && src_stride == bytes && dst_stride == bytes) {
+        bytes *= rows;
+        rows = 1;
+    }
+    for (p = 0; p < planes; p++)
+        for (r = 0; r < rows; r++) {
+            uint8_t *d = (uint8_t *)dst + p * dst_plane_stride + r * dst_stride;
+            const uint8_t *s = (const uint8_t *)src + p * src_plane_stride + r * src_stride;
+            hal_storage_read(d, HAL_STORAGE_OFFSET(s), bytes);
+            hal_storage_bytes[0] += bytes;
+            hal_storage_ops[0]++;
+        }
+}
+
+#endif /* TSR_STORAGE_WINDOW */
