@@ -305,8 +305,10 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
     hal_dma_bytes[engine] += total;
 #ifdef TSR_STORAGE_WINDOW
     if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
+        /* queued on the uDMA: the job's wait waits for it */
         hal_storage_dma(dst, src, bytes, rows, src_stride, dst_stride, planes, src_plane_stride,
                         dst_plane_stride);
+        job->pending |= PO_JOB_HYPER;
         return;
     }
 #endif
@@ -369,9 +371,13 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
 
 void hal_dma_wait(hal_dma_job_t *job)
 {
-    uint32_t ids = job->pending;
-    if (!ids)
+    uint32_t ids = job->pending & ~PO_JOB_HYPER;
+    if (job->pending & PO_JOB_HYPER)
+        po_hyper_wait();
+    if (!ids) {
+        job->pending = 0;
         return;
+    }
     while (PO_REG(PO_DMA_STATUS) & ids)
         ;
     PO_REG(PO_DMA_STATUS) = ids;   /* free the ids */
@@ -396,10 +402,13 @@ uint64_t hal_counter(void)
 
 /* ---- L3: the uDMA hyperbus ------------------------------------------- */
 
-static void hyper_transfer(int cs, int read, uint32_t l2, uint32_t ext, uint32_t bytes)
+/* Queue one transfer on channel 0 (its FIFO holds 8: wait below that). */
+static void hyper_start(int cs, int read, uint32_t l2, uint32_t ext, uint32_t bytes)
 {
     const uint32_t ch = PO_HYPER_CH(0);
     PO_REG(PO_UDMA_CG) |= PO_UDMA_CG_HYPER;   /* off after reset: accesses would be ignored */
+    while (((PO_REG(ch + PO_HYPER_STATUS) >> 1) & 0xFFu) >= 6u)
+        ;
     PO_REG(PO_HYPER_MEM_SEL) = (uint32_t)cs;
     /* writing a start address also picks the direction of the next transfer */
     PO_REG(ch + (read ? PO_HYPER_RX_SADDR : PO_HYPER_TX_SADDR)) = l2;
@@ -407,8 +416,24 @@ static void hyper_transfer(int cs, int read, uint32_t l2, uint32_t ext, uint32_t
     PO_REG(ch + PO_HYPER_EXT_ADDR) = ext;
     PO_REG(ch + PO_HYPER_CA_SETUP) = (read ? 4u : 0u) | 1u;
     PO_REG(ch + (read ? PO_HYPER_RX_CFG : PO_HYPER_TX_CFG)) = PO_HYPER_CFG_EN;
-    while (PO_REG(ch + PO_HYPER_STATUS) & 1u)
+}
+
+void po_hyper_wait(void)
+{
+    /* busy (bit 0) and the transfers in flight (bits 8:1) */
+    while (PO_REG(PO_HYPER_CH(0) + PO_HYPER_STATUS) & 0x1FFu)
         ;
+}
+
+void po_hyper_start_read(int cs, void *l2, uint32_t ext, uint32_t bytes)
+{
+    hyper_start(cs, 1, (uint32_t)l2, ext, bytes);
+}
+
+static void hyper_transfer(int cs, int read, uint32_t l2, uint32_t ext, uint32_t bytes)
+{
+    hyper_start(cs, read, l2, ext, bytes);
+    po_hyper_wait();
 }
 
 void po_hyper_read(int cs, void *l2, uint32_t ext, uint32_t bytes)

@@ -100,5 +100,10 @@ static inline uint32_t po_core_id(void)
  * hyperbus channel 0; bytes > 0, any alignment. */
 void po_hyper_read(int cs, void *l2, uint32_t ext, uint32_t bytes);
 void po_hyper_write(int cs, uint32_t ext, const void *l2, uint32_t bytes);
+/* Queue a read and return; po_hyper_wait waits for every queued transfer.
+ * A DMA job with uDMA reads in it carries PO_JOB_HYPER (mchan ids are 0-15). */
+void po_hyper_start_read(int cs, void *l2, uint32_t ext, uint32_t bytes);
+void po_hyper_wait(void);
+#define PO_JOB_HYPER (1u << 31)
 
 #endif /* TESSERA_PULP_OPEN_H */

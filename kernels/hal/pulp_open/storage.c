@@ -2,8 +2,9 @@
  * The storage driver of pulp_open: the board's HyperFlash (uDMA hyperbus,
  * chip select 1) holds the storage level's bytes. The build writes them
  * (storage.bin) and the GVSoC runner preloads the flash with them, so the
- * `storage=<path>` argument names nothing the firmware opens. Reads are
- * uDMA transfers into L2, synchronous (core 0 waits); writes would need the
+ * `storage=<path>` argument names nothing the firmware opens. The DMA's
+ * reads are queued on the uDMA and run while the cores compute (the job's
+ * hal_dma_wait waits for them); hal_storage_read waits at once. Writes would need the
  * flash's program commands, which this driver does not issue: a plan that
  * swaps activations out stops with the reason.
  */
@@ -54,7 +55,7 @@ void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, 
         for (r = 0; r < rows; r++) {
             uint8_t *d = (uint8_t *)dst + p * dst_plane_stride + r * dst_stride;
             const uint8_t *s = (const uint8_t *)src + p * src_plane_stride + r * src_stride;
-            hal_storage_read(d, HAL_STORAGE_OFFSET(s), bytes);
+            po_hyper_start_read(PO_HYPER_CS_FLASH, d, HAL_STORAGE_OFFSET(s), bytes);
             hal_storage_bytes[0] += bytes;
             hal_storage_ops[0]++;
         }
