@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, report, scons
 from tessera import runners
 from tessera.runners import gvsoc
 from test_gvsoc import _target, build_firmware
@@ -91,3 +91,17 @@ def test_udma_reads_flash_and_round_trips_hyperram(tmp_path):
     ram = re.search(r"RAM ([0-9a-f]{8})", text)
     assert ram and int(ram.group(1), 16) == fnv((i * 13 + 5) & 0xFF for i in range(RAM[1])), text
 
+
+
+@pytest.mark.slow
+def test_network_with_weights_in_flash_is_bit_exact(tmp_path):
+    """pulp_open_hyper places every weight in L3 (the HyperFlash): the
+    build's storage.bin is the flash image, the layers' weights come to L2
+    by the uDMA, and every layer still matches the golden model."""
+    out = tmp_path / "out"
+    scons("target=pulp_open_hyper", "model=tiny", out=out, check=True)
+    rep = report(out, "pulp_open_hyper", "tiny")
+    assert rep["verdict"] == "pass"
+    assert all(layer["match"] for layer in rep["layers"])
+    assert rep["totals"]["dma_bytes"]["udma_hyper"] > 0
+    assert os.path.getsize(os.path.join(out, "pulp_open_hyper", "tiny", "storage.bin")) > 0
