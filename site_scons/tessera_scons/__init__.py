@@ -162,12 +162,23 @@ def _value(env, obj, name):
     return env.Value(canon.dumps(obj))
 
 
+def _fields(obj):
+    """dataclasses.asdict without its deep copy of every list (a layer's
+    tables and per-channel lists; every invocation, the no-op too, makes a
+    view of each layer): the IR nests dataclasses only as fields."""
+    from dataclasses import fields, is_dataclass
+    out = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name] = _fields(v) if is_dataclass(v) else v
+    return out
+
+
 def _layer_view(graph, layer):
     """Everything about one layer its code generation reads."""
-    from dataclasses import asdict
     names = list(layer.inputs) + [layer.output]
-    return {"model": graph.name, "layer": asdict(layer),
-            "tensors": {n: asdict(graph.tensor(n)) for n in names}}
+    return {"model": graph.name, "layer": _fields(layer),
+            "tensors": {n: _fields(graph.tensor(n)) for n in names}}
 
 
 def _codegen_target(target, model_name):

@@ -14,7 +14,7 @@ from ortools.sat.python import cp_model
 
 from .layer import CHANNEL_WISE
 from .library import holds
-from .solver import deterministic_solver
+from .solver import deterministic_solver, lean_search
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
 # deterministic time units (not wall clock), so the answer never depends on
@@ -219,7 +219,8 @@ def solve(layer, target, spec, tables, consts, buffering, hint=None):
     if hint is not None:
         for name, v in zip(("tile_h", "tile_w", "tile_c"), hint):
             b.m.add_hint(q[name], v)
-    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
+    # the tie-break makes the optimum unique: a leaner search proves the same one
+    solver = lean_search(deterministic_solver(SEED, MAX_DETERMINISTIC_TIME))
     status = solver.solve(b.m)
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(f"tiler: CP-SAT model of layer {layer['name']} is invalid: "
