@@ -391,8 +391,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         env.Depends(c, codegen_code)
         sources.append(c[0])
         if layer.weights or views.param_arrays(layer):
-            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value, paths["weights"]],
-                            Action(steps.gen_weights, "tessera: generate $TARGET"))
+            # the layer's view holds the digest of its arrays, so weights.npz
+            # (written when SConstruct is read) is read but not a source: a
+            # change to one layer's weights regenerates that layer's file only
+            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value],
+                            Action(steps.gen_weights, "tessera: generate $TARGET"), WEIGHTS_NPZ=paths["weights"])
             env.Depends(w, codegen_code)
             sources.append(w[0])
     net_files = [d("src", f) for f in ("network.h", "network.c", "harness.c", "input.c")]
