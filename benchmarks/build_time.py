@@ -12,7 +12,9 @@ the two, so the comparison means something on a shared, noisy machine.
     .venv/bin/python benchmarks/build_time.py --before /tmp/before
 
 Every figure is the median of --repeat runs (each from a fresh output
-folder; the generated ONNX files are shared through one model cache).
+folder; the generated ONNX files are shared through one model cache), as
+wall-clock seconds and as CPU seconds (user + system: what a busy machine
+does not inflate, since a build runs one thread).
 
 Cold = tiling (one CP-SAT solve per distinct layer view), memory plan and
 code generation of every layer from an empty output directory, with the
@@ -41,6 +43,7 @@ quantized with ONNX Runtime like the zoo's models), printed per layer.
 import argparse
 import glob
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,15 +57,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 
 
+class Seconds(float):
+    """Wall-clock seconds of a build, with its CPU seconds (user + system)
+    as .cpu: on a machine shared with other work the wall clock also counts
+    the waits for a core, the CPU time does not (a build is one thread:
+    SCons without -j, CP-SAT with one worker)."""
+
+    def __new__(cls, wall, cpu):
+        obj = super().__new__(cls, wall)
+        obj.cpu = cpu
+        return obj
+
+
 def scons(root, out, target, model, *extra, env=None):
     cmd = [sys.executable, "-m", "SCons", "-C", root, "-Q", f"out={out}", f"target={target}",
            f"model={model}", *extra]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     dt = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
         sys.exit(f"build failed ({root}: {' '.join(cmd[3:])}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
-    return dt
+    return Seconds(dt, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
 
 
 def target_copy(target, folder, shrink=1.0):
@@ -214,6 +231,7 @@ def main():
             for name, root in roots:
                 rows[name].append(measure(root, args, env, goal_of))
         med = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in rows.items()}
+        cpu = {name: {k: statistics.median(r[k].cpu for r in runs) for k in runs[0]} for name, runs in rows.items()}
         what = "whole build" if args.all else "tiling + memory plan + code generation"
         print(f"{args.model} on {args.target}, median of {args.repeat} (seconds)"
               + (f"; before = {args.before}" if args.before else ""))
@@ -221,15 +239,19 @@ def main():
                   ("cold", f"cold {what}"), ("noop", "no-op rebuild (SCons says up to date)"),
                   ("l1", "L1 size change (tile level at 3/4), rebuild"),
                   ("one", "one layer's weights changed, rebuild (incl. preparation)")]
-        head = "  " + " " * 58 + "".join(f"{name:>9s}" for name, _ in roots)
+        head = "  " + " " * 58 + "".join(f"{name:>9s} {'(CPU)':>7s}" for name, _ in roots)
         print(head)
         for key, label in labels:
-            print(f"  {label:58s}" + "".join(f"{med[name][key]:9.2f}" for name, _ in roots), flush=True)
+            print(f"  {label:58s}" + "".join(f"{med[name][key]:9.2f} {cpu[name][key]:7.2f}" for name, _ in roots),
+                  flush=True)
+        print(f"  (wall-clock seconds, then CPU seconds; load average {os.getloadavg()[0]:.1f} "
+              f"on {os.cpu_count()} cores at the end)")
         sizes = [int(s) for s in args.layers.split(",") if s.strip()]
         if sizes:
             chains = {n: chain_model(n, work) for n in sizes}
             print(f"\ncold {what} of a generated chain, median of {args.repeat}:")
-            print("  layers" + "".join(f"  {name + ' s':>10s} {'ms/layer':>9s}" for name, _ in roots)
+            print("  layers" + "".join(f"  {name + ' s':>10s} {'ms/layer':>9s} {'CPU s':>7s} {'ms/layer':>9s}"
+                                       for name, _ in roots)
                   + f"  {'prep s':>8s}  (prep: the chain's preparation at read time, once)")
             for n in sizes:
                 times = {name: [] for name, _ in roots}
@@ -242,7 +264,8 @@ def main():
                 cells = ""
                 for name, _ in roots:
                     t = statistics.median(times[name])
-                    cells += f"  {t:10.2f} {1000 * t / n:9.1f}"
+                    c = statistics.median(x.cpu for x in times[name])
+                    cells += f"  {t:10.2f} {1000 * t / n:9.1f} {c:7.2f} {1000 * c / n:9.1f}"
                 print(f"  {n:6d}{cells}  {templates['after'][1]:8.2f}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
