@@ -98,10 +98,11 @@ def main():
               f"{'total err':>9}  goals (<=10%, <=5%)")
         by_op = {}
         for m, rep in reports.items():
-            samples = samples_of(rep)
+            samples = samples_of(rep, os.path.join(args.out, tname, m), tcfg)
             coefs = committed
             if args.holdout:
-                others = [s for o, r in reports.items() if o != m for s in samples_of(r)]
+                others = [s for o, r in reports.items() if o != m
+                          for s in samples_of(r, os.path.join(args.out, tname, o), tcfg)]
                 if not others:
                     continue
                 coefs = fit_target(tcfg, others)

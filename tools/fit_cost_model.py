@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 
 from tessera import config  # noqa: E402
-from tessera.cost import fit, model, sweeps  # noqa: E402
+from tessera.cost import features, fit, model, sweeps  # noqa: E402
 from tessera.report.build import COUNT_KEYS  # noqa: E402
 
 
@@ -67,16 +67,21 @@ def sweep_reports(target, bench, names=None):
     return out
 
 
-def samples_of(report):
+def samples_of(report, build_dir, tcfg):
+    """[(op, features, measured)] per layer: the count from report.json, the
+    features recomputed from the build's graph and tilings by this version
+    of tessera.cost.features (a report written before a feature was added
+    still serves)."""
     key = COUNT_KEYS.get(report["counts"]["method"])
     if key is None or report["counts"]["method"] == "host-ns":
         sys.exit(f"{report['target']}: its runner counts nothing deterministic ({report['counts']['method']}); "
                  "no fit possible (host time varies from run to run)")
+    measured = {layer["name"]: layer.get(key) for layer in report["layers"]}
     out = []
-    for layer in report["layers"]:
-        if "cost" not in layer:
-            sys.exit(f"{report['target']}/{report['model']}: report.json has no cost features; rebuild it")
-        out.append((layer["op"], layer["cost"]["features"], layer[key]))
+    for name, op, feats in features.build_features(build_dir, tcfg):
+        if measured.get(name) is None:
+            sys.exit(f"{build_dir}: layer {name} has no measured count in report.json; rebuild it")
+        out.append((op, feats, measured[name]))
     return out
 
 
@@ -108,11 +113,11 @@ def main():
     if not args.no_sweeps:
         bench = args.bench or os.path.join(args.out, "costbench")
         reps = sweep_reports(args.target, bench)
-        for rep in reps.values():
-            samples += samples_of(rep)
+        for name, rep in reps.items():
+            samples += samples_of(rep, os.path.join(bench, tname, name), tcfg)
         sources["sweeps"] = sorted(reps)
     for m in args.models:
-        samples += samples_of(report_of(args.out, tname, m, args.build))
+        samples += samples_of(report_of(args.out, tname, m, args.build), os.path.join(args.out, tname, m), tcfg)
     if args.models:
         sources["models"] = list(args.models)
     coefs = fit_target(tcfg, samples)

@@ -137,6 +137,25 @@ def _cb_pw(net):
     return net.classifier(x, "fc", 10)
 
 
+@_sweep(16, 32, 32)
+def _cb_misc(net):
+    """max pooling 2x2/2 and 3x3/1 at three sizes, add at two, linear 48 to
+    128 wide: the ops the other sweeps have once or twice."""
+    x = net.maxpool("input", "mp1", 2, 2)
+    x = net.maxpool(x, "mp2", 3, 1)
+    p = net.conv(x, "pw1", 16, 1)
+    x = net.add(x, p, "add1")
+    x = net.conv(x, "pw2", 48, 1, act="relu")
+    x = net.maxpool(x, "mp3", 2, 2)
+    p = net.conv(x, "pw3", 48, 1)
+    x = net.add(x, p, "add2")
+    x = net.global_avgpool(x, "pool")
+    x = net.flatten(x, "flatten")
+    x = net.classifier(x, "fc1", 64, output="fc1")
+    x = net.classifier(x, "fc2", 128, output="fc2")
+    return net.classifier(x, "fc", 10)
+
+
 def write(name, directory):
     """Write <directory>/<name>.onnx (quantized) and <name>.yaml; returns the
     YAML's path. Files are rewritten only when their bytes change, so the
