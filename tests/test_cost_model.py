@@ -130,9 +130,13 @@ def chromium(args, tmp_path):
 
 
 def test_report_html_renders_with_map_bars_and_verdict(gap8_tiny, tmp_path):
+    """TESSERA_REPORT_BUILD=generated/gap8/mbv1_128 runs this on an existing
+    build instead of tiny's, and TESSERA_REPORT_PNG=FILE keeps the
+    screenshot for a person to look at."""
     from PIL import Image
 
-    page = os.path.join(gap8_tiny, "report.html")
+    gap8_tiny = os.environ.get("TESSERA_REPORT_BUILD") or gap8_tiny
+    page = os.path.abspath(os.path.join(gap8_tiny, "report.html"))
     text = open(page).read()
     assert "http" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing from the network
     dom = chromium(["--dump-dom", f"file://{page}"], tmp_path).stdout
@@ -146,8 +150,8 @@ def test_report_html_renders_with_map_bars_and_verdict(gap8_tiny, tmp_path):
     assert dom.count('class="bar"') == len(rep["layers"]) * (1 + 2 + 2 + 2)
     for layer in rep["layers"]:
         assert layer["name"] in dom
-    png = tmp_path / "page.png"
-    chromium(["--window-size=1000,1600", f"--screenshot={png}", f"file://{page}"], tmp_path)
+    png = os.environ.get("TESSERA_REPORT_PNG") or tmp_path / "page.png"
+    chromium(["--window-size=1000,1600", f"--screenshot={os.path.abspath(png)}", f"file://{page}"], tmp_path)
     img = Image.open(png).convert("RGB")
     assert img.size == (1000, 1600)
     colors = img.getcolors(maxcolors=1 << 20)
