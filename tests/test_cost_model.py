@@ -221,3 +221,47 @@ def test_api_group_moves_the_fused_bands_not_the_intermediate(gap8_tiny):
     # gap8 counts instructions, DMA copies included: compute plus DMA
     assert parts["estimate"] == round(parts["compute"] + parts["dma"])
     assert cost.estimate_group(tcfg, ["dw1", "pw1"], graph, tilings, fused) == parts["estimate"]
+
+
+def test_view_features_equal_the_report_features(gap8_tiny):
+    # what the tiler computes from a layer's view (tile_cost=model) is what
+    # the report computes from the IR, on every tiled layer
+    from tessera import cost, views
+    from tessera.cost import features
+
+    tcfg, graph, tilings, _ = _build_inputs(gap8_tiny, "gap8")
+    tiled = [l for l in graph.layers if tilings[l.name]["tiled"] and not tilings[l.name].get("whole")]
+    for layer in tiled:
+        f = features.view_features(views.tiler_layer(layer, graph), tilings[layer.name], 2, tcfg["cores"])
+        assert f == cost.api.layer_features(tcfg, layer, graph, tilings[layer.name]), layer.name
+
+
+def test_tile_cost_model_picks_a_tile_no_costlier_than_the_library_one():
+    # a MobileNet pointwise and depthwise layer on gap8's L1: the costed
+    # choice fits, is deterministic, and by the model costs at most what the
+    # library objective's tile costs
+    from tessera import config, cost, views
+    from tessera.cost import features
+    from tessera.tiler import solve_layer
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tname, tpath = config.resolve("target", "gap8", root)
+    tcfg = config.load_target(tpath, tname)
+    with open(os.path.join(root, "kernels", "pulp_nn", "library.yaml")) as f:
+        tgt = views.tiler_target(tcfg, yaml.safe_load(f))
+    coefs = cost.coefficients(tcfg)
+    costed = dict(tgt, cost={"coefficients": coefs, "dims": 2})
+    base = {"in_bytes": 1, "out_bytes": 1, "n_inputs": 1, "stride": [1, 1]}
+    layers = [dict(base, name="pw", op="pointwise", **{"in": [32, 32, 64]}, out=[32, 32, 128], kernel=[1, 1],
+                   pad=[0, 0, 0, 0], w_bytes_per_cout=64, param_bytes_per_cout=9),
+              dict(base, name="dw", op="depthwise", **{"in": [64, 64, 32]}, out=[64, 64, 32], kernel=[3, 3],
+                   pad=[1, 1, 1, 1], w_bytes_per_cout=9, param_bytes_per_cout=9)]
+    for layer in layers:
+        lib = solve_layer(layer, tgt)
+        mine = solve_layer(layer, costed)
+        assert mine == solve_layer(layer, costed)
+        assert mine["tiled"] and mine["l1_bytes"]["total"] <= tgt["l1_budget"]
+        est = [model.estimate(coefs, layer["op"], features.view_features(layer, t, 2, tcfg["cores"]))
+               for t in (mine, lib)]
+        assert est[0] <= est[1], (layer["name"], mine["tile"], lib["tile"], est)

@@ -109,19 +109,25 @@ def main():
                  "(the cost model needs QEMU instructions or GVSoC cycles)")
     if args.no_sweeps and not args.models:
         sys.exit("fit_cost_model.py: --no-sweeps needs --models (nothing to fit on)")
-    samples, sources = [], {}
+    samples, sources, paths = [], {}, set()
     if not args.no_sweeps:
         bench = args.bench or os.path.join(args.out, "costbench")
         reps = sweep_reports(args.target, bench)
         for name, rep in reps.items():
             samples += samples_of(rep, os.path.join(bench, tname, name), tcfg)
+            paths.add(rep.get("kernels", {}).get("path", "?"))
         sources["sweeps"] = sorted(reps)
     for m in args.models:
-        samples += samples_of(report_of(args.out, tname, m, args.build), os.path.join(args.out, tname, m), tcfg)
+        rep = report_of(args.out, tname, m, args.build)
+        samples += samples_of(rep, os.path.join(args.out, tname, m), tcfg)
+        paths.add(rep.get("kernels", {}).get("path", "?"))
     if args.models:
         sources["models"] = list(args.models)
     coefs = fit_target(tcfg, samples)
+    # the kernels' code path (portable C, or Xpulp / DSP intrinsics) the
+    # counts come from: coefficients are per target, and a target has one
     coefs = {"target": tname, "library": tcfg["kernels"], "counts": tcfg["runner"]["counts"],
+             "kernel_path": ", ".join(sorted(paths)),
              "fitted_on": dict(sources, layers=len(samples)), **coefs}
     file = model.path(ROOT, tcfg["kernels"], tname)
     os.makedirs(os.path.dirname(file), exist_ok=True)

@@ -135,3 +135,49 @@ def build_features(build_dir, target):
                 tilings[t["layer"]] = t
     feats = graph_features(graph, tilings, target)
     return [(layer.name, layer.op, f) for layer, f in zip(graph.layers, feats)]
+
+
+def _view_macs(view):
+    Ho, Wo, Co = view["out"]
+    kh, kw = view.get("kernel", (1, 1))
+    out = Ho * Wo * Co
+    op = view["op"]
+    if op in ("conv2d", "pointwise", "matmul"):
+        return out * (kh * kw if op != "matmul" else 1) * view["in"][2]
+    if op in ("depthwise", "avgpool", "maxpool"):
+        return out * kh * kw
+    if op == "linear":
+        return out * view["in"][0] * view["in"][1] * view["in"][2]
+    return out
+
+
+def view_features(view, tiling, dims=2, cores=1):
+    """layer_features from the tiler's view of a layer alone (what the tiler
+    has when tile_cost=model ranks its candidates): the same features, the
+    inputs' elements counted from the view."""
+    Ho, Wo, Co = view["out"]
+    H, W, C = view["in"]
+    size = Ho * Wo * Co
+    feats = dict.fromkeys(FEATURES, 0)
+    feats["macs"] = _view_macs(view)
+    feats["out_elems"] = size
+    feats["in_elems"] = sum(view["in_sizes"]) if "in_sizes" in view else view["n_inputs"] * H * W * C
+    by_channel = view["op"] in ("depthwise", "linear")
+    w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * Co
+    channel_tiles = set()
+    split = 0.0
+    for t in geometry.tiles(view, tiling):
+        feats["tiles"] += 1
+        share = t["oh"] * t["ow"] * t["oc"] / size
+        split += feats["macs"] * share * _balance(t["oc"] if by_channel else t["oh"], cores)
+        _per_tile(feats, view["op"], view, (t["oh"], t["ow"], t["oc"]), view["out"], feats["macs"] * share)
+        feats["act_bytes"] += view["n_inputs"] * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
+        feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
+        feats["act_xfers"] += view["n_inputs"] * _box_xfers((H, W, C), (t["ih"], t["iw"], t["ic"]), dims)
+        feats["act_xfers"] += _box_xfers((Ho, Wo, Co), (t["oh"], t["ow"], t["oc"]), dims)
+        channel_tiles.add(t["oc0"])
+    feats["split_macs"] = round(split)
+    if w_total:
+        feats["w_bytes"] = w_total
+        feats["w_xfers"] = len(channel_tiles) * (2 if view["param_bytes_per_cout"] else 1)
+    return feats
