@@ -14,6 +14,9 @@ quantities the cost model's coefficients multiply.
     im2col     conv2d: bytes its kernels unroll into im2col rows, per tile the
                output pixels times kh*kw*C_in (the first layers' 1 or 3 input
                channels make this, not the MACs, their cost)
+    taps       conv2d: output pixels times kh*kw per tile, the im2col copies
+               (one per window tap, whatever C_in: with 1 or 3 input
+               channels the per-copy overhead dominates)
     tail_macs  MACs of output channels outside whole groups of 4 per tile
                (conv2d, pointwise, linear: the kernels' register blocks are
                4 channels wide; the rest runs a slower leftover loop)
@@ -33,7 +36,7 @@ contiguous bytes.
 from .. import ir, views
 from ..tiler import geometry
 
-FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "tail_macs", "chans",
+FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "tail_macs", "chans",
             "act_bytes", "act_xfers", "w_bytes", "w_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 
@@ -61,6 +64,7 @@ def _per_tile(feats, op, view, tile, oshape, tile_macs):
     if op == "conv2d":
         kh, kw = view.get("kernel", (1, 1))
         feats["im2col"] += pixels * kh * kw * view["in"][-1]
+        feats["taps"] += pixels * kh * kw
     if op in BLOCKED and oc % 4:
         feats["tail_macs"] += round(tile_macs * (oc % 4) / oc)
 
