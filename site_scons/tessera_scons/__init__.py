@@ -310,7 +310,8 @@ def _tile_cost(tcfg):
     coefs = cost.coefficients(tcfg)
     if coefs is None:
         fail(TesseraError("tile_cost=model", f"no cost model coefficients for {tcfg['kernels']} on {tcfg['name']}",
-                          f"fit them (tools/fit_cost_model.py {tcfg['name']}) or build with tile_cost=library"))
+                          f"build with tile_cost=library, or fit them with tools/fit_cost_model.py "
+                          f"{tcfg['name']} (a target whose runner counts QEMU instructions or GVSoC cycles)"))
     return {"coefficients": coefs, "dims": cost.api._dims(tcfg)}
 
 
