@@ -137,6 +137,19 @@ def _cb_pw(net):
     return net.classifier(x, "fc", 10)
 
 
+@_sweep(128, 8, 8)
+def _cb_deep(net):
+    """depthwise and pointwise deep in a network: 128 and 256 channels on
+    8x8 and 4x4 maps, where per-layer and per-channel costs weigh most."""
+    x = _dw(net, "input", "dw1")
+    x = net.conv(x, "pw1", 128, 1, act="relu6")
+    x = _dw(net, x, "dw2", 2)
+    x = net.conv(x, "pw2", 256, 1, act="relu6")
+    x = _dw(net, x, "dw3")
+    x = net.conv(x, "pw3", 256, 1, act="relu6")
+    return _head(net, x)
+
+
 @_sweep(16, 32, 32)
 def _cb_misc(net):
     """max pooling 2x2/2 and 3x3/1 at three sizes, add at two, linear 48 to
