@@ -265,3 +265,17 @@ def test_tile_cost_model_picks_a_tile_no_costlier_than_the_library_one():
         est = [model.estimate(coefs, layer["op"], features.view_features(layer, t, 2, tcfg["cores"]))
                for t in (mine, lib)]
         assert est[0] <= est[1], (layer["name"], mine["tile"], lib["tile"], est)
+
+
+def test_sweeps_are_written_byte_identically(tmp_path):
+    # the microbenchmarks are build inputs: the same bytes every time, or
+    # every refit would rebuild them all
+    from tessera.cost import sweeps
+
+    for d in ("a", "b"):
+        for name in sweeps.SWEEPS:
+            sweeps.write(name, str(tmp_path / d))
+    files = sorted(os.listdir(tmp_path / "a"))
+    assert len(files) == 2 * len(sweeps.SWEEPS)
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
