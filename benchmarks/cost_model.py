@@ -48,8 +48,9 @@ def load_report(out, target, m, build):
         r = subprocess.run([os.path.join(ROOT, "scons"), f"target={target}", f"model={m}", f"out={out}"],
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
-            err = [l for l in r.stdout.splitlines() if "error" in l][-1:]
-            return None, " ".join(err)[:150] or "build failed"
+            lines = r.stdout.splitlines()
+            err = [l for l in lines if "tessera: error" in l][:1] or [l for l in lines if "error" in l][-1:]
+            return None, " ".join(err)[:200] or "build failed"
     if not os.path.exists(path):
         return None, "not built (--build)"
     with open(path) as f:
