@@ -279,3 +279,13 @@ def test_sweeps_are_written_byte_identically(tmp_path):
     assert len(files) == 2 * len(sweeps.SWEEPS)
     for f in files:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+def test_tile_cost_bad_value_and_no_coefficients_are_one_line(tmp_path):
+    from helpers import one_error
+
+    line = one_error(scons("target=host", "model=tiny", "tile_cost=fastest", out=tmp_path))
+    assert "tile_cost=fastest" in line and "tile_cost=model" in line
+    # host's runner counts nothing deterministic: no coefficients to tile by
+    line = one_error(scons("target=host", "model=tiny", "tile_cost=model", out=tmp_path))
+    assert "no cost model coefficients" in line and "tile_cost=library" in line
