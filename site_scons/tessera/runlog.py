@@ -1,6 +1,7 @@
 """Parse what a firmware test run prints (see codegen/network.py harness):
 
     TSR layer <i> <name> fnv=<hex> count=<n> dma=<b0>,<b1>,... [cores=<c0>,<c1>,... dmacount=<n>]
+        [io=<bytes read>,<bytes written>,<reads>,<writes>]   (targets with a storage level)
     TSR dump <i> <hex bytes>          (only when asked for with dump=<i>)
     TSR output <i> <hex bytes>
     TSR total count=<n> [overlaps=<n>]
@@ -25,6 +26,9 @@ def parse(text, where):
             layers.append({"index": int(parts[2]), "name": parts[3], "fnv": int(fields["fnv"], 16),
                            "count": int(fields["count"]),
                            "dma": [int(b) for b in fields["dma"].split(",") if b]})
+            if "io" in fields:      # storage traffic: bytes read, written, transfers of each
+                rb, wb, rn, wn = (int(x) for x in fields["io"].split(","))
+                layers[-1]["io"] = {"read": rb, "written": wb, "reads": rn, "writes": wn}
             if "cores" in fields:   # platforms that count per core
                 layers[-1]["cores"] = [int(c) for c in fields["cores"].split(",") if c]
                 layers[-1]["dma_count"] = int(fields["dmacount"])

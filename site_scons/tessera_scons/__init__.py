@@ -208,6 +208,9 @@ def _codegen_target(target, model_name):
         # where activations go when the activation level cannot hold them all
         cg["spill"] = {"level": spill, "engine": views.dma_engine(target, spill, place["activations"]),
                        "section": f".bss.tsr.{spill}" if cross else ""}
+        if target["memory"][spill]["kind"] == "storage":
+            # not memory: a window the HAL reads as offsets on the card
+            cg["spill"].update(section="", window=target["memory"][spill]["address"])
     return cg
 
 
@@ -291,6 +294,12 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         library = views.kernel_library(tcfg["kernels"])
         cg_target = _codegen_target(tcfg, mname)
+        storage = views.storage_view(tcfg)
+        if storage is not None:
+            # the layers whose constants live on the card (known from their
+            # sizes alone): their weight files are empty, storage.bin has them
+            cg_target["storage"] = dict(storage, layers=sorted(
+                memplan.storage_weights(graph, views.memory_target(tcfg))))
         plat = platform_module(tcfg["platform"], tpath)
         if getattr(plat, "COUNTS_PER_CORE", None):
             cg_target["core_counts"] = plat.COUNTS_PER_CORE   # "always" or "on request"
@@ -332,8 +341,13 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
+    # layers touching a tensor that will live on a storage level prefer row bands
+    swapped = memplan.predict_swapped(graph, views.memory_target(tcfg))
     for layer in graph.layers:
-        lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
+        view = views.tiler_layer(layer, graph)
+        if swapped & set(layer.inputs + [layer.output]) and not view.get("whole"):
+            view["rows"] = 1
+        lv = _value(env, view, f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
                            [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
@@ -416,6 +430,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     plat.configure(tenv, tcfg)
     tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")],
                 CPPDEFINES=config.isa_defines(tcfg))
+    if "storage" in cg_target:
+        # pointers in this window are offsets on the card (tessera/hal.h)
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        tenv.Append(CPPDEFINES=[("TSR_STORAGE_WINDOW", f"0x{lvl['address']:08x}u"),
+                                ("TSR_STORAGE_BYTES", f"0x{lvl['size']:08x}u")])
     objects = [tenv.Object(d("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources]
     netlib = tenv.StaticLibrary(d("obj", f"libtessera_{cg_target['prefix']}"), objects[:len(lib_sources)])
     hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
@@ -442,7 +461,16 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # ---- run, check, report
     # the note only explains the counts (the report reads it), it does not run anything
     runner = _value(env, {k: v for k, v in tcfg["runner"].items() if k != "note"}, f"runner {tname}")
-    run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
+    run_sources = [firmware, runner]
+    if "storage" in cg_target:
+        # the card's image: the storage layers' constants, then room for the
+        # activations swapped out (the runner hands the firmware a copy)
+        image = env.Command(d("storage.bin"), [paths["graph"], paths["weights"], memplan_json, cg_value],
+                            Action(steps.storage_image, "tessera: write $TARGET"))
+        env.Depends(image, canon.source_files("codegen", "views"))
+        run_sources.append(image[0])
+        result["storage_image"] = image[0]
+    run_log = env.Command(d("run.log"), run_sources, Action(steps.run, "tessera: run $SOURCE"))
     env.Depends(run_log, canon.source_files("runners"))
     check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
@@ -458,6 +486,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
     meta["cost"] = _cost_meta(tcfg, tname)
+    if "storage" in cg_target:
+        # the card's figures: the report's out-of-core section (tessera.ooc)
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        meta["storage"] = dict({k: lvl[k] for k in ("size", "read_bandwidth", "write_bandwidth", "latency_us",
+                                                     "block", "endurance")},
+                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"])
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])

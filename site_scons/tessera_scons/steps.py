@@ -233,6 +233,19 @@ def _gen_network(target, source, env):
         canon.write_atomic(str(node), outputs[os.path.basename(str(node))])
 
 
+def storage_image(target, source, env):
+    return guarded(_storage_image, target, source, env)
+
+
+def _storage_image(target, source, env):
+    from tessera.codegen import image
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    arrays = canon.load_npz(str(source[1]))
+    the_plan = canon.read_json(str(source[2]))
+    image.write(str(target[0]), graph, arrays, the_plan, _value(source[3]))
+
+
 # ---- run and check ----------------------------------------------------------
 
 def run(target, source, env):
@@ -294,6 +307,8 @@ def _check(target, source, env):
     verdict["counts"] = [layer["count"] for layer in result["layers"]]
     verdict["dma"] = [layer["dma"] for layer in result["layers"]]
     verdict["total_count"] = result["total"]
+    if any("io" in layer for layer in result["layers"]):
+        verdict["io"] = [layer.get("io") for layer in result["layers"]]
     if any("cores" in layer for layer in result["layers"]):
         verdict["cores"] = [layer["cores"] for layer in result["layers"]]
         verdict["dma_counts"] = [layer["dma_count"] for layer in result["layers"]]
@@ -346,6 +361,9 @@ def _report(target, source, env):
     report_data["fusion"] = {"policy": sched["policy"], "totals": sched["totals"],
                              "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
                                         for s in sched["steps"] if s["kind"] != "layer"]}
+    if meta.get("storage"):
+        from tessera import ooc
+        report_data["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta)
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)
     if len(target) > 1:

@@ -107,6 +107,7 @@ def _result(layer, target, q, tiled, optimal, objective):
         "in_tile": {"h": q["in_tile_h"], "w": q["in_tile_w"], "c": q["in_tile_c"]},
         "n_tiles": {"h": q["n_tiles_h"], "w": q["n_tiles_w"], "c": q["n_tiles_c"]},
         "buffering": q["buffering"],
+        **({"weight_buffers": q["weight_buffers"]} if q.get("weight_buffers", q["buffering"]) != q["buffering"] else {}),
         "n_inputs": layer["n_inputs"],
         "l1_bytes": memory.breakdown(q),
         "l1_budget": target["l1_budget"],
@@ -186,7 +187,21 @@ def _solve_whole(layer, target):
 
 
 def solve_layer(layer, target):
-    """The L2 -> L1 tiling of one layer (see the module docstring)."""
+    """The L2 -> L1 tiling of one layer (see the module docstring). A layer
+    with "rows": 1 (it reads or writes a tensor on a storage level) takes
+    row bands of every channel when one fits, else any tile."""
+    if layer.get("rows"):
+        # row bands of every channel, else tiles of every channel, else any
+        for rows in (1, "c"):
+            try:
+                return _solve_layer(dict(layer, rows=rows), target)
+            except FitError:
+                pass
+        return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target)
+    return _solve_layer(layer, target)
+
+
+def _solve_layer(layer, target):
     layer_mod.check(layer)
     _check_target(target)
     if layer.get("whole"):

@@ -14,6 +14,7 @@ from ortools.sat.python import cp_model
 
 from .layer import CHANNEL_WISE
 from .library import holds
+from .memory import weight_buffers
 from .solver import deterministic_solver
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
@@ -82,6 +83,13 @@ class _Builder:
             n = -(-Co // t)
             rows.append((t, n, Co - (n - 1) * t))
         self.m.add_allowed_assignments([tc, nc, bc], rows)
+        if self.layer.get("rows"):
+            # a tensor of this layer lives on a storage level: tiles of every
+            # channel are a transfer per row, row bands (rows: 1) one
+            # transfer (docs/out_of_core.md)
+            self.m.add(tc == Co)
+            if self.layer["rows"] == 1:
+                self.m.add(self.q["tile_w"] == Wo)
         if self.layer["op"] in CHANNEL_WISE:
             self.q["in_tile_c"] = tc
         else:
@@ -101,10 +109,10 @@ class _Builder:
         q["param_tile_bytes"] = L["param_bytes_per_cout"] * q["tile_c"]
         q["scratch_bytes"] = sum(self.term(t) for t in self.spec.scratch)
         al = self.aligned
+        wbuf = weight_buffers(L, self.buffering)
         q["l1_bytes"] = (self.buffering * (L["n_inputs"] * al("in", one_input)
-                                           + al("out", q["out_tile_bytes"])
-                                           + al("weights", q["weight_tile_bytes"])
-                                           + al("params", q["param_tile_bytes"]))
+                                           + al("out", q["out_tile_bytes"]))
+                         + wbuf * (al("weights", q["weight_tile_bytes"]) + al("params", q["param_tile_bytes"]))
                          + al("scratch", q["scratch_bytes"]))
         self.m.add(q["l1_bytes"] <= self.budget)
 
