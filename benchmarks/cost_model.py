@@ -129,4 +129,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    from tessera.errors import TesseraError
+
+    try:
+        main()
+    except TesseraError as err:     # a bad target name or YAML: one line, no traceback
+        sys.exit(f"tessera: error: {err}")
