@@ -28,7 +28,7 @@ moves one layer's buffers regenerates only that layer.
 from . import hazard, ir
 from .alloc import l1_layout, plan_level
 from .errors import FitError
-from .overlap import candidates as overlap_candidates
+from .overlap import candidates as overlap_candidates, fused_candidates
 from .views import param_arrays
 
 ALIGN = 4
@@ -91,14 +91,14 @@ def bounce_name(layer_name, which):
     return f"{layer_name}:bounce:{which}"
 
 
-def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, bands=False):
+def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, fused_pairs=(), bands=False):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
     bounce buffer, until the rest fits. With `overlap`, a layer's output may
     start below its consumed input by the gap its tile order allows
     (tessera.overlap). Returns (plan, buffers, spilled)."""
-    pairs = overlap_candidates(graph, tilings) if overlap and tilings else []
+    pairs = (overlap_candidates(graph, tilings) + list(fused_pairs)) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
@@ -342,19 +342,24 @@ def _without_layers(graph, names):
     return replace(graph, layers=[layer for layer in graph.layers if layer.name not in names])
 
 
-def _without_intermediates(graph, fused):
+def _without_intermediates(graph, fused, release_input=False):
     """The graph the activation level sees when fused steps run: each fused
     group's intermediate tensor is gone (it lives in L1 only), and the
     group's input and output are both live over all its layers (the step,
     run as its first layer's function, reads one while it writes the other;
-    streamed weight chunks are placed around them)."""
+    streamed weight chunks are placed around them). With release_input (for
+    segment overlap, whose pairs share exactly the consumer's step) the
+    input's life ends with the first layer, which runs the whole step: the
+    second layer's function is empty, and the weight chunks it streams are
+    placed above what is live from the first layer's step on."""
     from dataclasses import replace
     drop, changed = set(), {}
     for group in fused.values():
         first, last = (graph.layer(n) for n in group["layers"])
         drop.add(first.output)
         changed[first.name] = replace(first, output=last.output)
-        changed[last.name] = replace(last, inputs=list(first.inputs) + [last.output], output=first.output)
+        inputs = [last.output] if release_input else list(first.inputs) + [last.output]
+        changed[last.name] = replace(last, inputs=inputs, output=first.output)
     layers = [changed.get(layer.name, layer) for layer in graph.layers]
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
@@ -369,13 +374,15 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     levels = memory["levels"]
     act_level = place["activations"]
     spill = memory.get("spill")
-    act_graph = _without_intermediates(graph, fused) if fused else graph
-    # segment overlap and its proof replay single-layer tile tables; a fused
-    # step's table is another, so with fusion the plan stays at tensor level
-    overlap = memory.get("overlap", True) and not fused
+    # segment overlap: single layers' tile tables and fused steps' bands
+    # (their bands, when the schedule gives them; the replay below checks both)
+    overlap = memory.get("overlap", True)
     bands = spill is not None and memory.get("storage", {}).get("level") == spill
+    fused_pairs = fused_candidates(graph, fused) if fused and overlap and all(
+        "bands" in g for g in fused.values()) else []
+    act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap, bands)
+                                                  overlap, fused_pairs, bands)
     wl = place["weights"]
     in_storage = storage_weights(graph, memory)
     weights = _weights_check(_without_layers(graph, in_storage), wl, levels[wl]["size"], levels[wl]["usable"],
@@ -406,6 +413,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
                    "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],
                    "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
                    "method": acts["method"], "optimal": acts["optimal"]}
+    if levels[act_level].get("reserved"):
+        activations["reserved"] = levels[act_level]["reserved"]
     if spilled:
         st = memory.get("storage")
         on_card = st is not None and st["level"] == spill
@@ -427,9 +436,11 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
                   "size": levels[tile_level]["size"], "layers": l1},
     }
+    if levels[tile_level].get("reserved"):
+        the_plan["tiles"]["reserved"] = levels[tile_level]["reserved"]
     # the proof: the generated schedule replayed over these addresses
-    if not fused:
-        hazard.check(graph, tilings, the_plan)
+    if not fused or all("bands" in g for g in fused.values()):
+        hazard.check(graph, tilings, the_plan, fused)
     return the_plan
 
 
@@ -496,4 +507,8 @@ def memory_report(the_plan):
         if "activations" in m["holds"] or "tiles" in m["holds"]:
             m["reserved"] = m["size"] - m["usable"]
             m["ram"] = m["peak"] + m["reserved"]
+    # what the reserved bytes are for (the target YAML's names: stack, data, code)
+    for part in (acts, tiles):
+        if part.get("reserved") and part["level"] in out:
+            out[part["level"]]["reserved_for"] = dict(part["reserved"])
     return out

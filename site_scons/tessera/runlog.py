@@ -5,6 +5,7 @@
     TSR dump <i> <hex bytes>          (only when asked for with dump=<i>)
     TSR output <i> <hex bytes>
     TSR total count=<n> [overlaps=<n>]
+    TSR guard <i> <name> offset=<n>   (guard=1: layer i wrote a free byte of the activation arena)
     TSR done
 """
 
@@ -15,6 +16,7 @@ def parse(text, where):
     layers, outputs, dumps = [], {}, {}
     total, extra = None, {}
     done = False
+    guard = None
     for line in text.splitlines():
         line = line.strip()
         if not line.startswith("TSR "):
@@ -40,6 +42,13 @@ def parse(text, where):
             extra = dict(p.split("=", 1) for p in parts[3:] if "=" in p)
         elif kind == "done":
             done = True
+        elif kind == "guard" and guard is None:
+            guard = (int(parts[2]), parts[3], parts[4].split("=", 1)[1])
+    if guard is not None:
+        i, name, offset = guard
+        raise RunError(where, f"guard=1: layer {name} (step {i}) wrote the activation arena at offset {offset}, "
+                              "which no buffer the plan keeps live at that step holds",
+                       "the memory plan, or the layer's code, writes outside the planned buffers")
     if not done:
         tail = " | ".join(text.strip().splitlines()[-3:]) if text.strip() else "no output"
         raise RunError(where, f"the firmware did not finish (last lines: {tail})",

@@ -163,7 +163,7 @@ def memory_target(target):
     (only when weights reach the tiles through another level) that level."""
     view = {
         "levels": {name: {"size": lvl["size"], "usable": usable_bytes(lvl), "kind": lvl["kind"],
-                          "writable": lvl["writable"]}
+                          "writable": lvl["writable"], "reserved": dict(sorted(lvl["reserved"].items()))}
                    for name, lvl in target["memory"].items()},
         "place": dict(target["place"]),
     }

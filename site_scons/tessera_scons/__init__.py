@@ -36,6 +36,7 @@ import sys
 from SCons.Script import Action, Exit
 
 from tessera import canon, config, fusion, memplan, prepare, views
+from tessera import overlap as overlap_mod
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
 from tessera.cname import c_name
@@ -230,6 +231,21 @@ def _bundled_targets():
     return _targets_read
 
 
+def tview_numbers(tview):
+    return {k: v for k, v in tview.items() if k != "kernels"}
+
+
+def _ram_cap(env, tcfg, mcfg):
+    """ram_cap= on the command line, else the model's ram_cap:, else the
+    target's; None without one."""
+    given = str(env.get("ram_cap", "") or "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise TesseraError(f"ram_cap={given}", "not a positive number of bytes", "e.g. ram_cap=237773")
+        return int(given)
+    return mcfg.get("ram_cap") or tcfg.get("ram_cap")
+
+
 def _fit_hint(target):
     """What to do when the weights do not fit: how much fits this target,
     and which bundled targets have more room for weights."""
@@ -341,15 +357,44 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
+    # overlap=0: tensor-level planning only (whole tensors never share bytes)
+    overlap_on = str(env.get("overlap", "1")) not in ("0", "no", "false")
+    # with overlap, the layers at the memory peak are cut in row bands
+    rows = set(overlap_mod.row_band_layers(graph)) if overlap_on else set()
     # layers touching a tensor that will live on a storage level prefer row bands
     swapped = memplan.predict_swapped(graph, views.memory_target(tcfg))
+    layer_views = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
-        if swapped & set(layer.inputs + [layer.output]) and not view.get("whole"):
+        if layer.name in rows or (swapped & set(layer.inputs + [layer.output]) and not view.get("whole")):
             view["rows"] = 1
-        lv = _value(env, view, f"layer {layer.name} (tiler view)")
+        layer_views[layer.name] = view
+
+    # ---- memory plan's view of the target
+    memory = views.memory_target(tcfg)
+    memory["align"] = library["tiler"].get("buffer_align", 4)
+    memory["fit_hint"] = _fit_hint(tcfg)
+    memory["overlap"] = overlap_on
+    # a cap on total RAM: one step picks the largest tile budget that fits
+    try:
+        cap = _ram_cap(env, tcfg, mcfg)
+    except TesseraError as err:
+        fail(err, outdir)
+    budget = []
+    if cap is not None:
+        memory["ram_cap"] = cap
+        memory["where"] = f"ram_cap of {mname} on {tname}"
+        budget = env.Command(d("ram_budget.json"),
+                             [paths["graph"], _value(env, {"views": layer_views, "tiler": tview_numbers(tview),
+                                                           "memory": memory, "ram_cap": cap,
+                                                           "where": memory["where"]}, "ram_cap"),
+                              tiler_kernels],
+                             Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
+        env.Depends(budget, canon.source_files("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
+    for layer in graph.layers:
+        lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
-                           [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
+                           [lv, tiler_target, tiler_kernels] + budget, Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
         tilings.append(node[0])
         solves.append(node[1])
@@ -375,11 +420,6 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir"))
 
     # ---- memory plan
-    memory = views.memory_target(tcfg)
-    memory["align"] = library["tiler"].get("buffer_align", 4)
-    memory["fit_hint"] = _fit_hint(tcfg)
-    # overlap=0: tensor-level planning only (whole tensors never share bytes)
-    memory["overlap"] = str(env.get("overlap", "1")) not in ("0", "no", "false")
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
     fusion_in = [schedule[0]] + fused if policy != "none" else []
@@ -413,7 +453,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             env.Depends(w, codegen_code)
             sources.append(w[0])
     net_files = [d("src", f) for f in ("network.h", "network.c", "harness.c", "input.c")]
-    net = env.Command(net_files, [paths["graph"], memplan_json, cg_value, paths["input"]],
+    # guard=1: the harness guards the free bytes (only the network files change)
+    if str(env.get("guard", "0")) not in ("0", "", "no", "false"):
+        net_value = _value(env, dict(cg_target, guard=1), f"codegen target {tname} (guard)")
+    else:
+        net_value = cg_value
+    net = env.Command(net_files, [paths["graph"], memplan_json, net_value, paths["input"]],
                       Action(steps.gen_network, "tessera: generate $TARGET"))
     env.Depends(net, codegen_code)
     lib_sources = sources + [net[1]]      # the network; the test harness and its input are not in it

@@ -5,7 +5,7 @@ input.c (the golden input)."""
 
 import numpy as np
 
-from .. import ir
+from .. import guard, ir
 from ..views import param_arrays
 from .cfmt import byte_string, header_comment, section_attr
 from .layer import symbol
@@ -51,6 +51,8 @@ def view(graph, the_plan, target):
         v["spill"] = {"level": spill["level"], "bytes": spill["bytes"], "section": target["spill"]["section"]}
         if "window" in target["spill"]:
             v["spill"]["window"] = target["spill"]["window"]
+    if target.get("guard"):
+        v["guard"] = guard.free_ranges(graph, the_plan)
     return v
 
 
@@ -242,6 +244,47 @@ def golden_input(v, inputs):
     return "\n".join(out)
 
 
+def _guard_source(p, ranges):
+    """guard=1 (tessera.guard): per layer, the activation arena's free
+    ranges, filled with a pattern before the layer and checked after it."""
+    rows, first = [], [0]
+    for step in ranges:
+        rows += [f"{{{at}u, {n}u}}" for at, n in step]
+        first.append(len(rows))
+    body = ",\n    ".join(rows) if rows else "{0u, 0u}"
+    return f"""extern int8_t {p}_L2[];
+static const uint32_t guard_ranges[][2] = {{
+    {body}
+}};
+static const uint32_t guard_first[] = {{{', '.join(map(str, first))}}};
+
+/* a byte that depends on its offset: a shifted copy of the pattern does not pass */
+static uint8_t guard_byte(uint32_t k)
+{{
+    return (uint8_t)(0xa5u ^ k ^ (k >> 8));
+}}
+
+static void guard_fill(int i)
+{{
+    uint32_t r, k;
+    for (r = guard_first[i]; r < guard_first[i + 1]; r++)
+        for (k = guard_ranges[r][0]; k < guard_ranges[r][0] + guard_ranges[r][1]; k++)
+            ((uint8_t *){p}_L2)[k] = guard_byte(k);
+}}
+
+static void guard_check(int i)
+{{
+    uint32_t r, k;
+    for (r = guard_first[i]; r < guard_first[i + 1]; r++)
+        for (k = guard_ranges[r][0]; k < guard_ranges[r][0] + guard_ranges[r][1]; k++)
+            if (((const uint8_t *){p}_L2)[k] != guard_byte(k)) {{
+                printf("TSR guard %d %s offset=%lu\\n", i, {p}_layers[i].name, (unsigned long)k);
+                return;
+            }}
+}}
+"""
+
+
 def harness(v):
     """main() of a test run: golden input in, per-layer checksum/count/DMA
     lines out, then every output in hex. The check step parses this."""
@@ -368,18 +411,23 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     print_u64(hal_storage_bytes[1] - start_io[1]);
     printf(",%lu,%lu", (unsigned long)(hal_storage_ops[0] - start_ops[0]),
            (unsigned long)(hal_storage_ops[1] - start_ops[1]));"""
+    g = v.get("guard")
+    if g is not None:
+        out.append(_guard_source(p, g))
+    fill = "\n        guard_fill(i);" if g is not None else ""
+    check = "\n    guard_check(i);" if g is not None else ""
     out.append(f"""static void trace(int i, int end)
 {{
     const tsr_layer_info_t *layer = &{p}_layers[i];
     uint64_t now;
     int e;
-    if (!end) {{
+    if (!end) {{{fill}
         for (e = 0; e < ENGINES; e++)
             start_dma[e] = hal_dma_bytes[e];{core_start}{io_start}
         start_count = hal_counter();
         return;
     }}
-    now = hal_counter();
+    now = hal_counter();{check}
     printf("TSR layer %d %s fnv=%08lx count=", i, layer->name,
            (unsigned long)fnv1a((const uint8_t *)layer->output, layer->output_bytes));
     print_u64(now - start_count);

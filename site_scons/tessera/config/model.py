@@ -59,6 +59,9 @@ MODEL = Field("map", fields={
     "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
                     "layer its own step) or min_transfer (fuse the DW->PW pairs that move fewer activation bytes)",
                     default="none", choices=("none", "min_transfer")),
+    "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
+                     "many bytes: the tile budget is the largest that fits (ram_cap= on the command line wins)",
+                     minimum=1),
     "note": Field("str", default=""),
 })
 

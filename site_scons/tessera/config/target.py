@@ -106,6 +106,8 @@ TARGET = Field("map", fields={
                      required=True),
     "runner": RUNNER,
     "clock_hz": Field("int", "core clock, to put compute counts and storage times on one scale", minimum=1),
+    "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
+                     "many bytes: the tile budget is the largest that fits (a model's ram_cap: wins)", minimum=1),
     "note": Field("str", default=""),
 })
 

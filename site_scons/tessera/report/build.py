@@ -192,7 +192,10 @@ def render(data, console=None):
     console.print(mem)
     ram = {level: m["ram"] for level, m in data["memory"].items() if "ram" in m}
     if ram:
-        console.print("RAM: " + " + ".join(f"{level} {n}" for level, n in ram.items())
+        def parts(m):
+            held = ", ".join(f"{k} {v}" for k, v in m.get("reserved_for", {}).items())
+            return f" ({m['holds']} {m['peak']}" + (f"; {held}" if held else "") + ")"
+        console.print("RAM: " + " + ".join(f"{level} {n}{parts(data['memory'][level])}" for level, n in ram.items())
                       + f" = {sum(ram.values())} bytes (planned peak plus the target's reserved bytes per level)")
     tot = data["totals"]
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"

@@ -17,7 +17,10 @@ buffering when tiled) and kernels (the parsed `tiler:` section of the
 kernel library's library.yaml, schema below).
 
 A layer whose whole working set fits L1 with buffering 1 is not tiled (one
-tile). Otherwise the output tile (th, tw, tc) maximizes the library
+tile). A layer with `rows: 1` in its view is cut in row bands (full width
+and all output channels, else all channels) when the smallest such tile fits (the best of those by the
+same objective), so its tile order consumes the input from the top down
+(segment-level overlap, tessera.overlap); otherwise it is searched as usual. Otherwise the output tile (th, tw, tc) maximizes the library
 objective subject to
 
     buffering * (n_inputs*A(in_tile) + A(out_tile) + A(tc*w) + A(tc*params))
@@ -225,8 +228,24 @@ def _solve_layer(layer, target):
     # CP-SAT (ortools, which loads pandas) only when a layer needs a search:
     # declaring a build's steps imports this package without solving
     from . import model
-    r = model.solve(layer, target, spec, tables, consts, buffering,
-                    hint=smallest if small_fits else None)
+    r = None
+    if layer.get("rows"):
+        # row bands (the memory plan asked: see tessera.overlap.row_band_layers):
+        # full width and all channels when such a tile fits, else all
+        # channels; else the usual search
+        for tw in (Wo, None):
+            if tw is not None and tw not in tables[1]:
+                continue
+            q_rows = memory.quantities(layer, target, spec, smallest[0], tw or smallest[1], Co,
+                                       buffering, tables)
+            if q_rows["l1_bytes"] <= budget:
+                r = model.solve(layer, target, spec, tables, consts, buffering,
+                                hint=(smallest[0], tw or smallest[1], Co), tile_c=Co, tile_w=tw)
+                if r["status"] == "optimal":
+                    break
+    if r is None or r["status"] != "optimal":
+        r = model.solve(layer, target, spec, tables, consts, buffering,
+                        hint=smallest if small_fits else None)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
     if r["status"] != "optimal":

@@ -212,14 +212,19 @@ class _Builder:
         return coef * y
 
 
-def solve(layer, target, spec, tables, consts, buffering, hint=None):
+def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None, tile_w=None):
     """Maximize the library objective (tie-broken) within the L1 budget.
 
     Returns {"status": "optimal" | "feasible" | "infeasible" | "unknown"}
     plus, when a solution was found, "tile": (th, tw, tc), "objective" (the
-    library objective, without the tie-break) and "l1_bytes".
+    library objective, without the tie-break) and "l1_bytes". tile_c and
+    tile_w fix the channel and column tile (row bands).
     """
     b = _Builder(layer, target, spec, tables, buffering, consts)
+    if tile_c is not None:
+        b.m.add(b.q["tile_c"] == tile_c)
+    if tile_w is not None:
+        b.m.add(b.q["tile_w"] == tile_w)
     main = sum(b.term(t) for t in spec.objective)
     Ho, Wo, Co = layer["out"]
     q = b.q
