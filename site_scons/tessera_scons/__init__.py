@@ -340,6 +340,17 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
     return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run)
 
 
+def _tile_cost(tcfg):
+    from tessera import cost
+
+    coefs = cost.coefficients(tcfg)
+    if coefs is None:
+        fail(TesseraError("tile_cost=model", f"no cost model coefficients for {tcfg['kernels']} on {tcfg['name']}",
+                          f"build with tile_cost=library, or fit them with tools/fit_cost_model.py "
+                          f"{tcfg['name']} (a target whose runner counts QEMU instructions or GVSoC cycles)"))
+    return {"coefficients": coefs, "dims": cost.api._dims(tcfg)}
+
+
 def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run=True):
     tname, mname = tcfg["name"], mcfg["name"]
     d = lambda *p: os.path.join(outdir, *p)  # noqa: E731
@@ -350,7 +361,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # the kernel library's tiler section apart from the target's few
     # numbers, so that --debug=explain shows a changed budget as a short
     # line: `{"buffering":2,"cores":1,"l1_budget":4096}' is a new dependency
-    tiler_target = _value(env, {k: v for k, v in tview.items() if k != "kernels"}, f"tiler target of {tname}")
+    tnums = {k: v for k, v in tview.items() if k != "kernels"}
+    if env.get("tile_cost", "library") == "model":     # the cost model picks the tiles (tiler/costed.py)
+        tnums["cost"] = _tile_cost(tcfg)
+    tiler_target = _value(env, tnums, f"tiler target of {tname}")
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
