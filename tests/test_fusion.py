@@ -38,8 +38,9 @@ def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_
     return Graph("g", "test", t, layers, ["x"], outputs)
 
 
-def target(budget, cores=8):
-    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS}
+def target(budget, cores=8, scheme="per_core"):
+    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS,
+            "fused_scheme": {"dw_pw": scheme}}
 
 
 # ---- engine ------------------------------------------------------------------
@@ -59,29 +60,35 @@ def test_engine_says_why_not():
 
 def brute_force(pair, tgt):
     """The docstring's rule by enumeration: single-buffered whole pair if it
-    fits, else the lexicographic best (th, th % cores == 0, fd)."""
+    fits, else the lexicographic best (th, th % cores == 0, fd); with the
+    shared scheme (one intermediate of fd <= th rows for all cores) the best
+    (fd, th, th % cores == 0)."""
     dw = pair["dw"]
     Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
+    shared = tgt["fused_scheme"]["dw_pw"] == "shared"
+    most = (lambda th: th) if shared else (lambda th: -(-th // cores))   # noqa: E731
     table = geometry.axis_table(*geometry.axes(dw)[0])
-    if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], -(-Ho // cores), 1)["total"] <= budget:
-        return Ho, -(-Ho // cores), 1
+    if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], most(Ho), 1)["total"] <= budget:
+        return Ho, most(Ho), 1
     best = None
     for th in table:
-        for fd in range(1, -(-th // cores) + 1):
+        for fd in range(1, most(th) + 1):
             if ftiler._bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                key = (th, th % cores == 0, fd)
+                key = (fd, th, th % cores == 0) if shared else (th, th % cores == 0, fd)
                 best = max(best or key, key)
-    return None if best is None else (best[0], best[2], 2)
+    if best is None:
+        return None
+    return (best[1], best[0], 2) if shared else (best[0], best[2], 2)
 
 
 @given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000))
-@settings(max_examples=60, deadline=None)
-def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget):
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+@settings(max_examples=80, deadline=None)
+def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme):
     g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "dw", "pw")
-    tgt = target(budget, cores)
+    tgt = target(budget, cores, scheme)
     got = fusion.solve_dw_pw(pair, tgt)
     want = brute_force(pair, tgt)
     if want is None:

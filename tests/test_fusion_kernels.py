@@ -90,3 +90,32 @@ def test_pulp_nn_dw_pw_matches_two_layers(pnn, case):
     c, ncores, rng = case
     c.fn = "pnn_dw_pw"
     run_case(pnn, c, ncores, rng)
+
+
+@given(dw_pw_cases())
+@SETTINGS
+def test_pulp_nn_shared_blocks_match_two_layers(pnn, case):
+    """The shared scheme the generated PULP-NN fused steps run: per block of
+    fd rows, pnn_dw_pw_block's arguments, the depthwise on every core (a
+    fork), then the pointwise on every core, over one fd-row intermediate."""
+    c, ncores, rng = case
+    P = POINTER(ConvArgs)
+    pnn.pnn_dw_pw_block.argtypes = [POINTER(DwPwArgs), c_int32, c_int32, P, P]
+    pnn.pnn_dw_pw_block.restype = None
+    for fn in (pnn.pnn_depthwise, pnn.pnn_pointwise):
+        fn.argtypes = [P, c_int, c_int]
+        fn.restype = None
+    expected = c.expected
+    out = np.random.default_rng(int(rng.integers(2**31))).integers(
+        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+    mid = np.zeros(max(1, c.scratch_bytes), dtype=np.int8)
+    args, keep = c.build(out.ctypes.data, mid.ctypes.data_as(POINTER(c_int8)))
+    out_h, fd = expected.shape[0], args.fd
+    d, p = ConvArgs(), ConvArgs()
+    for y in range(0, out_h, fd):
+        pnn.pnn_dw_pw_block(ctypes.byref(args), y, min(fd, out_h - y), ctypes.byref(d), ctypes.byref(p))
+        for fn, a in ((pnn.pnn_depthwise, d), (pnn.pnn_pointwise, p)):
+            for k in range(ncores):
+                fn(ctypes.byref(a), k, ncores)
+    del keep
+    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)

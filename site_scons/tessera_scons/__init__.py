@@ -115,6 +115,28 @@ def _cost_meta(tcfg, tname):
             "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 
+def _fusion_cost(env, tcfg, mcfg, network, outdir):
+    """What min_latency's selector compares: the cost model's coefficients
+    for the target (fusion_cost=model), or the reports of the network built
+    and run with fusion=none and with every feasible pair fused (measured;
+    their verdict nodes under "verdicts", which the selector then reads)."""
+    meta = _cost_meta(tcfg, tcfg["name"])
+    cost = {"source": mcfg.get("fusion_cost", "model"), "kernels": tcfg["kernels"], "target": tcfg["name"],
+            "file": meta["file"], "cores": meta["cores"], "dims": meta["dims"], "unit": tcfg["runner"]["counts"]}
+    if cost["source"] == "model":
+        cost["coefficients"] = meta["coefficients"]
+        return cost
+    # measured: the same network twice more, in variants/, as ordinary
+    # (cached) builds of this SConstruct; their per-layer counts are the costs
+    verdicts = []
+    for variant in ("none", "all"):
+        sub = os.path.join(outdir, "variants", variant)
+        r = _declare(env, tcfg, dict(mcfg, fusion=variant), *network, sub, True)
+        verdicts.append(r["report"][0])
+    cost["verdicts"] = verdicts
+    return cost
+
+
 def _forget_damaged(nodes):
     """Remove generated files whose bytes are no longer what the build wrote
     (truncated, edited), so SCons makes them again: SCons itself only asks
@@ -250,7 +272,7 @@ def _fit_hint(target):
     return hint
 
 
-def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
+def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_cost=None):
     """Declare the steps that build (target, model) into
     <out>/<target>/<model>/: the network as a library, its export/ and,
     with run=True, the test firmware, its run, the check and the report.
@@ -265,8 +287,9 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
     "<prefix>/network.h" and the kernel headers), ld_dir and fragment (the
     linker-script fragment to INCLUDE), export (export/ nodes), prefix,
     outdir, sources, network_h, tilings, memplan, schedule; with run=True also
-    firmware, run, verdict, report, passed. `fusion` (none | min_transfer)
-    overrides the model YAML's fusion policy."""
+    firmware, run, verdict, report, passed. `fusion` (none | min_latency |
+    min_transfer) and `fusion_cost` (model | measured) override the model
+    YAML's."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     outdir = None
     made = os.path.join(out, _stem(target), _stem(model))   # as SConstruct names it
@@ -283,6 +306,11 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
                 raise TesseraError(f"fusion={fusion}", "unknown fusion policy",
                                    f"choose one of: {', '.join(FUSION_POLICIES)}")
             mcfg = dict(mcfg, fusion=fusion)
+        if fusion_cost is not None:
+            if fusion_cost not in fusion.COSTS:
+                raise TesseraError(f"fusion_cost={fusion_cost}", "unknown fusion cost source",
+                                   f"choose one of: {', '.join(fusion.COSTS)}")
+            mcfg = dict(mcfg, fusion_cost=fusion_cost)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
         model_cache = (os.environ.get("TESSERA_MODEL_CACHE") or env.get("TESSERA_MODEL_CACHE")
@@ -330,21 +358,30 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     policy = mcfg.get("fusion", "none")
     cands = fusion.candidates(graph) if policy != "none" else []
     fused = []
+    # how the library's fused kernel shares the intermediate between cores
+    # (codegen/libraries: FUSED_SCHEME), which sizes it in the fused tiling
+    from tessera.codegen.libraries import library as cg_library
+    scheme = _value(env, getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {}), f"fused scheme {tcfg['kernels']}")
     for c in cands:
         if not c["ok"]:
             continue
         pv = _value(env, fusion.pair_view(graph, c["dw"], c["pw"]), f"pair {c['dw']}+{c['pw']}")
-        node = env.Command(d("tiling", f"{c['dw']}+{c['pw']}.fused.json"), [pv, tiler_target, tiler_kernels],
+        node = env.Command(d("tiling", f"{c['dw']}+{c['pw']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, canon.source_files("fusion", "tiler"))
         fused.append(node[0])
     # one slice per candidate layer (its step), so that only the layers whose
     # decision changed are generated again
     cand_layers = [n for c in cands if c["ok"] for n in (c["dw"], c["pw"])]
+    decide = {"policy": policy, "candidates": cands}
+    measured = []
+    if policy == "min_latency":
+        decide["cost"] = _fusion_cost(env, tcfg, mcfg, (graph, paths, library, cg_target, plat), outdir)
+        measured = decide["cost"].pop("verdicts", [])
     schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
-                           [_value(env, {"policy": policy, "candidates": cands}, "fusion policy"), paths["graph"]]
-                           + tilings + fused, Action(steps.schedule, "tessera: select fusion $TARGET"))
-    env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir"))
+                           [_value(env, decide, "fusion policy"), paths["graph"]]
+                           + tilings + fused + measured, Action(steps.schedule, "tessera: select fusion $TARGET"))
+    env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir", "cost"))
 
     # ---- memory plan
     memory = views.memory_target(tcfg)

@@ -104,7 +104,7 @@ def _tile_fused(target, source, env):
     from tessera.fusion import solve_dw_pw
 
     pair = _value(source[0])
-    tgt = dict(_value(source[1]), kernels=_value(source[2]))
+    tgt = dict(_value(source[1]), kernels=_value(source[2]), fused_scheme=_value(source[3]))
     canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
 
 
@@ -117,15 +117,23 @@ def _schedule(target, source, env):
 
     v = _value(source[0])
     graph = Graph.from_json(canon.read_json(str(source[1])))
-    tilings, fused = {}, {}
+    tilings, fused, reports = {}, {}, []
     for node in source[2:]:
         t = canon.read_json(str(node))
-        if "group" in t:
+        if "verdict" in t:
+            reports.append(t)        # fusion_cost=measured: the variants' reports
+        elif "group" in t:
             dw, pw = t["layers"]
             fused[t["group"]] = (fusion.pair_view(graph, dw, pw), t)
         else:
             tilings[t["layer"]] = t
-    sched = fusion.select(graph, tilings, fused, v["policy"], v["candidates"])
+    costs = None
+    if v["policy"] == "min_latency":
+        from tessera.fusion import costs as fcosts
+
+        costs = (fcosts.measured_costs(graph, *reports, v["cost"]) if reports
+                 else fcosts.model_costs(graph, tilings, fused, v["cost"]))
+    sched = fusion.select(graph, tilings, fused, v["policy"], v["candidates"], costs)
     canon.write_json(str(target[0]), sched)
     # a candidate layer's slice: the step it runs in, and whether it leads it
     where = {name: s for s in sched["steps"] for name in s["layers"]}

@@ -98,7 +98,7 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
             mine[name] = at
             at += size * ch
         params_at[layer.name] = mine
-    take("mid", target["cores"] * ft["fd"] * Wo * C)
+    take("mid", ft["l1_bytes"]["intermediate"])
     take("stripe", ft["l1_bytes"]["scratch"])
     if cur != ft["l1_bytes"]["total"]:
         raise RuntimeError(f"fused step {dw.name}+{pw.name}: L1 layout {cur} bytes, the tiler counted "
@@ -131,11 +131,20 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
     out.append("};\n")
     out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
-    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_dw_pw_args_t *)args, hal_core_id(), "
-               "hal_num_cores());\n}\n")
+    shared = ft.get("scheme") == "shared"
+    if shared:
+        block, dw_k, pw_k = lib.FUSED_PARTS["dw_pw"]
+        for part, k in (("dw_part", dw_k), ("pw_part", pw_k)):
+            out.append(f"static void {part}(void *args)\n{{\n    {k}((const tsr_conv_args_t *)args, hal_core_id(), "
+                       "hal_num_cores());\n}\n")
+    else:
+        out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_dw_pw_args_t *)args, hal_core_id(), "
+                   "hal_num_cores());\n}\n")
     out.append(f"void {symbol(prefix, dw.name)}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
     out.append("    tsr_dw_pw_args_t a = {0};")
+    if shared:
+        out.append("    tsr_conv_args_t d = {0}, p = {0};")
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
         per_channel = "mul" in params_at[layer.name]
@@ -196,7 +205,12 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
             "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
             f"        a.pw.out = {L1} + l1_out[b];", "        a.pw.out_h = t->oh;", "        a.pw.in_h = t->oh;",
             "        a.pw.in_w = t->ow;",
-            "        hal_fork(compute, &a);",
+            *(["        for (int32_t y = 0, n; y < t->oh; y += n) {",
+               f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
+               f"            {block}(&a, y, n, &d, &p);",
+               "            hal_fork(dw_part, &d);",
+               "            hal_fork(pw_part, &p);",
+               "        }"] if shared else ["        hal_fork(compute, &a);"]),
             f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {pw_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
             f"{esize_out}, t);",
             "    }"]
