@@ -159,3 +159,68 @@ def test_min_transfer_keeps_an_unfittable_pair_apart():
     s = schedule(g, "min_transfer", 900)
     assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
     assert "needs" in s["candidates"][0]["why_apart"]
+
+
+def latency_schedule(g, costs, budget=64000):
+    tgt = target(budget)
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    cands = fusion.candidates(g)
+    pair = fusion.pair_view(g, "dw", "pw")
+    fused = {pair["name"]: (pair, fusion.solve_dw_pw(pair, tgt))}
+    return fusion.select(g, tilings, fused, "min_latency", cands, costs)
+
+
+def costs(dw, pw, group):
+    return {"source": "test", "unit": "qemu-instructions", "layers": {"dw": dw, "pw": pw}, "groups": {"dw+pw": group},
+            "missing": "no estimate for this kernel"}
+
+
+def test_min_latency_fuses_only_what_is_estimated_faster():
+    g = dw_pw_graph()
+    s = latency_schedule(g, costs(700, 500, 1100))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw+pw"]
+    assert "estimated 1100 qemu-instructions against 1200 apart" in s["steps"][0]["reason"]
+    assert s["totals"]["estimated_count"] == 1100 and s["totals"]["unfused_estimated_count"] == 1200
+    # a tie keeps the layers apart (fusing must be expected to pay)
+    s = latency_schedule(g, costs(700, 500, 1200))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert "not fewer than 1200 apart" in s["candidates"][0]["why_apart"]
+    # slower: apart, whatever it saves in transfers
+    s = latency_schedule(g, costs(700, 500, 1300))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["totals"]["activation_transfer_bytes"] == s["totals"]["unfused_activation_transfer_bytes"]
+
+
+def test_min_latency_without_estimates_keeps_layers_apart():
+    g = dw_pw_graph()
+    s = latency_schedule(g, costs(700, 500, None))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["candidates"][0]["why_apart"] == "no estimate for this kernel"
+    s = latency_schedule(g, {"source": "test", "none": "no calibrated cost model"})
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["candidates"][0]["why_apart"] == "no calibrated cost model"
+
+
+def test_group_estimate_prices_compute_and_transfers():
+    """The fused step's estimate from hand-set coefficients: MACs priced
+    alike fused or apart; activation bytes priced on the step's own moves
+    (the depthwise's input and the pointwise's output, never the
+    intermediate)."""
+    from tessera.cost import fused as cfused, model
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, target(64000, scheme="shared"))
+    dw, pw = g.layers
+    zero = {k: 0.0 for k in model.COMPUTE}
+    only = lambda **kw: {"combine": "sum", "default": dict(zero), "ops": {}, "dma": dict(  # noqa: E731
+        {k: 0.0 for k in model.DMA}, **kw)}
+    macs = only()
+    macs["default"]["macs"] = 2.0
+    x, m, y = (g.tensor(n) for n in "xmy")
+    dw_macs = m.size * 9
+    pw_macs = y.size * 8
+    assert cfused.group_estimate(macs, dw, pw, g, ft, 8) == 2 * (dw_macs + pw_macs)
+    assert cfused.group_estimate(only(act_bytes=3.0), dw, pw, g, ft, 8) == 3 * (x.nbytes + y.nbytes)
+    # a per-core fused kernel is not the layers' kernels: no estimate
+    ft_pc = fusion.solve_dw_pw(pair, target(64000))
+    assert cfused.group_estimate(macs, dw, pw, g, ft_pc, 8) is None

@@ -49,6 +49,7 @@ from .platforms import platform as platform_module
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 KERNELS = os.path.join(ROOT, "kernels")
 FUSION_POLICIES = fusion.POLICIES
+FUSION_COSTS = fusion.COSTS
 
 
 def fail(err, outdir=None, made=None):
@@ -307,9 +308,9 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
                                    f"choose one of: {', '.join(FUSION_POLICIES)}")
             mcfg = dict(mcfg, fusion=fusion)
         if fusion_cost is not None:
-            if fusion_cost not in fusion.COSTS:
+            if fusion_cost not in FUSION_COSTS:
                 raise TesseraError(f"fusion_cost={fusion_cost}", "unknown fusion cost source",
-                                   f"choose one of: {', '.join(fusion.COSTS)}")
+                                   f"choose one of: {', '.join(FUSION_COSTS)}")
             mcfg = dict(mcfg, fusion_cost=fusion_cost)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)

@@ -12,12 +12,16 @@ execution order with the reason for each decision, and the activation bytes
 moved between L2 and L1 with and without fusion (weights apart).
 
 Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
-  none          every layer its own step (today's behaviour; the default)
+  none          every layer its own step (the default)
+  min_latency   the fused groups that minimize the estimated count
+                (fusion_cost=model: the calibrated cost model; measured:
+                the unfused and fused variants built and run), never a
+                group not estimated faster than its layers apart
   min_transfer  the fused groups that minimize the counted activation bytes
 """
 
 from .engine import candidates, pair_view
-from .selector import POLICIES, select
+from .selector import COSTS, POLICIES, select
 from .transfer import fused_transfer, layer_transfer
 
 
@@ -29,4 +33,4 @@ def solve_dw_pw(pair_view, target):
     return solve(pair_view, target)
 
 
-__all__ = ["candidates", "pair_view", "select", "POLICIES", "solve_dw_pw", "fused_transfer", "layer_transfer"]
+__all__ = ["candidates", "pair_view", "select", "POLICIES", "COSTS", "solve_dw_pw", "fused_transfer", "layer_transfer"]
