@@ -366,14 +366,15 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     for c in cands:
         if not c["ok"]:
             continue
-        pv = _value(env, fusion.pair_view(graph, c["dw"], c["pw"]), f"pair {c['dw']}+{c['pw']}")
-        node = env.Command(d("tiling", f"{c['dw']}+{c['pw']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
+        pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
+        node = env.Command(d("tiling", f"{c['group']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, canon.source_files("fusion", "tiler"))
         fused.append(node[0])
     # one slice per candidate layer (its step), so that only the layers whose
     # decision changed are generated again
-    cand_layers = [n for c in cands if c["ok"] for n in (c["dw"], c["pw"])]
+    # (a layer in two candidates, the depthwise of a PW->DW->PW chain, once)
+    cand_layers = list(dict.fromkeys(n for c in cands if c["ok"] for n in c["layers"]))
     decide = {"policy": policy, "candidates": cands}
     measured = []
     if policy == "min_latency":
@@ -406,11 +407,16 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     pairs = {}   # a fusion candidate's layers -> its group's extra codegen inputs
     sched_slice = dict(zip(cand_layers, schedule[1:]))
+    # a layer's file reads its schedule slice; the first layer of a candidate
+    # also the candidate's fused tiling and the second layer's view and plan
+    # slice (the step is generated as the first layer's function)
+    for name in cand_layers:
+        pairs[name] = [sched_slice[name]]
     for c, node in zip([c for c in cands if c["ok"]], fused):
-        j = index[c["pw"]]
-        pw_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {c['pw']}")
-        pairs[c["dw"]] = [sched_slice[c["dw"]], node, pw_view, slices[j]]
-        pairs[c["pw"]] = [sched_slice[c["pw"]]]
+        first, second = c["layers"]
+        j = index[second]
+        second_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {second}")
+        pairs[first] = [sched_slice[first], node, second_view, slices[j]]
     for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
         lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
         c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value] + pairs.get(layer.name, []),

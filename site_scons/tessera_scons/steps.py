@@ -166,7 +166,7 @@ def _plan(target, source, env):
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
     fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]}
-             for s in (sched or {"steps": []})["steps"] if s["kind"] == "dw_pw"}
+             for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
     the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
     canon.write_json(str(target[0]), the_plan)
     # one slice per layer, in the order the targets were declared
@@ -195,10 +195,9 @@ def _gen_layer(target, source, env):
         mine = canon.read_json(str(source[4]))
         group = mine if mine["kind"] != "layer" else None
         if group is not None and mine["first"]:
-            pw_v = _value(source[6])
-            pw, pw_graph = _layer_from_view(pw_v)
-            both = Graph(v["model"], "", {**graph.tensors, **pw_graph.tensors}, [layer, pw], [], [])
-            text = fused.generate(layer, pw, both, canon.read_json(str(source[5])), slice_,
+            second, second_graph = _layer_from_view(_value(source[6]))
+            both = Graph(v["model"], "", {**graph.tensors, **second_graph.tensors}, [layer, second], [], [])
+            text = fused.generate(layer, second, both, canon.read_json(str(source[5])), slice_,
                                   canon.read_json(str(source[7])), tgt, v["model"])
             canon.write_atomic(str(target[0]), text)
             return

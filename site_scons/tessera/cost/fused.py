@@ -10,8 +10,10 @@ DMA is the step's own: the depthwise's input bands in, the pointwise's
 output bands out (the intermediate never moves), both layers' weights once.
 A `per_core` fused kernel is another kernel (the reference tsr_dw_pw): the
 coefficients fitted on the library's layers say nothing about it, so there
-is no estimate (None) unless the coefficients file has an op `dw_pw`
-(fitted on fused steps), which then prices the whole step's compute.
+is no estimate (None) unless the coefficients file has an op named for the
+step's kind (`dw_pw`, `pw_dw`: fitted on fused steps), which then prices the
+whole step's compute. The PW->DW steps run the reference tsr_pw_dw
+(per_core) on every library.
 """
 
 from .. import ir, views
@@ -27,39 +29,46 @@ def _part(layer, graph, bands, units_of, cores):
                 in_elems=sum(graph.tensor(n).size for n in layer.inputs), tiles=len(bands))
 
 
-def group_features(dw, pw, graph, ft, cores):
-    """(dw features, pw features, the step's DMA features) of a fused step."""
+def group_features(first, second, graph, ft, cores):
+    """(first's features, second's features, the step's DMA features) of a
+    fused step (DW->PW or PW->DW)."""
     bands = ft["bands"]
     shared = ft.get("scheme") == "shared"
-    C = graph.tensor(dw.output).shape[-1]
-    Wo = graph.tensor(pw.output).shape[1]
-    dwf = _part(dw, graph, bands, (lambda b: C) if shared else (lambda b: b["oh"]), cores)
-    pwf = _part(pw, graph, bands, (lambda b: b["oh"] * Wo) if shared else (lambda b: b["oh"]), cores)
-    dv, pv = views.tiler_layer(dw, graph), views.tiler_layer(pw, graph)
-    x, out = graph.tensor(dw.inputs[0]), graph.tensor(pw.output)
-    act = sum(b["ih"] * x.shape[1] * x.shape[2] * dv["in_bytes"] + b["oh"] * Wo * out.shape[2] * pv["out_bytes"]
+    C = graph.tensor(first.output).shape[-1]
+    Wo = graph.tensor(second.output).shape[1]
+
+    def units(layer):
+        if not shared:
+            return (lambda b: C) if ft.get("kind") == "pw_dw" else (lambda b: b["oh"])
+        return (lambda b: C) if layer.op == "depthwise" else (lambda b: b["oh"] * Wo)
+    ff = _part(first, graph, bands, units(first), cores)
+    sf = _part(second, graph, bands, units(second), cores)
+    fv, sv = views.tiler_layer(first, graph), views.tiler_layer(second, graph)
+    x, out = graph.tensor(first.inputs[0]), graph.tensor(second.output)
+    act = sum(b["ih"] * x.shape[1] * x.shape[2] * fv["in_bytes"] + b["oh"] * Wo * out.shape[2] * sv["out_bytes"]
               for b in bands)
-    w_bytes = ((dv["w_bytes_per_cout"] + dv["param_bytes_per_cout"]) * C
-               + (pv["w_bytes_per_cout"] + pv["param_bytes_per_cout"]) * out.shape[2])
+    w_bytes = ((fv["w_bytes_per_cout"] + fv["param_bytes_per_cout"]) * C
+               + (sv["w_bytes_per_cout"] + sv["param_bytes_per_cout"]) * out.shape[2])
     # as features.layer_features counts a layer's: one transfer untiled, else
     # weights and parameters apart
     w_xfers = sum((1 if v["w_bytes_per_cout"] or v["param_bytes_per_cout"] else 0) if not ft["tiled"] else
-                  (1 if v["w_bytes_per_cout"] else 0) + (1 if v["param_bytes_per_cout"] else 0) for v in (dv, pv))
+                  (1 if v["w_bytes_per_cout"] else 0) + (1 if v["param_bytes_per_cout"] else 0) for v in (fv, sv))
     dma = dict(dict.fromkeys(FEATURES, 0), act_bytes=act, act_xfers=2 * len(bands), w_bytes=w_bytes,
                w_xfers=w_xfers, tiles=len(bands))
-    return dwf, pwf, dma
+    return ff, sf, dma
 
 
-def group_estimate(coefs, dw, pw, graph, ft, cores):
+def group_estimate(coefs, first, second, graph, ft, cores):
     """The fused step's estimated count, or None when the coefficients do
     not describe its kernel (see the module docstring)."""
-    dwf, pwf, dma = group_features(dw, pw, graph, ft, cores)
+    ff, sf, dma = group_features(first, second, graph, ft, cores)
+    kind = ft.get("kind", "dw_pw")
     if ft.get("scheme") == "shared":
-        comp = model.compute_part(coefs, dw.op, dwf) + model.compute_part(coefs, pw.op, pwf)
-    elif "dw_pw" in coefs.get("ops", {}):
-        both = {k: dwf[k] + pwf[k] for k in FEATURES}
-        both["tiles"] = dwf["tiles"]
-        comp = model.compute_part(coefs, "dw_pw", both)
+        comp = model.compute_part(coefs, first.op, ff) + model.compute_part(coefs, second.op, sf)
+    elif kind in coefs.get("ops", {}):
+        both = {k: ff[k] + sf[k] for k in FEATURES}
+        both["tiles"] = ff["tiles"]
+        comp = model.compute_part(coefs, kind, both)
     else:
         return None
     d = model.dma_part(coefs, dma)

@@ -2,8 +2,8 @@
 
 API
 ---
-    cands = candidates(graph)              # every DW->PW pair, feasible or not (engine)
-    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused pair (tiler)
+    cands = candidates(graph)              # every DW->PW and PW->DW pair, feasible or not (engine)
+    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused pair of either kind (tiler)
     moved = layer_transfer(view, tiling)   # L2<->L1 activation bytes of a step (transfer)
     sched = select(graph, tilings, fused, policy)   # schedule.json (selector)
 
@@ -27,9 +27,10 @@ from .transfer import fused_transfer, layer_transfer
 
 
 def solve_dw_pw(pair_view, target):
+    """The fused tiling of a candidate pair, DW->PW or PW->DW (its kind)."""
     # imported on use: the fused tiler loads CP-SAT (ortools, pandas), which
     # declaring a build's steps does not need
-    from .tiler import solve_dw_pw as solve
+    from .tiler import solve
     return solve(pair_view, target)
 
 

@@ -34,7 +34,7 @@ def model_costs(graph, tilings, fused, cost):
             groups[group] = group_estimate(coefs, dw, pw, graph, ft, cost["cores"])
     return {"source": where, "unit": coefs.get("counts", cost["unit"]), "layers": layers, "groups": groups,
             "missing": f"the cost model has no estimate for {cost['kernels']}'s fused kernel on {cost['target']} "
-                       f"(it runs other kernels than the layers apart, and {cost['file']} fits no dw_pw op)"}
+                       f"(it runs other kernels than the layers apart, and {cost['file']} fits no op for fused steps)"}
 
 
 def measured_costs(graph, none_report, all_report, cost):

@@ -39,9 +39,9 @@ def select(graph, tilings, fused, policy, cands, costs=None):
     options = {}     # first layer index -> [(group, bytes, length)]
     recorded = []
     for c in cands:
-        group = f"{c['dw']}+{c['pw']}"
-        entry = {"group": group, "layers": [c["dw"], c["pw"]], "kind": "dw_pw", "fusable": c["ok"],
-                 "reason": c["reason"], "unfused_bytes": alone[c["dw"]] + alone[c["pw"]]}
+        group, (a, b) = c["group"], c["layers"]
+        entry = {"group": group, "layers": [a, b], "kind": c["kind"], "fusable": c["ok"],
+                 "reason": c["reason"], "unfused_bytes": alone[a] + alone[b]}
         if c["ok"] and group in fused:
             pair, ft = fused[group]
             if not ft["feasible"]:
@@ -49,17 +49,17 @@ def select(graph, tilings, fused, policy, cands, costs=None):
             else:
                 entry["fused_bytes"] = fused_transfer(pair, ft)
                 if policy == "all":
-                    options.setdefault(index[c["dw"]], []).append((group, -1, 2))
+                    options.setdefault(index[a], []).append((group, -1, 2))
                 elif policy == "min_transfer":
-                    options.setdefault(index[c["dw"]], []).append((group, entry["fused_bytes"], 2))
+                    options.setdefault(index[a], []).append((group, entry["fused_bytes"], 2))
                 elif policy == "min_latency" and costs and "layers" in costs:
-                    entry["unfused_estimate"] = costs["layers"][c["dw"]] + costs["layers"][c["pw"]]
+                    entry["unfused_estimate"] = costs["layers"][a] + costs["layers"][b]
                     est = costs["groups"].get(group)
                     if est is None:
                         entry.update(fusable=False, reason=costs["missing"])
                     else:
                         entry["fused_estimate"] = est
-                        options.setdefault(index[c["dw"]], []).append((group, est, 2))
+                        options.setdefault(index[a], []).append((group, est, 2))
         recorded.append(entry)
     # what the program minimizes per layer apart
     if policy == "min_latency":
@@ -96,7 +96,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
             if policy == "min_latency":
                 reason = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} apart "
                           f"({costs['source']}); {reason}")
-            steps.append({"step": group, "kind": "dw_pw", "layers": list(layers),
+            steps.append({"step": group, "kind": e["kind"], "layers": list(layers),
                           "activation_transfer_bytes": e["fused_bytes"], "reason": reason})
     for e in recorded:
         if not e.get("chosen"):

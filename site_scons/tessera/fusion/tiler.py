@@ -152,3 +152,106 @@ def _aligned(m, name, x, hi, a):
     m.add(a * k >= x)
     m.add(a * k <= x + a - 1)
     return a * k
+
+
+# ---- PW->DW, channel-wise ---------------------------------------------------
+#
+# A fused tile is a band of th depthwise output rows, full width, all
+# channels; its input is the pointwise's input for the depthwise's input rows
+# of the band (halo included), all input channels. The reference kernel
+# (tsr_pw_dw) gives each core its share of the channels in blocks of fd: the
+# pointwise's fd channels over the band's in_h x W pixels into the core's
+# buffer, then the depthwise of those channels. L1:
+#
+#     buffering * (A(in band: in_h x W x Ci) + A(out band: th x Wo x C))
+#     + weights and parameters of both layers (loaded once)
+#     + A(cores * in_h * W * fd)                  per-core intermediate
+#
+# Objective (lexicographic): the tallest band, then the largest fd (fewer
+# blocks: each re-reads the band's input), then a band height that is a
+# multiple of the core count.
+
+def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
+    dw, pw = pair["dw"], pair["pw"]
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, Ci = pw["in"]
+    _, Wo, C = dw["out"]
+    parts = {
+        "in": in_h * W * Ci * pw["in_bytes"],
+        "out": th * Wo * C * dw["out_bytes"],
+        "weights": align_up(C * pw["w_bytes_per_cout"], a) + align_up(C * dw["w_bytes_per_cout"], a),
+        "params": align_up(C * pw["param_bytes_per_cout"], a) + align_up(C * dw["param_bytes_per_cout"], a),
+        "intermediate": target["cores"] * in_h * W * fd,
+        "scratch": 0,
+    }
+    parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
+                      + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a))
+    return parts
+
+
+def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+    ax = geometry.axes(pair["dw"])[0]
+    spans = geometry.axis_tiles(ax[0], th, *ax[1:])
+    bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
+             for o0, o, i0, i, pt, pb in spans]
+    return {"group": pair["name"], "kind": "pw_dw", "layers": [pair["pw"]["name"], pair["dw"]["name"]],
+            "scheme": "per_core", "feasible": feasible, "reason": reason,
+            "tiled": len(bands) > 1 or buffering > 1, "band_h": th, "fd": fd, "buffering": buffering,
+            "bands": bands, "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
+            "l1_bytes": _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering)}
+
+
+def solve_pw_dw(pair, target):
+    """The fused tiling of a PW->DW pair (see above)."""
+    dw = pair["dw"]
+    Ho, C = dw["out"][0], dw["out"][2]
+    cores, budget = target["cores"], target["l1_budget"]
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    whole_fd = -(-C // cores)
+    if Ho in table and _pw_dw_bytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
+        return _pw_dw_result(pair, target, Ho, whole_fd, 1, table)
+    buffering = target["buffering"]
+    smallest = min(table)
+    need = _pw_dw_bytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
+    if need > budget:
+        return _pw_dw_result(pair, target, smallest, 1, buffering, table, False,
+                             f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
+                             f"{budget} available")
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, Ci = pair["pw"]["in"]
+    _, Wo, _ = dw["out"]
+    m = cp_model.CpModel()
+    th = m.new_int_var(1, Ho, "th")
+    n = m.new_int_var(1, Ho, "n")
+    border = m.new_int_var(1, Ho, "border")
+    H = pair["pw"]["in"][0]
+    in_h = m.new_int_var(1, H, "in_h")
+    m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
+    fd = m.new_int_var(1, whole_fd, "fd")
+    mid = m.new_int_var(1, H * whole_fd, "mid")
+    m.add_multiplication_equality(mid, [in_h, fd])
+    fixed = _pw_dw_bytes(pair, target, 0, 0, 0, buffering)
+    hi = budget // a + 1
+    total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
+                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+             + fixed["weights"] + fixed["params"] + _aligned(m, "mid", mid * (cores * W), hi, a))
+    m.add(total <= budget)
+    even = m.new_bool_var("even")
+    r = m.new_int_var(0, cores - 1, "r")
+    m.add_modulo_equality(r, th, cores)
+    m.add(r == 0).only_enforce_if(even)
+    m.add(r != 0).only_enforce_if(~even)
+    m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
+    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
+    status = solver.solve(m)
+    if status != cp_model.OPTIMAL:
+        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
+                           f"({solver.status_name(status)})")
+    got = _pw_dw_result(pair, target, solver.value(th), solver.value(fd), buffering, table)
+    assert got["l1_bytes"]["total"] == solver.value(total) <= budget
+    return got
+
+
+def solve(pair, target):
+    """The fused tiling of a candidate pair of either kind."""
+    return solve_pw_dw(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)
