@@ -119,8 +119,9 @@ def _cost_meta(tcfg, tname):
 def _fusion_cost(env, tcfg, mcfg, network, outdir):
     """What min_latency's selector compares: the cost model's coefficients
     for the target (fusion_cost=model), or the reports of the network built
-    and run with fusion=none and with every feasible pair fused (measured;
-    their verdict nodes under "verdicts", which the selector then reads)."""
+    and run with fusion=none and with every feasible pair of each kind fused
+    (measured; their report nodes under "verdicts", which the selector then
+    reads)."""
     meta = _cost_meta(tcfg, tcfg["name"])
     cost = {"source": mcfg.get("fusion_cost", "model"), "kernels": tcfg["kernels"], "target": tcfg["name"],
             "file": meta["file"], "cores": meta["cores"], "dims": meta["dims"], "unit": tcfg["runner"]["counts"]}
@@ -130,7 +131,7 @@ def _fusion_cost(env, tcfg, mcfg, network, outdir):
     # measured: the same network twice more, in variants/, as ordinary
     # (cached) builds of this SConstruct; their per-layer counts are the costs
     verdicts = []
-    for variant in ("none", "all"):
+    for variant in ("none",) + fusion.VARIANTS:
         sub = os.path.join(outdir, "variants", variant)
         r = _declare(env, tcfg, dict(mcfg, fusion=variant), *network, sub, True)
         verdicts.append(r["report"][0])

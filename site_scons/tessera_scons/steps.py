@@ -131,7 +131,7 @@ def _schedule(target, source, env):
     if v["policy"] == "min_latency":
         from tessera.fusion import costs as fcosts
 
-        costs = (fcosts.measured_costs(graph, *reports, v["cost"]) if reports
+        costs = (fcosts.measured_costs(graph, *reports, cost=v["cost"]) if reports
                  else fcosts.model_costs(graph, tilings, fused, v["cost"]))
     sched = fusion.select(graph, tilings, fused, v["policy"], v["candidates"], costs)
     canon.write_json(str(target[0]), sched)

@@ -21,7 +21,7 @@ Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
 """
 
 from .engine import candidates, pair_view
-from .selector import COSTS, POLICIES, select
+from .selector import COSTS, POLICIES, VARIANTS, select
 from .transfer import fused_transfer, layer_transfer
 
 
@@ -34,4 +34,4 @@ def solve_dw_pw(pair_view, target):
     return solve(pair_view, target)
 
 
-__all__ = ["candidates", "pair_view", "select", "POLICIES", "COSTS", "solve_dw_pw", "fused_transfer", "layer_transfer"]
+__all__ = ["candidates", "pair_view", "select", "POLICIES", "COSTS", "VARIANTS", "solve_dw_pw", "fused_transfer", "layer_transfer"]

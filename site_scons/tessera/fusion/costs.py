@@ -6,10 +6,11 @@ estimate from its features and tiling, each group's from
 cost.fused.group_estimate. No coefficients for the target: no costs, and
 the selector keeps every layer apart (it cannot promise "never slower").
 
-fusion_cost=measured: the network built and run twice more (variants/none
-and variants/all, every feasible group fused): each layer's measured count
-from the first, each group's from the second (a fused step's whole count
-is on its first layer's row, the second's is zero).
+fusion_cost=measured: the network built and run three times more
+(variants/none; variants/all_dw_pw and all_pw_dw, every feasible group of
+one kind fused, groups of one kind never overlap): each layer's measured
+count from the first, each group's from the others (a fused step's whole
+count is on its first layer's row, the second's is zero).
 """
 
 from ..cost import features, model
@@ -37,7 +38,7 @@ def model_costs(graph, tilings, fused, cost):
                        f"(it runs other kernels than the layers apart, and {cost['file']} fits no op for fused steps)"}
 
 
-def measured_costs(graph, none_report, all_report, cost):
+def measured_costs(graph, none_report, *fused_reports, cost):
     from ..report.build import COUNT_KEYS
 
     count = COUNT_KEYS.get(cost["unit"])
@@ -45,9 +46,11 @@ def measured_costs(graph, none_report, all_report, cost):
         return {"source": "measured", "none": f"{cost['target']}'s runner counts nothing: min_latency keeps the "
                                               f"layers apart"}
     apart = {row["name"]: row for row in none_report["layers"]}
-    fused = {row["name"]: row for row in all_report["layers"]}
     layers = {layer.name: apart[layer.name].get(count, 0) for layer in graph.layers}
-    groups = {g["step"]: sum(fused[n].get(count, 0) for n in g["layers"])
-              for g in all_report.get("fusion", {}).get("groups", [])}
-    return {"source": "measured (variants/none, variants/all)", "unit": cost["unit"], "layers": layers,
-            "groups": groups, "missing": "the fused variant did not run this group"}
+    groups = {}
+    for rep in fused_reports:
+        fused = {row["name"]: row for row in rep["layers"]}
+        for g in rep.get("fusion", {}).get("groups", []):
+            groups[g["step"]] = sum(fused[n].get(count, 0) for n in g["layers"])
+    return {"source": "measured (variants/none, variants/all_dw_pw, variants/all_pw_dw)", "unit": cost["unit"],
+            "layers": layers, "groups": groups, "missing": "no fused variant ran this group"}

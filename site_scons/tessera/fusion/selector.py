@@ -19,8 +19,9 @@ from ..views import tiler_layer
 from .transfer import fused_transfer, layer_transfer
 
 POLICIES = ("none", "min_latency", "min_transfer")
-# "all" (every feasible group, a weight of -1 each) is fusion_cost=measured's
-# fused variant, not a user policy
+# "all_dw_pw", "all_pw_dw" (every feasible group of one kind: they never
+# overlap) are fusion_cost=measured's fused variants, not user policies
+VARIANTS = ("all_dw_pw", "all_pw_dw")
 COSTS = ("model", "measured")
 
 
@@ -31,7 +32,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
     min_latency): {"source": how they were obtained, "unit": what they
     count, "layers": {layer: count}, "groups": {group: count or None},
     "missing": why a group has none} or {"source", "none": why none}."""
-    if policy not in POLICIES + ("all",):
+    if policy not in POLICIES + VARIANTS:
         raise ValueError(f"fusion policy {policy!r}")
     names = [layer.name for layer in graph.layers]
     alone = {layer.name: layer_transfer(tiler_layer(layer, graph), tilings[layer.name]) for layer in graph.layers}
@@ -48,7 +49,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 entry.update(fusable=False, reason=ft["reason"])
             else:
                 entry["fused_bytes"] = fused_transfer(pair, ft)
-                if policy == "all":
+                if policy == f"all_{c['kind']}":
                     options.setdefault(index[a], []).append((group, -1, 2))
                 elif policy == "min_transfer":
                     options.setdefault(index[a], []).append((group, entry["fused_bytes"], 2))
@@ -64,7 +65,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
     # what the program minimizes per layer apart
     if policy == "min_latency":
         weight = dict(costs["layers"]) if costs and "layers" in costs else dict.fromkeys(names, 0)
-    elif policy == "all":
+    elif policy in VARIANTS:
         weight = dict.fromkeys(names, 0)
     else:
         weight = alone
