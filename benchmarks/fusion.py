@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--targets", nargs="+", default=["gap8", "stm32h7"])
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--cost", default="model", choices=("model", "measured"), help="min_latency's fusion_cost")
+    ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES,
+                    help="none is always built (the baseline)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="tessera-fusion-")
@@ -62,9 +64,10 @@ def main():
           f"{'count':>12} {'change':>7}  paper (min_latency / min_transfer)", flush=True)
     for target in args.targets:
         for model in args.models:
-            res = {p: build(out, target, model, p, args.cost) for p in POLICIES}
+            policies = ["none"] + [p for p in args.policies if p != "none"]
+            res = {p: build(out, target, model, p, args.cost) for p in policies}
             base = res["none"]
-            for p in POLICIES:
+            for p in policies:
                 r = res[p]
                 paper = " / ".join(PAPER.get(model, ("-", "-"))) if p != "none" else ""
                 print(f"{target:9} {model:13} {p:13} {r['macs']:>10} {r['groups']:>6} {r['bytes']:>10} "

@@ -335,3 +335,17 @@ def test_pw_dw_band_wise_golden_equals_layers_apart():
     whole = two(x, dw.pad)
     bands = [two(x[b["ih0"]:b["ih0"] + b["ih"]], (b["pad_t"], 1, b["pad_b"], 1)) for b in ft["bands"]]
     np.testing.assert_array_equal(np.concatenate(bands), whole)
+
+
+def test_no_estimate_for_a_depthwise_in_several_row_blocks():
+    """A shared-scheme step whose depthwise runs in several row blocks is
+    not priced by the model (its per-block stripe cost has no term): the
+    selector keeps it apart with that reason."""
+    from tessera.cost import fused as cfused
+    g = dw_pw_graph(h=40, w=30, c=16, co=16)
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, target(12000, scheme="shared"))
+    assert ft["feasible"] and len(ft["bands"]) > 1
+    coefs = {"combine": "sum", "default": {"macs": 1.0}, "ops": {}, "dma": {}}
+    assert cfused.group_estimate(coefs, *g.layers, g, ft, 8) is None
+    assert "row blocks" in cfused.why_no_estimate(coefs, ft)

@@ -8,7 +8,12 @@ each layer's arithmetic with that layer's kernel, so its compute is each
 layer's op coefficients on the layer's features over the fused bands; its
 DMA is the step's own: the depthwise's input bands in, the pointwise's
 output bands out (the intermediate never moves), both layers' weights once.
-A `per_core` fused kernel is another kernel (the reference tsr_dw_pw): the
+A step whose depthwise runs in more than one row block (several bands, or
+fd below the band) is not priced either: the depthwise alone splits
+channels and gathers each whole column once, fused it gathers every column
+again per block, at a per-column cost no fitted term covers (measured on
+gap8, mbv1_025_224: such groups +1.9% to +13.2%, while every single-block
+group of mbv1_025_128 ran 1.5% to 2.9% faster). A `per_core` fused kernel is another kernel (the reference tsr_dw_pw): the
 coefficients fitted on the library's layers say nothing about it, so there
 is no estimate (None) unless the coefficients file has an op named for the
 step's kind (`dw_pw`, `pw_dw`: fitted on fused steps), which then prices the
@@ -58,19 +63,35 @@ def group_features(first, second, graph, ft, cores):
     return ff, sf, dma
 
 
+def why_no_estimate(coefs, ft):
+    """None when group_estimate prices this fused step, else why not."""
+    kind = ft.get("kind", "dw_pw")
+    if ft.get("scheme") == "shared":
+        blocks = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
+        if blocks > 1:
+            return (f"the depthwise runs in {blocks} row blocks: each gathers its stripes and requantization "
+                    f"constants again, a cost the model has no term for (measured on gap8: up to +13% per "
+                    f"group); fusion_cost=measured decides such groups")
+        return None
+    if kind not in coefs.get("ops", {}):
+        return (f"the fused kernel (tsr_{kind}, per_core) is not the layers' kernels and the cost model fits "
+                f"no op {kind}")
+    return None
+
+
 def group_estimate(coefs, first, second, graph, ft, cores):
-    """The fused step's estimated count, or None when the coefficients do
-    not describe its kernel (see the module docstring)."""
+    """The fused step's estimated count, or None when the model cannot
+    price it (why_no_estimate says why; see the module docstring)."""
+    if why_no_estimate(coefs, ft) is not None:
+        return None
     ff, sf, dma = group_features(first, second, graph, ft, cores)
     kind = ft.get("kind", "dw_pw")
     if ft.get("scheme") == "shared":
         comp = model.compute_part(coefs, first.op, ff) + model.compute_part(coefs, second.op, sf)
-    elif kind in coefs.get("ops", {}):
+    else:
         both = {k: ff[k] + sf[k] for k in FEATURES}
         both["tiles"] = ff["tiles"]
         comp = model.compute_part(coefs, kind, both)
-    else:
-        return None
     d = model.dma_part(coefs, dma)
     if coefs.get("combine", "sum") == "sum" or ft["buffering"] < 2:
         return int(round(comp + d))

@@ -14,7 +14,7 @@ count is on its first layer's row, the second's is zero).
 """
 
 from ..cost import features, model
-from ..cost.fused import group_estimate
+from ..cost.fused import group_estimate, why_no_estimate
 
 
 def model_costs(graph, tilings, fused, cost):
@@ -28,14 +28,15 @@ def model_costs(graph, tilings, fused, cost):
         t = tilings[layer.name]
         feats = features.layer_features(layer, graph, t, cost["dims"], cost["cores"])
         layers[layer.name] = model.estimate(coefs, layer.op, feats, t.get("buffering", 2))
-    groups = {}
+    groups, why = {}, {}
     for group, (_, ft) in sorted(fused.items()):
         if ft["feasible"]:
-            dw, pw = (graph.layer(n) for n in ft["layers"])
-            groups[group] = group_estimate(coefs, dw, pw, graph, ft, cost["cores"])
+            first, second = (graph.layer(n) for n in ft["layers"])
+            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"])
+            if groups[group] is None:
+                why[group] = f"no estimate from {cost['file']}: {why_no_estimate(coefs, ft)}"
     return {"source": where, "unit": coefs.get("counts", cost["unit"]), "layers": layers, "groups": groups,
-            "missing": f"the cost model has no estimate for {cost['kernels']}'s fused kernel on {cost['target']} "
-                       f"(it runs other kernels than the layers apart, and {cost['file']} fits no op for fused steps)"}
+            "why": why, "missing": "no estimate"}
 
 
 def measured_costs(graph, none_report, *fused_reports, cost):

@@ -57,7 +57,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                     entry["unfused_estimate"] = costs["layers"][a] + costs["layers"][b]
                     est = costs["groups"].get(group)
                     if est is None:
-                        entry.update(fusable=False, reason=costs["missing"])
+                        entry.update(fusable=False, reason=costs.get("why", {}).get(group, costs["missing"]))
                     else:
                         entry["fused_estimate"] = est
                         options.setdefault(index[a], []).append((group, est, 2))
@@ -120,7 +120,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                        "saved_bytes": unfused - total,
                        "saved_permille": (unfused - total) * 1000 // unfused if unfused else 0}}
     if policy == "min_latency":
-        out["costs"] = {k: v for k, v in (costs or {}).items() if k not in ("layers", "groups")}
+        out["costs"] = {k: v for k, v in (costs or {}).items() if k not in ("layers", "groups", "why")}
         if costs and "layers" in costs:
             est = best[len(names)][0][0]
             apart = sum(costs["layers"].values())
