@@ -52,6 +52,20 @@ def test_schedule_is_a_cached_step(tmp_path):
 def test_unknown_policy_is_one_line(tmp_path):
     line = one_error(scons("target=host", "model=tiny", "fusion=fastest", out=tmp_path / "out"))
     assert "fusion=fastest" in line and "min_transfer" in line
+    line = one_error(scons("target=host", "model=tiny", "fusion=min_latency", "fusion_cost=guess",
+                           out=tmp_path / "out"))
+    assert "fusion_cost=guess" in line and "measured" in line
+
+
+def test_min_latency_without_a_cost_model_keeps_layers_apart(tmp_path):
+    """The host counts wall time and has no calibrated cost model: min_latency
+    cannot promise anything faster, keeps every layer apart and says why."""
+    out = tmp_path / "out"
+    sched_path = out / "host" / "tiny" / "schedule.json"
+    scons("target=host", "model=tiny", "fusion=min_latency", str(sched_path), out=out, check=True)
+    sched = json.loads(sched_path.read_text())
+    assert all(s["kind"] == "layer" for s in sched["steps"])
+    assert all("no calibrated cost model" in c["why_apart"] for c in sched["candidates"] if c["fusable"])
 
 
 def test_fused_tiny_is_bit_exact_and_moves_what_the_selector_counted(tmp_path):
