@@ -1,15 +1,21 @@
-"""One C file per fused DW->PW step (the selector's schedule.json): the
-depthwise's input in row bands, double-buffered, the library's fused kernel
-(its adapter's FUSED["dw_pw"]: PULP-NN's pnn_dw_pw, else the reference
-tsr_dw_pw) on every core, the pointwise's output bands back. Weights and parameters of both layers load
-once; the intermediate exists only in L1 (per-core blocks of fd rows).
+"""One C file per fused step (the selector's schedule.json), DW->PW or
+PW->DW: the first layer's input in row bands (the depthwise's input rows,
+halo included), double-buffered, the fused kernel on every core, the second
+layer's output bands back. Weights and parameters of both layers load once;
+the intermediate exists only in L1.
 
-The step is generated as the depthwise's function (it runs first in the
-layer table); the pointwise's function is then empty, and the depthwise's
+Kernels: the library adapter's FUSED[kind] (else the reference tsr_dw_pw /
+tsr_pw_dw, per_core: one fork per band); with FUSED_SCHEME[kind] ==
+"shared" (PULP-NN's DW->PW) per block of fd rows the adapter's
+FUSED_PARTS: the block's arguments, a fork of the library's depthwise, a
+fork of its pointwise.
+
+The step is generated as the first layer's function (it runs first in the
+layer table); the second's function is then empty, and the first layer's
 output has no place in L2.
 
 L1 layout, in this order, each region aligned: input bands, output bands
-(one per buffer), dw weights, dw parameters, pw weights, pw parameters,
+(one per buffer), first layer's weights and parameters, second layer's,
 intermediate, depthwise stripes: exactly what the fused tiler counted.
 """
 
