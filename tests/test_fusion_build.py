@@ -153,3 +153,27 @@ def test_fused_on_gap8_under_qemu_is_bit_exact(tmp_path):
     sched = json.loads((net / "schedule.json").read_text())
     assert "pnn_dw_pw" in (net / "src" / "dw1.c").read_text()
     assert moved["none"] - moved["min_transfer"] == sched["totals"]["saved_bytes"] > 0
+
+
+def test_fused_dory_network_matches_its_reference(tmp_path):
+    """A NEMO/DORY network whose pointwise -> depthwise pairs run fused:
+    bit-exact against the golden model and DORY's per-layer checksums, the
+    fused intermediates' files listed as in L1 only (never written), not
+    failed."""
+    import importlib.util
+    peer = os.path.normpath(os.path.join(ROOT, "..", "shared", "peer_tests"))
+    if not os.path.isdir(peer):
+        pytest.skip(f"peer networks not found at {peer}")
+    spec = importlib.util.spec_from_file_location("peer_report", os.path.join(ROOT, "tools", "peer_report.py"))
+    peer_report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peer_report)
+    net = {n["name"]: n for n in peer_report.networks(peer)}["dory_dronet_2_0"]
+    model = peer_report.write_model(net, str(tmp_path / "models"))
+    out = tmp_path / "out"
+    scons("target=host", f"model={model}", "fusion=min_transfer", out=out, check=True)
+    verdict = json.loads((out / "host" / "dory_dronet_2_0" / "verdict.json").read_text())
+    assert verdict["verdict"] == "pass"
+    rows = verdict["reference"]["compared"]
+    inside = [r for r in rows if "in_l1_only" in r]
+    assert inside and all("equal" not in r for r in inside)
+    assert all(r["equal"] for r in rows if "in_l1_only" not in r)

@@ -119,7 +119,7 @@ def summarize(net, target, out, rc=0, stdout="", stderr="", seconds=None):
             row["first_difference"] = {"against": "golden", "layer": bad["layer"], "element": bad.get("element")}
         else:
             for r in ref.get("compared", []):
-                if not r["equal"]:
+                if not r.get("equal", True):
                     row["first_difference"] = {"against": ref["kind"], "layer": r.get("layer"), "file": r["name"],
                                                "element": r.get("first"), "error": r.get("error")}
                     break

@@ -291,7 +291,7 @@ def _check(target, source, env):
         # the peer toolchain's expected outputs: its kind, then its files
         from tessera import reference
         ref = reference.load({"kind": _value(source[6])["kind"], "dir": os.path.dirname(str(source[7]))})
-        against = checker.compare_reference(graph, ref, result)
+        against = checker.compare_reference(graph, ref, result, inside)
         i = checker.first_reference_mismatch(graph, against)
         if i is not None:
             if i not in dumps:
