@@ -10,7 +10,8 @@ paper's Table 2 (its activation-transfer change, min_latency / min_transfer).
                                           [--cost model|measured] [--out DIR]
 
 Builds go to a scratch out= directory (--out to keep them); every build must
-pass its bit-exact check, else the benchmark stops.
+pass its bit-exact check, else the benchmark stops; a model that does not fit
+the target (with a policy) prints the build's one-line error instead.
 """
 
 import argparse
@@ -33,6 +34,10 @@ def build(out, target, model, policy, cost):
            f"fusion={policy}", f"fusion_cost={cost}"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
+        # a model that does not fit the target is one line (tessera: error: ...); anything else stops here
+        errors = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("tessera: error:")]
+        if errors and "fit" in errors[0]:
+            return {"error": errors[0][len("tessera: error: "):]}
         sys.exit(f"{model} on {target} with fusion={policy} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     net = os.path.join(out, target, model)
     with open(os.path.join(net, "report.json")) as f:
@@ -69,6 +74,9 @@ def main():
             base = res["none"]
             for p in policies:
                 r = res[p]
+                if "error" in r or "error" in base:
+                    print(f"{target:9} {model:13} {p:13} {(r.get('error') or base['error'])[:100]}", flush=True)
+                    continue
                 paper = " / ".join(PAPER.get(model, ("-", "-"))) if p != "none" else ""
                 print(f"{target:9} {model:13} {p:13} {r['macs']:>10} {r['groups']:>6} {r['bytes']:>10} "
                       f"{change(r['bytes'], base['bytes']):>7} {r['count']:>12} {change(r['count'], base['count']):>7}"
