@@ -158,7 +158,9 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
     out.append(f"    {args_t} a = {{0}};")
     if shared:
-        out.append("    tsr_conv_args_t d = {0}, p = {0};")
+        # the two forks' arguments, out of the stack: a PULP-open cluster
+        # core has 1 kB of it, and core 0 runs the network
+        out.append("    static tsr_conv_args_t d, p;")
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
         per_channel = "mul" in params_at[layer.name]
