@@ -15,6 +15,11 @@
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
 
+/* The two forks' arguments of the shared scheme, one pair for every fused
+ * step (they run one after the other): out of core 0's 1 kB stack on
+ * PULP-open, and not one pair per step in the small reserved data. */
+tsr_conv_args_t pnn_dw_pw_parts[2];
+
 /* The arguments of one block of the shared scheme (see pulp_nn.h): output
  * rows [y, y + n) of the band, all channels. d: the depthwise of the block's
  * input rows (halo included, the band's own padding where the block touches

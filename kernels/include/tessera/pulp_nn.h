@@ -31,6 +31,8 @@ void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
  * for rows [y, y + n) of the band. With fd the band height a band is exactly
  * the two layers' tiles, with no stripe gathered twice. */
 void pnn_dw_pw_block(const tsr_dw_pw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *d, tsr_conv_args_t *p);
+/* where generated steps keep d and p (one pair for the network) */
+extern tsr_conv_args_t pnn_dw_pw_parts[2];
 void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);

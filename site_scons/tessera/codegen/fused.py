@@ -147,7 +147,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
     shared = kind == "dw_pw" and ft.get("scheme") == "shared"
     if shared:
-        block, dw_k, pw_k = lib.FUSED_PARTS["dw_pw"]
+        block, dw_k, pw_k, parts = lib.FUSED_PARTS["dw_pw"]
         for part, k in (("dw_part", dw_k), ("pw_part", pw_k)):
             out.append(f"static void {part}(void *args)\n{{\n    {k}((const tsr_conv_args_t *)args, hal_core_id(), "
                        "hal_num_cores());\n}\n")
@@ -159,8 +159,9 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append(f"    {args_t} a = {{0}};")
     if shared:
         # the two forks' arguments, out of the stack: a PULP-open cluster
-        # core has 1 kB of it, and core 0 runs the network
-        out.append("    static tsr_conv_args_t d, p;")
+        # core has 1 kB of it, and core 0 runs the network (the library's
+        # one pair, shared by every fused step)
+        out.append(f"    tsr_conv_args_t *d = &{parts}[0], *p = &{parts}[1];")
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
         per_channel = "mul" in params_at[layer.name]
@@ -234,9 +235,9 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out += [
             *(["        for (int32_t y = 0, n; y < t->oh; y += n) {",
                f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
-               f"            {block}(&a, y, n, &d, &p);",
-               "            hal_fork(dw_part, &d);",
-               "            hal_fork(pw_part, &p);",
+               f"            {block}(&a, y, n, d, p);",
+               "            hal_fork(dw_part, d);",
+               "            hal_fork(pw_part, p);",
                "        }"] if shared else ["        hal_fork(compute, &a);"]),
             f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {second_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
             f"{esize_out}, t);",

@@ -20,7 +20,7 @@ FUSED = {"dw_pw": "pnn_dw_pw"}
 # that each runs split as it is alone (channels, then pixels) and the stripes
 # are gathered once per block; the block's arguments, then the two kernels
 FUSED_SCHEME = {"dw_pw": "shared"}
-FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise")}
+FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "pnn_dw_pw_parts")}
 
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type
