@@ -4,10 +4,14 @@ planned activation peak with segment-level overlap against the lower bound
 with those overlaps and the tensor-level bound (whole tensors live at once),
 and ST's published figure where there is one.
 
-    .venv/bin/python benchmarks/memory.py [--targets stm32h7 gap8] [--models mbv1_128 mbv2_128 dscnn_kws]
+    .venv/bin/python benchmarks/memory.py [--targets stm32h7 gap8 host] [--models mbv1_128 mbv2_128 dscnn_kws mbv2_035_128]
 
 Only the memory plan is built (tiling and planning, no compile or run); the
 plan's hazard replay runs as part of it, so every printed plan is proven safe.
+`ram` is the firmware's total RAM as the report counts it (per RAM level the
+planned peak plus the target's reserved bytes: stacks, C runtime data). A
+model with an ST figure is planned on stm32h7 a second time with
+ram_cap = 0.9 x ST's total RAM (the row marked "cap").
 """
 
 import argparse
@@ -17,6 +21,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "site_scons"))
+from tessera import memplan, rambudget  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # STM32Cube.AI 8.1.0 on STM32H7, MobileNetV2-0.35-128 (the issue's figures):
@@ -24,35 +31,40 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ST = {"mbv2_035_128": {"activations": 230574, "total": 258 * 1024}}
 
 
-def plan(out, target, model, overlap):
+def plan(out, target, model, overlap, ram_cap=None):
     cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}",
            f"overlap={overlap}", os.path.join(out, target, model, "memplan.json")]
+    if ram_cap is not None:
+        cmd.append(f"ram_cap={ram_cap}")
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
-        return None, (res.stderr.strip().splitlines() or ["failed"])[-1]
+        return None, None, (res.stderr.strip().splitlines() or ["failed"])[-1]
     with open(os.path.join(out, target, model, "memplan.json")) as f:
-        return json.load(f)["activations"], None
+        the_plan = json.load(f)
+    return the_plan["activations"], rambudget.total_ram(memplan.memory_report(the_plan)), None
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", nargs="+", default=["stm32h7", "gap8"])
-    ap.add_argument("--models", nargs="+", default=["mbv1_128", "mbv2_128", "dscnn_kws"])
+    ap.add_argument("--targets", nargs="+", default=["stm32h7", "gap8", "host"])
+    ap.add_argument("--models", nargs="+", default=["mbv1_128", "mbv2_128", "dscnn_kws", "mbv2_035_128"])
     args = ap.parse_args()
     print(f"{'target':10} {'model':14} {'peak':>8} {'bound':>8} {'tensor':>8} {'peak/tensor':>11} "
-          f"{'moved':>6} {'ST acts':>8}")
+          f"{'moved':>6} {'ram':>8} {'ST acts':>8} {'ST ram':>8}")
+    runs = [(t, m, None) for t in args.targets for m in args.models]
+    runs += [("stm32h7", m, int(0.9 * ST[m]["total"])) for m in args.models if m in ST]
     with tempfile.TemporaryDirectory() as out:
-        for target in args.targets:
-            for model in args.models:
-                acts, err = plan(out, target, model, 1)
-                if acts is None:
-                    print(f"{target:10} {model:14} {err}")
-                    continue
-                moved = len(acts.get("spill", {}).get("offsets", {}))
-                st = ST.get(model, {}).get("activations", "")
-                print(f"{target:10} {model:14} {acts['peak']:8} {acts['overlap_bound']:8} {acts['lower_bound']:8} "
-                      f"{acts['peak'] / acts['lower_bound']:11.3f} {moved:6} {st:>8}")
-
+        for target, model, cap in runs:
+            acts, ram, err = plan(os.path.join(out, "cap" if cap else "plain"), target, model, 1, cap)
+            name = model + (" cap" if cap else "")
+            if acts is None:
+                print(f"{target:10} {name:14} {err[:90]}")
+                continue
+            moved = len(acts.get("spill", {}).get("offsets", {}))
+            st = ST.get(model, {})
+            print(f"{target:10} {name:14} {acts['peak']:8} {acts['overlap_bound']:8} {acts['lower_bound']:8} "
+                  f"{acts['peak'] / acts['lower_bound']:11.3f} {moved:6} {ram:8} {st.get('activations', ''):>8} "
+                  f"{st.get('total', ''):>8}")
 
 if __name__ == "__main__":
     main()

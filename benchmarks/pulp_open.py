@@ -70,6 +70,16 @@ def variants(target, kernels, tmp):
     return runs, isa, base["cores"]
 
 
+# DORY on GAP8 silicon, 8 cores, whole network, as published (neither paper
+# gives MAC/cycle per layer type for these networks: DORY's only says its
+# depthwise kernel reaches 0.54x GreenWaves' CHW one, Sec. 6.3).
+DORY = {
+    "mbv1_025_128": "DORY 4.4 MAC/cycle unfused, 4.97 with depthwise-pointwise fusion "
+                    "(../shared/papers/003_f4ac5c90faadf7de.txt, Table 2)",
+    "mbv1_128": "DORY 8.00 MAC/cycle (../shared/papers/000_903d34cf85dc99e4.txt, Table 4)",
+}
+
+
 def row(cells, widths):
     return " ".join(f"{c:>{w}}" if i > 2 else f"{c:{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
 
@@ -118,6 +128,8 @@ def main():
         cyc = {k: sum(reps[k]["layers"][i]["cycles"] for i in pick) for k in keys}
         print(row([op, macs] + [f"{macs / cyc[k]:.3f}" for k in keys] + [f"{cyc[base] / cyc[best]:.2f}"],
                   widths2))
+    if args.model in DORY:
+        print(f"against: {DORY[args.model]}")
     print(f"whole run incl. the harness's printing, {n} cores: {reps[best]['totals']['cycles']} cycles ({isa})"
           + (f", {reps[base]['totals']['cycles']} (portable)" if base != best else ""))
 

@@ -306,7 +306,7 @@ ONNX_CASES = [
     ("float16-scale", _float16_scale("input_scale"), ["input_QuantizeLinear", "float16"]),
     ("dim-zero", _input_dim(2, 0), ["conv0"]),
     ("dim-zero-channels", _input_dim(1, 0), ["input"]),
-    ("dim-wrong-channels", _input_dim(1, 4), ["ONNX Runtime", "channels"]),
+    ("dim-wrong-channels", _input_dim(1, 4), ["conv0", "4-channel input"]),
     ("dim-negative", _input_dim(3, -1), ["conv0"]),
     ("opset-99", _opset(99), ["opset"]),
     ("opset-1", _opset(1), ["opset"]),
@@ -351,4 +351,180 @@ DORY_CASES = [
     ("layer-gap", {"input.txt": _HDR + "1,\n" * 768, "out_layer1.txt": "# x (shape [1]),\n1,\n"},
      ["out_layer"]),
     ("binary", {"input.txt": "\x00\xff\xfe garbage"}, ["input.txt"]),
+]
+
+# ---- TFLite: in-place edits of tests/data/tflite/residual.tflite ------------------
+# (tests/tflite_edit.py; residual's tensors: 0 the int8 input, 9 the first
+# CONV_2D's weights, 5 its bias, 10 its output, 11 the second CONV_2D's
+# output, 14 MAX_POOL_2D's output, 18 the FULLY_CONNECTED output; operator
+# 0 the first CONV_2D)
+
+TFLITE_BASE = "residual"
+FLOAT32, FLOAT16, INT32, UINT8, INT16, INT8 = 0, 1, 2, 3, 7, 9
+
+TFLITE_CASES = [
+    ("activation-int16", lambda f: f.tensor_type(10, INT16), ["operator 0 (CONV_2D)", "int16"]),
+    ("activation-float", lambda f: f.tensor_type(10, FLOAT32), ["operator 0 (CONV_2D)", "float"]),
+    ("activation-uint8", lambda f: f.tensor_type(10, UINT8), ["operator 0 (CONV_2D)", "uint8"]),
+    ("input-int16", lambda f: f.tensor_type(0, INT16), ["graph input", "int16"]),
+    ("input-float16", lambda f: f.tensor_type(0, FLOAT16), ["float16"]),
+    ("weights-int16", lambda f: f.tensor_type(9, INT16), ["Tensor 9"]),
+    ("weights-int32", lambda f: f.tensor_type(9, INT32), ["Tensor 9"]),
+    ("bias-int8", lambda f: f.tensor_type(5, INT8), ["tensor 5", "bytes"]),
+    ("scale-nan", lambda f: f.scale(10, NAN), ["tensor 10", "scale nan"]),
+    ("scale-inf", lambda f: f.scale(10, INF), ["tensor 10", "scale inf"]),
+    ("scale-zero", lambda f: f.scale(10, 0.0), ["tensor 10", "scale 0.0"]),
+    ("scale-negative", lambda f: f.scale(10, -0.5), ["tensor 10", "scale -0.5"]),
+    ("input-scale-nan", lambda f: f.scale(0, NAN), ["tensor 0", "scale nan"]),
+    ("weight-scale-zero", lambda f: f.scale(9, 0.0, 3), ["tensor 9", "scale 0.0"]),
+    ("weight-scale-nan", lambda f: f.scale(9, NAN, 5), ["tensor 9", "scale nan"]),
+    ("zero-point-300", lambda f: f.zero_point(10, 300), ["tensor 10", "zero point 300"]),
+    ("input-zero-point-huge", lambda f: f.zero_point(0, 1 << 40), ["tensor 0", "zero point"]),
+    ("weight-zero-point", lambda f: f.zero_point(9, 1), ["operator 0 (CONV_2D)", "zero point"]),
+    ("no-quantization", lambda f: f.drop_scales(11), ["tensor 11", "no quantization"]),
+    ("pool-output-shape", lambda f: f.shape_dim(14, 1, 7), ["MAX_POOL_2D", "[7, 6, 8]"]),
+    ("fc-output-shape", lambda f: f.shape_dim(18, 1, 4), ["FULLY_CONNECTED", "4"]),
+    ("input-shape", lambda f: f.shape_dim(0, 1, 13), ["13"]),
+    ("buffer-out-of-range", lambda f: f.tensor_buffer(9, 999), ["buffer 999"]),
+    ("operator-input-out-of-range", lambda f: f.op_input(0, 1, 77), ["tensor index 77"]),
+    ("fused-tanh", lambda f: f.conv_option(0, 10, "b", 4), ["operator 0 (CONV_2D)", "TANH"]),
+    ("stride-zero", lambda f: f.conv_option(0, 8, "i", 0), ["CONV_2D", "stride"]),
+    ("stride-negative", lambda f: f.conv_option(0, 8, "i", -1), ["operator 0 (CONV_2D)", "stride -1x1"]),
+    ("unsupported-transpose", lambda f: f.opcode_builtin(0, 39), ["operator 0 (TRANSPOSE)", "not supported"]),
+    ("opcode-999", lambda f: f.opcode_builtin(0, 999), ["999"]),
+]
+
+# raw bytes written as the .tflite file (base: the unedited residual.tflite's bytes)
+TFLITE_BYTES_CASES = [
+    ("empty", lambda base: b"", ["TFL3"]),
+    ("garbage", lambda base: b"this is not a flatbuffer \xff\xfe\x00\x01", ["TFL3"]),
+    ("onnx-bytes", lambda base: b"\x08\x07\x12\x07pytorch\x1a\x032.1", ["TFL3"]),
+    ("identifier-then-zeros", lambda base: base[:8] + b"\x00" * 64, ["cannot read the model"]),
+    ("truncated-half", lambda base: base[:len(base) // 2], ["cannot read the model"]),
+    ("truncated-tail", lambda base: base[:-16], ["cannot read the model"]),
+    ("root-offset-beyond", lambda base: b"\xff\xff\x00\x00" + base[4:], ["cannot read the model"]),
+]
+
+# converted files of tests/data/tflite that tessera must refuse in one line
+TFLITE_FILE_CASES = [
+    ("drop-softmax-without-softmax", "residual", ["drop_final_softmax", "no SOFTMAX"]),
+    ("transpose", "unsupported_transpose", ["TRANSPOSE", "not supported"]),
+    ("int16x8", "unsupported_int16", ["int16"]),
+    ("float", "unsupported_float", ["float"]),
+]
+
+RAW_MODEL_CASES += [
+    ("tflite-input-shape", "description: x\ntflite: net.onnx\ninput_shape: [1, 3, 8, 8]\n", ["input_shape"]),
+    ("tflite-reference", "description: x\ntflite: net.onnx\nreference: {kind: deeploy, dir: .}\n", ["reference"]),
+    ("tflite-and-onnx", "description: x\ntflite: net.onnx\nonnx: net.onnx\n", ["exactly one"]),
+    ("tflite-drop-softmax-str", "description: x\ntflite: net.onnx\ndrop_final_softmax: maybe\n",
+     ["drop_final_softmax"]),
+    ("tflite-int", "description: x\ntflite: 7\n", ["tflite"]),
+]
+
+# ---- Deeploy reference folders: inputs.npz / outputs.npz ---------------------------
+# Each case maps the valid folder {file: bytes} (test_bad_input_corpus's
+# QuantLib Conv -> RequantShift graph, input `input` [1, 2, 4, 4], output
+# `out`) to a damaged one; a file mapped to None is left out.
+
+
+def _npz(**arrays):
+    import io
+
+    import numpy as np
+    buf = io.BytesIO()
+    np.savez(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
+def _npy(array):
+    import io
+
+    import numpy as np
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array))
+    return buf.getvalue()
+
+
+def _with(name, data):
+    return lambda files, good: {**files, name: data(good) if callable(data) else data}
+
+
+def _input(f):
+    """inputs.npz with the good input changed by f."""
+    return _with("inputs.npz", lambda good: _npz(input=f(good["input"])))
+
+
+def _output(f):
+    return _with("outputs.npz", lambda good: _npz(out=f(good["out"])))
+
+
+def _nan_at_0(a):
+    import numpy as np
+    a = a.astype(np.float64)
+    a.reshape(-1)[0] = np.nan
+    return a
+
+
+def _inf_at_0(a):
+    import numpy as np
+    a = a.astype(np.float64)
+    a.reshape(-1)[0] = np.inf
+    return a
+
+
+DEEPLOY_CASES = [
+    ("inputs-missing", _with("inputs.npz", None), ["inputs.npz", "not found"]),
+    ("outputs-missing", _with("outputs.npz", None), ["outputs.npz", "not found"]),
+    ("inputs-empty-file", _with("inputs.npz", b""), ["inputs.npz", "npz"]),
+    ("inputs-text", _with("inputs.npz", b"1, 2, 3\n"), ["inputs.npz", "npz"]),
+    ("inputs-npy", _with("inputs.npz", lambda good: _npy(good["input"])), ["inputs.npz", ".npy"]),
+    ("inputs-truncated-zip", _with("inputs.npz", lambda good: _npz(input=good["input"])[:60]), ["inputs.npz"]),
+    ("outputs-truncated-zip", _with("outputs.npz", lambda good: _npz(out=good["out"])[:-30]), ["outputs.npz"]),
+    ("inputs-pickled-object", _input(lambda a: __import__("numpy").array([{"x": 1}], dtype=object)),
+     ["inputs.npz"]),
+    ("inputs-no-entries", _with("inputs.npz", lambda good: _npz()), ["inputs.npz", "no entry", "input"]),
+    ("outputs-no-entries", _with("outputs.npz", lambda good: _npz()), ["outputs.npz", "no entry", "out"]),
+    ("inputs-fraction", _input(lambda a: a + 0.5), ["inputs.npz", "not an integer"]),
+    ("inputs-nan", _input(_nan_at_0), ["inputs.npz", "nan"]),
+    ("inputs-inf", _input(_inf_at_0), ["inputs.npz", "inf"]),
+    ("outputs-nan", _output(_nan_at_0), ["outputs.npz", "nan"]),
+    ("outputs-inf", _output(_inf_at_0), ["outputs.npz", "inf"]),
+    ("inputs-strings", _input(lambda a: a.astype(str)), ["inputs.npz", "dtype"]),
+    ("inputs-complex", _input(lambda a: a + 1j), ["inputs.npz", "dtype"]),
+    ("inputs-huge", _input(lambda a: a * 0 + 1e30), ["inputs.npz", "32 bits"]),
+    ("inputs-wrong-size", _input(lambda a: a.reshape(-1)[:5]), ["inputs.npz", "5 values"]),
+    ("inputs-too-many", _input(lambda a: __import__("numpy").concatenate([a.reshape(-1)] * 2)),
+     ["inputs.npz", "64 values"]),
+    ("outputs-wrong-size", _output(lambda a: a.reshape(-1)[:3]), ["3 values"]),
+    ("outputs-differ", _output(lambda a: a + 1), ["deeploy reference", "differ"]),
+]
+
+# unknown or invalid keys at every level of both YAML kinds
+RAW_MODEL_CASES += [
+    ("unknown-top-key", "description: x\nonnx: net.onnx\noverlap: 0\n", ["overlap", "unknown key"]),
+    ("fusion-unknown", "description: x\nonnx: net.onnx\nfusion: fastest\n", ["fusion", "fastest"]),
+    ("reference-unknown-key", "description: x\nonnx: net.onnx\nreference: {kind: dory, dir: ., layout: hwc}\n",
+     ["reference.layout", "unknown key"]),
+    ("input-unknown-key", "description: x\nonnx: net.onnx\ninput: {seed: 1, file: x.npy}\n",
+     ["input.file", "unknown key"]),
+    ("quantization-unknown-key", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
+     "quantization: {method: minmax}\n", ["quantization.method", "unknown key"]),
+]
+TARGET_CASES += [
+    ("toolchain-unknown-key", _set("toolchain.opt", "-O3"), ["toolchain.opt", "unknown key"]),
+    ("runner-unknown-key", _set("runner.cycles", True), ["runner.cycles", "unknown key"]),
+    ("dma-unknown-key", _set("dma.0.latency", 3), ["dma[0].latency", "unknown key"]),
+    ("place-unknown-key", _set("place.stack", "L2"), ["place.stack"]),
+]
+
+# the model YAML's input_shape: against the ONNX graph (tiny: input [1, 3, 16, 16],
+# all fixed); the line names the ONNX file and input_shape
+INPUT_SHAPE_CASES = [
+    ("input-shape-fixed-dim", "description: x\nonnx: net.onnx\ninput_shape: [1, 3, 8, 8]\n",
+     ["input_shape [1, 3, 8, 8]", "fixed dimension 16"]),
+    ("input-shape-rank", "description: x\nonnx: net.onnx\ninput_shape: [1, 3, 16]\n", ["3 dimensions"]),
+    ("input-shape-batch-2", "description: x\nonnx: net.onnx\ninput_shape: [2, 3, 16, 16]\n", ["fixed dimension 1"]),
+    ("input-shape-unknown-input", "description: x\nonnx: net.onnx\ninput_shape: {nope: [1, 3, 16, 16]}\n",
+     ["input_shape.nope", "no graph input"]),
 ]

@@ -96,13 +96,33 @@ def _corpus_files(tmp_path, kind, case_id):
         for name, text in files.items():
             (tmp_path / "ref" / name).write_text(text)
         extra, named = "reference: {kind: dory, dir: ref}\n", tmp_path / "ref"
+    elif kind == "tflite":
+        # the TFLite gate forks the interpreter: its abort or refusal is one line through scons too
+        from tflite_edit import Flatbuffer
+        _, edit, words = next(c for c in cases.TFLITE_CASES if c[0] == case_id)
+        with open(os.path.join(ROOT, "tests", "data", "tflite", cases.TFLITE_BASE + ".tflite"), "rb") as f:
+            (tmp_path / "net.tflite").write_bytes(edit(Flatbuffer(f.read())).bytes())
+        model.write_text("description: corpus case\ntflite: net.tflite\n")
+        return target, model, tmp_path / "net.tflite", words
+    elif kind == "deeploy":
+        import test_bad_input_corpus as corpus
+        _, edit, words = next(c for c in cases.DEEPLOY_CASES if c[0] == case_id)
+        files, good = corpus._deeploy_folder()
+        corpus._quantlib_graph(net)
+        (tmp_path / "ref").mkdir()
+        for name, data in edit(files, good).items():
+            if data is not None:
+                (tmp_path / "ref" / name).write_bytes(data)
+        extra, named = "reference: {kind: deeploy, dir: ref}\n", tmp_path / "ref"
     model.write_text(f"description: corpus case\nonnx: net.onnx\n{extra}")
     return target, model, named, words
 
 
 CLI_CASES = [("target", "l2-2pow63"), ("target", "cores-4-cortexm-host"), ("target", "kernels-unknown"),
              ("target", "cc-empty"), ("target", "flash-1000"), ("onnx", "input-scale-inf"),
-             ("onnx", "zero-point-length"), ("garbage-with-reference", ""), ("dory", "nan")]
+             ("onnx", "zero-point-length"), ("garbage-with-reference", ""), ("dory", "nan"),
+             ("tflite", "no-quantization"), ("tflite", "buffer-out-of-range"), ("tflite", "scale-nan"),
+             ("deeploy", "outputs-missing"), ("deeploy", "inputs-nan")]
 
 
 @pytest.mark.parametrize("kind, case_id", CLI_CASES, ids=[f"{k}-{c}" for k, c in CLI_CASES])
@@ -145,3 +165,43 @@ def test_a_target_that_cannot_build_a_network_is_one_line(tmp_path, key, value, 
     for w in words:
         assert w in line, (w, line)
     assert not list((tmp_path / "out").rglob(".passed"))
+
+
+# Every command-line variable with a value it cannot take: one line naming
+# `name=value`, before anything is built (overlap=2 used to build with
+# overlap on, silently). The variables other branches add (guard=, ram_cap=)
+# are checked by config.cli as soon as SConstruct declares them.
+CLI_VARIABLES = [
+    (["overlap=2"], "overlap=2", "on/off"),
+    (["overlap=off"], "overlap=off", "overlap=1 or overlap=0"),
+    (["fusion=bogus"], "fusion=bogus", "unknown fusion policy"),
+    (["export=zip"], "export=zip", "unknown export kind"),
+    (["bogus=1"], "unknown variable(s) bogus", "known:"),
+    (["Target=host"], "unknown variable(s) Target", "known:"),
+    (["target=nope"], "target=nope", "unknown target"),
+    (["model=nope"], "model=nope", "unknown model"),
+    (["model=/nowhere/m.yaml"], "model=/nowhere/m.yaml", "file not found"),
+]
+
+
+@pytest.mark.parametrize("args, where, words", CLI_VARIABLES, ids=[a[0] for a, _, _ in CLI_VARIABLES])
+def test_a_command_line_variable_it_cannot_take_is_one_line(tmp_path, args, where, words):
+    base = {"target": "target=host", "model": "model=tiny"}
+    for a in args:
+        base.pop(a.split("=")[0], None)
+    line = one_error(scons(*base.values(), *args, out=tmp_path / "out"))
+    assert where in line and words in line, line
+    assert not list((tmp_path / "out").rglob(".passed")) and not list((tmp_path / "out").rglob("*.c"))
+
+
+def test_flag_and_size_variables_are_checked_in_the_library():
+    from tessera.config import check_arguments
+    from tessera.errors import ConfigError
+    for ok in ({"overlap": "0"}, {"overlap": "1"}, {"overlap": ""}, {"guard": "yes"}, {"ram_cap": "262144"}):
+        check_arguments(ok)
+    for bad, where in (({"overlap": "2"}, "overlap=2"), ({"guard": "maybe"}, "guard=maybe"),
+                       ({"ram_cap": "-3"}, "ram_cap=-3"), ({"ram_cap": "1e9"}, "ram_cap=1e9"),
+                       ({"model": "a\nb"}, "model=...")):
+        with pytest.raises(ConfigError) as info:
+            check_arguments(bad)
+        assert str(info.value).startswith(where), info.value

@@ -13,8 +13,9 @@ import onnx
 import pytest
 import yaml
 
-from bad_input_cases import (DORY_CASES, RAW_MODEL_CASES, ONNX_BYTES_CASES,
-                             ONNX_CASES, RAW_TARGET_CASES, TARGET_CASES)
+from bad_input_cases import (DEEPLOY_CASES, DORY_CASES, INPUT_SHAPE_CASES, RAW_MODEL_CASES, ONNX_BYTES_CASES,
+                             ONNX_CASES, RAW_TARGET_CASES, TARGET_CASES, TFLITE_BASE, TFLITE_BYTES_CASES,
+                             TFLITE_CASES, TFLITE_FILE_CASES)
 from helpers import MODEL_CACHE, ROOT
 from tessera import canon, config, memplan, prepare, views
 from tessera.errors import FitError, TesseraError
@@ -100,6 +101,16 @@ def test_model_yaml_text(tmp_path, tiny_onnx, case):
     mpath = tmp_path / "m.yaml"
     mpath.write_bytes(text.encode("utf-8"))
     expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", mpath, words)
+
+
+@pytest.mark.parametrize("case", INPUT_SHAPE_CASES, ids=[c[0] for c in INPUT_SHAPE_CASES])
+def test_input_shape_against_the_onnx(tmp_path, tiny_onnx, case):
+    _, text, words = case
+    net = tmp_path / "net.onnx"
+    net.write_bytes(open(tiny_onnx, "rb").read())
+    mpath = tmp_path / "m.yaml"
+    mpath.write_text(text)
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", net, words + ["input_shape"])
 
 
 @pytest.mark.parametrize("case", ONNX_CASES, ids=[c[0] for c in ONNX_CASES])
@@ -194,3 +205,94 @@ def test_quantlib_onnx(tmp_path, case):
     assert "\n" not in line and str(net) in line, line
     for w in words:
         assert w in line, (w, line)
+
+
+# ---- TFLite ------------------------------------------------------------------------
+
+TFLITE_DATA = os.path.join(ROOT, "tests", "data", "tflite")
+
+
+def _tflite_case(tmp_path, data, words, extra=""):
+    net = tmp_path / "net.tflite"
+    net.write_bytes(data)
+    mpath = tmp_path / "m.yaml"
+    mpath.write_text("description: corpus case\ntflite: net.tflite\n" + extra)
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", net, words)
+
+
+def _tflite_base():
+    with open(os.path.join(TFLITE_DATA, TFLITE_BASE + ".tflite"), "rb") as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("case", TFLITE_CASES, ids=[c[0] for c in TFLITE_CASES])
+def test_tflite(tmp_path, case):
+    from tflite_edit import Flatbuffer
+    _, edit, words = case
+    _tflite_case(tmp_path, edit(Flatbuffer(_tflite_base())).bytes(), words)
+
+
+@pytest.mark.parametrize("case", TFLITE_BYTES_CASES, ids=[c[0] for c in TFLITE_BYTES_CASES])
+def test_tflite_bytes(tmp_path, case):
+    _, make, words = case
+    _tflite_case(tmp_path, make(_tflite_base()), words)
+
+
+@pytest.mark.parametrize("case", TFLITE_FILE_CASES, ids=[c[0] for c in TFLITE_FILE_CASES])
+def test_tflite_file(tmp_path, case):
+    case_id, name, words = case
+    extra = "drop_final_softmax: true\n" if case_id.startswith("drop-softmax") else ""
+    with open(os.path.join(TFLITE_DATA, name + ".tflite"), "rb") as f:
+        _tflite_case(tmp_path, f.read(), words, extra)
+
+
+def test_tflite_base_is_valid(tmp_path):
+    """The corpus edits a model tessera takes: each case fails for its edit."""
+    net = tmp_path / "net.tflite"
+    net.write_bytes(_tflite_base())
+    mpath = tmp_path / "m.yaml"
+    mpath.write_text("description: corpus base\ntflite: net.tflite\n")
+    read_time(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out")
+
+
+# ---- Deeploy references --------------------------------------------------------------
+
+def _deeploy_folder():
+    """{file: bytes} of a valid Deeploy folder for _quantlib_graph: a seeded
+    int8 input and the output computed here from Deeploy's RequantShift
+    formula (../shared/peer_tests/README.md), not by tessera: 1x1 conv of
+    all-ones weights (c = x0 + x1), mul [3, 5], add 0, div 4, 256 levels
+    signed: clamp(floor((c * mul + div / 2) / div), -128, 127)."""
+    import numpy as np
+    from bad_input_cases import _npz
+    x = np.random.default_rng(7).integers(-128, 128, size=(1, 2, 4, 4))
+    c = x[:, 0:1] + x[:, 1:2]
+    y = np.clip(np.floor((c * np.array([3, 5]).reshape(1, 2, 1, 1) + 2) / 4), -128, 127).astype(np.int64)
+    good = {"input": x, "out": y}
+    return {"inputs.npz": _npz(input=x), "outputs.npz": _npz(out=y)}, good
+
+
+def _deeploy_case(tmp_path, files):
+    _quantlib_graph(tmp_path / "net.onnx")
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    for name, data in files.items():
+        if data is not None:
+            (ref / name).write_bytes(data)
+    mpath = _onnx_model_yaml(tmp_path, extra="reference: {kind: deeploy, dir: ref}\n")
+    return ref, mpath
+
+
+def test_deeploy_base_is_valid(tmp_path):
+    files, _ = _deeploy_folder()
+    ref, mpath = _deeploy_case(tmp_path, files)
+    paths = read_time(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out")
+    assert canon.read_json(paths["reference"])["equal"] is True
+
+
+@pytest.mark.parametrize("case", DEEPLOY_CASES, ids=[c[0] for c in DEEPLOY_CASES])
+def test_deeploy_reference(tmp_path, case):
+    _, edit, words = case
+    files, good = _deeploy_folder()
+    ref, mpath = _deeploy_case(tmp_path, edit(files, good))
+    expect_error(os.path.join(ROOT, "targets", "host.yaml"), mpath, tmp_path / "out", ref, words)

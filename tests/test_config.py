@@ -112,3 +112,42 @@ def test_help_lists_targets_models_and_variables(tmp_path):
     assert res.returncode == 0
     for word in config.available("target", ROOT) + config.available("model", ROOT) + ["out=", "target:"]:
         assert word.rstrip("=") in res.stdout
+
+
+def _c_define(path, name):
+    import re
+    with open(os.path.join(ROOT, path)) as f:
+        return int(re.search(rf"#define {name} (\d+)", f.read()).group(1))
+
+
+def test_core_limits_agree_with_the_hals():
+    """The platform core limits of config/target.py are the HALs' own: the
+    per-core state every HAL sizes by HAL_MAX_CORES bounds them all, and the
+    pulp_open HAL dispatches to PO_CL_MAX_CORES."""
+    from tessera.config.target import HAL_MAX_CORES, PLATFORM_CORES
+    assert HAL_MAX_CORES == _c_define("kernels/include/tessera/hal.h", "HAL_MAX_CORES")
+    assert max(PLATFORM_CORES.values()) <= HAL_MAX_CORES
+    assert PLATFORM_CORES["pulp_open"] == _c_define("kernels/hal/pulp_open/pulp_open.h", "PO_CL_MAX_CORES")
+    for name in config.available("target", ROOT):
+        t = config.load_target(os.path.join(ROOT, "targets", name + ".yaml"), name)
+        assert t["cores"] <= PLATFORM_CORES[t["platform"]], name
+
+
+@pytest.mark.parametrize("platform, cores, smp, ok", [("qemu_virt_rv32", 8, "9", True),
+                                                      ("qemu_virt_rv32", 8, "8", False),
+                                                      ("qemu_virt_rv32", 2, "3", True),
+                                                      ("qemu_virt_rv32", 2, "x", False)])
+def test_qemu_cluster_cores_fit_the_harts(tmp_path, platform, cores, smp, ok):
+    """On QEMU's virt, hart 0 is the fabric controller: cores + 1 <= -smp."""
+    import yaml
+    with open(os.path.join(ROOT, "targets", "gap8.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["cores"] = cores
+    args = data["runner"]["args"]
+    args[args.index("-smp") + 1] = smp
+    path = write(tmp_path, data)
+    if ok:
+        assert config.load_target(path, "t")["cores"] == cores
+    else:
+        with pytest.raises(ConfigError, match=f"cores: {cores} with runner.args -smp {smp}"):
+            config.load_target(path, "t")

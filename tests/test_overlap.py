@@ -186,3 +186,72 @@ def test_a_model_that_fits_stm32f4_only_with_overlap(tmp_path):
     scons("target=stm32f4", f"model={model}", str(plan), out=tmp_path / "b", check=True)
     acts = json.loads(plan.read_text())["activations"]
     assert acts["lower_bound"] > acts["usable"] >= acts["peak"]
+
+
+def test_row_bands_are_asked_for_at_the_memory_peak_only():
+    # x -> l0 -> m -> l1 -> n -> l2 (pool) -> p -> l3 -> y; whole tensors live:
+    # 4352, 8192, 5120, 1088 bytes at the four steps; with every consumed
+    # input overlapped at best (the smaller tensor inside the larger): 4352
+    # (l0 reads the network's input: never overlapped), 4096, 4096, 1024.
+    # Row bands where the whole tensors exceed that floor (4352), and never
+    # for the input's reader
+    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
+    shapes = {"x": [8, 8, 4], "m": [8, 8, 64], "n": [8, 8, 64], "p": [4, 4, 64], "y": [4, 4, 4]}
+    tensors = {k: Tensor(k, v) for k, v in shapes.items()}
+    pw = lambda name, i, o: Layer(name, "pointwise", [i], o, input_offset=0, weights=f"{name}.w",  # noqa: E731
+                                  bias=f"{name}.b", requant=rq(shapes[o][2]))
+    layers = [pw("l0", "x", "m"), pw("l1", "m", "n"),
+              Layer("l2", "maxpool", ["n"], "p", kernel=[2, 2], stride=[2, 2], pad=[0] * 4, input_offset=0),
+              pw("l3", "p", "y")]
+    graph = Graph("g", "test", tensors, layers, ["x"], ["y"])
+    assert overlap.row_band_layers(graph) == ["l1", "l2"]
+
+
+def test_fused_step_overlaps_by_its_bands_and_the_replay_checks_them():
+    """A fused DW->PW step (schedule.json's dw_pw): its output may start the
+    band gap below its input; one byte closer and the replay names the band."""
+    from tessera.tiler import geometry
+    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
+    tensors = {"x": Tensor("x", [8, 8, 4]), "m": Tensor("m", [8, 8, 4]), "d": Tensor("d", [8, 8, 4]),
+               "y": Tensor("y", [8, 8, 6]), "z": Tensor("z", [8, 8, 4])}
+    layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(4)),
+              Layer("dw", "depthwise", ["m"], "d", kernel=[3, 3], stride=[1, 1], pad=[1] * 4, input_offset=0,
+                    weights="dw.w", bias="dw.b", requant=rq(4)),
+              Layer("pw", "pointwise", ["d"], "y", input_offset=0, weights="pw.w", bias="pw.b", requant=rq(6)),
+              Layer("l3", "pointwise", ["y"], "z", input_offset=0, weights="l3.w", bias="l3.b", requant=rq(4))]
+    graph = Graph("g", "test", tensors, layers, ["x"], ["z"])
+    t = tilings(graph, 8, 8, 8)
+    bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
+             for o0, o, i0, i, pt, pb in geometry.axis_tiles(8, 2, 8, 3, 1, 1, 1)]
+    fused = {"dw+pw": {"layers": ["dw", "pw"], "l1_total": 512, "bands": bands}}
+    # bands 0..j-1 wrote output rows up to 2j - 1 (48 bytes a row); band j
+    # reads from input row 2j - 1 (32 bytes a row): gap_j = 96j - 1 - 32(2j - 1) + 1
+    # = 32j + 32, largest for the last band, j = 3
+    gap = overlap.band_gap([8, 8, 4], 1, [8, 8, 6], 1, bands)
+    assert len(bands) == 4 and gap == 32 * 3 + 32
+    assert overlap.fused_candidates(graph, fused) == [{"below": "y", "above": "m", "gap": gap}]
+    the_plan = memplan.plan(graph, t, MEMORY, fused=fused)
+    acts = the_plan["activations"]
+    assert acts["overlaps"] >= 1 and acts["peak"] < graph.tensor("m").nbytes + graph.tensor("y").nbytes
+    offs = acts["offsets"]
+    offs["y"], offs["m"], offs["x"], offs["z"] = 0, gap, gap + 256, gap + 512
+    acts["arena"] = gap + 768
+    hazard.check(graph, t, the_plan, fused)
+    offs["m"] = gap - 1
+    with pytest.raises(hazard.HazardError, match=r"^fused step dw\+pw band \d+: reads tensor 'm' .* written by "
+                                                 r"fused step dw\+pw band"):
+        hazard.check(graph, t, the_plan, fused)
+
+
+@pytest.mark.qemu
+def test_the_stm32f4_model_that_needs_overlap_is_bit_exact(tmp_path):
+    """The same model built and run under QEMU with overlap: every layer
+    bit-exact, in a plan that tensor-level planning cannot fit."""
+    from helpers import report, scons
+
+    model = "mbv1_025_136_c10"
+    scons("target=stm32f4", f"model={model}", out=tmp_path, check=True)
+    rep = report(tmp_path, "stm32f4", model)
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    l2 = rep["memory"]["L2"]
+    assert l2["tensor_bound"] > l2["usable"] >= l2["peak"]

@@ -59,6 +59,18 @@ def _folder(out, target, name):
     return os.path.join(out, os.path.splitext(os.path.basename(target))[0], name)
 
 
+def test_the_table_prints_an_error_with_brackets():
+    """GVSoC's messages name components in brackets ('[/chip/cluster/pe1/
+    prefetcher ]'): the table prints them as text, not as rich markup."""
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    row = {"kind": "deeploy", "short": "CNN_Linear1", "verdict": "error",
+           "error": "run on GVSoC: [/chip/cluster/pe1/prefetcher ] Invalid fetch request (addr: 0x0)"}
+    peer_report.render([row], "pulp_open", console=console)
+    assert "[/chip/cluster/pe1/prefetcher ] Invalid fetch request" in console.export_text()
+
+
 @needs_peer
 def test_all_peer_networks_are_found():
     assert len(NETWORKS) == 30

@@ -66,8 +66,13 @@ def requant(rng, kind, channels, acc):
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE):
-    """(kernel, operands, expected output) of one call."""
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False):
+    """(kernel, operands, expected output) of one call. A convolution or
+    depthwise call gets the scratch library.yaml sizes (with the Xpulp
+    paths' padded windows and records, or ring of kh rows and whole
+    padded plane), with ring no room for the plane (the ring path), or
+    with lean only what the portable path needs (the path the Xpulp build
+    falls back to when its own does not fit)."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op == "depthwise":
@@ -92,8 +97,13 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE):
     rq = requant(rng, rq_kind, out_c, acc)
     expected = acc.astype(np.int32) if rq is None else ops.requantize(acc, rq.golden).astype(np.int8)
     rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
-    scratch = {"conv2d": 2 * geom["kh"] * geom["kw"] * (shape[2] if op != "depthwise" else 0),
-               "depthwise": rows * geom["kw"]}.get(op, 0)
+    if op == "conv2d":
+        scratch = 2 * geom["kh"] * geom["kw"] * shape[2] + (0 if lean else 12 + 28 * out_c)
+    elif op == "depthwise":
+        scratch = rows * geom["kw"] + (0 if lean else 2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1]
+                                       + (0 if ring else shape[0] * shape[1]))
+    else:
+        scratch = 0
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
                 ncores=ncores, scratch=scratch)
 
@@ -124,6 +134,16 @@ CASES = [
     case("conv2d", 23, (6, 5, 8, 9), 0, "low", 1, ODD),
     case("conv2d", 24, (5, 5, 4, 4), 128, None, 8, ODD),
     case("conv2d", 25, (6, 6, 3, 8), 5, "std", 8, S1),
+    # the Xpulp path: the first layer's shape (3 channels, stride 2, an
+    # offset folded), an odd pixel count on one core, channels split over
+    # cores, the portable path when its scratch is all there is
+    case("conv2d", 26, (9, 13, 3, 8), -2, "std", 8, S2),
+    case("conv2d", 27, (5, 5, 3, 12), 128, "std", 1, ODD),
+    case("conv2d", 28, (3, 3, 5, 32), 0, "std", 8, S1),
+    case("conv2d", 29, (6, 7, 4, 8), 128, "std", 8, S1, lean=True),
+    # one input channel (DORY's and Deeploy's first layers), a long patch
+    case("conv2d", 50, (10, 10, 1, 16), 0, "std", 8, S1),
+    case("conv2d", 51, (4, 4, 64, 32), 0, "std", 8, S1),
     # depthwise: 3x3 (SIMD windows), stride 2, odd borders, 5x5 (general)
     case("depthwise", 30, (8, 9, 8), 128, "std", 8, S1),
     case("depthwise", 31, (9, 7, 5), 128, "std", 8, S2),
@@ -132,6 +152,14 @@ CASES = [
     case("depthwise", 34, (6, 6, 6), 128, "floor", 8, S1),
     case("depthwise", 35, (6, 6, 6), 128, None, 1, S1),
     case("depthwise", 36, (8, 8, 5), 128, "std", 8, K5),
+    # the Xpulp ring: stride 2 with padding on the left only, a stride of
+    # 3, a one-column tile, the stripe path when the ring does not fit
+    case("depthwise", 37, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0))),
+    case("depthwise", 38, (10, 11, 9), 128, "std", 5, dict(kh=3, kw=3, sh=3, sw=3, pad=(1, 1, 1, 1))),
+    case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
+    case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
+    case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
+    case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),
     # linear: channels split in fours, leftovers, K not a multiple of 4
     case("linear", 40, (1, 1, 64, 21), 128, "std", 8),
     case("linear", 41, (2, 2, 8, 13), 0, "std", 8),
@@ -146,8 +174,45 @@ def c_array(name, ctype, values):
     return f"static const {ctype} {name}[] __attribute__((aligned(4))) = {{{vals}}};\n"
 
 
-def firmware_source(cases):
-    """The test program: every case's operands, then main()."""
+# perf: core 0's counters (PULP's PCER 0xCC0 / PCMR 0xCC1; PCCR 0x780 +
+# event: 0 cycles, 1 instructions, 2 load stalls, 4 instruction-cache misses)
+L1 = ' __attribute__((section(".bss.tsr.L1")))'
+PERF_DECL = f"""static tsr_requant_t rq_l1{L1};
+static int32_t bias_l1[1024]{L1};
+static volatile uint32_t perf[4];
+"""
+PERF_START = """    if (k == 0) {
+        __asm__ volatile("csrw 0xCC0, %0\\n\\tcsrw 0xCC1, %1" :: "r"(0xFFFF), "r"(1));
+        __asm__ volatile("csrw 0x780, x0\\n\\tcsrw 0x781, x0\\n\\tcsrw 0x782, x0\\n\\tcsrw 0x784, x0");
+    }
+"""
+PERF_STOP = """    if (k == 0) {
+        __asm__ volatile("csrr %0, 0x780" : "=r"(perf[0]));
+        __asm__ volatile("csrr %0, 0x781" : "=r"(perf[1]));
+        __asm__ volatile("csrr %0, 0x782" : "=r"(perf[2]));
+        __asm__ volatile("csrr %0, 0x784" : "=r"(perf[3]));
+    }
+"""
+PERF_ARGS = """
+        memcpy(bias_l1, c->bias, 4 * (uint32_t)c->out_c);
+        args.bias = bias_l1;
+        if (c->rq) {
+            rq_l1 = *c->rq;
+            args.rq = &rq_l1;
+        }"""
+PERF_FORK = """{
+            uint64_t t0 = hal_counter();
+            hal_fork(body, 0);
+            printf("PERF %u %u %u %u %u\\n", (unsigned)i, (unsigned)(hal_counter() - t0), (unsigned)perf[1],
+                   (unsigned)perf[2], (unsigned)perf[3]);
+        }"""
+
+
+def firmware_source(cases, perf=False):
+    """The test program: every case's operands, then main(). With perf
+    (benchmarks/pulp_nn_kernels.py) the call's arguments, bias and
+    requantization constants sit in L1 as a layer's do, and each call also
+    prints its cycles and core 0's performance counters (PERF lines)."""
     out = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
            '#include "tessera/hal.h"\n#include "tessera/pulp_nn.h"\n\n']
     table = []
@@ -194,16 +259,16 @@ static const pcase_t cases[] = {
 /* operands, output and scratch in L1, as a layer's tiles are */
 static int8_t arena[40000] __attribute__((section(".bss.tsr.L1"), aligned(8)));
 
-static tsr_conv_args_t args;
+static tsr_conv_args_t args''' + (L1 if perf else '') + ''';
 static const pcase_t *cur;
-
+''' + (PERF_DECL if perf else '') + '''
 static void body(void *unused)
 {
     int k = hal_core_id();
     (void)unused;
-    if (k < cur->ncores)
+''' + (PERF_START if perf else '') + '''    if (k < cur->ncores)
         cur->fn(&args, k, cur->ncores);
-}
+''' + (PERF_STOP if perf else '') + '''}
 
 static uint32_t up4(uint32_t n)
 {
@@ -229,10 +294,10 @@ int main(int argc, char **argv)
         args.out_h = c->out_h, args.out_w = c->out_w, args.out_c = c->out_c;
         args.kh = c->kh, args.kw = c->kw, args.sh = c->sh, args.sw = c->sw;
         args.pad_t = c->pt, args.pad_l = c->pl, args.pad_b = c->pb, args.pad_r = c->pr;
-        args.input_offset = c->off, args.rq = c->rq;
+        args.input_offset = c->off, args.rq = c->rq;''' + (PERF_ARGS if perf else '') + '''
         args.scratch = c->scratch ? s : 0, args.scratch_bytes = c->scratch;
         cur = c;
-        hal_fork(body, 0);
+        ''' + (PERF_FORK if perf else 'hal_fork(body, 0);') + '''
         printf("CASE %u ", (unsigned)i);
         for (j = 0; j < c->out_bytes; j++)
             printf("%02x", (unsigned)(uint8_t)o[j]);

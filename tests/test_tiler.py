@@ -259,3 +259,28 @@ def test_whole_tensor_ops_are_one_tile_or_a_fit_error():
     with pytest.raises(FitError, match="whole tensors"):
         solve_layer(lay, target(1791))
     assert solve_layer(lay, target(1792))["l1_bytes"]["total"] == 1792
+
+
+def test_rows_asks_for_row_bands_when_they_fit():
+    """`rows: 1` (the memory plan's request at its peak): full-width,
+    all-channel row bands, else all channels, else the usual tile."""
+    from tessera.tiler.memory import quantities
+    dw = layer("dw", "depthwise", [64, 64, 64], [64, 64, 64], (3, 3), (1, 1), (1, 1, 1, 1))
+    usual = solve_layer(dw, target(64000))
+    assert usual["tile"]["c"] < 64 or usual["tile"]["w"] < 64   # not row bands on its own
+    r = solve_layer(dict(dw, rows=1), target(64000))
+    assert (r["tile"]["w"], r["tile"]["c"]) == (64, 64) and r["n_tiles"]["h"] > 1
+    # the best full-width all-channel band: one row taller does not fit
+    taller = quantities(dw, target(64000), _spec(), r["tile"]["h"] + 1, 64, 64, 2)
+    assert taller is None or taller["l1_bytes"] > 64000
+    # too small for a full-width band of all channels: all channels, narrower
+    r = solve_layer(dict(dw, rows=1), target(6000))
+    assert r["tile"]["c"] == 64 and r["tile"]["w"] < 64
+    # too small for any all-channel tile: the usual answer
+    r = solve_layer(dict(dw, rows=1), target(1500))
+    assert r == solve_layer(dw, target(1500))
+
+
+def _spec():
+    from tessera.tiler import library
+    return library.op_spec(REF, "depthwise")

@@ -19,6 +19,8 @@ SMALL = {
     "mobilenet_v2": {"arch": "mobilenet_v2", "width": 0.35, "resolution": 96, "classes": 100},
     "dscnn": {"arch": "dscnn"},
     "tiny": {"arch": "tiny"},
+    "vgg16": {"arch": "vgg16", "width": 0.125, "resolution": 32, "classes": 100},
+    "alexnet": {"arch": "alexnet", "width": 0.125, "resolution": 32, "classes": 100},
 }
 
 
@@ -44,7 +46,7 @@ def built(tmp_path_factory):
 
 
 def test_architectures_listed():
-    assert set(ARCHITECTURES) == {"mobilenet_v1", "mobilenet_v2", "dscnn", "tiny"}
+    assert set(ARCHITECTURES) == {"mobilenet_v1", "mobilenet_v2", "dscnn", "tiny", "vgg16", "alexnet"}
     assert set(SMALL) == set(ARCHITECTURES)
 
 
@@ -57,7 +59,8 @@ def test_builds_checks_and_runs(built, arch):
     (out,) = sess.get_outputs()
     gen = SMALL[arch]
     classes = gen.get("classes", {"dscnn": 12, "tiny": 10}.get(arch))
-    expected_in = {"dscnn": [1, 1, 49, 10], "tiny": [1, 3, 16, 16]}.get(arch, [1, 3, 96, 96])
+    expected_in = {"dscnn": [1, 1, 49, 10], "tiny": [1, 3, 16, 16], "vgg16": [1, 3, 32, 32],
+                   "alexnet": [1, 3, 32, 32]}.get(arch, [1, 3, 96, 96])
     assert inp.name == "input" and inp.shape == expected_in and inp.type == "tensor(float)"
     assert out.name == "output" and out.shape == [1, classes] and out.type == "tensor(float)"
     (y,) = sess.run(None, {"input": random_inputs(expected_in, 1, 7)[0]})

@@ -147,6 +147,7 @@ def _ops(layers):
 
 def render(rows, target, console=None):
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # a pipe or a CI log gets a wide table rather than rich's 80 columns
@@ -175,7 +176,7 @@ def render(rows, target, console=None):
                       (f"{acts['peak']}/{acts['usable']} B {acts['level']}"
                        + (f" + {acts['moved']['bytes']} B in {acts['moved']['level']}" if "moved" in acts else ""))
                       if acts else "-",
-                      f"[red]{note}[/red]" if note else "")
+                      f"[red]{escape(note)}[/red]" if note else "")
     console.print(table)
     passed = sum(r.get("verdict") == "pass" for r in rows)
     console.print(f"{passed} of {len(rows)} networks bit-exact against the golden model and their reference on {target}")

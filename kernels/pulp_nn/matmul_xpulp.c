@@ -194,7 +194,38 @@ int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, 
         xp_rq_t q[4];
         const int fast = xp_rq_block(rq, c, q);
         int32_t acc[4];
-        for (pp = p; pp + 1 < p_end; pp += 2) {
+        pp = p;
+        if (fast) {
+            /* the block's constants as locals (the int8 stores would make
+             * GCC reload them from q for every output); the clamp and the
+             * zero point are per tensor */
+            const int32_t m0 = q[0].mul, m1 = q[1].mul, m2 = q[2].mul, m3 = q[3].mul;
+            const int32_t r0 = q[0].round, r1 = q[1].round, r2 = q[2].round, r3 = q[3].round;
+            const int32_t s0 = q[0].shift, s1 = q[1].shift, s2 = q[2].shift, s3 = q[3].shift;
+            const int32_t lo = q[0].lo, hi = q[0].hi, zp = q[0].zero_point;
+#define XP_RQ_ONE(acc, m, r, s) \
+    ((int8_t)(xp_min(xp_max(((int32_t)(((int64_t)(acc) * (m)) >> 32) + (r)) >> (s), lo), hi) + zp))
+            for (; pp + 1 < p_end; pp += 2) {
+                const int8_t *p0 = a->in + (size_t)pp * K, *p1 = p0 + K;
+                const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
+                int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3, a01 = b0, a11 = b1, a21 = b2, a31 = b3;
+                int8_t *y0 = (int8_t *)a->out + (size_t)pp * out_c + c, *y1 = y0 + out_c;
+                if (off)
+                    XP_BLOCK_4X2(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP2, XP_LEN_4X2_FLIP);
+                else
+                    XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
+                y0[0] = XP_RQ_ONE(a00, m0, r0, s0);
+                y0[1] = XP_RQ_ONE(a10, m1, r1, s1);
+                y0[2] = XP_RQ_ONE(a20, m2, r2, s2);
+                y0[3] = XP_RQ_ONE(a30, m3, r3, s3);
+                y1[0] = XP_RQ_ONE(a01, m0, r0, s0);
+                y1[1] = XP_RQ_ONE(a11, m1, r1, s1);
+                y1[2] = XP_RQ_ONE(a21, m2, r2, s2);
+                y1[3] = XP_RQ_ONE(a31, m3, r3, s3);
+            }
+#undef XP_RQ_ONE
+        }
+        for (; pp + 1 < p_end; pp += 2) {
             const int8_t *p0 = a->in + (size_t)pp * K, *p1 = p0 + K;
             const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
             int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3, a01 = b0, a11 = b1, a21 = b2, a31 = b3;

@@ -32,6 +32,12 @@
 #define XP_SDOTSP(rd, rs1, rs2) ".insn r 0x57, 1, 0x5C, " rd ", " rs1 ", " rs2 "\n\t"
 #define XP_SDOTUSP(rd, rs1, rs2) ".insn r 0x57, 1, 0x54, " rd ", " rs1 ", " rs2 "\n\t"
 #define XP_LW_INC(rd, rs1) ".insn i 0x0B, 2, " rd ", 4(" rs1 ")\n\t"
+/* register post-increment loads and stores: p.lbu rd, rs2(rs1!), p.lw
+ * rd, rs2(rs1!), p.sb rs2, 1(rs1!), p.sb rs2, rs3(rs1!) */
+#define XP_LBU_RR_INC(rd, rs1, rs2) ".insn r 0x0B, 7, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_LW_RR_INC(rd, rs1, rs2) ".insn r 0x0B, 7, 0x10, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_SB_INC1(rs2, rs1) ".insn s 0x2B, 0, " rs2 ", 1(" rs1 ")\n\t"
+#define XP_SB_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 4, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
 /* lp.setup 0, rs1 over the next n instructions; XP_LOOP_END() goes right
  * before the last of them, XP_LOOP_CHECK(n) after it */
 #define XP_STR(x) #x
@@ -79,6 +85,27 @@ static inline uint32_t xp_lw(const int8_t *p)
     uint32_t v;
     __asm__("lw %0, %1" : "=r"(v) : "m"(*(const struct { int8_t b[4]; } *)p));
     return v;
+}
+
+/* n bytes, src stepping by `step`, to dst: two instructions per byte, two
+ * bytes per turn (a store right after its load would stall a cycle) */
+static inline void xp_gather(int8_t *dst, const int8_t *src, int32_t step, int32_t n)
+{
+    const int32_t pairs = n >> 1;
+    if (pairs > 0)
+        __asm__ volatile(XP_LOOP("%[n]", 4) XP_LBU_RR_INC("t0", "%[s]", "%[k]") XP_LBU_RR_INC("t1", "%[s]", "%[k]")
+                         XP_SB_INC1("t0", "%[d]") XP_LOOP_END() XP_SB_INC1("t1", "%[d]") XP_LOOP_CHECK(4)
+                         : [s] "+r"(src), [d] "+r"(dst)
+                         : [n] "r"(pairs), [k] "r"(step)
+                         : "t0", "t1", "memory");
+    if (n & 1)
+        *dst = *src;
+}
+
+/* Store a word at p, whatever its alignment (as xp_lw loads). */
+static inline void xp_sw(int8_t *p, uint32_t v)
+{
+    __asm__("sw %1, %0" : "=m"(*(struct { int8_t b[4]; } *)p) : "r"(v));
 }
 
 /* The body of a 4 channel x 2 pixel block, four k per turn: `DOT` is

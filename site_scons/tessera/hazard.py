@@ -144,10 +144,15 @@ def _tag(name):
     return f"tensor {name!r}"
 
 
-def check(graph, tilings, the_plan):
+def check(graph, tilings, the_plan, fused=None):
     """Replay the whole network over the plan; raise HazardError at the first
-    byte read after it was overwritten. Returns the number of tiles replayed."""
+    byte read after it was overwritten. Returns the number of tiles replayed.
+    fused: group -> {"layers": [dw, pw], "bands": [...]} (the schedule's
+    fused steps: the first layer runs the step band by band, the second is
+    empty)."""
     places = _Places(the_plan)
+    lead = {g["layers"][0]: g for g in (fused or {}).values()}
+    empty = {g["layers"][1] for g in (fused or {}).values()}
     size = ir.DTYPES
     # the application writes the inputs before the network runs
     for name in graph.inputs:
@@ -156,7 +161,11 @@ def check(graph, tilings, the_plan):
         lvl.write(_whole_box(off, t.shape, size[t.dtype]), _tag(name), "the application (input)")
     n = 0
     for layer in graph.layers:
-        n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places)
+        if layer.name in lead:
+            n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
+                               places)
+        elif layer.name not in empty:
+            n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places)
     # ... and reads the outputs after it
     for name in graph.outputs:
         t = graph.tensor(name)
@@ -212,6 +221,24 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
         lvl.write(_out_box(off, y.shape, ye, t), _tag(layer.output), who)
     _replay_tiles(layer, tiles, tiling, l1, tile_level)
     return len(tiles)
+
+
+def _replay_fused(dw, pw, graph, bands, places):
+    """A fused DW->PW step (codegen/fused.py) in the activation level: band
+    i reads its input rows (halo included, every column and channel), then
+    writes its output rows, with the tiled layers' double-buffered timing.
+    Its L1 regions are not replayed (codegen/fused.py checks its layout
+    against the fused tiler's count; the intermediate never leaves L1)."""
+    x, y = graph.tensor(dw.inputs[0]), graph.tensor(pw.output)
+    xl, xo = places.of(dw.inputs[0])
+    yl, yo = places.of(pw.output)
+    _, W, C = x.shape
+    _, Wo, Co = y.shape
+    for i, b in enumerate(bands):
+        who = f"fused step {dw.name}+{pw.name} band {i}"
+        xl.read((xo, tuple(x.shape), ir.DTYPES[x.dtype], (b["ih0"], b["ih"], 0, W, 0, C)), _tag(dw.inputs[0]), who)
+        yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(pw.output), who)
+    return len(bands)
 
 
 def _through(level, off, nbytes, what, who):

@@ -28,7 +28,7 @@ moves one layer's buffers regenerates only that layer.
 from . import hazard, ir
 from .alloc import l1_layout, plan_level
 from .errors import FitError
-from .overlap import candidates as overlap_candidates
+from .overlap import candidates as overlap_candidates, fused_candidates
 from .views import param_arrays
 
 ALIGN = 4
@@ -48,7 +48,18 @@ def weight_bytes(layer, graph):
     return total
 
 
-def _activation_buffers(graph, spilled=(), tilings=None):
+def band_bytes(layer, graph, tiling):
+    """Bytes of a band bounce buffer, or 0: on a storage level, an output
+    tile that is a channel slice goes through a band of its rows, every
+    channel (read, the slice put in, written back: two transfers instead of
+    one per pixel; docs/out_of_core.md)."""
+    y = graph.tensor(layer.output)
+    if tiling["tile"]["c"] >= y.shape[2] or not tiling.get("tiled", True):
+        return 0
+    return min(tiling["tile"]["h"], y.shape[0]) * y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+
+
+def _activation_buffers(graph, spilled=(), tilings=None, bands=False):
     """The buffers of the activation level: every tensor not spilled, and
     for each layer touching a spilled tensor, a bounce buffer per such
     input and output (one tile's bytes, live during that layer)."""
@@ -62,14 +73,17 @@ def _activation_buffers(graph, spilled=(), tilings=None):
         end = last.get(name, start)
         buffers.append({"name": name, "size": t.nbytes, "start": start, "end": end})
     for step, layer in enumerate(graph.layers):
+        if tilings is None:     # before tiling (predict_swapped): no bounce sizes yet
+            break
         tile = tilings[layer.name]["l1_bytes"] if spilled else None
         for i, name in enumerate(layer.inputs):
             if name in spilled:
                 buffers.append({"name": bounce_name(layer.name, f"in{i}"), "size": tile["in"],
                                 "start": step, "end": step})
         if layer.output in spilled:
-            buffers.append({"name": bounce_name(layer.name, "out"), "size": tile["out"],
-                            "start": step, "end": step})
+            band = band_bytes(layer, graph, tilings[layer.name]) if bands else 0
+            buffers.append({"name": bounce_name(layer.name, "out"), "size": band or tile["out"],
+                            "start": step, "end": step, **({"band": 1} if band else {})})
     return buffers
 
 
@@ -77,18 +91,18 @@ def bounce_name(layer_name, which):
     return f"{layer_name}:bounce:{which}"
 
 
-def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True):
+def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, fused_pairs=(), bands=False):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
     bounce buffer, until the rest fits. With `overlap`, a layer's output may
     start below its consumed input by the gap its tile order allows
     (tessera.overlap). Returns (plan, buffers, spilled)."""
-    pairs = overlap_candidates(graph, tilings) if overlap and tilings else []
+    pairs = (overlap_candidates(graph, tilings) + list(fused_pairs)) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
-        buffers = _activation_buffers(graph, spilled, tilings)
+        buffers = _activation_buffers(graph, spilled, tilings, bands)
         mine = [p for p in pairs if p["below"] not in spilled and p["above"] not in spilled]
         try:
             return plan_level(level, usable, steps, buffers, align=ALIGN, overlaps=mine), buffers, spilled
@@ -113,13 +127,14 @@ def _spill_candidate(graph, buffers, spilled):
     return max(cands, key=lambda b: (b["size"], b["name"]))["name"] if cands else None
 
 
-def _spill_arena(graph, spilled, level):
-    """Offsets of the spilled tensors in their level (each its own place)."""
-    offsets, at = {}, 0
+def _spill_arena(graph, spilled, level, base=0, align=8):
+    """Offsets of the spilled tensors in their level (each its own place),
+    from `base` (on a storage level: after the weights, block aligned)."""
+    offsets, at = {}, base
     for name in spilled:
         offsets[name] = at
-        at += _align(graph.tensor(name).nbytes, 8)
-    return {"level": level, "bytes": at, "offsets": offsets}
+        at += _align(graph.tensor(name).nbytes, align)
+    return {"level": level, "bytes": at, "base": base, "offsets": offsets}
 
 
 def _weights_check(graph, level, size, usable, models_hint):
@@ -166,7 +181,7 @@ def _activation_tops(graph, buffers, offsets):
     return top
 
 
-def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets):
+def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only=None):
     """The chunks every layer's constants stream through `level` in, and
     where each lands (see the module docstring).
 
@@ -179,7 +194,8 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets):
     what the neighbouring chunk leaves)."""
     top = _activation_tops(graph, act_buffers, act_offsets)
     end = usable // 8 * 8
-    weighted = [i for i, layer in enumerate(graph.layers) if layer.weights or param_arrays(layer)]
+    weighted = [i for i, layer in enumerate(graph.layers) if (layer.weights or param_arrays(layer))
+                and (only is None or layer.name in only)]
     chunks, per_layer = [], {}
     for w, i in enumerate(weighted):
         layer = graph.layers[i]
@@ -244,26 +260,106 @@ def _size(n):
 
 
 def check_weights(graph, memory, fit_hint=""):
-    """Raise FitError when the weights cannot fit their level: known before
-    any tiling, so a build can stop at once."""
+    """Raise FitError when the weights cannot fit their level (and no
+    storage level takes the rest): known before any tiling, so a build can
+    stop at once."""
     level = memory["place"]["weights"]
     lvl = memory["levels"][level]
-    _weights_check(graph, level, lvl["size"], lvl["usable"], fit_hint)
+    moved = storage_weights(graph, memory)
+    _weights_check(_without_layers(graph, moved), level, lvl["size"], lvl["usable"], fit_hint)
+    if moved:
+        card = memory["storage"]["level"]
+        need = max(v["at"] + v["bytes"] for v in moved.values())
+        if need > memory["levels"][card]["usable"]:
+            raise FitError(card, f"{_size(need)} of weights do not fit its {_size(memory['levels'][card]['usable'])}",
+                           f"enlarge memory.{card}.size in the target YAML (the card has room, tessera plans "
+                           "into `size` bytes of it)")
 
 
-def _without_intermediates(graph, fused):
+def storage_weights(graph, memory):
+    """The layers whose weights live in the storage level (docs/out_of_core.md):
+    every layer's when the target places weights there; else, when the
+    weight level cannot hold them all, the largest layers' (fewest transfers,
+    largest tiles), as few as needed. A layer with parameters but no weights
+    stays. Returns {layer name: its storage layout} in network order:
+    offset (block aligned), bytes, and each array's offset in it."""
+    storage = memory.get("storage")
+    if storage is None:
+        return {}
+    level = memory["place"]["weights"]
+    sizes = {layer.name: weight_bytes(layer, graph) for layer in graph.layers if layer.weights}
+    if level == storage["level"]:
+        moved = set(sizes)
+    else:
+        usable = memory["levels"][level]["usable"]
+        total = sum(weight_bytes(layer, graph) for layer in graph.layers)
+        moved = set()
+        for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+            if total <= usable:
+                break
+            moved.add(name)
+            total -= sizes[name]
+    out, at = {}, 0
+    for layer in graph.layers:
+        if layer.name in moved:
+            co = graph.tensor(layer.output).shape[2]
+            arrays, nbytes = chunk_layout(layer, graph, co)
+            out[layer.name] = {"at": at, "bytes": nbytes, "arrays": arrays}
+            at += _align(nbytes, storage["block"])
+    return out
+
+
+def predict_swapped(graph, memory):
+    """The tensors the plan will likely move to a storage level, known
+    before any tiling (bounce buffers and fragmentation left out): the
+    choice _spill_candidate makes, on live bytes alone. The tiler gives the
+    layers that touch them row-band tiles (docs/out_of_core.md); a tensor
+    this misses is still swapped, through smaller transfers."""
+    storage = memory.get("storage")
+    if storage is None or memory.get("spill") != storage["level"]:
+        return set()
+    usable = memory["levels"][memory["place"]["activations"]]["usable"]
+    spilled = []
+    while True:
+        buffers = _activation_buffers(graph, spilled)
+        live = {}
+        for b in buffers:
+            for step in range(b["start"], b["end"] + 1):
+                live[step] = live.get(step, 0) + _align(b["size"])
+        if max(live.values(), default=0) <= usable:
+            return set(spilled)
+        name = _spill_candidate(graph, buffers, spilled)
+        if name is None:
+            return set(spilled)
+        spilled.append(name)
+
+
+def _without_layers(graph, names):
+    """The graph without some layers' constants (they live in storage)."""
+    from dataclasses import replace
+    if not names:
+        return graph
+    return replace(graph, layers=[layer for layer in graph.layers if layer.name not in names])
+
+
+def _without_intermediates(graph, fused, release_input=False):
     """The graph the activation level sees when fused steps run: each fused
     group's intermediate tensor is gone (it lives in L1 only), and the
     group's input and output are both live over all its layers (the step,
     run as its first layer's function, reads one while it writes the other;
-    streamed weight chunks are placed around them)."""
+    streamed weight chunks are placed around them). With release_input (for
+    segment overlap, whose pairs share exactly the consumer's step) the
+    input's life ends with the first layer, which runs the whole step: the
+    second layer's function is empty, and the weight chunks it streams are
+    placed above what is live from the first layer's step on."""
     from dataclasses import replace
     drop, changed = set(), {}
     for group in fused.values():
         first, last = (graph.layer(n) for n in group["layers"])
         drop.add(first.output)
         changed[first.name] = replace(first, output=last.output)
-        changed[last.name] = replace(last, inputs=list(first.inputs) + [last.output], output=first.output)
+        inputs = [last.output] if release_input else list(first.inputs) + [last.output]
+        changed[last.name] = replace(last, inputs=inputs, output=first.output)
     layers = [changed.get(layer.name, layer) for layer in graph.layers]
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
@@ -278,14 +374,19 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     levels = memory["levels"]
     act_level = place["activations"]
     spill = memory.get("spill")
-    act_graph = _without_intermediates(graph, fused) if fused else graph
-    # segment overlap and its proof replay single-layer tile tables; a fused
-    # step's table is another, so with fusion the plan stays at tensor level
-    overlap = memory.get("overlap", True) and not fused
+    # segment overlap: single layers' tile tables and fused steps' bands
+    # (their bands, when the schedule gives them; the replay below checks both)
+    overlap = memory.get("overlap", True)
+    bands = spill is not None and memory.get("storage", {}).get("level") == spill
+    fused_pairs = fused_candidates(graph, fused) if fused and overlap and all(
+        "bands" in g for g in fused.values()) else []
+    act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap)
+                                                  overlap, fused_pairs, bands)
     wl = place["weights"]
-    weights = _weights_check(graph, wl, levels[wl]["size"], levels[wl]["usable"], fit_hint)
+    in_storage = storage_weights(graph, memory)
+    weights = _weights_check(_without_layers(graph, in_storage), wl, levels[wl]["size"], levels[wl]["usable"],
+                             fit_hint)
     l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
     tile_level = place["tiles"]
     l1_peak = max([lay["total"] for lay in l1.values()] + [g["l1_total"] for g in (fused or {}).values()],
@@ -294,7 +395,14 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         raise FitError(tile_level, f"tiles need {l1_peak} bytes but only {levels[tile_level]['usable']} "
                        "are usable", "enlarge the level in the target YAML")
     staging = memory.get("staging")
-    if staging is not None:
+    if in_storage:
+        # the storage layers' constants stream through the activation level
+        st = memory["storage"]
+        last = max(v["at"] + v["bytes"] for v in in_storage.values())
+        weights["storage"] = {"level": st["level"], "layers": in_storage, "bytes": _align(last, st["block"])}
+        weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
+                                           act_buffers, acts["offsets"], only=set(in_storage))
+    elif staging is not None:
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
                            "stage weights in the activation level")
@@ -305,10 +413,18 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
                    "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],
                    "usable": levels[act_level]["usable"], "size": levels[act_level]["size"],
                    "method": acts["method"], "optimal": acts["optimal"]}
+    if levels[act_level].get("reserved"):
+        activations["reserved"] = levels[act_level]["reserved"]
     if spilled:
-        activations["spill"] = _spill_arena(graph, spilled, spill)
+        st = memory.get("storage")
+        on_card = st is not None and st["level"] == spill
+        base = weights["storage"]["bytes"] if on_card and "storage" in weights else 0
+        activations["spill"] = _spill_arena(graph, spilled, spill, base, st["block"] if on_card else 8)
         activations["spill"]["bounces"] = {b["name"]: b["size"] for b in act_buffers
                                            if b["name"] not in graph.tensors}
+        bands = sorted(b["name"] for b in act_buffers if b.get("band"))
+        if bands:
+            activations["spill"]["bands"] = bands
         room = levels[spill]["usable"] - (weights["bytes"] if wl == spill else 0)
         if activations["spill"]["bytes"] > room:
             raise FitError(spill, f"the activations moved there ({activations['spill']['bytes']} bytes) and the "
@@ -320,9 +436,11 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         "tiles": {"level": tile_level, "arena": _align(l1_peak), "usable": levels[tile_level]["usable"],
                   "size": levels[tile_level]["size"], "layers": l1},
     }
+    if levels[tile_level].get("reserved"):
+        the_plan["tiles"]["reserved"] = levels[tile_level]["reserved"]
     # the proof: the generated schedule replayed over these addresses
-    if not fused:
-        hazard.check(graph, tilings, the_plan)
+    if not fused or all("bands" in g for g in fused.values()):
+        hazard.check(graph, tilings, the_plan, fused)
     return the_plan
 
 
@@ -350,6 +468,8 @@ def layer_slice(the_plan, layer):
         # tensors in the spill level: where, and the bounce buffer a tile passes through
         out["spill"] = {which: {"at": spill[name], "bounce": offsets[bounce_name(layer.name, which)]}
                         for which, name in moved.items()}
+        if bounce_name(layer.name, "out") in the_plan["activations"]["spill"].get("bands", ()):
+            out["spill"]["out"]["band"] = 1
     return out
 
 
@@ -387,4 +507,8 @@ def memory_report(the_plan):
         if "activations" in m["holds"] or "tiles" in m["holds"]:
             m["reserved"] = m["size"] - m["usable"]
             m["ram"] = m["peak"] + m["reserved"]
+    # what the reserved bytes are for (the target YAML's names: stack, data, code)
+    for part in (acts, tiles):
+        if part.get("reserved") and part["level"] in out:
+            out[part["level"]]["reserved_for"] = dict(part["reserved"])
     return out

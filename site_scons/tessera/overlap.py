@@ -57,12 +57,10 @@ def safe_gap(layer, graph, tiling):
     return gap
 
 
-def candidates(graph, tilings):
-    """[{"below": output, "above": input, "gap": bytes}] for every layer whose
-    output may overlap its consumed input (the allocator decides whether it
-    does)."""
+def _eligible(graph):
+    """Steps and layers whose single input may be overlapped by the output
+    (the static conditions; the gap depends on the tiling)."""
     last = graph.last_use()
-    out = []
     for step, layer in enumerate(graph.layers):
         if len(layer.inputs) != 1 or layer.op not in OVERLAP_OPS:
             continue
@@ -71,7 +69,83 @@ def candidates(graph, tilings):
             continue
         if len(graph.tensor(x).shape) != 3 or len(graph.tensor(layer.output).shape) != 3:
             continue
+        yield step, layer
+
+
+ROW_OPS = ("conv2d", "depthwise", "pointwise", "maxpool", "avgpool")
+
+
+def row_band_layers(graph):
+    """Layers the tiler should cut in row bands of all channels (the tile
+    order then consumes the input top to bottom, so the output can follow
+    it closely: a gap of a few rows instead of nearly the whole output).
+
+    Decided from the graph alone (tensor-level liveness), before tiling: no
+    plan goes below the floor F = the largest live set with every candidate
+    pair overlapped as far as it can be (its smaller tensor inside the
+    larger), so only the steps whose whole tensors take more than F have
+    to overlap; elsewhere row bands would cost time (more, smaller tiles)
+    and save nothing at the peak."""
+    producer, last = graph.producer(), graph.last_use()
+    live = [0] * len(graph.layers)
+    for name, t in graph.tensors.items():
+        if name not in producer and name not in graph.inputs:
+            continue     # weights and constants are not activations
+        start = 0 if name in graph.inputs else producer[name]
+        for step in range(start, last.get(name, start) + 1):
+            live[step] += t.nbytes
+    eligible = dict(_eligible(graph))
+    floor = max((live[s] - min(graph.tensor(layer.inputs[0]).nbytes, graph.tensor(layer.output).nbytes)
+                 if s in eligible else live[s]) for s, layer in enumerate(graph.layers)) if graph.layers else 0
+    return sorted(layer.name for step, layer in eligible.items()
+                  if layer.op in ROW_OPS and live[step] > floor)
+
+
+def candidates(graph, tilings):
+    """[{"below": output, "above": input, "gap": bytes}] for every layer whose
+    output may overlap its consumed input (the allocator decides whether it
+    does)."""
+    out = []
+    for _, layer in _eligible(graph):
+        x = layer.inputs[0]
         gap = safe_gap(layer, graph, tilings[layer.name])
         if gap < graph.tensor(layer.output).nbytes:
             out.append({"below": layer.output, "above": x, "gap": gap})
+    return out
+
+
+def band_gap(x_shape, xe, y_shape, ye, bands):
+    """safe_gap for a fused DW->PW step (fusion/tiler.py): band i reads input
+    rows [ih0, ih0 + ih) of every column and channel and writes output rows
+    [oh0, oh0 + oh), with the same double-buffered timing as a tiled layer."""
+    _, W, C = x_shape
+    _, Wo, Co = y_shape
+    written, gap = -1, 0
+    if len(bands) < 2:
+        return 0
+    for b in bands:
+        if written >= 0:
+            gap = max(gap, written - _first((b["ih0"], b["ih"], 0, W, 0, C), x_shape, xe) + 1)
+        written = max(written, _last((b["oh0"], b["oh"], 0, Wo, 0, Co), y_shape, ye))
+    return gap
+
+
+def fused_candidates(graph, fused):
+    """The pairs of fused steps (fused: group -> {"layers": [dw, pw],
+    "bands": [...]}): the step's output below its input, when the input's
+    last reader is the step (the same rules as for a single layer)."""
+    last = graph.last_use()
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    out = []
+    for group in fused.values():
+        dw, pw = (graph.layer(n) for n in group["layers"])
+        x = dw.inputs[0]
+        if len(dw.inputs) != 1 or x in graph.inputs or x in graph.outputs or last.get(x) != index[dw.name]:
+            continue
+        xt, yt = graph.tensor(x), graph.tensor(pw.output)
+        if len(xt.shape) != 3 or len(yt.shape) != 3 or pw.output in graph.outputs:
+            continue
+        gap = band_gap(xt.shape, ir.DTYPES[xt.dtype], yt.shape, ir.DTYPES[yt.dtype], group["bands"])
+        if gap < yt.nbytes:
+            out.append({"below": pw.output, "above": x, "gap": gap})
     return out

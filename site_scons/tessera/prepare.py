@@ -166,7 +166,10 @@ def prepare(model, outdir, cache_dir, log=print):
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         weights = canon.load_npz(paths["weights"])
         inputs = golden_inputs(model, graph)
-        values = golden.run(graph, weights, inputs)
+        try:
+            values = golden.run(graph, weights, inputs)
+        except golden.GoldenError as err:
+            raise golden.GoldenError(f"{onnx_path}: {err.where}", err.what, err.fix) from None
         canon.save_npz(paths["input"], inputs)
         canon.save_npz(paths["golden"], values)
         if ref is not None:

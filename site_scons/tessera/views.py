@@ -163,7 +163,7 @@ def memory_target(target):
     (only when weights reach the tiles through another level) that level."""
     view = {
         "levels": {name: {"size": lvl["size"], "usable": usable_bytes(lvl), "kind": lvl["kind"],
-                          "writable": lvl["writable"]}
+                          "writable": lvl["writable"], "reserved": dict(sorted(lvl["reserved"].items()))}
                    for name, lvl in target["memory"].items()},
         "place": dict(target["place"]),
     }
@@ -173,7 +173,26 @@ def memory_target(target):
     spill = activation_spill(target)
     if spill is not None:
         view["spill"] = spill
+    storage = storage_view(target)
+    if storage is not None:
+        view["storage"] = storage
     return view
+
+
+def storage_view(target):
+    """The storage level (docs/out_of_core.md) as the planner and the code
+    generator see it: its name, window address, block and the engine that
+    joins it to the activation level; None without one (or without that
+    engine: then nothing can be swapped)."""
+    name = next((n for n, lv in target["memory"].items() if lv["kind"] == "storage"), None)
+    if name is None:
+        return None
+    engine = dma_engine(target, name, target["place"]["activations"])
+    if engine is None:
+        raise ConfigError(f"{target['path']}: dma", f"no DMA engine between {name} and "
+                          f"{target['place']['activations']}", "declare one in the target's dma list")
+    lvl = target["memory"][name]
+    return {"level": name, "window": lvl["address"], "block": lvl["block"], "engine": engine}
 
 
 def activation_spill(target):

@@ -36,6 +36,7 @@ import sys
 from SCons.Script import Action, Exit
 
 from tessera import canon, config, fusion, memplan, prepare, views
+from tessera import overlap as overlap_mod
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
 from tessera.cname import c_name
@@ -232,6 +233,9 @@ def _codegen_target(target, model_name):
         # where activations go when the activation level cannot hold them all
         cg["spill"] = {"level": spill, "engine": views.dma_engine(target, spill, place["activations"]),
                        "section": f".bss.tsr.{spill}" if cross else ""}
+        if target["memory"][spill]["kind"] == "storage":
+            # not memory: a window the HAL reads as offsets on the card
+            cg["spill"].update(section="", window=target["memory"][spill]["address"])
     return cg
 
 
@@ -249,6 +253,21 @@ def _bundled_targets():
                 continue
             _targets_read.append((name, t))
     return _targets_read
+
+
+def tview_numbers(tview):
+    return {k: v for k, v in tview.items() if k != "kernels"}
+
+
+def _ram_cap(env, tcfg, mcfg):
+    """ram_cap= on the command line, else the model's ram_cap:, else the
+    target's; None without one."""
+    given = str(env.get("ram_cap", "") or "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise TesseraError(f"ram_cap={given}", "not a positive number of bytes", "e.g. ram_cap=237773")
+        return int(given)
+    return mcfg.get("ram_cap") or tcfg.get("ram_cap")
 
 
 def _fit_hint(target):
@@ -321,6 +340,12 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         library = views.kernel_library(tcfg["kernels"])
         cg_target = _codegen_target(tcfg, mname)
+        storage = views.storage_view(tcfg)
+        if storage is not None:
+            # the layers whose constants live on the card (known from their
+            # sizes alone): their weight files are empty, storage.bin has them
+            cg_target["storage"] = dict(storage, layers=sorted(
+                memplan.storage_weights(graph, views.memory_target(tcfg))))
         plat = platform_module(tcfg["platform"], tpath)
         if getattr(plat, "COUNTS_PER_CORE", None):
             cg_target["core_counts"] = plat.COUNTS_PER_CORE   # "always" or "on request"
@@ -348,10 +373,44 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
+    # overlap=0: tensor-level planning only (whole tensors never share bytes)
+    overlap_on = str(env.get("overlap", "1")) not in ("0", "no", "false")
+    # with overlap, the layers at the memory peak are cut in row bands
+    rows = set(overlap_mod.row_band_layers(graph)) if overlap_on else set()
+    # layers touching a tensor that will live on a storage level prefer row bands
+    swapped = memplan.predict_swapped(graph, views.memory_target(tcfg))
+    layer_views = {}
     for layer in graph.layers:
-        lv = _value(env, views.tiler_layer(layer, graph), f"layer {layer.name} (tiler view)")
+        view = views.tiler_layer(layer, graph)
+        if layer.name in rows or (swapped & set(layer.inputs + [layer.output]) and not view.get("whole")):
+            view["rows"] = 1
+        layer_views[layer.name] = view
+
+    # ---- memory plan's view of the target
+    memory = views.memory_target(tcfg)
+    memory["align"] = library["tiler"].get("buffer_align", 4)
+    memory["fit_hint"] = _fit_hint(tcfg)
+    memory["overlap"] = overlap_on
+    # a cap on total RAM: one step picks the largest tile budget that fits
+    try:
+        cap = _ram_cap(env, tcfg, mcfg)
+    except TesseraError as err:
+        fail(err, outdir)
+    budget = []
+    if cap is not None:
+        memory["ram_cap"] = cap
+        memory["where"] = f"ram_cap of {mname} on {tname}"
+        budget = env.Command(d("ram_budget.json"),
+                             [paths["graph"], _value(env, {"views": layer_views, "tiler": tview_numbers(tview),
+                                                           "memory": memory, "ram_cap": cap,
+                                                           "where": memory["where"]}, "ram_cap"),
+                              tiler_kernels],
+                             Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
+        env.Depends(budget, canon.source_files("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
+    for layer in graph.layers:
+        lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
-                           [lv, tiler_target, tiler_kernels], Action(steps.tile, "tessera: tile $TARGET"))
+                           [lv, tiler_target, tiler_kernels] + budget, Action(steps.tile, "tessera: tile $TARGET"))
         env.Depends(node, tiler_code)
         tilings.append(node[0])
         solves.append(node[1])
@@ -387,11 +446,6 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir", "cost"))
 
     # ---- memory plan
-    memory = views.memory_target(tcfg)
-    memory["align"] = library["tiler"].get("buffer_align", 4)
-    memory["fit_hint"] = _fit_hint(tcfg)
-    # overlap=0: tensor-level planning only (whole tensors never share bytes)
-    memory["overlap"] = str(env.get("overlap", "1")) not in ("0", "no", "false")
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
     fusion_in = [schedule[0]] + fused if policy != "none" else []
@@ -430,7 +484,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
             env.Depends(w, codegen_code)
             sources.append(w[0])
     net_files = [d("src", f) for f in ("network.h", "network.c", "harness.c", "input.c")]
-    net = env.Command(net_files, [paths["graph"], memplan_json, cg_value, paths["input"]],
+    # guard=1: the harness guards the free bytes (only the network files change)
+    if str(env.get("guard", "0")) not in ("0", "", "no", "false"):
+        net_value = _value(env, dict(cg_target, guard=1), f"codegen target {tname} (guard)")
+    else:
+        net_value = cg_value
+    net = env.Command(net_files, [paths["graph"], memplan_json, net_value, paths["input"]],
                       Action(steps.gen_network, "tessera: generate $TARGET"))
     env.Depends(net, codegen_code)
     lib_sources = sources + [net[1]]      # the network; the test harness and its input are not in it
@@ -447,6 +506,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     plat.configure(tenv, tcfg)
     tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), d("src")],
                 CPPDEFINES=config.isa_defines(tcfg))
+    if "storage" in cg_target:
+        # pointers in this window are offsets on the card (tessera/hal.h)
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        tenv.Append(CPPDEFINES=[("TSR_STORAGE_WINDOW", f"0x{lvl['address']:08x}u"),
+                                ("TSR_STORAGE_BYTES", f"0x{lvl['size']:08x}u")])
     objects = [tenv.Object(d("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources]
     netlib = tenv.StaticLibrary(d("obj", f"libtessera_{cg_target['prefix']}"), objects[:len(lib_sources)])
     hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
@@ -473,7 +537,16 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # ---- run, check, report
     # the note only explains the counts (the report reads it), it does not run anything
     runner = _value(env, {k: v for k, v in tcfg["runner"].items() if k != "note"}, f"runner {tname}")
-    run_log = env.Command(d("run.log"), [firmware, runner], Action(steps.run, "tessera: run $SOURCE"))
+    run_sources = [firmware, runner]
+    if "storage" in cg_target:
+        # the card's image: the storage layers' constants, then room for the
+        # activations swapped out (the runner hands the firmware a copy)
+        image = env.Command(d("storage.bin"), [paths["graph"], paths["weights"], memplan_json, cg_value],
+                            Action(steps.storage_image, "tessera: write $TARGET"))
+        env.Depends(image, canon.source_files("codegen", "views"))
+        run_sources.append(image[0])
+        result["storage_image"] = image[0]
+    run_log = env.Command(d("run.log"), run_sources, Action(steps.run, "tessera: run $SOURCE"))
     env.Depends(run_log, canon.source_files("runners"))
     check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
@@ -489,6 +562,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     if tcfg["runner"]["note"]:
         meta["counts_note"] = tcfg["runner"]["note"]
     meta["cost"] = _cost_meta(tcfg, tname)
+    if "storage" in cg_target:
+        # the card's figures: the report's out-of-core section (tessera.ooc)
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        meta["storage"] = dict({k: lvl[k] for k in ("size", "read_bandwidth", "write_bandwidth", "latency_us",
+                                                     "block", "endurance")},
+                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"])
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])

@@ -70,8 +70,13 @@ def declare(env, tcfg, model, prefix, outdir, sources, header, libs, hal_files, 
                 rel = "kernels/" + os.path.relpath(os.path.join(hal_dir, f), KERNELS).replace(os.sep, "/")
                 kfiles[rel] = os.path.join(hal_dir, f)
                 hal_headers.append(rel)
+    hal_defines = [f"TSR_NCORES={tcfg['cores']}"]
+    card = next((lv for lv in tcfg["memory"].values() if lv["kind"] == "storage"), None)
+    if card is not None:
+        # the storage window the HAL sends to its storage driver (docs/out_of_core.md)
+        hal_defines += [f"TSR_STORAGE_WINDOW=0x{card['address']:08x}u", f"TSR_STORAGE_BYTES=0x{card['size']:08x}u"]
     kernels.append({"id": f"hal_{platform}", "target": f"tessera_hal_{platform}", "direct": True,
-                    "sources": hal, "include": [], "defines": [f"TSR_NCORES={tcfg['cores']}"], "options": [],
+                    "sources": hal, "include": [], "defines": hal_defines, "options": [],
                     "links": [], "files": sorted(set(hal + hal_headers) | {rel for _, rel in public_files})})
     net_rel = ["src/" + os.path.basename(str(s)) for s in sources]
     tc = tcfg["toolchain"]

@@ -81,17 +81,38 @@ SOLVE_FIELDS = ("l1_budget", "objective", "optimal")
 _solved = {}
 
 
-def _tile(target, source, env):
+def _solve(layer, tgt):
     from tessera.tiler import solve_layer
 
-    layer = _value(source[0])
-    tgt = dict(_value(source[1]), kernels=_value(source[2]))   # target numbers, kernels' tiler section
     key = canon.dumps([{k: v for k, v in layer.items() if k != "name"}, tgt])
     if key not in _solved:
         _solved[key] = solve_layer(layer, tgt)
-    result = dict(_solved[key], layer=layer["name"])
+    return dict(_solved[key], layer=layer["name"])
+
+
+def _tile(target, source, env):
+    layer = _value(source[0])
+    tgt = dict(_value(source[1]), kernels=_value(source[2]))   # target numbers, kernels' tiler section
+    if len(source) > 3:
+        # a ram_cap's choice of tile budget (ram_budget below)
+        tgt["l1_budget"] = canon.read_json(str(source[3]))["l1_budget"]
+    result = _solve(layer, tgt)
     canon.write_json(str(target[0]), {k: v for k, v in result.items() if k not in SOLVE_FIELDS})
     canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
+
+
+def ram_budget(target, source, env):
+    return guarded(_ram_budget, target, source, env)
+
+
+def _ram_budget(target, source, env):
+    from tessera import rambudget
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    v = _value(source[1])
+    tgt = dict(v["tiler"], kernels=_value(source[2]))
+    canon.write_json(str(target[0]), rambudget.choose(graph, v["views"], tgt, v["memory"], v["ram_cap"], _solve,
+                                                      v["where"]))
 
 
 # ---- fusion ------------------------------------------------------------------
@@ -165,9 +186,17 @@ def _plan(target, source, env):
             fused_tilings[t["group"]] = t
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
-    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]}
+    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"],
+                         "bands": fused_tilings[s["step"]]["bands"]}
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
     the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
+    if memory.get("ram_cap") is not None:
+        from tessera import rambudget
+        ram = rambudget.total_ram(memplan.memory_report(the_plan))
+        if ram > memory["ram_cap"]:
+            raise TesseraError(memory.get("where", "ram_cap"),
+                               f"the firmware needs {ram} bytes of RAM, more than ram_cap {memory['ram_cap']}",
+                               "raise ram_cap, or plan without fusion (the tile budget is chosen without it)")
     canon.write_json(str(target[0]), the_plan)
     # one slice per layer, in the order the targets were declared
     for layer, node in zip(graph.layers, target[1:]):
@@ -240,6 +269,19 @@ def _gen_network(target, source, env):
         canon.write_atomic(str(node), outputs[os.path.basename(str(node))])
 
 
+def storage_image(target, source, env):
+    return guarded(_storage_image, target, source, env)
+
+
+def _storage_image(target, source, env):
+    from tessera.codegen import image
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    arrays = canon.load_npz(str(source[1]))
+    the_plan = canon.read_json(str(source[2]))
+    image.write(str(target[0]), graph, arrays, the_plan, _value(source[3]))
+
+
 # ---- run and check ----------------------------------------------------------
 
 def run(target, source, env):
@@ -301,6 +343,8 @@ def _check(target, source, env):
     verdict["counts"] = [layer["count"] for layer in result["layers"]]
     verdict["dma"] = [layer["dma"] for layer in result["layers"]]
     verdict["total_count"] = result["total"]
+    if any("io" in layer for layer in result["layers"]):
+        verdict["io"] = [layer.get("io") for layer in result["layers"]]
     if any("cores" in layer for layer in result["layers"]):
         verdict["cores"] = [layer["cores"] for layer in result["layers"]]
         verdict["dma_counts"] = [layer["dma_count"] for layer in result["layers"]]
@@ -353,6 +397,9 @@ def _report(target, source, env):
     report_data["fusion"] = {"policy": sched["policy"], "totals": sched["totals"],
                              "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
                                         for s in sched["steps"] if s["kind"] != "layer"]}
+    if meta.get("storage"):
+        from tessera import ooc
+        report_data["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta)
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)
     if len(target) > 1:

@@ -19,6 +19,12 @@
 
 #include "tessera/hal.h"
 
+#ifdef TSR_STORAGE_WINDOW
+/* storage.c: a strided copy of which one side is on the card */
+void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,
+                     uint32_t dst_stride, uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride);
+#endif
+
 #ifndef TSR_NCORES
 #define TSR_NCORES 1
 #endif
@@ -111,6 +117,15 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
                    uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
 {
     uint32_t p, r;
+#ifdef TSR_STORAGE_WINDOW
+    if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
+        hal_storage_dma(dst, src, bytes, rows, src_stride, dst_stride, planes, src_plane_stride,
+                        dst_plane_stride);
+        hal_dma_bytes[engine] += (uint64_t)bytes * rows * planes;
+        job->pending = 0;
+        return;
+    }
+#endif
     for (p = 0; p < planes; p++) {
         uint8_t *d = (uint8_t *)dst + p * dst_plane_stride;
         const uint8_t *s = (const uint8_t *)src + p * src_plane_stride;

@@ -34,10 +34,34 @@ _cluster_start:
     .option pop
     csrr t0, mhartid
     andi t0, t0, 0x1f
+    /* The stacks share ncores * __cl_stack_size bytes at the top of L1.
+     * Core 0 runs main, the harness and the layer functions beneath the
+     * kernels, so it takes two shares; the others split the rest evenly
+     * (16-byte aligned): with 1 kB each, core 0 overflowed into core 1's
+     * stack under a convolution's kernel frames. Fewer than 4 cores keep
+     * equal shares. */
     la sp, __l1_stacks_top
+#if TSR_NCORES >= 4
+    beqz t0, 1f
+    la t1, __cl_stack_size
+    slli t2, t1, 1
+    sub sp, sp, t2              /* below core 0's two shares */
+    li t3, TSR_NCORES
+    addi t3, t3, -2
+    mul t1, t1, t3              /* what the other cores share */
+    li t3, TSR_NCORES
+    addi t3, t3, -1
+    divu t1, t1, t3
+    andi t1, t1, -16            /* each one's stack */
+    addi t2, t0, -1
+    mul t1, t2, t1
+    sub sp, sp, t1
+1:
+#else
     la t1, __cl_stack_size
     mul t1, t0, t1
     sub sp, sp, t1
+#endif
     la tp, __tls_base
     mv a0, t0
     call tsr_cluster_entry

@@ -39,6 +39,26 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
 void hal_dma_wait(hal_dma_job_t *job);
 extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
 
+/* ---- storage (docs/out_of_core.md) ----------------------------------- *
+ * A target with a `kind: storage` level (an SD card) is built with
+ * TSR_STORAGE_WINDOW and TSR_STORAGE_BYTES: pointers in that window are not
+ * memory but offsets on the card, and hal_dma_start moves them through the
+ * storage driver (reads when the source is there, writes when the
+ * destination is). The driver is one file per platform
+ * (kernels/hal/<platform>/storage.c), the one a board port replaces. */
+#ifdef TSR_STORAGE_WINDOW
+#define HAL_IN_STORAGE(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW) < (uint32_t)TSR_STORAGE_BYTES)
+#define HAL_STORAGE_OFFSET(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW))
+#endif
+/* Open the card (under an emulator: the image file at `path`); 0 on success. */
+int hal_storage_open(const char *path);
+/* Synchronous transfers; 0 on success. */
+int hal_storage_read(void *dst, uint32_t offset, uint32_t bytes);
+int hal_storage_write(uint32_t offset, const void *src, uint32_t bytes);
+/* Transfers the DMA made through the driver: [0] reads, [1] writes. */
+extern uint64_t hal_storage_bytes[2];
+extern uint32_t hal_storage_ops[2];
+
 /* ---- counting and console ------------------------------------------- */
 /* A monotonic count (instructions or cycles, as the target's runner says). */
 uint64_t hal_counter(void);

@@ -59,7 +59,9 @@ def l1_layout(tiling, align=4, layer=None):
                      for _ in range(n_inputs)]}
     for key in BUFFERED:
         nbytes = _bytes(l1, key, where)
-        layout[key] = [take(nbytes) for _ in range(buffering)]
+        # a layer whose weights load once has one weight and parameter buffer
+        n = tiling.get("weight_buffers", buffering) if key in ("weights", "params") else buffering
+        layout[key] = [take(nbytes) for _ in range(n)]
     layout["scratch"] = take(_bytes(l1, "scratch", where))
     layout["total"] = cur
     layout["budget"] = budget

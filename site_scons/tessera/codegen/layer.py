@@ -77,6 +77,12 @@ def _plane_lines(plane, struct, pointers):
     return const, per_tile
 
 
+def _stage(target):
+    """The level streamed weights pass through: GAP8's L2 (w_stage), or the
+    activation level for weights on a storage level."""
+    return target["w_stage"]["level"] if "w_stage" in target else target["act_level"]
+
+
 def generate(layer, graph, tiling, plan_slice, target, model):
     """C source of one layer. target: the codegen view of the target
     (prefix, engines, kernels); model: the model name (comments only)."""
@@ -114,7 +120,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
     spill = plan_slice.get("spill", {})
-    if spill:
+    if spill and "window" in target["spill"]:
+        out.append(f"/* activations swapped out of {target['act_level']} to the storage level "
+                   f"{target['spill']['level']}: offsets on the card, through the HAL's storage driver */\n"
+                   f"#define {prefix}_{target['spill']['level']} ((int8_t *)0x{target['spill']['window']:08x}u)")
+    elif spill:
         out.append(f"extern int8_t {prefix}_{target['spill']['level']}[];   /* activations moved out of "
                    f"{target['act_level']} */")
     if layer.weights and "wstream" not in plan_slice:
@@ -128,8 +138,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append(f"#define ENGINE_SPILL {target['spill']['engine']}   /* {target['spill']['level']} <-> "
                    f"{target['act_level']} */")
     if layer.weights or params:
-        w_from = target["w_stage"]["level"] if "wstream" in plan_slice else target["w_level"]
-        out.append(f"#define ENGINE_W {target['w_engine']}     /* {w_from} -> {target['tile_level']} */")
+        # streamed weights reach the tiles from their staging level (the activation level)
+        w_from = _stage(target) if "wstream" in plan_slice else target["w_level"]
+        w_engine = target["act_engine"] if "wstream" in plan_slice else target["w_engine"]
+        out.append(f"#define ENGINE_W {w_engine}     /* {w_from} -> {target['tile_level']} */")
     out.append("")
     out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
     out.append(f"static const tsr_tile_t tiles[NTILES] = {{")
@@ -163,8 +175,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     # `chunk_c` channels (memplan's weight stream); else straight from their arrays
     stream = plan_slice.get("wstream")
     if stream is not None:
-        out.append(f"/* weights and parameters arrive from {target['w_level']} in chunks of {stream['chunk_c']} "
-                   f"channels, through {target['w_stage']['level']} */")
+        source = target["storage"]["level"] if "storage" in target else target["w_level"]
+        out.append(f"/* weights and parameters arrive from {source} in chunks of {stream['chunk_c']} "
+                   f"channels, through {_stage(target)} */")
         out.append(f"extern tsr_wstream_t {prefix}_wstream;")
         out.append("static const int8_t *chunk;\n")
 
@@ -280,7 +293,20 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
     moved = spill.get("out")
-    if moved is None:
+    if moved is not None and moved.get("band"):
+        # a channel slice on the card: through a band of its rows, every
+        # channel (read, the slice put in, written back; docs/out_of_core.md)
+        row = y.shape[1] * y.shape[2] * out_esize
+        out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
+                   f"            int8_t *band = {prefix}_{target['spill']['level']} + {moved['at']} + t->oh0 * {row};\n"
+                   f"            uint32_t n = (uint32_t)t->oh * {row}u;\n"
+                   f"            hal_dma_start(&io, ENGINE_SPILL, {prefix}_L2 + {moved['bounce']}, band, n, 1, 0, 0, 1, 0, 0);\n"
+                   f"            hal_dma_wait(&io);\n            box.oh0 = 0;\n"
+                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out[b], "
+                   f"{y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
+                   f"            hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, n, 1, 0, 0, 1, 0, 0);\n"
+                   f"            hal_dma_wait(&out[b]);\n        }}")
+    elif moved is None:
         out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
                    f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
     else:

@@ -81,6 +81,8 @@ def view(target, arch):
     levels = target["memory"]
     regions = []
     for name, lvl in levels.items():
+        if lvl["kind"] == "storage":
+            continue    # not memory: a window of offsets on the card (tessera/hal.h)
         if lvl.get("address") is None:
             raise ConfigError(path, f"memory.{name}.address: missing",
                               f"give every level the address where the {target['platform']} platform "

@@ -5,7 +5,7 @@ input.c (the golden input)."""
 
 import numpy as np
 
-from .. import ir
+from .. import guard, ir
 from ..views import param_arrays
 from .cfmt import byte_string, header_comment, section_attr
 from .layer import symbol
@@ -41,12 +41,18 @@ def view(graph, the_plan, target):
                            "scale": f"{out.scale:.9g}", "zero_point": out.zero_point}
     stream = the_plan["weights"].get("stream")
     if stream is not None:
-        v["wstream"] = _stream_view(graph, stream, target)
+        v["wstream"] = _stream_view(graph, stream, target, the_plan["weights"].get("storage"))
+    if target.get("storage"):
+        v["storage"] = {"level": target["storage"]["level"]}
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
         v["core_counts_always"] = target["core_counts"] == "always"
     if spill:
         v["spill"] = {"level": spill["level"], "bytes": spill["bytes"], "section": target["spill"]["section"]}
+        if "window" in target["spill"]:
+            v["spill"]["window"] = target["spill"]["window"]
+    if target.get("guard"):
+        v["guard"] = guard.free_ranges(graph, the_plan)
     return v
 
 
@@ -64,10 +70,12 @@ def _output(layer, graph, offsets, spilled):
     return out
 
 
-def _stream_view(graph, stream, target):
-    """The weight stream's table: per chunk, the pieces (array, first byte,
-    bytes, offset in the buffer) that bring it in."""
+def _stream_view(graph, stream, target, storage=None):
+    """The weight stream's table: per chunk, the pieces (source, bytes,
+    offset in the buffer) that bring it in. A source is an array and its
+    first byte, or a place on the storage level (a window address)."""
     arrays, chunks = {}, []
+    on_card = storage["layers"] if storage else {}
     for chunk in stream["chunks"]:
         layer = graph.layer(chunk["layer"])
         layout = stream["layers"][layer.name]["layout"]
@@ -77,12 +85,21 @@ def _stream_view(graph, stream, target):
         rows += [(name, ctype, size) for name, ctype, size in param_arrays(layer)]
         pieces = []
         for name, ctype, size in rows:
-            sym = symbol(target["prefix"], layer.name, name)
-            arrays[sym] = ctype
-            pieces.append([sym, chunk["c0"] * size, chunk["n"] * size, chunk["at"] + layout[name]])
-        assert pieces[0][3] == chunk["at"], "a chunk's first piece starts its buffer (tsr_wstream_next)"
+            if layer.name in on_card:
+                where = on_card[layer.name]
+                src = f"0x{target['storage']['window'] + where['at'] + where['arrays'][name] + chunk['c0'] * size:08x}u"
+            else:
+                sym = symbol(target["prefix"], layer.name, name)
+                arrays[sym] = ctype
+                src = f"{sym} + {chunk['c0'] * size}"
+            pieces.append([src, chunk["n"] * size, chunk["at"] + layout[name]])
+        assert pieces[0][2] == chunk["at"], "a chunk's first piece starts its buffer (tsr_wstream_next)"
         chunks.append({"layer": layer.name, "c0": chunk["c0"], "n": chunk["n"], "pieces": pieces})
-    return {"end": stream["end"], "engine": target["w_stage"]["engine"], "from": target["w_level"],
+    if storage:
+        engine, source = target["storage"]["engine"], storage["level"]
+    else:
+        engine, source = target["w_stage"]["engine"], target["w_level"]
+    return {"end": stream["end"], "engine": engine, "from": source,
             "level": stream["level"], "arrays": dict(sorted(arrays.items())), "chunks": chunks}
 
 
@@ -136,7 +153,11 @@ def source(v):
     out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
     out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
     spill = v.get("spill")
-    if spill:
+    if spill and "window" in spill:
+        out.append(f"/* activations the {v['levels']['activations']} arena cannot hold, swapped to the storage "
+                   f"level {spill['level']} (offsets on the card, through the HAL's storage driver) */")
+        out.append(f"#define {p}_{spill['level']} ((int8_t *)0x{spill['window']:08x}u)\n")
+    elif spill:
         out.append(f"/* activations the {v['levels']['activations']} arena cannot hold, moved to {spill['level']} */")
         out.append(f"int8_t {p}_{spill['level']}[{spill['bytes']}] {section_attr(spill['section'], 8)};\n")
     for layer in v["layers"]:
@@ -194,8 +215,8 @@ def _stream_source(p, st):
     for chunk in st["chunks"]:
         first.append(n)
         out.append(f"    /* {chunk['layer']}: channels {chunk['c0']}..{chunk['c0'] + chunk['n'] - 1} */")
-        for sym, start, nbytes, at in chunk["pieces"]:
-            out.append(f"    {{(const int8_t *){sym} + {start}, {p}_L2 + {at}, {nbytes}}},")
+        for src, nbytes, at in chunk["pieces"]:
+            out.append(f"    {{(const int8_t *){src}, {p}_L2 + {at}, {nbytes}}},")
             n += 1
     first.append(n)
     out.append("};")
@@ -223,6 +244,47 @@ def golden_input(v, inputs):
     return "\n".join(out)
 
 
+def _guard_source(p, ranges):
+    """guard=1 (tessera.guard): per layer, the activation arena's free
+    ranges, filled with a pattern before the layer and checked after it."""
+    rows, first = [], [0]
+    for step in ranges:
+        rows += [f"{{{at}u, {n}u}}" for at, n in step]
+        first.append(len(rows))
+    body = ",\n    ".join(rows) if rows else "{0u, 0u}"
+    return f"""extern int8_t {p}_L2[];
+static const uint32_t guard_ranges[][2] = {{
+    {body}
+}};
+static const uint32_t guard_first[] = {{{', '.join(map(str, first))}}};
+
+/* a byte that depends on its offset: a shifted copy of the pattern does not pass */
+static uint8_t guard_byte(uint32_t k)
+{{
+    return (uint8_t)(0xa5u ^ k ^ (k >> 8));
+}}
+
+static void guard_fill(int i)
+{{
+    uint32_t r, k;
+    for (r = guard_first[i]; r < guard_first[i + 1]; r++)
+        for (k = guard_ranges[r][0]; k < guard_ranges[r][0] + guard_ranges[r][1]; k++)
+            ((uint8_t *){p}_L2)[k] = guard_byte(k);
+}}
+
+static void guard_check(int i)
+{{
+    uint32_t r, k;
+    for (r = guard_first[i]; r < guard_first[i + 1]; r++)
+        for (k = guard_ranges[r][0]; k < guard_ranges[r][0] + guard_ranges[r][1]; k++)
+            if (((const uint8_t *){p}_L2)[k] != guard_byte(k)) {{
+                printf("TSR guard %d %s offset=%lu\\n", i, {p}_layers[i].name, (unsigned long)k);
+                return;
+            }}
+}}
+"""
+
+
 def harness(v):
     """main() of a test run: golden input in, per-layer checksum/count/DMA
     lines out, then every output in hex. The check step parses this."""
@@ -239,7 +301,24 @@ def harness(v):
                "static int dump_layer = -1;\n")
     out.append("""static uint32_t fnv1a(const uint8_t *p, uint32_t n)
 {
-    uint32_t h = 2166136261u;
+    uint32_t h = 2166136261u;""" + ("""
+#ifdef TSR_STORAGE_WINDOW
+    if (HAL_IN_STORAGE(p)) {   /* an output swapped to the card: read it back in pieces */
+        uint8_t buf[256];
+        uint32_t at = HAL_STORAGE_OFFSET(p);
+        while (n) {
+            uint32_t k, m = n > sizeof buf ? (uint32_t)sizeof buf : n;
+            hal_storage_read(buf, at, m);
+            for (k = 0; k < m; k++) {
+                h ^= buf[k];
+                h *= 16777619u;
+            }
+            at += m;
+            n -= m;
+        }
+        return h;
+    }
+#endif""" if v.get("storage") else "") + """
     while (n--) {
         h ^= *p++;
         h *= 16777619u;
@@ -266,7 +345,17 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     char line[129];
     printf("TSR %s %d ", tag, i);
     while (n) {
-        uint32_t k, m = n > 64 ? 64 : n;
+        uint32_t k, m = n > 64 ? 64 : n;""" + ("""
+#ifdef TSR_STORAGE_WINDOW
+        uint8_t buf[64];
+        if (HAL_IN_STORAGE(p)) {
+            hal_storage_read(buf, HAL_STORAGE_OFFSET(p), m);
+            for (k = 0; k < m; k++) {
+                line[2 * k] = digits[buf[k] >> 4];
+                line[2 * k + 1] = digits[buf[k] & 15];
+            }
+        } else
+#endif""" if v.get("storage") else "") + """
         for (k = 0; k < m; k++) {
             line[2 * k] = digits[p[k] >> 4];
             line[2 * k + 1] = digits[p[k] & 15];
@@ -306,18 +395,39 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     }"""
     else:
         core_start = core_end = ""
+    io_start = io_end = ""
+    if v.get("storage"):
+        # the card's traffic in the layer's window: bytes read, written, and the transfers
+        out.append("static uint64_t start_io[2];\nstatic uint32_t start_ops[2];\n")
+        io_start = """
+        for (e = 0; e < 2; e++) {
+            start_io[e] = hal_storage_bytes[e];
+            start_ops[e] = hal_storage_ops[e];
+        }"""
+        io_end = """
+    fputs(" io=", stdout);
+    print_u64(hal_storage_bytes[0] - start_io[0]);
+    fputs(",", stdout);
+    print_u64(hal_storage_bytes[1] - start_io[1]);
+    printf(",%lu,%lu", (unsigned long)(hal_storage_ops[0] - start_ops[0]),
+           (unsigned long)(hal_storage_ops[1] - start_ops[1]));"""
+    g = v.get("guard")
+    if g is not None:
+        out.append(_guard_source(p, g))
+    fill = "\n        guard_fill(i);" if g is not None else ""
+    check = "\n    guard_check(i);" if g is not None else ""
     out.append(f"""static void trace(int i, int end)
 {{
     const tsr_layer_info_t *layer = &{p}_layers[i];
     uint64_t now;
     int e;
-    if (!end) {{
+    if (!end) {{{fill}
         for (e = 0; e < ENGINES; e++)
-            start_dma[e] = hal_dma_bytes[e];{core_start}
+            start_dma[e] = hal_dma_bytes[e];{core_start}{io_start}
         start_count = hal_counter();
         return;
     }}
-    now = hal_counter();
+    now = hal_counter();{check}
     printf("TSR layer %d %s fnv=%08lx count=", i, layer->name,
            (unsigned long)fnv1a((const uint8_t *)layer->output, layer->output_bytes));
     print_u64(now - start_count);
@@ -326,7 +436,7 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
         if (e)
             fputs(",", stdout);
         print_u64(hal_dma_bytes[e] - start_dma[e]);
-    }}{core_end}
+    }}{core_end}{io_end}
     fputs("\\n", stdout);
     if (i == dump_layer)
         print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
@@ -343,6 +453,12 @@ int main(int argc, char **argv)
             profile = 1;""" if cores else "") + f"""
     hal_init();
     {p}_init();""")
+    if v.get("storage"):
+        out.append(f"""    for (k = 1; k < argc; k++)
+        if (strncmp(argv[k], "storage=", 8) == 0 && hal_storage_open(argv[k] + 8) != 0) {{
+            fprintf(stderr, "tessera: cannot open the storage image %s\\n", argv[k] + 8);
+            return 2;
+        }}""")
     for i, t in enumerate(v["inputs"]):
         out.append(f"    memcpy({p}_input({i}), {p}_golden_input{i}, {t['bytes']});")
     out.append(f"""    total = hal_counter();

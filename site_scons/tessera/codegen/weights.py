@@ -29,7 +29,30 @@ def _channel_values(layer, name, weights, channels):
     return np.ascontiguousarray(full.transpose(2, 0, 1)).reshape(channels, plane[0] * plane[1])
 
 
+def arrays(layer, graph, weights, target):
+    """[(array name, C type, values)] of a layer's constants, in the kernel
+    library's layout (what the C arrays, or the storage image, hold)."""
+    channels = graph.tensor(layer.output).shape[2]
+    out = []
+    if layer.weights:
+        lib = library(target["kernels"])
+        out.append(("weights", "int8_t", lib.weights_layout(layer, weights[layer.weights]).reshape(-1)))
+    ctypes = {"int32_t": np.int32, "int8_t": np.int8}
+    for name, ctype, size in param_arrays(layer):
+        values = _channel_values(layer, name, weights, channels)
+        assert values.size * np.dtype(ctypes[ctype]).itemsize == size * channels, (layer.name, name)
+        info = np.iinfo(ctypes[ctype])
+        assert values.min() >= info.min and values.max() <= info.max, (layer.name, name)
+        out.append((name, ctype, values.reshape(-1).astype(ctypes[ctype])))
+    return out
+
+
 def generate(layer, graph, weights, target):
+    storage = target.get("storage")
+    if storage is not None and layer.name in storage["layers"]:
+        # its constants are on the card (storage.bin); nothing in flash
+        return header_comment([f"tessera: constants of layer {layer.name}: on the storage level "
+                               f"{storage['level']} (storage.bin), none here."]) + "\n"
     prefix = target["prefix"]
     section = target["sections"].get("weights", "")
     channels = graph.tensor(layer.output).shape[2]

@@ -7,6 +7,7 @@ targets/ or models/, or a path to a YAML file elsewhere) into (name, path).
 import os
 
 from ..errors import ConfigError
+from .cli import check_arguments
 from .model import load_model, parse_model
 from .target import isa_defines, load_target, parse_target, usable_bytes
 from .yamlio import load_yaml
@@ -31,7 +32,7 @@ def output_dir(path):
                           "give a writable directory") from None
     return full
 
-__all__ = ["output_dir", "resolve", "available", "load_target", "load_model", "parse_target",
+__all__ = ["check_arguments", "output_dir", "ConfigError", "resolve", "available", "load_target", "load_model", "parse_target",
            "parse_model", "usable_bytes", "load_yaml", "describe_all"]
 
 FOLDERS = {"target": "targets", "model": "models"}

@@ -63,6 +63,9 @@ MODEL = Field("map", fields={
     "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it): model "
                          "(the calibrated cost model) or measured (the variants built and run)",
                          default="model", choices=("model", "measured")),
+    "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
+                     "many bytes: the tile budget is the largest that fits (ram_cap= on the command line wins)",
+                     minimum=1),
     "note": Field("str", default=""),
 })
 

@@ -13,11 +13,26 @@ from .yamlio import load_yaml
 
 # ISA extensions kernels can be built for (each defines TSR_ISA_<NAME>)
 ISA_EXTENSIONS = ("xpulpv2",)
-MEMORY_KINDS = ("scratchpad", "sram", "flash", "external", "host")
+MEMORY_KINDS = ("scratchpad", "sram", "flash", "external", "host", "storage")
+# what only a `kind: storage` level (SD card, QSPI flash behind a driver)
+# has: it is reached through the HAL's storage driver, not by loads and stores
+STORAGE_KEYS = ("read_bandwidth", "write_bandwidth", "latency_us", "block", "endurance")
 ROLES = ("tiles", "activations", "weights")
-# what each platform can be: the most compute cores it has (the host runs
-# its "cores" in turn; a Cortex-M has one; a PULP cluster eight)
-PLATFORM_CORES = {"host": 64, "cortexm": 1, "pulp_open": 8, "qemu_virt_rv32": 8}
+# The most compute cores each platform has, as facts with their sources
+# (docs/bad_input.md#core-limits; tests/test_config.py checks the C headers):
+# - host: the HAL runs the cores in turn; HAL_MAX_CORES (16,
+#   kernels/include/tessera/hal.h) sizes every HAL's per-core state
+# - cortexm: the STM32H743 (Cortex-M7, DS12110) and STM32F446 (Cortex-M4,
+#   DS10693) are single-core, and so are QEMU's mps2-an500/an386 boards
+# - pulp_open: the PULP cluster's 8 worker cores (GVSoC's pulp_open
+#   cluster.json: nb_pe 9 with has_cc, the 9th the cluster controller;
+#   tessera's HAL: PO_CL_MAX_CORES 8, kernels/hal/pulp_open/pulp_open.h)
+# - qemu_virt_rv32: GAP8's cluster of 8 cores (GAP8 datasheet: a fabric
+#   controller and an 8-core cluster); on QEMU's virt, hart 0 is the fabric
+#   controller and harts 1..cores the cluster (kernels/hal/qemu_virt_rv32/
+#   crt.S), so cores is also below the runner's -smp
+HAL_MAX_CORES = 16
+PLATFORM_CORES = {"host": HAL_MAX_CORES, "cortexm": 1, "pulp_open": 8, "qemu_virt_rv32": 8}
 # every platform tessera builds for has a 32-bit address space
 ADDRESS_SPACE = 1 << 32
 KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -25,7 +40,7 @@ KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.pa
 
 LEVEL = Field("map", fields={
     "size": Field("int", "bytes", required=True, minimum=1, maximum=ADDRESS_SPACE),
-    "kind": Field("str", "scratchpad | sram | flash | external | host", required=True,
+    "kind": Field("str", "scratchpad | sram | flash | external | host | storage", required=True,
                   choices=MEMORY_KINDS),
     "address": Field("int", "base address where the platform needs one", minimum=0,
                      maximum=ADDRESS_SPACE - 1),
@@ -33,6 +48,12 @@ LEVEL = Field("map", fields={
                       default={}, values=Field("int", minimum=0)),
     "writable": Field("bool", "false for flash-like read-only levels", default=True),
     "note": Field("str", "where the value comes from (datasheet, assumption)", default=""),
+    # kind: storage only (docs/out_of_core.md)
+    "read_bandwidth": Field("number", "storage: sustained read bytes per second", minimum=1),
+    "write_bandwidth": Field("number", "storage: sustained write bytes per second", minimum=1),
+    "latency_us": Field("number", "storage: fixed microseconds of every transfer (command, seek)", minimum=0),
+    "block": Field("int", "storage: bytes of a block; transfers move whole blocks", minimum=1),
+    "endurance": Field("int", "storage: write cycles a block survives (wear)", minimum=1),
 })
 
 DMA = Field("map", fields={
@@ -84,6 +105,9 @@ TARGET = Field("map", fields={
     "kernels": Field("str", "kernel library under kernels/ (reference, pulp_nn, cmsis_nn)",
                      required=True),
     "runner": RUNNER,
+    "clock_hz": Field("int", "core clock, to put compute counts and storage times on one scale", minimum=1),
+    "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
+                     "many bytes: the tile budget is the largest that fits (a model's ram_cap: wins)", minimum=1),
     "note": Field("str", default=""),
 })
 
@@ -104,6 +128,14 @@ def _check_cross_references(target, path):
     if target["cores"] > most:
         raise ConfigError(path, f"cores: {target['cores']}, but a {target['platform']} platform has at most "
                           f"{most}", f"set cores to 1..{most}")
+    args = [str(a) for a in target["runner"]["args"]]
+    if target["platform"] == "qemu_virt_rv32" and "-smp" in args[:-1]:
+        smp = args[args.index("-smp") + 1]
+        harts = int(smp) if smp.isdigit() else None
+        if harts is None or target["cores"] + 1 > harts:
+            raise ConfigError(path, f"cores: {target['cores']} with runner.args -smp {smp}",
+                              "QEMU's hart 0 is the fabric controller and harts 1..cores the cluster: "
+                              f"give -smp {target['cores'] + 1} or fewer cores")
     kernels = target["kernels"]
     if os.sep in kernels or kernels.startswith(".") or not os.path.isfile(
             os.path.join(KERNELS_DIR, kernels, "library.yaml")):
@@ -115,6 +147,7 @@ def _check_cross_references(target, path):
             if dma[end] not in levels:
                 raise ConfigError(path, f"dma[{i}].{end}: unknown level {dma[end]!r}",
                                   f"use one of {', '.join(levels)}")
+    _check_storage(target, path)
     for name, level in levels.items():
         if level.get("address") is not None and level["address"] + level["size"] > ADDRESS_SPACE:
             raise ConfigError(path, f"memory.{name}: address 0x{level['address']:x} plus {level['size']} bytes "
@@ -129,6 +162,44 @@ def _check_cross_references(target, path):
                           "drop xpulpv2 or run on GVSoC")
     if target["runner"]["kind"] != "host" and not target["runner"]["program"]:
         raise ConfigError(path, "runner.program: missing", "name the emulator, e.g. qemu-system-arm")
+
+
+def _check_storage(target, path):
+    """A storage level has its figures, and only it has them; tiles and
+    activations never live there (the planner swaps them through SRAM)."""
+    levels = target["memory"]
+    for name, level in levels.items():
+        given = [k for k in STORAGE_KEYS if level.get(k) is not None]
+        if level["kind"] != "storage":
+            if given:
+                raise ConfigError(path, f"memory.{name}.{given[0]}: only a `kind: storage` level has it",
+                                  f"drop it, or set memory.{name}.kind: storage")
+            continue
+        for key in STORAGE_KEYS:
+            if level.get(key) is None:
+                raise ConfigError(path, f"memory.{name}.{key}: missing for a storage level",
+                                  f"give the card's figure ({LEVEL.fields[key].doc})")
+        if level.get("address") is None:
+            raise ConfigError(path, f"memory.{name}.address: missing for a storage level",
+                              "give a window address no memory uses: the HAL reads pointers there as "
+                              "storage offsets")
+        if not level["writable"]:
+            raise ConfigError(path, f"memory.{name}.writable: false for a storage level",
+                              "storage also holds swapped activations: drop writable: false")
+        if sum(1 for lv in levels.values() if lv["kind"] == "storage") > 1:
+            raise ConfigError(path, f"memory.{name}: a second storage level", "declare one storage level")
+        for role in ("tiles", "activations"):
+            if target["place"][role] == name:
+                raise ConfigError(path, f"place.{role}: {name} is storage",
+                                  f"place {role} in SRAM; the planner moves what does not fit to {name}")
+        if target.get("clock_hz") is None:
+            raise ConfigError(path, "clock_hz: missing with a storage level",
+                              "give the core clock in Hz (it puts compute and IO times on one scale)")
+
+
+def storage_level(target):
+    """Name of the target's storage level, or None."""
+    return next((n for n, lv in target["memory"].items() if lv["kind"] == "storage"), None)
 
 
 def isa_defines(target):

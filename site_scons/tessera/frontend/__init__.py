@@ -9,7 +9,7 @@ import onnx
 
 from ..errors import FrontendError
 from .builder import Builder
-from .gate import check_onnx, check_single_producers, ort_refusal
+from .gate import check_arity, check_attributes, check_initializers, check_text, check_onnx, check_single_producers, ort_refusal
 from .nemo import NemoParser
 from .normalize import normalize
 from .onnxgraph import OnnxGraph, load, read_model
@@ -115,7 +115,11 @@ def import_onnx(path, name, input_types=None, input_shape=None):
     if parser is None:
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
     if dialect in INTEGER_DIALECTS:
+        check_text(g.model, path)
         check_single_producers(g.model, path)
+        check_attributes(g.model, path)
+        check_arity(g.model, path)
+        check_initializers(g.model, path)
         return parser(g, Builder(name, dialect, path), input_types).parse()
     check_onnx(g.model, path)
     refusal = ort_refusal(g.model, path)

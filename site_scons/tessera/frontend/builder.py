@@ -47,6 +47,12 @@ class Builder:
         if source_dtype not in STORAGE_SHIFT:
             raise FrontendError(self.path, f"tensor {name!r} has dtype {source_dtype}",
                                 "activations must be int8, uint8 or int32")
+        if not shape or any(int(d) < 1 for d in shape):
+            # a zero or negative dimension (a graph input's, or a window larger
+            # than its input) makes an empty or negative-sized tensor
+            raise FrontendError(self.path, f"tensor {name!r} has shape {[int(d) for d in shape]}",
+                                "every dimension must be 1 or more: check the input shape and the layers' "
+                                "kernels, strides and pads")
         dtype = "int32" if source_dtype == "int32" else "int8"
         self.tensors[name] = Tensor(
             name=name, shape=[int(d) for d in shape], dtype=dtype,
@@ -139,6 +145,11 @@ class Builder:
         co = w.shape[0]
         group = geometry["group"]
         kernel, stride, pad = geometry["kernel"], geometry["stride"], geometry["pad"]
+        # the weights' shape against the input's channels and the window: a
+        # graph whose declared shapes disagree is one line, not a reshape error
+        if w.ndim != 4 or group < 1 or w.shape[1] * group != ci or list(w.shape[2:]) != list(kernel):
+            raise FrontendError(where, f"weights of shape {list(w.shape)} (group {group}, kernel {list(kernel)}) "
+                                f"for a {ci}-channel input", "the weights must be [Co, Ci/group, kh, kw]")
         if group == 1:
             if list(kernel) == [1, 1] and list(stride) == [1, 1] and not any(pad):
                 op, wl = "pointwise", w.reshape(co, ci)
@@ -344,6 +355,11 @@ class Builder:
         co = w.shape[0]
         group = geometry["group"]
         kernel, stride, pad = geometry["kernel"], geometry["stride"], geometry["pad"]
+        # the weights' shape against the input's channels and the window: a
+        # graph whose declared shapes disagree is one line, not a reshape error
+        if w.ndim != 4 or group < 1 or w.shape[1] * group != ci or list(w.shape[2:]) != list(kernel):
+            raise FrontendError(where, f"weights of shape {list(w.shape)} (group {group}, kernel {list(kernel)}) "
+                                f"for a {ci}-channel input", "the weights must be [Co, Ci/group, kh, kw]")
         if group == 1:
             if list(kernel) == [1, 1] and list(stride) == [1, 1] and not any(pad):
                 return "pointwise", w.reshape(co, ci)

@@ -145,3 +145,100 @@ def ort_refusal(model, path):
         return FrontendError(path, f"ONNX Runtime refuses the model: {_ort_reason(err)}",
                              "fix or re-export the model; tessera builds only models ONNX Runtime can run")
     return None
+
+
+# attribute name -> the AttributeProto types a reader of the integer dialects
+# accepts: window geometry lists of ints, flags and axes ints, numeric
+# scalars as a float, an int or a one-element tensor (Deeploy writes
+# RequantShift's as tensors and Pad's value as an int)
+_INTS = {"kernel_shape", "strides", "dilations", "pads", "axes", "perm", "shape"}
+_INT = {"group", "axis", "to", "transA", "transB", "ceil_mode", "keepdims", "count_include_pad",
+        "storage_order"}
+_SCALAR = {"alpha", "beta", "min", "max", "div", "n_levels", "n_levels_out", "signed", "value"}
+_STRING = {"mode", "auto_pad"}
+_AP = onnx.AttributeProto
+
+
+def check_attributes(model, path):
+    """Every attribute the integer dialects' parsers read holds a value of
+    the kind they read (the full checker does this for the standard
+    dialects; these graphs' custom ops keep them from it)."""
+    for node in model.graph.node:
+        for a in node.attribute:
+            where = f"node {node.name!r} ({node.op_type}): attribute {a.name!r}"
+            try:
+                value = onnx.helper.get_attribute_value(a)
+            except Exception:
+                value = None
+            if value is None:
+                raise FrontendError(path, f"{where} has no value of a known type", "re-export the model")
+            if a.name == "value" and node.op_type == "Constant":
+                continue
+            want = (("INTS", a.type == _AP.INTS) if a.name in _INTS else
+                    ("INT", a.type == _AP.INT) if a.name in _INT else
+                    ("STRING", a.type == _AP.STRING) if a.name in _STRING else
+                    ("a number", a.type in (_AP.FLOAT, _AP.INT) or a.type == _AP.TENSOR and _one_number(a.t))
+                    if a.name in _SCALAR else (None, True))
+            if not want[1]:
+                raise FrontendError(path, f"{where} has type {_AP.AttributeType.Name(a.type)}, expected {want[0]}",
+                                    "re-export the model")
+
+
+def _one_number(t):
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception:
+        return False
+    return arr.size == 1 and arr.dtype.kind in "biuf"
+
+
+# custom ops of the integer dialects, and Deeploy's Pad (the opset-2 form,
+# `pads` an attribute, under later opsets): (inputs, outputs)
+_CUSTOM_ARITY = {"RequantShift": ((3, 3), (1, 1)), "Pad": ((1, 3), (1, 1))}
+
+
+def check_arity(model, path):
+    """Every node has as many inputs and outputs as its op takes (the ONNX
+    schema of the model's opset; RequantShift three and one): the parsers
+    index them. An op without a schema is left to the parser to name."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    for node in model.graph.node:
+        if node.op_type in _CUSTOM_ARITY:
+            (lo_in, hi_in), (lo_out, hi_out) = _CUSTOM_ARITY[node.op_type]
+        else:
+            try:
+                schema = onnx.defs.get_schema(node.op_type, opset or onnx.defs.onnx_opset_version(), "")
+            except Exception:
+                continue
+            lo_in, hi_in, lo_out, hi_out = schema.min_input, schema.max_input, schema.min_output, schema.max_output
+        n_in = len(node.input)
+        n_out = len([o for o in node.output if o])
+        if not lo_in <= n_in <= hi_in or not lo_out <= n_out <= hi_out:
+            raise FrontendError(path, f"node {node.name!r} ({node.op_type}): {n_in} inputs and {n_out} outputs",
+                                f"{node.op_type} takes {lo_in}..{hi_in} inputs and {lo_out}..{hi_out} outputs; "
+                                "re-export the model")
+
+
+def check_text(model, path):
+    """Every name in the graph is UTF-8 text (protobuf hands back bytes for
+    a string that is not, which no later step can print or write)."""
+    g = model.graph
+    named = [("node", n.name) for n in g.node] + [("op type", n.op_type) for n in g.node]
+    named += [("tensor", t) for n in g.node for t in list(n.input) + list(n.output)]
+    named += [("attribute", a.name) for n in g.node for a in n.attribute]
+    named += [("tensor", i.name) for i in list(g.initializer) + list(g.input) + list(g.output) + list(g.value_info)]
+    for kind, name in named:
+        if not isinstance(name, str):
+            raise FrontendError(path, f"a {kind} name is not UTF-8 text ({bytes(name)[:40]!r})", "re-export the model")
+
+
+def check_initializers(model, path):
+    """Every initializer and Constant value is readable: its data matches
+    its type and dims (the full checker's job for the standard dialects)."""
+    for init in model.graph.initializer:
+        _array(init, path)
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for a in node.attribute:
+                if a.name == "value":
+                    _array(a.t, path)

@@ -214,8 +214,10 @@ class NemoParser(IntegerParser):
         if len(node.input) > 2 and node.input[2]:
             hi = float(self.const(node.input[2]).reshape(()))
         for v in (lo, hi):
-            if not math.isinf(v) and v != int(v):
+            if math.isnan(v) or not math.isinf(v) and v != int(v):
                 raise FrontendError(self.where(node), f"Clip bound {v} is not an integer")
+        if lo > hi:
+            raise FrontendError(self.where(node), f"Clip bounds min {lo} > max {hi}", "re-export the model")
         return lo, hi
 
     def _requant(self, acc, y, mul, add, den, lo, hi, where):

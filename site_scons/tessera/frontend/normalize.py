@@ -178,6 +178,12 @@ def pin_inputs(model, path, input_shape=None):
     ({input name or "*": [dims]}). Returns the names whose batch was pinned."""
     inits = {i.name for i in model.graph.initializer}
     pinned = []
+    names = [vi.name for vi in model.graph.input if vi.name not in inits]
+    for key in sorted(input_shape or {}):
+        if key != "*" and key not in names:
+            # a misspelt input name would otherwise be ignored without a word
+            raise FrontendError(path, f"input_shape.{key}: the model has no graph input {key!r}",
+                                f"its inputs: {', '.join(names)}")
     for vi in model.graph.input:
         if vi.name in inits:
             continue

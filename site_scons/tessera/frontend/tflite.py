@@ -34,6 +34,7 @@ from .builder import Builder
 # schema.fbs enums (TensorType, Padding, ActivationFunctionType)
 INT8, INT32, FLOAT32, UINT8, INT16 = 9, 2, 0, 3, 7
 TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "int16", 9: "int8"}
+ZERO_POINT_RANGE = {INT8: (-128, 127), UINT8: (0, 255), INT16: (-32768, 32767)}
 SAME, VALID = 0, 1
 ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
 ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
@@ -129,8 +130,18 @@ class _Model:
         if b is None or b.DataLength() == 0:
             return None
         dtype = {INT8: np.int8, INT32: np.int32, FLOAT32: np.float32, UINT8: np.uint8,
-                 INT16: np.int16, 4: np.int64}[t.Type()]
-        return np.frombuffer(b.DataAsNumpy().tobytes(), dtype=dtype).reshape(self.shape(i))
+                 INT16: np.int16, 4: np.int64}.get(t.Type())
+        if dtype is None:
+            raise FrontendError(self.path, f"tensor {i} ({self.name(i)!r}): a constant of type "
+                                f"{TYPE_NAMES.get(t.Type(), t.Type())}", INT8_FIX)
+        raw = b.DataAsNumpy().tobytes()
+        shape = self.shape(i)
+        want = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if len(raw) != want:
+            raise FrontendError(self.path, f"tensor {i} ({self.name(i)!r}): its buffer holds {len(raw)} bytes, "
+                                f"its shape {shape} of {np.dtype(dtype).name} needs {want}",
+                                "a damaged model: re-convert it")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape)
 
     def quant(self, i):
         """(scales float32 array, zero points int array, quantized dimension) or None."""
@@ -138,7 +149,22 @@ class _Model:
         if q is None or q.ScaleLength() == 0:
             return None
         zps = q.ZeroPointAsNumpy() if q.ZeroPointLength() else np.zeros(q.ScaleLength(), np.int64)
-        return np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zps, np.int64), q.QuantizedDimension()
+        scales, zps = np.asarray(q.ScaleAsNumpy(), np.float32), np.asarray(zps, np.int64)
+        where = f"tensor {i} ({self.name(i)!r})"
+        if zps.size != scales.size:
+            raise FrontendError(self.path, f"{where}: {scales.size} scales but {zps.size} zero points",
+                                "a damaged model: re-convert it")
+        bad = ~np.isfinite(scales) | (scales <= 0)
+        if bad.any():
+            raise FrontendError(self.path, f"{where}: quantization scale {scales[np.argmax(bad)]}",
+                                "a quantization scale must be a finite number above 0; re-convert the model")
+        lo, hi = ZERO_POINT_RANGE.get(self.tensor(i).Type(), (-(1 << 31), (1 << 31) - 1))
+        if zps.min() < lo or zps.max() > hi:
+            z = zps[np.argmax((zps < lo) | (zps > hi))]
+            raise FrontendError(self.path, f"{where}: zero point {z} outside its "
+                                f"{TYPE_NAMES.get(self.tensor(i).Type(), 'type')} range [{lo}, {hi}]",
+                                "a damaged model: re-convert it")
+        return scales, zps, q.QuantizedDimension()
 
     def options(self, op, cls):
         o = getattr(self.tfl, cls)()
@@ -187,7 +213,8 @@ class TfliteParser:
     # ---- errors and small helpers ------------------------------------------
 
     def fail(self, i, opname, what, fix=None):
-        raise FrontendError(self.path, f"operator {i} ({opname}): {what}", fix)
+        where = f"operator {i} ({opname})" if i >= 0 else f"graph {opname}"   # i < 0: not an operator's
+        raise FrontendError(self.path, f"{where}: {what}", fix)
 
     def scale_zp(self, t, i, opname):
         q = self.m.quant(t)
@@ -321,6 +348,10 @@ class TfliteParser:
                 hint = HINTS.get(name, "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
                 self.fail(i, name, "not supported by tessera's TFLite import", hint)
             handler(i, name, op, [int(t) for t in op.InputsAsNumpy()], [int(t) for t in op.OutputsAsNumpy()])
+        if self.drop_final_softmax and not getattr(self, "dropped_softmax", False):
+            # asked for, but nothing to drop: say so rather than build the model unchanged
+            raise FrontendError(self.path, "drop_final_softmax: the model has no SOFTMAX",
+                                "drop the key from the model YAML")
         self.b.inputs = inputs
         outputs = []
         for t in sg.OutputsAsNumpy():
@@ -345,6 +376,8 @@ class TfliteParser:
                           "tessera's kernels have no dilated convolution: use dilation 1")
         eh, ew = dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1
         sh, sw = o.StrideH(), o.StrideW()
+        if sh < 1 or sw < 1:
+            self.fail(i, opname, f"stride {sh}x{sw}", "strides are 1 or more; re-convert the model")
         if o.Padding() == SAME:
             (t, bt), (l, r) = same_padding(x_shape[0], eh, sh), same_padding(x_shape[1], ew, sw)
         else:
@@ -692,6 +725,7 @@ class TfliteParser:
         if outs[0] not in self.graph_outputs or self.consumers.get(outs[0]):
             self.fail(i, opname, "drop_final_softmax drops only a SOFTMAX that is the model's output")
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
+        self.dropped_softmax = True
 
     def reshape(self, i, opname, op, ins, outs):
         x = self.act_tensor(ins[0], i, opname)
@@ -732,5 +766,24 @@ class TfliteParser:
 
 
 def import_tflite(path, name, drop_final_softmax=False):
-    """Lower the .tflite file at `path` to (Graph, {key: array})."""
-    return TfliteParser(path, name, drop_final_softmax).parse()
+    """Lower the .tflite file at `path` to (Graph, {key: array}), once the
+    TFLite interpreter runs it (frontend.tflite_gate). The parser's own
+    one-line errors win when it names the operator (an op or a type tessera
+    does not take); anything else it trips on in a model the interpreter
+    refuses is the interpreter's refusal."""
+    from .tflite_gate import check_identifier, interpreter_refusal
+    check_identifier(path)
+    refusal, structural = interpreter_refusal(path)
+    if structural:
+        raise refusal
+    try:
+        result = TfliteParser(path, name, drop_final_softmax).parse()
+    except FrontendError:
+        raise
+    except Exception:
+        if refusal is None:
+            raise
+        raise refusal from None
+    if refusal is not None:
+        raise refusal
+    return result

@@ -7,6 +7,7 @@ int8 or int32 as the IR says). The firmware must match it bit for bit.
 import numpy as np
 
 from . import ops
+from ..errors import TesseraError
 from ..ir import RESIZE_FRAC
 
 GOLDEN_VERSION = "1"
@@ -60,6 +61,12 @@ def run_layer(layer, graph, weights, values):
     return y
 
 
+class GoldenError(TesseraError):
+    """A layer whose integer arithmetic leaves the widths its framework
+    computes in (an int32 accumulator that overflows on the golden input):
+    no exact answer exists to check the firmware against."""
+
+
 def run(graph, weights, inputs):
     """Every tensor's value: inputs (name -> stored array) plus each layer's output."""
     values = {}
@@ -67,7 +74,15 @@ def run(graph, weights, inputs):
         t = graph.tensor(name)
         values[name] = np.asarray(inputs[name]).astype(_STORAGE[t.dtype]).reshape(t.shape)
     for layer in graph.layers:
-        values[layer.output] = run_layer(layer, graph, weights, values)
+        try:
+            values[layer.output] = run_layer(layer, graph, weights, values)
+        except OverflowError as err:
+            # a model's numbers (weights, bias, multipliers) out of range: one
+            # line naming the layer and the source node(s) it came from
+            source = f" (from {', '.join(layer.source)})" if layer.source else ""
+            raise GoldenError(f"layer {layer.name}{source}", str(err),
+                              "the model's weights, biases or scales are out of range for its integer "
+                              "arithmetic; re-quantize it") from None
     return values
 
 

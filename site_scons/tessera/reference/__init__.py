@@ -46,10 +46,17 @@ class ReferenceMismatch(TesseraError):
 def load(cfg):
     kind, folder = cfg["kind"], cfg["dir"]
     if kind == "dory":
-        return DoryReference(folder)
-    if kind == "deeploy":
-        return DeeployReference(folder)
-    raise TesseraError(folder, f"reference kind {kind!r}", f"use one of {', '.join(KINDS)}")
+        ref = DoryReference(folder)
+    elif kind == "deeploy":
+        ref = DeeployReference(folder)
+    else:
+        raise TesseraError(folder, f"reference kind {kind!r}", f"use one of {', '.join(KINDS)}")
+    # every file the steps read (and whose digest keys them) is there
+    for path in ref.files():
+        if not os.path.isfile(path):
+            raise TesseraError(path, "file not found", f"a {kind} reference folder holds "
+                               + ("input.txt and out_layerN.txt" if kind == "dory" else "inputs.npz and outputs.npz"))
+    return ref
 
 
 def _dtype_for(values, prefer):
@@ -205,11 +212,7 @@ class DeeployReference:
     @staticmethod
     def _entries(path, names, what):
         """{graph tensor: array} matching npz entries by name, else by position."""
-        try:
-            with np.load(path) as z:
-                entries = [(k, np.asarray(z[k])) for k in z.files]
-        except (OSError, ValueError) as err:
-            raise TesseraError(path, f"cannot read ({err})") from None
+        entries = _read_npz(path)
         by_name = dict(entries)
         out = {}
         for i, name in enumerate(names):
@@ -220,10 +223,10 @@ class DeeployReference:
             elif i < len(entries) and not any(n in by_name for n in names):
                 out[name] = entries[i][1]
             else:
-                raise TesseraError(path, f"no entry for {what} {name!r} (entries: {list(by_name)[:6]})")
+                raise TesseraError(path, f"no entry for {what} {name!r} (entries: {list(by_name)[:6]})",
+                                   "one entry per graph " + what + ", named after it or arr_0, arr_1, ...")
         for name, arr in out.items():
-            if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-                raise TesseraError(path, f"entry for {name!r} holds non-integer values")
+            _check_integers(path, name, arr)
         return {k: v.astype(np.int64) for k, v in out.items()}
 
     def input_types(self, names):
@@ -253,6 +256,43 @@ class DeeployReference:
             got = from_hwc(_source(values[name], t), t.source_layout or "chw", expected.shape)
             rows.append(_row(name, name, got, expected, _producer(graph, name)))
         return rows
+
+
+def _read_npz(path):
+    """[(entry, array)] of an .npz archive; anything else (a missing file,
+    text, a single .npy, a damaged zip, pickled objects) is one line."""
+    fix = "Deeploy's inputs.npz/outputs.npz are numpy.savez archives of integer arrays"
+    try:
+        z = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise TesseraError(path, "file not found", fix) from None
+    except Exception as err:
+        raise TesseraError(path, f"not a NumPy .npz archive ({_first_line(err)})", fix) from None
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise TesseraError(path, "a single .npy array, not an .npz archive", fix)
+    with z:
+        try:
+            return [(k, np.asarray(z[k])) for k in z.files]
+        except Exception as err:
+            raise TesseraError(path, f"unreadable entry ({_first_line(err)})", fix) from None
+
+
+def _first_line(err):
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+
+
+def _check_integers(path, name, arr):
+    """Reference values are integers of at most 32 bits (the widest tensor
+    a network has): no text, complex, NaN, inf or fractions."""
+    if arr.dtype.kind not in "biuf":
+        raise TesseraError(path, f"entry for {name!r} has dtype {arr.dtype}", "save integer arrays")
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            raise TesseraError(path, f"entry for {name!r} holds {arr.reshape(-1)[np.argmax(bad.reshape(-1))]}, "
+                               "not an integer", "save integer arrays")
+    if arr.size and (arr.min() < -(1 << 31) or arr.max() >= 1 << 32):
+        raise TesseraError(path, f"entry for {name!r} spans [{arr.min()}, {arr.max()}], beyond 32 bits")
 
 
 def _producer(graph, tensor):

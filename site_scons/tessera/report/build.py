@@ -35,6 +35,13 @@ COUNT_NOTES = {
 }
 
 
+def _stream_source(the_plan):
+    """Where streamed weights come from: the weight level, or the storage
+    level for the layers the plan put there (docs/out_of_core.md)."""
+    stored = the_plan["weights"].get("storage")
+    return stored["level"] if stored else the_plan["weights"]["level"]
+
+
 def report(meta, graph, weights, the_plan, verdict, tilings):
     rows = summary.layer_rows(graph, weights)
     tot = summary.totals(rows)
@@ -66,7 +73,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             entry["dma_copy_count"] = verdict["dma_counts"][i]
         if stream is not None and layer.name in stream["layers"]:
             mine = stream["layers"][layer.name]
-            entry["weights_streamed"] = {"from": the_plan["weights"]["level"], "bytes": mine["bytes"],
+            entry["weights_streamed"] = {"from": _stream_source(the_plan), "bytes": mine["bytes"],
                                          "chunks": mine["count"], "chunk_channels": mine["chunk_c"]}
         layers.append(entry)
     if count_key and verdict.get("total_count") is not None:
@@ -77,7 +84,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         tot["dma_copy_count"] = sum(verdict["dma_counts"])
         tot["core_count_overlaps"] = verdict.get("core_overlaps", 0)
     if stream is not None:
-        tot["weights_streamed"] = {"from": the_plan["weights"]["level"], "through": stream["level"],
+        tot["weights_streamed"] = {"from": _stream_source(the_plan), "through": stream["level"],
                                    "bytes": sum(m["bytes"] for m in stream["layers"].values()),
                                    "chunks": len(stream["chunks"])}
     note = COUNT_NOTES.get(meta["counts"], "")
@@ -186,7 +193,10 @@ def render(data, console=None):
     console.print(mem)
     ram = {level: m["ram"] for level, m in data["memory"].items() if "ram" in m}
     if ram:
-        console.print("RAM: " + " + ".join(f"{level} {n}" for level, n in ram.items())
+        def parts(m):
+            held = ", ".join(f"{k} {v}" for k, v in m.get("reserved_for", {}).items())
+            return f" ({m['holds']} {m['peak']}" + (f"; {held}" if held else "") + ")"
+        console.print("RAM: " + " + ".join(f"{level} {n}{parts(data['memory'][level])}" for level, n in ram.items())
                       + f" = {sum(ram.values())} bytes (planned peak plus the target's reserved bytes per level)")
     tot = data["totals"]
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
@@ -202,6 +212,19 @@ def render(data, console=None):
         line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "
                  f"in {ws['chunks']} chunks")
     console.print(line)
+    ooc = data.get("out_of_core")
+    if ooc:
+        t = ooc["totals"]
+        text = (f"out of core ({ooc['level']}): {t['read_bytes']} B read in {t['reads']} transfers, "
+                f"{t['written_bytes']} B written in {t['writes']}; {t['io_bound_layers']} IO-bound layers; "
+                f"compute {t['compute_ms']} ms, IO {t['io_ms']} ms")
+        s = ooc.get("schedule")
+        if s and "skipped" in s:
+            text += f"; not scheduled: {s['skipped']}"
+        elif s:
+            text += (f"; scheduled {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x unlimited SRAM, "
+                     f"{s['throughput_fps']} frames/s over {s['frames']} (unlimited {s['unlimited_fps']})")
+        console.print(text)
     if "kernels" in data:
         console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")

@@ -8,6 +8,7 @@ the same report gives the same bytes."""
 from html import escape
 
 from .build import COUNT_KEYS
+from .timeline import html as timeline_html
 
 CSS = """
 body{font:13px/1.4 system-ui,sans-serif;margin:24px;color:#222;background:#fff}
@@ -141,5 +142,39 @@ def render_html(data, mm):
                    f"<td>{tile}</td><td>{l['n_tiles']}</td><td>{l['l1_bytes']}/{l['l1_budget']}</td>"
                    f"<td>{l.get(key, '') if key else ''}</td><td>{c.get('estimate', '')}</td><td>{err}</td>"
                    f"<td>{'yes' if l['match'] else 'NO'}</td></tr>")
-    out.append("</table></body></html>\n")
+    out.append("</table>")
+    if data.get("out_of_core"):
+        out.append(_out_of_core(data["out_of_core"]))
+    out.append("</body></html>\n")
+    return "".join(out)
+
+
+def _out_of_core(ooc):
+    """The storage level's traffic per layer and the scheduler's estimates
+    (tessera.ooc; docs/out_of_core.md)."""
+    t = ooc["totals"]
+    out = [f'<h2>Out of core: storage level {escape(ooc["level"])}</h2><p>{t["read_bytes"]} B read in {t["reads"]} '
+           f'transfers, {t["written_bytes"]} B written in {t["writes"]} ({t["blocks_written"]} blocks per inference; '
+           f'wear-out after {t["inferences_to_wear_out"] or "no"} inferences); {t["io_bound_layers"]} IO-bound layers; '
+           f'compute {t["compute_ms"]} ms, IO {t["io_ms"]} ms, in order {t["in_order_ms"]} ms</p>']
+    s = ooc.get("schedule")
+    if s and "skipped" in s:
+        out.append(f'<p class="note">not scheduled: {escape(s["skipped"])}</p>')
+    elif s:
+        out.append(f'<p>scheduled ({escape(s["program"])}): {s["latency_ms"]} ms per frame, '
+                   f'{s["latency_vs_unlimited"]}x the {s["unlimited_ms"]} ms of unlimited SRAM; {s["frames"]} frames '
+                   f'pipelined: {s["pipelined_ms_per_frame"]} ms per frame ({s["throughput_fps"]} frames/s, unlimited '
+                   f'{s["unlimited_fps"]})</p>')
+        out.append(timeline_html(s))
+    out.append(f'<p class="note">compute: {escape(ooc["compute"])}; IO: the level\'s latency and bandwidths '
+               "(target YAML)</p>")
+    out.append('<table><tr><th class="l">layer</th><th>read B</th><th>reads</th><th>written B</th><th>writes</th>'
+               "<th>compute ms</th><th>IO ms</th><th>N</th><th>bound</th></tr>")
+    for l in ooc["layers"]:
+        if not (l["reads"] or l["writes"]):
+            continue
+        out.append(f'<tr class="ok"><td class="l">{escape(l["name"])}</td><td>{l["read_bytes"]}</td><td>{l["reads"]}'
+                   f'</td><td>{l["written_bytes"]}</td><td>{l["writes"]}</td><td>{l["compute_ms"]}</td>'
+                   f'<td>{l["io_ms"]}</td><td>{l.get("intensity", "")}</td><td>{l.get("bound", "")}</td></tr>')
+    out.append("</table>")
     return "".join(out)

@@ -7,9 +7,15 @@ A run that hangs, faults or exits non-zero raises RunError with the reason
 in one line.
 """
 
+import os
+import shutil
+import tempfile
+
 from ..errors import ConfigError
 from . import gvsoc, host, qemu
 
+# the card's image a build writes beside the firmware (codegen/image.py)
+STORAGE_IMAGE = "storage.bin"
 KINDS = {"host": host.run, "qemu": qemu.run, "gvsoc": gvsoc.run}
 
 
@@ -18,4 +24,15 @@ def run(runner, firmware, args=(), timeout=None):
     if kind not in KINDS:
         raise ConfigError(f"runner.kind: {kind}", "no runner of this kind is available yet",
                           f"use one of: {', '.join(KINDS)}")
-    return KINDS[kind](runner, firmware, list(args), timeout or runner["timeout"])
+    image = os.path.join(os.path.dirname(os.path.abspath(firmware)), STORAGE_IMAGE)
+    if not os.path.isfile(image):
+        return KINDS[kind](runner, firmware, list(args), timeout or runner["timeout"])
+    # a target with a storage level: the firmware reads and writes a scratch
+    # copy of the card's image, so the build's storage.bin stays as built
+    fd, card = tempfile.mkstemp(dir=os.path.dirname(image), prefix=".card-", suffix=".bin")
+    os.close(fd)
+    try:
+        shutil.copyfile(image, card)
+        return KINDS[kind](runner, firmware, [*args, f"storage={card}"], timeout or runner["timeout"])
+    finally:
+        os.unlink(card)

@@ -17,7 +17,10 @@ buffering when tiled) and kernels (the parsed `tiler:` section of the
 kernel library's library.yaml, schema below).
 
 A layer whose whole working set fits L1 with buffering 1 is not tiled (one
-tile). Otherwise the output tile (th, tw, tc) maximizes the library
+tile). A layer with `rows: 1` in its view is cut in row bands (full width
+and all output channels, else all channels) when the smallest such tile fits (the best of those by the
+same objective), so its tile order consumes the input from the top down
+(segment-level overlap, tessera.overlap); otherwise it is searched as usual. Otherwise the output tile (th, tw, tc) maximizes the library
 objective subject to
 
     buffering * (n_inputs*A(in_tile) + A(out_tile) + A(tc*w) + A(tc*params))
@@ -104,6 +107,7 @@ def _result(layer, target, q, tiled, optimal, objective):
         "in_tile": {"h": q["in_tile_h"], "w": q["in_tile_w"], "c": q["in_tile_c"]},
         "n_tiles": {"h": q["n_tiles_h"], "w": q["n_tiles_w"], "c": q["n_tiles_c"]},
         "buffering": q["buffering"],
+        **({"weight_buffers": q["weight_buffers"]} if q.get("weight_buffers", q["buffering"]) != q["buffering"] else {}),
         "n_inputs": layer["n_inputs"],
         "l1_bytes": memory.breakdown(q),
         "l1_budget": target["l1_budget"],
@@ -183,7 +187,21 @@ def _solve_whole(layer, target):
 
 
 def solve_layer(layer, target):
-    """The L2 -> L1 tiling of one layer (see the module docstring)."""
+    """The L2 -> L1 tiling of one layer (see the module docstring). A layer
+    with "rows": 1 (it reads or writes a tensor on a storage level) takes
+    row bands of every channel when one fits, else any tile."""
+    if layer.get("rows"):
+        # row bands of every channel, else tiles of every channel, else any
+        for rows in (1, "c"):
+            try:
+                return _solve_layer(dict(layer, rows=rows), target)
+            except FitError:
+                pass
+        return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target)
+    return _solve_layer(layer, target)
+
+
+def _solve_layer(layer, target):
     layer_mod.check(layer)
     _check_target(target)
     if layer.get("whole"):
@@ -207,8 +225,24 @@ def solve_layer(layer, target):
     # CP-SAT (ortools, which loads pandas) only when a layer needs a search:
     # declaring a build's steps imports this package without solving
     from . import model
-    r = model.solve(layer, target, spec, tables, consts, buffering,
-                    hint=smallest if small_fits else None)
+    r = None
+    if layer.get("rows"):
+        # row bands (the memory plan asked: see tessera.overlap.row_band_layers):
+        # full width and all channels when such a tile fits, else all
+        # channels; else the usual search
+        for tw in (Wo, None):
+            if tw is not None and tw not in tables[1]:
+                continue
+            q_rows = memory.quantities(layer, target, spec, smallest[0], tw or smallest[1], Co,
+                                       buffering, tables)
+            if q_rows["l1_bytes"] <= budget:
+                r = model.solve(layer, target, spec, tables, consts, buffering,
+                                hint=(smallest[0], tw or smallest[1], Co), tile_c=Co, tile_w=tw)
+                if r["status"] == "optimal":
+                    break
+    if r is None or r["status"] != "optimal":
+        r = model.solve(layer, target, spec, tables, consts, buffering,
+                        hint=smallest if small_fits else None)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
     if r["status"] != "optimal":

@@ -68,12 +68,20 @@ def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
     q["scratch_bytes"] = spec.scratch_bytes(q)
     a = spec.align
     one_input = q["in_tile_bytes"] // layer["n_inputs"]
+    wbuf = weight_buffers(layer, buffering)
     q["l1_bytes"] = (buffering * (layer["n_inputs"] * align_up(one_input, a)
-                                  + align_up(q["out_tile_bytes"], a)
-                                  + align_up(q["weight_tile_bytes"], a)
-                                  + align_up(q["param_tile_bytes"], a))
+                                  + align_up(q["out_tile_bytes"], a))
+                     + wbuf * (align_up(q["weight_tile_bytes"], a) + align_up(q["param_tile_bytes"], a))
                      + align_up(q["scratch_bytes"], a))
+    q["weight_buffers"] = wbuf
     return q
+
+
+def weight_buffers(layer, buffering):
+    """Weight and parameter buffers: one for a layer tiled with every output
+    channel ("rows", docs/out_of_core.md: its weights load once), else
+    `buffering`."""
+    return 1 if layer.get("rows") else buffering
 
 
 def breakdown(q):

@@ -14,6 +14,7 @@ from ortools.sat.python import cp_model
 
 from .layer import CHANNEL_WISE
 from .library import holds
+from .memory import weight_buffers
 from .solver import deterministic_solver
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
@@ -80,6 +81,13 @@ class _Builder:
             n = -(-Co // t)
             rows.append((t, n, Co - (n - 1) * t))
         self.m.add_allowed_assignments([tc, nc, bc], rows)
+        if self.layer.get("rows"):
+            # a tensor of this layer lives on a storage level: tiles of every
+            # channel are a transfer per row, row bands (rows: 1) one
+            # transfer (docs/out_of_core.md)
+            self.m.add(tc == Co)
+            if self.layer["rows"] == 1:
+                self.m.add(self.q["tile_w"] == Wo)
         if self.layer["op"] in CHANNEL_WISE:
             self.q["in_tile_c"] = tc
         else:
@@ -99,10 +107,10 @@ class _Builder:
         q["param_tile_bytes"] = L["param_bytes_per_cout"] * q["tile_c"]
         q["scratch_bytes"] = sum(self.term(t) for t in self.spec.scratch)
         al = self.aligned
+        wbuf = weight_buffers(L, self.buffering)
         q["l1_bytes"] = (self.buffering * (L["n_inputs"] * al("in", one_input)
-                                           + al("out", q["out_tile_bytes"])
-                                           + al("weights", q["weight_tile_bytes"])
-                                           + al("params", q["param_tile_bytes"]))
+                                           + al("out", q["out_tile_bytes"]))
+                         + wbuf * (al("weights", q["weight_tile_bytes"]) + al("params", q["param_tile_bytes"]))
                          + al("scratch", q["scratch_bytes"]))
         self.m.add(q["l1_bytes"] <= self.budget)
 
@@ -202,14 +210,19 @@ class _Builder:
         return coef * y
 
 
-def solve(layer, target, spec, tables, consts, buffering, hint=None):
+def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None, tile_w=None):
     """Maximize the library objective (tie-broken) within the L1 budget.
 
     Returns {"status": "optimal" | "feasible" | "infeasible" | "unknown"}
     plus, when a solution was found, "tile": (th, tw, tc), "objective" (the
-    library objective, without the tie-break) and "l1_bytes".
+    library objective, without the tie-break) and "l1_bytes". tile_c and
+    tile_w fix the channel and column tile (row bands).
     """
     b = _Builder(layer, target, spec, tables, buffering, consts)
+    if tile_c is not None:
+        b.m.add(b.q["tile_c"] == tile_c)
+    if tile_w is not None:
+        b.m.add(b.q["tile_w"] == tile_w)
     main = sum(b.term(t) for t in spec.objective)
     Ho, Wo, Co = layer["out"]
     q = b.q

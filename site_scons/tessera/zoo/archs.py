@@ -133,12 +133,69 @@ def _tiny(net, p):
     return net.classifier(x, "fc", p["classes"])
 
 
+def _fc_as_conv(net, x, name, features, act="relu"):
+    """A hidden fully connected layer on a feature map: a conv whose kernel
+    covers the whole map (1x1 output), as VGG's and AlexNet's FC layers run
+    once their input is HWC (the same weights, another order)."""
+    h, w = net.spatial(x)
+    return net.conv(x, name, features, (h, w), pads=[0, 0, 0, 0], act=act)
+
+
+def _vgg16(net, p):
+    """VGG-16 (Simonyan and Zisserman 2015, configuration D): 13 3x3 convs
+    with ReLU in five stages of 64, 128, 256, 512, 512 channels (`width`
+    scales them), a 2x2 max-pool after each, then FC 4096, FC 4096 and the
+    classifier. At 64x64 the last map is 2x2x512, so the first FC has 2048
+    inputs: about 44 M parameters, most of them in the FC layers (SwapNN's
+    VGG16, run out of core)."""
+    width = p["width"]
+    x = "input"
+    n = 0
+    for c, convs in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for _ in range(convs):
+            n += 1
+            x = net.conv(x, f"conv{n}", max(8, int(c * width)), 3, act="relu")
+        x = net.maxpool(x, f"pool{n}", 2, 2)
+    x = _fc_as_conv(net, x, "fc6", max(8, int(4096 * width)))
+    x = net.conv(x, "fc7", max(8, int(4096 * width)), 1, act="relu")
+    x = net.flatten(x, "flatten")
+    return net.classifier(x, "fc8", p["classes"])
+
+
+def _alexnet(net, p):
+    """An AlexNet-style network (Krizhevsky et al. 2012, single tower) for
+    small inputs: five convs (64, 192, 384, 256, 256 channels; the first
+    5x5 stride 2, max-pools after the first, second and fifth), then two
+    large FC layers and the classifier. Its FC layers hold most of the
+    weights and do one MAC per weight: the IO-bound case of out-of-core
+    execution (SwapNN, Table 2)."""
+    width = p["width"]
+
+    def c(n):
+        return max(8, int(n * width))
+
+    x = net.conv("input", "conv1", c(64), 5, stride=2, act="relu")
+    x = net.maxpool(x, "pool1", 2, 2)
+    x = net.conv(x, "conv2", c(192), 3, act="relu")
+    x = net.maxpool(x, "pool2", 2, 2)
+    x = net.conv(x, "conv3", c(384), 3, act="relu")
+    x = net.conv(x, "conv4", c(256), 3, act="relu")
+    x = net.conv(x, "conv5", c(256), 3, act="relu")
+    x = net.maxpool(x, "pool5", 2, 2)
+    x = _fc_as_conv(net, x, "fc6", c(2048))
+    x = net.conv(x, "fc7", c(2048), 1, act="relu")
+    x = net.flatten(x, "flatten")
+    return net.classifier(x, "fc8", p["classes"])
+
+
 #: arch name -> (builder, defaults for the generator keys it does not get).
 BUILDERS = {
     "mobilenet_v1": (_mobilenet_v1, {"resolution": 224, "channels": 3, "classes": 1000}),
     "mobilenet_v2": (_mobilenet_v2, {"resolution": 224, "channels": 3, "classes": 1000}),
     "dscnn": (_dscnn, {"resolution": [49, 10], "channels": 1, "classes": 12}),
     "tiny": (_tiny, {"resolution": 16, "channels": 3, "classes": 10}),
+    "vgg16": (_vgg16, {"resolution": 224, "channels": 3, "classes": 1000}),
+    "alexnet": (_alexnet, {"resolution": 64, "channels": 3, "classes": 1000}),
 }
 
 

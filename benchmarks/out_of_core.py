@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Out-of-core benchmark (not a test; docs/out_of_core.md): networks far
+larger than the MCU built, run under QEMU and checked bit for bit on
+stm32f746_sd, with what their report says about the SD card: bytes and
+transfers each way, IO-bound layers, compute and IO time, the in-order
+time, and (where the scheduler is part of the checkout) its per-frame
+latency against unlimited SRAM and its pipelined throughput.
+
+    .venv/bin/python benchmarks/out_of_core.py [--models vgg16_64 mbv1_128 alexnet_64] [--out generated]
+
+Compute times are QEMU instruction counts taken as cycles at the target's
+clock (an assumption, said in the report); IO times come from the YAML's
+card figures (assumptions too). vgg16_64 takes minutes (44 M parameters,
+2.5 G instructions under QEMU).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build(out, target, model):
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    path = os.path.join(out, target, model, "report.json")
+    if res.returncode != 0 or not os.path.isfile(path):
+        return None, (res.stderr.strip().splitlines() or ["failed"])[-1]
+    with open(path) as f:
+        return json.load(f), None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="stm32f746_sd")
+    ap.add_argument("--models", nargs="+", default=["vgg16_64", "mbv1_128", "alexnet_64"])
+    ap.add_argument("--out", default=os.path.join(ROOT, "generated"))
+    args = ap.parse_args()
+    for model in args.models:
+        rep, err = build(os.path.abspath(args.out), args.target, model)
+        if rep is None:
+            print(f"{model}: build failed: {err}")
+            continue
+        o, tot = rep["out_of_core"], rep["totals"]
+        t = o["totals"]
+        print(f"{model} on {args.target}: {rep['verdict'].upper()} (bit-exact layers: "
+              f"{sum(l['match'] for l in rep['layers'])}/{len(rep['layers'])}), {tot['params']} parameters, "
+              f"{tot['macs']} MACs")
+        print(f"  card: {t['read_bytes']} B read in {t['reads']} transfers, {t['written_bytes']} B written in "
+              f"{t['writes']} ({t['blocks_written']} blocks; wear-out after {t['inferences_to_wear_out']} inferences)"
+              f"; as the driver counted: {t.get('measured')}")
+        bound = [l["name"] for l in o["layers"] if l.get("bound") == "io"]
+        print(f"  IO-bound layers ({len(bound)}): {', '.join(bound) or 'none'}")
+        print(f"  compute {t['compute_ms']} ms, IO {t['io_ms']} ms; in order {t['in_order_ms']} ms = "
+              f"{t['in_order_ms'] / t['unlimited_ms']:.3f}x unlimited SRAM ({t['unlimited_ms']} ms)")
+        s = o.get("schedule")
+        if s and "skipped" in s:
+            print(f"  scheduled: {s['skipped']}")
+        elif s:
+            print(f"  scheduled ({s['program']}): {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x "
+                  f"unlimited; {s['frames']} frames pipelined: {s['pipelined_ms_per_frame']} ms per frame, "
+                  f"{s['throughput_fps']} frames/s (unlimited {s['unlimited_fps']})")
+        else:
+            print("  scheduled: no scheduler in this checkout (tessera.storage.schedule)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""GVSoC kernel benchmark (not a test): single calls of the PULP-NN-style
+kernels on pulp-open's 8-core cluster, shapes taken from mbv1_025_128's
+layers, each with the Xpulpv2 path and with the portable path, checked
+against the golden model. Per call: the cycles of the call (fork to join),
+MAC/cycle, and core 0's performance counters (instructions, load stalls,
+instruction-cache misses), which show where a kernel's time goes.
+
+    .venv/bin/python benchmarks/pulp_nn_kernels.py
+
+Operands, arguments and constants sit in L1, as a layer's tiles do. The
+firmware is tests/test_pulp_nn_gvsoc.py's with its `perf` switch. Needs
+GVSoC (docs/gvsoc.md).
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "site_scons"), os.path.join(ROOT, "tests")]
+
+S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
+S2 = dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 0, 1, 1))
+
+
+def cases(T):
+    """(label, case, MACs)."""
+    out = [
+        ("depthwise 8x8x128 3x3/1 (dw7-dw11)", T.case("depthwise", 1, (8, 8, 128), 128, "std", 8, S1)),
+        ("depthwise 32x32x8 3x3/1 (one channel per core)", T.case("depthwise", 2, (32, 32, 8), 128, "std", 8, S1)),
+        ("depthwise 16x16x64 3x3/2", T.case("depthwise", 3, (16, 16, 64), 128, "std", 8, S2)),
+        ("conv2d 9x65x3 -> 4x32x8 3x3/2 (conv0 tile)", T.case("conv2d", 4, (9, 65, 3, 8), -2, "std", 8, S2)),
+        ("pointwise 8x8x128 -> 128 (pw7-pw11)", T.case("pointwise", 5, (8, 8, 128, 128), 128, "std", 8)),
+        ("pointwise 16x16x8 -> 16 (pw1 tile)", T.case("pointwise", 6, (16, 16, 8, 16), 128, "std", 8)),
+        ("linear 256 -> 96 (fc tile)", T.case("linear", 7, (1, 1, 256, 96), 128, "std", 8)),
+    ]
+    rows = []
+    for label, c in out:
+        e = c["expected"]
+        per_out = c["w"].size // e.shape[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
+        rows.append((label, c, int(e.size) * per_out))
+    return rows
+
+
+def run(T, rows, isa):
+    from tessera import config, runners
+
+    target = T._target()
+    defines = config.isa_defines(target) if isa else []
+    target["toolchain"]["cflags"] = list(target["toolchain"]["cflags"]) + ["-D" + d for d in defines]
+    with tempfile.TemporaryDirectory(prefix="tessera-kbench-") as tmp:
+        src = os.path.join(tmp, "cases.c")
+        with open(src, "w") as f:
+            f.write(T.firmware_source([c for _, c, _ in rows], perf=True))
+        kernels = sorted(os.path.join(T.PNN, f) for f in os.listdir(T.PNN) if f.endswith(".c"))
+        elf = T.build_firmware(tmp, [src, *kernels], target)
+        text = runners.run(target["runner"], elf)
+    got = T.outputs(text)
+    perf = {int(m.group(1)): tuple(map(int, m.groups()[1:]))
+            for m in re.finditer(r"PERF (\d+) (\d+) (\d+) (\d+) (\d+)", text)}
+    for i, (label, c, _) in enumerate(rows):
+        if got[i] != c["expected"].tobytes():
+            sys.exit(f"benchmarks/pulp_nn_kernels.py: {label}: output differs from the golden model")
+    return perf
+
+
+def main():
+    import test_pulp_nn_gvsoc as T
+    from tessera.runners import gvsoc
+
+    if gvsoc.locate() is None:
+        sys.exit("benchmarks/pulp_nn_kernels.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
+    rows = cases(T)
+    fast, slow = run(T, rows, True), run(T, rows, False)
+    print("one kernel call on pulp-open's 8 cores (GVSoC), bit-exact; counters of core 0")
+    head = f"{'call':50} {'MACs':>8} {'portable':>9} {'Xpulp':>8} {'MAC/cyc':>8} {'instr':>7} {'ld stall':>8} {'I-miss':>7}"
+    print(head)
+    print("-" * len(head))
+    for i, (label, _, macs) in enumerate(rows):
+        cyc, instr, ldst, imiss = fast[i]
+        print(f"{label:50} {macs:8} {slow[i][0]:9} {cyc:8} {macs / cyc:8.2f} {instr:7} {ldst:8} {imiss:7}")
+
+
+if __name__ == "__main__":
+    main()

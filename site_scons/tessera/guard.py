@@ -1,0 +1,62 @@
+"""`guard=1`: run-time guards on the activation arena (a debug build).
+
+Per layer (step), the bytes of the activation arena that no buffer the
+plan keeps live at that step occupies: before the layer runs, the test
+harness fills them with a pattern (so a layer that reads a buffer the plan
+has already given up reads garbage, and the layer check fails); after it
+runs, it checks that the pattern is still there (a canary: a write outside
+the planned buffers, a wrong plan or a kernel writing past its window, is
+named by layer and offset). The overlap of a layer's output with its
+consumed input is live at that step, so segment-level overlap is never
+flagged; the replay (hazard.py) proves the finer order at build time.
+
+Occupied at step s: every tensor from its producer (0 for a network input)
+to its last reader (the end for an output; a fused step's output from the
+step's first layer, which runs the whole step), each bounce buffer of a moved
+tensor during its layer, and every weight-stream chunk at all steps (they
+are loaded ahead by DMA, so their bytes are never guarded).
+"""
+
+from .memplan import _align
+
+
+def free_ranges(graph, the_plan):
+    """[[offset, bytes], ...] per step: the activation arena's free bytes."""
+    acts = the_plan["activations"]
+    offsets, arena = acts["offsets"], acts["arena"]
+    producer, last = graph.producer(), graph.last_use()
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    n = len(graph.layers)
+    bounces = acts.get("spill", {}).get("bounces", {})
+    spilled = acts.get("spill", {}).get("offsets", {})
+
+    def first_step(i):
+        # a fused intermediate (in neither arena) means layer i runs in the
+        # step of the layer before it
+        while i > 0 and graph.layers[i - 1].output not in offsets and graph.layers[i - 1].output not in spilled:
+            i -= 1
+        return i
+    lives = []   # (start, end, offset, bytes)
+    for name, at in offsets.items():
+        if name in graph.tensors:
+            start = 0 if name in graph.inputs else first_step(producer.get(name, 0))
+            end = n - 1 if name in graph.outputs else last.get(name, start)
+            lives.append((start, end, at, _align(graph.tensor(name).nbytes)))
+        else:        # "<layer>:bounce:<which>"
+            step = index[name.split(":bounce:")[0]]
+            lives.append((step, step, at, _align(bounces[name])))
+    stream = the_plan["weights"].get("stream")
+    for chunk in (stream or {}).get("chunks", []):
+        lives.append((0, n - 1, chunk["at"], chunk["bytes"]))
+    out = []
+    for step in range(n):
+        busy = sorted((at, at + size) for s, e, at, size in lives if s <= step <= e)
+        ranges, cursor = [], 0
+        for lo, hi in busy:
+            if lo > cursor:
+                ranges.append([cursor, min(lo, arena) - cursor])
+            cursor = max(cursor, hi)
+        if cursor < arena:
+            ranges.append([cursor, arena - cursor])
+        out.append([r for r in ranges if r[1] > 0])
+    return out

@@ -1,0 +1,196 @@
+"""Out-of-core execution (docs/out_of_core.md): a `kind: storage` level in
+the target YAML, weights that do not fit flash and activations that do not
+fit SRAM placed on the card, the firmware reading and writing the card's
+image through semihosting under QEMU, bit-exact, and the report's storage
+accounting equal to what the storage driver counted."""
+
+import hashlib
+import json
+import os
+
+import pytest
+import yaml
+
+from helpers import ROOT, report, scons
+from tessera import config, ooc
+from tessera.errors import ConfigError
+from tessera.tiler import solve_layer
+
+SD = os.path.join(ROOT, "targets", "stm32f746_sd.yaml")
+
+
+def sd_data():
+    with open(SD) as f:
+        return yaml.safe_load(f)
+
+
+def parse(data):
+    return config.parse_target(data, "t.yaml", "t")
+
+
+# ---- the storage level in the target YAML --------------------------------------
+
+def test_the_bundled_sd_target_has_the_datasheet_sizes():
+    t = config.load_target(SD, "stm32f746_sd")
+    mem = t["memory"]
+    # DS10916: 320 kB of SRAM (64 kB DTCM + 240 kB SRAM1 + 16 kB SRAM2), 1 MB of flash
+    assert mem["L1"]["size"] + mem["L2"]["size"] == 320 * 1024
+    assert mem["flash"]["size"] == 1024 * 1024
+    assert mem["sd"]["kind"] == "storage" and mem["sd"]["block"] == 512
+    assert t["clock_hz"] == 216_000_000
+
+
+@pytest.mark.parametrize("mutate, key, fix", [
+    (lambda t: t["memory"]["sd"].pop("read_bandwidth"), "memory.sd.read_bandwidth", "missing"),
+    (lambda t: t["memory"]["sd"].pop("endurance"), "memory.sd.endurance", "missing"),
+    (lambda t: t["memory"]["sd"].pop("address"), "memory.sd.address", "window"),
+    (lambda t: t["memory"]["L2"].update(block=512), "memory.L2.block", "only a `kind: storage` level"),
+    (lambda t: t["memory"]["sd"].update(writable=False), "memory.sd.writable", "swapped activations"),
+    (lambda t: t["place"].update(activations="sd"), "place.activations", "SRAM"),
+    (lambda t: t.pop("clock_hz"), "clock_hz", "core clock"),
+    (lambda t: t["memory"]["sd"].update(latency_us=-1), "memory.sd.latency_us", "at least 0"),
+    (lambda t: t["memory"]["sd"].update(read_bandwidth="fast"), "memory.sd.read_bandwidth", "a number"),
+])
+def test_storage_level_errors_are_one_line(mutate, key, fix):
+    data = sd_data()
+    mutate(data)
+    with pytest.raises(ConfigError) as err:
+        parse(data)
+    text = str(err.value)
+    assert "\n" not in text and key in text and fix in text, text
+
+
+# ---- transfers and tiles --------------------------------------------------------
+
+def test_a_box_is_as_few_transfers_as_the_card_allows():
+    # a 4x5x6 int8 tensor at offset 1000: whole rows of every channel are one
+    # run, rows of every channel one run per row, a channel slice one per pixel
+    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
+    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
+    assert ooc._box(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
+
+
+def test_a_transfer_costs_its_latency_and_whole_blocks():
+    st = {"block": 512, "latency_us": 500, "read_bandwidth": 10e6, "write_bandwidth": 5e6, "clock_hz": 100_000_000}
+    # 0.5 ms + 512 B / 10 MB/s = 0.5512 ms; one byte costs a whole block too
+    assert ooc.transfer_cycles(st, 512, "read") == 55120
+    assert ooc.transfer_cycles(st, 1, "read") == 55120
+    assert ooc.transfer_cycles(st, 513, "write") == 50000 + 20480
+
+
+def _pointwise(h, w, cin, cout):
+    return {"name": "pw", "op": "pointwise", "in": [h, w, cin], "out": [h, w, cout], "kernel": [1, 1],
+            "stride": [1, 1], "pad": [0, 0, 0, 0], "in_bytes": 1, "out_bytes": 1, "n_inputs": 1,
+            "w_bytes_per_cout": cin, "param_bytes_per_cout": 9}
+
+
+def _tiler_target(budget):
+    from tessera import views
+    lib = views.kernel_library("cmsis_nn")
+    return {"l1_budget": budget, "cores": 1, "buffering": 2, "kernels": lib["tiler"]}
+
+
+def test_a_layer_touching_the_card_gets_row_bands_when_they_fit():
+    from tessera.alloc import l1_layout
+    layer = _pointwise(32, 32, 32, 64)
+    # room for rows of every channel (64 x 32 B of weights, loaded once: one buffer)
+    rows = solve_layer(dict(layer, rows=1), _tiler_target(20000))
+    assert (rows["tile"]["w"], rows["tile"]["c"]) == (32, 64) and rows["weight_buffers"] == 1
+    assert len(l1_layout(rows)["weights"]) == 1 and len(l1_layout(rows)["out"]) == 2
+    assert solve_layer(layer, _tiler_target(20000))["tile"] != rows["tile"]   # else the test shows nothing
+    # room for every channel but not whole rows: a transfer per row
+    part = solve_layer(dict(layer, rows=1), _tiler_target(6000))
+    assert part["tile"]["c"] == 64 and part["tile"]["w"] < 32
+    # not even that: any tile, as without the card
+    tight = solve_layer(dict(layer, rows=1), _tiler_target(3000))
+    assert tight["tile"]["c"] < 64 and "weight_buffers" not in tight
+    assert tight["tile"] == solve_layer(layer, _tiler_target(3000))["tile"]
+
+
+# ---- a whole network out of core under QEMU -------------------------------------
+
+TINY = """description: tiny at 64x64 (an out-of-core test network)
+generator: {arch: tiny, resolution: 64, channels: 3, classes: 10, seed: 0}
+quantization: {calibration_samples: 8, seed: 0}
+input: {seed: 0}
+"""
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory):
+    """stm32f746_sd shrunk so that a small network runs out of core: 2 kB of
+    flash for weights, 36 kB of SRAM for activations, 16 kB for tiles."""
+    d = tmp_path_factory.mktemp("ooc")
+    t = sd_data()
+    t["memory"]["flash"]["size"] = t["memory"]["flash"]["reserved"]["code"] + 2048
+    t["memory"]["L2"]["size"] = t["memory"]["L2"]["reserved"]["data"] + 36864
+    t["memory"]["L1"]["size"] = t["memory"]["L1"]["reserved"]["stack"] + 16384
+    t["description"] = "stm32f746_sd with 2 kB of flash for weights, 36 kB for activations"
+    (d / "sd_tight.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    (d / "tiny_ooc.yaml").write_text(TINY)
+    out = d / "gen"
+    res = scons(f"target={d / 'sd_tight.yaml'}", f"model={d / 'tiny_ooc.yaml'}", out=str(out), timeout=1800)
+    return {"dir": d, "out": out, "net": out / "sd_tight" / "tiny_ooc", "res": res}
+
+
+def test_weights_and_activations_on_the_card_run_bit_exact(tight):
+    assert tight["res"].returncode == 0, tight["res"].stdout[-3000:] + tight["res"].stderr[-3000:]
+    rep = report(str(tight["out"]), "sd_tight", "tiny_ooc")
+    assert rep["verdict"] == "pass"
+    plan = json.loads((tight["net"] / "memplan.json").read_text())
+    on_card = plan["weights"]["storage"]["layers"]
+    swapped = plan["activations"]["spill"]
+    # both kinds of data really live on the card
+    assert on_card and swapped["level"] == "sd" and swapped["offsets"]
+    for name in on_card:   # nothing of theirs is in the firmware
+        assert "const int8_t" not in (tight["net"] / "src" / f"{name}_w.c").read_text()
+    image = tight["net"] / "storage.bin"
+    assert image.stat().st_size == swapped["bytes"]
+    # the card was read and written through the storage driver
+    io = rep["out_of_core"]["totals"]
+    assert io["read_bytes"] > 0 and io["written_bytes"] > 0
+
+
+def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
+    rep = report(str(tight["out"]), "sd_tight", "tiny_ooc")
+    ooc_rep = rep["out_of_core"]
+    t = ooc_rep["totals"]
+    assert t["measured"] == {k: t[k] for k in ("read_bytes", "written_bytes", "reads", "writes")}
+    verdict = json.loads((tight["net"] / "verdict.json").read_text())
+    # per layer, the swapped activations' traffic is exactly what the run
+    # counted (weight chunks may be prefetched during the previous layer)
+    for layer, measured in zip(ooc_rep["layers"], verdict["io"]):
+        assert layer["written_bytes"] == measured["written"]
+        assert layer["writes"] == measured["writes"]
+    # row-band tiles: a swapped tensor moves in a few large transfers
+    assert t["writes"] <= 8
+
+
+def test_a_run_leaves_the_built_image_as_it_was(tight):
+    image = tight["net"] / "storage.bin"
+    before = hashlib.sha256(image.read_bytes()).hexdigest()
+    res = scons(f"target={tight['dir'] / 'sd_tight.yaml'}", f"model={tight['dir'] / 'tiny_ooc.yaml'}",
+                out=str(tight["out"]))
+    assert res.returncode == 0
+    assert "storage.bin" not in res.stdout      # up to date: nothing rewrote it
+    assert hashlib.sha256(image.read_bytes()).hexdigest() == before
+    assert not list(tight["net"].glob(".card-*"))   # the run's scratch copy is gone
+
+
+def test_without_its_card_the_firmware_stops_with_a_message(tight):
+    from tessera.runners import qemu
+    from tessera.errors import RunError
+    runner = config.load_target(str(tight["dir"] / "sd_tight.yaml"), "t")["runner"]
+    with pytest.raises(RunError) as err:
+        qemu.run(runner, str(tight["net"] / "firmware.elf"), [], 120)
+    assert "failed (no card: run with storage=<image>)" in str(err.value)
+
+
+def test_a_card_too_small_for_the_weights_is_one_line(tight):
+    from helpers import one_error
+    t = yaml.safe_load((tight["dir"] / "sd_tight.yaml").read_text())
+    t["memory"]["sd"]["size"] = 1024
+    path = tight["dir"] / "sd_tiny_card.yaml"
+    path.write_text(yaml.safe_dump(t, sort_keys=False))
+    line = one_error(scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"])))
+    assert "sd:" in line and "do not fit its 1024 bytes" in line and "memory.sd.size" in line, line

@@ -1,0 +1,89 @@
+"""ram_cap: the tile budget is the largest rung of the ladder whose whole
+plan (tiled and planned as the build does) fits the cap; the build checks
+the cap and says in one line when no rung fits."""
+
+import json
+import os
+
+import pytest
+import yaml
+
+from helpers import one_error, scons
+from tessera import memplan, rambudget
+from tessera.errors import TesseraError
+from tessera.ir import Graph, Layer, Requant, Tensor
+from tessera.tiler import solve_layer
+from tessera.views import tiler_layer
+
+with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       "kernels", "reference", "library.yaml")) as f:
+    REF = yaml.safe_load(f)["tiler"]
+
+# separate RAM levels: the tile arena counts in the total as the activations do
+MEMORY = {"levels": {"L1": {"size": 16384, "usable": 16384, "kind": "scratchpad", "writable": True},
+                     "L2": {"size": 65536, "usable": 61440, "kind": "sram", "writable": True},
+                     "flash": {"size": 1 << 20, "usable": 1 << 20, "kind": "flash", "writable": False}},
+          "place": {"tiles": "L1", "activations": "L2", "weights": "flash"}, "align": 4, "overlap": True}
+
+
+def chain():
+    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
+    shapes = {"x": [16, 16, 8], "m": [16, 16, 16], "y": [16, 16, 16]}
+    tensors = {k: Tensor(k, v) for k, v in shapes.items()}
+    layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(16)),
+              Layer("l1", "depthwise", ["m"], "y", kernel=[3, 3], stride=[1, 1], pad=[1] * 4, input_offset=0,
+                    weights="l1.w", bias="l1.b", requant=rq(16))]
+    return Graph("g", "test", tensors, layers, ["x"], ["y"])
+
+
+def ram_at(graph, views, budget):
+    tgt = {"l1_budget": budget, "cores": 1, "buffering": 2, "kernels": REF}
+    tilings = {n: solve_layer(v, tgt) for n, v in views.items()}
+    return rambudget.total_ram(memplan.memory_report(memplan.plan(graph, tilings, MEMORY)))
+
+
+def test_the_largest_rung_that_fits_the_cap_wins():
+    graph = chain()
+    views = {layer.name: tiler_layer(layer, graph) for layer in graph.layers}
+    tgt = {"l1_budget": 16384, "cores": 1, "buffering": 2, "kernels": REF}
+    rungs = rambudget.rungs(16384)
+    assert rungs[0] == 16384 and rungs == sorted(rungs, reverse=True)
+    rams = [ram_at(graph, views, b) for b in rungs]
+    assert rams[0] > min(rams)       # a smaller tile arena takes less RAM
+    # the cap just under the top rung's total: the first rung at or below it
+    cap = rams[0] - 1
+    want = next(i for i, r in enumerate(rams) if r <= cap)
+    got = rambudget.choose(graph, views, tgt, MEMORY, cap, solve_layer)
+    assert got["l1_budget"] == rungs[want] and got["ram"] == rams[want] <= cap
+    assert [r for _, r in got["tried"]] == rams[:want + 1]
+    # no rung fits: one line naming the cap and what each rung needs
+    with pytest.raises(TesseraError) as err:
+        rambudget.choose(graph, views, tgt, MEMORY, min(rams) - 1, solve_layer, "ram_cap of g")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("ram_cap of g: no tile budget") and f"least is {min(rams)}" in msg
+
+
+def test_ram_cap_on_the_command_line(tmp_path):
+    plan = tmp_path / "stm32h7" / "tiny" / "memplan.json"
+    scons("target=stm32h7", "model=tiny", "ram_cap=100000", str(plan), out=tmp_path, check=True)
+    chosen = json.loads((plan.parent / "ram_budget.json").read_text())
+    report = memplan.memory_report(json.loads(plan.read_text()))
+    assert chosen["ram"] == rambudget.total_ram(report) <= 100000
+    line = one_error(scons("target=stm32h7", "model=tiny", "ram_cap=1000", str(plan), out=tmp_path))
+    assert "no tile budget makes the firmware fit ram_cap 1000 bytes" in line
+    line = one_error(scons("target=stm32h7", "model=tiny", "ram_cap=lots", str(plan), out=tmp_path))
+    assert line.startswith("tessera: error: ram_cap=lots: not a positive number of bytes")
+
+
+def test_ram_cap_in_the_model_yaml(tmp_path):
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models", "tiny.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["ram_cap"] = 1000
+    yml = tmp_path / "capped.yaml"
+    yml.write_text(yaml.safe_dump(data))
+    plan = tmp_path / "stm32h7" / "capped" / "memplan.json"
+    line = one_error(scons("target=stm32h7", f"model={yml}", str(plan), out=tmp_path))
+    assert "ram_cap of capped on stm32h7: no tile budget makes the firmware fit ram_cap 1000 bytes" in line
+    # the command line wins over the YAML
+    scons("target=stm32h7", f"model={yml}", "ram_cap=100000", str(plan), out=tmp_path, check=True)
+    assert json.loads((plan.parent / "ram_budget.json").read_text())["ram_cap"] == 100000
