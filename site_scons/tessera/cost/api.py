@@ -61,44 +61,29 @@ def estimate_layer(target, layer, graph, tiling, coefs=None):
 
 
 def explain_group(target, layers, graph, tilings, fused, coefs=None):
-    """{compute, dma, dma_features, estimate} of a fused DW->PW step (see
-    estimate_group), or None."""
+    """{compute, dma, dma_features, estimate, why_not} of a fused step (see
+    estimate_group), or None without coefficients. The model itself is
+    cost.fused, the one place a fused step is priced; `tilings` (the layers'
+    own) is kept for callers that have them."""
+    from . import fused as fused_model
+
     coefs = coefs or coefficients(target)
     if coefs is None:
         return None
-    bands = fused["bands"]
-    by_name = {layer.name: layer for layer in graph.layers}
-    comp, dma = 0.0, dict.fromkeys(model.DMA, 0)
-    for name in layers:
-        f = layer_features(target, by_name[name], graph, tilings[name])
-        f = dict(f, tiles=len(bands))
-        comp += model.compute_part(coefs, by_name[name].op, f)
-        dma["w_bytes"] += f["w_bytes"]
-        dma["w_xfers"] += min(f["w_xfers"], 2)       # weights and parameters, once
-    dw, pw = by_name[layers[0]], by_name[layers[-1]]
-    x, y = graph.tensor(dw.inputs[0]), graph.tensor(pw.output)
-    _, W, C = x.shape
-    _, Wo, Co = y.shape
-    for band in bands:        # whole rows: one contiguous block each way
-        dma["act_bytes"] += band["ih"] * W * C * (x.nbytes // x.size) + band["oh"] * Wo * Co * (y.nbytes // y.size)
-        dma["act_xfers"] += 2
-    d = model.dma_part(coefs, dma)
-    if coefs.get("combine", "sum") == "sum" or fused.get("buffering", 2) < 2:
-        total = comp + d
-    else:
-        total = max(comp, d) + d / max(len(bands), 1)
-    return {"compute": comp, "dma": d, "dma_features": dma, "estimate": int(round(total))}
+    first, second = graph.layer(layers[0]), graph.layer(layers[-1])
+    comp, dma = fused_model.group_parts(coefs, first, second, graph, fused, target["cores"])
+    return {"compute": comp, "dma": model.dma_part(coefs, dma), "dma_features": dma,
+            "estimate": fused_model.group_estimate(coefs, first, second, graph, fused, target["cores"]),
+            "why_not": fused_model.why_no_estimate(coefs, fused)}
 
 
 def estimate_group(target, layers, graph, tilings, fused, coefs=None):
-    """A fused DW->PW step (fusion.tiler's result `fused`: its row bands and
-    buffering): its layers' compute, each at its own tiling in `tilings`
-    (what the kernels do per element does not change when two run back to
-    back; the per-tile part is counted once per band), plus the group's DMA:
-    the depthwise's input bands in and the pointwise's output bands out (the
-    intermediate stays in L1), both layers' weights once. Combined like a
-    layer (sum, or overlap over the bands). An int, or None. The one place
-    a fused group is estimated: the fusion selector and the scheduler call
-    this."""
+    """A fused DW->PW or PW->DW step (fusion.tiler's result `fused`: its
+    bands, scheme and buffering): its layers' compute over the fused bands
+    plus the step's own DMA (the first layer's input bands in, the second's
+    output bands out, the intermediate stays in L1, both layers' weights
+    once), as cost.fused prices it. An int, or None when there are no
+    coefficients or the model cannot price the step (explain_group's
+    why_not says why)."""
     parts = explain_group(target, layers, graph, tilings, fused, coefs)
     return None if parts is None else parts["estimate"]

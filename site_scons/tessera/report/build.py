@@ -117,7 +117,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     if ref is not None:
         out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
         out["reference"] = ref
-        by_layer = {r["layer"]: r["equal"] for r in ref["compared"] if r.get("layer") and ref["kind"] == "dory"}
+        by_layer = {r["layer"]: r["equal"] for r in ref["compared"]
+                    if r.get("layer") and "equal" in r and ref["kind"] == "dory"}
         for entry in layers:
             if entry["name"] in by_layer:
                 entry["reference_match"] = by_layer[entry["name"]]
@@ -228,7 +229,7 @@ def render(data, console=None):
         console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")
     if ref is not None:
-        bad = [r for r in ref["compared"] if not r["equal"]]
+        bad = [r for r in ref["compared"] if not r.get("equal", True)]
         text = (f"{ref['kind']} reference {ref['reference']}: {ref['verdict'].upper()} "
                 f"({len(ref['compared']) - len(bad)} of {len(ref['compared'])} equal; {ref['compared_by']})")
         console.print(text if not bad else f"[red]{text}[/red]")
