@@ -19,9 +19,12 @@ from .solver import deterministic_solver
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
 # deterministic time units (not wall clock), so the answer never depends on
-# machine load. Real layers prove optimal far below this bound.
+# machine load. Real layers prove optimal far below this bound, except
+# mbv1_224's dw13 on gap8 (7x7x1024), which needs more than 5 units; a
+# search that proves within the bound stops there, so raising it changes
+# no layer that proved before.
 SEED = 20240601
-MAX_DETERMINISTIC_TIME = 5.0
+MAX_DETERMINISTIC_TIME = 60.0
 
 
 def tiebreak_key(layer, th, tw, tc):
