@@ -163,12 +163,23 @@ def _value(env, obj, name):
     return env.Value(canon.dumps(obj))
 
 
+def _fields(obj):
+    """dataclasses.asdict without its deep copy of every list (a layer's
+    tables and per-channel lists; every invocation, the no-op too, makes a
+    view of each layer): the IR nests dataclasses only as fields."""
+    from dataclasses import fields, is_dataclass
+    out = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name] = _fields(v) if is_dataclass(v) else v
+    return out
+
+
 def _layer_view(graph, layer):
     """Everything about one layer its code generation reads."""
-    from dataclasses import asdict
     names = list(layer.inputs) + [layer.output]
-    return {"model": graph.name, "layer": asdict(layer),
-            "tensors": {n: asdict(graph.tensor(n)) for n in names}}
+    return {"model": graph.name, "layer": _fields(layer),
+            "tensors": {n: _fields(graph.tensor(n)) for n in names}}
 
 
 def _codegen_target(target, model_name):
@@ -329,6 +340,17 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
     return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run)
 
 
+def _tile_cost(tcfg):
+    from tessera import cost
+
+    coefs = cost.coefficients(tcfg)
+    if coefs is None:
+        fail(TesseraError("tile_cost=model", f"no cost model coefficients for {tcfg['kernels']} on {tcfg['name']}",
+                          f"build with tile_cost=library, or fit them with tools/fit_cost_model.py "
+                          f"{tcfg['name']} (a target whose runner counts QEMU instructions or GVSoC cycles)"))
+    return {"coefficients": coefs, "dims": cost.api._dims(tcfg)}
+
+
 def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run=True):
     tname, mname = tcfg["name"], mcfg["name"]
     d = lambda *p: os.path.join(outdir, *p)  # noqa: E731
@@ -339,7 +361,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # the kernel library's tiler section apart from the target's few
     # numbers, so that --debug=explain shows a changed budget as a short
     # line: `{"buffering":2,"cores":1,"l1_budget":4096}' is a new dependency
-    tiler_target = _value(env, {k: v for k, v in tview.items() if k != "kernels"}, f"tiler target of {tname}")
+    tnums = {k: v for k, v in tview.items() if k != "kernels"}
+    if env.get("tile_cost", "library") == "model":     # the cost model picks the tiles (tiler/costed.py)
+        tnums["cost"] = _tile_cost(tcfg)
+    tiler_target = _value(env, tnums, f"tiler target of {tname}")
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
     tiler_code = canon.source_files("tiler")
     tilings, solves = [], []
@@ -434,8 +459,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         env.Depends(c, codegen_code)
         sources.append(c[0])
         if layer.weights or views.param_arrays(layer):
-            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value, paths["weights"]],
-                            Action(steps.gen_weights, "tessera: generate $TARGET"))
+            # the layer's view holds the digest of its arrays, so weights.npz
+            # (written when SConstruct is read) is read but not a source: a
+            # change to one layer's weights regenerates that layer's file only
+            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value],
+                            Action(steps.gen_weights, "tessera: generate $TARGET"), WEIGHTS_NPZ=paths["weights"])
             env.Depends(w, codegen_code)
             sources.append(w[0])
     net_files = [d("src", f) for f in ("network.h", "network.c", "harness.c", "input.c")]

@@ -239,7 +239,7 @@ def _gen_weights(target, source, env):
     v = _value(source[0])
     layer, graph = _layer_from_view(v)
     tgt = _value(source[1])
-    arrays = canon.load_npz(str(source[2]))
+    arrays = canon.load_npz(env["WEIGHTS_NPZ"], [n for n in (layer.weights, layer.bias) if n])
     canon.write_atomic(str(target[0]), weights_c.generate(layer, graph, arrays, tgt))
 
 
