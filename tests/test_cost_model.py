@@ -130,9 +130,13 @@ def chromium(args, tmp_path):
 
 
 def test_report_html_renders_with_map_bars_and_verdict(gap8_tiny, tmp_path):
+    """TESSERA_REPORT_BUILD=generated/gap8/mbv1_128 runs this on an existing
+    build instead of tiny's, and TESSERA_REPORT_PNG=FILE keeps the
+    screenshot for a person to look at."""
     from PIL import Image
 
-    page = os.path.join(gap8_tiny, "report.html")
+    gap8_tiny = os.environ.get("TESSERA_REPORT_BUILD") or gap8_tiny
+    page = os.path.abspath(os.path.join(gap8_tiny, "report.html"))
     text = open(page).read()
     assert "http" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing from the network
     dom = chromium(["--dump-dom", f"file://{page}"], tmp_path).stdout
@@ -146,8 +150,8 @@ def test_report_html_renders_with_map_bars_and_verdict(gap8_tiny, tmp_path):
     assert dom.count('class="bar"') == len(rep["layers"]) * (1 + 2 + 2 + 2)
     for layer in rep["layers"]:
         assert layer["name"] in dom
-    png = tmp_path / "page.png"
-    chromium(["--window-size=1000,1600", f"--screenshot={png}", f"file://{page}"], tmp_path)
+    png = os.environ.get("TESSERA_REPORT_PNG") or tmp_path / "page.png"
+    chromium(["--window-size=1000,1600", f"--screenshot={os.path.abspath(png)}", f"file://{page}"], tmp_path)
     img = Image.open(png).convert("RGB")
     assert img.size == (1000, 1600)
     colors = img.getcolors(maxcolors=1 << 20)
@@ -171,3 +175,121 @@ def test_report_html_highlights_the_failed_layer(gap8_tiny):
     assert 'class="fail"' in text and "(1, 2, 3): got 5, expected 7" in text
     assert text.count('<tr class="bad">') == 1 and f'<td class="l">{rep["layers"][3]["name"]}' in text
     assert text.count('fill="#fde0dc"') == 4   # the row highlighted in every bar chart
+
+
+def _build_inputs(netdir, target_name):
+    import yaml
+
+    from tessera import canon, config, views
+    from tessera.ir import Graph
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tname, tpath = config.resolve("target", target_name, root)
+    tcfg = config.load_target(tpath, tname)
+    graph = Graph.from_json(canon.read_json(os.path.join(netdir, "graph.json")))
+    tilings = {l.name: canon.read_json(os.path.join(netdir, "tiling", f"{l.name}.json")) for l in graph.layers}
+    with open(os.path.join(root, "kernels", tcfg["kernels"], "library.yaml")) as f:
+        tgt = views.tiler_target(tcfg, yaml.safe_load(f))
+    return tcfg, graph, tilings, tgt
+
+
+def test_api_estimates_what_the_report_carries(gap8_tiny):
+    from tessera import cost
+
+    tcfg, graph, tilings, _ = _build_inputs(gap8_tiny, "gap8")
+    rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    for layer, entry in zip(graph.layers, rep["layers"]):
+        assert cost.estimate_layer(tcfg, layer, graph, tilings[layer.name]) == entry["cost"]["estimate"], layer.name
+
+
+def test_api_group_moves_the_fused_bands_not_the_intermediate(gap8_tiny):
+    # the group's activation bytes are the fused step's bands, as the fusion
+    # module counts them from its own tiling, independently of the cost model
+    from tessera import cost, fusion
+    from tessera.fusion.transfer import fused_transfer
+
+    tcfg, graph, tilings, tgt = _build_inputs(gap8_tiny, "gap8")
+    pair = fusion.pair_view(graph, "dw1", "pw1")
+    fused = fusion.solve_dw_pw(pair, tgt)
+    parts = cost.explain_group(tcfg, ["dw1", "pw1"], graph, tilings, fused)
+    assert parts["dma_features"]["act_bytes"] == fused_transfer(pair, fused)
+    alone = [cost.explain_layer(tcfg, graph.layer(n), graph, tilings[n]) for n in ("dw1", "pw1")]
+    moved_alone = sum(p["features"]["act_bytes"] for p in alone)
+    dw_out = graph.tensor(graph.layer("dw1").output).nbytes
+    # apart, the intermediate is written out by dw1 and read back by pw1
+    assert moved_alone - parts["dma_features"]["act_bytes"] >= 2 * dw_out
+    assert cost.estimate_group(tcfg, ["dw1", "pw1"], graph, tilings, fused) == parts["estimate"]
+    if parts["why_not"] is None:
+        # gap8 counts instructions, DMA copies included: compute plus DMA
+        assert parts["estimate"] == round(parts["compute"] + parts["dma"])
+    else:
+        # a step the model cannot price (cost.fused.why_no_estimate) has no estimate
+        assert parts["estimate"] is None and "row blocks" in parts["why_not"] or "fits no op" in parts["why_not"]
+
+
+def test_view_features_equal_the_report_features(gap8_tiny):
+    # what the tiler computes from a layer's view (tile_cost=model) is what
+    # the report computes from the IR, on every tiled layer
+    from tessera import cost, views
+    from tessera.cost import features
+
+    tcfg, graph, tilings, _ = _build_inputs(gap8_tiny, "gap8")
+    tiled = [l for l in graph.layers if tilings[l.name]["tiled"] and not tilings[l.name].get("whole")]
+    for layer in tiled:
+        f = features.view_features(views.tiler_layer(layer, graph), tilings[layer.name], 2, tcfg["cores"])
+        assert f == cost.api.layer_features(tcfg, layer, graph, tilings[layer.name]), layer.name
+
+
+def test_tile_cost_model_picks_a_tile_no_costlier_than_the_library_one():
+    # a MobileNet pointwise and depthwise layer on gap8's L1: the costed
+    # choice fits, is deterministic, and by the model costs at most what the
+    # library objective's tile costs
+    from tessera import config, cost, views
+    from tessera.cost import features
+    from tessera.tiler import solve_layer
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tname, tpath = config.resolve("target", "gap8", root)
+    tcfg = config.load_target(tpath, tname)
+    with open(os.path.join(root, "kernels", "pulp_nn", "library.yaml")) as f:
+        tgt = views.tiler_target(tcfg, yaml.safe_load(f))
+    coefs = cost.coefficients(tcfg)
+    costed = dict(tgt, cost={"coefficients": coefs, "dims": 2})
+    base = {"in_bytes": 1, "out_bytes": 1, "n_inputs": 1, "stride": [1, 1]}
+    layers = [dict(base, name="pw", op="pointwise", **{"in": [32, 32, 64]}, out=[32, 32, 128], kernel=[1, 1],
+                   pad=[0, 0, 0, 0], w_bytes_per_cout=64, param_bytes_per_cout=9),
+              dict(base, name="dw", op="depthwise", **{"in": [64, 64, 32]}, out=[64, 64, 32], kernel=[3, 3],
+                   pad=[1, 1, 1, 1], w_bytes_per_cout=9, param_bytes_per_cout=9)]
+    for layer in layers:
+        lib = solve_layer(layer, tgt)
+        mine = solve_layer(layer, costed)
+        assert mine == solve_layer(layer, costed)
+        assert mine["tiled"] and mine["l1_bytes"]["total"] <= tgt["l1_budget"]
+        est = [model.estimate(coefs, layer["op"], features.view_features(layer, t, 2, tcfg["cores"]))
+               for t in (mine, lib)]
+        assert est[0] <= est[1], (layer["name"], mine["tile"], lib["tile"], est)
+
+
+def test_sweeps_are_written_byte_identically(tmp_path):
+    # the microbenchmarks are build inputs: the same bytes every time, or
+    # every refit would rebuild them all
+    from tessera.cost import sweeps
+
+    for d in ("a", "b"):
+        for name in sweeps.SWEEPS:
+            sweeps.write(name, str(tmp_path / d))
+    files = sorted(os.listdir(tmp_path / "a"))
+    assert len(files) == 2 * len(sweeps.SWEEPS)
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+
+
+def test_tile_cost_bad_value_and_no_coefficients_are_one_line(tmp_path):
+    from helpers import one_error
+
+    line = one_error(scons("target=host", "model=tiny", "tile_cost=fastest", out=tmp_path))
+    assert "tile_cost=fastest" in line and "tile_cost=model" in line
+    # host's runner counts nothing deterministic: no coefficients to tile by
+    line = one_error(scons("target=host", "model=tiny", "tile_cost=model", out=tmp_path))
+    assert "no cost model coefficients" in line and "tile_cost=library" in line

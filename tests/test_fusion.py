@@ -38,14 +38,16 @@ def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_
     return Graph("g", "test", t, layers, ["x"], outputs)
 
 
-def target(budget, cores=8):
-    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS}
+def target(budget, cores=8, scheme="per_core"):
+    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS,
+            "fused_scheme": {"dw_pw": scheme}}
 
 
 # ---- engine ------------------------------------------------------------------
 
 def test_engine_finds_the_pair():
-    assert fusion.candidates(dw_pw_graph()) == [{"dw": "dw", "pw": "pw", "ok": True, "reason": "fusable"}]
+    assert fusion.candidates(dw_pw_graph()) == [{"kind": "dw_pw", "layers": ["dw", "pw"], "group": "dw+pw",
+                                                 "dw": "dw", "pw": "pw", "ok": True, "reason": "fusable"}]
 
 
 def test_engine_says_why_not():
@@ -59,29 +61,35 @@ def test_engine_says_why_not():
 
 def brute_force(pair, tgt):
     """The docstring's rule by enumeration: single-buffered whole pair if it
-    fits, else the lexicographic best (th, th % cores == 0, fd)."""
+    fits, else the lexicographic best (th, th % cores == 0, fd); with the
+    shared scheme (one intermediate of fd <= th rows for all cores) the best
+    (fd, th, th % cores == 0)."""
     dw = pair["dw"]
     Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
+    shared = tgt["fused_scheme"]["dw_pw"] == "shared"
+    most = (lambda th: th) if shared else (lambda th: -(-th // cores))   # noqa: E731
     table = geometry.axis_table(*geometry.axes(dw)[0])
-    if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], -(-Ho // cores), 1)["total"] <= budget:
-        return Ho, -(-Ho // cores), 1
+    if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], most(Ho), 1)["total"] <= budget:
+        return Ho, most(Ho), 1
     best = None
     for th in table:
-        for fd in range(1, -(-th // cores) + 1):
+        for fd in range(1, most(th) + 1):
             if ftiler._bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                key = (th, th % cores == 0, fd)
+                key = (fd, th, th % cores == 0) if shared else (th, th % cores == 0, fd)
                 best = max(best or key, key)
-    return None if best is None else (best[0], best[2], 2)
+    if best is None:
+        return None
+    return (best[1], best[0], 2) if shared else (best[0], best[2], 2)
 
 
 @given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000))
-@settings(max_examples=60, deadline=None)
-def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget):
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+@settings(max_examples=80, deadline=None)
+def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme):
     g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "dw", "pw")
-    tgt = target(budget, cores)
+    tgt = target(budget, cores, scheme)
     got = fusion.solve_dw_pw(pair, tgt)
     want = brute_force(pair, tgt)
     if want is None:
@@ -152,3 +160,192 @@ def test_min_transfer_keeps_an_unfittable_pair_apart():
     s = schedule(g, "min_transfer", 900)
     assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
     assert "needs" in s["candidates"][0]["why_apart"]
+
+
+def latency_schedule(g, costs, budget=64000):
+    tgt = target(budget)
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    cands = fusion.candidates(g)
+    pair = fusion.pair_view(g, "dw", "pw")
+    fused = {pair["name"]: (pair, fusion.solve_dw_pw(pair, tgt))}
+    return fusion.select(g, tilings, fused, "min_latency", cands, costs)
+
+
+def costs(dw, pw, group):
+    return {"source": "test", "unit": "qemu-instructions", "layers": {"dw": dw, "pw": pw}, "groups": {"dw+pw": group},
+            "missing": "no estimate for this kernel"}
+
+
+def test_min_latency_fuses_only_what_is_estimated_faster():
+    g = dw_pw_graph()
+    s = latency_schedule(g, costs(700, 500, 1100))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw+pw"]
+    assert "estimated 1100 qemu-instructions against 1200 apart" in s["steps"][0]["reason"]
+    assert s["totals"]["estimated_count"] == 1100 and s["totals"]["unfused_estimated_count"] == 1200
+    # a tie keeps the layers apart (fusing must be expected to pay)
+    s = latency_schedule(g, costs(700, 500, 1200))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert "not fewer than 1200 apart" in s["candidates"][0]["why_apart"]
+    # slower: apart, whatever it saves in transfers
+    s = latency_schedule(g, costs(700, 500, 1300))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["totals"]["activation_transfer_bytes"] == s["totals"]["unfused_activation_transfer_bytes"]
+
+
+def test_min_latency_without_estimates_keeps_layers_apart():
+    g = dw_pw_graph()
+    s = latency_schedule(g, costs(700, 500, None))
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["candidates"][0]["why_apart"] == "no estimate for this kernel"
+    s = latency_schedule(g, {"source": "test", "none": "no calibrated cost model"})
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["candidates"][0]["why_apart"] == "no calibrated cost model"
+
+
+def test_group_estimate_prices_compute_and_transfers():
+    """The fused step's estimate from hand-set coefficients: MACs priced
+    alike fused or apart; activation bytes priced on the step's own moves
+    (the depthwise's input and the pointwise's output, never the
+    intermediate)."""
+    from tessera.cost import fused as cfused, model
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, target(64000, scheme="shared"))
+    dw, pw = g.layers
+    zero = {k: 0.0 for k in model.COMPUTE}
+    only = lambda **kw: {"combine": "sum", "default": dict(zero), "ops": {}, "dma": dict(  # noqa: E731
+        {k: 0.0 for k in model.DMA}, **kw)}
+    macs = only()
+    macs["default"]["macs"] = 2.0
+    x, m, y = (g.tensor(n) for n in "xmy")
+    dw_macs = m.size * 9
+    pw_macs = y.size * 8
+    assert cfused.group_estimate(macs, dw, pw, g, ft, 8) == 2 * (dw_macs + pw_macs)
+    assert cfused.group_estimate(only(act_bytes=3.0), dw, pw, g, ft, 8) == 3 * (x.nbytes + y.nbytes)
+    # a per-core fused kernel is not the layers' kernels: no estimate
+    ft_pc = fusion.solve_dw_pw(pair, target(64000))
+    assert cfused.group_estimate(macs, dw, pw, g, ft_pc, 8) is None
+
+
+# ---- PW->DW ------------------------------------------------------------------
+
+def chain_graph(h=12, w=10, ci=4, cm=12, co=8, k=3, s=1, pad=1):
+    """pw1 -> dw -> pw2: the depthwise is in a PW->DW and a DW->PW candidate."""
+    ho = (h + 2 * pad - k) // s + 1
+    wo = (w + 2 * pad - k) // s + 1
+    t = {"x": Tensor("x", [h, w, ci]), "e": Tensor("e", [h, w, cm]), "m": Tensor("m", [ho, wo, cm]),
+         "y": Tensor("y", [ho, wo, co])}
+    layers = [Layer("pw1", "pointwise", ["x"], "e", input_offset=1, weights="p1w", bias="p1b", requant=rq(cm, 3)),
+              Layer("dw", "depthwise", ["e"], "m", kernel=[k, k], stride=[s, s], pad=[pad] * 4,
+                    input_offset=-3, weights="dw_w", bias="dw_b", requant=rq(cm, -5)),
+              Layer("pw2", "pointwise", ["m"], "y", input_offset=5, weights="p2w", bias="p2b", requant=rq(co, 2))]
+    return Graph("g", "test", t, layers, ["x"], ["y"])
+
+
+def test_engine_finds_both_kinds_in_a_chain():
+    got = [(c["kind"], c["group"], c["ok"]) for c in fusion.candidates(chain_graph())]
+    assert got == [("pw_dw", "pw1+dw", True), ("dw_pw", "dw+pw2", True)]
+
+
+def brute_force_pw_dw(pair, tgt):
+    dw = pair["dw"]
+    Ho, C, cores, budget = dw["out"][0], dw["out"][2], tgt["cores"], tgt["l1_budget"]
+    most = -(-C // cores)
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    if Ho in table and ftiler._pw_dw_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
+        return Ho, most, 1
+    best = None
+    for th in table:
+        for fd in range(1, most + 1):
+            if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
+                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
+    return None if best is None else (best[0], best[1], 2)
+
+
+@given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
+       k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
+       budget=st.integers(200, 6000))
+@settings(max_examples=60, deadline=None)
+def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget):
+    g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
+    pair = fusion.pair_view(g, "pw1", "dw")
+    assert pair["kind"] == "pw_dw"
+    tgt = target(budget, cores)
+    got = fusion.solve_dw_pw(pair, tgt)
+    want = brute_force_pw_dw(pair, tgt)
+    if want is None:
+        assert not got["feasible"] and "needs" in got["reason"]
+        return
+    assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
+    assert got["l1_bytes"]["total"] <= budget
+    assert sum(b["oh"] for b in got["bands"]) == g.tensor("m").shape[0]
+
+
+def chain_schedule(g, policy, budget, tilings_budget=64000):
+    tgt = target(budget)
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), target(tilings_budget)) for layer in g.layers}
+    cands = fusion.candidates(g)
+    fused = {}
+    for c in cands:
+        pair = fusion.pair_view(g, *c["layers"])
+        fused[pair["name"]] = (pair, fusion.solve_dw_pw(pair, tgt))
+    return fusion.select(g, tilings, fused, policy, cands), tilings, fused
+
+
+def test_selector_chooses_exactly_in_a_pw_dw_pw_chain():
+    """Both candidates overlap on the depthwise: the selector takes the one
+    moving fewer bytes, which is the better of the three schedules counted
+    by hand (apart, pw1+dw then pw2, pw1 then dw+pw2)."""
+    g = chain_graph(ci=4, cm=24, co=4, s=2)
+    s, tilings, fused = chain_schedule(g, "min_transfer", 64000)
+    x, e, m, y = (g.tensor(n).nbytes for n in "xemy")
+    # whole tensors (everything fits): apart x+e | e+m | m+y
+    options = {("pw1", "dw", "pw2"): x + 2 * e + 2 * m + y,
+               ("pw1+dw", "pw2"): x + m + m + y,
+               ("pw1", "dw+pw2"): x + e + e + y}
+    best = min(options, key=options.get)
+    assert sorted(options.values())[0] < sorted(options.values())[1]     # no tie
+    assert tuple(st_["step"] for st_ in s["steps"]) == best
+    assert s["totals"]["activation_transfer_bytes"] == options[best]
+    chosen = [c for c in s["candidates"] if c["chosen"]]
+    assert len(chosen) == 1
+    other = [c for c in s["candidates"] if not c["chosen"]][0]
+    assert other["fusable"] and other["why_apart"]
+
+
+def test_pw_dw_band_wise_golden_equals_layers_apart():
+    """The PW->DW step's geometry: per band, the pointwise over the band's
+    input rows, then the depthwise with the band's padding, equals the two
+    layers run whole."""
+    g = chain_graph(h=13, w=9, ci=5, cm=6, co=3, k=3, s=2, pad=1)
+    pair = fusion.pair_view(g, "pw1", "dw")
+    ft = fusion.solve_dw_pw(pair, target(900, cores=2))
+    assert len(ft["bands"]) > 1
+    rng = np.random.default_rng(2)
+    x = rng.integers(-128, 128, size=(13, 9, 5)).astype(np.int8)
+    w1 = rng.integers(-128, 128, size=(6, 5)).astype(np.int8)
+    w2 = rng.integers(-128, 128, size=(3, 3, 6)).astype(np.int8)
+    b1 = rng.integers(-999, 999, size=6).astype(np.int32)
+    b2 = rng.integers(-999, 999, size=6).astype(np.int32)
+    pw, dw, _ = g.layers
+
+    def two(xin, pad):
+        mid = ops.requantize(ops.pointwise(xin, w1, b1, pw.input_offset), pw.requant).astype(np.int8)
+        return ops.requantize(ops.depthwise(mid, w2, b2, dw.input_offset, (3, 3), (2, 2), pad), dw.requant)
+    whole = two(x, dw.pad)
+    bands = [two(x[b["ih0"]:b["ih0"] + b["ih"]], (b["pad_t"], 1, b["pad_b"], 1)) for b in ft["bands"]]
+    np.testing.assert_array_equal(np.concatenate(bands), whole)
+
+
+def test_no_estimate_for_a_depthwise_in_several_row_blocks():
+    """A shared-scheme step whose depthwise runs in several row blocks is
+    not priced by the model (its per-block stripe cost has no term): the
+    selector keeps it apart with that reason."""
+    from tessera.cost import fused as cfused
+    g = dw_pw_graph(h=40, w=30, c=16, co=16)
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, target(12000, scheme="shared"))
+    assert ft["feasible"] and len(ft["bands"]) > 1
+    coefs = {"combine": "sum", "default": {"macs": 1.0}, "ops": {}, "dma": {}}
+    assert cfused.group_estimate(coefs, *g.layers, g, ft, 8) is None
+    assert "row blocks" in cfused.why_no_estimate(coefs, ft)

@@ -90,3 +90,98 @@ def test_pulp_nn_dw_pw_matches_two_layers(pnn, case):
     c, ncores, rng = case
     c.fn = "pnn_dw_pw"
     run_case(pnn, c, ncores, rng)
+
+
+@given(dw_pw_cases())
+@SETTINGS
+def test_pulp_nn_shared_blocks_match_two_layers(pnn, case):
+    """The shared scheme the generated PULP-NN fused steps run: per block of
+    fd rows, pnn_dw_pw_block's arguments, the depthwise on every core (a
+    fork), then the pointwise on every core, over one fd-row intermediate."""
+    c, ncores, rng = case
+    P = POINTER(ConvArgs)
+    pnn.pnn_dw_pw_block.argtypes = [POINTER(DwPwArgs), c_int32, c_int32, P, P]
+    pnn.pnn_dw_pw_block.restype = None
+    for fn in (pnn.pnn_depthwise, pnn.pnn_pointwise):
+        fn.argtypes = [P, c_int, c_int]
+        fn.restype = None
+    expected = c.expected
+    out = np.random.default_rng(int(rng.integers(2**31))).integers(
+        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+    mid = np.zeros(max(1, c.scratch_bytes), dtype=np.int8)
+    args, keep = c.build(out.ctypes.data, mid.ctypes.data_as(POINTER(c_int8)))
+    out_h, fd = expected.shape[0], args.fd
+    d, p = ConvArgs(), ConvArgs()
+    for y in range(0, out_h, fd):
+        pnn.pnn_dw_pw_block(ctypes.byref(args), y, min(fd, out_h - y), ctypes.byref(d), ctypes.byref(p))
+        for fn, a in ((pnn.pnn_depthwise, d), (pnn.pnn_pointwise, p)):
+            for k in range(ncores):
+                fn(ctypes.byref(a), k, ncores)
+    del keep
+    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)
+
+
+class PwDwArgs(ctypes.Structure):
+    _fields_ = [("pw", ConvArgs), ("dw", ConvArgs), ("buf", POINTER(c_int8)), ("fd", c_int32)]
+
+
+def test_pw_dw_struct_layout(lib, tmp_path):
+    import subprocess
+    from test_ref_kernels import INCLUDE
+    src = tmp_path / "probe.c"
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tessera/kernels.h"\n'
+                   'int main(void){printf("%zu %zu %zu %zu", sizeof(tsr_pw_dw_args_t), '
+                   'offsetof(tsr_pw_dw_args_t, dw), offsetof(tsr_pw_dw_args_t, buf), '
+                   'offsetof(tsr_pw_dw_args_t, fd));return 0;}\n')
+    exe = tmp_path / "probe"
+    subprocess.run(["gcc", "-I", INCLUDE, str(src), "-o", str(exe)], check=True)
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    assert got == [ctypes.sizeof(PwDwArgs), PwDwArgs.dw.offset, PwDwArgs.buf.offset, PwDwArgs.fd.offset]
+
+
+def share_channels(shape, core, ncores):
+    chunk = -(-shape[-1] // ncores)
+    mask = np.zeros(shape[-1], dtype=bool)
+    mask[core * chunk:(core + 1) * chunk] = True
+    return np.broadcast_to(mask, shape)
+
+
+@st.composite
+def pw_dw_cases(draw):
+    """A pointwise over the tile, then a depthwise (any geometry, padding and
+    stride) of its int8 output; fd channels per block."""
+    g = draw(geometry())
+    ci, cm = draw(st.integers(1, 9)), draw(st.integers(1, 12))
+    x, rng = arrays(draw, (g["in_h"], g["in_w"], ci))
+    w1 = int8s(rng, (cm, ci))
+    b1 = draw_bias(draw, rng, cm)
+    off1 = draw(OFFSETS)
+    acc1 = ops.pointwise(x, w1, b1, off1)
+    rq1 = draw(requants(cm, int(np.abs(acc1).max(initial=0)), tflite=True))   # the intermediate is int8
+    mid = ops.requantize(acc1, rq1.golden).astype(np.int8)
+    w2 = int8s(rng, (cm, g["kh"], g["kw"]))
+    b2 = draw_bias(draw, rng, cm)
+    off2 = draw(OFFSETS)
+    acc2 = ops.depthwise(mid, w2.transpose(1, 2, 0), b2, off2, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
+    rq2 = draw(requants(cm, int(np.abs(acc2).max(initial=0)), tflite=True))    # the fused output is int8
+    expected, dtype = finish(acc2, rq2)
+    fd = draw(st.integers(1, cm + 1))
+    one = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
+
+    def build(out_ptr, scratch):
+        r1, r2 = rq1.struct(), rq2.struct()
+        pw = conv_struct(x, w1, b1, None, (g["in_h"], g["in_w"], cm), one, off1, r1, None, 0)
+        dw = conv_struct(mid, w2, b2, out_ptr, (g["out_h"], g["out_w"], cm), g, off2, r2, None, 0)
+        dw.in_ = None     # the kernel reads its own intermediate, never this
+        return PwDwArgs(pw, dw, scratch, fd), (x, w1, b1, w2, b2, r1, r2, rq1, rq2)
+    sb = fd * g["in_h"] * g["in_w"]
+    return Case("tsr_pw_dw", build, expected, dtype, share_channels, sb), draw(NCORES), rng
+
+
+@given(pw_dw_cases())
+@SETTINGS
+def test_pw_dw_matches_two_layers(lib, case):
+    lib.tsr_pw_dw.argtypes = [POINTER(PwDwArgs), c_int, c_int]
+    lib.tsr_pw_dw.restype = None
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)

@@ -282,6 +282,10 @@ def check_gap8_report(rep):
     spilled = rep["memory"]["L3"].get("spilled_activations", 0)
     if spilled:   # tiles of activations moved to L3 take the I/O DMA too
         assert tot["dma_bytes"]["io_dma"] >= ws["bytes"] + 2 * spilled
+        # the report's L3 activation traffic: every moved tensor written, then read
+        st = tot["spill_traffic"]
+        assert st["level"] == "L3" and st["written_bytes"] >= spilled and st["read_bytes"] >= spilled
+        assert tot["dma_bytes"]["io_dma"] >= st["read_bytes"] + st["written_bytes"]
     else:
         assert tot["dma_bytes"]["io_dma"] == ws["bytes"]
     weighted = [layer for layer in rep["layers"] if layer["op"] in ("conv2d", "pointwise", "depthwise", "linear")]

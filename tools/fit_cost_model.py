@@ -1,16 +1,24 @@
 #!/usr/bin/env python3
 """Fit the cost model's coefficients for one target (and its kernel
-library) from measured builds, and write kernels/<library>/cost/<target>.yaml.
+library) from microbenchmarks run on the target's own runner, and write
+kernels/<library>/cost/<target>.yaml.
 
-    .venv/bin/python tools/fit_cost_model.py gap8 [--models tiny dscnn_kws mbv1_025_128]
-                                                  [--out generated] [--build]
+    .venv/bin/python tools/fit_cost_model.py gap8              # after a kernel change: this, nothing else
+    .venv/bin/python tools/fit_cost_model.py gap8 --models tiny dscnn_kws   # sweeps and these models' layers
+    .venv/bin/python tools/fit_cost_model.py gap8 --no-sweeps --models tiny dscnn_kws mbv1_025_128
 
-The measurements are the layers of the given models built, run and checked
-on the target's own runner (QEMU instructions, GVSoC cycles): every layer is
-one microbenchmark of its op at its tile shape. --build builds whatever is
-missing (./scons target=T model=M out=OUT); without it, the existing
-report.json files are read (a cache: rerun with --build after the kernels
-change, the report then carries the new counts). Rerunnable: the same
+The microbenchmarks are the sweep networks of tessera.cost.sweeps (each op
+over channels, kernels, strides and map sizes, so from one whole-layer tile
+to many small ones): written as quantized ONNX under OUT/costbench/models/
+and built, run and checked like any model (./scons target=T
+model=OUT/costbench/models/<sweep>.yaml out=OUT/costbench): QEMU
+instructions, GVSoC cycles. SCons is the cache: a sweep whose kernels,
+code generator and inputs did not change is a no-op build, and after a
+kernel change only what the change feeds is rebuilt and rerun; a refit is
+this one command. Every layer of every sweep is one sample of its op.
+
+--models adds the layers of bundled models, read from their report.json
+under OUT/<target>/<model> (--build builds the missing ones). The same
 reports give the same file.
 """
 
@@ -25,65 +33,119 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 
 from tessera import config  # noqa: E402
-from tessera.cost import fit, model  # noqa: E402
+from tessera.cost import features, fit, model, sweeps  # noqa: E402
 from tessera.report.build import COUNT_KEYS  # noqa: E402
 
-DEFAULT_MODELS = ["tiny", "dscnn_kws", "mbv1_025_128"]
+
+def _scons(target, model_arg, out):
+    cmd = [os.path.join(ROOT, "scons"), f"target={target}", f"model={model_arg}", f"out={out}"]
+    r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        tail = [l for l in r.stdout.splitlines() if "error" in l.lower()][-1:] or r.stdout.splitlines()[-1:]
+        sys.exit(f"{model_arg}: the build on {target} failed ({' '.join(cmd[1:])}): {' '.join(tail)}")
 
 
 def report_of(out, target, mname, build):
     path = os.path.join(out, target, mname, "report.json")
     if build and not os.path.exists(path):
-        cmd = [os.path.join(ROOT, "scons"), f"target={target}", f"model={mname}", f"out={out}"]
-        subprocess.run(cmd, cwd=ROOT, check=False, stdout=subprocess.DEVNULL)
+        _scons(target, mname, out)
     if not os.path.exists(path):
         sys.exit(f"{path}: no report; build it (./scons target={target} model={mname} out={out}) "
                  "or pass --build")
-    return yaml.safe_load(open(path))   # JSON is YAML
+    with open(path) as f:
+        return yaml.safe_load(f)   # JSON is YAML
 
 
-def samples_of(report):
-    key = COUNT_KEYS.get(report["counts"]["method"])
-    if key is None:
-        sys.exit(f"{report['target']}: its runner counts nothing ({report['counts']['method']}); "
-                 "no fit possible (host time is not deterministic)")
-    out = []
-    for layer in report["layers"]:
-        if "cost" not in layer:
-            sys.exit(f"{report['target']}/{report['model']}: report.json has no cost features; rebuild it")
-        out.append((layer["op"], layer["cost"]["features"], layer[key]))
+def sweep_reports(target, bench, names=None):
+    """{sweep: report} of the sweeps built (or found up to date) on target."""
+    models_dir = os.path.join(bench, "models")
+    out = {}
+    for name in names or sorted(sweeps.SWEEPS):
+        print(f"  sweep {name} on {target}", file=sys.stderr, flush=True)
+        _scons(target, sweeps.write(name, models_dir), bench)
+        out[name] = report_of(bench, target, name, False)
     return out
+
+
+def samples_of(report, build_dir, tcfg):
+    """[(op, features, measured)] per layer: the count from report.json, the
+    features recomputed from the build's graph and tilings by this version
+    of tessera.cost.features (a report written before a feature was added
+    still serves)."""
+    key = COUNT_KEYS.get(report["counts"]["method"])
+    if key is None or report["counts"]["method"] == "host-ns":
+        sys.exit(f"{report['target']}: its runner counts nothing deterministic ({report['counts']['method']}); "
+                 "no fit possible (host time varies from run to run)")
+    measured = {layer["name"]: layer.get(key) for layer in report["layers"]}
+    out = []
+    for name, op, feats in features.build_features(build_dir, tcfg):
+        if measured.get(name) is None:
+            sys.exit(f"{build_dir}: layer {name} has no measured count in report.json; rebuild it")
+        out.append((op, feats, measured[name]))
+    return out
+
+
+def fit_target(tcfg, samples):
+    # cycles of a cluster with DMA engines overlap; instructions of cores
+    # that copy the data themselves (QEMU) add up
+    if tcfg["runner"]["counts"] == "gvsoc-cycles":
+        return fit.fit_overlap(samples, tcfg)
+    return fit.fit(samples, combine="sum")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("target")
-    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
+    ap.add_argument("--models", nargs="*", default=[], help="bundled models whose layers are added")
+    ap.add_argument("--no-sweeps", action="store_true", help="fit on --models only")
     ap.add_argument("--out", default=os.path.join(ROOT, "generated"))
-    ap.add_argument("--build", action="store_true", help="build the reports that are missing")
+    ap.add_argument("--bench", default=None, help="where the sweeps are built (default OUT/costbench)")
+    ap.add_argument("--build", action="store_true", help="build the --models reports that are missing")
     args = ap.parse_args()
     tname, tpath = config.resolve("target", args.target, ROOT)
     tcfg = config.load_target(tpath, tname)
-    samples = []
+    if tcfg["runner"]["counts"] not in COUNT_KEYS or tcfg["runner"]["counts"] == "host-ns":
+        sys.exit(f"{tpath}: runner.counts is {tcfg['runner']['counts']!r}: nothing deterministic to fit "
+                 "(the cost model needs QEMU instructions or GVSoC cycles)")
+    if args.no_sweeps and not args.models:
+        sys.exit("fit_cost_model.py: --no-sweeps needs --models (nothing to fit on)")
+    samples, sources, paths = [], {}, set()
+    if not args.no_sweeps:
+        bench = args.bench or os.path.join(args.out, "costbench")
+        reps = sweep_reports(args.target, bench)
+        for name, rep in reps.items():
+            samples += samples_of(rep, os.path.join(bench, tname, name), tcfg)
+            paths.add(rep.get("kernels", {}).get("path", "?"))
+        sources["sweeps"] = sorted(reps)
     for m in args.models:
-        samples += samples_of(report_of(args.out, tname, m, args.build))
-    # cycles of a cluster with DMA engines overlap; instructions of cores
-    # that copy the data themselves (QEMU) add up
-    if tcfg["runner"]["counts"] == "gvsoc-cycles":
-        coefs = fit.fit_overlap(samples, tcfg)
-    else:
-        coefs = fit.fit(samples, combine="sum")
+        rep = report_of(args.out, tname, m, args.build)
+        samples += samples_of(rep, os.path.join(args.out, tname, m), tcfg)
+        paths.add(rep.get("kernels", {}).get("path", "?"))
+    if args.models:
+        sources["models"] = list(args.models)
+    coefs = fit_target(tcfg, samples)
+    # the kernels' code path (portable C, or Xpulp / DSP intrinsics) the
+    # counts come from: coefficients are per target, and a target has one
     coefs = {"target": tname, "library": tcfg["kernels"], "counts": tcfg["runner"]["counts"],
-             "fitted_on": {"models": list(args.models), "layers": len(samples)}, **coefs}
+             "kernel_path": ", ".join(sorted(paths)),
+             "fitted_on": dict(sources, layers=len(samples)), **coefs}
     file = model.path(ROOT, tcfg["kernels"], tname)
     os.makedirs(os.path.dirname(file), exist_ok=True)
+    cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
+        (f" --models {' '.join(args.models)}" if args.models else "")
     head = (f"# Cost model of the {tcfg['kernels']} kernels on {tname}: written by\n"
-            f"# tools/fit_cost_model.py {tname} --models {' '.join(args.models)}; do not edit.\n"
+            f"# {cmd}; do not edit.\n"
             "# Meaning of every field: site_scons/tessera/cost/model.py, docs/cost_model.md.\n")
     with open(file, "w") as f:
         f.write(head + yaml.safe_dump(coefs, sort_keys=True))
-    print(f"{os.path.relpath(file, ROOT)}: {len(samples)} layers of {', '.join(args.models)}")
+    print(f"{os.path.relpath(file, ROOT)}: {len(samples)} layers of "
+          f"{', '.join(sources.get('sweeps', []) + sources.get('models', []))}")
 
 
 if __name__ == "__main__":
-    main()
+    from tessera.errors import TesseraError
+
+    try:
+        main()
+    except TesseraError as err:     # a bad target name or YAML: one line, no traceback
+        sys.exit(f"tessera: error: {err}")

@@ -4,7 +4,7 @@ say, per network, whether the firmware reproduces tessera's golden model
 and the peer toolchain's own expected outputs, bit for bit.
 
     .venv/bin/python tools/peer_report.py [--target host] [--out DIR] [--peer DIR]
-                                          [--only SUBSTRING ...] [--json FILE] [-j 2]
+                                          [--only SUBSTRING ...] [--json FILE] [-j 2] [--fusion POLICY]
 
 Each network in <peer>/deeploy/** and <peer>/dory/* (default: the
 checkout's ../shared/peer_tests) gets a model YAML in <out>/models/ (its
@@ -67,11 +67,11 @@ def write_model(net, models_dir):
     return path
 
 
-def build(net, target, out, jobs=2, env=None):
+def build(net, target, out, jobs=2, env=None, fusion=None):
     """Build, run and check one network; (returncode, stdout, stderr, seconds)."""
     model = write_model(net, os.path.join(out, "models"))
     cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"-j{jobs}", f"target={target}",
-           f"model={model}", f"out={out}"]
+           f"model={model}", f"out={out}"] + ([f"fusion={fusion}"] if fusion else [])
     t0 = time.monotonic()
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     return res.returncode, res.stdout, res.stderr, round(time.monotonic() - t0, 1)
@@ -119,7 +119,7 @@ def summarize(net, target, out, rc=0, stdout="", stderr="", seconds=None):
             row["first_difference"] = {"against": "golden", "layer": bad["layer"], "element": bad.get("element")}
         else:
             for r in ref.get("compared", []):
-                if not r["equal"]:
+                if not r.get("equal", True):
                     row["first_difference"] = {"against": ref["kind"], "layer": r.get("layer"), "file": r["name"],
                                                "element": r.get("first"), "error": r.get("error")}
                     break
@@ -191,6 +191,7 @@ def main(argv=None):
     ap.add_argument("--models", action="store_true", help=f"only the whole models ({', '.join(MODELS)})")
     ap.add_argument("--json", help="where the JSON goes (default <out>/peer_report-<target>.json)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--fusion", help="the fusion= policy of every build (default: the model's, none)")
     args = ap.parse_args(argv)
     if not os.path.isdir(args.peer):
         sys.exit(f"peer_report: error: no peer networks at {args.peer} (give --peer <peer_tests folder>)")
@@ -203,7 +204,7 @@ def main(argv=None):
     rows = []
     for net in nets:
         print(f"building {net['name']} on {args.target} ...", file=sys.stderr, flush=True)
-        rc, so, se, secs = build(net, args.target, out, args.jobs)
+        rc, so, se, secs = build(net, args.target, out, args.jobs, fusion=args.fusion)
         rows.append(summarize(net, args.target, out, rc, so, se, secs))
     tname = os.path.splitext(os.path.basename(args.target))[0]
     path = args.json or os.path.join(out, f"peer_report-{tname}.json")

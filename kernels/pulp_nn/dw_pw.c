@@ -15,6 +15,38 @@
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
 
+/* The two forks' arguments of the shared scheme, one pair for every fused
+ * step (they run one after the other): out of core 0's 1 kB stack on
+ * PULP-open, and not one pair per step in the small reserved data. */
+tsr_conv_args_t pnn_dw_pw_parts[2];
+
+/* The arguments of one block of the shared scheme (see pulp_nn.h): output
+ * rows [y, y + n) of the band, all channels. d: the depthwise of the block's
+ * input rows (halo included, the band's own padding where the block touches
+ * it) into a->buf, HWC; p: the pointwise of a->buf into those rows of the
+ * band's output. */
+void pnn_dw_pw_block(const tsr_dw_pw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *d, tsr_conv_args_t *p)
+{
+    const tsr_conv_args_t *dw = &a->dw;
+    const int32_t v0 = y * dw->sh - dw->pad_t, v1 = (y + n - 1) * dw->sh - dw->pad_t + dw->kh - 1;
+    const int32_t i0 = v0 > 0 ? v0 : 0, i1 = v1 < dw->in_h - 1 ? v1 : dw->in_h - 1;
+    *d = *dw;
+    d->in = dw->in + (size_t)i0 * dw->in_w * dw->in_c;
+    d->in_h = i1 - i0 + 1;
+    d->pad_t = i0 - v0;
+    d->pad_b = v1 - i1;
+    d->out_h = n;
+    d->out = a->buf;
+    *p = a->pw;
+    p->in = a->buf;
+    p->in_h = n;
+    p->in_w = dw->out_w;
+    p->in_c = dw->out_c;
+    p->out_w = dw->out_w;
+    p->out_h = n;
+    p->out = (int8_t *)a->pw.out + (size_t)y * dw->out_w * a->pw.out_c * (a->pw.rq ? 1 : 4);
+}
+
 void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores)
 {
     const tsr_conv_args_t *dw = &a->dw;

@@ -100,11 +100,13 @@ def save_npz(path, arrays):
     write_atomic(path, npz_bytes(arrays))
 
 
-def load_npz(path):
+def load_npz(path, names=None):
+    """The arrays of an .npz file; with `names`, only those (a layer's
+    step reads its own few of a network's thousand)."""
     import numpy as np
 
     with np.load(path, allow_pickle=False) as data:
-        return {name: data[name] for name in data.files}
+        return {name: data[name] for name in (data.files if names is None else names)}
 
 
 def file_digest(path):

@@ -122,11 +122,13 @@ def firmware_values(graph, run):
     return values
 
 
-def compare_reference(graph, ref, run):
+def compare_reference(graph, ref, run, fused=None):
     """The firmware's outputs against a peer toolchain's (tessera.reference):
     {"kind", "reference" (its folder's name), "verdict", "compared_by",
     "compared": one row per DORY file or Deeploy output (name, layer,
-    elements, equal, and on a difference `first` or `error`)}."""
+    elements, equal, and on a difference `first` or `error`)}. fused: as
+    for compare; a DORY file of a layer whose output never leaves L1 is
+    listed with `in_l1_only` and not compared (the step's output is)."""
     rows = []
     if ref.kind == "dory":
         index = {layer.name: i for i, layer in enumerate(graph.layers)}
@@ -134,6 +136,9 @@ def compare_reference(graph, ref, run):
             i = index[layer.name]
             t = graph.tensor(layer.output)
             row = {"name": name, "layer": layer.name, "elements": t.size}
+            if fused and layer.name in fused:
+                rows.append(dict(row, in_l1_only=fused[layer.name]))
+                continue
             if error is not None:
                 row.update(equal=False, error=error)
             else:
@@ -151,7 +156,8 @@ def compare_reference(graph, ref, run):
             rows = ref.compare(graph, values)
         by = "graph outputs, element by element"
     return {"kind": ref.kind, "reference": os.path.basename(os.path.normpath(ref.folder)),
-            "verdict": "pass" if rows and all(r["equal"] for r in rows) else "fail",
+            "verdict": "pass" if rows and all(r.get("equal", True) for r in rows)
+            and any("equal" in r for r in rows) else "fail",
             "compared_by": by, "compared": rows}
 
 
@@ -162,7 +168,7 @@ def first_reference_mismatch(graph, result):
         return None
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     for r in result["compared"]:
-        if not r["equal"] and "error" not in r:
+        if not r.get("equal", True) and "error" not in r:
             return index[r["layer"]]
     return None
 
@@ -196,7 +202,7 @@ def with_reference(verdict, result):
 
 def describe_reference(result, where):
     for r in result["compared"]:
-        if r["equal"]:
+        if r.get("equal", True):      # equal, or in L1 only (not compared)
             continue
         text = (f"{where}: {r['name']}" + (f" (layer {r['layer']})" if r.get("layer") else "")
                 + f" differs from the {result['kind']} reference {result['reference']}")

@@ -191,6 +191,9 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
     l1 = the_plan["tiles"]["layers"][layer.name]
     tile_level = _tile_level(the_plan, layer.name)
     bounces = the_plan["activations"].get("spill", {}).get("bounces", {})
+    # a two-slot bounce buffer: tile i passes through slot i % 2
+    slots = the_plan["activations"].get("spill", {}).get("slots", {})
+    slot = lambda name, i: slots.get(name, 0) * (i % 2)  # noqa: E731
     # as codegen/layer.py: one L1 input buffer per input it loads tile by
     # tile (a matmul's right operand comes with the weights, below)
     reads = list(enumerate(layer.inputs[:len(l1["in"])]))
@@ -205,7 +208,8 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
             lvl.read(box, _tag(name), who)
             bounce = bounces.get(f"{layer.name}:bounce:in{k}")
             if lvl is places.far and bounce is not None:
-                _through(places.act, the_plan["activations"]["offsets"][f"{layer.name}:bounce:in{k}"],
+                _through(places.act, the_plan["activations"]["offsets"][f"{layer.name}:bounce:in{k}"]
+                         + slot(f"{layer.name}:bounce:in{k}", i),
                          t["ih"] * t["iw"] * t["ic"] * xe, f"{layer.name} input {k} tile {i}", who)
         if layer.op == "matmul" and _new_weights(tiles, i):
             b = graph.tensor(layer.inputs[1])
@@ -216,8 +220,8 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
         lvl, off = places.of(layer.output)
         if lvl is places.far:
             name = f"{layer.name}:bounce:out"
-            _through(places.act, the_plan["activations"]["offsets"][name], t["oh"] * t["ow"] * t["oc"] * ye,
-                     f"{layer.name} output tile {i}", who)
+            _through(places.act, the_plan["activations"]["offsets"][name] + slot(name, i),
+                     t["oh"] * t["ow"] * t["oc"] * ye, f"{layer.name} output tile {i}", who)
         lvl.write(_out_box(off, y.shape, ye, t), _tag(layer.output), who)
     _replay_tiles(layer, tiles, tiling, l1, tile_level)
     return len(tiles)

@@ -76,15 +76,24 @@ def _activation_buffers(graph, spilled=(), tilings=None, bands=False):
         if tilings is None:     # before tiling (predict_swapped): no bounce sizes yet
             break
         tile = tilings[layer.name]["l1_bytes"] if spilled else None
+        # off a storage level (GAP8's L3 through its own DMA), a tiled layer's
+        # bounce buffer has two slots: tile i + 1's read from the spill level,
+        # and tile i - 1's write-back, run while tile i computes
+        two = not bands and tilings[layer.name].get("buffering", 1) == 2
         for i, name in enumerate(layer.inputs):
             if name in spilled:
-                buffers.append({"name": bounce_name(layer.name, f"in{i}"), "size": tile["in"],
-                                "start": step, "end": step})
+                buffers.append({"name": bounce_name(layer.name, f"in{i}"), "start": step, "end": step,
+                                **_slots(tile["in"], two)})
         if layer.output in spilled:
             band = band_bytes(layer, graph, tilings[layer.name]) if bands else 0
-            buffers.append({"name": bounce_name(layer.name, "out"), "size": band or tile["out"],
-                            "start": step, "end": step, **({"band": 1} if band else {})})
+            buffers.append({"name": bounce_name(layer.name, "out"), "start": step, "end": step,
+                            **({"size": band, "band": 1} if band else _slots(tile["out"], two))})
     return buffers
+
+
+def _slots(nbytes, two):
+    """A bounce buffer's size, and with `two` its slot stride (two slots)."""
+    return {"size": 2 * _align(nbytes), "slot": _align(nbytes)} if two else {"size": nbytes}
 
 
 def bounce_name(layer_name, which):
@@ -425,6 +434,9 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         bands = sorted(b["name"] for b in act_buffers if b.get("band"))
         if bands:
             activations["spill"]["bands"] = bands
+        slots = {b["name"]: b["slot"] for b in act_buffers if b.get("slot")}
+        if slots:
+            activations["spill"]["slots"] = slots
         room = levels[spill]["usable"] - (weights["bytes"] if wl == spill else 0)
         if activations["spill"]["bytes"] > room:
             raise FitError(spill, f"the activations moved there ({activations['spill']['bytes']} bytes) and the "
@@ -470,6 +482,10 @@ def layer_slice(the_plan, layer):
                         for which, name in moved.items()}
         if bounce_name(layer.name, "out") in the_plan["activations"]["spill"].get("bands", ()):
             out["spill"]["out"]["band"] = 1
+        for which in moved:
+            slot = the_plan["activations"]["spill"].get("slots", {}).get(bounce_name(layer.name, which))
+            if slot:
+                out["spill"][which]["slot"] = slot
     return out
 
 

@@ -47,9 +47,18 @@ from .kernels import objects as kernel_objects
 from .kernels import plan as kernel_plan
 from .platforms import platform as platform_module
 
+
+def _code(*packages):
+    """The code a step runs: the tessera packages it uses and steps.py
+    itself (an action's signature covers only its two-line wrapper, so an
+    edit to the work function it calls would otherwise not rerun it)."""
+    return canon.source_files(*packages) + [os.path.abspath(steps.__file__)]
+
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 KERNELS = os.path.join(ROOT, "kernels")
 FUSION_POLICIES = fusion.POLICIES
+FUSION_COSTS = fusion.COSTS
 
 
 def fail(err, outdir=None, made=None):
@@ -116,6 +125,29 @@ def _cost_meta(tcfg, tname):
             "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 
+def _fusion_cost(env, tcfg, mcfg, network, outdir):
+    """What min_latency's selector compares: the cost model's coefficients
+    for the target (fusion_cost=model), or the reports of the network built
+    and run with fusion=none and with every feasible pair of each kind fused
+    (measured; their report nodes under "verdicts", which the selector then
+    reads)."""
+    meta = _cost_meta(tcfg, tcfg["name"])
+    cost = {"source": mcfg.get("fusion_cost", "model"), "kernels": tcfg["kernels"], "target": tcfg["name"],
+            "file": meta["file"], "cores": meta["cores"], "dims": meta["dims"], "unit": tcfg["runner"]["counts"]}
+    if cost["source"] == "model":
+        cost["coefficients"] = meta["coefficients"]
+        return cost
+    # measured: the same network twice more, in variants/, as ordinary
+    # (cached) builds of this SConstruct; their per-layer counts are the costs
+    verdicts = []
+    for variant in ("none",) + fusion.VARIANTS:
+        sub = os.path.join(outdir, "variants", variant)
+        r = _declare(env, tcfg, dict(mcfg, fusion=variant), *network, sub, True)
+        verdicts.append(r["report"][0])
+    cost["verdicts"] = verdicts
+    return cost
+
+
 def _forget_damaged(nodes):
     """Remove generated files whose bytes are no longer what the build wrote
     (truncated, edited), so SCons makes them again: SCons itself only asks
@@ -163,12 +195,23 @@ def _value(env, obj, name):
     return env.Value(canon.dumps(obj))
 
 
+def _fields(obj):
+    """dataclasses.asdict without its deep copy of every list (a layer's
+    tables and per-channel lists; every invocation, the no-op too, makes a
+    view of each layer): the IR nests dataclasses only as fields."""
+    from dataclasses import fields, is_dataclass
+    out = {}
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        out[f.name] = _fields(v) if is_dataclass(v) else v
+    return out
+
+
 def _layer_view(graph, layer):
     """Everything about one layer its code generation reads."""
-    from dataclasses import asdict
     names = list(layer.inputs) + [layer.output]
-    return {"model": graph.name, "layer": asdict(layer),
-            "tensors": {n: asdict(graph.tensor(n)) for n in names}}
+    return {"model": graph.name, "layer": _fields(layer),
+            "tensors": {n: _fields(graph.tensor(n)) for n in names}}
 
 
 def _codegen_target(target, model_name):
@@ -269,7 +312,7 @@ def _fit_hint(target):
     return hint
 
 
-def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
+def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_cost=None):
     """Declare the steps that build (target, model) into
     <out>/<target>/<model>/: the network as a library, its export/ and,
     with run=True, the test firmware, its run, the check and the report.
@@ -284,8 +327,9 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
     "<prefix>/network.h" and the kernel headers), ld_dir and fragment (the
     linker-script fragment to INCLUDE), export (export/ nodes), prefix,
     outdir, sources, network_h, tilings, memplan, schedule; with run=True also
-    firmware, run, verdict, report, passed. `fusion` (none | min_transfer)
-    overrides the model YAML's fusion policy."""
+    firmware, run, verdict, report, passed. `fusion` (none | min_latency |
+    min_transfer) and `fusion_cost` (model | measured) override the model
+    YAML's."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     outdir = None
     made = os.path.join(out, _stem(target), _stem(model))   # as SConstruct names it
@@ -302,6 +346,11 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
                 raise TesseraError(f"fusion={fusion}", "unknown fusion policy",
                                    f"choose one of: {', '.join(FUSION_POLICIES)}")
             mcfg = dict(mcfg, fusion=fusion)
+        if fusion_cost is not None:
+            if fusion_cost not in FUSION_COSTS:
+                raise TesseraError(f"fusion_cost={fusion_cost}", "unknown fusion cost source",
+                                   f"choose one of: {', '.join(FUSION_COSTS)}")
+            mcfg = dict(mcfg, fusion_cost=fusion_cost)
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
         model_cache = (os.environ.get("TESSERA_MODEL_CACHE") or env.get("TESSERA_MODEL_CACHE")
@@ -329,6 +378,17 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None):
     return _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run)
 
 
+def _tile_cost(tcfg):
+    from tessera import cost
+
+    coefs = cost.coefficients(tcfg)
+    if coefs is None:
+        fail(TesseraError("tile_cost=model", f"no cost model coefficients for {tcfg['kernels']} on {tcfg['name']}",
+                          f"build with tile_cost=library, or fit them with tools/fit_cost_model.py "
+                          f"{tcfg['name']} (a target whose runner counts QEMU instructions or GVSoC cycles)"))
+    return {"coefficients": coefs, "dims": cost.api._dims(tcfg)}
+
+
 def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, run=True):
     tname, mname = tcfg["name"], mcfg["name"]
     d = lambda *p: os.path.join(outdir, *p)  # noqa: E731
@@ -339,9 +399,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # the kernel library's tiler section apart from the target's few
     # numbers, so that --debug=explain shows a changed budget as a short
     # line: `{"buffering":2,"cores":1,"l1_budget":4096}' is a new dependency
-    tiler_target = _value(env, {k: v for k, v in tview.items() if k != "kernels"}, f"tiler target of {tname}")
+    tnums = {k: v for k, v in tview.items() if k != "kernels"}
+    if env.get("tile_cost", "library") == "model":     # the cost model picks the tiles (tiler/costed.py)
+        tnums["cost"] = _tile_cost(tcfg)
+    tiler_target = _value(env, tnums, f"tiler target of {tname}")
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
-    tiler_code = canon.source_files("tiler")
+    tiler_code = _code("tiler")
     tilings, solves = [], []
     # overlap=0: tensor-level planning only (whole tensors never share bytes)
     overlap_on = str(env.get("overlap", "1")) not in ("0", "no", "false")
@@ -376,7 +439,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                                                            "where": memory["where"]}, "ram_cap"),
                               tiler_kernels],
                              Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
-        env.Depends(budget, canon.source_files("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
+        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
     for layer in graph.layers:
         lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
@@ -389,21 +452,31 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     policy = mcfg.get("fusion", "none")
     cands = fusion.candidates(graph) if policy != "none" else []
     fused = []
+    # how the library's fused kernel shares the intermediate between cores
+    # (codegen/libraries: FUSED_SCHEME), which sizes it in the fused tiling
+    from tessera.codegen.libraries import library as cg_library
+    scheme = _value(env, getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {}), f"fused scheme {tcfg['kernels']}")
     for c in cands:
         if not c["ok"]:
             continue
-        pv = _value(env, fusion.pair_view(graph, c["dw"], c["pw"]), f"pair {c['dw']}+{c['pw']}")
-        node = env.Command(d("tiling", f"{c['dw']}+{c['pw']}.fused.json"), [pv, tiler_target, tiler_kernels],
+        pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
+        node = env.Command(d("tiling", f"{c['group']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
-        env.Depends(node, canon.source_files("fusion", "tiler"))
+        env.Depends(node, _code("fusion", "tiler"))
         fused.append(node[0])
     # one slice per candidate layer (its step), so that only the layers whose
     # decision changed are generated again
-    cand_layers = [n for c in cands if c["ok"] for n in (c["dw"], c["pw"])]
+    # (a layer in two candidates, the depthwise of a PW->DW->PW chain, once)
+    cand_layers = list(dict.fromkeys(n for c in cands if c["ok"] for n in c["layers"]))
+    decide = {"policy": policy, "candidates": cands}
+    measured = []
+    if policy == "min_latency":
+        decide["cost"] = _fusion_cost(env, tcfg, mcfg, (graph, paths, library, cg_target, plat), outdir)
+        measured = decide["cost"].pop("verdicts", [])
     schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
-                           [_value(env, {"policy": policy, "candidates": cands}, "fusion policy"), paths["graph"]]
-                           + tilings + fused, Action(steps.schedule, "tessera: select fusion $TARGET"))
-    env.Depends(schedule, canon.source_files("fusion", "tiler", "views", "ir"))
+                           [_value(env, decide, "fusion policy"), paths["graph"]]
+                           + tilings + fused + measured, Action(steps.schedule, "tessera: select fusion $TARGET"))
+    env.Depends(schedule, _code("fusion", "tiler", "views", "ir", "cost"))
 
     # ---- memory plan
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
@@ -412,21 +485,26 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
                              + fusion_in,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
-    env.Depends(plan_nodes, canon.source_files("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler"))
+    env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files
-    codegen_code = canon.source_files("codegen", "views", "ir", "tiler")
+    codegen_code = _code("codegen", "views", "ir", "tiler")
     cg_value = _value(env, cg_target, f"codegen target {tname}")
     sources = []
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     pairs = {}   # a fusion candidate's layers -> its group's extra codegen inputs
     sched_slice = dict(zip(cand_layers, schedule[1:]))
+    # a layer's file reads its schedule slice; the first layer of a candidate
+    # also the candidate's fused tiling and the second layer's view and plan
+    # slice (the step is generated as the first layer's function)
+    for name in cand_layers:
+        pairs[name] = [sched_slice[name]]
     for c, node in zip([c for c in cands if c["ok"]], fused):
-        j = index[c["pw"]]
-        pw_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {c['pw']}")
-        pairs[c["dw"]] = [sched_slice[c["dw"]], node, pw_view, slices[j]]
-        pairs[c["pw"]] = [sched_slice[c["pw"]]]
+        first, second = c["layers"]
+        j = index[second]
+        second_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {second}")
+        pairs[first] = [sched_slice[first], node, second_view, slices[j]]
     for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
         lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
         c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value] + pairs.get(layer.name, []),
@@ -434,8 +512,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         env.Depends(c, codegen_code)
         sources.append(c[0])
         if layer.weights or views.param_arrays(layer):
-            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value, paths["weights"]],
-                            Action(steps.gen_weights, "tessera: generate $TARGET"))
+            # the layer's view holds the digest of its arrays, so weights.npz
+            # (written when SConstruct is read) is read but not a source: a
+            # change to one layer's weights regenerates that layer's file only
+            w = env.Command(d("src", layer.name + "_w.c"), [lv, cg_value],
+                            Action(steps.gen_weights, "tessera: generate $TARGET"), WEIGHTS_NPZ=paths["weights"])
             env.Depends(w, codegen_code)
             sources.append(w[0])
     net_files = [d("src", f) for f in ("network.h", "network.c", "harness.c", "input.c")]
@@ -498,11 +579,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         # activations swapped out (the runner hands the firmware a copy)
         image = env.Command(d("storage.bin"), [paths["graph"], paths["weights"], memplan_json, cg_value],
                             Action(steps.storage_image, "tessera: write $TARGET"))
-        env.Depends(image, canon.source_files("codegen", "views"))
+        env.Depends(image, _code("codegen", "views"))
         run_sources.append(image[0])
         result["storage_image"] = image[0]
     run_log = env.Command(d("run.log"), run_sources, Action(steps.run, "tessera: run $SOURCE"))
-    env.Depends(run_log, canon.source_files("runners"))
+    env.Depends(run_log, _code("runners"))
     check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
         # the firmware is checked against the peer toolchain's files too
@@ -510,7 +591,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         ref = reference.load(mcfg["reference"])
         check_sources += [_value(env, {"kind": ref.kind}, "reference kind")] + sorted(ref.files())
     verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))
-    env.Depends(verdict, canon.source_files("check", "runlog", "runners", "reference", "frontend.layout"))
+    env.Depends(verdict, _code("check", "runlog", "runners", "reference", "frontend.layout"))
     meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
             "dma": [dma["name"] for dma in tcfg["dma"]], "kernels": tcfg["kernels"],
             "isa": tcfg["toolchain"]["isa"]}
@@ -534,11 +615,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict, schedule[0]] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, canon.source_files("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
+    env.Depends(report, _code("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))
-    env.Depends(passed, canon.source_files("check"))
+    env.Depends(passed, _code("check"))
     # a run checks that this machine's emulator or simulator runs the
     # firmware (and the host target counts time): never taken from a cache
     env.NoCache([run_log, verdict, report, passed])

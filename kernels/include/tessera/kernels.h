@@ -204,6 +204,26 @@ typedef struct {
 } tsr_dw_pw_args_t;
 
 void tsr_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
+
+/* pointwise -> depthwise fused channel-wise (kernels/reference/pw_dw.c): the
+ * pointwise output never leaves L1. Each core takes its share of the
+ * channels and computes them in blocks of fd: the pointwise's fd output
+ * channels over the whole input tile into its own intermediate buffer
+ * ([pw.in_h][pw.in_w][fd], int8), then the depthwise of those channels.
+ *   pw: the pointwise tile (in [in_h][in_w][in_c], weights [out_c][in_c],
+ *       bias, rq (required: the intermediate is int8), input_offset); its
+ *       out/out_* are unused
+ *   dw: the depthwise (weights [c][kh][kw], bias, rq, input_offset, padding,
+ *       stride; in_h/in_w as pw's, out [out_h][out_w][out_c] with out_c =
+ *       pw.out_c); its in is unused
+ *   buf: ncores buffers of fd * pw.in_h * pw.in_w bytes, core-major */
+typedef struct {
+    tsr_conv_args_t pw, dw;
+    int8_t *buf;
+    int32_t fd;
+} tsr_pw_dw_args_t;
+
+void tsr_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores);

@@ -24,6 +24,15 @@ void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
 /* depthwise -> pointwise fused (kernels.h, tsr_dw_pw) on these kernels; dw.scratch: per-core stripes */
 void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
+/* The shared scheme the generated fused steps use: blocks of fd output rows
+ * computed by all cores together, the depthwise (channels split over the
+ * cores, as alone) into one shared fd-row buffer, a fork boundary, then the
+ * pointwise (pixels split); pnn_dw_pw_block gives the two calls' arguments
+ * for rows [y, y + n) of the band. With fd the band height a band is exactly
+ * the two layers' tiles, with no stripe gathered twice. */
+void pnn_dw_pw_block(const tsr_dw_pw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *d, tsr_conv_args_t *p);
+/* where generated steps keep d and p (one pair for the network) */
+extern tsr_conv_args_t pnn_dw_pw_parts[2];
 void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);

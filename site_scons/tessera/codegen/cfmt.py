@@ -1,26 +1,59 @@
-"""Small helpers for writing C text: array initializers, identifiers."""
+"""Small helpers for writing C text: array initializers, identifiers.
+
+The array formatters build their text with numpy (a lookup table per byte,
+one row per line) rather than one Python string per element: a network's
+weights are megabytes, and formatting them element by element was most of
+the code generation's time. The text is the same as the plain loop's."""
 
 import numpy as np
 
+# "\xNN" for every byte value, as a [256, 4] table of ASCII codes
+_HEX = np.frombuffer("".join(f"\\x{b:02x}" for b in range(256)).encode("ascii"), np.uint8).reshape(256, 4)
+
+
+def _lines(cells, per_line, indent, head, tail):
+    """Rows of `per_line` fixed-width ASCII cells ([n, width] uint8), each
+    row wrapped as indent + head + cells + tail, joined by newlines; the last
+    row may be shorter."""
+    n, width = cells.shape
+    full = n // per_line
+    pre, post = (indent + head).encode("ascii"), tail.encode("ascii")
+    parts = []
+    if full:
+        body = cells[:full * per_line].reshape(full, per_line * width)
+        rows = np.empty((full, len(pre) + per_line * width + len(post) + 1), np.uint8)
+        rows[:, :len(pre)] = np.frombuffer(pre, np.uint8)
+        rows[:, len(pre):len(pre) + per_line * width] = body
+        rows[:, len(pre) + per_line * width:-1] = np.frombuffer(post, np.uint8)
+        rows[:, -1] = ord("\n")
+        parts.append(rows.tobytes())
+    if n % per_line:
+        parts.append(pre + cells[full * per_line:].tobytes() + post + b"\n")
+    return b"".join(parts).decode("ascii")[:-1]
+
 
 def int_list(values, per_line=16, indent="    "):
-    """Comma-separated integer initializer, wrapped."""
-    values = [int(v) for v in np.asarray(values).reshape(-1)]
-    lines = []
-    for i in range(0, len(values), per_line):
-        lines.append(indent + ", ".join(str(v) for v in values[i:i + per_line]) + ",")
-    return "\n".join(lines)
+    """Comma-separated integer initializer, wrapped: `indent` then up to
+    `per_line` values as "v, v, ..., v," per line."""
+    values = np.asarray(values).reshape(-1)
+    if values.size == 0:
+        return ""
+    if values.dtype.kind not in "iub":
+        values = np.array([int(v) for v in values], dtype=np.int64)
+    text = values.astype(np.int64).astype(str)
+    out = []
+    for i in range(0, text.size, per_line):
+        out.append(indent + ", ".join(text[i:i + per_line].tolist()) + ",")
+    return "\n".join(out)
 
 
 def byte_string(data, per_line=64, indent="    "):
     """int8 data as a C string literal (hex escapes): GCC reads megabytes of
     these far faster than numeric initializers."""
-    raw = np.asarray(data).astype(np.int8).view(np.uint8).reshape(-1).tobytes()
-    lines = []
-    for i in range(0, len(raw), per_line):
-        chunk = raw[i:i + per_line]
-        lines.append(indent + '"' + "".join(f"\\x{b:02x}" for b in chunk) + '"')
-    return "\n".join(lines) if lines else indent + '""'
+    raw = np.asarray(data).astype(np.int8).view(np.uint8).reshape(-1)
+    if raw.size == 0:
+        return indent + '""'
+    return _lines(_HEX[raw], per_line, indent, '"', '"')
 
 
 def section_attr(section, align=4):

@@ -1,15 +1,21 @@
-"""One C file per fused DW->PW step (the selector's schedule.json): the
-depthwise's input in row bands, double-buffered, the library's fused kernel
-(its adapter's FUSED["dw_pw"]: PULP-NN's pnn_dw_pw, else the reference
-tsr_dw_pw) on every core, the pointwise's output bands back. Weights and parameters of both layers load
-once; the intermediate exists only in L1 (per-core blocks of fd rows).
+"""One C file per fused step (the selector's schedule.json), DW->PW or
+PW->DW: the first layer's input in row bands (the depthwise's input rows,
+halo included), double-buffered, the fused kernel on every core, the second
+layer's output bands back. Weights and parameters of both layers load once;
+the intermediate exists only in L1.
 
-The step is generated as the depthwise's function (it runs first in the
-layer table); the pointwise's function is then empty, and the depthwise's
+Kernels: the library adapter's FUSED[kind] (else the reference tsr_dw_pw /
+tsr_pw_dw, per_core: one fork per band); with FUSED_SCHEME[kind] ==
+"shared" (PULP-NN's DW->PW) per block of fd rows the adapter's
+FUSED_PARTS: the block's arguments, a fork of the library's depthwise, a
+fork of its pointwise.
+
+The step is generated as the first layer's function (it runs first in the
+layer table); the second's function is then empty, and the first layer's
 output has no place in L2.
 
 L1 layout, in this order, each region aligned: input bands, output bands
-(one per buffer), dw weights, dw parameters, pw weights, pw parameters,
+(one per buffer), first layer's weights and parameters, second layer's,
 intermediate, depthwise stripes: exactly what the fused tiler counted.
 """
 
@@ -65,13 +71,17 @@ def _rq_lines(layer, var, per_channel, params_at, prefix):
     return lines, f"&{var}"
 
 
-def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
+def generate(first, second, graph, ft, first_slice, second_slice, target, model):
+    """The fused step's C file; ft["kind"]: dw_pw (first the depthwise) or
+    pw_dw (first the pointwise)."""
     prefix = target["prefix"]
-    if dw_slice.get("spill") or pw_slice.get("spill"):
-        raise TesseraError(f"fused step {dw.name}+{pw.name}", "fused steps do not yet read spilled activations",
-                           "build with fusion=none, or give the activation level more room")
-    streams = {dw.name: dw_slice.get("wstream"), pw.name: pw_slice.get("wstream")}
-    x, m, y = graph.tensor(dw.inputs[0]), graph.tensor(dw.output), graph.tensor(pw.output)
+    kind = ft.get("kind", "dw_pw")
+    dw, pw = (first, second) if kind == "dw_pw" else (second, first)
+    if first_slice.get("spill") or second_slice.get("spill"):
+        raise TesseraError(f"fused step {first.name}+{second.name}", "fused steps do not yet read spilled "
+                           "activations", "build with fusion=none, or give the activation level more room")
+    streams = {first.name: first_slice.get("wstream"), second.name: second_slice.get("wstream")}
+    x, m, y = graph.tensor(first.inputs[0]), graph.tensor(first.output), graph.tensor(second.output)
     _, W, C = x.shape
     Ho, Wo, Co = y.shape
     nb, bufs = len(ft["bands"]), ft["buffering"]
@@ -86,7 +96,8 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
         cur += align_up(n, align)
     arrays = []   # (layer, array name, ctype, bytes per channel, channels, L1 offset)
     params_at = {}
-    for layer, ch in ((dw, C), (pw, Co)):
+    for layer in (first, second):
+        ch = graph.tensor(layer.output).shape[-1]
         v = tiler_layer(layer, graph)
         take(f"{layer.name}_w", v["w_bytes_per_cout"] * ch)
         arrays.append((layer, "weights", "int8_t", v["w_bytes_per_cout"], ch, regions[f"{layer.name}_w"]))
@@ -98,20 +109,23 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
             mine[name] = at
             at += size * ch
         params_at[layer.name] = mine
-    take("mid", target["cores"] * ft["fd"] * Wo * C)
+    take("mid", ft["l1_bytes"]["intermediate"])
     take("stripe", ft["l1_bytes"]["scratch"])
     if cur != ft["l1_bytes"]["total"]:
-        raise RuntimeError(f"fused step {dw.name}+{pw.name}: L1 layout {cur} bytes, the tiler counted "
+        raise RuntimeError(f"fused step {first.name}+{second.name}: L1 layout {cur} bytes, the tiler counted "
                            f"{ft['l1_bytes']['total']}")
 
     out = [header_comment([
-        f"tessera: fused step {dw.name}+{pw.name} of {model}: depthwise -> pointwise, row-wise",
+        f"tessera: fused step {first.name}+{second.name} of {model}: "
+        + ("depthwise -> pointwise, row-wise" if kind == "dw_pw" else "pointwise -> depthwise, channel-wise"),
         f"{'x'.join(map(str, x.shape))} -> ({'x'.join(map(str, m.shape))} in L1 only) -> {'x'.join(map(str, y.shape))}",
-        f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} rows per core block, "
+        f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} "
+        f"{'rows' if kind == 'dw_pw' else 'channels'} per block, "
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
     ])]
     lib = library(target["kernels"])
-    kernel = getattr(lib, "FUSED", {}).get("dw_pw", "tsr_dw_pw")
+    kernel = getattr(lib, "FUSED", {}).get(kind, f"tsr_{kind}")
+    args_t = f"tsr_{kind}_args_t"
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
     out.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
@@ -131,18 +145,30 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
     out.append("};\n")
     out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
-    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_dw_pw_args_t *)args, hal_core_id(), "
-               "hal_num_cores());\n}\n")
-    out.append(f"void {symbol(prefix, dw.name)}(void)\n{{")
+    shared = kind == "dw_pw" and ft.get("scheme") == "shared"
+    if shared:
+        block, dw_k, pw_k, parts = lib.FUSED_PARTS["dw_pw"]
+        for part, k in (("dw_part", dw_k), ("pw_part", pw_k)):
+            out.append(f"static void {part}(void *args)\n{{\n    {k}((const tsr_conv_args_t *)args, hal_core_id(), "
+                       "hal_num_cores());\n}\n")
+    else:
+        out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_t} *)args, hal_core_id(), "
+                   "hal_num_cores());\n}\n")
+    out.append(f"void {symbol(prefix, first.name)}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
-    out.append("    tsr_dw_pw_args_t a = {0};")
+    out.append(f"    {args_t} a = {{0}};")
+    if shared:
+        # the two forks' arguments, out of the stack: a PULP-open cluster
+        # core has 1 kB of it, and core 0 runs the network (the library's
+        # one pair, shared by every fused step)
+        out.append(f"    tsr_conv_args_t *d = &{parts}[0], *p = &{parts}[1];")
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
         per_channel = "mul" in params_at[layer.name]
         lines, refs[layer.name] = _rq_lines(layer, var, per_channel, params_at[layer.name], prefix)
         out.extend("    " + line for line in lines)
     out.append("    /* both layers' weights and parameters, once */")
-    for layer in (dw, pw):
+    for layer in (first, second):
         mine = [a for a in arrays if a[0] is layer]
         stream = streams[layer.name]
         if stream is None:
@@ -164,23 +190,27 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
         out.append("    }")
     kh, kw = dw.kernel
     sh, sw = dw.stride
-    out += [f"    a.dw.in_w = {W};", f"    a.dw.in_c = {C};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {C};",
-            f"    a.dw.kh = {kh};", f"    a.dw.kw = {kw};", f"    a.dw.sh = {sh};", f"    a.dw.sw = {sw};",
+    if kind == "dw_pw":
+        out += [f"    a.dw.in_w = {W};", f"    a.dw.in_c = {C};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {C};",
+                f"    a.pw.in_c = {C};", f"    a.pw.out_w = {Wo};", f"    a.pw.out_c = {Co};",
+                f"    a.dw.scratch = {L1} + {regions['stripe']};",
+                f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch'] // target['cores']};"]
+    else:
+        out += [f"    a.pw.in_w = {W};", f"    a.pw.in_c = {C};", f"    a.pw.out_w = {W};", f"    a.pw.out_c = {Co};",
+                f"    a.dw.in_w = {W};", f"    a.dw.in_c = {Co};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {Co};"]
+    out += [f"    a.dw.kh = {kh};", f"    a.dw.kw = {kw};", f"    a.dw.sh = {sh};", f"    a.dw.sw = {sw};",
             f"    a.dw.pad_l = {dw.pad[1]};", f"    a.dw.pad_r = {dw.pad[3]};",
             f"    a.dw.input_offset = {dw.input_offset};", f"    a.dw.rq = {refs[dw.name]};",
             f"    a.dw.weights = {L1} + {regions[dw.name + '_w']};",
-            f"    a.pw.in_c = {C};", f"    a.pw.out_w = {Wo};", f"    a.pw.out_c = {Co};",
             "    a.pw.kh = 1;", "    a.pw.kw = 1;", "    a.pw.sh = 1;", "    a.pw.sw = 1;",
             f"    a.pw.input_offset = {pw.input_offset};", f"    a.pw.rq = {refs[pw.name]};",
             f"    a.pw.weights = {L1} + {regions[pw.name + '_w']};",
-            f"    a.buf = {L1} + {regions['mid']};", f"    a.fd = {ft['fd']};",
-            f"    a.dw.scratch = {L1} + {regions['stripe']};",
-            f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch'] // target['cores']};"]
+            f"    a.buf = {L1} + {regions['mid']};", f"    a.fd = {ft['fd']};"]
     for layer, part in ((dw, "dw"), (pw, "pw")):
         if "bias" in params_at[layer.name]:
             out.append(f"    a.{part}.bias = (const int32_t *)({L1} + {params_at[layer.name]['bias']});")
     esize_in, esize_out = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
-    out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in[0], {L2} + {dw_slice['inputs'][0]}, {W}, {C}, "
+    out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in[0], {L2} + {first_slice['inputs'][0]}, {W}, {C}, "
                f"{esize_in}, &bands[0]);")
     out.append("    hal_dma_wait(&w);")
     out.append("    for (int i = 0; i < NBANDS; i++) {")
@@ -190,14 +220,26 @@ def generate(dw, pw, graph, ft, dw_slice, pw_slice, target, model):
     if bufs > 1:
         out.append("        if (i + 1 < NBANDS)")
         out.append(f"            tsr_tile_in(&in[(i + 1) % {bufs}], ENGINE_ACT, {L1} + l1_in[(i + 1) % {bufs}], "
-                   f"{L2} + {dw_slice['inputs'][0]}, {W}, {C}, {esize_in}, &bands[i + 1]);")
+                   f"{L2} + {first_slice['inputs'][0]}, {W}, {C}, {esize_in}, &bands[i + 1]);")
     out.append("        hal_dma_wait(&out[b]);")
-    out += [f"        a.dw.in = {L1} + l1_in[b];", "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
-            "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
-            f"        a.pw.out = {L1} + l1_out[b];", "        a.pw.out_h = t->oh;", "        a.pw.in_h = t->oh;",
-            "        a.pw.in_w = t->ow;",
-            "        hal_fork(compute, &a);",
-            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {pw_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
+    if kind == "dw_pw":
+        out += [f"        a.dw.in = {L1} + l1_in[b];", "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
+                "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
+                f"        a.pw.out = {L1} + l1_out[b];", "        a.pw.out_h = t->oh;", "        a.pw.in_h = t->oh;",
+                "        a.pw.in_w = t->ow;"]
+    else:
+        out += [f"        a.pw.in = {L1} + l1_in[b];", "        a.pw.in_h = t->ih;", "        a.pw.out_h = t->ih;",
+                "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
+                "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
+                f"        a.dw.out = {L1} + l1_out[b];"]
+    out += [
+            *(["        for (int32_t y = 0, n; y < t->oh; y += n) {",
+               f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
+               f"            {block}(&a, y, n, d, p);",
+               "            hal_fork(dw_part, d);",
+               "            hal_fork(pw_part, p);",
+               "        }"] if shared else ["        hal_fork(compute, &a);"]),
+            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {second_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
             f"{esize_out}, t);",
             "    }"]
     for i in range(bufs):

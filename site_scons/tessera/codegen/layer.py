@@ -189,6 +189,20 @@ def generate(layer, graph, tiling, plan_slice, target, model):
 
     # the loader: one tile's input boxes, plus weights/params on a new channel tile
     loader = getattr(lib, "input_loader", lambda layer, graph: "tsr_tile_in")(layer, graph=graph)
+    # inputs in the spill level with a two-slot bounce buffer (memplan): tile
+    # t's box is read into slot t % 2 two tiles ahead, while earlier tiles compute
+    fetched = [(i, spill[f"in{i}"]) for i in range(len(l1["in"])) if spill.get(f"in{i}", {}).get("slot")]
+    if fetched:
+        out.append(f"/* Start reading tile t's boxes of the inputs in {target['spill']['level']} into bounce "
+                   f"slot s. */")
+        out.append("static hal_dma_job_t fetched[2];\n")
+        out.append("static void fetch(const tsr_tile_t *t, int s)\n{")
+        for i, moved in fetched:
+            xt = graph.tensor(layer.inputs[i])
+            out.append(f"    tsr_tile_in(&fetched[s], ENGINE_SPILL, {prefix}_L2 + {moved['bounce']} + s * "
+                       f"{moved['slot']}, {prefix}_{target['spill']['level']} + {moved['at']}, {xt.shape[1]}, "
+                       f"{xt.shape[2]}, {in_esize}, t);")
+        out.append("}\n")
     out.append("/* Start the copies that bring tile t into L1 buffer b (weights into wb). */")
     out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
@@ -197,6 +211,14 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         if moved is None:
             out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
                        f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+            continue
+        if moved.get("slot"):
+            # its box is in bounce slot b (fetch), or on its way
+            out.append(f"    {{   /* input {i} lives in {target['spill']['level']}: read ahead into a bounce slot */\n"
+                       f"        tsr_tile_t box = *t;\n        hal_dma_wait(&fetched[b]);\n"
+                       f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
+                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + "
+                       f"{moved['bounce']} + b * {moved['slot']}, t->iw, t->ic, {in_esize}, &box);\n    }}")
             continue
         # the box comes from the spill level into a compact bounce buffer, then
         # on to L1 as from a tensor of the box's own size
@@ -275,6 +297,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
+    if fetched:
+        out.append("    fetch(&tiles[0], 0);\n    if (NTILES > 1)\n        fetch(&tiles[1], 1);")
     out.append("    load(&tiles[0], 0, 0, in, w);")
     out.append("    for (int i = 0; i < NTILES; i++) {")
     out.append("        const tsr_tile_t *t = &tiles[i];")
@@ -288,6 +312,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if bufs > 1:
         out.append("        if (i + 1 < NTILES)")
         out.append(f"            load(&tiles[i + 1], (i + 1) % {bufs}, tiles[i + 1].new_weights ? wb ^ 1 : wb, in, w);")
+        if fetched:
+            # slot i % 2 is free: tile i's box reached L1 (waited above)
+            out.append("        if (i + 2 < NTILES)\n            fetch(&tiles[i + 2], i % 2);")
     out.append("        hal_dma_wait(&out[b]);")
     out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq, graph=graph))
     out.extend("        " + line for line in plane_tile)
@@ -309,6 +336,16 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     elif moved is None:
         out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
                    f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+    elif moved.get("slot"):
+        # through bounce slot b, its write-back to the spill level left running
+        # while the next tile computes (waited before tile i + 2 reuses the slot)
+        out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
+                   f"            int8_t *slot = {prefix}_L2 + {moved['bounce']} + b * {moved['slot']};\n"
+                   f"            box.oh0 = 0;\n            box.ow0 = 0;\n            box.oc0 = 0;\n"
+                   f"            tsr_tile_out(&io, ENGINE_ACT, slot, {prefix}_L1 + l1_out[b], "
+                   f"t->ow, t->oc, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
+                   f"            tsr_tile_out(&out[b], ENGINE_SPILL, {prefix}_{target['spill']['level']} + {moved['at']}, "
+                   f"slot, {y.shape[1]}, {y.shape[2]}, {out_esize}, t);\n        }}")
     else:
         # through a bounce buffer to the spill level, at once: the next tile reuses it
         out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"

@@ -57,8 +57,12 @@ MODEL = Field("map", fields={
     "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
                        "or only warns (warn)", default="error", choices=("error", "warn")),
     "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
-                    "layer its own step) or min_transfer (fuse the DW->PW pairs that move fewer activation bytes)",
-                    default="none", choices=("none", "min_transfer")),
+                    "layer its own step), min_latency (fuse the DW->PW pairs estimated faster) or min_transfer "
+                    "(fuse the DW->PW pairs that move fewer activation bytes)",
+                    default="none", choices=("none", "min_latency", "min_transfer")),
+    "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it): model "
+                         "(the calibrated cost model) or measured (the variants built and run)",
+                         default="model", choices=("model", "measured")),
     "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
                      "many bytes: the tile budget is the largest that fits (ram_cap= on the command line wins)",
                      minimum=1),

@@ -11,6 +11,17 @@ quantities the cost model's coefficients multiply.
                to macs on one core or an even split
     tiles      tiles the layer runs as (per-tile overhead: DMA programming,
                forking the cores, the kernel call)
+    im2col     conv2d: bytes its kernels unroll into im2col rows, per tile the
+               output pixels times kh*kw*C_in (the first layers' 1 or 3 input
+               channels make this, not the MACs, their cost)
+    taps       conv2d: output pixels times kh*kw per tile, the im2col copies
+               (one per window tap, whatever C_in: with 1 or 3 input
+               channels the per-copy overhead dominates)
+    tail_macs  MACs of output channels outside whole groups of 4 per tile
+               (conv2d, pointwise, linear: the kernels' register blocks are
+               4 channels wide; the rest runs a slower leftover loop)
+    chans      output channels summed over tiles (per-channel setup: a
+               depthwise kernel's im2col stripe, a pool's window pass)
     act_bytes, act_xfers   activation bytes moved between the activation
                level and the tile level, and the DMA transfers that move them
     w_bytes, w_xfers       weight and parameter bytes moved to the tile level
@@ -25,7 +36,9 @@ contiguous bytes.
 from .. import ir, views
 from ..tiler import geometry
 
-FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "act_bytes", "act_xfers", "w_bytes", "w_xfers")
+FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "tail_macs", "chans",
+            "act_bytes", "act_xfers", "w_bytes", "w_xfers")
+BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 
 
 def _box_xfers(shape, box, dims):
@@ -43,6 +56,19 @@ def _balance(units, cores):
     return -(-units // cores) * cores / units if units else 1.0
 
 
+def _per_tile(feats, op, view, tile, oshape, tile_macs):
+    """Add one tile's im2col, tail_macs and chans."""
+    oc = tile[-1] if tile else 1
+    pixels = tile[0] * tile[1] if len(tile) >= 3 else 1
+    feats["chans"] += oc
+    if op == "conv2d":
+        kh, kw = view.get("kernel", (1, 1))
+        feats["im2col"] += pixels * kh * kw * view["in"][-1]
+        feats["taps"] += pixels * kh * kw
+    if op in BLOCKED and oc % 4:
+        feats["tail_macs"] += round(tile_macs * (oc % 4) / oc)
+
+
 def layer_features(layer, graph, tiling, dims=2, cores=1):
     """{feature: number} for one IR layer and its tiling JSON; `dims` is the
     activation DMA engine's dimensions, `cores` the cores that share a tile."""
@@ -57,6 +83,7 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
     w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * y.shape[-1] if y.shape else 0
     if not tiling["tiled"] or view.get("whole"):
         feats["tiles"] = 1
+        _per_tile(feats, layer.op, view, y.shape, y.shape, feats["macs"])
         units = y.shape[-1] if by_channel or len(y.shape) < 3 else y.shape[0]
         feats["split_macs"] = round(feats["macs"] * _balance(units, cores))
         feats["act_bytes"] = sum(t.nbytes for t in ins) + y.nbytes
@@ -73,6 +100,7 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
         feats["tiles"] += 1
         share = t["oh"] * t["ow"] * t["oc"] / y.size
         split += feats["macs"] * share * _balance(t["oc"] if by_channel else t["oh"], cores)
+        _per_tile(feats, layer.op, view, (t["oh"], t["ow"], t["oc"]), y.shape, feats["macs"] * share)
         feats["act_bytes"] += n_in * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
         feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
         feats["act_xfers"] += n_in * _box_xfers(ishape, (t["ih"], t["iw"], t["ic"]), dims)
@@ -91,3 +119,69 @@ def graph_features(graph, tilings, target):
     engine = views.dma_engine(target, place["activations"], place["tiles"])
     dims = target["dma"][engine]["dims"] if engine is not None else 3
     return [layer_features(layer, graph, tilings[layer.name], dims, target["cores"]) for layer in graph.layers]
+
+
+def build_features(build_dir, target):
+    """[(layer name, op, features)] of a finished build directory, from its
+    graph.json and tiling/*.json with this version's features (so a refit
+    after the features change needs no rebuild)."""
+    import glob
+    import os
+
+    from .. import canon
+
+    graph = ir.Graph.from_json(canon.read_json(os.path.join(build_dir, "graph.json")))
+    tilings = {}
+    for f in sorted(glob.glob(os.path.join(build_dir, "tiling", "*.json"))):
+        if not f.endswith(".solve.json"):
+            t = canon.read_json(f)
+            if "layer" in t:
+                tilings[t["layer"]] = t
+    feats = graph_features(graph, tilings, target)
+    return [(layer.name, layer.op, f) for layer, f in zip(graph.layers, feats)]
+
+
+def _view_macs(view):
+    Ho, Wo, Co = view["out"]
+    kh, kw = view.get("kernel", (1, 1))
+    out = Ho * Wo * Co
+    op = view["op"]
+    if op in ("conv2d", "pointwise", "matmul"):
+        return out * (kh * kw if op != "matmul" else 1) * view["in"][2]
+    if op in ("depthwise", "avgpool", "maxpool"):
+        return out * kh * kw
+    if op == "linear":
+        return out * view["in"][0] * view["in"][1] * view["in"][2]
+    return out
+
+
+def view_features(view, tiling, dims=2, cores=1):
+    """layer_features from the tiler's view of a layer alone (what the tiler
+    has when tile_cost=model ranks its candidates): the same features, the
+    inputs' elements counted from the view."""
+    Ho, Wo, Co = view["out"]
+    H, W, C = view["in"]
+    size = Ho * Wo * Co
+    feats = dict.fromkeys(FEATURES, 0)
+    feats["macs"] = _view_macs(view)
+    feats["out_elems"] = size
+    feats["in_elems"] = sum(view["in_sizes"]) if "in_sizes" in view else view["n_inputs"] * H * W * C
+    by_channel = view["op"] in ("depthwise", "linear")
+    w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * Co
+    channel_tiles = set()
+    split = 0.0
+    for t in geometry.tiles(view, tiling):
+        feats["tiles"] += 1
+        share = t["oh"] * t["ow"] * t["oc"] / size
+        split += feats["macs"] * share * _balance(t["oc"] if by_channel else t["oh"], cores)
+        _per_tile(feats, view["op"], view, (t["oh"], t["ow"], t["oc"]), view["out"], feats["macs"] * share)
+        feats["act_bytes"] += view["n_inputs"] * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
+        feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
+        feats["act_xfers"] += view["n_inputs"] * _box_xfers((H, W, C), (t["ih"], t["iw"], t["ic"]), dims)
+        feats["act_xfers"] += _box_xfers((Ho, Wo, Co), (t["oh"], t["ow"], t["oc"]), dims)
+        channel_tiles.add(t["oc0"])
+    feats["split_macs"] = round(split)
+    if w_total:
+        feats["w_bytes"] = w_total
+        feats["w_xfers"] = len(channel_tiles) * (2 if view["param_bytes_per_cout"] else 1)
+    return feats

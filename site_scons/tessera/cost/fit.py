@@ -33,7 +33,7 @@ def _design(samples, ops):
     A = np.zeros((len(samples), len(cols)))
     b = np.ones(len(samples))
     for r, (op, feats, measured) in enumerate(samples):
-        x = dict(feats, layer=1)
+        x = _row(feats)
         key = op if op in ops else "default"
         for k in COMPUTE:
             A[r, index[(key, k)]] = x[k] / measured
@@ -58,8 +58,8 @@ def fit(samples, combine="sum", ridge=0.3):
     out = {"ops": {}, "dma": {k: _num(v) for k, v in dma.items()}, "default": {k: _num(v) for k, v in base.items()}}
     for op in sorted({s[0] for s in samples}):
         mine = [(f, m) for o, f, m in samples if o == op]
-        A = np.array([[dict(f, layer=1)[k] * base[k] / m for k in COMPUTE] for f, m in mine])
-        b = np.array([1.0 - sum(dma[k] * f[k] for k in DMA) / m for f, m in mine])
+        A = np.array([[_row(f)[k] * base[k] / m for k in COMPUTE] for f, m in mine])
+        b = np.array([1.0 - sum(dma[k] * _row(f)[k] for k in DMA) / m for f, m in mine])
         # the ridge rows: each multiplier towards 1
         A = np.vstack([A, np.sqrt(ridge) * np.eye(len(COMPUTE))])
         b = np.concatenate([b, np.sqrt(ridge) * np.ones(len(COMPUTE))])
@@ -67,6 +67,11 @@ def fit(samples, combine="sum", ridge=0.3):
         out["ops"][op] = {k: _num(base[k] * w) for k, w in zip(COMPUTE, mult)}
     out["combine"] = combine
     return out
+
+
+def _row(feats):
+    """The features with `layer` (1) and 0 for what an older report lacks."""
+    return dict(dict.fromkeys(COMPUTE + DMA, 0), **feats, layer=1)
 
 
 def _num(v):
@@ -101,7 +106,7 @@ def fit_overlap(samples, target):
     zero = dict.fromkeys(DMA, 0.0)
     compute = []
     for op, f, m in samples:
-        d = sum(dma[k] * f[k] for k in DMA)
+        d = sum(dma[k] * f.get(k, 0) for k in DMA)
         rest = m - d / max(f["tiles"], 1)
         if rest > 1.05 * d:    # clearly compute-bound (a margin for the rounding of counts)
             compute.append((op, dict(f, **zero), rest))

@@ -4,7 +4,7 @@ kernels/<library>/cost/<target>.yaml (written by tools/fit_cost_model.py):
 
     counts: qemu-instructions      what the estimate predicts (the runner's count)
     combine: sum | overlap         how compute and DMA add up (below)
-    ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, layer}}   per-op compute
+    ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, im2col, taps, tail_macs, chans, layer}}
     default: {...}                 compute of an op the fit saw no layer of
     dma: {act_bytes, act_xfers, w_bytes, w_xfers}            per byte / transfer
 
@@ -26,7 +26,7 @@ import yaml
 
 from .features import FEATURES
 
-COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "layer")
+COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "tail_macs", "chans", "layer")
 DMA = ("act_bytes", "act_xfers", "w_bytes", "w_xfers")
 
 
@@ -44,12 +44,12 @@ def load(file):
 
 def compute_part(coefs, op, feats):
     c = coefs["ops"].get(op, coefs["default"])
-    x = dict(feats, layer=1)
+    x = dict(dict.fromkeys(COMPUTE, 0), **feats, layer=1)    # features a report of an older version lacks: 0
     return sum(c.get(k, 0.0) * x[k] for k in COMPUTE)
 
 
 def dma_part(coefs, feats):
-    return sum(coefs["dma"].get(k, 0.0) * feats[k] for k in DMA)
+    return sum(coefs["dma"].get(k, 0.0) * feats.get(k, 0) for k in DMA)
 
 
 def estimate(coefs, op, feats, buffering=2):

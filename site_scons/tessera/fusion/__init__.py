@@ -2,8 +2,8 @@
 
 API
 ---
-    cands = candidates(graph)              # every DW->PW pair, feasible or not (engine)
-    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused pair (tiler)
+    cands = candidates(graph)              # every DW->PW and PW->DW pair, feasible or not (engine)
+    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused pair of either kind (tiler)
     moved = layer_transfer(view, tiling)   # L2<->L1 activation bytes of a step (transfer)
     sched = select(graph, tilings, fused, policy)   # schedule.json (selector)
 
@@ -12,21 +12,26 @@ execution order with the reason for each decision, and the activation bytes
 moved between L2 and L1 with and without fusion (weights apart).
 
 Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
-  none          every layer its own step (today's behaviour; the default)
+  none          every layer its own step (the default)
+  min_latency   the fused groups that minimize the estimated count
+                (fusion_cost=model: the calibrated cost model; measured:
+                the unfused and fused variants built and run), never a
+                group not estimated faster than its layers apart
   min_transfer  the fused groups that minimize the counted activation bytes
 """
 
 from .engine import candidates, pair_view
-from .selector import POLICIES, select
+from .selector import COSTS, POLICIES, VARIANTS, select
 from .transfer import fused_transfer, layer_transfer
 
 
 
 def solve_dw_pw(pair_view, target):
+    """The fused tiling of a candidate pair, DW->PW or PW->DW (its kind)."""
     # imported on use: the fused tiler loads CP-SAT (ortools, pandas), which
     # declaring a build's steps does not need
-    from .tiler import solve_dw_pw as solve
+    from .tiler import solve
     return solve(pair_view, target)
 
 
-__all__ = ["candidates", "pair_view", "select", "POLICIES", "solve_dw_pw", "fused_transfer", "layer_transfer"]
+__all__ = ["candidates", "pair_view", "select", "POLICIES", "COSTS", "VARIANTS", "solve_dw_pw", "fused_transfer", "layer_transfer"]

@@ -5,10 +5,17 @@ pointwise needs every depthwise channel of a pixel). Its L1 working set:
 
     buffering * (A(in band) + A(out band))          double-buffered DMA
     + A(dw weights) + A(dw params) + A(pw weights) + A(pw params)   loaded once
-    + A(cores * fd * Wo * C)                        per-core intermediate
+    + A(k * fd * Wo * C)                            intermediate
     + A(cores * ((fd - 1) * sh + kh) * kw)          per-core depthwise stripe
                                                     (PULP-NN's; the reference
                                                     kernel leaves it unused)
+
+k depends on the library's fused scheme (its codegen adapter's FUSED_SCHEME,
+given to the tiler as target["fused_scheme"]): `per_core` (the reference
+tsr_dw_pw: each core its own rows in blocks of fd, its own buffer; k =
+cores, fd at most a core's share of the band) or `shared` (PULP-NN: blocks
+of fd rows computed by all cores together, the depthwise then the pointwise,
+one buffer; k = 1, fd at most the band).
 
 with in band = the depthwise's largest input extent for th rows (halo
 included, border clipping exact: geometry.axis_table) x W x C, A() rounding
@@ -17,7 +24,8 @@ rows per block and core) is at most each core's share of the band.
 
 Objective (lexicographic, unique optimum): the tallest band (fewer bands,
 less halo re-read), then a band height that is a multiple of the core count
-(even shares), then the largest fd (fewer blocks). When the whole pair fits
+(even shares), then the largest fd (fewer blocks); with the shared scheme
+the largest fd comes first (fewest blocks), then the same order. When the whole pair fits
 single-buffered it is one band. Same deterministic solver settings as the
 layer tiler. A pair whose smallest band does not fit is infeasible: the
 answer says so with the bytes (the selector then keeps the layers apart).
@@ -32,6 +40,15 @@ from ..tiler.model import MAX_DETERMINISTIC_TIME, SEED
 from ..tiler.solver import deterministic_solver
 
 
+def scheme(target):
+    return target.get("fused_scheme", {}).get("dw_pw", "per_core")
+
+
+def _mid_copies(target):
+    """Intermediate buffers of fd rows: one per core, or one shared."""
+    return 1 if scheme(target) == "shared" else target["cores"]
+
+
 def _bytes(pair, target, th, in_h, fd, buffering):
     dw, pw = pair["dw"], pair["pw"]
     a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
@@ -42,7 +59,7 @@ def _bytes(pair, target, th, in_h, fd, buffering):
         "out": th * Wo * Co * pw["out_bytes"],
         "weights": align_up(C * dw["w_bytes_per_cout"], a) + align_up(Co * pw["w_bytes_per_cout"], a),
         "params": align_up(C * dw["param_bytes_per_cout"], a) + align_up(Co * pw["param_bytes_per_cout"], a),
-        "intermediate": target["cores"] * fd * Wo * C,
+        "intermediate": _mid_copies(target) * fd * Wo * C,
         "scratch": target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1],
     }
     parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
@@ -57,7 +74,7 @@ def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"
     bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
              for o0, o, i0, i, pt, pb in spans]
     return {"group": pair["name"], "kind": "dw_pw", "layers": [pair["dw"]["name"], pair["pw"]["name"]],
-            "feasible": feasible, "reason": reason, "tiled": len(bands) > 1 or buffering > 1,
+            "scheme": scheme(target), "feasible": feasible, "reason": reason, "tiled": len(bands) > 1 or buffering > 1,
             "band_h": th, "fd": fd, "buffering": buffering, "bands": bands,
             "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
             "l1_bytes": _bytes(pair, target, th, table[th][2], fd, buffering)}
@@ -69,7 +86,8 @@ def solve_dw_pw(pair, target):
     Ho = dw["out"][0]
     cores, budget = target["cores"], target["l1_budget"]
     table = geometry.axis_table(*geometry.axes(dw)[0])
-    whole_fd = -(-Ho // cores)
+    shared = scheme(target) == "shared"
+    whole_fd = Ho if shared else -(-Ho // cores)
     if Ho in table and _bytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
         return _result(pair, target, Ho, whole_fd, 1, table)
     buffering = target["buffering"]
@@ -91,13 +109,16 @@ def solve_dw_pw(pair, target):
     in_h = m.new_int_var(1, dw["in"][0], "in_h")
     m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
     fd = m.new_int_var(1, Ho, "fd")
-    m.add(fd * cores <= th + cores - 1)           # fd <= ceil(th / cores)
+    if shared:
+        m.add(fd <= th)
+    else:
+        m.add(fd * cores <= th + cores - 1)       # fd <= ceil(th / cores)
     fixed = _bytes(pair, target, 0, 0, 0, buffering)
     words = lambda name, x, hi: _aligned(m, name, x, hi, a)   # noqa: E731
     hi = budget // a + 1
     total = (buffering * (words("in", in_h * (W * C * dw["in_bytes"]), hi)
                           + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
-             + fixed["weights"] + fixed["params"] + words("mid", fd * (cores * Wo * C), hi)
+             + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
              + words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi))
     m.add(total <= budget)
     even = m.new_bool_var("even")
@@ -105,7 +126,14 @@ def solve_dw_pw(pair, target):
     m.add_modulo_equality(r, th, cores)
     m.add(r == 0).only_enforce_if(even)
     m.add(r != 0).only_enforce_if(~even)
-    m.maximize(th * (2 * (Ho + 1)) + even * (Ho + 1) + fd)
+    if shared:
+        # the largest block first: every block gathers its depthwise stripes
+        # (halo rows included) and forks the cores twice, so fewer blocks
+        # beat a taller band of several blocks (measured on gap8: 4 blocks of
+        # 5 rows in 19-row bands ran 5% slower than the layers apart)
+        m.maximize(fd * ((2 * Ho + 2) * (Ho + 1)) + th * (2 * (Ho + 1)) + even * (Ho + 1))
+    else:
+        m.maximize(th * (2 * (Ho + 1)) + even * (Ho + 1) + fd)
     solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
     status = solver.solve(m)
     if status != cp_model.OPTIMAL:
@@ -124,3 +152,106 @@ def _aligned(m, name, x, hi, a):
     m.add(a * k >= x)
     m.add(a * k <= x + a - 1)
     return a * k
+
+
+# ---- PW->DW, channel-wise ---------------------------------------------------
+#
+# A fused tile is a band of th depthwise output rows, full width, all
+# channels; its input is the pointwise's input for the depthwise's input rows
+# of the band (halo included), all input channels. The reference kernel
+# (tsr_pw_dw) gives each core its share of the channels in blocks of fd: the
+# pointwise's fd channels over the band's in_h x W pixels into the core's
+# buffer, then the depthwise of those channels. L1:
+#
+#     buffering * (A(in band: in_h x W x Ci) + A(out band: th x Wo x C))
+#     + weights and parameters of both layers (loaded once)
+#     + A(cores * in_h * W * fd)                  per-core intermediate
+#
+# Objective (lexicographic): the tallest band, then the largest fd (fewer
+# blocks: each re-reads the band's input), then a band height that is a
+# multiple of the core count.
+
+def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
+    dw, pw = pair["dw"], pair["pw"]
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, Ci = pw["in"]
+    _, Wo, C = dw["out"]
+    parts = {
+        "in": in_h * W * Ci * pw["in_bytes"],
+        "out": th * Wo * C * dw["out_bytes"],
+        "weights": align_up(C * pw["w_bytes_per_cout"], a) + align_up(C * dw["w_bytes_per_cout"], a),
+        "params": align_up(C * pw["param_bytes_per_cout"], a) + align_up(C * dw["param_bytes_per_cout"], a),
+        "intermediate": target["cores"] * in_h * W * fd,
+        "scratch": 0,
+    }
+    parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
+                      + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a))
+    return parts
+
+
+def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+    ax = geometry.axes(pair["dw"])[0]
+    spans = geometry.axis_tiles(ax[0], th, *ax[1:])
+    bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
+             for o0, o, i0, i, pt, pb in spans]
+    return {"group": pair["name"], "kind": "pw_dw", "layers": [pair["pw"]["name"], pair["dw"]["name"]],
+            "scheme": "per_core", "feasible": feasible, "reason": reason,
+            "tiled": len(bands) > 1 or buffering > 1, "band_h": th, "fd": fd, "buffering": buffering,
+            "bands": bands, "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
+            "l1_bytes": _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering)}
+
+
+def solve_pw_dw(pair, target):
+    """The fused tiling of a PW->DW pair (see above)."""
+    dw = pair["dw"]
+    Ho, C = dw["out"][0], dw["out"][2]
+    cores, budget = target["cores"], target["l1_budget"]
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    whole_fd = -(-C // cores)
+    if Ho in table and _pw_dw_bytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
+        return _pw_dw_result(pair, target, Ho, whole_fd, 1, table)
+    buffering = target["buffering"]
+    smallest = min(table)
+    need = _pw_dw_bytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
+    if need > budget:
+        return _pw_dw_result(pair, target, smallest, 1, buffering, table, False,
+                             f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
+                             f"{budget} available")
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, Ci = pair["pw"]["in"]
+    _, Wo, _ = dw["out"]
+    m = cp_model.CpModel()
+    th = m.new_int_var(1, Ho, "th")
+    n = m.new_int_var(1, Ho, "n")
+    border = m.new_int_var(1, Ho, "border")
+    H = pair["pw"]["in"][0]
+    in_h = m.new_int_var(1, H, "in_h")
+    m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
+    fd = m.new_int_var(1, whole_fd, "fd")
+    mid = m.new_int_var(1, H * whole_fd, "mid")
+    m.add_multiplication_equality(mid, [in_h, fd])
+    fixed = _pw_dw_bytes(pair, target, 0, 0, 0, buffering)
+    hi = budget // a + 1
+    total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
+                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+             + fixed["weights"] + fixed["params"] + _aligned(m, "mid", mid * (cores * W), hi, a))
+    m.add(total <= budget)
+    even = m.new_bool_var("even")
+    r = m.new_int_var(0, cores - 1, "r")
+    m.add_modulo_equality(r, th, cores)
+    m.add(r == 0).only_enforce_if(even)
+    m.add(r != 0).only_enforce_if(~even)
+    m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
+    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
+    status = solver.solve(m)
+    if status != cp_model.OPTIMAL:
+        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
+                           f"({solver.status_name(status)})")
+    got = _pw_dw_result(pair, target, solver.value(th), solver.value(fd), buffering, table)
+    assert got["l1_bytes"]["total"] == solver.value(total) <= budget
+    return got
+
+
+def solve(pair, target):
+    """The fused tiling of a candidate pair of either kind."""
+    return solve_pw_dw(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)

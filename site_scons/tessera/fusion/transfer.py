@@ -17,12 +17,19 @@ def layer_transfer(view, tiling):
 
 
 def fused_transfer(pair, ftiling):
-    """Bytes of a fused DW->PW step: the depthwise's input row bands in, the
-    pointwise's output row bands out; the intermediate never moves."""
+    """Bytes of a fused step: the first layer's input row bands in, the
+    second's output row bands out; the intermediate never moves. DW->PW:
+    the depthwise's input rows (halo included) in, the pointwise's rows
+    out; PW->DW: the pointwise's input for the depthwise's input rows in,
+    the depthwise's rows out."""
     dw, pw = pair["dw"], pair["pw"]
-    _, W, C = dw["in"]
-    _, Wo, Co = pw["out"]
+    if pair.get("kind", "dw_pw") == "dw_pw":
+        (_, W, C), (_, Wo, Co) = dw["in"], pw["out"]
+        in_bytes, out_bytes = dw["in_bytes"], pw["out_bytes"]
+    else:
+        (_, W, C), (_, Wo, Co) = pw["in"], dw["out"]
+        in_bytes, out_bytes = pw["in_bytes"], dw["out_bytes"]
     moved = 0
     for band in ftiling["bands"]:
-        moved += band["ih"] * W * C * dw["in_bytes"] + band["oh"] * Wo * Co * pw["out_bytes"]
+        moved += band["ih"] * W * C * in_bytes + band["oh"] * Wo * Co * out_bytes
     return moved

@@ -42,6 +42,27 @@ def _stream_source(the_plan):
     return stored["level"] if stored else the_plan["weights"]["level"]
 
 
+def _spill_traffic(graph, the_plan, by_layer, meta):
+    """Per layer, the activation bytes its tiles move to and from the spill
+    level (GAP8's L3: boxes of the tensors moved there, as codegen/layer.py
+    moves them), or None for a layer that touches none; None without a
+    spill level, or when it is a storage level (out_of_core has that)."""
+    spill = the_plan["activations"].get("spill")
+    if not spill or spill["level"] == (meta.get("storage") or {}).get("level"):
+        return None
+    from ..ooc import layer_io
+
+    # a layer with two-slot bounce buffers overlaps these moves with its tiles
+    two = {name.split(":bounce:")[0] for name in spill.get("slots", {})}
+    out = []
+    for io in layer_io(graph, the_plan, by_layer, {"level": spill["level"]}):
+        touched = io["reads"] or io["writes"]
+        out.append({"level": spill["level"], "read_bytes": io["read"], "written_bytes": io["written"],
+                    "reads": io["reads"], "writes": io["writes"], "asynchronous": io["name"] in two}
+                   if touched else None)
+    return out
+
+
 def report(meta, graph, weights, the_plan, verdict, tilings):
     rows = summary.layer_rows(graph, weights)
     tot = summary.totals(rows)
@@ -76,6 +97,16 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             entry["weights_streamed"] = {"from": _stream_source(the_plan), "bytes": mine["bytes"],
                                          "chunks": mine["count"], "chunk_channels": mine["chunk_c"]}
         layers.append(entry)
+    traffic = _spill_traffic(graph, the_plan, by_layer, meta)
+    for entry, mine in zip(layers, traffic or ()):
+        if mine is not None:
+            entry["spill_traffic"] = mine
+    if traffic:
+        mine = [m for m in traffic if m is not None]
+        tot["spill_traffic"] = {"level": mine[0]["level"], "layers": len(mine),
+                                **{k: sum(m[k] for m in mine) for k in ("read_bytes", "written_bytes",
+                                                                        "reads", "writes")},
+                                "asynchronous_layers": sum(m["asynchronous"] for m in mine)}
     if count_key and verdict.get("total_count") is not None:
         tot[count_key] = verdict["total_count"]
     tot["dma_bytes"] = {name: sum(l["dma_bytes"].get(name, 0) for l in layers) for name in engines}
@@ -117,7 +148,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     if ref is not None:
         out["verdict_golden"] = verdict.get("golden", verdict["verdict"])
         out["reference"] = ref
-        by_layer = {r["layer"]: r["equal"] for r in ref["compared"] if r.get("layer") and ref["kind"] == "dory"}
+        by_layer = {r["layer"]: r["equal"] for r in ref["compared"]
+                    if r.get("layer") and "equal" in r and ref["kind"] == "dory"}
         for entry in layers:
             if entry["name"] in by_layer:
                 entry["reference_match"] = by_layer[entry["name"]]
@@ -210,6 +242,10 @@ def render(data, console=None):
     if ws:
         line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "
                  f"in {ws['chunks']} chunks")
+    st = tot.get("spill_traffic")
+    if st:
+        line += (f"; activations moved to {st['level']}: {st['read_bytes']} bytes read and {st['written_bytes']} "
+                 f"written by {st['layers']} layers ({st['asynchronous_layers']} double-buffered)")
     console.print(line)
     ooc = data.get("out_of_core")
     if ooc:
@@ -228,7 +264,7 @@ def render(data, console=None):
         console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")
     if ref is not None:
-        bad = [r for r in ref["compared"] if not r["equal"]]
+        bad = [r for r in ref["compared"] if not r.get("equal", True)]
         text = (f"{ref['kind']} reference {ref['reference']}: {ref['verdict'].upper()} "
                 f"({len(ref['compared']) - len(bad)} of {len(ref['compared'])} equal; {ref['compared_by']})")
         console.print(text if not bad else f"[red]{text}[/red]")

@@ -87,7 +87,10 @@ def _conv(spec, src, pools, coefs, cpm, clock):
                                             "bytes": n * per_oc}]
         macs = (r1 - r0) * W * n * 9 * cin
         feats = {"macs": macs, "split_macs": macs, "out_elems": (r1 - r0) * W * n,
-                 "in_elems": (b - a) * W * cin, "tiles": 1}
+                 "in_elems": (b - a) * W * cin, "tiles": 1,
+                 # the cost model's per-tile features (cost/features.py)
+                 "im2col": (r1 - r0) * W * 9 * cin, "taps": (r1 - r0) * W * 9, "chans": n,
+                 "tail_macs": round(macs * (n % 4) / n)}
         tiles.append({"reads": reads, "compute_ns": _ns(coefs, "conv2d", feats, 1 / len(order), cpm, clock),
                       "writes": [{"region": f"a:{name}", "offset": j * H * W * cc + r0 * W * n,
                                   "bytes": (r1 - r0) * W * n}],
@@ -113,7 +116,7 @@ def _pool(spec, src, pools, coefs, cpm, clock):
             read = {"pool": "in", "region": src["region"], "offset": j * H * W * cp + 2 * r0 * W * n,
                     "bytes": 2 * (r1 - r0) * W * n}
             feats = {"macs": (r1 - r0) * Wo * n * 4, "split_macs": (r1 - r0) * Wo * n * 4,
-                     "out_elems": (r1 - r0) * Wo * n, "in_elems": read["bytes"], "tiles": 1}
+                     "out_elems": (r1 - r0) * Wo * n, "in_elems": read["bytes"], "tiles": 1, "chans": n}
             tiles.append({"reads": [read], "compute_ns": _ns(coefs, "maxpool", feats, 1 / count, cpm, clock),
                           "writes": [{"region": f"a:{name}", "offset": j * Ho * Wo * cp + r0 * Wo * n,
                                       "bytes": (r1 - r0) * Wo * n}],
@@ -138,7 +141,8 @@ def _linear(spec, src, pools, coefs, cpm, clock):
     count = len(_chunks(cout, cc))
     for j, n in _chunks(cout, cc):
         reads = reads_in + [{"pool": "w", "region": f"w:{name}", "offset": j * cc * per_oc, "bytes": n * per_oc}]
-        feats = {"macs": n * cin, "split_macs": n * cin, "out_elems": n, "in_elems": cin, "tiles": 1}
+        feats = {"macs": n * cin, "split_macs": n * cin, "out_elems": n, "in_elems": cin, "tiles": 1,
+                 "chans": n, "tail_macs": cin * (n % 4)}
         tiles.append({"reads": reads, "compute_ns": _ns(coefs, "linear", feats, 1 / count, cpm, clock),
                       "writes": [{"region": f"a:{name}", "offset": j * cc, "bytes": n}],
                       "holds": {"in": cin, "w": n * per_oc, "out": n}})

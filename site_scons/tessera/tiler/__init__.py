@@ -79,6 +79,9 @@ sum of its terms. Quantities:
   objective  scratch_bytes, l1_bytes (total, as in the budget constraint)
   only
 
+With target["cost"] ({"coefficients", "dims"}: tile_cost=model) the tile
+is instead the one the cost model estimates cheapest (costed.py).
+
 Modules: layer (validation, op traits), geometry (tiles, input ranges,
 per-axis tables), library (schema, terms), memory (bytes and quantities on
 numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
@@ -259,6 +262,11 @@ def _solve_layer(layer, target):
         raise RuntimeError(f"tiler: CP-SAT model and byte count disagree on layer "
                            f"{layer['name']} tile {r['tile']}: {r} vs l1_bytes "
                            f"{q['l1_bytes']}, objective {objective}")
+    if target.get("cost"):        # tile_cost=model: the library's tile is one candidate (costed.py)
+        from . import costed
+        q = costed.best_tile(layer, target, spec, tables, buffering, q,
+                             lambda q: _result(layer, target, q, True, True, 0))
+        objective = spec.objective_value(q)
     return _result(layer, target, q, True, r["status"] == "optimal", objective)
 
 

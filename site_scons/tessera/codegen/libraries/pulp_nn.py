@@ -15,6 +15,12 @@ KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "p
 
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
 FUSED = {"dw_pw": "pnn_dw_pw"}
+# ... run as the shared scheme (fusion/tiler.py): blocks of fd rows by all
+# cores, one fork for the block's depthwise and one for its pointwise, so
+# that each runs split as it is alone (channels, then pixels) and the stripes
+# are gathered once per block; the block's arguments, then the two kernels
+FUSED_SCHEME = {"dw_pw": "shared"}
+FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "pnn_dw_pw_parts")}
 
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type

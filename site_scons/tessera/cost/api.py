@@ -1,0 +1,89 @@
+"""The cost model's stable API, for the tiler, the fusion selector
+(`fusion_cost=model`) and the out-of-core scheduler: estimates in the unit
+of the target's runner (QEMU instructions, GVSoC cycles), before anything
+runs. See docs/cost_model.md.
+
+    coefs = coefficients(target)                      # None: no fit for this target
+    n = estimate_layer(target, layer, graph, tiling)  # one layer at one tiling
+    n = estimate_group(target, layers, graph, tilings, fused)   # a fused DW->PW step
+    parts = explain_layer(target, layer, graph, tiling)         # {compute, dma, estimate, features}
+
+`target` is the loaded target config (tessera.config.load_target: name,
+kernels, cores, place, dma), `layer` an IR layer of `graph`, `tiling` the
+layer's tiling JSON (tiler.solve_layer's result). Every function returns
+None when the target's kernel library has no coefficients for it (host:
+nothing deterministic to fit). Pure functions of their arguments and the
+committed coefficients file: the same inputs give the same number.
+"""
+
+import os
+
+from . import features, model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+_loaded = {}
+
+
+def coefficients(target):
+    """The fitted coefficients of the target's kernel library on it (read
+    once per process), or None."""
+    file = model.path(ROOT, target["kernels"], target["name"])
+    if file not in _loaded:
+        _loaded[file] = model.load(file)
+    return _loaded[file]
+
+
+def _dims(target):
+    from .. import views
+
+    place = target["place"]
+    engine = views.dma_engine(target, place["activations"], place["tiles"])
+    return target["dma"][engine]["dims"] if engine is not None else 3
+
+
+def layer_features(target, layer, graph, tiling):
+    return features.layer_features(layer, graph, tiling, _dims(target), target["cores"])
+
+
+def explain_layer(target, layer, graph, tiling, coefs=None):
+    coefs = coefs or coefficients(target)
+    if coefs is None:
+        return None
+    f = layer_features(target, layer, graph, tiling)
+    return {"features": f, "compute": model.compute_part(coefs, layer.op, f), "dma": model.dma_part(coefs, f),
+            "estimate": model.estimate(coefs, layer.op, f, tiling.get("buffering", 2))}
+
+
+def estimate_layer(target, layer, graph, tiling, coefs=None):
+    """One layer's estimated count at this tiling (int), or None."""
+    parts = explain_layer(target, layer, graph, tiling, coefs)
+    return None if parts is None else parts["estimate"]
+
+
+def explain_group(target, layers, graph, tilings, fused, coefs=None):
+    """{compute, dma, dma_features, estimate, why_not} of a fused step (see
+    estimate_group), or None without coefficients. The model itself is
+    cost.fused, the one place a fused step is priced; `tilings` (the layers'
+    own) is kept for callers that have them."""
+    from . import fused as fused_model
+
+    coefs = coefs or coefficients(target)
+    if coefs is None:
+        return None
+    first, second = graph.layer(layers[0]), graph.layer(layers[-1])
+    comp, dma = fused_model.group_parts(coefs, first, second, graph, fused, target["cores"])
+    return {"compute": comp, "dma": model.dma_part(coefs, dma), "dma_features": dma,
+            "estimate": fused_model.group_estimate(coefs, first, second, graph, fused, target["cores"]),
+            "why_not": fused_model.why_no_estimate(coefs, fused)}
+
+
+def estimate_group(target, layers, graph, tilings, fused, coefs=None):
+    """A fused DW->PW or PW->DW step (fusion.tiler's result `fused`: its
+    bands, scheme and buffering): its layers' compute over the fused bands
+    plus the step's own DMA (the first layer's input bands in, the second's
+    output bands out, the intermediate stays in L1, both layers' weights
+    once), as cost.fused prices it. An int, or None when there are no
+    coefficients or the model cannot price the step (explain_group's
+    why_not says why)."""
+    parts = explain_group(target, layers, graph, tilings, fused, coefs)
+    return None if parts is None else parts["estimate"]

@@ -1,0 +1,201 @@
+"""The cost model's microbenchmarks: small networks whose layers sweep each
+op over channels, kernels, strides and sizes (so tile shapes go from one
+whole-layer tile to many small ones), built, run and checked on a target's
+own runner like any model. Every layer of them is one sample of its op.
+
+A network per theme rather than one per layer: a build's fixed part
+(quantization, ONNX Runtime check, compile, emulator start) would otherwise
+cost more than the layers it measures, and each layer's count is reported
+on its own anyway. Sizes keep every network within stm32f4's flash and
+GAP8's L2, so the same sweep runs on every target.
+
+    write(name, directory) -> the model YAML's path (ONNX beside it)
+
+Same code, same bytes: the float graph comes from tessera.zoo's Net with a
+fixed seed and is quantized the zoo's way (ONNX Runtime's quantize_static).
+"""
+
+import os
+
+import numpy as np
+import yaml
+
+from .. import canon
+from ..zoo.net import Net, same_pads
+
+# name: (input channels, height, width, builder(net) -> last tensor)
+SWEEPS = {}
+
+
+def _sweep(c, h, w):
+    def register(fn):
+        SWEEPS[fn.__name__.removeprefix("_")] = (c, h, w, fn)
+        return fn
+    return register
+
+
+def _head(net, x, classes=10):
+    x = net.global_avgpool(x, "pool")
+    x = net.flatten(x, "flatten")
+    return net.classifier(x, "fc", classes)
+
+
+@_sweep(3, 64, 64)
+def _cb_conv3(net):
+    """conv2d: 3, 12, 24, 6 and 32 input channels; 3x3 and 5x5; strides 1, 2."""
+    x = net.conv("input", "c0", 16, 3, stride=2, act="relu6")     # the MobileNets' first layer
+    x = net.conv(x, "c1", 12, 3, act="relu")
+    x = net.conv(x, "c2", 24, 5, stride=2, act="relu")
+    x = net.conv(x, "c3", 6, 3, act="relu")
+    x = net.conv(x, "c4", 32, 3, stride=2, act="relu")
+    x = net.conv(x, "c5", 64, 3, act="relu")
+    return _head(net, x)
+
+
+@_sweep(1, 48, 48)
+def _cb_conv1(net):
+    """conv2d from 1 and 3 input channels (a spectrogram's first layer), 10x4."""
+    x = net.conv("input", "c0", 8, 3, act="relu")
+    top, bottom = same_pads(48, 10, 2)
+    left, right = same_pads(48, 4, 2)
+    x = net.conv(x, "c1", 16, (10, 4), stride=2, pads=[top, left, bottom, right], act="relu")
+    x = net.conv(x, "c2", 3, 3, act="relu")
+    x = net.conv(x, "c3", 32, 3, act="relu")
+    x = net.conv(x, "c4", 48, 3, stride=2, act="relu")
+    return _head(net, x)
+
+
+def _dw(net, x, name, stride=1):
+    return net.conv(x, name, net.channels(x), 3, stride=stride, group=net.channels(x), act="relu6")
+
+
+@_sweep(3, 64, 64)
+def _cb_dw(net):
+    """depthwise 3x3 over 8, 32 and 96 channels, 32x32 to 8x8, strides 1 and
+    2; pointwise between them."""
+    x = net.conv("input", "c0", 8, 3, stride=2, act="relu6")
+    x = _dw(net, x, "dw1")
+    x = net.conv(x, "pw1", 32, 1, act="relu6")
+    x = _dw(net, x, "dw2", 2)
+    x = _dw(net, x, "dw3")
+    x = net.conv(x, "pw3", 96, 1, act="relu6")
+    x = _dw(net, x, "dw4")
+    x = _dw(net, x, "dw5", 2)
+    return _head(net, x)
+
+
+@_sweep(12, 16, 16)
+def _cb_dw2(net):
+    """depthwise 3x3 first (12 channels: not a multiple of 8), then 200 and
+    256 channels, 16x16 to 4x4. (Apart from cb_dw: stm32f4's 64 kB of
+    code.)"""
+    x = _dw(net, "input", "dw1")
+    x = net.conv(x, "pw1", 200, 1, act="relu6")
+    x = _dw(net, x, "dw2", 2)
+    x = _dw(net, x, "dw3")
+    x = _dw(net, x, "dw4", 2)
+    x = net.conv(x, "pw4", 256, 1, act="relu6")
+    x = _dw(net, x, "dw5")
+    return _head(net, x)
+
+
+@_sweep(1, 96, 96)
+def _cb_dwbig(net):
+    """depthwise on maps larger than L1 (48x48x16, 24x24x64): many tiles.
+    (One input channel: the golden input is a constant in flash, and
+    stm32f4 has 64 kB for code and constants.)"""
+    x = net.conv("input", "c0", 16, 3, stride=2, act="relu6")
+    x = _dw(net, x, "dw1")
+    x = _dw(net, x, "dw2", 2)
+    x = net.conv(x, "pw2", 64, 1, act="relu6")
+    x = _dw(net, x, "dw3")
+    x = _dw(net, x, "dw4", 2)
+    x = net.conv(x, "pw4", 128, 1, act="relu6")
+    x = _dw(net, x, "dw5")
+    return _head(net, x)
+
+
+@_sweep(3, 32, 32)
+def _cb_pw(net):
+    """pointwise (16..64 channels, 44, 36 and 24: not powers of two), add at two
+    sizes, max pooling 2x2 and 3x3, average pooling, three linear layers."""
+    x0 = net.conv("input", "c0", 16, 3, act="relu")
+    x = net.conv(x0, "pw1", 44, 1, act="relu6")
+    x = net.conv(x, "pw2", 36, 1, act="relu6")
+    x = net.conv(x, "pw3", 16, 1)
+    x = net.add(x0, x, "add1")
+    x = net.conv(x, "pw4", 64, 1, act="relu6")      # 64 kB: stm32f4's SRAM holds it and its input
+    x1 = net.conv(x, "pw5", 24, 1)
+    x = net.maxpool(x1, "mp1", 2, 2)
+    x2 = net.conv(x, "pw6", 24, 1)
+    x = net.add(x, x2, "add2")
+    x = net.maxpool(x, "mp2", 3, 2)
+    x = net.global_avgpool(x, "pool")
+    x = net.flatten(x, "flatten")
+    x = net.classifier(x, "fc1", 100, output="fc1")
+    x = net.classifier(x, "fc2", 250, output="fc2")
+    return net.classifier(x, "fc", 10)
+
+
+@_sweep(128, 8, 8)
+def _cb_deep(net):
+    """depthwise and pointwise deep in a network: 128 and 256 channels on
+    8x8 and 4x4 maps, where per-layer and per-channel costs weigh most."""
+    x = _dw(net, "input", "dw1")
+    x = net.conv(x, "pw1", 128, 1, act="relu6")
+    x = _dw(net, x, "dw2", 2)
+    x = net.conv(x, "pw2", 256, 1, act="relu6")
+    x = _dw(net, x, "dw3")
+    x = net.conv(x, "pw3", 256, 1, act="relu6")
+    return _head(net, x)
+
+
+@_sweep(16, 32, 32)
+def _cb_misc(net):
+    """max pooling 2x2/2 and 3x3/1 at three sizes, add at two, linear 48 to
+    128 wide: the ops the other sweeps have once or twice."""
+    x = net.maxpool("input", "mp1", 2, 2)
+    x = net.maxpool(x, "mp2", 3, 1)
+    p = net.conv(x, "pw1", 16, 1)
+    x = net.add(x, p, "add1")
+    x = net.conv(x, "pw2", 48, 1, act="relu")
+    x = net.maxpool(x, "mp3", 2, 2)
+    p = net.conv(x, "pw3", 48, 1)
+    x = net.add(x, p, "add2")
+    x = net.global_avgpool(x, "pool")
+    x = net.flatten(x, "flatten")
+    x = net.classifier(x, "fc1", 64, output="fc1")
+    x = net.classifier(x, "fc2", 128, output="fc2")
+    return net.classifier(x, "fc", 10)
+
+
+def write(name, directory):
+    """Write <directory>/<name>.onnx (quantized) and <name>.yaml; returns the
+    YAML's path. Files are rewritten only when their bytes change, so the
+    build that reads them stays up to date."""
+    from ..zoo.params import quantization_params
+    from ..zoo.quantize import normalize, quantize
+
+    c, h, w, fn = SWEEPS[name]
+    net = Net(np.random.default_rng(0), c, h, w)
+    fn(net)
+    q = quantization_params({})
+    model = quantize(net.model(name), q)
+    normalize(model, {"tessera.cost.sweep": name, "tessera.zoo.quantization": canon.dumps(q)})
+    os.makedirs(directory, exist_ok=True)
+    onnx_path = os.path.join(directory, f"{name}.onnx")
+    yaml_path = os.path.join(directory, f"{name}.yaml")
+    _write_if_changed(onnx_path, model.SerializeToString())
+    doc = (fn.__doc__ or "").split("\n\n")[0].replace("\n", " ")
+    text = yaml.safe_dump({"description": f"cost model sweep {name}: {' '.join(doc.split())}",
+                           "onnx": f"{name}.onnx", "input": {"seed": 0}}, sort_keys=True, width=1000)
+    _write_if_changed(yaml_path, text.encode())
+    return yaml_path
+
+
+def _write_if_changed(path, data):
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    canon.write_atomic(path, data)

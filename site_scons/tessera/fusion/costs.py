@@ -1,0 +1,57 @@
+"""What min_latency's selector compares: a count (the target runner's unit)
+for every layer apart and for every feasible fused group.
+
+fusion_cost=model: the calibrated cost model (tessera.cost): each layer's
+estimate from its features and tiling, each group's from
+cost.fused.group_estimate. No coefficients for the target: no costs, and
+the selector keeps every layer apart (it cannot promise "never slower").
+
+fusion_cost=measured: the network built and run three times more
+(variants/none; variants/all_dw_pw and all_pw_dw, every feasible group of
+one kind fused, groups of one kind never overlap): each layer's measured
+count from the first, each group's from the others (a fused step's whole
+count is on its first layer's row, the second's is zero).
+"""
+
+from ..cost import features, model
+from ..cost.fused import group_estimate, why_no_estimate
+
+
+def model_costs(graph, tilings, fused, cost):
+    coefs = cost.get("coefficients")
+    where = f"cost model {cost['file']}"
+    if coefs is None:
+        return {"source": where, "none": f"no calibrated cost model for {cost['kernels']} on {cost['target']} "
+                                         f"({cost['file']}): min_latency keeps the layers apart"}
+    layers = {}
+    for layer in graph.layers:
+        t = tilings[layer.name]
+        feats = features.layer_features(layer, graph, t, cost["dims"], cost["cores"])
+        layers[layer.name] = model.estimate(coefs, layer.op, feats, t.get("buffering", 2))
+    groups, why = {}, {}
+    for group, (_, ft) in sorted(fused.items()):
+        if ft["feasible"]:
+            first, second = (graph.layer(n) for n in ft["layers"])
+            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"])
+            if groups[group] is None:
+                why[group] = f"no estimate from {cost['file']}: {why_no_estimate(coefs, ft)}"
+    return {"source": where, "unit": coefs.get("counts", cost["unit"]), "layers": layers, "groups": groups,
+            "why": why, "missing": "no estimate"}
+
+
+def measured_costs(graph, none_report, *fused_reports, cost):
+    from ..report.build import COUNT_KEYS
+
+    count = COUNT_KEYS.get(cost["unit"])
+    if count is None or cost["unit"] == "host-ns":     # wall time: not the same twice
+        return {"source": "measured", "none": f"{cost['target']}'s runner counts nothing: min_latency keeps the "
+                                              f"layers apart"}
+    apart = {row["name"]: row for row in none_report["layers"]}
+    layers = {layer.name: apart[layer.name].get(count, 0) for layer in graph.layers}
+    groups = {}
+    for rep in fused_reports:
+        fused = {row["name"]: row for row in rep["layers"]}
+        for g in rep.get("fusion", {}).get("groups", []):
+            groups[g["step"]] = sum(fused[n].get(count, 0) for n in g["layers"])
+    return {"source": "measured (variants/none, variants/all_dw_pw, variants/all_pw_dw)", "unit": cost["unit"],
+            "layers": layers, "groups": groups, "missing": "no fused variant ran this group"}

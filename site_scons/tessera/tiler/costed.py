@@ -1,0 +1,53 @@
+"""tile_cost=model: the tile the cost model estimates cheapest, instead of
+the kernel library's objective (tessera.cost; docs/cost_model.md).
+
+The candidates: the library objective's tile (so the choice is never
+worse by the model's own estimate), and for every tile height and channel
+count that is the largest legal one for its tile count (a smaller one with
+as many tiles moves the same data in smaller pieces) the widest legal
+tile that fits L1. Each is estimated with the target's fitted coefficients; the
+cheapest wins, ties going to the library's objective and then to the
+tiler's fixed order, so the answer is deterministic. Plain Python: a few
+hundred candidates per layer, each costed by walking its tiles.
+"""
+
+from ..cost import features, model as cost_model
+from . import memory
+from .model import tiebreak_key
+
+
+def _count_maximal(sizes, extent):
+    best = {}
+    for t in sorted(sizes):
+        best[-(-extent // t)] = t      # ascending: the largest size per count stays
+    return sorted(set(best.values()))
+
+
+def best_tile(layer, target, spec, tables, buffering, library_q, result):
+    """The chosen quantities (memory.quantities) among the candidates and
+    library_q (the library objective's optimum). result(q) turns quantities
+    into a tiling (the tiler's result dict)."""
+    cost = target["cost"]
+    Ho, Wo, Co = layer["out"]
+    budget = target["l1_budget"]
+    hs = _count_maximal(tables[0], Ho)
+    ws = sorted(tables[1], reverse=True)
+    cs = _count_maximal(range(1, Co + 1), Co)
+
+    def key(q):
+        f = features.view_features(layer, result(q), cost["dims"], target["cores"])
+        est = cost_model.estimate(cost["coefficients"], layer["op"], f, buffering)
+        return (-est, spec.objective_value(q), tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"]))
+
+    best, best_key = library_q, key(library_q)
+    for th in hs:
+        for tc in cs:
+            for tw in ws:
+                q = memory.quantities(layer, target, spec, th, tw, tc, buffering, tables)
+                if q is None or q["l1_bytes"] > budget:
+                    continue
+                k = key(q)
+                if k > best_key:
+                    best, best_key = q, k
+                break
+    return best
