@@ -92,7 +92,7 @@ def test_program_sizes_read_object_files(tmp_path):
     view = linker.view(load("stm32f4"), linker.CORTEX_M)
     linker.check_program(view, sizes, "stm32f4.yaml")
     with pytest.raises(FitError) as err:
-        linker.check_program(view, dict(sizes, code=70000), "stm32f4.yaml")
+        linker.check_program(view, dict(sizes, code=400000), "stm32f4.yaml")
     assert "memory.flash.reserved.code" in str(err.value) and "o.o" in str(err.value)
 
 
