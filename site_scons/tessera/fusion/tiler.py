@@ -49,18 +49,21 @@ def _mid_copies(target):
     return 1 if scheme(target) == "shared" else target["cores"]
 
 
-def _bytes(pair, target, th, in_h, fd, buffering):
-    dw, pw = pair["dw"], pair["pw"]
+def _parts(first, second, target, th, in_h, intermediate, scratch, buffering):
+    """L1 bytes of a fused step whose first layer reads an in_h-row input
+    band and whose second writes a th-row output band, both layers'
+    weights and parameters loaded once."""
     a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
-    _, W, C = dw["in"]
-    _, Wo, Co = pw["out"]
+    _, W, Ci = first["in"]
+    _, Wo, Co = second["out"]
+    C1 = first["out"][2]
     parts = {
-        "in": in_h * W * C * dw["in_bytes"],
-        "out": th * Wo * Co * pw["out_bytes"],
-        "weights": align_up(C * dw["w_bytes_per_cout"], a) + align_up(Co * pw["w_bytes_per_cout"], a),
-        "params": align_up(C * dw["param_bytes_per_cout"], a) + align_up(Co * pw["param_bytes_per_cout"], a),
-        "intermediate": _mid_copies(target) * fd * Wo * C,
-        "scratch": target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1],
+        "in": in_h * W * Ci * first["in_bytes"],
+        "out": th * Wo * Co * second["out_bytes"],
+        "weights": align_up(C1 * first["w_bytes_per_cout"], a) + align_up(Co * second["w_bytes_per_cout"], a),
+        "params": align_up(C1 * first["param_bytes_per_cout"], a) + align_up(Co * second["param_bytes_per_cout"], a),
+        "intermediate": intermediate,
+        "scratch": scratch,
     }
     parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
                       + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a)
@@ -68,16 +71,27 @@ def _bytes(pair, target, th, in_h, fd, buffering):
     return parts
 
 
-def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+def _bytes(pair, target, th, in_h, fd, buffering):
+    dw, pw = pair["dw"], pair["pw"]
+    intermediate = _mid_copies(target) * fd * pw["out"][1] * dw["in"][2]
+    scratch = target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1]
+    return _parts(dw, pw, target, th, in_h, intermediate, scratch, buffering)
+
+
+def _fused_result(pair, target, kind, layers, scheme_name, th, fd, buffering, feasible, reason, l1_bytes):
     ax = geometry.axes(pair["dw"])[0]
     spans = geometry.axis_tiles(ax[0], th, *ax[1:])
     bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
              for o0, o, i0, i, pt, pb in spans]
-    return {"group": pair["name"], "kind": "dw_pw", "layers": [pair["dw"]["name"], pair["pw"]["name"]],
-            "scheme": scheme(target), "feasible": feasible, "reason": reason, "tiled": len(bands) > 1 or buffering > 1,
+    return {"group": pair["name"], "kind": kind, "layers": layers,
+            "scheme": scheme_name, "feasible": feasible, "reason": reason, "tiled": len(bands) > 1 or buffering > 1,
             "band_h": th, "fd": fd, "buffering": buffering, "bands": bands,
-            "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
-            "l1_bytes": _bytes(pair, target, th, table[th][2], fd, buffering)}
+            "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN), "l1_bytes": l1_bytes}
+
+
+def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+    return _fused_result(pair, target, "dw_pw", [pair["dw"]["name"], pair["pw"]["name"]], scheme(target), th, fd,
+                         buffering, feasible, reason, _bytes(pair, target, th, table[th][2], fd, buffering))
 
 
 def solve_dw_pw(pair, target):
@@ -173,32 +187,13 @@ def _aligned(m, name, x, hi, a):
 
 def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
     dw, pw = pair["dw"], pair["pw"]
-    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
-    _, W, Ci = pw["in"]
-    _, Wo, C = dw["out"]
-    parts = {
-        "in": in_h * W * Ci * pw["in_bytes"],
-        "out": th * Wo * C * dw["out_bytes"],
-        "weights": align_up(C * pw["w_bytes_per_cout"], a) + align_up(C * dw["w_bytes_per_cout"], a),
-        "params": align_up(C * pw["param_bytes_per_cout"], a) + align_up(C * dw["param_bytes_per_cout"], a),
-        "intermediate": target["cores"] * in_h * W * fd,
-        "scratch": 0,
-    }
-    parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
-                      + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a))
-    return parts
+    intermediate = target["cores"] * in_h * pw["in"][1] * fd
+    return _parts(pw, dw, target, th, in_h, intermediate, 0, buffering)
 
 
 def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
-    ax = geometry.axes(pair["dw"])[0]
-    spans = geometry.axis_tiles(ax[0], th, *ax[1:])
-    bands = [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": pt, "pad_b": pb}
-             for o0, o, i0, i, pt, pb in spans]
-    return {"group": pair["name"], "kind": "pw_dw", "layers": [pair["pw"]["name"], pair["dw"]["name"]],
-            "scheme": "per_core", "feasible": feasible, "reason": reason,
-            "tiled": len(bands) > 1 or buffering > 1, "band_h": th, "fd": fd, "buffering": buffering,
-            "bands": bands, "align": target["kernels"].get("buffer_align", DEFAULT_ALIGN),
-            "l1_bytes": _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering)}
+    return _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], "per_core", th, fd,
+                         buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
 
 
 def solve_pw_dw(pair, target):
