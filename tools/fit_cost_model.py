@@ -60,7 +60,7 @@ def sweep_reports(target, bench, names=None):
     """{sweep: report} of the sweeps built (or found up to date) on target."""
     models_dir = os.path.join(bench, "models")
     out = {}
-    for name in names or sorted(sweeps.SWEEPS):
+    for name in names or sweeps.names_for(target):
         print(f"  sweep {name} on {target}", file=sys.stderr, flush=True)
         _scons(target, sweeps.write(name, models_dir), bench)
         out[name] = report_of(bench, target, name, False)
