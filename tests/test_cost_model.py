@@ -285,6 +285,18 @@ def test_sweeps_are_written_byte_identically(tmp_path):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
 
 
+
+def test_sweeps_left_out_name_real_targets_and_sweeps():
+    # a typo in NOT_ON would silently fit a target on every sweep
+    from tessera.cost import sweeps
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for target, names in sweeps.NOT_ON.items():
+        assert os.path.exists(os.path.join(root, "targets", f"{target}.yaml")), target
+        assert names <= set(sweeps.SWEEPS), names
+        assert not names & set(sweeps.names_for(target))
+    assert sweeps.names_for("stm32f4") == sorted(sweeps.SWEEPS)
+
 def test_tile_cost_bad_value_and_no_coefficients_are_one_line(tmp_path):
     from helpers import one_error
 
