@@ -94,6 +94,43 @@ def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"
                          buffering, feasible, reason, _bytes(pair, target, th, table[th][2], fd, buffering))
 
 
+def _without_search(pair, target, table, Ho, whole_fd, nbytes, result):
+    """The whole map as one band when it fits (no search), the infeasible
+    record when not even the smallest band fits, else None."""
+    budget = target["l1_budget"]
+    if Ho in table and nbytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
+        return result(pair, target, Ho, whole_fd, 1, table)
+    buffering = target["buffering"]
+    smallest = min(table)
+    need = nbytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
+    if need > budget:
+        return result(pair, target, smallest, 1, buffering, table, False,
+                      f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
+                      f"{budget} available")
+    return None
+
+
+def _band_vars(m, table, Ho, in_max):
+    """The band height th and its input rows in_h, tied to the geometry's
+    table (band count and border band as in the layer tiler)."""
+    th = m.new_int_var(1, Ho, "th")
+    n = m.new_int_var(1, Ho, "n")
+    border = m.new_int_var(1, Ho, "border")
+    in_h = m.new_int_var(1, in_max, "in_h")
+    m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
+    return th, in_h
+
+
+def _even_band(m, th, cores):
+    """A boolean: the band height is a multiple of the core count."""
+    even = m.new_bool_var("even")
+    r = m.new_int_var(0, cores - 1, "r")
+    m.add_modulo_equality(r, th, cores)
+    m.add(r == 0).only_enforce_if(even)
+    m.add(r != 0).only_enforce_if(~even)
+    return even
+
+
 def solve_dw_pw(pair, target):
     """The fused tiling of a DW->PW pair (see the module docstring)."""
     dw = pair["dw"]
@@ -102,26 +139,16 @@ def solve_dw_pw(pair, target):
     table = geometry.axis_table(*geometry.axes(dw)[0])
     shared = scheme(target) == "shared"
     whole_fd = Ho if shared else -(-Ho // cores)
-    if Ho in table and _bytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
-        return _result(pair, target, Ho, whole_fd, 1, table)
+    done = _without_search(pair, target, table, Ho, whole_fd, _bytes, _result)
+    if done is not None:
+        return done
     buffering = target["buffering"]
-    smallest = min(table)
-    need = _bytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
-    if need > budget:
-        return _result(pair, target, smallest, 1, buffering, table, False,
-                       f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
-                       f"{budget} available")
-
     a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
     _, W, C = dw["in"]
     _, Wo, Co = pair["pw"]["out"]
     (kh, kw), sh = dw["kernel"], dw["stride"][0]
     m = cp_model.CpModel()
-    th = m.new_int_var(1, Ho, "th")
-    n = m.new_int_var(1, Ho, "n")
-    border = m.new_int_var(1, Ho, "border")
-    in_h = m.new_int_var(1, dw["in"][0], "in_h")
-    m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
+    th, in_h = _band_vars(m, table, Ho, dw["in"][0])
     fd = m.new_int_var(1, Ho, "fd")
     if shared:
         m.add(fd <= th)
@@ -135,11 +162,7 @@ def solve_dw_pw(pair, target):
              + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
              + words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi))
     m.add(total <= budget)
-    even = m.new_bool_var("even")
-    r = m.new_int_var(0, cores - 1, "r")
-    m.add_modulo_equality(r, th, cores)
-    m.add(r == 0).only_enforce_if(even)
-    m.add(r != 0).only_enforce_if(~even)
+    even = _even_band(m, th, cores)
     if shared:
         # the largest block first: every block gathers its depthwise stripes
         # (halo rows included) and forks the cores twice, so fewer blocks
@@ -203,25 +226,16 @@ def solve_pw_dw(pair, target):
     cores, budget = target["cores"], target["l1_budget"]
     table = geometry.axis_table(*geometry.axes(dw)[0])
     whole_fd = -(-C // cores)
-    if Ho in table and _pw_dw_bytes(pair, target, Ho, table[Ho][2], whole_fd, 1)["total"] <= budget:
-        return _pw_dw_result(pair, target, Ho, whole_fd, 1, table)
+    done = _without_search(pair, target, table, Ho, whole_fd, _pw_dw_bytes, _pw_dw_result)
+    if done is not None:
+        return done
     buffering = target["buffering"]
-    smallest = min(table)
-    need = _pw_dw_bytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
-    if need > budget:
-        return _pw_dw_result(pair, target, smallest, 1, buffering, table, False,
-                             f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
-                             f"{budget} available")
     a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
     _, W, Ci = pair["pw"]["in"]
     _, Wo, _ = dw["out"]
     m = cp_model.CpModel()
-    th = m.new_int_var(1, Ho, "th")
-    n = m.new_int_var(1, Ho, "n")
-    border = m.new_int_var(1, Ho, "border")
     H = pair["pw"]["in"][0]
-    in_h = m.new_int_var(1, H, "in_h")
-    m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
+    th, in_h = _band_vars(m, table, Ho, H)
     fd = m.new_int_var(1, whole_fd, "fd")
     mid = m.new_int_var(1, H * whole_fd, "mid")
     m.add_multiplication_equality(mid, [in_h, fd])
@@ -231,11 +245,7 @@ def solve_pw_dw(pair, target):
                           + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
              + fixed["weights"] + fixed["params"] + _aligned(m, "mid", mid * (cores * W), hi, a))
     m.add(total <= budget)
-    even = m.new_bool_var("even")
-    r = m.new_int_var(0, cores - 1, "r")
-    m.add_modulo_equality(r, th, cores)
-    m.add(r == 0).only_enforce_if(even)
-    m.add(r != 0).only_enforce_if(~even)
+    even = _even_band(m, th, cores)
     m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
     solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
     status = solver.solve(m)
