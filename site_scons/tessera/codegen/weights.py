@@ -55,20 +55,13 @@ def generate(layer, graph, weights, target):
                                f"{storage['level']} (storage.bin), none here."]) + "\n"
     prefix = target["prefix"]
     section = target["sections"].get("weights", "")
-    channels = graph.tensor(layer.output).shape[2]
-    lib = library(target["kernels"])
     out = [header_comment([f"tessera: constants of layer {layer.name} (weight level {target['w_level']})."]),
            "#include <stdint.h>\n"]
-    if layer.weights:
-        data = lib.weights_layout(layer, weights[layer.weights]).reshape(-1)
-        out.append(f"const int8_t {symbol(prefix, layer.name, 'weights')}[{data.size}] {section_attr(section)} =")
-        out.append(byte_string(data) + ";\n")
-    ctypes = {"int32_t": np.int32, "int8_t": np.int8}
-    for name, ctype, size in param_arrays(layer):
-        values = _channel_values(layer, name, weights, channels)
-        assert values.size * np.dtype(ctypes[ctype]).itemsize == size * channels, (layer.name, name)
-        info = np.iinfo(ctypes[ctype])
-        assert values.min() >= info.min and values.max() <= info.max, (layer.name, name)
-        out.append(f"const {ctype} {symbol(prefix, layer.name, name)}[{values.size}] {section_attr(section)} = {{")
-        out.append(int_list(values.reshape(-1)) + "\n};\n")
+    for name, ctype, values in arrays(layer, graph, weights, target):
+        if name == "weights":
+            out.append(f"const int8_t {symbol(prefix, layer.name, name)}[{values.size}] {section_attr(section)} =")
+            out.append(byte_string(values) + ";\n")
+        else:
+            out.append(f"const {ctype} {symbol(prefix, layer.name, name)}[{values.size}] {section_attr(section)} = {{")
+            out.append(int_list(values) + "\n};\n")
     return "\n".join(out)
