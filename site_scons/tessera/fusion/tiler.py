@@ -131,6 +131,19 @@ def _even_band(m, th, cores):
     return even
 
 
+def _solved(m, pair, target, result, th, fd, total, buffering, table):
+    """The proven optimum of a fused tiler's model, as `result` records it,
+    its L1 count checked against the model's."""
+    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
+    status = solver.solve(m)
+    if status != cp_model.OPTIMAL:
+        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
+                           f"({solver.status_name(status)})")
+    got = result(pair, target, solver.value(th), solver.value(fd), buffering, table)
+    assert got["l1_bytes"]["total"] == solver.value(total) <= target["l1_budget"]
+    return got
+
+
 def solve_dw_pw(pair, target):
     """The fused tiling of a DW->PW pair (see the module docstring)."""
     dw = pair["dw"]
@@ -171,14 +184,7 @@ def solve_dw_pw(pair, target):
         m.maximize(fd * ((2 * Ho + 2) * (Ho + 1)) + th * (2 * (Ho + 1)) + even * (Ho + 1))
     else:
         m.maximize(th * (2 * (Ho + 1)) + even * (Ho + 1) + fd)
-    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
-    status = solver.solve(m)
-    if status != cp_model.OPTIMAL:
-        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
-                           f"({solver.status_name(status)})")
-    got = _result(pair, target, solver.value(th), solver.value(fd), buffering, table)
-    assert got["l1_bytes"]["total"] == solver.value(total) <= budget
-    return got
+    return _solved(m, pair, target, _result, th, fd, total, buffering, table)
 
 
 def _aligned(m, name, x, hi, a):
@@ -247,14 +253,7 @@ def solve_pw_dw(pair, target):
     m.add(total <= budget)
     even = _even_band(m, th, cores)
     m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
-    solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
-    status = solver.solve(m)
-    if status != cp_model.OPTIMAL:
-        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
-                           f"({solver.status_name(status)})")
-    got = _pw_dw_result(pair, target, solver.value(th), solver.value(fd), buffering, table)
-    assert got["l1_bytes"]["total"] == solver.value(total) <= budget
-    return got
+    return _solved(m, pair, target, _pw_dw_result, th, fd, total, buffering, table)
 
 
 def solve(pair, target):
