@@ -424,6 +424,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     memory["align"] = library["tiler"].get("buffer_align", 4)
     memory["fit_hint"] = _fit_hint(tcfg)
     memory["overlap"] = overlap_on
+    # layers run in place (tessera.direct): the target's policy, direct=0 off
+    policy = tcfg.get("direct", "none")
+    if (policy != "none" and str(env.get("direct", "1")) not in ("0", "no", "false")
+            and not any(k in memory for k in ("staging", "spill", "storage"))):
+        from tessera import direct as direct_mod
+        memory["direct"] = {"policy": policy, "eligible": direct_mod.eligible(graph, tcfg["kernels"])}
     # a cap on total RAM: one step picks the largest tile budget that fits
     try:
         cap = _ram_cap(env, tcfg, mcfg)
@@ -439,7 +445,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                                                            "where": memory["where"]}, "ram_cap"),
                               tiler_kernels],
                              Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
-        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
+        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget", "direct"))
     for layer in graph.layers:
         lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
@@ -483,9 +489,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
     fusion_in = [schedule[0]] + fused if policy != "none" else []
     plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
-                             + fusion_in,
+                             + fusion_in + budget,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
-    env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler"))
+    env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler", "direct",
+                                  "rambudget"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files

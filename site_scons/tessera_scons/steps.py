@@ -177,10 +177,12 @@ def _plan(target, source, env):
     graph = Graph.from_json(canon.read_json(str(source[0])))
     memory = _value(source[1])
     budget = memory["levels"][memory["place"]["tiles"]]["usable"]
-    tilings, fused_tilings, sched = {}, {}, None
+    tilings, fused_tilings, sched, chosen = {}, {}, None, None
     for node in source[2:]:
         t = canon.read_json(str(node))
-        if "steps" in t:
+        if "ram_cap" in t:
+            chosen = t          # ram_budget.json: the layers a cap runs in place
+        elif "steps" in t:
             sched = t
         elif "group" in t:
             fused_tilings[t["group"]] = t
@@ -193,7 +195,24 @@ def _plan(target, source, env):
     fused = {s["step"]: dict({"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]},
                              **({"bands": fused_tilings[s["step"]]["bands"]} if s["kind"] == "dw_pw" else {}))
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
-    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
+    # layers in place (tessera.direct): a flat tile level takes them where
+    # they lower total RAM; a faster one where ram_budget needed them
+    policy = memory.get("direct", {}).get("policy", "none")
+    eligible = memory.get("direct", {}).get("eligible", {})
+    if fused:
+        # a fused step's layers run fused, not in place
+        inside = {n for g in fused.values() for n in g["layers"]}
+        eligible = {n: k for n, k in eligible.items() if n not in inside}
+        memory = dict(memory, direct=dict(memory.get("direct", {}), eligible=eligible))
+
+    def plan_with(direct):
+        return memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused, direct)
+    if policy == "flat":
+        from tessera import rambudget
+        the_plan = rambudget.plan_flat(graph, tilings, memory, plan_with)
+    else:
+        mine = (chosen or {}).get("direct", [])
+        the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
     if memory.get("ram_cap") is not None:
         from tessera import rambudget
         ram = rambudget.total_ram(memplan.memory_report(the_plan))

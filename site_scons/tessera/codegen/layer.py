@@ -89,6 +89,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
+    if plan_slice.get("direct"):
+        return generate_direct(layer, graph, plan_slice, target, model)
     lib = library(target["kernels"])
     prefix = target["prefix"]
     view = tiler_layer(layer, graph)
@@ -360,4 +362,81 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append(f"    hal_dma_wait(&out[{b}]);")
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
+    return text.replace("\n\n\n", "\n\n") + "\n"
+
+
+def _requant_lines(layer, per_channel_rq):
+    """The layer function's requantization struct (per-tensor values from
+    _requant_block's constants)."""
+    rq = layer.requant
+    lines = ["tsr_requant_t rq = {0};"]
+    if per_channel_rq:
+        lines.append("rq.per_channel = 1;")
+    else:
+        lines.append("rq.mul = rq_mul;\nrq.shift = rq_shift;")
+        if any(rq.add):
+            lines.append("rq.add = rq_add;")
+    lines.append(f"rq.zero_point = {rq.zero_point};\nrq.lo = {rq.lo};\nrq.hi = {rq.hi};\n"
+                 f"rq.rounding = {ROUNDING[rq.rounding]};")
+    if rq.divisor:
+        lines.append(f"rq.divisor = {rq.divisor};")
+    return "\n".join(lines).split("\n")
+
+
+def generate_direct(layer, graph, plan_slice, target, model):
+    """A layer run in place (tessera.direct): one kernel call on the whole
+    tensors in the activation level, weights and parameters read where they
+    are (flash), only the kernel's scratch in the tile level. The memory
+    plan lets the output overlap the input as far as the kernel's loop
+    order allows (checked by hazard.py's replay of that order)."""
+    from .. import direct
+
+    lib = library(target["kernels"])
+    prefix = target["prefix"]
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    l1 = plan_slice["l1"]
+    params = param_arrays(layer)
+    per_channel_rq = any(name in ("mul", "shift") for name, _, _ in params)
+    kernel = lib.kernel_function(layer, graph=graph)
+    assert direct.KINDS.get(kernel) == plan_slice["direct"], (layer.name, kernel)
+    args_type = lib.args_type(layer, graph=graph)
+    shape = lambda s: "x".join(map(str, s))  # noqa: E731
+    out = [header_comment([
+        f"tessera: layer {layer.name} of {model}: {layer.op} {shape(x.shape)} -> {shape(y.shape)}",
+        f"in place: {kernel} reads and writes the activation buffers; {l1['total']} bytes of scratch in "
+        f"{target['tile_level']}.",
+    ])]
+    out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"'
+               + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
+    out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
+    out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
+    for pname, ctype, _ in params:
+        out.append(f"extern const {ctype} {symbol(prefix, layer.name, pname)}[];")
+    out.append("")
+    rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
+    if rq_decl:
+        out.append(rq_decl)
+    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
+               f"hal_core_id(), hal_num_cores());\n}}\n")
+    H, W, C = x.shape
+    Ho, Wo, Co = y.shape
+    pt, pl, pb, pr = layer.pad
+    body = [f"{args_type} a = {{0}};"] + _requant_lines(layer, per_channel_rq)
+    body += lib.constant_args(layer, l1, l1["scratch_bytes"], prefix, rq_ref, graph=graph)
+    body += [f"a.in = {prefix}_L2 + {plan_slice['inputs'][0]};", f"a.in_h = {H};", f"a.in_w = {W};",
+             f"a.in_c = {C};", f"a.weights = {symbol(prefix, layer.name, 'weights')};"]
+    if any(p == "bias" for p, _, _ in params):
+        body.append(f"a.bias = {symbol(prefix, layer.name, 'bias')};")
+    body += [f"a.out = {prefix}_L2 + {plan_slice['output']};", f"a.out_h = {Ho};", f"a.out_w = {Wo};",
+             f"a.out_c = {Co};", f"a.pad_t = {pt};", f"a.pad_l = {pl};", f"a.pad_b = {pb};", f"a.pad_r = {pr};"]
+    if per_channel_rq:
+        body.append(f"rq.mul = {symbol(prefix, layer.name, 'mul')};")
+        if any(p == "add" for p, _, _ in params):
+            body.append(f"rq.add = {symbol(prefix, layer.name, 'add')};")
+        body.append(f"rq.shift = {symbol(prefix, layer.name, 'shift')};")
+    body.append("hal_fork(compute, &a);")
+    out.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
+    out.extend("    " + line for line in body)
+    out.append("}")
+    text = "\n".join(out)
     return text.replace("\n\n\n", "\n\n") + "\n"
