@@ -13,7 +13,12 @@ reading some input boxes and then writing some output boxes, every read of
 a step before its writes. The smallest safe distance is the tiles' formula
 (overlap.py) over these steps, and hazard.py replays them byte by byte.
 
-Only the CMSIS-NN kernels whose order is modelled here run direct: int8
+Layers whose kernel order is not modelled run direct "apart": their output
+never shares a byte with their inputs (CMSIS-NN's elementwise add,
+pooling, linear), which needs no order.
+
+The CMSIS-NN kernels whose order is modelled here run "conv", "pointwise"
+or "depthwise": int8
 convolutions (arm_convolve_s8: im2col of four pixels at a time, or two
 when the patch is large), pointwise (arm_convolve_1x1_s8_fast: four
 pixels) and depthwise (channel groups of four outermost, then the last
@@ -40,21 +45,37 @@ def _cols_bytes(k, P):
     return P * _align4(k) * 2
 
 
+# ops run "apart": their kernels' whole call needs no scratch beyond
+# CMSIS-NN's per-channel multipliers (codegen/layer.py sets their arguments)
+APART = {"add": "tsr_cmsis_add", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
+         "linear": "tsr_cmsis_linear"}
+APART_OPS = tuple(APART)
+
+
 def kind(layer, graph, kernels):
-    """"conv", "pointwise", "depthwise", or None when the layer cannot run
-    direct on this kernel library."""
-    if kernels != "cmsis_nn" or len(layer.inputs) != 1:
+    """"conv", "pointwise", "depthwise", "apart", or None when the layer
+    cannot run direct on this kernel library."""
+    from .views import channel_operand, is_whole
+
+    if kernels != "cmsis_nn" or is_whole(layer, graph) or channel_operand(layer, graph):
         return None
     from .codegen.libraries import cmsis_nn
 
-    if layer.op not in ("conv2d", "pointwise", "depthwise"):
+    if layer.op not in ("conv2d", "pointwise", "depthwise") + APART_OPS:
         return None
-    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
-    if len(x.shape) != 3 or len(y.shape) != 3 or x.dtype != "int8" or y.dtype != "int8":
+    tensors = [graph.tensor(n) for n in layer.inputs + [layer.output]]
+    if any(len(t.shape) != 3 or t.dtype != "int8" for t in tensors):
         return None
-    if layer.dilation and list(layer.dilation) != [1, 1]:
+    kernel = cmsis_nn.kernel_function(layer, graph=graph)
+    if layer.op in APART_OPS:
+        ok = kernel == APART[layer.op] and len(layer.inputs) == (2 if layer.op == "add" else 1)
+        return "apart" if ok else None
+    if len(layer.inputs) != 1 or (layer.dilation and list(layer.dilation) != [1, 1]):
         return None
-    k = KINDS.get(cmsis_nn.kernel_function(layer, graph=graph))
+    k = KINDS.get(kernel)
+    x, y = tensors[0], tensors[-1]
+    if k is None:
+        return None     # tessera's DSP kernels (any_rq.c) or the reference ones: their scratch and order not here
     if k == "pointwise" and (list(layer.stride) != [1, 1] or any(layer.pad)):
         return None     # arm_convolve_1x1_s8_fast refuses it: the reference kernel would run
     if k == "depthwise" and x.shape[2] != y.shape[2]:
@@ -69,6 +90,8 @@ def scratch_bytes(layer, graph, k):
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     ci, co = x.shape[2], y.shape[2]
     kh, kw = layer.kernel
+    if k == "apart":
+        return 8 * co if layer.op == "linear" else 0
     if k == "conv":
         patch = kh * kw * ci
         return 8 * co + _cols_bytes(patch, 4 if patch <= QUAD_PATCH else 2)
@@ -170,6 +193,8 @@ def gap(layer, graph, k):
     over the kernel's steps)."""
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     xe, ye = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
+    if k == "apart":
+        return y.nbytes     # no overlap
     written, g = -1, 0
     for reads, writes in events(layer, graph, k):
         if written >= 0:

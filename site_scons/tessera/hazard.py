@@ -263,6 +263,20 @@ def _replay_direct(layer, graph, kind, places):
     xl, xo = places.of(layer.inputs[0])
     yl, yo = places.of(layer.output)
     who = f"layer {layer.name} (in place)"
+    if kind == "apart":
+        # no order modelled: the output may share no byte with any input
+        for name in layer.inputs:
+            t = graph.tensor(name)
+            lvl, off = places.of(name)
+            lvl.read(_whole_box(off, t.shape, ir.DTYPES[t.dtype]), _tag(name), who)
+            if lvl is yl and off < yo + y.nbytes and yo < off + t.nbytes:
+                raise HazardError(who, f"its output {layer.output!r} at {yl.name} offset {yo} overlaps its input "
+                                  f"{name!r} at {off} from offset {max(off, yo)} on, and its kernel's order is "
+                                  "not modelled (tessera.direct: apart)",
+                                  "the memory plan overlaps these buffers too much; this is a planner bug, "
+                                  "report the model")
+        yl.write(_whole_box(yo, y.shape, ye), _tag(layer.output), who)
+        return 1
     xl.read(_whole_box(xo, x.shape, xe), _tag(layer.inputs[0]), who)
     steps = direct_mod.events(layer, graph, kind)
     if xl is yl:

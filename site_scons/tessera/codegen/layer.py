@@ -398,7 +398,7 @@ def generate_direct(layer, graph, plan_slice, target, model):
     params = param_arrays(layer)
     per_channel_rq = any(name in ("mul", "shift") for name, _, _ in params)
     kernel = lib.kernel_function(layer, graph=graph)
-    assert direct.KINDS.get(kernel) == plan_slice["direct"], (layer.name, kernel)
+    assert direct.KINDS.get(kernel, "apart") == plan_slice["direct"], (layer.name, kernel)
     args_type = lib.args_type(layer, graph=graph)
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     out = [header_comment([
@@ -409,7 +409,8 @@ def generate_direct(layer, graph, plan_slice, target, model):
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"'
                + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
-    out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
+    if layer.weights:
+        out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
     for pname, ctype, _ in params:
         out.append(f"extern const {ctype} {symbol(prefix, layer.name, pname)}[];")
     out.append("")
@@ -421,14 +422,22 @@ def generate_direct(layer, graph, plan_slice, target, model):
     H, W, C = x.shape
     Ho, Wo, Co = y.shape
     pt, pl, pb, pr = layer.pad
-    body = [f"{args_type} a = {{0}};"] + _requant_lines(layer, per_channel_rq)
+    body = [f"{args_type} a = {{0}};"] + (_requant_lines(layer, per_channel_rq) if layer.requant else [])
     body += lib.constant_args(layer, l1, l1["scratch_bytes"], prefix, rq_ref, graph=graph)
-    body += [f"a.in = {prefix}_L2 + {plan_slice['inputs'][0]};", f"a.in_h = {H};", f"a.in_w = {W};",
-             f"a.in_c = {C};", f"a.weights = {symbol(prefix, layer.name, 'weights')};"]
-    if any(p == "bias" for p, _, _ in params):
-        body.append(f"a.bias = {symbol(prefix, layer.name, 'bias')};")
-    body += [f"a.out = {prefix}_L2 + {plan_slice['output']};", f"a.out_h = {Ho};", f"a.out_w = {Wo};",
-             f"a.out_c = {Co};", f"a.pad_t = {pt};", f"a.pad_l = {pl};", f"a.pad_b = {pb};", f"a.pad_r = {pr};"]
+    src, dst = [f"{prefix}_L2 + {o}" for o in plan_slice["inputs"]], f"{prefix}_L2 + {plan_slice['output']}"
+    if layer.op == "add":
+        body += [f"a.a = {src[0]};", f"a.b = {src[1]};", f"a.out = {dst};", f"a.n = {Ho * Wo * Co};"]
+    elif layer.op in ("maxpool", "avgpool"):
+        body += [f"a.in = {src[0]};", f"a.in_h = {H};", f"a.in_w = {W};", f"a.c = {C};", f"a.out = {dst};",
+                 f"a.out_h = {Ho};", f"a.out_w = {Wo};"]
+    else:
+        body += [f"a.in = {src[0]};", f"a.in_h = {H};", f"a.in_w = {W};", f"a.in_c = {C};",
+                 f"a.weights = {symbol(prefix, layer.name, 'weights')};"]
+        if any(p == "bias" for p, _, _ in params):
+            body.append(f"a.bias = {symbol(prefix, layer.name, 'bias')};")
+        body += [f"a.out = {dst};", f"a.out_h = {Ho};", f"a.out_w = {Wo};", f"a.out_c = {Co};"]
+    if layer.op != "add":
+        body += [f"a.pad_t = {pt};", f"a.pad_l = {pl};", f"a.pad_b = {pb};", f"a.pad_r = {pr};"]
     if per_channel_rq:
         body.append(f"rq.mul = {symbol(prefix, layer.name, 'mul')};")
         if any(p == "add" for p, _, _ in params):
