@@ -23,7 +23,12 @@ convolutions (arm_convolve_s8: im2col of four pixels at a time, or two
 when the patch is large), pointwise (arm_convolve_1x1_s8_fast: four
 pixels) and depthwise (channel groups of four outermost, then the last
 channels one by one; a 3x3 window hanging over the border is moved
-inside). Any layer whose call could fall back to another kernel (other
+inside). A depthwise layer where the memory peak needs its output to
+follow its input closely ("depthwise_rows": overlap.row_band_layers, the
+layers the tiler cuts in row bands) is called once per output row
+(bands()), so that its channel-group order does not keep the whole output
+ahead of its input; elsewhere once (fewer calls, each setting up its
+filters). Any layer whose call could fall back to another kernel (other
 arithmetic, dilation, a strided pointwise) stays tiled.
 """
 
@@ -92,6 +97,7 @@ def scratch_bytes(layer, graph, k):
     kh, kw = layer.kernel
     if k == "apart":
         return 8 * co if layer.op == "linear" else 0
+    k = "depthwise" if k == "depthwise_rows" else k
     if k == "conv":
         patch = kh * kw * ci
         return 8 * co + _cols_bytes(patch, 4 if patch <= QUAD_PATCH else 2)
@@ -141,7 +147,43 @@ def events(layer, graph, k):
             out.append(([window(p + i) for i in range(n)], pixels(p, n)))
             p += n
         return out
-    # depthwise (dw_ch1 with the sign-extended filter: dw_group_pixels, dw_channel)
+    # depthwise: one kernel call per band of output rows (bands())
+    out = []
+    for b in bands(layer, graph, k):
+        for reads, writes in _dw_call(b["ih"], W, C, b["oh"], Wo, kh, kw, sh, sw, b["pad_t"], pl):
+            out.append(([(h0 + b["ih0"], h, w0, w, c0, c) for h0, h, w0, w, c0, c in reads],
+                        [(h0 + b["oh0"], h, w0, w, c0, c) for h0, h, w0, w, c0, c in writes]))
+    return out
+
+
+# output rows per depthwise call: its kernel runs channel groups outermost,
+# so within a call group 0 writes every row before group 1 reads the first;
+# one row per call keeps the output right behind the consumed input
+DW_BAND_ROWS = 1
+
+
+def bands(layer, graph, k):
+    """A direct depthwise layer's calls: [{"oh0", "oh", "ih0", "ih",
+    "pad_t", "pad_b"}], full width and every channel (contiguous runs of
+    the HWC tensors), with the tiler's row geometry: bands of DW_BAND_ROWS
+    rows for "depthwise_rows", else (or when such bands would put padding
+    inside: large padding) one call."""
+    from .tiler.geometry import axis_legal, axis_tiles
+
+    H = graph.tensor(layer.inputs[0]).shape[0]
+    Ho = graph.tensor(layer.output).shape[0]
+    kh, sh, pt, pb = layer.kernel[0], layer.stride[0], layer.pad[0], layer.pad[2]
+    spans = axis_tiles(Ho, DW_BAND_ROWS if k == "depthwise_rows" else Ho, H, kh, sh, pt, pb)
+    if not axis_legal(spans) or any(sp[3] <= 0 for sp in spans):
+        spans = axis_tiles(Ho, Ho, H, kh, sh, pt, pb)
+    return [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": lo, "pad_b": hi} for o0, o, i0, i, lo, hi in spans]
+
+
+def _dw_call(H, W, C, Ho, Wo, kh, kw, sh, sw, pt, pl):
+    """The steps of one depthwise call (dw_ch1 with the sign-extended
+    filter: dw_group_pixels per group of four channels, then dw_channel),
+    in the call's own coordinates."""
+    out = []
     over_b = (Ho - 1) * sh - pt + 3 - H
     over_r = (Wo - 1) * sw - pl + 3 - W
     shifted = (C >= 4 and kh == 3 and kw == 3 and H >= 3 and W >= 3 and pt <= 1 and pl <= 1
@@ -203,13 +245,15 @@ def gap(layer, graph, k):
     return g
 
 
-def eligible(graph, kernels):
-    """{layer name: kind} of the layers that may run direct."""
+def eligible(graph, kernels, rows=()):
+    """{layer name: kind} of the layers that may run direct; rows: the
+    layers cut in row bands where the memory peak is (their depthwise
+    calls go row by row)."""
     out = {}
     for layer in graph.layers:
         k = kind(layer, graph, kernels)
         if k is not None:
-            out[layer.name] = k
+            out[layer.name] = "depthwise_rows" if k == "depthwise" and layer.name in rows else k
     return out
 
 

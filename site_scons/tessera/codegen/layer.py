@@ -398,7 +398,7 @@ def generate_direct(layer, graph, plan_slice, target, model):
     params = param_arrays(layer)
     per_channel_rq = any(name in ("mul", "shift") for name, _, _ in params)
     kernel = lib.kernel_function(layer, graph=graph)
-    assert direct.KINDS.get(kernel, "apart") == plan_slice["direct"], (layer.name, kernel)
+    assert direct.KINDS.get(kernel, "apart") == plan_slice["direct"].replace("_rows", ""), (layer.name, kernel)
     args_type = lib.args_type(layer, graph=graph)
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
     out = [header_comment([
@@ -443,7 +443,19 @@ def generate_direct(layer, graph, plan_slice, target, model):
         if any(p == "add" for p, _, _ in params):
             body.append(f"rq.add = {symbol(prefix, layer.name, 'add')};")
         body.append(f"rq.shift = {symbol(prefix, layer.name, 'shift')};")
-    body.append("hal_fork(compute, &a);")
+    bands = direct.bands(layer, graph, plan_slice["direct"]) if layer.op == "depthwise" else []
+    if len(bands) > 1:
+        # one call per band of output rows (direct.bands: the order the plan's overlap assumes)
+        out.append("/* oh0, oh, ih0, ih, pad_t, pad_b */")
+        out.append(f"static const int16_t bands[{len(bands)}][6] = {{")
+        out.extend(f"    {{{b['oh0']}, {b['oh']}, {b['ih0']}, {b['ih']}, {b['pad_t']}, {b['pad_b']}}}," for b in bands)
+        out.append("};\n")
+        body += [f"for (int i = 0; i < {len(bands)}; i++) {{",
+                 f"    a.in = {src[0]} + bands[i][2] * {W * C};", "    a.in_h = bands[i][3];",
+                 f"    a.out = {dst} + bands[i][0] * {Wo * Co};", "    a.out_h = bands[i][1];",
+                 "    a.pad_t = bands[i][4];", "    a.pad_b = bands[i][5];", "    hal_fork(compute, &a);", "}"]
+    else:
+        body.append("hal_fork(compute, &a);")
     out.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
     out.extend("    " + line for line in body)
     out.append("}")
