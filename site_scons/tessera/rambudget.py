@@ -97,31 +97,45 @@ def choose(graph, views, tiler_target, memory, cap, solve, where=""):
     usable = tiler_target["l1_budget"]
     tried = []
     policy = memory.get("direct", {}).get("policy", "none")
+    eligible = memory.get("direct", {}).get("eligible", {})
     # "ram_cap" (a tile level faster than the activations', stm32h7's DTCM):
-    # tiles first; the layers run in place from the slower RAM only when no
-    # tile budget meets the cap, then with the largest budget that does
-    passes = [False, True] if policy == "ram_cap" and memory["direct"].get("eligible") else [False]
-    for in_place in passes:
-        for budget in rungs(usable):
-            tgt = dict(tiler_target, l1_budget=budget)
+    # at each budget the tiles first; over the cap, the same budget with the
+    # eligible layers in place (from the slower RAM, no arena for them)
+    # before any smaller budget (smaller tiles cost copies and calls on
+    # every layer). Once every layer runs in place the budget no longer matters.
+    in_place_opts = [True] if policy == "ram_cap" and eligible else []
+    every = set(eligible) >= set(views)
+    for budget in rungs(usable):
+        tgt = dict(tiler_target, l1_budget=budget)
 
-            def plan(direct):
-                return memplan.plan(graph, tilings, memory, memory.get("align", 4), memory.get("fit_hint", ""),
-                                    direct=direct)
+        def plan(direct):
+            return memplan.plan(graph, tilings, memory, memory.get("align", 4), memory.get("fit_hint", ""),
+                                direct=direct)
+        try:
+            tilings = {name: dict(solve(v, tgt), layer=name) for name, v in views.items()}
+        except FitError as err:
+            tried.append([budget, str(err).split(":")[0] + ": does not fit"])
+            break
+        stop = False
+        for in_place in [False] + in_place_opts:
+            if in_place and every and any(len(t) > 2 for t in tried):
+                continue    # all in place: the same plan as at the larger budget
             try:
-                tilings = {name: dict(solve(v, tgt), layer=name) for name, v in views.items()}
                 if policy == "flat":
                     the_plan = plan_flat(graph, tilings, memory, plan)
                 else:
-                    the_plan = plan(memory["direct"]["eligible"] if in_place else {})
+                    the_plan = plan(eligible if in_place else {})
             except FitError as err:
-                tried.append([budget, str(err).split(":")[0] + ": does not fit"])
-                break   # a smaller budget will not fit either
+                tried.append([budget, str(err).split(":")[0] + ": does not fit"] + (["in place"] if in_place else []))
+                stop = not in_place     # a smaller budget will not fit either
+                continue
             ram = total_ram(memplan.memory_report(the_plan))
             tried.append([budget, ram] + (["in place"] if in_place else []))
             if ram <= cap:
                 return {"ram_cap": cap, "l1_budget": budget, "ram": ram, "tried": tried,
                         "direct": sorted(the_plan.get("direct", {})) if in_place else []}
+        if stop:
+            break
     best = min((t[1] for t in tried if isinstance(t[1], int)), default=None)
     steps = ", ".join(f"{t[0]}: {t[1]}" + (" (in place)" if len(t) > 2 else "") for t in tried)
     raise TesseraError(
