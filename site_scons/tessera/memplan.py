@@ -525,6 +525,11 @@ def memory_report(the_plan):
     out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "tensor_bound": l1_lb,
                                     "size": tiles["size"],
                                     "usable": tiles["usable"], "holds": "tiles"})
+    direct = the_plan.get("direct", {})
+    if direct and tiles["level"] in out:
+        # layers run in place keep only their kernel scratch here
+        out[tiles["level"]]["holds"] = f"tiles and scratch ({len(direct)} of {len(tiles['layers'])} layers in place)"
+        out[tiles["level"]]["in_place"] = len(direct)
     # the RAM the firmware takes in each level it writes at run time: what
     # the plan places there (peak) plus what the target YAML reserves there
     # (stacks, the C runtime's data, code run from RAM)
