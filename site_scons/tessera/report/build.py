@@ -83,6 +83,10 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             "tiling_optimal": t["optimal"],
             "match": verdict["layers"][i]["match"],
         })
+        if layer.name in the_plan.get("direct", {}):
+            # run in place (tessera.direct): no tiles, only its scratch in the tile level
+            entry.update({"in_place": the_plan["direct"][layer.name], "n_tiles": 1,
+                          "l1_bytes": the_plan["tiles"]["layers"][layer.name]["total"]})
         if meta.get("kernels"):
             entry.update(kernel_of(meta["kernels"], layer, graph))
         dma = verdict["dma"][i] if i < len(verdict.get("dma", [])) else []
@@ -198,7 +202,8 @@ def render(data, console=None):
     if by_ref:
         table.add_column(f"= {data['reference']['kind']}")
     for i, l in enumerate(data["layers"]):
-        tile = "whole" if not l["tiled"] else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}"
+        tile = ("in place" if l.get("in_place") else "whole" if not l["tiled"]
+                else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}")
         cells = [str(i), l["name"], l["op"], "x".join(map(str, l["out_shape"])), str(l["macs"]), tile,
                  str(l["n_tiles"]), f"{l['l1_bytes']}/{l['l1_budget']}"]
         cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]

@@ -134,7 +134,8 @@ def render_html(data, mm):
                "<th>tile h x w x c</th><th>tiles</th><th>L1 bytes</th><th>measured</th><th>estimate</th>"
                "<th>error</th><th>bit-exact</th></tr>")
     for i, l in enumerate(layers):
-        tile = "whole" if not l["tiled"] else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}"
+        tile = ("in place" if l.get("in_place") else "whole" if not l["tiled"]
+                else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}")
         c = l.get("cost", {})
         err = f"{100 * c['error']:+.1f}%" if c.get("error") is not None else ""
         out.append(f'<tr class="{"bad" if not l["match"] else "ok"}"><td>{i}</td><td class="l">{escape(l["name"])}'
