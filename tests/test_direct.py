@@ -169,3 +169,44 @@ def test_layers_in_place_on_stm32f4_are_bit_exact_and_need_less_ram(tmp_path):
     assert "direct" not in base
     ram = lambda p: sum(m["ram"] for m in memplan.memory_report(p).values() if "ram" in m)  # noqa: E731
     assert ram(the_plan) < ram(base)
+
+
+def test_a_ram_cap_on_a_faster_tile_level_takes_layers_in_place_before_smaller_tiles():
+    """Policy "ram_cap" (stm32h7): no cap, no layer in place; a cap the full
+    arena misses but the layers in place meet: in place, at the full budget
+    (before any smaller arena)."""
+    import os
+
+    import yaml
+
+    from tessera import rambudget
+    from tessera.tiler import solve_layer
+    from tessera.views import tiler_layer
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "kernels", "cmsis_nn", "library.yaml")) as f:
+        lib = yaml.safe_load(f)["tiler"]
+    graph = graph3("depthwise", 16, 16, 3, 1, [1] * 4, 16)
+    memory = {"levels": {"L1": {"size": 16384, "usable": 16384, "kind": "scratchpad", "writable": True},
+                         "L2": {"size": 65536, "usable": 65536, "kind": "sram", "writable": True},
+                         "flash": {"size": 1 << 20, "usable": 1 << 20, "kind": "flash", "writable": False}},
+              "place": {"tiles": "L1", "activations": "L2", "weights": "flash"}, "align": 4, "overlap": True}
+    memory["direct"] = {"policy": "ram_cap", "eligible": direct.eligible(graph, "cmsis_nn")}
+    assert set(memory["direct"]["eligible"]) == {"l0", "l1"}
+    views = {layer.name: tiler_layer(layer, graph) for layer in graph.layers}
+    tgt = {"l1_budget": 16384, "cores": 1, "buffering": 2, "kernels": lib}
+    full = rambudget.choose(graph, views, tgt, memory, 1 << 30, solve_layer)
+    assert full["l1_budget"] == 16384 and full["direct"] == []
+    tilings = {n: dict(solve_layer(v, tgt), layer=n) for n, v in views.items()}
+    in_place = rambudget.total_ram(memplan.memory_report(
+        memplan.plan(graph, tilings, memory, direct=memory["direct"]["eligible"])))
+    assert in_place < full["ram"]
+    got = rambudget.choose(graph, views, tgt, memory, full["ram"] - 1, solve_layer)
+    assert got["l1_budget"] == 16384 and got["direct"] == ["l0", "l1"] and got["ram"] == in_place
+    assert got["tried"] == [[16384, full["ram"]], [16384, in_place, "in place"]]
+    # here in place is the least RAM: a cap below it lists every try in one line
+    from tessera.errors import TesseraError
+    with pytest.raises(TesseraError) as err:
+        rambudget.choose(graph, views, tgt, memory, in_place - 1, solve_layer, "ram_cap of g")
+    msg = str(err.value)
+    assert "\n" not in msg and f"16384: {in_place} (in place)" in msg and f"least is {in_place}" in msg

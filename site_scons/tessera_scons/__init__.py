@@ -429,7 +429,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     if (policy != "none" and str(env.get("direct", "1")) not in ("0", "no", "false")
             and not any(k in memory for k in ("staging", "spill", "storage"))):
         from tessera import direct as direct_mod
-        memory["direct"] = {"policy": policy, "eligible": direct_mod.eligible(graph, tcfg["kernels"], rows)}
+        # a layer fits in place when its kernel scratch fits the tile level
+        room = memory["levels"][memory["place"]["tiles"]]["usable"]
+        memory["direct"] = {"policy": policy, "eligible": {
+            n: k for n, k in direct_mod.eligible(graph, tcfg["kernels"], rows).items()
+            if direct_mod.scratch_bytes(graph.layer(n), graph, k) <= room}}
     # a cap on total RAM: one step picks the largest tile budget that fits
     try:
         cap = _ram_cap(env, tcfg, mcfg)
