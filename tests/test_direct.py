@@ -210,3 +210,20 @@ def test_a_ram_cap_on_a_faster_tile_level_takes_layers_in_place_before_smaller_t
         rambudget.choose(graph, views, tgt, memory, in_place - 1, solve_layer, "ram_cap of g")
     msg = str(err.value)
     assert "\n" not in msg and f"16384: {in_place} (in place)" in msg and f"least is {in_place}" in msg
+
+
+def test_no_layer_in_place_with_an_upstream_cmsis_nn_or_direct_0(tmp_path):
+    """The modelled loop orders are this checkout's kernels': with ARM's own
+    CMSIS-NN (cmsis_nn=<checkout>) or direct=0, every layer is tiled."""
+    from helpers import scons
+
+    checkout = tmp_path / "cmsis"
+    for d in ("Source/ConvolutionFunctions", "Source/FullyConnectedFunctions", "Source/NNSupportFunctions",
+              "Source/PoolingFunctions", "Include"):
+        (checkout / d).mkdir(parents=True)
+    plans = {}
+    for name, extra in (("own", []), ("upstream", [f"cmsis_nn={checkout}"]), ("off", ["direct=0"])):
+        plan = tmp_path / name / "stm32f4" / "tiny" / "memplan.json"
+        scons("target=stm32f4", "model=tiny", *extra, str(plan), out=tmp_path / name, check=True)
+        plans[name] = json.loads(plan.read_text())
+    assert plans["own"]["direct"] and "direct" not in plans["upstream"] and "direct" not in plans["off"]

@@ -426,6 +426,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     memory["overlap"] = overlap_on
     # layers run in place (tessera.direct): the target's policy, direct=0 off
     policy = tcfg.get("direct", "none")
+    # the loop orders tessera.direct models are this checkout's kernels', not
+    # an upstream checkout's (cmsis_nn=<path>): then every layer is tiled
+    upstream = library.get("build", {}).get("upstream")
+    if upstream and env.get(upstream["variable"]):
+        policy = "none"
     if (policy != "none" and str(env.get("direct", "1")) not in ("0", "no", "false")
             and not any(k in memory for k in ("staging", "spill", "storage"))):
         from tessera import direct as direct_mod
