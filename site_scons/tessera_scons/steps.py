@@ -203,6 +203,8 @@ def _plan(target, source, env):
         # a fused step's layers run fused, not in place
         inside = {n for g in fused.values() for n in g["layers"]}
         eligible = {n: k for n, k in eligible.items() if n not in inside}
+        if not all("bands" in g for g in fused.values()):
+            eligible = {}   # a PW->DW step: the plan is not replayed (memplan), so none in place
         memory = dict(memory, direct=dict(memory.get("direct", {}), eligible=eligible))
 
     def plan_with(direct):
