@@ -18,12 +18,11 @@ never shares a byte with their inputs (CMSIS-NN's elementwise add,
 pooling, linear), which needs no order.
 
 The CMSIS-NN kernels whose order is modelled here run "conv", "pointwise"
-or "depthwise": int8
-convolutions (arm_convolve_s8: im2col of four pixels at a time, or two
-when the patch is large), pointwise (arm_convolve_1x1_s8_fast: four
-pixels) and depthwise (channel groups of four outermost, then the last
-channels one by one; a 3x3 window hanging over the border is moved
-inside). A depthwise layer where the memory peak needs its output to
+or "depthwise": int8 convolutions (arm_convolve_s8: im2col of four pixels
+at a time, or two when the patch is large), pointwise
+(arm_convolve_1x1_s8_fast: four pixels) and depthwise (channel groups of
+four outermost, then the last channels one by one; a 3x3 window hanging
+over the border is moved inside). A depthwise layer where the memory peak needs its output to
 follow its input closely ("depthwise_rows": overlap.row_band_layers, the
 layers the tiler cuts in row bands) is called once per output row
 (bands()), so that its channel-group order does not keep the whole output
