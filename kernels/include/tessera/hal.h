@@ -55,6 +55,13 @@ int hal_storage_open(const char *path);
 /* Synchronous transfers; 0 on success. */
 int hal_storage_read(void *dst, uint32_t offset, uint32_t bytes);
 int hal_storage_write(uint32_t offset, const void *src, uint32_t bytes);
+/* Asynchronous requests (the scheduler's static program, tessera/program.h):
+ * queued in issue order on the card's one channel, which completes them in
+ * that order; a request's number is its place in the queue (0, 1, ...).
+ * hal_storage_wait_for returns once request `n` has completed. */
+uint32_t hal_storage_issue(int write, uint32_t offset, void *sram, uint32_t bytes);
+void hal_storage_wait_for(uint32_t n);
+void hal_storage_reset_queue(void);
 /* Transfers the DMA made through the driver: [0] reads, [1] writes. */
 extern uint64_t hal_storage_bytes[2];
 extern uint32_t hal_storage_ops[2];

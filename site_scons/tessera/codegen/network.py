@@ -145,7 +145,8 @@ def source(v):
     secs = v["sections"]
     out = [header_comment([f"tessera: network {v['model']}: arenas, layer table and run."])]
     stream = v.get("wstream")
-    out.append('#include <stdint.h>\n\n#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/tile.h"\n' if stream else ""))
+    out.append('#include <stdint.h>\n\n#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/tile.h"\n' if stream else "")
+               + ('#include "tessera/program.h"\n' if v.get("storage") else ""))
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
                + ("; weight chunks in the room they leave" if stream else "") + " */")
@@ -189,11 +190,18 @@ def source(v):
     for t in v["inputs"]:
         if t["shift"]:
             out.append(f"    flip({p}_L2 + {t['offset']}, {t['bytes']});")
+    if v.get("storage"):
+        out.append("    tsr_prog_begin();   /* the out-of-core program (program.c), if the build made one */")
     out.append(f"    for (int i = 0; i < {P}_NUM_LAYERS; i++) {{")
     out.append("        uint64_t start;")
     out.append("        if (trace)\n            trace(i, 0);")
     out.append("        start = hal_counter();")
+    if v.get("storage"):
+        out.append("        tsr_prog_layer((uint32_t)i);   /* whole and fused layers: their computes */")
     out.append(f"        {p}_layers[i].run();")
+    if v.get("storage"):
+        out.append(f"        if (i == {P}_NUM_LAYERS - 1)\n            tsr_prog_end();   /* the last writes, in the last "
+                   "layer's window */")
     out.append(f"        {p}_layer_counts[i] = hal_counter() - start;")
     out.append("        if (trace)\n            trace(i, 1);\n    }")
     for t in v["outputs"]:
@@ -295,7 +303,7 @@ def harness(v):
     out = [header_comment([f"tessera: test harness of {v['model']}: runs the golden input and reports",
                            "per-layer output checksums (FNV-1a), counts and DMA bytes."])]
     out.append('#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n'
-               '#include "network.h"\n#include "tessera/hal.h"\n')
+               '#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/program.h"\n' if v.get("storage") else ""))
     for i in range(n_in):
         out.append(f"extern const int8_t {p}_golden_input{i}[];")
     out.append(f"\n#define ENGINES {v['engines']}\n")
@@ -418,7 +426,10 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
         out.append(_guard_source(p, g))
     fill = "\n        guard_fill(i);" if g is not None else ""
     check = "\n    guard_check(i);" if g is not None else ""
-    out.append(f"""static void trace(int i, int end)
+    if v.get("storage"):
+        out.append(_late_lines(p, v, core_start, core_end, io_start, io_end, fill, check))
+    else:
+        out.append(f"""static void trace(int i, int end)
 {{
     const tsr_layer_info_t *layer = &{p}_layers[i];
     uint64_t now;
@@ -443,8 +454,8 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     if (i == dump_layer)
         print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
 }}
-
-int main(int argc, char **argv)
+""")
+    out.append(f"""int main(int argc, char **argv)
 {{
     uint64_t total;
     int k;
@@ -466,6 +477,16 @@ int main(int argc, char **argv)
     out.append(f"""    total = hal_counter();
     {p}_run_traced(trace);
     total = hal_counter() - total;""")
+    if v.get("storage"):
+        out.append("""    late_lines();
+    printf("TSR program ops=%lu reads=%lu writes=%lu waits=%lu computes=%lu", (unsigned long)(tsr_prog_counts[0]
+           + tsr_prog_counts[1] + tsr_prog_counts[2] + tsr_prog_counts[3]), (unsigned long)tsr_prog_counts[0],
+           (unsigned long)tsr_prog_counts[1], (unsigned long)tsr_prog_counts[2], (unsigned long)tsr_prog_counts[3]);
+    fputs(" read_bytes=", stdout);
+    print_u64(tsr_prog_bytes[0]);
+    fputs(" written_bytes=", stdout);
+    print_u64(tsr_prog_bytes[1]);
+    fputs("\\n", stdout);""")
     for i, t in enumerate(v["outputs"]):
         out.append(f"    print_hex(\"output\", {i}, (const uint8_t *){p}_output({i}), {t['bytes']});")
     out.append("""    fputs("TSR total count=", stdout);
@@ -477,3 +498,90 @@ int main(int argc, char **argv)
     return 0;
 }""")
     return "\n".join(out) + "\n"
+
+
+def _late_lines(p, v, core_start, core_end, io_start, io_end, fill, check):
+    """The trace of a target with a storage level: each layer's figures are
+    taken around it, its checksum at once when its output is in SRAM (a
+    later layer may reuse the bytes) and after the run when it is on the
+    card (under the out-of-core program, its writes may still be queued
+    when the layer returns); the lines are printed in order after the run."""
+    P = p.upper()
+    assert not core_start, "storage targets count on one core"
+    return f"""#define LATE_LINE 200
+static char late[{P}_NUM_LAYERS][LATE_LINE];
+static uint32_t late_fnv[{P}_NUM_LAYERS];
+static uint32_t late_at;
+static int late_i;
+
+static void late_puts(const char *s)
+{{
+    while (*s && late_at + 1 < LATE_LINE)
+        late[late_i][late_at++] = *s++;
+    late[late_i][late_at] = 0;
+}}
+
+static void late_u64(uint64_t n)
+{{
+    char buf[24];
+    int k = 23;
+    buf[k] = 0;
+    do {{
+        buf[--k] = (char)('0' + n % 10);
+        n /= 10;
+    }} while (n);
+    late_puts(buf + k);
+}}
+
+static void trace(int i, int end)
+{{
+    const tsr_layer_info_t *layer = &{p}_layers[i];
+    uint64_t now;
+    int e;
+    if (!end) {{{fill}
+        for (e = 0; e < ENGINES; e++)
+            start_dma[e] = hal_dma_bytes[e];{io_start}
+        start_count = hal_counter();
+        return;
+    }}
+    now = hal_counter();{check}
+    late_i = i;
+    late_at = 0;
+    late_puts(" count=");
+    late_u64(now - start_count);
+    late_puts(" dma=");
+    for (e = 0; e < ENGINES; e++) {{
+        if (e)
+            late_puts(",");
+        late_u64(hal_dma_bytes[e] - start_dma[e]);
+    }}
+    late_puts(" io=");
+    late_u64(hal_storage_bytes[0] - start_io[0]);
+    late_puts(",");
+    late_u64(hal_storage_bytes[1] - start_io[1]);
+    late_puts(",");
+    late_u64(hal_storage_ops[0] - start_ops[0]);
+    late_puts(",");
+    late_u64(hal_storage_ops[1] - start_ops[1]);
+    if (!HAL_IN_STORAGE(layer->output)) {{
+        late_fnv[i] = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+        if (i == dump_layer)
+            print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
+    }}
+}}
+
+/* after the run: the card's outputs are all written (each has its own range) */
+static void late_lines(void)
+{{
+    int i;
+    for (i = 0; i < {P}_NUM_LAYERS; i++) {{
+        const tsr_layer_info_t *layer = &{p}_layers[i];
+        if (HAL_IN_STORAGE(layer->output)) {{
+            late_fnv[i] = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+            if (i == dump_layer)
+                print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
+        }}
+        printf("TSR layer %d %s fnv=%08lx%s\\n", i, layer->name, (unsigned long)late_fnv[i], late[i]);
+    }}
+}}
+"""

@@ -1,0 +1,198 @@
+"""The program the firmware executes (docs/out_of_core.md, "What runs"):
+the scheduler's chosen program for this build's tiles, as C data
+(src/program.c) for the interpreter in kernels/include/tessera/program.h.
+
+    res = build(graph, the_plan, tilings, steps, storage, budget, compute)
+    res["program"]   the ops (None: the firmware runs in order, res["why"])
+    text = c_source(prefix, act_level, res, n_layers)
+
+The firmware's problem differs from the planner's estimate (tessera.ooc) in
+what the firmware needs to be exact: a tile lists every read it uses (a
+weight slice held across the spatial tiles of its channel tile is one read
+task, as the scheduler merges the same read in consecutive tiles), weights
+come straight from their arrays on the card for the tile's channel range
+(no chunks: the w pool holds what the tile loads into L1), and the pools
+are memory the firmware owns: the activation level's `reserved: {pools: N}`
+bytes, which the memory plan leaves alone, split between the three pools
+(each at least what its largest tile needs; the rest 1/4 in, 1/2 w, 1/4
+out, SwapNN's split). Whole layers and fused steps are one compute each,
+stepped by the network's run loop; they must not touch the card.
+"""
+
+from .. import ir
+from ..ooc import _box
+from ..tiler import tiles as tile_list
+from ..views import is_whole, param_arrays, tiler_layer
+from . import schedule as sch
+from . import tasks as tg
+
+KIND_WEIGHTS, KIND_PARAM = 8, 9
+ALIGN = 8
+
+
+def _align(n):
+    return n // ALIGN * ALIGN
+
+
+def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
+    """{"problem", "program", "candidate", "layer_level", "layer_tiles",
+    "pools", "io"} or, when the firmware keeps the in-order code,
+    {"program": None, "why"}. tilings: layer name -> tiling; steps:
+    schedule.json's steps; compute_ns: per layer (network order)."""
+    level = storage["level"]
+    spill = the_plan["activations"].get("spill")
+    swapped = spill["offsets"] if spill and spill["level"] == level else {}
+    bands = set(spill.get("bands", ())) if swapped else set()
+    stored = the_plan["weights"].get("storage", {"layers": {}})["layers"]
+    fused = {name for s in steps if s["kind"] != "layer" for name in s["layers"]}
+    layers, layer_level = [], []
+    for li, layer in enumerate(graph.layers):
+        card = (layer.name in stored or layer.output in swapped or any(n in swapped for n in layer.inputs))
+        stepped = is_whole(layer, graph) or layer.name in fused
+        if stepped and card:
+            return {"program": None, "why": f"layer {layer.name} ({'fused' if layer.name in fused else 'whole'}) "
+                                            "touches the card; only tiled layers execute the program"}
+        if f"{layer.name}:bounce:out" in bands:
+            return {"program": None, "why": f"layer {layer.name} rewrites a band of its output per channel tile, "
+                                            "outside the scheduler's model"}
+        layer_level.append(1 if stepped else 0)
+        ts = [None] if stepped else list(tile_list(tiler_layer(layer, graph), tilings[layer.name]))
+        tiles = []
+        for i, t in enumerate(ts):
+            reads = []
+            if t is not None and layer.name in stored:
+                where = stored[layer.name]
+                arrays = []
+                if layer.weights:
+                    arrays.append(("weights", ir.weight_bytes_per_cout(layer, graph), KIND_WEIGHTS))
+                arrays += [(name, size, KIND_PARAM + p) for p, (name, _, size) in enumerate(param_arrays(layer))]
+                for name, size, kind in arrays:
+                    reads.append({"pool": "w", "region": f"w:{layer.name}", "kind": kind,
+                                  "offset": where["at"] + where["arrays"][name] + t["oc0"] * size,
+                                  "bytes": t["oc"] * size})
+            for k, name in enumerate(layer.inputs):
+                if name in swapped and t is not None:
+                    x = graph.tensor(name)
+                    for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
+                                     t["iw"], t["ic0"], t["ic"]):
+                        reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "offset": o, "bytes": n})
+            writes = []
+            if layer.output in swapped and t is not None:
+                y = graph.tensor(layer.output)
+                rel = 0
+                for o, n in _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
+                                 t["ow"], t["oc0"], t["oc"]):
+                    writes.append({"region": f"a:{layer.output}", "offset": o, "bytes": n, "rel": rel})
+                    rel += n
+            ns = compute_ns[li] // len(ts) + (1 if i < compute_ns[li] % len(ts) else 0)
+            holds = {p: sum(r["bytes"] for r in reads if r["pool"] == p) for p in ("in", "w")}
+            holds["out"] = sum(w["bytes"] for w in writes)
+            tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds})
+        layers.append({"name": layer.name, "tiles": tiles})
+    need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in tg.POOLS}
+    need = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
+    if sum(need.values()) > budget:
+        return {"program": None, "why": f"its tile pools need {sum(need.values())} bytes of SRAM "
+                                        f"(in {need['in']}, w {need['w']}, out {need['out']}); the target "
+                                        f"reserves {budget} (memory.<activations>.reserved.pools)"}
+    extra = budget - sum(need.values())
+    pools = {"in": need["in"] + _align(extra // 4), "out": need["out"] + _align(extra // 4)}
+    pools["w"] = _align(budget - pools["in"] - pools["out"])
+    problem = {"storage": storage["costs"], "pools": pools,
+               "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds")}
+                                                          | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
+                                                                                          "bytes")}
+                                                                       for r in t["reads"]],
+                                                             "writes": [{k: w[k] for k in ("region", "offset",
+                                                                                           "bytes")}
+                                                                        for w in t["writes"]]}
+                                                          for t in la["tiles"]]} for la in layers]}
+    best = sch.schedule(problem, 1, where="program.c")
+    tasks = tg.build(problem, 1)
+    computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
+    if computes != [(li, ti) for li, la in enumerate(layers) for ti in range(len(la["tiles"]))]:
+        return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
+    return {"problem": problem, "detail": layers, "program": best["program"], "tasks": tasks,
+            "candidate": best["candidate"], "estimate_ns": best["replay"]["end"], "in_order_ns": best["naive_ns"],
+            "layer_level": layer_level, "pools": pools, "io": io(layers, tasks)}
+
+
+def io(layers, tasks):
+    """Per layer the card traffic the program makes, in tessera.ooc's
+    layer_io form (each read task once: a read held across tiles is one
+    transfer), for the report's summary."""
+    out = []
+    for li, layer in enumerate(layers):
+        reads = [t for t in tasks if t["kind"] == "read" and t["layer"] == li]
+        writes = [t for t in tasks if t["kind"] == "write" and t["layer"] == li]
+        out.append({"name": layer["name"],
+                    "tiles": [{"reads": [{"kind": "input" if t["pool"] == "in" else "weights",
+                                          "segments": [(t["offset"], t["bytes"])]} for t in reads],
+                               "write": [(t["offset"], t["bytes"]) for t in writes]}],
+                    "read": sum(t["bytes"] for t in reads), "reads": len(reads),
+                    "written": sum(t["bytes"] for t in writes), "writes": len(writes),
+                    "weights_on_card": any(t["pool"] == "w" for t in reads)})
+    return out
+
+
+def totals(res):
+    """What the program moves, per op kind: the harness's counts must equal it."""
+    ops = res["program"]["ops"] if res.get("program") else []
+    count = {k: sum(1 for op in ops if op["op"] == k) for k in ("READ", "WRITE", "WAIT", "COMPUTE")}
+    return {"ops": len(ops), "reads": count["READ"], "writes": count["WRITE"], "waits": count["WAIT"],
+            "computes": count["COMPUTE"],
+            "read_bytes": sum(op["bytes"] for op in ops if op["op"] == "READ"),
+            "written_bytes": sum(op["bytes"] for op in ops if op["op"] == "WRITE")}
+
+
+POOL_ID = {"in": "TSR_POOL_IN", "w": "TSR_POOL_W"}
+
+
+def c_source(prefix, act_level, res, n_layers):
+    """program.c: the ops, the read references of each compute, the pools
+    and the interpreter (no ops when the firmware runs in order)."""
+    out = ["/*", " * tessera: the out-of-core program (docs/out_of_core.md): the scheduler's ops, executed",
+           " * in order by tessera/program.h's interpreter. Generated by tessera; do not edit.", " */",
+           "#define TSR_PROGRAM_IMPL", '#include "tessera/program.h"', ""]
+    if res.get("program") is None:
+        out.append(f"/* the firmware runs in order: {res['why']} */")
+        out.append("const tsr_program_t tsr_program = {0};")
+        return "\n".join(out) + "\n"
+    pools = res["pools"]
+    total = pools["in"] + pools["w"] + pools["out"]
+    out.append(f"/* program {res['candidate']}: estimated {res['estimate_ns']} ns (in order {res['in_order_ns']} ns) "
+               "with the build's compute estimates */")
+    out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
+               f"{act_level} bytes the memory plan reserves for them */")
+    out.append(f"static int8_t {prefix}_pools[{total}] __attribute__((aligned(8), section(\".bss.tsr.{act_level}\")));")
+    tasks, detail = res["tasks"], res["detail"]
+    order = {}          # transfer task id -> its request number (issue order)
+    for op in res["program"]["ops"]:
+        if op["op"] in ("READ", "WRITE"):
+            order.setdefault(op["id"], len(order))
+    refs, ops = [], []
+    for op in res["program"]["ops"]:
+        kind = op["op"]
+        if kind == "READ":
+            ops.append(f"    {{TSR_OP_READ, {POOL_ID[op['pool']]}, 0, {op['buf']}, {op['offset']}, {op['bytes']}, 0}},")
+        elif kind == "WRITE":
+            w = detail[op["layer"]]["tiles"][op["tile"]]["writes"]
+            rel = next(x["rel"] for x in w if x["offset"] == op["offset"] and x["bytes"] == op["bytes"])
+            ops.append(f"    {{TSR_OP_WRITE, 0, 0, {op['src'] + rel}, {op['offset']}, {op['bytes']}, 0}},")
+        elif kind == "WAIT":
+            ops.append(f"    {{TSR_OP_WAIT, 0, 0, {order[op['id']]}, 0, 0, 0}},")
+        else:
+            reads = detail[op["layer"]]["tiles"][op["tile"]]["reads"]
+            first = len(refs)
+            for r, buf in zip(reads, op["bufs"]):
+                refs.append(f"    {{{POOL_ID[r['pool']]}, {r['kind']}, 0, {buf}, {r['bytes']}}},")
+            ops.append(f"    {{TSR_OP_COMPUTE, 0, {op['layer']}, {op['tile']}, {first}, {len(reads)}, {op['out']}}},")
+    assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
+    out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
+    out.append(f"\nstatic const tsr_ref_t refs[{max(len(refs), 1)}] = {{\n" + ("\n".join(refs) or "    {0}") + "\n};")
+    n_tiles = [len(la["tiles"]) for la in detail]
+    out.append(f"\nstatic const uint16_t layer_tiles[{n_layers}] = {{{', '.join(map(str, n_tiles))}}};")
+    out.append(f"static const uint8_t layer_level[{n_layers}] = {{{', '.join(map(str, res['layer_level']))}}};")
+    out.append(f"\nconst tsr_program_t tsr_program = {{ops, {len(ops)}, refs, layer_tiles, layer_level,\n"
+               f"    {{{prefix}_pools, {prefix}_pools + {pools['in']}, {prefix}_pools + {pools['in'] + pools['w']}}}}};")
+    return "\n".join(out) + "\n"
