@@ -194,3 +194,69 @@ def test_a_card_too_small_for_the_weights_is_one_line(tight):
     path.write_text(yaml.safe_dump(t, sort_keys=False))
     line = one_error(scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"])))
     assert "sd:" in line and "do not fit its 1024 bytes" in line and "memory.sd.size" in line, line
+
+
+# ---- the firmware executes the scheduler's program --------------------------------
+
+POOLS = 24576
+
+
+@pytest.fixture(scope="module")
+def scheduled(tight):
+    """The same network and target with 24 kB of L2 reserved for the
+    program's tile pools: the firmware runs the scheduler's program."""
+    t = yaml.safe_load((tight["dir"] / "sd_tight.yaml").read_text())
+    t["memory"]["L2"]["size"] += POOLS
+    t["memory"]["L2"]["reserved"]["pools"] = POOLS
+    path = tight["dir"] / "sd_pools.yaml"
+    path.write_text(yaml.safe_dump(t, sort_keys=False))
+    res = scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"]), timeout=1800)
+    net = tight["out"] / "sd_pools" / "tiny_ooc"
+    return {"res": res, "net": net, "rep": report(str(tight["out"]), "sd_pools", "tiny_ooc") if res.returncode == 0
+            else None, "program": json.loads((net / "program.json").read_text()) if res.returncode == 0 else None}
+
+
+def _program_line(net):
+    line = next(x for x in (net / "run.log").read_text().splitlines() if x.startswith("TSR program "))
+    return {k: int(v) for k, v in (f.split("=") for f in line.split()[2:])}
+
+
+def test_the_firmware_runs_the_scheduled_program_bit_exact(scheduled):
+    res = scheduled["res"]
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert scheduled["rep"]["verdict"] == "pass"
+    prog = scheduled["program"]
+    assert prog.get("program") and "why" not in prog
+    fw = scheduled["rep"]["out_of_core"]["firmware"]
+    # the report names the program the firmware ran, with the in-order estimate beside it
+    assert fw["program"] == prog["candidate"] and fw["estimate_ms"] < fw["in_order_ms"]
+    assert "firmware: the scheduler's program" in res.stdout
+    # the pools sit in the bytes the target reserves, and every program fits them
+    assert sum(prog["pools"].values()) <= POOLS
+
+
+def test_the_harness_counts_what_the_program_moves(scheduled):
+    prog = scheduled["program"]
+    ops = prog["program"]["ops"]
+    # the interpreter's counts of executed ops and bytes equal the program's
+    assert _program_line(scheduled["net"]) == prog["totals"]
+    assert prog["totals"]["reads"] == sum(1 for op in ops if op["op"] == "READ") > 0
+    # and the storage driver's own counts (per layer, summed) equal them too
+    t = scheduled["rep"]["out_of_core"]["totals"]
+    assert t["measured"] == {"read_bytes": prog["totals"]["read_bytes"], "reads": prog["totals"]["reads"],
+                             "written_bytes": prog["totals"]["written_bytes"], "writes": prog["totals"]["writes"]}
+
+
+def test_the_next_layers_weights_load_during_earlier_layers(scheduled):
+    # conv2's weights are on the card; the program reads them ahead, while
+    # earlier layers compute, and the driver saw those reads in those layers
+    ops = scheduled["program"]["program"]["ops"]
+    names = [layer["name"] for layer in scheduled["program"]["problem"]["layers"]]
+    first = next(i for i, op in enumerate(ops) if op["op"] == "COMPUTE" and names[op["layer"]] == "conv2")
+    early = [op for op in ops[:first] if op["op"] == "READ" and op["region"] == "w:conv2"]
+    assert early and any(op["op"] == "COMPUTE" and names[op["layer"]] != "conv2" for op in ops[:first])
+    verdict = json.loads((scheduled["net"] / "verdict.json").read_text())
+    io = dict(zip(names, verdict["io"]))
+    assert io["conv2"]["read"] == 0
+    assert sum(m["read"] for n, m in io.items() if names.index(n) < names.index("conv2")) \
+        >= sum(op["bytes"] for op in early)

@@ -294,19 +294,20 @@ def _gen_program(target, source, env):
     for node in source[4:]:
         t = canon.read_json(str(node))
         tilings[t["layer"]] = t
-    compute = []
+    compute, modelled = [], 0
     for layer in graph.layers:
         # the cost model's count when the target has coefficients, else 2
         # cycles per MAC (an assumption; the report replays the program with
         # the measured counts)
         n = api.estimate_layer(v["cost_target"], layer, graph, tilings[layer.name])
+        modelled += n is not None
         n = 2 * ir.macs(layer, graph) if n is None else n
         compute.append(int(round(n * 1e9 / v["clock_hz"])))
     res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
     canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers)))
     keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "problem", "program",
                                 "io") if k in res}
-    keep["compute"] = "cost model" if v["cost_target"] else "2 cycles per MAC"
+    keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"
     keep["totals"] = firmware.totals(res)
     canon.write_json(str(target[1]), keep)
 

@@ -196,3 +196,55 @@ def c_source(prefix, act_level, res, n_layers):
     out.append(f"\nconst tsr_program_t tsr_program = {{ops, {len(ops)}, refs, layer_tiles, layer_level,\n"
                f"    {{{prefix}_pools, {prefix}_pools + {pools['in']}, {prefix}_pools + {pools['in'] + pools['w']}}}}};")
     return "\n".join(out) + "\n"
+
+
+def _measured(problem, compute, clock_hz):
+    """The problem with each layer's measured count (cycles at clock_hz)
+    spread evenly over its tiles."""
+    layers = []
+    for layer, cycles in zip(problem["layers"], compute):
+        ns, n = int(round(cycles * 1e9 / clock_hz)), len(layer["tiles"])
+        layers.append(dict(layer, tiles=[dict(t, compute_ns=ns // n + (1 if i < ns % n else 0))
+                                         for i, t in enumerate(layer["tiles"])]))
+    return dict(problem, layers=layers)
+
+
+def report(prog, compute, clock_hz):
+    """report.json's out_of_core.firmware: the program the firmware ran, its
+    estimate with the measured compute (the replay of exactly its ops) and
+    the in-order program's beside it, and what the program moves."""
+    from . import replay as rp
+    p = _measured(prog["problem"], compute, clock_hz)
+    end = rp.replay(p, prog["program"], "program.json")["end"]
+    naive = sch.naive_program(p, 1)
+    in_order = rp.replay(p, naive, "program.json")["end"]
+    unlimited = sum(t["compute_ns"] for layer in p["layers"] for t in layer["tiles"])
+    ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+    return {"program": prog["candidate"], "compute_for_choice": prog.get("compute"),
+            "estimate_ms": ms(end), "in_order_ms": ms(in_order), "unlimited_ms": ms(unlimited),
+            "estimate_vs_unlimited": round(end / unlimited, 4) if unlimited else None,
+            "pools": prog["pools"], "ops": prog["totals"]}
+
+
+def estimate(prog, compute, clock_hz, frames):
+    """out_of_core.schedule for the firmware's problem with the measured
+    compute (the scheduler's best over its candidates, which may differ
+    from the program chosen at build time with estimated compute)."""
+    from ..errors import TesseraError
+    from . import estimate as estimator
+    from . import timeline
+    p = _measured(prog["problem"], compute, clock_hz)
+    try:
+        full = estimator.estimate(p, frames=frames, where="out-of-core schedule")
+    except TesseraError as err:
+        return {"skipped": str(err)}
+    est = full["summary"]
+    ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+    return {"latency_ms": ms(est["latency_ns"]), "in_order_ms": ms(est["in_order_ns"]),
+            "unlimited_ms": ms(est["unlimited_ns"]), "lower_bound_ms": ms(est["lower_bound_ns"]),
+            "latency_vs_unlimited": round(est["latency_ns"] / est["unlimited_ns"], 4) if est["unlimited_ns"] else None,
+            "program": est["candidate"], "pools": p["pools"],
+            "frames": frames, "pipelined_ms_per_frame": ms(est["pipelined_ns"] / frames),
+            "throughput_fps": round(est["throughput_fps_x1000"] / 1000, 3) if est["throughput_fps_x1000"] else None,
+            "unlimited_fps": round(est["unlimited_fps_x1000"] / 1000, 3) if est["unlimited_fps_x1000"] else None,
+            "timeline": timeline.bars(p, full["one"]["replay"])}
