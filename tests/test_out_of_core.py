@@ -260,3 +260,33 @@ def test_the_next_layers_weights_load_during_earlier_layers(scheduled):
     assert io["conv2"]["read"] == 0
     assert sum(m["read"] for n, m in io.items() if names.index(n) < names.index("conv2")) \
         >= sum(op["bytes"] for op in early)
+
+
+def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
+    """The host HAL's storage driver (kernels/hal/host/storage.c): the card
+    is a file read and written with stdio; the same network on a host
+    target shrunk the same way runs the scheduler's program bit-exact."""
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        t = yaml.safe_load(f)
+    t["cores"] = 1
+    t["clock_hz"] = 216_000_000
+    t["memory"]["L1"]["size"] = 16384
+    t["memory"]["L2"]["size"] = 36864 + POOLS
+    t["memory"]["L2"]["reserved"] = {"pools": POOLS}
+    t["memory"]["flash"]["size"] = 2048
+    t["memory"]["sd"] = dict(sd_data()["memory"]["sd"], note="a file on the build machine")
+    t["dma"].append({"name": "card", "src": "sd", "dst": "L2", "dims": 1, "bandwidth": 0.046, "setup": 108000})
+    (tmp_path / "host_sd.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    (tmp_path / "tiny_ooc.yaml").write_text(TINY)
+    res = scons(f"target={tmp_path / 'host_sd.yaml'}", f"model={tmp_path / 'tiny_ooc.yaml'}",
+                out=str(tmp_path / "gen"))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    net = tmp_path / "gen" / "host_sd" / "tiny_ooc"
+    rep = report(str(tmp_path / "gen"), "host_sd", "tiny_ooc")
+    assert rep["verdict"] == "pass"
+    prog = json.loads((net / "program.json").read_text())
+    assert prog.get("program") and _program_line(net) == prog["totals"]
+    ooc_rep = rep["out_of_core"]
+    assert ooc_rep["firmware"]["program"] == prog["candidate"]
+    assert ooc_rep["totals"]["measured"]["read_bytes"] == prog["totals"]["read_bytes"] > 0
+    assert ooc_rep["totals"]["measured"]["written_bytes"] == prog["totals"]["written_bytes"] > 0

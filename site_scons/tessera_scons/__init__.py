@@ -535,6 +535,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         act = tcfg["place"]["activations"]
         lvl = tcfg["memory"][cg_target["storage"]["level"]]
         pv = {"prefix": cg_target["prefix"], "act_level": act, "clock_hz": tcfg["clock_hz"],
+              "section": cg_target["sections"]["activations"],
               "pools": int(tcfg["memory"][act]["reserved"].get("pools", 0)),
               "storage": {"level": cg_target["storage"]["level"], "costs": st_costs.storage_params(lvl)},
               "cost_target": {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma")}}

@@ -304,7 +304,8 @@ def _gen_program(target, source, env):
         n = 2 * ir.macs(layer, graph) if n is None else n
         compute.append(int(round(n * 1e9 / v["clock_hz"])))
     res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
-    canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers)))
+    canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
+                                                                 v["section"]))
     keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "problem", "program",
                                 "io") if k in res}
     keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"

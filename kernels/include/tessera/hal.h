@@ -47,7 +47,8 @@ extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
  * destination is). The driver is one file per platform
  * (kernels/hal/<platform>/storage.c), the one a board port replaces. */
 #ifdef TSR_STORAGE_WINDOW
-#define HAL_IN_STORAGE(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW) < (uint32_t)TSR_STORAGE_BYTES)
+/* in uintptr_t: on a 64-bit host a pointer's low 32 bits may fall in the window */
+#define HAL_IN_STORAGE(p) ((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW < (uintptr_t)TSR_STORAGE_BYTES)
 #define HAL_STORAGE_OFFSET(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW))
 #endif
 /* Open the card (under an emulator: the image file at `path`); 0 on success. */
