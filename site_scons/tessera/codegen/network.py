@@ -426,8 +426,11 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
         out.append(_guard_source(p, g))
     fill = "\n        guard_fill(i);" if g is not None else ""
     check = "\n    guard_check(i);" if g is not None else ""
-    if v.get("storage"):
-        out.append(_late_lines(p, v, core_start, core_end, io_start, io_end, fill, check))
+    # per-core counting (pulp_open) prints at once: its driver only reads
+    # the card, so no output there waits for a queued write
+    late = v.get("storage") and not core_start
+    if late:
+        out.append(_late_lines(p, v, fill, check))
     else:
         out.append(f"""static void trace(int i, int end)
 {{
@@ -477,9 +480,10 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     out.append(f"""    total = hal_counter();
     {p}_run_traced(trace);
     total = hal_counter() - total;""")
+    if late:
+        out.append("    late_lines();")
     if v.get("storage"):
-        out.append("""    late_lines();
-    printf("TSR program ops=%lu reads=%lu writes=%lu waits=%lu computes=%lu", (unsigned long)(tsr_prog_counts[0]
+        out.append("""    printf("TSR program ops=%lu reads=%lu writes=%lu waits=%lu computes=%lu", (unsigned long)(tsr_prog_counts[0]
            + tsr_prog_counts[1] + tsr_prog_counts[2] + tsr_prog_counts[3]), (unsigned long)tsr_prog_counts[0],
            (unsigned long)tsr_prog_counts[1], (unsigned long)tsr_prog_counts[2], (unsigned long)tsr_prog_counts[3]);
     fputs(" read_bytes=", stdout);
@@ -500,38 +504,17 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     return "\n".join(out) + "\n"
 
 
-def _late_lines(p, v, core_start, core_end, io_start, io_end, fill, check):
+def _late_lines(p, v, fill, check):
     """The trace of a target with a storage level: each layer's figures are
     taken around it, its checksum at once when its output is in SRAM (a
     later layer may reuse the bytes) and after the run when it is on the
     card (under the out-of-core program, its writes may still be queued
     when the layer returns); the lines are printed in order after the run."""
     P = p.upper()
-    assert not core_start, "storage targets count on one core"
-    return f"""#define LATE_LINE 200
-static char late[{P}_NUM_LAYERS][LATE_LINE];
-static uint32_t late_fnv[{P}_NUM_LAYERS];
-static uint32_t late_at;
-static int late_i;
-
-static void late_puts(const char *s)
-{{
-    while (*s && late_at + 1 < LATE_LINE)
-        late[late_i][late_at++] = *s++;
-    late[late_i][late_at] = 0;
-}}
-
-static void late_u64(uint64_t n)
-{{
-    char buf[24];
-    int k = 23;
-    buf[k] = 0;
-    do {{
-        buf[--k] = (char)('0' + n % 10);
-        n /= 10;
-    }} while (n);
-    late_puts(buf + k);
-}}
+    return f"""static struct {{
+    uint64_t count, dma[ENGINES], io[2];
+    uint32_t ops[2], fnv;
+}} late[{P}_NUM_LAYERS];
 
 static void trace(int i, int end)
 {{
@@ -540,31 +523,24 @@ static void trace(int i, int end)
     int e;
     if (!end) {{{fill}
         for (e = 0; e < ENGINES; e++)
-            start_dma[e] = hal_dma_bytes[e];{io_start}
+            start_dma[e] = hal_dma_bytes[e];
+        for (e = 0; e < 2; e++) {{
+            start_io[e] = hal_storage_bytes[e];
+            start_ops[e] = hal_storage_ops[e];
+        }}
         start_count = hal_counter();
         return;
     }}
     now = hal_counter();{check}
-    late_i = i;
-    late_at = 0;
-    late_puts(" count=");
-    late_u64(now - start_count);
-    late_puts(" dma=");
-    for (e = 0; e < ENGINES; e++) {{
-        if (e)
-            late_puts(",");
-        late_u64(hal_dma_bytes[e] - start_dma[e]);
+    late[i].count = now - start_count;
+    for (e = 0; e < ENGINES; e++)
+        late[i].dma[e] = hal_dma_bytes[e] - start_dma[e];
+    for (e = 0; e < 2; e++) {{
+        late[i].io[e] = hal_storage_bytes[e] - start_io[e];
+        late[i].ops[e] = hal_storage_ops[e] - start_ops[e];
     }}
-    late_puts(" io=");
-    late_u64(hal_storage_bytes[0] - start_io[0]);
-    late_puts(",");
-    late_u64(hal_storage_bytes[1] - start_io[1]);
-    late_puts(",");
-    late_u64(hal_storage_ops[0] - start_ops[0]);
-    late_puts(",");
-    late_u64(hal_storage_ops[1] - start_ops[1]);
     if (!HAL_IN_STORAGE(layer->output)) {{
-        late_fnv[i] = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+        late[i].fnv = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
         if (i == dump_layer)
             print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
     }}
@@ -573,15 +549,27 @@ static void trace(int i, int end)
 /* after the run: the card's outputs are all written (each has its own range) */
 static void late_lines(void)
 {{
-    int i;
+    int i, e;
     for (i = 0; i < {P}_NUM_LAYERS; i++) {{
         const tsr_layer_info_t *layer = &{p}_layers[i];
         if (HAL_IN_STORAGE(layer->output)) {{
-            late_fnv[i] = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+            late[i].fnv = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
             if (i == dump_layer)
                 print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
         }}
-        printf("TSR layer %d %s fnv=%08lx%s\\n", i, layer->name, (unsigned long)late_fnv[i], late[i]);
+        printf("TSR layer %d %s fnv=%08lx count=", i, layer->name, (unsigned long)late[i].fnv);
+        print_u64(late[i].count);
+        fputs(" dma=", stdout);
+        for (e = 0; e < ENGINES; e++) {{
+            if (e)
+                fputs(",", stdout);
+            print_u64(late[i].dma[e]);
+        }}
+        fputs(" io=", stdout);
+        print_u64(late[i].io[0]);
+        fputs(",", stdout);
+        print_u64(late[i].io[1]);
+        printf(",%lu,%lu\\n", (unsigned long)late[i].ops[0], (unsigned long)late[i].ops[1]);
     }}
 }}
 """
