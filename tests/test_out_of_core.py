@@ -240,6 +240,7 @@ def test_the_harness_counts_what_the_program_moves(scheduled):
     ops = prog["program"]["ops"]
     # the interpreter's counts of executed ops and bytes equal the program's
     assert _program_line(scheduled["net"]) == prog["totals"]
+    assert scheduled["rep"]["out_of_core"]["firmware"]["counted"] == prog["totals"]
     assert prog["totals"]["reads"] == sum(1 for op in ops if op["op"] == "READ") > 0
     # and the storage driver's own counts (per layer, summed) equal them too
     t = scheduled["rep"]["out_of_core"]["totals"]

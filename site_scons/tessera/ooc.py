@@ -212,11 +212,28 @@ def report(graph, the_plan, tilings, verdict, meta):
     if prog.get("program"):
         from .storage import firmware
         out["firmware"] = firmware.report(prog, compute, storage["clock_hz"])
+        counted = _counted(storage)
+        if counted is not None:
+            out["firmware"]["counted"] = counted   # the interpreter's counts (run.log's `TSR program`)
         out["schedule"] = firmware.estimate(prog, compute, storage["clock_hz"], FRAMES)
     else:
         out["firmware"] = {"program": "in order", "why": prog.get("why", "no program.json")}
         out["schedule"] = estimate(graph, io, compute, storage)
     return out
+
+
+def _counted(storage):
+    """What the firmware's interpreter counted: ops by kind and bytes (the
+    run log's `TSR program` line, beside program.json), or None."""
+    import os
+    log = os.path.join(os.path.dirname(storage.get("program") or ""), "run.log")
+    if not storage.get("program") or not os.path.exists(log):
+        return None
+    with open(log) as f:
+        for line in f:
+            if line.startswith("TSR program "):
+                return {k: int(v) for k, v in (p.split("=", 1) for p in line.split()[2:])}
+    return None
 
 
 def _program(storage):

@@ -45,7 +45,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     bands = set(spill.get("bands", ())) if swapped else set()
     stored = the_plan["weights"].get("storage", {"layers": {}})["layers"]
     fused = {name for s in steps if s["kind"] != "layer" for name in s["layers"]}
-    layers, layer_level = [], []
+    layers, layer_level, pending = [], [], []
     for li, layer in enumerate(graph.layers):
         card = (layer.name in stored or layer.output in swapped or any(n in swapped for n in layer.inputs))
         stepped = is_whole(layer, graph) or layer.name in fused
@@ -61,15 +61,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         for i, t in enumerate(ts):
             reads = []
             if t is not None and layer.name in stored:
-                where = stored[layer.name]
-                arrays = []
-                if layer.weights:
-                    arrays.append(("weights", ir.weight_bytes_per_cout(layer, graph), KIND_WEIGHTS))
-                arrays += [(name, size, KIND_PARAM + p) for p, (name, _, size) in enumerate(param_arrays(layer))]
-                for name, size, kind in arrays:
-                    reads.append({"pool": "w", "region": f"w:{layer.name}", "kind": kind,
-                                  "offset": where["at"] + where["arrays"][name] + t["oc0"] * size,
-                                  "bytes": t["oc"] * size})
+                pending.append((len(layers), i, t))    # its weight reads, once the chunks are sized
             for k, name in enumerate(layer.inputs):
                 if name in swapped and t is not None:
                     x = graph.tensor(name)
@@ -89,15 +81,14 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             holds["out"] = sum(w["bytes"] for w in writes)
             tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds})
         layers.append({"name": layer.name, "tiles": tiles})
-    need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in tg.POOLS}
-    need = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
-    if sum(need.values()) > budget:
-        return {"program": None, "why": f"its tile pools need {sum(need.values())} bytes of SRAM "
-                                        f"(in {need['in']}, w {need['w']}, out {need['out']}); the target "
-                                        f"reserves {budget} (memory.<activations>.reserved.pools)"}
-    extra = budget - sum(need.values())
-    pools = {"in": need["in"] + _align(extra // 4), "out": need["out"] + _align(extra // 4)}
+    need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in ("in", "out")}
+    pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
     pools["w"] = _align(budget - pools["in"] - pools["out"])
+    why = _weight_reads(graph, layers, pending, stored, pools["w"])
+    if why:
+        return {"program": None, "why": f"{why}; the target reserves {budget} bytes for the pools, "
+                                        f"{pools['in']} go to input and {pools['out']} to output tiles "
+                                        "(memory.<activations>.reserved.pools)"}
     problem = {"storage": storage["costs"], "pools": pools,
                "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds")}
                                                           | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
@@ -115,6 +106,63 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     return {"problem": problem, "detail": layers, "program": best["program"], "tasks": tasks,
             "candidate": best["candidate"], "estimate_ns": best["replay"]["end"], "in_order_ns": best["naive_ns"],
             "layer_level": layer_level, "pools": pools, "io": io(layers, tasks)}
+
+
+def _weight_reads(graph, layers, pending, stored, w_pool):
+    """Each tile's reads of its layer's constants on the card, first in
+    its reads: the weights in chunks of consecutive channel tiles as large
+    as two fit the w pool (the next chunk loads while one is used; every
+    transfer pays the card's latency), the parameter arrays whole beside
+    them (a transfer each, held through the layer) when they leave room for
+    two chunks, else their rows of each chunk. A tile uses its rows of
+    each read: `delta` into it, `use` bytes. None, or why the pool is too
+    small."""
+    by_layer = {}
+    for li, ti, t in pending:
+        by_layer.setdefault(li, []).append((ti, t))
+    for li, tiles in by_layer.items():
+        layer = graph.layers[li]
+        where = stored[layer.name]
+        params = [(name, size, KIND_PARAM + p) for p, (name, _, size) in enumerate(param_arrays(layer))]
+        cout = graph.tensor(layer.output).shape[-1]
+        p_bytes = sum(size * cout for _, size, _ in params)
+        wpc = ir.weight_bytes_per_cout(layer, graph) if layer.weights else 0
+        ctiles = list(dict.fromkeys((t["oc0"], t["oc"]) for _, t in tiles))
+        widest = max(oc for _, oc in ctiles)
+        # the parameters whole when two weight chunks still fit beside them,
+        # else in the chunks, as rows of each array
+        whole = p_bytes + 2 * widest * wpc <= w_pool
+        per = wpc if whole else wpc + sum(size for _, size, _ in params)
+        cap = max(((w_pool - p_bytes) if whole else w_pool) // 2, widest * per)
+        if widest * per + (p_bytes if whole else 0) > w_pool:
+            return (f"layer {layer.name}'s constants for one channel tile ({widest * per} B) do not fit a w pool "
+                    f"of {w_pool} B")
+        chunk_of, c0, n = {}, None, 0
+        for oc0, oc in ctiles:
+            if c0 is None or oc0 != c0 + n or (n + oc) * per > cap:
+                c0, n = oc0, 0
+            n += oc
+            chunk_of[oc0] = c0
+        ends = {}
+        for oc0, oc in ctiles:
+            ends[chunk_of[oc0]] = max(ends.get(chunk_of[oc0], 0), oc0 + oc)
+        for ti, t in tiles:
+            reads = []
+            if wpc:
+                c0 = chunk_of[t["oc0"]]
+                reads.append({"pool": "w", "region": f"w:{layer.name}", "kind": KIND_WEIGHTS,
+                              "offset": where["at"] + where["arrays"]["weights"] + c0 * wpc,
+                              "bytes": (ends[c0] - c0) * wpc, "delta": (t["oc0"] - c0) * wpc, "use": t["oc"] * wpc})
+            c0 = chunk_of[t["oc0"]]
+            for name, size, kind in params:
+                first, count = (0, cout) if whole else (c0, ends[c0] - c0)
+                reads.append({"pool": "w", "region": f"w:{layer.name}", "kind": kind,
+                              "offset": where["at"] + where["arrays"][name] + first * size, "bytes": count * size,
+                              "delta": (t["oc0"] - first) * size, "use": t["oc"] * size})
+            tile = layers[li]["tiles"][ti]
+            tile["reads"] = reads + tile["reads"]
+            tile["holds"]["w"] = sum(r["bytes"] for r in reads)
+    return None
 
 
 def io(layers, tasks):
@@ -187,7 +235,8 @@ def c_source(prefix, act_level, res, n_layers, section=""):
             reads = detail[op["layer"]]["tiles"][op["tile"]]["reads"]
             first = len(refs)
             for r, buf in zip(reads, op["bufs"]):
-                refs.append(f"    {{{POOL_ID[r['pool']]}, {r['kind']}, 0, {buf}, {r['bytes']}}},")
+                refs.append(f"    {{{POOL_ID[r['pool']]}, {r['kind']}, 0, {buf + r.get('delta', 0)}, "
+                            f"{r.get('use', r['bytes'])}}},")
             ops.append(f"    {{TSR_OP_COMPUTE, 0, {op['layer']}, {op['tile']}, {first}, {len(reads)}, {op['out']}}},")
     assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
     out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
