@@ -39,6 +39,9 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     "pools", "io"} or, when the firmware keeps the in-order code,
     {"program": None, "why"}. tilings: layer name -> tiling; steps:
     schedule.json's steps; compute_ns: per layer (network order)."""
+    if budget <= 0:
+        return {"program": None, "why": "the target reserves no SRAM for the program's tile pools "
+                                        "(memory.<activations>.reserved.pools)"}
     level = storage["level"]
     spill = the_plan["activations"].get("spill")
     swapped = spill["offsets"] if spill and spill["level"] == level else {}
