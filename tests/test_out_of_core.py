@@ -149,6 +149,10 @@ def test_weights_and_activations_on_the_card_run_bit_exact(tight):
     # the card was read and written through the storage driver
     io = rep["out_of_core"]["totals"]
     assert io["read_bytes"] > 0 and io["written_bytes"] > 0
+    # no SRAM reserved for the scheduler's pools: the in-order firmware, and the report says why
+    fw = rep["out_of_core"]["firmware"]
+    assert fw["program"] == "in order" and "reserves no SRAM" in fw["why"]
+    assert "TSR program ops=0 " in (tight["net"] / "run.log").read_text()
 
 
 def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
