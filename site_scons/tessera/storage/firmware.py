@@ -7,15 +7,13 @@ the scheduler's chosen program for this build's tiles, as C data
     text = c_source(prefix, act_level, res, n_layers)
 
 The firmware's problem differs from the planner's estimate (tessera.ooc) in
-what the firmware needs to be exact: a tile lists every read it uses (a
-weight slice held across the spatial tiles of its channel tile is one read
-task, as the scheduler merges the same read in consecutive tiles), weights
-come straight from their arrays on the card for the tile's channel range
-(no chunks: the w pool holds what the tile loads into L1), and the pools
-are memory the firmware owns: the activation level's `reserved: {pools: N}`
-bytes, which the memory plan leaves alone, split between the three pools
-(each at least what its largest tile needs; the rest 1/4 in, 1/2 w, 1/4
-out, SwapNN's split). Whole layers and fused steps are one compute each,
+what the firmware needs to be exact: a tile lists every read it uses (the
+same read in consecutive tiles is one transfer, held), weights come from
+their arrays on the card in chunks of consecutive channel tiles sized for
+the w pool (_weight_reads), and the pools are memory the firmware owns:
+the activation level's `reserved: {pools: N}` bytes, which the memory plan
+leaves alone; the in and out pools as large as their largest tile needs,
+the w pool the rest. Whole layers and fused steps are one compute each,
 stepped by the network's run loop; they must not touch the card.
 """
 
