@@ -25,6 +25,9 @@ from . import schedule as sch
 from . import tasks as tg
 
 KIND_WEIGHTS, KIND_PARAM = 8, 9
+# the scheduler's time grows with the transfers (tessera.ooc's bound, with
+# a tile's held reads counted once per tile here)
+MAX_TRANSFERS = 40000
 ALIGN = 8
 
 
@@ -90,6 +93,10 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         return {"program": None, "why": f"{why}; the target reserves {budget} bytes for the pools, "
                                         f"{pools['in']} go to input and {pools['out']} to output tiles "
                                         "(memory.<activations>.reserved.pools)"}
+    transfers = sum(len(t["reads"]) + len(t["writes"]) for la in layers for t in la["tiles"])
+    if transfers > MAX_TRANSFERS:
+        return {"program": None, "why": f"{transfers} transfers listed by its tiles, more than the {MAX_TRANSFERS} "
+                                        "the build schedules"}
     problem = {"storage": storage["costs"], "pools": pools,
                "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds")}
                                                           | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
