@@ -295,3 +295,34 @@ def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
     assert ooc_rep["firmware"]["program"] == prog["candidate"]
     assert ooc_rep["totals"]["measured"]["read_bytes"] == prog["totals"]["read_bytes"] > 0
     assert ooc_rep["totals"]["measured"]["written_bytes"] == prog["totals"]["written_bytes"] > 0
+
+
+@pytest.mark.parametrize("fault, code, message", [
+    ("OK", 0, None),
+    ("FAULT_ORDER", 4, "layer 0 tile 1 is not the program's next compute (op 3)"),
+    ("FAULT_WAIT", 3, "wait for request 1, only 1 issued"),
+])
+def test_the_interpreter_follows_its_table_and_stops_off_it(tmp_path, fault, code, message):
+    """tessera/program.h on the host HAL's storage driver with a hand-made
+    program (tests/c/program_test.c): reads land at their pool offsets, the
+    gather brings them to the tile, the write takes the out pool's bytes to
+    the card; a tile asked for out of order, or a WAIT for a request never
+    issued, stops the firmware with one line."""
+    import subprocess
+    exe = tmp_path / "program_test"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c99", f"-D{fault}",
+                    "-DTSR_STORAGE_WINDOW=0xc0000000u", "-DTSR_STORAGE_BYTES=0x10000000u",
+                    f"-I{os.path.join(ROOT, 'kernels', 'include')}", os.path.join(ROOT, "tests", "c", "program_test.c"),
+                    os.path.join(ROOT, "kernels", "hal", "host", "storage.c"),
+                    os.path.join(ROOT, "kernels", "hal", "host", "hal.c"), "-o", str(exe)], check=True)
+    card = tmp_path / "card.bin"
+    card.write_bytes(bytes(range(1, 33)))
+    res = subprocess.run([str(exe), str(card)], capture_output=True, text=True)
+    assert res.returncode == code, res.stderr
+    if message:
+        assert res.stderr.strip().endswith(message) and res.stderr.count("\n") == 1, res.stderr
+        return
+    # in[] = card[4:7], w[] = card[0:2]; out = in + w[0] written to card[16:19]
+    assert res.stdout.strip() == "in=5,6,7 w=1,2 ops=2,1,2,1"
+    data = card.read_bytes()
+    assert list(data[16:19]) == [6, 7, 8] and data[:16] == bytes(range(1, 17)) and data[19:] == bytes(range(20, 33))
