@@ -73,8 +73,8 @@ def main():
         elif fw:
             print(f"  firmware runs: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops; pools "
                   f"{fw['pools']}): {fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited; "
-                  f"the same tiles in order {fw['in_order_ms']} ms; ops the firmware counted equal the "
-                  f"program's: {fw['ops'] == fw.get('counted', fw['ops'])}")
+                  f"in order (every transfer, then the compute, nothing overlapped) {fw['in_order_ms']} ms; "
+                  f"ops the firmware counted equal the program's: {fw['ops'] == fw.get('counted')}")
 
 
 if __name__ == "__main__":
