@@ -18,6 +18,7 @@ stepped by the network's run loop; they must not touch the card.
 """
 
 from .. import ir
+from ..errors import TesseraError
 from ..ooc import _box
 from ..tiler import tiles as tile_list
 from ..views import is_whole, param_arrays, tiler_layer
@@ -106,7 +107,10 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                                                                            "bytes")}
                                                                         for w in t["writes"]]}
                                                           for t in la["tiles"]]} for la in layers]}
-    best = sch.schedule(problem, 1, where="program.c")
+    try:
+        best = sch.schedule(problem, 1, where="program.c")
+    except TesseraError as err:     # outside the scheduler's model: the in-order firmware, and why
+        return {"program": None, "why": str(err)}
     tasks = tg.build(problem, 1)
     computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
     if computes != [(li, ti) for li, la in enumerate(layers) for ti in range(len(la["tiles"]))]:
