@@ -210,7 +210,8 @@ def _fields(obj):
 def _layer_view(graph, layer):
     """Everything about one layer its code generation reads."""
     names = list(layer.inputs) + [layer.output]
-    return {"model": graph.name, "layer": _fields(layer),
+    # index: the layer's place in the network (the out-of-core program names tiles by it)
+    return {"model": graph.name, "layer": _fields(layer), "index": graph.layers.index(layer),
             "tensors": {n: _fields(graph.tensor(n)) for n in names}}
 
 
@@ -544,6 +545,21 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     net = env.Command(net_files, [paths["graph"], memplan_json, net_value, paths["input"]],
                       Action(steps.gen_network, "tessera: generate $TARGET"))
     env.Depends(net, codegen_code)
+    if "storage" in cg_target:
+        # the scheduler's out-of-core program as C data (tessera.storage.firmware)
+        from tessera.storage import costs as st_costs
+        act = tcfg["place"]["activations"]
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        pv = {"prefix": cg_target["prefix"], "act_level": act, "clock_hz": tcfg["clock_hz"],
+              "section": cg_target["sections"]["activations"],
+              "pools": int(tcfg["memory"][act]["reserved"].get("pools", 0)),
+              "storage": {"level": cg_target["storage"]["level"], "costs": st_costs.storage_params(lvl)},
+              "cost_target": {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma")}}
+        program = env.Command([d("src", "program.c"), d("program.json")],
+                              [paths["graph"], memplan_json, schedule[0], _value(env, pv, f"program {tname}")]
+                              + tilings, Action(steps.gen_program, "tessera: generate $TARGET"))
+        env.Depends(program, _code("storage", "codegen", "views", "cost", "tiler"))
+        sources.append(program[0])
     lib_sources = sources + [net[1]]      # the network; the test harness and its input are not in it
     sources = lib_sources + [net[2], net[3]]
 
@@ -619,7 +635,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         lvl = tcfg["memory"][cg_target["storage"]["level"]]
         meta["storage"] = dict({k: lvl[k] for k in ("size", "read_bandwidth", "write_bandwidth", "latency_us",
                                                      "block", "endurance")},
-                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"])
+                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"],
+                               program=os.path.join(outdir, "program.json"))
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])
@@ -631,7 +648,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict, schedule[0]] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, _code("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
+    env.Depends(report, _code("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views",
+                              "ooc", "storage"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))

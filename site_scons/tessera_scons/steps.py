@@ -258,6 +258,8 @@ def _gen_layer(target, source, env):
         if group is not None:
             canon.write_atomic(str(target[0]), fused.stub(layer, group["step"], v["model"], tgt["prefix"]))
             return
+    if "storage" in tgt:
+        tgt = dict(tgt, layer_index=v["index"])    # its tiles in the out-of-core program
     canon.write_atomic(str(target[0]), layer_c.generate(layer, graph, tiling, slice_, tgt, v["model"]))
 
 
@@ -292,6 +294,44 @@ def _gen_network(target, source, env):
         outputs["input.c"] = network.golden_input(v, canon.load_npz(str(source[3])))
     for node in target:
         canon.write_atomic(str(node), outputs[os.path.basename(str(node))])
+
+
+def gen_program(target, source, env):
+    return guarded(_gen_program, target, source, env)
+
+
+def _gen_program(target, source, env):
+    """src/program.c and program.json: the out-of-core program the firmware
+    executes (tessera.storage.firmware), or why it runs in order."""
+    from tessera import ir
+    from tessera.cost import api
+    from tessera.storage import firmware
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    the_plan = canon.read_json(str(source[1]))
+    sched = canon.read_json(str(source[2]))
+    v = _value(source[3])
+    tilings = {}
+    for node in source[4:]:
+        t = canon.read_json(str(node))
+        tilings[t["layer"]] = t
+    compute, modelled = [], 0
+    for layer in graph.layers:
+        # the cost model's count when the target has coefficients, else 2
+        # cycles per MAC (an assumption; the report replays the program with
+        # the measured counts)
+        n = api.estimate_layer(v["cost_target"], layer, graph, tilings[layer.name])
+        modelled += n is not None
+        n = 2 * ir.macs(layer, graph) if n is None else n
+        compute.append(int(round(n * 1e9 / v["clock_hz"])))
+    res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
+    canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
+                                                                 v["section"]))
+    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "problem", "program",
+                                "io") if k in res}
+    keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"
+    keep["totals"] = firmware.totals(res)
+    canon.write_json(str(target[1]), keep)
 
 
 def storage_image(target, source, env):

@@ -122,6 +122,12 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
     spill = plan_slice.get("spill", {})
+    # out of core: the layer's tiles are steps of the scheduler's program
+    # (tessera/program.h); a layer touching the card runs them from its pools
+    prog = target.get("layer_index") if "storage" in target else None
+    card = prog is not None and (bool(spill) or "wstream" in plan_slice)
+    if prog is not None:
+        out.append('#include "tessera/program.h"')
     if spill and "window" in target["spill"]:
         out.append(f"/* activations swapped out of {target['act_level']} to the storage level "
                    f"{target['spill']['level']}: offsets on the card, through the HAL's storage driver */\n"
@@ -299,6 +305,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
+    if card:
+        out.extend(_program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq, tc_max, l1, bufs,
+                                 prog, view, plane_tile))
     if fetched:
         out.append("    fetch(&tiles[0], 0);\n    if (NTILES > 1)\n        fetch(&tiles[1], 1);")
     out.append("    load(&tiles[0], 0, 0, in, w);")
@@ -309,6 +318,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append("        if (i > 0 && t->new_weights)\n            wb ^= 1;")
     else:
         out.append("        const int b = 0;")
+    if prog is not None and not card:
+        out.append(f"        tsr_prog_compute({prog}, (uint32_t)i);   /* the program's ops before this tile */")
     out.append("        hal_dma_wait(&in[b]);")
     out.append("        hal_dma_wait(&w[wb]);")
     if bufs > 1:
@@ -461,3 +472,74 @@ def generate_direct(layer, graph, plan_slice, target, model):
     out.append("}")
     text = "\n".join(out)
     return text.replace("\n\n\n", "\n\n") + "\n"
+
+
+def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq, tc_max, l1, bufs, prog, view,
+                  plane_tile):
+    """The tile loop of a layer touching the card when the firmware runs the
+    scheduler's program: each tile waits for the program to reach its
+    COMPUTE (the reads it needs have landed in the pools), takes its boxes
+    and weights from the pools, and leaves its output in the out pool for
+    the program's WRITEs. Copies to and from L1 are synchronous here."""
+    prefix = target["prefix"]
+    spill = plan_slice.get("spill", {})
+    y = graph.tensor(layer.output)
+    out_esize = ir.DTYPES[y.dtype]
+    in_esize = ir.DTYPES[graph.tensor(layer.inputs[0]).dtype]
+    stream = plan_slice.get("wstream")
+    out = ["    if (tsr_program.n_ops) {   /* the out-of-core program (tessera/program.h) */",
+           "        for (int i = 0; i < NTILES; i++) {",
+           "            const tsr_tile_t *t = &tiles[i];",
+           f"            const int b = {'i % 2' if bufs > 1 else '0'};",
+           f"            const tsr_op_t *c = tsr_prog_compute({prog}, (uint32_t)i);",
+           "            int8_t *dst[TSR_KINDS] = {0};",
+           "            hal_dma_job_t job = {0};"]
+    if bufs > 1:
+        out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
+    for i in range(len(l1["in"])):
+        if f"in{i}" in spill:
+            out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
+    if stream is not None:
+        if layer.weights:
+            out.append(f"            dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w[wb];")
+        pos = 0
+        for p, (pname, ctype, size) in enumerate(params):
+            out.append(f"            dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[wb] + {pos};")
+            pos += size * tc_max
+    out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
+    for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
+        if f"in{i}" in spill:
+            continue
+        xt = graph.tensor(layer.inputs[i])
+        out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
+                   f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+    if operand_as_weights(layer, graph):
+        raise FitError(f"layer {layer.name}", "a layer with a right operand touches the card",
+                       "give the activation level room for it")
+    if stream is None and (layer.weights or params):
+        out.append("            if (t->new_weights) {")
+        if layer.weights:
+            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_w[wb], "
+                       f"{symbol(prefix, layer.name, 'weights')}, {view['w_bytes_per_cout']}, t->oc0, t->oc);")
+        pos = 0
+        for pname, ctype, size in params:
+            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_p[wb] + {pos}, "
+                       f"{symbol(prefix, layer.name, pname)}, {size}, t->oc0, t->oc);")
+            pos += size * tc_max
+        out.append("            }")
+    out.append("            hal_dma_wait(&job);")
+    out.extend("            " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq,
+                                                                graph=graph))
+    out.extend("            " + line for line in plane_tile)
+    out.append("            hal_fork(compute, &a);")
+    if "out" in spill:
+        out.append(f"            {{\n                tsr_tile_t box = *t;\n"
+                   f"                box.oh0 = 0;\n                box.ow0 = 0;\n                box.oc0 = 0;\n"
+                   f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
+                   f"{prefix}_L1 + l1_out[b], t->ow, t->oc, {out_esize}, &box);\n            }}")
+    else:
+        out.append(f"            tsr_tile_out(&job, ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
+                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+    out.append("            hal_dma_wait(&job);")
+    out.append("        }\n        return;\n    }")
+    return out

@@ -265,6 +265,13 @@ def render(data, console=None):
             text += (f"; scheduled {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x unlimited SRAM, "
                      f"{s['throughput_fps']} frames/s over {s['frames']} (unlimited {s['unlimited_fps']})")
         console.print(text)
+        fw = ooc.get("firmware")
+        if fw and fw["program"] == "in order":
+            console.print(f"firmware: the in-order program ({fw['why']})")
+        elif fw:
+            console.print(f"firmware: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops), estimated "
+                          f"{fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited SRAM; "
+                          f"in order {fw['in_order_ms']} ms")
     if "kernels" in data:
         console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")

@@ -158,6 +158,13 @@ def _out_of_core(ooc):
            f'transfers, {t["written_bytes"]} B written in {t["writes"]} ({t["blocks_written"]} blocks per inference; '
            f'wear-out after {t["inferences_to_wear_out"] or "no"} inferences); {t["io_bound_layers"]} IO-bound layers; '
            f'compute {t["compute_ms"]} ms, IO {t["io_ms"]} ms, in order {t["in_order_ms"]} ms</p>']
+    fw = ooc.get("firmware")
+    if fw and fw["program"] == "in order":
+        out.append(f'<p>firmware: the in-order program ({escape(fw["why"])})</p>')
+    elif fw:
+        out.append(f'<p>firmware: the scheduler\'s program {escape(fw["program"])} ({fw["ops"]["ops"]} ops), '
+                   f'estimated {fw["estimate_ms"]} ms per frame ({fw["estimate_vs_unlimited"]}x unlimited SRAM); '
+                   f'in order {fw["in_order_ms"]} ms</p>')
     s = ooc.get("schedule")
     if s and "skipped" in s:
         out.append(f'<p class="note">not scheduled: {escape(s["skipped"])}</p>')
