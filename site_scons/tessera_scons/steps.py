@@ -186,12 +186,10 @@ def _plan(target, source, env):
             fused_tilings[t["group"]] = t
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
-    # a DW->PW step's bands let its output overlap its input (memplan, checked
-    # by the replay); a PW->DW step gives none, which keeps the plan of a
-    # schedule with one at tensor level (its overlap was not yet shown safe
-    # under QEMU's deferred DMA: mbv1_025_128 on gap8 mismatched with it)
+    # a fused step's bands (either kind) let its output overlap its input
+    # (memplan, checked by the replay, weight stream included)
     fused = {s["step"]: dict({"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]},
-                             **({"bands": fused_tilings[s["step"]]["bands"]} if s["kind"] == "dw_pw" else {}))
+                             bands=fused_tilings[s["step"]]["bands"])
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
     the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
     if memory.get("ram_cap") is not None:
