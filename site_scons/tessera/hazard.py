@@ -23,10 +23,11 @@ The next layer starts after the last write-back has landed.
 Weights streamed through the activation level (GAP8: L3 -> L2 -> L1,
 tile.h's tsr_wstream_next) are replayed with it: a layer asks for chunk k
 when it loads the first tile of that chunk's channels (a fused step asks
-for both layers' chunks before its first band); then chunk k - 1 (copied
-to L1 by now) and chunk k (landed) must still hold what was loaded, and
-chunk k + 1 starts loading: its bytes are written at once (it may land any
-time before it is asked for, so the earliest is the conservative moment).
+for both layers' chunks before its first band); chunk k must then hold
+what was loaded, and chunk k + 1 starts loading: its bytes are written at
+once (it may land any time before it is asked for, so the earliest is the
+conservative moment). Every later tile loading weights from chunk k checks
+it again (its copy to L1 runs while the tile before it is written back).
 
 In the tile level the same replay covers the double buffers:
   prefetch(i+1) lands while compute(i) reads in[i%2] and writes out[i%2],
@@ -179,11 +180,13 @@ class _Stream:
         self.k += 1
         if k == 0:
             self.level.write(self._box(0), self._what(0), "the weight stream (chunk 0)")
-        if k:
-            self._held(k - 1, who)
         self._held(k, who)
         if k + 1 < len(self.chunks):
             self.level.write(self._box(k + 1), self._what(k + 1), f"the weight stream, asked by {who}")
+
+    def again(self, who):
+        """A tile loading more of the chunk asked for last."""
+        self._held(self.k - 1, who)
 
     def asks(self, layer_name):
         """How many chunks a layer asks for (0 when its weights do not stream)."""
@@ -192,8 +195,6 @@ class _Stream:
     def finish(self):
         if self.k != len(self.chunks):
             raise RuntimeError(f"hazard replay: {self.k} of {len(self.chunks)} weight chunks asked for")
-        if self.chunks:
-            self._held(self.k - 1, "the last layer with streamed weights")
 
 
 def check(graph, tilings, the_plan, fused=None):
@@ -258,8 +259,11 @@ def _replay_layer(layer, graph, tiling, the_plan, places, feed):
         i = t["index"]
         who = f"layer {layer.name} tile {i}"
         # codegen/layer.py: loading tile i asks for the chunk its channels begin
-        if chunk_c and _new_weights(tiles, i) and t["oc0"] % chunk_c == 0:
-            feed.next(layer.name, who)
+        if chunk_c and _new_weights(tiles, i):
+            if t["oc0"] % chunk_c == 0:
+                feed.next(layer.name, who)
+            else:
+                feed.again(who)
         for k, name in reads:
             x = graph.tensor(name)
             xe = ir.DTYPES[x.dtype]

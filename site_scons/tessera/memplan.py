@@ -110,8 +110,7 @@ def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=Tru
     (tessera.overlap; `skip`: outputs of fused steps, whose pairs come from
     their bands in fused_pairs, not from a single layer's tile table).
     Returns (plan, buffers, spilled)."""
-    pairs = ([p for p in overlap_candidates(graph, tilings) if p["below"] not in skip]
-             + list(fused_pairs)) if overlap and tilings else []
+    pairs = (overlap_candidates(graph, tilings, skip) + list(fused_pairs)) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
