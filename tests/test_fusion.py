@@ -349,3 +349,46 @@ def test_no_estimate_for_a_depthwise_in_several_row_blocks():
     coefs = {"combine": "sum", "default": {"macs": 1.0}, "ops": {}, "dma": {}}
     assert cfused.group_estimate(coefs, *g.layers, g, ft, 8) is None
     assert "row blocks" in cfused.why_no_estimate(coefs, ft)
+
+
+def two_bottlenecks():
+    """a -> l0 -> b -> [e1 (expand to 32) -> m1 -> d1 (3x3, stride 2)] -> n1
+    -> p1 -> c -> [e2 (expand to 48) -> m2 -> d2 (3x3)] -> n2 -> p2 -> z."""
+    shapes = {"a": [8, 8, 4], "b": [8, 8, 4], "m1": [8, 8, 32], "n1": [4, 4, 32], "c": [4, 4, 8],
+              "m2": [4, 4, 48], "n2": [4, 4, 48], "z": [4, 4, 8]}
+    t = {k: Tensor(k, v) for k, v in shapes.items()}
+
+    def pw(name, i, o):
+        return Layer(name, "pointwise", [i], o, input_offset=0, weights=f"{name}_w", bias=f"{name}_b",
+                     requant=rq(shapes[o][2]))
+
+    def dw(name, i, o, s):
+        return Layer(name, "depthwise", [i], o, kernel=[3, 3], stride=[s, s], pad=[1] * 4, input_offset=0,
+                     weights=f"{name}_w", bias=f"{name}_b", requant=rq(shapes[o][2]))
+    layers = [pw("l0", "a", "b"), pw("e1", "b", "m1"), dw("d1", "m1", "n1", 2), pw("p1", "n1", "c"),
+              pw("e2", "c", "m2"), dw("d2", "m2", "n2", 1), pw("p2", "n2", "z")]
+    return Graph("g", "test", t, layers, ["a"], ["z"])
+
+
+def test_min_memory_fuses_only_where_the_peak_is():
+    """Whole tensors live per step: 512, 2304, 2560, 640, 896, 1536, 896;
+    the floors (less each step's consumed input inside its output, never the
+    network's input): 512, 2048, 2048, 512, 768, 768, 768. Fusing e1+d1
+    drops m1 (steps 1-2 then hold b and n1, or n1: 512) and the highest
+    floor falls to 768 (steps 4-6); no other group lowers it (e2+d2 leaves
+    c and n2 at step 4: 768), so min_memory fuses e1+d1 alone, where
+    min_transfer fuses more."""
+    from tessera import overlap
+
+    g = two_bottlenecks()
+    live, floors = overlap.step_floors(g)
+    assert live == [512, 2304, 2560, 640, 896, 1536, 896]
+    assert floors == [512, 2048, 2048, 512, 768, 768, 768]
+    s, _, _ = chain_schedule(g, "min_memory", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["l0", "e1+d1", "p1", "e2", "d2", "p2"]
+    fused = s["steps"][1]
+    assert fused["kind"] == "pw_dw" and fused["reason"].startswith("lowers the activation floor")
+    apart = {c["group"]: c["why_apart"] for c in s["candidates"] if not c["chosen"]}
+    assert apart and set(apart.values()) == {"does not lower the activation floor"}
+    t, _, _ = chain_schedule(g, "min_transfer", 64000)
+    assert len([st_ for st_ in t["steps"] if st_["kind"] != "layer"]) > 1
