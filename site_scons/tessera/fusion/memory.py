@@ -12,23 +12,38 @@ chosen groups fused) with as few groups as it can:
   1. greedy: while some feasible group, disjoint from those taken, lowers
      (the highest step floor, the number of steps at it), take the one that
      lowers it most (ties: fewer activation bytes moved, then the name);
-  2. prune: drop, last taken first, every group whose removal leaves the
-     highest floor where it is.
+  2. prune: drop, last taken first, every group whose removal does not
+     raise the peak the plan is expected to reach: per step the floor where
+     the step overlaps closely (a fused step, by its bands, or a layer cut
+     in row bands: overlap.row_band_layers of the unfused graph, as the
+     build cuts them), else its whole tensors.
 
-The floor is what segment overlap can reach (docs/memory.md); the plan's
-peak is the allocator's, at or above it.
+So a pair is fused only where no overlap of the layers apart reaches its
+floor and the plan's peak falls with it; elsewhere layers keep their own
+tiles (and counts). The plan's peak is the allocator's, at or above the
+floor (docs/memory.md).
 """
 
 from .. import memplan
-from ..overlap import step_floors
+from ..overlap import row_band_layers, step_floors
+
+
+def _act(graph, groups):
+    fused = {g: {"layers": layers} for g, layers in groups.items()}
+    return memplan._without_intermediates(graph, fused, True) if fused else graph
 
 
 def _key(graph, groups):
-    fused = {g: {"layers": layers} for g, layers in groups.items()}
-    act = memplan._without_intermediates(graph, fused, True) if fused else graph
-    _, floors = step_floors(act)
+    _, floors = step_floors(_act(graph, groups))
     top = max(floors, default=0)
     return top, floors.count(top)
+
+
+def _expected(graph, groups, banded):
+    act = _act(graph, groups)
+    live, floors = step_floors(act)
+    close = banded | {layers[0] for layers in groups.values()}
+    return max((floors[s] if layer.name in close else live[s] for s, layer in enumerate(act.layers)), default=0)
 
 
 def choose(graph, options):
@@ -51,9 +66,9 @@ def choose(graph, options):
         best, _, group = min(tried)
         taken[group] = options[group][0]
         used |= set(taken[group])
-    top = best[0]
+    banded = set(row_band_layers(graph))
     for group in reversed(list(taken)):
         rest = {g: v for g, v in taken.items() if g != group}
-        if _key(graph, rest)[0] <= top:
+        if _expected(graph, rest, banded) <= _expected(graph, taken, banded):
             taken = rest
     return set(taken)

@@ -104,7 +104,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
             e["chosen"] = True
             reason = f"saves {e['unfused_bytes'] - e['fused_bytes']} of {e['unfused_bytes']} activation bytes"
             if policy == "min_memory":
-                reason = f"lowers the activation floor (its intermediate lives in L1 only); {reason}"
+                reason = f"lowers the activation peak (its intermediate lives in L1 only); {reason}"
             if policy == "min_latency":
                 reason = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} apart "
                           f"({costs['source']}); {reason}")
@@ -123,7 +123,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']}, not fewer than "
                                   f"{e['unfused_estimate']} apart ({costs['source']})")
             elif policy == "min_memory":
-                e["why_apart"] = "does not lower the activation floor"
+                e["why_apart"] = "does not lower the activation peak"
             else:
                 e["why_apart"] = "moves no fewer activation bytes than the layers apart"
     total = sum(s["activation_transfer_bytes"] for s in steps)
