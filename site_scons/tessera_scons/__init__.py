@@ -460,7 +460,9 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         if not c["ok"]:
             continue
         pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
-        node = env.Command(d("tiling", f"{c['group']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
+        # under a ram_cap, within the tile budget the cap chose, as the layers
+        node = env.Command(d("tiling", f"{c['group']}.fused.json"),
+                           [pv, tiler_target, tiler_kernels, scheme] + budget,
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, _code("fusion", "tiler"))
         fused.append(node[0])

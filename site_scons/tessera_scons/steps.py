@@ -126,6 +126,9 @@ def _tile_fused(target, source, env):
 
     pair = _value(source[0])
     tgt = dict(_value(source[1]), kernels=_value(source[2]), fused_scheme=_value(source[3]))
+    if len(source) > 4:
+        # a ram_cap's choice of tile budget (ram_budget below), as for a layer
+        tgt["l1_budget"] = canon.read_json(str(source[4]))["l1_budget"]
     canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
 
 
