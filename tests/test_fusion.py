@@ -349,3 +349,76 @@ def test_no_estimate_for_a_depthwise_in_several_row_blocks():
     coefs = {"combine": "sum", "default": {"macs": 1.0}, "ops": {}, "dma": {}}
     assert cfused.group_estimate(coefs, *g.layers, g, ft, 8) is None
     assert "row blocks" in cfused.why_no_estimate(coefs, ft)
+
+
+def two_bottlenecks():
+    """a -> l0 -> b -> [e1 (expand to 32) -> m1 -> d1 (3x3, stride 2)] -> n1
+    -> p1 -> c -> [e2 (expand to 48) -> m2 -> d2 (3x3)] -> n2 -> p2 -> z."""
+    shapes = {"a": [8, 8, 4], "b": [8, 8, 4], "m1": [8, 8, 32], "n1": [4, 4, 32], "c": [4, 4, 8],
+              "m2": [4, 4, 48], "n2": [4, 4, 48], "z": [4, 4, 8]}
+    t = {k: Tensor(k, v) for k, v in shapes.items()}
+
+    def pw(name, i, o):
+        return Layer(name, "pointwise", [i], o, input_offset=0, weights=f"{name}_w", bias=f"{name}_b",
+                     requant=rq(shapes[o][2]))
+
+    def dw(name, i, o, s):
+        return Layer(name, "depthwise", [i], o, kernel=[3, 3], stride=[s, s], pad=[1] * 4, input_offset=0,
+                     weights=f"{name}_w", bias=f"{name}_b", requant=rq(shapes[o][2]))
+    layers = [pw("l0", "a", "b"), pw("e1", "b", "m1"), dw("d1", "m1", "n1", 2), pw("p1", "n1", "c"),
+              pw("e2", "c", "m2"), dw("d2", "m2", "n2", 1), pw("p2", "n2", "z")]
+    return Graph("g", "test", t, layers, ["a"], ["z"])
+
+
+def test_min_memory_fuses_only_where_the_peak_is():
+    """Whole tensors live per step: 512, 2304, 2560, 640, 896, 1536, 896;
+    the floors (less each step's consumed input inside its output, never the
+    network's input): 512, 2048, 2048, 512, 768, 768, 768. Fusing e1+d1
+    drops m1 (steps 1-2 then hold b and n1, or n1: 512): the highest floor
+    falls to 768, at steps 4-6. No group lowers that; d2+p2 leaves it at
+    two steps (m2 and z at step 5: 768; z alone at 6), e2+d2 at three, so
+    the greedy pass takes d2+p2 next, then nothing. The pruning pass keeps
+    both: with the layers apart cut in rows only at e1 and d1 (whole tensors
+    above 2048), the expected peak is 896 (step 4, e2 whole) with both,
+    1536 (step 5, d2 whole) without d2+p2 and 2048 without e1+d1. The other
+    candidates (d1+p1, e2+d2) stay apart."""
+    from tessera import overlap
+
+    g = two_bottlenecks()
+    live, floors = overlap.step_floors(g)
+    assert live == [512, 2304, 2560, 640, 896, 1536, 896]
+    assert floors == [512, 2048, 2048, 512, 768, 768, 768]
+    assert overlap.row_band_layers(g) == ["d1", "e1"]
+    s, _, _ = chain_schedule(g, "min_memory", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["l0", "e1+d1", "p1", "e2", "d2+p2"]
+    fused = s["steps"][1]
+    assert fused["kind"] == "pw_dw" and fused["reason"].startswith("lowers the activation peak")
+    apart = {c["group"]: c["why_apart"] for c in s["candidates"] if not c["chosen"]}
+    assert apart == dict.fromkeys(["d1+p1", "e2+d2"], "does not lower the activation peak")
+
+
+def test_min_memory_keeps_apart_a_pair_the_peak_does_not_need():
+    """a (8x8x4, the network's input) -> l0 -> b -> k0 -> c -> [e1 (expand
+    to 32) -> m -> d1 (stride 2)] -> n -> p1 -> z. Whole tensors live: 1280,
+    2048, 3072, 2560, 576; floors 1280 (l0 reads the network's input: never
+    overlapped), 1024, 2048, 2048, 512. Fusing e1+d1 lowers the highest
+    floor to 1280, so the greedy pass takes it; but the plan's peak stays
+    2048 either way: k0's whole tensors (not above 2048, so not cut in rows)
+    and, apart, e1 and d1 cut in rows down to 2048. The pruning pass drops
+    it: nothing is fused (mbv1_128's pw1+dw2, next to dw1's 262,144 B)."""
+    t = {k: Tensor(k, v) for k, v in {"a": [8, 8, 4], "b": [8, 8, 16], "c": [8, 8, 16], "m": [8, 8, 32],
+                                      "n": [4, 4, 32], "z": [4, 4, 4]}.items()}
+
+    def layer(name, op, i, o, **kw):
+        return Layer(name, op, [i], o, input_offset=0, weights=f"{name}_w", bias=f"{name}_b",
+                     requant=rq(t[o].shape[2]), **kw)
+    g = Graph("g", "test", t, [layer("l0", "pointwise", "a", "b"), layer("k0", "pointwise", "b", "c"),
+                               layer("e1", "pointwise", "c", "m"),
+                               layer("d1", "depthwise", "m", "n", kernel=[3, 3], stride=[2, 2], pad=[1] * 4),
+                               layer("p1", "pointwise", "n", "z")], ["a"], ["z"])
+    from tessera import overlap
+    assert overlap.step_floors(g) == ([1280, 2048, 3072, 2560, 576], [1280, 1024, 2048, 2048, 512])
+    assert overlap.row_band_layers(g) == ["d1", "e1"]
+    s, _, _ = chain_schedule(g, "min_memory", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["l0", "k0", "e1", "d1", "p1"]
+    assert all(c["why_apart"] == "does not lower the activation peak" for c in s["candidates"])

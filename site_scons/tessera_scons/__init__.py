@@ -329,7 +329,7 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
     linker-script fragment to INCLUDE), export (export/ nodes), prefix,
     outdir, sources, network_h, tilings, memplan, schedule; with run=True also
     firmware, run, verdict, report, passed. `fusion` (none | min_latency |
-    min_transfer) and `fusion_cost` (model | measured) override the model
+    min_transfer | min_memory) and `fusion_cost` (model | measured) override the model
     YAML's."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     outdir = None
@@ -476,7 +476,9 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         if not c["ok"]:
             continue
         pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
-        node = env.Command(d("tiling", f"{c['group']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
+        # under a ram_cap, within the tile budget the cap chose, as the layers
+        node = env.Command(d("tiling", f"{c['group']}.fused.json"),
+                           [pv, tiler_target, tiler_kernels, scheme] + budget,
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, _code("fusion", "tiler"))
         fused.append(node[0])
@@ -492,7 +494,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
                            [_value(env, decide, "fusion policy"), paths["graph"]]
                            + tilings + fused + measured, Action(steps.schedule, "tessera: select fusion $TARGET"))
-    env.Depends(schedule, _code("fusion", "tiler", "views", "ir", "cost"))
+    env.Depends(schedule, _code("fusion", "tiler", "views", "ir", "cost", "overlap", "memplan"))
 
     # ---- memory plan
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]

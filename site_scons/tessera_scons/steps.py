@@ -126,6 +126,9 @@ def _tile_fused(target, source, env):
 
     pair = _value(source[0])
     tgt = dict(_value(source[1]), kernels=_value(source[2]), fused_scheme=_value(source[3]))
+    if len(source) > 4:
+        # a ram_cap's choice of tile budget (ram_budget below), as for a layer
+        tgt["l1_budget"] = canon.read_json(str(source[4]))["l1_budget"]
     canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
 
 
@@ -188,12 +191,10 @@ def _plan(target, source, env):
             fused_tilings[t["group"]] = t
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
-    # a DW->PW step's bands let its output overlap its input (memplan, checked
-    # by the replay); a PW->DW step gives none, which keeps the plan of a
-    # schedule with one at tensor level (its overlap was not yet shown safe
-    # under QEMU's deferred DMA: mbv1_025_128 on gap8 mismatched with it)
+    # a fused step's bands (either kind) let its output overlap its input
+    # (memplan, checked by the replay, weight stream included)
     fused = {s["step"]: dict({"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]},
-                             **({"bands": fused_tilings[s["step"]]["bands"]} if s["kind"] == "dw_pw" else {}))
+                             bands=fused_tilings[s["step"]]["bands"])
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
     # layers in place (tessera.direct): a flat tile level takes them where
     # they lower total RAM; a faster one where ram_budget needed them

@@ -58,8 +58,9 @@ MODEL = Field("map", fields={
                        "or only warns (warn)", default="error", choices=("error", "warn")),
     "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
                     "layer its own step), min_latency (fuse the DW->PW pairs estimated faster) or min_transfer "
-                    "(fuse the DW->PW pairs that move fewer activation bytes)",
-                    default="none", choices=("none", "min_latency", "min_transfer")),
+                    "(fuse the DW->PW pairs that move fewer activation bytes) or min_memory (fuse only the pairs that lower "
+                    "the activation peak)",
+                    default="none", choices=("none", "min_latency", "min_transfer", "min_memory")),
     "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it): model "
                          "(the calibrated cost model) or measured (the variants built and run)",
                          default="model", choices=("model", "measured")),
