@@ -109,7 +109,7 @@ def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=Tru
     start below its consumed input by the gap its tile order allows
     (tessera.overlap; `skip`: outputs of fused steps, whose pairs come from
     their bands in fused_pairs, not from a single layer's tile table).
-    Returns (plan, buffers, spilled).
+    Returns (plan, buffers, spilled)."""
     pairs = (overlap_candidates(graph, tilings, direct, skip) + list(fused_pairs)) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
