@@ -83,24 +83,26 @@ def _scratch(C, Co, Ci, g):
             + scratch_bytes("pointwise", in_c=Ci, patch=Ci, tile_c=Co))
 
 
-def dw_pw_case(rng):
-    g = _geometry(rng, max_hw=9)
-    C, Co = _channels(rng, 20), _channels(rng, 20)
+def dw_pw_case(rng, g=None, C=None, Co=None, fd=None):
+    """A random DW->PW case (the arguments fix its geometry: benchmarks/cmsis_fused.py)."""
+    g = g or _geometry(rng, max_hw=9)
+    C, Co = C or _channels(rng, 20), Co or _channels(rng, 20)
     x = rng.integers(-128, 128, size=(g["in_h"], g["in_w"], C)).astype(np.int8)
     w1, b1, off1, rq1, mid = _dw(rng, x, g)
     w2, b2, off2, rq2, y = _pw(rng, mid, Co)
-    fd = int(rng.integers(1, g["out_h"] + 1))
+    fd = fd or int(rng.integers(1, g["out_h"] + 1))
     layers = [_layer(x, w1, b1, g, off1, rq1, mid.shape), _layer(mid, w2, b2, ONE, off2, rq2, y.shape)]
     return FusedCase("dw_pw", layers, fd, _scratch(C, Co, C, g), fd * g["out_w"] * C, y)
 
 
-def pw_dw_case(rng):
-    g = _geometry(rng, max_hw=9)
-    Ci, C = _channels(rng, 20), _channels(rng, 20)
+def pw_dw_case(rng, g=None, Ci=None, C=None, fd=None):
+    """A random PW->DW case (the arguments fix its geometry)."""
+    g = g or _geometry(rng, max_hw=9)
+    Ci, C = Ci or _channels(rng, 20), C or _channels(rng, 20)
     x = rng.integers(-128, 128, size=(g["in_h"], g["in_w"], Ci)).astype(np.int8)
     w1, b1, off1, rq1, mid = _pw(rng, x, C)
     w2, b2, off2, rq2, y = _dw(rng, mid, g)
-    fd = int(rng.integers(1, C + 1))
+    fd = fd or int(rng.integers(1, C + 1))
     buf = g["in_h"] * g["in_w"] * fd
     if fd < C:
         buf = _align4(buf) + g["out_h"] * g["out_w"] * fd
