@@ -377,3 +377,27 @@ def test_layers_scheme_reserves_what_the_cmsis_nn_fused_kernels_use():
                 need = (8 * (C + Co) + -(-taps * C // 4) * 4
                         + max(4 * 2 * (-(-Ci // 4) * 4), 0 if k == 3 else 2 * taps * C))
                 assert ft["scheme"] == "layers" and ft["l1_bytes"]["scratch"] >= need, (pair["name"], k, c, co)
+
+
+def test_layers_scheme_estimate_counts_each_kernel_call():
+    """A `layers` step (CMSIS-NN) calls each layer's kernel once per block:
+    with hand-set coefficients pricing only the per-channel setup of a call
+    (`chans`), the estimate is blocks x (depthwise channels + pointwise
+    channels) for DW->PW, and blocks x the block's channels, twice, for
+    PW->DW."""
+    from tessera.cost import fused as cfused, model
+    coefs = {"combine": "sum", "default": {k: 0.0 for k in model.COMPUTE}, "ops": {},
+             "dma": {k: 0.0 for k in model.DMA}}
+    coefs["default"]["chans"] = 1.0
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    ft = fusion.solve_dw_pw(fusion.pair_view(g, "dw", "pw"), target(64000, cores=1, scheme="layers"))
+    assert ft["scheme"] == "layers" and (len(ft["bands"]), ft["fd"]) == (1, 12)
+    dw, pw = g.layers
+    assert cfused.group_estimate(coefs, dw, pw, g, ft, 1) == 8 + 16
+    ft4 = dict(ft, fd=4)                            # three blocks of four rows
+    assert cfused.group_estimate(coefs, dw, pw, g, ft4, 1) == 3 * (8 + 16)
+    c = chain_graph(cm=12)
+    ft = fusion.solve_dw_pw(fusion.pair_view(c, "pw1", "dw"), target(64000, cores=1, scheme="layers"))
+    pw1, dwl = c.layers[0], c.layers[1]
+    assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=5), 1) == 2 * 12   # blocks of 5, 5, 2
+    assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=12), 1) == 2 * 12
