@@ -38,9 +38,13 @@ def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_
     return Graph("g", "test", t, layers, ["x"], outputs)
 
 
+# the `layers` scheme's scratch is the library's layer scratch: CMSIS-NN's has some
+CMSIS = kernel_library("cmsis_nn")["tiler"]
+
+
 def target(budget, cores=8, scheme="per_core"):
-    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS,
-            "fused_scheme": {"dw_pw": scheme}}
+    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": CMSIS if scheme == "layers" else KERNELS,
+            "fused_scheme": {"dw_pw": scheme, "pw_dw": scheme if scheme == "layers" else "per_core"}}
 
 
 # ---- engine ------------------------------------------------------------------
@@ -66,7 +70,7 @@ def brute_force(pair, tgt):
     (fd, th, th % cores == 0)."""
     dw = pair["dw"]
     Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
-    shared = tgt["fused_scheme"]["dw_pw"] == "shared"
+    shared = tgt["fused_scheme"]["dw_pw"] in ("shared", "layers")
     most = (lambda th: th) if shared else (lambda th: -(-th // cores))   # noqa: E731
     table = geometry.axis_table(*geometry.axes(dw)[0])
     if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], most(Ho), 1)["total"] <= budget:
@@ -84,7 +88,7 @@ def brute_force(pair, tgt):
 
 @given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
 @settings(max_examples=80, deadline=None)
 def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme):
     g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
@@ -254,23 +258,28 @@ def brute_force_pw_dw(pair, tgt):
     table = geometry.axis_table(*geometry.axes(dw)[0])
     if Ho in table and ftiler._pw_dw_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
         return Ho, most, 1
+    # the layers scheme (CMSIS-NN): the most channels per block first, then the tallest band
+    layers = tgt["fused_scheme"]["pw_dw"] == "layers"
     best = None
     for th in table:
         for fd in range(1, most + 1):
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
-    return None if best is None else (best[0], best[1], 2)
+                key = (fd, th, th % cores == 0) if layers else (th, fd, th % cores == 0)
+                best = max(best or key, key)
+    if best is None:
+        return None
+    return (best[1], best[0], 2) if layers else (best[0], best[1], 2)
 
 
 @given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000))
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "layers"]))
 @settings(max_examples=60, deadline=None)
-def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget):
+def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
     g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "pw1", "dw")
     assert pair["kind"] == "pw_dw"
-    tgt = target(budget, cores)
+    tgt = target(budget, cores, scheme)
     got = fusion.solve_dw_pw(pair, tgt)
     want = brute_force_pw_dw(pair, tgt)
     if want is None:
@@ -422,3 +431,46 @@ def test_min_memory_keeps_apart_a_pair_the_peak_does_not_need():
     s, _, _ = chain_schedule(g, "min_memory", 64000)
     assert [st_["step"] for st_ in s["steps"]] == ["l0", "k0", "e1", "d1", "p1"]
     assert all(c["why_apart"] == "does not lower the activation peak" for c in s["candidates"])
+
+
+def test_layers_scheme_reserves_what_the_cmsis_nn_fused_kernels_use():
+    """kernels/cmsis_nn/fused.c keeps in dw.scratch both layers' multipliers
+    and shifts (8 bytes per channel each), the depthwise filter reordered
+    (word-aligned), then the CMSIS-NN functions' buffer: four int16 columns
+    of the pointwise's input (arm_convolve_1x1_s8_fast's fast path) and, for
+    a depthwise other than 3x3, its sign-extended filter (2 bytes a tap)."""
+    for k in (3, 5):
+        for c, co in ((8, 16), (7, 5)):
+            for first, second, build in (("dw", "pw", lambda: dw_pw_graph(c=c, co=co, k=k, pad=k // 2)),
+                                         ("pw1", "dw", lambda: chain_graph(ci=co, cm=c, k=k, pad=k // 2))):
+                pair = fusion.pair_view(build(), first, second)
+                ft = fusion.solve_dw_pw(pair, target(64000, cores=1, scheme="layers"))
+                C, Co, Ci = pair["dw"]["out"][2], pair["pw"]["out"][2], pair["pw"]["in"][2]
+                taps = k * k
+                need = (8 * (C + Co) + -(-taps * C // 4) * 4
+                        + max(4 * 2 * (-(-Ci // 4) * 4), 0 if k == 3 else 2 * taps * C))
+                assert ft["scheme"] == "layers" and ft["l1_bytes"]["scratch"] >= need, (pair["name"], k, c, co)
+
+
+def test_layers_scheme_estimate_counts_each_kernel_call():
+    """A `layers` step (CMSIS-NN) calls each layer's kernel once per block:
+    with hand-set coefficients pricing only the per-channel setup of a call
+    (`chans`), the estimate is blocks x (depthwise channels + pointwise
+    channels) for DW->PW, and blocks x the block's channels, twice, for
+    PW->DW."""
+    from tessera.cost import fused as cfused, model
+    coefs = {"combine": "sum", "default": {k: 0.0 for k in model.COMPUTE}, "ops": {},
+             "dma": {k: 0.0 for k in model.DMA}}
+    coefs["default"]["chans"] = 1.0
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    ft = fusion.solve_dw_pw(fusion.pair_view(g, "dw", "pw"), target(64000, cores=1, scheme="layers"))
+    assert ft["scheme"] == "layers" and (len(ft["bands"]), ft["fd"]) == (1, 12)
+    dw, pw = g.layers
+    assert cfused.group_estimate(coefs, dw, pw, g, ft, 1) == 8 + 16
+    ft4 = dict(ft, fd=4)                            # three blocks of four rows
+    assert cfused.group_estimate(coefs, dw, pw, g, ft4, 1) == 3 * (8 + 16)
+    c = chain_graph(cm=12)
+    ft = fusion.solve_dw_pw(fusion.pair_view(c, "pw1", "dw"), target(64000, cores=1, scheme="layers"))
+    pw1, dwl = c.layers[0], c.layers[1]
+    assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=5), 1) == 2 * 12   # blocks of 5, 5, 2
+    assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=12), 1) == 2 * 12

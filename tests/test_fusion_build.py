@@ -180,3 +180,29 @@ def test_fused_dory_network_matches_its_reference(tmp_path):
     inside = [r for r in rows if "in_l1_only" in r]
     assert inside and all("equal" not in r for r in inside)
     assert all(r["equal"] for r in rows if "in_l1_only" not in r)
+
+
+@pytest.mark.qemu
+def test_fused_on_stm32h7_under_qemu_is_bit_exact(tmp_path):
+    """stm32h7 (CMSIS-NN kernels): both policies fuse (min_transfer both
+    kinds), the fused steps run the library's own fused kernels
+    (kernels/cmsis_nn/fused.c), and the network stays bit-exact. mbv2_025_128:
+    stride-2 depthwise, residual adds around fused blocks, both kinds
+    (benchmarks/fusion.py runs the other networks)."""
+    import shutil
+    from tessera import config
+    target = config.load_target(os.path.join(ROOT, "targets", "stm32h7.yaml"), "stm32h7")
+    missing = [p for p in (target["toolchain"]["cc"], target["runner"]["program"]) if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    model = "mbv2_025_128"
+    for policy in ("min_transfer", "min_latency"):
+        out = tmp_path / policy
+        scons("target=stm32h7", f"model={model}", f"fusion={policy}", out=out, check=True)
+        net = out / "stm32h7" / model
+        assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+        sched = json.loads((net / "schedule.json").read_text())
+        kinds = {s["kind"] for s in sched["steps"] if len(s["layers"]) == 2}
+        assert kinds == {"dw_pw", "pw_dw"} if policy == "min_transfer" else kinds, (policy, kinds)
+        code = "".join(p.read_text() for p in (net / "src").glob("*.c"))
+        assert all(f"tsr_cmsis_{kind}(" in code for kind in kinds)

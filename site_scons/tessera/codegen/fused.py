@@ -124,7 +124,10 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
     ])]
     lib = library(target["kernels"])
-    kernel = getattr(lib, "FUSED", {}).get(kind, f"tsr_{kind}")
+    if hasattr(lib, "fused_kernel"):
+        kernel = lib.fused_kernel(kind, dw, pw, graph)
+    else:
+        kernel = getattr(lib, "FUSED", {}).get(kind, f"tsr_{kind}")
     args_t = f"tsr_{kind}_args_t"
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
@@ -198,6 +201,9 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     else:
         out += [f"    a.pw.in_w = {W};", f"    a.pw.in_c = {C};", f"    a.pw.out_w = {W};", f"    a.pw.out_c = {Co};",
                 f"    a.dw.in_w = {W};", f"    a.dw.in_c = {Co};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {Co};"]
+        if ft["l1_bytes"]["scratch"]:
+            out += [f"    a.dw.scratch = {L1} + {regions['stripe']};",
+                    f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch']};"]
     out += [f"    a.dw.kh = {kh};", f"    a.dw.kw = {kw};", f"    a.dw.sh = {sh};", f"    a.dw.sw = {sw};",
             f"    a.dw.pad_l = {dw.pad[1]};", f"    a.dw.pad_r = {dw.pad[3]};",
             f"    a.dw.input_offset = {dw.input_offset};", f"    a.dw.rq = {refs[dw.name]};",

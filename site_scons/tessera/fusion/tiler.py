@@ -13,9 +13,14 @@ pointwise needs every depthwise channel of a pixel). Its L1 working set:
 k depends on the library's fused scheme (its codegen adapter's FUSED_SCHEME,
 given to the tiler as target["fused_scheme"]): `per_core` (the reference
 tsr_dw_pw: each core its own rows in blocks of fd, its own buffer; k =
-cores, fd at most a core's share of the band) or `shared` (PULP-NN: blocks
+cores, fd at most a core's share of the band), `shared` (PULP-NN: blocks
 of fd rows computed by all cores together, the depthwise then the pointwise,
-one buffer; k = 1, fd at most the band).
+one buffer; k = 1, fd at most the band) or `layers` (CMSIS-NN, one core:
+blocks of fd rows, the library's own layer kernels one after the other over
+one buffer, k = 1, fd at most the band; in place of the stripes, the scratch
+is the two layers' own as the library's tiler section states it for the
+whole channel count, since the kernel prepares each layer's per-channel
+constants once per band).
 
 with in band = the depthwise's largest input extent for th rows (halo
 included, border clipping exact: geometry.axis_table) x W x C, A() rounding
@@ -34,19 +39,34 @@ answer says so with the bytes (the selector then keeps the layers apart).
 from ortools.sat.python import cp_model
 
 from ..tiler import geometry
-from ..tiler.library import DEFAULT_ALIGN
+from ..tiler import memory
+from ..tiler.library import DEFAULT_ALIGN, op_spec
 from ..tiler.memory import align_up
 from ..tiler.model import MAX_DETERMINISTIC_TIME, SEED
 from ..tiler.solver import deterministic_solver
 
 
-def scheme(target):
-    return target.get("fused_scheme", {}).get("dw_pw", "per_core")
+def scheme(target, kind="dw_pw"):
+    return target.get("fused_scheme", {}).get(kind, "per_core")
 
 
 def _mid_copies(target):
     """Intermediate buffers of fd rows: one per core, or one shared."""
-    return 1 if scheme(target) == "shared" else target["cores"]
+    return 1 if scheme(target) in ("shared", "layers") else target["cores"]
+
+
+def layers_scratch(pair, target):
+    """The `layers` scheme's scratch: the depthwise's and the pointwise's
+    scratch as the library states them for a tile of every output channel
+    (its `tiler:` terms; those of a CMSIS-NN layer do not depend on the
+    tile's rows)."""
+    total = 0
+    for part in ("dw", "pw"):
+        v = pair[part]
+        Ho, Wo, Co = v["out"]
+        q = memory.quantities(v, target, op_spec(target["kernels"], v["op"]), Ho, Wo, Co, 1)
+        total += q["scratch_bytes"]
+    return total
 
 
 def _parts(first, second, target, th, in_h, intermediate, scratch, buffering):
@@ -74,7 +94,10 @@ def _parts(first, second, target, th, in_h, intermediate, scratch, buffering):
 def _bytes(pair, target, th, in_h, fd, buffering):
     dw, pw = pair["dw"], pair["pw"]
     intermediate = _mid_copies(target) * fd * pw["out"][1] * dw["in"][2]
-    scratch = target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1]
+    if scheme(target) == "layers":
+        scratch = layers_scratch(pair, target)
+    else:
+        scratch = target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1]
     return _parts(dw, pw, target, th, in_h, intermediate, scratch, buffering)
 
 
@@ -150,7 +173,7 @@ def solve_dw_pw(pair, target):
     Ho = dw["out"][0]
     cores, budget = target["cores"], target["l1_budget"]
     table = geometry.axis_table(*geometry.axes(dw)[0])
-    shared = scheme(target) == "shared"
+    shared = scheme(target) in ("shared", "layers")
     whole_fd = Ho if shared else -(-Ho // cores)
     done = _without_search(pair, target, table, Ho, whole_fd, _bytes, _result)
     if done is not None:
@@ -173,7 +196,8 @@ def solve_dw_pw(pair, target):
     total = (buffering * (words("in", in_h * (W * C * dw["in_bytes"]), hi)
                           + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
              + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
-             + words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi))
+             + (align_up(fixed["scratch"], a) if scheme(target) == "layers"
+                else words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi)))
     m.add(total <= budget)
     even = _even_band(m, th, cores)
     if shared:
@@ -212,17 +236,31 @@ def _aligned(m, name, x, hi, a):
 #
 # Objective (lexicographic): the tallest band, then the largest fd (fewer
 # blocks: each re-reads the band's input), then a band height that is a
-# multiple of the core count.
+# multiple of the core count; with the `layers` scheme the largest fd first,
+# then the tallest band.
+
+#
+# The `layers` scheme (CMSIS-NN, one core: kernels/cmsis_nn/fused.c) runs
+# the library's pointwise and depthwise on a compact fd-channel tensor; its
+# depthwise writes dense HWC only, so with fd < C its output block (th x Wo
+# x fd) follows the intermediate, word-aligned, and is copied into the
+# band's channels. Its scratch: both layers' own (layers_scratch).
 
 def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
     dw, pw = pair["dw"], pair["pw"]
     intermediate = target["cores"] * in_h * pw["in"][1] * fd
-    return _parts(pw, dw, target, th, in_h, intermediate, 0, buffering)
+    scratch = 0
+    if scheme(target, "pw_dw") == "layers":
+        if fd < dw["out"][2]:
+            intermediate = align_up(intermediate, 4) + th * dw["out"][1] * fd
+        scratch = layers_scratch(pair, target)
+    return _parts(pw, dw, target, th, in_h, intermediate, scratch, buffering)
 
 
 def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
-    return _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], "per_core", th, fd,
-                         buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
+    return _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]],
+                         scheme(target, "pw_dw"), th, fd, buffering, feasible, reason,
+                         _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
 
 
 def solve_pw_dw(pair, target):
@@ -245,14 +283,36 @@ def solve_pw_dw(pair, target):
     fd = m.new_int_var(1, whole_fd, "fd")
     mid = m.new_int_var(1, H * whole_fd, "mid")
     m.add_multiplication_equality(mid, [in_h, fd])
-    fixed = _pw_dw_bytes(pair, target, 0, 0, 0, buffering)
+    fixed = _pw_dw_bytes(pair, target, 0, 0, C, buffering)
     hi = budget // a + 1
+    if scheme(target, "pw_dw") == "layers":
+        # fd < C: the depthwise's output block after the word-aligned intermediate
+        blocked = m.new_bool_var("blocked")
+        m.add(fd < C).only_enforce_if(blocked)
+        m.add(fd >= C).only_enforce_if(~blocked)
+        rows = m.new_int_var(0, Ho * whole_fd, "block")
+        m.add_multiplication_equality(rows, [th, fd])
+        extra = m.new_int_var(0, Ho * whole_fd, "block_if")
+        m.add(extra == rows).only_enforce_if(blocked)
+        m.add(extra == 0).only_enforce_if(~blocked)
+        mid_bytes = _aligned(m, "mid", _aligned(m, "mid4", mid * (cores * W), hi, 4) + extra * Wo, hi, a)
+        mid_bytes += align_up(fixed["scratch"], a)
+    else:
+        mid_bytes = _aligned(m, "mid", mid * (cores * W), hi, a)
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
                           + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
-             + fixed["weights"] + fixed["params"] + _aligned(m, "mid", mid * (cores * W), hi, a))
+             + fixed["weights"] + fixed["params"] + mid_bytes)
     m.add(total <= budget)
     even = _even_band(m, th, cores)
-    m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
+    if scheme(target, "pw_dw") == "layers":
+        # the most channels per block first: every block converts the band's
+        # whole input to CMSIS-NN's int16 columns again and calls both
+        # kernels (measured on stm32h7, mbv2_025_128's b2_expand+b2_dw: fd 1
+        # in 22-row bands ran 4.9x the layers apart; fd 96, shorter bands,
+        # faster than apart)
+        m.maximize(fd * (2 * (Ho + 1)) + th * 2 + even)
+    else:
+        m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
     return _solved(m, pair, target, _pw_dw_result, th, fd, total, buffering, table)
 
 
