@@ -38,9 +38,9 @@ def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_
     return Graph("g", "test", t, layers, ["x"], outputs)
 
 
-def target(budget, cores=8, scheme="per_core"):
+def target(budget, cores=8, scheme="per_core", pw_dw="per_core"):
     return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS,
-            "fused_scheme": {"dw_pw": scheme}}
+            "fused_scheme": {"dw_pw": scheme, "pw_dw": pw_dw}}
 
 
 # ---- engine ------------------------------------------------------------------
@@ -250,13 +250,17 @@ def test_engine_finds_both_kinds_in_a_chain():
 def brute_force_pw_dw(pair, tgt):
     dw = pair["dw"]
     Ho, C, cores, budget = dw["out"][0], dw["out"][2], tgt["cores"], tgt["l1_budget"]
-    most = -(-C // cores)
+    shared = tgt["fused_scheme"]["pw_dw"] == "shared"
+    most = C if shared else -(-C // cores)
+    # shared: blocks of a multiple of lcm(4, cores) channels, or all of them
+    q = {1: 4, 2: 4, 8: 8}[cores]
+    fds = sorted({fd for fd in range(1, most + 1) if not shared or fd == C or fd % q == 0})
     table = geometry.axis_table(*geometry.axes(dw)[0])
     if Ho in table and ftiler._pw_dw_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
         return Ho, most, 1
     best = None
     for th in table:
-        for fd in range(1, most + 1):
+        for fd in fds:
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
                 best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
     return None if best is None else (best[0], best[1], 2)
@@ -264,13 +268,13 @@ def brute_force_pw_dw(pair, tgt):
 
 @given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000))
-@settings(max_examples=60, deadline=None)
-def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget):
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+@settings(max_examples=80, deadline=None)
+def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
     g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "pw1", "dw")
     assert pair["kind"] == "pw_dw"
-    tgt = target(budget, cores)
+    tgt = target(budget, cores, pw_dw=scheme)
     got = fusion.solve_dw_pw(pair, tgt)
     want = brute_force_pw_dw(pair, tgt)
     if want is None:

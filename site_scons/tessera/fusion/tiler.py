@@ -94,7 +94,7 @@ def _result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"
                          buffering, feasible, reason, _bytes(pair, target, th, table[th][2], fd, buffering))
 
 
-def _without_search(pair, target, table, Ho, whole_fd, nbytes, result):
+def _without_search(pair, target, table, Ho, whole_fd, nbytes, result, least_fd=1):
     """The whole map as one band when it fits (no search), the infeasible
     record when not even the smallest band fits, else None."""
     budget = target["l1_budget"]
@@ -102,10 +102,10 @@ def _without_search(pair, target, table, Ho, whole_fd, nbytes, result):
         return result(pair, target, Ho, whole_fd, 1, table)
     buffering = target["buffering"]
     smallest = min(table)
-    need = nbytes(pair, target, smallest, table[smallest][2], 1, buffering)["total"]
+    need = nbytes(pair, target, smallest, table[smallest][2], least_fd, buffering)["total"]
     if need > budget:
-        return result(pair, target, smallest, 1, buffering, table, False,
-                      f"the smallest fused band ({smallest} row(s), fd 1) needs {need} bytes of L1, "
+        return result(pair, target, smallest, least_fd, buffering, table, False,
+                      f"the smallest fused band ({smallest} row(s), fd {least_fd}) needs {need} bytes of L1, "
                       f"{budget} available")
     return None
 
@@ -201,28 +201,58 @@ def _aligned(m, name, x, hi, a):
 #
 # A fused tile is a band of th depthwise output rows, full width, all
 # channels; its input is the pointwise's input for the depthwise's input rows
-# of the band (halo included), all input channels. The reference kernel
-# (tsr_pw_dw) gives each core its share of the channels in blocks of fd: the
-# pointwise's fd channels over the band's in_h x W pixels into the core's
-# buffer, then the depthwise of those channels. L1:
+# of the band (halo included), all input channels. Per block of fd channels
+# the pointwise's fd channels over the band's in_h x W pixels go into an
+# intermediate buffer, then the depthwise of those channels. Two schemes
+# (target["fused_scheme"]["pw_dw"]): `per_core` (the reference tsr_pw_dw:
+# each core its own channels in blocks of fd, its own buffer) or `shared`
+# (PULP-NN: all cores on one block, the library's pointwise split by pixels,
+# a fork, its depthwise split by channels; one buffer, fd a multiple of
+# lcm(4, cores) (the 4x2 matmul's channel quantum, every core the same
+# depthwise channels) or all the channels, and the depthwise's padded plane
+# per core as stripe scratch, the fast path its layer tiling has too). L1:
 #
 #     buffering * (A(in band: in_h x W x Ci) + A(out band: th x Wo x C))
 #     + weights and parameters of both layers (loaded once)
-#     + A(cores * in_h * W * fd)                  per-core intermediate
+#     + A(copies * in_h * W * fd)                 intermediate
+#     + A(cores * (rows * (W + pl + pr) + 4))     shared: the depthwise's planes,
+#                                                 rows = (th - 1) * sh + kh
 #
-# Objective (lexicographic): the tallest band, then the largest fd (fewer
-# blocks: each re-reads the band's input), then a band height that is a
+# Objective (lexicographic): the tallest band (each band recomputes the
+# pointwise's halo rows), then the largest fd (fewer blocks: each re-reads
+# the band's input and, shared, forks twice), then a band height that is a
 # multiple of the core count.
+
+def pw_dw_scheme(target):
+    return target.get("fused_scheme", {}).get("pw_dw", "per_core")
+
+
+def _fd_quantum(target):
+    """The shared scheme's block quantum: lcm(4, cores)."""
+    from math import gcd
+    c = target["cores"]
+    return 4 * c // gcd(4, c)
+
+
+def _pw_dw_plane(pair, th):
+    """Bytes of one core's padded depthwise plane for a th-row band."""
+    dw = pair["dw"]
+    (kh, _), sh = dw["kernel"], dw["stride"][0]
+    _, pl, _, pr = dw["pad"]
+    return ((th - 1) * sh + kh) * (pair["pw"]["in"][1] + pl + pr) + 4
+
 
 def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
     dw, pw = pair["dw"], pair["pw"]
-    intermediate = target["cores"] * in_h * pw["in"][1] * fd
-    return _parts(pw, dw, target, th, in_h, intermediate, 0, buffering)
+    shared = pw_dw_scheme(target) == "shared"
+    intermediate = (1 if shared else target["cores"]) * in_h * pw["in"][1] * fd
+    scratch = target["cores"] * _pw_dw_plane(pair, th) if shared and th > 0 else 0
+    return _parts(pw, dw, target, th, in_h, intermediate, scratch, buffering)
 
 
 def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
-    return _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], "per_core", th, fd,
-                         buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
+    return _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], pw_dw_scheme(target), th,
+                         fd, buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
 
 
 def solve_pw_dw(pair, target):
@@ -230,9 +260,12 @@ def solve_pw_dw(pair, target):
     dw = pair["dw"]
     Ho, C = dw["out"][0], dw["out"][2]
     cores, budget = target["cores"], target["l1_budget"]
+    shared = pw_dw_scheme(target) == "shared"
     table = geometry.axis_table(*geometry.axes(dw)[0])
-    whole_fd = -(-C // cores)
-    done = _without_search(pair, target, table, Ho, whole_fd, _pw_dw_bytes, _pw_dw_result)
+    whole_fd = C if shared else -(-C // cores)
+    least = min(_fd_quantum(target), C) if shared else 1
+
+    done = _without_search(pair, target, table, Ho, whole_fd, _pw_dw_bytes, _pw_dw_result, least)
     if done is not None:
         return done
     buffering = target["buffering"]
@@ -243,13 +276,24 @@ def solve_pw_dw(pair, target):
     H = pair["pw"]["in"][0]
     th, in_h = _band_vars(m, table, Ho, H)
     fd = m.new_int_var(1, whole_fd, "fd")
+    if shared:
+        # a multiple of the quantum, or every channel
+        q = _fd_quantum(target)
+        k = m.new_int_var(0, whole_fd // q, "fd_q")
+        whole = m.new_bool_var("fd_whole")
+        m.add(fd == whole_fd).only_enforce_if(whole)
+        m.add(fd == q * k).only_enforce_if(~whole)
     mid = m.new_int_var(1, H * whole_fd, "mid")
     m.add_multiplication_equality(mid, [in_h, fd])
     fixed = _pw_dw_bytes(pair, target, 0, 0, 0, buffering)
     hi = budget // a + 1
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
                           + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
-             + fixed["weights"] + fixed["params"] + _aligned(m, "mid", mid * (cores * W), hi, a))
+             + fixed["weights"] + fixed["params"]
+             + _aligned(m, "mid", mid * ((1 if shared else cores) * W), hi, a))
+    if shared:
+        plane0 = _pw_dw_plane(pair, 1)
+        total += _aligned(m, "stripe", cores * plane0 + (th - 1) * (cores * (_pw_dw_plane(pair, 2) - plane0)), hi, a)
     m.add(total <= budget)
     even = _even_band(m, th, cores)
     m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
