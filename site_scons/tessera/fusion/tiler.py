@@ -251,8 +251,10 @@ def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
 
 
 def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
-    return _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], pw_dw_scheme(target), th,
-                         fd, buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
+    got = _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], pw_dw_scheme(target), th,
+                        fd, buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
+    got["channels"] = pair["dw"]["out"][2]     # fd of them per block
+    return got
 
 
 def solve_pw_dw(pair, target):
