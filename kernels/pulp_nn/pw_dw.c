@@ -17,6 +17,7 @@
  */
 #include "pnn_common.h"
 #include "tessera/pulp_nn.h"
+#include "tessera/pw_dw_rows.h"
 
 /* where generated steps keep the blocks' requantization records (one pair
  * for the network, beside pnn_dw_pw_parts: steps run one after the other) */
@@ -55,4 +56,14 @@ void pnn_pw_dw_block(const tsr_pw_dw_args_t *a, int32_t c, int32_t n, tsr_conv_a
     d->bias = dw->bias ? dw->bias + c : 0;
     d->rq = from_channel(dw->rq, c, &rq[1]);
     d->out = (int8_t *)dw->out + c;     /* out_c stays the band's: the pixel stride */
+}
+
+/* Row-wise with the shifted buffer (tessera/pw_dw_rows.h), the shared
+ * scheme: per block of n output rows of the band (y a multiple of a->fd),
+ * the kept rows shifted up here (by the caller's core, before the forks),
+ * p: pnn_pointwise of the new rows (pixels split), d: pnn_depthwise of the
+ * block (channels split) into its rows of the band's output. */
+void pnn_pw_dw_rows_block(const tsr_pw_dw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *p, tsr_conv_args_t *d)
+{
+    tsr_pw_dw_rows_plan(a, y, n, y == 0, p, d);
 }

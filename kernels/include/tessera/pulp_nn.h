@@ -45,6 +45,11 @@ void pnn_depthwise_block(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_pw_dw_block(const tsr_pw_dw_args_t *a, int32_t c, int32_t n, tsr_conv_args_t *p, tsr_conv_args_t *d,
                      tsr_requant_t rq[2]);
 extern tsr_requant_t pnn_pw_dw_rq[2];
+/* pointwise -> depthwise row-wise with the shifted buffer (pw_dw.c,
+ * tessera/pw_dw_rows.h), the shared scheme: for output rows [y, y + n) of
+ * the band (y a multiple of a->fd), shift the kept rows of a->buf up, then
+ * p: pnn_pointwise of the new rows, a fork boundary, d: pnn_depthwise. */
+void pnn_pw_dw_rows_block(const tsr_pw_dw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *p, tsr_conv_args_t *d);
 void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);
