@@ -275,7 +275,7 @@ def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, sche
     pair = fusion.pair_view(g, "pw1", "dw")
     assert pair["kind"] == "pw_dw"
     tgt = target(budget, cores, pw_dw=scheme)
-    got = fusion.solve_dw_pw(pair, tgt)
+    got = ftiler.solve_pw_dw(pair, tgt)
     want = brute_force_pw_dw(pair, tgt)
     if want is None:
         assert not got["feasible"] and "needs" in got["reason"]
@@ -283,6 +283,49 @@ def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, sche
     assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
     assert got["l1_bytes"]["total"] <= budget
     assert sum(b["oh"] for b in got["bands"]) == g.tensor("m").shape[0]
+
+
+def brute_force_rows(pair, tgt):
+    dw = pair["dw"]
+    Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
+    shared = tgt["fused_scheme"]["pw_dw"] == "shared"
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    most = Ho if shared else -(-Ho // cores)
+    if Ho in table and ftiler._rows_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
+        return Ho, most, 1
+    best = None
+    for th in table:
+        for fd in range(1, (th if shared else -(-th // cores)) + 1):
+            if ftiler._rows_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
+                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
+    return None if best is None else (best[0], best[1], 2)
+
+
+@given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
+       k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+@settings(max_examples=80, deadline=None)
+def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
+    """The row-wise (shifted buffer) PW->DW tiler against enumeration; the
+    pair's tiling is the layout of fewer bands, then fewer blocks."""
+    g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
+    pair = fusion.pair_view(g, "pw1", "dw")
+    tgt = target(budget, cores, pw_dw=scheme)
+    got = ftiler.solve_pw_dw_rows(pair, tgt)
+    want = brute_force_rows(pair, tgt)
+    if want is None:
+        assert not got["feasible"] and "needs" in got["reason"]
+    else:
+        assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
+        assert got["layout"] == "rows" and got["l1_bytes"]["total"] <= budget
+    either, ch = fusion.solve_dw_pw(pair, tgt), ftiler.solve_pw_dw(pair, tgt)
+    if got["feasible"] and ch["feasible"]:
+        def key(ft):
+            blocks = (sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) if ft.get("layout") == "rows"
+                      else len(ft["bands"]) * -(-cm // ft["fd"]))
+            return len(ft["bands"]), blocks
+        assert key(either) == min(key(got), key(ch))
+        assert either.get("layout") != "rows" or key(got) < key(ch)
 
 
 def chain_schedule(g, policy, budget, tilings_budget=64000):

@@ -187,14 +187,15 @@ _SMALL_MBV2 = ("description: 0.25-MobileNetV2 at 40x40 (fused PW->DW test)\n"
                "quantization: {calibration_samples: 4, seed: 0}\ninput: {seed: 0}\n")
 
 
-@pytest.mark.parametrize("name,l1", [pytest.param("gap8", 64000, marks=pytest.mark.qemu),
-                                     pytest.param("pulp_open", 65536, marks=pytest.mark.gvsoc)])
-def test_pulp_nn_pw_dw_steps_are_bit_exact(tmp_path, name, l1):
+@pytest.mark.parametrize("name,l1,b2_layout", [pytest.param("gap8", 64000, "rows", marks=pytest.mark.qemu),
+                                               pytest.param("pulp_open", 65536, None, marks=pytest.mark.gvsoc)])
+def test_pulp_nn_pw_dw_steps_are_bit_exact(tmp_path, name, l1, b2_layout):
     """PULP-NN's PW->DW steps (the library's pointwise, then its depthwise,
-    per block of channels; gap8 under QEMU with the portable code, pulp_open
-    under GVSoC with Xpulp's): with L1 shrunk to 16000 bytes a stride-2 pair
-    runs in several bands of several channel blocks, and the network stays
-    bit-exact."""
+    per block of channels or, row-wise, of rows over the shifted buffer;
+    gap8 under QEMU with the portable code, pulp_open under GVSoC with
+    Xpulp's): with L1 shrunk to 16000 bytes the stride-2 pair runs in several
+    bands of several blocks (gap8: row-wise, pulp_open: channel-wise), and
+    the network stays bit-exact."""
     import shutil
     from tessera import config
     from tessera.runners import gvsoc
@@ -217,7 +218,31 @@ def test_pulp_nn_pw_dw_steps_are_bit_exact(tmp_path, name, l1):
     fused = [json.loads((net / "tiling" / f"{s['step']}.fused.json").read_text())
              for s in sched["steps"] if s.get("kind") == "pw_dw"]
     assert fused and all(f["scheme"] == "shared" for f in fused)
-    # a step of several bands and several channel blocks, over a stride-2 depthwise
+    for f in fused:
+        src = (net / "src" / f"{f['layers'][0]}.c").read_text()
+        assert ("pnn_pw_dw_rows_block" if f.get("layout") == "rows" else "pnn_pw_dw_block(") in src
+    # a step of several bands and several blocks, over a stride-2 depthwise
     b2 = next(f for f in fused if f["group"] == "b2_expand+b2_dw")
-    assert len(b2["bands"]) > 1 and b2["fd"] < 48
-    assert "pnn_pw_dw_block" in (net / "src" / "b2_expand.c").read_text()
+    assert len(b2["bands"]) > 1 and b2.get("layout") == b2_layout
+    assert b2["fd"] < (b2["band_h"] if b2_layout == "rows" else 48)
+
+
+def test_reference_pw_dw_row_wise_on_host_is_bit_exact(tmp_path):
+    """The reference PW->DW kernels on the host (per core): with L1 at 16000
+    bytes the fused tiler takes the row-wise layout (the shifted buffer) for
+    some pairs, tsr_pw_dw_rows runs them, and the network stays bit-exact."""
+    tpath, mpath = tmp_path / "host_small.yaml", tmp_path / "mbv2_small.yaml"
+    tpath.write_text(open(_target(tmp_path, 16000)).read())
+    mpath.write_text(_SMALL_MBV2)
+    out = tmp_path / "out"
+    scons(f"target={tpath}", f"model={mpath}", "fusion=min_transfer", out=out, check=True)
+    net = out / "host_small" / "mbv2_small"
+    assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+    sched = json.loads((net / "schedule.json").read_text())
+    fused = [json.loads((net / "tiling" / f"{s['step']}.fused.json").read_text())
+             for s in sched["steps"] if s.get("kind") == "pw_dw"]
+    rows = [f for f in fused if f.get("layout") == "rows"]
+    assert rows and all(f["scheme"] == "per_core" for f in fused)
+    for f in rows:
+        assert f["fd"] < f["band_h"]      # several blocks: rows kept and shifted
+        assert "tsr_pw_dw_rows(" in (net / "src" / f"{f['layers'][0]}.c").read_text()

@@ -115,16 +115,19 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         raise RuntimeError(f"fused step {first.name}+{second.name}: L1 layout {cur} bytes, the tiler counted "
                            f"{ft['l1_bytes']['total']}")
 
+    # PW->DW row-wise (the shifted buffer) has its own kernels
+    variant = "pw_dw_rows" if ft.get("layout") == "rows" else kind
     out = [header_comment([
         f"tessera: fused step {first.name}+{second.name} of {model}: "
-        + ("depthwise -> pointwise, row-wise" if kind == "dw_pw" else "pointwise -> depthwise, channel-wise"),
+        + {"dw_pw": "depthwise -> pointwise, row-wise", "pw_dw": "pointwise -> depthwise, channel-wise",
+           "pw_dw_rows": "pointwise -> depthwise, row-wise (shifted buffer)"}[variant],
         f"{'x'.join(map(str, x.shape))} -> ({'x'.join(map(str, m.shape))} in L1 only) -> {'x'.join(map(str, y.shape))}",
         f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} "
-        f"{'rows' if kind == 'dw_pw' else 'channels'} per block, "
+        f"{'channels' if variant == 'pw_dw' else 'rows'} per block, "
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
     ])]
     lib = library(target["kernels"])
-    kernel = getattr(lib, "FUSED", {}).get(kind, f"tsr_{kind}")
+    kernel = getattr(lib, "FUSED", {}).get(variant, f"tsr_{variant}")
     args_t = f"tsr_{kind}_args_t"
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
@@ -149,7 +152,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     if shared:
         # the block's arguments, the first layer's kernel, the second's, where
         # the two forks' arguments live (and, PW->DW, the block's requantization)
-        block, k1, k2, parts = lib.FUSED_PARTS[kind][:4]
+        block, k1, k2, parts = lib.FUSED_PARTS[variant][:4]
         names = ("dw_part", "pw_part") if kind == "dw_pw" else ("pw_part", "dw_part")
         for part, k in zip(names, (k1, k2)):
             out.append(f"static void {part}(void *args)\n{{\n    {k}((const tsr_conv_args_t *)args, hal_core_id(), "
@@ -238,12 +241,15 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
                 f"        a.dw.out = {L1} + l1_out[b];"]
     if not shared:
         loop = ["        hal_fork(compute, &a);"]
-    elif kind == "dw_pw":
+    elif kind == "dw_pw" or variant == "pw_dw_rows":
+        # blocks of fd output rows (PW->DW row-wise: the block's plan shifts
+        # the kept rows first, on this core, before the forks)
+        first, second = ("d", "p") if kind == "dw_pw" else ("p", "d")
         loop = ["        for (int32_t y = 0, n; y < t->oh; y += n) {",
                 f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
-                f"            {block}(&a, y, n, d, p);",
-                "            hal_fork(dw_part, d);",
-                "            hal_fork(pw_part, p);",
+                f"            {block}(&a, y, n, {'d, p' if kind == 'dw_pw' else 'p, d'});",
+                f"            hal_fork({names[0]}, {first});",
+                f"            hal_fork({names[1]}, {second});",
                 "        }"]
     else:
         loop = [f"        for (int32_t c = 0, n; c < {Co}; c += n) {{",

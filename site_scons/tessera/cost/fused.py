@@ -77,9 +77,10 @@ def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
     if ft.get("scheme") == "shared" and kind == "pw_dw":
-        blocks = len(ft["bands"]) * -(-ft["channels"] // ft["fd"])
+        blocks = (sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) if ft.get("layout") == "rows"
+                  else len(ft["bands"]) * -(-ft["channels"] // ft["fd"]))
         if blocks > 1:
-            return (f"the step runs in {blocks} blocks (bands x channel blocks): each recomputes the pointwise's "
+            return (f"the step runs in {blocks} blocks (bands x channel or row blocks): each recomputes the pointwise's "
                     f"halo rows or forks twice and refills every core's depthwise plane border, costs the model "
                     f"has no term for (measured on gap8, mbv1_025_224: such groups +3% to +12%); "
                     f"fusion_cost=measured decides such groups")

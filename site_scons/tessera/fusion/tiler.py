@@ -302,6 +302,100 @@ def solve_pw_dw(pair, target):
     return _solved(m, pair, target, _pw_dw_result, th, fd, total, buffering, table)
 
 
+# ---- PW->DW, row-wise with the shifted buffer ------------------------------
+#
+# The same bands; per block of fd depthwise output rows the buffer holds the
+# (fd - 1) * sh + kh pointwise rows (all channels) the block reads, and only
+# the rows a block adds are computed (the overlap shifted up): no halo
+# recomputed inside a band. `per_core` (reference tsr_pw_dw_rows: each core
+# its share of the band's rows, its own buffer, fd at most that share) or
+# `shared` (PULP-NN: all cores on a block, the library's pointwise of the new
+# rows, then its depthwise of the block; one buffer, each core's padded plane
+# of the block's rows as depthwise scratch). L1:
+#
+#     buffering * (A(in band) + A(out band)) + weights and parameters
+#     + A(k * ((fd - 1) * sh + kh) * W * C)        the shifted buffer
+#     + A(cores * (((fd - 1) * sh + kh) * (W + pl + pr) + 4))   shared
+#
+# Objective: the tallest band, then the largest fd, then an even band.
+
+def _rows_bytes(pair, target, th, in_h, fd, buffering):
+    dw, pw = pair["dw"], pair["pw"]
+    shared = pw_dw_scheme(target) == "shared"
+    (kh, _), sh = dw["kernel"], dw["stride"][0]
+    rows = (fd - 1) * sh + kh if fd > 0 else 0
+    intermediate = (1 if shared else target["cores"]) * rows * pw["in"][1] * dw["out"][2]
+    scratch = target["cores"] * _pw_dw_plane(pair, fd) if shared and fd > 0 else 0
+    return _parts(pw, dw, target, th, in_h, intermediate, scratch, buffering)
+
+
+def _rows_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+    got = _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], pw_dw_scheme(target), th,
+                        fd, buffering, feasible, reason, _rows_bytes(pair, target, th, table[th][2], fd, buffering))
+    got["channels"] = pair["dw"]["out"][2]
+    got["layout"] = "rows"     # fd counts depthwise output rows
+    return got
+
+
+def solve_pw_dw_rows(pair, target):
+    """The row-wise fused tiling of a PW->DW pair (see above)."""
+    dw = pair["dw"]
+    Ho, C = dw["out"][0], dw["out"][2]
+    cores, budget = target["cores"], target["l1_budget"]
+    shared = pw_dw_scheme(target) == "shared"
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    whole_fd = Ho if shared else -(-Ho // cores)
+    done = _without_search(pair, target, table, Ho, whole_fd, _rows_bytes, _rows_result)
+    if done is not None:
+        return done
+    buffering = target["buffering"]
+    a = target["kernels"].get("buffer_align", DEFAULT_ALIGN)
+    _, W, Ci = pair["pw"]["in"]
+    _, Wo, _ = dw["out"]
+    (kh, _), sh = dw["kernel"], dw["stride"][0]
+    m = cp_model.CpModel()
+    th, in_h = _band_vars(m, table, Ho, pair["pw"]["in"][0])
+    fd = m.new_int_var(1, Ho, "fd")
+    if shared:
+        m.add(fd <= th)
+    else:
+        m.add(fd * cores <= th + cores - 1)
+    fixed = _rows_bytes(pair, target, 0, 0, 0, buffering)
+    hi = budget // a + 1
+    k = 1 if shared else cores
+    total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
+                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+             + fixed["weights"] + fixed["params"]
+             + _aligned(m, "mid", (fd * sh + (kh - sh)) * (k * W * C), hi, a))
+    if shared:
+        plane0 = _pw_dw_plane(pair, 1)
+        total += _aligned(m, "stripe", cores * plane0 + (fd - 1) * (cores * (_pw_dw_plane(pair, 2) - plane0)), hi, a)
+    m.add(total <= budget)
+    even = _even_band(m, th, cores)
+    m.maximize(th * (2 * (Ho + 1)) + fd * 2 + even)
+    return _solved(m, pair, target, _rows_result, th, fd, total, buffering, table)
+
+
+def _blocks(ft):
+    if ft.get("layout") == "rows":
+        return sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
+    return len(ft["bands"]) * -(-ft["channels"] // ft["fd"])
+
+
+def solve_pw_dw_either(pair, target):
+    """The PW->DW tiling, channel-wise or row-wise: the one of fewer bands
+    (each recomputes the pointwise's halo rows and re-reads its input's),
+    then of fewer blocks, then channel-wise (with one block it is exactly
+    the two layers' tiles)."""
+    ch, rows = solve_pw_dw(pair, target), solve_pw_dw_rows(pair, target)
+    if not rows["feasible"]:
+        return ch
+    if not ch["feasible"]:
+        return rows
+    key = lambda ft: (len(ft["bands"]), _blocks(ft))   # noqa: E731
+    return rows if key(rows) < key(ch) else ch
+
+
 def solve(pair, target):
     """The fused tiling of a candidate pair of either kind."""
-    return solve_pw_dw(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)
+    return solve_pw_dw_either(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)

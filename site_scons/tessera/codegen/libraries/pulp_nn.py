@@ -25,7 +25,9 @@ FUSED = {"dw_pw": "pnn_dw_pw"}
 FUSED_SCHEME = {"dw_pw": "shared", "pw_dw": "shared"}
 FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "pnn_dw_pw_parts"),
                "pw_dw": ("pnn_pw_dw_block", "pnn_pointwise", "pnn_depthwise_block", "pnn_dw_pw_parts",
-                         "pnn_pw_dw_rq")}
+                         "pnn_pw_dw_rq"),
+               # PW->DW row-wise, the shifted buffer (the fused tiling's layout "rows")
+               "pw_dw_rows": ("pnn_pw_dw_rows_block", "pnn_pointwise", "pnn_depthwise", "pnn_dw_pw_parts")}
 
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type
