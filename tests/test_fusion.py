@@ -307,7 +307,8 @@ def brute_force_rows(pair, tgt):
 @settings(max_examples=80, deadline=None)
 def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
     """The row-wise (shifted buffer) PW->DW tiler against enumeration; the
-    pair's tiling is the layout of fewer bands, then fewer blocks."""
+    pair's tiling is channel-wise when that fits, else row-wise (rows:
+    row-wise when that fits)."""
     g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "pw1", "dw")
     tgt = target(budget, cores, pw_dw=scheme)
@@ -319,13 +320,12 @@ def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget,
         assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
         assert got["layout"] == "rows" and got["l1_bytes"]["total"] <= budget
     either, ch = fusion.solve_dw_pw(pair, tgt), ftiler.solve_pw_dw(pair, tgt)
-    if got["feasible"] and ch["feasible"]:
-        def key(ft):
-            blocks = (sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) if ft.get("layout") == "rows"
-                      else len(ft["bands"]) * -(-cm // ft["fd"]))
-            return len(ft["bands"]), blocks
-        assert key(either) == min(key(got), key(ch))
-        assert either.get("layout") != "rows" or key(got) < key(ch)
+    # auto: channel-wise when it fits, else row-wise when that fits
+    want_layout = None if ch["feasible"] or not got["feasible"] else "rows"
+    assert either.get("layout") == want_layout and either["feasible"] == (ch["feasible"] or got["feasible"])
+    # fusion_pw_dw: rows, row-wise when it fits
+    tgt["fused_scheme"]["pw_dw_layout"] = "rows"
+    assert fusion.solve_dw_pw(pair, tgt).get("layout") == ("rows" if got["feasible"] else None)
 
 
 def chain_schedule(g, policy, budget, tilings_budget=64000):
