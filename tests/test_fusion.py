@@ -42,9 +42,14 @@ def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_
 CMSIS = kernel_library("cmsis_nn")["tiler"]
 
 
-def target(budget, cores=8, scheme="per_core"):
-    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": CMSIS if scheme == "layers" else KERNELS,
-            "fused_scheme": {"dw_pw": scheme, "pw_dw": scheme if scheme == "layers" else "per_core"}}
+def target(budget, cores=8, scheme="per_core", pw_dw=None):
+    """scheme: DW->PW's; pw_dw: PW->DW's (default: `layers` when scheme is,
+    else per_core); a `layers` scheme takes CMSIS-NN's tiler terms."""
+    if pw_dw is None:
+        pw_dw = scheme if scheme == "layers" else "per_core"
+    return {"l1_budget": budget, "cores": cores, "buffering": 2,
+            "kernels": CMSIS if "layers" in (scheme, pw_dw) else KERNELS,
+            "fused_scheme": {"dw_pw": scheme, "pw_dw": pw_dw}}
 
 
 # ---- engine ------------------------------------------------------------------
@@ -254,7 +259,11 @@ def test_engine_finds_both_kinds_in_a_chain():
 def brute_force_pw_dw(pair, tgt):
     dw = pair["dw"]
     Ho, C, cores, budget = dw["out"][0], dw["out"][2], tgt["cores"], tgt["l1_budget"]
-    most = -(-C // cores)
+    shared = tgt["fused_scheme"]["pw_dw"] == "shared"
+    most = C if shared else -(-C // cores)
+    # shared: blocks of a multiple of lcm(4, cores) channels, or all of them
+    q = {1: 4, 2: 4, 8: 8}[cores]
+    fds = sorted({fd for fd in range(1, most + 1) if not shared or fd == C or fd % q == 0})
     table = geometry.axis_table(*geometry.axes(dw)[0])
     if Ho in table and ftiler._pw_dw_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
         return Ho, most, 1
@@ -262,7 +271,7 @@ def brute_force_pw_dw(pair, tgt):
     layers = tgt["fused_scheme"]["pw_dw"] == "layers"
     best = None
     for th in table:
-        for fd in range(1, most + 1):
+        for fd in fds:
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
                 key = (fd, th, th % cores == 0) if layers else (th, fd, th % cores == 0)
                 best = max(best or key, key)
@@ -273,14 +282,14 @@ def brute_force_pw_dw(pair, tgt):
 
 @given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "layers"]))
-@settings(max_examples=60, deadline=None)
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
+@settings(max_examples=80, deadline=None)
 def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
     g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "pw1", "dw")
     assert pair["kind"] == "pw_dw"
-    tgt = target(budget, cores, scheme)
-    got = fusion.solve_dw_pw(pair, tgt)
+    tgt = target(budget, cores, pw_dw=scheme)
+    got = ftiler.solve_pw_dw(pair, tgt)
     want = brute_force_pw_dw(pair, tgt)
     if want is None:
         assert not got["feasible"] and "needs" in got["reason"]
@@ -288,6 +297,49 @@ def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, sche
     assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
     assert got["l1_bytes"]["total"] <= budget
     assert sum(b["oh"] for b in got["bands"]) == g.tensor("m").shape[0]
+
+
+def brute_force_rows(pair, tgt):
+    dw = pair["dw"]
+    Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
+    shared = tgt["fused_scheme"]["pw_dw"] == "shared"
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    most = Ho if shared else -(-Ho // cores)
+    if Ho in table and ftiler._rows_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
+        return Ho, most, 1
+    best = None
+    for th in table:
+        for fd in range(1, (th if shared else -(-th // cores)) + 1):
+            if ftiler._rows_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
+                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
+    return None if best is None else (best[0], best[1], 2)
+
+
+@given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
+       k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+@settings(max_examples=80, deadline=None)
+def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
+    """The row-wise (shifted buffer) PW->DW tiler against enumeration; the
+    pair's tiling is channel-wise when that fits, else row-wise (rows:
+    row-wise when that fits)."""
+    g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
+    pair = fusion.pair_view(g, "pw1", "dw")
+    tgt = target(budget, cores, pw_dw=scheme)
+    got = ftiler.solve_pw_dw_rows(pair, tgt)
+    want = brute_force_rows(pair, tgt)
+    if want is None:
+        assert not got["feasible"] and "needs" in got["reason"]
+    else:
+        assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
+        assert got["layout"] == "rows" and got["l1_bytes"]["total"] <= budget
+    either, ch = fusion.solve_dw_pw(pair, tgt), ftiler.solve_pw_dw(pair, tgt)
+    # auto: channel-wise when it fits, else row-wise when that fits
+    want_layout = None if ch["feasible"] or not got["feasible"] else "rows"
+    assert either.get("layout") == want_layout and either["feasible"] == (ch["feasible"] or got["feasible"])
+    # fusion_pw_dw: rows, row-wise when it fits
+    tgt["fused_scheme"]["pw_dw_layout"] = "rows"
+    assert fusion.solve_dw_pw(pair, tgt).get("layout") == ("rows" if got["feasible"] else None)
 
 
 def chain_schedule(g, policy, budget, tilings_budget=64000):

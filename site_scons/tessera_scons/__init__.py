@@ -447,7 +447,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # how the library's fused kernel shares the intermediate between cores
     # (codegen/libraries: FUSED_SCHEME), which sizes it in the fused tiling
     from tessera.codegen.libraries import library as cg_library
-    scheme_data = getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {})
+    # (and the model's PW->DW layout choice, fusion_pw_dw, when not auto)
+    scheme_data = dict(getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {}))
+    if mcfg.get("fusion_pw_dw", "auto") != "auto":
+        scheme_data["pw_dw_layout"] = mcfg["fusion_pw_dw"]
     scheme = _value(env, scheme_data, f"fused scheme {tcfg['kernels']}")
     decide = {"policy": fusion_policy, "candidates": cands}
     measured = []

@@ -17,8 +17,11 @@ group of mbv1_025_128 ran 1.5% to 2.9% faster). A `per_core` fused kernel is ano
 coefficients fitted on the library's layers say nothing about it, so there
 is no estimate (None) unless the coefficients file has an op named for the
 step's kind (`dw_pw`, `pw_dw`: fitted on fused steps), which then prices the
-whole step's compute. The PW->DW steps run the reference tsr_pw_dw
-(per_core) on PULP and the reference library.
+whole step's compute. A PW->DW step on the shared scheme (PULP-NN: blocks of
+channels, the library's pointwise then its depthwise) is priced as its two
+layers over the bands, the pointwise on the band's input rows (its halo
+recomputed); the reference library's PW->DW steps run tsr_pw_dw
+(per_core).
 
 The `layers` scheme (CMSIS-NN, one core: kernels/cmsis_nn/fused.c) also
 runs the library's own layer kernels, one block after the other, so it is
@@ -75,16 +78,23 @@ def group_features(first, second, graph, ft, cores):
     C = graph.tensor(first.output).shape[-1]
     Wo = graph.tensor(second.output).shape[1]
 
+    pw_dw = ft.get("kind") == "pw_dw"
+
     def units(layer):
         if not shared:
-            return (lambda b: C) if ft.get("kind") == "pw_dw" else (lambda b: b["oh"])
-        return (lambda b: C) if layer.op == "depthwise" else (lambda b: b["oh"] * Wo)
-    ff = _part(first, graph, bands, units(first), cores, "ih" if ft.get("kind") == "pw_dw" else "oh")
+            return (lambda b: C) if pw_dw else (lambda b: b["oh"])
+        if layer.op == "depthwise":
+            return lambda b: C
+        # the pointwise split over its pixels: PW->DW, the band's input rows
+        return (lambda b: b["ih"] * x.shape[1]) if pw_dw else (lambda b: b["oh"] * Wo)
+    x = graph.tensor(first.inputs[0])
+    # a PW->DW band's pointwise computes the depthwise's input rows, halo included
+    ff = _part(first, graph, bands, units(first), cores, "ih" if pw_dw else "oh")
     sf = _part(second, graph, bands, units(second), cores)
     fv, sv = views.tiler_layer(first, graph), views.tiler_layer(second, graph)
     if ft.get("scheme") == "layers":
         _calls(ff, sf, first, second, graph, ft, fv, sv)
-    x, out = graph.tensor(first.inputs[0]), graph.tensor(second.output)
+    out = graph.tensor(second.output)
     act = sum(b["ih"] * x.shape[1] * x.shape[2] * fv["in_bytes"] + b["oh"] * Wo * out.shape[2] * sv["out_bytes"]
               for b in bands)
     w_bytes = ((fv["w_bytes_per_cout"] + fv["param_bytes_per_cout"]) * C
@@ -102,6 +112,18 @@ def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
     if ft.get("scheme") == "layers":
+        if ft.get("layout") == "rows":
+            return ("the row-wise PW->DW step runs the reference kernel (tsr_pw_dw_rows) on this library, which "
+                    "the cost model does not price")
+        return None
+    if ft.get("scheme") == "shared" and kind == "pw_dw":
+        blocks = (sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) if ft.get("layout") == "rows"
+                  else len(ft["bands"]) * -(-ft["channels"] // ft["fd"]))
+        if blocks > 1:
+            return (f"the step runs in {blocks} blocks (bands x channel or row blocks): each recomputes the pointwise's "
+                    f"halo rows or forks twice and refills every core's depthwise plane border, costs the model "
+                    f"has no term for (measured on gap8, mbv1_025_224: such groups +3% to +12%); "
+                    f"fusion_cost=measured decides such groups")
         return None
     if ft.get("scheme") == "shared":
         blocks = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
