@@ -19,7 +19,7 @@ tile into their own double buffer. A layer of many tiles keeps them as a
 grid instead (an entry per row band, column band and channel tile; tile i
 rebuilt by tsr_tile_at), whose constants grow with the sum of the bands, not
 their product: mbv1_224's tables of a row per tile took 52 kB of GAP8's
-110 kB L2 code reservation, its grids take 5 kB.
+110 kB L2 code reservation, its grids and tables take 6 kB.
 """
 
 from .. import ir
