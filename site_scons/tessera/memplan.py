@@ -50,11 +50,15 @@ def weight_bytes(layer, graph):
 
 def band_bytes(layer, graph, tiling):
     """Bytes of a band bounce buffer, or 0: on a storage level, an output
-    tile that is a channel slice goes through a band of its rows, every
-    channel (read, the slice put in, written back: two transfers instead of
-    one per pixel; docs/out_of_core.md)."""
+    tile that is not whole rows of every channel goes through a band of its
+    rows, every channel (docs/out_of_core.md): gathered from the band's
+    tiles and written once when they are walked row band first (a tile of
+    every channel, or `order: hcw`), else read, the slice put in, written
+    back. A tile of whole rows is one transfer already; a band of every row
+    would be the whole tensor."""
     y = graph.tensor(layer.output)
-    if tiling["tile"]["c"] >= y.shape[2] or not tiling.get("tiled", True):
+    t = tiling["tile"]
+    if not tiling.get("tiled", True) or (t["c"] >= y.shape[2] and (t["w"] >= y.shape[1] or t["h"] >= y.shape[0])):
         return 0
     return min(tiling["tile"]["h"], y.shape[0]) * y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
 

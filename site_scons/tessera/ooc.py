@@ -77,7 +77,7 @@ def layer_io(graph, the_plan, tilings, storage):
             write = []
             band_out = layer.output in swapped and t is not None and f"{layer.name}:bounce:out" in bands
             gathered = 0
-            if band_out and rows_first(tiling):
+            if band_out and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
                 # a storage-level tile: the band gathered in SRAM (each tile holds
                 # it: one band buffer), written once after its last tile
                 row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]

@@ -387,10 +387,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
     moved = spill.get("out")
-    if moved is not None and moved.get("band") and rows_first(tiling):
+    if moved is not None and moved.get("band") and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
         # a storage-level tile: the band of the tile's rows, every channel,
-        # gathered in SRAM from all its channel tiles and written to the
-        # card once, after its last tile (docs/out_of_core.md)
+        # gathered in SRAM from all its tiles (walked row band first) and
+        # written to the card once, after its last tile (docs/out_of_core.md)
         row = y.shape[1] * y.shape[2] * out_esize
         last = "next.oh0 != t->oh0" if grid else "tiles[i + 1].oh0 != t->oh0"
         out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
