@@ -207,15 +207,16 @@ input: {seed: 0}
 
 @pytest.fixture(scope="module")
 def banded(tmp_path_factory):
-    """stm32f746_sd with 8.5 kB of SRAM for activations and 3 kB of L1, built
-    with overlap=0: conv2's 16x16x32 output moves to the card, and its 4.6 kB
-    of weights (in flash) do not fit L1 with every output channel, so its
-    tiles are channel slices."""
+    """stm32f746_sd with 8.5 kB of SRAM for activations and 1.8 kB of L1,
+    built with overlap=0: conv2's 16x16x32 output moves to the card, and its
+    4.6 kB of weights (in flash) do not fit L1 with every output channel, so
+    its tiles are channel slices; the layers before it read and write
+    tensors on the card in tiles narrower than a row."""
     d = tmp_path_factory.mktemp("band")
     t = sd_data()
     t["memory"]["flash"]["size"] = t["memory"]["flash"]["reserved"]["code"] + 65536
     t["memory"]["L2"]["size"] = t["memory"]["L2"]["reserved"]["data"] + 8704
-    t["memory"]["L1"]["size"] = t["memory"]["L1"]["reserved"]["stack"] + 3072
+    t["memory"]["L1"]["size"] = t["memory"]["L1"]["reserved"]["stack"] + 1856
     (d / "sd_band.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
     (d / "tiny_band.yaml").write_text(BAND_NET)
     out = d / "gen"
@@ -245,11 +246,27 @@ def test_channel_slices_gather_their_band_in_sram_and_write_it_once(banded):
     bands = -(-H // tiling["tile"]["h"])
     assert conv2["written_bytes"] == H * W * C and conv2["writes"] == bands
     assert conv2["read_bytes"] == 0 and conv2["reads"] == 0
+    # tiles narrower than a row: their row band, every channel, read once
+    # and written once per band (not a transfer per row of each tile)
+    banded = plan["activations"]["spill"]["bands"]
+    by_name = {layer["name"]: layer for layer in o["layers"]}
+    checked = 0
+    for layer in graph["layers"]:
+        t = json.loads((net / "tiling" / f"{layer['name']}.json").read_text())
+        ins = [i for i in range(len(layer["inputs"])) if f"{layer['name']}:bounce:in{i}" in banded]
+        if ins and t.get("order") != "hcw" and t["n_tiles"]["c"] == 1:
+            assert t["tile"]["w"] < graph["tensors"][layer["inputs"][0]]["shape"][1]
+            assert by_name[layer["name"]]["reads"] == len(ins) * t["n_tiles"]["h"], layer["name"]
+            checked += 1
+        if f"{layer['name']}:bounce:out" in banded and t["n_tiles"]["w"] > 1:
+            assert by_name[layer["name"]]["writes"] == t["n_tiles"]["h"], layer["name"]
+    assert checked >= 2
     # what the storage driver counted is what the plan says, layer by layer
     verdict = json.loads((net / "verdict.json").read_text())
     t = o["totals"]
     assert t["measured"] == {k: t[k] for k in ("read_bytes", "written_bytes", "reads", "writes")}
     for layer, measured in zip(o["layers"], verdict["io"]):
         assert (layer["written_bytes"], layer["writes"]) == (measured["written"], measured["writes"])
+        assert (layer["read_bytes"], layer["reads"]) == (measured["read"], measured["reads"])
     # every activation byte written once: the scheduler takes the problem
     assert "skipped" not in o["schedule"] and o["schedule"]["latency_ms"] >= o["schedule"]["lower_bound_ms"]

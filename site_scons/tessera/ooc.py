@@ -62,14 +62,24 @@ def layer_io(graph, the_plan, tilings, storage):
         y = graph.tensor(layer.output)
         rows = []
         by_c0 = {c["c0"]: (k, c) for k, c in chunks.get(layer.name, [])}
+        last_band = {}
         for t in tiles:
-            reads = []
+            reads, held = [], []
             if t is not None and t["oc0"] in by_c0 and (not rows or rows[-1]["oc0"] != t["oc0"]):
                 k, c = by_c0[t["oc0"]]
                 reads.append({"key": f"w:{k}", "kind": "weights", "region": f"w:{layer.name}",
                               "segments": _chunk_segments(layer, graph, c, stored[layer.name])})
             for i, name in enumerate(layer.inputs):
-                if name in swapped and t is not None:
+                if name in swapped and t is not None and f"{layer.name}:bounce:in{i}" in bands:
+                    # a storage-level tile of the input: its row band, every
+                    # channel, read when the band changes, held by its tiles
+                    x = graph.tensor(name)
+                    row = x.shape[1] * x.shape[2] * ir.DTYPES[x.dtype]
+                    read = {"key": f"in:{layer.name}:{len(rows)}:{i}", "kind": "input", "region": f"a:{name}",
+                            "segments": [(swapped[name] + t["ih0"] * row, t["ih"] * row)]}
+                    (reads if last_band.get(i) != (t["ih0"], t["ih"]) else held).append(read)
+                    last_band[i] = (t["ih0"], t["ih"])
+                elif name in swapped and t is not None:
                     x = graph.tensor(name)
                     reads.append({"key": f"in:{layer.name}:{len(rows)}:{i}", "kind": "input", "region": f"a:{name}",
                                   "segments": _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"],
@@ -94,11 +104,13 @@ def layer_io(graph, the_plan, tilings, storage):
             elif layer.output in swapped and t is not None:
                 write = _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                              t["ow"], t["oc0"], t["oc"])
-            rows.append({"oc0": t["oc0"] if t else 0, "reads": reads, "write": write, "band": gathered})
+            rows.append({"oc0": t["oc0"] if t else 0, "reads": reads, "write": write, "band": gathered,
+                         "held": held})
         reads = [s for r in rows for b in r["reads"] for s in b["segments"]]
         writes = [s for r in rows for s in r["write"]]
         out.append({"name": layer.name, "tiles": [{"reads": r["reads"], "write": r["write"],
-                                                   **({"band": r["band"]} if r["band"] else {})} for r in rows],
+                                                   **({"band": r["band"]} if r["band"] else {}),
+                                                   **({"held": r["held"]} if r["held"] else {})} for r in rows],
                     "read": sum(n for _, n in reads), "reads": len(reads),
                     "written": sum(n for _, n in writes), "writes": len(writes),
                     "weights_on_card": layer.name in stored})
@@ -144,8 +156,10 @@ def problem(graph, io, compute, storage):
         n = len(layer["tiles"])
         tiles = []
         for i, t in enumerate(layer["tiles"]):
+            # a band read once and held by the band's later tiles: the same
+            # read in consecutive tiles is one read (tessera.storage.tasks)
             reads = [{"pool": "w" if b["kind"] == "weights" else "in", "region": b["region"], "offset": int(o),
-                      "bytes": int(nb)} for b in t["reads"] for o, nb in b["segments"]]
+                      "bytes": int(nb)} for b in t["reads"] + t.get("held", []) for o, nb in b["segments"]]
             out_region = f"a:{graph.layer(layer['name']).output}"
             writes = [{"region": out_region, "offset": int(o), "bytes": int(nb)} for o, nb in t["write"]]
             tiles.append({"reads": reads, "compute_ns": ns // n + (1 if i < ns % n else 0), "writes": writes,

@@ -251,6 +251,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                        f"{moved['slot']}, {prefix}_{target['spill']['level']} + {moved['at']}, {xt.shape[1]}, "
                        f"{xt.shape[2]}, {in_esize}, t);")
         out.append("}\n")
+    banded = [i for i in range(len(l1["in"])) if spill.get(f"in{i}", {}).get("band")]
+    for i in banded:
+        out.append(f"static int band{i}_h0, band{i}_h;   /* the rows of input {i} in its band buffer */")
+    if banded:
+        out.append("")
     out.append("/* Start the copies that bring tile t into L1 buffer b (weights into wb). */")
     out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
@@ -259,6 +264,23 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         if moved is None:
             out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
                        f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+            continue
+        if moved.get("band"):
+            # a storage-level tile of the input: the rows of the tile's row
+            # band, every channel, read once per band; the tiles cut their
+            # boxes from it (docs/out_of_core.md)
+            row = xt.shape[1] * xt.shape[2] * in_esize
+            out.append(f"    {{   /* input {i} lives in {target['spill']['level']}: its row band, every channel, "
+                       f"read once */\n        tsr_tile_t box = *t;\n"
+                       f"        if (t->ih0 != band{i}_h0 || t->ih != band{i}_h) {{\n"
+                       f"            hal_dma_job_t io = {{0}};\n"
+                       f"            band{i}_h0 = t->ih0;\n            band{i}_h = t->ih;\n"
+                       f"            hal_dma_start(&io, ENGINE_SPILL, {prefix}_L2 + {moved['bounce']}, "
+                       f"{prefix}_{target['spill']['level']} + {moved['at']} + t->ih0 * {row}, "
+                       f"(uint32_t)t->ih * {row}u, 1, 0, 0, 1, 0, 0);\n"
+                       f"            hal_dma_wait(&io);\n        }}\n        box.ih0 = 0;\n"
+                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + "
+                       f"{moved['bounce']}, {xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n    }}")
             continue
         if moved.get("slot"):
             # its box is in bounce slot b (fetch), or on its way
@@ -347,6 +369,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
+    for i in banded:
+        out.append(f"    band{i}_h0 = -1;\n    band{i}_h = 0;")
     if fetched and grid:
         out.append("    tsr_tile_at(&ahead, &grid, 0);\n    fetch(&ahead, 0);\n    if (NTILES > 1) {\n"
                    "        tsr_tile_at(&ahead, &grid, 1);\n        fetch(&ahead, 1);\n    }")
