@@ -81,7 +81,7 @@ def test_activations_in_l3_move_asynchronously_bit_exact(tmp_path):
 
     # the generated code reads two tiles ahead into the other slot
     src = "".join(p.read_text() for p in (d / "src").glob("*.c"))
-    assert "fetch(&tiles[i + 2], i % 2);" in src
+    assert "tsr_tile_at(&ahead, &grid, i + 2);\n            fetch(&ahead, i % 2);" in src
 
 
 def _nbytes(t):

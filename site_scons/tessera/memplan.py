@@ -50,13 +50,33 @@ def weight_bytes(layer, graph):
 
 def band_bytes(layer, graph, tiling):
     """Bytes of a band bounce buffer, or 0: on a storage level, an output
-    tile that is a channel slice goes through a band of its rows, every
-    channel (read, the slice put in, written back: two transfers instead of
-    one per pixel; docs/out_of_core.md)."""
+    tile that is not whole rows of every channel goes through a band of its
+    rows, every channel (docs/out_of_core.md): gathered from the band's
+    tiles and written once when they are walked row band first (a tile of
+    every channel, or `order: hcw`), else read, the slice put in, written
+    back. A tile of whole rows is one transfer already; a band of every row
+    would be the whole tensor."""
     y = graph.tensor(layer.output)
-    if tiling["tile"]["c"] >= y.shape[2] or not tiling.get("tiled", True):
+    t = tiling["tile"]
+    if not tiling.get("tiled", True) or (t["c"] >= y.shape[2] and (t["w"] >= y.shape[1] or t["h"] >= y.shape[0])):
         return 0
     return min(tiling["tile"]["h"], y.shape[0]) * y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+
+
+def in_band_bytes(layer, graph, tiling, i):
+    """Bytes of an input band bounce buffer, or 0: on a storage level, an
+    input box that is not whole rows of every channel is read as the band
+    of its rows, every channel, once per row band (one transfer instead of
+    one per row or pixel; the tiles cut their boxes from it in SRAM). A box
+    of whole rows is one transfer already; a band of every row would be the
+    whole tensor."""
+    x = graph.tensor(layer.inputs[i])
+    H, W, C = x.shape
+    t = tiling.get("in_tile")
+    if not tiling.get("tiled", True) or t is None or i >= tiling.get("n_inputs", 1) or t["h"] >= H \
+            or (t["w"] >= W and t["c"] >= C):
+        return 0
+    return t["h"] * W * C * ir.DTYPES[x.dtype]
 
 
 def _activation_buffers(graph, spilled=(), tilings=None, bands=False):
@@ -82,8 +102,9 @@ def _activation_buffers(graph, spilled=(), tilings=None, bands=False):
         two = not bands and tilings[layer.name].get("buffering", 1) == 2
         for i, name in enumerate(layer.inputs):
             if name in spilled:
+                band = in_band_bytes(layer, graph, tilings[layer.name], i) if bands else 0
                 buffers.append({"name": bounce_name(layer.name, f"in{i}"), "start": step, "end": step,
-                                **_slots(tile["in"], two)})
+                                **({"size": band, "band": 1} if band else _slots(tile["in"], two))})
         if layer.output in spilled:
             band = band_bytes(layer, graph, tilings[layer.name]) if bands else 0
             buffers.append({"name": bounce_name(layer.name, "out"), "start": step, "end": step,
@@ -508,8 +529,9 @@ def layer_slice(the_plan, layer):
         # tensors in the spill level: where, and the bounce buffer a tile passes through
         out["spill"] = {which: {"at": spill[name], "bounce": offsets[bounce_name(layer.name, which)]}
                         for which, name in moved.items()}
-        if bounce_name(layer.name, "out") in the_plan["activations"]["spill"].get("bands", ()):
-            out["spill"]["out"]["band"] = 1
+        for which in moved:
+            if bounce_name(layer.name, which) in the_plan["activations"]["spill"].get("bands", ()):
+                out["spill"][which]["band"] = 1
         for which in moved:
             slot = the_plan["activations"]["spill"].get("slots", {}).get(bounce_name(layer.name, which))
             if slot:

@@ -10,7 +10,9 @@ the IO/compute problem the scheduler (tessera.storage.schedule) takes.
 
 A box of an HWC tensor on the card is one transfer when it covers whole
 rows of every channel, a transfer per row when it covers every channel,
-else a transfer per pixel: the storage driver merges only what is
+else a transfer per pixel (a channel slice goes through a band of its
+rows instead: read and written back per tile, or, with the tiles walked
+row band first, gathered in SRAM and written once): the storage driver merges only what is
 contiguous on the card (kernels/hal/cortexm/storage.c). Costs: a transfer
 takes the level's latency plus its whole blocks at the level's bandwidth.
 """
@@ -20,6 +22,7 @@ import math
 from . import ir
 from .errors import TesseraError
 from .tiler import tiles as tile_list
+from .tiler.geometry import rows_first
 from .views import is_whole, tiler_layer
 
 
@@ -59,20 +62,39 @@ def layer_io(graph, the_plan, tilings, storage):
         y = graph.tensor(layer.output)
         rows = []
         by_c0 = {c["c0"]: (k, c) for k, c in chunks.get(layer.name, [])}
+        last_band = {}
         for t in tiles:
-            reads = []
+            reads, held = [], []
             if t is not None and t["oc0"] in by_c0 and (not rows or rows[-1]["oc0"] != t["oc0"]):
                 k, c = by_c0[t["oc0"]]
                 reads.append({"key": f"w:{k}", "kind": "weights", "region": f"w:{layer.name}",
                               "segments": _chunk_segments(layer, graph, c, stored[layer.name])})
             for i, name in enumerate(layer.inputs):
-                if name in swapped and t is not None:
+                if name in swapped and t is not None and f"{layer.name}:bounce:in{i}" in bands:
+                    # a storage-level tile of the input: its row band, every
+                    # channel, read when the band changes, held by its tiles
+                    x = graph.tensor(name)
+                    row = x.shape[1] * x.shape[2] * ir.DTYPES[x.dtype]
+                    read = {"key": f"in:{layer.name}:{len(rows)}:{i}", "kind": "input", "region": f"a:{name}",
+                            "segments": [(swapped[name] + t["ih0"] * row, t["ih"] * row)]}
+                    (reads if last_band.get(i) != (t["ih0"], t["ih"]) else held).append(read)
+                    last_band[i] = (t["ih0"], t["ih"])
+                elif name in swapped and t is not None:
                     x = graph.tensor(name)
                     reads.append({"key": f"in:{layer.name}:{len(rows)}:{i}", "kind": "input", "region": f"a:{name}",
                                   "segments": _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"],
                                                    t["iw0"], t["iw"], t["ic0"], t["ic"])})
             write = []
-            if layer.output in swapped and t is not None and f"{layer.name}:bounce:out" in bands:
+            band_out = layer.output in swapped and t is not None and f"{layer.name}:bounce:out" in bands
+            gathered = 0
+            if band_out and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
+                # a storage-level tile: the band gathered in SRAM (each tile holds
+                # it: one band buffer), written once after its last tile
+                row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+                gathered = t["oh"] * row
+                if t is tiles[-1] or tiles[t["index"] + 1]["oh0"] != t["oh0"]:
+                    write = [(swapped[layer.output] + t["oh0"] * row, gathered)]
+            elif band_out:
                 # a channel slice through a band of its rows: read, then written back
                 row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
                 band = (swapped[layer.output] + t["oh0"] * row, t["oh"] * row)
@@ -82,10 +104,13 @@ def layer_io(graph, the_plan, tilings, storage):
             elif layer.output in swapped and t is not None:
                 write = _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                              t["ow"], t["oc0"], t["oc"])
-            rows.append({"oc0": t["oc0"] if t else 0, "reads": reads, "write": write})
+            rows.append({"oc0": t["oc0"] if t else 0, "reads": reads, "write": write, "band": gathered,
+                         "held": held})
         reads = [s for r in rows for b in r["reads"] for s in b["segments"]]
         writes = [s for r in rows for s in r["write"]]
-        out.append({"name": layer.name, "tiles": [{"reads": r["reads"], "write": r["write"]} for r in rows],
+        out.append({"name": layer.name, "tiles": [{"reads": r["reads"], "write": r["write"],
+                                                   **({"band": r["band"]} if r["band"] else {}),
+                                                   **({"held": r["held"]} if r["held"] else {})} for r in rows],
                     "read": sum(n for _, n in reads), "reads": len(reads),
                     "written": sum(n for _, n in writes), "writes": len(writes),
                     "weights_on_card": layer.name in stored})
@@ -120,22 +145,26 @@ def problem(graph, io, compute, storage):
 
     def need(t, kind):
         return sum(n for b in t["reads"] if b["kind"] == kind for _, n in b["segments"])
+    def out(t):     # a band gathered in SRAM is held by each of its tiles
+        return max(sum(n for _, n in t["write"]), t.get("band", 0))
     pools = {"in": max([need(t, "input") for t in tiles_all] + [1]),
              "w": 2 * max([need(t, "weights") for t in tiles_all] + [1]),
-             "out": max([sum(n for _, n in t["write"]) for t in tiles_all] + [1])}
+             "out": max([out(t) for t in tiles_all] + [1])}
     layers = []
     for layer, cycles in zip(io, compute):
         ns = int(round(cycles * 1e9 / clock))
         n = len(layer["tiles"])
         tiles = []
         for i, t in enumerate(layer["tiles"]):
+            # a band read once and held by the band's later tiles: the same
+            # read in consecutive tiles is one read (tessera.storage.tasks)
             reads = [{"pool": "w" if b["kind"] == "weights" else "in", "region": b["region"], "offset": int(o),
-                      "bytes": int(nb)} for b in t["reads"] for o, nb in b["segments"]]
+                      "bytes": int(nb)} for b in t["reads"] + t.get("held", []) for o, nb in b["segments"]]
             out_region = f"a:{graph.layer(layer['name']).output}"
             writes = [{"region": out_region, "offset": int(o), "bytes": int(nb)} for o, nb in t["write"]]
             tiles.append({"reads": reads, "compute_ns": ns // n + (1 if i < ns % n else 0), "writes": writes,
                           "holds": {"in": need(t, "input"), "w": need(t, "weights"),
-                                    "out": sum(nb for _, nb in t["write"])}})
+                                    "out": out(t)}})
         layers.append({"name": layer["name"], "tiles": tiles})
     return {
         "storage": {"read_ns_per_kb": int(round(1024e9 / storage["read_bandwidth"])),

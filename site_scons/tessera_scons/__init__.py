@@ -413,11 +413,17 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     rows = set(overlap_mod.row_band_layers(graph)) if overlap_on else set()
     # layers touching a tensor that will live on a storage level prefer row bands
     swapped = memplan.predict_swapped(graph, views.memory_target(tcfg))
+    # a layer writing such a tensor, its weights not streamed from storage
+    # (their stream walks the channel tiles once), may gather its output in
+    # row bands of every channel and write each once (a storage-level tile)
+    streamed = memplan.storage_weights(graph, views.memory_target(tcfg)) if swapped else {}
     layer_views = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
         if layer.name in rows or (swapped & set(layer.inputs + [layer.output]) and not view.get("whole")):
             view["rows"] = 1
+        if layer.output in swapped and layer.name not in streamed and not view.get("whole"):
+            view["storage_out"] = 1
         layer_views[layer.name] = view
 
     # ---- memory plan's view of the target

@@ -17,6 +17,29 @@ typedef struct {
     int8_t new_weights;                  /* first tile of a channel tile */
 } tsr_tile_t;
 
+/* A layer's tiles are a grid (tiler/geometry.py): channel tiles outermost,
+ * then row bands, then column bands (or row bands first). The generated code keeps one entry per
+ * band of each axis, not one row per tile (a table per tile took half of
+ * GAP8's L2 code reservation on mbv1_224) and rebuilds tile i from them. */
+typedef struct {
+    int16_t o0, o, i0, i;                /* output start and size, input start and size */
+    int8_t pad0, pad1;                   /* padding before and after */
+} tsr_span_t;
+
+typedef struct {
+    int16_t oc0, oc, ic0, ic;            /* output and input channels */
+} tsr_chans_t;
+
+typedef struct {
+    const tsr_span_t *rows, *cols;
+    const tsr_chans_t *chans;
+    int nrows, ncols;
+    int nchans, rows_first;              /* rows_first: row bands outermost (a storage-level tile) */
+} tsr_grid_t;
+
+/* Tile i of grid g (kernels/reference/tile.c: one copy for every layer). */
+void tsr_tile_at(tsr_tile_t *t, const tsr_grid_t *g, int i);
+
 /* Copy a box of an HWC tensor [.][w][c] (element size esize) between the
  * tensor and a compact tile buffer [h][w][c]. to_tile: tensor -> tile. */
 static inline void tsr_dma_box(hal_dma_job_t *job, int engine, int8_t *tile, int8_t *tensor,

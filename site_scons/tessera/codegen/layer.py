@@ -1,4 +1,4 @@
-"""One C file per layer: its tile table and the double-buffered loop nest.
+"""One C file per layer: its tiles and the double-buffered loop nest.
 
 Every number the loop needs is fixed here, at build time: the tile table
 holds each tile's output and input ranges and padding (border tiles
@@ -15,12 +15,18 @@ loop only walks the table:
     wait for the last write-backs
 
 Tiles are ordered channel tile outermost, so weights load once per channel
-tile into their own double buffer.
+tile into their own double buffer. A layer of many tiles keeps them as a
+grid instead (an entry per row band, column band and channel tile; tile i
+rebuilt by tsr_tile_at), whose constants grow with the sum of the bands, not
+their product: mbv1_224's tables of a row per tile took 52 kB of GAP8's
+110 kB L2 code reservation, its grids and tables take 6 kB.
 """
 
 from .. import ir
 from ..errors import FitError
+from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
+from ..tiler.geometry import rows_first
 from ..views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library
@@ -29,6 +35,20 @@ from .libraries import library
 
 def symbol(prefix, layer_name, what=None):
     return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
+
+
+# sizeof(tsr_tile_t): a table row per tile
+TILE_ROW_BYTES = 30
+# code a layer spends to rebuild its tiles from a grid rather than index a
+# table (measured on gap8's rv32imc objects: 74-94 bytes; a one-tile table
+# is folded into the code by the compiler), so small layers keep a table
+GRID_CODE_BYTES = 128
+
+
+def use_grid(chans, rows, cols):
+    """Whether a layer's tiles take fewer bytes as a grid than as a table."""
+    grid = 20 + 12 * (len(rows) + len(cols)) + 8 * len(chans)
+    return grid + GRID_CODE_BYTES < TILE_ROW_BYTES * len(chans) * len(rows) * len(cols)
 
 
 def _tile_rows(layer_view, tiling):
@@ -40,6 +60,30 @@ def _tile_rows(layer_view, tiling):
         rows.append([t["oh0"], t["oh"], t["ow0"], t["ow"], t["oc0"], t["oc"],
                      t["ih0"], t["ih"], t["iw0"], t["iw"], t["ic0"], t["ic"], *t["pad"], new_w])
     return rows
+
+
+def grid_tables(chans, rows, cols, rows_first=False, name="grid"):
+    """C lines of a layer's tile grid (tiler.grid): the per-axis tables
+    and the tsr_grid_t `name` that tsr_tile_at (tessera/tile.h) rebuilds
+    each tile from."""
+    per_c = len(rows) * len(cols)
+    if rows_first:
+        order = (f"/* tile i: row band i / {len(chans) * len(cols)}, channel tile (i / {len(cols)}) % "
+                 f"{len(chans)}, column band i % {len(cols)} */")
+    else:
+        order = (f"/* tile i: channel tile i / {per_c}, row band (i / {len(cols)}) % {len(rows)}, "
+                 f"column band i % {len(cols)} */")
+    out = [order,
+           "/* oh0, oh, ih0, ih, pad t, b */", f"static const tsr_span_t {name}_rows[{len(rows)}] = {{"]
+    out += ["    {" + ", ".join(str(v) for v in r) + "}," for r in rows]
+    out += ["};", "/* ow0, ow, iw0, iw, pad l, r */", f"static const tsr_span_t {name}_cols[{len(cols)}] = {{"]
+    out += ["    {" + ", ".join(str(v) for v in c) + "}," for c in cols]
+    out += ["};", "/* oc0, oc, ic0, ic */", f"static const tsr_chans_t {name}_chans[{len(chans)}] = {{"]
+    out += ["    {" + ", ".join(str(v) for v in c) + "}," for c in chans]
+    out += ["};", f"static const tsr_grid_t {name} = {{.rows = {name}_rows, .cols = {name}_cols, "
+                  f".chans = {name}_chans, .nrows = {len(rows)}, .ncols = {len(cols)}, .nchans = {len(chans)}"
+                  + (", .rows_first = 1};" if rows_first else "};")]
+    return out
 
 
 def _requant_block(layer, params, per_channel_rq):
@@ -98,7 +142,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     y = graph.tensor(layer.output)
     in_esize = ir.DTYPES[x.dtype]
     out_esize = ir.DTYPES[y.dtype]
-    rows = _tile_rows(view, tiling)
+    chans, hs, ws = tile_grid(view, tiling)
     l1 = plan_slice["l1"]
     bufs = tiling["buffering"]
     params = param_arrays(layer)
@@ -106,7 +150,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     tc_max = tiling["tile"]["c"]
     name = symbol(prefix, layer.name)
     shape = lambda s: "x".join(map(str, s))  # noqa: E731
-    nt = len(rows)
+    nt = len(chans) * len(hs) * len(ws)
     t = tiling["tile"]
     assert bufs == 2 or nt == 1, "a tiled layer is double buffered"
 
@@ -151,11 +195,15 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         w_engine = target["act_engine"] if "wstream" in plan_slice else target["w_engine"]
         out.append(f"#define ENGINE_W {w_engine}     /* {w_from} -> {target['tile_level']} */")
     out.append("")
-    out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
-    out.append(f"static const tsr_tile_t tiles[NTILES] = {{")
-    for r in rows:
-        out.append("    {" + ", ".join(str(v) for v in r) + "},")
-    out.append("};\n")
+    grid = use_grid(chans, hs, ws)
+    if grid:
+        out.extend(grid_tables(chans, hs, ws, rows_first(tiling)))
+    else:
+        out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
+        out.append("static const tsr_tile_t tiles[NTILES] = {")
+        out.extend("    {" + ", ".join(str(v) for v in r) + "}," for r in _tile_rows(view, tiling))
+        out.append("};")
+    out.append("")
 
     # L1 regions (offsets into the tile arena), per buffer
     def offs(key):
@@ -211,6 +259,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                        f"{moved['slot']}, {prefix}_{target['spill']['level']} + {moved['at']}, {xt.shape[1]}, "
                        f"{xt.shape[2]}, {in_esize}, t);")
         out.append("}\n")
+    banded = [i for i in range(len(l1["in"])) if spill.get(f"in{i}", {}).get("band")]
+    for i in banded:
+        out.append(f"static int band{i}_h0, band{i}_h;   /* the rows of input {i} in its band buffer */")
+    if banded:
+        out.append("")
     out.append("/* Start the copies that bring tile t into L1 buffer b (weights into wb). */")
     out.append("static void load(const tsr_tile_t *t, int b, int wb, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
@@ -219,6 +272,23 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         if moved is None:
             out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
                        f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+            continue
+        if moved.get("band"):
+            # a storage-level tile of the input: the rows of the tile's row
+            # band, every channel, read once per band; the tiles cut their
+            # boxes from it (docs/out_of_core.md)
+            row = xt.shape[1] * xt.shape[2] * in_esize
+            out.append(f"    {{   /* input {i} lives in {target['spill']['level']}: its row band, every channel, "
+                       f"read once */\n        tsr_tile_t box = *t;\n"
+                       f"        if (t->ih0 != band{i}_h0 || t->ih != band{i}_h) {{\n"
+                       f"            hal_dma_job_t io = {{0}};\n"
+                       f"            band{i}_h0 = t->ih0;\n            band{i}_h = t->ih;\n"
+                       f"            hal_dma_start(&io, ENGINE_SPILL, {prefix}_L2 + {moved['bounce']}, "
+                       f"{prefix}_{target['spill']['level']} + {moved['at']} + t->ih0 * {row}, "
+                       f"(uint32_t)t->ih * {row}u, 1, 0, 0, 1, 0, 0);\n"
+                       f"            hal_dma_wait(&io);\n        }}\n        box.ih0 = 0;\n"
+                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + "
+                       f"{moved['bounce']}, {xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n    }}")
             continue
         if moved.get("slot"):
             # its box is in bounce slot b (fetch), or on its way
@@ -302,17 +372,28 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.extend("    " + line for line in const)
         plane_tile += tile
     out.append("    int wb = 0;")
+    if grid:
+        out.append("    tsr_tile_t cur, next" + (", ahead;" if fetched else ";"))
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
     if card:
         out.extend(_program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq, tc_max, l1, bufs,
-                                 prog, view, plane_tile))
-    if fetched:
+                                 prog, view, plane_tile, grid))
+    for i in banded:
+        out.append(f"    band{i}_h0 = -1;\n    band{i}_h = 0;")
+    if fetched and grid:
+        out.append("    tsr_tile_at(&ahead, &grid, 0);\n    fetch(&ahead, 0);\n    if (NTILES > 1) {\n"
+                   "        tsr_tile_at(&ahead, &grid, 1);\n        fetch(&ahead, 1);\n    }")
+    elif fetched:
         out.append("    fetch(&tiles[0], 0);\n    if (NTILES > 1)\n        fetch(&tiles[1], 1);")
-    out.append("    load(&tiles[0], 0, 0, in, w);")
+    if grid:
+        out.append("    tsr_tile_at(&next, &grid, 0);\n    load(&next, 0, 0, in, w);")
+    else:
+        out.append("    load(&tiles[0], 0, 0, in, w);")
     out.append("    for (int i = 0; i < NTILES; i++) {")
-    out.append("        const tsr_tile_t *t = &tiles[i];")
+    out.append("        const tsr_tile_t *t = &cur;\n        cur = next;" if grid else
+               "        const tsr_tile_t *t = &tiles[i];")
     if bufs > 1:
         out.append("        const int b = i % 2;")
         out.append("        if (i > 0 && t->new_weights)\n            wb ^= 1;")
@@ -323,17 +404,44 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("        hal_dma_wait(&in[b]);")
     out.append("        hal_dma_wait(&w[wb]);")
     if bufs > 1:
-        out.append("        if (i + 1 < NTILES)")
-        out.append(f"            load(&tiles[i + 1], (i + 1) % {bufs}, tiles[i + 1].new_weights ? wb ^ 1 : wb, in, w);")
-        if fetched:
-            # slot i % 2 is free: tile i's box reached L1 (waited above)
+        if grid:
+            out.append("        if (i + 1 < NTILES) {")
+            out.append("            tsr_tile_at(&next, &grid, i + 1);")
+            out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
+            out.append("        }")
+        else:
+            out.append("        if (i + 1 < NTILES)")
+            out.append(f"            load(&tiles[i + 1], (i + 1) % {bufs}, tiles[i + 1].new_weights ? wb ^ 1 : wb, "
+                       "in, w);")
+        # slot i % 2 is free: tile i's box reached L1 (waited above)
+        if fetched and grid:
+            out.append("        if (i + 2 < NTILES) {\n            tsr_tile_at(&ahead, &grid, i + 2);\n"
+                       "            fetch(&ahead, i % 2);\n        }")
+        elif fetched:
             out.append("        if (i + 2 < NTILES)\n            fetch(&tiles[i + 2], i % 2);")
     out.append("        hal_dma_wait(&out[b]);")
     out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq, graph=graph))
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
     moved = spill.get("out")
-    if moved is not None and moved.get("band"):
+    if moved is not None and moved.get("band") and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
+        # a storage-level tile: the band of the tile's rows, every channel,
+        # gathered in SRAM from all its tiles (walked row band first) and
+        # written to the card once, after its last tile (docs/out_of_core.md)
+        row = y.shape[1] * y.shape[2] * out_esize
+        last = "next.oh0 != t->oh0" if grid else "tiles[i + 1].oh0 != t->oh0"
+        out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
+                   f"            box.oh0 = 0;\n"
+                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, "
+                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n"
+                   f"            hal_dma_wait(&io);\n"
+                   f"            if (i + 1 == NTILES || {last}) {{\n"
+                   f"                int8_t *band = {prefix}_{target['spill']['level']} + {moved['at']} + "
+                   f"t->oh0 * {row};\n"
+                   f"                hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, "
+                   f"(uint32_t)t->oh * {row}u, 1, 0, 0, 1, 0, 0);\n"
+                   f"                hal_dma_wait(&out[b]);\n            }}\n        }}")
+    elif moved is not None and moved.get("band"):
         # a channel slice on the card: through a band of its rows, every
         # channel (read, the slice put in, written back; docs/out_of_core.md)
         row = y.shape[1] * y.shape[2] * out_esize
@@ -475,12 +583,15 @@ def generate_direct(layer, graph, plan_slice, target, model):
 
 
 def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq, tc_max, l1, bufs, prog, view,
-                  plane_tile):
+                  plane_tile, grid):
     """The tile loop of a layer touching the card when the firmware runs the
     scheduler's program: each tile waits for the program to reach its
     COMPUTE (the reads it needs have landed in the pools), takes its boxes
     and weights from the pools, and leaves its output in the out pool for
-    the program's WRITEs. Copies to and from L1 are synchronous here."""
+    the program's WRITEs. Copies to and from L1 are synchronous here. A
+    layer of many tiles rebuilds tile i from its grid (tsr_tile_at); an
+    input read as a band of every channel (storage/firmware.py) is one read
+    held by the band's tiles, each cutting its box from it in the pool."""
     prefix = target["prefix"]
     spill = plan_slice.get("spill", {})
     y = graph.tensor(layer.output)
@@ -489,6 +600,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     stream = plan_slice.get("wstream")
     out = ["    if (tsr_program.n_ops) {   /* the out-of-core program (tessera/program.h) */",
            "        for (int i = 0; i < NTILES; i++) {",
+           "            tsr_tile_at(&cur, &grid, i);\n            const tsr_tile_t *t = &cur;" if grid else
            "            const tsr_tile_t *t = &tiles[i];",
            f"            const int b = {'i % 2' if bufs > 1 else '0'};",
            f"            const tsr_op_t *c = tsr_prog_compute({prog}, (uint32_t)i);",
@@ -497,7 +609,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     if bufs > 1:
         out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
     for i in range(len(l1["in"])):
-        if f"in{i}" in spill:
+        if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
             out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
     if stream is not None:
         if layer.weights:
@@ -508,9 +620,15 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
             pos += size * tc_max
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
+        xt = graph.tensor(layer.inputs[i])
+        if spill.get(f"in{i}", {}).get("band"):
+            # the band's rows, every channel, in the in pool: the box cut from it
+            out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.ih0 = 0;\n"
+                       f"                tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], tsr_prog_read(c, {i}), "
+                       f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n            }}")
+            continue
         if f"in{i}" in spill:
             continue
-        xt = graph.tensor(layer.inputs[i])
         out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
                    f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
     if operand_as_weights(layer, graph):

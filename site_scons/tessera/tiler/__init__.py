@@ -192,7 +192,16 @@ def _solve_whole(layer, target):
 def solve_layer(layer, target):
     """The L2 -> L1 tiling of one layer (see the module docstring). A layer
     with "rows": 1 (it reads or writes a tensor on a storage level) takes
-    row bands of every channel when one fits, else any tile."""
+    row bands of every channel when one fits, else any tile. A layer with
+    "storage_out": 1 (its output will live on a storage level, its weights
+    not) cut in channel slices walks its tiles row band first
+    (`order: hcw`): a band of every channel is gathered in SRAM and written
+    to storage once (docs/out_of_core.md), its weights reloaded per band."""
+    if layer.get("storage_out"):
+        result = solve_layer({k: v for k, v in layer.items() if k != "storage_out"}, target)
+        if result["tiled"] and result["tile"]["c"] < layer["out"][2] and result["tile"]["h"] < layer["out"][0]:
+            result["order"] = "hcw"
+        return result
     if layer.get("rows"):
         # row bands of every channel, else tiles of every channel, else any
         for rows in (1, "c"):
@@ -275,4 +284,9 @@ def tiles(layer, tiling):
     return geometry.tiles(layer, tiling)
 
 
-__all__ = ["solve_layer", "tiles", "TILER_VERSION"]
+def grid(layer, tiling):
+    """The same tiles as per-axis tables (see geometry.grid)."""
+    return geometry.grid(layer, tiling)
+
+
+__all__ = ["solve_layer", "tiles", "grid", "TILER_VERSION"]

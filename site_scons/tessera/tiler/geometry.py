@@ -75,22 +75,45 @@ def channel_span(layer, oc0, oc):
     return 0, layer["in"][2]
 
 
-def tiles(layer, tiling):
-    """Yield every tile in execution order: channel tiles outermost (weights
-    load once per channel tile), then rows, then columns."""
+def grid(layer, tiling):
+    """The tiles as a grid: (chans [(oc0, oc, ic0, ic)], rows, cols), rows
+    and cols as axis_tiles gives them. Tile i is channel tile
+    i // (len(rows) * len(cols)), then row band, then column band; with
+    `order: hcw` in the tiling (rows_first) row band first, then channel
+    tile, then column band. The generated code keeps these three tables
+    and rebuilds each tile from them (tsr_tile_at in tessera/tile.h)."""
     t = tiling["tile"]
     ax_h, ax_w = axes(layer)
     rows = axis_tiles(ax_h[0], t["h"], *ax_h[1:])
     cols = axis_tiles(ax_w[0], t["w"], *ax_w[1:])
     Co = layer["out"][2]
-    index = 0
+    chans = []
     for oc0 in range(0, Co, t["c"]):
         oc = min(t["c"], Co - oc0)
-        ic0, ic = channel_span(layer, oc0, oc)
-        for oh0, oh, ih0, ih, ptop, pbottom in rows:
-            for ow0, ow, iw0, iw, pleft, pright in cols:
-                yield {"index": index,
-                       "oh0": oh0, "oh": oh, "ow0": ow0, "ow": ow, "oc0": oc0, "oc": oc,
-                       "ih0": ih0, "ih": ih, "iw0": iw0, "iw": iw, "ic0": ic0, "ic": ic,
-                       "pad": [ptop, pleft, pbottom, pright]}
-                index += 1
+        chans.append((oc0, oc, *channel_span(layer, oc0, oc)))
+    return chans, rows, cols
+
+
+def rows_first(tiling):
+    """Row bands outermost, every channel tile of a band before the next
+    band (a storage-level tile: a band of the output gathered in SRAM and
+    written to storage once, docs/out_of_core.md); else channel tiles
+    outermost (weights load once per channel tile)."""
+    return tiling.get("order") == "hcw"
+
+
+def tiles(layer, tiling):
+    """Yield every tile in execution order: channel tiles outermost (weights
+    load once per channel tile), then rows, then columns; or rows first
+    (rows_first)."""
+    chans, rows, cols = grid(layer, tiling)
+    if rows_first(tiling):
+        order = ((c, r, w) for r in rows for c in chans for w in cols)
+    else:
+        order = ((c, r, w) for c in chans for r in rows for w in cols)
+    for index, ((oc0, oc, ic0, ic), (oh0, oh, ih0, ih, ptop, pbottom), (ow0, ow, iw0, iw, pleft, pright)) \
+            in enumerate(order):
+        yield {"index": index,
+               "oh0": oh0, "oh": oh, "ow0": ow0, "ow": ow, "oc0": oc0, "oc": oc,
+               "ih0": ih0, "ih": ih, "iw0": iw0, "iw": iw, "ic0": ic0, "ic": ic,
+               "pad": [ptop, pleft, pbottom, pright]}
