@@ -402,3 +402,33 @@ def test_channel_slices_gather_their_band_in_sram_and_write_it_once(banded):
         assert (layer["read_bytes"], layer["reads"]) == (measured["read"], measured["reads"])
     # every activation byte written once: the scheduler takes the problem
     assert "skipped" not in o["schedule"] and o["schedule"]["latency_ms"] >= o["schedule"]["lower_bound_ms"]
+
+
+def test_a_layer_writing_through_a_band_keeps_the_in_order_firmware(banded):
+    """The banded network with SRAM reserved for the program's pools: a
+    band of every channel shared by a layer's tiles is outside the
+    scheduler's model (the program's out pool has a buffer per tile), so
+    the build keeps the in-order firmware, says which layer and why, and
+    runs bit-exact."""
+    d = banded["out"].parent
+    t = yaml.safe_load((d / "sd_band.yaml").read_text())
+    t["memory"]["L2"]["size"] += POOLS
+    t["memory"]["L2"]["reserved"]["pools"] = POOLS
+    (d / "sd_band_pools.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    res = scons(f"target={d / 'sd_band_pools.yaml'}", f"model={d / 'tiny_band.yaml'}", "overlap=0",
+                out=str(banded["out"]), timeout=1800)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    net = banded["out"] / "sd_band_pools" / "tiny_band"
+    rep = report(str(banded["out"]), "sd_band_pools", "tiny_band")
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    prog = json.loads((net / "program.json").read_text())
+    bands = json.loads((net / "memplan.json").read_text())["activations"]["spill"]["bands"]
+    writers = [b.split(":")[0] for b in bands if b.endswith(":bounce:out")]
+    assert prog.get("program") is None and writers
+    words = prog["why"].split()
+    assert words[0] == "layer" and words[1] in writers, prog["why"]
+    assert " ".join(words[2:]).startswith("writes its output to the card through a band of every channel")
+    assert "firmware: the in-order program (layer " in res.stdout
+    # the in-order code ran: the interpreter executed nothing
+    assert _program_line(net) == {k: 0 for k in ("ops", "reads", "writes", "waits", "computes", "read_bytes",
+                                                 "written_bytes")}

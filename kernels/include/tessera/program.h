@@ -69,9 +69,6 @@ void tsr_prog_layer(uint32_t layer);
  * kind's reads back to back: the compact box, weights and parameter rows);
  * weights and parameters only with `weights`. */
 void tsr_prog_gather(const tsr_op_t *c, int8_t *const dst[TSR_KINDS], int weights, int engine);
-/* Where a tile's first read of `kind` sits in its pool: an input read as a
- * band of every channel (no dst for tsr_prog_gather), its box cut from it. */
-int8_t *tsr_prog_read(const tsr_op_t *c, int kind);
 /* The ops after the last COMPUTE (the last writes and their waits). */
 void tsr_prog_end(void);
 
@@ -137,24 +134,13 @@ void tsr_prog_gather(const tsr_op_t *c, int8_t *const dst[TSR_KINDS], int weight
     uint32_t i;
     for (i = c->b; i < c->b + c->n; i++) {
         const tsr_ref_t *r = &tsr_program.refs[i];
-        if ((r->kind >= TSR_KIND_WEIGHTS && !weights) || !dst[r->kind])
+        if (r->kind >= TSR_KIND_WEIGHTS && !weights)
             continue;
         hal_dma_start(&job, engine, dst[r->kind] + at[r->kind], tsr_program.pool[r->pool] + r->buf, r->bytes,
                       1, 0, 0, 1, 0, 0);
         at[r->kind] += r->bytes;
     }
     hal_dma_wait(&job);
-}
-
-int8_t *tsr_prog_read(const tsr_op_t *c, int kind)
-{
-    uint32_t i;
-    for (i = c->b; i < c->b + c->n; i++)
-        if (tsr_program.refs[i].kind == kind)
-            return tsr_program.pool[tsr_program.refs[i].pool] + tsr_program.refs[i].buf;
-    fprintf(stderr, "tessera program: tile %lu of layer %u has no read of kind %d\n", (unsigned long)c->a,
-            c->layer, kind);
-    exit(4);
 }
 
 void tsr_prog_end(void)

@@ -589,9 +589,10 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     COMPUTE (the reads it needs have landed in the pools), takes its boxes
     and weights from the pools, and leaves its output in the out pool for
     the program's WRITEs. Copies to and from L1 are synchronous here. A
-    layer of many tiles rebuilds tile i from its grid (tsr_tile_at); an
-    input read as a band of every channel (storage/firmware.py) is one read
-    held by the band's tiles, each cutting its box from it in the pool."""
+    layer of many tiles rebuilds tile i from its grid (tsr_tile_at). The
+    program reads each tile's own input boxes, also where the in-order
+    loop reads a band (its band buffer is unused here); a layer writing
+    through a band keeps the in-order firmware (storage/firmware.py)."""
     prefix = target["prefix"]
     spill = plan_slice.get("spill", {})
     y = graph.tensor(layer.output)
@@ -609,7 +610,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     if bufs > 1:
         out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
     for i in range(len(l1["in"])):
-        if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
+        if f"in{i}" in spill:
             out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
     if stream is not None:
         if layer.weights:
@@ -621,12 +622,6 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
         xt = graph.tensor(layer.inputs[i])
-        if spill.get(f"in{i}", {}).get("band"):
-            # the band's rows, every channel, in the in pool: the box cut from it
-            out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.ih0 = 0;\n"
-                       f"                tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], tsr_prog_read(c, {i}), "
-                       f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n            }}")
-            continue
         if f"in{i}" in spill:
             continue
         out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "

@@ -60,7 +60,8 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         if f"{layer.name}:bounce:out" in bands:
             # its tiles' boxes meet in one band buffer (gathered, or read and
             # rewritten per channel tile), which the program's out pool,
-            # a buffer per tile, does not model
+            # a buffer per tile, does not model. An input band is not used
+            # by the program: its tiles read their own boxes (codegen.layer)
             return {"program": None, "why": f"layer {layer.name} writes its output to the card through a band of "
                                             "every channel shared by its tiles, outside the scheduler's model"}
         layer_level.append(1 if stepped else 0)
@@ -71,15 +72,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             if t is not None and layer.name in stored:
                 pending.append((len(layers), i, t))    # its weight reads, once the chunks are sized
             for k, name in enumerate(layer.inputs):
-                if name in swapped and t is not None and f"{layer.name}:bounce:in{k}" in bands:
-                    # its row band, every channel: the same read in the band's
-                    # consecutive tiles is one transfer, held; each tile cuts
-                    # its box from it (codegen.layer's program loop)
-                    x = graph.tensor(name)
-                    row = x.shape[1] * x.shape[2] * ir.DTYPES[x.dtype]
-                    reads.append({"pool": "in", "region": f"a:{name}", "kind": k,
-                                  "offset": swapped[name] + t["ih0"] * row, "bytes": t["ih"] * row})
-                elif name in swapped and t is not None:
+                if name in swapped and t is not None:
                     x = graph.tensor(name)
                     for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
                                      t["iw"], t["ic0"], t["ic"]):
