@@ -26,11 +26,12 @@ _loaded = {}
 
 def coefficients(target):
     """The fitted coefficients of the target's kernel library on it (read
-    once per process), or None."""
-    file = model.path(ROOT, target["kernels"], target["name"])
+    once per process; model.source says which file: the one the target's
+    `cost_model:` names, its own, or a same-core target's), or None."""
+    file, _ = model.source(ROOT, target)
     if file not in _loaded:
         _loaded[file] = model.load(file)
-    return _loaded[file]
+    return model.for_target(_loaded[file], target)
 
 
 def _dims(target):

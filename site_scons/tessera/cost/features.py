@@ -26,6 +26,12 @@ quantities the cost model's coefficients multiply.
                level and the tile level, and the DMA transfers that move them
     w_bytes, w_xfers       weight and parameter bytes moved to the tile level
                (once per channel tile), and their transfers
+    stream_bytes, stream_xfers   weight bytes streamed into the staging level
+               (GAP8: L3 -> L2 by the I/O DMA) while the layer runs, and
+               their transfers: from the memory plan's weight stream, not
+               the tiling (0 without a plan). A layer taking chunk k starts
+               chunk k + 1, often the next layer's: a linear layer before
+               a big one pays for that one's weights (stream_features)
 
 Transfers follow the engine's dimensions: an HWC box whose rows are whole
 (full width and channels) is one contiguous block; otherwise a 2D engine
@@ -37,7 +43,7 @@ from .. import ir, views
 from ..tiler import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "tail_macs", "chans",
-            "act_bytes", "act_xfers", "w_bytes", "w_xfers")
+            "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 
 
@@ -121,6 +127,34 @@ def graph_features(graph, tilings, target):
     return [layer_features(layer, graph, tilings[layer.name], dims, target["cores"]) for layer in graph.layers]
 
 
+def stream_features(graph, plan):
+    """{layer name: {stream_bytes, stream_xfers}} from a memory plan's weight
+    stream (memplan.json's weights.stream; {} without one). tsr_wstream_next
+    (kernels/include/tessera/tile.h) starts chunk k + 1 when its layer takes
+    chunk k, and the first call loads chunk 0 too: those are the bytes the
+    layer's window moves (a chunk's buffer may be larger than its channels'
+    bytes: the last chunk of a layer is partial). One transfer per array
+    (weights and each parameter) of the chunk."""
+    stream = (plan or {}).get("weights", {}).get("stream")
+    if not stream:
+        return {}
+    chunks = stream["chunks"]
+
+    def real(c):
+        layer = graph.layer(c["layer"])
+        view = views.tiler_layer(layer, graph)
+        per_c = view["w_bytes_per_cout"] + view["param_bytes_per_cout"]
+        return min(c["n"] * per_c, c["bytes"]), len(stream["layers"][c["layer"]]["layout"])
+    out = {}
+    for k, c in enumerate(chunks):
+        mine = out.setdefault(c["layer"], {"stream_bytes": 0, "stream_xfers": 0})
+        for j in ([0] if k == 0 else []) + ([k + 1] if k + 1 < len(chunks) else []):
+            b, x = real(chunks[j])
+            mine["stream_bytes"] += b
+            mine["stream_xfers"] += x
+    return out
+
+
 def build_features(build_dir, target):
     """[(layer name, op, features)] of a finished build directory, from its
     graph.json and tiling/*.json with this version's features (so a refit
@@ -138,6 +172,10 @@ def build_features(build_dir, target):
             if "layer" in t:
                 tilings[t["layer"]] = t
     feats = graph_features(graph, tilings, target)
+    plan = os.path.join(build_dir, "memplan.json")
+    streamed = stream_features(graph, canon.read_json(plan)) if os.path.exists(plan) else {}
+    for layer, f in zip(graph.layers, feats):
+        f.update(streamed.get(layer.name, {}))
     return [(layer.name, layer.op, f) for layer, f in zip(graph.layers, feats)]
 
 

@@ -90,9 +90,14 @@ def yaml_dma(target):
         i = views.dma_engine(target, src, place["tiles"])
         return target["dma"][i] if i is not None else {"bandwidth": 0, "setup": 0}
     act, w = engine(place["activations"]), engine(place["weights"])
+    # streamed weights: from the weight level into the activation level
+    i = views.dma_engine(target, place["weights"], place["activations"])
+    st = target["dma"][i] if i is not None and place["weights"] != place["activations"] else \
+        {"bandwidth": 0, "setup": 0}
     per_byte = lambda e: 1.0 / e["bandwidth"] if e["bandwidth"] else 0.0  # noqa: E731
     return {"act_bytes": _num(per_byte(act)), "act_xfers": float(act["setup"]),
-            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"])}
+            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"]),
+            "stream_bytes": _num(per_byte(st)), "stream_xfers": float(st["setup"])}
 
 
 def fit_overlap(samples, target):
