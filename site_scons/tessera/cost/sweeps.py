@@ -27,9 +27,8 @@ from ..zoo.net import Net, same_pads
 SWEEPS = {}
 
 # sweeps a target's fit leaves out: none. (gap8 left cb_pw2 out until the
-# features counted the weights streamed from L3 during a layer: its linear
-# layer's window copies the next layer's 135 kB, which the fit had pinned
-# on act_bytes; docs/cost_model.md.)
+# features counted the weights streamed from L3 in a layer's window, and the
+# fit took the DMA copies' cost from their own counts; docs/cost_model.md.)
 NOT_ON = {}
 
 
