@@ -275,6 +275,20 @@ def _cb_small2(net):
     return _head(net, x)
 
 
+@_sweep(1, 40, 10)
+def _cb_kws2(net):
+    """conv2d split over the cores by output channels (few output pixels,
+    many channels: every core unrolls every pixel): 10x4 and 3x3 stride 2
+    from one input channel, 3x3 from 64, on a 20x5 map; add."""
+    top, bottom = same_pads(40, 10, 2)
+    left, right = same_pads(10, 4, 2)
+    a = net.conv("input", "ca", 64, (10, 4), stride=2, pads=[top, left, bottom, right], act="relu")
+    b = net.conv("input", "cb", 64, 3, stride=2, act="relu")
+    x = net.add(a, b, "add1")                                 # 20x5x64
+    x = net.conv(x, "c2", 64, 3, act="relu")                  # 20x5, 64 -> 64
+    return _head(net, x, 12)
+
+
 def write(name, directory):
     """Write <directory>/<name>.onnx (quantized) and <name>.yaml; returns the
     YAML's path. Files are rewritten only when their bytes change, so the
