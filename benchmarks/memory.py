@@ -11,7 +11,8 @@ plan's hazard replay runs as part of it, so every printed plan is proven safe.
 `ram` is the firmware's total RAM as the report counts it (per RAM level the
 planned peak plus the target's reserved bytes: stacks, C runtime data). A
 model with an ST figure is planned on stm32h7 a second time with
-ram_cap = 0.9 x ST's total RAM (the row marked "cap").
+ram_cap = 0.9 x ST's total RAM (the row marked "cap"). `in place`: the
+layers run from the activation buffers with no tile arena (docs/memory.md).
 """
 
 import argparse
@@ -38,10 +39,11 @@ def plan(out, target, model, overlap, ram_cap=None):
         cmd.append(f"ram_cap={ram_cap}")
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
-        return None, None, (res.stderr.strip().splitlines() or ["failed"])[-1]
+        return None, None, (res.stderr.strip().splitlines() or ["failed"])[-1], 0
     with open(os.path.join(out, target, model, "memplan.json")) as f:
         the_plan = json.load(f)
-    return the_plan["activations"], rambudget.total_ram(memplan.memory_report(the_plan)), None
+    return (the_plan["activations"], rambudget.total_ram(memplan.memory_report(the_plan)), None,
+            len(the_plan.get("direct", {})))
 
 
 def main():
@@ -50,12 +52,12 @@ def main():
     ap.add_argument("--models", nargs="+", default=["mbv1_128", "mbv2_128", "dscnn_kws", "mbv2_035_128"])
     args = ap.parse_args()
     print(f"{'target':10} {'model':14} {'peak':>8} {'bound':>8} {'tensor':>8} {'peak/tensor':>11} "
-          f"{'moved':>6} {'ram':>8} {'ST acts':>8} {'ST ram':>8}")
+          f"{'moved':>6} {'ram':>8} {'in place':>8} {'ST acts':>8} {'ST ram':>8}")
     runs = [(t, m, None) for t in args.targets for m in args.models]
     runs += [("stm32h7", m, int(0.9 * ST[m]["total"])) for m in args.models if m in ST]
     with tempfile.TemporaryDirectory() as out:
         for target, model, cap in runs:
-            acts, ram, err = plan(os.path.join(out, "cap" if cap else "plain"), target, model, 1, cap)
+            acts, ram, err, inplace = plan(os.path.join(out, "cap" if cap else "plain"), target, model, 1, cap)
             name = model + (" cap" if cap else "")
             if acts is None:
                 print(f"{target:10} {name:14} {err[:90]}")
@@ -63,7 +65,7 @@ def main():
             moved = len(acts.get("spill", {}).get("offsets", {}))
             st = ST.get(model, {})
             print(f"{target:10} {name:14} {acts['peak']:8} {acts['overlap_bound']:8} {acts['lower_bound']:8} "
-                  f"{acts['peak'] / acts['lower_bound']:11.3f} {moved:6} {ram:8} {st.get('activations', ''):>8} "
+                  f"{acts['peak'] / acts['lower_bound']:11.3f} {moved:6} {ram:8} {inplace:8} {st.get('activations', ''):>8} "
                   f"{st.get('total', ''):>8}")
 
 if __name__ == "__main__":

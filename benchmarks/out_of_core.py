@@ -7,6 +7,8 @@ time, and (where the scheduler is part of the checkout) its per-frame
 latency against unlimited SRAM and its pipelined throughput.
 
     .venv/bin/python benchmarks/out_of_core.py [--models vgg16_64 mbv1_128 alexnet_64] [--out generated]
+    .venv/bin/python benchmarks/out_of_core.py --target stm32f746_sd_sched --models mbv1_128 alexnet_64
+        (the firmware executes the scheduler's program: the target keeps SRAM for its tile pools)
 
 Compute times are QEMU instruction counts taken as cycles at the target's
 clock (an assumption, said in the report); IO times come from the YAML's
@@ -65,6 +67,14 @@ def main():
                   f"{s['throughput_fps']} frames/s (unlimited {s['unlimited_fps']})")
         else:
             print("  scheduled: no scheduler in this checkout (tessera.storage.schedule)")
+        fw = o.get("firmware")
+        if fw and fw["program"] == "in order":
+            print(f"  firmware runs: the in-order program ({fw['why']})")
+        elif fw:
+            print(f"  firmware runs: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops; pools "
+                  f"{fw['pools']}): {fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited; "
+                  f"in order (every transfer, then the compute, nothing overlapped) {fw['in_order_ms']} ms; "
+                  f"ops the firmware counted equal the program's: {fw['ops'] == fw.get('counted')}")
 
 
 if __name__ == "__main__":

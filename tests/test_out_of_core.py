@@ -149,6 +149,10 @@ def test_weights_and_activations_on_the_card_run_bit_exact(tight):
     # the card was read and written through the storage driver
     io = rep["out_of_core"]["totals"]
     assert io["read_bytes"] > 0 and io["written_bytes"] > 0
+    # no SRAM reserved for the scheduler's pools: the in-order firmware, and the report says why
+    fw = rep["out_of_core"]["firmware"]
+    assert fw["program"] == "in order" and "reserves no SRAM" in fw["why"]
+    assert "TSR program ops=0 " in (tight["net"] / "run.log").read_text()
 
 
 def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
@@ -194,3 +198,131 @@ def test_a_card_too_small_for_the_weights_is_one_line(tight):
     path.write_text(yaml.safe_dump(t, sort_keys=False))
     line = one_error(scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"])))
     assert "sd:" in line and "do not fit its 1024 bytes" in line and "memory.sd.size" in line, line
+
+
+# ---- the firmware executes the scheduler's program --------------------------------
+
+POOLS = 24576
+
+
+@pytest.fixture(scope="module")
+def scheduled(tight):
+    """The same network and target with 24 kB of L2 reserved for the
+    program's tile pools: the firmware runs the scheduler's program."""
+    t = yaml.safe_load((tight["dir"] / "sd_tight.yaml").read_text())
+    t["memory"]["L2"]["size"] += POOLS
+    t["memory"]["L2"]["reserved"]["pools"] = POOLS
+    path = tight["dir"] / "sd_pools.yaml"
+    path.write_text(yaml.safe_dump(t, sort_keys=False))
+    res = scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"]), timeout=1800)
+    net = tight["out"] / "sd_pools" / "tiny_ooc"
+    return {"res": res, "net": net, "rep": report(str(tight["out"]), "sd_pools", "tiny_ooc") if res.returncode == 0
+            else None, "program": json.loads((net / "program.json").read_text()) if res.returncode == 0 else None}
+
+
+def _program_line(net):
+    line = next(x for x in (net / "run.log").read_text().splitlines() if x.startswith("TSR program "))
+    return {k: int(v) for k, v in (f.split("=") for f in line.split()[2:])}
+
+
+def test_the_firmware_runs_the_scheduled_program_bit_exact(scheduled):
+    res = scheduled["res"]
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert scheduled["rep"]["verdict"] == "pass"
+    prog = scheduled["program"]
+    assert prog.get("program") and "why" not in prog
+    fw = scheduled["rep"]["out_of_core"]["firmware"]
+    # the report names the program the firmware ran, with the in-order estimate beside it
+    assert fw["program"] == prog["candidate"] and fw["estimate_ms"] < fw["in_order_ms"]
+    assert "firmware: the scheduler's program" in res.stdout
+    # the pools sit in the bytes the target reserves, and every program fits them
+    assert sum(prog["pools"].values()) <= POOLS
+
+
+def test_the_harness_counts_what_the_program_moves(scheduled):
+    prog = scheduled["program"]
+    ops = prog["program"]["ops"]
+    # the interpreter's counts of executed ops and bytes equal the program's
+    assert _program_line(scheduled["net"]) == prog["totals"]
+    assert scheduled["rep"]["out_of_core"]["firmware"]["counted"] == prog["totals"]
+    assert prog["totals"]["reads"] == sum(1 for op in ops if op["op"] == "READ") > 0
+    # and the storage driver's own counts (per layer, summed) equal them too
+    t = scheduled["rep"]["out_of_core"]["totals"]
+    assert t["measured"] == {"read_bytes": prog["totals"]["read_bytes"], "reads": prog["totals"]["reads"],
+                             "written_bytes": prog["totals"]["written_bytes"], "writes": prog["totals"]["writes"]}
+
+
+def test_the_next_layers_weights_load_during_earlier_layers(scheduled):
+    # conv2's weights are on the card; the program reads them ahead, while
+    # earlier layers compute, and the driver saw those reads in those layers
+    ops = scheduled["program"]["program"]["ops"]
+    names = [layer["name"] for layer in scheduled["program"]["problem"]["layers"]]
+    first = next(i for i, op in enumerate(ops) if op["op"] == "COMPUTE" and names[op["layer"]] == "conv2")
+    early = [op for op in ops[:first] if op["op"] == "READ" and op["region"] == "w:conv2"]
+    assert early and any(op["op"] == "COMPUTE" and names[op["layer"]] != "conv2" for op in ops[:first])
+    verdict = json.loads((scheduled["net"] / "verdict.json").read_text())
+    io = dict(zip(names, verdict["io"]))
+    assert io["conv2"]["read"] == 0
+    assert sum(m["read"] for n, m in io.items() if names.index(n) < names.index("conv2")) \
+        >= sum(op["bytes"] for op in early)
+
+
+def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
+    """The host HAL's storage driver (kernels/hal/host/storage.c): the card
+    is a file read and written with stdio; the same network on a host
+    target shrunk the same way runs the scheduler's program bit-exact."""
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        t = yaml.safe_load(f)
+    t["cores"] = 1
+    t["clock_hz"] = 216_000_000
+    t["memory"]["L1"]["size"] = 16384
+    t["memory"]["L2"]["size"] = 36864 + POOLS
+    t["memory"]["L2"]["reserved"] = {"pools": POOLS}
+    t["memory"]["flash"]["size"] = 2048
+    t["memory"]["sd"] = dict(sd_data()["memory"]["sd"], note="a file on the build machine")
+    t["dma"].append({"name": "card", "src": "sd", "dst": "L2", "dims": 1, "bandwidth": 0.046, "setup": 108000})
+    (tmp_path / "host_sd.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    (tmp_path / "tiny_ooc.yaml").write_text(TINY)
+    res = scons(f"target={tmp_path / 'host_sd.yaml'}", f"model={tmp_path / 'tiny_ooc.yaml'}",
+                out=str(tmp_path / "gen"))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    net = tmp_path / "gen" / "host_sd" / "tiny_ooc"
+    rep = report(str(tmp_path / "gen"), "host_sd", "tiny_ooc")
+    assert rep["verdict"] == "pass"
+    prog = json.loads((net / "program.json").read_text())
+    assert prog.get("program") and _program_line(net) == prog["totals"]
+    ooc_rep = rep["out_of_core"]
+    assert ooc_rep["firmware"]["program"] == prog["candidate"]
+    assert ooc_rep["totals"]["measured"]["read_bytes"] == prog["totals"]["read_bytes"] > 0
+    assert ooc_rep["totals"]["measured"]["written_bytes"] == prog["totals"]["written_bytes"] > 0
+
+
+@pytest.mark.parametrize("fault, code, message", [
+    ("OK", 0, None),
+    ("FAULT_ORDER", 4, "layer 0 tile 1 is not the program's next compute (op 3)"),
+    ("FAULT_WAIT", 3, "wait for request 1, only 1 issued"),
+])
+def test_the_interpreter_follows_its_table_and_stops_off_it(tmp_path, fault, code, message):
+    """tessera/program.h on the host HAL's storage driver with a hand-made
+    program (tests/c/program_test.c): reads land at their pool offsets, the
+    gather brings them to the tile, the write takes the out pool's bytes to
+    the card; a tile asked for out of order, or a WAIT for a request never
+    issued, stops the firmware with one line."""
+    import subprocess
+    exe = tmp_path / "program_test"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=c99", f"-D{fault}",
+                    "-DTSR_STORAGE_WINDOW=0xc0000000u", "-DTSR_STORAGE_BYTES=0x10000000u",
+                    f"-I{os.path.join(ROOT, 'kernels', 'include')}", os.path.join(ROOT, "tests", "c", "program_test.c"),
+                    os.path.join(ROOT, "kernels", "hal", "host", "storage.c"),
+                    os.path.join(ROOT, "kernels", "hal", "host", "hal.c"), "-o", str(exe)], check=True)
+    card = tmp_path / "card.bin"
+    card.write_bytes(bytes(range(1, 33)))
+    res = subprocess.run([str(exe), str(card)], capture_output=True, text=True)
+    assert res.returncode == code, res.stderr
+    if message:
+        assert res.stderr.strip().endswith(message) and res.stderr.count("\n") == 1, res.stderr
+        return
+    # in[] = card[4:7], w[] = card[0:2]; out = in + w[0] written to card[16:19]
+    assert res.stdout.strip() == "in=5,6,7 w=1,2 ops=2,1,2,1"
+    data = card.read_bytes()
+    assert list(data[16:19]) == [6, 7, 8] and data[:16] == bytes(range(1, 17)) and data[19:] == bytes(range(20, 33))

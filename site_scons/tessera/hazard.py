@@ -153,6 +153,7 @@ def check(graph, tilings, the_plan, fused=None):
     places = _Places(the_plan)
     lead = {g["layers"][0]: g for g in (fused or {}).values()}
     empty = {g["layers"][1] for g in (fused or {}).values()}
+    direct = the_plan.get("direct", {})
     size = ir.DTYPES
     # the application writes the inputs before the network runs
     for name in graph.inputs:
@@ -164,6 +165,8 @@ def check(graph, tilings, the_plan, fused=None):
         if layer.name in lead:
             n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
                                places)
+        elif layer.name in direct:
+            n += _replay_direct(layer, graph, direct[layer.name], places)
         elif layer.name not in empty:
             n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places)
     # ... and reads the outputs after it
@@ -243,6 +246,68 @@ def _replay_fused(dw, pw, graph, bands, places):
         xl.read((xo, tuple(x.shape), ir.DTYPES[x.dtype], (b["ih0"], b["ih"], 0, W, 0, C)), _tag(dw.inputs[0]), who)
         yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(pw.output), who)
     return len(bands)
+
+
+def _replay_direct(layer, graph, kind, places):
+    """A layer run in place (tessera.direct): the kernel's own steps, each
+    reading its input boxes, then writing its output boxes. The input must
+    be whole when the layer starts; then no byte of the output may land on
+    an input byte a later step reads. Vectorized: per input byte the last
+    step reading it, per output byte the step writing it."""
+    import numpy as np
+
+    from . import direct as direct_mod
+
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    xe, ye = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
+    xl, xo = places.of(layer.inputs[0])
+    yl, yo = places.of(layer.output)
+    who = f"layer {layer.name} (in place)"
+    if kind == "apart":
+        # no order modelled: the output may share no byte with any input
+        for name in layer.inputs:
+            t = graph.tensor(name)
+            lvl, off = places.of(name)
+            lvl.read(_whole_box(off, t.shape, ir.DTYPES[t.dtype]), _tag(name), who)
+            if lvl is yl and off < yo + y.nbytes and yo < off + t.nbytes:
+                raise HazardError(who, f"its output {layer.output!r} at {yl.name} offset {yo} overlaps its input "
+                                  f"{name!r} at {off} from offset {max(off, yo)} on, and its kernel's order is "
+                                  "not modelled (tessera.direct: apart)",
+                                  "the memory plan overlaps these buffers too much; this is a planner bug, "
+                                  "report the model")
+        yl.write(_whole_box(yo, y.shape, ye), _tag(layer.output), who)
+        return 1
+    xl.read(_whole_box(xo, x.shape, xe), _tag(layer.inputs[0]), who)
+    steps = direct_mod.events(layer, graph, kind)
+    if xl is yl:
+        last_read = np.full(x.nbytes, -1, dtype=np.int64)
+        written = np.full(y.nbytes, len(steps), dtype=np.int64)
+        xv = last_read.reshape(x.shape[0], x.shape[1], x.shape[2] * xe)
+        yv = written.reshape(y.shape[0], y.shape[1], y.shape[2] * ye)
+        for j, (reads, writes) in enumerate(steps):
+            for h0, h, w0, w, c0, c in reads:
+                xv[h0:h0 + h, w0:w0 + w, c0 * xe:(c0 + c) * xe] = j
+            for h0, h, w0, w, c0, c in writes:
+                yv[h0:h0 + h, w0:w0 + w, c0 * ye:(c0 + c) * ye] = j
+        lo, hi = max(xo, yo), min(xo + x.nbytes, yo + y.nbytes)
+        if lo < hi:
+            bad = written[lo - yo:hi - yo] < last_read[lo - xo:hi - xo]
+            if bad.any():
+                addr = lo + int(bad.nonzero()[0][0])
+                i, o = addr - xo, addr - yo
+                _, W, C = x.shape
+                _, Wo, Co = y.shape
+                e_in = (i // xe // C // W, i // xe // C % W, i // xe % C)
+                e_out = (o // ye // Co // Wo, o // ye // Co % Wo, o // ye % Co)
+                raise HazardError(
+                    f"layer {layer.name} step {int(last_read[i])} (in place)",
+                    f"reads tensor {layer.inputs[0]!r} at {xl.name} offset {addr} (element "
+                    f"{','.join(map(str, e_in))} of a {x.shape[0]}x{W}x{C} tensor at {xo}), but it holds tensor "
+                    f"{layer.output!r} (element {','.join(map(str, e_out))}), written by step {int(written[o])} "
+                    f"of the same layer",
+                    "the memory plan overlaps these buffers too much; this is a planner bug, report the model")
+    yl.write(_whole_box(yo, y.shape, ye), _tag(layer.output), who)
+    return len(steps)
 
 
 def _through(level, off, nbytes, what, who):

@@ -25,7 +25,7 @@ slice per layer (what that layer's code generation reads), so a change that
 moves one layer's buffers regenerates only that layer.
 """
 
-from . import hazard, ir
+from . import direct as direct_mod, hazard, ir
 from .alloc import l1_layout, plan_level
 from .errors import FitError
 from .overlap import candidates as overlap_candidates, fused_candidates
@@ -100,14 +100,15 @@ def bounce_name(layer_name, which):
     return f"{layer_name}:bounce:{which}"
 
 
-def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, fused_pairs=(), bands=False):
+def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, fused_pairs=(), bands=False,
+                     direct=None):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
     bounce buffer, until the rest fits. With `overlap`, a layer's output may
     start below its consumed input by the gap its tile order allows
     (tessera.overlap). Returns (plan, buffers, spilled)."""
-    pairs = (overlap_candidates(graph, tilings) + list(fused_pairs)) if overlap and tilings else []
+    pairs = (overlap_candidates(graph, tilings, direct) + list(fused_pairs)) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
@@ -373,12 +374,15 @@ def _without_intermediates(graph, fused, release_input=False):
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
 
-def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
+def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, direct=None):
     """The network's plan. tilings: layer name -> the tiler's result;
     memory: tessera.views.memory_target(target); fused: group name ->
     {"layers": [dw, pw], "l1_total": bytes} for the fused steps the
     schedule runs (their intermediates take no place in the activation
-    level). Raises FitError when a level cannot hold what it must."""
+    level); direct: layer name -> kind for the layers run in place
+    (tessera.direct: only their scratch in the tile level). Raises
+    FitError when a level cannot hold what it must."""
+    direct = dict(sorted((direct or {}).items()))
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]
@@ -391,12 +395,13 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         "bands" in g for g in fused.values()) else []
     act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap, fused_pairs, bands)
+                                                  overlap, fused_pairs, bands, direct)
     wl = place["weights"]
     in_storage = storage_weights(graph, memory)
     weights = _weights_check(_without_layers(graph, in_storage), wl, levels[wl]["size"], levels[wl]["usable"],
                              fit_hint)
-    l1 = {name: l1_layout(t, align=library_align, layer=name) for name, t in sorted(tilings.items())}
+    l1 = {name: (direct_mod.l1_layout(graph.layer(name), graph, direct[name], library_align) if name in direct
+                 else l1_layout(t, align=library_align, layer=name)) for name, t in sorted(tilings.items())}
     tile_level = place["tiles"]
     l1_peak = max([lay["total"] for lay in l1.values()] + [g["l1_total"] for g in (fused or {}).values()],
                   default=0)
@@ -450,6 +455,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
     }
     if levels[tile_level].get("reserved"):
         the_plan["tiles"]["reserved"] = levels[tile_level]["reserved"]
+    if direct:
+        the_plan["direct"] = direct
     # the proof: the generated schedule replayed over these addresses
     if not fused or all("bands" in g for g in fused.values()):
         hazard.check(graph, tilings, the_plan, fused)
@@ -469,6 +476,8 @@ def layer_slice(the_plan, layer):
         # L1 size only touches layers whose layout really moved
         "l1": {k: v for k, v in the_plan["tiles"]["layers"][layer.name].items() if k != "budget"},
     }
+    if layer.name in the_plan.get("direct", {}):
+        out["direct"] = the_plan["direct"][layer.name]
     stream = the_plan["weights"].get("stream")
     if stream is not None and layer.name in stream["layers"]:
         mine = stream["layers"][layer.name]
@@ -516,6 +525,11 @@ def memory_report(the_plan):
     out.setdefault(tiles["level"], {"peak": tiles["arena"], "lower_bound": l1_lb, "tensor_bound": l1_lb,
                                     "size": tiles["size"],
                                     "usable": tiles["usable"], "holds": "tiles"})
+    direct = the_plan.get("direct", {})
+    if direct and tiles["level"] in out:
+        # layers run in place keep only their kernel scratch here
+        out[tiles["level"]]["holds"] = f"tiles and scratch ({len(direct)} of {len(tiles['layers'])} layers in place)"
+        out[tiles["level"]]["in_place"] = len(direct)
     # the RAM the firmware takes in each level it writes at run time: what
     # the plan places there (peak) plus what the target YAML reserves there
     # (stacks, the C runtime's data, code run from RAM)

@@ -197,7 +197,9 @@ def report(graph, the_plan, tilings, verdict, meta):
     estimates over one frame and over FRAMES pipelined frames."""
     storage = meta["storage"]
     by_name = {t["layer"]: t for t in tilings}
-    io = layer_io(graph, the_plan, by_name, storage)
+    prog = _program(storage)
+    # the firmware's traffic: the program's when it runs one, else the in-order code's
+    io = prog["io"] if prog.get("program") else layer_io(graph, the_plan, by_name, storage)
     compute = [int(c) for c in verdict.get("counts", [0] * len(io))]
     label = (f"{meta['counts']} as core cycles at {storage['clock_hz'] / 1e6:g} MHz "
              "(one count per cycle: an assumption)")
@@ -207,8 +209,42 @@ def report(graph, the_plan, tilings, verdict, meta):
         out["totals"]["measured"] = {
             "read_bytes": sum(m["read"] for m in measured), "written_bytes": sum(m["written"] for m in measured),
             "reads": sum(m["reads"] for m in measured), "writes": sum(m["writes"] for m in measured)}
-    out["schedule"] = estimate(graph, io, compute, storage)
+    if prog.get("program"):
+        from .storage import firmware
+        out["firmware"] = firmware.report(prog, compute, storage["clock_hz"])
+        counted = _counted(storage)
+        if counted is not None:
+            out["firmware"]["counted"] = counted   # the interpreter's counts (run.log's `TSR program`)
+        out["schedule"] = firmware.estimate(prog, compute, storage["clock_hz"], FRAMES)
+    else:
+        out["firmware"] = {"program": "in order", "why": prog.get("why", "no program.json")}
+        out["schedule"] = estimate(graph, io, compute, storage)
     return out
+
+
+def _counted(storage):
+    """What the firmware's interpreter counted: ops by kind and bytes (the
+    run log's `TSR program` line, beside program.json), or None."""
+    import os
+    log = os.path.join(os.path.dirname(storage.get("program") or ""), "run.log")
+    if not storage.get("program") or not os.path.exists(log):
+        return None
+    with open(log) as f:
+        for line in f:
+            if line.startswith("TSR program "):
+                return {k: int(v) for k, v in (p.split("=", 1) for p in line.split()[2:])}
+    return None
+
+
+def _program(storage):
+    """The build's program.json (tessera.storage.firmware), or {}."""
+    import json
+    import os
+    path = storage.get("program")
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
 
 
 FRAMES = 10

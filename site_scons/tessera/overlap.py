@@ -101,14 +101,21 @@ def row_band_layers(graph):
                   if layer.op in ROW_OPS and live[step] > floor)
 
 
-def candidates(graph, tilings):
+def candidates(graph, tilings, direct=None):
     """[{"below": output, "above": input, "gap": bytes}] for every layer whose
     output may overlap its consumed input (the allocator decides whether it
-    does)."""
+    does). direct: layer name -> kind for the layers run in place (their
+    gap follows the kernel's loop order, tessera.direct)."""
+    from . import direct as direct_mod
+
+    direct = direct or {}
     out = []
     for _, layer in _eligible(graph):
         x = layer.inputs[0]
-        gap = safe_gap(layer, graph, tilings[layer.name])
+        if layer.name in direct:
+            gap = direct_mod.gap(layer, graph, direct[layer.name])
+        else:
+            gap = safe_gap(layer, graph, tilings[layer.name])
         if gap < graph.tensor(layer.output).nbytes:
             out.append({"below": layer.output, "above": x, "gap": gap})
     return out

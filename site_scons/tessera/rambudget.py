@@ -37,6 +37,55 @@ def rungs(usable, align=8):
     return out
 
 
+def direct_options(graph, tilings, memory):
+    """The sets of layers to run in place (tessera.direct) worth planning,
+    most direct first: every eligible layer; those whose kernel order lets
+    the output overlap the input at least as closely as their tiles do
+    (the others keep a tighter overlap tiled); none."""
+    from . import direct, overlap
+
+    eligible = memory.get("direct", {}).get("eligible", {})
+    if not eligible:
+        return [{}]
+    tighter = {}
+    if memory.get("overlap", True):
+        tiled_gap = {c["below"]: c["gap"] for c in overlap.candidates(graph, tilings)}
+        for name, k in eligible.items():
+            layer = graph.layer(name)
+            if layer.output in tiled_gap and direct.gap(layer, graph, k) > tiled_gap[layer.output]:
+                continue
+            tighter[name] = k
+    else:
+        tighter = dict(eligible)
+    out = [dict(eligible)]
+    if tighter != eligible:
+        out.append(tighter)
+    return out + [{}]
+
+
+def plan_flat(graph, tilings, memory, plan):
+    """On a target whose tile level is RAM like the activations' (policy
+    "flat": a layer in place is as fast, and saves the copies), the plan
+    with the least total RAM among direct_options (ties: more layers
+    direct). plan(direct) -> the_plan. Returns the_plan; FitError when
+    none fits."""
+    from . import memplan
+
+    best, first_err = None, None
+    for opt in direct_options(graph, tilings, memory):
+        try:
+            p = plan(opt)
+        except FitError as err:
+            first_err = first_err or err
+            continue
+        ram = total_ram(memplan.memory_report(p))
+        if best is None or ram < best[0]:
+            best = (ram, p)
+    if best is None:
+        raise first_err
+    return best[1]
+
+
 def choose(graph, views, tiler_target, memory, cap, solve, where=""):
     """{"l1_budget", "ram", "tried": [[budget, ram or the reason it failed]]}
     for the largest rung whose total RAM is at most `cap`.
@@ -47,20 +96,48 @@ def choose(graph, views, tiler_target, memory, cap, solve, where=""):
 
     usable = tiler_target["l1_budget"]
     tried = []
+    policy = memory.get("direct", {}).get("policy", "none")
+    eligible = memory.get("direct", {}).get("eligible", {})
+    # "ram_cap" (a tile level faster than the activations', stm32h7's DTCM):
+    # at each budget the tiles first; over the cap, the same budget with the
+    # eligible layers in place (from the slower RAM, no arena for them)
+    # before any smaller budget (smaller tiles cost copies and calls on
+    # every layer). Once every layer runs in place the budget no longer matters.
+    in_place_opts = [True] if policy == "ram_cap" and eligible else []
+    every = set(eligible) >= set(views)
     for budget in rungs(usable):
         tgt = dict(tiler_target, l1_budget=budget)
+
+        def plan(direct):
+            return memplan.plan(graph, tilings, memory, memory.get("align", 4), memory.get("fit_hint", ""),
+                                direct=direct)
         try:
             tilings = {name: dict(solve(v, tgt), layer=name) for name, v in views.items()}
-            the_plan = memplan.plan(graph, tilings, memory, memory.get("align", 4), memory.get("fit_hint", ""))
         except FitError as err:
             tried.append([budget, str(err).split(":")[0] + ": does not fit"])
-            break   # a smaller budget will not fit either
-        ram = total_ram(memplan.memory_report(the_plan))
-        tried.append([budget, ram])
-        if ram <= cap:
-            return {"ram_cap": cap, "l1_budget": budget, "ram": ram, "tried": tried}
-    best = min((r for _, r in tried if isinstance(r, int)), default=None)
-    steps = ", ".join(f"{b}: {r}" for b, r in tried)
+            break
+        stop = False
+        for in_place in [False] + in_place_opts:
+            if in_place and every and any(len(t) > 2 for t in tried):
+                continue    # all in place: the same plan as at the larger budget
+            try:
+                if policy == "flat":
+                    the_plan = plan_flat(graph, tilings, memory, plan)
+                else:
+                    the_plan = plan(eligible if in_place else {})
+            except FitError as err:
+                tried.append([budget, str(err).split(":")[0] + ": does not fit"] + (["in place"] if in_place else []))
+                stop = not in_place     # a smaller budget will not fit either
+                continue
+            ram = total_ram(memplan.memory_report(the_plan))
+            tried.append([budget, ram] + (["in place"] if in_place else []))
+            if ram <= cap:
+                return {"ram_cap": cap, "l1_budget": budget, "ram": ram, "tried": tried,
+                        "direct": sorted(the_plan.get("direct", {})) if in_place else []}
+        if stop:
+            break
+    best = min((t[1] for t in tried if isinstance(t[1], int)), default=None)
+    steps = ", ".join(f"{t[0]}: {t[1]}" + (" (in place)" if len(t) > 2 else "") for t in tried)
     raise TesseraError(
         where or "ram_cap",
         f"no tile budget makes the firmware fit ram_cap {cap} bytes (tile budget: total RAM: {steps})"

@@ -211,7 +211,8 @@ def _fields(obj):
 def _layer_view(graph, layer):
     """Everything about one layer its code generation reads."""
     names = list(layer.inputs) + [layer.output]
-    return {"model": graph.name, "layer": _fields(layer),
+    # index: the layer's place in the network (the out-of-core program names tiles by it)
+    return {"model": graph.name, "layer": _fields(layer), "index": graph.layers.index(layer),
             "tensors": {n: _fields(graph.tensor(n)) for n in names}}
 
 
@@ -425,6 +426,21 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     memory["align"] = library["tiler"].get("buffer_align", 4)
     memory["fit_hint"] = _fit_hint(tcfg)
     memory["overlap"] = overlap_on
+    # layers run in place (tessera.direct): the target's policy, direct=0 off
+    policy = tcfg.get("direct", "none")
+    # the loop orders tessera.direct models are this checkout's kernels', not
+    # an upstream checkout's (cmsis_nn=<path>): then every layer is tiled
+    upstream = library.get("build", {}).get("upstream")
+    if upstream and env.get(upstream["variable"]):
+        policy = "none"
+    if (policy != "none" and str(env.get("direct", "1")) not in ("0", "no", "false")
+            and not any(k in memory for k in ("staging", "spill", "storage"))):
+        from tessera import direct as direct_mod
+        # a layer fits in place when its kernel scratch fits the tile level
+        room = memory["levels"][memory["place"]["tiles"]]["usable"]
+        memory["direct"] = {"policy": policy, "eligible": {
+            n: k for n, k in direct_mod.eligible(graph, tcfg["kernels"], rows).items()
+            if direct_mod.scratch_bytes(graph.layer(n), graph, k) <= room}}
     # a cap on total RAM: one step picks the largest tile budget that fits
     try:
         cap = _ram_cap(env, tcfg, mcfg)
@@ -440,7 +456,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                                                            "where": memory["where"]}, "ram_cap"),
                               tiler_kernels],
                              Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
-        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget"))
+        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget", "direct"))
     for layer in graph.layers:
         lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
@@ -484,9 +500,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
     fusion_in = [schedule[0]] + fused if policy != "none" else []
     plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
-                             + fusion_in,
+                             + fusion_in + budget,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
-    env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler"))
+    env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler", "direct",
+                                  "rambudget"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files
@@ -529,6 +546,21 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     net = env.Command(net_files, [paths["graph"], memplan_json, net_value, paths["input"]],
                       Action(steps.gen_network, "tessera: generate $TARGET"))
     env.Depends(net, codegen_code)
+    if "storage" in cg_target:
+        # the scheduler's out-of-core program as C data (tessera.storage.firmware)
+        from tessera.storage import costs as st_costs
+        act = tcfg["place"]["activations"]
+        lvl = tcfg["memory"][cg_target["storage"]["level"]]
+        pv = {"prefix": cg_target["prefix"], "act_level": act, "clock_hz": tcfg["clock_hz"],
+              "section": cg_target["sections"]["activations"],
+              "pools": int(tcfg["memory"][act]["reserved"].get("pools", 0)),
+              "storage": {"level": cg_target["storage"]["level"], "costs": st_costs.storage_params(lvl)},
+              "cost_target": {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma")}}
+        program = env.Command([d("src", "program.c"), d("program.json")],
+                              [paths["graph"], memplan_json, schedule[0], _value(env, pv, f"program {tname}")]
+                              + tilings, Action(steps.gen_program, "tessera: generate $TARGET"))
+        env.Depends(program, _code("storage", "codegen", "views", "cost", "tiler"))
+        sources.append(program[0])
     lib_sources = sources + [net[1]]      # the network; the test harness and its input are not in it
     sources = lib_sources + [net[2], net[3]]
 
@@ -604,7 +636,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         lvl = tcfg["memory"][cg_target["storage"]["level"]]
         meta["storage"] = dict({k: lvl[k] for k in ("size", "read_bandwidth", "write_bandwidth", "latency_us",
                                                      "block", "endurance")},
-                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"])
+                               level=cg_target["storage"]["level"], clock_hz=tcfg["clock_hz"],
+                               program=os.path.join(outdir, "program.json"))
     if paths.get("tflite"):
         # which interpreter checked the golden model, and that every tensor matched
         tfl = canon.read_json(paths["tflite"])
@@ -616,7 +649,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict, schedule[0]] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, _code("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views"))
+    env.Depends(report, _code("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views",
+                              "ooc", "storage"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))

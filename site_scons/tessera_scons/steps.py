@@ -177,10 +177,12 @@ def _plan(target, source, env):
     graph = Graph.from_json(canon.read_json(str(source[0])))
     memory = _value(source[1])
     budget = memory["levels"][memory["place"]["tiles"]]["usable"]
-    tilings, fused_tilings, sched = {}, {}, None
+    tilings, fused_tilings, sched, chosen = {}, {}, None, None
     for node in source[2:]:
         t = canon.read_json(str(node))
-        if "steps" in t:
+        if "ram_cap" in t:
+            chosen = t          # ram_budget.json: the layers a cap runs in place
+        elif "steps" in t:
             sched = t
         elif "group" in t:
             fused_tilings[t["group"]] = t
@@ -193,7 +195,26 @@ def _plan(target, source, env):
     fused = {s["step"]: dict({"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]},
                              **({"bands": fused_tilings[s["step"]]["bands"]} if s["kind"] == "dw_pw" else {}))
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
-    the_plan = memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused)
+    # layers in place (tessera.direct): a flat tile level takes them where
+    # they lower total RAM; a faster one where ram_budget needed them
+    policy = memory.get("direct", {}).get("policy", "none")
+    eligible = memory.get("direct", {}).get("eligible", {})
+    if fused:
+        # a fused step's layers run fused, not in place
+        inside = {n for g in fused.values() for n in g["layers"]}
+        eligible = {n: k for n, k in eligible.items() if n not in inside}
+        if not all("bands" in g for g in fused.values()):
+            eligible = {}   # a PW->DW step: the plan is not replayed (memplan), so none in place
+        memory = dict(memory, direct=dict(memory.get("direct", {}), eligible=eligible))
+
+    def plan_with(direct):
+        return memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused, direct)
+    if policy == "flat":
+        from tessera import rambudget
+        the_plan = rambudget.plan_flat(graph, tilings, memory, plan_with)
+    else:
+        mine = (chosen or {}).get("direct", [])
+        the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
     if memory.get("ram_cap") is not None:
         from tessera import rambudget
         ram = rambudget.total_ram(memplan.memory_report(the_plan))
@@ -237,6 +258,8 @@ def _gen_layer(target, source, env):
         if group is not None:
             canon.write_atomic(str(target[0]), fused.stub(layer, group["step"], v["model"], tgt["prefix"]))
             return
+    if "storage" in tgt:
+        tgt = dict(tgt, layer_index=v["index"])    # its tiles in the out-of-core program
     canon.write_atomic(str(target[0]), layer_c.generate(layer, graph, tiling, slice_, tgt, v["model"]))
 
 
@@ -271,6 +294,44 @@ def _gen_network(target, source, env):
         outputs["input.c"] = network.golden_input(v, canon.load_npz(str(source[3])))
     for node in target:
         canon.write_atomic(str(node), outputs[os.path.basename(str(node))])
+
+
+def gen_program(target, source, env):
+    return guarded(_gen_program, target, source, env)
+
+
+def _gen_program(target, source, env):
+    """src/program.c and program.json: the out-of-core program the firmware
+    executes (tessera.storage.firmware), or why it runs in order."""
+    from tessera import ir
+    from tessera.cost import api
+    from tessera.storage import firmware
+
+    graph = Graph.from_json(canon.read_json(str(source[0])))
+    the_plan = canon.read_json(str(source[1]))
+    sched = canon.read_json(str(source[2]))
+    v = _value(source[3])
+    tilings = {}
+    for node in source[4:]:
+        t = canon.read_json(str(node))
+        tilings[t["layer"]] = t
+    compute, modelled = [], 0
+    for layer in graph.layers:
+        # the cost model's count when the target has coefficients, else 2
+        # cycles per MAC (an assumption; the report replays the program with
+        # the measured counts)
+        n = api.estimate_layer(v["cost_target"], layer, graph, tilings[layer.name])
+        modelled += n is not None
+        n = 2 * ir.macs(layer, graph) if n is None else n
+        compute.append(int(round(n * 1e9 / v["clock_hz"])))
+    res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
+    canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
+                                                                 v["section"]))
+    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "problem", "program",
+                                "io") if k in res}
+    keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"
+    keep["totals"] = firmware.totals(res)
+    canon.write_json(str(target[1]), keep)
 
 
 def storage_image(target, source, env):

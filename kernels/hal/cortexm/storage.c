@@ -8,8 +8,11 @@
  *
  * This is the one file a board port replaces: on an STM32F746 the same four
  * functions drive SDMMC1 with DMA2 (block reads and writes of `block`
- * bytes). Transfers here are synchronous; under QEMU a semihosting call
- * takes no guest instructions, so the counts hold compute and copies only.
+ * bytes). hal_storage_issue queues a request on the card's one channel
+ * (on the board: the SDMMC's DMA, completion in order); under QEMU the
+ * semihosting call completes it at issue, so a wait finds it done. A
+ * semihosting call takes no guest instructions, so the counts hold compute
+ * and copies only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +82,35 @@ int hal_storage_write(uint32_t offset, const void *src, uint32_t bytes)
     if (seek(offset) != 0)
         return -1;
     return semihost(SYS_WRITE, args) == 0 ? 0 : -1;  /* returns the bytes not written */
+}
+
+/* the request queue: requests complete in issue order */
+static uint32_t issued, completed;
+
+void hal_storage_reset_queue(void)
+{
+    issued = completed = 0;
+}
+
+uint32_t hal_storage_issue(int write, uint32_t offset, void *sram, uint32_t bytes)
+{
+    if (write ? hal_storage_write(offset, sram, bytes) != 0 : hal_storage_read(sram, offset, bytes) != 0)
+        fail(write ? "write" : "read", offset);
+    hal_storage_bytes[write != 0] += bytes;
+    hal_storage_ops[write != 0]++;
+    completed = issued + 1;     /* semihosting: done at issue */
+    return issued++;
+}
+
+void hal_storage_wait_for(uint32_t n)
+{
+    if (n >= issued) {
+        fprintf(stderr, "tessera storage: wait for request %lu, only %lu issued\n", (unsigned long)n,
+                (unsigned long)issued);
+        exit(3);
+    }
+    while (completed <= n)
+        ;                       /* a board port polls its DMA here */
 }
 
 void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,

@@ -14,6 +14,12 @@
 uint64_t hal_dma_bytes[HAL_MAX_DMA];
 static int current_core;
 
+#ifdef TSR_STORAGE_WINDOW
+/* storage.c: a strided copy of which one side is on the card */
+void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,
+                     uint32_t dst_stride, uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride);
+#endif
+
 void hal_init(void)
 {
 }
@@ -47,6 +53,15 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
                    uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
 {
     uint32_t p, r;
+#ifdef TSR_STORAGE_WINDOW
+    if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
+        hal_storage_dma(dst, src, bytes, rows, src_stride, dst_stride, planes, src_plane_stride,
+                        dst_plane_stride);
+        hal_dma_bytes[engine] += (uint64_t)bytes * rows * planes;
+        job->pending = 0;
+        return;
+    }
+#endif
     for (p = 0; p < planes; p++)
         for (r = 0; r < rows; r++)
             memcpy((char *)dst + p * dst_plane_stride + r * dst_stride,

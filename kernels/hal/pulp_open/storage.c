@@ -38,6 +38,32 @@ int hal_storage_write(uint32_t offset, const void *src, uint32_t bytes)
     return -1;
 }
 
+/* the out-of-core program's request queue (tessera/program.h): reads wait
+ * at issue, as hal_storage_read does; writes fail as above */
+static uint32_t issued;
+
+void hal_storage_reset_queue(void)
+{
+    issued = 0;
+}
+
+uint32_t hal_storage_issue(int write, uint32_t offset, void *sram, uint32_t bytes)
+{
+    if (write || hal_storage_read(sram, offset, bytes) != 0) {
+        printf("tessera storage: a write to the HyperFlash at offset %lu (the driver only reads it)\n",
+               (unsigned long)offset);
+        exit(3);
+    }
+    hal_storage_bytes[0] += bytes;
+    hal_storage_ops[0]++;
+    return issued++;
+}
+
+void hal_storage_wait_for(uint32_t n)
+{
+    (void)n;    /* done at issue */
+}
+
 void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,
                      uint32_t dst_stride, uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
 {

@@ -47,7 +47,8 @@ extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
  * destination is). The driver is one file per platform
  * (kernels/hal/<platform>/storage.c), the one a board port replaces. */
 #ifdef TSR_STORAGE_WINDOW
-#define HAL_IN_STORAGE(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW) < (uint32_t)TSR_STORAGE_BYTES)
+/* in uintptr_t: on a 64-bit host a pointer's low 32 bits may fall in the window */
+#define HAL_IN_STORAGE(p) ((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW < (uintptr_t)TSR_STORAGE_BYTES)
 #define HAL_STORAGE_OFFSET(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW))
 #endif
 /* Open the card (under an emulator: the image file at `path`); 0 on success. */
@@ -55,6 +56,13 @@ int hal_storage_open(const char *path);
 /* Synchronous transfers; 0 on success. */
 int hal_storage_read(void *dst, uint32_t offset, uint32_t bytes);
 int hal_storage_write(uint32_t offset, const void *src, uint32_t bytes);
+/* Asynchronous requests (the scheduler's static program, tessera/program.h):
+ * queued in issue order on the card's one channel, which completes them in
+ * that order; a request's number is its place in the queue (0, 1, ...).
+ * hal_storage_wait_for returns once request `n` has completed. */
+uint32_t hal_storage_issue(int write, uint32_t offset, void *sram, uint32_t bytes);
+void hal_storage_wait_for(uint32_t n);
+void hal_storage_reset_queue(void);
 /* Transfers the DMA made through the driver: [0] reads, [1] writes. */
 extern uint64_t hal_storage_bytes[2];
 extern uint32_t hal_storage_ops[2];

@@ -89,6 +89,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
+    if plan_slice.get("direct"):
+        return generate_direct(layer, graph, plan_slice, target, model)
     lib = library(target["kernels"])
     prefix = target["prefix"]
     view = tiler_layer(layer, graph)
@@ -120,6 +122,12 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                + "\n")
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
     spill = plan_slice.get("spill", {})
+    # out of core: the layer's tiles are steps of the scheduler's program
+    # (tessera/program.h); a layer touching the card runs them from its pools
+    prog = target.get("layer_index") if "storage" in target else None
+    card = prog is not None and (bool(spill) or "wstream" in plan_slice)
+    if prog is not None:
+        out.append('#include "tessera/program.h"')
     if spill and "window" in target["spill"]:
         out.append(f"/* activations swapped out of {target['act_level']} to the storage level "
                    f"{target['spill']['level']}: offsets on the card, through the HAL's storage driver */\n"
@@ -297,6 +305,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
+    if card:
+        out.extend(_program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq, tc_max, l1, bufs,
+                                 prog, view, plane_tile))
     if fetched:
         out.append("    fetch(&tiles[0], 0);\n    if (NTILES > 1)\n        fetch(&tiles[1], 1);")
     out.append("    load(&tiles[0], 0, 0, in, w);")
@@ -307,6 +318,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append("        if (i > 0 && t->new_weights)\n            wb ^= 1;")
     else:
         out.append("        const int b = 0;")
+    if prog is not None and not card:
+        out.append(f"        tsr_prog_compute({prog}, (uint32_t)i);   /* the program's ops before this tile */")
     out.append("        hal_dma_wait(&in[b]);")
     out.append("        hal_dma_wait(&w[wb]);")
     if bufs > 1:
@@ -361,3 +374,172 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
     return text.replace("\n\n\n", "\n\n") + "\n"
+
+
+def _requant_lines(layer, per_channel_rq):
+    """The layer function's requantization struct (per-tensor values from
+    _requant_block's constants)."""
+    rq = layer.requant
+    lines = ["tsr_requant_t rq = {0};"]
+    if per_channel_rq:
+        lines.append("rq.per_channel = 1;")
+    else:
+        lines.append("rq.mul = rq_mul;\nrq.shift = rq_shift;")
+        if any(rq.add):
+            lines.append("rq.add = rq_add;")
+    lines.append(f"rq.zero_point = {rq.zero_point};\nrq.lo = {rq.lo};\nrq.hi = {rq.hi};\n"
+                 f"rq.rounding = {ROUNDING[rq.rounding]};")
+    if rq.divisor:
+        lines.append(f"rq.divisor = {rq.divisor};")
+    return "\n".join(lines).split("\n")
+
+
+def generate_direct(layer, graph, plan_slice, target, model):
+    """A layer run in place (tessera.direct): one kernel call on the whole
+    tensors in the activation level, weights and parameters read where they
+    are (flash), only the kernel's scratch in the tile level. The memory
+    plan lets the output overlap the input as far as the kernel's loop
+    order allows (checked by hazard.py's replay of that order)."""
+    from .. import direct
+
+    lib = library(target["kernels"])
+    prefix = target["prefix"]
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    l1 = plan_slice["l1"]
+    params = param_arrays(layer)
+    per_channel_rq = any(name in ("mul", "shift") for name, _, _ in params)
+    kernel = lib.kernel_function(layer, graph=graph)
+    assert direct.KINDS.get(kernel, "apart") == plan_slice["direct"].replace("_rows", ""), (layer.name, kernel)
+    args_type = lib.args_type(layer, graph=graph)
+    shape = lambda s: "x".join(map(str, s))  # noqa: E731
+    out = [header_comment([
+        f"tessera: layer {layer.name} of {model}: {layer.op} {shape(x.shape)} -> {shape(y.shape)}",
+        f"in place: {kernel} reads and writes the activation buffers; {l1['total']} bytes of scratch in "
+        f"{target['tile_level']}.",
+    ])]
+    out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"'
+               + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
+    out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
+    if layer.weights:
+        out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
+    for pname, ctype, _ in params:
+        out.append(f"extern const {ctype} {symbol(prefix, layer.name, pname)}[];")
+    out.append("")
+    rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
+    if rq_decl:
+        out.append(rq_decl)
+    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
+               f"hal_core_id(), hal_num_cores());\n}}\n")
+    H, W, C = x.shape
+    Ho, Wo, Co = y.shape
+    pt, pl, pb, pr = layer.pad
+    body = [f"{args_type} a = {{0}};"] + (_requant_lines(layer, per_channel_rq) if layer.requant else [])
+    body += lib.constant_args(layer, l1, l1["scratch_bytes"], prefix, rq_ref, graph=graph)
+    src, dst = [f"{prefix}_L2 + {o}" for o in plan_slice["inputs"]], f"{prefix}_L2 + {plan_slice['output']}"
+    if layer.op == "add":
+        body += [f"a.a = {src[0]};", f"a.b = {src[1]};", f"a.out = {dst};", f"a.n = {Ho * Wo * Co};"]
+    elif layer.op in ("maxpool", "avgpool"):
+        body += [f"a.in = {src[0]};", f"a.in_h = {H};", f"a.in_w = {W};", f"a.c = {C};", f"a.out = {dst};",
+                 f"a.out_h = {Ho};", f"a.out_w = {Wo};"]
+    else:
+        body += [f"a.in = {src[0]};", f"a.in_h = {H};", f"a.in_w = {W};", f"a.in_c = {C};",
+                 f"a.weights = {symbol(prefix, layer.name, 'weights')};"]
+        if any(p == "bias" for p, _, _ in params):
+            body.append(f"a.bias = {symbol(prefix, layer.name, 'bias')};")
+        body += [f"a.out = {dst};", f"a.out_h = {Ho};", f"a.out_w = {Wo};", f"a.out_c = {Co};"]
+    if layer.op != "add":
+        body += [f"a.pad_t = {pt};", f"a.pad_l = {pl};", f"a.pad_b = {pb};", f"a.pad_r = {pr};"]
+    if per_channel_rq:
+        body.append(f"rq.mul = {symbol(prefix, layer.name, 'mul')};")
+        if any(p == "add" for p, _, _ in params):
+            body.append(f"rq.add = {symbol(prefix, layer.name, 'add')};")
+        body.append(f"rq.shift = {symbol(prefix, layer.name, 'shift')};")
+    bands = direct.bands(layer, graph, plan_slice["direct"]) if layer.op == "depthwise" else []
+    if len(bands) > 1:
+        # one call per band of output rows (direct.bands: the order the plan's overlap assumes)
+        out.append("/* oh0, oh, ih0, ih, pad_t, pad_b */")
+        out.append(f"static const int16_t bands[{len(bands)}][6] = {{")
+        out.extend(f"    {{{b['oh0']}, {b['oh']}, {b['ih0']}, {b['ih']}, {b['pad_t']}, {b['pad_b']}}}," for b in bands)
+        out.append("};\n")
+        body += [f"for (int i = 0; i < {len(bands)}; i++) {{",
+                 f"    a.in = {src[0]} + bands[i][2] * {W * C};", "    a.in_h = bands[i][3];",
+                 f"    a.out = {dst} + bands[i][0] * {Wo * Co};", "    a.out_h = bands[i][1];",
+                 "    a.pad_t = bands[i][4];", "    a.pad_b = bands[i][5];", "    hal_fork(compute, &a);", "}"]
+    else:
+        body.append("hal_fork(compute, &a);")
+    out.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
+    out.extend("    " + line for line in body)
+    out.append("}")
+    text = "\n".join(out)
+    return text.replace("\n\n\n", "\n\n") + "\n"
+
+
+def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq, tc_max, l1, bufs, prog, view,
+                  plane_tile):
+    """The tile loop of a layer touching the card when the firmware runs the
+    scheduler's program: each tile waits for the program to reach its
+    COMPUTE (the reads it needs have landed in the pools), takes its boxes
+    and weights from the pools, and leaves its output in the out pool for
+    the program's WRITEs. Copies to and from L1 are synchronous here."""
+    prefix = target["prefix"]
+    spill = plan_slice.get("spill", {})
+    y = graph.tensor(layer.output)
+    out_esize = ir.DTYPES[y.dtype]
+    in_esize = ir.DTYPES[graph.tensor(layer.inputs[0]).dtype]
+    stream = plan_slice.get("wstream")
+    out = ["    if (tsr_program.n_ops) {   /* the out-of-core program (tessera/program.h) */",
+           "        for (int i = 0; i < NTILES; i++) {",
+           "            const tsr_tile_t *t = &tiles[i];",
+           f"            const int b = {'i % 2' if bufs > 1 else '0'};",
+           f"            const tsr_op_t *c = tsr_prog_compute({prog}, (uint32_t)i);",
+           "            int8_t *dst[TSR_KINDS] = {0};",
+           "            hal_dma_job_t job = {0};"]
+    if bufs > 1:
+        out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
+    for i in range(len(l1["in"])):
+        if f"in{i}" in spill:
+            out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
+    if stream is not None:
+        if layer.weights:
+            out.append(f"            dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w[wb];")
+        pos = 0
+        for p, (pname, ctype, size) in enumerate(params):
+            out.append(f"            dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[wb] + {pos};")
+            pos += size * tc_max
+    out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
+    for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
+        if f"in{i}" in spill:
+            continue
+        xt = graph.tensor(layer.inputs[i])
+        out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
+                   f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+    if operand_as_weights(layer, graph):
+        raise FitError(f"layer {layer.name}", "a layer with a right operand touches the card",
+                       "give the activation level room for it")
+    if stream is None and (layer.weights or params):
+        out.append("            if (t->new_weights) {")
+        if layer.weights:
+            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_w[wb], "
+                       f"{symbol(prefix, layer.name, 'weights')}, {view['w_bytes_per_cout']}, t->oc0, t->oc);")
+        pos = 0
+        for pname, ctype, size in params:
+            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_p[wb] + {pos}, "
+                       f"{symbol(prefix, layer.name, pname)}, {size}, t->oc0, t->oc);")
+            pos += size * tc_max
+        out.append("            }")
+    out.append("            hal_dma_wait(&job);")
+    out.extend("            " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq,
+                                                                graph=graph))
+    out.extend("            " + line for line in plane_tile)
+    out.append("            hal_fork(compute, &a);")
+    if "out" in spill:
+        out.append(f"            {{\n                tsr_tile_t box = *t;\n"
+                   f"                box.oh0 = 0;\n                box.ow0 = 0;\n                box.oc0 = 0;\n"
+                   f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
+                   f"{prefix}_L1 + l1_out[b], t->ow, t->oc, {out_esize}, &box);\n            }}")
+    else:
+        out.append(f"            tsr_tile_out(&job, ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
+                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+    out.append("            hal_dma_wait(&job);")
+    out.append("        }\n        return;\n    }")
+    return out

@@ -145,7 +145,8 @@ def source(v):
     secs = v["sections"]
     out = [header_comment([f"tessera: network {v['model']}: arenas, layer table and run."])]
     stream = v.get("wstream")
-    out.append('#include <stdint.h>\n\n#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/tile.h"\n' if stream else ""))
+    out.append('#include <stdint.h>\n\n#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/tile.h"\n' if stream else "")
+               + ('#include "tessera/program.h"\n' if v.get("storage") else ""))
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
                + ("; weight chunks in the room they leave" if stream else "") + " */")
@@ -189,11 +190,18 @@ def source(v):
     for t in v["inputs"]:
         if t["shift"]:
             out.append(f"    flip({p}_L2 + {t['offset']}, {t['bytes']});")
+    if v.get("storage"):
+        out.append("    tsr_prog_begin();   /* the out-of-core program (program.c), if the build made one */")
     out.append(f"    for (int i = 0; i < {P}_NUM_LAYERS; i++) {{")
     out.append("        uint64_t start;")
     out.append("        if (trace)\n            trace(i, 0);")
     out.append("        start = hal_counter();")
+    if v.get("storage"):
+        out.append("        tsr_prog_layer((uint32_t)i);   /* whole and fused layers: their computes */")
     out.append(f"        {p}_layers[i].run();")
+    if v.get("storage"):
+        out.append(f"        if (i == {P}_NUM_LAYERS - 1)\n            tsr_prog_end();   /* the last writes, in the last "
+                   "layer's window */")
     out.append(f"        {p}_layer_counts[i] = hal_counter() - start;")
     out.append("        if (trace)\n            trace(i, 1);\n    }")
     for t in v["outputs"]:
@@ -295,7 +303,7 @@ def harness(v):
     out = [header_comment([f"tessera: test harness of {v['model']}: runs the golden input and reports",
                            "per-layer output checksums (FNV-1a), counts and DMA bytes."])]
     out.append('#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\n'
-               '#include "network.h"\n#include "tessera/hal.h"\n')
+               '#include "network.h"\n#include "tessera/hal.h"\n' + ('#include "tessera/program.h"\n' if v.get("storage") else ""))
     for i in range(n_in):
         out.append(f"extern const int8_t {p}_golden_input{i}[];")
     out.append(f"\n#define ENGINES {v['engines']}\n")
@@ -418,7 +426,13 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
         out.append(_guard_source(p, g))
     fill = "\n        guard_fill(i);" if g is not None else ""
     check = "\n    guard_check(i);" if g is not None else ""
-    out.append(f"""static void trace(int i, int end)
+    # per-core counting (pulp_open) prints at once: its driver only reads
+    # the card, so no output there waits for a queued write
+    late = v.get("storage") and not core_start
+    if late:
+        out.append(_late_lines(p, v, fill, check))
+    else:
+        out.append(f"""static void trace(int i, int end)
 {{
     const tsr_layer_info_t *layer = &{p}_layers[i];
     uint64_t now;
@@ -443,8 +457,8 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     if (i == dump_layer)
         print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
 }}
-
-int main(int argc, char **argv)
+""")
+    out.append(f"""int main(int argc, char **argv)
 {{
     uint64_t total;
     int k;
@@ -466,6 +480,17 @@ int main(int argc, char **argv)
     out.append(f"""    total = hal_counter();
     {p}_run_traced(trace);
     total = hal_counter() - total;""")
+    if late:
+        out.append("    late_lines();")
+    if v.get("storage"):
+        out.append("""    printf("TSR program ops=%lu reads=%lu writes=%lu waits=%lu computes=%lu", (unsigned long)(tsr_prog_counts[0]
+           + tsr_prog_counts[1] + tsr_prog_counts[2] + tsr_prog_counts[3]), (unsigned long)tsr_prog_counts[0],
+           (unsigned long)tsr_prog_counts[1], (unsigned long)tsr_prog_counts[2], (unsigned long)tsr_prog_counts[3]);
+    fputs(" read_bytes=", stdout);
+    print_u64(tsr_prog_bytes[0]);
+    fputs(" written_bytes=", stdout);
+    print_u64(tsr_prog_bytes[1]);
+    fputs("\\n", stdout);""")
     for i, t in enumerate(v["outputs"]):
         out.append(f"    print_hex(\"output\", {i}, (const uint8_t *){p}_output({i}), {t['bytes']});")
     out.append("""    fputs("TSR total count=", stdout);
@@ -477,3 +502,74 @@ int main(int argc, char **argv)
     return 0;
 }""")
     return "\n".join(out) + "\n"
+
+
+def _late_lines(p, v, fill, check):
+    """The trace of a target with a storage level: each layer's figures are
+    taken around it, its checksum at once when its output is in SRAM (a
+    later layer may reuse the bytes) and after the run when it is on the
+    card (under the out-of-core program, its writes may still be queued
+    when the layer returns); the lines are printed in order after the run."""
+    P = p.upper()
+    return f"""static struct {{
+    uint64_t count, dma[ENGINES], io[2];
+    uint32_t ops[2], fnv;
+}} late[{P}_NUM_LAYERS];
+
+static void trace(int i, int end)
+{{
+    const tsr_layer_info_t *layer = &{p}_layers[i];
+    uint64_t now;
+    int e;
+    if (!end) {{{fill}
+        for (e = 0; e < ENGINES; e++)
+            start_dma[e] = hal_dma_bytes[e];
+        for (e = 0; e < 2; e++) {{
+            start_io[e] = hal_storage_bytes[e];
+            start_ops[e] = hal_storage_ops[e];
+        }}
+        start_count = hal_counter();
+        return;
+    }}
+    now = hal_counter();{check}
+    late[i].count = now - start_count;
+    for (e = 0; e < ENGINES; e++)
+        late[i].dma[e] = hal_dma_bytes[e] - start_dma[e];
+    for (e = 0; e < 2; e++) {{
+        late[i].io[e] = hal_storage_bytes[e] - start_io[e];
+        late[i].ops[e] = hal_storage_ops[e] - start_ops[e];
+    }}
+    if (!HAL_IN_STORAGE(layer->output)) {{
+        late[i].fnv = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+        if (i == dump_layer)
+            print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
+    }}
+}}
+
+/* after the run: the card's outputs are all written (each has its own range) */
+static void late_lines(void)
+{{
+    int i, e;
+    for (i = 0; i < {P}_NUM_LAYERS; i++) {{
+        const tsr_layer_info_t *layer = &{p}_layers[i];
+        if (HAL_IN_STORAGE(layer->output)) {{
+            late[i].fnv = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+            if (i == dump_layer)
+                print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
+        }}
+        printf("TSR layer %d %s fnv=%08lx count=", i, layer->name, (unsigned long)late[i].fnv);
+        print_u64(late[i].count);
+        fputs(" dma=", stdout);
+        for (e = 0; e < ENGINES; e++) {{
+            if (e)
+                fputs(",", stdout);
+            print_u64(late[i].dma[e]);
+        }}
+        fputs(" io=", stdout);
+        print_u64(late[i].io[0]);
+        fputs(",", stdout);
+        print_u64(late[i].io[1]);
+        printf(",%lu,%lu\\n", (unsigned long)late[i].ops[0], (unsigned long)late[i].ops[1]);
+    }}
+}}
+"""

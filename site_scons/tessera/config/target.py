@@ -108,6 +108,10 @@ TARGET = Field("map", fields={
     "clock_hz": Field("int", "core clock, to put compute counts and storage times on one scale", minimum=1),
     "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
                      "many bytes: the tile budget is the largest that fits (a model's ram_cap: wins)", minimum=1),
+    "direct": Field("str", "layers run in place from the activation buffers, no tile arena for them "
+                    "(docs/memory.md): none; flat (the tile level is RAM like the activations': wherever it "
+                    "lowers total RAM); ram_cap (a faster tile level: only when a RAM cap needs it)",
+                    default="none", choices=("none", "flat", "ram_cap")),
     "cost_model": Field("str", "whose cost model coefficients to use (kernels/<kernels>/cost/<name>.yaml), "
                         "e.g. gap8 for a copy of gap8 with another L1 size; by default the target's own, "
                         "else those of a target with the same cores (docs/cost_model.md)"),

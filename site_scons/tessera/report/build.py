@@ -83,6 +83,10 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             "tiling_optimal": t["optimal"],
             "match": verdict["layers"][i]["match"],
         })
+        if layer.name in the_plan.get("direct", {}):
+            # run in place (tessera.direct): no tiles, only its scratch in the tile level
+            entry.update({"in_place": the_plan["direct"][layer.name], "n_tiles": 1,
+                          "l1_bytes": the_plan["tiles"]["layers"][layer.name]["total"]})
         if meta.get("kernels"):
             entry.update(kernel_of(meta["kernels"], layer, graph))
         dma = verdict["dma"][i] if i < len(verdict.get("dma", [])) else []
@@ -198,7 +202,8 @@ def render(data, console=None):
     if by_ref:
         table.add_column(f"= {data['reference']['kind']}")
     for i, l in enumerate(data["layers"]):
-        tile = "whole" if not l["tiled"] else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}"
+        tile = ("in place" if l.get("in_place") else "whole" if not l["tiled"]
+                else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}")
         cells = [str(i), l["name"], l["op"], "x".join(map(str, l["out_shape"])), str(l["macs"]), tile,
                  str(l["n_tiles"]), f"{l['l1_bytes']}/{l['l1_budget']}"]
         cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]
@@ -260,6 +265,13 @@ def render(data, console=None):
             text += (f"; scheduled {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x unlimited SRAM, "
                      f"{s['throughput_fps']} frames/s over {s['frames']} (unlimited {s['unlimited_fps']})")
         console.print(text)
+        fw = ooc.get("firmware")
+        if fw and fw["program"] == "in order":
+            console.print(f"firmware: the in-order program ({fw['why']})")
+        elif fw:
+            console.print(f"firmware: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops), estimated "
+                          f"{fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited SRAM; "
+                          f"in order {fw['in_order_ms']} ms")
     if "kernels" in data:
         console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")

@@ -134,7 +134,8 @@ def render_html(data, mm):
                "<th>tile h x w x c</th><th>tiles</th><th>L1 bytes</th><th>measured</th><th>estimate</th>"
                "<th>error</th><th>bit-exact</th></tr>")
     for i, l in enumerate(layers):
-        tile = "whole" if not l["tiled"] else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}"
+        tile = ("in place" if l.get("in_place") else "whole" if not l["tiled"]
+                else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}")
         c = l.get("cost", {})
         err = f"{100 * c['error']:+.1f}%" if c.get("error") is not None else ""
         out.append(f'<tr class="{"bad" if not l["match"] else "ok"}"><td>{i}</td><td class="l">{escape(l["name"])}'
@@ -157,6 +158,13 @@ def _out_of_core(ooc):
            f'transfers, {t["written_bytes"]} B written in {t["writes"]} ({t["blocks_written"]} blocks per inference; '
            f'wear-out after {t["inferences_to_wear_out"] or "no"} inferences); {t["io_bound_layers"]} IO-bound layers; '
            f'compute {t["compute_ms"]} ms, IO {t["io_ms"]} ms, in order {t["in_order_ms"]} ms</p>']
+    fw = ooc.get("firmware")
+    if fw and fw["program"] == "in order":
+        out.append(f'<p>firmware: the in-order program ({escape(fw["why"])})</p>')
+    elif fw:
+        out.append(f'<p>firmware: the scheduler\'s program {escape(fw["program"])} ({fw["ops"]["ops"]} ops), '
+                   f'estimated {fw["estimate_ms"]} ms per frame ({fw["estimate_vs_unlimited"]}x unlimited SRAM); '
+                   f'in order {fw["in_order_ms"]} ms</p>')
     s = ooc.get("schedule")
     if s and "skipped" in s:
         out.append(f'<p class="note">not scheduled: {escape(s["skipped"])}</p>')

@@ -52,6 +52,10 @@ def memory_map(graph, the_plan, tilings):
         rects = []
         for name, plan in tiles["layers"].items():
             i, sizes = index[name], by_layer[name]["l1_bytes"]
+            if plan.get("direct"):      # in place: only the kernel's scratch is here
+                rects.append({"name": f"{name} scratch (in place)", "kind": "scratch", "x0": i, "x1": i,
+                              "offset": plan["scratch"], "bytes": plan["scratch_bytes"]})
+                continue
             for kind in ("in", "out", "weights", "params"):
                 offs = plan.get(kind) or []
                 flat = [o for group in offs for o in (group if isinstance(group, list) else [group])]

@@ -1,0 +1,315 @@
+"""The program the firmware executes (docs/out_of_core.md, "What runs"):
+the scheduler's chosen program for this build's tiles, as C data
+(src/program.c) for the interpreter in kernels/include/tessera/program.h.
+
+    res = build(graph, the_plan, tilings, steps, storage, budget, compute)
+    res["program"]   the ops (None: the firmware runs in order, res["why"])
+    text = c_source(prefix, act_level, res, n_layers)
+
+The firmware's problem differs from the planner's estimate (tessera.ooc) in
+what the firmware needs to be exact: a tile lists every read it uses (the
+same read in consecutive tiles is one transfer, held), weights come from
+their arrays on the card in chunks of consecutive channel tiles sized for
+the w pool (_weight_reads), and the pools are memory the firmware owns:
+the activation level's `reserved: {pools: N}` bytes, which the memory plan
+leaves alone; the in and out pools as large as their largest tile needs,
+the w pool the rest. Whole layers and fused steps are one compute each,
+stepped by the network's run loop; they must not touch the card.
+"""
+
+from .. import ir
+from ..errors import TesseraError
+from ..ooc import _box
+from ..tiler import tiles as tile_list
+from ..views import is_whole, param_arrays, tiler_layer
+from . import schedule as sch
+from . import tasks as tg
+
+KIND_WEIGHTS, KIND_PARAM = 8, 9
+# the scheduler's time grows with the transfers (tessera.ooc's bound, with
+# a tile's held reads counted once per tile here)
+MAX_TRANSFERS = 40000
+ALIGN = 8
+
+
+def _align(n):
+    return n // ALIGN * ALIGN
+
+
+def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
+    """{"problem", "program", "candidate", "layer_level", "layer_tiles",
+    "pools", "io"} or, when the firmware keeps the in-order code,
+    {"program": None, "why"}. tilings: layer name -> tiling; steps:
+    schedule.json's steps; compute_ns: per layer (network order)."""
+    if budget <= 0:
+        return {"program": None, "why": "the target reserves no SRAM for the program's tile pools "
+                                        "(memory.<activations>.reserved.pools)"}
+    level = storage["level"]
+    spill = the_plan["activations"].get("spill")
+    swapped = spill["offsets"] if spill and spill["level"] == level else {}
+    bands = set(spill.get("bands", ())) if swapped else set()
+    stored = the_plan["weights"].get("storage", {"layers": {}})["layers"]
+    fused = {name for s in steps if s["kind"] != "layer" for name in s["layers"]}
+    layers, layer_level, pending = [], [], []
+    for li, layer in enumerate(graph.layers):
+        card = (layer.name in stored or layer.output in swapped or any(n in swapped for n in layer.inputs))
+        stepped = is_whole(layer, graph) or layer.name in fused
+        if stepped and card:
+            return {"program": None, "why": f"layer {layer.name} ({'fused' if layer.name in fused else 'whole'}) "
+                                            "touches the card; only tiled layers execute the program"}
+        if f"{layer.name}:bounce:out" in bands:
+            return {"program": None, "why": f"layer {layer.name} rewrites a band of its output per channel tile, "
+                                            "outside the scheduler's model"}
+        layer_level.append(1 if stepped else 0)
+        ts = [None] if stepped else list(tile_list(tiler_layer(layer, graph), tilings[layer.name]))
+        tiles = []
+        for i, t in enumerate(ts):
+            reads = []
+            if t is not None and layer.name in stored:
+                pending.append((len(layers), i, t))    # its weight reads, once the chunks are sized
+            for k, name in enumerate(layer.inputs):
+                if name in swapped and t is not None:
+                    x = graph.tensor(name)
+                    for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
+                                     t["iw"], t["ic0"], t["ic"]):
+                        reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "offset": o, "bytes": n})
+            writes = []
+            if layer.output in swapped and t is not None:
+                y = graph.tensor(layer.output)
+                rel = 0
+                for o, n in _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
+                                 t["ow"], t["oc0"], t["oc"]):
+                    writes.append({"region": f"a:{layer.output}", "offset": o, "bytes": n, "rel": rel})
+                    rel += n
+            ns = compute_ns[li] // len(ts) + (1 if i < compute_ns[li] % len(ts) else 0)
+            holds = {p: sum(r["bytes"] for r in reads if r["pool"] == p) for p in ("in", "w")}
+            holds["out"] = sum(w["bytes"] for w in writes)
+            tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds})
+        layers.append({"name": layer.name, "tiles": tiles})
+    need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in ("in", "out")}
+    pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
+    pools["w"] = _align(budget - pools["in"] - pools["out"])
+    why = _weight_reads(graph, layers, pending, stored, pools["w"])
+    if why:
+        return {"program": None, "why": f"{why}; the target reserves {budget} bytes for the pools, "
+                                        f"{pools['in']} go to input and {pools['out']} to output tiles "
+                                        "(memory.<activations>.reserved.pools)"}
+    transfers = sum(len(t["reads"]) + len(t["writes"]) for la in layers for t in la["tiles"])
+    if transfers > MAX_TRANSFERS:
+        return {"program": None, "why": f"{transfers} transfers listed by its tiles, more than the {MAX_TRANSFERS} "
+                                        "the build schedules"}
+    problem = {"storage": storage["costs"], "pools": pools,
+               "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds")}
+                                                          | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
+                                                                                          "bytes")}
+                                                                       for r in t["reads"]],
+                                                             "writes": [{k: w[k] for k in ("region", "offset",
+                                                                                           "bytes")}
+                                                                        for w in t["writes"]]}
+                                                          for t in la["tiles"]]} for la in layers]}
+    try:
+        best = sch.schedule(problem, 1, where="program.c")
+    except TesseraError as err:     # outside the scheduler's model: the in-order firmware, and why
+        return {"program": None, "why": str(err)}
+    tasks = tg.build(problem, 1)
+    computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
+    if computes != [(li, ti) for li, la in enumerate(layers) for ti in range(len(la["tiles"]))]:
+        return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
+    return {"problem": problem, "detail": layers, "program": best["program"], "tasks": tasks,
+            "candidate": best["candidate"], "estimate_ns": best["replay"]["end"], "in_order_ns": best["naive_ns"],
+            "layer_level": layer_level, "pools": pools, "io": io(layers, tasks)}
+
+
+def _weight_reads(graph, layers, pending, stored, w_pool):
+    """Each tile's reads of its layer's constants on the card, first in
+    its reads: the weights in chunks of consecutive channel tiles as large
+    as two fit the w pool (the next chunk loads while one is used; every
+    transfer pays the card's latency), the parameter arrays whole beside
+    them (a transfer each, held through the layer) when they leave room for
+    two chunks, else their rows of each chunk. A tile uses its rows of
+    each read: `delta` into it, `use` bytes. None, or why the pool is too
+    small."""
+    by_layer = {}
+    for li, ti, t in pending:
+        by_layer.setdefault(li, []).append((ti, t))
+    for li, tiles in by_layer.items():
+        layer = graph.layers[li]
+        where = stored[layer.name]
+        params = [(name, size, KIND_PARAM + p) for p, (name, _, size) in enumerate(param_arrays(layer))]
+        cout = graph.tensor(layer.output).shape[-1]
+        p_bytes = sum(size * cout for _, size, _ in params)
+        wpc = ir.weight_bytes_per_cout(layer, graph) if layer.weights else 0
+        ctiles = list(dict.fromkeys((t["oc0"], t["oc"]) for _, t in tiles))
+        widest = max(oc for _, oc in ctiles)
+        # the parameters whole when two weight chunks still fit beside them,
+        # else in the chunks, as rows of each array
+        whole = p_bytes + 2 * widest * wpc <= w_pool
+        per = wpc if whole else wpc + sum(size for _, size, _ in params)
+        cap = max(((w_pool - p_bytes) if whole else w_pool) // 2, widest * per)
+        if widest * per + (p_bytes if whole else 0) > w_pool:
+            return (f"layer {layer.name}'s constants for one channel tile ({widest * per} B) do not fit a w pool "
+                    f"of {w_pool} B")
+        chunk_of, c0, n = {}, None, 0
+        for oc0, oc in ctiles:
+            if c0 is None or oc0 != c0 + n or (n + oc) * per > cap:
+                c0, n = oc0, 0
+            n += oc
+            chunk_of[oc0] = c0
+        ends = {}
+        for oc0, oc in ctiles:
+            ends[chunk_of[oc0]] = max(ends.get(chunk_of[oc0], 0), oc0 + oc)
+        for ti, t in tiles:
+            reads = []
+            if wpc:
+                c0 = chunk_of[t["oc0"]]
+                reads.append({"pool": "w", "region": f"w:{layer.name}", "kind": KIND_WEIGHTS,
+                              "offset": where["at"] + where["arrays"]["weights"] + c0 * wpc,
+                              "bytes": (ends[c0] - c0) * wpc, "delta": (t["oc0"] - c0) * wpc, "use": t["oc"] * wpc})
+            c0 = chunk_of[t["oc0"]]
+            for name, size, kind in params:
+                first, count = (0, cout) if whole else (c0, ends[c0] - c0)
+                reads.append({"pool": "w", "region": f"w:{layer.name}", "kind": kind,
+                              "offset": where["at"] + where["arrays"][name] + first * size, "bytes": count * size,
+                              "delta": (t["oc0"] - first) * size, "use": t["oc"] * size})
+            tile = layers[li]["tiles"][ti]
+            tile["reads"] = reads + tile["reads"]
+            tile["holds"]["w"] = sum(r["bytes"] for r in reads)
+    return None
+
+
+def io(layers, tasks):
+    """Per layer the card traffic the program makes, in tessera.ooc's
+    layer_io form (each read task once: a read held across tiles is one
+    transfer), for the report's summary."""
+    out = []
+    for li, layer in enumerate(layers):
+        reads = [t for t in tasks if t["kind"] == "read" and t["layer"] == li]
+        writes = [t for t in tasks if t["kind"] == "write" and t["layer"] == li]
+        out.append({"name": layer["name"],
+                    "tiles": [{"reads": [{"kind": "input" if t["pool"] == "in" else "weights",
+                                          "segments": [(t["offset"], t["bytes"])]} for t in reads],
+                               "write": [(t["offset"], t["bytes"]) for t in writes]}],
+                    "read": sum(t["bytes"] for t in reads), "reads": len(reads),
+                    "written": sum(t["bytes"] for t in writes), "writes": len(writes),
+                    "weights_on_card": any(t["pool"] == "w" for t in reads)})
+    return out
+
+
+def totals(res):
+    """What the program moves, per op kind: the harness's counts must equal it."""
+    ops = res["program"]["ops"] if res.get("program") else []
+    count = {k: sum(1 for op in ops if op["op"] == k) for k in ("READ", "WRITE", "WAIT", "COMPUTE")}
+    return {"ops": len(ops), "reads": count["READ"], "writes": count["WRITE"], "waits": count["WAIT"],
+            "computes": count["COMPUTE"],
+            "read_bytes": sum(op["bytes"] for op in ops if op["op"] == "READ"),
+            "written_bytes": sum(op["bytes"] for op in ops if op["op"] == "WRITE")}
+
+
+POOL_ID = {"in": "TSR_POOL_IN", "w": "TSR_POOL_W"}
+
+
+def c_source(prefix, act_level, res, n_layers, section=""):
+    """program.c: the ops, the read references of each compute, the pools
+    (in `section`, the activation level's: its bytes reserved for them) and
+    the interpreter (no ops when the firmware runs in order)."""
+    from ..codegen.cfmt import section_attr
+    out = ["/*", " * tessera: the out-of-core program (docs/out_of_core.md): the scheduler's ops, executed",
+           " * in order by tessera/program.h's interpreter. Generated by tessera; do not edit.", " */",
+           "#define TSR_PROGRAM_IMPL", '#include "tessera/program.h"', ""]
+    if res.get("program") is None:
+        out.append(f"/* the firmware runs in order: {res['why']} */")
+        out.append("const tsr_program_t tsr_program = {0};")
+        return "\n".join(out) + "\n"
+    pools = res["pools"]
+    total = pools["in"] + pools["w"] + pools["out"]
+    out.append(f"/* program {res['candidate']}: estimated {res['estimate_ns']} ns (in order {res['in_order_ns']} ns) "
+               "with the build's compute estimates */")
+    out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
+               f"{act_level} bytes the memory plan reserves for them */")
+    out.append(f"static int8_t {prefix}_pools[{total}] {section_attr(section, 8)};")
+    tasks, detail = res["tasks"], res["detail"]
+    order = {}          # transfer task id -> its request number (issue order)
+    for op in res["program"]["ops"]:
+        if op["op"] in ("READ", "WRITE"):
+            order.setdefault(op["id"], len(order))
+    refs, ops = [], []
+    for op in res["program"]["ops"]:
+        kind = op["op"]
+        if kind == "READ":
+            ops.append(f"    {{TSR_OP_READ, {POOL_ID[op['pool']]}, 0, {op['buf']}, {op['offset']}, {op['bytes']}, 0}},")
+        elif kind == "WRITE":
+            w = detail[op["layer"]]["tiles"][op["tile"]]["writes"]
+            rel = next(x["rel"] for x in w if x["offset"] == op["offset"] and x["bytes"] == op["bytes"])
+            ops.append(f"    {{TSR_OP_WRITE, 0, 0, {op['src'] + rel}, {op['offset']}, {op['bytes']}, 0}},")
+        elif kind == "WAIT":
+            ops.append(f"    {{TSR_OP_WAIT, 0, 0, {order[op['id']]}, 0, 0, 0}},")
+        else:
+            reads = detail[op["layer"]]["tiles"][op["tile"]]["reads"]
+            first = len(refs)
+            for r, buf in zip(reads, op["bufs"]):
+                refs.append(f"    {{{POOL_ID[r['pool']]}, {r['kind']}, 0, {buf + r.get('delta', 0)}, "
+                            f"{r.get('use', r['bytes'])}}},")
+            ops.append(f"    {{TSR_OP_COMPUTE, 0, {op['layer']}, {op['tile']}, {first}, {len(reads)}, {op['out']}}},")
+    assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
+    out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
+    out.append(f"\nstatic const tsr_ref_t refs[{max(len(refs), 1)}] = {{\n" + ("\n".join(refs) or "    {0}") + "\n};")
+    n_tiles = [len(la["tiles"]) for la in detail]
+    out.append(f"\nstatic const uint16_t layer_tiles[{n_layers}] = {{{', '.join(map(str, n_tiles))}}};")
+    out.append(f"static const uint8_t layer_level[{n_layers}] = {{{', '.join(map(str, res['layer_level']))}}};")
+    out.append(f"\nconst tsr_program_t tsr_program = {{ops, {len(ops)}, refs, layer_tiles, layer_level,\n"
+               f"    {{{prefix}_pools, {prefix}_pools + {pools['in']}, {prefix}_pools + {pools['in'] + pools['w']}}}}};")
+    return "\n".join(out) + "\n"
+
+
+def _measured(problem, compute, clock_hz):
+    """The problem with each layer's measured count (cycles at clock_hz)
+    spread evenly over its tiles."""
+    layers = []
+    for layer, cycles in zip(problem["layers"], compute):
+        ns, n = int(round(cycles * 1e9 / clock_hz)), len(layer["tiles"])
+        layers.append(dict(layer, tiles=[dict(t, compute_ns=ns // n + (1 if i < ns % n else 0))
+                                         for i, t in enumerate(layer["tiles"])]))
+    return dict(problem, layers=layers)
+
+
+def report(prog, compute, clock_hz):
+    """report.json's out_of_core.firmware: the program the firmware ran, its
+    estimate with the measured compute (the replay of exactly its ops), the
+    in-order estimate beside it (the same transfers and computes one after
+    the other), and what the program moves."""
+    from . import replay as rp
+    p = _measured(prog["problem"], compute, clock_hz)
+    end = rp.replay(p, prog["program"], "program.json")["end"]
+    unlimited = sum(t["compute_ns"] for layer in p["layers"] for t in layer["tiles"])
+    # in order: the same transfers, each once, and the compute, one after
+    # the other (nothing overlapped: the firmware's order before the program)
+    in_order = unlimited + sum(t["ns"] for t in tg.build(p, 1) if t["kind"] != "compute")
+    ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+    return {"program": prog["candidate"], "compute_for_choice": prog.get("compute"),
+            "estimate_ms": ms(end), "in_order_ms": ms(in_order), "unlimited_ms": ms(unlimited),
+            "estimate_vs_unlimited": round(end / unlimited, 4) if unlimited else None,
+            "pools": prog["pools"], "ops": prog["totals"]}
+
+
+def estimate(prog, compute, clock_hz, frames):
+    """out_of_core.schedule for the firmware's problem with the measured
+    compute (the scheduler's best over its candidates, which may differ
+    from the program chosen at build time with estimated compute)."""
+    from ..errors import TesseraError
+    from . import estimate as estimator
+    from . import timeline
+    p = _measured(prog["problem"], compute, clock_hz)
+    try:
+        full = estimator.estimate(p, frames=frames, where="out-of-core schedule")
+    except TesseraError as err:
+        return {"skipped": str(err)}
+    est = full["summary"]
+    ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+    return {"latency_ms": ms(est["latency_ns"]), "in_order_ms": ms(est["in_order_ns"]),
+            "unlimited_ms": ms(est["unlimited_ns"]), "lower_bound_ms": ms(est["lower_bound_ns"]),
+            "latency_vs_unlimited": round(est["latency_ns"] / est["unlimited_ns"], 4) if est["unlimited_ns"] else None,
+            "program": est["candidate"], "pools": p["pools"],
+            "frames": frames, "pipelined_ms_per_frame": ms(est["pipelined_ns"] / frames),
+            "throughput_fps": round(est["throughput_fps_x1000"] / 1000, 3) if est["throughput_fps_x1000"] else None,
+            "unlimited_fps": round(est["unlimited_fps_x1000"] / 1000, 3) if est["unlimited_fps_x1000"] else None,
+            "timeline": timeline.bars(p, full["one"]["replay"])}
