@@ -50,7 +50,10 @@ def _synthetic(truth, ops, n=60):
     samples = []
     for i in range(n):
         op = ops[i % len(ops)]
-        feats = {k: int(rng.integers(1, 100000)) for k in FEATURES}
+        # the features the truth prices; the rest 0 (a growing feature list
+        # must not change what these tests draw)
+        used = sorted((set(truth["default"]) | set(truth["dma"])) - {"layer"})
+        feats = dict(dict.fromkeys(FEATURES, 0), **{k: int(rng.integers(1, 100000)) for k in used})
         feats["tiles"] = int(rng.integers(1, 40))
         samples.append((op, feats, model.compute_part(truth, op, feats) + model.dma_part(truth, feats)))
     return samples
@@ -425,3 +428,19 @@ def test_dma_fitted_apart_is_not_taken_for_compute():
         assert got["dma"][k] == pytest.approx(v, rel=1e-4), k
     for k, v in shared.items():
         assert got["default"][k] == pytest.approx(v, rel=1e-3, abs=1e-6), k
+
+
+def test_layers_in_place_move_nothing(tmp_path):
+    # stm32f4 runs layers in place (direct: flat): the features say no DMA
+    # where the firmware's DMA counters saw none, and the tiling's bytes elsewhere
+    scons("target=stm32f4", "model=tiny", out=tmp_path, check=True)
+    rep = json.load(open(tmp_path / "stm32f4" / "tiny" / "report.json"))
+    in_place = [layer for layer in rep["layers"] if layer.get("in_place")]
+    assert in_place
+    for layer in rep["layers"]:
+        f = layer["cost"]["features"]
+        moved = sum(layer["dma_bytes"].values())
+        if layer.get("in_place"):
+            assert moved == 0 and f["act_bytes"] == f["w_bytes"] == f["act_xfers"] == f["w_xfers"] == 0
+        else:
+            assert f["act_bytes"] > 0, layer["name"]

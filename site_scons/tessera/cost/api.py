@@ -45,9 +45,10 @@ def _dims(target):
 def layer_features(target, layer, graph, tiling, plan=None):
     """The layer's features; with the memory plan (memplan.json's content)
     also the weights it streams in (stream_bytes: 0 without a plan, as for
-    the tiler and the fusion selector, which run before there is one)."""
+    the tiler and the fusion selector, which run before there is one) and,
+    for a layer the plan runs in place, no DMA."""
     f = features.layer_features(layer, graph, tiling, _dims(target), target["cores"])
-    f.update(features.stream_features(graph, plan).get(layer.name, {}))
+    f.update(features.plan_features(graph, plan).get(layer.name, {}))
     return f
 
 

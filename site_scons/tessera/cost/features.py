@@ -30,6 +30,12 @@ quantities the cost model's coefficients multiply.
                a layer without ReLU, the network input) or the input channels
                are not a multiple of 4: pulp_nn's SIMD pointwise path takes
                neither, the plain C loop runs about 3x slower
+    row_chans  depthwise run in place a band of rows per call (the memory
+               plan's direct "depthwise_rows", least RAM): calls times
+               channels, each call's per-channel setup (about 330
+               instructions per channel per call on stm32f4, against tens
+               for a whole layer's channel; set by plan_features, 0 without
+               a plan)
     tail_macs  MACs of output channels outside whole groups of 4 per tile
                (conv2d, pointwise, linear: the kernels' register blocks are
                4 channels wide; the rest runs a slower leftover loop)
@@ -42,7 +48,8 @@ quantities the cost model's coefficients multiply.
     stream_bytes, stream_xfers   weight bytes streamed into the staging level
                (GAP8: L3 -> L2 by the I/O DMA) while the layer runs, and
                their transfers: from the memory plan's weight stream, not
-               the tiling (0 without a plan). A layer taking chunk k starts
+               the tiling (0 without a plan; plan_features, which also
+               zeroes the DMA of layers run in place). A layer taking chunk k starts
                chunk k + 1, often the next layer's: a linear layer before
                a big one pays for that one's weights (stream_features)
 
@@ -55,9 +62,8 @@ contiguous bytes.
 from .. import ir, views
 from ..tiler import geometry
 
-FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs", "tail_macs",
-            "chans",
-            "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
+FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
+            "row_chans", "tail_macs", "chans", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 
 
@@ -206,6 +212,26 @@ def stream_features(graph, plan):
     return out
 
 
+def plan_features(graph, plan):
+    """{layer name: {feature: value}} the memory plan (memplan.json's
+    content) sets over the tiling's: the weight stream (stream_features),
+    and for a layer run in place (plan["direct"], tessera.direct: no tiles,
+    nothing moved to the tile level) no DMA: act_* and w_* 0; its kernel
+    calls as tiles (a depthwise run by rows, "depthwise_rows", calls once
+    per band of rows: tessera.direct.bands), and for those each call's
+    channel setup as row_chans."""
+    from .. import direct
+
+    out = stream_features(graph, plan)
+    for name, kind in sorted((plan or {}).get("direct", {}).items()):
+        layer = graph.layer(name)
+        calls = len(direct.bands(layer, graph, kind)) if kind.startswith("depthwise") else 1
+        out.setdefault(name, {}).update(act_bytes=0, act_xfers=0, w_bytes=0, w_xfers=0, tiles=calls,
+                                        row_chans=calls * graph.tensor(layer.output).shape[-1]
+                                        if kind == "depthwise_rows" else 0)
+    return out
+
+
 def build_features(build_dir, target):
     """[(layer name, op, features)] of a finished build directory, from its
     graph.json and tiling/*.json with this version's features (so a refit
@@ -224,7 +250,7 @@ def build_features(build_dir, target):
                 tilings[t["layer"]] = t
     feats = graph_features(graph, tilings, target)
     plan = os.path.join(build_dir, "memplan.json")
-    streamed = stream_features(graph, canon.read_json(plan)) if os.path.exists(plan) else {}
+    streamed = plan_features(graph, canon.read_json(plan)) if os.path.exists(plan) else {}
     for layer, f in zip(graph.layers, feats):
         f.update(streamed.get(layer.name, {}))
     return [(layer.name, layer.op, f) for layer, f in zip(graph.layers, feats)]

@@ -15,7 +15,7 @@ def add_costs(out, meta, graph, tilings, count_key, plan=None):
         return
     coefs = cost.get("coefficients")
     by_layer = {t["layer"]: t for t in tilings}
-    streamed = features.stream_features(graph, plan)     # the memory plan's weight stream
+    streamed = features.plan_features(graph, plan)     # weight stream, layers in place
     est_total = 0
     for entry, layer in zip(out["layers"], graph.layers):
         t = by_layer[layer.name]
