@@ -236,16 +236,17 @@ def harness_target(target_name):
     return parse_target(data, "harness", "harness"), t
 
 
-def build_harness(case_list, target_name, tmp, checkout=None):
+def build_harness(case_list, target_name, tmp, checkout=None, source=None):
     """Compile and link the harness firmware (on ARM's CMSIS-NN from
-    `checkout` when given); returns (elf path, runner)."""
+    `checkout` when given; `source`: another harness's main, e.g.
+    tests/test_cmsis_fused.py's); returns (elf path, runner)."""
     from tessera.codegen import linker
 
     target, real = harness_target(target_name)
     tc = target["toolchain"]
     if shutil.which(tc["cc"]) is None or shutil.which(target["runner"]["program"]) is None:
         pytest.skip(f"needs {tc['cc']} and {target['runner']['program']}")
-    (tmp / "harness.c").write_text(harness_source(case_list))
+    (tmp / "harness.c").write_text(source if source is not None else harness_source(case_list))
     (tmp / "link.ld").write_text(linker.script(linker.view(target, linker.CORTEX_M)))
     elf = tmp / "harness.elf"
     files, includes = kernel_sources(checkout)
@@ -263,12 +264,12 @@ def build_harness(case_list, target_name, tmp, checkout=None):
     return str(elf), real["runner"]
 
 
-def run_harness(case_list, target_name, tmp, checkout=None):
+def run_harness(case_list, target_name, tmp, checkout=None, source=None):
     """{case index: (op, ok, count, macs, line)} from one QEMU run."""
     from tessera import runners
     from tessera.errors import RunError
 
-    elf, runner = build_harness(case_list, target_name, tmp, checkout)
+    elf, runner = build_harness(case_list, target_name, tmp, checkout, source)
     try:
         text = runners.run(runner, elf)
     except RunError as err:   # the harness exits 1 when a case failed; its lines say which

@@ -38,9 +38,18 @@ def dw_pw_graph(h=12, w=10, c=8, co=16, k=3, s=1, pad=1, extra_reader=False, dw_
     return Graph("g", "test", t, layers, ["x"], outputs)
 
 
-def target(budget, cores=8, scheme="per_core"):
-    return {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": KERNELS,
-            "fused_scheme": {"dw_pw": scheme}}
+# the `layers` scheme's scratch is the library's layer scratch: CMSIS-NN's has some
+CMSIS = kernel_library("cmsis_nn")["tiler"]
+
+
+def target(budget, cores=8, scheme="per_core", pw_dw=None):
+    """scheme: DW->PW's; pw_dw: PW->DW's (default: `layers` when scheme is,
+    else per_core); a `layers` scheme takes CMSIS-NN's tiler terms."""
+    if pw_dw is None:
+        pw_dw = scheme if scheme == "layers" else "per_core"
+    return {"l1_budget": budget, "cores": cores, "buffering": 2,
+            "kernels": CMSIS if "layers" in (scheme, pw_dw) else KERNELS,
+            "fused_scheme": {"dw_pw": scheme, "pw_dw": pw_dw}}
 
 
 # ---- engine ------------------------------------------------------------------
@@ -66,7 +75,7 @@ def brute_force(pair, tgt):
     (fd, th, th % cores == 0)."""
     dw = pair["dw"]
     Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
-    shared = tgt["fused_scheme"]["dw_pw"] == "shared"
+    shared = tgt["fused_scheme"]["dw_pw"] in ("shared", "layers")
     most = (lambda th: th) if shared else (lambda th: -(-th // cores))   # noqa: E731
     table = geometry.axis_table(*geometry.axes(dw)[0])
     if Ho in table and ftiler._bytes(pair, tgt, Ho, table[Ho][2], most(Ho), 1)["total"] <= budget:
@@ -84,7 +93,7 @@ def brute_force(pair, tgt):
 
 @given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
 @settings(max_examples=80, deadline=None)
 def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme):
     g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
@@ -250,28 +259,37 @@ def test_engine_finds_both_kinds_in_a_chain():
 def brute_force_pw_dw(pair, tgt):
     dw = pair["dw"]
     Ho, C, cores, budget = dw["out"][0], dw["out"][2], tgt["cores"], tgt["l1_budget"]
-    most = -(-C // cores)
+    shared = tgt["fused_scheme"]["pw_dw"] == "shared"
+    most = C if shared else -(-C // cores)
+    # shared: blocks of a multiple of lcm(4, cores) channels, or all of them
+    q = {1: 4, 2: 4, 8: 8}[cores]
+    fds = sorted({fd for fd in range(1, most + 1) if not shared or fd == C or fd % q == 0})
     table = geometry.axis_table(*geometry.axes(dw)[0])
     if Ho in table and ftiler._pw_dw_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
         return Ho, most, 1
+    # the layers scheme (CMSIS-NN): the most channels per block first, then the tallest band
+    layers = tgt["fused_scheme"]["pw_dw"] == "layers"
     best = None
     for th in table:
-        for fd in range(1, most + 1):
+        for fd in fds:
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
-    return None if best is None else (best[0], best[1], 2)
+                key = (fd, th, th % cores == 0) if layers else (th, fd, th % cores == 0)
+                best = max(best or key, key)
+    if best is None:
+        return None
+    return (best[1], best[0], 2) if layers else (best[0], best[1], 2)
 
 
 @given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000))
-@settings(max_examples=60, deadline=None)
-def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget):
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
+@settings(max_examples=80, deadline=None)
+def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
     g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "pw1", "dw")
     assert pair["kind"] == "pw_dw"
-    tgt = target(budget, cores)
-    got = fusion.solve_dw_pw(pair, tgt)
+    tgt = target(budget, cores, pw_dw=scheme)
+    got = ftiler.solve_pw_dw(pair, tgt)
     want = brute_force_pw_dw(pair, tgt)
     if want is None:
         assert not got["feasible"] and "needs" in got["reason"]
@@ -279,6 +297,49 @@ def test_pw_dw_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget):
     assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
     assert got["l1_bytes"]["total"] <= budget
     assert sum(b["oh"] for b in got["bands"]) == g.tensor("m").shape[0]
+
+
+def brute_force_rows(pair, tgt):
+    dw = pair["dw"]
+    Ho, cores, budget = dw["out"][0], tgt["cores"], tgt["l1_budget"]
+    shared = tgt["fused_scheme"]["pw_dw"] == "shared"
+    table = geometry.axis_table(*geometry.axes(dw)[0])
+    most = Ho if shared else -(-Ho // cores)
+    if Ho in table and ftiler._rows_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
+        return Ho, most, 1
+    best = None
+    for th in table:
+        for fd in range(1, (th if shared else -(-th // cores)) + 1):
+            if ftiler._rows_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
+                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
+    return None if best is None else (best[0], best[1], 2)
+
+
+@given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
+       k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+@settings(max_examples=80, deadline=None)
+def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
+    """The row-wise (shifted buffer) PW->DW tiler against enumeration; the
+    pair's tiling is channel-wise when that fits, else row-wise (rows:
+    row-wise when that fits)."""
+    g = chain_graph(h, w, ci, cm, 4, k, s, pad=k // 2)
+    pair = fusion.pair_view(g, "pw1", "dw")
+    tgt = target(budget, cores, pw_dw=scheme)
+    got = ftiler.solve_pw_dw_rows(pair, tgt)
+    want = brute_force_rows(pair, tgt)
+    if want is None:
+        assert not got["feasible"] and "needs" in got["reason"]
+    else:
+        assert got["feasible"] and (got["band_h"], got["fd"], got["buffering"]) == want
+        assert got["layout"] == "rows" and got["l1_bytes"]["total"] <= budget
+    either, ch = fusion.solve_dw_pw(pair, tgt), ftiler.solve_pw_dw(pair, tgt)
+    # auto: channel-wise when it fits, else row-wise when that fits
+    want_layout = None if ch["feasible"] or not got["feasible"] else "rows"
+    assert either.get("layout") == want_layout and either["feasible"] == (ch["feasible"] or got["feasible"])
+    # fusion_pw_dw: rows, row-wise when it fits
+    tgt["fused_scheme"]["pw_dw_layout"] = "rows"
+    assert fusion.solve_dw_pw(pair, tgt).get("layout") == ("rows" if got["feasible"] else None)
 
 
 def chain_schedule(g, policy, budget, tilings_budget=64000):
@@ -349,3 +410,119 @@ def test_no_estimate_for_a_depthwise_in_several_row_blocks():
     coefs = {"combine": "sum", "default": {"macs": 1.0}, "ops": {}, "dma": {}}
     assert cfused.group_estimate(coefs, *g.layers, g, ft, 8) is None
     assert "row blocks" in cfused.why_no_estimate(coefs, ft)
+
+
+def two_bottlenecks():
+    """a -> l0 -> b -> [e1 (expand to 32) -> m1 -> d1 (3x3, stride 2)] -> n1
+    -> p1 -> c -> [e2 (expand to 48) -> m2 -> d2 (3x3)] -> n2 -> p2 -> z."""
+    shapes = {"a": [8, 8, 4], "b": [8, 8, 4], "m1": [8, 8, 32], "n1": [4, 4, 32], "c": [4, 4, 8],
+              "m2": [4, 4, 48], "n2": [4, 4, 48], "z": [4, 4, 8]}
+    t = {k: Tensor(k, v) for k, v in shapes.items()}
+
+    def pw(name, i, o):
+        return Layer(name, "pointwise", [i], o, input_offset=0, weights=f"{name}_w", bias=f"{name}_b",
+                     requant=rq(shapes[o][2]))
+
+    def dw(name, i, o, s):
+        return Layer(name, "depthwise", [i], o, kernel=[3, 3], stride=[s, s], pad=[1] * 4, input_offset=0,
+                     weights=f"{name}_w", bias=f"{name}_b", requant=rq(shapes[o][2]))
+    layers = [pw("l0", "a", "b"), pw("e1", "b", "m1"), dw("d1", "m1", "n1", 2), pw("p1", "n1", "c"),
+              pw("e2", "c", "m2"), dw("d2", "m2", "n2", 1), pw("p2", "n2", "z")]
+    return Graph("g", "test", t, layers, ["a"], ["z"])
+
+
+def test_min_memory_fuses_only_where_the_peak_is():
+    """Whole tensors live per step: 512, 2304, 2560, 640, 896, 1536, 896;
+    the floors (less each step's consumed input inside its output, never the
+    network's input): 512, 2048, 2048, 512, 768, 768, 768. Fusing e1+d1
+    drops m1 (steps 1-2 then hold b and n1, or n1: 512): the highest floor
+    falls to 768, at steps 4-6. No group lowers that; d2+p2 leaves it at
+    two steps (m2 and z at step 5: 768; z alone at 6), e2+d2 at three, so
+    the greedy pass takes d2+p2 next, then nothing. The pruning pass keeps
+    both: with the layers apart cut in rows only at e1 and d1 (whole tensors
+    above 2048), the expected peak is 896 (step 4, e2 whole) with both,
+    1536 (step 5, d2 whole) without d2+p2 and 2048 without e1+d1. The other
+    candidates (d1+p1, e2+d2) stay apart."""
+    from tessera import overlap
+
+    g = two_bottlenecks()
+    live, floors = overlap.step_floors(g)
+    assert live == [512, 2304, 2560, 640, 896, 1536, 896]
+    assert floors == [512, 2048, 2048, 512, 768, 768, 768]
+    assert overlap.row_band_layers(g) == ["d1", "e1"]
+    s, _, _ = chain_schedule(g, "min_memory", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["l0", "e1+d1", "p1", "e2", "d2+p2"]
+    fused = s["steps"][1]
+    assert fused["kind"] == "pw_dw" and fused["reason"].startswith("lowers the activation peak")
+    apart = {c["group"]: c["why_apart"] for c in s["candidates"] if not c["chosen"]}
+    assert apart == dict.fromkeys(["d1+p1", "e2+d2"], "does not lower the activation peak")
+
+
+def test_min_memory_keeps_apart_a_pair_the_peak_does_not_need():
+    """a (8x8x4, the network's input) -> l0 -> b -> k0 -> c -> [e1 (expand
+    to 32) -> m -> d1 (stride 2)] -> n -> p1 -> z. Whole tensors live: 1280,
+    2048, 3072, 2560, 576; floors 1280 (l0 reads the network's input: never
+    overlapped), 1024, 2048, 2048, 512. Fusing e1+d1 lowers the highest
+    floor to 1280, so the greedy pass takes it; but the plan's peak stays
+    2048 either way: k0's whole tensors (not above 2048, so not cut in rows)
+    and, apart, e1 and d1 cut in rows down to 2048. The pruning pass drops
+    it: nothing is fused (mbv1_128's pw1+dw2, next to dw1's 262,144 B)."""
+    t = {k: Tensor(k, v) for k, v in {"a": [8, 8, 4], "b": [8, 8, 16], "c": [8, 8, 16], "m": [8, 8, 32],
+                                      "n": [4, 4, 32], "z": [4, 4, 4]}.items()}
+
+    def layer(name, op, i, o, **kw):
+        return Layer(name, op, [i], o, input_offset=0, weights=f"{name}_w", bias=f"{name}_b",
+                     requant=rq(t[o].shape[2]), **kw)
+    g = Graph("g", "test", t, [layer("l0", "pointwise", "a", "b"), layer("k0", "pointwise", "b", "c"),
+                               layer("e1", "pointwise", "c", "m"),
+                               layer("d1", "depthwise", "m", "n", kernel=[3, 3], stride=[2, 2], pad=[1] * 4),
+                               layer("p1", "pointwise", "n", "z")], ["a"], ["z"])
+    from tessera import overlap
+    assert overlap.step_floors(g) == ([1280, 2048, 3072, 2560, 576], [1280, 1024, 2048, 2048, 512])
+    assert overlap.row_band_layers(g) == ["d1", "e1"]
+    s, _, _ = chain_schedule(g, "min_memory", 64000)
+    assert [st_["step"] for st_ in s["steps"]] == ["l0", "k0", "e1", "d1", "p1"]
+    assert all(c["why_apart"] == "does not lower the activation peak" for c in s["candidates"])
+
+
+def test_layers_scheme_reserves_what_the_cmsis_nn_fused_kernels_use():
+    """kernels/cmsis_nn/fused.c keeps in dw.scratch both layers' multipliers
+    and shifts (8 bytes per channel each), the depthwise filter reordered
+    (word-aligned), then the CMSIS-NN functions' buffer: four int16 columns
+    of the pointwise's input (arm_convolve_1x1_s8_fast's fast path) and, for
+    a depthwise other than 3x3, its sign-extended filter (2 bytes a tap)."""
+    for k in (3, 5):
+        for c, co in ((8, 16), (7, 5)):
+            for first, second, build in (("dw", "pw", lambda: dw_pw_graph(c=c, co=co, k=k, pad=k // 2)),
+                                         ("pw1", "dw", lambda: chain_graph(ci=co, cm=c, k=k, pad=k // 2))):
+                pair = fusion.pair_view(build(), first, second)
+                ft = fusion.solve_dw_pw(pair, target(64000, cores=1, scheme="layers"))
+                C, Co, Ci = pair["dw"]["out"][2], pair["pw"]["out"][2], pair["pw"]["in"][2]
+                taps = k * k
+                need = (8 * (C + Co) + -(-taps * C // 4) * 4
+                        + max(4 * 2 * (-(-Ci // 4) * 4), 0 if k == 3 else 2 * taps * C))
+                assert ft["scheme"] == "layers" and ft["l1_bytes"]["scratch"] >= need, (pair["name"], k, c, co)
+
+
+def test_layers_scheme_estimate_counts_each_kernel_call():
+    """A `layers` step (CMSIS-NN) calls each layer's kernel once per block:
+    with hand-set coefficients pricing only the per-channel setup of a call
+    (`chans`), the estimate is blocks x (depthwise channels + pointwise
+    channels) for DW->PW, and blocks x the block's channels, twice, for
+    PW->DW."""
+    from tessera.cost import fused as cfused, model
+    coefs = {"combine": "sum", "default": {k: 0.0 for k in model.COMPUTE}, "ops": {},
+             "dma": {k: 0.0 for k in model.DMA}}
+    coefs["default"]["chans"] = 1.0
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    ft = fusion.solve_dw_pw(fusion.pair_view(g, "dw", "pw"), target(64000, cores=1, scheme="layers"))
+    assert ft["scheme"] == "layers" and (len(ft["bands"]), ft["fd"]) == (1, 12)
+    dw, pw = g.layers
+    assert cfused.group_estimate(coefs, dw, pw, g, ft, 1) == 8 + 16
+    ft4 = dict(ft, fd=4)                            # three blocks of four rows
+    assert cfused.group_estimate(coefs, dw, pw, g, ft4, 1) == 3 * (8 + 16)
+    c = chain_graph(cm=12)
+    ft = fusion.solve_dw_pw(fusion.pair_view(c, "pw1", "dw"), target(64000, cores=1, scheme="layers"))
+    pw1, dwl = c.layers[0], c.layers[1]
+    assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=5), 1) == 2 * 12   # blocks of 5, 5, 2
+    assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=12), 1) == 2 * 12

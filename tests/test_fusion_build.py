@@ -180,3 +180,98 @@ def test_fused_dory_network_matches_its_reference(tmp_path):
     inside = [r for r in rows if "in_l1_only" in r]
     assert inside and all("equal" not in r for r in inside)
     assert all(r["equal"] for r in rows if "in_l1_only" not in r)
+
+
+@pytest.mark.qemu
+def test_fused_on_stm32h7_under_qemu_is_bit_exact(tmp_path):
+    """stm32h7 (CMSIS-NN kernels): both policies fuse (min_transfer both
+    kinds), the fused steps run the library's own fused kernels
+    (kernels/cmsis_nn/fused.c), and the network stays bit-exact. mbv2_025_128:
+    stride-2 depthwise, residual adds around fused blocks, both kinds
+    (benchmarks/fusion.py runs the other networks)."""
+    import shutil
+    from tessera import config
+    target = config.load_target(os.path.join(ROOT, "targets", "stm32h7.yaml"), "stm32h7")
+    missing = [p for p in (target["toolchain"]["cc"], target["runner"]["program"]) if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    model = "mbv2_025_128"
+    for policy in ("min_transfer", "min_latency"):
+        out = tmp_path / policy
+        scons("target=stm32h7", f"model={model}", f"fusion={policy}", out=out, check=True)
+        net = out / "stm32h7" / model
+        assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+        sched = json.loads((net / "schedule.json").read_text())
+        kinds = {s["kind"] for s in sched["steps"] if len(s["layers"]) == 2}
+        assert kinds == {"dw_pw", "pw_dw"} if policy == "min_transfer" else kinds, (policy, kinds)
+        code = "".join(p.read_text() for p in (net / "src").glob("*.c"))
+        assert all(f"tsr_cmsis_{kind}(" in code for kind in kinds)
+
+
+_SMALL_MBV2 = ("description: 0.25-MobileNetV2 at 40x40 (fused PW->DW test)\n"
+               "generator: {arch: mobilenet_v2, width: 0.25, resolution: 40, classes: 10, seed: 0}\n"
+               "quantization: {calibration_samples: 4, seed: 0}\ninput: {seed: 0}\n")
+# the same, its PW->DW steps row-wise (the shifted buffer) where that fits
+_SMALL_MBV2_ROWS = _SMALL_MBV2 + "fusion_pw_dw: rows\n"
+
+
+@pytest.mark.parametrize("name,l1,b2_layout", [pytest.param("gap8", 64000, "rows", marks=pytest.mark.qemu),
+                                               pytest.param("pulp_open", 65536, None, marks=pytest.mark.gvsoc)])
+def test_pulp_nn_pw_dw_steps_are_bit_exact(tmp_path, name, l1, b2_layout):
+    """PULP-NN's PW->DW steps (the library's pointwise, then its depthwise,
+    per block of channels or, row-wise, of rows over the shifted buffer;
+    gap8 under QEMU with the portable code, pulp_open under GVSoC with
+    Xpulp's): with L1 shrunk to 16000 bytes the stride-2 pair runs in several
+    bands of several blocks (gap8: row-wise, pulp_open: channel-wise), and
+    the network stays bit-exact."""
+    import shutil
+    from tessera import config
+    from tessera.runners import gvsoc
+    target = config.load_target(os.path.join(ROOT, "targets", f"{name}.yaml"), name)
+    tools = [target["toolchain"]["cc"]] + ([target["runner"]["program"]] if name == "gap8" else [])
+    missing = [p for p in tools if shutil.which(p) is None]
+    if missing or (name == "pulp_open" and gvsoc.locate() is None):
+        pytest.skip(f"{', '.join(missing) or 'gvsoc'} not installed")
+    with open(os.path.join(ROOT, "targets", f"{name}.yaml")) as f:
+        text = f.read()
+    assert f"    size: {l1}\n" in text
+    tpath, mpath = tmp_path / f"{name}_small.yaml", tmp_path / "mbv2_small.yaml"
+    tpath.write_text(text.replace(f"    size: {l1}\n", "    size: 16000\n", 1))
+    mpath.write_text(_SMALL_MBV2_ROWS if b2_layout == "rows" else _SMALL_MBV2)
+    out = tmp_path / "out"
+    scons(f"target={tpath}", f"model={mpath}", "fusion=min_transfer", out=out, check=True)
+    net = out / f"{name}_small" / "mbv2_small"
+    assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+    sched = json.loads((net / "schedule.json").read_text())
+    fused = [json.loads((net / "tiling" / f"{s['step']}.fused.json").read_text())
+             for s in sched["steps"] if s.get("kind") == "pw_dw"]
+    assert fused and all(f["scheme"] == "shared" for f in fused)
+    for f in fused:
+        src = (net / "src" / f"{f['layers'][0]}.c").read_text()
+        assert ("pnn_pw_dw_rows_block" if f.get("layout") == "rows" else "pnn_pw_dw_block(") in src
+    # a step of several bands and several blocks, over a stride-2 depthwise
+    b2 = next(f for f in fused if f["group"] == "b2_expand+b2_dw")
+    assert len(b2["bands"]) > 1 and b2.get("layout") == b2_layout
+    assert b2["fd"] < (b2["band_h"] if b2_layout == "rows" else 48)
+
+
+def test_reference_pw_dw_row_wise_on_host_is_bit_exact(tmp_path):
+    """The reference PW->DW kernels on the host (per core): with L1 at 16000
+    bytes and fusion_pw_dw: rows the fused tiler takes the row-wise layout
+    (the shifted buffer) for the pairs, tsr_pw_dw_rows runs them, and the
+    network stays bit-exact."""
+    tpath, mpath = tmp_path / "host_small.yaml", tmp_path / "mbv2_small.yaml"
+    tpath.write_text(open(_target(tmp_path, 16000)).read())
+    mpath.write_text(_SMALL_MBV2_ROWS)
+    out = tmp_path / "out"
+    scons(f"target={tpath}", f"model={mpath}", "fusion=min_transfer", out=out, check=True)
+    net = out / "host_small" / "mbv2_small"
+    assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+    sched = json.loads((net / "schedule.json").read_text())
+    fused = [json.loads((net / "tiling" / f"{s['step']}.fused.json").read_text())
+             for s in sched["steps"] if s.get("kind") == "pw_dw"]
+    rows = [f for f in fused if f.get("layout") == "rows"]
+    assert rows and all(f["scheme"] == "per_core" for f in fused)
+    assert any(f["fd"] < f["band_h"] for f in rows)      # several blocks: rows kept and shifted
+    for f in rows:
+        assert "tsr_pw_dw_rows(" in (net / "src" / f"{f['layers'][0]}.c").read_text()

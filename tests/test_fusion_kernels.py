@@ -10,7 +10,7 @@ from ctypes import POINTER, c_int, c_int8, c_int32
 import numpy as np
 from hypothesis import given, strategies as st
 
-from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, ConvArgs, arrays, conv_struct,  # noqa: F401
+from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, ConvArgs, RequantT, arrays, conv_struct,  # noqa: F401
                               draw_bias, draw_rq, finish, geometry, int8s, lib, requants, run_case,
                               share_rows)
 from test_pulp_nn_kernels import pnn  # noqa: F401
@@ -185,3 +185,104 @@ def test_pw_dw_matches_two_layers(lib, case):
     lib.tsr_pw_dw.restype = None
     c, ncores, rng = case
     run_case(lib, c, ncores, rng)
+
+
+@given(pw_dw_cases(), st.sampled_from(["none", "short", "plane"]))
+@SETTINGS
+def test_pulp_nn_pw_dw_blocks_match_two_layers(pnn, case, scratch):
+    """The shared PW->DW scheme the generated PULP-NN steps run: per block of
+    fd channels, pnn_pw_dw_block's arguments, the library's pointwise on
+    every core (a fork), then pnn_depthwise_block on every core, over one
+    fd-channel intermediate; the depthwise without stripe scratch, with a
+    too-small one (direct loop), or with a padded plane per core."""
+    c, ncores, rng = case
+    P = POINTER(ConvArgs)
+    pnn.pnn_pw_dw_block.argtypes = [POINTER(PwDwArgs), c_int32, c_int32, P, P, POINTER(RequantT)]
+    pnn.pnn_pw_dw_block.restype = None
+    for fn in (pnn.pnn_pointwise, pnn.pnn_depthwise_block):
+        fn.argtypes = [P, c_int, c_int]
+        fn.restype = None
+    expected = c.expected
+    out = np.random.default_rng(int(rng.integers(2**31))).integers(
+        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+    args, keep = c.build(out.ctypes.data, None)
+    fd, cm = args.fd, expected.shape[-1]
+    dw = args.dw
+    rows = (dw.out_h - 1) * dw.sh + dw.kh
+    per_core = {"none": 0, "short": rows * dw.kw - 1,
+                "plane": rows * (dw.in_w + dw.pad_l + dw.pad_r) + 4}[scratch]
+    stripes = np.zeros(max(1, per_core * ncores), dtype=np.int8)
+    if per_core > 0:
+        args.dw.scratch, args.dw.scratch_bytes = stripes.ctypes.data_as(POINTER(c_int8)), per_core
+    mid = np.full(fd * args.pw.in_h * args.pw.in_w, 77, dtype=np.int8)
+    args.buf = mid.ctypes.data_as(POINTER(c_int8))
+    p, d, rq = ConvArgs(), ConvArgs(), (RequantT * 2)()
+    for c0 in range(0, cm, fd):
+        pnn.pnn_pw_dw_block(ctypes.byref(args), c0, min(fd, cm - c0), ctypes.byref(p), ctypes.byref(d), rq)
+        for fn, a in ((pnn.pnn_pointwise, p), (pnn.pnn_depthwise_block, d)):
+            for k in range(ncores):
+                fn(ctypes.byref(a), k, ncores)
+    del keep
+    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)
+
+
+@st.composite
+def pw_dw_rows_cases(draw):
+    """The same two layers, fused row-wise: fd depthwise output rows per
+    block, the shifted buffer of (fd - 1) * sh + kh pointwise rows."""
+    (c, ncores, rng) = draw(pw_dw_cases())
+    args, keep = c.build(None, None)
+    out_h, sh, kh, w, cm = args.dw.out_h, args.dw.sh, args.dw.kh, args.pw.in_w, args.pw.out_c
+    fd = draw(st.integers(1, out_h + 1))
+    build = c.build
+
+    def rows_build(out_ptr, scratch):
+        a, k = build(out_ptr, scratch)
+        a.fd = fd
+        return a, k
+    del keep
+    sb = ((fd - 1) * sh + kh) * w * cm
+    return Case("tsr_pw_dw_rows", rows_build, c.expected, c.out_dtype, share_rows, sb), ncores, rng
+
+
+@given(pw_dw_rows_cases())
+@SETTINGS
+def test_pw_dw_rows_matches_two_layers(lib, case):
+    lib.tsr_pw_dw_rows.argtypes = [POINTER(PwDwArgs), c_int, c_int]
+    lib.tsr_pw_dw_rows.restype = None
+    c, ncores, rng = case
+    run_case(lib, c, ncores, rng)
+
+
+@given(pw_dw_rows_cases(), st.sampled_from(["none", "plane"]))
+@SETTINGS
+def test_pulp_nn_pw_dw_rows_blocks_match_two_layers(pnn, case, scratch):
+    """The shared row-wise scheme: per block of fd rows pnn_pw_dw_rows_block
+    (the shift, the new rows' pointwise, the block's depthwise), each half
+    on every core in turn."""
+    c, ncores, rng = case
+    P = POINTER(ConvArgs)
+    pnn.pnn_pw_dw_rows_block.argtypes = [POINTER(PwDwArgs), c_int32, c_int32, P, P]
+    pnn.pnn_pw_dw_rows_block.restype = None
+    for fn in (pnn.pnn_pointwise, pnn.pnn_depthwise):
+        fn.argtypes = [P, c_int, c_int]
+        fn.restype = None
+    expected = c.expected
+    out = np.random.default_rng(int(rng.integers(2**31))).integers(
+        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+    mid = np.full(c.scratch_bytes, 77, dtype=np.int8)
+    args, keep = c.build(out.ctypes.data, mid.ctypes.data_as(POINTER(c_int8)))
+    dw = args.dw
+    per_core = (((args.fd - 1) * dw.sh + dw.kh) * (dw.in_w + dw.pad_l + dw.pad_r) + 4) if scratch == "plane" else 0
+    stripes = np.zeros(max(1, per_core * ncores), dtype=np.int8)
+    if per_core:
+        args.dw.scratch, args.dw.scratch_bytes = stripes.ctypes.data_as(POINTER(c_int8)), per_core
+    p, d = ConvArgs(), ConvArgs()
+    out_h, fd = expected.shape[0], args.fd
+    for y in range(0, out_h, fd):
+        pnn.pnn_pw_dw_rows_block(ctypes.byref(args), y, min(fd, out_h - y), ctypes.byref(p), ctypes.byref(d))
+        for fn, a in ((pnn.pnn_pointwise, p), (pnn.pnn_depthwise, d)):
+            for k in range(ncores):
+                fn(ctypes.byref(a), k, ncores)
+    del keep
+    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)

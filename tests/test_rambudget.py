@@ -87,3 +87,69 @@ def test_ram_cap_in_the_model_yaml(tmp_path):
     # the command line wins over the YAML
     scons("target=stm32h7", f"model={yml}", "ram_cap=100000", str(plan), out=tmp_path, check=True)
     assert json.loads((plan.parent / "ram_budget.json").read_text())["ram_cap"] == 100000
+
+
+def test_fused_steps_are_tiled_within_the_capped_budget(tmp_path):
+    """With fusion, the fused steps are tiled within the tile budget the cap
+    chose, as the layers are (else a fused step's L1 would break the cap):
+    mbv2_035_128 on stm32h7 with fusion=min_memory fuses b2's expansion and
+    depthwise and fits 0.9 x ST X-CUBE-AI's 258 KiB."""
+    out = tmp_path / "stm32h7" / "mbv2_035_128"
+    cap = int(0.9 * 258 * 1024)
+    scons("target=stm32h7", "model=mbv2_035_128", "fusion=min_memory", f"ram_cap={cap}", str(out / "memplan.json"),
+          out=tmp_path, check=True)
+    chosen = json.loads((out / "ram_budget.json").read_text())
+    budget = chosen["l1_budget"]
+    fused = json.loads((out / "tiling" / "b2_expand+b2_dw.fused.json").read_text())
+    assert fused["feasible"] and fused["l1_bytes"]["total"] <= budget
+    steps = json.loads((out / "schedule.json").read_text())["steps"]
+    assert [s["step"] for s in steps if s["kind"] != "layer"] == chosen["fused"] == ["b2_expand+b2_dw"]
+    the_plan = json.loads((out / "memplan.json").read_text())
+    assert the_plan["tiles"]["arena"] <= budget
+    # the budget step judged the plan the build made, fused step included:
+    # the total it counted is the plan's, and every larger option it tried
+    # (the top rung in place among them) was over the cap with that step
+    assert chosen["ram"] == rambudget.total_ram(memplan.memory_report(the_plan)) <= cap
+    assert all(isinstance(t[1], int) and t[1] > cap for t in chosen["tried"][:-1])
+
+
+def test_each_rung_is_judged_with_the_fused_steps_the_build_runs():
+    """With fusion the budget step judges each rung by the plan with that
+    rung's fused steps (their tiles in the arena): on the chain, fusing l0+l1
+    at the top rungs costs more RAM than the layers apart (a larger fused
+    tile), so a cap the unfused top rung meets moves the choice down to the
+    first rung whose fused plan fits."""
+    from tessera import fusion
+    from tessera.fusion import decide
+
+    graph = chain()
+    views = {layer.name: tiler_layer(layer, graph) for layer in graph.layers}
+    cands = fusion.candidates(graph)
+    pair = fusion.pair_view(graph, "l0", "l1")
+    seen = {}
+
+    def schedule(tilings, tgt):
+        ft = fusion.solve_dw_pw(pair, dict(tgt, fused_scheme={}))
+        sched = decide.schedule(graph, tilings, {"l0+l1": (pair, ft)}, {"policy": "min_transfer", "candidates": cands})
+        seen[tgt["l1_budget"]] = (sched, ft)
+        return sched, {"l0+l1": ft}
+
+    def fused_ram(budget):
+        # the plan with the fused step, built here from its tiling directly
+        sched, ft = seen[budget]
+        assert [s["step"] for s in sched["steps"]] == ["l0+l1"]
+        tgt = {"l1_budget": budget, "cores": 1, "buffering": 2, "kernels": REF}
+        tilings = {n: solve_layer(v, tgt) for n, v in views.items()}
+        fused = {"l0+l1": {"layers": ["l0", "l1"], "l1_total": ft["l1_bytes"]["total"], "bands": ft["bands"]}}
+        return rambudget.total_ram(memplan.memory_report(memplan.plan(graph, tilings, MEMORY, 4, "", fused)))
+
+    tgt = {"l1_budget": 16384, "cores": 1, "buffering": 2, "kernels": REF}
+    top = rambudget.rungs(16384)[0]
+    cap = ram_at(graph, views, top) + 1
+    # judged without fusion, the top rung meets the cap
+    assert rambudget.choose(graph, views, tgt, MEMORY, cap, solve_layer)["l1_budget"] == top
+    got = rambudget.choose(graph, views, tgt, MEMORY, cap, solve_layer, schedule=schedule)
+    assert fused_ram(top) > cap            # with its fused step it does not
+    assert got["l1_budget"] < top and got["fused"] == ["l0+l1"]
+    assert got["ram"] == fused_ram(got["l1_budget"]) <= cap
+    assert all(ram == fused_ram(b) > cap for b, ram in got["tried"][:-1])

@@ -334,7 +334,9 @@ plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 }
 #endif
 
-void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
+/* channels [0, n) split over the cores; C = a->out_c is the output's pixel
+ * stride (n == C for a layer, less for a fused block of channels) */
+static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
     const int32_t C = a->out_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const int32_t area = kh * kw, step = a->sh * kw;
@@ -342,7 +344,7 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
     int32_t c0, c1, c, ox, oy, i;
     int8_t *s;
 
-    pnn_chunk(C, 1, core, ncores, &c0, &c1);
+    pnn_chunk(n, 1, core, ncores, &c0, &c1);
     if (c0 >= c1)
         return;
     if (!a->scratch || a->scratch_bytes < rows * kw || !pnn_offset_padable(off)) {
@@ -401,4 +403,14 @@ void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
             }
         }
     }
+}
+
+void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
+{
+    depthwise_n(a, a->out_c, core, ncores);
+}
+
+void pnn_depthwise_block(const tsr_conv_args_t *a, int core, int ncores)
+{
+    depthwise_n(a, a->in_c, core, ncores);
 }

@@ -20,6 +20,15 @@ be read by tile i itself and earlier tiles: their reads completed before
 tile i computed). A whole-tensor layer reads everything, then writes.
 The next layer starts after the last write-back has landed.
 
+Weights streamed through the activation level (GAP8: L3 -> L2 -> L1,
+tile.h's tsr_wstream_next) are replayed with it: a layer asks for chunk k
+when it loads the first tile of that chunk's channels (a fused step asks
+for both layers' chunks before its first band); chunk k must then hold
+what was loaded, and chunk k + 1 starts loading: its bytes are written at
+once (it may land any time before it is asked for, so the earliest is the
+conservative moment). Every later tile loading weights from chunk k checks
+it again (its copy to L1 runs while the tile before it is written back).
+
 In the tile level the same replay covers the double buffers:
   prefetch(i+1) lands while compute(i) reads in[i%2] and writes out[i%2],
   and write-back(i) reads out[i%2] until the wait before compute(i+2).
@@ -130,8 +139,11 @@ class _Places:
         self.offsets = acts["offsets"]
         spill = acts.get("spill")
         self.spill = spill["offsets"] if spill else {}
+        stream = the_plan["weights"].get("stream")
+        self.stream = stream if stream and stream["level"] == acts["level"] else None
+        ends = [c["at"] + c["bytes"] for c in (self.stream or {}).get("chunks", ())]
         self.act = Level(acts["level"], max([acts.get("arena", 0), acts["peak"]]
-                                            + [o + 1 for o in self.offsets.values()]))
+                                            + [o + 1 for o in self.offsets.values()] + ends))
         self.far = Level(spill["level"], spill["bytes"]) if spill else None
 
     def of(self, name):
@@ -142,6 +154,47 @@ class _Places:
 
 def _tag(name):
     return f"tensor {name!r}"
+
+
+class _Stream:
+    """The weight chunks in the activation level, in the order the layers
+    ask for them (see the module docstring)."""
+
+    def __init__(self, level, stream):
+        self.level, self.chunks, self.k = level, (stream or {}).get("chunks", []), 0
+        self.layers = (stream or {}).get("layers", {})
+
+    def _box(self, k):
+        return _compact(self.chunks[k]["at"], self.chunks[k]["bytes"])
+
+    def _what(self, k):
+        return f"weight chunk {k} ({self.chunks[k]['layer']} channels {self.chunks[k]['c0']}+)"
+
+    def _held(self, k, who):
+        self.level.read(self._box(k), self._what(k), who)
+
+    def next(self, layer_name, who):
+        k = self.k
+        if k >= len(self.chunks) or self.chunks[k]["layer"] != layer_name:
+            raise RuntimeError(f"hazard replay: {who} asks for a weight chunk out of the plan's order")
+        self.k += 1
+        if k == 0:
+            self.level.write(self._box(0), self._what(0), "the weight stream (chunk 0)")
+        self._held(k, who)
+        if k + 1 < len(self.chunks):
+            self.level.write(self._box(k + 1), self._what(k + 1), f"the weight stream, asked by {who}")
+
+    def again(self, who):
+        """A tile loading more of the chunk asked for last."""
+        self._held(self.k - 1, who)
+
+    def asks(self, layer_name):
+        """How many chunks a layer asks for (0 when its weights do not stream)."""
+        return self.layers.get(layer_name, {}).get("count", 0)
+
+    def finish(self):
+        if self.k != len(self.chunks):
+            raise RuntimeError(f"hazard replay: {self.k} of {len(self.chunks)} weight chunks asked for")
 
 
 def check(graph, tilings, the_plan, fused=None):
@@ -160,15 +213,17 @@ def check(graph, tilings, the_plan, fused=None):
         t = graph.tensor(name)
         lvl, off = places.of(name)
         lvl.write(_whole_box(off, t.shape, size[t.dtype]), _tag(name), "the application (input)")
+    feed = _Stream(places.act, places.stream)
     n = 0
     for layer in graph.layers:
         if layer.name in lead:
             n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
-                               places)
+                               places, feed)
         elif layer.name in direct:
             n += _replay_direct(layer, graph, direct[layer.name], places)
         elif layer.name not in empty:
-            n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places)
+            n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places, feed)
+    feed.finish()
     # ... and reads the outputs after it
     for name in graph.outputs:
         t = graph.tensor(name)
@@ -177,11 +232,13 @@ def check(graph, tilings, the_plan, fused=None):
     return n
 
 
-def _replay_layer(layer, graph, tiling, the_plan, places):
+def _replay_layer(layer, graph, tiling, the_plan, places, feed):
     y = graph.tensor(layer.output)
     ye = ir.DTYPES[y.dtype]
     if is_whole(layer, graph):
         who = f"layer {layer.name}"
+        for _ in range(feed.asks(layer.name)):
+            feed.next(layer.name, who)
         for name in layer.inputs:
             x = graph.tensor(name)
             lvl, off = places.of(name)
@@ -200,9 +257,16 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
     # as codegen/layer.py: one L1 input buffer per input it loads tile by
     # tile (a matmul's right operand comes with the weights, below)
     reads = list(enumerate(layer.inputs[:len(l1["in"])]))
+    chunk_c = feed.layers.get(layer.name, {}).get("chunk_c")
     for t in tiles:
         i = t["index"]
         who = f"layer {layer.name} tile {i}"
+        # codegen/layer.py: loading tile i asks for the chunk its channels begin
+        if chunk_c and _new_weights(tiles, i):
+            if t["oc0"] % chunk_c == 0:
+                feed.next(layer.name, who)
+            else:
+                feed.again(who)
         for k, name in reads:
             x = graph.tensor(name)
             xe = ir.DTYPES[x.dtype]
@@ -230,21 +294,27 @@ def _replay_layer(layer, graph, tiling, the_plan, places):
     return len(tiles)
 
 
-def _replay_fused(dw, pw, graph, bands, places):
-    """A fused DW->PW step (codegen/fused.py) in the activation level: band
-    i reads its input rows (halo included, every column and channel), then
-    writes its output rows, with the tiled layers' double-buffered timing.
-    Its L1 regions are not replayed (codegen/fused.py checks its layout
-    against the fused tiler's count; the intermediate never leaves L1)."""
-    x, y = graph.tensor(dw.inputs[0]), graph.tensor(pw.output)
-    xl, xo = places.of(dw.inputs[0])
-    yl, yo = places.of(pw.output)
+def _replay_fused(first, second, graph, bands, places, feed):
+    """A fused step (codegen/fused.py, DW->PW or PW->DW) in the activation
+    level: both layers' weight chunks first, then band i reads its input
+    rows (halo included, every column and channel), then writes its output
+    rows, with the tiled layers' double-buffered timing. Its L1 regions are
+    not replayed (codegen/fused.py checks its layout against the fused
+    tiler's count; the intermediate never leaves L1)."""
+    for layer in (first, second):
+        for _ in range(feed.asks(layer.name)):
+            feed.next(layer.name, f"fused step {first.name}+{second.name}")
+    x, y = graph.tensor(first.inputs[0]), graph.tensor(second.output)
+    xl, xo = places.of(first.inputs[0])
+    yl, yo = places.of(second.output)
     _, W, C = x.shape
     _, Wo, Co = y.shape
     for i, b in enumerate(bands):
-        who = f"fused step {dw.name}+{pw.name} band {i}"
-        xl.read((xo, tuple(x.shape), ir.DTYPES[x.dtype], (b["ih0"], b["ih"], 0, W, 0, C)), _tag(dw.inputs[0]), who)
-        yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(pw.output), who)
+        who = f"fused step {first.name}+{second.name} band {i}"
+        xl.read((xo, tuple(x.shape), ir.DTYPES[x.dtype], (b["ih0"], b["ih"], 0, W, 0, C)), _tag(first.inputs[0]),
+                who)
+        yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(second.output),
+                 who)
     return len(bands)
 
 

@@ -101,14 +101,16 @@ def bounce_name(layer_name, which):
 
 
 def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, fused_pairs=(), bands=False,
-                     direct=None):
+                     direct=None, skip=()):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
     bounce buffer, until the rest fits. With `overlap`, a layer's output may
     start below its consumed input by the gap its tile order allows
-    (tessera.overlap). Returns (plan, buffers, spilled)."""
-    pairs = (overlap_candidates(graph, tilings, direct) + list(fused_pairs)) if overlap and tilings else []
+    (tessera.overlap; `skip`: outputs of fused steps, whose pairs come from
+    their bands in fused_pairs, not from a single layer's tile table).
+    Returns (plan, buffers, spilled)."""
+    pairs = (overlap_candidates(graph, tilings, direct, skip) + list(fused_pairs)) if overlap and tilings else []
     steps = [layer.name for layer in graph.layers]
     spilled = []
     while True:
@@ -191,7 +193,7 @@ def _activation_tops(graph, buffers, offsets):
     return top
 
 
-def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only=None):
+def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only=None, runs=None):
     """The chunks every layer's constants stream through `level` in, and
     where each lands (see the module docstring).
 
@@ -201,16 +203,22 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only
     bytes, so a pair never overlaps. A layer's chunks all have the same
     channel count: as many whole L1 channel tiles as fit half the room the
     activations leave from the previous to the next layer with weights (and
-    what the neighbouring chunk leaves)."""
+    what the neighbouring chunk leaves).
+
+    runs: {layer index: the step whose function runs it} (a fused step's
+    second layer runs in its first layer's function, which asks for both
+    layers' chunks: the chunk after them starts loading there, while the
+    step still reads its input)."""
     top = _activation_tops(graph, act_buffers, act_offsets)
+    run = lambda i: (runs or {}).get(i, i)   # noqa: E731
     end = usable // 8 * 8
     weighted = [i for i, layer in enumerate(graph.layers) if (layer.weights or param_arrays(layer))
                 and (only is None or layer.name in only)]
     chunks, per_layer = [], {}
-    for w, i in enumerate(weighted):
-        layer = graph.layers[i]
-        prev = weighted[w - 1] if w else i
-        nxt = weighted[w + 1] if w + 1 < len(weighted) else i
+    for w, layer_i in enumerate(weighted):
+        layer, i = graph.layers[layer_i], run(layer_i)
+        prev = run(weighted[w - 1]) if w else i
+        nxt = run(weighted[w + 1]) if w + 1 < len(weighted) else i
         co = graph.tensor(layer.output).shape[2]
         tc = min(tilings[layer.name]["tile"]["c"], co)
         first_base = _align(max(top[prev:i + 1]), 8)    # an even first chunk: live from `prev` on
@@ -374,6 +382,16 @@ def _without_intermediates(graph, fused, release_input=False):
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
 
+def _fused_outputs(graph, fused):
+    return {graph.layer(g["layers"][1]).output for g in (fused or {}).values()}
+
+
+def _fused_runs(graph, fused):
+    """{second layer's index: first layer's index} of the fused steps."""
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    return {index[g["layers"][1]]: index[g["layers"][0]] for g in (fused or {}).values()}
+
+
 def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, direct=None):
     """The network's plan. tilings: layer name -> the tiler's result;
     memory: tessera.views.memory_target(target); fused: group name ->
@@ -395,7 +413,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
         "bands" in g for g in fused.values()) else []
     act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap, fused_pairs, bands, direct)
+                                                  overlap, fused_pairs, bands, direct, skip=_fused_outputs(graph, fused))
+    runs = _fused_runs(graph, fused)
     wl = place["weights"]
     in_storage = storage_weights(graph, memory)
     weights = _weights_check(_without_layers(graph, in_storage), wl, levels[wl]["size"], levels[wl]["usable"],
@@ -415,13 +434,13 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
         last = max(v["at"] + v["bytes"] for v in in_storage.values())
         weights["storage"] = {"level": st["level"], "layers": in_storage, "bytes": _align(last, st["block"])}
         weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
-                                           act_buffers, acts["offsets"], only=set(in_storage))
+                                           act_buffers, acts["offsets"], only=set(in_storage), runs=runs)
     elif staging is not None:
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
                            "stage weights in the activation level")
         weights["stream"] = _weight_stream(graph, tilings, staging, levels[staging]["usable"],
-                                           act_buffers, acts["offsets"])
+                                           act_buffers, acts["offsets"], runs=runs)
     activations = {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
                    "peak": acts["peak"], "lower_bound": acts["lower_bound"],
                    "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],

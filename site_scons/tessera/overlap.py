@@ -86,6 +86,17 @@ def row_band_layers(graph):
     larger), so only the steps whose whole tensors take more than F have
     to overlap; elsewhere row bands would cost time (more, smaller tiles)
     and save nothing at the peak."""
+    live, floors = step_floors(graph)
+    floor = max(floors, default=0)
+    return sorted(layer.name for step, layer in _eligible(graph)
+                  if layer.op in ROW_OPS and live[step] > floor)
+
+
+def step_floors(graph):
+    """Per step, the whole tensors' live bytes (weights and constants
+    apart), and the floor no plan goes below there: those bytes less the
+    smaller tensor of the step's candidate pair (as far as it can overlap).
+    (live, floors), two lists over the steps."""
     producer, last = graph.producer(), graph.last_use()
     live = [0] * len(graph.layers)
     for name, t in graph.tensors.items():
@@ -94,23 +105,26 @@ def row_band_layers(graph):
         start = 0 if name in graph.inputs else producer[name]
         for step in range(start, last.get(name, start) + 1):
             live[step] += t.nbytes
-    eligible = dict(_eligible(graph))
-    floor = max((live[s] - min(graph.tensor(layer.inputs[0]).nbytes, graph.tensor(layer.output).nbytes)
-                 if s in eligible else live[s]) for s, layer in enumerate(graph.layers)) if graph.layers else 0
-    return sorted(layer.name for step, layer in eligible.items()
-                  if layer.op in ROW_OPS and live[step] > floor)
+    floors = list(live)
+    for s, layer in _eligible(graph):
+        floors[s] -= min(graph.tensor(layer.inputs[0]).nbytes, graph.tensor(layer.output).nbytes)
+    return live, floors
 
 
-def candidates(graph, tilings, direct=None):
+def candidates(graph, tilings, direct=None, skip=()):
     """[{"below": output, "above": input, "gap": bytes}] for every layer whose
     output may overlap its consumed input (the allocator decides whether it
     does). direct: layer name -> kind for the layers run in place (their
-    gap follows the kernel's loop order, tessera.direct)."""
+    gap follows the kernel's loop order, tessera.direct); `skip`: outputs
+    whose pairs come from elsewhere (fused steps').
+    """
     from . import direct as direct_mod
 
     direct = direct or {}
     out = []
     for _, layer in _eligible(graph):
+        if layer.output in skip:
+            continue
         x = layer.inputs[0]
         if layer.name in direct:
             gap = direct_mod.gap(layer, graph, direct[layer.name])

@@ -86,43 +86,71 @@ def plan_flat(graph, tilings, memory, plan):
     return best[1]
 
 
-def choose(graph, views, tiler_target, memory, cap, solve, where=""):
+def with_fused(memory, sched, fused_tilings):
+    """(fused, memory) for memplan.plan from the schedule's fused steps and
+    their tilings: fused is group -> {"layers", "l1_total", "bands"}; memory
+    loses from its in-place candidates the layers that run fused (and all of
+    them beside a PW->DW step, whose plan is not replayed)."""
+    fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"],
+                         "bands": fused_tilings[s["step"]]["bands"]}
+             for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
+    if fused:
+        eligible = memory.get("direct", {}).get("eligible", {})
+        inside = {n for g in fused.values() for n in g["layers"]}
+        eligible = {n: k for n, k in eligible.items() if n not in inside}
+        if not all("bands" in g for g in fused.values()):
+            eligible = {}
+        memory = dict(memory, direct=dict(memory.get("direct", {}), eligible=eligible))
+    return fused, memory
+
+
+def choose(graph, views, tiler_target, memory, cap, solve, where="", schedule=None):
     """{"l1_budget", "ram", "tried": [[budget, ram or the reason it failed]]}
     for the largest rung whose total RAM is at most `cap`.
 
     views: layer name -> the tiler view; solve(view, tiler_target) -> the
-    tiling (the build's own solver, so the chosen tilings are reused)."""
+    tiling (the build's own solver, so the chosen tilings are reused);
+    schedule(tilings, tiler_target) -> (schedule, {group: fused tiling}):
+    with fusion, the steps the build will run at that budget (their fused
+    tiles are in the arena, their layers not in place), so each rung is
+    judged by the plan the build then makes."""
     from . import memplan
 
     usable = tiler_target["l1_budget"]
     tried = []
     policy = memory.get("direct", {}).get("policy", "none")
-    eligible = memory.get("direct", {}).get("eligible", {})
-    # "ram_cap" (a tile level faster than the activations', stm32h7's DTCM):
-    # at each budget the tiles first; over the cap, the same budget with the
-    # eligible layers in place (from the slower RAM, no arena for them)
-    # before any smaller budget (smaller tiles cost copies and calls on
-    # every layer). Once every layer runs in place the budget no longer matters.
-    in_place_opts = [True] if policy == "ram_cap" and eligible else []
-    every = set(eligible) >= set(views)
     for budget in rungs(usable):
         tgt = dict(tiler_target, l1_budget=budget)
-
-        def plan(direct):
-            return memplan.plan(graph, tilings, memory, memory.get("align", 4), memory.get("fit_hint", ""),
-                                direct=direct)
         try:
             tilings = {name: dict(solve(v, tgt), layer=name) for name, v in views.items()}
         except FitError as err:
             tried.append([budget, str(err).split(":")[0] + ": does not fit"])
             break
+        fused, mem, groups = {}, memory, None
+        if schedule is not None:
+            sched, fused_tilings = schedule(tilings, tgt)
+            fused, mem = with_fused(memory, sched, fused_tilings)
+            groups = sorted(fused)
+        eligible = mem.get("direct", {}).get("eligible", {})
+        # "ram_cap" (a tile level faster than the activations', stm32h7's
+        # DTCM): at each budget the tiles first; over the cap, the same
+        # budget with the eligible layers in place (from the slower RAM, no
+        # arena for them) before any smaller budget (smaller tiles cost
+        # copies and calls on every layer). Once every layer runs in place
+        # (none fused) the budget no longer matters.
+        in_place_opts = [True] if policy == "ram_cap" and eligible else []
+        every = set(eligible) >= set(views)
+
+        def plan(direct, mem=mem, fused=fused, tilings=tilings):
+            return memplan.plan(graph, tilings, mem, mem.get("align", 4), mem.get("fit_hint", ""),
+                                fused or None, direct=direct)
         stop = False
         for in_place in [False] + in_place_opts:
             if in_place and every and any(len(t) > 2 for t in tried):
                 continue    # all in place: the same plan as at the larger budget
             try:
                 if policy == "flat":
-                    the_plan = plan_flat(graph, tilings, memory, plan)
+                    the_plan = plan_flat(graph, tilings, mem, plan)
                 else:
                     the_plan = plan(eligible if in_place else {})
             except FitError as err:
@@ -132,8 +160,11 @@ def choose(graph, views, tiler_target, memory, cap, solve, where=""):
             ram = total_ram(memplan.memory_report(the_plan))
             tried.append([budget, ram] + (["in place"] if in_place else []))
             if ram <= cap:
-                return {"ram_cap": cap, "l1_budget": budget, "ram": ram, "tried": tried,
-                        "direct": sorted(the_plan.get("direct", {})) if in_place else []}
+                out = {"ram_cap": cap, "l1_budget": budget, "ram": ram, "tried": tried,
+                       "direct": sorted(the_plan.get("direct", {})) if in_place else []}
+                if groups is not None:
+                    out["fused"] = groups     # the fused steps this total counts
+                return out
         if stop:
             break
     best = min((t[1] for t in tried if isinstance(t[1], int)), default=None)

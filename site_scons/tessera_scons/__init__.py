@@ -330,7 +330,7 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
     linker-script fragment to INCLUDE), export (export/ nodes), prefix,
     outdir, sources, network_h, tilings, memplan, schedule; with run=True also
     firmware, run, verdict, report, passed. `fusion` (none | min_latency |
-    min_transfer) and `fusion_cost` (model | measured) override the model
+    min_transfer | min_memory) and `fusion_cost` (model | measured) override the model
     YAML's."""
     out = os.path.abspath(out or env.get("TESSERA_OUT") or env.Dir("#generated").abspath)
     outdir = None
@@ -441,6 +441,24 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         memory["direct"] = {"policy": policy, "eligible": {
             n: k for n, k in direct_mod.eligible(graph, tcfg["kernels"], rows).items()
             if direct_mod.scratch_bytes(graph.layer(n), graph, k) <= room}}
+    # fusion's inputs (its steps come after the tiles; a ram_cap's budget
+    # step judges each rung with them)
+    fusion_policy = mcfg.get("fusion", "none")
+    cands = fusion.candidates(graph) if fusion_policy != "none" else []
+    # how the library's fused kernel shares the intermediate between cores
+    # (codegen/libraries: FUSED_SCHEME), which sizes it in the fused tiling
+    from tessera.codegen.libraries import library as cg_library
+    # (and the model's PW->DW layout choice, fusion_pw_dw, when not auto)
+    scheme_data = dict(getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {}))
+    if mcfg.get("fusion_pw_dw", "auto") != "auto":
+        scheme_data["pw_dw_layout"] = mcfg["fusion_pw_dw"]
+    scheme = _value(env, scheme_data, f"fused scheme {tcfg['kernels']}")
+    decide = {"policy": fusion_policy, "candidates": cands}
+    measured = []
+    if fusion_policy == "min_latency":
+        decide["cost"] = _fusion_cost(env, tcfg, mcfg, (graph, paths, library, cg_target, plat), outdir)
+        measured = decide["cost"].pop("verdicts", [])
+
     # a cap on total RAM: one step picks the largest tile budget that fits
     try:
         cap = _ram_cap(env, tcfg, mcfg)
@@ -450,13 +468,15 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     if cap is not None:
         memory["ram_cap"] = cap
         memory["where"] = f"ram_cap of {mname} on {tname}"
+        judge = {"views": layer_views, "tiler": tnums, "memory": memory, "ram_cap": cap, "where": memory["where"]}
+        if cands:
+            # the fused steps the build will run at each rung count there too
+            judge["fusion"] = {"decide": decide, "scheme": scheme_data}
         budget = env.Command(d("ram_budget.json"),
-                             [paths["graph"], _value(env, {"views": layer_views, "tiler": tview_numbers(tview),
-                                                           "memory": memory, "ram_cap": cap,
-                                                           "where": memory["where"]}, "ram_cap"),
-                              tiler_kernels],
+                             [paths["graph"], _value(env, judge, "ram_cap"), tiler_kernels] + measured,
                              Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
-        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget", "direct"))
+        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget", "direct")
+                    + (_code("fusion", "views", "ir", "cost") if cands else []))
     for layer in graph.layers:
         lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
@@ -466,18 +486,14 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         solves.append(node[1])
 
     # ---- fusion: one fused tiling per candidate pair, then the selector
-    policy = mcfg.get("fusion", "none")
-    cands = fusion.candidates(graph) if policy != "none" else []
     fused = []
-    # how the library's fused kernel shares the intermediate between cores
-    # (codegen/libraries: FUSED_SCHEME), which sizes it in the fused tiling
-    from tessera.codegen.libraries import library as cg_library
-    scheme = _value(env, getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {}), f"fused scheme {tcfg['kernels']}")
     for c in cands:
         if not c["ok"]:
             continue
         pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
-        node = env.Command(d("tiling", f"{c['group']}.fused.json"), [pv, tiler_target, tiler_kernels, scheme],
+        # under a ram_cap, within the tile budget the cap chose, as the layers
+        node = env.Command(d("tiling", f"{c['group']}.fused.json"),
+                           [pv, tiler_target, tiler_kernels, scheme] + budget,
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, _code("fusion", "tiler"))
         fused.append(node[0])
@@ -485,20 +501,15 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # decision changed are generated again
     # (a layer in two candidates, the depthwise of a PW->DW->PW chain, once)
     cand_layers = list(dict.fromkeys(n for c in cands if c["ok"] for n in c["layers"]))
-    decide = {"policy": policy, "candidates": cands}
-    measured = []
-    if policy == "min_latency":
-        decide["cost"] = _fusion_cost(env, tcfg, mcfg, (graph, paths, library, cg_target, plat), outdir)
-        measured = decide["cost"].pop("verdicts", [])
     schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
                            [_value(env, decide, "fusion policy"), paths["graph"]]
                            + tilings + fused + measured, Action(steps.schedule, "tessera: select fusion $TARGET"))
-    env.Depends(schedule, _code("fusion", "tiler", "views", "ir", "cost"))
+    env.Depends(schedule, _code("fusion", "tiler", "views", "ir", "cost", "overlap", "memplan"))
 
     # ---- memory plan
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
     # with fusion, the plan reads the schedule (fused intermediates take no L2)
-    fusion_in = [schedule[0]] + fused if policy != "none" else []
+    fusion_in = [schedule[0]] + fused if fusion_policy != "none" else []
     plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
                              + fusion_in + budget,
                              Action(steps.plan, "tessera: plan memory $TARGET"))

@@ -111,8 +111,32 @@ def _ram_budget(target, source, env):
     graph = Graph.from_json(canon.read_json(str(source[0])))
     v = _value(source[1])
     tgt = dict(v["tiler"], kernels=_value(source[2]))
+    schedule = None
+    if v.get("fusion"):
+        # with fusion, each rung is judged with the steps the build will run
+        # there: the fused tilings and the selector's choice at that budget
+        schedule = _rung_schedule(graph, v["fusion"], [canon.read_json(str(n)) for n in source[3:]])
     canon.write_json(str(target[0]), rambudget.choose(graph, v["views"], tgt, v["memory"], v["ram_cap"], _solve,
-                                                      v["where"]))
+                                                      v["where"], schedule))
+
+
+def _rung_schedule(graph, fz, reports):
+    """schedule(tilings, tgt) for rambudget.choose: what tile_fused and
+    schedule write at that budget (the same solvers, the same JSON)."""
+    from tessera import fusion
+    from tessera.fusion import decide
+
+    pairs = {c["group"]: json.loads(canon.dumps(fusion.pair_view(graph, *c["layers"])))
+             for c in fz["decide"]["candidates"] if c["ok"]}
+
+    def schedule(tilings, tgt):
+        ftgt = dict(tgt, fused_scheme=fz["scheme"])
+        fused = {g: (pv, json.loads(canon.dumps(fusion.solve_dw_pw(pv, ftgt)))) for g, pv in sorted(pairs.items())}
+        written = {n: json.loads(canon.dumps({k: x for k, x in t.items() if k not in SOLVE_FIELDS}))
+                   for n, t in tilings.items()}
+        sched = json.loads(canon.dumps(decide.schedule(graph, written, fused, fz["decide"], reports)))
+        return sched, {g: ft for g, (_, ft) in fused.items()}
+    return schedule
 
 
 # ---- fusion ------------------------------------------------------------------
@@ -126,6 +150,9 @@ def _tile_fused(target, source, env):
 
     pair = _value(source[0])
     tgt = dict(_value(source[1]), kernels=_value(source[2]), fused_scheme=_value(source[3]))
+    if len(source) > 4:
+        # a ram_cap's choice of tile budget (ram_budget below), as for a layer
+        tgt["l1_budget"] = canon.read_json(str(source[4]))["l1_budget"]
     canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
 
 
@@ -148,13 +175,9 @@ def _schedule(target, source, env):
             fused[t["group"]] = (fusion.pair_view(graph, dw, pw), t)
         else:
             tilings[t["layer"]] = t
-    costs = None
-    if v["policy"] == "min_latency":
-        from tessera.fusion import costs as fcosts
+    from tessera.fusion import decide
 
-        costs = (fcosts.measured_costs(graph, *reports, cost=v["cost"]) if reports
-                 else fcosts.model_costs(graph, tilings, fused, v["cost"]))
-    sched = fusion.select(graph, tilings, fused, v["policy"], v["candidates"], costs)
+    sched = decide.schedule(graph, tilings, fused, v, reports)
     canon.write_json(str(target[0]), sched)
     # a candidate layer's slice: the step it runs in, and whether it leads it
     where = {name: s for s in sched["steps"] for name in s["layers"]}
@@ -188,40 +211,32 @@ def _plan(target, source, env):
             fused_tilings[t["group"]] = t
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
-    # a DW->PW step's bands let its output overlap its input (memplan, checked
-    # by the replay); a PW->DW step gives none, which keeps the plan of a
-    # schedule with one at tensor level (its overlap was not yet shown safe
-    # under QEMU's deferred DMA: mbv1_025_128 on gap8 mismatched with it)
-    fused = {s["step"]: dict({"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"]},
-                             **({"bands": fused_tilings[s["step"]]["bands"]} if s["kind"] == "dw_pw" else {}))
-             for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
+    from tessera import rambudget
+
+    # a fused step's bands (either kind) let its output overlap its input
+    # (memplan, checked by the replay, weight stream included); its layers
+    # run fused, not in place (rambudget.with_fused, as the budget step did)
+    fused, memory = rambudget.with_fused(memory, sched, fused_tilings)
     # layers in place (tessera.direct): a flat tile level takes them where
     # they lower total RAM; a faster one where ram_budget needed them
     policy = memory.get("direct", {}).get("policy", "none")
     eligible = memory.get("direct", {}).get("eligible", {})
-    if fused:
-        # a fused step's layers run fused, not in place
-        inside = {n for g in fused.values() for n in g["layers"]}
-        eligible = {n: k for n, k in eligible.items() if n not in inside}
-        if not all("bands" in g for g in fused.values()):
-            eligible = {}   # a PW->DW step: the plan is not replayed (memplan), so none in place
-        memory = dict(memory, direct=dict(memory.get("direct", {}), eligible=eligible))
 
     def plan_with(direct):
         return memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused, direct)
     if policy == "flat":
-        from tessera import rambudget
         the_plan = rambudget.plan_flat(graph, tilings, memory, plan_with)
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
     if memory.get("ram_cap") is not None:
-        from tessera import rambudget
+        # ram_budget judged this very plan; a difference is a bug there
         ram = rambudget.total_ram(memplan.memory_report(the_plan))
-        if ram > memory["ram_cap"]:
+        if ram > memory["ram_cap"] or ram != chosen["ram"]:
             raise TesseraError(memory.get("where", "ram_cap"),
-                               f"the firmware needs {ram} bytes of RAM, more than ram_cap {memory['ram_cap']}",
-                               "raise ram_cap, or plan without fusion (the tile budget is chosen without it)")
+                               f"the firmware needs {ram} bytes of RAM where the tile budget step counted "
+                               f"{chosen['ram']} (ram_cap {memory['ram_cap']})",
+                               "a bug: the budget step must plan as the build does (tessera.rambudget)")
     canon.write_json(str(target[0]), the_plan)
     # one slice per layer, in the order the targets were declared
     for layer, node in zip(graph.layers, target[1:]):

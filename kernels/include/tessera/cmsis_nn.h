@@ -36,6 +36,13 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores);
+/* fused depthwise/pointwise steps (kernels.h) on the CMSIS-NN layer kernels
+ * (fused.c), both layers with CMSIS-NN's arithmetic; scratch in dw.scratch:
+ * both layers' library.yaml scratch (whole channel count); pw_dw's buf also
+ * holds the depthwise's output block when fd < C (after the intermediate,
+ * word-aligned: out_h * out_w * fd more bytes) */
+void tsr_cmsis_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
+void tsr_cmsis_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

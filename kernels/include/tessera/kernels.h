@@ -224,6 +224,16 @@ typedef struct {
 } tsr_pw_dw_args_t;
 
 void tsr_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
+
+/* pointwise -> depthwise fused row-wise with the shifted intermediate buffer
+ * (kernels/reference/pw_dw_rows.c, tessera/pw_dw_rows.h): each core takes its
+ * share of the depthwise's output rows in blocks of fd rows; its buffer holds
+ * the (fd - 1) * dw.sh + dw.kh pointwise rows (all channels) a block reads,
+ * and between blocks the overlap is shifted up and only new rows computed.
+ * Same arguments as tsr_pw_dw, but pw.out_c is required (the channels) and
+ * buf: ncores buffers of ((fd - 1) * dw.sh + dw.kh) * pw.in_w * pw.out_c
+ * bytes, core-major; fd counts depthwise output rows. */
+void tsr_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores);
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores);

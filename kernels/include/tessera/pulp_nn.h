@@ -33,6 +33,23 @@ void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
 void pnn_dw_pw_block(const tsr_dw_pw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *d, tsr_conv_args_t *p);
 /* where generated steps keep d and p (one pair for the network) */
 extern tsr_conv_args_t pnn_dw_pw_parts[2];
+/* The depthwise of a block of a->in_c channels (a fused step's
+ * intermediate) written at a pixel stride of a->out_c channels; a->out,
+ * weights, bias and rq start at the block's first channel. */
+void pnn_depthwise_block(const tsr_conv_args_t *a, int core, int ncores);
+/* pointwise -> depthwise channel-wise, the shared scheme (pw_dw.c): per
+ * block of channels [c, c + n), p: pnn_pointwise of those channels over the
+ * band into a->buf ([pw.in_h][pw.in_w][n]), a fork boundary, d:
+ * pnn_depthwise_block of the block into the band's output. rq: two records
+ * the block's requantization is copied into (arrays from channel c). */
+void pnn_pw_dw_block(const tsr_pw_dw_args_t *a, int32_t c, int32_t n, tsr_conv_args_t *p, tsr_conv_args_t *d,
+                     tsr_requant_t rq[2]);
+extern tsr_requant_t pnn_pw_dw_rq[2];
+/* pointwise -> depthwise row-wise with the shifted buffer (pw_dw.c,
+ * tessera/pw_dw_rows.h), the shared scheme: for output rows [y, y + n) of
+ * the band (y a multiple of a->fd), shift the kept rows of a->buf up, then
+ * p: pnn_pointwise of the new rows, a fork boundary, d: pnn_depthwise. */
+void pnn_pw_dw_rows_block(const tsr_pw_dw_args_t *a, int32_t y, int32_t n, tsr_conv_args_t *p, tsr_conv_args_t *d);
 void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);

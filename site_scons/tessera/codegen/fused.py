@@ -6,7 +6,7 @@ the intermediate exists only in L1.
 
 Kernels: the library adapter's FUSED[kind] (else the reference tsr_dw_pw /
 tsr_pw_dw, per_core: one fork per band); with FUSED_SCHEME[kind] ==
-"shared" (PULP-NN's DW->PW) per block of fd rows the adapter's
+"shared" (PULP-NN) per block of fd rows (DW->PW) or fd channels (PW->DW) the adapter's
 FUSED_PARTS: the block's arguments, a fork of the library's depthwise, a
 fork of its pointwise.
 
@@ -115,16 +115,22 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         raise RuntimeError(f"fused step {first.name}+{second.name}: L1 layout {cur} bytes, the tiler counted "
                            f"{ft['l1_bytes']['total']}")
 
+    # PW->DW row-wise (the shifted buffer) has its own kernels
+    variant = "pw_dw_rows" if ft.get("layout") == "rows" else kind
     out = [header_comment([
         f"tessera: fused step {first.name}+{second.name} of {model}: "
-        + ("depthwise -> pointwise, row-wise" if kind == "dw_pw" else "pointwise -> depthwise, channel-wise"),
+        + {"dw_pw": "depthwise -> pointwise, row-wise", "pw_dw": "pointwise -> depthwise, channel-wise",
+           "pw_dw_rows": "pointwise -> depthwise, row-wise (shifted buffer)"}[variant],
         f"{'x'.join(map(str, x.shape))} -> ({'x'.join(map(str, m.shape))} in L1 only) -> {'x'.join(map(str, y.shape))}",
         f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} "
-        f"{'rows' if kind == 'dw_pw' else 'channels'} per block, "
+        f"{'channels' if variant == 'pw_dw' else 'rows'} per block, "
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
     ])]
     lib = library(target["kernels"])
-    kernel = getattr(lib, "FUSED", {}).get(kind, f"tsr_{kind}")
+    if hasattr(lib, "fused_kernel") and variant == kind:
+        kernel = lib.fused_kernel(kind, dw, pw, graph)
+    else:
+        kernel = getattr(lib, "FUSED", {}).get(variant, f"tsr_{variant}")
     args_t = f"tsr_{kind}_args_t"
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n")
@@ -145,10 +151,13 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append("};\n")
     out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
-    shared = kind == "dw_pw" and ft.get("scheme") == "shared"
+    shared = ft.get("scheme") == "shared"
     if shared:
-        block, dw_k, pw_k, parts = lib.FUSED_PARTS["dw_pw"]
-        for part, k in (("dw_part", dw_k), ("pw_part", pw_k)):
+        # the block's arguments, the first layer's kernel, the second's, where
+        # the two forks' arguments live (and, PW->DW, the block's requantization)
+        block, k1, k2, parts = lib.FUSED_PARTS[variant][:4]
+        names = ("dw_part", "pw_part") if kind == "dw_pw" else ("pw_part", "dw_part")
+        for part, k in zip(names, (k1, k2)):
             out.append(f"static void {part}(void *args)\n{{\n    {k}((const tsr_conv_args_t *)args, hal_core_id(), "
                        "hal_num_cores());\n}\n")
     else:
@@ -192,12 +201,13 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     sh, sw = dw.stride
     if kind == "dw_pw":
         out += [f"    a.dw.in_w = {W};", f"    a.dw.in_c = {C};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {C};",
-                f"    a.pw.in_c = {C};", f"    a.pw.out_w = {Wo};", f"    a.pw.out_c = {Co};",
-                f"    a.dw.scratch = {L1} + {regions['stripe']};",
-                f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch'] // target['cores']};"]
+                f"    a.pw.in_c = {C};", f"    a.pw.out_w = {Wo};", f"    a.pw.out_c = {Co};"]
     else:
         out += [f"    a.pw.in_w = {W};", f"    a.pw.in_c = {C};", f"    a.pw.out_w = {W};", f"    a.pw.out_c = {Co};",
                 f"    a.dw.in_w = {W};", f"    a.dw.in_c = {Co};", f"    a.dw.out_w = {Wo};", f"    a.dw.out_c = {Co};"]
+    if ft["l1_bytes"]["scratch"]:
+        out += [f"    a.dw.scratch = {L1} + {regions['stripe']};",
+                f"    a.dw.scratch_bytes = {ft['l1_bytes']['scratch'] // target['cores']};"]
     out += [f"    a.dw.kh = {kh};", f"    a.dw.kw = {kw};", f"    a.dw.sh = {sh};", f"    a.dw.sw = {sw};",
             f"    a.dw.pad_l = {dw.pad[1]};", f"    a.dw.pad_r = {dw.pad[3]};",
             f"    a.dw.input_offset = {dw.input_offset};", f"    a.dw.rq = {refs[dw.name]};",
@@ -232,13 +242,26 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
                 "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
                 "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
                 f"        a.dw.out = {L1} + l1_out[b];"]
-    out += [
-            *(["        for (int32_t y = 0, n; y < t->oh; y += n) {",
-               f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
-               f"            {block}(&a, y, n, d, p);",
-               "            hal_fork(dw_part, d);",
-               "            hal_fork(pw_part, p);",
-               "        }"] if shared else ["        hal_fork(compute, &a);"]),
+    if not shared:
+        loop = ["        hal_fork(compute, &a);"]
+    elif kind == "dw_pw" or variant == "pw_dw_rows":
+        # blocks of fd output rows (PW->DW row-wise: the block's plan shifts
+        # the kept rows first, on this core, before the forks)
+        first, second = ("d", "p") if kind == "dw_pw" else ("p", "d")
+        loop = ["        for (int32_t y = 0, n; y < t->oh; y += n) {",
+                f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
+                f"            {block}(&a, y, n, {'d, p' if kind == 'dw_pw' else 'p, d'});",
+                f"            hal_fork({names[0]}, {first});",
+                f"            hal_fork({names[1]}, {second});",
+                "        }"]
+    else:
+        loop = [f"        for (int32_t c = 0, n; c < {Co}; c += n) {{",
+                f"            n = {Co} - c < {ft['fd']} ? {Co} - c : {ft['fd']};",
+                f"            {block}(&a, c, n, p, d, {lib.FUSED_PARTS[kind][4]});",
+                "            hal_fork(pw_part, p);",
+                "            hal_fork(dw_part, d);",
+                "        }"]
+    out += [*loop,
             f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {second_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
             f"{esize_out}, t);",
             "    }"]

@@ -58,11 +58,15 @@ MODEL = Field("map", fields={
                        "or only warns (warn)", default="error", choices=("error", "warn")),
     "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
                     "layer its own step), min_latency (fuse the DW->PW pairs estimated faster) or min_transfer "
-                    "(fuse the DW->PW pairs that move fewer activation bytes)",
-                    default="none", choices=("none", "min_latency", "min_transfer")),
+                    "(fuse the DW->PW pairs that move fewer activation bytes) or min_memory (fuse only the pairs that lower "
+                    "the activation peak)",
+                    default="none", choices=("none", "min_latency", "min_transfer", "min_memory")),
     "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it): model "
                          "(the calibrated cost model) or measured (the variants built and run)",
                          default="model", choices=("model", "measured")),
+    "fusion_pw_dw": Field("str", "the fused PW->DW steps' layout: auto (channel-wise when it fits L1, else "
+                          "row-wise with the shifted buffer), rows (row-wise when it fits) or channels",
+                          default="auto", choices=("auto", "rows", "channels")),
     "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
                      "many bytes: the tile budget is the largest that fits (ram_cap= on the command line wins)",
                      minimum=1),

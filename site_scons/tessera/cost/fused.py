@@ -17,39 +17,84 @@ group of mbv1_025_128 ran 1.5% to 2.9% faster). A `per_core` fused kernel is ano
 coefficients fitted on the library's layers say nothing about it, so there
 is no estimate (None) unless the coefficients file has an op named for the
 step's kind (`dw_pw`, `pw_dw`: fitted on fused steps), which then prices the
-whole step's compute. The PW->DW steps run the reference tsr_pw_dw
-(per_core) on every library.
+whole step's compute. A PW->DW step on the shared scheme (PULP-NN: blocks of
+channels, the library's pointwise then its depthwise) is priced as its two
+layers over the bands, the pointwise on the band's input rows (its halo
+recomputed); the reference library's PW->DW steps run tsr_pw_dw
+(per_core).
+
+The `layers` scheme (CMSIS-NN, one core: kernels/cmsis_nn/fused.c) also
+runs the library's own layer kernels, one block after the other, so it is
+priced like `shared`, blocks included: its depthwise gathers no stripes
+(a block only re-reads its halo rows) and its per-channel constants are
+built once per band. Its PW->DW copy of the depthwise's output block into
+the band (fd below the channel count) has no term.
 """
 
 from .. import ir, views
 from . import model
-from .features import FEATURES, _balance
+from .features import FEATURES, _balance, _per_tile
 
 
-def _part(layer, graph, bands, units_of, cores):
+def _part(layer, graph, bands, units_of, cores, rows="oh"):
     y = graph.tensor(layer.output)
     macs = ir.macs(layer, graph)
-    split = sum(macs * b["oh"] / y.shape[0] * _balance(units_of(b), cores) for b in bands)
+    # rows: "ih" for a PW->DW step's pointwise (it computes the band's halo rows too)
+    split = sum(macs * b[rows] / y.shape[0] * _balance(units_of(b), cores) for b in bands)
     return dict(dict.fromkeys(FEATURES, 0), macs=macs, split_macs=round(split), out_elems=y.size,
                 in_elems=sum(graph.tensor(n).size for n in layer.inputs), tiles=len(bands))
+
+
+def _calls(ff, sf, first, second, graph, ft, fv, sv):
+    """The `layers` scheme calls each layer's kernel once per block: the
+    per-tile features (per-channel setup, channels outside groups of four)
+    of every call, as features.layer_features counts a layer's tiles
+    (without them a step of many small bands was priced below its layers
+    apart and ran +17% on stm32f4's 16 kB L1)."""
+    fd = ft["fd"]
+    mid, out = graph.tensor(first.output), graph.tensor(second.output)
+    for b in ft["bands"]:
+        if ft["kind"] == "dw_pw":
+            _, Wo, C = mid.shape
+            for y in range(0, b["oh"], fd):
+                n = min(fd, b["oh"] - y)
+                _per_tile(ff, first.op, fv, (n, Wo, C), mid.shape, ff["macs"] * n / mid.shape[0])
+                _per_tile(sf, second.op, sv, (n, Wo, out.shape[2]), out.shape, sf["macs"] * n / out.shape[0])
+        else:
+            _, W, C = mid.shape
+            for c0 in range(0, C, fd):
+                n = min(fd, C - c0)
+                _per_tile(ff, first.op, fv, (b["ih"], W, n), mid.shape,
+                          ff["macs"] * b["ih"] * n / (mid.shape[0] * C))
+                _per_tile(sf, second.op, sv, (b["oh"], out.shape[1], n), out.shape,
+                          sf["macs"] * b["oh"] * n / (out.shape[0] * C))
 
 
 def group_features(first, second, graph, ft, cores):
     """(first's features, second's features, the step's DMA features) of a
     fused step (DW->PW or PW->DW)."""
     bands = ft["bands"]
-    shared = ft.get("scheme") == "shared"
+    shared = ft.get("scheme") in ("shared", "layers")
     C = graph.tensor(first.output).shape[-1]
     Wo = graph.tensor(second.output).shape[1]
 
+    pw_dw = ft.get("kind") == "pw_dw"
+
     def units(layer):
         if not shared:
-            return (lambda b: C) if ft.get("kind") == "pw_dw" else (lambda b: b["oh"])
-        return (lambda b: C) if layer.op == "depthwise" else (lambda b: b["oh"] * Wo)
-    ff = _part(first, graph, bands, units(first), cores)
+            return (lambda b: C) if pw_dw else (lambda b: b["oh"])
+        if layer.op == "depthwise":
+            return lambda b: C
+        # the pointwise split over its pixels: PW->DW, the band's input rows
+        return (lambda b: b["ih"] * x.shape[1]) if pw_dw else (lambda b: b["oh"] * Wo)
+    x = graph.tensor(first.inputs[0])
+    # a PW->DW band's pointwise computes the depthwise's input rows, halo included
+    ff = _part(first, graph, bands, units(first), cores, "ih" if pw_dw else "oh")
     sf = _part(second, graph, bands, units(second), cores)
     fv, sv = views.tiler_layer(first, graph), views.tiler_layer(second, graph)
-    x, out = graph.tensor(first.inputs[0]), graph.tensor(second.output)
+    if ft.get("scheme") == "layers":
+        _calls(ff, sf, first, second, graph, ft, fv, sv)
+    out = graph.tensor(second.output)
     act = sum(b["ih"] * x.shape[1] * x.shape[2] * fv["in_bytes"] + b["oh"] * Wo * out.shape[2] * sv["out_bytes"]
               for b in bands)
     w_bytes = ((fv["w_bytes_per_cout"] + fv["param_bytes_per_cout"]) * C
@@ -66,6 +111,20 @@ def group_features(first, second, graph, ft, cores):
 def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
+    if ft.get("scheme") == "layers":
+        if ft.get("layout") == "rows":
+            return ("the row-wise PW->DW step runs the reference kernel (tsr_pw_dw_rows) on this library, which "
+                    "the cost model does not price")
+        return None
+    if ft.get("scheme") == "shared" and kind == "pw_dw":
+        blocks = (sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) if ft.get("layout") == "rows"
+                  else len(ft["bands"]) * -(-ft["channels"] // ft["fd"]))
+        if blocks > 1:
+            return (f"the step runs in {blocks} blocks (bands x channel or row blocks): each recomputes the pointwise's "
+                    f"halo rows or forks twice and refills every core's depthwise plane border, costs the model "
+                    f"has no term for (measured on gap8, mbv1_025_224: such groups +3% to +12%); "
+                    f"fusion_cost=measured decides such groups")
+        return None
     if ft.get("scheme") == "shared":
         blocks = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
         if blocks > 1:
@@ -83,7 +142,7 @@ def group_parts(coefs, first, second, graph, ft, cores):
     """(compute, the step's DMA features) of a fused step the model prices."""
     ff, sf, dma = group_features(first, second, graph, ft, cores)
     kind = ft.get("kind", "dw_pw")
-    if ft.get("scheme") == "shared":
+    if ft.get("scheme") in ("shared", "layers"):
         comp = model.compute_part(coefs, first.op, ff) + model.compute_part(coefs, second.op, sf)
     else:
         both = {k: ff[k] + sf[k] for k in FEATURES}

@@ -18,6 +18,7 @@ Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
                 the unfused and fused variants built and run), never a
                 group not estimated faster than its layers apart
   min_transfer  the fused groups that minimize the counted activation bytes
+  min_memory    only the fused groups that lower the activation peak (memory.py)
 """
 
 from .engine import candidates, pair_view

@@ -13,12 +13,15 @@ group is taken only when its estimate is below its layers' apart, so the
 schedule's estimate is never above fusion=none's; ties keep layers apart.
 Without costs (no calibrated cost model for the target) min_latency keeps
 every layer apart, with that reason.
+
+min_memory fuses only the groups that lower the activation peak's floor
+(fusion/memory.py: the fewest it needs; elsewhere layers stay apart).
 """
 
 from ..views import tiler_layer
 from .transfer import fused_transfer, layer_transfer
 
-POLICIES = ("none", "min_latency", "min_transfer")
+POLICIES = ("none", "min_latency", "min_transfer", "min_memory")
 # "all_dw_pw", "all_pw_dw" (every feasible group of one kind: they never
 # overlap) are fusion_cost=measured's fused variants, not user policies
 VARIANTS = ("all_dw_pw", "all_pw_dw")
@@ -39,6 +42,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
     index = {n: i for i, n in enumerate(names)}
     options = {}     # first layer index -> [(group, bytes, length)]
     recorded = []
+    feasible = {}    # group -> ([first, second], fused bytes), for min_memory
     for c in cands:
         group, (a, b) = c["group"], c["layers"]
         entry = {"group": group, "layers": [a, b], "kind": c["kind"], "fusable": c["ok"],
@@ -49,6 +53,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 entry.update(fusable=False, reason=ft["reason"])
             else:
                 entry["fused_bytes"] = fused_transfer(pair, ft)
+                feasible[group] = ([a, b], entry["fused_bytes"])
                 if policy == f"all_{c['kind']}":
                     options.setdefault(index[a], []).append((group, -1, 2))
                 elif policy == "min_transfer":
@@ -62,10 +67,14 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                         entry["fused_estimate"] = est
                         options.setdefault(index[a], []).append((group, est, 2))
         recorded.append(entry)
+    if policy == "min_memory":
+        from .memory import choose
+        for group in sorted(choose(graph, feasible)):
+            options.setdefault(index[feasible[group][0][0]], []).append((group, -1, 2))
     # what the program minimizes per layer apart
     if policy == "min_latency":
         weight = dict(costs["layers"]) if costs and "layers" in costs else dict.fromkeys(names, 0)
-    elif policy in VARIANTS:
+    elif policy in VARIANTS or policy == "min_memory":
         weight = dict.fromkeys(names, 0)
     else:
         weight = alone
@@ -94,6 +103,8 @@ def select(graph, tilings, fused, policy, cands, costs=None):
             e = by_group[group]
             e["chosen"] = True
             reason = f"saves {e['unfused_bytes'] - e['fused_bytes']} of {e['unfused_bytes']} activation bytes"
+            if policy == "min_memory":
+                reason = f"lowers the activation peak (its intermediate lives in L1 only); {reason}"
             if policy == "min_latency":
                 reason = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} apart "
                           f"({costs['source']}); {reason}")
@@ -111,6 +122,8 @@ def select(graph, tilings, fused, policy, cands, costs=None):
             elif policy == "min_latency":
                 e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']}, not fewer than "
                                   f"{e['unfused_estimate']} apart ({costs['source']})")
+            elif policy == "min_memory":
+                e["why_apart"] = "does not lower the activation peak"
             else:
                 e["why_apart"] = "moves no fewer activation bytes than the layers apart"
     total = sum(s["activation_transfer_bytes"] for s in steps)

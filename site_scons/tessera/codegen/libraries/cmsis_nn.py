@@ -34,6 +34,23 @@ KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "de
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
            "add": "tsr_cmsis_add"}
 
+# fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
+# library's own layer kernels over an intermediate in L1, one after the
+# other per block (fd rows for DW->PW, fd channels for PW->DW); the fused
+# tiler sizes the `layers` scheme's buffers (fusion/tiler.py)
+FUSED = {"dw_pw": "tsr_cmsis_dw_pw", "pw_dw": "tsr_cmsis_pw_dw"}
+FUSED_SCHEME = {"dw_pw": "layers", "pw_dw": "layers"}
+
+
+def fused_kernel(kind, dw, pw, graph):
+    """The fused step's kernel: the CMSIS-NN one when both layers run on
+    CMSIS-NN's API apart, else the reference (tessera's other arithmetic;
+    it needs no more L1 than the `layers` scheme counts)."""
+    if all(kernel_function(layer, graph) == KERNELS[layer.op] for layer in (dw, pw)):
+        return FUSED[kind]
+    return f"tsr_{kind}"
+
+
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type
 weights_layout = reference.weights_layout

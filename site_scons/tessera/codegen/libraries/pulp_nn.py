@@ -15,12 +15,19 @@ KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "p
 
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
 FUSED = {"dw_pw": "pnn_dw_pw"}
-# ... run as the shared scheme (fusion/tiler.py): blocks of fd rows by all
-# cores, one fork for the block's depthwise and one for its pointwise, so
-# that each runs split as it is alone (channels, then pixels) and the stripes
-# are gathered once per block; the block's arguments, then the two kernels
-FUSED_SCHEME = {"dw_pw": "shared"}
-FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "pnn_dw_pw_parts")}
+# ... run as the shared scheme (fusion/tiler.py): blocks of fd rows (DW->PW)
+# or fd channels (PW->DW) by all cores, one fork for the block's first
+# layer and one for its second, so that each runs split as it is alone
+# (depthwise: channels, pointwise: pixels) and, DW->PW, the stripes are
+# gathered once per block; the block's arguments, the first layer's kernel,
+# the second's, where the forks' arguments live (PW->DW: and the block's
+# requantization records)
+FUSED_SCHEME = {"dw_pw": "shared", "pw_dw": "shared"}
+FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "pnn_dw_pw_parts"),
+               "pw_dw": ("pnn_pw_dw_block", "pnn_pointwise", "pnn_depthwise_block", "pnn_dw_pw_parts",
+                         "pnn_pw_dw_rq"),
+               # PW->DW row-wise, the shifted buffer (the fused tiling's layout "rows")
+               "pw_dw_rows": ("pnn_pw_dw_rows_block", "pnn_pointwise", "pnn_depthwise", "pnn_dw_pw_parts")}
 
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type

@@ -1,0 +1,271 @@
+/*
+ * Fused depthwise/pointwise steps (kernels.h: tsr_dw_pw_args_t,
+ * tsr_pw_dw_args_t) on the CMSIS-NN API: the library's own layer kernels
+ * over an intermediate that never leaves L1 (DTCM). One core.
+ *
+ * Everything per channel that the layer glue (glue.c) rebuilds on every
+ * call is built once per band here, in dw.scratch: both layers'
+ * multipliers and shifts in CMSIS-NN's form and the depthwise filter in
+ * CMSIS-NN's [kh][kw][c] order; the CMSIS-NN functions' own buffers
+ * follow. That is what kernels/cmsis_nn/library.yaml reserves for the two
+ * layers apart (the fused tiler adds both, fusion/tiler.py `layers`).
+ *
+ * DW->PW, row-wise: per block of fd output rows, all channels, the
+ * depthwise (arm_depthwise_conv_3x3_s8 when it applies) into a->buf, then
+ * the pointwise (arm_convolve_1x1_s8_fast) over the block into the band's
+ * output rows. HWC throughout: the CMSIS-NN API takes only HWC tensors, its
+ * depthwise runs four channels per word along a pixel, and its 1x1 kernel
+ * reads each pixel's channels as one contiguous column, so a block of rows
+ * is directly both kernels' tensor (no reordering).
+ *
+ * PW->DW, channel-wise: per block of fd channels, the pointwise of those
+ * channels (its weight rows, bias and requantization from channel c on:
+ * contiguous slices) over the band into a->buf ([in_h][in_w][fd], a compact
+ * HWC tensor of fd channels), then the depthwise of that tensor. The API
+ * writes dense HWC only, so when fd < C the depthwise writes a compact
+ * block after the intermediate and it is copied into its channels of the
+ * band's output; with fd == C it writes the output directly.
+ *
+ * A call the CMSIS-NN functions refuse falls back to the reference layer
+ * kernel for that block (not with TSR_CMSIS_STRICT, tests only).
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "arm_nnfunctions.h"
+#include "tessera/cmsis_nn.h"
+
+#ifdef TSR_CMSIS_STRICT
+#define FALLBACK(call) ((void)0)
+#else
+#define FALLBACK(call) call
+#endif
+
+static int32_t align4(int32_t n)
+{
+    return (n + 3) & ~3;
+}
+
+static void quant_fill(const tsr_requant_t *rq, int32_t *mul, int32_t *shift, int32_t channels)
+{
+    for (int32_t c = 0; c < channels; c++) {
+        int32_t i = rq->per_channel ? c : 0;
+        mul[c] = rq->mul[i];
+        shift[c] = 31 - rq->shift[i];
+    }
+}
+
+static cmsis_nn_dims dims(int32_t h, int32_t w, int32_t c)
+{
+    cmsis_nn_dims d;
+    d.n = 1;
+    d.h = h;
+    d.w = w;
+    d.c = c;
+    return d;
+}
+
+static cmsis_nn_dw_conv_params dw_params(const tsr_conv_args_t *a)
+{
+    cmsis_nn_dw_conv_params p;
+    p.input_offset = a->input_offset;
+    p.output_offset = a->rq->zero_point;
+    p.ch_mult = 1;
+    p.stride.w = a->sw;
+    p.stride.h = a->sh;
+    p.padding.w = a->pad_l;
+    p.padding.h = a->pad_t;
+    p.dilation.w = 1;
+    p.dilation.h = 1;
+    p.activation.min = a->rq->lo;
+    p.activation.max = a->rq->hi;
+    return p;
+}
+
+static cmsis_nn_conv_params pw_params(const tsr_conv_args_t *a)
+{
+    cmsis_nn_conv_params p;
+    p.input_offset = a->input_offset;
+    p.output_offset = a->rq->zero_point;
+    p.stride.w = 1;
+    p.stride.h = 1;
+    p.padding.w = 0;
+    p.padding.h = 0;
+    p.dilation.w = 1;
+    p.dilation.h = 1;
+    p.activation.min = a->rq->lo;
+    p.activation.max = a->rq->hi;
+    return p;
+}
+
+/* The depthwise of tile d (as glue.c chooses among CMSIS-NN's kernels),
+ * filter w in [kh][kw][c] order, quant q; the reference kernel if refused. */
+static void depthwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *d, const int8_t *w,
+                      const cmsis_nn_per_channel_quant_params *q)
+{
+    const int32_t c = d->out_c;
+    cmsis_nn_dw_conv_params p = dw_params(d);
+    cmsis_nn_dims in = dims(d->in_h, d->in_w, c), f = dims(d->kh, d->kw, c);
+    cmsis_nn_dims b = dims(1, 1, c), out = dims(d->out_h, d->out_w, c);
+    arm_cmsis_nn_status st;
+    f.n = 1;
+    if (d->kh == 3 && d->kw == 3 && d->pad_t <= 1 && d->pad_l <= 1 && d->pad_b <= 1 && d->pad_r <= 1)
+        st = arm_depthwise_conv_3x3_s8(ctx, &p, q, &in, d->in, &f, w, &b, d->bias, &out, d->out);
+    else if (ctx->size >= arm_depthwise_conv_s8_opt_get_buffer_size(&in, &f))
+        st = arm_depthwise_conv_s8_opt(ctx, &p, q, &in, d->in, &f, w, &b, d->bias, &out, d->out);
+    else
+        st = arm_depthwise_conv_s8(ctx, &p, q, &in, d->in, &f, w, &b, d->bias, &out, d->out);
+    if (st != ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_depthwise(d, 0, 1));
+}
+
+/* The pointwise of tile p (arm_convolve_1x1_s8_fast); the reference kernel
+ * if refused. */
+static void pointwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *p, const cmsis_nn_per_channel_quant_params *q)
+{
+    cmsis_nn_conv_params cp = pw_params(p);
+    cmsis_nn_dims in = dims(p->in_h, p->in_w, p->in_c), f = dims(1, 1, p->in_c);
+    cmsis_nn_dims b = dims(1, 1, p->out_c), out = dims(p->out_h, p->out_w, p->out_c);
+    f.n = p->out_c;
+    if (arm_convolve_1x1_s8_fast(ctx, &cp, q, &in, p->in, &f, p->weights, &b, p->bias, &out, p->out) !=
+        ARM_CMSIS_NN_SUCCESS)
+        FALLBACK(tsr_pointwise(p, 0, 1));
+}
+
+void tsr_cmsis_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    const tsr_conv_args_t *dw = &a->dw;
+    const int32_t C = dw->out_c, Co = a->pw.out_c, Wo = dw->out_w, taps = dw->kh * dw->kw;
+    const int32_t fd = a->fd > 0 ? a->fd : dw->out_h;
+    const size_t in_row = (size_t)dw->in_w * dw->in_c;
+    int32_t *dmul = (int32_t *)(void *)dw->scratch, *dshift = dmul + C, *pmul = dshift + C, *pshift = pmul + Co;
+    int8_t *w = (int8_t *)(pshift + Co);
+    cmsis_nn_per_channel_quant_params dq, pq;
+    cmsis_nn_context ctx;
+    tsr_conv_args_t d = *dw, p = a->pw;
+
+    quant_fill(dw->rq, dmul, dshift, C);
+    quant_fill(a->pw.rq, pmul, pshift, Co);
+    dq.multiplier = dmul;
+    dq.shift = dshift;
+    pq.multiplier = pmul;
+    pq.shift = pshift;
+    /* tessera keeps depthwise filters [c][kh][kw] (a channel tile is one DMA run) */
+    for (int32_t t = 0; t < taps; t++)
+        for (int32_t ch = 0; ch < C; ch++)
+            w[t * C + ch] = dw->weights[ch * taps + t];
+    ctx.buf = w + align4(taps * C);
+    ctx.size = dw->scratch_bytes - 8 * (C + Co) - align4(taps * C);
+
+    d.out = a->buf;
+    p.in = a->buf;
+    p.in_w = Wo;
+    p.in_c = C;
+    p.out_w = Wo;
+    for (int32_t y = 0, n; y < dw->out_h; y += n) {
+        /* the block's padded input rows [v0, v1], the part inside the band's tile */
+        n = dw->out_h - y < fd ? dw->out_h - y : fd;
+        const int32_t v0 = y * dw->sh - dw->pad_t, v1 = (y + n - 1) * dw->sh - dw->pad_t + dw->kh - 1;
+        const int32_t i0 = v0 > 0 ? v0 : 0, i1 = v1 < dw->in_h - 1 ? v1 : dw->in_h - 1;
+        d.in = dw->in + (size_t)i0 * in_row;
+        d.in_h = i1 - i0 + 1;
+        d.pad_t = i0 - v0;
+        d.pad_b = v1 - i1;
+        d.out_h = n;
+        depthwise(&ctx, &d, w, &dq);
+        p.in_h = n;
+        p.out_h = n;
+        p.out = (int8_t *)a->pw.out + (size_t)y * Wo * Co;
+        pointwise(&ctx, &p, &pq);
+    }
+}
+
+/* n channels of every pixel, compact in src, into dst (a stride of C per
+ * pixel); a word at a time when everything is word-aligned */
+static void scatter(int8_t *dst, int32_t C, const int8_t *src, int32_t n, size_t pixels)
+{
+    if (((C | n | (int32_t)(size_t)dst) & 3) == 0) {
+        for (size_t px = 0; px < pixels; px++, dst += C, src += n)
+            for (int32_t j = 0; j < n; j += 4) {
+                uint32_t v;
+                memcpy(&v, src + j, 4);
+                memcpy(dst + j, &v, 4);
+            }
+        return;
+    }
+    for (size_t px = 0; px < pixels; px++, dst += C, src += n)
+        for (int32_t j = 0; j < n; j++)
+            dst[j] = src[j];
+}
+
+void tsr_cmsis_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    const tsr_conv_args_t *pw = &a->pw, *dw = &a->dw;
+    const int32_t C = dw->out_c, Ci = pw->in_c, taps = dw->kh * dw->kw;
+    const int32_t fd = a->fd > 0 && a->fd < C ? a->fd : C;
+    const size_t pixels = (size_t)dw->out_h * dw->out_w;
+    int32_t *pmul = (int32_t *)(void *)dw->scratch, *pshift = pmul + C, *dmul = pshift + C, *dshift = dmul + C;
+    int8_t *w = (int8_t *)(dshift + C);
+    /* the depthwise's compact output block (fd < C), word-aligned after the intermediate */
+    int8_t *block = a->buf + align4((int32_t)((size_t)pw->in_h * pw->in_w * fd));
+    cmsis_nn_per_channel_quant_params pq, dq;
+    cmsis_nn_context ctx;
+    tsr_conv_args_t p = *pw, d = *dw;
+    tsr_requant_t prq = *pw->rq, drq = *dw->rq;
+
+    quant_fill(pw->rq, pmul, pshift, C);
+    quant_fill(dw->rq, dmul, dshift, C);
+    /* the filter block by block, each block [kh][kw][n] (CMSIS-NN's order for
+     * a tensor of n channels): block c0 starts at c0 * taps */
+    for (int32_t c0 = 0, n; c0 < C; c0 += n) {
+        n = C - c0 < fd ? C - c0 : fd;
+        for (int32_t t = 0; t < taps; t++)
+            for (int32_t j = 0; j < n; j++)
+                w[c0 * taps + t * n + j] = dw->weights[(c0 + j) * taps + t];
+    }
+    ctx.buf = w + align4(taps * C);
+    ctx.size = dw->scratch_bytes - 16 * C - align4(taps * C);
+
+    p.out = a->buf;
+    p.out_h = pw->in_h;
+    p.out_w = pw->in_w;
+    p.rq = &prq;
+    d.in = a->buf;
+    d.rq = &drq;
+    for (int32_t c0 = 0, n; c0 < C; c0 += n) {
+        n = C - c0 < fd ? C - c0 : fd;
+        /* channels [c0, c0 + n): the slices of both layers' per-channel arrays */
+        p.weights = pw->weights + (size_t)c0 * Ci;
+        p.bias = pw->bias ? pw->bias + c0 : NULL;
+        p.out_c = n;
+        if (prq.per_channel) {
+            prq.mul = pw->rq->mul + c0;
+            prq.shift = pw->rq->shift + c0;
+            prq.add = pw->rq->add ? pw->rq->add + c0 : NULL;
+        }
+        pq.multiplier = pmul + c0;
+        pq.shift = pshift + c0;
+        pointwise(&ctx, &p, &pq);
+        d.in_c = n;
+        d.out_c = n;
+        d.weights = dw->weights + (size_t)c0 * taps;    /* the reference fallback's order */
+        d.bias = dw->bias ? dw->bias + c0 : NULL;
+        d.out = n == C ? dw->out : block;
+        if (drq.per_channel) {
+            drq.mul = dw->rq->mul + c0;
+            drq.shift = dw->rq->shift + c0;
+            drq.add = dw->rq->add ? dw->rq->add + c0 : NULL;
+        }
+        dq.multiplier = dmul + c0;
+        dq.shift = dshift + c0;
+        depthwise(&ctx, &d, w + (size_t)c0 * taps, &dq);
+        if (n < C)
+            scatter((int8_t *)dw->out + c0, C, block, n, pixels);
+    }
+}
