@@ -86,8 +86,9 @@ def main():
                 missing[m] = why
             else:
                 reports[m] = rep
-        cfile = model.path("", tcfg["kernels"], tname)
-        committed = model.load(model.path(ROOT, tcfg["kernels"], tname))
+        cfile, _ = model.source(ROOT, tcfg)    # the target's own, or the file its cost_model names
+        committed = model.for_target(model.load(cfile), tcfg)
+        cfile = os.path.relpath(cfile, ROOT)
         print(f"\n{tname} ({tcfg['kernels']}, {tcfg['runner']['counts']}; "
               f"{'held-out fits on the other models' if args.holdout else 'coefficients ' + cfile}"
               + (f", fitted on {fitted_on(committed)}" if committed and not args.holdout else "") + ")")

@@ -50,7 +50,10 @@ def _synthetic(truth, ops, n=60):
     samples = []
     for i in range(n):
         op = ops[i % len(ops)]
-        feats = {k: int(rng.integers(1, 100000)) for k in FEATURES}
+        # the features the truth prices; the rest 0 (a growing feature list
+        # must not change what these tests draw)
+        used = sorted((set(truth["default"]) | set(truth["dma"])) - {"layer"})
+        feats = dict(dict.fromkeys(FEATURES, 0), **{k: int(rng.integers(1, 100000)) for k in used})
         feats["tiles"] = int(rng.integers(1, 40))
         samples.append((op, feats, model.compute_part(truth, op, feats) + model.dma_part(truth, feats)))
     return samples
@@ -59,7 +62,8 @@ def _synthetic(truth, ops, n=60):
 def test_fit_recovers_known_coefficients():
     shared = {"macs": 3.0, "out_elems": 20.0, "in_elems": 0.0, "tiles": 900.0, "layer": 5000.0}
     truth = {"ops": {}, "default": shared, "combine": "sum",
-             "dma": {"act_bytes": 1.5, "act_xfers": 40.0, "w_bytes": 0.75, "w_xfers": 60.0}}
+             "dma": {"act_bytes": 1.5, "act_xfers": 40.0, "w_bytes": 0.75, "w_xfers": 60.0,
+                     "stream_bytes": 2.0, "stream_xfers": 100.0}}
     got = fit.fit(_synthetic(truth, ["conv2d", "add"]))
     for op in ("conv2d", "add"):
         for k, v in shared.items():
@@ -73,7 +77,8 @@ def test_fit_gives_an_op_its_own_cost():
     # per-op stage moves its multipliers there (the ridge pulls towards 1 only a little)
     shared = {"macs": 3.0, "out_elems": 20.0, "in_elems": 0.0, "tiles": 900.0, "layer": 5000.0}
     truth = {"ops": {"conv2d": {k: 2 * v for k, v in shared.items()}}, "default": shared, "combine": "sum",
-             "dma": {"act_bytes": 1.5, "act_xfers": 40.0, "w_bytes": 0.75, "w_xfers": 60.0}}
+             "dma": {"act_bytes": 1.5, "act_xfers": 40.0, "w_bytes": 0.75, "w_xfers": 60.0,
+                     "stream_bytes": 2.0, "stream_xfers": 100.0}}
     samples = _synthetic(truth, ["conv2d", "add"], n=200)
     got = fit.fit(samples)
     errs = [abs(model.estimate(got, op, f) - m) / m for op, f, m in samples]
@@ -88,7 +93,9 @@ def test_overlap_fit_recovers_compute_with_the_yaml_dma():
     target = {"place": {"tiles": "L1", "activations": "L2", "weights": "L2"},
               "dma": [{"name": "d", "src": "L2", "dst": "L1", "dims": 2, "bandwidth": 8, "setup": 400}]}
     dma = fit.yaml_dma(target)
-    assert dma == {"act_bytes": 0.125, "act_xfers": 400.0, "w_bytes": 0.125, "w_xfers": 400.0}
+    # weights already in the activation level: nothing streams
+    assert dma == {"act_bytes": 0.125, "act_xfers": 400.0, "w_bytes": 0.125, "w_xfers": 400.0,
+                   "stream_bytes": 0.0, "stream_xfers": 0.0}
     shared = {"macs": 0.5, "out_elems": 4.0, "in_elems": 0.0, "tiles": 300.0, "layer": 3000.0}
     truth = {"ops": {}, "default": shared, "dma": dma, "combine": "overlap"}
     rng = np.random.default_rng(1)
@@ -198,8 +205,10 @@ def test_api_estimates_what_the_report_carries(gap8_tiny):
 
     tcfg, graph, tilings, _ = _build_inputs(gap8_tiny, "gap8")
     rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    plan = json.load(open(os.path.join(gap8_tiny, "memplan.json")))
     for layer, entry in zip(graph.layers, rep["layers"]):
-        assert cost.estimate_layer(tcfg, layer, graph, tilings[layer.name]) == entry["cost"]["estimate"], layer.name
+        assert cost.estimate_layer(tcfg, layer, graph, tilings[layer.name], plan=plan) == entry["cost"]["estimate"], \
+            layer.name
 
 
 def test_api_group_moves_the_fused_bands_not_the_intermediate(gap8_tiny):
@@ -236,7 +245,8 @@ def test_view_features_equal_the_report_features(gap8_tiny):
     tcfg, graph, tilings, _ = _build_inputs(gap8_tiny, "gap8")
     tiled = [l for l in graph.layers if tilings[l.name]["tiled"] and not tilings[l.name].get("whole")]
     for layer in tiled:
-        f = features.view_features(views.tiler_layer(layer, graph), tilings[layer.name], 2, tcfg["cores"])
+        f = features.view_features(views.tiler_layer(layer, graph), tilings[layer.name], 2, tcfg["cores"],
+                                   layer.input_offset)
         assert f == cost.api.layer_features(tcfg, layer, graph, tilings[layer.name]), layer.name
 
 
@@ -305,3 +315,132 @@ def test_tile_cost_bad_value_and_no_coefficients_are_one_line(tmp_path):
     # host's runner counts nothing deterministic: no coefficients to tile by
     line = one_error(scons("target=host", "model=tiny", "tile_cost=model", out=tmp_path))
     assert "no cost model coefficients" in line and "tile_cost=library" in line
+
+
+def test_stream_features_are_the_bytes_the_io_dma_moved(gap8_tiny):
+    # gap8 streams every layer's weights L3 -> L2; a layer's window starts
+    # the next chunk (often the next layer's), as the firmware's I/O DMA
+    # byte counter saw it
+    rep = json.load(open(os.path.join(gap8_tiny, "report.json")))
+    streamed = [layer["cost"]["features"]["stream_bytes"] for layer in rep["layers"]]
+    assert streamed == [layer["dma_bytes"]["io_dma"] for layer in rep["layers"]]
+    assert sum(1 for s in streamed if s) >= 5
+
+
+def test_split_follows_the_kernels():
+    from tessera.cost.features import _split
+
+    # as kernels/pulp_nn/pnn_common.h's pnn_split: (slowest core's share
+    # times the cores, its channels, its pixels)
+    # 4x4 output, 32 channels, 8 cores: pixels in pairs, every core all 32 channels
+    assert _split("conv2d", 4, 4, 32, 8) == (1.0, 32, 2)
+    # 1x1 output, 64 channels: channels in fours, 8 per core
+    assert _split("pointwise", 1, 1, 64, 8) == (1.0, 8, 1)
+    # 3x3 output, 16 channels: 2 pixels of 9 per core -> 5 cores; or 4 channels: 4 cores
+    assert _split("conv2d", 3, 3, 16, 8) == (2 * 8 / 9, 16, 2)
+    # DS-CNN's first layer, 25x5 by 64: 16 pixels (1024 MACs' worth) > 8 channels of 125 (1000): channels
+    assert _split("conv2d", 25, 5, 64, 8) == (1.0, 8, 125)
+    assert _split("depthwise", 4, 4, 12, 8) == (2 * 8 / 12, 2, 16)
+    assert _split("conv2d", 4, 4, 32, 1) == (1.0, 32, 16)
+
+
+def _copy_target(tmp_path, name, base, **changes):
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = yaml.safe_load(open(os.path.join(root, "targets", f"{base}.yaml")))
+    for key, value in changes.items():
+        *where, last = key.split(".")
+        d = data
+        for k in where:
+            d = d[k]
+        d[last] = value
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_renamed_target_uses_the_coefficients_of_its_cores(tmp_path):
+    from tessera import config
+    from tessera.cost import api
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    gap8 = model.load(model.path(root, "pulp_nn", "gap8"))
+    # a copy of gap8 with a smaller L1 under another name: gap8's cores, gap8's coefficients
+    t = config.load_target(_copy_target(tmp_path, "gap8_l1_48k", "gap8", **{"memory.L1.size": 48000}),
+                           "gap8_l1_48k")
+    file, why = model.source(root, t)
+    assert file == model.path(root, "pulp_nn", "gap8") and "gap8" in why
+    assert api.coefficients(t) == gap8
+    # named explicitly: the same file; on pulp_open (GVSoC cycles, DMA engines
+    # beside the cores) the DMA terms come from the copy's own YAML
+    t = config.load_target(_copy_target(tmp_path, "po2", "pulp_open", cost_model="pulp_open",
+                                        **{"dma": [{"name": "cluster_dma", "src": "L2", "dst": "L1", "dims": 2,
+                                                    "bandwidth": 4, "setup": 50}]}), "po2")
+    coefs = api.coefficients(t)
+    po = model.load(model.path(root, "pulp_nn", "pulp_open"))
+    assert coefs["ops"] == po["ops"] and coefs["dma"]["act_bytes"] == 0.25 and coefs["dma"]["act_xfers"] == 50
+    # other cores (one instead of eight) and no name: no coefficients
+    t = config.load_target(_copy_target(tmp_path, "gap8_1core", "gap8", cores=1), "gap8_1core")
+    assert api.coefficients(t) is None
+
+
+def test_renamed_target_build_reports_estimates(tmp_path):
+    path = _copy_target(tmp_path, "gap8_l1_48k", "gap8", **{"memory.L1.size": 48000})
+    scons(f"target={path}", "model=tiny", out=tmp_path / "out", check=True)
+    rep = json.load(open(tmp_path / "out" / "gap8_l1_48k" / "tiny" / "report.json"))
+    assert "kernels/pulp_nn/cost/gap8.yaml" in rep["counts"]["cost"]["estimate"]
+    err = rep["totals"]["cost"]["error"]
+    assert rep["totals"]["cost"]["estimate"] > 0 and abs(err) < 0.2
+
+
+def test_bad_cost_model_name_is_one_line(tmp_path):
+    from helpers import one_error
+
+    path = _copy_target(tmp_path, "gap8_x", "gap8", cost_model="gap9")
+    line = one_error(scons(f"target={path}", "model=tiny", out=tmp_path))
+    assert "cost_model: 'gap9'" in line and "gap8" in line and "pulp_open" in line
+
+
+def test_dma_fitted_apart_is_not_taken_for_compute():
+    # untiled layers: act_bytes equals in_elems + out_elems, so from one count
+    # the fit cannot tell a copied byte from an element's compute; given the
+    # copies' own counts (as gap8's profile run prints them) it can
+    dma = {"act_bytes": 6.0, "act_xfers": 50.0, "w_bytes": 6.0, "w_xfers": 150.0,
+           "stream_bytes": 6.0, "stream_xfers": 50.0}
+    shared = {"macs": 3.0, "out_elems": 20.0, "in_elems": 4.0, "layer": 5000.0}
+    truth = {"ops": {}, "default": shared, "combine": "sum", "dma": dma}
+    rng = np.random.default_rng(3)
+    samples, copies = [], []
+    for i in range(60):
+        n_in, n_out = int(rng.integers(100, 50000)), int(rng.integers(100, 50000))
+        f = dict.fromkeys(FEATURES, 0)
+        f.update(macs=int(rng.integers(1000, 10 ** 6)), in_elems=n_in, out_elems=n_out, tiles=int(rng.integers(1, 6)),
+                 act_bytes=n_in + n_out, act_xfers=int(rng.integers(2, 40)), w_bytes=int(rng.integers(0, 9000)),
+                 w_xfers=int(rng.integers(0, 4)),
+                 stream_bytes=int(rng.integers(0, 9000)), stream_xfers=int(rng.integers(0, 5)))
+        samples.append((("add", "pointwise")[i % 2], f, model.estimate(truth, "add", f)))
+        copies.append((f, model.dma_part(truth, f)))
+    # from the one count the least squares lands somewhere else
+    assert fit.fit(samples)["dma"]["act_bytes"] != pytest.approx(dma["act_bytes"], rel=0.05)
+    got = fit.fit(samples, dma=fit.fit_dma(copies))
+    for k, v in dma.items():
+        assert got["dma"][k] == pytest.approx(v, rel=1e-4), k
+    for k, v in shared.items():
+        assert got["default"][k] == pytest.approx(v, rel=1e-3, abs=1e-6), k
+
+
+def test_layers_in_place_move_nothing(tmp_path):
+    # stm32f4 runs layers in place (direct: flat): the features say no DMA
+    # where the firmware's DMA counters saw none, and the tiling's bytes elsewhere
+    scons("target=stm32f4", "model=tiny", out=tmp_path, check=True)
+    rep = json.load(open(tmp_path / "stm32f4" / "tiny" / "report.json"))
+    in_place = [layer for layer in rep["layers"] if layer.get("in_place")]
+    assert in_place
+    for layer in rep["layers"]:
+        f = layer["cost"]["features"]
+        moved = sum(layer["dma_bytes"].values())
+        if layer.get("in_place"):
+            assert moved == 0 and f["act_bytes"] == f["w_bytes"] == f["act_xfers"] == f["w_xfers"] == 0
+        else:
+            assert f["act_bytes"] > 0, layer["name"]

@@ -85,12 +85,50 @@ def samples_of(report, build_dir, tcfg):
     return out
 
 
-def fit_target(tcfg, samples):
+def dma_counts(tcfg, build_dir, report):
+    """Per layer the instructions the emulated DMA copies took, or None when
+    the firmware cannot tell (it prints them, `dmacount=`, in a run with the
+    argument `cores`: gap8's HAL under QEMU). The profile run's result is
+    kept in the build directory beside the firmware's digest, so a refit
+    reruns only a changed firmware."""
+    import hashlib
+    import json
+
+    from tessera import runlog, runners
+
+    src = os.path.join(build_dir, "src", "harness.c")
+    if not os.path.exists(src) or "dmacount" not in open(src).read():
+        return None
+    elf = os.path.join(build_dir, "firmware.elf")
+    with open(elf, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    cache = os.path.join(build_dir, "dma_counts.json")
+    if os.path.exists(cache):
+        with open(cache) as f:
+            kept = json.load(f)
+        if kept.get("firmware") == digest:
+            return kept["counts"]
+    run = runlog.parse(runners.run(tcfg["runner"], elf, ["cores"]), f"{build_dir}: profile run")
+    key = COUNT_KEYS[report["counts"]["method"]]
+    for layer, counted in zip(report["layers"], run["layers"]):
+        if counted["count"] != layer[key] or "dma_count" not in counted:
+            sys.exit(f"{build_dir}: layer {layer['name']}: the profile run counted {counted['count']}, "
+                     f"the build {layer[key]}; rebuild it")
+    counts = [layer["dma_count"] for layer in run["layers"]]
+    with open(cache, "w") as f:
+        json.dump({"firmware": digest, "counts": counts}, f)
+    return counts
+
+
+def fit_target(tcfg, samples, dma_samples=None):
+    """Coefficients from samples [(op, features, count)]; dma_samples
+    [(features, DMA copy count)], where the runner counts the copies apart,
+    fit the dma coefficients on their own first (fit.fit_dma)."""
     # cycles of a cluster with DMA engines overlap; instructions of cores
     # that copy the data themselves (QEMU) add up
     if tcfg["runner"]["counts"] == "gvsoc-cycles":
         return fit.fit_overlap(samples, tcfg)
-    return fit.fit(samples, combine="sum")
+    return fit.fit(samples, combine="sum", dma=fit.fit_dma(dma_samples) if dma_samples else None)
 
 
 def main():
@@ -109,21 +147,30 @@ def main():
                  "(the cost model needs QEMU instructions or GVSoC cycles)")
     if args.no_sweeps and not args.models:
         sys.exit("fit_cost_model.py: --no-sweeps needs --models (nothing to fit on)")
-    samples, sources, paths = [], {}, set()
+    samples, sources, paths, dma_samples = [], {}, set(), []
+
+    def add(rep, build_dir):
+        mine = samples_of(rep, build_dir, tcfg)
+        samples.extend(mine)
+        paths.add(rep.get("kernels", {}).get("path", "?"))
+        if tcfg["runner"]["counts"] != "gvsoc-cycles":
+            counts = dma_counts(tcfg, build_dir, rep)
+            dma_samples.extend((f, c) for (_, f, _), c in zip(mine, counts or ()))
     if not args.no_sweeps:
         bench = args.bench or os.path.join(args.out, "costbench")
         reps = sweep_reports(args.target, bench)
         for name, rep in reps.items():
-            samples += samples_of(rep, os.path.join(bench, tname, name), tcfg)
-            paths.add(rep.get("kernels", {}).get("path", "?"))
+            add(rep, os.path.join(bench, tname, name))
         sources["sweeps"] = sorted(reps)
     for m in args.models:
-        rep = report_of(args.out, tname, m, args.build)
-        samples += samples_of(rep, os.path.join(args.out, tname, m), tcfg)
-        paths.add(rep.get("kernels", {}).get("path", "?"))
+        add(report_of(args.out, tname, m, args.build), os.path.join(args.out, tname, m))
     if args.models:
         sources["models"] = list(args.models)
-    coefs = fit_target(tcfg, samples)
+    if dma_samples and len(dma_samples) != len(samples):
+        sys.exit(f"{tname}: some builds count their DMA copies apart and some do not; rebuild them")
+    coefs = fit_target(tcfg, samples, dma_samples)
+    if dma_samples:
+        sources["dma"] = "fitted on the DMA copies' own counts (a profile run of each build)"
     # the kernels' code path (portable C, or Xpulp / DSP intrinsics) the
     # counts come from: coefficients are per target, and a target has one
     coefs = {"target": tname, "library": tcfg["kernels"], "counts": tcfg["runner"]["counts"],

@@ -119,9 +119,10 @@ def _cost_meta(tcfg, tname):
     from tessera import views
     from tessera.cost import model as cost_model
 
-    file = cost_model.path(ROOT, tcfg["kernels"], tname)
+    file, _ = cost_model.source(ROOT, tcfg)
     engine = views.dma_engine(tcfg, tcfg["place"]["activations"], tcfg["place"]["tiles"])
-    return {"file": os.path.relpath(file, ROOT), "coefficients": cost_model.load(file),
+    return {"file": os.path.relpath(file, ROOT),
+            "coefficients": cost_model.for_target(cost_model.load(file), tcfg),
             "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 

@@ -112,6 +112,9 @@ TARGET = Field("map", fields={
                     "(docs/memory.md): none; flat (the tile level is RAM like the activations': wherever it "
                     "lowers total RAM); ram_cap (a faster tile level: only when a RAM cap needs it)",
                     default="none", choices=("none", "flat", "ram_cap")),
+    "cost_model": Field("str", "whose cost model coefficients to use (kernels/<kernels>/cost/<name>.yaml), "
+                        "e.g. gap8 for a copy of gap8 with another L1 size; by default the target's own, "
+                        "else those of a target with the same cores (docs/cost_model.md)"),
     "note": Field("str", default=""),
 })
 
@@ -146,6 +149,15 @@ def _check_cross_references(target, path):
         libs = sorted(d for d in os.listdir(KERNELS_DIR)
                       if os.path.isfile(os.path.join(KERNELS_DIR, d, "library.yaml")))
         raise ConfigError(path, f"kernels: {kernels!r}: unknown kernel library", f"choose one of: {', '.join(libs)}")
+    named = target.get("cost_model")
+    if named is not None:
+        cost_dir = os.path.join(KERNELS_DIR, kernels, "cost")
+        if os.sep in named or named.startswith(".") or not os.path.isfile(os.path.join(cost_dir, named + ".yaml")):
+            have = sorted(f[:-5] for f in os.listdir(cost_dir) if f.endswith(".yaml")) \
+                if os.path.isdir(cost_dir) else []
+            raise ConfigError(path, f"cost_model: {named!r}: no coefficients kernels/{kernels}/cost/{named}.yaml",
+                              f"name one of: {', '.join(have)}" if have else
+                              f"the {kernels} library has no fitted cost model; drop cost_model")
     for i, dma in enumerate(target["dma"]):
         for end in ("src", "dst"):
             if dma[end] not in levels:

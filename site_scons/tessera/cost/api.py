@@ -4,7 +4,7 @@ of the target's runner (QEMU instructions, GVSoC cycles), before anything
 runs. See docs/cost_model.md.
 
     coefs = coefficients(target)                      # None: no fit for this target
-    n = estimate_layer(target, layer, graph, tiling)  # one layer at one tiling
+    n = estimate_layer(target, layer, graph, tiling)  # one layer at one tiling (plan=: with its weight stream)
     n = estimate_group(target, layers, graph, tilings, fused)   # a fused DW->PW step
     parts = explain_layer(target, layer, graph, tiling)         # {compute, dma, estimate, features}
 
@@ -26,11 +26,12 @@ _loaded = {}
 
 def coefficients(target):
     """The fitted coefficients of the target's kernel library on it (read
-    once per process), or None."""
-    file = model.path(ROOT, target["kernels"], target["name"])
+    once per process; model.source says which file: the one the target's
+    `cost_model:` names, its own, or a same-core target's), or None."""
+    file, _ = model.source(ROOT, target)
     if file not in _loaded:
         _loaded[file] = model.load(file)
-    return _loaded[file]
+    return model.for_target(_loaded[file], target)
 
 
 def _dims(target):
@@ -41,22 +42,29 @@ def _dims(target):
     return target["dma"][engine]["dims"] if engine is not None else 3
 
 
-def layer_features(target, layer, graph, tiling):
-    return features.layer_features(layer, graph, tiling, _dims(target), target["cores"])
+def layer_features(target, layer, graph, tiling, plan=None):
+    """The layer's features; with the memory plan (memplan.json's content)
+    also the weights it streams in (stream_bytes: 0 without a plan, as for
+    the tiler and the fusion selector, which run before there is one) and,
+    for a layer the plan runs in place, no DMA."""
+    f = features.layer_features(layer, graph, tiling, _dims(target), target["cores"])
+    f.update(features.plan_features(graph, plan).get(layer.name, {}))
+    return f
 
 
-def explain_layer(target, layer, graph, tiling, coefs=None):
+def explain_layer(target, layer, graph, tiling, coefs=None, plan=None):
     coefs = coefs or coefficients(target)
     if coefs is None:
         return None
-    f = layer_features(target, layer, graph, tiling)
+    f = layer_features(target, layer, graph, tiling, plan)
     return {"features": f, "compute": model.compute_part(coefs, layer.op, f), "dma": model.dma_part(coefs, f),
             "estimate": model.estimate(coefs, layer.op, f, tiling.get("buffering", 2))}
 
 
-def estimate_layer(target, layer, graph, tiling, coefs=None):
-    """One layer's estimated count at this tiling (int), or None."""
-    parts = explain_layer(target, layer, graph, tiling, coefs)
+def estimate_layer(target, layer, graph, tiling, coefs=None, plan=None):
+    """One layer's estimated count at this tiling (int), or None; `plan`:
+    see layer_features."""
+    parts = explain_layer(target, layer, graph, tiling, coefs, plan)
     return None if parts is None else parts["estimate"]
 
 

@@ -5,18 +5,37 @@ quantities the cost model's coefficients multiply.
     out_elems  output elements (requantization, stores)
     in_elems   input elements of every input (loads, padding, im2col)
     split_macs MACs as the slowest core does them times the cores: per tile
-               the MACs scaled by ceil(units / cores) * cores / units, units
-               being what the kernels split over the cores (output channels
-               for depthwise and linear layers, output rows otherwise); equal
-               to macs on one core or an even split
+               the MACs scaled by the largest core share times the cores, the
+               share as the kernels split (_split: output pixels in pairs or
+               channels in fours, whichever is more even, for conv2d and
+               pointwise; pixels or channels for pools; channels for depthwise
+               and linear); equal to macs on one core or an even split
     tiles      tiles the layer runs as (per-tile overhead: DMA programming,
                forking the cores, the kernel call)
     im2col     conv2d: bytes its kernels unroll into im2col rows, per tile the
                output pixels times kh*kw*C_in (the first layers' 1 or 3 input
-               channels make this, not the MACs, their cost)
+               channels make this, not the MACs, their cost); like wsum, as
+               the slowest core does them times the cores (split by
+               channels, every core unrolls every pixel)
     taps       conv2d: output pixels times kh*kw per tile, the im2col copies
                (one per window tap, whatever C_in: with 1 or 3 input
                channels the per-copy overhead dominates)
+    wsum       conv2d: per tile, the weights a core sums before its
+               pixels (kh*kw*C_in per channel it computes, to fold the input
+               offset into the bias): with a pixel split every core walks all
+               of the tile's channels, which on a 4x4 map costs more than the
+               MACs
+    plain_macs pointwise: the MACs when the input offset is neither 0 nor
+               128 (the input's zero point is not 0 or -128: after an add,
+               a layer without ReLU, the network input) or the input channels
+               are not a multiple of 4: pulp_nn's SIMD pointwise path takes
+               neither, the plain C loop runs about 3x slower
+    row_chans  depthwise run in place a band of rows per call (the memory
+               plan's direct "depthwise_rows", least RAM): calls times
+               channels, each call's per-channel setup (about 330
+               instructions per channel per call on stm32f4, against tens
+               for a whole layer's channel; set by plan_features, 0 without
+               a plan)
     tail_macs  MACs of output channels outside whole groups of 4 per tile
                (conv2d, pointwise, linear: the kernels' register blocks are
                4 channels wide; the rest runs a slower leftover loop)
@@ -26,6 +45,13 @@ quantities the cost model's coefficients multiply.
                level and the tile level, and the DMA transfers that move them
     w_bytes, w_xfers       weight and parameter bytes moved to the tile level
                (once per channel tile), and their transfers
+    stream_bytes, stream_xfers   weight bytes streamed into the staging level
+               (GAP8: L3 -> L2 by the I/O DMA) while the layer runs, and
+               their transfers: from the memory plan's weight stream, not
+               the tiling (0 without a plan; plan_features, which also
+               zeroes the DMA of layers run in place). A layer taking chunk k starts
+               chunk k + 1, often the next layer's: a linear layer before
+               a big one pays for that one's weights (stream_features)
 
 Transfers follow the engine's dimensions: an HWC box whose rows are whole
 (full width and channels) is one contiguous block; otherwise a 2D engine
@@ -36,8 +62,8 @@ contiguous bytes.
 from .. import ir, views
 from ..tiler import geometry
 
-FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "tail_macs", "chans",
-            "act_bytes", "act_xfers", "w_bytes", "w_xfers")
+FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
+            "row_chans", "tail_macs", "chans", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 
 
@@ -56,17 +82,53 @@ def _balance(units, cores):
     return -(-units // cores) * cores / units if units else 1.0
 
 
-def _per_tile(feats, op, view, tile, oshape, tile_macs):
-    """Add one tile's im2col, tail_macs and chans."""
+def _chunk(n, quantum, cores):
+    """The largest share of n units split over cores in chunks of quantum."""
+    per = -(-n // cores)
+    return min(-(-per // quantum) * quantum, n)
+
+
+def _split(op, oh, ow, oc, cores):
+    """(largest core share of a tile's work times the cores, that core's
+    output channels, its output pixels): the kernels' split
+    (kernels/pulp_nn/pnn_common.h pnn_split, pnn_chunk); one core:
+    (1, oc, pixels)."""
+    pixels = oh * ow
+    if cores <= 1 or not pixels or not oc:
+        return 1.0, oc, pixels
+    if op in ("depthwise", "linear"):
+        per_c = _chunk(oc, 4 if op == "linear" else 1, cores)
+        return per_c * cores / oc, per_c, pixels
+    if op == "add":
+        return _chunk(pixels * oc, 1, cores) * cores / (pixels * oc), oc, pixels
+    pq, cq = (2, 4) if op in BLOCKED else (1, 1)
+    per_p, per_c = _chunk(pixels, pq, cores), _chunk(oc, cq, cores)
+    if per_p * oc <= pixels * per_c:
+        return per_p * cores / pixels, oc, per_p
+    return per_c * cores / oc, per_c, pixels
+
+
+def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1):
+    """Add one tile's im2col, taps, wsum, tail_macs and chans."""
     oc = tile[-1] if tile else 1
     pixels = tile[0] * tile[1] if len(tile) >= 3 else 1
     feats["chans"] += oc
     if op == "conv2d":
+        # im2col and wsum as the slowest core does them, times the cores: a
+        # core unrolls the windows of its own pixels (all of them when the
+        # split is by channels) and sums the weights of its own channels (all
+        # of them when the split is by pixels)
         kh, kw = view.get("kernel", (1, 1))
-        feats["im2col"] += pixels * kh * kw * view["in"][-1]
+        _, core_c, core_p = _split(op, tile[0], tile[1], oc, cores)
+        feats["im2col"] += core_p * cores * kh * kw * view["in"][-1]
         feats["taps"] += pixels * kh * kw
+        feats["wsum"] += core_c * cores * kh * kw * view["in"][-1]
     if op in BLOCKED and oc % 4:
         feats["tail_macs"] += round(tile_macs * (oc % 4) / oc)
+
+
+def _plain_macs(op, macs, input_offset, in_c):
+    return macs if op == "pointwise" and (input_offset not in (0, 128) or in_c % 4) else 0
 
 
 def layer_features(layer, graph, tiling, dims=2, cores=1):
@@ -76,16 +138,17 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
     ins = [graph.tensor(n) for n in layer.inputs]
     feats = dict.fromkeys(FEATURES, 0)
     feats["macs"] = ir.macs(layer, graph)
+    feats["plain_macs"] = _plain_macs(layer.op, feats["macs"], layer.input_offset,
+                                      ins[0].shape[-1] if ins and ins[0].shape else 0)
     feats["out_elems"] = y.size
     feats["in_elems"] = sum(t.size for t in ins)
     view = views.tiler_layer(layer, graph)
-    by_channel = layer.op in ("depthwise", "linear")
     w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * y.shape[-1] if y.shape else 0
     if not tiling["tiled"] or view.get("whole"):
         feats["tiles"] = 1
-        _per_tile(feats, layer.op, view, y.shape, y.shape, feats["macs"])
-        units = y.shape[-1] if by_channel or len(y.shape) < 3 else y.shape[0]
-        feats["split_macs"] = round(feats["macs"] * _balance(units, cores))
+        _per_tile(feats, layer.op, view, y.shape, y.shape, feats["macs"], cores)
+        oh, ow = (y.shape[0], y.shape[1]) if len(y.shape) >= 3 else (1, 1)
+        feats["split_macs"] = round(feats["macs"] * _split(layer.op, oh, ow, y.shape[-1], cores)[0])
         feats["act_bytes"] = sum(t.nbytes for t in ins) + y.nbytes
         feats["act_xfers"] = len(ins) + 1
         feats["w_bytes"] = w_total
@@ -99,8 +162,8 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
     for t in geometry.tiles(view, tiling):
         feats["tiles"] += 1
         share = t["oh"] * t["ow"] * t["oc"] / y.size
-        split += feats["macs"] * share * _balance(t["oc"] if by_channel else t["oh"], cores)
-        _per_tile(feats, layer.op, view, (t["oh"], t["ow"], t["oc"]), y.shape, feats["macs"] * share)
+        split += feats["macs"] * share * _split(layer.op, t["oh"], t["ow"], t["oc"], cores)[0]
+        _per_tile(feats, layer.op, view, (t["oh"], t["ow"], t["oc"]), y.shape, feats["macs"] * share, cores)
         feats["act_bytes"] += n_in * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
         feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
         feats["act_xfers"] += n_in * _box_xfers(ishape, (t["ih"], t["iw"], t["ic"]), dims)
@@ -121,6 +184,54 @@ def graph_features(graph, tilings, target):
     return [layer_features(layer, graph, tilings[layer.name], dims, target["cores"]) for layer in graph.layers]
 
 
+def stream_features(graph, plan):
+    """{layer name: {stream_bytes, stream_xfers}} from a memory plan's weight
+    stream (memplan.json's weights.stream; {} without one). tsr_wstream_next
+    (kernels/include/tessera/tile.h) starts chunk k + 1 when its layer takes
+    chunk k, and the first call loads chunk 0 too: those are the bytes the
+    layer's window moves (a chunk's buffer may be larger than its channels'
+    bytes: the last chunk of a layer is partial). One transfer per array
+    (weights and each parameter) of the chunk."""
+    stream = (plan or {}).get("weights", {}).get("stream")
+    if not stream:
+        return {}
+    chunks = stream["chunks"]
+
+    def real(c):
+        layer = graph.layer(c["layer"])
+        view = views.tiler_layer(layer, graph)
+        per_c = view["w_bytes_per_cout"] + view["param_bytes_per_cout"]
+        return min(c["n"] * per_c, c["bytes"]), len(stream["layers"][c["layer"]]["layout"])
+    out = {}
+    for k, c in enumerate(chunks):
+        mine = out.setdefault(c["layer"], {"stream_bytes": 0, "stream_xfers": 0})
+        for j in ([0] if k == 0 else []) + ([k + 1] if k + 1 < len(chunks) else []):
+            b, x = real(chunks[j])
+            mine["stream_bytes"] += b
+            mine["stream_xfers"] += x
+    return out
+
+
+def plan_features(graph, plan):
+    """{layer name: {feature: value}} the memory plan (memplan.json's
+    content) sets over the tiling's: the weight stream (stream_features),
+    and for a layer run in place (plan["direct"], tessera.direct: no tiles,
+    nothing moved to the tile level) no DMA: act_* and w_* 0; its kernel
+    calls as tiles (a depthwise run by rows, "depthwise_rows", calls once
+    per band of rows: tessera.direct.bands), and for those each call's
+    channel setup as row_chans."""
+    from .. import direct
+
+    out = stream_features(graph, plan)
+    for name, kind in sorted((plan or {}).get("direct", {}).items()):
+        layer = graph.layer(name)
+        calls = len(direct.bands(layer, graph, kind)) if kind.startswith("depthwise") else 1
+        out.setdefault(name, {}).update(act_bytes=0, act_xfers=0, w_bytes=0, w_xfers=0, tiles=calls,
+                                        row_chans=calls * graph.tensor(layer.output).shape[-1]
+                                        if kind == "depthwise_rows" else 0)
+    return out
+
+
 def build_features(build_dir, target):
     """[(layer name, op, features)] of a finished build directory, from its
     graph.json and tiling/*.json with this version's features (so a refit
@@ -138,6 +249,10 @@ def build_features(build_dir, target):
             if "layer" in t:
                 tilings[t["layer"]] = t
     feats = graph_features(graph, tilings, target)
+    plan = os.path.join(build_dir, "memplan.json")
+    streamed = plan_features(graph, canon.read_json(plan)) if os.path.exists(plan) else {}
+    for layer, f in zip(graph.layers, feats):
+        f.update(streamed.get(layer.name, {}))
     return [(layer.name, layer.op, f) for layer, f in zip(graph.layers, feats)]
 
 
@@ -155,26 +270,28 @@ def _view_macs(view):
     return out
 
 
-def view_features(view, tiling, dims=2, cores=1):
+def view_features(view, tiling, dims=2, cores=1, input_offset=128):
     """layer_features from the tiler's view of a layer alone (what the tiler
     has when tile_cost=model ranks its candidates): the same features, the
-    inputs' elements counted from the view."""
+    inputs' elements counted from the view; the layer's input offset (not
+    in the view) given apart (plain_macs: the same for every tile of a
+    layer, so it never changes which tile ranks first)."""
     Ho, Wo, Co = view["out"]
     H, W, C = view["in"]
     size = Ho * Wo * Co
     feats = dict.fromkeys(FEATURES, 0)
     feats["macs"] = _view_macs(view)
+    feats["plain_macs"] = _plain_macs(view["op"], feats["macs"], input_offset, C)
     feats["out_elems"] = size
     feats["in_elems"] = sum(view["in_sizes"]) if "in_sizes" in view else view["n_inputs"] * H * W * C
-    by_channel = view["op"] in ("depthwise", "linear")
     w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * Co
     channel_tiles = set()
     split = 0.0
     for t in geometry.tiles(view, tiling):
         feats["tiles"] += 1
         share = t["oh"] * t["ow"] * t["oc"] / size
-        split += feats["macs"] * share * _balance(t["oc"] if by_channel else t["oh"], cores)
-        _per_tile(feats, view["op"], view, (t["oh"], t["ow"], t["oc"]), view["out"], feats["macs"] * share)
+        split += feats["macs"] * share * _split(view["op"], t["oh"], t["ow"], t["oc"], cores)[0]
+        _per_tile(feats, view["op"], view, (t["oh"], t["ow"], t["oc"]), view["out"], feats["macs"] * share, cores)
         feats["act_bytes"] += view["n_inputs"] * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
         feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
         feats["act_xfers"] += view["n_inputs"] * _box_xfers((H, W, C), (t["ih"], t["iw"], t["ic"]), dims)

@@ -42,19 +42,38 @@ def _design(samples, ops):
     return cols, A, b
 
 
-def fit(samples, combine="sum", ridge=0.3):
+def fit_dma(samples):
+    """The dma coefficients alone, fitted on [(features, count of the DMA
+    copies)]: where the runner measures the copies apart (QEMU's gap8 HAL,
+    the firmware's `cores` run), they need not be told from the compute in
+    one count. (In one count they cannot be, on untiled layers: there
+    act_bytes is in_elems + out_elems.)"""
+    samples = [(f, m) for f, m in samples if m > 0]
+    A = np.array([[_row(f)[k] / m for k in DMA] for f, m in samples])
+    x = _nnls(A, np.ones(len(samples)))
+    return {k: _num(v) for k, v in zip(DMA, x)}
+
+
+def fit(samples, combine="sum", ridge=0.3, dma=None):
     """{ops, default, dma} fitted on samples [(op, features, measured)].
 
     Two stages, because some ops have a single layer in the data: first one
     shared model of every layer (compute and DMA); then, with the DMA
     coefficients kept, each op's compute coefficients as multipliers of
     the shared ones, pulled towards 1 (ridge): an op with many layers
-    gets its own, an op with one layer mostly a rescaled shared model."""
+    gets its own, an op with one layer mostly a rescaled shared model.
+    `dma` (fit_dma's) fixes the dma coefficients: both stages then fit the
+    compute on what the DMA leaves of each count."""
     samples = [s for s in samples if s[2] > 0]
-    cols, A, b = _design([("default", f, m) for _, f, m in samples], ["default"])
-    x = _nnls(A, b)
-    base = {k: v for (g, k), v in zip(cols, x) if g == "default"}
-    dma = {k: v for (g, k), v in zip(cols, x) if g == "dma"}
+    if dma is None:
+        cols, A, b = _design([("default", f, m) for _, f, m in samples], ["default"])
+        x = _nnls(A, b)
+        base = {k: v for (g, k), v in zip(cols, x) if g == "default"}
+        dma = {k: v for (g, k), v in zip(cols, x) if g == "dma"}
+    else:
+        A = np.array([[_row(f)[k] / m for k in COMPUTE] for _, f, m in samples])
+        b = np.array([1.0 - sum(dma[k] * _row(f)[k] for k in DMA) / m for _, f, m in samples])
+        base = dict(zip(COMPUTE, _nnls(A, b)))
     out = {"ops": {}, "dma": {k: _num(v) for k, v in dma.items()}, "default": {k: _num(v) for k, v in base.items()}}
     for op in sorted({s[0] for s in samples}):
         mine = [(f, m) for o, f, m in samples if o == op]
@@ -90,9 +109,14 @@ def yaml_dma(target):
         i = views.dma_engine(target, src, place["tiles"])
         return target["dma"][i] if i is not None else {"bandwidth": 0, "setup": 0}
     act, w = engine(place["activations"]), engine(place["weights"])
+    # streamed weights: from the weight level into the activation level
+    i = views.dma_engine(target, place["weights"], place["activations"])
+    st = target["dma"][i] if i is not None and place["weights"] != place["activations"] else \
+        {"bandwidth": 0, "setup": 0}
     per_byte = lambda e: 1.0 / e["bandwidth"] if e["bandwidth"] else 0.0  # noqa: E731
     return {"act_bytes": _num(per_byte(act)), "act_xfers": float(act["setup"]),
-            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"])}
+            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"]),
+            "stream_bytes": _num(per_byte(st)), "stream_xfers": float(st["setup"])}
 
 
 def fit_overlap(samples, target):

@@ -4,9 +4,10 @@ kernels/<library>/cost/<target>.yaml (written by tools/fit_cost_model.py):
 
     counts: qemu-instructions      what the estimate predicts (the runner's count)
     combine: sum | overlap         how compute and DMA add up (below)
-    ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, im2col, taps, tail_macs, chans, layer}}
+    ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, im2col, taps, wsum, plain_macs, row_chans,
+                 tail_macs, chans, layer}}
     default: {...}                 compute of an op the fit saw no layer of
-    dma: {act_bytes, act_xfers, w_bytes, w_xfers}            per byte / transfer
+    dma: {act_bytes, act_xfers, w_bytes, w_xfers, stream_bytes, stream_xfers}   per byte / transfer
 
 A layer's compute is the op's coefficients times the layer's features
 (features.py) plus `layer` (a constant per layer: call, fork, barrier).
@@ -26,12 +27,60 @@ import yaml
 
 from .features import FEATURES
 
-COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "tail_macs", "chans", "layer")
-DMA = ("act_bytes", "act_xfers", "w_bytes", "w_xfers")
+COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
+           "row_chans", "tail_macs", "chans", "layer")
+DMA = ("act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 
 
 def path(root, library, target):
     return os.path.join(root, "kernels", library, "cost", f"{target}.yaml")
+
+
+def source(root, target):
+    """(coefficients file, why this one) for a loaded target config: the file
+    its `cost_model:` names; else its own (kernels/<library>/cost/<name>.yaml);
+    else, so that a copy of a target under another name (gap8 with L1 48000)
+    still has estimates, the first (by name) of the library's files fitted
+    for a target with the same cores: platform, core count, compiler flags,
+    ISA extensions and runner, which fix the compute coefficients. The file
+    may not exist (no fit yet): load gives None."""
+    lib = target["kernels"]
+    if target.get("cost_model"):
+        return path(root, lib, target["cost_model"]), f"cost_model: {target['cost_model']}"
+    own = path(root, lib, target["name"])
+    if os.path.exists(own):
+        return own, "fitted on this target"
+    folder = os.path.dirname(own)
+    for f in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        other = os.path.join(root, "targets", f)
+        if f.endswith(".yaml") and os.path.exists(other) and _same_cores(_target(other), target):
+            return os.path.join(folder, f), f"the same cores as {f[:-5]}"
+    return own, None
+
+
+def _target(file):
+    from ..config import load_target
+
+    return load_target(file, os.path.basename(file)[:-5])
+
+
+def _same_cores(a, b):
+    key = lambda t: (t["platform"], t["cores"], t["toolchain"]["cflags"], t["toolchain"]["isa"],  # noqa: E731
+                     t["runner"]["kind"], t["runner"]["counts"])
+    return key(a) == key(b)
+
+
+def for_target(coefs, target):
+    """The coefficients as this target uses them: with `combine: overlap`
+    (DMA engines beside the cores) the DMA terms always come from the
+    target's own YAML (bandwidth, setup), borrowed coefficients included;
+    with `sum` (QEMU: the HAL's copy loop, the same code whatever the YAML
+    says) they stay the fitted ones."""
+    if coefs is None or coefs.get("combine", "sum") != "overlap":
+        return coefs
+    from .fit import yaml_dma
+
+    return dict(coefs, dma=yaml_dma(target))
 
 
 def load(file):

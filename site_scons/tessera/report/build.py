@@ -138,7 +138,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
         "layers": layers,
         "memory": memory_report(the_plan),
     }
-    add_costs(out, meta, graph, tilings, count_key)
+    add_costs(out, meta, graph, tilings, count_key, the_plan)
     if verdict.get("first_mismatch"):
         out["first_mismatch"] = verdict["first_mismatch"]
     if meta.get("tflite"):

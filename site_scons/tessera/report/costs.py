@@ -9,16 +9,18 @@ activation DMA engine's dimensions, "cores": the cores sharing a tile}.
 from ..cost import features, model
 
 
-def add_costs(out, meta, graph, tilings, count_key):
+def add_costs(out, meta, graph, tilings, count_key, plan=None):
     cost = meta.get("cost")
     if not cost:
         return
     coefs = cost.get("coefficients")
     by_layer = {t["layer"]: t for t in tilings}
+    streamed = features.plan_features(graph, plan)     # weight stream, layers in place
     est_total = 0
     for entry, layer in zip(out["layers"], graph.layers):
         t = by_layer[layer.name]
         feats = features.layer_features(layer, graph, t, cost.get("dims", 2), cost.get("cores", 1))
+        feats.update(streamed.get(layer.name, {}))
         item = {"features": feats}
         if coefs is not None:
             item["estimate"] = model.estimate(coefs, layer.op, feats, t.get("buffering", 2))
