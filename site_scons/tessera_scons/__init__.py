@@ -572,7 +572,10 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
               "section": cg_target["sections"]["activations"],
               "pools": int(tcfg["memory"][act]["reserved"].get("pools", 0)),
               "storage": {"level": cg_target["storage"]["level"], "costs": st_costs.storage_params(lvl)},
-              "cost_target": {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma")}}
+              # what tessera.cost needs to find the coefficients (a same-core
+              # target's when this one has none: platform, toolchain, runner)
+              "cost_target": {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma", "platform",
+                                                   "toolchain", "runner", "cost_model") if k in tcfg}}
         program = env.Command([d("src", "program.c"), d("program.json")],
                               [paths["graph"], memplan_json, schedule[0], _value(env, pv, f"program {tname}")]
                               + tilings, Action(steps.gen_program, "tessera: generate $TARGET"))
