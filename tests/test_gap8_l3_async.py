@@ -77,7 +77,8 @@ def test_activations_in_l3_move_asynchronously_bit_exact(tmp_path):
     tot = rep["totals"]["spill_traffic"]
     assert touched >= 2 and tot["layers"] == touched == tot["asynchronous_layers"]
     assert tot["written_bytes"] == sum(nbytes[x] for x in moved)
-    assert "activations moved to L3" in res.stdout
+    # the console wraps its long totals line wherever it falls: compare the words
+    assert "activations moved to L3" in " ".join(res.stdout.split())
 
     # the generated code reads two tiles ahead into the other slot
     src = "".join(p.read_text() for p in (d / "src").glob("*.c"))
