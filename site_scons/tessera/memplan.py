@@ -190,7 +190,7 @@ def _activation_tops(graph, buffers, offsets):
     return top
 
 
-def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only=None):
+def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only=None, fused=None):
     """The chunks every layer's constants stream through `level` in, and
     where each lands (see the module docstring).
 
@@ -202,6 +202,16 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only
     activations leave from the previous to the next layer with weights (and
     what the neighbouring chunk leaves)."""
     top = _activation_tops(graph, act_buffers, act_offsets)
+    # a fused step is one step: the next chunk loads while it runs and its
+    # input (released early for segment overlap) is read all the while, so
+    # its layers share the highest top of any of them (without this, a
+    # chunk landed on a fused step's input while it read it: gap8, fs_kws)
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    for group in (fused or {}).values():
+        span = range(min(index[n] for n in group["layers"]), max(index[n] for n in group["layers"]) + 1)
+        high = max(top[i] for i in span)
+        for i in span:
+            top[i] = high
     end = usable // 8 * 8
     weighted = [i for i, layer in enumerate(graph.layers) if (layer.weights or param_arrays(layer))
                 and (only is None or layer.name in only)]
@@ -410,13 +420,13 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None):
         last = max(v["at"] + v["bytes"] for v in in_storage.values())
         weights["storage"] = {"level": st["level"], "layers": in_storage, "bytes": _align(last, st["block"])}
         weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
-                                           act_buffers, acts["offsets"], only=set(in_storage))
+                                           act_buffers, acts["offsets"], only=set(in_storage), fused=fused)
     elif staging is not None:
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
                            "stage weights in the activation level")
         weights["stream"] = _weight_stream(graph, tilings, staging, levels[staging]["usable"],
-                                           act_buffers, acts["offsets"])
+                                           act_buffers, acts["offsets"], fused=fused)
     activations = {"level": act_level, "arena": _align(acts["peak"]), "offsets": acts["offsets"],
                    "peak": acts["peak"], "lower_bound": acts["lower_bound"],
                    "overlap_bound": acts["overlap_bound"], "overlaps": acts["overlaps"],
