@@ -56,13 +56,15 @@ MODEL = Field("map", fields={
                          "a free batch is pinned to 1 without it"),
     "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
                        "or only warns (warn)", default="error", choices=("error", "warn")),
-    "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
-                    "layer its own step), min_latency (fuse the DW->PW pairs estimated faster) or min_transfer "
-                    "(fuse the DW->PW pairs that move fewer activation bytes)",
-                    default="none", choices=("none", "min_latency", "min_transfer")),
-    "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it): model "
-                         "(the calibrated cost model) or measured (the variants built and run)",
-                         default="model", choices=("model", "measured")),
+    # no default here: unset, the target YAML's fusion: applies, else
+    # min_latency (tessera_scons resolves command line > model > target)
+    "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it; unset: the target "
+                    "YAML's fusion:, else min_latency): none (every layer its own step), min_latency (fuse the "
+                    "DW->PW and PW->DW pairs estimated faster) or min_transfer (fuse the pairs that move fewer "
+                    "activation bytes)", choices=("none", "min_latency", "min_transfer")),
+    "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it; unset: "
+                         "the target YAML's fusion_cost:, else model): model (the calibrated cost model) or "
+                         "measured (the variants built and run)", choices=("model", "measured")),
     "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
                      "many bytes: the tile budget is the largest that fits (ram_cap= on the command line wins)",
                      minimum=1),

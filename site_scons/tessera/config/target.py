@@ -108,6 +108,12 @@ TARGET = Field("map", fields={
     "clock_hz": Field("int", "core clock, to put compute counts and storage times on one scale", minimum=1),
     "ram_cap": Field("int", "the firmware's total RAM (activations, tile arena, reserved bytes) at most this "
                      "many bytes: the tile budget is the largest that fits (a model's ram_cap: wins)", minimum=1),
+    "fusion": Field("str", "the default fusion policy of models built for this target (a model's fusion: "
+                    "and the command line's fusion= win; unset: min_latency)",
+                    choices=("none", "min_latency", "min_transfer")),
+    "fusion_cost": Field("str", "the default fusion_cost of models built for this target (a model's "
+                         "fusion_cost: and the command line's fusion_cost= win; unset: model)",
+                         choices=("model", "measured")),
     "note": Field("str", default=""),
 })
 
