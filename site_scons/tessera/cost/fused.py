@@ -19,6 +19,12 @@ is no estimate (None) unless the coefficients file has an op named for the
 step's kind (`dw_pw`, `pw_dw`: fitted on fused steps), which then prices the
 whole step's compute. The PW->DW steps run the reference tsr_pw_dw
 (per_core) on every library.
+
+Where the coefficients file has `fused: {dw_pw|pw_dw: {scheme, saving}}`
+(tools/fit_cost_model.py, from the fused sweeps: cost/fused_sweeps.py,
+fused_fit.py), every step of that kind and scheme is priced as its layers'
+own estimates minus the fitted saving (SAVING below), multi-block and
+per_core steps included; the rules above are the fallback without it.
 """
 
 from .. import ir, views
@@ -63,9 +69,47 @@ def group_features(first, second, graph, ft, cores):
     return ff, sf, dma
 
 
+# what fusing saves against the layers apart (their estimates minus the
+# fused step's count), fitted per kind on the fused sweeps
+# (cost/fused_fit.py): a constant (one step, one call and fork fewer), the
+# intermediate's bytes (it never goes to L2 and back), per channel of
+# every depthwise row block after the first (the stripes gathered again),
+# and per MAC (a fused kernel that is not the layers' own, per_core,
+# computes at its own speed). Chosen by leaving each fused sweep out in
+# turn on gap8: with a per channel-column term too, or without `step`, the
+# held-out pairs' decisions were no better and their errors larger.
+SAVING = ("step", "inter_bytes", "chan_blocks", "macs")
+
+
+def saving_features(first, second, graph, ft):
+    dw = first if first.op == "depthwise" else second
+    C = graph.tensor(dw.inputs[0]).shape[2]
+    extra = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) - 1
+    return {"step": 1, "inter_bytes": graph.tensor(first.output).nbytes, "chan_blocks": C * extra,
+            "macs": ir.macs(first, graph) + ir.macs(second, graph)}
+
+
+def fitted(coefs, ft):
+    """The fitted saving terms for this step's kind and scheme, or None."""
+    f = (coefs or {}).get("fused", {}).get(ft.get("kind", "dw_pw"))
+    return f if f and f.get("scheme") == ft.get("scheme", "per_core") else None
+
+
+def saving(coefs, first, second, graph, ft):
+    """The count fusing this step saves (negative: fused is slower), or None
+    without fitted terms for its kind and scheme."""
+    f = fitted(coefs, ft)
+    if f is None:
+        return None
+    x = saving_features(first, second, graph, ft)
+    return sum(f["saving"].get(k, 0.0) * x[k] for k in SAVING)
+
+
 def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
+    if fitted(coefs, ft) is not None:
+        return None
     if ft.get("scheme") == "shared":
         blocks = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
         if blocks > 1:
@@ -92,11 +136,17 @@ def group_parts(coefs, first, second, graph, ft, cores):
     return comp, dma
 
 
-def group_estimate(coefs, first, second, graph, ft, cores):
+def group_estimate(coefs, first, second, graph, ft, cores, apart=None):
     """The fused step's estimated count, or None when the model cannot
-    price it (why_no_estimate says why; see the module docstring)."""
+    price it (why_no_estimate says why; see the module docstring). With
+    fitted saving terms for the step's kind (coefficients' `fused:`) and
+    `apart` (the two layers' own estimates, summed), the estimate is apart
+    minus the fitted saving: the fusion decision then rests on the saving
+    alone, not on the layer model's error."""
     if why_no_estimate(coefs, ft) is not None:
         return None
+    if apart is not None and fitted(coefs, ft) is not None:
+        return int(round(apart - saving(coefs, first, second, graph, ft)))
     comp, dma = group_parts(coefs, first, second, graph, ft, cores)
     d = model.dma_part(coefs, dma)
     if coefs.get("combine", "sum") == "sum" or ft["buffering"] < 2:

@@ -3,7 +3,8 @@ for every layer apart and for every feasible fused group.
 
 fusion_cost=model: the calibrated cost model (tessera.cost): each layer's
 estimate from its features and tiling, each group's from
-cost.fused.group_estimate. No coefficients for the target: no costs, and
+cost.fused.group_estimate (with fitted fused terms: its layers' estimates
+minus the fitted saving). No coefficients for the target: no costs, and
 the selector keeps every layer apart (it cannot promise "never slower").
 
 fusion_cost=measured: the network built and run three times more
@@ -32,7 +33,8 @@ def model_costs(graph, tilings, fused, cost):
     for group, (_, ft) in sorted(fused.items()):
         if ft["feasible"]:
             first, second = (graph.layer(n) for n in ft["layers"])
-            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"])
+            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"],
+                                           apart=layers[first.name] + layers[second.name])
             if groups[group] is None:
                 why[group] = f"no estimate from {cost['file']}: {why_no_estimate(coefs, ft)}"
     return {"source": where, "unit": coefs.get("counts", cost["unit"]), "layers": layers, "groups": groups,
