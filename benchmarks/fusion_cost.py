@@ -66,8 +66,10 @@ def main():
             meas_out, model_out = os.path.join(out, "measured"), os.path.join(out, "model")
             err = build(meas_out, target, model, "measured") or build(model_out, target, model, "model")
             if err:
-                print(f"{target} {model}: {err}", flush=True)
-                if not err.startswith("tessera: error:") or "fit" not in err:
+                # a one-line error (does not fit, a variant tessera cannot
+                # build) is printed; anything else stops here
+                print(f"\n{target} {model}: {err}", flush=True)
+                if not err.startswith("tessera: error:"):
                     sys.exit(1)
                 continue
             mdir, edir = os.path.join(meas_out, target, model), os.path.join(model_out, target, model)
