@@ -13,8 +13,9 @@ model's estimate fused (its layers' estimates less the fitted saving,
 cost/fused.py), the error of that estimate, and the saving measured and
 estimated (positive: fused is faster; `ok` when both have the same sign,
 `MISSED` when only the measurement saves, `WRONG` when only the model
-does). Per network: the measured count with fusion=none and with
-min_latency by each cost source (the change against none). Every build is
+does). Per network: the measured count (summed over its steps) with
+fusion=none and with min_latency by each cost source (the change against
+none). Every build is
 bit-exact or the benchmark stops.
 """
 
@@ -98,8 +99,12 @@ def main():
                 tally[verdict] += 1
                 print(f"  {group:12} {apart:>11} {fused:>11} {f_est:>11} {pct(f_est - fused, fused):>7} "
                       f"{pct(s_meas, apart):>7} {pct(s_est, a_est):>7}  {verdict}", flush=True)
-            none = verdicts["none"]["total_count"]
-            summary.append((target, model, none, verdicts["model"]["total_count"], verdicts["measured"]["total_count"]))
+            # the network's count: the sum of its steps' (benchmarks/fusion.py: the
+            # run's total also counts the harness's per-layer checks)
+            def steps(d):
+                return sum(layer.get(key) or 0 for layer in read(os.path.join(d, "report.json"))["layers"])
+            none = steps(os.path.join(mdir, "variants", "none"))
+            summary.append((target, model, none, steps(edir), steps(mdir)))
     print(f"\npairs: {tally['ok']} decided as measured, {tally['MISSED']} faster fused but kept apart, "
           f"{tally['WRONG']} estimated faster but measured slower")
     print(f"\n{'target':9} {'model':13} {'none':>12} {'min_latency (model)':>24} {'min_latency (measured)':>24}")
