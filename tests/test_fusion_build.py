@@ -215,3 +215,27 @@ def test_fused_steps_with_streamed_weights_on_gap8_are_bit_exact(tmp_path):
     sched = json.loads((net / "variants" / "all_dw_pw" / "schedule.json").read_text())
     assert [s["step"] for s in sched["steps"] if s["kind"] == "dw_pw"] == ["dw1+pw1", "dw2+pw2", "dw3+pw3",
                                                                           "dw4+pw4"]
+
+
+def test_target_yaml_sets_the_default_policy_and_the_model_or_command_line_win(tmp_path):
+    """fusion: in the target YAML is the default for its builds; a model's
+    fusion: and the command line's fusion= win over it."""
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["fusion"] = "min_transfer"
+    target = tmp_path / "thost.yaml"
+    target.write_text(yaml.safe_dump(data))
+    with open(os.path.join(ROOT, "models", "tiny.yaml")) as f:
+        model = yaml.safe_load(f)
+    model["fusion"] = "none"
+    model_path = tmp_path / "tiny_none.yaml"
+    model_path.write_text(yaml.safe_dump(model))
+    out = tmp_path / "out"
+
+    def policy(model_arg, name, *extra):
+        goal = out / "thost" / name / "schedule.json"
+        scons(f"target={target}", f"model={model_arg}", *extra, str(goal), out=out, check=True)
+        return json.loads(goal.read_text())["policy"]
+    assert policy("tiny", "tiny") == "min_transfer"
+    assert policy(model_path, "tiny_none") == "none"
+    assert policy("tiny", "tiny", "fusion=min_latency") == "min_latency"
