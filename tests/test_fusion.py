@@ -403,3 +403,33 @@ def test_fused_fit_recovers_the_saving_it_was_made_from():
                 want = s[3] - s[4]
                 assert abs(sum(got[k] * s[2][k] for k in SAVING) - want) <= 0.01 * s[3]
         assert fit[kind]["groups"] == 30 and fit[kind]["scheme"] == "shared"
+
+
+def test_a_saving_within_the_fits_error_is_held_apart():
+    """costs["held"]: a group estimated faster, but by less than the cost
+    model's own error, stays apart with that reason."""
+    g = dw_pw_graph()
+    c = dict(costs(700, 500, 1190), held={"dw+pw": "a saving of 0.83%, within the fit's median error"})
+    s = latency_schedule(g, c)
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["candidates"][0]["fused_estimate"] == 1190
+    assert "within the fit's median error" in s["candidates"][0]["why_apart"]
+    assert [st_["step"] for st_ in latency_schedule(g, costs(700, 500, 1190))["steps"]] == ["dw+pw"]
+
+
+def test_model_costs_hold_a_fitted_saving_within_the_median_error():
+    from tessera import ir
+    from tessera.fusion import costs as fcosts
+    g = dw_pw_graph()
+    tgt = target(64000, scheme="shared")
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    pair = fusion.pair_view(g, "dw", "pw")
+    fused = {"dw+pw": (pair, fusion.solve_dw_pw(pair, tgt))}
+    apart = sum(ir.macs(layer, g) for layer in g.layers)     # the estimate of a macs-only model
+    for step, held in ((0.005 * apart, True), (0.05 * apart, False)):
+        coefs = {"combine": "sum", "ops": {}, "default": {"macs": 1.0}, "dma": {},
+                 "fused": {"dw_pw": {"scheme": "shared", "median_error": 0.01, "saving": {"step": step}}}}
+        c = fcosts.model_costs(g, tilings, fused, {"coefficients": coefs, "file": "test.yaml", "dims": 2,
+                                                   "cores": 8, "kernels": "test", "target": "t", "unit": "x"})
+        assert c["groups"]["dw+pw"] == round(apart - step)
+        assert ("dw+pw" in c["held"]) == held
