@@ -433,3 +433,9 @@ def test_model_costs_hold_a_fitted_saving_within_the_median_error():
                                                    "cores": 8, "kernels": "test", "target": "t", "unit": "x"})
         assert c["groups"]["dw+pw"] == round(apart - step)
         assert ("dw+pw" in c["held"]) == held
+        # no fused sweep pair of the kind ran faster on the target: a
+        # positive estimated saving is extrapolation, held apart
+        coefs["fused"]["dw_pw"].update(faster=0, groups=17)
+        c = fcosts.model_costs(g, tilings, fused, {"coefficients": coefs, "file": "test.yaml", "dims": 2,
+                                                   "cores": 8, "kernels": "test", "target": "t", "unit": "x"})
+        assert "dw+pw" in c["held"] and "0 of 17" in c["held"]["dw+pw"]

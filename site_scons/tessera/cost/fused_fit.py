@@ -61,6 +61,10 @@ def fit(samples):
         x = np.linalg.lstsq(As, bs, rcond=None)[0] / norm
         pred = A @ x
         out[kind] = {"scheme": schemes[0], "groups": len(mine),
+                     # pairs measured faster fused: with none, the fit has no
+                     # evidence any pair of this kind saves (its constant may
+                     # still come out positive: fusion/costs.py holds them)
+                     "faster": sum(1 for _, _, _, ap, fu, _ in mine if fu < ap),
                      "saving": {k: _num(v) for k, v in zip(SAVING, x)},
                      # the fit's own median |error| of the fused count, relative to the count apart
                      "median_error": _num(float(np.median(np.abs(pred - b))))}
