@@ -98,8 +98,11 @@ def main():
                 s_meas, s_est = apart - fused, a_est - f_est
                 verdict = "ok" if (s_meas > 0) == (s_est > 0) else ("MISSED" if s_meas > 0 else "WRONG")
                 tally[verdict] += 1
-                if "median error" in e.get("why_apart", ""):
+                why = e.get("why_apart", "")
+                if "median error" in why:
                     verdict += " (held apart: within the fit's error)"
+                elif "ran faster than its layers" in why:
+                    verdict += " (held apart: no sweep pair of its kind ran faster)"
                 print(f"  {group:12} {apart:>11} {fused:>11} {f_est:>11} {pct(f_est - fused, fused):>7} "
                       f"{pct(s_meas, apart):>7} {pct(s_est, a_est):>7}  {verdict}", flush=True)
             # the network's count: the sum of its steps' (benchmarks/fusion.py: the
