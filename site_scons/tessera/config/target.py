@@ -112,6 +112,12 @@ TARGET = Field("map", fields={
                     "(docs/memory.md): none; flat (the tile level is RAM like the activations': wherever it "
                     "lowers total RAM); ram_cap (a faster tile level: only when a RAM cap needs it)",
                     default="none", choices=("none", "flat", "ram_cap")),
+    "fusion": Field("str", "the default fusion policy of models built for this target (a model's fusion: "
+                    "and the command line's fusion= win; unset: min_latency)",
+                    choices=("none", "min_latency", "min_transfer", "min_memory")),
+    "fusion_cost": Field("str", "the default fusion_cost of models built for this target (a model's "
+                         "fusion_cost: and the command line's fusion_cost= win; unset: model)",
+                         choices=("model", "measured")),
     "note": Field("str", default=""),
 })
 
