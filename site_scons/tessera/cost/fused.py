@@ -139,8 +139,9 @@ def saving_features(first, second, graph, ft):
     dw = first if first.op == "depthwise" else second
     C = graph.tensor(dw.inputs[0]).shape[2]
     extra = _blocks(ft) - 1
+    # bands: not a saving term, the range the fit saw (fusion/costs.py)
     return {"step": 1, "inter_bytes": graph.tensor(first.output).nbytes, "chan_blocks": C * extra,
-            "macs": ir.macs(first, graph) + ir.macs(second, graph)}
+            "macs": ir.macs(first, graph) + ir.macs(second, graph), "bands": len(ft["bands"])}
 
 
 def fitted(coefs, ft):

@@ -66,6 +66,10 @@ def fit(samples):
                      # still come out positive: fusion/costs.py holds them)
                      "faster": sum(1 for _, _, _, ap, fu, _ in mine if fu < ap),
                      "saving": {k: _num(v) for k, v in zip(SAVING, x)},
+                     # the most bands any fitted pair ran in: a step in more
+                     # is beyond what the fit saw (fusion/costs.py holds it)
+                     **({"bands": max(f["bands"] for _, _, f, _, _, _ in mine)}
+                        if all("bands" in f for _, _, f, _, _, _ in mine) else {}),
                      # the fit's own median |error| of the fused count, relative to the count apart
                      "median_error": _num(float(np.median(np.abs(pred - b))))}
     return out

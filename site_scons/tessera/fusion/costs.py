@@ -4,8 +4,11 @@ for every layer apart and for every feasible fused group.
 fusion_cost=model: the calibrated cost model (tessera.cost): each layer's
 estimate from its features and tiling, each group's from
 cost.fused.group_estimate (with fitted fused terms: its layers' estimates
-minus the fitted saving; a group whose estimated saving is within the
-fit's median error on its kind is `held` apart). No coefficients for the target: no costs, and
+minus the fitted saving). A group estimated faster is still `held` apart
+when its saving is within the fit's median error on its kind, when no
+fused sweep pair of its kind ran faster on the target, or when it runs in
+more bands than any fused sweep pair of its kind (the fit extrapolates).
+No coefficients for the target: no costs, and
 the selector keeps every layer apart (it cannot promise "never slower").
 
 fusion_cost=measured: the network built and run three times more
@@ -52,6 +55,14 @@ def model_costs(graph, tilings, fused, cost):
                 held[group] = (f"estimated {groups[group]} {unit} against {apart} apart ({where}), but no fused "
                                f"sweep pair of kind {ft['kind']} ran faster than its layers on this target "
                                f"(0 of {fit.get('groups', 0)}): kept apart")
+            elif saved > 0 and len(ft["bands"]) > fit.get("bands", len(ft["bands"])):
+                # extrapolation: more bands (each a pointwise halo recomputed
+                # or a depthwise stripe gathered again) than any fused sweep
+                # pair of the kind ran in (gap8 mbv1_025_224's pw1+dw2, 10
+                # bands: estimated -3.0%, measured +3.4%)
+                held[group] = (f"estimated {groups[group]} {unit} against {apart} apart ({where}), but the step "
+                               f"runs in {len(ft['bands'])} bands, more than any fused sweep pair of kind "
+                               f"{ft['kind']} ({fit['bands']}): kept apart")
             elif 0 < saved <= margin * apart:
                 held[group] = (f"estimated {groups[group]} {unit} against {apart} apart ({where}): a saving of "
                                f"{100.0 * saved / apart:.2f}%, within the fit's median error on {ft['kind']} "
