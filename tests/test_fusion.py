@@ -616,3 +616,34 @@ def test_model_costs_hold_a_fitted_saving_within_the_median_error():
         c = fcosts.model_costs(g, tilings, fused, {"coefficients": coefs, "file": "test.yaml", "dims": 2,
                                                    "cores": 8, "kernels": "test", "target": "t", "unit": "x"})
         assert "dw+pw" in c["held"] and "0 of 17" in c["held"]["dw+pw"]
+
+
+def test_model_costs_hold_a_step_in_more_bands_than_the_fit_saw():
+    """A step of more bands than any fused sweep pair of its kind (the fit's
+    `bands`) is beyond what the fit saw: estimated faster, held apart."""
+    from tessera import ir
+    from tessera.cost import fused_fit
+    from tessera.fusion import costs as fcosts
+    g = dw_pw_graph(h=40, w=30, c=16, co=16)
+    tgt = target(12000, scheme="shared")
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, tgt)
+    n = len(ft["bands"])
+    assert n > 1
+    apart = sum(ir.macs(layer, g) for layer in g.layers)
+    for seen, held in ((n, False), (n - 1, True)):
+        coefs = {"combine": "sum", "ops": {}, "default": {"macs": 1.0}, "dma": {},
+                 "fused": {"dw_pw": {"scheme": "shared", "median_error": 0.0, "bands": seen,
+                                     "saving": {"step": 0.1 * apart}}}}
+        c = fcosts.model_costs(g, tilings, {"dw+pw": (pair, ft)}, {"coefficients": coefs, "file": "t.yaml",
+                                                                    "dims": 2, "cores": 8, "kernels": "test",
+                                                                    "target": "t", "unit": "x"})
+        assert ("dw+pw" in c["held"]) == held
+        if held:
+            assert f"runs in {n} bands" in c["held"]["dw+pw"]
+    # the fit records the most bands of its samples
+    f = {"step": 1, "inter_bytes": 1000, "chan_blocks": 0, "macs": 5000}
+    samples = [("dw_pw", "shared", dict(f, bands=b, inter_bytes=1000 * b), 9000 + b, 8000, f"g{b}")
+               for b in (1, 3, 7, 2, 5)]
+    assert fused_fit.fit(samples)["dw_pw"]["bands"] == 7
