@@ -13,8 +13,9 @@ model's estimate fused (its layers' estimates less the fitted saving,
 cost/fused.py), the error of that estimate, and the saving measured and
 estimated (positive: fused is faster; `ok` when both have the same sign,
 `MISSED` when only the measurement saves, `WRONG` when only the model
-does; `held apart` when the estimated saving is within the fit's median
-error, so min_latency keeps the pair apart anyway). Per network: the measured count (summed over its steps) with
+does; `held apart` when min_latency keeps the pair apart anyway: its
+estimated saving is within the fit's median error, no sweep pair of its
+kind ran faster, or it runs in more bands than any sweep pair). Per network: the measured count (summed over its steps) with
 fusion=none and with min_latency by each cost source (the change against
 none). Every build is
 bit-exact or the benchmark stops.
@@ -103,6 +104,8 @@ def main():
                     verdict += " (held apart: within the fit's error)"
                 elif "ran faster than its layers" in why:
                     verdict += " (held apart: no sweep pair of its kind ran faster)"
+                elif "bands, more than any fused sweep pair" in why:
+                    verdict += " (held apart: more bands than any sweep pair)"
                 print(f"  {group:12} {apart:>11} {fused:>11} {f_est:>11} {pct(f_est - fused, fused):>7} "
                       f"{pct(s_meas, apart):>7} {pct(s_est, a_est):>7}  {verdict}", flush=True)
             # the network's count: the sum of its steps' (benchmarks/fusion.py: the

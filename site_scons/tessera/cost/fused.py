@@ -160,10 +160,17 @@ def saving(coefs, first, second, graph, ft):
     return sum(f["saving"].get(k, 0.0) * x[k] for k in SAVING)
 
 
+def reference_rows(ft):
+    """A row-wise PW->DW step of the `layers` scheme: it runs the reference
+    kernel (tsr_pw_dw_rows), not the library's, so neither its estimate nor
+    the fit of the library's fused steps takes it."""
+    return ft.get("scheme") == "layers" and ft.get("layout") == "rows"
+
+
 def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
-    if ft.get("scheme") == "layers" and ft.get("layout") == "rows":
+    if reference_rows(ft):
         return ("the row-wise PW->DW step runs the reference kernel (tsr_pw_dw_rows) on this library, which "
                 "the cost model does not price")
     if fitted(coefs, ft) is not None:
