@@ -45,7 +45,8 @@ def pct(x):
 def load_report(out, target, m, build):
     path = os.path.join(out, target, m, "report.json")
     if not os.path.exists(path) and build:
-        r = subprocess.run([os.path.join(ROOT, "scons"), f"target={target}", f"model={m}", f"out={out}"],
+        # fusion=none: the estimates compared are per layer, apart
+        r = subprocess.run([os.path.join(ROOT, "scons"), f"target={target}", f"model={m}", f"out={out}", "fusion=none"],
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode != 0:
             lines = r.stdout.splitlines()

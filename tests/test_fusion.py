@@ -526,3 +526,124 @@ def test_layers_scheme_estimate_counts_each_kernel_call():
     pw1, dwl = c.layers[0], c.layers[1]
     assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=5), 1) == 2 * 12   # blocks of 5, 5, 2
     assert cfused.group_estimate(coefs, pw1, dwl, c, dict(ft, fd=12), 1) == 2 * 12
+
+
+def test_fitted_saving_prices_every_step_of_its_kind_and_scheme():
+    """With fitted fused terms (`fused:` in the coefficients) a step is its
+    layers' estimates less the saving, multi-block steps included; a step
+    of another scheme falls back to the rules without them."""
+    from tessera.cost import fused as cfused
+    g = dw_pw_graph(h=40, w=30, c=16, co=16)
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, target(12000, scheme="shared"))
+    blocks = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
+    assert blocks > 1
+    dw, pw = g.layers
+    mid = g.tensor("m")
+    coefs = {"combine": "sum", "default": {"macs": 1.0}, "ops": {}, "dma": {},
+             "fused": {"dw_pw": {"scheme": "shared", "saving": {"step": 1000.0, "inter_bytes": 2.0,
+                                                                 "chan_blocks": -10.0}}}}
+    saving = 1000 + 2 * mid.nbytes - 10 * 16 * (blocks - 1)
+    assert cfused.why_no_estimate(coefs, ft) is None
+    assert cfused.group_estimate(coefs, dw, pw, g, ft, 8, apart=50000) == 50000 - saving
+    # the selector fuses it exactly when the fitted saving is positive
+    for step, fused_ in ((1000.0, True), (-4 * mid.nbytes, False)):
+        coefs["fused"]["dw_pw"]["saving"]["step"] = step
+        est = cfused.group_estimate(coefs, dw, pw, g, ft, 8, apart=50000)
+        s = latency_schedule(g, costs(30000, 20000, est))
+        assert (s["steps"][0]["kind"] == "dw_pw") == fused_
+    ft_pc = fusion.solve_dw_pw(pair, target(64000))
+    assert cfused.group_estimate(coefs, dw, pw, g, ft_pc, 8, apart=50000) is None
+
+
+def test_fused_fit_recovers_the_saving_it_was_made_from():
+    """Savings made from known terms (synthetic pairs of both kinds, one
+    term of each sign) are fitted back within 1% (the ridge is light)."""
+    from tessera.cost import fused_fit
+    from tessera.cost.fused import SAVING
+    rng = np.random.default_rng(3)
+    truth = {"dw_pw": {"step": 90000.0, "inter_bytes": 3.0, "chan_blocks": -1500.0, "macs": 0.0},
+             "pw_dw": {"step": 500000.0, "inter_bytes": -5.0, "chan_blocks": -3000.0, "macs": -4.0}}
+    samples = []
+    for kind, t in truth.items():
+        for i in range(30):
+            f = {"step": 1, "inter_bytes": int(rng.integers(2000, 200000)),
+                 "chan_blocks": int(rng.integers(0, 8)) * int(rng.integers(8, 256)),
+                 "macs": int(rng.integers(100000, 3000000))}
+            apart = 3 * f["macs"] + 20 * f["inter_bytes"] + 400000
+            samples.append((kind, "shared", f, apart, apart - sum(t[k] * f[k] for k in SAVING), f"g{i}"))
+    fit = fused_fit.fit(samples)
+    for kind, t in truth.items():
+        got = fit[kind]["saving"]
+        for s in samples:
+            if s[0] == kind:
+                want = s[3] - s[4]
+                assert abs(sum(got[k] * s[2][k] for k in SAVING) - want) <= 0.01 * s[3]
+        assert fit[kind]["groups"] == 30 and fit[kind]["scheme"] == "shared"
+
+
+def test_a_saving_within_the_fits_error_is_held_apart():
+    """costs["held"]: a group estimated faster, but by less than the cost
+    model's own error, stays apart with that reason."""
+    g = dw_pw_graph()
+    c = dict(costs(700, 500, 1190), held={"dw+pw": "a saving of 0.83%, within the fit's median error"})
+    s = latency_schedule(g, c)
+    assert [st_["step"] for st_ in s["steps"]] == ["dw", "pw"]
+    assert s["candidates"][0]["fused_estimate"] == 1190
+    assert "within the fit's median error" in s["candidates"][0]["why_apart"]
+    assert [st_["step"] for st_ in latency_schedule(g, costs(700, 500, 1190))["steps"]] == ["dw+pw"]
+
+
+def test_model_costs_hold_a_fitted_saving_within_the_median_error():
+    from tessera import ir
+    from tessera.fusion import costs as fcosts
+    g = dw_pw_graph()
+    tgt = target(64000, scheme="shared")
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    pair = fusion.pair_view(g, "dw", "pw")
+    fused = {"dw+pw": (pair, fusion.solve_dw_pw(pair, tgt))}
+    apart = sum(ir.macs(layer, g) for layer in g.layers)     # the estimate of a macs-only model
+    for step, held in ((0.005 * apart, True), (0.05 * apart, False)):
+        coefs = {"combine": "sum", "ops": {}, "default": {"macs": 1.0}, "dma": {},
+                 "fused": {"dw_pw": {"scheme": "shared", "median_error": 0.01, "saving": {"step": step}}}}
+        c = fcosts.model_costs(g, tilings, fused, {"coefficients": coefs, "file": "test.yaml", "dims": 2,
+                                                   "cores": 8, "kernels": "test", "target": "t", "unit": "x"})
+        assert c["groups"]["dw+pw"] == round(apart - step)
+        assert ("dw+pw" in c["held"]) == held
+        # no fused sweep pair of the kind ran faster on the target: a
+        # positive estimated saving is extrapolation, held apart
+        coefs["fused"]["dw_pw"].update(faster=0, groups=17)
+        c = fcosts.model_costs(g, tilings, fused, {"coefficients": coefs, "file": "test.yaml", "dims": 2,
+                                                   "cores": 8, "kernels": "test", "target": "t", "unit": "x"})
+        assert "dw+pw" in c["held"] and "0 of 17" in c["held"]["dw+pw"]
+
+
+def test_model_costs_hold_a_step_in_more_bands_than_the_fit_saw():
+    """A step of more bands than any fused sweep pair of its kind (the fit's
+    `bands`) is beyond what the fit saw: estimated faster, held apart."""
+    from tessera import ir
+    from tessera.cost import fused_fit
+    from tessera.fusion import costs as fcosts
+    g = dw_pw_graph(h=40, w=30, c=16, co=16)
+    tgt = target(12000, scheme="shared")
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, tgt)
+    n = len(ft["bands"])
+    assert n > 1
+    apart = sum(ir.macs(layer, g) for layer in g.layers)
+    for seen, held in ((n, False), (n - 1, True)):
+        coefs = {"combine": "sum", "ops": {}, "default": {"macs": 1.0}, "dma": {},
+                 "fused": {"dw_pw": {"scheme": "shared", "median_error": 0.0, "bands": seen,
+                                     "saving": {"step": 0.1 * apart}}}}
+        c = fcosts.model_costs(g, tilings, {"dw+pw": (pair, ft)}, {"coefficients": coefs, "file": "t.yaml",
+                                                                    "dims": 2, "cores": 8, "kernels": "test",
+                                                                    "target": "t", "unit": "x"})
+        assert ("dw+pw" in c["held"]) == held
+        if held:
+            assert f"runs in {n} bands" in c["held"]["dw+pw"]
+    # the fit records the most bands of its samples
+    f = {"step": 1, "inter_bytes": 1000, "chan_blocks": 0, "macs": 5000}
+    samples = [("dw_pw", "shared", dict(f, bands=b, inter_bytes=1000 * b), 9000 + b, 8000, f"g{b}")
+               for b in (1, 3, 7, 2, 5)]
+    assert fused_fit.fit(samples)["dw_pw"]["bands"] == 7

@@ -37,11 +37,19 @@ def test_schedule_is_a_cached_step(tmp_path):
     again = scons(f"target={target}", "model=tiny", "fusion=min_transfer", goal, out=out, check=True)
     assert "tessera: " not in again.stdout
 
-    # the default (the model's fusion: none): every layer its own step
-    none = scons(f"target={target}", "model=tiny", goal, out=out, check=True)
+    # fusion=none: every layer its own step, nothing fused is tiled
+    none = scons(f"target={target}", "model=tiny", "fusion=none", goal, out=out, check=True)
     assert "tessera: tile fused" not in none.stdout
     sched = json.loads(sched_path.read_text())
     assert sched["policy"] == "none" and all(s["kind"] == "layer" for s in sched["steps"])
+
+    # the default is min_latency; this renamed host target has no cost
+    # model, so nothing is fused and no fused tiling is solved for nothing
+    default = scons(f"target={target}", "model=tiny", goal, out=out, check=True)
+    assert "tessera: tile fused" not in default.stdout
+    sched = json.loads(sched_path.read_text())
+    assert sched["policy"] == "min_latency" and all(s["kind"] == "layer" for s in sched["steps"])
+    assert "no calibrated cost model" in sched["costs"]["none"]
 
     # a new L1 size: the tilers and the selector run again
     target = _target(tmp_path, 48000)
@@ -275,3 +283,53 @@ def test_reference_pw_dw_row_wise_on_host_is_bit_exact(tmp_path):
     assert any(f["fd"] < f["band_h"] for f in rows)      # several blocks: rows kept and shifted
     for f in rows:
         assert "tsr_pw_dw_rows(" in (net / "src" / f"{f['layers'][0]}.c").read_text()
+
+
+def test_fused_steps_with_streamed_weights_on_gap8_are_bit_exact(tmp_path):
+    """gap8 streams every layer's weights through L2 in two slots, each
+    chunk loading while the previous one is used. A fused step reads its
+    input while the next chunk loads, so that chunk must not land on the
+    input even where segment overlap released it early (DS-CNN-like
+    blocks: it did, and pw2 differed from row 11 on). Every variant
+    (apart, all DW->PW fused, all PW->DW fused) is checked bit-exact."""
+    import shutil
+    from tessera import config
+    from tessera.cost import fused_sweeps
+    target = config.load_target(os.path.join(ROOT, "targets", "gap8.yaml"), "gap8")
+    missing = [p for p in (target["toolchain"]["cc"], target["runner"]["program"]) if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    model = fused_sweeps.write("fs_kws", str(tmp_path / "models"))
+    out = tmp_path / "out"
+    scons("target=gap8", f"model={model}", "fusion=min_latency", "fusion_cost=measured", out=out, check=True)
+    net = out / "gap8" / "fs_kws"
+    for variant in ("none", "all_dw_pw", "all_pw_dw"):
+        verdict = json.loads((net / "variants" / variant / "verdict.json").read_text())
+        assert verdict["verdict"] == "pass", variant
+    sched = json.loads((net / "variants" / "all_dw_pw" / "schedule.json").read_text())
+    assert [s["step"] for s in sched["steps"] if s["kind"] == "dw_pw"] == ["dw1+pw1", "dw2+pw2", "dw3+pw3",
+                                                                          "dw4+pw4"]
+
+
+def test_target_yaml_sets_the_default_policy_and_the_model_or_command_line_win(tmp_path):
+    """fusion: in the target YAML is the default for its builds; a model's
+    fusion: and the command line's fusion= win over it."""
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        data = yaml.safe_load(f)
+    data["fusion"] = "min_transfer"
+    target = tmp_path / "thost.yaml"
+    target.write_text(yaml.safe_dump(data))
+    with open(os.path.join(ROOT, "models", "tiny.yaml")) as f:
+        model = yaml.safe_load(f)
+    model["fusion"] = "none"
+    model_path = tmp_path / "tiny_none.yaml"
+    model_path.write_text(yaml.safe_dump(model))
+    out = tmp_path / "out"
+
+    def policy(model_arg, name, *extra):
+        goal = out / "thost" / name / "schedule.json"
+        scons(f"target={target}", f"model={model_arg}", *extra, str(goal), out=out, check=True)
+        return json.loads(goal.read_text())["policy"]
+    assert policy("tiny", "tiny") == "min_transfer"
+    assert policy(model_path, "tiny_none") == "none"
+    assert policy("tiny", "tiny", "fusion=min_latency") == "min_latency"

@@ -20,6 +20,12 @@ this one command. Every layer of every sweep is one sample of its op.
 --models adds the layers of bundled models, read from their report.json
 under OUT/<target>/<model> (--build builds the missing ones). The same
 reports give the same file.
+
+The fused steps (`fused:` in the file): the fused sweeps of
+tessera.cost.fused_sweeps, built under OUT/costbench with
+fusion=min_latency fusion_cost=measured (each network apart and with every
+feasible DW->PW, then PW->DW, pair fused), fitted by cost/fused_fit.py.
+--fused-only refits only them and keeps the file's layer coefficients.
 """
 
 import argparse
@@ -37,8 +43,10 @@ from tessera.cost import features, fit, model, sweeps  # noqa: E402
 from tessera.report.build import COUNT_KEYS  # noqa: E402
 
 
-def _scons(target, model_arg, out):
-    cmd = [os.path.join(ROOT, "scons"), f"target={target}", f"model={model_arg}", f"out={out}"]
+def _scons(target, model_arg, out, *extra):
+    # fusion=none unless asked: the layer sweeps measure layers apart
+    extra = extra or ("fusion=none",)
+    cmd = [os.path.join(ROOT, "scons"), f"target={target}", f"model={model_arg}", f"out={out}", *extra]
     r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         tail = [l for l in r.stdout.splitlines() if "error" in l.lower()][-1:] or r.stdout.splitlines()[-1:]
@@ -67,6 +75,31 @@ def sweep_reports(target, bench, names=None):
     return out
 
 
+def fused_fit_of(target, tcfg, bench):
+    """The `fused:` coefficients from the fused sweeps built on target."""
+    from tessera.cost import fused_fit, fused_sweeps
+
+    models_dir = os.path.join(bench, "models")
+    samples, used = [], []
+    for name in fused_sweeps.names():
+        print(f"  fused sweep {name} on {target}", file=sys.stderr, flush=True)
+        cmd = [os.path.join(ROOT, "scons"), f"target={target}", f"model={fused_sweeps.write(name, models_dir)}",
+               f"out={bench}", "fusion=min_latency", "fusion_cost=measured"]
+        r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            errors = [line for line in r.stdout.splitlines() if line.startswith("tessera: error:")]
+            # a sweep too big for a small target is left out, said so; anything else stops the fit
+            if errors and "fit" in errors[0] and "differs" not in errors[0]:
+                print(f"  fused sweep {name} left out on {target}: {errors[0]}", file=sys.stderr, flush=True)
+                continue
+            sys.exit(f"{name}: the build on {target} failed ({' '.join(cmd[1:])}): "
+                     f"{(errors or r.stdout.splitlines()[-1:] or ['?'])[0]}")
+        samples += fused_fit.group_samples(os.path.join(bench, tcfg["name"], name),
+                                           COUNT_KEYS[tcfg["runner"]["counts"]])
+        used.append(name)
+    return fused_fit.fit(samples), used
+
+
 def samples_of(report, build_dir, tcfg):
     """[(op, features, measured)] per layer: the count from report.json, the
     features recomputed from the build's graph and tilings by this version
@@ -77,8 +110,12 @@ def samples_of(report, build_dir, tcfg):
         sys.exit(f"{report['target']}: its runner counts nothing deterministic ({report['counts']['method']}); "
                  "no fit possible (host time varies from run to run)")
     measured = {layer["name"]: layer.get(key) for layer in report["layers"]}
+    # a fused step's count is not its layers' (a build with fusion): apart only
+    fused = {n for g in report.get("fusion", {}).get("groups", []) for n in g["layers"]}
     out = []
     for name, op, feats in features.build_features(build_dir, tcfg):
+        if name in fused:
+            continue
         if measured.get(name) is None:
             sys.exit(f"{build_dir}: layer {name} has no measured count in report.json; rebuild it")
         out.append((op, feats, measured[name]))
@@ -131,6 +168,15 @@ def fit_target(tcfg, samples, dma_samples=None):
     return fit.fit(samples, combine="sum", dma=fit.fit_dma(dma_samples) if dma_samples else None)
 
 
+def _write(file, tcfg, tname, coefs, cmd):
+    os.makedirs(os.path.dirname(file), exist_ok=True)
+    head = (f"# Cost model of the {tcfg['kernels']} kernels on {tname}: written by\n"
+            f"# {cmd}; do not edit.\n"
+            "# Meaning of every field: site_scons/tessera/cost/model.py, docs/cost_model.md.\n")
+    with open(file, "w") as f:
+        f.write(head + yaml.safe_dump(coefs, sort_keys=True))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("target")
@@ -139,6 +185,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "generated"))
     ap.add_argument("--bench", default=None, help="where the sweeps are built (default OUT/costbench)")
     ap.add_argument("--build", action="store_true", help="build the --models reports that are missing")
+    ap.add_argument("--fused-only", action="store_true",
+                    help="refit only the fused steps (fused sweeps), keeping the file's layer coefficients")
     args = ap.parse_args()
     tname, tpath = config.resolve("target", args.target, ROOT)
     tcfg = config.load_target(tpath, tname)
@@ -147,6 +195,21 @@ def main():
                  "(the cost model needs QEMU instructions or GVSoC cycles)")
     if args.no_sweeps and not args.models:
         sys.exit("fit_cost_model.py: --no-sweeps needs --models (nothing to fit on)")
+    bench = args.bench or os.path.join(args.out, "costbench")
+    file = model.path(ROOT, tcfg["kernels"], tname)
+    if args.fused_only:
+        # the layer coefficients as they are; only `fused:` refitted
+        coefs = model.load(file)
+        if coefs is None:
+            sys.exit(f"{os.path.relpath(file, ROOT)}: no coefficients yet; fit the layers first "
+                     f"(tools/fit_cost_model.py {tname})")
+        coefs["fused"], names = fused_fit_of(args.target, tcfg, bench)
+        coefs["fitted_on"]["fused_sweeps"] = names
+        with open(file) as f:       # the header names the command that fitted the layers: kept
+            cmd = f.read().splitlines()[1].removeprefix("# ").removesuffix("; do not edit.")
+        _write(file, tcfg, tname, coefs, cmd)
+        print(f"{os.path.relpath(file, ROOT)}: fused steps refitted on {', '.join(names)}")
+        return
     samples, sources, paths, dma_samples = [], {}, set(), []
 
     def add(rep, build_dir):
@@ -157,7 +220,6 @@ def main():
             counts = dma_counts(tcfg, build_dir, rep)
             dma_samples.extend((f, c) for (_, f, _), c in zip(mine, counts or ()))
     if not args.no_sweeps:
-        bench = args.bench or os.path.join(args.out, "costbench")
         reps = sweep_reports(args.target, bench)
         for name, rep in reps.items():
             add(rep, os.path.join(bench, tname, name))
@@ -176,15 +238,11 @@ def main():
     coefs = {"target": tname, "library": tcfg["kernels"], "counts": tcfg["runner"]["counts"],
              "kernel_path": ", ".join(sorted(paths)),
              "fitted_on": dict(sources, layers=len(samples)), **coefs}
-    file = model.path(ROOT, tcfg["kernels"], tname)
-    os.makedirs(os.path.dirname(file), exist_ok=True)
+    if not args.no_sweeps:
+        coefs["fused"], coefs["fitted_on"]["fused_sweeps"] = fused_fit_of(args.target, tcfg, bench)
     cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
-    head = (f"# Cost model of the {tcfg['kernels']} kernels on {tname}: written by\n"
-            f"# {cmd}; do not edit.\n"
-            "# Meaning of every field: site_scons/tessera/cost/model.py, docs/cost_model.md.\n")
-    with open(file, "w") as f:
-        f.write(head + yaml.safe_dump(coefs, sort_keys=True))
+    _write(file, tcfg, tname, coefs, cmd)
     print(f"{os.path.relpath(file, ROOT)}: {len(samples)} layers of "
           f"{', '.join(sources.get('sweeps', []) + sources.get('models', []))}")
 

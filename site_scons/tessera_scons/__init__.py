@@ -126,6 +126,17 @@ def _cost_meta(tcfg, tname):
             "dims": tcfg["dma"][engine]["dims"] if engine is not None else 3, "cores": tcfg["cores"]}
 
 
+DEFAULT_FUSION = {"fusion": "min_latency", "fusion_cost": "model"}
+
+
+def _fusion_defaults(tcfg, mcfg):
+    """fusion and fusion_cost: the command line's (already in mcfg), else
+    the model YAML's, else the target YAML's, else min_latency with the
+    cost model (never slower than none: a group is fused only when its
+    estimate beats its layers apart; without coefficients nothing is)."""
+    return {k: mcfg.get(k) or tcfg.get(k) or v for k, v in DEFAULT_FUSION.items()}
+
+
 def _fusion_cost(env, tcfg, mcfg, network, outdir):
     """What min_latency's selector compares: the cost model's coefficients
     for the target (fusion_cost=model), or the reports of the network built
@@ -133,7 +144,7 @@ def _fusion_cost(env, tcfg, mcfg, network, outdir):
     (measured; their report nodes under "verdicts", which the selector then
     reads)."""
     meta = _cost_meta(tcfg, tcfg["name"])
-    cost = {"source": mcfg.get("fusion_cost", "model"), "kernels": tcfg["kernels"], "target": tcfg["name"],
+    cost = {"source": mcfg["fusion_cost"], "kernels": tcfg["kernels"], "target": tcfg["name"],
             "file": meta["file"], "cores": meta["cores"], "dims": meta["dims"], "unit": tcfg["runner"]["counts"]}
     if cost["source"] == "model":
         cost["coefficients"] = meta["coefficients"]
@@ -353,6 +364,7 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
                 raise TesseraError(f"fusion_cost={fusion_cost}", "unknown fusion cost source",
                                    f"choose one of: {', '.join(FUSION_COSTS)}")
             mcfg = dict(mcfg, fusion_cost=fusion_cost)
+        mcfg = dict(mcfg, **_fusion_defaults(tcfg, mcfg))
         # generated models are keyed by their parameters, so a cache may be
         # shared between output directories (the tests share one)
         model_cache = (os.environ.get("TESSERA_MODEL_CACHE") or env.get("TESSERA_MODEL_CACHE")
@@ -451,6 +463,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # step judges each rung with them)
     fusion_policy = mcfg.get("fusion", "none")
     cands = fusion.candidates(graph) if fusion_policy != "none" else []
+    # min_latency without a cost model for the target (host): no group can
+    # be chosen, so none is tiled (schedule.json still lists the candidates
+    # and says why they stay apart)
+    unpriced = (fusion_policy == "min_latency" and mcfg["fusion_cost"] == "model"
+                and _cost_meta(tcfg, tname)["coefficients"] is None)
+    solved = [c for c in cands if c["ok"]] if not unpriced else []
     # how the library's fused kernel shares the intermediate between cores
     # (codegen/libraries: FUSED_SCHEME), which sizes it in the fused tiling
     from tessera.codegen.libraries import library as cg_library
@@ -475,14 +493,14 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         memory["ram_cap"] = cap
         memory["where"] = f"ram_cap of {mname} on {tname}"
         judge = {"views": layer_views, "tiler": tnums, "memory": memory, "ram_cap": cap, "where": memory["where"]}
-        if cands:
+        if solved:
             # the fused steps the build will run at each rung count there too
             judge["fusion"] = {"decide": decide, "scheme": scheme_data}
         budget = env.Command(d("ram_budget.json"),
                              [paths["graph"], _value(env, judge, "ram_cap"), tiler_kernels] + measured,
                              Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
         env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget", "direct")
-                    + (_code("fusion", "views", "ir", "cost") if cands else []))
+                    + (_code("fusion", "views", "ir", "cost") if solved else []))
     for layer in graph.layers:
         lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
@@ -493,9 +511,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
 
     # ---- fusion: one fused tiling per candidate pair, then the selector
     fused = []
-    for c in cands:
-        if not c["ok"]:
-            continue
+    for c in solved:
         pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
         # under a ram_cap, within the tile budget the cap chose, as the layers
         node = env.Command(d("tiling", f"{c['group']}.fused.json"),
@@ -506,7 +522,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # one slice per candidate layer (its step), so that only the layers whose
     # decision changed are generated again
     # (a layer in two candidates, the depthwise of a PW->DW->PW chain, once)
-    cand_layers = list(dict.fromkeys(n for c in cands if c["ok"] for n in c["layers"]))
+    cand_layers = list(dict.fromkeys(n for c in solved for n in c["layers"]))
     schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
                            [_value(env, decide, "fusion policy"), paths["graph"]]
                            + tilings + fused + measured, Action(steps.schedule, "tessera: select fusion $TARGET"))
@@ -535,7 +551,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # slice (the step is generated as the first layer's function)
     for name in cand_layers:
         pairs[name] = [sched_slice[name]]
-    for c, node in zip([c for c in cands if c["ok"]], fused):
+    for c, node in zip(solved, fused):
         first, second = c["layers"]
         j = index[second]
         second_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {second}")

@@ -56,14 +56,16 @@ MODEL = Field("map", fields={
                          "a free batch is pinned to 1 without it"),
     "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
                        "or only warns (warn)", default="error", choices=("error", "warn")),
-    "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it): none (every "
-                    "layer its own step), min_latency (fuse the DW->PW pairs estimated faster) or min_transfer "
-                    "(fuse the DW->PW pairs that move fewer activation bytes) or min_memory (fuse only the pairs that lower "
-                    "the activation peak)",
-                    default="none", choices=("none", "min_latency", "min_transfer", "min_memory")),
-    "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it): model "
-                         "(the calibrated cost model) or measured (the variants built and run)",
-                         default="model", choices=("model", "measured")),
+    # no default here: unset, the target YAML's fusion: applies, else
+    # min_latency (tessera_scons resolves command line > model > target)
+    "fusion": Field("str", "fusion selector policy (the command line's fusion= overrides it; unset: the target "
+                    "YAML's fusion:, else min_latency): none (every layer its own step), min_latency (fuse the "
+                    "DW->PW and PW->DW pairs estimated faster), min_transfer (fuse the pairs that move fewer "
+                    "activation bytes) or min_memory (fuse only the pairs that lower the activation peak)",
+                    choices=("none", "min_latency", "min_transfer", "min_memory")),
+    "fusion_cost": Field("str", "what min_latency compares (the command line's fusion_cost= overrides it; unset: "
+                         "the target YAML's fusion_cost:, else model): model (the calibrated cost model) or "
+                         "measured (the variants built and run)", choices=("model", "measured")),
     "fusion_pw_dw": Field("str", "the fused PW->DW steps' layout: auto (channel-wise when it fits L1, else "
                           "row-wise with the shifted buffer), rows (row-wise when it fits) or channels",
                           default="auto", choices=("auto", "rows", "channels")),

@@ -115,6 +115,12 @@ TARGET = Field("map", fields={
     "cost_model": Field("str", "whose cost model coefficients to use (kernels/<kernels>/cost/<name>.yaml), "
                         "e.g. gap8 for a copy of gap8 with another L1 size; by default the target's own, "
                         "else those of a target with the same cores (docs/cost_model.md)"),
+    "fusion": Field("str", "the default fusion policy of models built for this target (a model's fusion: "
+                    "and the command line's fusion= win; unset: min_latency)",
+                    choices=("none", "min_latency", "min_transfer", "min_memory")),
+    "fusion_cost": Field("str", "the default fusion_cost of models built for this target (a model's "
+                         "fusion_cost: and the command line's fusion_cost= win; unset: model)",
+                         choices=("model", "measured")),
     "note": Field("str", default=""),
 })
 

@@ -29,6 +29,13 @@ priced like `shared`, blocks included: its depthwise gathers no stripes
 (a block only re-reads its halo rows) and its per-channel constants are
 built once per band. Its PW->DW copy of the depthwise's output block into
 the band (fd below the channel count) has no term.
+
+Where the coefficients file has `fused: {dw_pw|pw_dw: {scheme, saving}}`
+(tools/fit_cost_model.py, from the fused sweeps: cost/fused_sweeps.py,
+fused_fit.py), every step of that kind and scheme is priced as its layers'
+own estimates minus the fitted saving (SAVING below), multi-block and
+per_core steps included; the rules above are the fallback without it
+(the `layers` scheme's row-wise PW->DW, a reference kernel, never has it).
 """
 
 from .. import ir, views
@@ -108,17 +115,70 @@ def group_features(first, second, graph, ft, cores):
     return ff, sf, dma
 
 
+# what fusing saves against the layers apart (their estimates minus the
+# fused step's count), fitted per kind on the fused sweeps
+# (cost/fused_fit.py): a constant (one step, one call and fork fewer), the
+# intermediate's bytes (it never goes to L2 and back), per channel of
+# every depthwise row block after the first (the stripes gathered again),
+# and per MAC (a fused kernel that is not the layers' own, per_core,
+# computes at its own speed). Chosen by leaving each fused sweep out in
+# turn on gap8: with a per channel-column term too, or without `step`, the
+# held-out pairs' decisions were no better and their errors larger.
+SAVING = ("step", "inter_bytes", "chan_blocks", "macs")
+
+
+def _blocks(ft):
+    """How many blocks the step runs in: a channel-wise PW->DW step (fd
+    channels per block) bands x channel blocks, else its row blocks."""
+    if ft.get("kind") == "pw_dw" and "channels" in ft and ft.get("layout") != "rows":
+        return len(ft["bands"]) * -(-ft["channels"] // ft["fd"])
+    return sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
+
+
+def saving_features(first, second, graph, ft):
+    dw = first if first.op == "depthwise" else second
+    C = graph.tensor(dw.inputs[0]).shape[2]
+    extra = _blocks(ft) - 1
+    # bands: not a saving term, the range the fit saw (fusion/costs.py)
+    return {"step": 1, "inter_bytes": graph.tensor(first.output).nbytes, "chan_blocks": C * extra,
+            "macs": ir.macs(first, graph) + ir.macs(second, graph), "bands": len(ft["bands"])}
+
+
+def fitted(coefs, ft):
+    """The fitted saving terms for this step's kind and scheme, or None."""
+    f = (coefs or {}).get("fused", {}).get(ft.get("kind", "dw_pw"))
+    return f if f and f.get("scheme") == ft.get("scheme", "per_core") else None
+
+
+def saving(coefs, first, second, graph, ft):
+    """The count fusing this step saves (negative: fused is slower), or None
+    without fitted terms for its kind and scheme."""
+    f = fitted(coefs, ft)
+    if f is None:
+        return None
+    x = saving_features(first, second, graph, ft)
+    return sum(f["saving"].get(k, 0.0) * x[k] for k in SAVING)
+
+
+def reference_rows(ft):
+    """A row-wise PW->DW step of the `layers` scheme: it runs the reference
+    kernel (tsr_pw_dw_rows), not the library's, so neither its estimate nor
+    the fit of the library's fused steps takes it."""
+    return ft.get("scheme") == "layers" and ft.get("layout") == "rows"
+
+
 def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
+    if reference_rows(ft):
+        return ("the row-wise PW->DW step runs the reference kernel (tsr_pw_dw_rows) on this library, which "
+                "the cost model does not price")
+    if fitted(coefs, ft) is not None:
+        return None
     if ft.get("scheme") == "layers":
-        if ft.get("layout") == "rows":
-            return ("the row-wise PW->DW step runs the reference kernel (tsr_pw_dw_rows) on this library, which "
-                    "the cost model does not price")
         return None
     if ft.get("scheme") == "shared" and kind == "pw_dw":
-        blocks = (sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"]) if ft.get("layout") == "rows"
-                  else len(ft["bands"]) * -(-ft["channels"] // ft["fd"]))
+        blocks = _blocks(ft)
         if blocks > 1:
             return (f"the step runs in {blocks} blocks (bands x channel or row blocks): each recomputes the pointwise's "
                     f"halo rows or forks twice and refills every core's depthwise plane border, costs the model "
@@ -151,11 +211,17 @@ def group_parts(coefs, first, second, graph, ft, cores):
     return comp, dma
 
 
-def group_estimate(coefs, first, second, graph, ft, cores):
+def group_estimate(coefs, first, second, graph, ft, cores, apart=None):
     """The fused step's estimated count, or None when the model cannot
-    price it (why_no_estimate says why; see the module docstring)."""
+    price it (why_no_estimate says why; see the module docstring). With
+    fitted saving terms for the step's kind (coefficients' `fused:`) and
+    `apart` (the two layers' own estimates, summed), the estimate is apart
+    minus the fitted saving: the fusion decision then rests on the saving
+    alone, not on the layer model's error."""
     if why_no_estimate(coefs, ft) is not None:
         return None
+    if apart is not None and fitted(coefs, ft) is not None:
+        return int(round(apart - saving(coefs, first, second, graph, ft)))
     comp, dma = group_parts(coefs, first, second, graph, ft, cores)
     d = model.dma_part(coefs, dma)
     if coefs.get("combine", "sum") == "sum" or ft["buffering"] < 2:

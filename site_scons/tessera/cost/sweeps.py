@@ -289,14 +289,15 @@ def _cb_kws2(net):
     return _head(net, x, 12)
 
 
-def write(name, directory):
+def write(name, directory, table=None):
     """Write <directory>/<name>.onnx (quantized) and <name>.yaml; returns the
     YAML's path. Files are rewritten only when their bytes change, so the
-    build that reads them stays up to date."""
+    build that reads them stays up to date. table: the registry the sweep is
+    in (SWEEPS; fused_sweeps.SWEEPS)."""
     from ..zoo.params import quantization_params
     from ..zoo.quantize import normalize, quantize
 
-    c, h, w, fn = SWEEPS[name]
+    c, h, w, fn = (table or SWEEPS)[name]
     net = Net(np.random.default_rng(0), c, h, w)
     fn(net)
     q = quantization_params({})

@@ -10,7 +10,9 @@ min_latency runs the same program on estimated counts (instructions or
 cycles, the target's runner's unit): `costs` gives every layer's estimate
 and each fused group's (None: no estimate, the group is not taken). A
 group is taken only when its estimate is below its layers' apart, so the
-schedule's estimate is never above fusion=none's; ties keep layers apart.
+schedule's estimate is never above fusion=none's; ties keep layers apart,
+and so does a group in `costs["held"]` (a saving within the cost model's
+own error: its reason becomes the group's why_apart).
 Without costs (no calibrated cost model for the target) min_latency keeps
 every layer apart, with that reason.
 
@@ -65,7 +67,10 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                         entry.update(fusable=False, reason=costs.get("why", {}).get(group, costs["missing"]))
                     else:
                         entry["fused_estimate"] = est
-                        options.setdefault(index[a], []).append((group, est, 2))
+                        if group in costs.get("held", {}):
+                            entry["held"] = costs["held"][group]
+                        else:
+                            options.setdefault(index[a], []).append((group, est, 2))
         recorded.append(entry)
     if policy == "min_memory":
         from .memory import choose
@@ -119,6 +124,8 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 e["why_apart"] = e["reason"]
             elif policy == "min_latency" and not (costs and "layers" in costs):
                 e["why_apart"] = (costs or {}).get("none", "no cost estimates")
+            elif policy == "min_latency" and "held" in e:
+                e["why_apart"] = e.pop("held")
             elif policy == "min_latency":
                 e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']}, not fewer than "
                                   f"{e['unfused_estimate']} apart ({costs['source']})")
