@@ -133,3 +133,20 @@ def test_a_chunk_overwritten_before_its_layer_copies_it_is_caught():
                                                  rf"L2 offset {y_at} .* it holds tensor 'y', written by fused "
                                                  r"step pw\+dw band 0"):
         hazard.check(graph, TILINGS, the_plan, FUSED)
+
+
+
+def test_a_fused_steps_tensors_never_move_to_a_slower_level():
+    """A fused step has no bounce buffers (its kernel reads and writes its
+    input and output in place), so when the activation level is too small
+    the planner moves another tensor to L3, never one a fused step touches
+    (`keep`); with none left it is a fit error (a fused step's output moved
+    to the card used to fail later with a KeyError)."""
+    graph = bottleneck()
+    plan = memplan._activation_plan
+    assert plan(graph, "L2", 1400, None, "L3", overlap=False)[2] == ["y"]          # the largest at the peak
+    assert plan(graph, "L2", 1400, None, "L3", overlap=False, keep={"y"})[2] == ["m"]
+    with pytest.raises(memplan.FitError):
+        plan(graph, "L2", 1400, None, "L3", overlap=False, keep={"m", "y"})
+    # memplan.plan keeps the fused steps' inputs and outputs
+    assert memplan._fused_tensors(graph, FUSED) == {"x", "y"}

@@ -122,11 +122,12 @@ def bounce_name(layer_name, which):
 
 
 def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=True, fused_pairs=(), bands=False,
-                     direct=None, skip=()):
+                     direct=None, skip=(), keep=()):
     """Offsets of the activation level's buffers. When they cannot fit and
     a slower level can take activations (`spill`: GAP8's L3), the largest
     tensor live at the fullest step moves there, tile by tile through a
-    bounce buffer, until the rest fits. With `overlap`, a layer's output may
+    bounce buffer, until the rest fits (never one in `keep`: the fused
+    steps' inputs and outputs, which their kernels read and write in place). With `overlap`, a layer's output may
     start below its consumed input by the gap its tile order allows
     (tessera.overlap; `skip`: outputs of fused steps, whose pairs come from
     their bands in fused_pairs, not from a single layer's tile table).
@@ -140,7 +141,7 @@ def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=Tru
         try:
             return plan_level(level, usable, steps, buffers, align=ALIGN, overlaps=mine), buffers, spilled
         except FitError:
-            name = _spill_candidate(graph, buffers, spilled) if spill else None
+            name = _spill_candidate(graph, buffers, list(spilled) + list(keep)) if spill else None
             if name is None:
                 raise
             spilled.append(name)
@@ -403,6 +404,16 @@ def _without_intermediates(graph, fused, release_input=False):
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
 
+def _fused_tensors(graph, fused):
+    """The tensors fused steps read or write (first layer's inputs, second's
+    output): a fused step has no bounce buffers, so none of them may spill."""
+    out = set()
+    for g in (fused or {}).values():
+        first, second = graph.layer(g["layers"][0]), graph.layer(g["layers"][1])
+        out |= set(first.inputs) | {second.output}
+    return out
+
+
 def _fused_outputs(graph, fused):
     return {graph.layer(g["layers"][1]).output for g in (fused or {}).values()}
 
@@ -434,7 +445,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
         "bands" in g for g in fused.values()) else []
     act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap, fused_pairs, bands, direct, skip=_fused_outputs(graph, fused))
+                                                  overlap, fused_pairs, bands, direct, skip=_fused_outputs(graph, fused),
+                                                  keep=_fused_tensors(graph, fused))
     runs = _fused_runs(graph, fused)
     wl = place["weights"]
     in_storage = storage_weights(graph, memory)
