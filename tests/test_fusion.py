@@ -647,3 +647,14 @@ def test_model_costs_hold_a_step_in_more_bands_than_the_fit_saw():
     samples = [("dw_pw", "shared", dict(f, bands=b, inter_bytes=1000 * b), 9000 + b, 8000, f"g{b}")
                for b in (1, 3, 7, 2, 5)]
     assert fused_fit.fit(samples)["dw_pw"]["bands"] == 7
+
+
+def test_a_long_group_name_gives_a_short_distinct_tiling_file():
+    """Two long ONNX node names (a converted TFLite model's) joined would
+    exceed a file system's 255 bytes: the fused tiling's file is a prefix
+    and a digest, the same each time, different for different groups."""
+    a, b = "functional_1_conv2d_" + "x" * 190, "functional_1_depthwise_" + "y" * 190
+    stem = fusion.tiling_stem(f"{a}+{b}")
+    assert len((stem + ".fused.json").encode()) <= 255 and stem.startswith(a[:90])
+    assert stem == fusion.tiling_stem(f"{a}+{b}") != fusion.tiling_stem(f"{a}+{b}z")
+    assert fusion.tiling_stem("dw1+pw1") == "dw1+pw1"

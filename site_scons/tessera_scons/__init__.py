@@ -17,7 +17,8 @@ does not see code a Python action calls).
 
 Steps, per network (under <out>/<target>/<model>/):
     tiling/<layer>.json   one CP-SAT solve per layer
-    tiling/<dw>+<pw>.fused.json   one CP-SAT solve per fusion candidate (fusion != none)
+    tiling/<dw>+<pw>.fused.json   one CP-SAT solve per fusion candidate (fusion != none; a
+                                  prefix and digest where the name is too long for a file)
     schedule.json         the fusion selector's steps (a layer or a fused group), with reasons
     memplan.json, plan/<layer>.json
     src/<layer>.c, src/<layer>_w.c, src/network.[ch], src/harness.c, src/input.c
@@ -514,7 +515,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     for c in solved:
         pv = _value(env, fusion.pair_view(graph, *c["layers"]), f"pair {c['group']}")
         # under a ram_cap, within the tile budget the cap chose, as the layers
-        node = env.Command(d("tiling", f"{c['group']}.fused.json"),
+        node = env.Command(d("tiling", f"{fusion.tiling_stem(c['group'])}.fused.json"),
                            [pv, tiler_target, tiler_kernels, scheme] + budget,
                            Action(steps.tile_fused, "tessera: tile fused $TARGET"))
         env.Depends(node, _code("fusion", "tiler"))

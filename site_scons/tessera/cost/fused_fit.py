@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import canon, ir
 from .fused import SAVING, reference_rows, saving_features
+from ..fusion import tiling_stem
 
 RIDGE = 1e-3
 
@@ -36,7 +37,7 @@ def group_samples(build_dir, count_key):
         fused = {r["name"]: r.get(count_key) for r in rep["layers"]}
         for g in rep.get("fusion", {}).get("groups", []):
             a, b = g["layers"]
-            ft = canon.read_json(os.path.join(var, variant, "tiling", f"{g['step']}.fused.json"))
+            ft = canon.read_json(os.path.join(var, variant, "tiling", f"{tiling_stem(g['step'])}.fused.json"))
             if reference_rows(ft):
                 # never priced (cost.fused.why_no_estimate): not a sample of
                 # the library's steps (stm32h7 fs_deep pw4+dw5: 2.4x slower

@@ -58,6 +58,9 @@ def broadcast_param(arr, onnx_shape, where, what):
     """A per-tensor/channel/row/element parameter broadcast to the ONNX
     activation shape it applies to."""
     arr = np.asarray(arr)
+    if any(d < 1 for d in onnx_shape):
+        raise FrontendError(where, f"{what} apply to an activation of shape {list(onnx_shape)}, with a dimension "
+                            "below 1", "check the model's input and weight shapes")
     if arr.size == 1:
         return np.broadcast_to(arr.reshape(()), onnx_shape)
     try:

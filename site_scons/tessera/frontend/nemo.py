@@ -209,10 +209,16 @@ class NemoParser(IntegerParser):
             return 0, math.inf
         a = attrs(node)
         lo, hi = a.get("min", -math.inf), a.get("max", math.inf)
-        if len(node.input) > 1 and node.input[1]:
-            lo = float(self.const(node.input[1]).reshape(()))
-        if len(node.input) > 2 and node.input[2]:
-            hi = float(self.const(node.input[2]).reshape(()))
+        for i, name in ((1, "min"), (2, "max")):
+            if len(node.input) > i and node.input[i]:
+                v = self.const(node.input[i])
+                if v.size != 1:
+                    raise FrontendError(self.where(node), f"Clip {name} is a tensor of shape {list(v.shape)}, "
+                                        "not a scalar", "give Clip scalar bounds")
+                if i == 1:
+                    lo = float(v.reshape(()))
+                else:
+                    hi = float(v.reshape(()))
         for v in (lo, hi):
             if math.isnan(v) or not math.isinf(v) and v != int(v):
                 raise FrontendError(self.where(node), f"Clip bound {v} is not an integer")
