@@ -121,6 +121,7 @@ def import_onnx(path, name, input_types=None, input_shape=None):
         check_arity(g.model, path)
         check_initializers(g.model, path)
         return parser(g, Builder(name, dialect, path), input_types).parse()
+    check_text(g.model, path)   # the ONNX checker lets a node name that is not UTF-8 through
     check_onnx(g.model, path)
     refusal = ort_refusal(g.model, path)
     try:
