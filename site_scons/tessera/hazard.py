@@ -216,7 +216,10 @@ def check(graph, tilings, the_plan, fused=None):
     feed = _Stream(places.act, places.stream)
     n = 0
     for layer in graph.layers:
-        if layer.name in lead:
+        if layer.name in lead and lead[layer.name].get("kind") == "add":
+            n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places, feed,
+                               epilogue=graph.layer(lead[layer.name]["layers"][1]))
+        elif layer.name in lead:
             n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
                                places, feed)
         elif layer.name in direct:
@@ -232,8 +235,15 @@ def check(graph, tilings, the_plan, fused=None):
     return n
 
 
-def _replay_layer(layer, graph, tiling, the_plan, places, feed):
+def _replay_layer(layer, graph, tiling, the_plan, places, feed, epilogue=None):
+    """One tiled layer's tiles. epilogue: the add run on its output tiles
+    (fusion's add epilogue: each tile also reads the add's other input at
+    the output tile's box, and writes the add's output there)."""
     y = graph.tensor(layer.output)
+    skip = None
+    if epilogue is not None:
+        skip = [n for n in epilogue.inputs if n != layer.output][0]
+        y = graph.tensor(epilogue.output)
     ye = ir.DTYPES[y.dtype]
     if is_whole(layer, graph):
         who = f"layer {layer.name}"
@@ -284,12 +294,17 @@ def _replay_layer(layer, graph, tiling, the_plan, places, feed):
             H, W, _ = b.shape
             lvl.read((off, tuple(b.shape), ir.DTYPES[b.dtype], (0, H, 0, W, t["oc0"], t["oc"])),
                      _tag(layer.inputs[1]), who)
-        lvl, off = places.of(layer.output)
+        if skip is not None:
+            st = graph.tensor(skip)
+            lvl, off = places.of(skip)
+            lvl.read(_out_box(off, st.shape, ir.DTYPES[st.dtype], t), _tag(skip), who)
+        out_name = epilogue.output if epilogue is not None else layer.output
+        lvl, off = places.of(out_name)
         if lvl is places.far:
             name = f"{layer.name}:bounce:out"
             _through(places.act, the_plan["activations"]["offsets"][name] + slot(name, i),
                      t["oh"] * t["ow"] * t["oc"] * ye, f"{layer.name} output tile {i}", who)
-        lvl.write(_out_box(off, y.shape, ye, t), _tag(layer.output), who)
+        lvl.write(_out_box(off, y.shape, ye, t), _tag(out_name), who)
     _replay_tiles(layer, tiles, tiling, l1, tile_level)
     return len(tiles)
 

@@ -397,7 +397,9 @@ def _without_intermediates(graph, fused, release_input=False):
     for group in fused.values():
         first, last = (graph.layer(n) for n in group["layers"])
         drop.add(first.output)
-        changed[first.name] = replace(first, output=last.output)
+        # an add epilogue's step reads the add's other input too
+        changed[first.name] = replace(first, output=last.output,
+                                      inputs=list(first.inputs) + [n for n in last.inputs if n != first.output])
         inputs = [last.output] if release_input else list(first.inputs) + [last.output]
         changed[last.name] = replace(last, inputs=inputs, output=first.output)
     layers = [changed.get(layer.name, layer) for layer in graph.layers]
@@ -410,7 +412,7 @@ def _fused_tensors(graph, fused):
     out = set()
     for g in (fused or {}).values():
         first, second = graph.layer(g["layers"][0]), graph.layer(g["layers"][1])
-        out |= set(first.inputs) | {second.output}
+        out |= set(first.inputs) | {second.output} | (set(second.inputs) - {first.output})
     return out
 
 
@@ -433,6 +435,12 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     (tessera.direct: only their scratch in the tile level). Raises
     FitError when a level cannot hold what it must."""
     direct = dict(sorted((direct or {}).items()))
+    # an add epilogue's producer runs on the epilogue's own tiling (its skip buffer)
+    tilings = dict(tilings)
+    for g in (fused or {}).values():
+        if g.get("kind") == "add":
+            first = g["layers"][0]
+            tilings[first] = dict(g["tiling"], layer=first, l1_budget=tilings[first].get("l1_budget"))
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]

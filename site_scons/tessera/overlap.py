@@ -159,6 +159,8 @@ def fused_candidates(graph, fused):
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     out = []
     for group in fused.values():
+        if group.get("kind") == "add":
+            continue        # an add epilogue's output overlaps nothing (its tiles are no bands)
         dw, pw = (graph.layer(n) for n in group["layers"])
         x = dw.inputs[0]
         if len(dw.inputs) != 1 or x in graph.inputs or x in graph.outputs or last.get(x) != index[dw.name]:

@@ -266,6 +266,13 @@ def _gen_layer(target, source, env):
         if group is not None and mine["first"]:
             second, second_graph = _layer_from_view(_value(source[6]))
             both = Graph(v["model"], "", {**graph.tensors, **second_graph.tensors}, [layer, second], [], [])
+            ft = canon.read_json(str(source[5]))
+            if ft["kind"] == "add":
+                # an add epilogue: the layer's own loop on the epilogue's tiling
+                text = layer_c.generate(layer, both, ft["tiling"], slice_, tgt, v["model"],
+                                        epilogue=(second, canon.read_json(str(source[7]))))
+                canon.write_atomic(str(target[0]), text)
+                return
             text = fused.generate(layer, second, both, canon.read_json(str(source[5])), slice_,
                                   canon.read_json(str(source[7])), tgt, v["model"])
             canon.write_atomic(str(target[0]), text)

@@ -127,9 +127,14 @@ def _stage(target):
     return target["w_stage"]["level"] if "w_stage" in target else target["act_level"]
 
 
-def generate(layer, graph, tiling, plan_slice, target, model):
+def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     """C source of one layer. target: the codegen view of the target
-    (prefix, engines, kernels); model: the model name (comments only)."""
+    (prefix, engines, kernels); model: the model name (comments only).
+    epilogue: (add layer, its plan slice) of fusion's add epilogue: each
+    output tile, once computed, is added in L1 to the tile of the add's
+    other input (loaded with the tile's inputs) by the library's add
+    kernel, and only the sum goes to the add's output (`tiling` is then
+    the epilogue's, with its skip buffer)."""
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
@@ -140,6 +145,13 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     view = tiler_layer(layer, graph)
     x = graph.tensor(layer.inputs[0])
     y = graph.tensor(layer.output)
+    out_at = plan_slice["output"]
+    if epilogue is not None:
+        add, add_slice = epilogue
+        skip = [n for n in add.inputs if n != layer.output][0]
+        skip_at = add_slice["inputs"][add.inputs.index(skip)]
+        y, out_at = graph.tensor(add.output), add_slice["output"]
+        assert not plan_slice.get("spill") and not add_slice.get("spill"), "a fused step's tensors never spill"
     in_esize = ir.DTYPES[x.dtype]
     out_esize = ir.DTYPES[y.dtype]
     chans, hs, ws = tile_grid(view, tiling)
@@ -160,7 +172,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"{' + '.join(shape(graph.tensor(n).shape) for n in layer.inputs)} -> {shape(y.shape)}",
         f"{nt} tile{'s' if nt > 1 else ''} of {t['h']}x{t['w']}x{t['c']} outputs, "
         f"{bufs} buffer{'s' if bufs > 1 else ''} each; {l1['total']} bytes of L1.",
-    ]))
+    ] + ([f"add epilogue: {add.name} ({' + '.join(add.inputs)} -> {add.output}) on each output tile in L1; "
+          f"{layer.output} never leaves L1."] if epilogue is not None else [])))
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
                + "\n")
@@ -216,6 +229,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append(f"static const uint32_t l1_w[{bufs}] = {offs('weights')};")
     if params:
         out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
+    if epilogue is not None:
+        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {skip}'s tile */")
     out.append("")
 
     rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
@@ -226,6 +241,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     args_type = lib.args_type(layer, graph=graph)
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                f"hal_core_id(), hal_num_cores());\n}}\n")
+    if epilogue is not None:
+        out.extend(_epilogue_decls(add, graph, lib))
 
     # weights streamed through a staging level arrive in chunks of
     # `chunk_c` channels (memplan's weight stream); else straight from their arrays
@@ -308,6 +325,12 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                    f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
                    f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {moved['bounce']}, "
                    f"t->iw, t->ic, {in_esize}, &box);\n    }}")
+    if epilogue is not None:
+        # the add's other input: the box of the output tile, beside the inputs
+        st = graph.tensor(skip)
+        out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_skip[b], {prefix}_L2 + {skip_at}, "
+                   f"{st.shape[1]}, {st.shape[2]}, {ir.DTYPES[st.dtype]}, t->oh0, t->oh, t->ow0, t->ow, t->oc0, "
+                   f"t->oc, 1);")
     if operand_as_weights(layer, graph):
         # the right operand's column block of every batch (a [1, 1, C]
         # vector's channel block), from its tensor in the activation level,
@@ -372,6 +395,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.extend("    " + line for line in const)
         plane_tile += tile
     out.append("    int wb = 0;")
+    if epilogue is not None:
+        out.extend("    " + line for line in _epilogue_args(add, layer, graph, lib, l1, prefix))
     if grid:
         out.append("    tsr_tile_t cur, next" + (", ahead;" if fetched else ";"))
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
@@ -423,6 +448,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq, graph=graph))
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
+    if epilogue is not None:
+        out.append(f"        e.{'a' if add.inputs[0] == layer.output else 'b'} = {prefix}_L1 + l1_out[b];\n"
+                   f"        e.{'b' if add.inputs[0] == layer.output else 'a'} = {prefix}_L1 + l1_skip[b];\n"
+                   f"        e.out = {prefix}_L1 + l1_out[b];\n        e.n = t->oh * t->ow * t->oc;\n"
+                   f"        hal_fork(compute_add, &e);   /* in place: the sum over the output tile */")
     moved = spill.get("out")
     if moved is not None and moved.get("band") and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
         # a storage-level tile: the band of the tile's rows, every channel,
@@ -455,7 +485,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                    f"            hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, n, 1, 0, 0, 1, 0, 0);\n"
                    f"            hal_dma_wait(&out[b]);\n        }}")
     elif moved is None:
-        out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
+        out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {out_at}, "
                    f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
     elif moved.get("slot"):
         # through bounce slot b, its write-back to the spill level left running
@@ -482,6 +512,31 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
     return text.replace("\n\n\n", "\n\n") + "\n"
+
+
+def _epilogue_decls(add, graph, lib):
+    """The add epilogue's constants (per tensor: the engine requires it)
+    and the function its fork runs: the library's own add kernel."""
+    rq = add.requant
+    lines = [f"static const int32_t erq_mul[1] = {{{int(rq.mul[0])}}};",
+             f"static const int8_t erq_shift[1] = {{{int(rq.shift[0])}}};"]
+    if any(rq.add):
+        lines.append(f"static const int32_t erq_add[1] = {{{int(rq.add[0])}}};")
+    lines.append(f"static void compute_add(void *args)\n{{\n    {lib.kernel_function(add, graph=graph)}"
+                 f"((const {lib.args_type(add, graph=graph)} *)args, hal_core_id(), hal_num_cores());\n}}\n")
+    return lines
+
+
+def _epilogue_args(add, layer, graph, lib, l1, prefix):
+    """The epilogue's argument struct `e` and requantization `erq`, as the
+    add's own layer file sets them (the library adapter's constant fields)."""
+    lines = [f"{lib.args_type(add, graph=graph)} e = {{0}};"]
+    lines += [line.replace("rq.", "erq.").replace("rq_", "erq_")
+              for line in _requant_lines(add, False)]
+    lines[1:1] = ["tsr_requant_t erq = {0};"]
+    lines = [ln for ln in lines if ln != "tsr_requant_t rq = {0};"]
+    lines += [line.replace("a.", "e.", 1) for line in lib.constant_args(add, l1, 0, prefix, "&erq", graph=graph)]
+    return lines
 
 
 def _requant_lines(layer, per_channel_rq):

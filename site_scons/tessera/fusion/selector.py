@@ -55,7 +55,8 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 entry.update(fusable=False, reason=ft["reason"])
             else:
                 entry["fused_bytes"] = fused_transfer(pair, ft)
-                feasible[group] = ([a, b], entry["fused_bytes"])
+                if c["kind"] != "add":       # min_memory: the DW/PW pairs' intermediates
+                    feasible[group] = ([a, b], entry["fused_bytes"])
                 if policy == f"all_{c['kind']}":
                     options.setdefault(index[a], []).append((group, -1, 2))
                 elif policy == "min_transfer":

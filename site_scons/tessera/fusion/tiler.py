@@ -452,6 +452,30 @@ def solve_pw_dw_either(pair, target):
     return rows if rows["feasible"] else ch
 
 
+def solve_epilogue(pair, target):
+    """An add epilogue's tiling: the producer's own tiling (the layer
+    tiler's CP-SAT model, its objective) with a second output-sized buffer
+    per buffer set, the add's other input's tile ("skip"). As the fused
+    tilings: feasible or not, with the reason and the bytes."""
+    from ..errors import FitError
+    from ..tiler import solve_layer
+
+    layer = pair["layer"]
+    tgt = {k: v for k, v in target.items() if k != "fused_scheme"}
+    try:
+        t = solve_layer(layer, tgt)
+    except FitError as err:
+        return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],
+                "feasible": False, "reason": f"the tiles with the add's input beside them do not fit: {err}",
+                "bands": [], "l1_bytes": {"total": 0}}
+    # what changes with the L1 size though the tile does not: not stored (as steps.tile)
+    t = {k: v for k, v in t.items() if k not in ("l1_budget", "objective", "optimal")}
+    return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],
+            "feasible": True, "reason": "fits", "tiling": t, "bands": [], "l1_bytes": t["l1_bytes"]}
+
+
 def solve(pair, target):
-    """The fused tiling of a candidate pair of either kind."""
+    """The fused tiling of a candidate pair of any kind."""
+    if pair.get("kind") == "add":
+        return solve_epilogue(pair, target)
     return solve_pw_dw_either(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)

@@ -16,12 +16,26 @@ def layer_transfer(view, tiling):
     return moved
 
 
+def moved_out(view):
+    H, W, C = view["out"]
+    return H * W * C * view["out_bytes"]
+
+
 def fused_transfer(pair, ftiling):
     """Bytes of a fused step: the first layer's input row bands in, the
     second's output row bands out; the intermediate never moves. DW->PW:
     the depthwise's input rows (halo included) in, the pointwise's rows
     out; PW->DW: the pointwise's input for the depthwise's input rows in,
     the depthwise's rows out."""
+    if pair.get("kind") == "add":
+        # an add epilogue: the producer's tiles, each output tile's box of the
+        # add's other input in (the same box as the output tile written)
+        view = {k: v for k, v in pair["layer"].items() if k != "epilogue"}
+        ta = ftiling["tiling"]
+        moved = layer_transfer(view, ta)
+        if ta.get("whole"):
+            return moved + moved_out(view)
+        return moved + sum(t["oh"] * t["ow"] * t["oc"] * view["out_bytes"] for t in tiler.tiles(view, ta))
     dw, pw = pair["dw"], pair["pw"]
     if pair.get("kind", "dw_pw") == "dw_pw":
         (_, W, C), (_, Wo, Co) = dw["in"], pw["out"]
