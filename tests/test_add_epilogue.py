@@ -1,0 +1,181 @@
+"""Fusion's add epilogue (kind "add"): a convolution layer whose output only
+the next residual add reads runs the add on its L1 output tiles.
+
+- kernels: each library's own add kernel (reference tsr_add, PULP-NN
+  pnn_add, CMSIS-NN tsr_cmsis_add) called as the epilogue calls it, in place
+  over the producer's output tile (either operand), core by core, equals the
+  add run apart and the golden model, bit for bit;
+- engine, tiler and selector on small hand-built graphs: which producers
+  qualify and why not, the skip buffer in the tiling, min_transfer's count;
+- a host build: bit-exact, the producer's output has no place in L2, the
+  DMA counters equal the selector's count step by step.
+"""
+
+import ctypes
+import json
+from ctypes import POINTER, c_int8
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from helpers import scons
+from test_cmsis_nn import host_lib  # noqa: F401
+from test_pulp_nn_kernels import pnn  # noqa: F401
+from test_ref_kernels import NCORES, OFFSETS, SETTINGS, AddArgs, arrays, int8s, lib, requants  # noqa: F401
+from tessera import fusion
+from tessera.fusion import transfer
+from tessera.golden import ops
+from tessera.ir import Graph, Layer, Requant, Tensor
+from tessera.tiler import solve_layer
+from tessera.views import kernel_library, tiler_layer
+
+# ---- kernels -----------------------------------------------------------------
+
+LIBS = (("lib", "tsr_add"), ("pnn", "pnn_add"), ("host_lib", "tsr_cmsis_add"))
+
+
+@st.composite
+def epilogue_cases(draw):
+    shape = (draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 8)))
+    produced, rng = arrays(draw, shape)
+    skip = int8s(rng, shape)
+    in_offset = [draw(OFFSETS), draw(OFFSETS)]
+    # what the frontend makes: in_mul up to 2**30, the scale in the shift;
+    # per tensor (the engine's condition), half-up or floor rounding
+    in_mul = [draw(st.integers(0, 2**30)), draw(st.integers(0, 2**30))]
+    first = draw(st.booleans())        # the producer's output is the add's first input
+    a, b = (produced, skip) if first else (skip, produced)
+    acc = ops.add(a, b, in_mul, in_offset)
+    rq = draw(requants(1, int(np.abs(acc).max(initial=0)), per_channel=False, mul_max=2**20))
+    return produced, skip, first, in_mul, in_offset, rq, draw(NCORES)
+
+
+def _call(fn, a, b, out, in_mul, in_offset, rq, ncores):
+    rqs = rq.struct()
+    args = AddArgs(a.ctypes.data_as(POINTER(c_int8)), b.ctypes.data_as(POINTER(c_int8)), out.ctypes.data, a.size,
+                   (ctypes.c_int32 * 2)(*in_mul), (ctypes.c_int32 * 2)(*in_offset), (ctypes.c_int32 * 2)(0, 0),
+                   ctypes.pointer(rqs))
+    for core in range(ncores):
+        fn(ctypes.byref(args), core, ncores)
+
+
+@given(epilogue_cases(), st.sampled_from(LIBS))
+@SETTINGS
+def test_add_in_place_over_the_output_tile_equals_the_add_apart(request, case, which):
+    produced, skip, first, in_mul, in_offset, rq, ncores = case
+    fixture, name = which
+    fn = getattr(request.getfixturevalue(fixture), name)
+    a, b = (produced, skip) if first else (skip, produced)
+    want = ops.requantize(ops.add(a, b, in_mul, in_offset), rq.golden).astype(np.int8)
+    apart = np.full(produced.shape, 0x5A, np.int8)
+    _call(fn, a, b, apart, in_mul, in_offset, rq, ncores)
+    np.testing.assert_array_equal(apart, want)
+    # the epilogue: the output tile buffer holds the producer's output and
+    # receives the sum (tsr_add, pnn_add: each core its own run; the CMSIS-NN
+    # kernel on core 0)
+    tile = produced.copy()
+    a, b = (tile, skip) if first else (skip, tile)
+    _call(fn, a, b, tile, in_mul, in_offset, rq, ncores)
+    np.testing.assert_array_equal(tile, want)
+
+
+# ---- engine, tiler, selector --------------------------------------------------
+
+def rq(n, zp=0):
+    return Requant(mul=[1 << 14] * n, add=[0], shift=[20] * n, rounding="half_up", zero_point=zp, lo=-128, hi=127)
+
+
+def residual_graph(h=12, w=10, c=8, skip_first=False, extra_reader=False, co=None):
+    """x -> pw -> y; s = add(x, y) (or add(y, x)): the projection and its add."""
+    co = co or c
+    t = {"x": Tensor("x", [h, w, c]), "y": Tensor("y", [h, w, co]), "s": Tensor("s", [h, w, c])}
+    add_in = ["x", "y"] if skip_first else ["y", "x"]
+    layers = [Layer("pw", "pointwise", ["x"], "y", input_offset=5, weights="pw_w", bias="pw_b", requant=rq(co, 2)),
+              Layer("add", "add", add_in, "s", in_mul=[1 << 12, 1 << 13], in_offset=[3, -2], requant=rq(1, 1))]
+    outputs = ["s"]
+    if extra_reader:
+        t["z"] = Tensor("z", [h, w, co])
+        layers.append(Layer("pool", "maxpool", ["y"], "z", kernel=[1, 1]))
+        outputs.append("z")
+    return Graph("g", "test", t, layers, ["x"], outputs)
+
+
+KERNELS = kernel_library("reference")["tiler"]
+
+
+def target(budget):
+    return {"l1_budget": budget, "cores": 8, "buffering": 2, "kernels": KERNELS, "fused_scheme": {}}
+
+
+def test_engine_finds_the_epilogue_and_says_why_not():
+    assert fusion.candidates(residual_graph()) == [
+        {"kind": "add", "layers": ["pw", "add"], "group": "pw+add", "ok": True, "reason": "fusable"}]
+    other = fusion.candidates(residual_graph(extra_reader=True))[0]
+    assert not other["ok"] and "other readers" in other["reason"]
+    # a broadcast add (the producer's output is not the add's shape) is no epilogue
+    g = residual_graph(co=1)
+    assert not fusion.candidates(g)[0]["ok"]
+
+
+def test_epilogue_tiling_holds_the_skip_tile_beside_the_output():
+    g = residual_graph(h=16, w=16, c=32)
+    pair = fusion.pair_view(g, "pw", "add")
+    alone = solve_layer(tiler_layer(g.layer("pw"), g), target(64000))
+    ft = fusion.solve_dw_pw(pair, target(64000))
+    assert ft["feasible"] and ft["l1_bytes"]["skip"] == ft["l1_bytes"]["out"]
+    # whole, single-buffered: one more output-sized buffer than the layer alone
+    assert not alone["tiled"] and not ft["tiling"]["tiled"]
+    assert ft["l1_bytes"]["total"] == alone["l1_bytes"]["total"] + alone["l1_bytes"]["out"]
+    # where the layer fits whole but not with the skip tile, the epilogue is tiled
+    tight = alone["l1_bytes"]["total"]
+    ft = fusion.solve_dw_pw(pair, target(tight))
+    assert ft["feasible"] and ft["tiling"]["tiled"] and ft["l1_bytes"]["total"] <= tight
+    # and with no room for any tile, infeasible with the reason
+    ft = fusion.solve_dw_pw(pair, target(100))
+    assert not ft["feasible"] and "do not fit" in ft["reason"]
+
+
+def test_min_transfer_takes_the_epilogue_and_counts_its_bytes():
+    g = residual_graph(h=12, w=10, c=8)
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), target(64000)) for layer in g.layers}
+    cands = fusion.candidates(g)
+    pair = fusion.pair_view(g, "pw", "add")
+    fused = {"pw+add": (pair, fusion.solve_dw_pw(pair, target(64000)))}
+    s = fusion.select(g, tilings, fused, "min_transfer", cands)
+    assert [st_["step"] for st_ in s["steps"]] == ["pw+add"]
+    x = g.tensor("x").nbytes
+    # apart: x in, y out; x and y in, s out. The epilogue: x in, x's tile in (the skip), s out
+    assert s["totals"]["unfused_activation_transfer_bytes"] == 5 * x
+    assert s["totals"]["activation_transfer_bytes"] == 3 * x
+    # tiled: every output tile's box of the skip comes in once
+    small = {"pw+add": (pair, fusion.solve_dw_pw(pair, target(900)))}
+    ft = small["pw+add"][1]
+    assert ft["tiling"]["tiled"]
+    assert transfer.fused_transfer(pair, ft) == transfer.layer_transfer(tiler_layer(g.layer("pw"), g),
+                                                                        ft["tiling"]) + x
+    s = fusion.select(g, tilings, fused, "none", cands)
+    assert [st_["step"] for st_ in s["steps"]] == ["pw", "add"]
+
+
+# ---- a build -------------------------------------------------------------------
+
+def test_epilogue_on_host_is_bit_exact_and_moves_what_the_selector_counted(tmp_path):
+    """tiny's `branch` pointwise feeds only `add`: with min_transfer the add
+    runs on its tiles; its output never reaches L2, the network is
+    bit-exact, and the DMA counters are the selector's count per step."""
+    out = tmp_path / "out"
+    scons("target=host", "model=tiny", "fusion=min_transfer", out=out, check=True)
+    net = out / "host" / "tiny"
+    verdict = json.loads((net / "verdict.json").read_text())
+    sched = json.loads((net / "schedule.json").read_text())
+    plan = json.loads((net / "memplan.json").read_text())
+    graph = json.loads((net / "graph.json").read_text())
+    assert verdict["verdict"] == "pass"
+    assert [s["layers"] for s in sched["steps"] if s["kind"] == "add"] == [["branch", "add"]]
+    produced = next(layer["output"] for layer in graph["layers"] if layer["name"] == "branch")
+    assert produced not in plan["activations"]["offsets"]
+    names = [layer["name"] for layer in graph["layers"]]
+    moved = dict(zip(names, (d[0] for d in verdict["dma"])))
+    assert moved["add"] == 0
+    assert [moved[s["layers"][0]] for s in sched["steps"]] == [s["activation_transfer_bytes"] for s in sched["steps"]]
+    assert "add epilogue" in (net / "src" / "branch.c").read_text()
