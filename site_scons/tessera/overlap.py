@@ -159,8 +159,8 @@ def fused_candidates(graph, fused):
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     out = []
     for group in fused.values():
-        if group.get("kind") == "add":
-            continue        # an add epilogue's output overlaps nothing (its tiles are no bands)
+        if group.get("kind") in ("add", "dw_pw_add"):
+            continue        # a step with an add epilogue: its output overlaps nothing (it reads the skip too)
         dw, pw = (graph.layer(n) for n in group["layers"])
         x = dw.inputs[0]
         if len(dw.inputs) != 1 or x in graph.inputs or x in graph.outputs or last.get(x) != index[dw.name]:

@@ -94,8 +94,8 @@ def with_fused(memory, sched, fused_tilings):
     fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"],
                          "bands": fused_tilings[s["step"]]["bands"],
                          # an add epilogue: its producer's tiling (its tiles, the skip buffer)
-                         **({"kind": "add", "tiling": fused_tilings[s["step"]]["tiling"]}
-                            if s["kind"] == "add" else {})}
+                         "kind": s["kind"],
+                         **({"tiling": fused_tilings[s["step"]]["tiling"]} if s["kind"] == "add" else {})}
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
     if fused:
         eligible = memory.get("direct", {}).get("eligible", {})

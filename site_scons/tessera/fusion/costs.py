@@ -37,12 +37,22 @@ def model_costs(graph, tilings, fused, cost):
     unit = coefs.get("counts", cost["unit"])
     for group, (_, ft) in sorted(fused.items()):
         if ft["feasible"]:
-            first, second = (graph.layer(n) for n in ft["layers"])
-            apart = layers[first.name] + layers[second.name]
+            first, second = (graph.layer(n) for n in ft["layers"][:2])
             if ft["kind"] == "add":
                 groups[group] = epilogue_estimate(coefs, first, second, graph, ft, cost)
                 continue
+            extra = 0
+            if ft["kind"] == "dw_pw_add":
+                # the DW->PW step priced (and held) as one, plus its add's compute
+                add = graph.layer(ft["layers"][2])
+                extra = int(round(model.compute_part(coefs, add.op, features.layer_features(
+                    add, graph, tilings[add.name], cost["dims"], cost["cores"]))))
+                ft = dict(ft, kind="dw_pw", layers=ft["layers"][:2])
+            apart = layers[first.name] + layers[second.name]
             groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"], apart=apart)
+            if groups[group] is not None:
+                groups[group] += extra
+                apart += extra
             if groups[group] is None:
                 why[group] = f"no estimate from {cost['file']}: {why_no_estimate(coefs, ft)}"
                 continue

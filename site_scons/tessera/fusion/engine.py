@@ -89,6 +89,23 @@ def epilogue_candidates(graph):
     return out
 
 
+def chained_candidates(graph, pairs, epilogues):
+    """DW->PW pairs whose pointwise also takes its add as an epilogue (kind
+    "dw_pw_add": the three layers as one step, both the depthwise's and the
+    pointwise's outputs in L1 only), where both halves qualify."""
+    ok = {tuple(c["layers"]): c for c in pairs + epilogues if c["ok"]}
+    out = []
+    for c in pairs:
+        if c["kind"] != "dw_pw" or not c["ok"]:
+            continue
+        for e in epilogues:
+            if e["ok"] and e["layers"][0] == c["layers"][1] and tuple(e["layers"]) in ok:
+                names = c["layers"] + [e["layers"][1]]
+                out.append({"kind": "dw_pw_add", "layers": names, "group": "+".join(names),
+                            "dw": c["dw"], "pw": c["pw"], "ok": True, "reason": "fusable"})
+    return out
+
+
 def candidates(graph):
     """[{"kind", "layers": [first, second], "group", "dw", "pw", "ok",
     "reason"}] for every depthwise directly followed (in execution order) by
@@ -107,12 +124,18 @@ def candidates(graph):
         dw, pw = (first, second) if kind == "dw_pw" else (second, first)
         out.append({"kind": kind, "layers": [first.name, second.name], "group": f"{first.name}+{second.name}",
                     "dw": dw.name, "pw": pw.name, "ok": reason is None, "reason": reason or "fusable"})
-    return out + epilogue_candidates(graph)
+    epilogues = epilogue_candidates(graph)
+    return out + epilogues + chained_candidates(graph, out, epilogues)
 
 
-def pair_view(graph, first, second):
-    """The fused tiler's view of a pair: both layers' tiler views."""
+def pair_view(graph, first, second, third=None):
+    """The fused tiler's view of a pair: both layers' tiler views (and of a
+    DW->PW pair with its add epilogue: the pointwise's with the skip band,
+    the add's)."""
     a, b = graph.layer(first), graph.layer(second)
+    if third is not None:
+        return {"name": f"{first}+{second}+{third}", "kind": "dw_pw_add", "dw": tiler_layer(a, graph),
+                "pw": dict(tiler_layer(b, graph), epilogue=1), "add": tiler_layer(graph.layer(third), graph)}
     if b.op == "add":
         # an add epilogue: the producer's tiler view with the skip buffer
         # (and the add's, for its transfer and cost)

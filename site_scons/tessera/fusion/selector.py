@@ -46,23 +46,24 @@ def select(graph, tilings, fused, policy, cands, costs=None):
     recorded = []
     feasible = {}    # group -> ([first, second], fused bytes), for min_memory
     for c in cands:
-        group, (a, b) = c["group"], c["layers"]
-        entry = {"group": group, "layers": [a, b], "kind": c["kind"], "fusable": c["ok"],
-                 "reason": c["reason"], "unfused_bytes": alone[a] + alone[b]}
+        group, members = c["group"], c["layers"]
+        a, n = members[0], len(members)
+        entry = {"group": group, "layers": list(members), "kind": c["kind"], "fusable": c["ok"],
+                 "reason": c["reason"], "unfused_bytes": sum(alone[x] for x in members)}
         if c["ok"] and group in fused:
             pair, ft = fused[group]
             if not ft["feasible"]:
                 entry.update(fusable=False, reason=ft["reason"])
             else:
                 entry["fused_bytes"] = fused_transfer(pair, ft)
-                if c["kind"] != "add":       # min_memory: the DW/PW pairs' intermediates
-                    feasible[group] = ([a, b], entry["fused_bytes"])
+                if c["kind"] in ("dw_pw", "pw_dw"):       # min_memory: the DW/PW pairs' intermediates
+                    feasible[group] = (list(members), entry["fused_bytes"])
                 if policy == f"all_{c['kind']}":
-                    options.setdefault(index[a], []).append((group, -1, 2))
+                    options.setdefault(index[a], []).append((group, -1, n))
                 elif policy == "min_transfer":
-                    options.setdefault(index[a], []).append((group, entry["fused_bytes"], 2))
+                    options.setdefault(index[a], []).append((group, entry["fused_bytes"], n))
                 elif policy == "min_latency" and costs and "layers" in costs:
-                    entry["unfused_estimate"] = costs["layers"][a] + costs["layers"][b]
+                    entry["unfused_estimate"] = sum(costs["layers"][x] for x in members)
                     est = costs["groups"].get(group)
                     if est is None:
                         entry.update(fusable=False, reason=costs.get("why", {}).get(group, costs["missing"]))
@@ -71,7 +72,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                         if group in costs.get("held", {}):
                             entry["held"] = costs["held"][group]
                         else:
-                            options.setdefault(index[a], []).append((group, est, 2))
+                            options.setdefault(index[a], []).append((group, est, n))
         recorded.append(entry)
     if policy == "min_memory":
         from .memory import choose

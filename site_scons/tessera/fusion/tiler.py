@@ -85,7 +85,11 @@ def _parts(first, second, target, th, in_h, intermediate, scratch, buffering):
         "intermediate": intermediate,
         "scratch": scratch,
     }
-    parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
+    # a DW->PW step with an add epilogue: the add's other input's band too
+    outs = 1 + second.get("epilogue", 0)
+    if outs > 1:
+        parts["skip"] = parts["out"]
+    parts["total"] = (buffering * (align_up(parts["in"], a) + outs * align_up(parts["out"], a))
                       + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a)
                       + align_up(parts["scratch"], a))
     return parts
@@ -194,7 +198,8 @@ def solve_dw_pw(pair, target):
     words = lambda name, x, hi: _aligned(m, name, x, hi, a)   # noqa: E731
     hi = budget // a + 1
     total = (buffering * (words("in", in_h * (W * C * dw["in_bytes"]), hi)
-                          + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
+                          + (1 + pair["pw"].get("epilogue", 0))
+                          * words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
              + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
              + (align_up(fixed["scratch"], a) if scheme(target) == "layers"
                 else words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi)))
@@ -478,4 +483,8 @@ def solve(pair, target):
     """The fused tiling of a candidate pair of any kind."""
     if pair.get("kind") == "add":
         return solve_epilogue(pair, target)
+    if pair.get("kind") == "dw_pw_add":
+        # the DW->PW step, its output bands doubled by the add's other input's
+        ft = solve_dw_pw(pair, target)
+        return dict(ft, kind="dw_pw_add", layers=ft["layers"] + [pair["add"]["name"]])
     return solve_pw_dw_either(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)

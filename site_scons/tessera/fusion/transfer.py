@@ -43,7 +43,9 @@ def fused_transfer(pair, ftiling):
     else:
         (_, W, C), (_, Wo, Co) = pw["in"], dw["out"]
         in_bytes, out_bytes = pw["in_bytes"], dw["out_bytes"]
+    # with an add epilogue, each output band's rows of the add's other input come in too
+    outs = 2 if pair.get("kind") == "dw_pw_add" else 1
     moved = 0
     for band in ftiling["bands"]:
-        moved += band["ih"] * W * C * in_bytes + band["oh"] * Wo * Co * out_bytes
+        moved += band["ih"] * W * C * in_bytes + outs * band["oh"] * Wo * Co * out_bytes
     return moved
