@@ -16,6 +16,7 @@ import json
 from ctypes import POINTER, c_int8
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from helpers import scons
@@ -179,3 +180,77 @@ def test_epilogue_on_host_is_bit_exact_and_moves_what_the_selector_counted(tmp_p
     assert moved["add"] == 0
     assert [moved[s["layers"][0]] for s in sched["steps"]] == [s["activation_transfer_bytes"] for s in sched["steps"]]
     assert "add epilogue" in (net / "src" / "branch.c").read_text()
+
+
+def chain_graph(h=12, w=10, c=8):
+    """x -> dw -> m -> pw -> y; s = add(y, x): a MobileNetV2 block without
+    its expansion (b1's shape)."""
+    t = {"x": Tensor("x", [h, w, c]), "m": Tensor("m", [h, w, c]), "y": Tensor("y", [h, w, c]),
+         "s": Tensor("s", [h, w, c])}
+    layers = [Layer("dw", "depthwise", ["x"], "m", kernel=[3, 3], stride=[1, 1], pad=[1] * 4, input_offset=3,
+                    weights="dw_w", bias="dw_b", requant=rq(c, -5)),
+              Layer("pw", "pointwise", ["m"], "y", input_offset=5, weights="pw_w", bias="pw_b", requant=rq(c, 2)),
+              Layer("add", "add", ["y", "x"], "s", in_mul=[1 << 12, 1 << 13], in_offset=[3, -2], requant=rq(1, 1))]
+    return Graph("g", "test", t, layers, ["x"], ["s"])
+
+
+def test_min_transfer_takes_the_depthwise_pointwise_and_add_as_one_step():
+    g = chain_graph()
+    cands = fusion.candidates(g)
+    assert [(c["group"], c["kind"], c["ok"]) for c in cands] == [
+        ("dw+pw", "dw_pw", True), ("pw+add", "add", True), ("dw+pw+add", "dw_pw_add", True)]
+    tgt = dict(target(64000), fused_scheme={"dw_pw": "per_core"})
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    fused = {}
+    for c in cands:
+        pair = fusion.pair_view(g, *c["layers"])
+        fused[c["group"]] = (pair, fusion.solve_dw_pw(pair, tgt))
+    three = fused["dw+pw+add"][1]
+    # one band: the depthwise's input in, the add's other input's rows in, the sum out
+    assert three["layers"] == ["dw", "pw", "add"] and three["l1_bytes"]["skip"] == three["l1_bytes"]["out"]
+    s = fusion.select(g, tilings, fused, "min_transfer", cands)
+    assert [(st_["step"], st_["kind"]) for st_ in s["steps"]] == [("dw+pw+add", "dw_pw_add")]
+    x = g.tensor("x").nbytes
+    assert s["totals"]["unfused_activation_transfer_bytes"] == 7 * x
+    assert s["totals"]["activation_transfer_bytes"] == 3 * x
+    apart = {c["group"]: c["why_apart"] for c in s["candidates"] if not c["chosen"]}
+    assert "(dw+pw+add) save more" in apart["dw+pw"] and "(dw+pw+add) save more" in apart["pw+add"]
+
+
+_SMALL_MBV2 = ("description: 0.25-MobileNetV2 at 40x40 (add epilogue test)\n"
+               "generator: {arch: mobilenet_v2, width: 0.25, resolution: 40, classes: 10, seed: 0}\n"
+               "quantization: {calibration_samples: 4, seed: 0}\ninput: {seed: 0}\n")
+
+
+def _small_mbv2_epilogues(tmp_path, target):
+    """A generated 0.25-MobileNetV2 at 40x40 with min_transfer: bit-exact
+    with both epilogue kinds; the run's activation DMA equals the selector's
+    count (the host and stm32h7 count activations apart from weights)."""
+    mpath = tmp_path / "mbv2_small.yaml"
+    mpath.write_text(_SMALL_MBV2)
+    out = tmp_path / "out"
+    scons(f"target={target}", f"model={mpath}", "fusion=min_transfer", out=out, check=True)
+    net = out / target / "mbv2_small"
+    verdict = json.loads((net / "verdict.json").read_text())
+    sched = json.loads((net / "schedule.json").read_text())
+    assert verdict["verdict"] == "pass"
+    kinds = {s["kind"] for s in sched["steps"]}
+    assert {"add", "dw_pw_add"} <= kinds, kinds
+    for s in sched["steps"]:
+        if s["kind"] in ("add", "dw_pw_add"):
+            assert "add epilogue" in (net / "src" / f"{s['layers'][0]}.c").read_text()
+    return verdict, sched
+
+
+def test_small_mobilenet_v2_epilogues_on_host_are_bit_exact(tmp_path):
+    verdict, sched = _small_mbv2_epilogues(tmp_path, "host")
+    assert sum(d[0] for d in verdict["dma"]) == sched["totals"]["activation_transfer_bytes"]
+
+
+@pytest.mark.qemu
+def test_small_mobilenet_v2_epilogues_on_stm32h7_are_bit_exact(tmp_path):
+    import shutil
+    if shutil.which("qemu-system-arm") is None:
+        pytest.skip("qemu-system-arm not installed")
+    verdict, sched = _small_mbv2_epilogues(tmp_path, "stm32h7")
+    assert sum(d[0] for d in verdict["dma"]) == sched["totals"]["activation_transfer_bytes"]

@@ -117,6 +117,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                           f"({costs['source']}); {reason}")
             steps.append({"step": group, "kind": e["kind"], "layers": list(layers),
                           "activation_transfer_bytes": e["fused_bytes"], "reason": reason})
+    taken = {n: s["step"] for s in steps if s["kind"] != "layer" for n in s["layers"]}   # layer -> chosen group
     for e in recorded:
         if not e.get("chosen"):
             e["chosen"] = False
@@ -128,11 +129,21 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 e["why_apart"] = (costs or {}).get("none", "no cost estimates")
             elif policy == "min_latency" and "held" in e:
                 e["why_apart"] = e.pop("held")
+            elif policy == "min_latency" and e["fused_estimate"] < e["unfused_estimate"]:
+                # faster than its layers apart, but a group sharing a layer with it won
+                e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} "
+                                  f"apart ({costs['source']}), but the chosen groups it overlaps "
+                                  f"({', '.join(sorted({taken[n] for n in e['layers'] if n in taken}))}) are "
+                                  f"estimated faster still")
             elif policy == "min_latency":
                 e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']}, not fewer than "
                                   f"{e['unfused_estimate']} apart ({costs['source']})")
             elif policy == "min_memory":
                 e["why_apart"] = "does not lower the activation peak"
+            elif policy == "min_transfer" and e["fused_bytes"] < e["unfused_bytes"]:
+                e["why_apart"] = (f"moves {e['fused_bytes']} activation bytes against {e['unfused_bytes']} apart, "
+                                  f"but the chosen groups it overlaps "
+                                  f"({', '.join(sorted({taken[n] for n in e['layers'] if n in taken}))}) save more")
             else:
                 e["why_apart"] = "moves no fewer activation bytes than the layers apart"
     total = sum(s["activation_transfer_bytes"] for s in steps)
