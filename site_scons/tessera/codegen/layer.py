@@ -151,7 +151,10 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         skip = [n for n in add.inputs if n != layer.output][0]
         skip_at = add_slice["inputs"][add.inputs.index(skip)]
         y, out_at = graph.tensor(add.output), add_slice["output"]
-        assert not plan_slice.get("spill") and not add_slice.get("spill"), "a fused step's tensors never spill"
+        if plan_slice.get("spill") or add_slice.get("spill"):
+            from ..errors import TesseraError
+            raise TesseraError(f"fused step {layer.name}+{add.name}", "fused steps do not yet read spilled "
+                               "activations", "build with fusion=none, or give the activation level more room")
     in_esize = ir.DTYPES[x.dtype]
     out_esize = ir.DTYPES[y.dtype]
     chans, hs, ws = tile_grid(view, tiling)
