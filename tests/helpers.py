@@ -2,6 +2,7 @@
 running tessera's SCons build in a scratch output directory."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,17 @@ def scons(*args, out, check=False, timeout=3600, env=None):
     if check and res.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed ({res.returncode}):\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
     return res
+
+
+def hal_lines(text):
+    """A HAL self-test's output (tests/c/*_hal_test.c, hal_cluster_test.c)
+    as {check: [values]}, from its `HAL <check> <values>` lines."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"HAL (\S+)\s*(.*)", line.strip())
+        if m:
+            out[m.group(1)] = m.group(2).split()
+    return out
 
 
 def one_error(res):

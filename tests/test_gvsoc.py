@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, report, scons
+from helpers import ROOT, hal_lines, report, scons
 from tessera import config, runlog, runners
 from tessera.codegen import linker
 from tessera.errors import RunError
@@ -58,15 +58,6 @@ def build_firmware(tmp, sources, target):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr}"
     return elf
-
-
-def hal_lines(text):
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"HAL (\S+)\s*(.*)", line.strip())
-        if m:
-            out[m.group(1)] = m.group(2).split()
-    return out
 
 
 @pytest.fixture(scope="module")
