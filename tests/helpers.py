@@ -33,6 +33,22 @@ def hal_lines(text):
     return out
 
 
+def chain_graph(op, hw, c, k, s, pad, co, rq):
+    """x -> pointwise -> m -> `op` (kernel k, stride s, pad) -> y, square
+    tensors, rq(channels) each layer's requantization: m is consumed by the
+    layer under test alone, so it may run in place or be overlapped (x, the
+    network's input, never is)."""
+    from tessera.ir import Graph, Layer, Tensor
+
+    ho = (hw + pad[0] + pad[2] - k) // s + 1
+    co = c if op == "depthwise" else co
+    tensors = {"x": Tensor("x", [hw, hw, c]), "m": Tensor("m", [hw, hw, c]), "y": Tensor("y", [ho, ho, co])}
+    layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(c)),
+              Layer("l1", op, ["m"], "y", kernel=[k, k], stride=[s, s], pad=list(pad), input_offset=0,
+                    weights="l1.w", bias="l1.b", requant=rq(co))]
+    return Graph("g", "test", tensors, layers, ["x"], ["y"])
+
+
 def one_error(res):
     """The single `tessera: error:` line of a failed command (asserting the
     rules: non-zero exit, one line, no traceback)."""
