@@ -28,12 +28,14 @@ HAL = os.path.join(ROOT, "kernels", "hal", "pulp_open")
 INCLUDE = os.path.join(ROOT, "kernels", "include")
 HAL_TEST = os.path.join(ROOT, "tests", "c", "pulp_open_hal_test.c")
 
-pytestmark = [
+# every GVSoC test module's marks (test_gvsoc_hyper.py, test_pulp_nn_gvsoc.py)
+GVSOC_MARKS = [
     pytest.mark.gvsoc,
     pytest.mark.skipif(gvsoc.locate() is None,
                        reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
                               "says and put its `gvsoc` launcher on PATH"),
 ]
+pytestmark = GVSOC_MARKS
 
 
 def _target(name="pulp_open"):

@@ -26,16 +26,10 @@ import pytest
 
 from helpers import ROOT
 from tessera.golden import ops
-from tessera.runners import gvsoc
-from test_gvsoc import _target, build_firmware
+from test_gvsoc import GVSOC_MARKS, _target, build_firmware
 from test_ref_kernels import ROUNDING_C, Rq
 
-pytestmark = [
-    pytest.mark.gvsoc,
-    pytest.mark.skipif(gvsoc.locate() is None,
-                       reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
-                              "says and put its `gvsoc` launcher on PATH"),
-]
+pytestmark = GVSOC_MARKS
 
 PNN = os.path.join(ROOT, "kernels", "pulp_nn")
 ONE = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
