@@ -140,6 +140,18 @@ def lib(tmp_path_factory):
     return dll
 
 
+def header_layout(tmp, struct, fields):
+    """[sizeof, offsetof each field] of a struct of the real kernels.h, from
+    a probe compiled by the host gcc."""
+    src = tmp / "probe.c"
+    offsets = "".join(f', offsetof({struct}, {f})' for f in fields)
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tessera/kernels.h"\n'
+                   f'int main(void){{printf("%zu{" %zu" * len(fields)}", sizeof({struct}){offsets});return 0;}}\n')
+    exe = tmp / "probe"
+    subprocess.run(["gcc", "-I", INCLUDE, str(src), "-o", str(exe)], check=True)
+    return [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+
+
 def test_struct_layout_matches_header(lib):
     expected = _ctypes_layout()
     assert [lib.tsr_test_layout(i) for i in range(len(expected))] == expected
