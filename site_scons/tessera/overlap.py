@@ -166,7 +166,7 @@ def fused_candidates(graph, fused):
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     out = []
     for group in fused.values():
-        if group.get("kind") in ("add", "dw_pw_add"):
+        if group.get("kind") in ("add", "dw_pw_add", "pw_dw_add"):
             continue        # a step with an add epilogue: its output overlaps nothing (it reads the skip too)
         dw, pw = (graph.layer(n) for n in group["layers"])
         x = dw.inputs[0]

@@ -284,8 +284,8 @@ def _gen_layer(target, source, env):
                 # an add epilogue: the layer's own loop on the epilogue's tiling
                 text = layer_c.generate(layer, every, ft["tiling"], slice_, tgt, v["model"],
                                         epilogue=(second, second_slice))
-            elif ft["kind"] == "dw_pw_add":
-                # a DW->PW step with its add epilogue
+            elif ft["kind"] in ("dw_pw_add", "pw_dw_add"):
+                # a DW->PW or PW->DW step with its add epilogue
                 text = fused.generate(layer, second, every, ft, slice_, second_slice, tgt, v["model"],
                                       epilogue=(members[2], plans[names[2]]))
             else:

@@ -83,8 +83,8 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
     add kernel, and only the sum goes to the add's output."""
     prefix = target["prefix"]
     kind = ft.get("kind", "dw_pw")
-    if kind == "dw_pw_add":
-        kind = "dw_pw"
+    if kind in ("dw_pw_add", "pw_dw_add"):
+        kind = kind[:-len("_add")]
     dw, pw = (first, second) if kind == "dw_pw" else (second, first)
     if first_slice.get("spill") or second_slice.get("spill"):
         raise TesseraError(f"fused step {first.name}+{second.name}", "fused steps do not yet read spilled "

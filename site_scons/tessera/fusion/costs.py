@@ -42,12 +42,12 @@ def model_costs(graph, tilings, fused, cost):
                 groups[group] = epilogue_estimate(coefs, first, second, graph, ft, cost)
                 continue
             extra = 0
-            if ft["kind"] == "dw_pw_add":
-                # the DW->PW step priced (and held) as one, plus its add's compute
+            if ft["kind"] in ("dw_pw_add", "pw_dw_add"):
+                # the DW->PW or PW->DW step priced (and held) as one, plus its add's compute
                 add = graph.layer(ft["layers"][2])
                 extra = int(round(model.compute_part(coefs, add.op, features.layer_features(
                     add, graph, tilings[add.name], cost["dims"], cost["cores"]))))
-                ft = dict(ft, kind="dw_pw", layers=ft["layers"][:2])
+                ft = dict(ft, kind=ft["kind"][:-len("_add")], layers=ft["layers"][:2])
             apart = layers[first.name] + layers[second.name]
             groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"], apart=apart)
             if groups[group] is not None:

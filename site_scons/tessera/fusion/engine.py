@@ -90,18 +90,19 @@ def epilogue_candidates(graph):
 
 
 def chained_candidates(graph, pairs, epilogues):
-    """DW->PW pairs whose pointwise also takes its add as an epilogue (kind
-    "dw_pw_add": the three layers as one step, both the depthwise's and the
-    pointwise's outputs in L1 only), where both halves qualify."""
+    """DW->PW pairs whose pointwise (PW->DW pairs whose depthwise) also
+    takes its add as an epilogue (kind "dw_pw_add", "pw_dw_add": the three
+    layers as one step, the first two outputs in L1 only), where both halves
+    qualify."""
     ok = {tuple(c["layers"]): c for c in pairs + epilogues if c["ok"]}
     out = []
     for c in pairs:
-        if c["kind"] != "dw_pw" or not c["ok"]:
+        if not c["ok"]:
             continue
         for e in epilogues:
             if e["ok"] and e["layers"][0] == c["layers"][1] and tuple(e["layers"]) in ok:
                 names = c["layers"] + [e["layers"][1]]
-                out.append({"kind": "dw_pw_add", "layers": names, "group": "+".join(names),
+                out.append({"kind": c["kind"] + "_add", "layers": names, "group": "+".join(names),
                             "dw": c["dw"], "pw": c["pw"], "ok": True, "reason": "fusable"})
     return out
 
@@ -134,8 +135,12 @@ def pair_view(graph, first, second, third=None):
     the add's)."""
     a, b = graph.layer(first), graph.layer(second)
     if third is not None:
-        return {"name": f"{first}+{second}+{third}", "kind": "dw_pw_add", "dw": tiler_layer(a, graph),
-                "pw": dict(tiler_layer(b, graph), epilogue=1), "add": tiler_layer(graph.layer(third), graph)}
+        # the second layer's output bands get the add's other input beside them
+        kind = KINDS[(a.op, b.op)]
+        views = {"dw_pw": (tiler_layer(a, graph), dict(tiler_layer(b, graph), epilogue=1)),
+                 "pw_dw": (dict(tiler_layer(b, graph), epilogue=1), tiler_layer(a, graph))}[kind]
+        return {"name": f"{first}+{second}+{third}", "kind": f"{kind}_add", "dw": views[0], "pw": views[1],
+                "add": tiler_layer(graph.layer(third), graph)}
     if b.op == "add":
         # an add epilogue: the producer's tiler view with the skip buffer
         # (and the add's, for its transfer and cost)

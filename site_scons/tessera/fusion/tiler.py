@@ -344,7 +344,7 @@ def solve_pw_dw(pair, target):
     else:
         mid_bytes = _aligned(m, "mid", mid * ((1 if shared else cores) * W), hi, a)
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
-                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+                          + (1 + dw.get("epilogue", 0)) * _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
              + fixed["weights"] + fixed["params"] + mid_bytes)
     if shared:
         plane0 = _pw_dw_plane(pair, 1)
@@ -425,7 +425,7 @@ def solve_pw_dw_rows(pair, target):
     hi = budget // a + 1
     k = 1 if shared else cores
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
-                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+                          + (1 + dw.get("epilogue", 0)) * _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
              + fixed["weights"] + fixed["params"]
              + _aligned(m, "mid", (fd * sh + (kh - sh)) * (k * W * C), hi, a))
     if shared:
@@ -483,8 +483,8 @@ def solve(pair, target):
     """The fused tiling of a candidate pair of any kind."""
     if pair.get("kind") == "add":
         return solve_epilogue(pair, target)
-    if pair.get("kind") == "dw_pw_add":
-        # the DW->PW step, its output bands doubled by the add's other input's
-        ft = solve_dw_pw(pair, target)
-        return dict(ft, kind="dw_pw_add", layers=ft["layers"] + [pair["add"]["name"]])
+    if pair.get("kind") in ("dw_pw_add", "pw_dw_add"):
+        # the DW->PW or PW->DW step, its output bands doubled by the add's other input's
+        ft = solve_dw_pw(pair, target) if pair["kind"] == "dw_pw_add" else solve_pw_dw_either(pair, target)
+        return dict(ft, kind=pair["kind"], layers=ft["layers"] + [pair["add"]["name"]])
     return solve_pw_dw_either(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)

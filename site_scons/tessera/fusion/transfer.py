@@ -37,14 +37,14 @@ def fused_transfer(pair, ftiling):
             return moved + moved_out(view)
         return moved + sum(t["oh"] * t["ow"] * t["oc"] * view["out_bytes"] for t in tiler.tiles(view, ta))
     dw, pw = pair["dw"], pair["pw"]
-    if pair.get("kind", "dw_pw") == "dw_pw":
+    if pair.get("kind", "dw_pw") in ("dw_pw", "dw_pw_add"):
         (_, W, C), (_, Wo, Co) = dw["in"], pw["out"]
         in_bytes, out_bytes = dw["in_bytes"], pw["out_bytes"]
     else:
         (_, W, C), (_, Wo, Co) = pw["in"], dw["out"]
         in_bytes, out_bytes = pw["in_bytes"], dw["out_bytes"]
     # with an add epilogue, each output band's rows of the add's other input come in too
-    outs = 2 if pair.get("kind") == "dw_pw_add" else 1
+    outs = 2 if pair.get("kind") in ("dw_pw_add", "pw_dw_add") else 1
     moved = 0
     for band in ftiling["bands"]:
         moved += band["ih"] * W * C * in_bytes + outs * band["oh"] * Wo * Co * out_bytes
