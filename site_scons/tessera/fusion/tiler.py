@@ -367,7 +367,9 @@ def solve_pw_dw(pair, target):
 # its share of the band's rows, its own buffer, fd at most that share) or
 # `shared` (PULP-NN: all cores on a block, the library's pointwise of the new
 # rows, then its depthwise of the block; one buffer, each core's padded plane
-# of the block's rows as depthwise scratch). L1:
+# of the block's rows as depthwise scratch) or `layers` (CMSIS-NN, one core:
+# tsr_cmsis_pw_dw_rows, the library's own 1x1 convolution and depthwise on
+# the one buffer; scratch: both layers' own, layers_scratch). L1:
 #
 #     buffering * (A(in band) + A(out band)) + weights and parameters
 #     + A(k * ((fd - 1) * sh + kh) * W * C)        the shifted buffer
@@ -382,6 +384,8 @@ def _rows_bytes(pair, target, th, in_h, fd, buffering):
     rows = (fd - 1) * sh + kh if fd > 0 else 0
     intermediate = (1 if shared else target["cores"]) * rows * pw["in"][1] * dw["out"][2]
     scratch = target["cores"] * _pw_dw_plane(pair, fd) if shared and fd > 0 else 0
+    if pw_dw_scheme(target) == "layers":
+        scratch = layers_scratch(pair, target)
     return _parts(pw, dw, target, th, in_h, intermediate, scratch, buffering)
 
 
@@ -422,7 +426,8 @@ def solve_pw_dw_rows(pair, target):
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
                           + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
              + fixed["weights"] + fixed["params"]
-             + _aligned(m, "mid", (fd * sh + (kh - sh)) * (k * W * C), hi, a))
+             + _aligned(m, "mid", (fd * sh + (kh - sh)) * (k * W * C), hi, a)
+             + align_up(fixed["scratch"], a))
     if shared:
         plane0 = _pw_dw_plane(pair, 1)
         total += _aligned(m, "stripe", cores * plane0 + (fd - 1) * (cores * (_pw_dw_plane(pair, 2) - plane0)), hi, a)
