@@ -308,11 +308,19 @@ def brute_force_rows(pair, tgt):
     if Ho in table and ftiler._rows_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
         return Ho, most, 1
     best = None
+    per_band, per_block = ftiler.rows_overhead(pair)
     for th in table:
         for fd in range(1, (th if shared else -(-th // cores)) + 1):
             if ftiler._rows_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
-    return None if best is None else (best[0], best[1], 2)
+                key = (th, fd, th % cores == 0)
+                if tgt["fused_scheme"]["pw_dw"] == "layers":
+                    # the fewest estimated extra instructions first: every band's
+                    # halo, every row block's calls (the bands as the fused step runs them)
+                    n, border = table[th][:2]
+                    blocks = (n - 1) * -(-th // fd) + -(-border // fd)
+                    key = (-(n * per_band + blocks * per_block),) + key
+                best = max(best or key, key)
+    return None if best is None else (best[-3], best[-2], 2)
 
 
 @given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
