@@ -219,7 +219,12 @@ def run_host(lib, case):
 
 
 def test_fused_kernels_match_two_layers_on_host(host_lib):
-    for i, case in enumerate(fused_cases(400, seed=11) + rows_cases(300, seed=13)):
+    rows = rows_cases(300, seed=13)
+    # the row-wise cases cover stride 1 and 2 with several blocks (rows kept
+    # and shifted), and maps split into bands (300 maps, more calls)
+    dws = [(c.layers[1]["fields"], c.fd) for c in rows]
+    assert {f["sh"] for f, fd in dws if fd < f["out_h"]} == {1, 2} and len(rows) > 300
+    for i, case in enumerate(fused_cases(400, seed=11) + rows):
         got = run_host(host_lib, case)
         if not np.array_equal(got, case.expected):
             bad = np.argwhere(got != case.expected)[0]
