@@ -67,8 +67,11 @@ const tsr_op_t *tsr_prog_compute(uint32_t layer, uint32_t tile);
 void tsr_prog_layer(uint32_t layer);
 /* Copies a tile's reads from the pools to its L1 buffers, dst[kind] (each
  * kind's reads back to back: the compact box, weights and parameter rows);
- * weights and parameters only with `weights`. */
+ * weights and parameters only with `weights`; none of a kind without dst. */
 void tsr_prog_gather(const tsr_op_t *c, int8_t *const dst[TSR_KINDS], int weights, int engine);
+/* Where the tile's first read of `kind` sits in its pool (a band of rows
+ * the tile cuts its box from), or 0. */
+const int8_t *tsr_prog_ref(const tsr_op_t *c, int kind);
 /* The ops after the last COMPUTE (the last writes and their waits). */
 void tsr_prog_end(void);
 
@@ -134,13 +137,22 @@ void tsr_prog_gather(const tsr_op_t *c, int8_t *const dst[TSR_KINDS], int weight
     uint32_t i;
     for (i = c->b; i < c->b + c->n; i++) {
         const tsr_ref_t *r = &tsr_program.refs[i];
-        if (r->kind >= TSR_KIND_WEIGHTS && !weights)
-            continue;
+        if ((r->kind >= TSR_KIND_WEIGHTS && !weights) || !dst[r->kind])
+            continue;       /* a band (no dst) is cut from the pool by the layer: tsr_prog_ref */
         hal_dma_start(&job, engine, dst[r->kind] + at[r->kind], tsr_program.pool[r->pool] + r->buf, r->bytes,
                       1, 0, 0, 1, 0, 0);
         at[r->kind] += r->bytes;
     }
     hal_dma_wait(&job);
+}
+
+const int8_t *tsr_prog_ref(const tsr_op_t *c, int kind)
+{
+    uint32_t i;
+    for (i = c->b; i < c->b + c->n; i++)
+        if (tsr_program.refs[i].kind == kind)
+            return tsr_program.pool[tsr_program.refs[i].pool] + tsr_program.refs[i].buf;
+    return 0;
 }
 
 void tsr_prog_end(void)

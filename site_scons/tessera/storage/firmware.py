@@ -21,6 +21,7 @@ from .. import ir
 from ..errors import TesseraError
 from ..ooc import _box
 from ..tiler import tiles as tile_list
+from ..tiler.geometry import rows_first
 from ..views import is_whole, param_arrays, tiler_layer
 from . import schedule as sch
 from . import tasks as tg
@@ -57,13 +58,14 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         if stepped and card:
             return {"program": None, "why": f"layer {layer.name} ({'fused' if layer.name in fused else 'whole'}) "
                                             "touches the card; only tiled layers execute the program"}
-        if f"{layer.name}:bounce:out" in bands:
-            # its tiles' boxes meet in one band buffer (gathered, or read and
-            # rewritten per channel tile), which the program's out pool,
-            # a buffer per tile, does not model. An input band is not used
-            # by the program: its tiles read their own boxes (codegen.layer)
-            return {"program": None, "why": f"layer {layer.name} writes its output to the card through a band of "
-                                            "every channel shared by its tiles, outside the scheduler's model"}
+        y = graph.tensor(layer.output)
+        band_out = f"{layer.name}:bounce:out" in bands
+        if band_out and not (rows_first(tilings[layer.name]) or tilings[layer.name]["tile"]["c"] >= y.shape[2]):
+            # a channel slice read back and rewritten per tile: every byte of
+            # the band written several times, outside the scheduler's model
+            return {"program": None, "why": f"layer {layer.name} rewrites a band of its output on the card per "
+                                            "channel tile (a channel-sliced writer with weights on the card), "
+                                            "outside the scheduler's model"}
         layer_level.append(1 if stepped else 0)
         ts = [None] if stepped else list(tile_list(tiler_layer(layer, graph), tilings[layer.name]))
         tiles = []
@@ -72,14 +74,31 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             if t is not None and layer.name in stored:
                 pending.append((len(layers), i, t))    # its weight reads, once the chunks are sized
             for k, name in enumerate(layer.inputs):
-                if name in swapped and t is not None:
+                if name in swapped and t is not None and f"{layer.name}:bounce:in{k}" in bands:
+                    # a storage-level tile of the input: the band of the tile's
+                    # rows, every channel, one read held by the band's tiles,
+                    # each cutting its box from it (codegen.layer)
+                    x = graph.tensor(name)
+                    row = x.shape[1] * x.shape[2] * ir.DTYPES[x.dtype]
+                    reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "band": True,
+                                  "offset": swapped[name] + t["ih0"] * row, "bytes": t["ih"] * row})
+                elif name in swapped and t is not None:
                     x = graph.tensor(name)
                     for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
                                      t["iw"], t["ic0"], t["ic"]):
                         reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "offset": o, "bytes": n})
-            writes = []
-            if layer.output in swapped and t is not None:
-                y = graph.tensor(layer.output)
+            writes, shared, held_out = [], False, 0
+            if band_out and t is not None:
+                # a storage-level tile of the output: the band of the tile's
+                # rows, every channel, gathered in one out buffer from the
+                # band's tiles (walked row band first), written once by its last
+                row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+                held_out = t["oh"] * row
+                shared = i > 0 and ts[i - 1]["oh0"] == t["oh0"]
+                if i + 1 == len(ts) or ts[i + 1]["oh0"] != t["oh0"]:
+                    writes.append({"region": f"a:{layer.output}", "offset": swapped[layer.output] + t["oh0"] * row,
+                                   "bytes": held_out, "rel": 0})
+            elif layer.output in swapped and t is not None:
                 rel = 0
                 for o, n in _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                                  t["ow"], t["oc0"], t["oc"]):
@@ -87,8 +106,9 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                     rel += n
             ns = compute_ns[li] // len(ts) + (1 if i < compute_ns[li] % len(ts) else 0)
             holds = {p: sum(r["bytes"] for r in reads if r["pool"] == p) for p in ("in", "w")}
-            holds["out"] = sum(w["bytes"] for w in writes)
-            tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds})
+            holds["out"] = max(held_out, sum(w["bytes"] for w in writes))
+            tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds}
+                         | ({"band": True} if shared else {}))
         layers.append({"name": layer.name, "tiles": tiles})
     need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in ("in", "out")}
     pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
@@ -103,7 +123,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         return {"program": None, "why": f"{transfers} transfers listed by its tiles, more than the {MAX_TRANSFERS} "
                                         "the build schedules"}
     problem = {"storage": storage["costs"], "pools": pools,
-               "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds")}
+               "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds", "band") if k in t}
                                                           | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
                                                                                           "bytes")}
                                                                        for r in t["reads"]],
