@@ -23,6 +23,7 @@ from ..ooc import _box
 from ..tiler import tiles as tile_list
 from ..tiler.geometry import rows_first
 from ..views import is_whole, param_arrays, tiler_layer
+from . import replay as rp
 from . import schedule as sch
 from . import tasks as tg
 
@@ -42,9 +43,6 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     "pools", "io"} or, when the firmware keeps the in-order code,
     {"program": None, "why"}. tilings: layer name -> tiling; steps:
     schedule.json's steps; compute_ns: per layer (network order)."""
-    if budget <= 0:
-        return {"program": None, "why": "the target reserves no SRAM for the program's tile pools "
-                                        "(memory.<activations>.reserved.pools)"}
     level = storage["level"]
     spill = the_plan["activations"].get("spill")
     swapped = spill["offsets"] if spill and spill["level"] == level else {}
@@ -110,38 +108,153 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds}
                          | ({"band": True} if shared else {}))
         layers.append({"name": layer.name, "tiles": tiles})
-    need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in ("in", "out")}
-    pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
-    pools["w"] = _align(budget - pools["in"] - pools["out"])
-    why = _weight_reads(graph, layers, pending, stored, pools["w"])
-    if why:
-        return {"program": None, "why": f"{why}; the target reserves {budget} bytes for the pools, "
-                                        f"{pools['in']} go to input and {pools['out']} to output tiles "
-                                        "(memory.<activations>.reserved.pools)"}
     transfers = sum(len(t["reads"]) + len(t["writes"]) for la in layers for t in la["tiles"])
     if transfers > MAX_TRANSFERS:
         return {"program": None, "why": f"{transfers} transfers listed by its tiles, more than the {MAX_TRANSFERS} "
                                         "the build schedules"}
-    problem = {"storage": storage["costs"], "pools": pools,
-               "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds", "band") if k in t}
-                                                          | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
-                                                                                          "bytes")}
-                                                                       for r in t["reads"]],
-                                                             "writes": [{k: w[k] for k in ("region", "offset",
-                                                                                           "bytes")}
-                                                                        for w in t["writes"]]}
-                                                          for t in la["tiles"]]} for la in layers]}
-    try:
-        best = sch.schedule(problem, 1, where="program.c")
-    except TesseraError as err:     # outside the scheduler's model: the in-order firmware, and why
-        return {"program": None, "why": str(err)}
+    if budget > 0:
+        phases = [(0, len(layers), 0, _align(budget))]
+        where = f"the target reserves {budget} bytes for the pools (memory.<activations>.reserved.pools)"
+    else:
+        # no SRAM of its own: the pools take the activation arena's bytes no
+        # tensor of the plan holds, per phase (a run of layers sharing a free range)
+        stream = the_plan["weights"].get("stream")
+        foreign = sorted(set(stream["layers"]) - set(stored)) if stream and stored else []
+        if foreign:
+            return {"program": None, "why": f"layer {foreign[0]} streams its weights through the activation arena, "
+                                            "where the program's pools would be"}
+        phases = _phases(graph, the_plan, layers, swapped)
+        where = (f"the pools take the {the_plan['activations']['level']} bytes the memory plan leaves free "
+                 "(no memory.<activations>.reserved.pools)")
+    programs, placed = [], []
+    for first, end, base, room in phases:
+        sub = layers[first:end]
+        need = {p: max([t["holds"][p] for la in sub for t in la["tiles"]] + [ALIGN]) for p in ("in", "out")}
+        pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
+        pools["w"] = _align(room - pools["in"] - pools["out"])
+        names = f"layers {sub[0]['name']}..{sub[-1]['name']}" if len(sub) > 1 else f"layer {sub[0]['name']}"
+        if pools["w"] < ALIGN:
+            return {"program": None, "why": f"{names}: {room} bytes for the pools, {pools['in']} needed by input "
+                                            f"and {pools['out']} by output tiles; {where}"}
+        why = _weight_reads(graph, layers, [x for x in pending if first <= x[0] < end], stored, pools["w"])
+        if why:
+            return {"program": None, "why": f"{why}; {names} have {room} bytes for the pools, {pools['in']} go to "
+                                            f"input and {pools['out']} to output tiles; {where}"}
+        problem = _problem(storage, pools, sub)
+        try:
+            best = sch.schedule(problem, 1, where="program.c")
+        except TesseraError as err:     # outside the scheduler's model: the in-order firmware, and why
+            return {"program": None, "why": str(err)}
+        computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
+        if computes != [(li, ti) for li, la in enumerate(sub) for ti in range(len(la["tiles"]))]:
+            return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
+        programs.append(best)
+        placed.append({"layers": [sub[0]["name"], sub[-1]["name"]], "base": base, "pools": pools})
+    if budget > 0:
+        problem, best = _problem(storage, placed[0]["pools"], layers), programs[0]
+        program, candidate = best["program"], best["candidate"]
+    else:
+        # one program: the phases' ops one after the other (each ends waiting
+        # for its last transfer), their pool offsets made offsets in the arena
+        usable = the_plan["activations"]["usable"]
+        problem = _problem(storage, dict.fromkeys(tg.POOLS, usable), layers)
+        program = {"frames": 1, "ops": _join(programs, placed, phases, layers)}
+        candidate = "/".join(dict.fromkeys(b["candidate"] for b in programs))
     tasks = tg.build(problem, 1)
-    computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
-    if computes != [(li, ti) for li, la in enumerate(layers) for ti in range(len(la["tiles"]))]:
-        return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
-    return {"problem": problem, "detail": layers, "program": best["program"], "tasks": tasks,
-            "candidate": best["candidate"], "estimate_ns": best["replay"]["end"], "in_order_ns": best["naive_ns"],
-            "layer_level": layer_level, "pools": pools, "io": io(layers, tasks)}
+    end = rp.replay(problem, program, "program.c", tasks)["end"]       # the whole program, checked
+    naive = rp.replay(problem, sch.naive_program(problem), "program.c", tasks)["end"]
+    big = {p: max(x["pools"][p] for x in placed) for p in tg.POOLS}
+    return {"problem": problem, "detail": layers, "program": program, "tasks": tasks, "candidate": candidate,
+            "estimate_ns": end, "in_order_ns": naive, "layer_level": layer_level, "pools": big,
+            "phases": placed if budget <= 0 else None, "io": io(layers, tasks)}
+
+
+def _problem(storage, pools, layers):
+    """The scheduler's problem for these layers (tessera.storage.tasks)."""
+    return {"storage": storage["costs"], "pools": dict(pools),
+            "layers": [{"name": la["name"],
+                        "tiles": [{k: t[k] for k in ("compute_ns", "holds", "band") if k in t}
+                                  | {"reads": [{k: r[k] for k in ("pool", "region", "offset", "bytes")}
+                                               for r in t["reads"]],
+                                     "writes": [{k: w[k] for k in ("region", "offset", "bytes")} for w in t["writes"]]}
+                                  for t in la["tiles"]]} for la in layers]}
+
+
+# a phase grows while the free range it shares stays at least this fraction
+# of its own, and the next layer's free range is at most 1 / this larger
+PHASE_KEEP = 0.5
+
+
+def _phases(graph, the_plan, layers, swapped):
+    """[(first layer, end layer, arena offset, bytes)]: runs of consecutive
+    layers and, for each, the largest byte range of the activation arena
+    that no tensor of the plan holds while any of them runs (a tensor lives
+    from its producer to its last reader; inputs from the start, outputs to
+    the end). Every program buffer of a phase lies in its range; a phase
+    ends waiting for all its transfers, so the next may use other bytes.
+    Longer phases let reads run further ahead; a much smaller shared range
+    would starve the pools: a new phase starts there."""
+    offsets = the_plan["activations"]["offsets"]
+    usable = the_plan["activations"]["usable"]
+    producer, last = graph.producer(), graph.last_use()
+    n = len(graph.layers)
+    held = [[] for _ in range(n)]
+    for name, at in offsets.items():
+        if name not in graph.tensors or name in swapped:
+            continue            # bounce buffers: the in-order firmware's, unused by the program
+        size = -(-graph.tensor(name).nbytes // ALIGN) * ALIGN
+        for step in range(max(producer.get(name, 0), 0), last.get(name, n - 1) + 1):
+            held[step].append((at, at + size))
+
+    def largest(busy):
+        best, at = (0, 0), 0
+        for a, b in sorted(busy) + [(usable, usable)]:
+            lo = -(-at // ALIGN) * ALIGN
+            if a - lo > best[1] - best[0]:
+                best = (lo, a)
+            at = max(at, b)
+        return best
+
+    out, first, busy = [], 0, list(held[0])
+    for li in range(1, n + 1):
+        if li < n:
+            mine, shared = largest(held[li]), largest(busy + held[li])
+            now = largest(busy)
+            keep = now[1] - now[0]
+            if shared[1] - shared[0] >= PHASE_KEEP * keep and (mine[1] - mine[0]) * PHASE_KEEP <= keep:
+                busy += held[li]
+                continue
+        lo, hi = largest(busy)
+        out.append((first, li, lo, _align(hi - lo)))
+        if li < n:
+            first, busy = li, list(held[li])
+    return out
+
+
+def _join(programs, placed, phases, layers):
+    """The phases' programs as one: task ids, layers and pool offsets
+    made the whole network's (pools: arena offsets)."""
+    ops, tid = [], 0
+    for best, phase, (first, end, base, _) in zip(programs, placed, phases):
+        at = {"in": base, "w": base + phase["pools"]["in"], "out": base + phase["pools"]["in"] + phase["pools"]["w"]}
+        sub = _problem({"costs": {"read_ns_per_kb": 1, "write_ns_per_kb": 1, "latency_ns": 0, "block": 1}},
+                       phase["pools"], layers[first:end])
+        sub_tasks = tg.build(sub, 1)
+        for op in best["program"]["ops"]:
+            op = dict(op, id=op["id"] + tid)
+            if op["op"] != "WAIT":
+                op["layer"] += first
+            if op["op"] == "READ":
+                op["buf"] += at[op["pool"]]
+            elif op["op"] == "WRITE":
+                op["src"] += at["out"]
+            elif op["op"] == "COMPUTE":
+                reads = sub_tasks[op["id"] - tid]["reads"]
+                op["bufs"] = [b + at[sub_tasks[r]["pool"]] for b, r in zip(op["bufs"], reads)]
+                op["out"] += at["out"]
+            ops.append(op)
+        tid += len(sub_tasks)
+    return ops
 
 
 def _weight_reads(graph, layers, pending, stored, w_pool):
@@ -248,9 +361,19 @@ def c_source(prefix, act_level, res, n_layers, section=""):
     total = pools["in"] + pools["w"] + pools["out"]
     out.append(f"/* program {res['candidate']}: estimated {res['estimate_ns']} ns (in order {res['in_order_ns']} ns) "
                "with the build's compute estimates */")
-    out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
-               f"{act_level} bytes the memory plan reserves for them */")
-    out.append(f"static int8_t {prefix}_pools[{total}] {section_attr(section, 8)};")
+    if res.get("phases"):
+        out.append(f"/* the tile pools: in the {act_level} arena's bytes no tensor holds, per phase (pool offsets "
+                   "are arena offsets):")
+        out.extend(f" *   {p['layers'][0]}..{p['layers'][1]}: at {p['base']}, in {p['pools']['in']}, "
+                   f"w {p['pools']['w']}, out {p['pools']['out']} bytes" for p in res["phases"])
+        out.append(" */")
+        out.append(f"extern int8_t {prefix}_L2[];")
+        base = [f"{prefix}_L2"] * 3
+    else:
+        out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
+                   f"{act_level} bytes the memory plan reserves for them */")
+        out.append(f"static int8_t {prefix}_pools[{total}] {section_attr(section, 8)};")
+        base = [f"{prefix}_pools", f"{prefix}_pools + {pools['in']}", f"{prefix}_pools + {pools['in'] + pools['w']}"]
     tasks, detail = res["tasks"], res["detail"]
     order = {}          # transfer task id -> its request number (issue order)
     for op in res["program"]["ops"]:
@@ -281,7 +404,7 @@ def c_source(prefix, act_level, res, n_layers, section=""):
     out.append(f"\nstatic const uint16_t layer_tiles[{n_layers}] = {{{', '.join(map(str, n_tiles))}}};")
     out.append(f"static const uint8_t layer_level[{n_layers}] = {{{', '.join(map(str, res['layer_level']))}}};")
     out.append(f"\nconst tsr_program_t tsr_program = {{ops, {len(ops)}, refs, layer_tiles, layer_level,\n"
-               f"    {{{prefix}_pools, {prefix}_pools + {pools['in']}, {prefix}_pools + {pools['in'] + pools['w']}}}}};")
+               f"    {{{', '.join(base)}}}}};")
     return "\n".join(out) + "\n"
 
 
@@ -322,7 +445,8 @@ def estimate(prog, compute, clock_hz, frames):
     from ..errors import TesseraError
     from . import estimate as estimator
     from . import timeline
-    p = _measured(prog["problem"], compute, clock_hz)
+    # the pools the firmware has (with phases: the largest phase's, for every layer)
+    p = dict(_measured(prog["problem"], compute, clock_hz), pools=prog["pools"])
     try:
         full = estimator.estimate(p, frames=frames, where="out-of-core schedule")
     except TesseraError as err:
