@@ -380,8 +380,44 @@ def c_source(prefix, act_level, res, n_layers, section=""):
         if op["op"] in ("READ", "WRITE"):
             order.setdefault(op["id"], len(order))
     refs, ops = [], []
+    ref_at = {}         # a compute's reads (as C) -> where they start in refs: shared by equal computes
+    run = None          # the COMPUTE op being extended
+
+    def flush():
+        if run:
+            mine = tuple(f"    {{{POOL_ID[p]}, {k}, {int(bool(a))}, {buf}, {n}}},"
+                         for (p, k, buf, n), a in zip(run["refs"], run["adv"] or [0] * len(run["refs"])))
+            if mine not in ref_at:
+                ref_at[mine] = len(refs)
+                refs.extend(mine)
+            ops.append(f"    {{TSR_OP_COMPUTE, {run['count'] if run['count'] > 1 else 0}, {run['layer']}, "
+                       f"{run['tile']}, {ref_at[mine]}, {len(mine)}, {run['out']}}},")
+
+    def extends(mine, layer, tile, out):
+        """Whether this tile continues the run: the next tile, the same
+        output buffer, each read at the same place or advanced by its
+        size per tile (a channel tile's rows of a chunk), as decided by the
+        run's second tile."""
+        if not run or (run["layer"], run["tile"] + run["count"], run["out"]) != (layer, tile, out) \
+                or run["count"] >= 255 or len(mine) != len(run["refs"]):
+            return False
+        adv = []
+        for j, (r0, m) in enumerate(zip(run["refs"], mine)):
+            if r0[:2] != m[:2] or r0[3] != m[3]:
+                return False
+            step = m[2] - r0[2]
+            a = 0 if step == 0 else 1 if step == run["count"] * r0[3] else None
+            if a is None or run["adv"] is not None and a != run["adv"][j] and r0[3]:
+                return False
+            adv.append(a)
+        run["adv"] = run["adv"] or adv
+        run["count"] += 1
+        return True
     for op in res["program"]["ops"]:
         kind = op["op"]
+        if kind != "COMPUTE":
+            flush()
+            run = None
         if kind == "READ":
             ops.append(f"    {{TSR_OP_READ, {POOL_ID[op['pool']]}, 0, {op['buf']}, {op['offset']}, {op['bytes']}, 0}},")
         elif kind == "WRITE":
@@ -392,11 +428,15 @@ def c_source(prefix, act_level, res, n_layers, section=""):
             ops.append(f"    {{TSR_OP_WAIT, 0, 0, {order[op['id']]}, 0, 0, 0}},")
         else:
             reads = detail[op["layer"]]["tiles"][op["tile"]]["reads"]
-            first = len(refs)
-            for r, buf in zip(reads, op["bufs"]):
-                refs.append(f"    {{{POOL_ID[r['pool']]}, {r['kind']}, 0, {buf + r.get('delta', 0)}, "
-                            f"{r.get('use', r['bytes'])}}},")
-            ops.append(f"    {{TSR_OP_COMPUTE, 0, {op['layer']}, {op['tile']}, {first}, {len(reads)}, {op['out']}}},")
+            mine = [(r["pool"], r["kind"], buf + r.get("delta", 0), r.get("use", r["bytes"]))
+                    for r, buf in zip(reads, op["bufs"])]
+            # consecutive tiles of a layer alike but for where their reads
+            # start, nothing between them: one op (a run of up to 255)
+            if extends(mine, op["layer"], op["tile"], op["out"]):
+                continue
+            flush()
+            run = {"layer": op["layer"], "tile": op["tile"], "count": 1, "refs": mine, "adv": None, "out": op["out"]}
+    flush()
     assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
     out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
     out.append(f"\nstatic const tsr_ref_t refs[{max(len(refs), 1)}] = {{\n" + ("\n".join(refs) or "    {0}") + "\n};")

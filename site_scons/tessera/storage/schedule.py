@@ -347,6 +347,8 @@ def to_program(problem, tasks, frames, io_order, cp_order, place):
         order_gate.append(max(g, order_gate[-1]) if order_gate else g)
     ops = []
     k = 0
+    issue = {t: i for i, t in enumerate(io_order)}
+    waited = -1         # the channel is FIFO: a wait covers every transfer issued before
 
     def emit_io(upto):
         nonlocal k
@@ -358,11 +360,13 @@ def to_program(problem, tasks, frames, io_order, cp_order, place):
     emit_io(-1)
     for i, c in enumerate(cp_order):
         t = tasks[c]
-        for w in sorted(set(t["reads"]) | set(out_wait[c])):
-            ops.append({"op": "WAIT", "id": w})
+        need = max(set(t["reads"]) | set(out_wait[c]), key=issue.get, default=None)
+        if need is not None and issue[need] > waited:
+            ops.append({"op": "WAIT", "id": need})
+            waited = issue[need]
         ops.append(_compute_op(t, [place[r] for r in t["reads"]], place[c]))
         emit_io(i)
-    if io_order:        # the channel is FIFO: its last transfer ends last
+    if io_order and waited < len(io_order) - 1:     # FIFO: its last transfer ends last
         ops.append({"op": "WAIT", "id": io_order[-1]})
     return {"frames": frames, "ops": ops}
 
