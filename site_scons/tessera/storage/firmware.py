@@ -464,9 +464,10 @@ def report(prog, compute, clock_hz):
     estimate with the measured compute (the replay of exactly its ops), the
     in-order estimate beside it (the same transfers and computes one after
     the other), and what the program moves."""
-    from . import replay as rp
+    from . import timeline
     p = _measured(prog["problem"], compute, clock_hz)
-    end = rp.replay(p, prog["program"], "program.json")["end"]
+    ran = rp.replay(p, prog["program"], "program.json")
+    end = ran["end"]
     unlimited = sum(t["compute_ns"] for layer in p["layers"] for t in layer["tiles"])
     # in order: the same transfers, each once, and the compute, one after
     # the other (nothing overlapped: the firmware's order before the program)
@@ -475,7 +476,8 @@ def report(prog, compute, clock_hz):
     return {"program": prog["candidate"], "compute_for_choice": prog.get("compute"),
             "estimate_ms": ms(end), "in_order_ms": ms(in_order), "unlimited_ms": ms(unlimited),
             "estimate_vs_unlimited": round(end / unlimited, 4) if unlimited else None,
-            "pools": prog["pools"], "ops": prog["totals"]}
+            "pools": prog["pools"], "phases": prog.get("phases"), "ops": prog["totals"],
+            "timeline": timeline.bars(p, ran)}
 
 
 def estimate(prog, compute, clock_hz, frames):
