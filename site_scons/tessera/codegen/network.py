@@ -44,7 +44,7 @@ def view(graph, the_plan, target):
         v["wstream"] = _stream_view(graph, stream, target, the_plan["weights"].get("storage"))
     if target.get("storage"):
         v["storage"] = {"level": target["storage"]["level"]}
-        if not the_plan["activations"].get("reserved", {}).get("pools"):
+        if "pools" not in the_plan["activations"].get("reserved", {}):
             # the out-of-core program's pools take the arena's free bytes
             # (tessera.storage.firmware): the arena spans the usable bytes
             v["storage"]["arena"] = the_plan["activations"]["usable"]

@@ -40,9 +40,13 @@ def _align(n):
 
 def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     """{"problem", "program", "candidate", "layer_level", "layer_tiles",
-    "pools", "io"} or, when the firmware keeps the in-order code,
+    "pools", "phases", "io"} or, when the firmware keeps the in-order code,
     {"program": None, "why"}. tilings: layer name -> tiling; steps:
-    schedule.json's steps; compute_ns: per layer (network order)."""
+    schedule.json's steps; compute_ns: per layer (network order); budget:
+    the activation level's reserved pools bytes (None: the pools take the
+    arena's free bytes, phase by phase; 0: no program)."""
+    if budget == 0:
+        return {"program": None, "why": "the target turns the program off (memory.<activations>.reserved.pools: 0)"}
     level = storage["level"]
     spill = the_plan["activations"].get("spill")
     swapped = spill["offsets"] if spill and spill["level"] == level else {}
@@ -112,7 +116,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     if transfers > MAX_TRANSFERS:
         return {"program": None, "why": f"{transfers} transfers listed by its tiles, more than the {MAX_TRANSFERS} "
                                         "the build schedules"}
-    if budget > 0:
+    if budget:
         phases = [(0, len(layers), 0, _align(budget))]
         where = f"the target reserves {budget} bytes for the pools (memory.<activations>.reserved.pools)"
     else:
@@ -150,7 +154,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
         programs.append(best)
         placed.append({"layers": [sub[0]["name"], sub[-1]["name"]], "base": base, "pools": pools})
-    if budget > 0:
+    if budget:
         problem, best = _problem(storage, placed[0]["pools"], layers), programs[0]
         program, candidate = best["program"], best["candidate"]
     else:
@@ -166,7 +170,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     big = {p: max(x["pools"][p] for x in placed) for p in tg.POOLS}
     return {"problem": problem, "detail": layers, "program": program, "tasks": tasks, "candidate": candidate,
             "estimate_ns": end, "in_order_ns": naive, "layer_level": layer_level, "pools": big,
-            "phases": placed if budget <= 0 else None, "io": io(layers, tasks)}
+            "phases": None if budget else placed, "io": io(layers, tasks)}
 
 
 def _problem(storage, pools, layers):
