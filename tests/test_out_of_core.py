@@ -484,3 +484,11 @@ def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
     for layer, mine in zip(rep["out_of_core"]["layers"], prog["io"]):
         assert (layer["read_bytes"], layer["reads"], layer["written_bytes"], layer["writes"]) == \
             (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
+    # guard=1 fills the arena's free bytes before each layer and checks them
+    # after: the pools' ranges are left to the program (else its buffers
+    # would be overwritten and its writes taken for strays)
+    res = scons(f"target={tmp_path / 'host_band.yaml'}", f"model={tmp_path / 'tiny_band.yaml'}", "overlap=0",
+                "guard=1", out=str(tmp_path / "guarded"))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert report(str(tmp_path / "guarded"), "host_band", "tiny_band")["verdict"] == "pass"
+    assert _program_line(tmp_path / "guarded" / "host_band" / "tiny_band") == prog["totals"]

@@ -56,7 +56,11 @@ def view(graph, the_plan, target):
         if "window" in target["spill"]:
             v["spill"]["window"] = target["spill"]["window"]
     if target.get("guard"):
-        v["guard"] = guard.free_ranges(graph, the_plan)
+        held = []
+        if v.get("storage", {}).get("arena"):
+            from ..storage import firmware      # the program's pools in the arena's free bytes
+            held = firmware.pool_lives(graph, the_plan)
+        v["guard"] = guard.free_ranges(graph, the_plan, held)
     return v
 
 

@@ -127,7 +127,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         if foreign:
             return {"program": None, "why": f"layer {foreign[0]} streams its weights through the activation arena, "
                                             "where the program's pools would be"}
-        phases = _phases(graph, the_plan, layers, swapped)
+        phases = _phases(graph, the_plan)
         where = (f"the pools take the {the_plan['activations']['level']} bytes the memory plan leaves free "
                  "(no memory.<activations>.reserved.pools)")
     programs, placed = [], []
@@ -189,7 +189,7 @@ def _problem(storage, pools, layers):
 PHASE_KEEP = 0.5
 
 
-def _phases(graph, the_plan, layers, swapped):
+def _phases(graph, the_plan):
     """[(first layer, end layer, arena offset, bytes)]: runs of consecutive
     layers and, for each, the largest byte range of the activation arena
     that no tensor of the plan holds while any of them runs (a tensor lives
@@ -198,16 +198,14 @@ def _phases(graph, the_plan, layers, swapped):
     ends waiting for all its transfers, so the next may use other bytes.
     Longer phases let reads run further ahead; a much smaller shared range
     would starve the pools: a new phase starts there."""
-    offsets = the_plan["activations"]["offsets"]
+    from ..guard import tensor_lives
     usable = the_plan["activations"]["usable"]
-    producer, last = graph.producer(), graph.last_use()
     n = len(graph.layers)
     held = [[] for _ in range(n)]
-    for name, at in offsets.items():
-        if name not in graph.tensors or name in swapped:
-            continue            # bounce buffers: the in-order firmware's, unused by the program
-        size = -(-graph.tensor(name).nbytes // ALIGN) * ALIGN
-        for step in range(max(producer.get(name, 0), 0), last.get(name, n - 1) + 1):
+    # the tensors only: the bounce buffers and weight-stream chunks are the
+    # in-order firmware's, unused by the program
+    for first, last, at, size in tensor_lives(graph, the_plan):
+        for step in range(first, last + 1):
             held[step].append((at, at + size))
 
     def largest(busy):
@@ -233,6 +231,14 @@ def _phases(graph, the_plan, layers, swapped):
         if li < n:
             first, busy = li, list(held[li])
     return out
+
+
+def pool_lives(graph, the_plan):
+    """guard=1 (tessera.guard): [(first step, last step, offset, bytes)]
+    the program's pools may hold in the arena: each phase's range from its
+    first layer to the next phase's first (where its last writes go)."""
+    n = len(graph.layers)
+    return [(first, min(end, n - 1), base, room) for first, end, base, room in _phases(graph, the_plan)]
 
 
 def _join(programs, placed, phases, layers):
