@@ -142,7 +142,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                             f"and {pools['out']} by output tiles; {where}"}
         why = _weight_reads(graph, layers, [x for x in pending if first <= x[0] < end], stored, pools["w"])
         if why:
-            return {"program": None, "why": f"{why}; {names} have {room} bytes for the pools, {pools['in']} go to "
+            return {"program": None, "why": f"{why}; {names}: {room} bytes for the pools, {pools['in']} go to "
                                             f"input and {pools['out']} to output tiles; {where}"}
         problem = _problem(storage, pools, sub)
         try:
@@ -163,7 +163,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         usable = the_plan["activations"]["usable"]
         problem = _problem(storage, dict.fromkeys(tg.POOLS, usable), layers)
         program = {"frames": 1, "ops": _join(programs, placed, phases, layers)}
-        candidate = "/".join(dict.fromkeys(b["candidate"] for b in programs))
+        candidate = " + ".join(dict.fromkeys(b["candidate"] for b in programs))     # the phases' (distinct)
     tasks = tg.build(problem, 1)
     end = rp.replay(problem, program, "program.c", tasks)["end"]       # the whole program, checked
     naive = rp.replay(problem, sch.naive_program(problem), "program.c", tasks)["end"]
