@@ -154,8 +154,25 @@ def test_weights_and_activations_on_the_card_run_bit_exact(tight):
     fw = rep["out_of_core"]["firmware"]
     prog = json.loads((tight["net"] / "program.json").read_text())
     assert fw["program"] == prog["candidate"] and prog["phases"]
+    graph = json.loads((tight["net"] / "graph.json").read_text())
+    names = [layer["name"] for layer in graph["layers"]]
     for phase in prog["phases"]:
-        assert phase["base"] + sum(phase["pools"].values()) <= plan["activations"]["usable"]
+        lo, hi = phase["base"], phase["base"] + sum(phase["pools"].values())
+        assert hi <= plan["activations"]["usable"]
+        # no tensor in SRAM while the phase's layers run (from its producer
+        # to its last reader) shares a byte with the phase's pools
+        first, last = names.index(phase["layers"][0]), names.index(phase["layers"][1])
+        for name, at in plan["activations"]["offsets"].items():
+            if name not in graph["tensors"]:
+                continue
+            made = next((i for i, la in enumerate(graph["layers"]) if la["output"] == name), 0)
+            used = max([i for i, la in enumerate(graph["layers"]) if name in la["inputs"]]
+                       + ([len(names) - 1] if name in graph["outputs"] else []) + [made])
+            size = {"int8": 1, "int16": 2, "int32": 4}[graph["tensors"][name]["dtype"]]
+            for d in graph["tensors"][name]["shape"]:
+                size *= d
+            if made <= last and used >= first:
+                assert at + size <= lo or at >= hi, (name, phase)
     assert _program_line(tight["net"]) == prog["totals"]
 
 
