@@ -7,6 +7,7 @@ accounting equal to what the storage driver counted."""
 import hashlib
 import json
 import os
+import subprocess
 
 import pytest
 import yaml
@@ -191,6 +192,27 @@ def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
     assert sum(m["written"] for m in verdict["io"]) == sum(mine["written"] for mine in prog["io"]) > 0
     # row-band tiles: a swapped tensor moves in a few large transfers
     assert t["writes"] <= 8
+
+
+def test_the_ram_line_counts_the_arena_the_firmware_declares(tight):
+    """Without SRAM reserved for the program's pools, network.c declares
+    the activation arena at the level's usable bytes (the pools take the
+    free ones): the report's RAM is that arena (the symbol's size in the
+    linked firmware) plus the reserved bytes, with the pools' share."""
+    rep = report(str(tight["out"]), "sd_tight", "tiny_ooc")
+    plan = json.loads((tight["net"] / "memplan.json").read_text())
+    nm = subprocess.run(["arm-none-eabi-nm", "-S", str(tight["net"] / "firmware.elf")], capture_output=True,
+                        text=True, check=True).stdout
+    sizes = {f[3]: int(f[1], 16) for f in (line.split() for line in nm.splitlines()) if len(f) == 4}
+    arena = sizes["tiny_ooc_L2"]
+    l2 = rep["memory"]["L2"]
+    assert arena == plan["activations"]["usable"] > plan["activations"]["peak"]
+    assert l2["declared"] == arena and l2["pools"] == arena - l2["peak"]
+    mem = sd_data()["memory"]
+    assert l2["ram"] == arena + sum(mem["L2"]["reserved"].values())
+    # the tiles' level keeps its planned peak (its arena is the plan's)
+    assert rep["memory"]["L1"]["ram"] == sizes["tiny_ooc_L1"] + sum(mem["L1"]["reserved"].values())
+    assert "declared" not in rep["memory"]["L1"]
 
 
 def test_a_run_leaves_the_built_image_as_it_was(tight):
