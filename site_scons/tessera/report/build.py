@@ -67,13 +67,14 @@ def _spill_traffic(graph, the_plan, by_layer, meta):
 
 
 def _declared_arena(the_plan, meta):
-    """The activation arena network.c declares when more than the plan's
-    peak: on a target with a storage level, the out-of-core program's pools
-    take the arena's free bytes (tessera.storage.firmware)."""
+    """On a target with a storage level, the activation arena network.c
+    declares at least (tessera.storage.firmware.declared_arena: the usable
+    bytes when the program's pools take the free ones, else 0); None
+    elsewhere (the report counts the plan's peak)."""
     if not meta.get("storage"):
         return None
     from ..storage import firmware
-    return firmware.declared_arena(the_plan)
+    return firmware.declared_arena(the_plan) or 0
 
 
 def report(meta, graph, weights, the_plan, verdict, tilings):
@@ -248,7 +249,9 @@ def render(data, console=None):
             use = ("unused by the in-order firmware" if fw.get("program") in (None, "in order")
                    else f"the storage program's pools take up to {sum(fw.get('pools', {}).values())} per phase "
                         "in the arena's free bytes")
-            pools = (f" + {m['pools']} past it ({use}) = the declared arena {m['declared']}"
+            if "pools" not in m:
+                use = "the weight stream's chunk buffers"
+            pools = (f" + {m['declared'] - m['peak']} past it ({use}) = the declared arena {m['declared']}"
                      if "declared" in m else "")
             return f" ({m['holds']} {m['peak']}{pools}" + (f"; {held}" if held else "") + ")"
         console.print("RAM: " + " + ".join(f"{level} {n}{parts(data['memory'][level])}" for level, n in ram.items())
