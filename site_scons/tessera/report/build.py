@@ -10,9 +10,9 @@ the layer's count spent in emulated DMA copies); where weights stream from
 a slower level: weights_streamed), memory (per level: peak, lower_bound
 (with the planned overlaps), tensor_bound (whole tensors), size, and for
 levels written at run time reserved and ram = peak + reserved, or, where
-the firmware declares a larger activation arena (a storage target's
-program pools in its free bytes), declared, pools (declared - peak) and
-ram = declared + reserved); per layer also the kernel function that ran it and its library
+a storage target's firmware declares a larger activation arena (the
+program's pools in its free bytes: pools = declared - peak; or the in-order
+weight stream's end), declared and ram = declared + reserved); per layer also the kernel function that ran it and its library
 (`kernel`, `library`: the target's, or the fallback's when the adapter
 gave the layer to it); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
