@@ -12,6 +12,13 @@ latency against unlimited SRAM and its pipelined throughput.
         (the program with dedicated pools: the target keeps SRAM for them; on stm32f746_sd
         the pools take the activation arena's free bytes, phase by phase)
 
+    .venv/bin/python benchmarks/out_of_core.py --models vgg16_224
+        (opt-in, SwapNN's own VGG-16 at 224x224: 138 M parameters, 15.5 G
+        MACs; built up to its program only, no QEMU run: the program's
+        estimate with the cost model's compute, its ratio to unlimited SRAM
+        and the lower bound; when the build stops, why, and the scheduler
+        on the synthetic chain of the same network, tessera.storage.chain)
+
 --what-if-read-bandwidth re-runs the scheduler on each build's own problem
 (its tiles, transfers and measured compute) with the card read at that many
 bytes per second, leaving the target YAML's figures as they are: how far
@@ -40,6 +47,69 @@ def build(out, target, model):
         return None, (res.stderr.strip().splitlines() or ["failed"])[-1]
     with open(path) as f:
         return json.load(f), None
+
+
+# models built only up to the program (no QEMU run: one frame of vgg16_224
+# is about 75 s of Cortex-M7 time, hours of QEMU)
+ESTIMATE_ONLY = {"vgg16_224": 224}
+
+
+def program_only(out, target, model):
+    """Build `model` up to program.json and print the program's estimate
+    (the cost model's compute: no run), or why the build stopped and the
+    scheduler's estimate on the same network as a synthetic chain."""
+    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+    from tessera.storage import estimate as estimator
+    from tessera.storage import tasks as tg
+
+    path = os.path.join(out, target, model, "program.json")
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}", path]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0 or not os.path.isfile(path):
+        err = next((line for line in res.stdout.splitlines() + res.stderr.splitlines()
+                    if line.startswith("tessera: error")), (res.stderr.strip().splitlines() or ["failed"])[-1])
+        print(f"{model} on {target}: the build stops before its program: {err}")
+        chain_estimate(target, ESTIMATE_ONLY[model])
+        return
+    with open(path) as f:
+        prog = json.load(f)
+    if not prog.get("program"):
+        print(f"{model} on {target}: the firmware would run in order: {prog['why']}")
+        return
+    # the pools the firmware has (with phases: the largest phase's), as the report's bound
+    p = dict(prog["problem"], pools=prog["pools"])
+    unlimited = sum(t["compute_ns"] for layer in p["layers"] for t in layer["tiles"])
+    tasks = tg.build(p, 1)
+    bound = estimator.lower_bound(p, tasks)
+    # in order as the report counts it: every transfer once, then the compute
+    in_order = unlimited + sum(t["ns"] for t in tasks if t["kind"] != "compute")
+    print(f"{model} on {target} (program only, {prog['compute']}): {prog['candidate']} "
+          f"{prog['estimate_ns'] / 1e6:.0f} ms per frame = {prog['estimate_ns'] / unlimited:.3f}x unlimited SRAM "
+          f"({unlimited / 1e6:.0f} ms); lower bound {bound / unlimited:.3f}x; in order "
+          f"{in_order / unlimited:.3f}x; card {prog['totals']}")
+
+
+def chain_estimate(target, size, sram_kb=512):
+    """The scheduler on VGG-16 at size x size as a synthetic chain
+    (tools/ooc_schedule.py: SwapNN's pools, 1/4 in, 1/2 weights, 1/4 out,
+    of sram_kb; the cost model's compute) with the target's card."""
+    import yaml
+
+    from tessera.storage import chain, costs
+    from tessera.storage import estimate as estimator
+    with open(os.path.join(ROOT, "targets", target + ".yaml")) as f:
+        tcfg = yaml.safe_load(f)
+    card = next(lvl for lvl in tcfg["memory"].values() if lvl.get("kind") == "storage")
+    with open(os.path.join(ROOT, "kernels", "cmsis_nn", "cost", "stm32h7.yaml")) as f:
+        coefs = yaml.safe_load(f)
+    sram = sram_kb * 1024
+    layers, shape = chain.vgg16(size)
+    problem = chain.build_problem(layers, {"in": sram // 4, "w": sram // 2, "out": sram // 4},
+                                  costs.storage_params(card), tcfg["clock_hz"], coefs, input_shape=shape)
+    s = estimator.estimate(problem, frames=1)["summary"]
+    print(f"  the synthetic chain (tessera.storage.chain, {sram_kb} kB of pools, the card of {target}): "
+          f"{s['latency_ns'] / 1e6:.0f} ms per frame = {s['latency_ns'] / s['unlimited_ns']:.3f}x unlimited SRAM "
+          f"({s['unlimited_ns'] / 1e6:.0f} ms); lower bound {s['lower_bound_ns'] / s['unlimited_ns']:.3f}x")
 
 
 def what_if(out, target, model, read_bandwidth):
@@ -76,6 +146,9 @@ def main():
                     help="also estimate each schedule with the card read at this bandwidth (the YAML unchanged)")
     args = ap.parse_args()
     for model in args.models:
+        if model in ESTIMATE_ONLY:
+            program_only(os.path.abspath(args.out), args.target, model)
+            continue
         rep, err = build(os.path.abspath(args.out), args.target, model)
         if rep is None:
             print(f"{model}: build failed: {err}")

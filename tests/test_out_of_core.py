@@ -7,6 +7,7 @@ accounting equal to what the storage driver counted."""
 import hashlib
 import json
 import os
+import subprocess
 
 import pytest
 import yaml
@@ -193,6 +194,32 @@ def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
     assert t["writes"] <= 8
 
 
+def _symbol_sizes(elf):
+    """Symbol name -> bytes in a linked firmware (arm-none-eabi-nm)."""
+    nm = subprocess.run(["arm-none-eabi-nm", "-S", str(elf)], capture_output=True, text=True, check=True).stdout
+    return {f[3]: int(f[1], 16) for f in (line.split() for line in nm.splitlines()) if len(f) == 4}
+
+
+def test_the_ram_line_counts_the_arena_the_firmware_declares(tight):
+    """Without SRAM reserved for the program's pools, network.c declares
+    the activation arena at the level's usable bytes (the pools take the
+    free ones): the report's RAM is that arena (the symbol's size in the
+    linked firmware) plus the reserved bytes, with the pools' share."""
+    rep = report(str(tight["out"]), "sd_tight", "tiny_ooc")
+    plan = json.loads((tight["net"] / "memplan.json").read_text())
+    sizes = _symbol_sizes(tight["net"] / "firmware.elf")
+    arena = sizes["tiny_ooc_L2"]
+    l2 = rep["memory"]["L2"]
+    assert arena == plan["activations"]["usable"] > plan["activations"]["peak"]
+    assert l2["declared"] == arena and l2["pools"] == arena - l2["peak"]
+    mem = sd_data()["memory"]
+    assert l2["ram"] == arena + sum(mem["L2"]["reserved"].values())
+    # the tiles' level keeps its planned peak (its arena is the plan's)
+    assert rep["memory"]["L1"]["ram"] == sizes["tiny_ooc_L1"] + sum(mem["L1"]["reserved"].values())
+    assert "declared" not in rep["memory"]["L1"]
+    assert f"the firmware declares {arena} B" in (tight["net"] / "report.html").read_text()
+
+
 def test_a_run_leaves_the_built_image_as_it_was(tight):
     image = tight["net"] / "storage.bin"
     before = hashlib.sha256(image.read_bytes()).hexdigest()
@@ -241,6 +268,16 @@ def scheduled(tight):
     net = tight["out"] / "sd_pools" / "tiny_ooc"
     return {"res": res, "net": net, "rep": report(str(tight["out"]), "sd_pools", "tiny_ooc") if res.returncode == 0
             else None, "program": json.loads((net / "program.json").read_text()) if res.returncode == 0 else None}
+
+
+def test_with_reserved_pools_the_ram_line_counts_their_array_and_the_arena(scheduled):
+    """Pools the target reserves are their own array; network.c still
+    declares the arena up to the in-order firmware's weight stream: the RAM
+    line counts both, as linked."""
+    sizes = _symbol_sizes(scheduled["net"] / "firmware.elf")
+    l2 = scheduled["rep"]["memory"]["L2"]
+    assert sizes["tiny_ooc_pools"] == POOLS and "pools" not in l2
+    assert l2["ram"] == sizes["tiny_ooc_L2"] + POOLS + sd_data()["memory"]["L2"]["reserved"]["data"]
 
 
 def _program_line(net):

@@ -564,11 +564,18 @@ def layer_slice(the_plan, layer):
     return out
 
 
-def memory_report(the_plan):
+def memory_report(the_plan, arena=None):
     """Per level: peak, lower bound and size, as report.json shows them.
     lower_bound: no plan of these buffers can do better (with the allowed
     overlaps); tensor_bound: the largest set of whole tensors live at once
-    (what a plan without overlap cannot beat)."""
+    (what a plan without overlap cannot beat). arena (targets with a
+    storage level): the bytes network.c declares for the activation level
+    at least (tessera.storage.firmware.declared_arena: the usable bytes when
+    the out-of-core program's pools take the free ones, else 0); `ram`
+    counts what network.c declares (this, the weight stream's end or the
+    peak), `declared` says it when past the peak, and `pools` the bytes past
+    the peak the program's pools may take (the in-order firmware's weight
+    chunks when it falls back)."""
     acts, w, tiles = the_plan["activations"], the_plan["weights"], the_plan["tiles"]
     out = {acts["level"]: {"peak": acts["peak"], "lower_bound": acts.get("overlap_bound", acts["lower_bound"]),
                            "tensor_bound": acts["lower_bound"], "overlaps": acts.get("overlaps", 0),
@@ -603,6 +610,17 @@ def memory_report(the_plan):
         if "activations" in m["holds"] or "tiles" in m["holds"]:
             m["reserved"] = m["size"] - m["usable"]
             m["ram"] = m["peak"] + m["reserved"]
+    mine = out[acts["level"]]
+    if arena is not None and "reserved" in mine:
+        # network.c declares the larger of the plan's arena, the weight
+        # stream's end and this (codegen.network): the firmware takes it all
+        ends = [mine["peak"], arena] + ([stream["end"]] if stream is not None and stream["level"] == acts["level"]
+                                        else [])
+        if max(ends) > mine["peak"]:
+            mine["declared"] = max(ends)
+            mine["ram"] = max(ends) + mine["reserved"]
+            if arena:
+                mine["pools"] = max(ends) - mine["peak"]
     # what the reserved bytes are for (the target YAML's names: stack, data, code)
     for part in (acts, tiles):
         if part.get("reserved") and part["level"] in out:

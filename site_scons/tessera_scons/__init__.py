@@ -589,6 +589,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                       Action(steps.gen_network, "tessera: generate $TARGET"))
     env.Depends(net, codegen_code)
     if "storage" in cg_target:
+        # network.c's arena size comes from tessera.storage.firmware.declared_arena
+        env.Depends(net, _code("storage"))
         # the scheduler's out-of-core program as C data (tessera.storage.firmware)
         from tessera.storage import costs as st_costs
         act = tcfg["place"]["activations"]

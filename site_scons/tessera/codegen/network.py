@@ -43,11 +43,12 @@ def view(graph, the_plan, target):
     if stream is not None:
         v["wstream"] = _stream_view(graph, stream, target, the_plan["weights"].get("storage"))
     if target.get("storage"):
+        from ..storage import firmware
         v["storage"] = {"level": target["storage"]["level"]}
-        if "pools" not in the_plan["activations"].get("reserved", {}):
+        if firmware.declared_arena(the_plan):
             # the out-of-core program's pools take the arena's free bytes
             # (tessera.storage.firmware): the arena spans the usable bytes
-            v["storage"]["arena"] = the_plan["activations"]["usable"]
+            v["storage"]["arena"] = firmware.declared_arena(the_plan)
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
         v["core_counts_always"] = target["core_counts"] == "always"
@@ -57,8 +58,7 @@ def view(graph, the_plan, target):
             v["spill"]["window"] = target["spill"]["window"]
     if target.get("guard"):
         held = []
-        if v.get("storage", {}).get("arena"):
-            from ..storage import firmware      # the program's pools in the arena's free bytes
+        if v.get("storage", {}).get("arena"):     # the program's pools in the arena's free bytes
             held = firmware.pool_lives(graph, the_plan)
         v["guard"] = guard.free_ranges(graph, the_plan, held)
     return v

@@ -9,7 +9,10 @@ share), work_split (max core / mean core) and dma_copy_count (the part of
 the layer's count spent in emulated DMA copies); where weights stream from
 a slower level: weights_streamed), memory (per level: peak, lower_bound
 (with the planned overlaps), tensor_bound (whole tensors), size, and for
-levels written at run time reserved and ram = peak + reserved); per layer also the kernel function that ran it and its library
+levels written at run time reserved and ram = peak + reserved, or, where
+a storage target's firmware declares a larger activation arena (the
+program's pools in its free bytes: pools = declared - peak; or the in-order
+weight stream's end), declared and ram = declared + reserved); per layer also the kernel function that ran it and its library
 (`kernel`, `library`: the target's, or the fallback's when the adapter
 gave the layer to it); for a model with `reference:`, reference (kind, folder, verdict,
 what was compared, and each compared file or output: equal, or the first
@@ -61,6 +64,17 @@ def _spill_traffic(graph, the_plan, by_layer, meta):
                     "reads": io["reads"], "writes": io["writes"], "asynchronous": io["name"] in two}
                    if touched else None)
     return out
+
+
+def _declared_arena(the_plan, meta):
+    """On a target with a storage level, the activation arena network.c
+    declares at least (tessera.storage.firmware.declared_arena: the usable
+    bytes when the program's pools take the free ones, else 0); None
+    elsewhere (the report counts the plan's peak)."""
+    if not meta.get("storage"):
+        return None
+    from ..storage import firmware
+    return firmware.declared_arena(the_plan) or 0
 
 
 def report(meta, graph, weights, the_plan, verdict, tilings):
@@ -136,7 +150,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
                     "path": "+".join(meta.get("isa", [])) or "portable"},
         "totals": tot,
         "layers": layers,
-        "memory": memory_report(the_plan),
+        "memory": memory_report(the_plan, _declared_arena(the_plan, meta)),
     }
     add_costs(out, meta, graph, tilings, count_key, the_plan)
     if verdict.get("first_mismatch"):
@@ -231,9 +245,18 @@ def render(data, console=None):
     if ram:
         def parts(m):
             held = ", ".join(f"{k} {v}" for k, v in m.get("reserved_for", {}).items())
-            return f" ({m['holds']} {m['peak']}" + (f"; {held}" if held else "") + ")"
+            fw = (data.get("out_of_core") or {}).get("firmware") or {}
+            use = ("unused by the in-order firmware" if fw.get("program") in (None, "in order")
+                   else f"the storage program's pools take up to {sum(fw.get('pools', {}).values())} per phase "
+                        "in the arena's free bytes")
+            if "pools" not in m:
+                use = "the weight stream's chunk buffers"
+            pools = (f" + {m['declared'] - m['peak']} past it ({use}) = the declared arena {m['declared']}"
+                     if "declared" in m else "")
+            return f" ({m['holds']} {m['peak']}{pools}" + (f"; {held}" if held else "") + ")"
         console.print("RAM: " + " + ".join(f"{level} {n}{parts(data['memory'][level])}" for level, n in ram.items())
-                      + f" = {sum(ram.values())} bytes (planned peak plus the target's reserved bytes per level)")
+                      + f" = {sum(ram.values())} bytes (what the firmware declares: the planned peak, or the "
+                        "declared arena, plus the target's reserved bytes per level)")
     tot = data["totals"]
     line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
     if count_key and count_key in tot:

@@ -112,8 +112,11 @@ def render_html(data, mm):
     out.append(legend([(k, COLORS[k]) for k in ("activation", "bounce", "weights", "in", "out", "params", "scratch")]))
     for level, m in mm.items():
         mem = data["memory"].get(level, {})
+        declared = (f'; the firmware declares {mem["declared"]} B' + (
+            f" ({mem['pools']} B past the peak for the storage program's pools)" if "pools" in mem else "")
+            if "declared" in mem else "")
         out.append(f'<h3 class="level">{escape(level)}: peak {mem.get("peak", m["size"])} B of '
-                   f'{mem.get("usable", "?")} usable</h3>{memory_svg(level, m, names)}')
+                   f'{mem.get("usable", "?")} usable{declared}</h3>{memory_svg(level, m, names)}')
     out.append("<h2>Per layer</h2>")
     charts = [("MACs", [("MACs", COLORS["macs"], [l["macs"] for l in layers])])]
     if key:

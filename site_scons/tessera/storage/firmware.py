@@ -173,6 +173,16 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             "phases": None if budget else placed, "io": io(layers, tasks)}
 
 
+def declared_arena(the_plan):
+    """The bytes network.c declares for the activation arena of a target
+    with a storage level: the level's usable bytes when the program's pools
+    take the arena's free bytes (no `reserved: {pools: N}`), else None (the
+    plan's peak). The report's RAM line counts what this says."""
+    if "pools" in the_plan["activations"].get("reserved", {}):
+        return None
+    return the_plan["activations"]["usable"]
+
+
 def _problem(storage, pools, layers):
     """The scheduler's problem for these layers (tessera.storage.tasks)."""
     return {"storage": storage["costs"], "pools": dict(pools),
