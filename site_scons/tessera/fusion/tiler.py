@@ -96,9 +96,28 @@ def _bytes(pair, target, th, in_h, fd, buffering):
     intermediate = _mid_copies(target) * fd * pw["out"][1] * dw["in"][2]
     if scheme(target) == "layers":
         scratch = layers_scratch(pair, target)
+    elif _dw_plane(pair, target):
+        scratch = target["cores"] * (max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * _plane_w(dw) + 4)
     else:
         scratch = target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1]
     return _parts(dw, pw, target, th, in_h, intermediate, scratch, buffering)
+
+
+def _plane_w(dw):
+    """The depthwise input's padded width."""
+    return dw["in"][1] + dw["pad"][1] + dw["pad"][3]
+
+
+def _dw_plane(pair, target):
+    """The shared DW->PW scheme on a library whose 3x3 depthwise has a
+    faster path with each core's whole padded plane of the block's rows
+    (PULP-NN's Xpulp path, target["fused_scheme"]["dw_pw_plane"]): the
+    tiler reserves the planes, as the layer's own tiling does. With only
+    the stripes the fused depthwise ran the slow stripe path, 1.6x its
+    layer's cycles on pulp_open (GVSoC, dscnn_kws dw1)."""
+    dw = pair["dw"]
+    return (scheme(target) == "shared" and bool(target.get("fused_scheme", {}).get("dw_pw_plane"))
+            and tuple(dw["kernel"]) == (3, 3) and dw["stride"][0] <= 3)
 
 
 def _fused_result(pair, target, kind, layers, scheme_name, th, fd, buffering, feasible, reason, l1_bytes):
@@ -197,6 +216,8 @@ def solve_dw_pw(pair, target):
                           + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
              + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
              + (align_up(fixed["scratch"], a) if scheme(target) == "layers"
+                else words("stripe", fd * (cores * sh * _plane_w(dw)) + cores * ((kh - sh) * _plane_w(dw) + 4), hi)
+                if _dw_plane(pair, target)
                 else words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi)))
     m.add(total <= budget)
     even = _even_band(m, th, cores)
