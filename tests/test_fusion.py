@@ -93,12 +93,16 @@ def brute_force(pair, tgt):
 
 @given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]),
+       plane=st.booleans())
 @settings(max_examples=80, deadline=None)
-def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme):
+def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme, plane):
+    """plane: the shared scheme's depthwise takes each core's padded plane
+    of the block's rows (PULP-NN's Xpulp path, a 3x3 window only)."""
     g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "dw", "pw")
     tgt = target(budget, cores, scheme)
+    tgt["fused_scheme"]["dw_pw_plane"] = plane
     got = fusion.solve_dw_pw(pair, tgt)
     want = brute_force(pair, tgt)
     if want is None:
@@ -273,10 +277,14 @@ def brute_force_pw_dw(pair, tgt):
     for th in table:
         for fd in fds:
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                key = (fd, th, th % cores == 0) if layers else (th, fd, th % cores == 0)
+                # shared (PULP-NN): the fewest bands, then the most channels per block, then the tallest band
+                key = ((fd, th, th % cores == 0) if layers
+                       else (-table[th][0], fd, th, th % cores == 0) if shared else (th, fd, th % cores == 0))
                 best = max(best or key, key)
     if best is None:
         return None
+    if shared:
+        return best[2], best[1], 2
     return (best[1], best[0], 2) if layers else (best[0], best[1], 2)
 
 

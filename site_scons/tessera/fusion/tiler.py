@@ -160,7 +160,7 @@ def _band_vars(m, table, Ho, in_max):
     border = m.new_int_var(1, Ho, "border")
     in_h = m.new_int_var(1, in_max, "in_h")
     m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
-    return th, in_h
+    return th, in_h, n
 
 
 def _even_band(m, th, cores):
@@ -203,7 +203,7 @@ def solve_dw_pw(pair, target):
     _, Wo, Co = pair["pw"]["out"]
     (kh, kw), sh = dw["kernel"], dw["stride"][0]
     m = cp_model.CpModel()
-    th, in_h = _band_vars(m, table, Ho, dw["in"][0])
+    th, in_h, _ = _band_vars(m, table, Ho, dw["in"][0])
     fd = m.new_int_var(1, Ho, "fd")
     if shared:
         m.add(fd <= th)
@@ -267,7 +267,9 @@ def _aligned(m, name, x, hi, a):
 # pointwise's halo rows), then the largest fd (fewer blocks: each re-reads
 # the band's input and, shared, forks twice), then a band height that is a
 # multiple of the core count; with the `layers` scheme the largest fd first,
-# then the tallest band.
+# then the tallest band; with the `shared` scheme the fewest bands, then the
+# largest fd, then the tallest band (a taller band of as many bands
+# recomputes no fewer halo rows and only costs channels per block).
 #
 # The `layers` scheme (CMSIS-NN, one core: kernels/cmsis_nn/fused.c) runs
 # the library's pointwise and depthwise on a compact fd-channel tensor; its
@@ -332,7 +334,7 @@ def solve_pw_dw(pair, target):
     _, Wo, _ = dw["out"]
     m = cp_model.CpModel()
     H = pair["pw"]["in"][0]
-    th, in_h = _band_vars(m, table, Ho, H)
+    th, in_h, nb = _band_vars(m, table, Ho, H)
     fd = m.new_int_var(1, whole_fd, "fd")
     if shared:
         # a multiple of the quantum, or every channel
@@ -374,6 +376,14 @@ def solve_pw_dw(pair, target):
         # in 22-row bands ran 4.9x the layers apart; fd 96, shorter bands,
         # faster than apart)
         m.maximize(fd * (2 * (Ho + 1)) + th * 2 + even)
+    elif shared:
+        # the fewest bands (each recomputes the pointwise's halo rows), then
+        # the most channels per block (each block forks twice, and its
+        # pointwise and depthwise pay their per-call setup again: on GVSoC a
+        # block of 8 of 32 channels cost about 4 k cycles more than its share
+        # of one block), then the tallest band: between two heights with the
+        # same band count the taller one only buys fewer channels per block
+        m.maximize((Ho - nb) * (2 * (Ho + 1) * (whole_fd + 1)) + fd * (2 * (Ho + 1)) + th * 2 + even)
     else:
         m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
     return _solved(m, pair, target, _pw_dw_result, th, fd, total, buffering, table)
@@ -431,7 +441,7 @@ def solve_pw_dw_rows(pair, target):
     _, Wo, _ = dw["out"]
     (kh, _), sh = dw["kernel"], dw["stride"][0]
     m = cp_model.CpModel()
-    th, in_h = _band_vars(m, table, Ho, pair["pw"]["in"][0])
+    th, in_h, _ = _band_vars(m, table, Ho, pair["pw"]["in"][0])
     fd = m.new_int_var(1, Ho, "fd")
     if shared:
         m.add(fd <= th)
