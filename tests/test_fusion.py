@@ -277,14 +277,16 @@ def brute_force_pw_dw(pair, tgt):
     for th in table:
         for fd in fds:
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                # shared (PULP-NN): the fewest bands, then the most channels per block, then the tallest band
+                # shared (PULP-NN): the fewest blocks in all, then the fewest bands, then the most
+                # channels per block, then the tallest band
                 key = ((fd, th, th % cores == 0) if layers
-                       else (-table[th][0], fd, th, th % cores == 0) if shared else (th, fd, th % cores == 0))
+                       else (-table[th][0] * -(-C // fd), -table[th][0], fd, th, th % cores == 0) if shared
+                       else (th, fd, th % cores == 0))
                 best = max(best or key, key)
     if best is None:
         return None
     if shared:
-        return best[2], best[1], 2
+        return best[3], best[2], 2
     return (best[1], best[0], 2) if layers else (best[0], best[1], 2)
 
 

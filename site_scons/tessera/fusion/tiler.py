@@ -267,9 +267,10 @@ def _aligned(m, name, x, hi, a):
 # pointwise's halo rows), then the largest fd (fewer blocks: each re-reads
 # the band's input and, shared, forks twice), then a band height that is a
 # multiple of the core count; with the `layers` scheme the largest fd first,
-# then the tallest band; with the `shared` scheme the fewest bands, then the
-# largest fd, then the tallest band (a taller band of as many bands
-# recomputes no fewer halo rows and only costs channels per block).
+# then the tallest band; with the `shared` scheme the fewest blocks in all
+# (bands x channel blocks), then the fewest bands, then the largest fd, then
+# the tallest band (a taller band of as many bands recomputes no fewer halo
+# rows and only costs channels per block).
 #
 # The `layers` scheme (CMSIS-NN, one core: kernels/cmsis_nn/fused.c) runs
 # the library's pointwise and depthwise on a compact fd-channel tensor; its
@@ -377,13 +378,20 @@ def solve_pw_dw(pair, target):
         # faster than apart)
         m.maximize(fd * (2 * (Ho + 1)) + th * 2 + even)
     elif shared:
-        # the fewest bands (each recomputes the pointwise's halo rows), then
-        # the most channels per block (each block forks twice, and its
-        # pointwise and depthwise pay their per-call setup again: on GVSoC a
-        # block of 8 of 32 channels cost about 4 k cycles more than its share
-        # of one block), then the tallest band: between two heights with the
-        # same band count the taller one only buys fewer channels per block
-        m.maximize((Ho - nb) * (2 * (Ho + 1) * (whole_fd + 1)) + fd * (2 * (Ho + 1)) + th * 2 + even)
+        # the fewest blocks in all (bands x channel blocks: each forks twice
+        # and pays the pointwise's and the depthwise's per-call setup again,
+        # about 3 k cycles on GVSoC, as much as a pointwise halo row of a
+        # 32x32x16 -> 32 layer), then the fewest bands (each recomputes the
+        # pointwise's halo rows), then the most channels per block, then the
+        # tallest band (measured on pulp_open, mbv1_025_128's pw3+dw4: 2
+        # bands of 4 blocks ran +13.6% against its layers apart)
+        nblk = m.new_int_var(1, whole_fd, "blocks")
+        m.add_division_equality(nblk, fd + (whole_fd - 1), fd)
+        steps = m.new_int_var(1, Ho * whole_fd, "steps")
+        m.add_multiplication_equality(steps, [nb, nblk])
+        w_fd = 2 * (Ho + 1)
+        w_nb = w_fd * (whole_fd + 1)
+        m.maximize((Ho * whole_fd - steps) * (w_nb * (Ho + 1)) + (Ho - nb) * w_nb + fd * w_fd + th * 2 + even)
     else:
         m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
     return _solved(m, pair, target, _pw_dw_result, th, fd, total, buffering, table)
