@@ -157,13 +157,9 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         # the two forks' arguments live (and, PW->DW, the block's requantization)
         block, k1, k2, parts = lib.FUSED_PARTS[variant][:4]
         names = ("dw_part", "pw_part") if kind == "dw_pw" else ("pw_part", "dw_part")
-        # each core copies the fork's arguments onto its own stack first: the
-        # pair lives in the data level (L2 on PULP-open), and the kernels
-        # read their fields per channel and per row (on GVSoC reading them
-        # there made both forks of dscnn_kws's dw1+pw1 7% to 12% slower)
         for part, k in zip(names, (k1, k2)):
-            out.append(f"static void {part}(void *args)\n{{\n    const tsr_conv_args_t l = *(const tsr_conv_args_t *)args;\n"
-                       f"    {k}(&l, hal_core_id(), hal_num_cores());\n}}\n")
+            out.append(f"static void {part}(void *args)\n{{\n    {k}((const tsr_conv_args_t *)args, hal_core_id(), "
+                       "hal_num_cores());\n}\n")
     else:
         out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_t} *)args, hal_core_id(), "
                    "hal_num_cores());\n}\n")
@@ -175,10 +171,14 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         # the two forks' arguments, out of the stack: a PULP-open cluster
         # core has 1 kB of it, and core 0 runs the network (the library's
         # one pair, shared by every fused step)
-        out.append(f"    tsr_conv_args_t *d = &{parts}[0], *p = &{parts}[1];")
+        # on this core's stack: L1 on PULP-open, where every core reads
+        # the fields per channel and per row (in the data level, L2, a
+        # static pair made both forks of dscnn_kws's dw1+pw1 7% to 12%
+        # slower on GVSoC); core 0 has two stack shares there, room for them
+        out.append("    tsr_conv_args_t parts[2], *d = &parts[0], *p = &parts[1];")
         if kind == "pw_dw" and variant == kind:
             # the blocks' requantization records, which the kernels read
-            # per channel: on this core's stack (L1 on PULP-open)
+            # per channel
             out.append("    tsr_requant_t blk_rq[2];")
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
