@@ -572,14 +572,16 @@ def test_fused_fit_recovers_the_saving_it_was_made_from():
     from tessera.cost import fused_fit
     from tessera.cost.fused import SAVING
     rng = np.random.default_rng(3)
-    truth = {"dw_pw": {"step": 90000.0, "inter_bytes": 3.0, "chan_blocks": -1500.0, "macs": 0.0},
-             "pw_dw": {"step": 500000.0, "inter_bytes": -5.0, "chan_blocks": -3000.0, "macs": -4.0}}
+    truth = {"dw_pw": {"step": 90000.0, "inter_bytes": 3.0, "chan_blocks": -1500.0, "macs": 0.0,
+                       "extra_bands": -20000.0},
+             "pw_dw": {"step": 500000.0, "inter_bytes": -5.0, "chan_blocks": -3000.0, "macs": -4.0,
+                       "extra_bands": 0.0}}
     samples = []
     for kind, t in truth.items():
         for i in range(30):
             f = {"step": 1, "inter_bytes": int(rng.integers(2000, 200000)),
                  "chan_blocks": int(rng.integers(0, 8)) * int(rng.integers(8, 256)),
-                 "macs": int(rng.integers(100000, 3000000))}
+                 "macs": int(rng.integers(100000, 3000000)), "extra_bands": int(rng.integers(0, 12))}
             apart = 3 * f["macs"] + 20 * f["inter_bytes"] + 400000
             samples.append((kind, "shared", f, apart, apart - sum(t[k] * f[k] for k in SAVING), f"g{i}"))
     fit = fused_fit.fit(samples)
@@ -654,7 +656,8 @@ def test_model_costs_hold_a_step_in_more_bands_than_the_fit_saw():
             assert f"runs in {n} bands" in c["held"]["dw+pw"]
     # the fit records the most bands of its samples
     f = {"step": 1, "inter_bytes": 1000, "chan_blocks": 0, "macs": 5000}
-    samples = [("dw_pw", "shared", dict(f, bands=b, inter_bytes=1000 * b), 9000 + b, 8000, f"g{b}")
+    samples = [("dw_pw", "shared", dict(f, bands=b, extra_bands=b - 1, inter_bytes=1000 * b), 9000 + b, 8000,
+                f"g{b}")
                for b in (1, 3, 7, 2, 5)]
     assert fused_fit.fit(samples)["dw_pw"]["bands"] == 7
 
