@@ -8,7 +8,10 @@ pointwise needs every depthwise channel of a pixel). Its L1 working set:
     + A(k * fd * Wo * C)                            intermediate
     + A(cores * ((fd - 1) * sh + kh) * kw)          per-core depthwise stripe
                                                     (PULP-NN's; the reference
-                                                    kernel leaves it unused)
+                                                    kernel leaves it unused;
+                                                    with dw_pw_plane, each
+                                                    core's padded plane of the
+                                                    block's rows: _dw_plane)
 
 k depends on the library's fused scheme (its codegen adapter's FUSED_SCHEME,
 given to the tiler as target["fused_scheme"]): `per_core` (the reference
