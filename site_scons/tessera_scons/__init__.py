@@ -590,7 +590,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         lvl = tcfg["memory"][cg_target["storage"]["level"]]
         pv = {"prefix": cg_target["prefix"], "act_level": act, "clock_hz": tcfg["clock_hz"],
               "section": cg_target["sections"]["activations"],
-              "pools": int(tcfg["memory"][act]["reserved"].get("pools", 0)),
+              # None: the pools take the arena's free bytes; 0: no program; else dedicated bytes
+              "pools": tcfg["memory"][act]["reserved"].get("pools"),
               "storage": {"level": cg_target["storage"]["level"], "costs": st_costs.storage_params(lvl)},
               # what tessera.cost needs to find the coefficients (a same-core
               # target's when this one has none: platform, toolchain, runner)

@@ -342,8 +342,8 @@ def _gen_program(target, source, env):
     res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
     canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
                                                                  v["section"]))
-    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "problem", "program",
-                                "io") if k in res}
+    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "phases", "problem",
+                                "program", "io") if res.get(k) is not None}
     keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"
     keep["totals"] = firmware.totals(res)
     canon.write_json(str(target[1]), keep)

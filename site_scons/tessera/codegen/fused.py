@@ -127,8 +127,8 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
     ])]
     lib = library(target["kernels"])
-    if hasattr(lib, "fused_kernel") and variant == kind:
-        kernel = lib.fused_kernel(kind, dw, pw, graph)
+    if hasattr(lib, "fused_kernel"):
+        kernel = lib.fused_kernel(variant, dw, pw, graph)
     else:
         kernel = getattr(lib, "FUSED", {}).get(variant, f"tsr_{variant}")
     args_t = f"tsr_{kind}_args_t"

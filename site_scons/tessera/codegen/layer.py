@@ -590,9 +590,11 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     and weights from the pools, and leaves its output in the out pool for
     the program's WRITEs. Copies to and from L1 are synchronous here. A
     layer of many tiles rebuilds tile i from its grid (tsr_tile_at). The
-    program reads each tile's own input boxes, also where the in-order
-    loop reads a band (its band buffer is unused here); a layer writing
-    through a band keeps the in-order firmware (storage/firmware.py)."""
+    program reads an input band of every channel once for the band's
+    tiles, each cutting its box from the in pool (tsr_prog_ref), and a
+    band of the output is gathered from its tiles in one out pool buffer
+    the program writes once; a layer rewriting a band per channel tile
+    keeps the in-order firmware (storage/firmware.py)."""
     prefix = target["prefix"]
     spill = plan_slice.get("spill", {})
     y = graph.tensor(layer.output)
@@ -610,7 +612,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     if bufs > 1:
         out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
     for i in range(len(l1["in"])):
-        if f"in{i}" in spill:
+        if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
             out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
     if stream is not None:
         if layer.weights:
@@ -620,8 +622,17 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
             out.append(f"            dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[wb] + {pos};")
             pos += size * tc_max
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
+    loader = getattr(lib, "input_loader", lambda layer, graph: "tsr_tile_in")(layer, graph=graph)
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
         xt = graph.tensor(layer.inputs[i])
+        if spill.get(f"in{i}", {}).get("band"):
+            # the band of the tile's rows, every channel, read once for the
+            # band's tiles: the tile's box cut from it in the in pool
+            out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.ih0 = 0;\n"
+                       f"                {loader}(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], "
+                       f"(int8_t *)tsr_prog_ref(c, {i}), {xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n"
+                       f"                hal_dma_wait(&job);\n            }}")
+            continue
         if f"in{i}" in spill:
             continue
         out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
@@ -645,7 +656,13 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
                                                                 graph=graph))
     out.extend("            " + line for line in plane_tile)
     out.append("            hal_fork(compute, &a);")
-    if "out" in spill:
+    if spill.get("out", {}).get("band"):
+        # the band's one buffer in the out pool (every channel of the band's
+        # rows), filled by its tiles, written by the program after its last
+        out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.oh0 = 0;\n"
+                   f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
+                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            }}")
+    elif "out" in spill:
         out.append(f"            {{\n                tsr_tile_t box = *t;\n"
                    f"                box.oh0 = 0;\n                box.ow0 = 0;\n                box.oc0 = 0;\n"
                    f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
