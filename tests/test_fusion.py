@@ -93,12 +93,16 @@ def brute_force(pair, tgt):
 
 @given(h=st.integers(3, 20), w=st.integers(3, 12), c=st.integers(1, 16), co=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]),
+       plane=st.booleans())
 @settings(max_examples=80, deadline=None)
-def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme):
+def test_fused_tiler_matches_enumeration(h, w, c, co, k, s, cores, budget, scheme, plane):
+    """plane: the shared scheme's depthwise takes each core's padded plane
+    of the block's rows (PULP-NN's Xpulp path, a 3x3 window only)."""
     g = dw_pw_graph(h, w, c, co, k, s, pad=k // 2)
     pair = fusion.pair_view(g, "dw", "pw")
     tgt = target(budget, cores, scheme)
+    tgt["fused_scheme"]["dw_pw_plane"] = plane
     got = fusion.solve_dw_pw(pair, tgt)
     want = brute_force(pair, tgt)
     if want is None:
@@ -273,10 +277,16 @@ def brute_force_pw_dw(pair, tgt):
     for th in table:
         for fd in fds:
             if ftiler._pw_dw_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                key = (fd, th, th % cores == 0) if layers else (th, fd, th % cores == 0)
+                # shared (PULP-NN): the fewest blocks in all, then the fewest bands, then the most
+                # channels per block, then the tallest band
+                key = ((fd, th, th % cores == 0) if layers
+                       else (-table[th][0] * -(-C // fd), -table[th][0], fd, th, th % cores == 0) if shared
+                       else (th, fd, th % cores == 0))
                 best = max(best or key, key)
     if best is None:
         return None
+    if shared:
+        return best[3], best[2], 2
     return (best[1], best[0], 2) if layers else (best[0], best[1], 2)
 
 
@@ -594,14 +604,16 @@ def test_fused_fit_recovers_the_saving_it_was_made_from():
     from tessera.cost import fused_fit
     from tessera.cost.fused import SAVING
     rng = np.random.default_rng(3)
-    truth = {"dw_pw": {"step": 90000.0, "inter_bytes": 3.0, "chan_blocks": -1500.0, "macs": 0.0},
-             "pw_dw": {"step": 500000.0, "inter_bytes": -5.0, "chan_blocks": -3000.0, "macs": -4.0}}
+    truth = {"dw_pw": {"step": 90000.0, "inter_bytes": 3.0, "chan_blocks": -1500.0, "macs": 0.0,
+                       "extra_bands": -20000.0},
+             "pw_dw": {"step": 500000.0, "inter_bytes": -5.0, "chan_blocks": -3000.0, "macs": -4.0,
+                       "extra_bands": 0.0}}
     samples = []
     for kind, t in truth.items():
         for i in range(30):
             f = {"step": 1, "inter_bytes": int(rng.integers(2000, 200000)),
                  "chan_blocks": int(rng.integers(0, 8)) * int(rng.integers(8, 256)),
-                 "macs": int(rng.integers(100000, 3000000))}
+                 "macs": int(rng.integers(100000, 3000000)), "extra_bands": int(rng.integers(0, 12))}
             apart = 3 * f["macs"] + 20 * f["inter_bytes"] + 400000
             samples.append((kind, "shared", f, apart, apart - sum(t[k] * f[k] for k in SAVING), f"g{i}"))
     fit = fused_fit.fit(samples)
@@ -676,7 +688,8 @@ def test_model_costs_hold_a_step_in_more_bands_than_the_fit_saw():
             assert f"runs in {n} bands" in c["held"]["dw+pw"]
     # the fit records the most bands of its samples
     f = {"step": 1, "inter_bytes": 1000, "chan_blocks": 0, "macs": 5000}
-    samples = [("dw_pw", "shared", dict(f, bands=b, inter_bytes=1000 * b), 9000 + b, 8000, f"g{b}")
+    samples = [("dw_pw", "shared", dict(f, bands=b, extra_bands=b - 1, inter_bytes=1000 * b), 9000 + b, 8000,
+                f"g{b}")
                for b in (1, 3, 7, 2, 5)]
     assert fused_fit.fit(samples)["dw_pw"]["bands"] == 7
 

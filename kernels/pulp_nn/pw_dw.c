@@ -19,8 +19,8 @@
 #include "tessera/pulp_nn.h"
 #include "tessera/pw_dw_rows.h"
 
-/* where generated steps keep the blocks' requantization records (one pair
- * for the network, beside pnn_dw_pw_parts: steps run one after the other) */
+/* a pair of the blocks' requantization records, beside pnn_dw_pw_parts
+ * (the generated steps keep theirs on the step's stack: L1 on PULP-open) */
 tsr_requant_t pnn_pw_dw_rq[2];
 
 static const tsr_requant_t *from_channel(const tsr_requant_t *rq, int32_t c, tsr_requant_t *dst)

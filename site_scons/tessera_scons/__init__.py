@@ -475,6 +475,9 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     from tessera.codegen.libraries import library as cg_library
     # (and the model's PW->DW layout choice, fusion_pw_dw, when not auto)
     scheme_data = dict(getattr(cg_library(tcfg["kernels"]), "FUSED_SCHEME", {}))
+    if "xpulpv2" in tcfg.get("toolchain", {}).get("isa", []) and scheme_data.get("dw_pw") == "shared":
+        # the 3x3 depthwise's Xpulp plane path: the fused tiler reserves the planes
+        scheme_data["dw_pw_plane"] = True
     if mcfg.get("fusion_pw_dw", "auto") != "auto":
         scheme_data["pw_dw_layout"] = mcfg["fusion_pw_dw"]
     scheme = _value(env, scheme_data, f"fused scheme {tcfg['kernels']}")

@@ -189,27 +189,40 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
         out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_t} *)args, hal_core_id(), "
                    "hal_num_cores());\n}\n")
     out.append(f"void {symbol(prefix, first.name)}(void)\n{{")
-    out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
+    out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}}"
+               + (", w2 = {0};" if shared and not any(streams.values()) else ";"))
     out.append(f"    {args_t} a = {{0}};")
     if epilogue is not None:
         out.extend("    " + line for line in _epilogue_args(add, second, graph, library(target["kernels"]), {}, prefix))
     if shared:
-        # the two forks' arguments, out of the stack: a PULP-open cluster
-        # core has 1 kB of it, and core 0 runs the network (the library's
-        # one pair, shared by every fused step)
-        out.append(f"    tsr_conv_args_t *d = &{parts}[0], *p = &{parts}[1];")
+        # the two forks' arguments on this core's stack: L1 on PULP-open, where every core reads
+        # the fields per channel and per row (in the data level, L2, a
+        # static pair made both forks of dscnn_kws's dw1+pw1 7% to 12%
+        # slower on GVSoC); core 0 has two stack shares there, room for them
+        out.append("    tsr_conv_args_t parts[2], *d = &parts[0], *p = &parts[1];")
+        if kind == "pw_dw" and variant == kind:
+            # the blocks' requantization records, which the kernels read
+            # per channel
+            out.append("    tsr_requant_t blk_rq[2];")
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
         per_channel = "mul" in params_at[layer.name]
         lines, refs[layer.name] = _rq_lines(layer, var, per_channel, params_at[layer.name], prefix)
         out.extend("    " + line for line in lines)
     out.append("    /* both layers' weights and parameters, once */")
+    # shared scheme, no stream: the second layer's weights are asked for
+    # after the first band's input and waited for only before its first
+    # fork, so they land while the first layer computes (GVSoC's DMA runs
+    # beside the cores: on dscnn_kws's dw1+pw1, 3.6 k cycles waited before)
+    late = shared and not any(streams.values())
+    later = []
     for layer in (first, second):
         mine = [a for a in arrays if a[0] is layer]
         stream = streams[layer.name]
         if stream is None:
+            job, dst = ("w2", later) if late and layer is second else ("w", out)
             for _, name, ctype, size, ch, at in mine:
-                out.append(f"    tsr_rows_in(&w, ENGINE_W, {L1} + {at}, {symbol(prefix, layer.name, name)}, "
+                dst.append(f"    tsr_rows_in(&{job}, ENGINE_W, {L1} + {at}, {symbol(prefix, layer.name, name)}, "
                            f"{size}, 0, {ch});")
             continue
         # the layer's chunks in turn; each copied out before the next is asked
@@ -256,6 +269,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
                 f"{ir.DTYPES[graph.tensor(skip).dtype]}, {band}.oh0, {band}.oh, 0, {Wo}, 0, {Co}, 1);")
     if epilogue is not None:
         out.append("    " + skip_in(0, "bands[0]"))
+    out += later
     out.append("    hal_dma_wait(&w);")
     out.append("    for (int i = 0; i < NBANDS; i++) {")
     out.append("        const tsr_tile_t *t = &bands[i];")
@@ -289,13 +303,15 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
                 f"            n = t->oh - y < {ft['fd']} ? t->oh - y : {ft['fd']};",
                 f"            {block}(&a, y, n, {'d, p' if kind == 'dw_pw' else 'p, d'});",
                 f"            hal_fork({names[0]}, {first});",
+                *(["            hal_dma_wait(&w2);"] if late else []),
                 f"            hal_fork({names[1]}, {second});",
                 "        }"]
     else:
         loop = [f"        for (int32_t c = 0, n; c < {Co}; c += n) {{",
                 f"            n = {Co} - c < {ft['fd']} ? {Co} - c : {ft['fd']};",
-                f"            {block}(&a, c, n, p, d, {lib.FUSED_PARTS[kind][4]});",
+                f"            {block}(&a, c, n, p, d, blk_rq);",
                 "            hal_fork(pw_part, p);",
+                *(["            hal_dma_wait(&w2);"] if late else []),
                 "            hal_fork(dw_part, d);",
                 "        }"]
     if epilogue is not None:

@@ -124,7 +124,13 @@ def group_features(first, second, graph, ft, cores):
 # computes at its own speed). Chosen by leaving each fused sweep out in
 # turn on gap8: with a per channel-column term too, or without `step`, the
 # held-out pairs' decisions were no better and their errors larger.
-SAVING = ("step", "inter_bytes", "chan_blocks", "macs")
+# extra_bands (bands after the first: each band's DMA set-up, forks, and in
+# a PW->DW step the pointwise's halo rows again) was added on pulp_open,
+# where a fused step in one band runs 1-3% faster than its layers and one
+# of several bands of 1-2 rows up to 34% slower: with it that fit's median
+# error went from 3.5% to 1.8% (DW->PW) and 5.7% to 4.1% (PW->DW). A
+# coefficients file fitted before it has no such term (0).
+SAVING = ("step", "inter_bytes", "chan_blocks", "macs", "extra_bands")
 
 
 def _blocks(ft):
@@ -141,7 +147,8 @@ def saving_features(first, second, graph, ft):
     extra = _blocks(ft) - 1
     # bands: not a saving term, the range the fit saw (fusion/costs.py)
     return {"step": 1, "inter_bytes": graph.tensor(first.output).nbytes, "chan_blocks": C * extra,
-            "macs": ir.macs(first, graph) + ir.macs(second, graph), "bands": len(ft["bands"])}
+            "macs": ir.macs(first, graph) + ir.macs(second, graph), "extra_bands": len(ft["bands"]) - 1,
+            "bands": len(ft["bands"])}
 
 
 def fitted(coefs, ft):

@@ -8,7 +8,10 @@ pointwise needs every depthwise channel of a pixel). Its L1 working set:
     + A(k * fd * Wo * C)                            intermediate
     + A(cores * ((fd - 1) * sh + kh) * kw)          per-core depthwise stripe
                                                     (PULP-NN's; the reference
-                                                    kernel leaves it unused)
+                                                    kernel leaves it unused;
+                                                    with dw_pw_plane, each
+                                                    core's padded plane of the
+                                                    block's rows: _dw_plane)
 
 k depends on the library's fused scheme (its codegen adapter's FUSED_SCHEME,
 given to the tiler as target["fused_scheme"]): `per_core` (the reference
@@ -100,9 +103,28 @@ def _bytes(pair, target, th, in_h, fd, buffering):
     intermediate = _mid_copies(target) * fd * pw["out"][1] * dw["in"][2]
     if scheme(target) == "layers":
         scratch = layers_scratch(pair, target)
+    elif _dw_plane(pair, target):
+        scratch = target["cores"] * (max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * _plane_w(dw) + 4)
     else:
         scratch = target["cores"] * max(0, (fd - 1) * dw["stride"][0] + dw["kernel"][0]) * dw["kernel"][1]
     return _parts(dw, pw, target, th, in_h, intermediate, scratch, buffering)
+
+
+def _plane_w(dw):
+    """The depthwise input's padded width."""
+    return dw["in"][1] + dw["pad"][1] + dw["pad"][3]
+
+
+def _dw_plane(pair, target):
+    """The shared DW->PW scheme on a library whose 3x3 depthwise has a
+    faster path with each core's whole padded plane of the block's rows
+    (PULP-NN's Xpulp path, target["fused_scheme"]["dw_pw_plane"]): the
+    tiler reserves the planes, as the layer's own tiling does. With only
+    the stripes the fused depthwise ran the slow stripe path, 1.6x its
+    layer's cycles on pulp_open (GVSoC, dscnn_kws dw1)."""
+    dw = pair["dw"]
+    return (scheme(target) == "shared" and bool(target.get("fused_scheme", {}).get("dw_pw_plane"))
+            and tuple(dw["kernel"]) == (3, 3) and dw["stride"][0] <= 3)
 
 
 def _fused_result(pair, target, kind, layers, scheme_name, th, fd, buffering, feasible, reason, l1_bytes):
@@ -203,6 +225,8 @@ def solve_dw_pw(pair, target):
                           * words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
              + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
              + (align_up(fixed["scratch"], a) if scheme(target) == "layers"
+                else words("stripe", fd * (cores * sh * _plane_w(dw)) + cores * ((kh - sh) * _plane_w(dw) + 4), hi)
+                if _dw_plane(pair, target)
                 else words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi)))
     m.add(total <= budget)
     even = _even_band(m, th, cores)
@@ -252,7 +276,10 @@ def _aligned(m, name, x, hi, a):
 # pointwise's halo rows), then the largest fd (fewer blocks: each re-reads
 # the band's input and, shared, forks twice), then a band height that is a
 # multiple of the core count; with the `layers` scheme the largest fd first,
-# then the tallest band.
+# then the tallest band; with the `shared` scheme the fewest blocks in all
+# (bands x channel blocks), then the fewest bands, then the largest fd, then
+# the tallest band (a taller band of as many bands recomputes no fewer halo
+# rows and only costs channels per block).
 #
 # The `layers` scheme (CMSIS-NN, one core: kernels/cmsis_nn/fused.c) runs
 # the library's pointwise and depthwise on a compact fd-channel tensor; its
@@ -317,7 +344,7 @@ def solve_pw_dw(pair, target):
     _, Wo, _ = dw["out"]
     m = cp_model.CpModel()
     H = pair["pw"]["in"][0]
-    th, in_h = _band_vars(m, table, Ho, H)
+    th, in_h, nb, _ = _band_vars(m, table, Ho, H, counts=True)
     fd = m.new_int_var(1, whole_fd, "fd")
     if shared:
         # a multiple of the quantum, or every channel
@@ -359,6 +386,21 @@ def solve_pw_dw(pair, target):
         # in 22-row bands ran 4.9x the layers apart; fd 96, shorter bands,
         # faster than apart)
         m.maximize(fd * (2 * (Ho + 1)) + th * 2 + even)
+    elif shared:
+        # the fewest blocks in all (bands x channel blocks: each forks twice
+        # and pays the pointwise's and the depthwise's per-call setup again,
+        # about 3 k cycles on GVSoC, as much as a pointwise halo row of a
+        # 32x32x16 -> 32 layer), then the fewest bands (each recomputes the
+        # pointwise's halo rows), then the most channels per block, then the
+        # tallest band (measured on pulp_open, mbv1_025_128's pw3+dw4: 2
+        # bands of 4 blocks ran +13.6% against its layers apart)
+        nblk = m.new_int_var(1, whole_fd, "blocks")
+        m.add_division_equality(nblk, fd + (whole_fd - 1), fd)
+        steps = m.new_int_var(1, Ho * whole_fd, "steps")
+        m.add_multiplication_equality(steps, [nb, nblk])
+        w_fd = 2 * (Ho + 1)
+        w_nb = w_fd * (whole_fd + 1)
+        m.maximize((Ho * whole_fd - steps) * (w_nb * (Ho + 1)) + (Ho - nb) * w_nb + fd * w_fd + th * 2 + even)
     else:
         m.maximize(th * (2 * (whole_fd + 1)) + fd * 2 + even)
     return _solved(m, pair, target, _pw_dw_result, th, fd, total, buffering, table)
