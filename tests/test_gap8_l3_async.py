@@ -37,7 +37,8 @@ def test_activations_in_l3_move_asynchronously_bit_exact(tmp_path):
     _need_tools(_target())
     target, model = _small_gap8(tmp_path)
     out = tmp_path / "out"
-    res = scons(f"target={target}", f"model={model}", out=out, timeout=1800)
+    # layers apart: a fused step keeps its tensors out of L3 (memplan)
+    res = scons(f"target={target}", f"model={model}", "fusion=none", out=out, timeout=1800)
     assert res.returncode == 0, f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
     d = out / "gap8_small" / "tiny48"
     rep = json.loads((d / "report.json").read_text())

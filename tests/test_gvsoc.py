@@ -168,8 +168,10 @@ def test_network_on_gvsoc_is_bit_exact_with_cycles(tmp_path, model):
 @pytest.mark.slow
 def test_one_core_and_eight_cores_agree(tmp_path):
     out = tmp_path / "out"
+    # layers apart on both: the cost model may fuse differently for one and
+    # eight cores, and a fused step's inner output is never checksummed
     for name in ("pulp_open", "pulp_open_1core"):
-        scons("target=" + name, "model=tiny", out=out, check=True)
+        scons("target=" + name, "model=tiny", "fusion=none", out=out, check=True)
     one, eight = run_log(out, "pulp_open_1core", "tiny"), run_log(out, "pulp_open", "tiny")
     assert [l["fnv"] for l in one["layers"]] == [l["fnv"] for l in eight["layers"]]
     assert one["outputs"] == eight["outputs"]

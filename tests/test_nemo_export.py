@@ -273,7 +273,9 @@ def test_firmware_is_bit_exact(exports, tmp_path, target, lib):
     convolution and the fully connected layer (int32 output), floor
     rounding, wide add and divisor included."""
     folder = os.path.dirname(exports["chw"][0])
-    res = scons(f"target={target}", f"model={_model_yaml(folder)}", "-j2", out=str(tmp_path))
+    # layers apart: a fused step's inner outputs never reach L2, so they
+    # could not be compared with the reference files
+    res = scons(f"target={target}", f"model={_model_yaml(folder)}", "fusion=none", "-j2", out=str(tmp_path))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     rep = json.load(open(os.path.join(str(tmp_path), target, "nemo_export", "report.json")))
     assert rep["verdict"] == rep["verdict_golden"] == "pass" and rep["reference"]["verdict"] == "pass"
