@@ -371,7 +371,9 @@ def test_selector_chooses_exactly_in_a_pw_dw_pw_chain():
     chosen = [c for c in s["candidates"] if c["chosen"]]
     assert len(chosen) == 1
     other = [c for c in s["candidates"] if not c["chosen"]][0]
-    assert other["fusable"] and other["why_apart"]
+    # it saves bytes too: its reason names the overlapping group chosen instead
+    assert other["fusable"] and other["fused_bytes"] < other["unfused_bytes"]
+    assert f"shares a layer with {chosen[0]['group']}, chosen instead" in other["why_apart"]
 
 
 def test_pw_dw_band_wise_golden_equals_layers_apart():

@@ -115,9 +115,13 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                           f"({costs['source']}); {reason}")
             steps.append({"step": group, "kind": e["kind"], "layers": list(layers),
                           "activation_transfer_bytes": e["fused_bytes"], "reason": reason})
+    # the layer -> the group chosen over it (an overlapping candidate that lost
+    # the chain's program says so, not that it saves nothing)
+    taken = {n: e["group"] for e in recorded if e.get("chosen") for n in e["layers"]}
     for e in recorded:
         if not e.get("chosen"):
             e["chosen"] = False
+            rival = next((taken[n] for n in e["layers"] if n in taken), None)
             if policy == "none":
                 e["why_apart"] = "fusion=none"
             elif not e["fusable"]:
@@ -126,6 +130,11 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 e["why_apart"] = (costs or {}).get("none", "no cost estimates")
             elif policy == "min_latency" and "held" in e:
                 e["why_apart"] = e.pop("held")
+            elif rival is not None and policy in ("min_latency", "min_transfer"):
+                what = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} apart"
+                        if policy == "min_latency" else f"moves {e['fused_bytes']} of {e['unfused_bytes']} bytes")
+                e["why_apart"] = (f"{what}, but shares a layer with {rival}, chosen instead (the chain's total is "
+                                  f"lower with it)")
             elif policy == "min_latency":
                 e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']}, not fewer than "
                                   f"{e['unfused_estimate']} apart ({costs['source']})")
