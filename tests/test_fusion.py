@@ -565,12 +565,13 @@ def test_fused_fit_recovers_the_saving_it_was_made_from():
     from tessera.cost import fused_fit
     from tessera.cost.fused import TERMS
     rng = np.random.default_rng(3)
-    shared = {"dma": 0.9, "stripe": -3.0, "cols": -130.0, "halo_macs": -7.0, "pw_pix": -80.0}
+    shared = {"dma": 0.9, "inter_bytes": 5.0, "stripe": -3.0, "cols": -130.0, "halo_macs": -7.0, "pw_pix": -80.0}
     step = {"dw_pw": 5000.0, "pw_dw": -20000.0}
     samples = []
     for kind in step:
         for i in range(30):
-            f = {"step": 1, "dma": int(rng.integers(50000, 2000000)), "stripe": int(rng.integers(0, 8)) * 4608,
+            f = {"step": 1, "dma": int(rng.integers(50000, 2000000)), "inter_bytes": int(rng.integers(2000, 200000)),
+                 "stripe": int(rng.integers(0, 8)) * 4608,
                  "cols": int(rng.integers(0, 8)) * 768, "pw_pix": int(rng.integers(0, 6)) * 1024,
                  "halo_macs": int(rng.integers(0, 4)) * 30000 if kind == "pw_dw" else 0, "bands": 1}
             apart = 3 * f["dma"] + 400000
