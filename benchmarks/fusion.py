@@ -8,7 +8,11 @@ also counts the harness's per-layer checks, see build()) and the change against 
 paper's Table 2 (its activation-transfer change, min_latency / min_transfer).
 
     .venv/bin/python benchmarks/fusion.py [--targets gap8 stm32h7] [--models mbv1_025_128 dscnn_kws]
-                                          [--cost model|measured] [--out DIR]
+                                          [--cost model|measured] [--pw-dw auto|rows|channels]
+                                          [--out DIR]
+
+--pw-dw builds each model from a copy of its YAML with that fusion_pw_dw
+(the PW->DW steps' layout; the bundled YAMLs leave it at auto).
 
 The count is the sum of the per-layer counts (each step's own run, as
 the selector compares them), not the harness's total: that total also
@@ -37,9 +41,24 @@ POLICIES = ("none", "min_latency", "min_transfer")
 MODELS = ("mbv1_025_128", "mbv1_025_224", "mbv1_025_96", "mbv2_025_128", "mbv2_025_224", "dscnn_kws")
 
 
-def build(out, target, model, policy, cost):
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}",
-           f"fusion={policy}", f"fusion_cost={cost}"]
+def model_yaml(out, model, pw_dw):
+    """The bundled model's YAML with fusion_pw_dw set, under out (same
+    name, so the build directory is <out>/<target>/<model>)."""
+    if pw_dw is None:
+        return model
+    folder = os.path.join(out, f"models-{pw_dw}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(ROOT, "models", f"{model}.yaml")) as f:
+        text = f.read()
+    path = os.path.join(folder, f"{model}.yaml")
+    with open(path, "w") as f:
+        f.write(text.rstrip("\n") + f"\nfusion_pw_dw: {pw_dw}\n")
+    return path
+
+
+def build(out, target, model, policy, cost, pw_dw=None):
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}",
+           f"model={model_yaml(out, model, pw_dw)}", f"fusion={policy}", f"fusion_cost={cost}"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         # a model that does not fit the target is one line (tessera: error: ...); anything else stops here
@@ -77,6 +96,8 @@ def main():
     ap.add_argument("--cost", default="model", choices=("model", "measured"), help="min_latency's fusion_cost")
     ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES,
                     help="none is always built (the baseline)")
+    ap.add_argument("--pw-dw", default=None, choices=("auto", "rows", "channels"),
+                    help="the models' fusion_pw_dw (PW->DW layout)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="tessera-fusion-")
@@ -85,7 +106,7 @@ def main():
     for target in args.targets:
         for model in args.models:
             policies = ["none"] + [p for p in args.policies if p != "none"]
-            res = {p: build(out, target, model, p, args.cost) for p in policies}
+            res = {p: build(out, target, model, p, args.cost, args.pw_dw) for p in policies}
             base = res["none"]
             for p in policies:
                 r = res[p]

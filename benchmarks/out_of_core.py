@@ -9,7 +9,8 @@ latency against unlimited SRAM and its pipelined throughput.
     .venv/bin/python benchmarks/out_of_core.py [--models vgg16_64 mbv1_128 alexnet_64] [--out generated]
         [--what-if-read-bandwidth 25000000]
     .venv/bin/python benchmarks/out_of_core.py --target stm32f746_sd_sched --models mbv1_128 alexnet_64
-        (the firmware executes the scheduler's program: the target keeps SRAM for its tile pools)
+        (the program with dedicated pools: the target keeps SRAM for them; on stm32f746_sd
+        the pools take the activation arena's free bytes, phase by phase)
 
 --what-if-read-bandwidth re-runs the scheduler on each build's own problem
 (its tiles, transfers and measured compute) with the card read at that many
@@ -106,7 +107,9 @@ def main():
         if fw and fw["program"] == "in order":
             print(f"  firmware runs: the in-order program ({fw['why']})")
         elif fw:
-            print(f"  firmware runs: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops; pools "
+            where = (f"{len(fw['phases'])} phases in the arena's free bytes, the largest pools" if fw.get("phases")
+                     else "dedicated pools")
+            print(f"  firmware runs: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops; {where} "
                   f"{fw['pools']}): {fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited; "
                   f"in order (every transfer, then the compute, nothing overlapped) {fw['in_order_ms']} ms; "
                   f"ops the firmware counted equal the program's: {fw['ops'] == fw.get('counted')}")

@@ -2,6 +2,7 @@
 running tessera's SCons build in a scratch output directory."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,33 @@ def scons(*args, out, check=False, timeout=3600, env=None):
     if check and res.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed ({res.returncode}):\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
     return res
+
+
+def hal_lines(text):
+    """A HAL self-test's output (tests/c/*_hal_test.c, hal_cluster_test.c)
+    as {check: [values]}, from its `HAL <check> <values>` lines."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"HAL (\S+)\s*(.*)", line.strip())
+        if m:
+            out[m.group(1)] = m.group(2).split()
+    return out
+
+
+def chain_graph(op, hw, c, k, s, pad, co, rq):
+    """x -> pointwise -> m -> `op` (kernel k, stride s, pad) -> y, square
+    tensors, rq(channels) each layer's requantization: m is consumed by the
+    layer under test alone, so it may run in place or be overlapped (x, the
+    network's input, never is)."""
+    from tessera.ir import Graph, Layer, Tensor
+
+    ho = (hw + pad[0] + pad[2] - k) // s + 1
+    co = c if op == "depthwise" else co
+    tensors = {"x": Tensor("x", [hw, hw, c]), "m": Tensor("m", [hw, hw, c]), "y": Tensor("y", [ho, ho, co])}
+    layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(c)),
+              Layer("l1", op, ["m"], "y", kernel=[k, k], stride=[s, s], pad=list(pad), input_offset=0,
+                    weights="l1.w", bias="l1.b", requant=rq(co))]
+    return Graph("g", "test", tensors, layers, ["x"], ["y"])
 
 
 def one_error(res):

@@ -53,26 +53,29 @@ def test_ctrl_c_during_tiling_stops_and_the_rebuild_equals_a_clean_build(tmp_pat
     assert filecmp.cmp(plan, clean / "host" / model / "memplan.json", shallow=False)
 
 
-def _small_model(path):
+def _small_model(tmp_path):
+    """A quantized conv + relu, tmp_path/net.onnx, and its model YAML
+    (returned)."""
     rng = np.random.default_rng(3)
     nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
              helper.make_node("Relu", ["c"], ["output"], name="relu")]
     model = float_model(nodes, {"w": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b": rng.standard_normal(8) * 0.1},
                         [1, 3, 8, 8], [1, 8, 8, 8])
-    quantize(model, path)
+    quantize(model, tmp_path / "net.onnx")
+    yml = tmp_path / "net.yaml"
+    yml.write_text("description: a small conv\nonnx: net.onnx\ninput: {seed: 0}\n")
+    return yml
 
 
 def test_a_failed_build_leaves_no_stale_success(tmp_path):
-    onnx_path = tmp_path / "net.onnx"
-    _small_model(onnx_path)
-    yml = tmp_path / "net.yaml"
-    yml.write_text("description: a small conv\nonnx: net.onnx\ninput: {seed: 0}\n")
+    yml = _small_model(tmp_path)
     out = tmp_path / "out"
     scons("target=host", f"model={yml}", out=out, check=True)
     outdir = out / "host" / "net"
     assert (outdir / ".passed").exists() and (outdir / "report.json").exists()
 
     # the model breaks: the build fails in one line and the old success is gone
+    onnx_path = tmp_path / "net.onnx"
     onnx_path.write_bytes(onnx_path.read_bytes()[:200])
     line = one_error(scons("target=host", f"model={yml}", out=out))
     assert "net.onnx" in line
@@ -83,10 +86,7 @@ def test_a_failed_build_leaves_no_stale_success(tmp_path):
 def test_a_failed_step_after_a_pass_retracts_the_success(tmp_path):
     # a passing build, then an L1 too small for any tile: the tiling step
     # fails during the build (not while SConstruct is read)
-    onnx_path = tmp_path / "net.onnx"
-    _small_model(onnx_path)
-    yml = tmp_path / "net.yaml"
-    yml.write_text("description: a small conv\nonnx: net.onnx\ninput: {seed: 0}\n")
+    yml = _small_model(tmp_path)
     target = tmp_path / "tiny_l1.yaml"
     with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
         host = f.read()

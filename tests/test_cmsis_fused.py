@@ -1,10 +1,13 @@
 """The CMSIS-NN fused kernels (kernels/cmsis_nn/fused.c: tsr_cmsis_dw_pw,
-tsr_cmsis_pw_dw) against the golden model's two layers run apart, bit for
+tsr_cmsis_pw_dw, tsr_cmsis_pw_dw_rows) against the golden model's two layers run apart, bit for
 bit, on random tiles: any depthwise geometry CMSIS-NN takes (kernel 1..5,
 stride 1..2, padding below the kernel), both layers' CMSIS-NN
 requantizations drawn independently (per channel or per tensor), any block
-size fd (rows for DW->PW, channels for PW->DW, so the PW->DW copy of a
-compact output block into its channels runs too).
+size fd (rows for DW->PW and PW->DW row-wise, channels for PW->DW, so the
+PW->DW copy of a compact output block into its channels runs too). The
+row-wise PW->DW cases also run split into row bands as a fused step calls
+them (each band its input rows, halo included, and its own top and bottom
+padding; bands computed here from the geometry, not by the tiler).
 
 Scratch and buffers are exactly what the fused tiler's `layers` scheme
 reserves (fusion/tiler.py: the two layers' library.yaml scratch for every
@@ -45,6 +48,11 @@ class FusedCase:
     @property
     def fn(self):
         return f"tsr_cmsis_{self.kind}"
+
+    @property
+    def args(self):
+        """The argument struct's kind (row-wise PW->DW takes pw_dw's)."""
+        return self.kind.removesuffix("_rows")
 
 
 def _layer(x, w, bias, g, off, rq, out_shape):
@@ -110,6 +118,55 @@ def pw_dw_case(rng, g=None, Ci=None, C=None, fd=None):
     return FusedCase("pw_dw", layers, fd, _scratch(C, C, Ci, g), buf, y)
 
 
+def pw_dw_rows_case(rng, g=None, Ci=None, C=None, fd=None):
+    """A random row-wise PW->DW case: fd depthwise output rows per block, the
+    shifted buffer of (fd - 1) * sh + kh pointwise rows, the channel-wise
+    step's scratch."""
+    g = g or _geometry(rng, max_hw=11)
+    Ci, C = Ci or _channels(rng, 20), C or _channels(rng, 20)
+    x = rng.integers(-128, 128, size=(g["in_h"], g["in_w"], Ci)).astype(np.int8)
+    w1, b1, off1, rq1, mid = _pw(rng, x, C)
+    w2, b2, off2, rq2, y = _dw(rng, mid, g)
+    fd = fd or int(rng.integers(1, g["out_h"] + 1))
+    buf = ((fd - 1) * g["sh"] + g["kh"]) * g["in_w"] * C
+    layers = [_layer(x, w1, b1, ONE, off1, rq1, mid.shape), _layer(mid, w2, b2, g, off2, rq2, y.shape)]
+    return FusedCase("pw_dw_rows", layers, fd, _scratch(C, C, Ci, g), buf, y)
+
+
+def in_bands(case, th):
+    """A row-wise PW->DW case as bands of th output rows: per band the
+    input rows its windows read (inside the map) and the padding left at
+    its top and bottom, the expected rows sliced from the whole map's."""
+    first, second = case.layers
+    f = second["fields"]
+    H, Ho = first["fields"]["in_h"], f["out_h"]
+    parts = []
+    for o0 in range(0, Ho, th):
+        oh = min(th, Ho - o0)
+        v0, v1 = o0 * f["sh"] - f["pad_t"], (o0 + oh - 1) * f["sh"] - f["pad_t"] + f["kh"] - 1
+        i0, i1 = max(v0, 0), min(v1, H - 1)
+        a = {**first, "arrays": {**first["arrays"], "in": first["arrays"]["in"][i0:i1 + 1]},
+             "fields": {**first["fields"], "in_h": i1 - i0 + 1, "out_h": i1 - i0 + 1}}
+        b = {**second, "fields": {**f, "in_h": i1 - i0 + 1, "out_h": oh, "pad_t": i0 - v0, "pad_b": v1 - i1}}
+        parts.append(FusedCase(case.kind, [a, b], min(case.fd, oh), case.scratch, case.buf,
+                               case.expected[o0:o0 + oh]))
+    return parts
+
+
+def rows_cases(count, seed):
+    """Row-wise PW->DW cases, every other one split into bands (2 or more)."""
+    rng = np.random.default_rng(seed)
+    got = []
+    for i in range(count):
+        case = pw_dw_rows_case(rng)
+        Ho = case.expected.shape[0]
+        if i % 2 and Ho > 1:
+            got += in_bands(case, int(rng.integers(1, Ho)))
+        else:
+            got.append(case)
+    return got
+
+
 def fused_cases(count, seed):
     rng = np.random.default_rng(seed)
     return [(dw_pw_case if i % 2 == 0 else pw_dw_case)(rng) for i in range(count)]
@@ -162,7 +219,12 @@ def run_host(lib, case):
 
 
 def test_fused_kernels_match_two_layers_on_host(host_lib):
-    for i, case in enumerate(fused_cases(400, seed=11)):
+    rows = rows_cases(300, seed=13)
+    # the row-wise cases cover stride 1 and 2 with several blocks (rows kept
+    # and shifted), and maps split into bands (300 maps, more calls)
+    dws = [(c.layers[1]["fields"], c.fd) for c in rows]
+    assert {f["sh"] for f, fd in dws if fd < f["out_h"]} == {1, 2} and len(rows) > 300
+    for i, case in enumerate(fused_cases(400, seed=11) + rows):
         got = run_host(host_lib, case)
         if not np.array_equal(got, case.expected):
             bad = np.argwhere(got != case.expected)[0]
@@ -198,7 +260,7 @@ def harness_source(case_list):
 """]
     calls = []
     for i, c in enumerate(case_list):
-        body = [f"    tsr_{c.kind}_args_t a;\n    memset(&a, 0, sizeof a);"]
+        body = [f"    tsr_{c.args}_args_t a;\n    memset(&a, 0, sizeof a);"]
         names = ("dw", "pw") if c.kind == "dw_pw" else ("pw", "dw")
         for j, (part, layer) in enumerate(zip(names, c.layers)):
             p = f"c{i}_{part}_"
@@ -231,7 +293,7 @@ def harness_source(case_list):
 
 @pytest.mark.qemu
 def test_fused_kernels_match_two_layers_under_qemu(tmp_path):
-    case_list = fused_cases(60, seed=12)
+    case_list = fused_cases(60, seed=12) + rows_cases(30, seed=14)
     results = run_harness(case_list, "stm32h7", tmp_path, source=harness_source(case_list))
     assert len(results) == len(case_list)
     bad = [line for _, ok, _, _, line in results.values() if not ok]

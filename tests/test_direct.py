@@ -9,6 +9,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers import chain_graph
 from tessera import direct, hazard, memplan
 from tessera.ir import Graph, Layer, Requant, Tensor
 
@@ -24,14 +25,7 @@ def rq(n):
 
 
 def graph3(op, hw, c, k, s, pad, co):
-    """x -> pointwise -> m -> `op` -> y: m is consumed by the layer under test."""
-    ho = (hw + pad[0] + pad[2] - k) // s + 1
-    co = c if op == "depthwise" else co
-    tensors = {"x": Tensor("x", [hw, hw, c]), "m": Tensor("m", [hw, hw, c]), "y": Tensor("y", [ho, ho, co])}
-    layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(c)),
-              Layer("l1", op, ["m"], "y", kernel=[k, k], stride=[s, s], pad=list(pad), input_offset=0,
-                    weights="l1.w", bias="l1.b", requant=rq(co))]
-    return Graph("g", "test", tensors, layers, ["x"], ["y"])
+    return chain_graph(op, hw, c, k, s, pad, co, rq)
 
 
 def tilings(graph):

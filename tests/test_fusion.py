@@ -308,16 +308,24 @@ def brute_force_rows(pair, tgt):
     if Ho in table and ftiler._rows_bytes(pair, tgt, Ho, table[Ho][2], most, 1)["total"] <= budget:
         return Ho, most, 1
     best = None
+    per_band, per_block = ftiler.rows_overhead(pair)
     for th in table:
         for fd in range(1, (th if shared else -(-th // cores)) + 1):
             if ftiler._rows_bytes(pair, tgt, th, table[th][2], fd, 2)["total"] <= budget:
-                best = max(best or (th, fd, th % cores == 0), (th, fd, th % cores == 0))
-    return None if best is None else (best[0], best[1], 2)
+                key = (th, fd, th % cores == 0)
+                if tgt["fused_scheme"]["pw_dw"] == "layers":
+                    # the fewest estimated extra instructions first: every band's
+                    # halo, every row block's calls (the bands as the fused step runs them)
+                    n, border = table[th][:2]
+                    blocks = (n - 1) * -(-th // fd) + -(-border // fd)
+                    key = (-(n * per_band + blocks * per_block),) + key
+                best = max(best or key, key)
+    return None if best is None else (best[-3], best[-2], 2)
 
 
 @given(h=st.integers(3, 16), w=st.integers(3, 10), ci=st.integers(1, 12), cm=st.integers(1, 24),
        k=st.sampled_from([1, 3, 5]), s=st.integers(1, 2), cores=st.sampled_from([1, 2, 8]),
-       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared"]))
+       budget=st.integers(200, 6000), scheme=st.sampled_from(["per_core", "shared", "layers"]))
 @settings(max_examples=80, deadline=None)
 def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget, scheme):
     """The row-wise (shifted buffer) PW->DW tiler against enumeration; the
@@ -336,10 +344,34 @@ def test_pw_dw_rows_tiler_matches_enumeration(h, w, ci, cm, k, s, cores, budget,
     either, ch = fusion.solve_dw_pw(pair, tgt), ftiler.solve_pw_dw(pair, tgt)
     # auto: channel-wise when it fits, else row-wise when that fits
     want_layout = None if ch["feasible"] or not got["feasible"] else "rows"
+    if scheme == "layers" and ch["feasible"] and got["feasible"]:
+        # both fit: row-wise where fewer estimated extra instructions (per band
+        # the halo, per row block the calls; channel-wise: one set-up a band)
+        per_band, per_block = ftiler.rows_overhead(pair)
+        blocks = sum(-(-b["oh"] // got["fd"]) for b in got["bands"])
+        rows_cost = len(got["bands"]) * per_band + blocks * per_block
+        want_layout = "rows" if rows_cost < len(ch["bands"]) * (per_band + per_block) else None
     assert either.get("layout") == want_layout and either["feasible"] == (ch["feasible"] or got["feasible"])
     # fusion_pw_dw: rows, row-wise when it fits
     tgt["fused_scheme"]["pw_dw_layout"] = "rows"
     assert fusion.solve_dw_pw(pair, tgt).get("layout") == ("rows" if got["feasible"] else None)
+
+
+def test_auto_takes_rows_on_cmsis_nn_where_channel_wise_needs_more_bands():
+    """On CMSIS-NN (`layers`), fusion_pw_dw: auto compares the two PW->DW
+    tilings: a 16x10 map of 24 channels and a 5x5 depthwise in 9000 bytes
+    runs channel-wise in more bands (each recomputing 4 halo rows of the
+    pointwise) than row-wise, whose few row blocks cost less: row-wise. With
+    the whole pair in one band both layouts are one block: channel-wise."""
+    g = chain_graph(16, 10, 12, 24, 4, 5, 1, pad=2)
+    pair = fusion.pair_view(g, "pw1", "dw")
+    tgt = target(9000, 1, pw_dw="layers")
+    ch, rows = ftiler.solve_pw_dw(pair, tgt), ftiler.solve_pw_dw_rows(pair, tgt)
+    assert ch["feasible"] and rows["feasible"] and len(ch["bands"]) > len(rows["bands"])
+    assert fusion.solve_dw_pw(pair, tgt).get("layout") == "rows"
+    roomy = target(200000, 1, pw_dw="layers")
+    whole = fusion.solve_dw_pw(pair, roomy)
+    assert len(whole["bands"]) == 1 and whole.get("layout") is None
 
 
 def chain_schedule(g, policy, budget, tilings_budget=64000):
@@ -373,7 +405,7 @@ def test_selector_chooses_exactly_in_a_pw_dw_pw_chain():
     other = [c for c in s["candidates"] if not c["chosen"]][0]
     # it saves bytes too: its reason names the overlapping group chosen instead
     assert other["fusable"] and other["fused_bytes"] < other["unfused_bytes"]
-    assert f"shares a layer with {chosen[0]['group']}, chosen instead" in other["why_apart"]
+    assert f"the chosen groups it overlaps ({chosen[0]['group']}) save more" in other["why_apart"]
 
 
 def test_pw_dw_band_wise_golden_equals_layers_apart():

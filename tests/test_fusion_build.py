@@ -93,8 +93,12 @@ def test_fused_tiny_is_bit_exact_and_moves_what_the_selector_counted(tmp_path):
     assert mid not in plan["activations"]["offsets"]
     moved = [d[0] for d in verdict["dma"]]      # the activation engine's bytes per layer
     assert moved[2] == 0                       # pw1 ran inside dw1's step
+    # (and tiny's add inside branch's step: an add epilogue, test_add_epilogue.py)
+    names = [layer["name"] for layer in graph["layers"]]
+    inside = {n for s in sched["steps"] for n in s["layers"][1:]}
+    assert inside == {"pw1", "add"}
     per_step = [s["activation_transfer_bytes"] for s in sched["steps"]]
-    assert [m for i, m in enumerate(moved) if i != 2] == per_step
+    assert [m for n, m in zip(names, moved) if n not in inside] == per_step
     assert sum(moved) == sched["totals"]["activation_transfer_bytes"] < sched["totals"]["unfused_activation_transfer_bytes"]
     assert "fused step dw1+pw1" in (net / "src" / "dw1.c").read_text()
 
@@ -210,8 +214,12 @@ def test_fused_on_stm32h7_under_qemu_is_bit_exact(tmp_path):
         net = out / "stm32h7" / model
         assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
         sched = json.loads((net / "schedule.json").read_text())
-        kinds = {s["kind"] for s in sched["steps"] if len(s["layers"]) == 2}
+        kinds = {s["kind"] for s in sched["steps"] if s["kind"] in ("dw_pw", "pw_dw")}
         assert kinds == {"dw_pw", "pw_dw"} if policy == "min_transfer" else kinds, (policy, kinds)
+        # (and every residual add runs as an epilogue: tests/test_add_epilogue.py)
+        adds = {x["name"] for x in json.loads((net / "graph.json").read_text())["layers"] if x["op"] == "add"}
+        inside = {n for s in sched["steps"] if s["kind"] in ("add", "dw_pw_add") for n in s["layers"]}
+        assert policy != "min_transfer" or adds <= inside
         code = "".join(p.read_text() for p in (net / "src").glob("*.c"))
         assert all(f"tsr_cmsis_{kind}(" in code for kind in kinds)
 
@@ -261,6 +269,40 @@ def test_pulp_nn_pw_dw_steps_are_bit_exact(tmp_path, name, l1, b2_layout):
     b2 = next(f for f in fused if f["group"] == "b2_expand+b2_dw")
     assert len(b2["bands"]) > 1 and b2.get("layout") == b2_layout
     assert b2["fd"] < (b2["band_h"] if b2_layout == "rows" else 48)
+
+
+@pytest.mark.qemu
+def test_cmsis_nn_pw_dw_row_wise_on_stm32h7_is_bit_exact(tmp_path):
+    """CMSIS-NN's row-wise PW->DW steps (tsr_cmsis_pw_dw_rows: the library's
+    1x1 convolution of each block's new rows into the shifted buffer, then
+    its depthwise): with DTCM shrunk to 24000 bytes and fusion_pw_dw: rows,
+    the stride-2 pair runs in several bands of several row blocks, and the
+    network stays bit-exact under QEMU."""
+    import shutil
+    from tessera import config
+    target = config.load_target(os.path.join(ROOT, "targets", "stm32h7.yaml"), "stm32h7")
+    missing = [p for p in (target["toolchain"]["cc"], target["runner"]["program"]) if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    with open(os.path.join(ROOT, "targets", "stm32h7.yaml")) as f:
+        text = f.read()
+    assert "    size: 131072\n" in text
+    tpath, mpath = tmp_path / "stm32h7_small.yaml", tmp_path / "mbv2_small.yaml"
+    tpath.write_text(text.replace("    size: 131072\n", "    size: 24000\n", 1))
+    mpath.write_text(_SMALL_MBV2_ROWS)
+    out = tmp_path / "out"
+    scons(f"target={tpath}", f"model={mpath}", "fusion=min_transfer", out=out, check=True)
+    net = out / "stm32h7_small" / "mbv2_small"
+    assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+    sched = json.loads((net / "schedule.json").read_text())
+    fused = [json.loads((net / "tiling" / f"{s['step']}.fused.json").read_text())
+             for s in sched["steps"] if s.get("kind") == "pw_dw"]
+    rows = [f for f in fused if f.get("layout") == "rows"]
+    assert rows and all(f["scheme"] == "layers" for f in fused)
+    for f in rows:
+        assert "tsr_cmsis_pw_dw_rows(" in (net / "src" / f"{f['layers'][0]}.c").read_text()
+    b2 = next(f for f in rows if f["group"] == "b2_expand+b2_dw")
+    assert len(b2["bands"]) > 1 and b2["fd"] < b2["band_h"]     # rows kept and shifted, several bands
 
 
 def test_reference_pw_dw_row_wise_on_host_is_bit_exact(tmp_path):

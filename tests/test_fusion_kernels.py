@@ -11,8 +11,8 @@ import numpy as np
 from hypothesis import given, strategies as st
 
 from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, ConvArgs, RequantT, arrays, conv_struct,  # noqa: F401
-                              draw_bias, draw_rq, finish, geometry, int8s, lib, requants, run_case,
-                              share_rows)
+                              draw_bias, draw_rq, finish, geometry, header_layout, int8s, lib, requants, run_case,
+                              share_channels, share_rows)
 from test_pulp_nn_kernels import pnn  # noqa: F401
 from tessera.golden import ops
 
@@ -21,19 +21,38 @@ class DwPwArgs(ctypes.Structure):
     _fields_ = [("dw", ConvArgs), ("pw", ConvArgs), ("buf", POINTER(c_int8)), ("fd", c_int32)]
 
 
+def declare(fn, *argtypes):
+    fn.argtypes = list(argtypes)
+    fn.restype = None
+
+
+def poisoned_output(case, rng):
+    """The case's output buffer, filled with random bytes."""
+    size = case.expected.size * case.out_dtype.itemsize
+    return np.random.default_rng(int(rng.integers(2**31))).integers(0, 256, size=size, dtype=np.uint8)
+
+
+def run_blocks(block, args, total, fd, first, second, ncores, *extra):
+    """The shared scheme of the generated PULP-NN fused steps: per block of
+    fd (rows or channels) of `total`, block() fills two conv argument
+    structs, then `first` runs on every core on the one, `second` on the
+    other."""
+    a, b = ConvArgs(), ConvArgs()
+    for i in range(0, total, fd):
+        block(ctypes.byref(args), i, min(fd, total - i), ctypes.byref(a), ctypes.byref(b), *extra)
+        for fn, s in ((first, a), (second, b)):
+            for k in range(ncores):
+                fn(ctypes.byref(s), k, ncores)
+
+
+def assert_output(out, case):
+    np.testing.assert_array_equal(out.view(case.out_dtype).reshape(case.expected.shape), case.expected)
+
+
 def test_struct_layout(lib, tmp_path):
     """The ctypes mirror has the header's size (the fields are two conv
     structs, a pointer and an int, so the size pins the layout)."""
-    import subprocess
-    from test_ref_kernels import INCLUDE
-    src = tmp_path / "probe.c"
-    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tessera/kernels.h"\n'
-                   'int main(void){printf("%zu %zu %zu %zu", sizeof(tsr_dw_pw_args_t), '
-                   'offsetof(tsr_dw_pw_args_t, pw), offsetof(tsr_dw_pw_args_t, buf), '
-                   'offsetof(tsr_dw_pw_args_t, fd));return 0;}\n')
-    exe = tmp_path / "probe"
-    subprocess.run(["gcc", "-I", INCLUDE, str(src), "-o", str(exe)], check=True)
-    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    got = header_layout(tmp_path, "tsr_dw_pw_args_t", ["pw", "buf", "fd"])
     assert got == [ctypes.sizeof(DwPwArgs), DwPwArgs.pw.offset, DwPwArgs.buf.offset, DwPwArgs.fd.offset]
 
 
@@ -76,17 +95,14 @@ def dw_pw_cases(draw):
 @given(dw_pw_cases())
 @SETTINGS
 def test_dw_pw_matches_two_layers(lib, case):
-    lib.tsr_dw_pw.argtypes = [POINTER(DwPwArgs), c_int, c_int]
-    lib.tsr_dw_pw.restype = None
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    declare(lib.tsr_dw_pw, POINTER(DwPwArgs), c_int, c_int)
+    run_case(lib, *case)
 
 
 @given(dw_pw_cases())
 @SETTINGS
 def test_pulp_nn_dw_pw_matches_two_layers(pnn, case):
-    pnn.pnn_dw_pw.argtypes = [POINTER(DwPwArgs), c_int, c_int]
-    pnn.pnn_dw_pw.restype = None
+    declare(pnn.pnn_dw_pw, POINTER(DwPwArgs), c_int, c_int)
     c, ncores, rng = case
     c.fn = "pnn_dw_pw"
     run_case(pnn, c, ncores, rng)
@@ -100,25 +116,16 @@ def test_pulp_nn_shared_blocks_match_two_layers(pnn, case):
     fork), then the pointwise on every core, over one fd-row intermediate."""
     c, ncores, rng = case
     P = POINTER(ConvArgs)
-    pnn.pnn_dw_pw_block.argtypes = [POINTER(DwPwArgs), c_int32, c_int32, P, P]
-    pnn.pnn_dw_pw_block.restype = None
+    declare(pnn.pnn_dw_pw_block, POINTER(DwPwArgs), c_int32, c_int32, P, P)
     for fn in (pnn.pnn_depthwise, pnn.pnn_pointwise):
-        fn.argtypes = [P, c_int, c_int]
-        fn.restype = None
-    expected = c.expected
-    out = np.random.default_rng(int(rng.integers(2**31))).integers(
-        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+        declare(fn, P, c_int, c_int)
+    out = poisoned_output(c, rng)
     mid = np.zeros(max(1, c.scratch_bytes), dtype=np.int8)
     args, keep = c.build(out.ctypes.data, mid.ctypes.data_as(POINTER(c_int8)))
-    out_h, fd = expected.shape[0], args.fd
-    d, p = ConvArgs(), ConvArgs()
-    for y in range(0, out_h, fd):
-        pnn.pnn_dw_pw_block(ctypes.byref(args), y, min(fd, out_h - y), ctypes.byref(d), ctypes.byref(p))
-        for fn, a in ((pnn.pnn_depthwise, d), (pnn.pnn_pointwise, p)):
-            for k in range(ncores):
-                fn(ctypes.byref(a), k, ncores)
+    run_blocks(pnn.pnn_dw_pw_block, args, c.expected.shape[0], args.fd, pnn.pnn_depthwise, pnn.pnn_pointwise,
+               ncores)
     del keep
-    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)
+    assert_output(out, c)
 
 
 class PwDwArgs(ctypes.Structure):
@@ -126,24 +133,8 @@ class PwDwArgs(ctypes.Structure):
 
 
 def test_pw_dw_struct_layout(lib, tmp_path):
-    import subprocess
-    from test_ref_kernels import INCLUDE
-    src = tmp_path / "probe.c"
-    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tessera/kernels.h"\n'
-                   'int main(void){printf("%zu %zu %zu %zu", sizeof(tsr_pw_dw_args_t), '
-                   'offsetof(tsr_pw_dw_args_t, dw), offsetof(tsr_pw_dw_args_t, buf), '
-                   'offsetof(tsr_pw_dw_args_t, fd));return 0;}\n')
-    exe = tmp_path / "probe"
-    subprocess.run(["gcc", "-I", INCLUDE, str(src), "-o", str(exe)], check=True)
-    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    got = header_layout(tmp_path, "tsr_pw_dw_args_t", ["dw", "buf", "fd"])
     assert got == [ctypes.sizeof(PwDwArgs), PwDwArgs.dw.offset, PwDwArgs.buf.offset, PwDwArgs.fd.offset]
-
-
-def share_channels(shape, core, ncores):
-    chunk = -(-shape[-1] // ncores)
-    mask = np.zeros(shape[-1], dtype=bool)
-    mask[core * chunk:(core + 1) * chunk] = True
-    return np.broadcast_to(mask, shape)
 
 
 @st.composite
@@ -181,10 +172,8 @@ def pw_dw_cases(draw):
 @given(pw_dw_cases())
 @SETTINGS
 def test_pw_dw_matches_two_layers(lib, case):
-    lib.tsr_pw_dw.argtypes = [POINTER(PwDwArgs), c_int, c_int]
-    lib.tsr_pw_dw.restype = None
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    declare(lib.tsr_pw_dw, POINTER(PwDwArgs), c_int, c_int)
+    run_case(lib, *case)
 
 
 @given(pw_dw_cases(), st.sampled_from(["none", "short", "plane"]))
@@ -197,16 +186,12 @@ def test_pulp_nn_pw_dw_blocks_match_two_layers(pnn, case, scratch):
     too-small one (direct loop), or with a padded plane per core."""
     c, ncores, rng = case
     P = POINTER(ConvArgs)
-    pnn.pnn_pw_dw_block.argtypes = [POINTER(PwDwArgs), c_int32, c_int32, P, P, POINTER(RequantT)]
-    pnn.pnn_pw_dw_block.restype = None
+    declare(pnn.pnn_pw_dw_block, POINTER(PwDwArgs), c_int32, c_int32, P, P, POINTER(RequantT))
     for fn in (pnn.pnn_pointwise, pnn.pnn_depthwise_block):
-        fn.argtypes = [P, c_int, c_int]
-        fn.restype = None
-    expected = c.expected
-    out = np.random.default_rng(int(rng.integers(2**31))).integers(
-        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+        declare(fn, P, c_int, c_int)
+    out = poisoned_output(c, rng)
     args, keep = c.build(out.ctypes.data, None)
-    fd, cm = args.fd, expected.shape[-1]
+    fd, cm = args.fd, c.expected.shape[-1]
     dw = args.dw
     rows = (dw.out_h - 1) * dw.sh + dw.kh
     per_core = {"none": 0, "short": rows * dw.kw - 1,
@@ -216,14 +201,10 @@ def test_pulp_nn_pw_dw_blocks_match_two_layers(pnn, case, scratch):
         args.dw.scratch, args.dw.scratch_bytes = stripes.ctypes.data_as(POINTER(c_int8)), per_core
     mid = np.full(fd * args.pw.in_h * args.pw.in_w, 77, dtype=np.int8)
     args.buf = mid.ctypes.data_as(POINTER(c_int8))
-    p, d, rq = ConvArgs(), ConvArgs(), (RequantT * 2)()
-    for c0 in range(0, cm, fd):
-        pnn.pnn_pw_dw_block(ctypes.byref(args), c0, min(fd, cm - c0), ctypes.byref(p), ctypes.byref(d), rq)
-        for fn, a in ((pnn.pnn_pointwise, p), (pnn.pnn_depthwise_block, d)):
-            for k in range(ncores):
-                fn(ctypes.byref(a), k, ncores)
+    run_blocks(pnn.pnn_pw_dw_block, args, cm, fd, pnn.pnn_pointwise, pnn.pnn_depthwise_block, ncores,
+               (RequantT * 2)())
     del keep
-    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)
+    assert_output(out, c)
 
 
 @st.composite
@@ -248,10 +229,8 @@ def pw_dw_rows_cases(draw):
 @given(pw_dw_rows_cases())
 @SETTINGS
 def test_pw_dw_rows_matches_two_layers(lib, case):
-    lib.tsr_pw_dw_rows.argtypes = [POINTER(PwDwArgs), c_int, c_int]
-    lib.tsr_pw_dw_rows.restype = None
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    declare(lib.tsr_pw_dw_rows, POINTER(PwDwArgs), c_int, c_int)
+    run_case(lib, *case)
 
 
 @given(pw_dw_rows_cases(), st.sampled_from(["none", "plane"]))
@@ -262,14 +241,10 @@ def test_pulp_nn_pw_dw_rows_blocks_match_two_layers(pnn, case, scratch):
     on every core in turn."""
     c, ncores, rng = case
     P = POINTER(ConvArgs)
-    pnn.pnn_pw_dw_rows_block.argtypes = [POINTER(PwDwArgs), c_int32, c_int32, P, P]
-    pnn.pnn_pw_dw_rows_block.restype = None
+    declare(pnn.pnn_pw_dw_rows_block, POINTER(PwDwArgs), c_int32, c_int32, P, P)
     for fn in (pnn.pnn_pointwise, pnn.pnn_depthwise):
-        fn.argtypes = [P, c_int, c_int]
-        fn.restype = None
-    expected = c.expected
-    out = np.random.default_rng(int(rng.integers(2**31))).integers(
-        0, 256, size=expected.size * c.out_dtype.itemsize, dtype=np.uint8)
+        declare(fn, P, c_int, c_int)
+    out = poisoned_output(c, rng)
     mid = np.full(c.scratch_bytes, 77, dtype=np.int8)
     args, keep = c.build(out.ctypes.data, mid.ctypes.data_as(POINTER(c_int8)))
     dw = args.dw
@@ -277,12 +252,7 @@ def test_pulp_nn_pw_dw_rows_blocks_match_two_layers(pnn, case, scratch):
     stripes = np.zeros(max(1, per_core * ncores), dtype=np.int8)
     if per_core:
         args.dw.scratch, args.dw.scratch_bytes = stripes.ctypes.data_as(POINTER(c_int8)), per_core
-    p, d = ConvArgs(), ConvArgs()
-    out_h, fd = expected.shape[0], args.fd
-    for y in range(0, out_h, fd):
-        pnn.pnn_pw_dw_rows_block(ctypes.byref(args), y, min(fd, out_h - y), ctypes.byref(p), ctypes.byref(d))
-        for fn, a in ((pnn.pnn_pointwise, p), (pnn.pnn_depthwise, d)):
-            for k in range(ncores):
-                fn(ctypes.byref(a), k, ncores)
+    run_blocks(pnn.pnn_pw_dw_rows_block, args, c.expected.shape[0], args.fd, pnn.pnn_pointwise, pnn.pnn_depthwise,
+               ncores)
     del keep
-    np.testing.assert_array_equal(out.view(c.out_dtype).reshape(expected.shape), expected)
+    assert_output(out, c)

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 from helpers import MODEL_CACHE, ROOT
+from mutations import flip, truncate
 from tessera import canon, config, memplan, prepare, views
 from tessera.errors import MAX_MESSAGE, TesseraError
 
@@ -168,18 +169,6 @@ def report(title, kinds, caught, examples):
     assert sum(caught.values()) == examples
 
 
-def _flip(data, draw):
-    data = bytearray(data)
-    for _ in range(draw(st.integers(1, 4))):
-        i = draw(st.integers(0, len(data) - 1))
-        data[i] ^= draw(st.integers(1, 255))
-    return bytes(data)
-
-
-def _truncate(data, draw):
-    return data[:draw(st.integers(0, len(data) - 1))]
-
-
 ODD_FLOATS = [math.nan, math.inf, -math.inf, 0.0, -1.0, 0.5, 3.0, 1e30, 2.0 ** 31, 255.0, -2.0 ** 40]
 
 
@@ -245,9 +234,9 @@ def tflite_mutants(draw, bases):
     data = bases[base]
     how = draw(st.sampled_from(["field", "flip", "field", "truncate", "field"]))
     if how == "flip":
-        return Case(f"{base}: byte flip", {"net.tflite": _flip(data, draw)})
+        return Case(f"{base}: byte flip", {"net.tflite": flip(data, draw)})
     if how == "truncate":
-        return Case(f"{base}: truncation", {"net.tflite": _truncate(data, draw)})
+        return Case(f"{base}: truncation", {"net.tflite": truncate(data, draw)})
     kind, mutant = _tflite_field(data, draw)
     return Case(f"field: {kind}", {"net.tflite": mutant})
 
@@ -363,7 +352,7 @@ def _npz_mutant(data, draw):
     key = draw(st.sampled_from(sorted(arrays)))
     a = arrays[key]
     if how == "bytes":
-        return how, _flip(data, draw)
+        return how, flip(data, draw)
     if how == "value" and a.size:
         a = a.astype(np.int64)
         a.reshape(-1)[draw(st.integers(0, a.size - 1))] += draw(st.sampled_from([1, -1, 300, 1 << 33]))
@@ -424,9 +413,9 @@ def integer_mutants(draw, bases):
     # hypothesis leans to a list's first entries: the field edits first
     how = draw(st.sampled_from(["field", "reference", "field", "flip", "field", "reference", "truncate"]))
     if how == "flip":
-        return Case("byte flip", {**files, onnx_name: _flip(files[onnx_name], draw)})
+        return Case("byte flip", {**files, onnx_name: flip(files[onnx_name], draw)})
     if how == "truncate":
-        return Case("truncation", {**files, onnx_name: _truncate(files[onnx_name], draw)})
+        return Case("truncation", {**files, onnx_name: truncate(files[onnx_name], draw)})
     if how == "reference":
         kind, mutated = _reference_mutant(files, draw)
         return Case(kind, mutated)

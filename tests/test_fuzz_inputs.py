@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 from helpers import MODEL_CACHE, ROOT
+from mutations import flip, truncate
 from tessera import config, frontend, golden, memplan, prepare, views
 from tessera.errors import MAX_MESSAGE, TesseraError
 
@@ -63,18 +64,6 @@ def tiny_bytes():
 
 
 # ---- ONNX mutations -------------------------------------------------------------
-
-def _flip(data, draw):
-    data = bytearray(data)
-    for _ in range(draw(st.integers(1, 4))):
-        i = draw(st.integers(0, len(data) - 1))
-        data[i] ^= draw(st.integers(1, 255))
-    return bytes(data)
-
-
-def _truncate(data, draw):
-    return data[:draw(st.integers(0, len(data) - 1))]
-
 
 def _field(data, draw):
     m = onnx.load_from_string(data)
@@ -139,9 +128,9 @@ def _field(data, draw):
 def onnx_mutants(draw, data):
     how = draw(st.sampled_from(["flip", "truncate", "field", "field", "field"]))
     if how == "flip":
-        return "byte flip", Mutant(_flip(data, draw))
+        return "byte flip", Mutant(flip(data, draw))
     if how == "truncate":
-        return "truncation", Mutant(_truncate(data, draw))
+        return "truncation", Mutant(truncate(data, draw))
     kind, mutant = _field(data, draw)
     return f"field: {kind}", Mutant(mutant)
 

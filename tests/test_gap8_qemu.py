@@ -15,6 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from helpers import hal_lines
 from tessera import config
 from tessera.codegen import linker
 from tessera.golden import ops
@@ -65,15 +66,6 @@ def run_firmware(elf, target=None, timeout=600, args=()):
 
     target = target or _target()
     return qemu.run(target["runner"], elf, list(args), timeout)
-
-
-def hal_lines(text):
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"HAL (\S+)\s*(.*)", line.strip())
-        if m:
-            out[m.group(1)] = m.group(2).split()
-    return out
 
 
 # ---- the cluster HAL ---------------------------------------------------------

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, report, scons
+from helpers import ROOT, hal_lines, report, scons
 from tessera import config, runlog, runners
 from tessera.codegen import linker
 from tessera.errors import RunError
@@ -28,12 +28,14 @@ HAL = os.path.join(ROOT, "kernels", "hal", "pulp_open")
 INCLUDE = os.path.join(ROOT, "kernels", "include")
 HAL_TEST = os.path.join(ROOT, "tests", "c", "pulp_open_hal_test.c")
 
-pytestmark = [
+# every GVSoC test module's marks (test_gvsoc_hyper.py, test_pulp_nn_gvsoc.py)
+GVSOC_MARKS = [
     pytest.mark.gvsoc,
     pytest.mark.skipif(gvsoc.locate() is None,
                        reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
                               "says and put its `gvsoc` launcher on PATH"),
 ]
+pytestmark = GVSOC_MARKS
 
 
 def _target(name="pulp_open"):
@@ -58,15 +60,6 @@ def build_firmware(tmp, sources, target):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr}"
     return elf
-
-
-def hal_lines(text):
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"HAL (\S+)\s*(.*)", line.strip())
-        if m:
-            out[m.group(1)] = m.group(2).split()
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -20,15 +20,9 @@ import pytest
 
 from helpers import ROOT, report, scons
 from tessera import runners
-from tessera.runners import gvsoc
-from test_gvsoc import _target, build_firmware
+from test_gvsoc import GVSOC_MARKS, _target, build_firmware
 
-pytestmark = [
-    pytest.mark.gvsoc,
-    pytest.mark.skipif(gvsoc.locate() is None,
-                       reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
-                              "says and put its `gvsoc` launcher on PATH"),
-]
+pytestmark = GVSOC_MARKS
 
 IMAGE_BYTES = 4_600_000
 # (flash address, bytes, offset of the L2 destination in the buffer)

@@ -149,10 +149,31 @@ def test_weights_and_activations_on_the_card_run_bit_exact(tight):
     # the card was read and written through the storage driver
     io = rep["out_of_core"]["totals"]
     assert io["read_bytes"] > 0 and io["written_bytes"] > 0
-    # no SRAM reserved for the scheduler's pools: the in-order firmware, and the report says why
+    # no SRAM reserved for the scheduler's pools: the program runs in the
+    # arena's free bytes, per phase, each within the arena
     fw = rep["out_of_core"]["firmware"]
-    assert fw["program"] == "in order" and "reserves no SRAM" in fw["why"]
-    assert "TSR program ops=0 " in (tight["net"] / "run.log").read_text()
+    prog = json.loads((tight["net"] / "program.json").read_text())
+    assert fw["program"] == prog["candidate"] and prog["phases"]
+    graph = json.loads((tight["net"] / "graph.json").read_text())
+    names = [layer["name"] for layer in graph["layers"]]
+    for phase in prog["phases"]:
+        lo, hi = phase["base"], phase["base"] + sum(phase["pools"].values())
+        assert hi <= plan["activations"]["usable"]
+        # no tensor in SRAM while the phase's layers run (from its producer
+        # to its last reader) shares a byte with the phase's pools
+        first, last = names.index(phase["layers"][0]), names.index(phase["layers"][1])
+        for name, at in plan["activations"]["offsets"].items():
+            if name not in graph["tensors"]:
+                continue
+            made = next((i for i, la in enumerate(graph["layers"]) if la["output"] == name), 0)
+            used = max([i for i, la in enumerate(graph["layers"]) if name in la["inputs"]]
+                       + ([len(names) - 1] if name in graph["outputs"] else []) + [made])
+            size = {"int8": 1, "int16": 2, "int32": 4}[graph["tensors"][name]["dtype"]]
+            for d in graph["tensors"][name]["shape"]:
+                size *= d
+            if made <= last and used >= first:
+                assert at + size <= lo or at >= hi, (name, phase)
+    assert _program_line(tight["net"]) == prog["totals"]
 
 
 def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
@@ -160,12 +181,14 @@ def test_the_report_accounts_for_every_transfer_the_driver_made(tight):
     ooc_rep = rep["out_of_core"]
     t = ooc_rep["totals"]
     assert t["measured"] == {k: t[k] for k in ("read_bytes", "written_bytes", "reads", "writes")}
+    # per layer, the report's traffic is the program's (the run counts a
+    # transfer in the layer during which it went: reads ahead, writes behind)
+    prog = json.loads((tight["net"] / "program.json").read_text())
+    for layer, mine in zip(ooc_rep["layers"], prog["io"]):
+        assert (layer["read_bytes"], layer["reads"], layer["written_bytes"], layer["writes"]) == \
+            (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
     verdict = json.loads((tight["net"] / "verdict.json").read_text())
-    # per layer, the swapped activations' traffic is exactly what the run
-    # counted (weight chunks may be prefetched during the previous layer)
-    for layer, measured in zip(ooc_rep["layers"], verdict["io"]):
-        assert layer["written_bytes"] == measured["written"]
-        assert layer["writes"] == measured["writes"]
+    assert sum(m["written"] for m in verdict["io"]) == sum(mine["written"] for mine in prog["io"]) > 0
     # row-band tiles: a swapped tensor moves in a few large transfers
     assert t["writes"] <= 8
 
@@ -393,42 +416,96 @@ def test_channel_slices_gather_their_band_in_sram_and_write_it_once(banded):
         if f"{layer['name']}:bounce:out" in banded and t["n_tiles"]["w"] > 1:
             assert by_name[layer["name"]]["writes"] == t["n_tiles"]["h"], layer["name"]
     assert checked >= 2
-    # what the storage driver counted is what the plan says, layer by layer
-    verdict = json.loads((net / "verdict.json").read_text())
+    # what the storage driver counted is what the report says (the program
+    # runs: a transfer counts in the layer during which it went, so the sums)
     t = o["totals"]
     assert t["measured"] == {k: t[k] for k in ("read_bytes", "written_bytes", "reads", "writes")}
-    for layer, measured in zip(o["layers"], verdict["io"]):
-        assert (layer["written_bytes"], layer["writes"]) == (measured["written"], measured["writes"])
-        assert (layer["read_bytes"], layer["reads"]) == (measured["read"], measured["reads"])
     # every activation byte written once: the scheduler takes the problem
     assert "skipped" not in o["schedule"] and o["schedule"]["latency_ms"] >= o["schedule"]["lower_bound_ms"]
 
 
-def test_a_layer_writing_through_a_band_keeps_the_in_order_firmware(banded):
-    """The banded network with SRAM reserved for the program's pools: a
-    band of every channel shared by a layer's tiles is outside the
-    scheduler's model (the program's out pool has a buffer per tile), so
-    the build keeps the in-order firmware, says which layer and why, and
-    runs bit-exact."""
-    d = banded["out"].parent
-    t = yaml.safe_load((d / "sd_band.yaml").read_text())
-    t["memory"]["L2"]["size"] += POOLS
-    t["memory"]["L2"]["reserved"]["pools"] = POOLS
-    (d / "sd_band_pools.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
-    res = scons(f"target={d / 'sd_band_pools.yaml'}", f"model={d / 'tiny_band.yaml'}", "overlap=0",
-                out=str(banded["out"]), timeout=1800)
+def test_a_layer_writing_through_a_band_runs_the_program(banded):
+    """The banded network on the stock target: the program reads an input
+    band once for its tiles and gathers an output band from its tiles in one
+    out pool buffer, written once; bit-exact, and the card traffic of every
+    layer the driver counted is the program's."""
+    net = banded["net"]
+    prog = json.loads((net / "program.json").read_text())
+    assert prog.get("program"), prog.get("why")
+    rep = report(str(banded["out"]), "sd_band", "tiny_band")
+    assert rep["out_of_core"]["firmware"]["program"] == prog["candidate"]
+    assert _program_line(net) == prog["totals"]
+    names = [layer["name"] for layer in prog["problem"]["layers"]]
+    conv2 = prog["problem"]["layers"][names.index("conv2")]["tiles"]
+    tiling = json.loads((net / "tiling" / "conv2.json").read_text())
+    bands = -(-16 // tiling["tile"]["h"])
+    # one buffer per band: every tile but a band's first continues it; one write per band
+    assert sum(1 for t in conv2 if not t.get("band")) == bands
+    assert sum(len(t["writes"]) for t in conv2) == bands
+    # what the driver counted (summed: the program moves a layer's reads
+    # ahead, into earlier layers' time) is what the program moves
+    t = rep["out_of_core"]["totals"]
+    assert t["measured"] == {"read_bytes": prog["totals"]["read_bytes"], "reads": prog["totals"]["reads"],
+                             "written_bytes": prog["totals"]["written_bytes"], "writes": prog["totals"]["writes"]}
+    # and the report's per-layer traffic is the program's
+    for layer, mine in zip(rep["out_of_core"]["layers"], prog["io"]):
+        assert (layer["read_bytes"], layer["reads"], layer["written_bytes"], layer["writes"]) == \
+            (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
+
+
+def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
+    """The banded network on a host target shrunk the same way, without
+    SRAM reserved for pools (the host storage driver: a stdio file): the
+    program takes the arena's free bytes, runs bit-exact, and moves per
+    layer what the program says (each band read or written once)."""
+    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+        t = yaml.safe_load(f)
+    t["cores"] = 1
+    t["clock_hz"] = 216_000_000
+    t["memory"]["L1"]["size"] = 1856
+    t["memory"]["L2"]["size"] = 8704
+    t["memory"]["flash"]["size"] = 65536
+    t["memory"]["sd"] = dict(sd_data()["memory"]["sd"], note="a file on the build machine")
+    t["dma"].append({"name": "card", "src": "sd", "dst": "L2", "dims": 1, "bandwidth": 0.046, "setup": 108000})
+    (tmp_path / "host_band.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    (tmp_path / "tiny_band.yaml").write_text(BAND_NET)
+    res = scons(f"target={tmp_path / 'host_band.yaml'}", f"model={tmp_path / 'tiny_band.yaml'}", "overlap=0",
+                out=str(tmp_path / "gen"))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    net = banded["out"] / "sd_band_pools" / "tiny_band"
-    rep = report(str(banded["out"]), "sd_band_pools", "tiny_band")
+    net = tmp_path / "gen" / "host_band" / "tiny_band"
+    rep = report(str(tmp_path / "gen"), "host_band", "tiny_band")
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
     prog = json.loads((net / "program.json").read_text())
+    assert prog.get("program"), prog.get("why")
+    assert _program_line(net) == prog["totals"]
     bands = json.loads((net / "memplan.json").read_text())["activations"]["spill"]["bands"]
-    writers = [b.split(":")[0] for b in bands if b.endswith(":bounce:out")]
-    assert prog.get("program") is None and writers
-    words = prog["why"].split()
-    assert words[0] == "layer" and words[1] in writers, prog["why"]
-    assert " ".join(words[2:]).startswith("writes its output to the card through a band of every channel")
-    assert "firmware: the in-order program (layer " in res.stdout
-    # the in-order code ran: the interpreter executed nothing
-    assert _program_line(net) == {k: 0 for k in ("ops", "reads", "writes", "waits", "computes", "read_bytes",
-                                                 "written_bytes")}
+    assert "conv2:bounce:out" in bands and any(b.endswith(":bounce:in0") for b in bands)
+    layers = prog["problem"]["layers"]
+    assert any(t.get("band") for layer in layers for t in layer["tiles"])
+    # an input band is one read held by the band's tiles: the program's
+    # reads of a banded input are its distinct bands
+    for b in bands:
+        name, _, which = b.split(":")
+        if which == "in0":
+            tiles = layers[[la["name"] for la in layers].index(name)]["tiles"]
+            keys = [{(r["region"], r["offset"], r["bytes"]) for r in t["reads"] if r["pool"] == "in"} for t in tiles]
+            reads = next(x for x in prog["io"] if x["name"] == name)
+            assert reads["reads"] - sum(1 for r in reads["tiles"][0]["reads"] if r["kind"] == "weights") \
+                == sum(len(k - prev) for k, prev in zip(keys, [set()] + keys)) < sum(map(len, keys))
+    # what the driver counted (summed: the program moves a layer's reads
+    # ahead, into earlier layers' time) is what the program moves
+    t = rep["out_of_core"]["totals"]
+    assert t["measured"] == {"read_bytes": prog["totals"]["read_bytes"], "reads": prog["totals"]["reads"],
+                             "written_bytes": prog["totals"]["written_bytes"], "writes": prog["totals"]["writes"]}
+    # and the report's per-layer traffic is the program's
+    for layer, mine in zip(rep["out_of_core"]["layers"], prog["io"]):
+        assert (layer["read_bytes"], layer["reads"], layer["written_bytes"], layer["writes"]) == \
+            (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
+    # guard=1 fills the arena's free bytes before each layer and checks them
+    # after: the pools' ranges are left to the program (else its buffers
+    # would be overwritten and its writes taken for strays)
+    res = scons(f"target={tmp_path / 'host_band.yaml'}", f"model={tmp_path / 'tiny_band.yaml'}", "overlap=0",
+                "guard=1", out=str(tmp_path / "guarded"))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert report(str(tmp_path / "guarded"), "host_band", "tiny_band")["verdict"] == "pass"
+    assert _program_line(tmp_path / "guarded" / "host_band" / "tiny_band") == prog["totals"]

@@ -5,6 +5,7 @@ schedule (tessera.hazard) accepts, and the allocator uses it."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers import chain_graph
 from tessera import hazard, memplan, overlap
 from tessera.alloc import plan_level
 from tessera.ir import Graph, Layer, Requant, Tensor
@@ -14,17 +15,13 @@ MEMORY = {"levels": {"L1": {"size": 1 << 20, "usable": 1 << 20, "kind": "scratch
           "place": {"tiles": "L1", "activations": "L2", "weights": "L2"}}
 
 
+def rq(n):
+    return Requant(mul=[3] * n, add=[0], shift=[9] * n)
+
+
 def graph3(op, hw, c, k, s, pad, co):
-    """x -> pointwise (keeps x the network's input) -> m -> `op` -> y: m is
-    consumed by the layer under test, so it may be overlapped."""
-    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
-    ho = (hw + pad[0] + pad[2] - k) // s + 1
-    co = c if op == "depthwise" else co
-    tensors = {"x": Tensor("x", [hw, hw, c]), "m": Tensor("m", [hw, hw, c]), "y": Tensor("y", [ho, ho, co])}
-    layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(c)),
-              Layer("l1", op, ["m"], "y", kernel=[k, k], stride=[s, s], pad=list(pad), input_offset=0,
-                    weights="l1.w", bias="l1.b", requant=rq(co))]
-    return Graph("g", "test", tensors, layers, ["x"], ["y"])
+    """m is consumed by the layer under test, so it may be overlapped."""
+    return chain_graph(op, hw, c, k, s, pad, co, rq)
 
 
 def tilings(graph, th, tw, tc):
@@ -195,7 +192,6 @@ def test_row_bands_are_asked_for_at_the_memory_peak_only():
     # (l0 reads the network's input: never overlapped), 4096, 4096, 1024.
     # Row bands where the whole tensors exceed that floor (4352), and never
     # for the input's reader
-    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
     shapes = {"x": [8, 8, 4], "m": [8, 8, 64], "n": [8, 8, 64], "p": [4, 4, 64], "y": [4, 4, 4]}
     tensors = {k: Tensor(k, v) for k, v in shapes.items()}
     pw = lambda name, i, o: Layer(name, "pointwise", [i], o, input_offset=0, weights=f"{name}.w",  # noqa: E731
@@ -211,7 +207,6 @@ def test_fused_step_overlaps_by_its_bands_and_the_replay_checks_them():
     """A fused DW->PW step (schedule.json's dw_pw): its output may start the
     band gap below its input; one byte closer and the replay names the band."""
     from tessera.tiler import geometry
-    rq = lambda n: Requant(mul=[3] * n, add=[0], shift=[9] * n)  # noqa: E731
     tensors = {"x": Tensor("x", [8, 8, 4]), "m": Tensor("m", [8, 8, 4]), "d": Tensor("d", [8, 8, 4]),
                "y": Tensor("y", [8, 8, 6]), "z": Tensor("z", [8, 8, 4])}
     layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(4)),

@@ -26,25 +26,12 @@ import pytest
 
 from helpers import ROOT
 from tessera.golden import ops
-from tessera.runners import gvsoc
-from test_gvsoc import _target, build_firmware
-from test_ref_kernels import ROUNDING_C, Rq
+from test_gvsoc import GVSOC_MARKS, _target, build_firmware
+from test_ref_kernels import ONE, ROUNDING_C, Rq, int8s
 
-pytestmark = [
-    pytest.mark.gvsoc,
-    pytest.mark.skipif(gvsoc.locate() is None,
-                       reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
-                              "says and put its `gvsoc` launcher on PATH"),
-]
+pytestmark = GVSOC_MARKS
 
 PNN = os.path.join(ROOT, "kernels", "pulp_nn")
-ONE = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
-
-
-def int8s(rng, shape):
-    return rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8)
-
-
 def requant(rng, kind, channels, acc):
     """`std`: per-channel, round half up, Q31 multipliers with shifts of 33
     or more (the 32-bit path); `low`: shifts below 33; `floor`: floor

@@ -12,21 +12,17 @@ stripe, gathered by the core out of the HWC tile). The
 same kernels run on eight harts under QEMU in tests/test_gap8_qemu.py.
 """
 
-import ctypes
 import os
-import shutil
-import subprocess
-from ctypes import POINTER, c_int, c_int8
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from tessera.golden import ops
-from test_ref_kernels import (CFLAGS, INCLUDE, NCORES, OFFSETS, ONE, SETTINGS, AddArgs, Case, ConvArgs,
-                              PoolArgs, Rq, _libc_flags, add_builder, arrays, conv_builder, conv_struct,
-                              draw_bias, draw_rq, finish, full_requant, geometry, int8s, pool_builder, ptr,
-                              requants, run_case, tile_input)
+from test_ref_kernels import (CROSS as REF_CROSS, NCORES, OFFSETS, ONE, SETTINGS, Case, add_cases,
+                              arrays, assert_compiles_cleanly, avgpool_cases, channel_tile, conv_builder,
+                              conv_cases, depthwise_cases, draw_bias, draw_rq, finish, int8s, linear_cases,
+                              load_kernels, maxpool_cases, pointwise_cases, run_case, run_tiled, tiled_layers)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNN_DIR = os.path.join(ROOT, "kernels", "pulp_nn")
@@ -38,40 +34,15 @@ PNN_OFFSETS = st.one_of(st.just(0), st.just(128), OFFSETS)
 
 @pytest.fixture(scope="session")
 def pnn(tmp_path_factory):
-    gcc = shutil.which("gcc")
-    if gcc is None:
-        pytest.skip("no host gcc to compile the kernels")
-    so = tmp_path_factory.mktemp("pnn") / "libtsr_pnn.so"
-    extra = os.environ.get("TESSERA_REF_CFLAGS", "").split()
-    cmd = [gcc, *CFLAGS, *extra, "-shared", "-fPIC", "-I", INCLUDE, *SOURCES, "-o", str(so)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr}"
-    dll = ctypes.CDLL(str(so))
-    for name, cls in (("conv2d", ConvArgs), ("pointwise", ConvArgs), ("depthwise", ConvArgs),
-                      ("linear", ConvArgs), ("maxpool", PoolArgs), ("avgpool", PoolArgs), ("add", AddArgs)):
-        fn = getattr(dll, "pnn_" + name)
-        fn.argtypes = [POINTER(cls), c_int, c_int]
-        fn.restype = None
-    return dll
+    return load_kernels(tmp_path_factory.mktemp("pnn") / "libtsr_pnn.so", SOURCES, "pnn_")
 
 
-CROSS = {
-    "riscv64-unknown-elf-gcc (rv32imc)": ["riscv64-unknown-elf-gcc", "-misa-spec=2.2", "-march=rv32imc",
-                                          "-mabi=ilp32"],
-    "arm-none-eabi-gcc (cortex-m7)": ["arm-none-eabi-gcc", "-mcpu=cortex-m7", "-mthumb"],
-}
+CROSS = {name: REF_CROSS[name] for name in ("riscv64-unknown-elf-gcc (rv32imc)", "arm-none-eabi-gcc (cortex-m7)")}
 
 
 @pytest.mark.parametrize("target", sorted(CROSS))
 def test_kernels_compile_cleanly(target, tmp_path):
-    cc, *machine = CROSS[target]
-    if shutil.which(cc) is None:
-        pytest.skip(f"{cc} is not installed")
-    flags = _libc_flags(cc, tmp_path)
-    for src in SOURCES:
-        cmd = [cc, *flags, *machine, *CFLAGS, "-I", INCLUDE, "-c", src, "-o", str(tmp_path / "k.o")]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        assert res.returncode == 0 and res.stderr == "", f"{' '.join(cmd)}\n{res.stderr}"
+    assert_compiles_cleanly(CROSS[target], SOURCES, tmp_path)
 
 
 # ---- the work split (kernels/pulp_nn/pnn_common.h) -------------------------
@@ -120,31 +91,16 @@ def share_flat(shape, core, ncores):
     return mask((int(np.prod(shape)),), 0, *chunk(int(np.prod(shape)), 1, core, ncores)).reshape(shape)
 
 
-# ---- conv-like tiles -------------------------------------------------------
+# ---- conv-like tiles: the reference kernels' cases (test_ref_kernels.py),
+# with this library's names, work split, offsets and tile sizes -----------------
 
-@st.composite
-def conv_cases(draw):
-    g = draw(geometry())
-    in_c, out_c = draw(st.integers(1, 8)), draw(st.integers(1, 13))
-    x, rng = arrays(draw, (g["in_h"], g["in_w"], in_c))
-    w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
-    bias = draw_bias(draw, rng, out_c)
-    off = draw(PNN_OFFSETS)
-    acc = ops.conv2d(x, w, bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
-    rq = draw_rq(draw, acc, out_c, tflite=True)
-    expected, dtype = finish(acc, rq)
-    patch = g["kh"] * g["kw"] * in_c
-    # no scratch or too little (direct loop), exactly two pixels, more
-    sb = draw(st.sampled_from([0, 2 * patch - 1, 2 * patch, 2 * patch + 13]))
-    build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
-    return Case("pnn_conv2d", build, expected, dtype, share_pixels_or_channels(2, 4), sb), draw(NCORES), rng
+PNN = dict(prefix="pnn_")
 
 
-@given(conv_cases())
+@given(conv_cases(**PNN, share=share_pixels_or_channels(2, 4), max_in_c=8, max_out_c=13, offsets=PNN_OFFSETS))
 @SETTINGS
 def test_conv2d_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
 def stripe_bytes(g, out_h):
@@ -152,29 +108,17 @@ def stripe_bytes(g, out_h):
     return ((out_h - 1) * g["sh"] + g["kh"]) * g["kw"]
 
 
-@st.composite
-def depthwise_cases(draw):
-    g = draw(geometry())
-    ch = draw(st.integers(1, 19))
-    x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
-    w = int8s(rng, (ch, g["kh"], g["kw"]))
-    bias = draw_bias(draw, rng, ch)
-    off = draw(PNN_OFFSETS)
-    acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
-    rq = draw_rq(draw, acc, ch, tflite=True)
-    expected, dtype = finish(acc, rq)
-    need = stripe_bytes(g, expected.shape[0])
-    # the library.yaml terms give kw * in_h + 2 * kh * kw: at least `need`
-    sb = draw(st.sampled_from([0, need - 1, need, g["kw"] * g["in_h"] + 2 * g["kh"] * g["kw"]]))
-    build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
-    return Case("pnn_depthwise", build, expected, dtype, share_channels(1), sb), draw(NCORES), rng
+def stripe_choices(g, out_h):
+    """None, too little, exactly enough; the library.yaml terms give
+    kw * in_h + 2 * kh * kw: at least enough."""
+    need = stripe_bytes(g, out_h)
+    return [0, need - 1, need, g["kw"] * g["in_h"] + 2 * g["kh"] * g["kw"]]
 
 
-@given(depthwise_cases())
+@given(depthwise_cases(**PNN, share=share_channels(1), max_c=19, offsets=PNN_OFFSETS, scratch=stripe_choices))
 @SETTINGS
 def test_depthwise_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
 @st.composite
@@ -202,118 +146,42 @@ def depthwise3x3_cases(draw):
 @given(depthwise3x3_cases())
 @SETTINGS
 def test_depthwise_3x3_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
-@st.composite
-def pointwise_cases(draw):
-    h, wd = draw(st.integers(1, 9)), draw(st.integers(1, 6))
-    in_c, out_c = draw(st.sampled_from([1, 3, 4, 8, 12, 17])), draw(st.integers(1, 21))
-    x, rng = arrays(draw, (h, wd, in_c))
-    w = int8s(rng, (out_c, in_c))
-    bias = draw_bias(draw, rng, out_c)
-    off = draw(PNN_OFFSETS)
-    acc = ops.pointwise(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c, tflite=True)
-    expected, dtype = finish(acc, rq)
-    build = conv_builder(x, w, bias, expected.shape, ONE, off, rq)
-    return Case("pnn_pointwise", build, expected, dtype, share_pixels_or_channels(2, 4)), draw(NCORES), rng
-
-
-@given(pointwise_cases())
+@given(pointwise_cases(**PNN, share=share_pixels_or_channels(2, 4), max_h=9,
+                       in_cs=st.sampled_from([1, 3, 4, 8, 12, 17]), max_out_c=21, offsets=PNN_OFFSETS))
 @SETTINGS
 def test_pointwise_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
-@st.composite
-def linear_cases(draw):
-    h, wd, in_c = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.sampled_from([1, 4, 5, 16]))
-    out_c = draw(st.integers(1, 40))
-    x, rng = arrays(draw, (h, wd, in_c))
-    w = int8s(rng, (out_c, h * wd * in_c))
-    bias = draw_bias(draw, rng, out_c)
-    off = draw(PNN_OFFSETS)
-    acc = ops.linear(x, w, bias, off)
-    rq = draw_rq(draw, acc, out_c, tflite=True)
-    expected, dtype = finish(acc, rq)
-    build = conv_builder(x, w, bias, expected.shape, dict(ONE, kh=h, kw=wd), off, rq)
-    return Case("pnn_linear", build, expected, dtype, share_channels(4)), draw(NCORES), rng
-
-
-@given(linear_cases())
+@given(linear_cases(**PNN, share=share_channels(4), in_cs=st.sampled_from([1, 4, 5, 16]), max_out_c=40,
+                    offsets=PNN_OFFSETS))
 @SETTINGS
 def test_linear_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
 # ---- pools and add ---------------------------------------------------------
 
-@st.composite
-def maxpool_cases(draw):
-    g = draw(geometry(pad_max_is_k=False))
-    ch = draw(st.integers(1, 12))
-    x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
-    expected = ops.maxpool(x, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"]).astype(np.int8)
-    build = pool_builder(x, expected.shape, g, draw(OFFSETS), None)
-    return Case("pnn_maxpool", build, expected, np.int8, share_pixels_or_channels(1, 1)), draw(NCORES), rng
-
-
-@given(maxpool_cases())
+@given(maxpool_cases(**PNN, share=share_pixels_or_channels(1, 1), max_c=12))
 @SETTINGS
 def test_maxpool_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
-@st.composite
-def avgpool_cases(draw):
-    g = draw(geometry(pads=False))
-    ch = draw(st.integers(1, 12))
-    x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
-    off = draw(OFFSETS)
-    acc = ops.avgpool_sum(x, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]))
-    rq = draw(requants(ch, int(np.abs(acc).max(initial=0)), tflite=True))
-    expected, dtype = finish(acc, rq)
-    build = pool_builder(x, expected.shape, g, off, rq)
-    return Case("pnn_avgpool", build, expected, dtype, share_pixels_or_channels(1, 1)), draw(NCORES), rng
-
-
-@given(avgpool_cases())
+@given(avgpool_cases(**PNN, share=share_pixels_or_channels(1, 1), max_c=12))
 @SETTINGS
 def test_avgpool_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
-@st.composite
-def add_cases(draw):
-    shape = (draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 8)))
-    a, rng = arrays(draw, shape)
-    b = int8s(rng, shape)
-    in_offset = [draw(OFFSETS), draw(OFFSETS)]
-    if draw(st.booleans()):
-        # what the frontend makes: in_mul up to 2**30, the scale in the shift
-        in_mul = [draw(st.integers(0, 2**30)), draw(st.integers(0, 2**30))]
-        acc = ops.add(a, b, in_mul, in_offset)
-        rq = draw(requants(1, int(np.abs(acc).max(initial=0)), per_channel=False, mul_max=2**20))
-    else:
-        in_mul = [draw(st.integers(-2**21, 2**21)), draw(st.integers(-2**21, 2**21))]
-        acc = ops.add(a, b, in_mul, in_offset)
-        rq = None
-    expected, dtype = finish(acc, rq)
-    build = add_builder(a, b, in_mul, in_offset, rq)
-    return Case("pnn_add", build, expected, dtype, share_flat), draw(NCORES), rng
-
-
-@given(add_cases())
+# the reference's adds less their "wild" kind (any in_mul, then a requantization)
+@given(add_cases(**PNN, share=share_flat, kinds=("frontend", "int32")))
 @SETTINGS
 def test_add_matches_golden(pnn, case):
-    c, ncores, rng = case
-    run_case(pnn, c, ncores, rng)
+    run_case(pnn, *case)
 
 
 # ---- fixed cases -------------------------------------------------------------
@@ -324,37 +192,16 @@ def test_channel_tile_of_larger_weights(pnn, op, ncores):
     """A channel tile: weights, bias and requant arrays point into the
     layer's arrays at the tile's first channel."""
     rng = np.random.default_rng(11)
-    co_total, c0, tc = 37, 8, 20
+    c0, off = 8, 128
     g = dict(ONE) if op == "pointwise" else dict(kh=3, kw=3, sh=1, sw=2, pad=(1, 1, 1, 0))
-    kern, strd = (g["kh"], g["kw"]), (g["sh"], g["sw"])
-    x_full = int8s(rng, (9, 6, co_total if op == "depthwise" else 8))
-    bias = rng.integers(-5000, 5000, size=co_total).astype(np.int32)
-    off = 128
-    x = x_full
-    if op == "conv2d":
-        w = int8s(rng, (co_total, 3, 3, 8))
-        acc = ops.conv2d(x_full, w, bias, off, kern, strd, g["pad"])
-    elif op == "depthwise":
-        w = int8s(rng, (co_total, 3, 3))
-        acc = ops.depthwise(x_full, w.transpose(1, 2, 0), bias, off, kern, strd, g["pad"])
-        x = x_full[:, :, c0:c0 + tc]
-    elif op == "pointwise":
-        w = int8s(rng, (co_total, 8))
-        acc = ops.pointwise(x_full, w, bias, off)
-    else:
-        w = int8s(rng, (co_total, x_full.size))
-        acc = ops.linear(x_full, w, bias, off)
-    rq = full_requant(rng, co_total, acc)
-    expected = ops.requantize(acc, rq.golden).astype(np.int8)[:, :, c0:c0 + tc]
-    assert len(np.unique(expected)) > min(10, expected.size // 2)
+    x, w, bias, rq, _, expected = channel_tile(rng, op, g, (9, 6, 8), 37, c0, 20, off)
     if op == "depthwise":
         sb = stripe_bytes(g, expected.shape[0])
-        build = conv_builder(x, w[c0:], bias[c0:], expected.shape, g, off, rq, sb, first_channel=c0)
         share = share_channels(1)
     else:
         sb = 2 * 3 * 3 * 8 if op == "conv2d" else 0
-        build = conv_builder(x, w[c0:], bias[c0:], expected.shape, g, off, rq, sb, first_channel=c0)
         share = share_channels(4) if op == "linear" else share_pixels_or_channels(2, 4)
+    build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb, first_channel=c0)
     run_case(pnn, Case("pnn_" + op, build, expected, np.int8, share, sb), ncores, rng)
 
 
@@ -374,51 +221,9 @@ def test_offsets_im2col_cannot_store(pnn, off):
                        acc.astype(np.int32), np.int32, share_channels(1), sb), 3, rng)
 
 
-@st.composite
-def tiled_depthwise(draw):
-    kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
-    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    pad = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)),
-           draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)))
-    h = draw(st.integers(max(1, kh - pad[0] - pad[2]), 12))
-    w = draw(st.integers(max(1, kw - pad[1] - pad[3]), 12))
-    ho, wo = (h + pad[0] + pad[2] - kh) // sh + 1, (w + pad[1] + pad[3] - kw) // sw + 1
-    return dict(kh=kh, kw=kw, sh=sh, sw=sw, pad=pad, h=h, w=w, c=draw(st.integers(1, 10)), ho=ho, wo=wo,
-                th=draw(st.integers(1, ho)), tw=draw(st.integers(1, wo)), tc=draw(st.integers(1, 10)),
-                seed=draw(st.integers(0, 2**32 - 1)), off=draw(PNN_OFFSETS), ncores=draw(NCORES))
-
-
-@given(tiled_depthwise())
+@given(tiled_layers(max_c=10, channel_tiles=True, offsets=PNN_OFFSETS))
 @settings(max_examples=60, deadline=None)
 def test_tiled_depthwise_layer(pnn, L):
     """A whole padded depthwise layer, tile by tile (rows, columns and
     channels): equal to the golden layer."""
-    rng = np.random.default_rng(L["seed"])
-    c = L["c"]
-    x = int8s(rng, (L["h"], L["w"], c))
-    w = int8s(rng, (c, L["kh"], L["kw"]))
-    kern, strd = (L["kh"], L["kw"]), (L["sh"], L["sw"])
-    acc = ops.depthwise(x, w.transpose(1, 2, 0), None, L["off"], kern, strd, L["pad"])
-    rq = full_requant(rng, c, acc)
-    expected = ops.requantize(acc, rq.golden).astype(np.int8)
-    got = np.zeros_like(expected)
-    ncores = L["ncores"]
-    for c0 in range(0, c, L["tc"]):
-        c1 = min(c0 + L["tc"], c)
-        for oy0 in range(0, L["ho"], L["th"]):
-            oy1 = min(oy0 + L["th"], L["ho"])
-            y0, y1, pt, pb = tile_input(oy0, oy1, L["sh"], L["kh"], L["pad"][0], L["h"])
-            for ox0 in range(0, L["wo"], L["tw"]):
-                ox1 = min(ox0 + L["tw"], L["wo"])
-                x0, x1, pl, pr = tile_input(ox0, ox1, L["sw"], L["kw"], L["pad"][1], L["w"])
-                g = dict(kh=L["kh"], kw=L["kw"], sh=L["sh"], sw=L["sw"], pad=(pt, pl, pb, pr))
-                out = np.full((oy1 - oy0, ox1 - ox0, c1 - c0), 99, dtype=np.int8)
-                sb = stripe_bytes(g, oy1 - oy0)
-                scratch = np.zeros(sb * ncores, dtype=np.int8)
-                build = conv_builder(x[y0:y1, x0:x1, c0:c1], w[c0:], None, out.shape, g, L["off"], rq, sb,
-                                    first_channel=c0)
-                args, keep = build(out.ctypes.data, ptr(scratch, c_int8))
-                for k in range(ncores):
-                    pnn.pnn_depthwise(ctypes.byref(args), k, ncores)
-                got[oy0:oy1, ox0:ox1, c0:c1] = out
-    np.testing.assert_array_equal(got, expected)
+    run_tiled(pnn, "depthwise", L, prefix="pnn_", scratch_bytes=stripe_bytes)

@@ -102,31 +102,54 @@ def _ctypes_layout():
     return out
 
 
-@pytest.fixture(scope="session")
-def lib(tmp_path_factory):
+# every kernel the libraries export is called as fn(args *, core, ncores)
+KERNEL_ARGS = (("conv2d", ConvArgs), ("pointwise", ConvArgs), ("depthwise", ConvArgs), ("linear", ConvArgs),
+               ("maxpool", PoolArgs), ("avgpool", PoolArgs), ("add", AddArgs))
+
+
+def load_kernels(so, sources, prefix, kernels=KERNEL_ARGS, what="kernels"):
+    """Compile kernel sources into the shared library `so` with the host gcc
+    (CFLAGS and TESSERA_REF_CFLAGS) and load it, each of `kernels` declared
+    as prefix + name(args *, core, ncores)."""
     gcc = shutil.which("gcc")
     if gcc is None:
-        pytest.skip("no host gcc to compile the reference kernels")
-    tmp = tmp_path_factory.mktemp("refkernels")
-    probe = tmp / "layout_probe.c"
-    probe.write_text(LAYOUT_PROBE)
-    so = tmp / "libtsr_ref.so"
+        pytest.skip(f"no host gcc to compile the {what}")
     # TESSERA_REF_CFLAGS adds flags, e.g. "-fsanitize=address,undefined" (run
     # pytest with LD_PRELOAD=$(gcc -print-file-name=libasan.so) for that)
     extra = os.environ.get("TESSERA_REF_CFLAGS", "").split()
-    cmd = [gcc, *CFLAGS, *extra, "-shared", "-fPIC", "-I", INCLUDE, *SOURCES, str(probe), "-o", str(so)]
+    cmd = [gcc, *CFLAGS, *extra, "-shared", "-fPIC", "-I", INCLUDE, *sources, "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr}"
     dll = ctypes.CDLL(str(so))
-    for name, cls in (("conv2d", ConvArgs), ("pointwise", ConvArgs), ("depthwise", ConvArgs),
-                      ("linear", ConvArgs), ("maxpool", PoolArgs), ("avgpool", PoolArgs),
-                      ("add", AddArgs), ("matmul", MatmulArgs)):
-        fn = getattr(dll, "tsr_" + name)
+    for name, cls in kernels:
+        fn = getattr(dll, prefix + name)
         fn.argtypes = [POINTER(cls), c_int, c_int]
         fn.restype = None
+    return dll
+
+
+@pytest.fixture(scope="session")
+def lib(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("refkernels")
+    probe = tmp / "layout_probe.c"
+    probe.write_text(LAYOUT_PROBE)
+    dll = load_kernels(tmp / "libtsr_ref.so", [*SOURCES, str(probe)], "tsr_",
+                       KERNEL_ARGS + (("matmul", MatmulArgs),), "reference kernels")
     dll.tsr_test_layout.argtypes = [ctypes.c_size_t]
     dll.tsr_test_layout.restype = ctypes.c_size_t
     return dll
+
+
+def header_layout(tmp, struct, fields):
+    """[sizeof, offsetof each field] of a struct of the real kernels.h, from
+    a probe compiled by the host gcc."""
+    src = tmp / "probe.c"
+    offsets = "".join(f', offsetof({struct}, {f})' for f in fields)
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "tessera/kernels.h"\n'
+                   f'int main(void){{printf("%zu{" %zu" * len(fields)}", sizeof({struct}){offsets});return 0;}}\n')
+    exe = tmp / "probe"
+    subprocess.run(["gcc", "-I", INCLUDE, str(src), "-o", str(exe)], check=True)
+    return [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
 
 
 def test_struct_layout_matches_header(lib):
@@ -161,18 +184,24 @@ def _libc_flags(cc, tmp):
     pytest.skip(f"{cc} has no C library headers (<stdint.h>, <string.h>): install newlib or picolibc")
 
 
-@pytest.mark.parametrize("target", sorted(CROSS))
-def test_kernels_compile_cleanly(target, tmp_path):
-    cc, *machine = CROSS[target]
+def assert_compiles_cleanly(target, sources, tmp):
+    """Every source compiles on its own for `target` (a CROSS entry) without
+    a single diagnostic."""
+    cc, *machine = target
     if shutil.which(cc) is None:
         pytest.skip(f"{cc} is not installed")
-    flags = _libc_flags(cc, tmp_path)
-    for src in SOURCES:
-        obj = tmp_path / (os.path.basename(src) + ".o")
+    flags = _libc_flags(cc, tmp)
+    for src in sources:
+        obj = tmp / (os.path.basename(src) + ".o")
         cmd = [cc, *flags, *machine, *CFLAGS, "-I", INCLUDE, "-c", src, "-o", str(obj)]
         res = subprocess.run(cmd, capture_output=True, text=True)
         assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stderr}"
         assert res.stderr == "", res.stderr
+
+
+@pytest.mark.parametrize("target", sorted(CROSS))
+def test_kernels_compile_cleanly(target, tmp_path):
+    assert_compiles_cleanly(CROSS[target], SOURCES, tmp_path)
 
 
 # ---- building arguments ----------------------------------------------------
@@ -415,14 +444,19 @@ def draw_rq(draw, acc, channels, tflite=False, **kw):
     return draw(requants(channels, int(np.abs(acc).max(initial=0)), **kw, tflite=tflite))
 
 
+# Each case strategy below also draws the tiles of the PULP-NN-style kernels
+# (test_pulp_nn_kernels.py): `prefix` names the library's functions, `share`
+# its work split, `offsets` the input offsets worth drawing for it, and the
+# max_* bounds the tile sizes.
+
 @st.composite
-def conv_cases(draw):
+def conv_cases(draw, prefix="tsr_", share=share_rows, max_in_c=6, max_out_c=9, offsets=OFFSETS):
     g = draw(geometry())
-    in_c, out_c = draw(st.integers(1, 6)), draw(st.integers(1, 9))
+    in_c, out_c = draw(st.integers(1, max_in_c)), draw(st.integers(1, max_out_c))
     x, rng = arrays(draw, (g["in_h"], g["in_w"], in_c))
     w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
     bias = draw_bias(draw, rng, out_c)
-    off = draw(OFFSETS)
+    off = draw(offsets)
     acc = ops.conv2d(x, w, bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
     assert acc.shape == (g["out_h"], g["out_w"], out_c)
     rq = draw_rq(draw, acc, out_c, tflite=True)
@@ -431,87 +465,91 @@ def conv_cases(draw):
     # no scratch, too small for two pixels (direct loop), exactly two, more
     sb = draw(st.sampled_from([0, 2 * patch - 1, 2 * patch, 2 * patch + 13]))
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
-    return Case("tsr_conv2d", build, expected, dtype, share_rows, sb), draw(NCORES), rng
+    return Case(prefix + "conv2d", build, expected, dtype, share, sb), draw(NCORES), rng
 
 
 @given(conv_cases())
 @SETTINGS
 def test_conv2d_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
+
+
+def unneeded_scratch(g, out_h):
+    """The reference depthwise needs no scratch; passing some must not
+    change anything."""
+    return [0, g["kh"] * g["kw"]]
 
 
 @st.composite
-def depthwise_cases(draw):
+def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFSETS, scratch=unneeded_scratch):
+    """`scratch(g, out_h)` lists the per-core scratch sizes worth drawing."""
     g = draw(geometry())
-    ch = draw(st.integers(1, 9))
+    ch = draw(st.integers(1, max_c))
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     w = int8s(rng, (ch, g["kh"], g["kw"]))           # the kernel's [c][kh][kw]
     bias = draw_bias(draw, rng, ch)
-    off = draw(OFFSETS)
+    off = draw(offsets)
     acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, (g["kh"], g["kw"]),
                         (g["sh"], g["sw"]), g["pad"])
     rq = draw_rq(draw, acc, ch, tflite=True)
     expected, dtype = finish(acc, rq)
-    # scratch is not needed; passing some must not change anything
-    sb = draw(st.sampled_from([0, g["kh"] * g["kw"]]))
+    sb = draw(st.sampled_from(scratch(g, expected.shape[0])))
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
-    return Case("tsr_depthwise", build, expected, dtype, share_rows, sb), draw(NCORES), rng
+    return Case(prefix + "depthwise", build, expected, dtype, share, sb), draw(NCORES), rng
 
 
 @given(depthwise_cases())
 @SETTINGS
 def test_depthwise_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 ONE = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
 
 
 @st.composite
-def pointwise_cases(draw):
-    h, wd = draw(st.integers(1, 6)), draw(st.integers(1, 6))
-    in_c, out_c = draw(st.integers(1, 20)), draw(st.integers(1, 20))
+def pointwise_cases(draw, prefix="tsr_", share=share_pixels, max_h=6, in_cs=st.integers(1, 20), max_out_c=20,
+                    offsets=OFFSETS):
+    h, wd = draw(st.integers(1, max_h)), draw(st.integers(1, 6))
+    in_c, out_c = draw(in_cs), draw(st.integers(1, max_out_c))
     x, rng = arrays(draw, (h, wd, in_c))
     w = int8s(rng, (out_c, in_c))
     bias = draw_bias(draw, rng, out_c)
-    off = draw(OFFSETS)
+    off = draw(offsets)
     acc = ops.pointwise(x, w, bias, off)
     rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     build = conv_builder(x, w, bias, expected.shape, ONE, off, rq)
-    return Case("tsr_pointwise", build, expected, dtype, share_pixels), draw(NCORES), rng
+    return Case(prefix + "pointwise", build, expected, dtype, share), draw(NCORES), rng
 
 
 @given(pointwise_cases())
 @SETTINGS
 def test_pointwise_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 @st.composite
-def linear_cases(draw):
-    h, wd, in_c = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 16))
-    out_c = draw(st.integers(1, 24))
+def linear_cases(draw, prefix="tsr_", share=share_channels, in_cs=st.integers(1, 16), max_out_c=24,
+                 offsets=OFFSETS):
+    h, wd, in_c = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(in_cs)
+    out_c = draw(st.integers(1, max_out_c))
     x, rng = arrays(draw, (h, wd, in_c))
     w = int8s(rng, (out_c, h * wd * in_c))
     bias = draw_bias(draw, rng, out_c)
-    off = draw(OFFSETS)
+    off = draw(offsets)
     acc = ops.linear(x, w, bias, off)
     rq = draw_rq(draw, acc, out_c, tflite=True)
     expected, dtype = finish(acc, rq)
     g = dict(ONE, kh=h, kw=wd)     # linear reads neither; pass something plausible
     build = conv_builder(x, w, bias, expected.shape, g, off, rq)
-    return Case("tsr_linear", build, expected, dtype, share_channels), draw(NCORES), rng
+    return Case(prefix + "linear", build, expected, dtype, share), draw(NCORES), rng
 
 
 @given(linear_cases())
 @SETTINGS
 def test_linear_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 # ---- pools and add ---------------------------------------------------------
@@ -531,41 +569,39 @@ def pool_builder(x, out_shape, g, off, rq):
 
 
 @st.composite
-def maxpool_cases(draw):
+def maxpool_cases(draw, prefix="tsr_", share=share_rows, max_c=9):
     # padding at most k-1 per side: every window holds an input
     g = draw(geometry(pad_max_is_k=False))
-    ch = draw(st.integers(1, 9))
+    ch = draw(st.integers(1, max_c))
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     expected = ops.maxpool(x, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"]).astype(np.int8)
     build = pool_builder(x, expected.shape, g, draw(OFFSETS), None)
-    return Case("tsr_maxpool", build, expected, np.int8, share_rows), draw(NCORES), rng
+    return Case(prefix + "maxpool", build, expected, np.int8, share), draw(NCORES), rng
 
 
 @given(maxpool_cases())
 @SETTINGS
 def test_maxpool_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 @st.composite
-def avgpool_cases(draw):
+def avgpool_cases(draw, prefix="tsr_", share=share_rows, max_c=9):
     g = draw(geometry(pads=False))
-    ch = draw(st.integers(1, 9))
+    ch = draw(st.integers(1, max_c))
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     off = draw(OFFSETS)
     acc = ops.avgpool_sum(x, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]))
     rq = draw(requants(ch, int(np.abs(acc).max(initial=0)), tflite=True))
     expected, dtype = finish(acc, rq)
     build = pool_builder(x, expected.shape, g, off, rq)
-    return Case("tsr_avgpool", build, expected, dtype, share_rows), draw(NCORES), rng
+    return Case(prefix + "avgpool", build, expected, dtype, share), draw(NCORES), rng
 
 
 @given(avgpool_cases())
 @SETTINGS
 def test_avgpool_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 def add_builder(a, b, in_mul, in_offset, rq, in_shift=(0, 0)):
@@ -579,12 +615,12 @@ def add_builder(a, b, in_mul, in_offset, rq, in_shift=(0, 0)):
 
 
 @st.composite
-def add_cases(draw):
+def add_cases(draw, prefix="tsr_", share=share_flat, kinds=("frontend", "wild", "int32")):
     shape = (draw(st.integers(1, 5)), draw(st.integers(1, 5)), draw(st.integers(1, 8)))
     a, rng = arrays(draw, shape)
     b = int8s(rng, shape)
     in_offset = [draw(OFFSETS), draw(OFFSETS)]
-    kind = draw(st.sampled_from(["frontend", "wild", "int32"]))
+    kind = draw(st.sampled_from(kinds))
     if kind == "frontend":
         # what the frontend makes: in_mul up to 2**30 (a 64-bit accumulator),
         # the scale in the requantization's shift
@@ -601,14 +637,13 @@ def add_cases(draw):
         rq = None
     expected, dtype = finish(acc, rq)
     build = add_builder(a, b, in_mul, in_offset, rq)
-    return Case("tsr_add", build, expected, dtype, share_flat), draw(NCORES), rng
+    return Case(prefix + "add", build, expected, dtype, share), draw(NCORES), rng
 
 
 @given(add_cases())
 @SETTINGS
 def test_add_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 # ---- fixed cases -------------------------------------------------------------
@@ -650,6 +685,36 @@ def full_requant(rng, channels, acc):
               int(rng.integers(-128, 128)), -100, 120, "half_up")
 
 
+def channel_tile(rng, op, g, in_shape, co_total, c0, tc, off):
+    """Channels [c0, c0 + tc) of a layer with co_total output channels and
+    per-channel parameters, on an input of in_shape (h, w, c; a depthwise
+    has co_total channels): the tile's input, weights and bias (views into
+    the layer's, at the tile's first channel), the layer's requantization,
+    and the tile's accumulator and expected int8 output."""
+    h, w_, in_c = in_shape
+    x_full = int8s(rng, (h, w_, co_total if op == "depthwise" else in_c))
+    bias = rng.integers(-5000, 5000, size=co_total).astype(np.int32)
+    kern, strd = (g["kh"], g["kw"]), (g["sh"], g["sw"])
+    x = x_full
+    if op == "conv2d":
+        w = int8s(rng, (co_total, g["kh"], g["kw"], in_c))
+        acc = ops.conv2d(x_full, w, bias, off, kern, strd, g["pad"])
+    elif op == "depthwise":
+        w = int8s(rng, (co_total, g["kh"], g["kw"]))
+        acc = ops.depthwise(x_full, w.transpose(1, 2, 0), bias, off, kern, strd, g["pad"])
+        x = x_full[:, :, c0:c0 + tc]    # the input tile holds the tile's channels only
+    elif op == "pointwise":
+        w = int8s(rng, (co_total, in_c))
+        acc = ops.pointwise(x_full, w, bias, off)
+    else:
+        w = int8s(rng, (co_total, x_full.size))
+        acc = ops.linear(x_full, w, bias, off)
+    rq = full_requant(rng, co_total, acc)
+    expected = ops.requantize(acc, rq.golden).astype(np.int8)[:, :, c0:c0 + tc]
+    assert len(np.unique(expected)) > min(10, expected.size // 2)   # the check means something
+    return x, w[c0:], bias[c0:], rq, acc[:, :, c0:c0 + tc], expected
+
+
 @pytest.mark.parametrize("op", ["conv2d", "depthwise", "pointwise", "linear"])
 @pytest.mark.parametrize("ncores", [1, 3])
 def test_channel_tile_of_larger_weights(lib, op, ncores):
@@ -657,42 +722,17 @@ def test_channel_tile_of_larger_weights(lib, op, ncores):
     layer's arrays at the tile's first channel; channel c of the tile is
     channel c0 + c of the layer."""
     rng = np.random.default_rng(7)
-    co_total, c0, tc = 23, 6, 9
-    g = dict(kh=3, kw=2, sh=2, sw=1, pad=(1, 0, 0, 1))
-    if op == "pointwise":
-        g = dict(ONE)
-    x_full = int8s(rng, (7, 5, co_total if op == "depthwise" else 5))
-    bias = rng.integers(-5000, 5000, size=co_total).astype(np.int32)
-    off = 17
-    kern, strd = (g["kh"], g["kw"]), (g["sh"], g["sw"])
-    if op == "conv2d":
-        w = int8s(rng, (co_total, 3, 2, 5))
-        acc = ops.conv2d(x_full, w, bias, off, kern, strd, g["pad"])
-        x = x_full
-    elif op == "depthwise":
-        w = int8s(rng, (co_total, 3, 2))
-        acc = ops.depthwise(x_full, w.transpose(1, 2, 0), bias, off, kern, strd, g["pad"])
-        x = x_full[:, :, c0:c0 + tc]    # the input tile holds the tile's channels only
-    elif op == "pointwise":
-        w = int8s(rng, (co_total, 5))
-        acc = ops.pointwise(x_full, w, bias, off)
-        x = x_full
-    else:
-        w = int8s(rng, (co_total, x_full.size))
-        acc = ops.linear(x_full, w, bias, off)
-        x = x_full
-    rq = full_requant(rng, co_total, acc)
-    expected = ops.requantize(acc, rq.golden).astype(np.int8)[:, :, c0:c0 + tc]
-    assert len(np.unique(expected)) > min(10, expected.size // 2)   # the check means something
+    c0, off = 6, 17
+    g = dict(ONE) if op == "pointwise" else dict(kh=3, kw=2, sh=2, sw=1, pad=(1, 0, 0, 1))
+    x, w, bias, rq, acc, expected = channel_tile(rng, op, g, (7, 5, 5), 23, c0, 9, off)
     share = {"conv2d": share_rows, "depthwise": share_rows,
              "pointwise": share_pixels, "linear": share_channels}[op]
     sb = 2 * 3 * 2 * 5 if op == "conv2d" else 0
-    build = conv_builder(x, w[c0:], bias[c0:], expected.shape, g, off, rq, sb, first_channel=c0)
+    build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb, first_channel=c0)
     run_case(lib, Case("tsr_" + op, build, expected, np.int8, share, sb), ncores, rng)
     # and int32 output of the same tile
-    build = conv_builder(x, w[c0:], bias[c0:], expected.shape, g, off, None, sb)
-    run_case(lib, Case("tsr_" + op, build, acc[:, :, c0:c0 + tc].astype(np.int32), np.int32,
-                       share, sb), ncores, rng)
+    build = conv_builder(x, w, bias, expected.shape, g, off, None, sb)
+    run_case(lib, Case("tsr_" + op, build, acc.astype(np.int32), np.int32, share, sb), ncores, rng)
 
 
 # ---- tiles put together: a whole padded layer ------------------------------
@@ -706,23 +746,28 @@ def tile_input(o0, o1, stride, k, pad_before, n_in):
 
 
 @st.composite
-def tiled_layers(draw):
+def tiled_layers(draw, max_c=6, channel_tiles=False, offsets=OFFSETS):
+    """A padded layer and its output tile (th x tw pixels and, with
+    channel_tiles, tc channels)."""
     kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
     sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     pad = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)),
            draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)))
     h = draw(st.integers(max(1, kh - pad[0] - pad[2]), 12))
     w = draw(st.integers(max(1, kw - pad[1] - pad[3]), 12))
-    c = draw(st.integers(1, 6))
+    c = draw(st.integers(1, max_c))
     ho, wo = (h + pad[0] + pad[2] - kh) // sh + 1, (w + pad[1] + pad[3] - kw) // sw + 1
     th, tw = draw(st.integers(1, ho)), draw(st.integers(1, wo))
-    return dict(kh=kh, kw=kw, sh=sh, sw=sw, pad=pad, h=h, w=w, c=c, ho=ho, wo=wo, th=th, tw=tw,
-                seed=draw(st.integers(0, 2**32 - 1)), off=draw(OFFSETS), ncores=draw(NCORES))
+    tile = dict(tc=draw(st.integers(1, max_c))) if channel_tiles else {}
+    return dict(kh=kh, kw=kw, sh=sh, sw=sw, pad=pad, h=h, w=w, c=c, ho=ho, wo=wo, th=th, tw=tw, **tile,
+                seed=draw(st.integers(0, 2**32 - 1)), off=draw(offsets), ncores=draw(NCORES))
 
 
-def run_tiled(lib, op, L):
-    """Run the layer tile by tile (tiles of th x tw output pixels, each with
-    its own slice of the input and its own padding) into one output."""
+def run_tiled(lib, op, L, prefix="tsr_", scratch_bytes=None):
+    """Run the layer tile by tile (tiles of th x tw output pixels and, where
+    L has tc, tc channels, each with its own slice of the input and its own
+    padding) into one output. scratch_bytes(g, out_rows) is a core's scratch
+    for a tile (default: two im2col patches of the whole input)."""
     rng = np.random.default_rng(L["seed"])
     c = L["c"]
     x = int8s(rng, (L["h"], L["w"], c))
@@ -745,26 +790,30 @@ def run_tiled(lib, op, L):
         expected = ops.requantize(acc, rq.golden).astype(np.int8)
     got = np.zeros_like(expected)
     ncores = L["ncores"]
-    for oy0 in range(0, L["ho"], L["th"]):
-        oy1 = min(oy0 + L["th"], L["ho"])
-        y0, y1, pt, pb = tile_input(oy0, oy1, L["sh"], L["kh"], L["pad"][0], L["h"])
-        for ox0 in range(0, L["wo"], L["tw"]):
-            ox1 = min(ox0 + L["tw"], L["wo"])
-            x0, x1, pl, pr = tile_input(ox0, ox1, L["sw"], L["kw"], L["pad"][1], L["w"])
-            g = dict(kh=L["kh"], kw=L["kw"], sh=L["sh"], sw=L["sw"], pad=(pt, pl, pb, pr))
-            xt = np.ascontiguousarray(x[y0:y1, x0:x1])
-            out = np.full((oy1 - oy0, ox1 - ox0, co), 99, dtype=np.int8)
-            sb = 2 * L["kh"] * L["kw"] * c
-            scratch = np.zeros(sb * ncores, dtype=np.int8)
-            if op == "maxpool":
-                args, keep = pool_builder(xt, out.shape, g, 0, None)(out.ctypes.data, None)
-            else:
-                args, keep = conv_builder(xt, w, None, out.shape, g, L["off"], rq, sb)(
-                    out.ctypes.data, ptr(scratch, c_int8))
-            fn = getattr(lib, "tsr_" + op)
-            for k in range(ncores):
-                fn(ctypes.byref(args), k, ncores)
-            got[oy0:oy1, ox0:ox1] = out
+    fn = getattr(lib, prefix + op)
+    tc = L.get("tc", co)
+    for c0 in range(0, co, tc):
+        c1 = min(c0 + tc, co)
+        xc = x if op == "conv2d" else x[:, :, c0:c1]     # a conv reads every input channel
+        for oy0 in range(0, L["ho"], L["th"]):
+            oy1 = min(oy0 + L["th"], L["ho"])
+            y0, y1, pt, pb = tile_input(oy0, oy1, L["sh"], L["kh"], L["pad"][0], L["h"])
+            for ox0 in range(0, L["wo"], L["tw"]):
+                ox1 = min(ox0 + L["tw"], L["wo"])
+                x0, x1, pl, pr = tile_input(ox0, ox1, L["sw"], L["kw"], L["pad"][1], L["w"])
+                g = dict(kh=L["kh"], kw=L["kw"], sh=L["sh"], sw=L["sw"], pad=(pt, pl, pb, pr))
+                xt = np.ascontiguousarray(xc[y0:y1, x0:x1])
+                out = np.full((oy1 - oy0, ox1 - ox0, c1 - c0), 99, dtype=np.int8)
+                sb = scratch_bytes(g, oy1 - oy0) if scratch_bytes else 2 * L["kh"] * L["kw"] * c
+                scratch = np.zeros(sb * ncores, dtype=np.int8)
+                if op == "maxpool":
+                    args, keep = pool_builder(xt, out.shape, g, 0, None)(out.ctypes.data, None)
+                else:
+                    args, keep = conv_builder(xt, w[c0:], None, out.shape, g, L["off"], rq, sb,
+                                              first_channel=c0)(out.ctypes.data, ptr(scratch, c_int8))
+                for k in range(ncores):
+                    fn(ctypes.byref(args), k, ncores)
+                got[oy0:oy1, ox0:ox1, c0:c1] = out
     np.testing.assert_array_equal(got, expected)
 
 
@@ -878,8 +927,7 @@ def per_element_cases(draw):
 @given(per_element_cases())
 @SETTINGS
 def test_parameters_per_element_match_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 def int32s(rng, shape, bound=2**24):
@@ -916,8 +964,7 @@ def int32_pool_cases(draw):
 @given(int32_pool_cases())
 @SETTINGS
 def test_int32_input_pools_match_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 @st.composite
@@ -955,8 +1002,7 @@ def add_per_channel_cases(draw):
 @given(add_per_channel_cases())
 @SETTINGS
 def test_add_int32_inputs_and_per_channel_requant_match_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 @st.composite
@@ -995,8 +1041,7 @@ def matmul_cases(draw):
 @given(matmul_cases())
 @SETTINGS
 def test_matmul_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 def test_tflite_add_matches_golden(lib):

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, RequantT, arrays, conv_builder, draw_bias,  # noqa: F401
-                              draw_rq, finish, int8s, lib, ptr, requants, run_case, share_rows, share_pixels,
-                              share_flat)
+                              draw_rq, finish, header_layout, int8s, lib, ptr, requants, run_case, share_rows,
+                              share_pixels, share_flat)
 from tessera.frontend.tables import lut_table, prelu_tables, resize_table, softmax_params
 from tessera.golden import ops
 from tessera.ir import RESIZE_FRAC, Requant
@@ -58,24 +58,13 @@ STRUCTS = {"tsr_binary_args_t": BinaryArgs, "tsr_lut_args_t": LutArgs, "tsr_conc
 def test_struct_layout_matches_header(tmp_path):
     """sizeof and offsetof of every field, from the real header."""
     import shutil
-    import subprocess
-    from test_ref_kernels import INCLUDE
 
     if shutil.which("gcc") is None:
         pytest.skip("no host gcc")
-    lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "tessera/kernels.h"', "int main(void) {"]
-    want = []
     for s, cls in STRUCTS.items():
-        lines.append(f'printf("%zu\\n", sizeof({s}));')
-        want.append(ctypes.sizeof(cls))
-        for f in cls._fields_:
-            lines.append(f'printf("%zu\\n", offsetof({s}, {"in" if f[0] == "in_" else f[0]}));')
-            want.append(getattr(cls, f[0]).offset)
-    lines.append("return 0; }")
-    (tmp_path / "probe.c").write_text("\n".join(lines))
-    subprocess.run(["gcc", "-I", INCLUDE, str(tmp_path / "probe.c"), "-o", str(tmp_path / "probe")], check=True)
-    got = subprocess.run([str(tmp_path / "probe")], capture_output=True, text=True, check=True).stdout.split()
-    assert [int(v) for v in got] == want
+        fields = ["in" if f[0] == "in_" else f[0] for f in cls._fields_]
+        want = [ctypes.sizeof(cls)] + [getattr(cls, f[0]).offset for f in cls._fields_]
+        assert header_layout(tmp_path, s, fields) == want, s
 
 
 def rq_ptr(rqs):
@@ -137,8 +126,7 @@ def dilated_cases(draw):
 @given(dilated_cases())
 @SETTINGS
 def test_dilated_convolutions_match_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 def test_dilated_window_golden_by_hand():
@@ -186,8 +174,7 @@ def binary_cases(draw):
 @given(binary_cases())
 @SETTINGS
 def test_broadcast_mul_and_add_match_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 # ---- lookup tables ------------------------------------------------------------------
@@ -210,8 +197,7 @@ def lut_cases(draw):
 @given(lut_cases())
 @SETTINGS
 def test_lut_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 def test_tables_follow_the_float_functions():
@@ -268,8 +254,7 @@ def concat_cases(draw):
 @given(concat_cases())
 @SETTINGS
 def test_concat_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 # ---- resize ---------------------------------------------------------------------------
@@ -301,8 +286,7 @@ def resize_cases(draw):
 @given(resize_cases())
 @SETTINGS
 def test_resize_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 def test_resize_tables_by_hand():
@@ -341,8 +325,7 @@ def softmax_cases(draw):
 @given(softmax_cases())
 @SETTINGS
 def test_softmax_matches_golden(lib, case):
-    c, ncores, rng = case
-    run_case(lib, c, ncores, rng)
+    run_case(lib, *case)
 
 
 @pytest.mark.parametrize("s_x,c", [(0.0625, 10), (0.17, 12), (0.02, 2), (0.4, 100), (0.003, 40)])

@@ -40,7 +40,7 @@ def pool_bounds_hold(problem, program):
 
 
 @st.composite
-def chains(draw):
+def chains(draw, band=None):
     h0 = h = draw(st.sampled_from([4, 8, 12, 16]))
     layers = []
     for i in range(draw(st.integers(1, 5))):
@@ -52,7 +52,8 @@ def chains(draw):
             layers.append({"op": "linear", "name": f"fc{i}", "cout": draw(st.integers(1, 300))})
             h = 1             # further layers see a vector
         elif h > 1:
-            layers.append({"op": "conv", "name": f"c{i}", "cout": draw(st.integers(1, 48))})
+            layers.append({"op": "conv", "name": f"c{i}", "cout": draw(st.integers(1, 48)),
+                           "band": draw(st.booleans()) if band is None else band})
     assume(layers)
     pools = {"in": draw(st.integers(256, 8192)), "w": draw(st.integers(256, 16384)),
              "out": draw(st.integers(64, 4096))}
@@ -83,6 +84,51 @@ def test_programs_always_pass_the_checker(case):
         assert estimate.lower_bound(problem, again["tasks"]) <= result["replay"]["end"]
     else:       # pipelining never loses to frames one by one
         assert result["replay"]["end"] <= frames * sc.schedule(problem)["replay"]["end"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(chains(band=True))
+def test_banded_chains_gather_each_band_in_one_buffer(case):
+    """Storage-level row bands: the tiles of a band compute into the one
+    buffer the band's first tile took, and the band is written once, after
+    its last tile; the checker accepts the program (and would refuse a band
+    tile computing elsewhere)."""
+    problem, frames = case
+    bands = [(li, ti) for li, layer in enumerate(problem["layers"]) for ti, t in enumerate(layer["tiles"])
+             if t.get("band")]
+    assume(bands)
+    result = sc.schedule(problem, frames)
+    again = rp.replay(problem, result["program"])
+    pool_bounds_hold(problem, result["program"])
+    assert all(again["pool_peak"][p] <= problem["pools"][p] for p in tg.POOLS)
+    tasks = again["tasks"]
+    ops = result["program"]["ops"]
+    out_at = {op["id"]: op["out"] for op in ops if op["op"] == "COMPUTE"}
+    first = {}
+    for op in ops:
+        if op["op"] != "COMPUTE":
+            continue
+        t = tasks[op["id"]]
+        tile = problem["layers"][t["layer"]]["tiles"][t["tile"]]
+        if tile.get("band"):
+            assert op["out"] == out_at[first[(t["frame"], t["layer"])]]
+        else:
+            first[(t["frame"], t["layer"])] = op["id"]
+    # every byte of a banded output written once per frame, in a transfer per band
+    for li, layer in enumerate(problem["layers"]):
+        if any(t.get("band") for t in layer["tiles"]):
+            writes = [t for t in tasks if t["kind"] == "write" and t["layer"] == li and t["frame"] == 0]
+            n_bands = sum(1 for t in layer["tiles"] if not t.get("band"))
+            assert len(writes) == n_bands
+            assert sorted((w["offset"], w["bytes"]) for w in writes)[-1][0] + writes[-1]["bytes"] \
+                == sum(w["bytes"] for w in writes)
+    # a band tile moved off its band's buffer is caught
+    li, ti = bands[0]
+    k = next(i for i, op in enumerate(ops) if op["op"] == "COMPUTE" and op["frame"] == 0
+             and (op["layer"], op["tile"]) == (li, ti))
+    bad = dict(result["program"], ops=ops[:k] + [dict(ops[k], out=ops[k]["out"] + 1)] + ops[k + 1:])
+    with pytest.raises(rp.ProgramError, match="does not hold its band's output"):
+        rp.replay(problem, bad)
 
 
 @st.composite

@@ -26,6 +26,15 @@
  * block after the intermediate and it is copied into its channels of the
  * band's output; with fd == C it writes the output directly.
  *
+ * PW->DW, row-wise with the shifted buffer (tessera/pw_dw_rows.h): per
+ * block of fd depthwise output rows, the rows the previous block's windows
+ * share with this one are moved to the top of a->buf, the library's 1x1
+ * convolution computes only the new pointwise rows (all channels, HWC)
+ * below them, then the library's depthwise runs over the block's rows into
+ * its rows of the band's output. HWC throughout for the same reasons as
+ * DW->PW; every channel at once, so unlike channel-wise neither layer's
+ * constants nor outputs are sliced or copied.
+ *
  * A call the CMSIS-NN functions refuse falls back to the reference layer
  * kernel for that block (not with TSR_CMSIS_STRICT, tests only).
  */
@@ -34,6 +43,36 @@
 
 #include "arm_nnfunctions.h"
 #include "tessera/cmsis_nn.h"
+
+/* the row-wise step's shift: picolibc's memmove is a byte loop behind a
+ * call (one 64 x 96 row: ~25k instructions on stm32h7); rows move down in
+ * the buffer, so an ascending copy is safe, a word at a time when aligned */
+static void move_down(int8_t *dst, const int8_t *src, size_t n)
+{
+    size_t i = 0;
+    if ((((size_t)dst | (size_t)src) & 3) == 0) {
+        for (; i + 16 <= n; i += 16) {
+            uint32_t v0, v1, v2, v3;
+            memcpy(&v0, src + i, 4);
+            memcpy(&v1, src + i + 4, 4);
+            memcpy(&v2, src + i + 8, 4);
+            memcpy(&v3, src + i + 12, 4);
+            memcpy(dst + i, &v0, 4);
+            memcpy(dst + i + 4, &v1, 4);
+            memcpy(dst + i + 8, &v2, 4);
+            memcpy(dst + i + 12, &v3, 4);
+        }
+        for (; i + 4 <= n; i += 4) {
+            uint32_t v;
+            memcpy(&v, src + i, 4);
+            memcpy(dst + i, &v, 4);
+        }
+    }
+    for (; i < n; i++)
+        dst[i] = src[i];
+}
+#define TSR_PW_DW_ROWS_MOVE move_down
+#include "tessera/pw_dw_rows.h"
 
 #ifdef TSR_CMSIS_STRICT
 #define FALLBACK(call) ((void)0)
@@ -267,5 +306,42 @@ void tsr_cmsis_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores)
         depthwise(&ctx, &d, w + (size_t)c0 * taps, &dq);
         if (n < C)
             scatter((int8_t *)dw->out + c0, C, block, n, pixels);
+    }
+}
+
+void tsr_cmsis_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core != 0)
+        return;
+    const tsr_conv_args_t *pw = &a->pw, *dw = &a->dw;
+    const int32_t C = dw->out_c, taps = dw->kh * dw->kw;
+    int32_t *pmul = (int32_t *)(void *)dw->scratch, *pshift = pmul + C, *dmul = pshift + C, *dshift = dmul + C;
+    int8_t *w = (int8_t *)(dshift + C);
+    cmsis_nn_per_channel_quant_params pq, dq;
+    cmsis_nn_context ctx;
+    tsr_pw_dw_args_t rows = *a;
+    tsr_conv_args_t p, d;
+
+    quant_fill(pw->rq, pmul, pshift, C);
+    quant_fill(dw->rq, dmul, dshift, C);
+    pq.multiplier = pmul;
+    pq.shift = pshift;
+    dq.multiplier = dmul;
+    dq.shift = dshift;
+    for (int32_t t = 0; t < taps; t++)
+        for (int32_t ch = 0; ch < C; ch++)
+            w[t * C + ch] = dw->weights[ch * taps + t];
+    ctx.buf = w + align4(taps * C);
+    ctx.size = dw->scratch_bytes - 16 * C - align4(taps * C);
+
+    rows.fd = a->fd > 0 ? a->fd : dw->out_h;
+    for (int32_t y = 0, n; y < dw->out_h; y += n) {
+        n = dw->out_h - y < rows.fd ? dw->out_h - y : rows.fd;
+        /* shifts the kept rows up; p: the new rows, d: the block */
+        tsr_pw_dw_rows_plan(&rows, y, n, y == 0, &p, &d);
+        if (p.in_h > 0)
+            pointwise(&ctx, &p, &pq);
+        depthwise(&ctx, &d, w, &dq);
     }
 }

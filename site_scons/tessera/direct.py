@@ -31,7 +31,7 @@ filters). Any layer whose call could fall back to another kernel (other
 arithmetic, dilation, a strided pointwise) stays tiled.
 """
 
-from . import ir
+from . import overlap
 
 # the kernel functions whose loop order `events` reproduces
 KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise"}
@@ -222,32 +222,14 @@ def _dw_call(H, W, C, Ho, Wo, kh, kw, sh, sw, pt, pl):
     return out
 
 
-def _first(box, shape, e):
-    h0, _, w0, _, c0, _ = box
-    _, W, C = shape
-    return ((h0 * W + w0) * C + c0) * e
-
-
-def _last(box, shape, e):
-    h0, h, w0, w, c0, c = box
-    _, W, C = shape
-    return (((h0 + h - 1) * W + w0 + w - 1) * C + c0 + c - 1) * e + e - 1
-
-
 def gap(layer, graph, k):
     """The smallest distance (bytes) the output may start below the input:
-    no step reads a byte an earlier step wrote (overlap.safe_gap's formula,
+    no step reads a byte an earlier step wrote (overlap.safe_gap's rule,
     over the kernel's steps)."""
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
-    xe, ye = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
     if k == "apart":
         return y.nbytes     # no overlap
-    written, g = -1, 0
-    for reads, writes in events(layer, graph, k):
-        if written >= 0:
-            g = max(g, written - min(_first(b, x.shape, xe) for b in reads) + 1)
-        written = max([written] + [_last(b, y.shape, ye) for b in writes])
-    return g
+    return overlap.tensors_gap(events(layer, graph, k), x, y)
 
 
 def eligible(graph, kernels, rows=()):

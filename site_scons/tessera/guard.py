@@ -20,29 +20,18 @@ are loaded ahead by DMA, so their bytes are never guarded).
 from .memplan import _align
 
 
-def free_ranges(graph, the_plan):
-    """[[offset, bytes], ...] per step: the activation arena's free bytes."""
+def free_ranges(graph, the_plan, held=()):
+    """[[offset, bytes], ...] per step: the activation arena's free bytes.
+    held: more (first step, last step, offset, bytes) to leave alone (the
+    out-of-core program's pools, tessera.storage.firmware)."""
     acts = the_plan["activations"]
-    offsets, arena = acts["offsets"], acts["arena"]
-    producer, last = graph.producer(), graph.last_use()
+    arena = acts["arena"]
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     n = len(graph.layers)
     bounces = acts.get("spill", {}).get("bounces", {})
-    spilled = acts.get("spill", {}).get("offsets", {})
-
-    def first_step(i):
-        # a fused intermediate (in neither arena) means layer i runs in the
-        # step of the layer before it
-        while i > 0 and graph.layers[i - 1].output not in offsets and graph.layers[i - 1].output not in spilled:
-            i -= 1
-        return i
-    lives = []   # (start, end, offset, bytes)
-    for name, at in offsets.items():
-        if name in graph.tensors:
-            start = 0 if name in graph.inputs else first_step(producer.get(name, 0))
-            end = n - 1 if name in graph.outputs else last.get(name, start)
-            lives.append((start, end, at, _align(graph.tensor(name).nbytes)))
-        else:        # "<layer>:bounce:<which>"
+    lives = tensor_lives(graph, the_plan) + list(held)
+    for name, at in acts["offsets"].items():
+        if name not in graph.tensors:        # "<layer>:bounce:<which>"
             step = index[name.split(":bounce:")[0]]
             lives.append((step, step, at, _align(bounces[name])))
     stream = the_plan["weights"].get("stream")
@@ -60,3 +49,27 @@ def free_ranges(graph, the_plan):
             ranges.append([cursor, arena - cursor])
         out.append([r for r in ranges if r[1] > 0])
     return out
+
+
+def tensor_lives(graph, the_plan):
+    """[(first step, last step, offset, bytes)]: each tensor of the
+    activation arena, from its producer's step (0 for a network input) to
+    its last reader (the end for an output)."""
+    offsets = the_plan["activations"]["offsets"]
+    spilled = the_plan["activations"].get("spill", {}).get("offsets", {})
+    producer, last = graph.producer(), graph.last_use()
+    n = len(graph.layers)
+
+    def first_step(i):
+        # a fused intermediate (in neither arena) means layer i runs in the
+        # step of the layer before it
+        while i > 0 and graph.layers[i - 1].output not in offsets and graph.layers[i - 1].output not in spilled:
+            i -= 1
+        return i
+    lives = []
+    for name, at in offsets.items():
+        if name in graph.tensors:
+            start = 0 if name in graph.inputs else first_step(producer.get(name, 0))
+            end = n - 1 if name in graph.outputs else last.get(name, start)
+            lives.append((start, end, at, _align(graph.tensor(name).nbytes)))
+    return lives

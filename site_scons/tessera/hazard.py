@@ -205,7 +205,7 @@ def check(graph, tilings, the_plan, fused=None):
     empty)."""
     places = _Places(the_plan)
     lead = {g["layers"][0]: g for g in (fused or {}).values()}
-    empty = {g["layers"][1] for g in (fused or {}).values()}
+    empty = {n for g in (fused or {}).values() for n in g["layers"][1:]}
     direct = the_plan.get("direct", {})
     size = ir.DTYPES
     # the application writes the inputs before the network runs
@@ -216,9 +216,12 @@ def check(graph, tilings, the_plan, fused=None):
     feed = _Stream(places.act, places.stream)
     n = 0
     for layer in graph.layers:
-        if layer.name in lead:
+        if layer.name in lead and lead[layer.name].get("kind") == "add":
+            n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places, feed,
+                               epilogue=graph.layer(lead[layer.name]["layers"][1]))
+        elif layer.name in lead:
             n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
-                               places, feed)
+                               places, feed, [graph.layer(x) for x in lead[layer.name]["layers"][2:]])
         elif layer.name in direct:
             n += _replay_direct(layer, graph, direct[layer.name], places)
         elif layer.name not in empty:
@@ -232,8 +235,15 @@ def check(graph, tilings, the_plan, fused=None):
     return n
 
 
-def _replay_layer(layer, graph, tiling, the_plan, places, feed):
+def _replay_layer(layer, graph, tiling, the_plan, places, feed, epilogue=None):
+    """One tiled layer's tiles. epilogue: the add run on its output tiles
+    (fusion's add epilogue: each tile also reads the add's other input at
+    the output tile's box, and writes the add's output there)."""
     y = graph.tensor(layer.output)
+    skip = None
+    if epilogue is not None:
+        skip = [n for n in epilogue.inputs if n != layer.output][0]
+        y = graph.tensor(epilogue.output)
     ye = ir.DTYPES[y.dtype]
     if is_whole(layer, graph):
         who = f"layer {layer.name}"
@@ -284,17 +294,22 @@ def _replay_layer(layer, graph, tiling, the_plan, places, feed):
             H, W, _ = b.shape
             lvl.read((off, tuple(b.shape), ir.DTYPES[b.dtype], (0, H, 0, W, t["oc0"], t["oc"])),
                      _tag(layer.inputs[1]), who)
-        lvl, off = places.of(layer.output)
+        if skip is not None:
+            st = graph.tensor(skip)
+            lvl, off = places.of(skip)
+            lvl.read(_out_box(off, st.shape, ir.DTYPES[st.dtype], t), _tag(skip), who)
+        out_name = epilogue.output if epilogue is not None else layer.output
+        lvl, off = places.of(out_name)
         if lvl is places.far:
             name = f"{layer.name}:bounce:out"
             _through(places.act, the_plan["activations"]["offsets"][name] + slot(name, i),
                      t["oh"] * t["ow"] * t["oc"] * ye, f"{layer.name} output tile {i}", who)
-        lvl.write(_out_box(off, y.shape, ye, t), _tag(layer.output), who)
+        lvl.write(_out_box(off, y.shape, ye, t), _tag(out_name), who)
     _replay_tiles(layer, tiles, tiling, l1, tile_level)
     return len(tiles)
 
 
-def _replay_fused(first, second, graph, bands, places, feed):
+def _replay_fused(first, second, graph, bands, places, feed, epilogue=()):
     """A fused step (codegen/fused.py, DW->PW or PW->DW) in the activation
     level: both layers' weight chunks first, then band i reads its input
     rows (halo included, every column and channel), then writes its output
@@ -304,16 +319,24 @@ def _replay_fused(first, second, graph, bands, places, feed):
     for layer in (first, second):
         for _ in range(feed.asks(layer.name)):
             feed.next(layer.name, f"fused step {first.name}+{second.name}")
-    x, y = graph.tensor(first.inputs[0]), graph.tensor(second.output)
+    # a DW->PW step with its add epilogue: each band also reads the add's
+    # other input's rows, and writes the add's output
+    skip = [n for n in epilogue[0].inputs if n != second.output][0] if epilogue else None
+    last = epilogue[-1] if epilogue else second
+    x, y = graph.tensor(first.inputs[0]), graph.tensor(last.output)
     xl, xo = places.of(first.inputs[0])
-    yl, yo = places.of(second.output)
+    yl, yo = places.of(last.output)
     _, W, C = x.shape
     _, Wo, Co = y.shape
     for i, b in enumerate(bands):
         who = f"fused step {first.name}+{second.name} band {i}"
         xl.read((xo, tuple(x.shape), ir.DTYPES[x.dtype], (b["ih0"], b["ih"], 0, W, 0, C)), _tag(first.inputs[0]),
                 who)
-        yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(second.output),
+        if skip is not None:
+            sl, so = places.of(skip)
+            sl.read((so, tuple(y.shape), ir.DTYPES[graph.tensor(skip).dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)),
+                    _tag(skip), who)
+        yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(last.output),
                  who)
     return len(bands)
 

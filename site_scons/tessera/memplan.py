@@ -395,11 +395,17 @@ def _without_intermediates(graph, fused, release_input=False):
     from dataclasses import replace
     drop, changed = set(), {}
     for group in fused.values():
-        first, last = (graph.layer(n) for n in group["layers"])
-        drop.add(first.output)
-        changed[first.name] = replace(first, output=last.output)
+        members = [graph.layer(n) for n in group["layers"]]
+        first, last = members[0], members[-1]
+        inner = {m.output for m in members[:-1]}
+        drop |= inner
+        # an add epilogue's step reads the add's other input too
+        changed[first.name] = replace(first, output=last.output,
+                                      inputs=list(first.inputs) + [n for m in members[1:] for n in m.inputs
+                                                                   if n not in inner])
         inputs = [last.output] if release_input else list(first.inputs) + [last.output]
-        changed[last.name] = replace(last, inputs=inputs, output=first.output)
+        for m in members[1:]:
+            changed[m.name] = replace(m, inputs=inputs, output=first.output)
     layers = [changed.get(layer.name, layer) for layer in graph.layers]
     return replace(graph, layers=layers, tensors={n: t for n, t in graph.tensors.items() if n not in drop})
 
@@ -409,19 +415,20 @@ def _fused_tensors(graph, fused):
     output): a fused step has no bounce buffers, so none of them may spill."""
     out = set()
     for g in (fused or {}).values():
-        first, second = graph.layer(g["layers"][0]), graph.layer(g["layers"][1])
-        out |= set(first.inputs) | {second.output}
+        members = [graph.layer(n) for n in g["layers"]]
+        inner = {m.output for m in members[:-1]}
+        out |= set(members[0].inputs) | {members[-1].output} | {n for m in members[1:] for n in m.inputs} - inner
     return out
 
 
 def _fused_outputs(graph, fused):
-    return {graph.layer(g["layers"][1]).output for g in (fused or {}).values()}
+    return {graph.layer(g["layers"][-1]).output for g in (fused or {}).values()}
 
 
 def _fused_runs(graph, fused):
-    """{second layer's index: first layer's index} of the fused steps."""
+    """{later layer's index: first layer's index} of the fused steps."""
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
-    return {index[g["layers"][1]]: index[g["layers"][0]] for g in (fused or {}).values()}
+    return {index[n]: index[g["layers"][0]] for g in (fused or {}).values() for n in g["layers"][1:]}
 
 
 def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, direct=None):
@@ -433,6 +440,12 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     (tessera.direct: only their scratch in the tile level). Raises
     FitError when a level cannot hold what it must."""
     direct = dict(sorted((direct or {}).items()))
+    # an add epilogue's producer runs on the epilogue's own tiling (its skip buffer)
+    tilings = dict(tilings)
+    for g in (fused or {}).values():
+        if g.get("kind") == "add":
+            first = g["layers"][0]
+            tilings[first] = dict(g["tiling"], layer=first, l1_budget=tilings[first].get("l1_budget"))
     place = memory["place"]
     levels = memory["levels"]
     act_level = place["activations"]

@@ -42,19 +42,32 @@ def _last(box, shape, esize):
     return (((h0 + h - 1) * W + w0 + w - 1) * C + c0 + c - 1) * esize + esize - 1
 
 
+def steps_gap(steps, x_shape, xe, y_shape, ye):
+    """The smallest distance (bytes) the output may start below the input
+    when `steps` run in order, each (boxes read in the input, boxes written
+    in the output), a box (h0, h, w0, w, c0, c) of an HWC tensor of that
+    shape and element size: no step reads a byte an earlier step wrote."""
+    written, gap = -1, 0
+    for reads, writes in steps:
+        if written >= 0:
+            gap = max(gap, written - min(_first(b, x_shape, xe) for b in reads) + 1)
+        written = max([written] + [_last(b, y_shape, ye) for b in writes])
+    return gap
+
+
+def tensors_gap(steps, x, y):
+    """steps_gap between two IR tensors."""
+    return steps_gap(steps, x.shape, ir.DTYPES[x.dtype], y.shape, ir.DTYPES[y.dtype])
+
+
 def safe_gap(layer, graph, tiling):
     """The smallest distance (bytes) the output may start below the input."""
     if is_whole(layer, graph) or not tiling.get("tiled", True):
         return 0
-    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
-    xe, ye = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
-    written, gap = -1, 0
-    for t in tile_list(tiler_layer(layer, graph), tiling):
-        if written >= 0:
-            first = _first((t["ih0"], t["ih"], t["iw0"], t["iw"], t["ic0"], t["ic"]), x.shape, xe)
-            gap = max(gap, written - first + 1)
-        written = max(written, _last((t["oh0"], t["oh"], t["ow0"], t["ow"], t["oc0"], t["oc"]), y.shape, ye))
-    return gap
+    steps = (([(t["ih0"], t["ih"], t["iw0"], t["iw"], t["ic0"], t["ic"])],
+              [(t["oh0"], t["oh"], t["ow0"], t["ow"], t["oc0"], t["oc"])])
+             for t in tile_list(tiler_layer(layer, graph), tiling))
+    return tensors_gap(steps, graph.tensor(layer.inputs[0]), graph.tensor(layer.output))
 
 
 def _eligible(graph):
@@ -141,14 +154,8 @@ def band_gap(x_shape, xe, y_shape, ye, bands):
     [oh0, oh0 + oh), with the same double-buffered timing as a tiled layer."""
     _, W, C = x_shape
     _, Wo, Co = y_shape
-    written, gap = -1, 0
-    if len(bands) < 2:
-        return 0
-    for b in bands:
-        if written >= 0:
-            gap = max(gap, written - _first((b["ih0"], b["ih"], 0, W, 0, C), x_shape, xe) + 1)
-        written = max(written, _last((b["oh0"], b["oh"], 0, Wo, 0, Co), y_shape, ye))
-    return gap
+    steps = (([(b["ih0"], b["ih"], 0, W, 0, C)], [(b["oh0"], b["oh"], 0, Wo, 0, Co)]) for b in bands)
+    return steps_gap(steps, x_shape, xe, y_shape, ye)
 
 
 def fused_candidates(graph, fused):
@@ -159,6 +166,8 @@ def fused_candidates(graph, fused):
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     out = []
     for group in fused.values():
+        if group.get("kind") in ("add", "dw_pw_add", "pw_dw_add"):
+            continue        # a step with an add epilogue: its output overlaps nothing (it reads the skip too)
         dw, pw = (graph.layer(n) for n in group["layers"])
         x = dw.inputs[0]
         if len(dw.inputs) != 1 or x in graph.inputs or x in graph.outputs or last.get(x) != index[dw.name]:

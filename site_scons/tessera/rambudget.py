@@ -92,7 +92,10 @@ def with_fused(memory, sched, fused_tilings):
     loses from its in-place candidates the layers that run fused (and all of
     them beside a PW->DW step, whose plan is not replayed)."""
     fused = {s["step"]: {"layers": s["layers"], "l1_total": fused_tilings[s["step"]]["l1_bytes"]["total"],
-                         "bands": fused_tilings[s["step"]]["bands"]}
+                         "bands": fused_tilings[s["step"]]["bands"],
+                         # an add epilogue: its producer's tiling (its tiles, the skip buffer)
+                         "kind": s["kind"],
+                         **({"tiling": fused_tilings[s["step"]]["tiling"]} if s["kind"] == "add" else {})}
              for s in (sched or {"steps": []})["steps"] if s["kind"] != "layer"}
     if fused:
         eligible = memory.get("direct", {}).get("eligible", {})

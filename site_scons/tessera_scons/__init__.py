@@ -552,11 +552,19 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # slice (the step is generated as the first layer's function)
     for name in cand_layers:
         pairs[name] = [sched_slice[name]]
+    # (a layer first in several candidates, a DW->PW pair and the same pair
+    # with its add epilogue: every such candidate's tiling, and the other
+    # layers' views and plan slices; the step picks its group's)
+    leads = {}
     for c, node in zip(solved, fused):
-        first, second = c["layers"]
-        j = index[second]
-        second_view = _value(env, _layer_view(graph, graph.layers[j]), f"layer {second}")
-        pairs[first] = [sched_slice[first], node, second_view, slices[j]]
+        mine = leads.setdefault(c["layers"][0], {"tilings": [], "others": []})
+        mine["tilings"].append(node)
+        mine["others"] += [n for n in c["layers"][1:] if n not in mine["others"]]
+    for first, mine in leads.items():
+        pairs[first] = [sched_slice[first]] + mine["tilings"]
+        for other in mine["others"]:
+            j = index[other]
+            pairs[first] += [_value(env, _layer_view(graph, graph.layers[j]), f"layer {other}"), slices[j]]
     for layer, tiling, slice_ in zip(graph.layers, tilings, slices):
         lv = _value(env, _layer_view(graph, layer), f"layer {layer.name}")
         c = env.Command(d("src", layer.name + ".c"), [lv, tiling, slice_, cg_value] + pairs.get(layer.name, []),
@@ -587,7 +595,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         lvl = tcfg["memory"][cg_target["storage"]["level"]]
         pv = {"prefix": cg_target["prefix"], "act_level": act, "clock_hz": tcfg["clock_hz"],
               "section": cg_target["sections"]["activations"],
-              "pools": int(tcfg["memory"][act]["reserved"].get("pools", 0)),
+              # None: the pools take the arena's free bytes; 0: no program; else dedicated bytes
+              "pools": tcfg["memory"][act]["reserved"].get("pools"),
               "storage": {"level": cg_target["storage"]["level"], "costs": st_costs.storage_params(lvl)},
               # what tessera.cost needs to find the coefficients (a same-core
               # target's when this one has none: platform, toolchain, runner)

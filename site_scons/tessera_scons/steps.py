@@ -171,8 +171,7 @@ def _schedule(target, source, env):
         if "verdict" in t:
             reports.append(t)        # fusion_cost=measured: the variants' reports
         elif "group" in t:
-            dw, pw = t["layers"]
-            fused[t["group"]] = (fusion.pair_view(graph, dw, pw), t)
+            fused[t["group"]] = (fusion.pair_view(graph, *t["layers"]), t)
         else:
             tilings[t["layer"]] = t
     from tessera.fusion import decide
@@ -264,10 +263,33 @@ def _gen_layer(target, source, env):
         mine = canon.read_json(str(source[4]))
         group = mine if mine["kind"] != "layer" else None
         if group is not None and mine["first"]:
-            second, second_graph = _layer_from_view(_value(source[6]))
-            both = Graph(v["model"], "", {**graph.tensors, **second_graph.tensors}, [layer, second], [], [])
-            text = fused.generate(layer, second, both, canon.read_json(str(source[5])), slice_,
-                                  canon.read_json(str(source[7])), tgt, v["model"])
+            # the candidates' fused tilings, then each other layer's view and plan slice
+            rest = [canon.read_json(str(n)) if str(n).endswith(".json") else _value(n) for n in source[5:]]
+            ft = next(r for r in rest if r.get("group") == mine["step"])
+            # a layer view holds the layer (a dict), a plan slice its name
+            plans = {r["layer"]: r for r in rest if "group" not in r and isinstance(r.get("layer"), str)}
+            parts = {}
+            for r in rest:
+                if isinstance(r.get("layer"), dict):
+                    lay, g = _layer_from_view(r)
+                    parts[lay.name] = (lay, g)
+            names = ft["layers"]
+            members = [layer] + [parts[n][0] for n in names[1:]]
+            tensors = dict(graph.tensors)
+            for n in names[1:]:
+                tensors.update(parts[n][1].tensors)
+            every = Graph(v["model"], "", tensors, members, [], [])
+            second, second_slice = members[1], plans[names[1]]
+            if ft["kind"] == "add":
+                # an add epilogue: the layer's own loop on the epilogue's tiling
+                text = layer_c.generate(layer, every, ft["tiling"], slice_, tgt, v["model"],
+                                        epilogue=(second, second_slice))
+            elif ft["kind"] in ("dw_pw_add", "pw_dw_add"):
+                # a DW->PW or PW->DW step with its add epilogue
+                text = fused.generate(layer, second, every, ft, slice_, second_slice, tgt, v["model"],
+                                      epilogue=(members[2], plans[names[2]]))
+            else:
+                text = fused.generate(layer, second, every, ft, slice_, second_slice, tgt, v["model"])
             canon.write_atomic(str(target[0]), text)
             return
         if group is not None:
@@ -342,8 +364,8 @@ def _gen_program(target, source, env):
     res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
     canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
                                                                  v["section"]))
-    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "problem", "program",
-                                "io") if k in res}
+    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "phases", "problem",
+                                "program", "io") if res.get(k) is not None}
     keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"
     keep["totals"] = firmware.totals(res)
     canon.write_json(str(target[1]), keep)
@@ -399,7 +421,7 @@ def _check(target, source, env):
     sched = canon.read_json(str(source[5]))
     # the first layer of a fused step has no output outside L1: the step's
     # output (its last layer's) is what is checked
-    inside = {s["layers"][0]: s["step"] for s in sched["steps"] if s["kind"] != "layer"}
+    inside = {n: s["step"] for s in sched["steps"] if s["kind"] != "layer" for n in s["layers"][:-1]}
     result = runlog.parse(run_text, str(source[2]))
     verdict = checker.compare(graph, golden, result, inside)
     bad = verdict.get("first_mismatch")

@@ -11,60 +11,13 @@
 #include <string.h>
 
 #include "tessera/hal.h"
-
-#define N 8
-
-static volatile int32_t seen_core[N], seen_hart[N];
-static volatile int32_t slot[N], got[N];
-static volatile uint32_t sink[N];
-static int with_barrier;
+#include "hal_selftest.h"
 
 /* DMA buffers: the tile level is L1 (the linker's .bss.tsr.L1), the tensor
  * level L2 (.bss.tsr.L2), as the linker script places them */
 static int8_t l1[4096] __attribute__((section(".bss.tsr.L1"), aligned(8)));
 static int8_t l2[8192] __attribute__((section(".bss.tsr.L2"), aligned(8)));
 static int8_t back[8192] __attribute__((section(".bss.tsr.L2"), aligned(8)));
-
-static void who(void *arg)
-{
-    int k = hal_core_id();
-    uint32_t h;
-    (void)arg;
-    __asm__ volatile("csrr %0, mhartid" : "=r"(h));
-    seen_core[k] = k + 1;
-    seen_hart[k] = (int32_t)h;
-}
-
-/* phase 1 writes this core's slot, phase 2 reads the next core's: right
- * only when the barrier separates them */
-static void neighbours(void *arg)
-{
-    int k = hal_core_id(), n = hal_num_cores();
-    (void)arg;
-    slot[k] = 1000 + k;
-    if (with_barrier)
-        hal_barrier();
-    got[k] = slot[(k + 1) % n];
-}
-
-/* core k does (k + 1) units of work: the per-core counts must follow */
-static void uneven(void *arg)
-{
-    int k = hal_core_id();
-    uint32_t i, acc = 0, units = (uint32_t)(k + 1) * (uint32_t)(uintptr_t)arg;
-    for (i = 0; i < units; i++)
-        acc += i ^ (acc >> 3);
-    sink[k] = acc;
-}
-
-static void print_list(const char *tag, const volatile int32_t *v, int n)
-{
-    int k;
-    printf("HAL %s", tag);
-    for (k = 0; k < n; k++)
-        printf(" %ld", (long)v[k]);
-    printf("\n");
-}
 
 /* planes x rows x bytes from L2 (strides ss, sps) into compact L1, then
  * back out into `back` with the same strides; count wrong bytes both ways */
@@ -90,7 +43,7 @@ static int box(uint32_t off, uint32_t bytes, uint32_t rows, uint32_t ss, uint32_
 
 int main(int argc, char **argv)
 {
-    int n, k, round;
+    int n, k;
     hal_dma_job_t job = {0};
     uint64_t t0;
     hal_init();
@@ -106,26 +59,7 @@ int main(int argc, char **argv)
         for (;;)
             __asm__ volatile("wfi");
 
-    hal_fork(who, 0);
-    print_list("core_ids", seen_core, n);
-    print_list("harts", seen_hart, n);
-
-    for (round = 0; round < 2; round++) {
-        with_barrier = round;
-        for (k = 0; k < n; k++)
-            slot[k] = got[k] = -1;
-        hal_fork(neighbours, 0);
-        if (with_barrier)
-            print_list("with_barrier", got, n);
-    }
-
-    for (k = 0; k < N; k++)
-        hal_core_counts[k] = 0;
-    hal_fork(uneven, (void *)(uintptr_t)2000);
-    printf("HAL core_counts");
-    for (k = 0; k < n; k++)
-        printf(" %lu", (unsigned long)hal_core_counts[k]);
-    printf("\n");
+    cluster_checks(n, 2000, 0);
 
     for (k = 0; k < (int)sizeof l2; k++)
         l2[k] = (int8_t)(k * 7 + 3);

@@ -43,6 +43,9 @@ void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores);
  * word-aligned: out_h * out_w * fd more bytes) */
 void tsr_cmsis_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
 void tsr_cmsis_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
+/* PW->DW row-wise with the shifted buffer (tessera/pw_dw_rows.h): buf holds
+ * (fd - 1) * sh + kh pointwise rows of every channel; the same scratch */
+void tsr_cmsis_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

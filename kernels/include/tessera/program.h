@@ -29,7 +29,8 @@ enum { TSR_POOL_IN, TSR_POOL_W, TSR_POOL_OUT };
 
 typedef struct {
     uint8_t op;         /* TSR_OP_* */
-    uint8_t pool;       /* READ: TSR_POOL_IN or TSR_POOL_W */
+    uint8_t pool;       /* READ: TSR_POOL_IN or TSR_POOL_W; COMPUTE: tiles in the run (0: 1), a to a + pool - 1,
+                         * consecutive, with the same reads and output buffer */
     uint16_t layer;     /* COMPUTE */
     uint32_t a;         /* READ: pool offset; WRITE: out pool offset; WAIT: request; COMPUTE: tile */
     uint32_t b;         /* READ, WRITE: card offset; COMPUTE: first read ref */
@@ -40,7 +41,7 @@ typedef struct {
 typedef struct {        /* one read a COMPUTE uses, in the tile's order */
     uint8_t pool;
     uint8_t kind;       /* TSR_KIND_* */
-    uint16_t pad;
+    uint16_t advance;   /* 1: tile k of a COMPUTE run finds it at buf + k * bytes, else at buf */
     uint32_t buf;       /* pool offset */
     uint32_t bytes;
 } tsr_ref_t;
@@ -67,8 +68,11 @@ const tsr_op_t *tsr_prog_compute(uint32_t layer, uint32_t tile);
 void tsr_prog_layer(uint32_t layer);
 /* Copies a tile's reads from the pools to its L1 buffers, dst[kind] (each
  * kind's reads back to back: the compact box, weights and parameter rows);
- * weights and parameters only with `weights`. */
+ * weights and parameters only with `weights`; none of a kind without dst. */
 void tsr_prog_gather(const tsr_op_t *c, int8_t *const dst[TSR_KINDS], int weights, int engine);
+/* Where the tile's first read of `kind` sits in its pool (a band of rows
+ * the tile cuts its box from), or 0. */
+const int8_t *tsr_prog_ref(const tsr_op_t *c, int kind);
 /* The ops after the last COMPUTE (the last writes and their waits). */
 void tsr_prog_end(void);
 
@@ -78,11 +82,18 @@ void tsr_prog_end(void);
 
 uint32_t tsr_prog_counts[4];
 uint64_t tsr_prog_bytes[2];
-static uint32_t pc;
+static uint32_t pc, served;     /* the next op; tiles of its COMPUTE run served */
+static uint32_t current;        /* the run's tile the last tsr_prog_compute returned */
+
+static const int8_t *ref_at(const tsr_ref_t *r)
+{
+    return tsr_program.pool[r->pool] + r->buf + (r->advance ? current * r->bytes : 0);
+}
 
 void tsr_prog_begin(void)
 {
     pc = 0;
+    served = 0;
     hal_storage_reset_queue();
 }
 
@@ -108,13 +119,17 @@ const tsr_op_t *tsr_prog_compute(uint32_t layer, uint32_t tile)
     while (pc < tsr_program.n_ops && tsr_program.ops[pc].op != TSR_OP_COMPUTE)
         step(&tsr_program.ops[pc++]);
     o = &tsr_program.ops[pc];
-    if (pc == tsr_program.n_ops || o->layer != layer || o->a != tile) {
+    if (pc == tsr_program.n_ops || o->layer != layer || o->a + served != tile) {
         fprintf(stderr, "tessera program: layer %lu tile %lu is not the program's next compute (op %lu)\n",
                 (unsigned long)layer, (unsigned long)tile, (unsigned long)pc);
         exit(4);
     }
     tsr_prog_counts[TSR_OP_COMPUTE]++;
-    pc++;
+    current = served;
+    if (++served >= (o->pool ? o->pool : 1u)) {
+        served = 0;
+        pc++;
+    }
     return o;
 }
 
@@ -134,13 +149,22 @@ void tsr_prog_gather(const tsr_op_t *c, int8_t *const dst[TSR_KINDS], int weight
     uint32_t i;
     for (i = c->b; i < c->b + c->n; i++) {
         const tsr_ref_t *r = &tsr_program.refs[i];
-        if (r->kind >= TSR_KIND_WEIGHTS && !weights)
-            continue;
-        hal_dma_start(&job, engine, dst[r->kind] + at[r->kind], tsr_program.pool[r->pool] + r->buf, r->bytes,
+        if ((r->kind >= TSR_KIND_WEIGHTS && !weights) || !dst[r->kind])
+            continue;       /* a band (no dst) is cut from the pool by the layer: tsr_prog_ref */
+        hal_dma_start(&job, engine, dst[r->kind] + at[r->kind], ref_at(r), r->bytes,
                       1, 0, 0, 1, 0, 0);
         at[r->kind] += r->bytes;
     }
     hal_dma_wait(&job);
+}
+
+const int8_t *tsr_prog_ref(const tsr_op_t *c, int kind)
+{
+    uint32_t i;
+    for (i = c->b; i < c->b + c->n; i++)
+        if (tsr_program.refs[i].kind == kind)
+            return ref_at(&tsr_program.refs[i]);
+    return 0;
 }
 
 void tsr_prog_end(void)

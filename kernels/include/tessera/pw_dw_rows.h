@@ -23,6 +23,12 @@
 
 #include "tessera/kernels.h"
 
+/* how the kept rows move to the top of the buffer (to a lower address,
+ * overlapping): memmove unless the including library has a faster copy */
+#ifndef TSR_PW_DW_ROWS_MOVE
+#define TSR_PW_DW_ROWS_MOVE memmove
+#endif
+
 /* the block's padded input rows [v0, v1], and [i0, i1] those inside the tile */
 static inline void tsr_pw_dw_rows_span(const tsr_conv_args_t *dw, int32_t in_h, int32_t y, int32_t n,
                                        int32_t *v0, int32_t *v1, int32_t *i0, int32_t *i1)
@@ -48,7 +54,7 @@ static inline void tsr_pw_dw_rows_plan(const tsr_pw_dw_args_t *a, int32_t y, int
         if (p1 >= i0 && p0 <= i0) {
             /* rows [i0, p1] are in the buffer at row i0 - p0: to the top */
             if (i0 > p0)
-                memmove(a->buf, a->buf + (size_t)(i0 - p0) * row, (size_t)(p1 - i0 + 1) * row);
+                TSR_PW_DW_ROWS_MOVE(a->buf, a->buf + (size_t)(i0 - p0) * row, (size_t)(p1 - i0 + 1) * row);
             new0 = p1 + 1;
         }
     }

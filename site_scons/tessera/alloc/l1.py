@@ -62,6 +62,9 @@ def l1_layout(tiling, align=4, layer=None):
         # a layer whose weights load once has one weight and parameter buffer
         n = tiling.get("weight_buffers", buffering) if key in ("weights", "params") else buffering
         layout[key] = [take(nbytes) for _ in range(n)]
+    if "skip" in l1:
+        # an add epilogue's other input (fusion): double-buffered like the output
+        layout["skip"] = [take(_bytes(l1, "skip", where)) for _ in range(buffering)]
     layout["scratch"] = take(_bytes(l1, "scratch", where))
     layout["total"] = cur
     layout["budget"] = budget

@@ -29,7 +29,8 @@ from .libraries import library
 
 
 def layout(ft, align):
-    """Offsets of the fused step's L1 regions (total == the tiler's)."""
+    """Offsets of the fused step's L1 regions (total == the tiler's); with
+    an add epilogue, the add's other input's bands after the output's."""
     b = ft["l1_bytes"]
     cur = 0
     out = {}
@@ -42,6 +43,9 @@ def layout(ft, align):
         take(f"in{i}", b["in"])
     for i in range(ft["buffering"]):
         take(f"out{i}", b["out"])
+    if "skip" in b:
+        for i in range(ft["buffering"]):
+            take(f"skip{i}", b["skip"])
     return out, cur
 
 
@@ -71,17 +75,32 @@ def _rq_lines(layer, var, per_channel, params_at, prefix):
     return lines, f"&{var}"
 
 
-def generate(first, second, graph, ft, first_slice, second_slice, target, model):
+def generate(first, second, graph, ft, first_slice, second_slice, target, model, epilogue=None):
     """The fused step's C file; ft["kind"]: dw_pw (first the depthwise) or
-    pw_dw (first the pointwise)."""
+    pw_dw (first the pointwise), or dw_pw_add with epilogue = (the add, its
+    plan slice): each output band, once computed, is added in L1 to the band
+    of the add's other input (loaded with the input band) by the library's
+    add kernel, and only the sum goes to the add's output."""
     prefix = target["prefix"]
     kind = ft.get("kind", "dw_pw")
+    if kind in ("dw_pw_add", "pw_dw_add"):
+        kind = kind[:-len("_add")]
     dw, pw = (first, second) if kind == "dw_pw" else (second, first)
     if first_slice.get("spill") or second_slice.get("spill"):
         raise TesseraError(f"fused step {first.name}+{second.name}", "fused steps do not yet read spilled "
                            "activations", "build with fusion=none, or give the activation level more room")
     streams = {first.name: first_slice.get("wstream"), second.name: second_slice.get("wstream")}
     x, m, y = graph.tensor(first.inputs[0]), graph.tensor(first.output), graph.tensor(second.output)
+    out_at = second_slice["output"]
+    if epilogue is not None:
+        add, add_slice = epilogue
+        if add_slice.get("spill"):
+            raise TesseraError(f"fused step {ft['group']}", "fused steps do not yet read spilled activations",
+                               "build with fusion=none, or give the activation level more room")
+        skip = [n for n in add.inputs if n != second.output][0]
+        add_first = add.inputs[0] == second.output      # the pointwise's output is the add's first input
+        skip_at = add_slice["inputs"][add.inputs.index(skip)]
+        y, out_at = graph.tensor(add.output), add_slice["output"]
     _, W, C = x.shape
     Ho, Wo, Co = y.shape
     nb, bufs = len(ft["bands"]), ft["buffering"]
@@ -125,10 +144,11 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
         f"{nb} band{'s' if nb > 1 else ''} of {ft['band_h']} output rows, fd {ft['fd']} "
         f"{'channels' if variant == 'pw_dw' else 'rows'} per block, "
         f"{bufs} buffer{'s' if bufs > 1 else ''}; {cur} bytes of L1.",
-    ])]
+    ] + ([f"add epilogue: {add.name} ({' + '.join(add.inputs)} -> {add.output}) on each output band in L1; "
+          f"{second.output} never leaves L1."] if epilogue is not None else []))]
     lib = library(target["kernels"])
-    if hasattr(lib, "fused_kernel") and variant == kind:
-        kernel = lib.fused_kernel(kind, dw, pw, graph)
+    if hasattr(lib, "fused_kernel"):
+        kernel = lib.fused_kernel(variant, dw, pw, graph)
     else:
         kernel = getattr(lib, "FUSED", {}).get(variant, f"tsr_{variant}")
     args_t = f"tsr_{kind}_args_t"
@@ -151,6 +171,11 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append("};\n")
     out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
     out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
+    if epilogue is not None:
+        from .layer import _epilogue_args, _epilogue_decls
+        out.append(f"static const uint32_t l1_skip[{bufs}] = "
+                   f"{{{', '.join(str(offs[f'skip{i}']) for i in range(bufs))}}};   /* {skip}'s band */\n")
+        out.extend(_epilogue_decls(add, graph, library(target["kernels"])))
     shared = ft.get("scheme") == "shared"
     if shared:
         # the block's arguments, the first layer's kernel, the second's, where
@@ -166,6 +191,8 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append(f"void {symbol(prefix, first.name)}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}};")
     out.append(f"    {args_t} a = {{0}};")
+    if epilogue is not None:
+        out.extend("    " + line for line in _epilogue_args(add, second, graph, library(target["kernels"]), {}, prefix))
     if shared:
         # the two forks' arguments, out of the stack: a PULP-open cluster
         # core has 1 kB of it, and core 0 runs the network (the library's
@@ -222,6 +249,13 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     esize_in, esize_out = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
     out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in[0], {L2} + {first_slice['inputs'][0]}, {W}, {C}, "
                f"{esize_in}, &bands[0]);")
+
+    def skip_in(b, band):
+        # the add's other input: the output band's rows, every column and channel
+        return (f"tsr_dma_box(&in[{b}], ENGINE_ACT, {L1} + l1_skip[{b}], {L2} + {skip_at}, {Wo}, {Co}, "
+                f"{ir.DTYPES[graph.tensor(skip).dtype]}, {band}.oh0, {band}.oh, 0, {Wo}, 0, {Co}, 1);")
+    if epilogue is not None:
+        out.append("    " + skip_in(0, "bands[0]"))
     out.append("    hal_dma_wait(&w);")
     out.append("    for (int i = 0; i < NBANDS; i++) {")
     out.append("        const tsr_tile_t *t = &bands[i];")
@@ -229,8 +263,11 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
     out.append("        hal_dma_wait(&in[b]);")
     if bufs > 1:
         out.append("        if (i + 1 < NBANDS)")
-        out.append(f"            tsr_tile_in(&in[(i + 1) % {bufs}], ENGINE_ACT, {L1} + l1_in[(i + 1) % {bufs}], "
+        out.append(("            {\n    " if epilogue is not None else "")
+                   + f"            tsr_tile_in(&in[(i + 1) % {bufs}], ENGINE_ACT, {L1} + l1_in[(i + 1) % {bufs}], "
                    f"{L2} + {first_slice['inputs'][0]}, {W}, {C}, {esize_in}, &bands[i + 1]);")
+        if epilogue is not None:
+            out.append("                " + skip_in(f"(i + 1) % {bufs}", "bands[i + 1]") + "\n            }")
     out.append("        hal_dma_wait(&out[b]);")
     if kind == "dw_pw":
         out += [f"        a.dw.in = {L1} + l1_in[b];", "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
@@ -261,8 +298,13 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model)
                 "            hal_fork(pw_part, p);",
                 "            hal_fork(dw_part, d);",
                 "        }"]
+    if epilogue is not None:
+        mine, other = ("a", "b") if add_first else ("b", "a")
+        loop += [f"        e.{mine} = {L1} + l1_out[b];", f"        e.{other} = {L1} + l1_skip[b];",
+                 f"        e.out = {L1} + l1_out[b];", f"        e.n = t->oh * {Wo * Co};",
+                 "        hal_fork(compute_add, &e);   /* in place: the sum over the output band */"]
     out += [*loop,
-            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {second_slice['output']}, {L1} + l1_out[b], {Wo}, {Co}, "
+            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {out_at}, {L1} + l1_out[b], {Wo}, {Co}, "
             f"{esize_out}, t);",
             "    }"]
     for i in range(bufs):

@@ -127,9 +127,14 @@ def _stage(target):
     return target["w_stage"]["level"] if "w_stage" in target else target["act_level"]
 
 
-def generate(layer, graph, tiling, plan_slice, target, model):
+def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     """C source of one layer. target: the codegen view of the target
-    (prefix, engines, kernels); model: the model name (comments only)."""
+    (prefix, engines, kernels); model: the model name (comments only).
+    epilogue: (add layer, its plan slice) of fusion's add epilogue: each
+    output tile, once computed, is added in L1 to the tile of the add's
+    other input (loaded with the tile's inputs) by the library's add
+    kernel, and only the sum goes to the add's output (`tiling` is then
+    the epilogue's, with its skip buffer)."""
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
@@ -140,6 +145,16 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     view = tiler_layer(layer, graph)
     x = graph.tensor(layer.inputs[0])
     y = graph.tensor(layer.output)
+    out_at = plan_slice["output"]
+    if epilogue is not None:
+        add, add_slice = epilogue
+        skip = [n for n in add.inputs if n != layer.output][0]
+        skip_at = add_slice["inputs"][add.inputs.index(skip)]
+        y, out_at = graph.tensor(add.output), add_slice["output"]
+        if plan_slice.get("spill") or add_slice.get("spill"):
+            from ..errors import TesseraError
+            raise TesseraError(f"fused step {layer.name}+{add.name}", "fused steps do not yet read spilled "
+                               "activations", "build with fusion=none, or give the activation level more room")
     in_esize = ir.DTYPES[x.dtype]
     out_esize = ir.DTYPES[y.dtype]
     chans, hs, ws = tile_grid(view, tiling)
@@ -160,7 +175,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"{' + '.join(shape(graph.tensor(n).shape) for n in layer.inputs)} -> {shape(y.shape)}",
         f"{nt} tile{'s' if nt > 1 else ''} of {t['h']}x{t['w']}x{t['c']} outputs, "
         f"{bufs} buffer{'s' if bufs > 1 else ''} each; {l1['total']} bytes of L1.",
-    ]))
+    ] + ([f"add epilogue: {add.name} ({' + '.join(add.inputs)} -> {add.output}) on each output tile in L1; "
+          f"{layer.output} never leaves L1."] if epilogue is not None else [])))
     out.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
                + "\n")
@@ -216,6 +232,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append(f"static const uint32_t l1_w[{bufs}] = {offs('weights')};")
     if params:
         out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
+    if epilogue is not None:
+        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {skip}'s tile */")
     out.append("")
 
     rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
@@ -226,6 +244,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     args_type = lib.args_type(layer, graph=graph)
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                f"hal_core_id(), hal_num_cores());\n}}\n")
+    if epilogue is not None:
+        out.extend(_epilogue_decls(add, graph, lib))
 
     # weights streamed through a staging level arrive in chunks of
     # `chunk_c` channels (memplan's weight stream); else straight from their arrays
@@ -308,6 +328,12 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                    f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
                    f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {moved['bounce']}, "
                    f"t->iw, t->ic, {in_esize}, &box);\n    }}")
+    if epilogue is not None:
+        # the add's other input: the box of the output tile, beside the inputs
+        st = graph.tensor(skip)
+        out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_skip[b], {prefix}_L2 + {skip_at}, "
+                   f"{st.shape[1]}, {st.shape[2]}, {ir.DTYPES[st.dtype]}, t->oh0, t->oh, t->ow0, t->ow, t->oc0, "
+                   f"t->oc, 1);")
     if operand_as_weights(layer, graph):
         # the right operand's column block of every batch (a [1, 1, C]
         # vector's channel block), from its tensor in the activation level,
@@ -372,6 +398,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.extend("    " + line for line in const)
         plane_tile += tile
     out.append("    int wb = 0;")
+    if epilogue is not None:
+        out.extend("    " + line for line in _epilogue_args(add, layer, graph, lib, l1, prefix))
     if grid:
         out.append("    tsr_tile_t cur, next" + (", ahead;" if fetched else ";"))
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
@@ -423,6 +451,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.extend("        " + line for line in lib.tile_args(layer, params, tc_max, prefix, per_channel_rq, graph=graph))
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
+    if epilogue is not None:
+        out.append(f"        e.{'a' if add.inputs[0] == layer.output else 'b'} = {prefix}_L1 + l1_out[b];\n"
+                   f"        e.{'b' if add.inputs[0] == layer.output else 'a'} = {prefix}_L1 + l1_skip[b];\n"
+                   f"        e.out = {prefix}_L1 + l1_out[b];\n        e.n = t->oh * t->ow * t->oc;\n"
+                   f"        hal_fork(compute_add, &e);   /* in place: the sum over the output tile */")
     moved = spill.get("out")
     if moved is not None and moved.get("band") and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
         # a storage-level tile: the band of the tile's rows, every channel,
@@ -455,7 +488,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                    f"            hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, n, 1, 0, 0, 1, 0, 0);\n"
                    f"            hal_dma_wait(&out[b]);\n        }}")
     elif moved is None:
-        out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
+        out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {out_at}, "
                    f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
     elif moved.get("slot"):
         # through bounce slot b, its write-back to the spill level left running
@@ -482,6 +515,31 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
     return text.replace("\n\n\n", "\n\n") + "\n"
+
+
+def _epilogue_decls(add, graph, lib):
+    """The add epilogue's constants (per tensor: the engine requires it)
+    and the function its fork runs: the library's own add kernel."""
+    rq = add.requant
+    lines = [f"static const int32_t erq_mul[1] = {{{int(rq.mul[0])}}};",
+             f"static const int8_t erq_shift[1] = {{{int(rq.shift[0])}}};"]
+    if any(rq.add):
+        lines.append(f"static const int32_t erq_add[1] = {{{int(rq.add[0])}}};")
+    lines.append(f"static void compute_add(void *args)\n{{\n    {lib.kernel_function(add, graph=graph)}"
+                 f"((const {lib.args_type(add, graph=graph)} *)args, hal_core_id(), hal_num_cores());\n}}\n")
+    return lines
+
+
+def _epilogue_args(add, layer, graph, lib, l1, prefix):
+    """The epilogue's argument struct `e` and requantization `erq`, as the
+    add's own layer file sets them (the library adapter's constant fields)."""
+    lines = [f"{lib.args_type(add, graph=graph)} e = {{0}};"]
+    lines += [line.replace("rq.", "erq.").replace("rq_", "erq_")
+              for line in _requant_lines(add, False)]
+    lines[1:1] = ["tsr_requant_t erq = {0};"]
+    lines = [ln for ln in lines if ln != "tsr_requant_t rq = {0};"]
+    lines += [line.replace("a.", "e.", 1) for line in lib.constant_args(add, l1, 0, prefix, "&erq", graph=graph)]
+    return lines
 
 
 def _requant_lines(layer, per_channel_rq):
@@ -590,9 +648,11 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     and weights from the pools, and leaves its output in the out pool for
     the program's WRITEs. Copies to and from L1 are synchronous here. A
     layer of many tiles rebuilds tile i from its grid (tsr_tile_at). The
-    program reads each tile's own input boxes, also where the in-order
-    loop reads a band (its band buffer is unused here); a layer writing
-    through a band keeps the in-order firmware (storage/firmware.py)."""
+    program reads an input band of every channel once for the band's
+    tiles, each cutting its box from the in pool (tsr_prog_ref), and a
+    band of the output is gathered from its tiles in one out pool buffer
+    the program writes once; a layer rewriting a band per channel tile
+    keeps the in-order firmware (storage/firmware.py)."""
     prefix = target["prefix"]
     spill = plan_slice.get("spill", {})
     y = graph.tensor(layer.output)
@@ -610,7 +670,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     if bufs > 1:
         out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
     for i in range(len(l1["in"])):
-        if f"in{i}" in spill:
+        if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
             out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
     if stream is not None:
         if layer.weights:
@@ -620,8 +680,17 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
             out.append(f"            dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[wb] + {pos};")
             pos += size * tc_max
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
+    loader = getattr(lib, "input_loader", lambda layer, graph: "tsr_tile_in")(layer, graph=graph)
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):
         xt = graph.tensor(layer.inputs[i])
+        if spill.get(f"in{i}", {}).get("band"):
+            # the band of the tile's rows, every channel, read once for the
+            # band's tiles: the tile's box cut from it in the in pool
+            out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.ih0 = 0;\n"
+                       f"                {loader}(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], "
+                       f"(int8_t *)tsr_prog_ref(c, {i}), {xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n"
+                       f"                hal_dma_wait(&job);\n            }}")
+            continue
         if f"in{i}" in spill:
             continue
         out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
@@ -645,7 +714,13 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
                                                                 graph=graph))
     out.extend("            " + line for line in plane_tile)
     out.append("            hal_fork(compute, &a);")
-    if "out" in spill:
+    if spill.get("out", {}).get("band"):
+        # the band's one buffer in the out pool (every channel of the band's
+        # rows), filled by its tiles, written by the program after its last
+        out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.oh0 = 0;\n"
+                   f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
+                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            }}")
+    elif "out" in spill:
         out.append(f"            {{\n                tsr_tile_t box = *t;\n"
                    f"                box.oh0 = 0;\n                box.ow0 = 0;\n                box.oc0 = 0;\n"
                    f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "

@@ -44,6 +44,10 @@ def view(graph, the_plan, target):
         v["wstream"] = _stream_view(graph, stream, target, the_plan["weights"].get("storage"))
     if target.get("storage"):
         v["storage"] = {"level": target["storage"]["level"]}
+        if "pools" not in the_plan["activations"].get("reserved", {}):
+            # the out-of-core program's pools take the arena's free bytes
+            # (tessera.storage.firmware): the arena spans the usable bytes
+            v["storage"]["arena"] = the_plan["activations"]["usable"]
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
         v["core_counts_always"] = target["core_counts"] == "always"
@@ -52,7 +56,11 @@ def view(graph, the_plan, target):
         if "window" in target["spill"]:
             v["spill"]["window"] = target["spill"]["window"]
     if target.get("guard"):
-        v["guard"] = guard.free_ranges(graph, the_plan)
+        held = []
+        if v.get("storage", {}).get("arena"):
+            from ..storage import firmware      # the program's pools in the arena's free bytes
+            held = firmware.pool_lives(graph, the_plan)
+        v["guard"] = guard.free_ranges(graph, the_plan, held)
     return v
 
 
@@ -151,6 +159,7 @@ def source(v):
                "every offset was fixed at build time"
                + ("; weight chunks in the room they leave" if stream else "") + " */")
     l2_bytes = max(v["arenas"]["L2"], stream["end"]) if stream else v["arenas"]["L2"]
+    l2_bytes = max(l2_bytes, v.get("storage", {}).get("arena", 0))
     out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
     out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
     spill = v.get("spill")

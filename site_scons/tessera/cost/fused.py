@@ -257,9 +257,12 @@ def saving(coefs, first, second, graph, ft, alone=None, cores=1):
 
 
 def reference_rows(ft):
-    """A row-wise PW->DW step of the `layers` scheme: it runs the reference
-    kernel (tsr_pw_dw_rows), not the library's, so neither its estimate nor
-    the fit of the library's fused steps takes it."""
+    """A row-wise PW->DW step of the `layers` scheme (CMSIS-NN's
+    tsr_cmsis_pw_dw_rows, or the reference tsr_pw_dw_rows for layers with
+    tessera's other arithmetic): the library's PW->DW fit is of channel-wise
+    steps, whose blocks cost something else (each re-reads the band's input;
+    a row block shifts the buffer and calls both kernels on a few rows), so
+    neither its estimate nor that fit takes it."""
     return ft.get("scheme") == "layers" and ft.get("layout") == "rows"
 
 
@@ -267,8 +270,8 @@ def why_no_estimate(coefs, ft):
     """None when group_estimate prices this fused step, else why not."""
     kind = ft.get("kind", "dw_pw")
     if reference_rows(ft):
-        return ("the row-wise PW->DW step runs the reference kernel (tsr_pw_dw_rows) on this library, which "
-                "the cost model does not price")
+        return ("the row-wise PW->DW step on this library has no fitted saving (the fused fit's PW->DW "
+                "sweep steps are channel-wise), so the cost model does not price it")
     if fitted(coefs, ft) is not None:
         return None
     if ft.get("scheme") == "layers":

@@ -2,8 +2,9 @@
 
 API
 ---
-    cands = candidates(graph)              # every DW->PW and PW->DW pair, feasible or not (engine)
-    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused pair of either kind (tiler)
+    cands = candidates(graph)              # every DW->PW and PW->DW pair, add epilogue (a layer or a
+                                           # DW->PW pair and the residual add after it), feasible or not
+    ft = solve_dw_pw(pair_view, target)    # CP-SAT tiling of one fused candidate of any kind (tiler)
     moved = layer_transfer(view, tiling)   # L2<->L1 activation bytes of a step (transfer)
     sched = select(graph, tilings, fused, policy)   # schedule.json (selector)
 

@@ -39,10 +39,23 @@ def model_costs(graph, tilings, fused, cost):
     unit = coefs.get("counts", cost["unit"])
     for group, (_, ft) in sorted(fused.items()):
         if ft["feasible"]:
-            first, second = (graph.layer(n) for n in ft["layers"])
+            first, second = (graph.layer(n) for n in ft["layers"][:2])
+            if ft["kind"] == "add":
+                groups[group] = epilogue_estimate(coefs, first, second, graph, ft, cost)
+                continue
+            extra = 0
+            if ft["kind"] in ("dw_pw_add", "pw_dw_add"):
+                # the DW->PW or PW->DW step priced (and held) as one, plus its add's compute
+                add = graph.layer(ft["layers"][2])
+                extra = int(round(model.compute_part(coefs, add.op, features.layer_features(
+                    add, graph, tilings[add.name], cost["dims"], cost["cores"]))))
+                ft = dict(ft, kind=ft["kind"][:-len("_add")], layers=ft["layers"][:2])
             apart = layers[first.name] + layers[second.name]
             groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"], apart=apart,
                                            alone=alone)
+            if groups[group] is not None:
+                groups[group] += extra
+                apart += extra
             if groups[group] is None:
                 why[group] = f"no estimate from {cost['file']}: {why_no_estimate(coefs, ft)}"
                 continue
@@ -72,6 +85,19 @@ def model_costs(graph, tilings, fused, cost):
                                f"({100.0 * margin:.2f}%)")
     return {"source": where, "unit": unit, "layers": layers, "groups": groups,
             "why": why, "held": held, "missing": "no estimate"}
+
+
+def epilogue_estimate(coefs, producer, add, graph, ft, cost):
+    """An add epilogue's count: the producer's estimate on the epilogue's
+    own tiling, plus the add's estimate less its DMA part (the add's compute
+    runs on the tiles in L1; of its transfers only the other input's tile
+    remains, which the producer's DMA set-up per tile already pays for)."""
+    t = ft["tiling"]
+    feats = features.layer_features(producer, graph, t, cost["dims"], cost["cores"])
+    own = model.estimate(coefs, producer.op, feats, t.get("buffering", 2))
+    # the add alone, on the producer's tiles (one add call per tile)
+    afeats = features.layer_features(add, graph, t, cost["dims"], cost["cores"])
+    return own + int(round(model.compute_part(coefs, add.op, afeats)))
 
 
 def measured_costs(graph, none_report, *fused_reports, cost):

@@ -46,22 +46,24 @@ def select(graph, tilings, fused, policy, cands, costs=None):
     recorded = []
     feasible = {}    # group -> ([first, second], fused bytes), for min_memory
     for c in cands:
-        group, (a, b) = c["group"], c["layers"]
-        entry = {"group": group, "layers": [a, b], "kind": c["kind"], "fusable": c["ok"],
-                 "reason": c["reason"], "unfused_bytes": alone[a] + alone[b]}
+        group, members = c["group"], c["layers"]
+        a, n = members[0], len(members)
+        entry = {"group": group, "layers": list(members), "kind": c["kind"], "fusable": c["ok"],
+                 "reason": c["reason"], "unfused_bytes": sum(alone[x] for x in members)}
         if c["ok"] and group in fused:
             pair, ft = fused[group]
             if not ft["feasible"]:
                 entry.update(fusable=False, reason=ft["reason"])
             else:
                 entry["fused_bytes"] = fused_transfer(pair, ft)
-                feasible[group] = ([a, b], entry["fused_bytes"])
+                if c["kind"] in ("dw_pw", "pw_dw"):       # min_memory: the DW/PW pairs' intermediates
+                    feasible[group] = (list(members), entry["fused_bytes"])
                 if policy == f"all_{c['kind']}":
-                    options.setdefault(index[a], []).append((group, -1, 2))
+                    options.setdefault(index[a], []).append((group, -1, n))
                 elif policy == "min_transfer":
-                    options.setdefault(index[a], []).append((group, entry["fused_bytes"], 2))
+                    options.setdefault(index[a], []).append((group, entry["fused_bytes"], n))
                 elif policy == "min_latency" and costs and "layers" in costs:
-                    entry["unfused_estimate"] = costs["layers"][a] + costs["layers"][b]
+                    entry["unfused_estimate"] = sum(costs["layers"][x] for x in members)
                     est = costs["groups"].get(group)
                     if est is None:
                         entry.update(fusable=False, reason=costs.get("why", {}).get(group, costs["missing"]))
@@ -70,7 +72,7 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                         if group in costs.get("held", {}):
                             entry["held"] = costs["held"][group]
                         else:
-                            options.setdefault(index[a], []).append((group, est, 2))
+                            options.setdefault(index[a], []).append((group, est, n))
         recorded.append(entry)
     if policy == "min_memory":
         from .memory import choose
@@ -115,13 +117,10 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                           f"({costs['source']}); {reason}")
             steps.append({"step": group, "kind": e["kind"], "layers": list(layers),
                           "activation_transfer_bytes": e["fused_bytes"], "reason": reason})
-    # the layer -> the group chosen over it (an overlapping candidate that lost
-    # the chain's program says so, not that it saves nothing)
-    taken = {n: e["group"] for e in recorded if e.get("chosen") for n in e["layers"]}
+    taken = {n: s["step"] for s in steps if s["kind"] != "layer" for n in s["layers"]}   # layer -> chosen group
     for e in recorded:
         if not e.get("chosen"):
             e["chosen"] = False
-            rival = next((taken[n] for n in e["layers"] if n in taken), None)
             if policy == "none":
                 e["why_apart"] = "fusion=none"
             elif not e["fusable"]:
@@ -130,16 +129,21 @@ def select(graph, tilings, fused, policy, cands, costs=None):
                 e["why_apart"] = (costs or {}).get("none", "no cost estimates")
             elif policy == "min_latency" and "held" in e:
                 e["why_apart"] = e.pop("held")
-            elif rival is not None and policy in ("min_latency", "min_transfer"):
-                what = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} apart"
-                        if policy == "min_latency" else f"moves {e['fused_bytes']} of {e['unfused_bytes']} bytes")
-                e["why_apart"] = (f"{what}, but shares a layer with {rival}, chosen instead (the chain's total is "
-                                  f"lower with it)")
+            elif policy == "min_latency" and e["fused_estimate"] < e["unfused_estimate"]:
+                # faster than its layers apart, but a group sharing a layer with it won
+                e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']} against {e['unfused_estimate']} "
+                                  f"apart ({costs['source']}), but the chosen groups it overlaps "
+                                  f"({', '.join(sorted({taken[n] for n in e['layers'] if n in taken}))}) are "
+                                  f"estimated faster still")
             elif policy == "min_latency":
                 e["why_apart"] = (f"estimated {e['fused_estimate']} {costs['unit']}, not fewer than "
                                   f"{e['unfused_estimate']} apart ({costs['source']})")
             elif policy == "min_memory":
                 e["why_apart"] = "does not lower the activation peak"
+            elif policy == "min_transfer" and e["fused_bytes"] < e["unfused_bytes"]:
+                e["why_apart"] = (f"moves {e['fused_bytes']} activation bytes against {e['unfused_bytes']} apart, "
+                                  f"but the chosen groups it overlaps "
+                                  f"({', '.join(sorted({taken[n] for n in e['layers'] if n in taken}))}) save more")
             else:
                 e["why_apart"] = "moves no fewer activation bytes than the layers apart"
     total = sum(s["activation_transfer_bytes"] for s in steps)

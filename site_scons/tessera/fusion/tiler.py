@@ -85,7 +85,11 @@ def _parts(first, second, target, th, in_h, intermediate, scratch, buffering):
         "intermediate": intermediate,
         "scratch": scratch,
     }
-    parts["total"] = (buffering * (align_up(parts["in"], a) + align_up(parts["out"], a))
+    # a DW->PW step with an add epilogue: the add's other input's band too
+    outs = 1 + second.get("epilogue", 0)
+    if outs > 1:
+        parts["skip"] = parts["out"]
+    parts["total"] = (buffering * (align_up(parts["in"], a) + outs * align_up(parts["out"], a))
                       + parts["weights"] + parts["params"] + align_up(parts["intermediate"], a)
                       + align_up(parts["scratch"], a))
     return parts
@@ -133,15 +137,16 @@ def _without_search(pair, target, table, Ho, whole_fd, nbytes, result, least_fd=
     return None
 
 
-def _band_vars(m, table, Ho, in_max):
+def _band_vars(m, table, Ho, in_max, counts=False):
     """The band height th and its input rows in_h, tied to the geometry's
-    table (band count and border band as in the layer tiler)."""
+    table (band count and border band as in the layer tiler); with counts,
+    also the band count n and the last band's height."""
     th = m.new_int_var(1, Ho, "th")
     n = m.new_int_var(1, Ho, "n")
     border = m.new_int_var(1, Ho, "border")
     in_h = m.new_int_var(1, in_max, "in_h")
     m.add_allowed_assignments([th, n, border, in_h], [(k, *table[k]) for k in sorted(table)])
-    return th, in_h
+    return (th, in_h, n, border) if counts else (th, in_h)
 
 
 def _even_band(m, th, cores):
@@ -194,7 +199,8 @@ def solve_dw_pw(pair, target):
     words = lambda name, x, hi: _aligned(m, name, x, hi, a)   # noqa: E731
     hi = budget // a + 1
     total = (buffering * (words("in", in_h * (W * C * dw["in_bytes"]), hi)
-                          + words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
+                          + (1 + pair["pw"].get("epilogue", 0))
+                          * words("out", th * (Wo * Co * pair["pw"]["out_bytes"]), hi))
              + fixed["weights"] + fixed["params"] + words("mid", fd * (_mid_copies(target) * Wo * C), hi)
              + (align_up(fixed["scratch"], a) if scheme(target) == "layers"
                 else words("stripe", fd * (cores * sh * kw) + cores * (kh - sh) * kw, hi)))
@@ -339,7 +345,7 @@ def solve_pw_dw(pair, target):
     else:
         mid_bytes = _aligned(m, "mid", mid * ((1 if shared else cores) * W), hi, a)
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
-                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+                          + (1 + dw.get("epilogue", 0)) * _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
              + fixed["weights"] + fixed["params"] + mid_bytes)
     if shared:
         plane0 = _pw_dw_plane(pair, 1)
@@ -367,13 +373,36 @@ def solve_pw_dw(pair, target):
 # its share of the band's rows, its own buffer, fd at most that share) or
 # `shared` (PULP-NN: all cores on a block, the library's pointwise of the new
 # rows, then its depthwise of the block; one buffer, each core's padded plane
-# of the block's rows as depthwise scratch). L1:
+# of the block's rows as depthwise scratch) or `layers` (CMSIS-NN, one core:
+# tsr_cmsis_pw_dw_rows, the library's own 1x1 convolution and depthwise on
+# the one buffer; scratch: both layers' own, layers_scratch). L1:
 #
 #     buffering * (A(in band) + A(out band)) + weights and parameters
 #     + A(k * ((fd - 1) * sh + kh) * W * C)        the shifted buffer
 #     + A(cores * (((fd - 1) * sh + kh) * (W + pl + pr) + 4))   shared
 #
-# Objective: the tallest band, then the largest fd, then an even band.
+# Objective: the tallest band, then the largest fd, then an even band. With
+# `layers` (one core, a library call per layer and block) first the fewest
+# estimated extra instructions, rows_overhead, then the same order.
+
+# a row block's calls, per channel: both layers' per-call set-up (the
+# depthwise's filter widened, its requantization constants, the 1x1's
+# parameters) and the shift; measured on stm32h7, mbv2_025_128's
+# b2_expand+b2_dw (96 channels): 32, 16, 9 and 5 blocks in 2, 2, 2 and 3
+# bands ran +6.7%, +2.4%, +1.0%, +1.4% against its layers apart, ~16k
+# instructions a block and ~90k a band (its halo: 98k MACs)
+ROWS_BLOCK_PER_CHANNEL = 160
+
+
+def rows_overhead(pair):
+    """The `layers` row-wise step's estimated extra instructions per band
+    (the pointwise's halo rows recomputed: its MACs) and per row block."""
+    dw, pw = pair["dw"], pair["pw"]
+    (kh, _), sh = dw["kernel"], dw["stride"][0]
+    _, W, Ci = pw["in"]
+    C = dw["out"][2]
+    return max(0, kh - sh) * W * C * Ci, ROWS_BLOCK_PER_CHANNEL * C
+
 
 def _rows_bytes(pair, target, th, in_h, fd, buffering):
     dw, pw = pair["dw"], pair["pw"]
@@ -382,6 +411,8 @@ def _rows_bytes(pair, target, th, in_h, fd, buffering):
     rows = (fd - 1) * sh + kh if fd > 0 else 0
     intermediate = (1 if shared else target["cores"]) * rows * pw["in"][1] * dw["out"][2]
     scratch = target["cores"] * _pw_dw_plane(pair, fd) if shared and fd > 0 else 0
+    if pw_dw_scheme(target) == "layers":
+        scratch = layers_scratch(pair, target)
     return _parts(pw, dw, target, th, in_h, intermediate, scratch, buffering)
 
 
@@ -410,7 +441,7 @@ def solve_pw_dw_rows(pair, target):
     _, Wo, _ = dw["out"]
     (kh, _), sh = dw["kernel"], dw["stride"][0]
     m = cp_model.CpModel()
-    th, in_h = _band_vars(m, table, Ho, pair["pw"]["in"][0])
+    th, in_h, n, border = _band_vars(m, table, Ho, pair["pw"]["in"][0], counts=True)
     fd = m.new_int_var(1, Ho, "fd")
     if shared:
         m.add(fd <= th)
@@ -420,22 +451,39 @@ def solve_pw_dw_rows(pair, target):
     hi = budget // a + 1
     k = 1 if shared else cores
     total = (buffering * (_aligned(m, "in", in_h * (W * Ci * pair["pw"]["in_bytes"]), hi, a)
-                          + _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
+                          + (1 + dw.get("epilogue", 0)) * _aligned(m, "out", th * (Wo * C * dw["out_bytes"]), hi, a))
              + fixed["weights"] + fixed["params"]
-             + _aligned(m, "mid", (fd * sh + (kh - sh)) * (k * W * C), hi, a))
+             + _aligned(m, "mid", (fd * sh + (kh - sh)) * (k * W * C), hi, a)
+             + align_up(fixed["scratch"], a))
     if shared:
         plane0 = _pw_dw_plane(pair, 1)
         total += _aligned(m, "stripe", cores * plane0 + (fd - 1) * (cores * (_pw_dw_plane(pair, 2) - plane0)), hi, a)
     m.add(total <= budget)
     even = _even_band(m, th, cores)
-    m.maximize(th * (2 * (Ho + 1)) + fd * 2 + even)
+    order = th * (2 * (Ho + 1)) + fd * 2 + even
+    if pw_dw_scheme(target) == "layers":
+        # blocks: (n - 1) * ceil(th / fd) + ceil(border / fd)
+        per_band, per_block = rows_overhead(pair)
+        q, qb = (m.new_int_var(1, Ho, name) for name in ("q", "q_border"))
+        m.add_division_equality(q, th + fd - 1, fd)
+        m.add_division_equality(qb, border + fd - 1, fd)
+        rest = m.new_int_var(0, Ho, "rest")
+        m.add(rest == n - 1)
+        inner = m.new_int_var(0, Ho * Ho, "inner")
+        m.add_multiplication_equality(inner, [rest, q])
+        cost = n * per_band + (inner + qb) * per_block
+        m.minimize(cost * (2 * (Ho + 1) ** 2 + 1) - order)
+    else:
+        m.maximize(order)
     return _solved(m, pair, target, _rows_result, th, fd, total, buffering, table)
 
 
 def solve_pw_dw_either(pair, target):
     """The PW->DW tiling (the model's fusion_pw_dw, given as
     target["fused_scheme"]["pw_dw_layout"]): auto, channel-wise when it
-    fits, else row-wise; rows, row-wise when it fits; channels. Measured
+    fits, else row-wise (with the `layers` scheme: the one of the two with
+    the smaller layout_overhead, channel-wise on a tie); rows, row-wise when
+    it fits; channels. Measured
     on gap8 (mbv1_025_224, fusion=min_transfer), the row-wise tilings the
     tiler finds where both fit (blocks of 1 or 2 rows) ran +18% to +44%
     slower per group than the layers apart, channel-wise +3% to +24%, for
@@ -446,12 +494,60 @@ def solve_pw_dw_either(pair, target):
         rows = solve_pw_dw_rows(pair, target)
         return rows if rows["feasible"] else solve_pw_dw(pair, target)
     ch = solve_pw_dw(pair, target)
-    if ch["feasible"] or layout == "channels":
+    if layout == "channels" or (ch["feasible"] and pw_dw_scheme(target) != "layers"):
         return ch
     rows = solve_pw_dw_rows(pair, target)
-    return rows if rows["feasible"] else ch
+    if not ch["feasible"]:
+        return rows if rows["feasible"] else ch
+    # `layers` (CMSIS-NN), both fit: row-wise where its estimated extra
+    # instructions are fewer (stm32h7 mbv2_025_128's b2_expand+b2_dw:
+    # row-wise +0.8%, channel-wise +2.3% against the layers apart)
+    return rows if rows["feasible"] and layout_overhead(pair, rows) < layout_overhead(pair, ch) else ch
+
+
+def layout_overhead(pair, ft):
+    """A `layers` PW->DW tiling's estimated extra instructions
+    (rows_overhead): per band the pointwise's halo, per row block the
+    calls; a channel-wise band's blocks together set up every channel
+    once, as one row block does (their re-reads of the band's input are
+    left out: channel-wise's figure is a lower bound, so row-wise is taken
+    only where it beats that)."""
+    per_band, per_block = rows_overhead(pair)
+    if ft.get("layout") == "rows":
+        blocks = sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
+    else:
+        blocks = len(ft["bands"])
+    return len(ft["bands"]) * per_band + blocks * per_block
+
+
+def solve_epilogue(pair, target):
+    """An add epilogue's tiling: the producer's own tiling (the layer
+    tiler's CP-SAT model, its objective) with a second output-sized buffer
+    per buffer set, the add's other input's tile ("skip"). As the fused
+    tilings: feasible or not, with the reason and the bytes."""
+    from ..errors import FitError
+    from ..tiler import solve_layer
+
+    layer = pair["layer"]
+    tgt = {k: v for k, v in target.items() if k != "fused_scheme"}
+    try:
+        t = solve_layer(layer, tgt)
+    except FitError as err:
+        return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],
+                "feasible": False, "reason": f"the tiles with the add's input beside them do not fit: {err}",
+                "bands": [], "l1_bytes": {"total": 0}}
+    # what changes with the L1 size though the tile does not: not stored (as steps.tile)
+    t = {k: v for k, v in t.items() if k not in ("l1_budget", "objective", "optimal")}
+    return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],
+            "feasible": True, "reason": "fits", "tiling": t, "bands": [], "l1_bytes": t["l1_bytes"]}
 
 
 def solve(pair, target):
-    """The fused tiling of a candidate pair of either kind."""
+    """The fused tiling of a candidate pair of any kind."""
+    if pair.get("kind") == "add":
+        return solve_epilogue(pair, target)
+    if pair.get("kind") in ("dw_pw_add", "pw_dw_add"):
+        # the DW->PW or PW->DW step, its output bands doubled by the add's other input's
+        ft = solve_dw_pw(pair, target) if pair["kind"] == "dw_pw_add" else solve_pw_dw_either(pair, target)
+        return dict(ft, kind=pair["kind"], layers=ft["layers"] + [pair["add"]["name"]])
     return solve_pw_dw_either(pair, target) if pair.get("kind") == "pw_dw" else solve_dw_pw(pair, target)

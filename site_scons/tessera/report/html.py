@@ -165,6 +165,7 @@ def _out_of_core(ooc):
         out.append(f'<p>firmware: the scheduler\'s program {escape(fw["program"])} ({fw["ops"]["ops"]} ops), '
                    f'estimated {fw["estimate_ms"]} ms per frame ({fw["estimate_vs_unlimited"]}x unlimited SRAM); '
                    f'in order {fw["in_order_ms"]} ms</p>')
+        out.append(timeline_html(fw, "the program the firmware ran"))
     s = ooc.get("schedule")
     if s and "skipped" in s:
         out.append(f'<p class="note">not scheduled: {escape(s["skipped"])}</p>')
@@ -173,7 +174,8 @@ def _out_of_core(ooc):
                    f'{s["latency_vs_unlimited"]}x the {s["unlimited_ms"]} ms of unlimited SRAM; {s["frames"]} frames '
                    f'pipelined: {s["pipelined_ms_per_frame"]} ms per frame ({s["throughput_fps"]} frames/s, unlimited '
                    f'{s["unlimited_fps"]})</p>')
-        out.append(timeline_html(s))
+        if not (fw and fw.get("timeline")):
+            out.append(timeline_html(s))
     out.append(f'<p class="note">compute: {escape(ooc["compute"])}; IO: the level\'s latency and bandwidths '
                "(target YAML)</p>")
     out.append('<table><tr><th class="l">layer</th><th>read B</th><th>reads</th><th>written B</th><th>writes</th>'

@@ -9,6 +9,12 @@ region a:<layer>, chunk-major (chunk, row, column, channel in chunk) so a
 tile's output is one contiguous write and a band of input rows is one read
 per chunk of the producer; the network input in region `input`.
 
+A convolution with `band: true` writes its output as storage-level row
+bands (docs/out_of_core.md): its tiles walk row band first, every channel
+chunk of a band writing into the band's one output buffer, the band (rows
+of every channel, HWC) written once after its last tile; the next layer
+reads a band of rows in one transfer.
+
 Tiles take at most half of a pool each (so the next one can load while one
 computes); a convolution keeps weights (or, when they are the smaller
 traffic, input bands) resident across the other loop.
@@ -69,15 +75,18 @@ def _conv(spec, src, pools, coefs, cpm, clock):
     cc = _chunk(cout, per_oc, pools["w"] // 2)
     if cc is None:
         raise ChainError(f"{spec['name']}: one output channel's weights ({per_oc} B) exceed half the w pool")
+    band = bool(spec.get("band"))
     # the largest band whose input (with halo) and output fit half their pools
     r = next((r for r in range(H, 0, -1) if min(H, r + 2) * W * cin <= pools["in"] // 2
-              and r * W * cc <= pools["out"] // 2), None)
+              and r * W * (cout if band else cc) <= pools["out"] // 2), None)
     if r is None:
         raise ChainError(f"{spec['name']}: one output row does not fit half the in/out pools")
     bands = [(r0, min(H, r0 + r)) for r0 in range(0, H, r)]
     chunks = _chunks(cout, cc)
     w_total, in_total = cout * per_oc, H * W * cin
     weights_stationary = w_total + len(chunks) * in_total <= in_total + len(bands) * w_total
+    if band:
+        weights_stationary = False
     order = [(j, b) for j in chunks for b in bands] if weights_stationary else [(j, b) for b in bands for j in chunks]
     name = spec["name"]
     tiles = []
@@ -91,13 +100,20 @@ def _conv(spec, src, pools, coefs, cpm, clock):
                  # the cost model's per-tile features (cost/features.py)
                  "im2col": (r1 - r0) * W * 9 * cin, "taps": (r1 - r0) * W * 9, "chans": n,
                  "tail_macs": round(macs * (n % 4) / n)}
-        tiles.append({"reads": reads, "compute_ns": _ns(coefs, "conv2d", feats, 1 / len(order), cpm, clock),
-                      "writes": [{"region": f"a:{name}", "offset": j * H * W * cc + r0 * W * n,
-                                  "bytes": (r1 - r0) * W * n}],
-                      "holds": {"in": sum(x["bytes"] for x in reads[:-1]), "w": n * per_oc,
-                                "out": (r1 - r0) * W * n}})
+        tile = {"reads": reads, "compute_ns": _ns(coefs, "conv2d", feats, 1 / len(order), cpm, clock),
+                "writes": [{"region": f"a:{name}", "offset": j * H * W * cc + r0 * W * n, "bytes": (r1 - r0) * W * n}],
+                "holds": {"in": sum(x["bytes"] for x in reads[:-1]), "w": n * per_oc, "out": (r1 - r0) * W * n}}
+        if band:
+            # the band's buffer, shared by its chunks; written once, by its last
+            last = j == len(chunks) - 1
+            tile["writes"] = [{"region": f"a:{name}", "offset": r0 * W * cout, "bytes": (r1 - r0) * W * cout}] \
+                if last else []
+            tile["holds"]["out"] = (r1 - r0) * W * cout
+            if j:
+                tile["band"] = True
+        tiles.append(tile)
     return {"name": name, "op": "conv2d", "tiles": tiles}, {"region": f"a:{name}", "h": H, "w": W, "c": cout,
-                                                            "chunk": cc}
+                                                            "chunk": cout if band else cc}
 
 
 def _pool(spec, src, pools, coefs, cpm, clock):

@@ -25,6 +25,8 @@ def solve(problem, tasks, work=WORK, hint=None):
     """(io order, compute order, place, optimal) or None when no answer was
     found. hint: ({task id: start}, {task id: offset}) of a known program
     (the list scheduler's best), where the search starts."""
+    if any(t["kind"] == "compute" and t["owner"] != t["id"] for t in tasks):
+        return None             # band tiles sharing a buffer: not modelled here (the list scheduler's)
     from ortools.sat.python import cp_model      # imported here: a build that never asks pays nothing
 
     from ..tiler.solver import deterministic_solver

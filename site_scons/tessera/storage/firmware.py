@@ -21,7 +21,9 @@ from .. import ir
 from ..errors import TesseraError
 from ..ooc import _box
 from ..tiler import tiles as tile_list
+from ..tiler.geometry import rows_first
 from ..views import is_whole, param_arrays, tiler_layer
+from . import replay as rp
 from . import schedule as sch
 from . import tasks as tg
 
@@ -38,12 +40,13 @@ def _align(n):
 
 def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     """{"problem", "program", "candidate", "layer_level", "layer_tiles",
-    "pools", "io"} or, when the firmware keeps the in-order code,
+    "pools", "phases", "io"} or, when the firmware keeps the in-order code,
     {"program": None, "why"}. tilings: layer name -> tiling; steps:
-    schedule.json's steps; compute_ns: per layer (network order)."""
-    if budget <= 0:
-        return {"program": None, "why": "the target reserves no SRAM for the program's tile pools "
-                                        "(memory.<activations>.reserved.pools)"}
+    schedule.json's steps; compute_ns: per layer (network order); budget:
+    the activation level's reserved pools bytes (None: the pools take the
+    arena's free bytes, phase by phase; 0: no program)."""
+    if budget == 0:
+        return {"program": None, "why": "the target turns the program off (memory.<activations>.reserved.pools: 0)"}
     level = storage["level"]
     spill = the_plan["activations"].get("spill")
     swapped = spill["offsets"] if spill and spill["level"] == level else {}
@@ -57,13 +60,14 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         if stepped and card:
             return {"program": None, "why": f"layer {layer.name} ({'fused' if layer.name in fused else 'whole'}) "
                                             "touches the card; only tiled layers execute the program"}
-        if f"{layer.name}:bounce:out" in bands:
-            # its tiles' boxes meet in one band buffer (gathered, or read and
-            # rewritten per channel tile), which the program's out pool,
-            # a buffer per tile, does not model. An input band is not used
-            # by the program: its tiles read their own boxes (codegen.layer)
-            return {"program": None, "why": f"layer {layer.name} writes its output to the card through a band of "
-                                            "every channel shared by its tiles, outside the scheduler's model"}
+        y = graph.tensor(layer.output)
+        band_out = f"{layer.name}:bounce:out" in bands
+        if band_out and not (rows_first(tilings[layer.name]) or tilings[layer.name]["tile"]["c"] >= y.shape[2]):
+            # a channel slice read back and rewritten per tile: every byte of
+            # the band written several times, outside the scheduler's model
+            return {"program": None, "why": f"layer {layer.name} rewrites a band of its output on the card per "
+                                            "channel tile (a channel-sliced writer with weights on the card), "
+                                            "outside the scheduler's model"}
         layer_level.append(1 if stepped else 0)
         ts = [None] if stepped else list(tile_list(tiler_layer(layer, graph), tilings[layer.name]))
         tiles = []
@@ -72,14 +76,31 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
             if t is not None and layer.name in stored:
                 pending.append((len(layers), i, t))    # its weight reads, once the chunks are sized
             for k, name in enumerate(layer.inputs):
-                if name in swapped and t is not None:
+                if name in swapped and t is not None and f"{layer.name}:bounce:in{k}" in bands:
+                    # a storage-level tile of the input: the band of the tile's
+                    # rows, every channel, one read held by the band's tiles,
+                    # each cutting its box from it (codegen.layer)
+                    x = graph.tensor(name)
+                    row = x.shape[1] * x.shape[2] * ir.DTYPES[x.dtype]
+                    reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "band": True,
+                                  "offset": swapped[name] + t["ih0"] * row, "bytes": t["ih"] * row})
+                elif name in swapped and t is not None:
                     x = graph.tensor(name)
                     for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
                                      t["iw"], t["ic0"], t["ic"]):
                         reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "offset": o, "bytes": n})
-            writes = []
-            if layer.output in swapped and t is not None:
-                y = graph.tensor(layer.output)
+            writes, shared, held_out = [], False, 0
+            if band_out and t is not None:
+                # a storage-level tile of the output: the band of the tile's
+                # rows, every channel, gathered in one out buffer from the
+                # band's tiles (walked row band first), written once by its last
+                row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+                held_out = t["oh"] * row
+                shared = i > 0 and ts[i - 1]["oh0"] == t["oh0"]
+                if i + 1 == len(ts) or ts[i + 1]["oh0"] != t["oh0"]:
+                    writes.append({"region": f"a:{layer.output}", "offset": swapped[layer.output] + t["oh0"] * row,
+                                   "bytes": held_out, "rel": 0})
+            elif layer.output in swapped and t is not None:
                 rel = 0
                 for o, n in _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                                  t["ow"], t["oc0"], t["oc"]):
@@ -87,41 +108,163 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                     rel += n
             ns = compute_ns[li] // len(ts) + (1 if i < compute_ns[li] % len(ts) else 0)
             holds = {p: sum(r["bytes"] for r in reads if r["pool"] == p) for p in ("in", "w")}
-            holds["out"] = sum(w["bytes"] for w in writes)
-            tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds})
+            holds["out"] = max(held_out, sum(w["bytes"] for w in writes))
+            tiles.append({"reads": reads, "compute_ns": ns, "writes": writes, "holds": holds}
+                         | ({"band": True} if shared else {}))
         layers.append({"name": layer.name, "tiles": tiles})
-    need = {p: max([t["holds"][p] for layer in layers for t in layer["tiles"]] + [ALIGN]) for p in ("in", "out")}
-    pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
-    pools["w"] = _align(budget - pools["in"] - pools["out"])
-    why = _weight_reads(graph, layers, pending, stored, pools["w"])
-    if why:
-        return {"program": None, "why": f"{why}; the target reserves {budget} bytes for the pools, "
-                                        f"{pools['in']} go to input and {pools['out']} to output tiles "
-                                        "(memory.<activations>.reserved.pools)"}
     transfers = sum(len(t["reads"]) + len(t["writes"]) for la in layers for t in la["tiles"])
     if transfers > MAX_TRANSFERS:
         return {"program": None, "why": f"{transfers} transfers listed by its tiles, more than the {MAX_TRANSFERS} "
                                         "the build schedules"}
-    problem = {"storage": storage["costs"], "pools": pools,
-               "layers": [{"name": la["name"], "tiles": [{k: t[k] for k in ("compute_ns", "holds")}
-                                                          | {"reads": [{k: r[k] for k in ("pool", "region", "offset",
-                                                                                          "bytes")}
-                                                                       for r in t["reads"]],
-                                                             "writes": [{k: w[k] for k in ("region", "offset",
-                                                                                           "bytes")}
-                                                                        for w in t["writes"]]}
-                                                          for t in la["tiles"]]} for la in layers]}
-    try:
-        best = sch.schedule(problem, 1, where="program.c")
-    except TesseraError as err:     # outside the scheduler's model: the in-order firmware, and why
-        return {"program": None, "why": str(err)}
+    if budget:
+        phases = [(0, len(layers), 0, _align(budget))]
+        where = f"the target reserves {budget} bytes for the pools (memory.<activations>.reserved.pools)"
+    else:
+        # no SRAM of its own: the pools take the activation arena's bytes no
+        # tensor of the plan holds, per phase (a run of layers sharing a free range)
+        stream = the_plan["weights"].get("stream")
+        foreign = sorted(set(stream["layers"]) - set(stored)) if stream and stored else []
+        if foreign:
+            return {"program": None, "why": f"layer {foreign[0]} streams its weights through the activation arena, "
+                                            "where the program's pools would be"}
+        phases = _phases(graph, the_plan)
+        where = (f"the pools take the {the_plan['activations']['level']} bytes the memory plan leaves free "
+                 "(no memory.<activations>.reserved.pools)")
+    programs, placed = [], []
+    for first, end, base, room in phases:
+        sub = layers[first:end]
+        need = {p: max([t["holds"][p] for la in sub for t in la["tiles"]] + [ALIGN]) for p in ("in", "out")}
+        pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
+        pools["w"] = _align(room - pools["in"] - pools["out"])
+        names = f"layers {sub[0]['name']}..{sub[-1]['name']}" if len(sub) > 1 else f"layer {sub[0]['name']}"
+        if pools["w"] < ALIGN:
+            return {"program": None, "why": f"{names}: {room} bytes for the pools, {pools['in']} needed by input "
+                                            f"and {pools['out']} by output tiles; {where}"}
+        why = _weight_reads(graph, layers, [x for x in pending if first <= x[0] < end], stored, pools["w"])
+        if why:
+            return {"program": None, "why": f"{why}; {names}: {room} bytes for the pools, {pools['in']} go to "
+                                            f"input and {pools['out']} to output tiles; {where}"}
+        problem = _problem(storage, pools, sub)
+        try:
+            best = sch.schedule(problem, 1, where="program.c")
+        except TesseraError as err:     # outside the scheduler's model: the in-order firmware, and why
+            return {"program": None, "why": str(err)}
+        computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
+        if computes != [(li, ti) for li, la in enumerate(sub) for ti in range(len(la["tiles"]))]:
+            return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
+        programs.append(best)
+        placed.append({"layers": [sub[0]["name"], sub[-1]["name"]], "base": base, "pools": pools})
+    if budget:
+        problem, best = _problem(storage, placed[0]["pools"], layers), programs[0]
+        program, candidate = best["program"], best["candidate"]
+    else:
+        # one program: the phases' ops one after the other (each ends waiting
+        # for its last transfer), their pool offsets made offsets in the arena
+        usable = the_plan["activations"]["usable"]
+        problem = _problem(storage, dict.fromkeys(tg.POOLS, usable), layers)
+        program = {"frames": 1, "ops": _join(programs, placed, phases, layers)}
+        candidate = " + ".join(dict.fromkeys(b["candidate"] for b in programs))     # the phases' (distinct)
     tasks = tg.build(problem, 1)
-    computes = [(op["layer"], op["tile"]) for op in best["program"]["ops"] if op["op"] == "COMPUTE"]
-    if computes != [(li, ti) for li, la in enumerate(layers) for ti in range(len(la["tiles"]))]:
-        return {"program": None, "why": f"the scheduler's program ({best['candidate']}) computes out of order"}
-    return {"problem": problem, "detail": layers, "program": best["program"], "tasks": tasks,
-            "candidate": best["candidate"], "estimate_ns": best["replay"]["end"], "in_order_ns": best["naive_ns"],
-            "layer_level": layer_level, "pools": pools, "io": io(layers, tasks)}
+    end = rp.replay(problem, program, "program.c", tasks)["end"]       # the whole program, checked
+    naive = rp.replay(problem, sch.naive_program(problem), "program.c", tasks)["end"]
+    big = {p: max(x["pools"][p] for x in placed) for p in tg.POOLS}
+    return {"problem": problem, "detail": layers, "program": program, "tasks": tasks, "candidate": candidate,
+            "estimate_ns": end, "in_order_ns": naive, "layer_level": layer_level, "pools": big,
+            "phases": None if budget else placed, "io": io(layers, tasks)}
+
+
+def _problem(storage, pools, layers):
+    """The scheduler's problem for these layers (tessera.storage.tasks)."""
+    return {"storage": storage["costs"], "pools": dict(pools),
+            "layers": [{"name": la["name"],
+                        "tiles": [{k: t[k] for k in ("compute_ns", "holds", "band") if k in t}
+                                  | {"reads": [{k: r[k] for k in ("pool", "region", "offset", "bytes")}
+                                               for r in t["reads"]],
+                                     "writes": [{k: w[k] for k in ("region", "offset", "bytes")} for w in t["writes"]]}
+                                  for t in la["tiles"]]} for la in layers]}
+
+
+# a phase grows while the free range it shares stays at least this fraction
+# of its own, and the next layer's free range is at most 1 / this larger
+PHASE_KEEP = 0.5
+
+
+def _phases(graph, the_plan):
+    """[(first layer, end layer, arena offset, bytes)]: runs of consecutive
+    layers and, for each, the largest byte range of the activation arena
+    that no tensor of the plan holds while any of them runs (a tensor lives
+    from its producer to its last reader; inputs from the start, outputs to
+    the end). Every program buffer of a phase lies in its range; a phase
+    ends waiting for all its transfers, so the next may use other bytes.
+    Longer phases let reads run further ahead; a much smaller shared range
+    would starve the pools: a new phase starts there."""
+    from ..guard import tensor_lives
+    usable = the_plan["activations"]["usable"]
+    n = len(graph.layers)
+    held = [[] for _ in range(n)]
+    # the tensors only: the bounce buffers and weight-stream chunks are the
+    # in-order firmware's, unused by the program
+    for first, last, at, size in tensor_lives(graph, the_plan):
+        for step in range(first, last + 1):
+            held[step].append((at, at + size))
+
+    def largest(busy):
+        best, at = (0, 0), 0
+        for a, b in sorted(busy) + [(usable, usable)]:
+            lo = -(-at // ALIGN) * ALIGN
+            if a - lo > best[1] - best[0]:
+                best = (lo, a)
+            at = max(at, b)
+        return best
+
+    out, first, busy = [], 0, list(held[0])
+    for li in range(1, n + 1):
+        if li < n:
+            mine, shared = largest(held[li]), largest(busy + held[li])
+            now = largest(busy)
+            keep = now[1] - now[0]
+            if shared[1] - shared[0] >= PHASE_KEEP * keep and (mine[1] - mine[0]) * PHASE_KEEP <= keep:
+                busy += held[li]
+                continue
+        lo, hi = largest(busy)
+        out.append((first, li, lo, _align(hi - lo)))
+        if li < n:
+            first, busy = li, list(held[li])
+    return out
+
+
+def pool_lives(graph, the_plan):
+    """guard=1 (tessera.guard): [(first step, last step, offset, bytes)]
+    the program's pools may hold in the arena: each phase's range from its
+    first layer to the next phase's first (where its last writes go)."""
+    n = len(graph.layers)
+    return [(first, min(end, n - 1), base, room) for first, end, base, room in _phases(graph, the_plan)]
+
+
+def _join(programs, placed, phases, layers):
+    """The phases' programs as one: task ids, layers and pool offsets
+    made the whole network's (pools: arena offsets)."""
+    ops, tid = [], 0
+    for best, phase, (first, end, base, _) in zip(programs, placed, phases):
+        at = {"in": base, "w": base + phase["pools"]["in"], "out": base + phase["pools"]["in"] + phase["pools"]["w"]}
+        sub = _problem({"costs": {"read_ns_per_kb": 1, "write_ns_per_kb": 1, "latency_ns": 0, "block": 1}},
+                       phase["pools"], layers[first:end])
+        sub_tasks = tg.build(sub, 1)
+        for op in best["program"]["ops"]:
+            op = dict(op, id=op["id"] + tid)
+            if op["op"] != "WAIT":
+                op["layer"] += first
+            if op["op"] == "READ":
+                op["buf"] += at[op["pool"]]
+            elif op["op"] == "WRITE":
+                op["src"] += at["out"]
+            elif op["op"] == "COMPUTE":
+                reads = sub_tasks[op["id"] - tid]["reads"]
+                op["bufs"] = [b + at[sub_tasks[r]["pool"]] for b, r in zip(op["bufs"], reads)]
+                op["out"] += at["out"]
+            ops.append(op)
+        tid += len(sub_tasks)
+    return ops
 
 
 def _weight_reads(graph, layers, pending, stored, w_pool):
@@ -228,17 +371,63 @@ def c_source(prefix, act_level, res, n_layers, section=""):
     total = pools["in"] + pools["w"] + pools["out"]
     out.append(f"/* program {res['candidate']}: estimated {res['estimate_ns']} ns (in order {res['in_order_ns']} ns) "
                "with the build's compute estimates */")
-    out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
-               f"{act_level} bytes the memory plan reserves for them */")
-    out.append(f"static int8_t {prefix}_pools[{total}] {section_attr(section, 8)};")
+    if res.get("phases"):
+        out.append(f"/* the tile pools: in the {act_level} arena's bytes no tensor holds, per phase (pool offsets "
+                   "are arena offsets):")
+        out.extend(f" *   {p['layers'][0]}..{p['layers'][1]}: at {p['base']}, in {p['pools']['in']}, "
+                   f"w {p['pools']['w']}, out {p['pools']['out']} bytes" for p in res["phases"])
+        out.append(" */")
+        out.append(f"extern int8_t {prefix}_L2[];")
+        base = [f"{prefix}_L2"] * 3
+    else:
+        out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
+                   f"{act_level} bytes the memory plan reserves for them */")
+        out.append(f"static int8_t {prefix}_pools[{total}] {section_attr(section, 8)};")
+        base = [f"{prefix}_pools", f"{prefix}_pools + {pools['in']}", f"{prefix}_pools + {pools['in'] + pools['w']}"]
     tasks, detail = res["tasks"], res["detail"]
     order = {}          # transfer task id -> its request number (issue order)
     for op in res["program"]["ops"]:
         if op["op"] in ("READ", "WRITE"):
             order.setdefault(op["id"], len(order))
     refs, ops = [], []
+    ref_at = {}         # a compute's reads (as C) -> where they start in refs: shared by equal computes
+    run = None          # the COMPUTE op being extended
+
+    def flush():
+        if run:
+            mine = tuple(f"    {{{POOL_ID[p]}, {k}, {int(bool(a))}, {buf}, {n}}},"
+                         for (p, k, buf, n), a in zip(run["refs"], run["adv"] or [0] * len(run["refs"])))
+            if mine not in ref_at:
+                ref_at[mine] = len(refs)
+                refs.extend(mine)
+            ops.append(f"    {{TSR_OP_COMPUTE, {run['count'] if run['count'] > 1 else 0}, {run['layer']}, "
+                       f"{run['tile']}, {ref_at[mine]}, {len(mine)}, {run['out']}}},")
+
+    def extends(mine, layer, tile, out):
+        """Whether this tile continues the run: the next tile, the same
+        output buffer, each read at the same place or advanced by its
+        size per tile (a channel tile's rows of a chunk), as decided by the
+        run's second tile."""
+        if not run or (run["layer"], run["tile"] + run["count"], run["out"]) != (layer, tile, out) \
+                or run["count"] >= 255 or len(mine) != len(run["refs"]):
+            return False
+        adv = []
+        for j, (r0, m) in enumerate(zip(run["refs"], mine)):
+            if r0[:2] != m[:2] or r0[3] != m[3]:
+                return False
+            step = m[2] - r0[2]
+            a = 0 if step == 0 else 1 if step == run["count"] * r0[3] else None
+            if a is None or run["adv"] is not None and a != run["adv"][j] and r0[3]:
+                return False
+            adv.append(a)
+        run["adv"] = run["adv"] or adv
+        run["count"] += 1
+        return True
     for op in res["program"]["ops"]:
         kind = op["op"]
+        if kind != "COMPUTE":
+            flush()
+            run = None
         if kind == "READ":
             ops.append(f"    {{TSR_OP_READ, {POOL_ID[op['pool']]}, 0, {op['buf']}, {op['offset']}, {op['bytes']}, 0}},")
         elif kind == "WRITE":
@@ -249,11 +438,15 @@ def c_source(prefix, act_level, res, n_layers, section=""):
             ops.append(f"    {{TSR_OP_WAIT, 0, 0, {order[op['id']]}, 0, 0, 0}},")
         else:
             reads = detail[op["layer"]]["tiles"][op["tile"]]["reads"]
-            first = len(refs)
-            for r, buf in zip(reads, op["bufs"]):
-                refs.append(f"    {{{POOL_ID[r['pool']]}, {r['kind']}, 0, {buf + r.get('delta', 0)}, "
-                            f"{r.get('use', r['bytes'])}}},")
-            ops.append(f"    {{TSR_OP_COMPUTE, 0, {op['layer']}, {op['tile']}, {first}, {len(reads)}, {op['out']}}},")
+            mine = [(r["pool"], r["kind"], buf + r.get("delta", 0), r.get("use", r["bytes"]))
+                    for r, buf in zip(reads, op["bufs"])]
+            # consecutive tiles of a layer alike but for where their reads
+            # start, nothing between them: one op (a run of up to 255)
+            if extends(mine, op["layer"], op["tile"], op["out"]):
+                continue
+            flush()
+            run = {"layer": op["layer"], "tile": op["tile"], "count": 1, "refs": mine, "adv": None, "out": op["out"]}
+    flush()
     assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
     out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
     out.append(f"\nstatic const tsr_ref_t refs[{max(len(refs), 1)}] = {{\n" + ("\n".join(refs) or "    {0}") + "\n};")
@@ -261,7 +454,7 @@ def c_source(prefix, act_level, res, n_layers, section=""):
     out.append(f"\nstatic const uint16_t layer_tiles[{n_layers}] = {{{', '.join(map(str, n_tiles))}}};")
     out.append(f"static const uint8_t layer_level[{n_layers}] = {{{', '.join(map(str, res['layer_level']))}}};")
     out.append(f"\nconst tsr_program_t tsr_program = {{ops, {len(ops)}, refs, layer_tiles, layer_level,\n"
-               f"    {{{prefix}_pools, {prefix}_pools + {pools['in']}, {prefix}_pools + {pools['in'] + pools['w']}}}}};")
+               f"    {{{', '.join(base)}}}}};")
     return "\n".join(out) + "\n"
 
 
@@ -281,9 +474,10 @@ def report(prog, compute, clock_hz):
     estimate with the measured compute (the replay of exactly its ops), the
     in-order estimate beside it (the same transfers and computes one after
     the other), and what the program moves."""
-    from . import replay as rp
+    from . import timeline
     p = _measured(prog["problem"], compute, clock_hz)
-    end = rp.replay(p, prog["program"], "program.json")["end"]
+    ran = rp.replay(p, prog["program"], "program.json")
+    end = ran["end"]
     unlimited = sum(t["compute_ns"] for layer in p["layers"] for t in layer["tiles"])
     # in order: the same transfers, each once, and the compute, one after
     # the other (nothing overlapped: the firmware's order before the program)
@@ -292,7 +486,8 @@ def report(prog, compute, clock_hz):
     return {"program": prog["candidate"], "compute_for_choice": prog.get("compute"),
             "estimate_ms": ms(end), "in_order_ms": ms(in_order), "unlimited_ms": ms(unlimited),
             "estimate_vs_unlimited": round(end / unlimited, 4) if unlimited else None,
-            "pools": prog["pools"], "ops": prog["totals"]}
+            "pools": prog["pools"], "phases": prog.get("phases"), "ops": prog["totals"],
+            "timeline": timeline.bars(p, ran)}
 
 
 def estimate(prog, compute, clock_hz, frames):
@@ -302,7 +497,8 @@ def estimate(prog, compute, clock_hz, frames):
     from ..errors import TesseraError
     from . import estimate as estimator
     from . import timeline
-    p = _measured(prog["problem"], compute, clock_hz)
+    # the pools the firmware has (with phases: the largest phase's, for every layer)
+    p = dict(_measured(prog["problem"], compute, clock_hz), pools=prog["pools"])
     try:
         full = estimator.estimate(p, frames=frames, where="out-of-core schedule")
     except TesseraError as err:

@@ -22,7 +22,8 @@ the estimate (latency) and the check. It fails, in one line naming the op,
 its task, the buffer and the bytes, when a buffer does not fit its pool, a
 buffer is reused while another still holds those bytes (a read buffer is
 held from its read's start to the end of its last compute; an output buffer
-from its compute's start to the end of its write), a compute uses a buffer
+from its compute's start to the end of its write; a band's output buffer
+from its first tile's start to the end of its last tile and writes), a compute uses a buffer
 whose read has not completed or that holds other data, a read starts before
 a write of the bytes it reads has completed, a write comes before its
 compute, or a task never runs.
@@ -102,8 +103,9 @@ def replay(problem, program, where="program.json", tasks=None):
                 fail(i, t, "written before its compute ran")
             if t["id"] in issued:
                 fail(i, t, "written twice")
-            b = at.get(("out", op.get("src"))) or at.get(("out", op.get("src"), t["compute"]))
-            if b is None or b["data"] != t["compute"]:
+            owner = tasks[t["compute"]]["owner"]
+            b = at.get(("out", op.get("src"))) or at.get(("out", op.get("src"), owner))
+            if b is None or b["data"] != owner:
                 fail(i, t, f"out[{op.get('src')}] does not hold this tile's output")
             start = max(T, io_free)
             end = io_free = start + t["ns"]
@@ -135,7 +137,15 @@ def replay(problem, program, where="program.json", tasks=None):
             start, end = T, T + t["ns"]
             for b in used:
                 b["release"] = max(b["release"], end)
-            new_buf(i, t, "out", op.get("out"), t["bytes"], start, end)
+            if t["owner"] == t["id"]:
+                new_buf(i, t, "out", op.get("out"), t["bytes"], start, end)
+            else:
+                # a band tile: into its band's buffer, which must still hold the band
+                b = at.get(("out", op.get("out"))) or at.get(("out", op.get("out"), t["owner"]))
+                if t["owner"] not in done or b is None or b["data"] != t["owner"]:
+                    fail(i, t, f"out[{op.get('out')}] does not hold its band's output "
+                               f"({tg.describe(tasks[t['owner']], problem)})")
+                b["release"] = max(b["release"], end)
             T = end
             done.add(t["id"])
             timeline.append({"op": i, "id": t["id"], "lane": "compute", "start": start, "end": end})

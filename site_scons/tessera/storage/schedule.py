@@ -167,7 +167,6 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
     end = {}                      # task id -> end (once started)
     place = {}
     left_users = {t["id"]: len(t["users"]) for t in tasks if t["kind"] == "read"}
-    left_writes = {}
     ready_writes = []             # heap (priority, id) of writes whose compute has ended
     deps_left = {t["id"]: len(t["deps"]) for t in tasks if t["kind"] == "read"}
     dependents = {}               # write id -> reads of its bytes
@@ -181,6 +180,15 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
     head = 0
     n_io = sum(1 for t in tasks if t["kind"] != "compute")
 
+    # an output buffer is freed when its band's computes and writes have all ended
+    out_left = {t["id"]: len(t["band"]["computes"]) + len(t["band"]["writes"]) for t in tasks if "band" in t}
+
+    def out_done(owner):
+        out_left[owner] -= 1
+        if out_left[owner] == 0:
+            pools["out"].release(place[owner], tasks[owner]["bytes"])
+            held[tasks[owner]["frame"]]["out"] -= tasks[owner]["bytes"]
+
     def prio(t):
         return (t["frame"], t["layer"], t["tile"], t["kind"] != "write", t["id"])
 
@@ -192,23 +200,16 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
             if t["kind"] == "compute":
                 for w in t["writes"]:
                     heapq.heappush(ready_writes, (prio(tasks[w]), w))
-                left_writes[tid] = len(t["writes"])
                 for r in dict.fromkeys(t["reads"]):
                     left_users[r] -= 1
                     if left_users[r] == 0:
                         pools[tasks[r]["pool"]].release(place[r], tasks[r]["bytes"])
                         held[tasks[r]["frame"]][tasks[r]["pool"]] -= tasks[r]["bytes"]
-                if not t["writes"]:
-                    pools["out"].release(place[tid], t["bytes"])
-                    held[t["frame"]]["out"] -= t["bytes"]
+                out_done(t["owner"])
             elif t["kind"] == "write":
                 for r in dependents.get(tid, ()):
                     deps_left[r] -= 1
-                c = t["compute"]
-                left_writes[c] -= 1
-                if left_writes[c] == 0:
-                    pools["out"].release(place[c], tasks[c]["bytes"])
-                    held[t["frame"]]["out"] -= tasks[c]["bytes"]
+                out_done(tasks[t["compute"]]["owner"])
         while head < frames and cnext[head] == len(computes[head]) and not todo[head]:
             head += 1
         live = range(head, min(head + inflight, frames))
@@ -267,7 +268,8 @@ def simulate(problem, tasks, frames, policy, window, inflight=INFLIGHT):
                     continue
                 if f != head and held[f]["out"] + c["bytes"] > problem["pools"]["out"] - reserve["out"]:
                     continue
-                o = pools["out"].alloc(c["bytes"])
+                # a band tile writes into its band's buffer, already taken
+                o = pools["out"].alloc(c["bytes"]) if c["owner"] == c["id"] else place[c["owner"]]
                 if o is None:
                     continue
                 place[c["id"]] = o
@@ -333,8 +335,11 @@ def to_program(problem, tasks, frames, io_order, cp_order, place):
     out_wait = {}
     for c in cp_order:
         task = tasks[c]
+        if task["owner"] != c:      # a band tile: in its band's buffer, taken by the band's first
+            out_wait[c] = []
+            continue
         before = owners["out"].take(place[c], task["bytes"], c)
-        out_wait[c] = sorted({tasks[h]["writes"][-1] for h in before if tasks[h]["writes"]})
+        out_wait[c] = sorted({tasks[h]["band"]["writes"][-1] for h in before if tasks[h]["band"]["writes"]})
     order_gate = []
     for t in io_order:
         task = tasks[t]
@@ -342,6 +347,8 @@ def to_program(problem, tasks, frames, io_order, cp_order, place):
         order_gate.append(max(g, order_gate[-1]) if order_gate else g)
     ops = []
     k = 0
+    issue = {t: i for i, t in enumerate(io_order)}
+    waited = -1         # the channel is FIFO: a wait covers every transfer issued before
 
     def emit_io(upto):
         nonlocal k
@@ -353,11 +360,13 @@ def to_program(problem, tasks, frames, io_order, cp_order, place):
     emit_io(-1)
     for i, c in enumerate(cp_order):
         t = tasks[c]
-        for w in sorted(set(t["reads"]) | set(out_wait[c])):
-            ops.append({"op": "WAIT", "id": w})
+        need = max(set(t["reads"]) | set(out_wait[c]), key=issue.get, default=None)
+        if need is not None and issue[need] > waited:
+            ops.append({"op": "WAIT", "id": need})
+            waited = issue[need]
         ops.append(_compute_op(t, [place[r] for r in t["reads"]], place[c]))
         emit_io(i)
-    if io_order:        # the channel is FIFO: its last transfer ends last
+    if io_order and waited < len(io_order) - 1:     # FIFO: its last transfer ends last
         ops.append({"op": "WAIT", "id": io_order[-1]})
     return {"frames": frames, "ops": ops}
 

@@ -9,7 +9,14 @@ The problem (docs/out_of_core.md, written by the planner; integers only):
              pools (SwapNN's split: one pool would deadlock)
     layers   [{name, tiles: [tile]}] in network order, a tile being
              {reads: [{pool: in|w, region, offset, bytes}], compute_ns,
-              writes: [{region, offset, bytes}], holds: {in, w, out}}
+              writes: [{region, offset, bytes}], holds: {in, w, out},
+              band: true (optional)}
+
+A tile with `band` writes its output into the previous tile's output
+buffer (a storage-level row band gathered in SRAM from its tiles, written
+once: docs/out_of_core.md): the band's first tile takes the buffer, its
+tiles share it, and it is freed once the band's last tile has computed and
+every write of the band has completed (the writes sit on its last tile).
 
 A read is identified by (pool, region, offset, bytes): the same read in
 consecutive tiles of a layer is the same data (a weight slice kept across
@@ -66,10 +73,21 @@ def validate(problem, where="program.json"):
                 if key not in seen:
                     seen.add(key)
                     need[r["pool"]] += r["bytes"]
+            if tile.get("band") and (i == 0 or need["out"] > out_bytes(layer["tiles"][_owner(layer, i)])):
+                raise ProblemError(where, f"layer {layer['name']} tile {i}: a band tile "
+                                   + ("first in its layer" if i == 0 else "larger than its band's buffer"),
+                                   "a band continues an earlier tile of the same layer, in its buffer")
             for name, n in need.items():
                 if n > pools[name]:
                     raise ProblemError(where, f"layer {layer['name']} tile {i} needs {n} B of the {name} pool "
                                        f"at once, the pool has {pools[name]} B", "smaller tiles or a larger pool")
+
+
+def _owner(layer, i):
+    """The tile whose output buffer tile i writes into (itself unless a band tile)."""
+    while i > 0 and layer["tiles"][i].get("band"):
+        i -= 1
+    return i
 
 
 def _key(r):
@@ -81,7 +99,9 @@ def build(problem, frames=1):
 
     every task: id, kind (read|compute|write), frame, layer, tile, ns
     read:    pool, region, offset, bytes, deps (write ids), users (compute ids)
-    compute: reads (read ids, one per tile read, in its order), writes (ids), bytes (output)
+    compute: reads (read ids, one per tile read, in its order), writes (ids), bytes (output
+             buffer it takes: 0 for a band tile), owner (the compute whose buffer it writes:
+             itself, or its band's first), band (on an owner: its band's computes and writes)
     write:   compute (id), region, offset, bytes
     """
     st = problem["storage"]
@@ -90,6 +110,7 @@ def build(problem, frames=1):
         written = {}                 # region -> (sorted [(start, end, write id)] of earlier layers, their ends)
         for li, layer in enumerate(problem["layers"]):
             held = {}                # read key -> read id of the run the previous tile used
+            owner = None             # the compute whose output buffer the band shares
             mine_writes = {}
             for ti, tile in enumerate(layer["tiles"]):
                 mine = {}
@@ -107,9 +128,13 @@ def build(problem, frames=1):
                     tasks.append(t)
                     mine[k] = t["id"]
                 held = mine
+                shared = ti > 0 and tile.get("band")
                 c = {"id": len(tasks), "kind": "compute", "frame": f, "layer": li, "tile": ti,
                      "ns": int(tile["compute_ns"]), "reads": [mine[_key(r)] for r in tile["reads"]],
-                     "bytes": out_bytes(tile), "writes": []}
+                     "bytes": 0 if shared else out_bytes(tile), "writes": []}
+                c["owner"] = owner["id"] if shared else c["id"]
+                owner = c if not shared else owner
+                owner.setdefault("band", {"computes": [], "writes": []})["computes"].append(c["id"])
                 tasks.append(c)
                 for r in dict.fromkeys(c["reads"]):
                     tasks[r]["users"].append(c["id"])
@@ -119,6 +144,7 @@ def build(problem, frames=1):
                          "ns": io_ns(st, w["bytes"], "write")}
                     tasks.append(t)
                     c["writes"].append(t["id"])
+                    owner["band"]["writes"].append(t["id"])
                     mine_writes.setdefault(w["region"], []).append((w["offset"], w["offset"] + w["bytes"], t["id"]))
             # a layer's reads see the writes of earlier layers only
             for region, ws in mine_writes.items():

@@ -69,11 +69,14 @@ def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
     a = spec.align
     one_input = q["in_tile_bytes"] // layer["n_inputs"]
     wbuf = weight_buffers(layer, buffering)
+    # an add epilogue (fusion: the add's other input tile beside the output's)
+    outs = 1 + layer.get("epilogue", 0)
     q["l1_bytes"] = (buffering * (layer["n_inputs"] * align_up(one_input, a)
-                                  + align_up(q["out_tile_bytes"], a))
+                                  + outs * align_up(q["out_tile_bytes"], a))
                      + wbuf * (align_up(q["weight_tile_bytes"], a) + align_up(q["param_tile_bytes"], a))
                      + align_up(q["scratch_bytes"], a))
     q["weight_buffers"] = wbuf
+    q["epilogue"] = layer.get("epilogue", 0)
     return q
 
 
@@ -88,6 +91,9 @@ def breakdown(q):
     """The `l1_bytes` of a tiling: the size of ONE buffer of each kind ("in":
     one input's tile), unaligned; "total" is what L1 must hold, every buffer
     aligned, times buffering, times inputs, plus scratch."""
-    return {"in": q["in_tile_bytes"] // q["n_inputs"], "out": q["out_tile_bytes"],
-            "weights": q["weight_tile_bytes"], "params": q["param_tile_bytes"],
-            "scratch": q["scratch_bytes"], "total": q["l1_bytes"]}
+    out = {"in": q["in_tile_bytes"] // q["n_inputs"], "out": q["out_tile_bytes"],
+           "weights": q["weight_tile_bytes"], "params": q["param_tile_bytes"],
+           "scratch": q["scratch_bytes"], "total": q["l1_bytes"]}
+    if q.get("epilogue"):
+        out["skip"] = q["out_tile_bytes"]     # the add's other input tile (an add epilogue)
+    return out

@@ -111,7 +111,7 @@ class _Builder:
         al = self.aligned
         wbuf = weight_buffers(L, self.buffering)
         q["l1_bytes"] = (self.buffering * (L["n_inputs"] * al("in", one_input)
-                                           + al("out", q["out_tile_bytes"]))
+                                           + (1 + L.get("epilogue", 0)) * al("out", q["out_tile_bytes"]))
                          + wbuf * (al("weights", q["weight_tile_bytes"]) + al("params", q["param_tile_bytes"]))
                          + al("scratch", q["scratch_bytes"]))
         self.m.add(q["l1_bytes"] <= self.budget)

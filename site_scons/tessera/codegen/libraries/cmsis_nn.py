@@ -36,16 +36,18 @@ KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "de
 
 # fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
 # library's own layer kernels over an intermediate in L1, one after the
-# other per block (fd rows for DW->PW, fd channels for PW->DW); the fused
-# tiler sizes the `layers` scheme's buffers (fusion/tiler.py)
-FUSED = {"dw_pw": "tsr_cmsis_dw_pw", "pw_dw": "tsr_cmsis_pw_dw"}
+# other per block (fd rows for DW->PW and PW->DW row-wise, fd channels for
+# PW->DW); the fused tiler sizes the `layers` scheme's buffers
+# (fusion/tiler.py)
+FUSED = {"dw_pw": "tsr_cmsis_dw_pw", "pw_dw": "tsr_cmsis_pw_dw", "pw_dw_rows": "tsr_cmsis_pw_dw_rows"}
 FUSED_SCHEME = {"dw_pw": "layers", "pw_dw": "layers"}
 
 
 def fused_kernel(kind, dw, pw, graph):
-    """The fused step's kernel: the CMSIS-NN one when both layers run on
-    CMSIS-NN's API apart, else the reference (tessera's other arithmetic;
-    it needs no more L1 than the `layers` scheme counts)."""
+    """The fused step's kernel (kind: dw_pw, pw_dw or pw_dw_rows): the
+    CMSIS-NN one when both layers run on CMSIS-NN's API apart, else the
+    reference (tessera's other arithmetic; it needs no more L1 than the
+    `layers` scheme counts)."""
     if all(kernel_function(layer, graph) == KERNELS[layer.op] for layer in (dw, pw)):
         return FUSED[kind]
     return f"tsr_{kind}"
