@@ -413,7 +413,9 @@ def test_selector_chooses_exactly_in_a_pw_dw_pw_chain():
     chosen = [c for c in s["candidates"] if c["chosen"]]
     assert len(chosen) == 1
     other = [c for c in s["candidates"] if not c["chosen"]][0]
-    assert other["fusable"] and other["why_apart"]
+    # it saves bytes too: its reason names the overlapping group chosen instead
+    assert other["fusable"] and other["fused_bytes"] < other["unfused_bytes"]
+    assert f"the chosen groups it overlaps ({chosen[0]['group']}) save more" in other["why_apart"]
 
 
 def test_pw_dw_band_wise_golden_equals_layers_apart():
@@ -599,31 +601,107 @@ def test_fitted_saving_prices_every_step_of_its_kind_and_scheme():
 
 
 def test_fused_fit_recovers_the_saving_it_was_made_from():
-    """Savings made from known terms (synthetic pairs of both kinds, one
-    term of each sign) are fitted back within 1% (the ridge is light)."""
+    """Savings made from known terms (synthetic pairs of both kinds: the
+    block terms shared by the kinds, a constant of each kind's own, terms
+    of both signs) are fitted back within 1% of the count apart."""
     from tessera.cost import fused_fit
-    from tessera.cost.fused import SAVING
+    from tessera.cost.fused import TERMS
     rng = np.random.default_rng(3)
-    truth = {"dw_pw": {"step": 90000.0, "inter_bytes": 3.0, "chan_blocks": -1500.0, "macs": 0.0,
-                       "extra_bands": -20000.0},
-             "pw_dw": {"step": 500000.0, "inter_bytes": -5.0, "chan_blocks": -3000.0, "macs": -4.0,
-                       "extra_bands": 0.0}}
+    shared = {"dma": 0.9, "inter_bytes": 5.0, "stripe": -3.0, "cols": -130.0, "halo_macs": -7.0, "pw_pix": -80.0}
+    step = {"dw_pw": 5000.0, "pw_dw": -20000.0}
     samples = []
-    for kind, t in truth.items():
+    for kind in step:
         for i in range(30):
-            f = {"step": 1, "inter_bytes": int(rng.integers(2000, 200000)),
-                 "chan_blocks": int(rng.integers(0, 8)) * int(rng.integers(8, 256)),
-                 "macs": int(rng.integers(100000, 3000000)), "extra_bands": int(rng.integers(0, 12))}
-            apart = 3 * f["macs"] + 20 * f["inter_bytes"] + 400000
-            samples.append((kind, "shared", f, apart, apart - sum(t[k] * f[k] for k in SAVING), f"g{i}"))
+            f = {"step": 1, "dma": int(rng.integers(50000, 2000000)), "inter_bytes": int(rng.integers(2000, 200000)),
+                 "stripe": int(rng.integers(0, 8)) * 4608,
+                 "cols": int(rng.integers(0, 8)) * 768, "pw_pix": int(rng.integers(0, 6)) * 1024,
+                 "halo_macs": int(rng.integers(0, 4)) * 30000 if kind == "pw_dw" else 0, "bands": 1}
+            apart = 3 * f["dma"] + 400000
+            samples.append((kind, "shared", f, apart, apart - step[kind] - sum(shared[k] * f[k] for k in shared),
+                            f"g{i}"))
     fit = fused_fit.fit(samples)
-    for kind, t in truth.items():
+    for kind in step:
         got = fit[kind]["saving"]
+        assert set(got) == set(TERMS)
         for s in samples:
             if s[0] == kind:
-                want = s[3] - s[4]
-                assert abs(sum(got[k] * s[2][k] for k in SAVING) - want) <= 0.01 * s[3]
+                assert abs(sum(got[k] * s[2][k] for k in TERMS) - (s[3] - s[4])) <= 0.01 * s[3]
         assert fit[kind]["groups"] == 30 and fit[kind]["scheme"] == "shared"
+    # the block terms are one coefficient for both kinds
+    assert all(fit["dw_pw"]["saving"][k] == fit["pw_dw"]["saving"][k] for k in shared)
+
+
+def test_block_terms_count_what_the_kernels_do_again():
+    """cost.fused.block_features against the kernels' code, by hand: a
+    DW->PW step in blocks of fd rows gathers the depthwise's kw-wide stripes
+    of (n - 1) * sh + kh rows per block (kernels/pulp_nn/depthwise.c), so
+    against the layer run whole each block after the first gathers its
+    kh - sh = 2 halo rows again, per channel and column; a PW->DW step's
+    bands recompute the pointwise on their depthwise's halo rows, and its
+    channel blocks rerun the pointwise's pixels."""
+    from tessera.cost import fused as cfused
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    tgt = target(64000, scheme="shared")
+    alone = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    assert not any(t["tiled"] for t in alone.values())        # each layer runs whole apart
+    ft = fusion.solve_dw_pw(fusion.pair_view(g, "dw", "pw"), tgt)
+    assert len(ft["bands"]) == 1
+    dw, pw = g.layers
+    for fd, blocks in ((12, 1), (4, 3), (5, 3)):
+        x = cfused.block_features(dw, pw, g, dict(ft, fd=fd), alone)
+        assert x["stripe"] == (blocks - 1) * 2 * 3 * 10 * 8      # halo rows x kw x columns x channels
+        assert x["cols"] == (blocks - 1) * 10 * 8
+        assert x["halo_macs"] == 0 and x["pw_pix"] == 0
+    c = chain_graph(h=12, w=10, ci=4, cm=12)
+    alone = {layer.name: solve_layer(tiler_layer(layer, c), tgt) for layer in c.layers}
+    pw1, dwl = c.layers[0], c.layers[1]
+    ft = fusion.solve_dw_pw(fusion.pair_view(c, "pw1", "dw"), tgt)
+    two = dict(ft, fd=12, bands=[dict(ih=7, oh=6), dict(ih=7, oh=6)])   # two bands of 6 rows: 1 halo row each
+    x = cfused.block_features(pw1, dwl, c, two, alone)
+    assert x["halo_macs"] == 2 * 10 * 4 * 12                        # 2 rows x 10 columns x 4 in x 12 out
+    assert x["pw_pix"] == 2 * 10                                    # the same two rows' pixels
+    x = cfused.block_features(pw1, dwl, c, dict(two, fd=4), alone)  # three channel blocks per band
+    assert x["pw_pix"] == 3 * 14 * 10 - 12 * 10
+    # the DMA a step does not do: the intermediate written and read back
+    # (the whole layers apart, one band fused, priced by act_bytes alone)
+    ft = fusion.solve_dw_pw(fusion.pair_view(g, "dw", "pw"), tgt)
+    from tessera.cost import features
+    feats = {layer.name: features.layer_features(layer, g, alone_t, 2, 8)
+             for layer, alone_t in zip(g.layers, [solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers])}
+    alone = {"tilings": {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers},
+             "features": feats}
+    x = cfused.saving_features(dw, pw, g, ft, alone, {"dma": {"act_bytes": 1.0}}, 8)
+    assert x["dma"] == 2 * g.tensor("m").nbytes
+
+
+def test_fitted_block_terms_price_the_step_against_its_layers_apart():
+    """With the current terms in `fused:`, the selector's estimate of a
+    step is its layers' estimates less the saving the terms give for it
+    (here a step whose blocks gather stripes again: slower fused, apart)."""
+    from tessera import ir
+    from tessera.fusion import costs as fcosts
+    g = dw_pw_graph(h=12, w=10, c=8, co=16)
+    tgt = target(64000, scheme="shared")
+    tilings = {layer.name: solve_layer(tiler_layer(layer, g), tgt) for layer in g.layers}
+    pair = fusion.pair_view(g, "dw", "pw")
+    ft = fusion.solve_dw_pw(pair, tgt)
+    apart = sum(ir.macs(layer, g) for layer in g.layers)
+    mid = g.tensor("m").nbytes
+    for fd, stripe_cost, fused_ in ((12, -3.0, True), (3, -300.0, False)):
+        coefs = {"combine": "sum", "ops": {}, "default": {"macs": 1.0}, "dma": {"act_bytes": 1.0},
+                 "fused": {"dw_pw": {"scheme": "shared", "median_error": 0.0,
+                                     "saving": {"step": 0.0, "dma": 1.0, "stripe": stripe_cost}}}}
+        step = dict(ft, fd=fd)
+        c = fcosts.model_costs(g, tilings, {"dw+pw": (pair, step)},
+                               {"coefficients": coefs, "file": "t.yaml", "dims": 2, "cores": 8,
+                                "kernels": "test", "target": "t", "unit": "x"})
+        blocks = -(-12 // fd)
+        # apart: every layer's estimate (macs and act_bytes); the saving: the intermediate's two trips,
+        # less the stripes' halo rows gathered again
+        saving = 2 * mid + stripe_cost * (blocks - 1) * 2 * 3 * 10 * 8
+        assert c["groups"]["dw+pw"] == round(c["layers"]["dw"] + c["layers"]["pw"] - saving)
+        s = latency_schedule(g, c)
+        assert (s["steps"][0]["kind"] == "dw_pw") == fused_
 
 
 def test_a_saving_within_the_fits_error_is_held_apart():

@@ -75,8 +75,10 @@ def sweep_reports(target, bench, names=None):
     return out
 
 
-def fused_fit_of(target, tcfg, bench):
-    """The `fused:` coefficients from the fused sweeps built on target."""
+def fused_fit_of(target, tcfg, bench, coefs):
+    """The `fused:` coefficients from the fused sweeps built on target
+    (coefs: the layer coefficients, whose DMA terms price the DMA a fused
+    step does not do)."""
     from tessera.cost import fused_fit, fused_sweeps
 
     models_dir = os.path.join(bench, "models")
@@ -95,7 +97,7 @@ def fused_fit_of(target, tcfg, bench):
             sys.exit(f"{name}: the build on {target} failed ({' '.join(cmd[1:])}): "
                      f"{(errors or r.stdout.splitlines()[-1:] or ['?'])[0]}")
         samples += fused_fit.group_samples(os.path.join(bench, tcfg["name"], name),
-                                           COUNT_KEYS[tcfg["runner"]["counts"]])
+                                           COUNT_KEYS[tcfg["runner"]["counts"]], tcfg, model.for_target(coefs, tcfg))
         used.append(name)
     return fused_fit.fit(samples), used
 
@@ -203,7 +205,7 @@ def main():
         if coefs is None:
             sys.exit(f"{os.path.relpath(file, ROOT)}: no coefficients yet; fit the layers first "
                      f"(tools/fit_cost_model.py {tname})")
-        coefs["fused"], names = fused_fit_of(args.target, tcfg, bench)
+        coefs["fused"], names = fused_fit_of(args.target, tcfg, bench, coefs)
         coefs["fitted_on"]["fused_sweeps"] = names
         with open(file) as f:       # the header names the command that fitted the layers: kept
             cmd = f.read().splitlines()[1].removeprefix("# ").removesuffix("; do not edit.")
@@ -239,7 +241,7 @@ def main():
              "kernel_path": ", ".join(sorted(paths)),
              "fitted_on": dict(sources, layers=len(samples)), **coefs}
     if not args.no_sweeps:
-        coefs["fused"], coefs["fitted_on"]["fused_sweeps"] = fused_fit_of(args.target, tcfg, bench)
+        coefs["fused"], coefs["fitted_on"]["fused_sweeps"] = fused_fit_of(args.target, tcfg, bench, coefs)
     cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
     _write(file, tcfg, tname, coefs, cmd)

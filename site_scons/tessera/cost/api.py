@@ -81,12 +81,15 @@ def explain_group(target, layers, graph, tilings, fused, coefs=None):
     first, second = graph.layer(layers[0]), graph.layer(layers[-1])
     comp, dma = fused_model.group_parts(coefs, first, second, graph, fused, target["cores"])
     # with fitted fused terms: the layers' own estimates minus the saving
-    apart = None
+    apart = alone = None
     if tilings and all(n in tilings for n in (first.name, second.name)):
-        apart = sum(estimate_layer(target, x, graph, tilings[x.name], coefs) for x in (first, second))
+        parts = {x.name: explain_layer(target, x, graph, tilings[x.name], coefs) for x in (first, second)}
+        apart = sum(p["estimate"] for p in parts.values())
+        alone = {"tilings": tilings, "features": {n: p["features"] for n, p in parts.items()}}
     return {"compute": comp, "dma": model.dma_part(coefs, dma), "dma_features": dma,
-            "estimate": fused_model.group_estimate(coefs, first, second, graph, fused, target["cores"], apart),
-            "saving": fused_model.saving(coefs, first, second, graph, fused),
+            "estimate": fused_model.group_estimate(coefs, first, second, graph, fused, target["cores"], apart,
+                                                   alone),
+            "saving": fused_model.saving(coefs, first, second, graph, fused, alone, target["cores"]),
             "why_not": fused_model.why_no_estimate(coefs, fused)}
 
 

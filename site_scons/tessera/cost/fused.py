@@ -40,6 +40,7 @@ per_core steps included; the rules above are the fallback without it
 
 from .. import ir, views
 from . import model
+from ..tiler import geometry
 from .features import FEATURES, _balance, _per_tile
 
 
@@ -116,21 +117,44 @@ def group_features(first, second, graph, ft, cores):
 
 
 # what fusing saves against the layers apart (their estimates minus the
-# fused step's count), fitted per kind on the fused sweeps
-# (cost/fused_fit.py): a constant (one step, one call and fork fewer), the
-# intermediate's bytes (it never goes to L2 and back), per channel of
-# every depthwise row block after the first (the stripes gathered again),
-# and per MAC (a fused kernel that is not the layers' own, per_core,
-# computes at its own speed). Chosen by leaving each fused sweep out in
-# turn on gap8: with a per channel-column term too, or without `step`, the
-# held-out pairs' decisions were no better and their errors larger.
-# extra_bands (bands after the first: each band's DMA set-up, forks, and in
-# a PW->DW step the pointwise's halo rows again) was added on pulp_open,
-# where a fused step in one band runs 1-3% faster than its layers and one
-# of several bands of 1-2 rows up to 34% slower: with it that fit's median
-# error went from 3.5% to 1.8% (DW->PW) and 5.7% to 4.1% (PW->DW). A
-# coefficients file fitted before it has no such term (0).
+# fused step's count), fitted per target on the fused sweeps
+# (cost/fused_fit.py), each term from the kernels' code (shared and layers
+# schemes: the step runs the layers' own kernels, once per block):
+# - step: a constant (one step, call and fork fewer or more);
+# - dma: the DMA the step does not do, priced by the target's own fitted
+#   DMA terms: its layers' DMA apart (the intermediate written out and read
+#   back) minus the step's (its bands re-read their halo rows);
+# - inter_bytes: the intermediate's bytes, for what the DMA coefficients
+#   do not price of its two trips (stm32h7's layer fit prices activation
+#   bytes at 0, its copies' cost sits in the layers' per-element terms;
+#   with it the stm32h7 fit's median error fell from 0.10% to 0.03%);
+# - stripe: bytes of the depthwise's kw-wide vertical stripes gathered
+#   (kernels/pulp_nn/depthwise.c: per channel and output column, rows
+#   (oh - 1) * sh + kh) over the step's blocks, minus over the layer's own
+#   tiles: a block of fd rows gathers its kh - sh halo rows again;
+# - cols: the depthwise's per channel and column set-ups, the same way;
+# - halo_macs: the pointwise MACs a PW->DW step's bands recompute (each
+#   band's pointwise computes its depthwise's halo input rows);
+# - pw_pix: the pointwise's output pixels over the step's blocks minus over
+#   its own tiles (a channel block of a PW->DW step reruns the pointwise's
+#   per-pixel loop over the band for fd channels).
+# Negative coefficients: fusing costs that much more. Chosen on gap8 by
+# fitting the sweeps and checking the held-out networks' pairs: with the
+# DMA term alone the pairs of one block matched to 0.02% of their count,
+# the block terms cover the rest (fusion.md, "The model's fit").
+TERMS = ("step", "dma", "inter_bytes", "stripe", "cols", "halo_macs", "pw_pix")
+# the terms of session 4's fits (per channel of every extra row block, the
+# intermediate's bytes, per MAC) and pulp_open's (extra_bands: bands after
+# the first, each band's DMA set-up, forks and a PW->DW step's halo rows
+# again; on pulp_open a one-band step runs 1-3% faster than its layers,
+# one of several 1-2 row bands up to 34% slower; with it that fit's median
+# error went from 3.5% to 1.8% DW->PW, 5.7% to 4.1% PW->DW): a
+# coefficients file with them is priced by them (saving() uses the file's
+# own terms; a file without extra_bands prices it at 0)
 SAVING = ("step", "inter_bytes", "chan_blocks", "macs", "extra_bands")
+# the DMA features the `dma` term compares (the weight stream's are not a
+# layer's estimate in the selector)
+DMA_TERMS = ("act_bytes", "act_xfers", "w_bytes", "w_xfers")
 
 
 def _blocks(ft):
@@ -141,14 +165,81 @@ def _blocks(ft):
     return sum(-(-b["oh"] // ft["fd"]) for b in ft["bands"])
 
 
-def saving_features(first, second, graph, ft):
+def block_tiles(first, second, graph, ft):
+    """[(first's tile, second's tile)], each (rows, columns, channels) of
+    output, one per block as the step runs them: DW->PW (and row-wise
+    PW->DW) blocks of fd output rows, all channels; channel-wise PW->DW
+    blocks of fd channels over the band (the pointwise over the band's
+    input rows, halo included)."""
+    mid, out = graph.tensor(first.output), graph.tensor(second.output)
+    fd = max(ft["fd"], 1)
+    res = []
+    for b in ft["bands"]:
+        if ft.get("kind") == "pw_dw" and ft.get("layout") != "rows":
+            for c0 in range(0, mid.shape[2], fd):
+                n = min(fd, mid.shape[2] - c0)
+                res.append(((b["ih"], mid.shape[1], n), (b["oh"], out.shape[1], n)))
+            continue
+        for y in range(0, b["oh"], fd):
+            n = min(fd, b["oh"] - y)
+            # row-wise PW->DW: each input row's pointwise once per band (the shifted buffer keeps the rest)
+            rows = n if ft.get("kind") != "pw_dw" else max(1, round(b["ih"] * n / b["oh"]))
+            res.append(((rows, mid.shape[1], mid.shape[2]), (n, out.shape[1], out.shape[2])))
+    return res
+
+
+def _own_tiles(layer, graph, tiling):
+    """The layer's tiles apart, (rows, columns, channels) of output."""
+    view = views.tiler_layer(layer, graph)
+    y = graph.tensor(layer.output)
+    if not tiling["tiled"] or view.get("whole"):
+        return [tuple(y.shape)]
+    return [(t["oh"], t["ow"], t["oc"]) for t in geometry.tiles(view, tiling)]
+
+
+def block_features(first, second, graph, ft, tilings):
+    """stripe, cols, halo_macs, pw_pix (see TERMS) of a fused step against
+    its layers' own tilings (`tilings`: layer name -> tiling apart)."""
+    dw = first if first.op == "depthwise" else second
+    pw = second if dw is first else first
+    i_dw = 0 if dw is first else 1
+    view = views.tiler_layer(dw, graph)
+    kh, kw = view["kernel"]
+    sh = view["stride"][0]
+
+    def gathered(tiles):
+        return sum(c * w * kw * ((h - 1) * sh + kh) for h, w, c in tiles), sum(c * w for _, w, c in tiles)
+    blocks = block_tiles(first, second, graph, ft)
+    g_fused, c_fused = gathered([t[i_dw] for t in blocks])
+    g_alone, c_alone = gathered(_own_tiles(dw, graph, tilings[dw.name]))
+    pw_pix = (sum(h * w for h, w, _ in (t[1 - i_dw] for t in blocks))
+              - sum(h * w for h, w, _ in _own_tiles(pw, graph, tilings[pw.name])))
+    mid = graph.tensor(first.output)
+    halo = 0
+    if ft.get("kind") == "pw_dw":
+        halo = round(ir.macs(first, graph) * (sum(b["ih"] for b in ft["bands"]) - mid.shape[0]) / mid.shape[0])
+    return {"stripe": g_fused - g_alone, "cols": c_fused - c_alone, "halo_macs": halo, "pw_pix": pw_pix}
+
+
+def saving_features(first, second, graph, ft, alone=None, coefs=None, cores=1):
+    """The saving terms of a fused step (TERMS and the older SAVING). The
+    block terms and `dma` need `alone`: {"tilings": layer name -> tiling
+    apart, "features": layer name -> features apart} and the coefficients'
+    DMA terms (coefs); without them only the older terms."""
     dw = first if first.op == "depthwise" else second
     C = graph.tensor(dw.inputs[0]).shape[2]
     extra = _blocks(ft) - 1
     # bands: not a saving term, the range the fit saw (fusion/costs.py)
-    return {"step": 1, "inter_bytes": graph.tensor(first.output).nbytes, "chan_blocks": C * extra,
-            "macs": ir.macs(first, graph) + ir.macs(second, graph), "extra_bands": len(ft["bands"]) - 1,
-            "bands": len(ft["bands"])}
+    x = {"step": 1, "inter_bytes": graph.tensor(first.output).nbytes, "chan_blocks": C * extra,
+         "macs": ir.macs(first, graph) + ir.macs(second, graph), "extra_bands": len(ft["bands"]) - 1,
+         "bands": len(ft["bands"])}
+    if alone is not None and coefs is not None:
+        _, _, dma = group_features(first, second, graph, ft, cores)
+        feats = alone["features"]
+        x["dma"] = sum(coefs["dma"].get(k, 0.0) * (feats[first.name].get(k, 0) + feats[second.name].get(k, 0)
+                                                     - dma[k]) for k in DMA_TERMS)
+        x.update(block_features(first, second, graph, ft, alone["tilings"]))
+    return x
 
 
 def fitted(coefs, ft):
@@ -157,14 +248,18 @@ def fitted(coefs, ft):
     return f if f and f.get("scheme") == ft.get("scheme", "per_core") else None
 
 
-def saving(coefs, first, second, graph, ft):
-    """The count fusing this step saves (negative: fused is slower), or None
-    without fitted terms for its kind and scheme."""
+def saving(coefs, first, second, graph, ft, alone=None, cores=1):
+    """The count fusing this step saves (negative: fused is slower), by the
+    file's own fitted terms; None without fitted terms for its kind and
+    scheme, or when they need the layers apart (`alone`, see
+    saving_features) and there are none."""
     f = fitted(coefs, ft)
     if f is None:
         return None
-    x = saving_features(first, second, graph, ft)
-    return sum(f["saving"].get(k, 0.0) * x[k] for k in SAVING)
+    x = saving_features(first, second, graph, ft, alone, coefs, cores)
+    if any(k not in x for k in f["saving"]):
+        return None
+    return sum(v * x[k] for k, v in f["saving"].items())
 
 
 def reference_rows(ft):
@@ -221,17 +316,21 @@ def group_parts(coefs, first, second, graph, ft, cores):
     return comp, dma
 
 
-def group_estimate(coefs, first, second, graph, ft, cores, apart=None):
+def group_estimate(coefs, first, second, graph, ft, cores, apart=None, alone=None):
     """The fused step's estimated count, or None when the model cannot
     price it (why_no_estimate says why; see the module docstring). With
     fitted saving terms for the step's kind (coefficients' `fused:`) and
     `apart` (the two layers' own estimates, summed), the estimate is apart
     minus the fitted saving: the fusion decision then rests on the saving
-    alone, not on the layer model's error."""
+    alone, not on the layer model's error (`alone`: the layers' tilings and
+    features apart, which the current terms compare the step with; see
+    saving_features)."""
     if why_no_estimate(coefs, ft) is not None:
         return None
     if apart is not None and fitted(coefs, ft) is not None:
-        return int(round(apart - saving(coefs, first, second, graph, ft)))
+        s = saving(coefs, first, second, graph, ft, alone, cores)
+        # terms that compare the step with its layers apart, without them: no estimate
+        return None if s is None else int(round(apart - s))
     comp, dma = group_parts(coefs, first, second, graph, ft, cores)
     d = model.dma_part(coefs, dma)
     if coefs.get("combine", "sum") == "sum" or ft["buffering"] < 2:

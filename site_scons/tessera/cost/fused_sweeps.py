@@ -1,6 +1,7 @@
 """The fused-step microbenchmarks: small networks of depthwise and pointwise
-chains (DW->PW and PW->DW pairs over maps from 64x64 to 3x3, 8 to 512
-channels, strides 1 and 2, widths that are not multiples of 8) that
+chains (DW->PW and PW->DW pairs over maps from 120x120 to 3x3, 8 to 512
+channels, strides 1 and 2, widths that are not multiples of 8, the largest
+maps in many bands) that
 tools/fit_cost_model.py builds with fusion=min_latency fusion_cost=measured
 on the target's own runner: that build runs each network apart
 (variants/none) and with every feasible pair of each kind fused
@@ -112,6 +113,20 @@ def _fs_deep(net):
     x = _pw(net, x, "pw4", 384)
     x = _dw(net, x, "dw5")
     x = _pw(net, x, "pw5", 384)
+    return _head(net, x)
+
+
+@_sweep(8, 120, 120)
+def _fs_wide(net):
+    """MobileNetV1 blocks on a large map, 120x120x8 to 60x60x24: pairs in
+    more bands (up to about 15 on gap8's L1) than the other sweeps', each
+    band re-reading (DW->PW) or recomputing (PW->DW) its halo rows."""
+    x = _dw(net, "input", "dw1")
+    x = _pw(net, x, "pw1", 16)
+    x = _dw(net, x, "dw2", 2)
+    x = _pw(net, x, "pw2", 24)
+    x = _dw(net, x, "dw3")
+    x = _pw(net, x, "pw3", 24)
     return _head(net, x)
 
 

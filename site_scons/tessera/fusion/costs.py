@@ -28,11 +28,13 @@ def model_costs(graph, tilings, fused, cost):
     if coefs is None:
         return {"source": where, "none": f"no calibrated cost model for {cost['kernels']} on {cost['target']} "
                                          f"({cost['file']}): min_latency keeps the layers apart"}
-    layers = {}
+    layers, feats = {}, {}
     for layer in graph.layers:
         t = tilings[layer.name]
-        feats = features.layer_features(layer, graph, t, cost["dims"], cost["cores"])
-        layers[layer.name] = model.estimate(coefs, layer.op, feats, t.get("buffering", 2))
+        feats[layer.name] = features.layer_features(layer, graph, t, cost["dims"], cost["cores"])
+        layers[layer.name] = model.estimate(coefs, layer.op, feats[layer.name], t.get("buffering", 2))
+    # what the fitted saving terms compare a fused step with (cost.fused.saving_features)
+    alone = {"tilings": tilings, "features": feats}
     groups, why, held = {}, {}, {}
     unit = coefs.get("counts", cost["unit"])
     for group, (_, ft) in sorted(fused.items()):
@@ -49,7 +51,8 @@ def model_costs(graph, tilings, fused, cost):
                     add, graph, tilings[add.name], cost["dims"], cost["cores"]))))
                 ft = dict(ft, kind=ft["kind"][:-len("_add")], layers=ft["layers"][:2])
             apart = layers[first.name] + layers[second.name]
-            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"], apart=apart)
+            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"], apart=apart,
+                                           alone=alone)
             if groups[group] is not None:
                 groups[group] += extra
                 apart += extra
