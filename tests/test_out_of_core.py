@@ -479,12 +479,16 @@ def test_a_layer_writing_through_a_band_runs_the_program(banded):
     # one buffer per band: every tile but a band's first continues it; one write per band
     assert sum(1 for t in conv2 if not t.get("band")) == bands
     assert sum(len(t["writes"]) for t in conv2) == bands
-    # what the driver counted (summed: the program moves a layer's reads
-    # ahead, into earlier layers' time) is what the program moves
+    _assert_traffic_is_the_programs(rep, prog)
+
+
+def _assert_traffic_is_the_programs(rep, prog):
+    """What the driver counted (summed: the program moves a layer's reads
+    ahead, into earlier layers' time) is what the program moves, and the
+    report's per-layer traffic is the program's."""
     t = rep["out_of_core"]["totals"]
     assert t["measured"] == {"read_bytes": prog["totals"]["read_bytes"], "reads": prog["totals"]["reads"],
                              "written_bytes": prog["totals"]["written_bytes"], "writes": prog["totals"]["writes"]}
-    # and the report's per-layer traffic is the program's
     for layer, mine in zip(rep["out_of_core"]["layers"], prog["io"]):
         assert (layer["read_bytes"], layer["reads"], layer["written_bytes"], layer["writes"]) == \
             (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
@@ -529,15 +533,7 @@ def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
             reads = next(x for x in prog["io"] if x["name"] == name)
             assert reads["reads"] - sum(1 for r in reads["tiles"][0]["reads"] if r["kind"] == "weights") \
                 == sum(len(k - prev) for k, prev in zip(keys, [set()] + keys)) < sum(map(len, keys))
-    # what the driver counted (summed: the program moves a layer's reads
-    # ahead, into earlier layers' time) is what the program moves
-    t = rep["out_of_core"]["totals"]
-    assert t["measured"] == {"read_bytes": prog["totals"]["read_bytes"], "reads": prog["totals"]["reads"],
-                             "written_bytes": prog["totals"]["written_bytes"], "writes": prog["totals"]["writes"]}
-    # and the report's per-layer traffic is the program's
-    for layer, mine in zip(rep["out_of_core"]["layers"], prog["io"]):
-        assert (layer["read_bytes"], layer["reads"], layer["written_bytes"], layer["writes"]) == \
-            (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
+    _assert_traffic_is_the_programs(rep, prog)
     # guard=1 fills the arena's free bytes before each layer and checks them
     # after: the pools' ranges are left to the program (else its buffers
     # would be overwritten and its writes taken for strays)

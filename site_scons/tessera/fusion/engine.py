@@ -36,7 +36,13 @@ def _why_not(graph, first, second, readers):
         return f"the {first.op} input is not int8"
     if second.op == "depthwise" and second.requant is None:
         return "the depthwise keeps int32 accumulators (the fused PW->DW kernel writes int8)"
-    for layer in (first, second):
+    return _why_not_plain(first, second)
+
+
+def _why_not_plain(*layers):
+    """None when no layer is dilated or has parameters per element (what no
+    fused kernel takes), else which and why."""
+    for layer in layers:
         if layer.dilation and list(layer.dilation) != [1, 1]:
             return f"{layer.name} is dilated"
         if requant_plane(layer) or bias_plane(layer):
@@ -60,11 +66,9 @@ def _why_no_epilogue(graph, first, add, readers):
         return f"the {first.op} keeps int32 accumulators"
     if add.requant is None or add.in_shift or param_arrays(add):
         return "the add's requantization is not per tensor with int8 output (the epilogue uses the add kernel's)"
-    for layer in (first, add):
-        if layer.dilation and list(layer.dilation) != [1, 1]:
-            return f"{layer.name} is dilated"
-        if requant_plane(layer) or bias_plane(layer):
-            return f"{layer.name} has parameters per element"
+    why = _why_not_plain(first, add)
+    if why:
+        return why
     if ir.DTYPES[graph.tensor(first.inputs[0]).dtype] != 1:
         return f"the {first.op} input is not int8"
     return None
