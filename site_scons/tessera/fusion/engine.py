@@ -74,15 +74,21 @@ def _why_no_epilogue(graph, first, add, readers):
     return None
 
 
+def _readers(graph):
+    """tensor name -> how many layer inputs read it"""
+    readers = {}
+    for layer in graph.layers:
+        for name in layer.inputs:
+            readers[name] = readers.get(name, 0) + 1
+    return readers
+
+
 def epilogue_candidates(graph):
     """[{"kind": "add", "layers": [producer, add], "group", "ok", "reason"}]
     for every convolution layer directly followed (in execution order) by
     an add that reads its output: the add's other input is then computed
     already (it precedes the producer)."""
-    readers = {}
-    for layer in graph.layers:
-        for name in layer.inputs:
-            readers[name] = readers.get(name, 0) + 1
+    readers = _readers(graph)
     out = []
     for first, second in zip(graph.layers, graph.layers[1:]):
         if first.op not in EPILOGUE_OPS or second.op != "add" or first.output not in second.inputs:
@@ -116,10 +122,7 @@ def candidates(graph):
     "reason"}] for every depthwise directly followed (in execution order) by
     a pointwise that reads it, and every pointwise so followed by a
     depthwise."""
-    readers = {}
-    for layer in graph.layers:
-        for name in layer.inputs:
-            readers[name] = readers.get(name, 0) + 1
+    readers = _readers(graph)
     out = []
     for first, second in zip(graph.layers, graph.layers[1:]):
         kind = KINDS.get((first.op, second.op))

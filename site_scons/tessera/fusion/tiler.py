@@ -318,10 +318,13 @@ def _pw_dw_bytes(pair, target, th, in_h, fd, buffering):
     return _parts(pw, dw, target, th, in_h, intermediate, scratch, buffering)
 
 
-def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
+def _pw_dw_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits", bytes_of=None):
+    """A PW->DW tiling; bytes_of: the layout's L1 bytes (channel-wise when
+    None: fd channels per block)."""
+    l1 = (bytes_of or _pw_dw_bytes)(pair, target, th, table[th][2], fd, buffering)
     got = _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], pw_dw_scheme(target), th,
-                        fd, buffering, feasible, reason, _pw_dw_bytes(pair, target, th, table[th][2], fd, buffering))
-    got["channels"] = pair["dw"]["out"][2]     # fd of them per block
+                        fd, buffering, feasible, reason, l1)
+    got["channels"] = pair["dw"]["out"][2]
     return got
 
 
@@ -459,9 +462,7 @@ def _rows_bytes(pair, target, th, in_h, fd, buffering):
 
 
 def _rows_result(pair, target, th, fd, buffering, table, feasible=True, reason="fits"):
-    got = _fused_result(pair, target, "pw_dw", [pair["pw"]["name"], pair["dw"]["name"]], pw_dw_scheme(target), th,
-                        fd, buffering, feasible, reason, _rows_bytes(pair, target, th, table[th][2], fd, buffering))
-    got["channels"] = pair["dw"]["out"][2]
+    got = _pw_dw_result(pair, target, th, fd, buffering, table, feasible, reason, bytes_of=_rows_bytes)
     got["layout"] = "rows"     # fd counts depthwise output rows
     return got
 

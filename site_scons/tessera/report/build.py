@@ -288,13 +288,8 @@ def render(data, console=None):
             text += (f"; scheduled {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x unlimited SRAM, "
                      f"{s['throughput_fps']} frames/s over {s['frames']} (unlimited {s['unlimited_fps']})")
         console.print(text)
-        fw = ooc.get("firmware")
-        if fw and fw["program"] == "in order":
-            console.print(f"firmware: the in-order program ({fw['why']})")
-        elif fw:
-            console.print(f"firmware: the scheduler's program {fw['program']} ({fw['ops']['ops']} ops), estimated "
-                          f"{fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited SRAM; "
-                          f"in order {fw['in_order_ms']} ms")
+        if ooc.get("firmware"):
+            console.print(f"firmware: {firmware_line(ooc['firmware'])}")
     if "kernels" in data:
         console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
     ref = data.get("reference")
@@ -303,3 +298,12 @@ def render(data, console=None):
         text = (f"{ref['kind']} reference {ref['reference']}: {ref['verdict'].upper()} "
                 f"({len(ref['compared']) - len(bad)} of {len(ref['compared'])} equal; {ref['compared_by']})")
         console.print(text if not bad else f"[red]{text}[/red]")
+
+
+def firmware_line(fw):
+    """Which program the out-of-core firmware runs, in one line (the console
+    and report.html)."""
+    if fw["program"] == "in order":
+        return f"the in-order program ({fw['why']})"
+    return (f"the scheduler's program {fw['program']} ({fw['ops']['ops']} ops), estimated {fw['estimate_ms']} ms "
+            f"per frame = {fw['estimate_vs_unlimited']}x unlimited SRAM; in order {fw['in_order_ms']} ms")

@@ -7,7 +7,7 @@ the same report gives the same bytes."""
 
 from html import escape
 
-from .build import COUNT_KEYS
+from .build import COUNT_KEYS, firmware_line
 from .timeline import html as timeline_html
 
 CSS = """
@@ -162,12 +162,9 @@ def _out_of_core(ooc):
            f'wear-out after {t["inferences_to_wear_out"] or "no"} inferences); {t["io_bound_layers"]} IO-bound layers; '
            f'compute {t["compute_ms"]} ms, IO {t["io_ms"]} ms, in order {t["in_order_ms"]} ms</p>']
     fw = ooc.get("firmware")
-    if fw and fw["program"] == "in order":
-        out.append(f'<p>firmware: the in-order program ({escape(fw["why"])})</p>')
-    elif fw:
-        out.append(f'<p>firmware: the scheduler\'s program {escape(fw["program"])} ({fw["ops"]["ops"]} ops), '
-                   f'estimated {fw["estimate_ms"]} ms per frame ({fw["estimate_vs_unlimited"]}x unlimited SRAM); '
-                   f'in order {fw["in_order_ms"]} ms</p>')
+    if fw:
+        out.append(f'<p>firmware: {escape(firmware_line(fw))}</p>')
+    if fw and fw["program"] != "in order":
         out.append(timeline_html(fw, "the program the firmware ran"))
     s = ooc.get("schedule")
     if s and "skipped" in s:
