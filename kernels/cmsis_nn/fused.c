@@ -43,6 +43,7 @@
 
 #include "arm_nnfunctions.h"
 #include "tessera/cmsis_nn.h"
+#include "tsr_glue.h"
 
 /* the row-wise step's shift: picolibc's memmove is a byte loop behind a
  * call (one 64 x 96 row: ~25k instructions on stm32h7); rows move down in
@@ -74,52 +75,6 @@ static void move_down(int8_t *dst, const int8_t *src, size_t n)
 #define TSR_PW_DW_ROWS_MOVE move_down
 #include "tessera/pw_dw_rows.h"
 
-#ifdef TSR_CMSIS_STRICT
-#define FALLBACK(call) ((void)0)
-#else
-#define FALLBACK(call) call
-#endif
-
-static int32_t align4(int32_t n)
-{
-    return (n + 3) & ~3;
-}
-
-static void quant_fill(const tsr_requant_t *rq, int32_t *mul, int32_t *shift, int32_t channels)
-{
-    for (int32_t c = 0; c < channels; c++) {
-        int32_t i = rq->per_channel ? c : 0;
-        mul[c] = rq->mul[i];
-        shift[c] = 31 - rq->shift[i];
-    }
-}
-
-static cmsis_nn_dims dims(int32_t h, int32_t w, int32_t c)
-{
-    cmsis_nn_dims d;
-    d.n = 1;
-    d.h = h;
-    d.w = w;
-    d.c = c;
-    return d;
-}
-
-static cmsis_nn_dw_conv_params dw_params(const tsr_conv_args_t *a)
-{
-    cmsis_nn_dw_conv_params p;
-    p.input_offset = a->input_offset;
-    p.output_offset = a->rq->zero_point;
-    p.ch_mult = 1;
-    p.stride.w = a->sw;
-    p.stride.h = a->sh;
-    p.padding.w = a->pad_l;
-    p.padding.h = a->pad_t;
-    p.dilation.w = 1;
-    p.dilation.h = 1;
-    p.activation.min = a->rq->lo;
-    p.activation.max = a->rq->hi;
-    return p;
-}
 
 static cmsis_nn_conv_params pw_params(const tsr_conv_args_t *a)
 {
@@ -144,8 +99,8 @@ static void depthwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *d, con
 {
     const int32_t c = d->out_c;
     cmsis_nn_dw_conv_params p = dw_params(d);
-    cmsis_nn_dims in = dims(d->in_h, d->in_w, c), f = dims(d->kh, d->kw, c);
-    cmsis_nn_dims b = dims(1, 1, c), out = dims(d->out_h, d->out_w, c);
+    cmsis_nn_dims in = dims(1, d->in_h, d->in_w, c), f = dims(1, d->kh, d->kw, c);
+    cmsis_nn_dims b = dims(1, 1, 1, c), out = dims(1, d->out_h, d->out_w, c);
     arm_cmsis_nn_status st;
     f.n = 1;
     if (d->kh == 3 && d->kw == 3 && d->pad_t <= 1 && d->pad_l <= 1 && d->pad_b <= 1 && d->pad_r <= 1)
@@ -163,8 +118,8 @@ static void depthwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *d, con
 static void pointwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *p, const cmsis_nn_per_channel_quant_params *q)
 {
     cmsis_nn_conv_params cp = pw_params(p);
-    cmsis_nn_dims in = dims(p->in_h, p->in_w, p->in_c), f = dims(1, 1, p->in_c);
-    cmsis_nn_dims b = dims(1, 1, p->out_c), out = dims(p->out_h, p->out_w, p->out_c);
+    cmsis_nn_dims in = dims(1, p->in_h, p->in_w, p->in_c), f = dims(1, 1, 1, p->in_c);
+    cmsis_nn_dims b = dims(1, 1, 1, p->out_c), out = dims(1, p->out_h, p->out_w, p->out_c);
     f.n = p->out_c;
     if (arm_convolve_1x1_s8_fast(ctx, &cp, q, &in, p->in, &f, p->weights, &b, p->bias, &out, p->out) !=
         ARM_CMSIS_NN_SUCCESS)
@@ -192,10 +147,7 @@ void tsr_cmsis_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores)
     dq.shift = dshift;
     pq.multiplier = pmul;
     pq.shift = pshift;
-    /* tessera keeps depthwise filters [c][kh][kw] (a channel tile is one DMA run) */
-    for (int32_t t = 0; t < taps; t++)
-        for (int32_t ch = 0; ch < C; ch++)
-            w[t * C + ch] = dw->weights[ch * taps + t];
+    dw_filter(w, dw->weights, taps, C);
     ctx.buf = w + align4(taps * C);
     ctx.size = dw->scratch_bytes - 8 * (C + Co) - align4(taps * C);
 
@@ -329,9 +281,7 @@ void tsr_cmsis_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores)
     pq.shift = pshift;
     dq.multiplier = dmul;
     dq.shift = dshift;
-    for (int32_t t = 0; t < taps; t++)
-        for (int32_t ch = 0; ch < C; ch++)
-            w[t * C + ch] = dw->weights[ch * taps + t];
+    dw_filter(w, dw->weights, taps, C);
     ctx.buf = w + align4(taps * C);
     ctx.size = dw->scratch_bytes - 16 * C - align4(taps * C);
 

@@ -14,64 +14,25 @@
 
 #include "arm_nnfunctions.h"
 #include "tessera/cmsis_nn.h"
+#include "tsr_glue.h"
 
-#ifdef TSR_CMSIS_STRICT
-#define FALLBACK(call) ((void)0)
-#else
-#define FALLBACK(call) call
-#endif
 
 typedef struct {
     cmsis_nn_per_channel_quant_params q;
     cmsis_nn_context ctx;     /* the scratch left after what the glue itself keeps */
 } quant_t;
 
-static int32_t align4(int32_t n)
-{
-    return (n + 3) & ~3;
-}
-
 /* CMSIS-NN's view of the tile's requantization, in the front of the scratch. */
 static quant_t quant(const tsr_requant_t *rq, int8_t *scratch, int32_t scratch_bytes, int32_t channels)
 {
     quant_t s;
     int32_t *mul = (int32_t *)(void *)scratch, *shift = mul + channels;
-    for (int32_t c = 0; c < channels; c++) {
-        int32_t i = rq->per_channel ? c : 0;
-        mul[c] = rq->mul[i];
-        shift[c] = 31 - rq->shift[i];
-    }
+    quant_fill(rq, mul, shift, channels);
     s.q.multiplier = mul;
     s.q.shift = shift;
     s.ctx.buf = shift + channels;
     s.ctx.size = scratch_bytes - 8 * channels;
     return s;
-}
-
-static cmsis_nn_conv_params conv_params(const tsr_conv_args_t *a)
-{
-    cmsis_nn_conv_params p;
-    p.input_offset = a->input_offset;
-    p.output_offset = a->rq->zero_point;
-    p.stride.w = a->sw;
-    p.stride.h = a->sh;
-    p.padding.w = a->pad_l;
-    p.padding.h = a->pad_t;
-    p.dilation.w = 1;
-    p.dilation.h = 1;
-    p.activation.min = a->rq->lo;
-    p.activation.max = a->rq->hi;
-    return p;
-}
-
-static cmsis_nn_dims dims(int32_t n, int32_t h, int32_t w, int32_t c)
-{
-    cmsis_nn_dims d;
-    d.n = n;
-    d.h = h;
-    d.w = w;
-    d.c = c;
-    return d;
 }
 
 void tsr_cmsis_conv2d(const tsr_conv_args_t *a, int core, int ncores)
@@ -109,27 +70,12 @@ void tsr_cmsis_depthwise(const tsr_conv_args_t *a, int core, int ncores)
         return;
     const int32_t c = a->out_c, taps = a->kh * a->kw;
     quant_t s = quant(a->rq, a->scratch, a->scratch_bytes, c);
-    /* tessera keeps depthwise filters channel-major ([c][kh][kw], so that a
-     * channel tile is one DMA run); CMSIS-NN wants [kh][kw][c] */
     int8_t *w = (int8_t *)s.ctx.buf;
-    for (int32_t t = 0; t < taps; t++)
-        for (int32_t ch = 0; ch < c; ch++)
-            w[t * c + ch] = a->weights[ch * taps + t];
+    dw_filter(w, a->weights, taps, c);
     cmsis_nn_context ctx;
     ctx.buf = w + align4(taps * c);
     ctx.size = s.ctx.size - align4(taps * c);
-    cmsis_nn_dw_conv_params p;
-    p.input_offset = a->input_offset;
-    p.output_offset = a->rq->zero_point;
-    p.ch_mult = 1;
-    p.stride.w = a->sw;
-    p.stride.h = a->sh;
-    p.padding.w = a->pad_l;
-    p.padding.h = a->pad_t;
-    p.dilation.w = 1;
-    p.dilation.h = 1;
-    p.activation.min = a->rq->lo;
-    p.activation.max = a->rq->hi;
+    cmsis_nn_dw_conv_params p = dw_params(a);
     cmsis_nn_dims in = dims(1, a->in_h, a->in_w, a->in_c), f = dims(1, a->kh, a->kw, c);
     cmsis_nn_dims b = dims(1, 1, 1, c), out = dims(1, a->out_h, a->out_w, c);
     arm_cmsis_nn_status st;
