@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import chain_graph
-from tessera import direct, hazard, memplan
+from tessera.planning import inplace as direct, hazard, memplan
 from tessera.ir import Graph, Layer, Requant, Tensor
 
 MEMORY = {"levels": {"L1": {"size": 1 << 20, "usable": 1 << 20, "kind": "sram", "writable": True},
@@ -173,9 +173,9 @@ def test_a_ram_cap_on_a_faster_tile_level_takes_layers_in_place_before_smaller_t
 
     import yaml
 
-    from tessera import rambudget
+    from tessera.planning import rambudget
     from tessera.tiler import solve_layer
-    from tessera.views import tiler_layer
+    from tessera.config.views import tiler_layer
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "kernels", "cmsis_nn", "library.yaml")) as f:

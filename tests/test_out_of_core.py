@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from helpers import ROOT, report, scons
-from tessera import config, ooc
+from tessera import config
+from tessera.storage import ooc
 from tessera.errors import ConfigError
 from tessera.tiler import solve_layer
 
@@ -86,13 +87,13 @@ def _pointwise(h, w, cin, cout):
 
 
 def _tiler_target(budget):
-    from tessera import views
+    from tessera.config import views
     lib = views.kernel_library("cmsis_nn")
     return {"l1_budget": budget, "cores": 1, "buffering": 2, "kernels": lib["tiler"]}
 
 
 def test_a_layer_touching_the_card_gets_row_bands_when_they_fit():
-    from tessera.alloc import l1_layout
+    from tessera.planning.alloc import l1_layout
     layer = _pointwise(32, 32, 32, 64)
     # room for rows of every channel (64 x 32 B of weights, loaded once: one buffer)
     rows = solve_layer(dict(layer, rows=1), _tiler_target(20000))

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import chain_graph
-from tessera import hazard, memplan, overlap
-from tessera.alloc import plan_level
+from tessera.planning import hazard, memplan, overlap
+from tessera.planning.alloc import plan_level
 from tessera.ir import Graph, Layer, Requant, Tensor
 
 MEMORY = {"levels": {"L1": {"size": 1 << 20, "usable": 1 << 20, "kind": "scratchpad", "writable": True},

@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from tessera import canon
+from tessera.util import canon
 from tessera.errors import ConfigError, FitError
 from tessera.tiler import TILER_VERSION, solve_layer, tiles
 from tessera.tiler import geometry
@@ -112,7 +112,7 @@ def test_deterministic_in_process_and_across_processes():
     b = canon.dumps(solve_layer(copy.deepcopy(lay), target(64000, kernels=copy.deepcopy(REF))))
     assert a == b
     code = ("import json,sys,yaml; sys.path.insert(0, 'site_scons');"
-            "from tessera import canon; from tessera.tiler import solve_layer;"
+            "from tessera.util import canon; from tessera.tiler import solve_layer;"
             "lay, t = json.loads(sys.argv[1]); t['kernels'] = yaml.safe_load(open(sys.argv[2]))['tiler'];"
             "print(canon.dumps(solve_layer(lay, t)))")
     t = {k: v for k, v in target(64000).items() if k != "kernels"}

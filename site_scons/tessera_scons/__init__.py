@@ -36,11 +36,15 @@ import sys
 
 from SCons.Script import Action, Exit
 
-from tessera import canon, config, fusion, memplan, prepare, views
-from tessera import overlap as overlap_mod
+from tessera.util import canon
+from tessera import config, fusion
+from tessera.planning import memplan
+from tessera.model import prepare
+from tessera.config import views
+from tessera.planning import overlap as overlap_mod
 from tessera.codegen import linker
 from tessera.errors import FitError, TesseraError
-from tessera.cname import c_name
+from tessera.util.cname import c_name
 from tessera.ir import Graph
 
 from . import export, steps
@@ -117,7 +121,7 @@ def _cost_meta(tcfg, tname):
     """The cost model's inputs to the report: the coefficients (their
     content, so that a refit rebuilds the report) and the activation DMA
     engine's dimensions."""
-    from tessera import views
+    from tessera.config import views
     from tessera.cost import model as cost_model
 
     file, _ = cost_model.source(ROOT, tcfg)
@@ -454,7 +458,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         policy = "none"
     if (policy != "none" and str(env.get("direct", "1")) not in ("0", "no", "false")
             and not any(k in memory for k in ("staging", "spill", "storage"))):
-        from tessera import direct as direct_mod
+        from tessera.planning import inplace as direct_mod
         # a layer fits in place when its kernel scratch fits the tile level
         room = memory["levels"][memory["place"]["tiles"]]["usable"]
         memory["direct"] = {"policy": policy, "eligible": {
@@ -503,8 +507,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         budget = env.Command(d("ram_budget.json"),
                              [paths["graph"], _value(env, judge, "ram_cap"), tiler_kernels] + measured,
                              Action(steps.ram_budget, "tessera: choose the tile budget $TARGET"))
-        env.Depends(budget, _code("tiler", "memplan", "alloc", "overlap", "hazard", "rambudget", "direct")
-                    + (_code("fusion", "views", "ir", "cost") if solved else []))
+        env.Depends(budget, _code("tiler", "planning.memplan", "planning.alloc", "planning.overlap", "planning.hazard", "planning.rambudget", "planning.inplace")
+                    + (_code("fusion", "config.views", "ir", "cost") if solved else []))
     for layer in graph.layers:
         lv = _value(env, layer_views[layer.name], f"layer {layer.name} (tiler view)")
         node = env.Command([d("tiling", layer.name + ".json"), d("tiling", layer.name + ".solve.json")],
@@ -530,7 +534,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     schedule = env.Command([d("schedule.json")] + [d("schedule", n + ".json") for n in cand_layers],
                            [_value(env, decide, "fusion policy"), paths["graph"]]
                            + tilings + fused + measured, Action(steps.schedule, "tessera: select fusion $TARGET"))
-    env.Depends(schedule, _code("fusion", "tiler", "views", "ir", "cost", "overlap", "memplan"))
+    env.Depends(schedule, _code("fusion", "tiler", "config.views", "ir", "cost", "planning.overlap", "planning.memplan"))
 
     # ---- memory plan
     plan_targets = [d("memplan.json")] + [d("plan", layer.name + ".json") for layer in graph.layers]
@@ -539,12 +543,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     plan_nodes = env.Command(plan_targets, [paths["graph"], _value(env, memory, f"memory {tname}")] + tilings
                              + fusion_in + budget,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
-    env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler", "direct",
-                                  "rambudget"))
+    env.Depends(plan_nodes, _code("planning.memplan", "planning.alloc", "config.views", "ir", "planning.overlap", "planning.hazard", "tiler", "planning.inplace",
+                                  "planning.rambudget"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files
-    codegen_code = _code("codegen", "views", "ir", "tiler")
+    codegen_code = _code("codegen", "config.views", "ir", "tiler")
     cg_value = _value(env, cg_target, f"codegen target {tname}")
     sources = []
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
@@ -610,7 +614,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         program = env.Command([d("src", "program.c"), d("program.json")],
                               [paths["graph"], memplan_json, schedule[0], _value(env, pv, f"program {tname}")]
                               + tilings, Action(steps.gen_program, "tessera: generate $TARGET"))
-        env.Depends(program, _code("storage", "codegen", "views", "cost", "tiler"))
+        env.Depends(program, _code("storage", "codegen", "config.views", "cost", "tiler"))
         sources.append(program[0])
     lib_sources = sources + [net[1]]      # the network; the test harness and its input are not in it
     sources = lib_sources + [net[2], net[3]]
@@ -663,7 +667,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         # activations swapped out (the runner hands the firmware a copy)
         image = env.Command(d("storage.bin"), [paths["graph"], paths["weights"], memplan_json, cg_value],
                             Action(steps.storage_image, "tessera: write $TARGET"))
-        env.Depends(image, _code("codegen", "views"))
+        env.Depends(image, _code("codegen", "config.views"))
         run_sources.append(image[0])
         result["storage_image"] = image[0]
     run_log = env.Command(d("run.log"), run_sources, Action(steps.run, "tessera: run $SOURCE"))
@@ -671,11 +675,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     check_sources = [paths["graph"], paths["golden"], run_log, firmware, runner, schedule[0]]
     if mcfg.get("reference"):
         # the firmware is checked against the peer toolchain's files too
-        from tessera import reference   # numpy and the frontend: only for such models
+        from tessera.model import reference   # numpy and the frontend: only for such models
         ref = reference.load(mcfg["reference"])
         check_sources += [_value(env, {"kind": ref.kind}, "reference kind")] + sorted(ref.files())
     verdict = env.Command(d("verdict.json"), check_sources, Action(steps.check, "tessera: check $TARGET"))
-    env.Depends(verdict, _code("check", "runlog", "runners", "reference", "frontend.layout"))
+    env.Depends(verdict, _code("check", "check.runlog", "runners", "model.reference", "frontend.layout"))
     meta = {"target": tname, "model": mname, "counts": tcfg["runner"]["counts"],
             "dma": [dma["name"] for dma in tcfg["dma"]], "kernels": tcfg["kernels"],
             "isa": tcfg["toolchain"]["isa"]}
@@ -700,8 +704,8 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict, schedule[0]] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, _code("report", "cost", "memplan", "ir", "codegen.libraries", "tiler.geometry", "views",
-                              "ooc", "storage"))
+    env.Depends(report, _code("report", "cost", "planning.memplan", "ir", "codegen.libraries", "tiler.geometry", "config.views",
+                              "storage.ooc", "storage"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)
     passed = env.Command(d(".passed"), [verdict, report], Action(steps.gate, None))

@@ -16,10 +16,10 @@ import os
 
 from SCons.Script import Action
 
-from tessera import canon
+from tessera.util import canon
 from tessera.config import isa_defines
-from tessera import export as tx
-from tessera.views import KERNELS_DIR as KERNELS
+from tessera.export import files as tx
+from tessera.config.views import KERNELS_DIR as KERNELS
 
 
 def _define(d):

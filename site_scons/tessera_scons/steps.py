@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 
-from tessera import canon
+from tessera.util import canon
 from tessera.errors import TesseraError
 from tessera.ir import Graph, Layer, Requant, Tensor
 
@@ -106,7 +106,7 @@ def ram_budget(target, source, env):
 
 
 def _ram_budget(target, source, env):
-    from tessera import rambudget
+    from tessera.planning import rambudget
 
     graph = Graph.from_json(canon.read_json(str(source[0])))
     v = _value(source[1])
@@ -194,7 +194,7 @@ def plan(target, source, env):
 
 
 def _plan(target, source, env):
-    from tessera import memplan
+    from tessera.planning import memplan
 
     graph = Graph.from_json(canon.read_json(str(source[0])))
     memory = _value(source[1])
@@ -210,7 +210,7 @@ def _plan(target, source, env):
             fused_tilings[t["group"]] = t
         else:
             tilings[t["layer"]] = dict(t, l1_budget=budget)
-    from tessera import rambudget
+    from tessera.planning import rambudget
 
     # a fused step's bands (either kind) let its output overlap its input
     # (memplan, checked by the replay, weight stream included); its layers
@@ -410,7 +410,8 @@ def check(target, source, env):
 
 
 def _check(target, source, env):
-    from tessera import check as checker, runlog, runners
+    from tessera.check import verdict as checker, runlog
+    from tessera import runners
     from tessera.errors import RunError
 
     graph = Graph.from_json(canon.read_json(str(source[0])))
@@ -433,7 +434,7 @@ def _check(target, source, env):
         verdict = checker.locate(verdict, graph, golden, dumps.get(bad["index"]))
     if len(source) > 6:
         # the peer toolchain's expected outputs: its kind, then its files
-        from tessera import reference
+        from tessera.model import reference
         ref = reference.load({"kind": _value(source[6])["kind"], "dir": os.path.dirname(str(source[7]))})
         against = checker.compare_reference(graph, ref, result, inside)
         i = checker.first_reference_mismatch(graph, against)
@@ -461,7 +462,7 @@ def gate(target, source, env):
 
 
 def _gate(target, source, env):
-    from tessera import check as checker
+    from tessera.check import verdict as checker
     from tessera.errors import RunError
 
     verdict = canon.read_json(str(source[0]))
@@ -500,7 +501,7 @@ def _report(target, source, env):
                              "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
                                         for s in sched["steps"] if s["kind"] != "layer"]}
     if meta.get("storage"):
-        from tessera import ooc
+        from tessera.storage import ooc
         report_data["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta)
     canon.write_json(str(target[0]), report_data)
     build.render(report_data)

@@ -59,7 +59,8 @@ moves it as one transfer per row band and a 1D engine as one per row of
 contiguous bytes.
 """
 
-from .. import ir, views
+from .. import ir
+from ..config import views
 from ..tiler import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
@@ -215,12 +216,12 @@ def stream_features(graph, plan):
 def plan_features(graph, plan):
     """{layer name: {feature: value}} the memory plan (memplan.json's
     content) sets over the tiling's: the weight stream (stream_features),
-    and for a layer run in place (plan["direct"], tessera.direct: no tiles,
+    and for a layer run in place (plan["direct"], tessera.planning.inplace: no tiles,
     nothing moved to the tile level) no DMA: act_* and w_* 0; its kernel
     calls as tiles (a depthwise run by rows, "depthwise_rows", calls once
-    per band of rows: tessera.direct.bands), and for those each call's
+    per band of rows: tessera.planning.inplace.bands), and for those each call's
     channel setup as row_chans."""
-    from .. import direct
+    from ..planning import inplace as direct
 
     out = stream_features(graph, plan)
     for name, kind in sorted((plan or {}).get("direct", {}).items()):
@@ -239,7 +240,7 @@ def build_features(build_dir, target):
     import glob
     import os
 
-    from .. import canon
+    from ..util import canon
 
     graph = ir.Graph.from_json(canon.read_json(os.path.join(build_dir, "graph.json")))
     tilings = {}

@@ -101,7 +101,7 @@ def yaml_dma(target):
     """The dma coefficients of the target YAML's engine into the tile level:
     cycles per byte (1 / bandwidth) and per transfer (setup), for the
     activations' engine and the weights' one."""
-    from .. import views
+    from ..config import views
 
     place = target["place"]
 

@@ -22,7 +22,8 @@ import os
 
 import numpy as np
 
-from .. import canon, ir
+from ..util import canon
+from .. import ir
 from .fused import TERMS, reference_rows, saving_features
 from ..fusion import tiling_stem
 

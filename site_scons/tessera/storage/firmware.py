@@ -6,7 +6,7 @@ the scheduler's chosen program for this build's tiles, as C data
     res["program"]   the ops (None: the firmware runs in order, res["why"])
     text = c_source(prefix, act_level, res, n_layers)
 
-The firmware's problem differs from the planner's estimate (tessera.ooc) in
+The firmware's problem differs from the planner's estimate (tessera.storage.ooc) in
 what the firmware needs to be exact: a tile lists every read it uses (the
 same read in consecutive tiles is one transfer, held), weights come from
 their arrays on the card in chunks of consecutive channel tiles sized for
@@ -19,16 +19,16 @@ stepped by the network's run loop; they must not touch the card.
 
 from .. import ir
 from ..errors import TesseraError
-from ..ooc import _box
+from .ooc import _box
 from ..tiler import tiles as tile_list
 from ..tiler.geometry import rows_first
-from ..views import is_whole, param_arrays, tiler_layer
+from ..config.views import is_whole, param_arrays, tiler_layer
 from . import replay as rp
 from . import schedule as sch
 from . import tasks as tg
 
 KIND_WEIGHTS, KIND_PARAM = 8, 9
-# the scheduler's time grows with the transfers (tessera.ooc's bound, with
+# the scheduler's time grows with the transfers (tessera.storage.ooc's bound, with
 # a tile's held reads counted once per tile here)
 MAX_TRANSFERS = 40000
 ALIGN = 8
@@ -208,7 +208,7 @@ def _phases(graph, the_plan):
     ends waiting for all its transfers, so the next may use other bytes.
     Longer phases let reads run further ahead; a much smaller shared range
     would starve the pools: a new phase starts there."""
-    from ..guard import tensor_lives
+    from ..planning.guard import tensor_lives
     usable = the_plan["activations"]["usable"]
     n = len(graph.layers)
     held = [[] for _ in range(n)]
@@ -244,7 +244,7 @@ def _phases(graph, the_plan):
 
 
 def pool_lives(graph, the_plan):
-    """guard=1 (tessera.guard): [(first step, last step, offset, bytes)]
+    """guard=1 (tessera.planning.guard): [(first step, last step, offset, bytes)]
     the program's pools may hold in the arena: each phase's range from its
     first layer to the next phase's first (where its last writes go)."""
     n = len(graph.layers)
@@ -335,7 +335,7 @@ def _weight_reads(graph, layers, pending, stored, w_pool):
 
 
 def io(layers, tasks):
-    """Per layer the card traffic the program makes, in tessera.ooc's
+    """Per layer the card traffic the program makes, in tessera.storage.ooc's
     layer_io form (each read task once: a read held across tiles is one
     transfer), for the report's summary."""
     out = []

@@ -1,7 +1,7 @@
 """The network's memory plan: every buffer's place, fixed at build time.
 
 - activations: one arena in the activation level, offsets from lifetimes
-  (tessera.alloc.plan_level; residual branches live until their add). When
+  (tessera.planning.alloc.plan_level; residual branches live until their add). When
   they cannot fit and a slower writable level is joined to it by a DMA
   engine (GAP8's L3), the largest tensors at the fullest step move there
   (as few as needed); the layers that read or write them pass each tile
@@ -9,7 +9,7 @@
 - weights: each layer's weights and per-channel parameters in the weight
   level (placed by the linker in that level's section; their total is
   checked here so an overflow is named before the linker would);
-- L1: each layer's regions (tessera.alloc.l1_layout of its tiling); the
+- L1: each layer's regions (tessera.planning.alloc.l1_layout of its tiling); the
   tile arena is as large as the largest layer needs.
 - weight stream (only when weights reach L1 through the activation level,
   as GAP8's L3 -> L2 -> L1): every layer's constants flow through the room
@@ -25,11 +25,12 @@ slice per layer (what that layer's code generation reads), so a change that
 moves one layer's buffers regenerates only that layer.
 """
 
-from . import direct as direct_mod, hazard, ir
+from . import inplace as direct_mod, hazard
+from .. import ir
 from .alloc import l1_layout, plan_level
-from .errors import FitError
+from ..errors import FitError
 from .overlap import candidates as overlap_candidates, fused_candidates
-from .views import param_arrays
+from ..config.views import param_arrays
 
 ALIGN = 4
 
@@ -129,7 +130,7 @@ def _activation_plan(graph, level, usable, tilings=None, spill=None, overlap=Tru
     bounce buffer, until the rest fits (never one in `keep`: the fused
     steps' inputs and outputs, which their kernels read and write in place). With `overlap`, a layer's output may
     start below its consumed input by the gap its tile order allows
-    (tessera.overlap; `skip`: outputs of fused steps, whose pairs come from
+    (tessera.planning.overlap; `skip`: outputs of fused steps, whose pairs come from
     their bands in fused_pairs, not from a single layer's tile table).
     Returns (plan, buffers, spilled)."""
     pairs = (overlap_candidates(graph, tilings, direct, skip) + list(fused_pairs)) if overlap and tilings else []
@@ -433,11 +434,11 @@ def _fused_runs(graph, fused):
 
 def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, direct=None):
     """The network's plan. tilings: layer name -> the tiler's result;
-    memory: tessera.views.memory_target(target); fused: group name ->
+    memory: tessera.config.views.memory_target(target); fused: group name ->
     {"layers": [dw, pw], "l1_total": bytes} for the fused steps the
     schedule runs (their intermediates take no place in the activation
     level); direct: layer name -> kind for the layers run in place
-    (tessera.direct: only their scratch in the tile level). Raises
+    (tessera.planning.inplace: only their scratch in the tile level). Raises
     FitError when a level cannot hold what it must."""
     direct = dict(sorted((direct or {}).items()))
     # an add epilogue's producer runs on the epilogue's own tiling (its skip buffer)

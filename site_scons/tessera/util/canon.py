@@ -12,6 +12,9 @@ import os
 import sys
 import tempfile
 
+# the library's root (site_scons/tessera): module names below are relative to it
+LIBRARY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def _plain(obj):
     """Turn numpy scalars/arrays and tuples into plain JSON types."""
@@ -120,7 +123,7 @@ def file_digest(path):
 def source_digest(*packages):
     """Digest of the Python sources of tessera sub-packages or modules: a
     step's result depends on the code that computed it."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = LIBRARY
     h = hashlib.sha256()
     for f in source_files(*packages):
         h.update(os.path.relpath(f, root).encode())
@@ -131,7 +134,7 @@ def source_digest(*packages):
 
 def source_files(*packages):
     """The .py files of tessera sub-packages or modules (for SCons Depends)."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = LIBRARY
     files = []
     for pkg in packages:
         path = os.path.join(root, *pkg.split("."))

@@ -31,8 +31,8 @@ import os
 
 import numpy as np
 
-from ..errors import TesseraError
-from ..frontend.layout import from_hwc, to_hwc
+from ...errors import TesseraError
+from ...frontend.layout import from_hwc, to_hwc
 from . import dory
 
 KINDS = ("dory", "deeploy")

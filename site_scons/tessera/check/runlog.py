@@ -9,7 +9,7 @@
     TSR done
 """
 
-from .errors import RunError
+from ..errors import RunError
 
 
 def parse(text, where):

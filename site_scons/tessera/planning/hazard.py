@@ -39,10 +39,10 @@ in its HWC tensor), so the cost is a few array operations per tile, not a
 Python loop per byte.
 """
 
-from . import ir
-from .errors import TesseraError
-from .tiler import tiles as tile_list
-from .views import is_whole, tiler_layer
+from .. import ir
+from ..errors import TesseraError
+from ..tiler import tiles as tile_list
+from ..config.views import is_whole, tiler_layer
 
 
 class HazardError(TesseraError):
@@ -342,14 +342,14 @@ def _replay_fused(first, second, graph, bands, places, feed, epilogue=()):
 
 
 def _replay_direct(layer, graph, kind, places):
-    """A layer run in place (tessera.direct): the kernel's own steps, each
+    """A layer run in place (tessera.planning.inplace): the kernel's own steps, each
     reading its input boxes, then writing its output boxes. The input must
     be whole when the layer starts; then no byte of the output may land on
     an input byte a later step reads. Vectorized: per input byte the last
     step reading it, per output byte the step writing it."""
     import numpy as np
 
-    from . import direct as direct_mod
+    from . import inplace as direct_mod
 
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     xe, ye = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
@@ -365,7 +365,7 @@ def _replay_direct(layer, graph, kind, places):
             if lvl is yl and off < yo + y.nbytes and yo < off + t.nbytes:
                 raise HazardError(who, f"its output {layer.output!r} at {yl.name} offset {yo} overlaps its input "
                                   f"{name!r} at {off} from offset {max(off, yo)} on, and its kernel's order is "
-                                  "not modelled (tessera.direct: apart)",
+                                  "not modelled (tessera.planning.inplace: apart)",
                                   "the memory plan overlaps these buffers too much; this is a planner bug, "
                                   "report the model")
         yl.write(_whole_box(yo, y.shape, ye), _tag(layer.output), who)

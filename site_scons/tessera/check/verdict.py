@@ -123,7 +123,7 @@ def firmware_values(graph, run):
 
 
 def compare_reference(graph, ref, run, fused=None):
-    """The firmware's outputs against a peer toolchain's (tessera.reference):
+    """The firmware's outputs against a peer toolchain's (tessera.model.reference):
     {"kind", "reference" (its folder's name), "verdict", "compared_by",
     "compared": one row per DORY file or Deeploy output (name, layer,
     elements, equal, and on a difference `first` or `error`)}. fused: as

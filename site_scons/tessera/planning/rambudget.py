@@ -15,7 +15,7 @@ activations, the tile arena, weight buffers streaming through) plus the
 bytes the target reserves there (stacks, the C runtime's data, code in RAM).
 """
 
-from .errors import FitError, TesseraError
+from ..errors import FitError, TesseraError
 
 # fractions of the tile level's usable bytes, in 64ths, largest first (finer
 # where the totals of real networks cross typical caps: a quarter and below)
@@ -38,11 +38,11 @@ def rungs(usable, align=8):
 
 
 def direct_options(graph, tilings, memory):
-    """The sets of layers to run in place (tessera.direct) worth planning,
+    """The sets of layers to run in place (tessera.planning.inplace) worth planning,
     most direct first: every eligible layer; those whose kernel order lets
     the output overlap the input at least as closely as their tiles do
     (the others keep a tighter overlap tiled); none."""
-    from . import direct, overlap
+    from . import inplace as direct, overlap
 
     eligible = memory.get("direct", {}).get("eligible", {})
     if not eligible:

@@ -1,6 +1,6 @@
 """plan_level: static offsets for the buffers of one memory level."""
 
-from ..errors import FitError
+from ...errors import FitError
 from .greedy import plan_greedy
 from .lifetimes import (check_plan, live_bytes, normalize, overlap_gaps,
                         overlap_live, peak_of, top_at_steps)

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..errors import TesseraError
+from ...errors import TesseraError
 
 _HEADER = re.compile(r"#?\s*(?P<name>.*?)\s*\(shape\s*\[(?P<shape>[^\]]*)\]\)")
 # a header without its `#` (dscnn_test)

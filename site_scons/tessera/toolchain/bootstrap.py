@@ -5,7 +5,7 @@ every bundled target for `test`), checks their compilers and emulators, and
 installs the Debian packages that provide missing ones when it runs as root
 with apt-get; otherwise it prints the exact apt-get line and exits 1.
 
-    python -m tessera.bootstrap [scons arguments...]
+    python -m tessera.toolchain.bootstrap [scons arguments...]
 """
 
 import os
@@ -13,10 +13,10 @@ import shutil
 import subprocess
 import sys
 
-from . import config
-from .errors import TesseraError
+from .. import config
+from ..errors import TesseraError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 # what the test suite needs beyond the targets' own toolchains: the
@@ -53,7 +53,7 @@ def _installed(package):
 
 def _found(program, target):
     if target["runner"]["kind"] == "gvsoc" and program == target["runner"]["program"]:
-        from .runners import gvsoc   # PATH, or the prebuilt copy beside the checkout
+        from ..runners import gvsoc   # PATH, or the prebuilt copy beside the checkout
 
         return gvsoc.locate(program) is not None
     return shutil.which(program) is not None

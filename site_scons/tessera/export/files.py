@@ -26,7 +26,7 @@ it; nothing in it points back into tessera's tree):
 import hashlib
 import re
 
-from . import canon
+from ..util import canon
 
 MANIFEST = "tessera-manifest.json"
 FRAGMENT = "ld/tessera_sections.ld"
@@ -225,7 +225,7 @@ def test_vectors(graph, inputs, golden):
     source dtype) and the bytes <p>_output(i) holds after the run."""
     import numpy as np
 
-    from .check import stored_bytes
+    from ..check.verdict import stored_bytes
 
     out = {}
     for i, name in enumerate(graph.inputs):

@@ -7,7 +7,7 @@ after the other, every offset aligned. No search: within one layer all
 regions are live for the whole layer, so packing is optimal.
 """
 
-from ..errors import FitError
+from ...errors import FitError
 from .lifetimes import align_up
 
 # Regions that are double buffered (DMA fills one copy while the cores use

@@ -19,11 +19,11 @@ takes the level's latency plus its whole blocks at the level's bandwidth.
 
 import math
 
-from . import ir
-from .errors import TesseraError
-from .tiler import tiles as tile_list
-from .tiler.geometry import rows_first
-from .views import is_whole, tiler_layer
+from .. import ir
+from ..errors import TesseraError
+from ..tiler import tiles as tile_list
+from ..tiler.geometry import rows_first
+from ..config.views import is_whole, tiler_layer
 
 
 def _box(base, shape, esize, h0, h, w0, w, c0, c):
@@ -119,7 +119,7 @@ def layer_io(graph, the_plan, tilings, storage):
 
 def _chunk_segments(layer, graph, chunk, where):
     """A weight chunk's transfers: one per array (weights, then parameters)."""
-    from .views import param_arrays
+    from ..config.views import param_arrays
     rows = []
     if layer.weights:
         rows.append(("weights", ir.weight_bytes_per_cout(layer, graph)))
@@ -239,7 +239,7 @@ def report(graph, the_plan, tilings, verdict, meta):
             "read_bytes": sum(m["read"] for m in measured), "written_bytes": sum(m["written"] for m in measured),
             "reads": sum(m["reads"] for m in measured), "writes": sum(m["writes"] for m in measured)}
     if prog.get("program"):
-        from .storage import firmware
+        from . import firmware
         out["firmware"] = firmware.report(prog, compute, storage["clock_hz"])
         counted = _counted(storage)
         if counted is not None:
@@ -287,8 +287,8 @@ def estimate(graph, io, compute, storage):
     and FRAMES pipelined frames, against unlimited SRAM (compute only). None
     when the scheduler is not part of this checkout."""
     try:
-        from .storage import estimate as estimator
-        from .storage import timeline
+        from . import estimate as estimator
+        from . import timeline
     except ImportError:
         return None
     transfers = sum(layer["reads"] + layer["writes"] for layer in io)

@@ -59,11 +59,11 @@ APART_OPS = tuple(APART)
 def kind(layer, graph, kernels):
     """"conv", "pointwise", "depthwise", "apart", or None when the layer
     cannot run direct on this kernel library."""
-    from .views import channel_operand, is_whole
+    from ..config.views import channel_operand, is_whole
 
     if kernels != "cmsis_nn" or is_whole(layer, graph) or channel_operand(layer, graph):
         return None
-    from .codegen.libraries import cmsis_nn
+    from ..codegen.libraries import cmsis_nn
 
     if layer.op not in ("conv2d", "pointwise", "depthwise") + APART_OPS:
         return None
@@ -171,7 +171,7 @@ def bands(layer, graph, k):
     the HWC tensors), with the tiler's row geometry: bands of DW_BAND_ROWS
     rows for "depthwise_rows", else (or when such bands would put padding
     inside: large padding) one call."""
-    from .tiler.geometry import axis_legal, axis_tiles
+    from ..tiler.geometry import axis_legal, axis_tiles
 
     H = graph.tensor(layer.inputs[0]).shape[0]
     Ho = graph.tensor(layer.output).shape[0]

@@ -9,12 +9,12 @@ whose projection contains it run again.
 
 import os
 
-from . import ir
-from .config import load_yaml, usable_bytes
-from .errors import ConfigError
+from .. import ir
+from . import load_yaml, usable_bytes
+from ..errors import ConfigError
 
-KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                           "kernels")
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+KERNELS_DIR = os.path.join(_CHECKOUT, "kernels")
 
 
 def per_channel(values):

@@ -20,9 +20,9 @@ reader); never the network's input (the application owns it); matmul and
 layers with several inputs stay apart (no overlap where unsure).
 """
 
-from . import ir
-from .tiler import tiles as tile_list
-from .views import is_whole, tiler_layer
+from .. import ir
+from ..tiler import tiles as tile_list
+from ..config.views import is_whole, tiler_layer
 
 # Ops whose code moves data as hazard.py replays it: tiled through L1
 # (codegen/layer.py) or copied whole into L1 first (codegen/whole.py). An op
@@ -128,10 +128,10 @@ def candidates(graph, tilings, direct=None, skip=()):
     """[{"below": output, "above": input, "gap": bytes}] for every layer whose
     output may overlap its consumed input (the allocator decides whether it
     does). direct: layer name -> kind for the layers run in place (their
-    gap follows the kernel's loop order, tessera.direct); `skip`: outputs
+    gap follows the kernel's loop order, tessera.planning.inplace); `skip`: outputs
     whose pairs come from elsewhere (fused steps').
     """
-    from . import direct as direct_mod
+    from . import inplace as direct_mod
 
     direct = direct or {}
     out = []

@@ -29,9 +29,9 @@ is ordinary SCons steps that read graph.json and golden.npz.
 
 import os
 
-from . import canon
-from .errors import ConfigError, TesseraError
-from .ir import Graph
+from ..util import canon
+from ..errors import ConfigError, TesseraError
+from ..ir import Graph
 
 # The frontend (onnx), the zoo (ONNX Runtime's quantizer), the golden model
 # and the references are imported where a step runs: a build whose
@@ -78,7 +78,7 @@ def model_onnx(model, cache_dir, log):
     path = os.path.join(cache_dir, f"{model['name']}-{key}.onnx")
     if not os.path.exists(path):
         log(f"building model {model['name']} (float ONNX, then ONNX Runtime static quantization)")
-        from . import zoo
+        from .. import zoo
         try:
             zoo.build_model(model["generator"], model["quantization"], path)
         except ConfigError as err:
@@ -89,7 +89,8 @@ def model_onnx(model, cache_dir, log):
 def golden_inputs(model, graph):
     """The input the golden model and the firmware both run on: the
     reference's input when the model has one, else seeded random values."""
-    from . import golden, reference
+    from .. import golden
+    from . import reference
     if model.get("reference"):
         return reference.load(model["reference"]).golden_inputs(graph)
     return golden.random_input(graph, model["input"]["seed"])
@@ -122,7 +123,7 @@ def prepare(model, outdir, cache_dir, log=print):
     input_types = None
     if ref is not None:
         # the integer dialects' graphs do not say whether an input is signed
-        from . import frontend
+        from .. import frontend
         input_types = ref.input_types(frontend.input_names(onnx_path))
         fe_data["input_types"] = input_types
     if model.get("input_shape"):
@@ -132,10 +133,10 @@ def prepare(model, outdir, cache_dir, log=print):
     if not _fresh(stamp, "frontend", fe_key, fe_outputs):
         log(f"importing {os.path.basename(onnx_path)}")
         if model.get("tflite"):
-            from .frontend.tflite import import_tflite
+            from ..frontend.tflite import import_tflite
             graph, weights = import_tflite(onnx_path, model["name"], model["drop_final_softmax"])
         else:
-            from . import frontend
+            from .. import frontend
             graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types,
                                                   model.get("input_shape"))
         stamp = {}
@@ -152,7 +153,7 @@ def prepare(model, outdir, cache_dir, log=print):
     if ref is not None:
         paths["reference"] = os.path.join(outdir, "reference.json")
         gold_data["reference_files"] = _reference_key(ref)
-        gold_data["reference_code"] = canon.source_digest("reference")
+        gold_data["reference_code"] = canon.source_digest("model.reference")
         wanted.append("reference")
     if model.get("tflite"):
         paths["tflite"] = os.path.join(outdir, "tflite.json")
@@ -162,7 +163,7 @@ def prepare(model, outdir, cache_dir, log=print):
     gold_outputs = [paths[k] for k in wanted]
     if not _fresh(stamp, "golden", gold_key, gold_outputs):
         log("running the golden model")
-        from . import golden
+        from .. import golden
         graph = Graph.from_json(canon.read_json(paths["graph"]))
         weights = canon.load_npz(paths["weights"])
         inputs = golden_inputs(model, graph)
@@ -179,7 +180,7 @@ def prepare(model, outdir, cache_dir, log=print):
             reference.check(model["name"], ref, rows)
         if model.get("tflite"):
             log("checking every tensor against the TFLite interpreter")
-            from .golden import tflitecheck
+            from ..golden import tflitecheck
             result = tflitecheck.compare(onnx_path, graph, values, inputs)
             canon.write_json(paths["tflite"], result)
             # no stamp on a disagreement: the next build checks (and fails) again
@@ -212,8 +213,8 @@ def ort_check(model, onnx_path, graph, paths):
     the import pinned them."""
     import onnx
 
-    from .frontend.normalize import for_ort_check
-    from .golden.ortcheck import compare
+    from ..frontend.normalize import for_ort_check
+    from ..golden.ortcheck import compare
 
     src = for_ort_check(onnx.load(onnx_path), onnx_path, model.get("input_shape"))
     weights = canon.load_npz(paths["weights"])
