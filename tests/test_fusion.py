@@ -12,7 +12,8 @@ from tessera import fusion
 from tessera.fusion import tiler as ftiler
 from tessera.golden import ops
 from tessera.ir import Graph, Layer, Requant, Tensor
-from tessera.tiler import geometry, solve_layer
+from tessera.tiles import geometry
+from tessera.tiler import solve_layer
 from tessera.config.views import kernel_library, tiler_layer
 
 KERNELS = kernel_library("reference")["tiler"]

@@ -17,6 +17,7 @@ from tessera import config
 from tessera.storage import ooc
 from tessera.errors import ConfigError
 from tessera.tiler import solve_layer
+from tessera.tiles.geometry import box_transfers
 
 SD = os.path.join(ROOT, "targets", "stm32f746_sd.yaml")
 
@@ -67,9 +68,9 @@ def test_storage_level_errors_are_one_line(mutate, key, fix):
 def test_a_box_is_as_few_transfers_as_the_card_allows():
     # a 4x5x6 int8 tensor at offset 1000: whole rows of every channel are one
     # run, rows of every channel one run per row, a channel slice one per pixel
-    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
-    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
-    assert ooc._box(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
+    assert box_transfers(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
+    assert box_transfers(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
+    assert box_transfers(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
 
 
 def test_a_transfer_costs_its_latency_and_whole_blocks():

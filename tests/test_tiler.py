@@ -16,7 +16,7 @@ import yaml
 from tessera.util import canon
 from tessera.errors import ConfigError, FitError
 from tessera.tiler import TILER_VERSION, solve_layer, tiles
-from tessera.tiler import geometry
+from tessera.tiles import geometry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB_PATH = os.path.join(ROOT, "kernels", "reference", "library.yaml")

@@ -704,7 +704,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                          [_value(env, meta, f"report {tname}/{mname}"), paths["graph"], paths["weights"],
                           memplan_json, verdict, schedule[0]] + [n for pair in zip(tilings, solves) for n in pair],
                          Action(steps.report, "tessera: report $TARGET"))
-    env.Depends(report, _code("report", "cost", "planning.memplan", "ir", "codegen.libraries", "tiler.geometry", "config.views",
+    env.Depends(report, _code("report", "cost", "planning.memplan", "ir", "codegen.libraries", "tiles", "config.views",
                               "storage.ooc", "storage"))
     # the build succeeds only when every layer matched (after the report
     # shows what did not)

@@ -26,7 +26,7 @@ from .. import ir
 from ..errors import FitError
 from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
-from ..tiler.geometry import rows_first
+from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library

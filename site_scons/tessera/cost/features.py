@@ -61,7 +61,7 @@ contiguous bytes.
 
 from .. import ir
 from ..config import views
-from ..tiler import geometry
+from ..tiles import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
             "row_chans", "tail_macs", "chans", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
@@ -219,14 +219,12 @@ def plan_features(graph, plan):
     and for a layer run in place (plan["direct"], tessera.planning.inplace: no tiles,
     nothing moved to the tile level) no DMA: act_* and w_* 0; its kernel
     calls as tiles (a depthwise run by rows, "depthwise_rows", calls once
-    per band of rows: tessera.planning.inplace.bands), and for those each call's
+    per band of rows: tessera.tiles.geometry.bands), and for those each call's
     channel setup as row_chans."""
-    from ..planning import inplace as direct
-
     out = stream_features(graph, plan)
     for name, kind in sorted((plan or {}).get("direct", {}).items()):
         layer = graph.layer(name)
-        calls = len(direct.bands(layer, graph, kind)) if kind.startswith("depthwise") else 1
+        calls = len(geometry.bands(layer, graph, kind)) if kind.startswith("depthwise") else 1
         out.setdefault(name, {}).update(act_bytes=0, act_xfers=0, w_bytes=0, w_xfers=0, tiles=calls,
                                         row_chans=calls * graph.tensor(layer.output).shape[-1]
                                         if kind == "depthwise_rows" else 0)

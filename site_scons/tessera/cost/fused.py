@@ -41,7 +41,7 @@ per_core steps included; the rules above are the fallback without it
 from .. import ir
 from ..config import views
 from . import model
-from ..tiler import geometry
+from ..tiles import geometry
 from .features import FEATURES, _balance, _per_tile
 
 

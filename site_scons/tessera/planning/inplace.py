@@ -11,7 +11,7 @@ own loop order allows. `events` walks that order exactly as the C does
 (kernels/cmsis_nn/arm/convolve.c, depthwise.c): a sequence of steps, each
 reading some input boxes and then writing some output boxes, every read of
 a step before its writes. The smallest safe distance is the tiles' formula
-(overlap.py) over these steps, and hazard.py replays them byte by byte.
+(tiles/geometry.py: steps_gap) over these steps, and hazard.py replays them byte by byte.
 
 Layers whose kernel order is not modelled run direct "apart": their output
 never shares a byte with their inputs (CMSIS-NN's elementwise add,
@@ -31,7 +31,7 @@ filters). Any layer whose call could fall back to another kernel (other
 arithmetic, dilation, a strided pointwise) stays tiled.
 """
 
-from . import overlap
+from ..tiles.geometry import bands, tensors_gap
 
 # the kernel functions whose loop order `events` reproduces
 KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise"}
@@ -155,35 +155,6 @@ def events(layer, graph, k):
     return out
 
 
-# output pixels per depthwise call, at least (whole rows): its kernel runs
-# channel groups outermost, so within a call group 0 writes every row before
-# group 1 reads the first; fewer rows a call keep the output closer behind
-# the input, but every call reorders and sign-extends the whole filter (on
-# narrow rows more than the row's arithmetic). 1: one row, the least RAM
-# (dscnn_kws on stm32f4: 24,832 B at +31% instructions; 16, four 5-pixel
-# rows: 28,672 B at +4%; docs/memory.md)
-DW_CALL_PIXELS = 1
-
-
-def bands(layer, graph, k):
-    """A direct depthwise layer's calls: [{"oh0", "oh", "ih0", "ih",
-    "pad_t", "pad_b"}], full width and every channel (contiguous runs of
-    the HWC tensors), with the tiler's row geometry: bands of DW_BAND_ROWS
-    rows for "depthwise_rows", else (or when such bands would put padding
-    inside: large padding) one call."""
-    from ..tiler.geometry import axis_legal, axis_tiles
-
-    H = graph.tensor(layer.inputs[0]).shape[0]
-    Ho = graph.tensor(layer.output).shape[0]
-    kh, sh, pt, pb = layer.kernel[0], layer.stride[0], layer.pad[0], layer.pad[2]
-    Wo = graph.tensor(layer.output).shape[1]
-    rows = min(Ho, -(-DW_CALL_PIXELS // Wo)) if k == "depthwise_rows" else Ho
-    spans = axis_tiles(Ho, rows, H, kh, sh, pt, pb)
-    if not axis_legal(spans) or any(sp[3] <= 0 for sp in spans):
-        spans = axis_tiles(Ho, Ho, H, kh, sh, pt, pb)
-    return [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": lo, "pad_b": hi} for o0, o, i0, i, lo, hi in spans]
-
-
 def _dw_call(H, W, C, Ho, Wo, kh, kw, sh, sw, pt, pl):
     """The steps of one depthwise call (dw_ch1 with the sign-extended
     filter: dw_group_pixels per group of four channels, then dw_channel),
@@ -229,7 +200,7 @@ def gap(layer, graph, k):
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     if k == "apart":
         return y.nbytes     # no overlap
-    return overlap.tensors_gap(events(layer, graph, k), x, y)
+    return tensors_gap(events(layer, graph, k), x, y)
 
 
 def eligible(graph, kernels, rows=()):

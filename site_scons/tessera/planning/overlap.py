@@ -21,43 +21,15 @@ layers with several inputs stay apart (no overlap where unsure).
 """
 
 from .. import ir
-from ..tiler import tiles as tile_list
 from ..config.views import is_whole, tiler_layer
+from ..tiler import tiles as tile_list
+from ..tiles.geometry import steps_gap, tensors_gap
+from . import inplace
 
 # Ops whose code moves data as hazard.py replays it: tiled through L1
 # (codegen/layer.py) or copied whole into L1 first (codegen/whole.py). An op
 # added later stays apart until it is listed here.
 OVERLAP_OPS = ("conv2d", "depthwise", "pointwise", "linear", "maxpool", "avgpool", "resize", "softmax")
-
-
-def _first(box, shape, esize):
-    h0, _, w0, _, c0, _ = box
-    _, W, C = shape
-    return ((h0 * W + w0) * C + c0) * esize
-
-
-def _last(box, shape, esize):
-    h0, h, w0, w, c0, c = box
-    _, W, C = shape
-    return (((h0 + h - 1) * W + w0 + w - 1) * C + c0 + c - 1) * esize + esize - 1
-
-
-def steps_gap(steps, x_shape, xe, y_shape, ye):
-    """The smallest distance (bytes) the output may start below the input
-    when `steps` run in order, each (boxes read in the input, boxes written
-    in the output), a box (h0, h, w0, w, c0, c) of an HWC tensor of that
-    shape and element size: no step reads a byte an earlier step wrote."""
-    written, gap = -1, 0
-    for reads, writes in steps:
-        if written >= 0:
-            gap = max(gap, written - min(_first(b, x_shape, xe) for b in reads) + 1)
-        written = max([written] + [_last(b, y_shape, ye) for b in writes])
-    return gap
-
-
-def tensors_gap(steps, x, y):
-    """steps_gap between two IR tensors."""
-    return steps_gap(steps, x.shape, ir.DTYPES[x.dtype], y.shape, ir.DTYPES[y.dtype])
 
 
 def safe_gap(layer, graph, tiling):
@@ -131,8 +103,6 @@ def candidates(graph, tilings, direct=None, skip=()):
     gap follows the kernel's loop order, tessera.planning.inplace); `skip`: outputs
     whose pairs come from elsewhere (fused steps').
     """
-    from . import inplace as direct_mod
-
     direct = direct or {}
     out = []
     for _, layer in _eligible(graph):
@@ -140,7 +110,7 @@ def candidates(graph, tilings, direct=None, skip=()):
             continue
         x = layer.inputs[0]
         if layer.name in direct:
-            gap = direct_mod.gap(layer, graph, direct[layer.name])
+            gap = inplace.gap(layer, graph, direct[layer.name])
         else:
             gap = safe_gap(layer, graph, tilings[layer.name])
         if gap < graph.tensor(layer.output).nbytes:

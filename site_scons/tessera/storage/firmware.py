@@ -19,9 +19,8 @@ stepped by the network's run loop; they must not touch the card.
 
 from .. import ir
 from ..errors import TesseraError
-from .ooc import _box
 from ..tiler import tiles as tile_list
-from ..tiler.geometry import rows_first
+from ..tiles.geometry import box_transfers, rows_first
 from ..config.views import is_whole, param_arrays, tiler_layer
 from . import replay as rp
 from . import schedule as sch
@@ -86,7 +85,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                   "offset": swapped[name] + t["ih0"] * row, "bytes": t["ih"] * row})
                 elif name in swapped and t is not None:
                     x = graph.tensor(name)
-                    for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
+                    for o, n in box_transfers(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
                                      t["iw"], t["ic0"], t["ic"]):
                         reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "offset": o, "bytes": n})
             writes, shared, held_out = [], False, 0
@@ -102,7 +101,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                    "bytes": held_out, "rel": 0})
             elif layer.output in swapped and t is not None:
                 rel = 0
-                for o, n in _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
+                for o, n in box_transfers(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                                  t["ow"], t["oc0"], t["oc"]):
                     writes.append({"region": f"a:{layer.output}", "offset": o, "bytes": n, "rel": rel})
                     rel += n

@@ -22,19 +22,8 @@ import math
 from .. import ir
 from ..errors import TesseraError
 from ..tiler import tiles as tile_list
-from ..tiler.geometry import rows_first
+from ..tiles.geometry import box_transfers, rows_first
 from ..config.views import is_whole, tiler_layer
-
-
-def _box(base, shape, esize, h0, h, w0, w, c0, c):
-    """The transfers [(offset, bytes)] of a box of an HWC tensor at `base`."""
-    H, W, C = shape
-    at = lambda y, x, ch: base + ((y * W + x) * C + ch) * esize  # noqa: E731
-    if c == C and w == W:
-        return [(at(h0, 0, 0), h * W * C * esize)]
-    if c == C:
-        return [(at(y, w0, 0), w * C * esize) for y in range(h0, h0 + h)]
-    return [(at(y, x, c0), c * esize) for y in range(h0, h0 + h) for x in range(w0, w0 + w)]
 
 
 def layer_io(graph, the_plan, tilings, storage):
@@ -82,7 +71,7 @@ def layer_io(graph, the_plan, tilings, storage):
                 elif name in swapped and t is not None:
                     x = graph.tensor(name)
                     reads.append({"key": f"in:{layer.name}:{len(rows)}:{i}", "kind": "input", "region": f"a:{name}",
-                                  "segments": _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"],
+                                  "segments": box_transfers(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"],
                                                    t["iw0"], t["iw"], t["ic0"], t["ic"])})
             write = []
             band_out = layer.output in swapped and t is not None and f"{layer.name}:bounce:out" in bands
@@ -102,7 +91,7 @@ def layer_io(graph, the_plan, tilings, storage):
                               "region": f"a:{layer.output}", "segments": [band]})
                 write = [band]
             elif layer.output in swapped and t is not None:
-                write = _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
+                write = box_transfers(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                              t["ow"], t["oc0"], t["oc"])
             rows.append({"oc0": t["oc0"] if t else 0, "reads": reads, "write": write, "band": gathered,
                          "held": held})

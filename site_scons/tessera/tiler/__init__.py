@@ -88,7 +88,8 @@ numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
 """
 
 from ..errors import FitError, TesseraError
-from . import geometry, layer as layer_mod, library, memory
+from ..tiles import geometry
+from . import layer as layer_mod, library, memory
 
 TILER_VERSION = "1"
 

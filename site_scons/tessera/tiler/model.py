@@ -12,7 +12,7 @@ conditions (e.g. tc % 4 == 0 through a modulo variable).
 
 from ortools.sat.python import cp_model
 
-from .layer import CHANNEL_WISE
+from ..tiles.geometry import CHANNEL_WISE
 from .library import holds
 from .memory import weight_buffers
 from .solver import deterministic_solver, lean_search

@@ -141,6 +141,9 @@ def source_files(*packages):
         if os.path.isdir(path):
             for d, _, names in os.walk(path):
                 files += [os.path.join(d, n) for n in names if n.endswith(".py")]
-        else:
+        elif os.path.isfile(path + ".py"):
             files.append(path + ".py")
+        else:
+            # a step declared on code that is not there would never rerun
+            raise ValueError(f"no tessera package or module {pkg!r}")
     return sorted(files)

@@ -1,6 +1,8 @@
-"""C identifiers from ONNX names, in a module of its own: declaring a
-build's steps needs the network's C prefix, not the frontend (onnx, numpy)."""
+"""Names made from a model's names: C identifiers (c_name), file stems
+(tiling_stem). In a module of its own: declaring a build's steps needs
+the network's C prefix, not the frontend (onnx, numpy)."""
 
+import hashlib
 import re
 
 
@@ -11,3 +13,12 @@ def c_name(text):
     if not name or name[0].isdigit():
         name = "l" + name
     return name
+
+
+def tiling_stem(group):
+    """The file name (without .fused.json) of a fused group's tiling: the
+    group's name, or, where two long ONNX node names would exceed a file
+    system's 255 bytes, a prefix of it and a digest of the whole."""
+    if len(group.encode()) <= 150:
+        return group
+    return group.encode()[:100].decode(errors="ignore") + "-" + hashlib.sha1(group.encode()).hexdigest()[:16]

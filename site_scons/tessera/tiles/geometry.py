@@ -4,9 +4,17 @@ Every question about shapes is answered here, once, by walking the actual
 tiles: the CP-SAT model reads per-axis tables built from these walks, and
 `tiles()` (which the codegen turns into the loop nest) is the same walk. The
 model and the generated code therefore agree on every byte by construction.
+The same boxes give the bytes an out-of-core tile moves (box_transfers),
+the calls of a depthwise layer run in place (bands) and how far a layer's
+output may start below its input when its steps run in order (steps_gap).
 """
 
-from . import layer as layer_mod
+from .. import ir
+
+# Ops whose output channel c reads only input channel c: the input tile has
+# the output tile's channels. Standard convolutions read every input channel
+# per output (DORY does not tile input channels), so their input tile has C.
+CHANNEL_WISE = ("depthwise", "add", "maxpool", "avgpool", "mul", "lut")
 
 
 def axis_tiles(out_size, tile, in_size, k, s, pad_lo, pad_hi):
@@ -70,7 +78,7 @@ def axes(layer):
 
 def channel_span(layer, oc0, oc):
     """Input channels read by output channels [oc0, oc0+oc)."""
-    if layer["op"] in layer_mod.CHANNEL_WISE:
+    if layer["op"] in CHANNEL_WISE:
         return oc0, oc
     return 0, layer["in"][2]
 
@@ -117,3 +125,71 @@ def tiles(layer, tiling):
                "oh0": oh0, "oh": oh, "ow0": ow0, "ow": ow, "oc0": oc0, "oc": oc,
                "ih0": ih0, "ih": ih, "iw0": iw0, "iw": iw, "ic0": ic0, "ic": ic,
                "pad": [ptop, pleft, pbottom, pright]}
+
+
+# output pixels per depthwise call, at least (whole rows): its kernel runs
+# channel groups outermost, so within a call group 0 writes every row before
+# group 1 reads the first; fewer rows a call keep the output closer behind
+# the input, but every call reorders and sign-extends the whole filter (on
+# narrow rows more than the row's arithmetic). 1: one row, the least RAM
+# (dscnn_kws on stm32f4: 24,832 B at +31% instructions; 16, four 5-pixel
+# rows: 28,672 B at +4%; docs/memory.md)
+DW_CALL_PIXELS = 1
+
+
+def bands(layer, graph, k):
+    """A direct depthwise layer's calls: [{"oh0", "oh", "ih0", "ih",
+    "pad_t", "pad_b"}], full width and every channel (contiguous runs of
+    the HWC tensors), with the tiler's row geometry: bands of DW_BAND_ROWS
+    rows for "depthwise_rows", else (or when such bands would put padding
+    inside: large padding) one call."""
+    H = graph.tensor(layer.inputs[0]).shape[0]
+    Ho = graph.tensor(layer.output).shape[0]
+    kh, sh, pt, pb = layer.kernel[0], layer.stride[0], layer.pad[0], layer.pad[2]
+    Wo = graph.tensor(layer.output).shape[1]
+    rows = min(Ho, -(-DW_CALL_PIXELS // Wo)) if k == "depthwise_rows" else Ho
+    spans = axis_tiles(Ho, rows, H, kh, sh, pt, pb)
+    if not axis_legal(spans) or any(sp[3] <= 0 for sp in spans):
+        spans = axis_tiles(Ho, Ho, H, kh, sh, pt, pb)
+    return [{"oh0": o0, "oh": o, "ih0": i0, "ih": i, "pad_t": lo, "pad_b": hi} for o0, o, i0, i, lo, hi in spans]
+
+
+def box_transfers(base, shape, esize, h0, h, w0, w, c0, c):
+    """The transfers [(offset, bytes)] of a box of an HWC tensor at `base`."""
+    H, W, C = shape
+    at = lambda y, x, ch: base + ((y * W + x) * C + ch) * esize  # noqa: E731
+    if c == C and w == W:
+        return [(at(h0, 0, 0), h * W * C * esize)]
+    if c == C:
+        return [(at(y, w0, 0), w * C * esize) for y in range(h0, h0 + h)]
+    return [(at(y, x, c0), c * esize) for y in range(h0, h0 + h) for x in range(w0, w0 + w)]
+
+
+def _first(box, shape, esize):
+    h0, _, w0, _, c0, _ = box
+    _, W, C = shape
+    return ((h0 * W + w0) * C + c0) * esize
+
+
+def _last(box, shape, esize):
+    h0, h, w0, w, c0, c = box
+    _, W, C = shape
+    return (((h0 + h - 1) * W + w0 + w - 1) * C + c0 + c - 1) * esize + esize - 1
+
+
+def steps_gap(steps, x_shape, xe, y_shape, ye):
+    """The smallest distance (bytes) the output may start below the input
+    when `steps` run in order, each (boxes read in the input, boxes written
+    in the output), a box (h0, h, w0, w, c0, c) of an HWC tensor of that
+    shape and element size: no step reads a byte an earlier step wrote."""
+    written, gap = -1, 0
+    for reads, writes in steps:
+        if written >= 0:
+            gap = max(gap, written - min(_first(b, x_shape, xe) for b in reads) + 1)
+        written = max([written] + [_last(b, y_shape, ye) for b in writes])
+    return gap
+
+
+def tensors_gap(steps, x, y):
+    """steps_gap between two IR tensors."""
+    return steps_gap(steps, x.shape, ir.DTYPES[x.dtype], y.shape, ir.DTYPES[y.dtype])
