@@ -461,8 +461,11 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         from tessera.planning import inplace as direct_mod
         # a layer fits in place when its kernel scratch fits the tile level
         room = memory["levels"][memory["place"]["tiles"]]["usable"]
+        from tessera.codegen.libraries import library as cg_lib
+        functions = {n: cg_lib(tcfg["kernels"]).kernel_function(graph.layer(n), graph=graph)
+                     for n in direct_mod.candidates(graph, tcfg["kernels"])}
         memory["direct"] = {"policy": policy, "eligible": {
-            n: k for n, k in direct_mod.eligible(graph, tcfg["kernels"], rows).items()
+            n: k for n, k in direct_mod.eligible(graph, functions, rows).items()
             if direct_mod.scratch_bytes(graph.layer(n), graph, k) <= room}}
     # fusion's inputs (its steps come after the tiles; a ram_cap's budget
     # step judges each rung with them)

@@ -342,6 +342,7 @@ def _gen_program(target, source, env):
     executes (tessera.storage.firmware), or why it runs in order."""
     from tessera import ir
     from tessera.cost import api
+    from tessera.codegen import program
     from tessera.storage import firmware
 
     graph = Graph.from_json(canon.read_json(str(source[0])))
@@ -362,8 +363,8 @@ def _gen_program(target, source, env):
         n = 2 * ir.macs(layer, graph) if n is None else n
         compute.append(int(round(n * 1e9 / v["clock_hz"])))
     res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
-    canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
-                                                                 v["section"]))
+    canon.write_atomic(str(target[0]), program.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
+                                                        v["section"]))
     keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "phases", "problem",
                                 "program", "io") if res.get(k) is not None}
     keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"

@@ -17,6 +17,11 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.p
 KERNELS_DIR = os.path.join(_CHECKOUT, "kernels")
 
 
+# the key under which a report holds each runner's count (target YAML:
+# runner.counts), read by the report and by the selector's measured costs
+COUNT_KEYS = {"qemu-instructions": "instructions", "gvsoc-cycles": "cycles", "host-ns": "host_ns"}
+
+
 def per_channel(values):
     return len(values) > 1
 

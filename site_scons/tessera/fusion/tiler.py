@@ -46,7 +46,7 @@ from ..tiler import memory
 from ..tiler.library import DEFAULT_ALIGN, op_spec
 from ..tiler.memory import align_up
 from ..tiler.model import MAX_DETERMINISTIC_TIME, SEED
-from ..tiler.solver import deterministic_solver
+from ..util.solver import deterministic_solver
 
 
 def scheme(target, kind="dw_pw"):

@@ -31,6 +31,7 @@ filters). Any layer whose call could fall back to another kernel (other
 arithmetic, dilation, a strided pointwise) stays tiled.
 """
 
+from ..config.views import channel_operand, is_whole
 from ..tiles.geometry import bands, tensors_gap
 
 # the kernel functions whose loop order `events` reproduces
@@ -56,21 +57,29 @@ APART = {"add": "tsr_cmsis_add", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr
 APART_OPS = tuple(APART)
 
 
-def kind(layer, graph, kernels):
+def candidates(graph, kernels):
+    """The layers that may run direct on this kernel library, as far as
+    their ops and tensors say: which ones do depends on the C function the
+    library calls for each (`kind`). Only CMSIS-NN's orders are modelled."""
+    if kernels != "cmsis_nn":
+        return []
+    out = []
+    for layer in graph.layers:
+        if (is_whole(layer, graph) or channel_operand(layer, graph)
+                or layer.op not in ("conv2d", "pointwise", "depthwise") + APART_OPS):
+            continue
+        tensors = [graph.tensor(n) for n in layer.inputs + [layer.output]]
+        if all(len(t.shape) == 3 and t.dtype == "int8" for t in tensors):
+            out.append(layer.name)
+    return out
+
+
+def kind(layer, graph, kernel):
     """"conv", "pointwise", "depthwise", "apart", or None when the layer
-    cannot run direct on this kernel library."""
-    from ..config.views import channel_operand, is_whole
-
-    if kernels != "cmsis_nn" or is_whole(layer, graph) or channel_operand(layer, graph):
-        return None
-    from ..codegen.libraries import cmsis_nn
-
-    if layer.op not in ("conv2d", "pointwise", "depthwise") + APART_OPS:
-        return None
+    cannot run direct: one of `candidates`, `kernel` the C function its
+    kernel library calls for it (codegen.libraries.cmsis_nn.kernel_function,
+    handed in as data: the code generator decides it, after the plan)."""
     tensors = [graph.tensor(n) for n in layer.inputs + [layer.output]]
-    if any(len(t.shape) != 3 or t.dtype != "int8" for t in tensors):
-        return None
-    kernel = cmsis_nn.kernel_function(layer, graph=graph)
     if layer.op in APART_OPS:
         ok = kernel == APART[layer.op] and len(layer.inputs) == (2 if layer.op == "add" else 1)
         return "apart" if ok else None
@@ -204,12 +213,13 @@ def gap(layer, graph, k):
 
 
 def eligible(graph, kernels, rows=()):
-    """{layer name: kind} of the layers that may run direct; rows: the
-    layers cut in row bands where the memory peak is (their depthwise
-    calls go row by row)."""
+    """{layer name: kind} of the layers that may run direct; kernels:
+    {layer name: the C function its kernel library calls} for the
+    `candidates`; rows: the layers cut in row bands where the memory peak
+    is (their depthwise calls go row by row)."""
     out = {}
     for layer in graph.layers:
-        k = kind(layer, graph, kernels)
+        k = kind(layer, graph, kernels[layer.name]) if layer.name in kernels else None
         if k is not None:
             out[layer.name] = "depthwise_rows" if k == "depthwise" and layer.name in rows else k
     return out

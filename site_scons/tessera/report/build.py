@@ -24,12 +24,12 @@ the measured count (report/costs.py), labeled in counts.cost.
 """
 
 from ..codegen.libraries import library
+from ..config.views import COUNT_KEYS
 from ..planning.memplan import memory_report
 from . import summary
 from .costs import add_costs
 from .console import make_console
 
-COUNT_KEYS = {"qemu-instructions": "instructions", "gvsoc-cycles": "cycles", "host-ns": "host_ns"}
 COUNT_NOTES = {
     "qemu-instructions": "instructions executed under QEMU (-icount shift=0); not silicon cycles",
     "gvsoc-cycles": "cycles simulated by GVSoC",

@@ -16,7 +16,7 @@ from math import gcd
 
 from ortools.sat.python import cp_model
 
-from ...tiler.solver import deterministic_solver
+from ...util.solver import deterministic_solver
 
 SEED = 1
 # Deterministic-time units. Real networks (near-chains plus residuals) meet

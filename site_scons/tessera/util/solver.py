@@ -1,5 +1,6 @@
-"""The one way tessera runs CP-SAT (tilers and the allocator): answers that
-depend only on the model, never on the machine or on a Ctrl-C."""
+"""The one way tessera runs CP-SAT (the tilers, the allocator, the IO
+scheduler's exact search): answers that depend only on the model, never on
+the machine or on a Ctrl-C."""
 
 from ortools.sat.python import cp_model
 
