@@ -24,8 +24,10 @@ it; nothing in it points back into tessera's tree):
 """
 
 import hashlib
+import os
 import re
 
+from ..config import isa_defines
 from ..util import canon
 
 MANIFEST = "tessera-manifest.json"
@@ -217,6 +219,67 @@ def manifest(view, digests, secs):
                  "ABI flags must agree)"),
         "tested_with": view["toolchain"],
     }
+
+
+def _define(d):
+    if isinstance(d, (list, tuple)):
+        return f"{d[0]}={d[1]}"
+    if isinstance(d, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(d.items()))
+    return str(d)
+
+
+def export_view(tcfg, model, prefix, sources, libs, hal_files, kernels_dir):
+    """(view, {export path: file in tessera's tree}) of a network's export/:
+    `sources` the network library's files (export paths, src/...), `libs`
+    the kernel libraries (tessera_scons/kernels.py: plan), `hal_files` the
+    platform's HAL sources; kernels_dir tessera's kernels/. The view is what
+    the export step renders from (render)."""
+    public = os.path.join(kernels_dir, "include", "tessera")
+    public_files = [(os.path.join(public, f), f"kernels/include/tessera/{f}")
+                    for f in sorted(os.listdir(public)) if f.endswith(".h")]
+    kfiles = dict((rel, path) for path, rel in public_files)   # export path -> file in tessera's tree
+    kernels = []
+    for i, lib in enumerate(libs):
+        srcs = lib["sources"] + lib["upstream"]
+        for path, _, rel in srcs:
+            kfiles[rel] = path
+        for path, rel in lib["headers"]:
+            kfiles[rel] = path
+        own = sorted({rel for _, _, rel in srcs} | {rel for _, rel in lib["headers"]}
+                     | {rel for _, rel in public_files})
+        kernels.append({"id": lib["id"], "target": f"tessera_{lib['id']}", "direct": i == 0,
+                        "sources": [rel for _, _, rel in srcs], "include": lib["include_export"],
+                        "defines": [_define(d) for d in lib["defines"] + isa_defines(tcfg)],
+                        "options": lib["cflags"],
+                        "links": lib["links"], "files": own})
+    platform = tcfg["platform"]
+    hal = []
+    for path in hal_files:
+        rel = "kernels/" + os.path.relpath(path, kernels_dir).replace(os.sep, "/")
+        kfiles[rel] = path
+        hal.append(rel)
+    hal_dir = os.path.dirname(hal_files[0]) if hal_files else None
+    hal_headers = []
+    if hal_dir:
+        for f in sorted(os.listdir(hal_dir)):
+            if f.endswith(".h"):
+                rel = "kernels/" + os.path.relpath(os.path.join(hal_dir, f), kernels_dir).replace(os.sep, "/")
+                kfiles[rel] = os.path.join(hal_dir, f)
+                hal_headers.append(rel)
+    hal_defines = [f"TSR_NCORES={tcfg['cores']}"]
+    card = next((lv for lv in tcfg["memory"].values() if lv["kind"] == "storage"), None)
+    if card is not None:
+        # the storage window the HAL sends to its storage driver (docs/out_of_core.md)
+        hal_defines += [f"TSR_STORAGE_WINDOW=0x{card['address']:08x}u", f"TSR_STORAGE_BYTES=0x{card['size']:08x}u"]
+    kernels.append({"id": f"hal_{platform}", "target": f"tessera_hal_{platform}", "direct": True,
+                    "sources": hal, "include": [], "defines": hal_defines, "options": [],
+                    "links": [], "files": sorted(set(hal + hal_headers) | {rel for _, rel in public_files})})
+    tc = tcfg["toolchain"]
+    view = {"model": model, "target": tcfg["name"], "prefix": prefix, "platform": platform,
+            "sources": list(sources), "kernels": kernels, "kernel_files": sorted(kfiles),
+            "toolchain": {"kind": tc["kind"], "cflags": list(tc["cflags"]), "ldflags": list(tc["ldflags"])}}
+    return view, kfiles
 
 
 def test_vectors(graph, inputs, golden):
