@@ -38,6 +38,7 @@ import argparse
 import concurrent.futures
 import datetime
 import fnmatch
+import functools
 import glob
 import json
 import os
@@ -241,7 +242,10 @@ def bundled_models(root=ROOT):
     return sorted(os.path.basename(p)[:-len(".yaml")] for p in glob.glob(os.path.join(root, "models", "*.yaml")))
 
 
+@functools.lru_cache(maxsize=None)
 def _peer_report(root=ROOT):
+    """tools/peer_report.py: how it finds the peer networks, writes their
+    model YAMLs and reads a build's error line."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("peer_report", os.path.join(root, "tools", "peer_report.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -262,6 +266,17 @@ VARIANTS = ((), ("fusion=none",), ("overlap=0",), ("direct=0",))
 # 331,732 B, so the cap decides (every layer in place; with direct=0 the
 # ladder walks down to a smaller tile budget)
 RAM_CAP = "ram_cap=237773"
+# beyond the issue's list, a build for each path of the glue it does not
+# reach: a MobileNet that fits stm32f4 (the issue's two do not; every layer
+# in place), an activation in GAP8's L3, the other fusion policies (the
+# budget ladder judged with fused steps), the run-time guard, tiles priced
+# by the cost model, the Xpulp kernels on GVSoC (cycles), weights streamed
+# from PULP-open's HyperFlash
+EXTRAS = ([("stm32f4", "mbv1_025_136_c10", v) for v in VARIANTS]
+          + [("gap8", "mbv2_128", ()), ("gap8", "mbv1_025_128", ("fusion=min_transfer",)),
+             ("stm32h7", "mbv2_035_128", ("fusion=min_memory", RAM_CAP)), ("stm32h7", "dscnn_kws", ("guard=1",)),
+             ("gap8", "dscnn_kws", ("tile_cost=model",)),
+             ("pulp_open", "mbv1_025_128", ()), ("pulp_open_hyper", "mbv1_128", ())])
 TFLITE = ("kws", "kws_ref_model.tflite")            # examples/mlperf_tiny/kws.yaml, MLPerf Tiny DS-CNN
 PEERS = ("dory_dronet_2_0", "deeploy_miniMobileNetv2")
 
@@ -275,6 +290,11 @@ def matrix_issue25(root=ROOT, shared=None):
             builds += [Build(target, model, v) for v in VARIANTS]
     builds += [Build("stm32h7", "mbv2_035_128", (RAM_CAP,)), Build("stm32h7", "mbv2_035_128", (RAM_CAP, "direct=0"))]
     builds.append(Build("stm32f746_sd", "vgg16_64"))
+    # GVSoC is not a Debian package: without it the pulp_open builds are listed as not built
+    sys.path.insert(0, os.path.join(root, "site_scons"))
+    from tessera.runners.gvsoc import locate
+    gvsoc = None if locate() else "gvsoc is neither on PATH nor in ../shared/tools (docs/gvsoc.md)"
+    builds += [Build(t, m, v, note=gvsoc if t.startswith("pulp_open") else None) for t, m, v in EXTRAS]
     # one TFLite network: the MLPerf Tiny YAML pointed at the shared copy
     name, file = TFLITE
     with open(os.path.join(root, "examples", "mlperf_tiny", f"{name}.yaml")) as f:
@@ -384,13 +404,9 @@ def prepare_side(side, builds, log):
 
 
 def error_line(stdout, stderr):
-    """The build's one-line error: its first `tessera: error:` line, else
-    its last line on stderr."""
-    for line in (stderr + "\n" + stdout).splitlines():
-        if line.startswith("tessera: error:"):
-            return line[len("tessera: error:"):].strip()
-    lines = [ln.strip() for ln in (stderr or stdout).splitlines() if ln.strip()]
-    return lines[-1] if lines else "the build failed without a message"
+    """The build's one-line error (the first `tessera: error:` line, else
+    the last line on stderr), as tools/peer_report.py reads it."""
+    return _peer_report()._error_line(stdout, stderr)
 
 
 def unplace(text, places):
@@ -623,7 +639,9 @@ def report(builds, base, new, elapsed, json_path=None):
         print(f"{b.name:{width}}{row['line']}")
         for line in detail_lines(row):
             print(line)
-        rows.append(dict(row, build=b.name, key=b.key))
+        seconds = {side.label: (read_meta(os.path.join(side.trees, b.key)) or {}).get("seconds")
+                   for side in (base, new) if side is not None}
+        rows.append(dict(row, build=b.name, key=b.key, seconds=seconds))
     bad = sum(counts.get(s, 0) for s in ("differs", "failed_one", "failed_both_differ", "missing", "not_built"))
     order = ("identical", "failed_both_same", "differs", "failed_one", "failed_both_differ", "missing",
              "built", "failed", "not_built")
