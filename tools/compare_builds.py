@@ -35,7 +35,6 @@ same or different errors), then a summary. Exit status 1 on any difference
 """
 
 import argparse
-import concurrent.futures
 import datetime
 import fnmatch
 import functools
@@ -345,7 +344,6 @@ class Side:
         self.worktree = False
         self.commit = None
         self.lock = threading.Lock()
-        self.model_ready = {}   # model -> Event: its first build done (the model cache holds it)
 
     def describe(self):
         if self.checkout is None:
@@ -430,14 +428,17 @@ def run_build(side, build, work, trees, timeout):
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=side.checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    RUNNING.add(proc)
     try:
         so, se = proc.communicate(timeout=timeout)
         rc = proc.returncode
         error = error_line(so, se) if rc != 0 else None
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)    # the build's own process group
+        stop(proc)
         so, se = proc.communicate()
         rc, error = -1, f"timed out after {timeout} s"
+    finally:
+        RUNNING.discard(proc)
     seconds = round(time.monotonic() - t0, 1)
     places = {side.checkout: "<checkout>", out: "<out>", work: "<work>"}
     folder = os.path.join(out, os.path.basename(build.target), os.path.basename(build.model))
@@ -449,8 +450,7 @@ def run_build(side, build, work, trees, timeout):
         os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
         shutil.copyfile(os.path.join(folder, rel), os.path.join(dest, rel))
     meta = {"build": build.name, "target": build.target, "model": build.model, "variables": list(build.variables),
-            "command": " ".join(cmd[:4] + [f"model={build.model}" if build.model_text else cmd[4], "out=<out>"]
-                                + list(build.variables)),
+            "command": unplace(" ".join(cmd), places),
             "returncode": rc, "error": unplace(error, places) if error else None, "files": len(files),
             "seconds": seconds}
     if build.model_text is not None:
@@ -460,6 +460,17 @@ def run_build(side, build, work, trees, timeout):
         f.write("\n")
     shutil.rmtree(out, ignore_errors=True)    # only the compared files stay
     return meta
+
+
+RUNNING = set()   # the builds running now (their process groups end with an interrupted run)
+
+
+def stop(proc):
+    """End a build this tool started: its own process group (SCons, GCC, QEMU)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
 
 
 def write_manifest(trees, side, matrix, builds):
@@ -487,23 +498,22 @@ def write_manifest(trees, side, matrix, builds):
 
 # ---- the run -------------------------------------------------------------------------------------
 
-def schedule(tasks, jobs, run):
+def schedule(tasks, jobs, run, log=print):
     """Run the tasks (side, build) on `jobs` threads, in order, except that
     a task waits while another task of its side builds the same model for
-    the first time (the side's model cache then has it)."""
+    the first time (the side's model cache then has it). An interrupt ends
+    the running builds and starts no other."""
     cond = threading.Condition()
     pending = list(tasks)
-    started_models = set()
-    done_models = set()
-    results = {}
+    started, done = set(), set()
 
     def take():
         with cond:
             while pending:
                 for i, (side, build) in enumerate(pending):
                     key = (side.label, build.model)
-                    if key not in started_models or key in done_models:
-                        started_models.add(key)
+                    if key not in started or key in done:
+                        started.add(key)
                         return pending.pop(i)
                 cond.wait()
             return None
@@ -515,17 +525,27 @@ def schedule(tasks, jobs, run):
                 return
             side, build = task
             try:
-                results[(side.label, build.key)] = run(side, build)
+                run(side, build)
+            except Exception as err:    # a bug here: the build is reported missing, the others go on
+                log(f"compare_builds: {side.label} {build.name}: {err.__class__.__name__}: {err}")
             finally:
                 with cond:
-                    done_models.add((side.label, build.model))
+                    done.add((side.label, build.model))
                     cond.notify_all()
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(worker) for _ in range(max(1, jobs))]
-        for f in futures:
-            f.result()
-    return results
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except BaseException:
+        with cond:
+            pending.clear()
+        for proc in list(RUNNING):
+            stop(proc)
+        raise
 
 
 def main(argv=None):
@@ -572,6 +592,8 @@ def main(argv=None):
             return die(f"{side.trees}: no such folder of stored trees")
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    # a terminated run, like an interrupted one, ends its builds and removes its worktrees
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("compare_builds: terminated"))
     work = os.path.realpath(args.work) if args.work else tempfile.mkdtemp(prefix="compare_builds-")
     os.makedirs(work, exist_ok=True)
     sides = [s for s in (base, new) if s is not None]
@@ -605,7 +627,7 @@ def main(argv=None):
                     + ("ok" if meta["returncode"] == 0 else f"failed: {meta['error']}") + f" ({meta['seconds']} s)")
             return meta
 
-        schedule([(s, b) for b in buildable for s in to_build], args.jobs, run)
+        schedule([(s, b) for b in buildable for s in to_build], args.jobs, run, log)
         for side in to_build:
             write_manifest(side.trees, side, args.matrix, buildable)
         for side in sides:
