@@ -162,13 +162,14 @@ def test_command_line_on_stored_trees(tmp_path, capsys):
     assert cb.main(argv[:4] + ["--only", "host/tiny"]) == 0
     assert cb.main(argv) == 1     # stm32f4/mbv2_035_128/fusion=none etc. were never stored
     out = capsys.readouterr().out.splitlines()
-    assert out[:3] == ["host/tiny  identical (7 files)"] + [""] + ["1 builds: 1 identical"]
-    lines = {line.split()[0]: line for line in out[3:] if line.strip()}
+    assert out[:5] == [f"base: stored trees {base} (commit ?)", f"new: stored trees {new} (commit ?)",
+                       "host/tiny  identical (7 files)", "", "1 builds: 1 identical"]
+    lines = {line.split()[0]: line for line in out[7:] if line.strip()}
     assert "failed on both with the same error (0 common files identical)" in lines["stm32f4/mbv2_035_128"]
     assert "not built on base" in lines["stm32f4/mbv2_035_128/direct=0"]
     (new / "host__tiny" / "src" / "conv0.c").write_text(CONV + "/* end */\n")
     assert cb.main(argv[:4] + ["--only", "host/tiny"]) == 1
-    out = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()[2:]
     assert out[:3] == ["host/tiny  differs: 1 file, first src/conv0.c line 8", "    base: ''", "    new: '/* end */'"]
 
 

@@ -347,9 +347,10 @@ class Side:
 
     def describe(self):
         if self.checkout is None:
-            return f"{self.label}: stored trees {self.trees}"
+            stored = read_manifest(self.trees).get("commit") or "?"
+            return f"{self.label}: stored trees {self.trees} (commit {stored[:10]})"
         what = self.spec if self.worktree else self.checkout
-        return f"{self.label}: {what} ({(self.commit or '?')[:10]})"
+        return f"{self.label}: {what} (commit {(self.commit or '?')[:10]})"
 
 
 def resolve(side, work):
@@ -473,16 +474,18 @@ def stop(proc):
         pass
 
 
-def write_manifest(trees, side, matrix, builds):
-    path = os.path.join(trees, MANIFEST)
+def read_manifest(trees):
     try:
-        with open(path) as f:
-            old = json.load(f)
+        with open(os.path.join(trees, MANIFEST)) as f:
+            return json.load(f)
     except (OSError, ValueError):
-        old = {}
-    if old.get("commit") not in (None, side.commit):
-        old = {}   # another side's trees: start over
-    done = dict(old.get("builds", {}))
+        return {}
+
+
+def write_manifest(trees, side, matrix, builds):
+    """trees/manifest.json: the side's commit and every build stored there
+    (a later run of another part of the matrix adds to it)."""
+    done = dict(read_manifest(trees).get("builds", {}))
     for b in builds:
         meta = read_meta(os.path.join(trees, b.key))
         if meta is not None:
@@ -604,6 +607,11 @@ def main(argv=None):
                 resolve(side, work)
                 side.trees = os.path.realpath({"base": args.keep, "new": args.keep_new}[side.label]
                                               or os.path.join(work, "trees", side.label))
+                stored = read_manifest(side.trees).get("commit")
+                if stored not in (None, side.commit):
+                    # adding to another commit's trees would mix two sides in one folder
+                    return die(f"{side.trees} holds the trees of commit {stored[:10]}, not of {side.spec} "
+                               f"({side.commit[:10]}): keep them in another folder")
                 os.makedirs(side.trees, exist_ok=True)
         for side in sides:
             log(side.describe())
@@ -647,6 +655,9 @@ def report(builds, base, new, elapsed, json_path=None):
     """Print one line per build, in matrix order, and the summary."""
     width = max(len(b.name) for b in builds) + 2
     rows, counts = [], {}
+    for side in (base, new):
+        if side is not None:
+            print(side.describe())
     for b in builds:
         if b.note is not None:
             row = {"status": "not_built", "line": f"not built: {b.note}", "diffs": []}
