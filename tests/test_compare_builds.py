@@ -7,6 +7,7 @@ import copy
 import importlib.util
 import json
 import os
+import threading
 
 import pytest
 
@@ -161,13 +162,14 @@ def test_command_line_on_stored_trees(tmp_path, capsys):
     assert cb.main(argv[:4] + ["--only", "host/tiny"]) == 0
     assert cb.main(argv) == 1     # stm32f4/mbv2_035_128/fusion=none etc. were never stored
     out = capsys.readouterr().out.splitlines()
-    assert out[:3] == ["host/tiny  identical (7 files)"] + [""] + ["1 builds: 1 identical"]
-    lines = {line.split()[0]: line for line in out[3:] if line.strip()}
+    assert out[:5] == [f"base: stored trees {base} (commit ?)", f"new: stored trees {new} (commit ?)",
+                       "host/tiny  identical (7 files)", "", "1 builds: 1 identical"]
+    lines = {line.split()[0]: line for line in out[7:] if line.strip()}
     assert "failed on both with the same error (0 common files identical)" in lines["stm32f4/mbv2_035_128"]
     assert "not built on base" in lines["stm32f4/mbv2_035_128/direct=0"]
     (new / "host__tiny" / "src" / "conv0.c").write_text(CONV + "/* end */\n")
     assert cb.main(argv[:4] + ["--only", "host/tiny"]) == 1
-    out = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()[2:]
     assert out[:3] == ["host/tiny  differs: 1 file, first src/conv0.c line 8", "    base: ''", "    new: '/* end */'"]
 
 
@@ -198,3 +200,28 @@ def test_bad_arguments(tmp_path, capsys):
         cb.main([str(tmp_path / "nowhere"), "--only", "host/tiny", "--work", str(tmp_path / "w")])
     err = capsys.readouterr().err
     assert "no build of the issue25 matrix matches" in err and "no such folder of stored trees" in err
+
+
+def test_schedule_builds_a_model_first_alone():
+    # host/m1 and gap8/m1 share the side's model cache: gap8/m1 waits for
+    # host/m1 to end, while host/m2 (another model) runs beside it
+    events, m2_started = [], threading.Event()
+
+    def run(side, build):
+        events.append(("start", build.name))
+        if build.name == "host/m2":
+            m2_started.set()
+        if build.name == "host/m1":
+            assert m2_started.wait(10)
+        events.append(("end", build.name))
+
+    side = cb.Side("new", "x")
+    tasks = [(side, cb.Build("host", "m1")), (side, cb.Build("gap8", "m1")), (side, cb.Build("host", "m2"))]
+    cb.schedule(tasks, 2, run)
+    assert len(events) == 6
+    assert events.index(("start", "gap8/m1")) > events.index(("end", "host/m1"))
+    assert events.index(("start", "host/m2")) < events.index(("end", "host/m1"))
+    # one job: the matrix order
+    events.clear()
+    cb.schedule(tasks, 1, run=lambda side, build: events.append(build.name))
+    assert events == ["host/m1", "gap8/m1", "host/m2"]

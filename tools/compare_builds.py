@@ -35,9 +35,9 @@ same or different errors), then a summary. Exit status 1 on any difference
 """
 
 import argparse
-import concurrent.futures
 import datetime
 import fnmatch
+import functools
 import glob
 import json
 import os
@@ -241,7 +241,10 @@ def bundled_models(root=ROOT):
     return sorted(os.path.basename(p)[:-len(".yaml")] for p in glob.glob(os.path.join(root, "models", "*.yaml")))
 
 
+@functools.lru_cache(maxsize=None)
 def _peer_report(root=ROOT):
+    """tools/peer_report.py: how it finds the peer networks, writes their
+    model YAMLs and reads a build's error line."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("peer_report", os.path.join(root, "tools", "peer_report.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -262,6 +265,17 @@ VARIANTS = ((), ("fusion=none",), ("overlap=0",), ("direct=0",))
 # 331,732 B, so the cap decides (every layer in place; with direct=0 the
 # ladder walks down to a smaller tile budget)
 RAM_CAP = "ram_cap=237773"
+# beyond the issue's list, a build for each path of the glue it does not
+# reach: a MobileNet that fits stm32f4 (the issue's two do not; every layer
+# in place), an activation in GAP8's L3, the other fusion policies (the
+# budget ladder judged with fused steps), the run-time guard, tiles priced
+# by the cost model, the Xpulp kernels on GVSoC (cycles), weights streamed
+# from PULP-open's HyperFlash
+EXTRAS = ([("stm32f4", "mbv1_025_136_c10", v) for v in VARIANTS]
+          + [("gap8", "mbv2_128", ()), ("gap8", "mbv1_025_128", ("fusion=min_transfer",)),
+             ("stm32h7", "mbv2_035_128", ("fusion=min_memory", RAM_CAP)), ("stm32h7", "dscnn_kws", ("guard=1",)),
+             ("gap8", "dscnn_kws", ("tile_cost=model",)),
+             ("pulp_open", "mbv1_025_128", ()), ("pulp_open_hyper", "mbv1_128", ())])
 TFLITE = ("kws", "kws_ref_model.tflite")            # examples/mlperf_tiny/kws.yaml, MLPerf Tiny DS-CNN
 PEERS = ("dory_dronet_2_0", "deeploy_miniMobileNetv2")
 
@@ -275,6 +289,11 @@ def matrix_issue25(root=ROOT, shared=None):
             builds += [Build(target, model, v) for v in VARIANTS]
     builds += [Build("stm32h7", "mbv2_035_128", (RAM_CAP,)), Build("stm32h7", "mbv2_035_128", (RAM_CAP, "direct=0"))]
     builds.append(Build("stm32f746_sd", "vgg16_64"))
+    # GVSoC is not a Debian package: without it the pulp_open builds are listed as not built
+    sys.path.insert(0, os.path.join(root, "site_scons"))
+    from tessera.runners.gvsoc import locate
+    gvsoc = None if locate() else "gvsoc is neither on PATH nor in ../shared/tools (docs/gvsoc.md)"
+    builds += [Build(t, m, v, note=gvsoc if t.startswith("pulp_open") else None) for t, m, v in EXTRAS]
     # one TFLite network: the MLPerf Tiny YAML pointed at the shared copy
     name, file = TFLITE
     with open(os.path.join(root, "examples", "mlperf_tiny", f"{name}.yaml")) as f:
@@ -325,13 +344,13 @@ class Side:
         self.worktree = False
         self.commit = None
         self.lock = threading.Lock()
-        self.model_ready = {}   # model -> Event: its first build done (the model cache holds it)
 
     def describe(self):
         if self.checkout is None:
-            return f"{self.label}: stored trees {self.trees}"
+            stored = read_manifest(self.trees).get("commit") or "?"
+            return f"{self.label}: stored trees {self.trees} (commit {stored[:10]})"
         what = self.spec if self.worktree else self.checkout
-        return f"{self.label}: {what} ({(self.commit or '?')[:10]})"
+        return f"{self.label}: {what} (commit {(self.commit or '?')[:10]})"
 
 
 def resolve(side, work):
@@ -384,13 +403,9 @@ def prepare_side(side, builds, log):
 
 
 def error_line(stdout, stderr):
-    """The build's one-line error: its first `tessera: error:` line, else
-    its last line on stderr."""
-    for line in (stderr + "\n" + stdout).splitlines():
-        if line.startswith("tessera: error:"):
-            return line[len("tessera: error:"):].strip()
-    lines = [ln.strip() for ln in (stderr or stdout).splitlines() if ln.strip()]
-    return lines[-1] if lines else "the build failed without a message"
+    """The build's one-line error (the first `tessera: error:` line, else
+    the last line on stderr), as tools/peer_report.py reads it."""
+    return _peer_report()._error_line(stdout, stderr)
 
 
 def unplace(text, places):
@@ -414,14 +429,17 @@ def run_build(side, build, work, trees, timeout):
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=side.checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    RUNNING.add(proc)
     try:
         so, se = proc.communicate(timeout=timeout)
         rc = proc.returncode
         error = error_line(so, se) if rc != 0 else None
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)    # the build's own process group
+        stop(proc)
         so, se = proc.communicate()
         rc, error = -1, f"timed out after {timeout} s"
+    finally:
+        RUNNING.discard(proc)
     seconds = round(time.monotonic() - t0, 1)
     places = {side.checkout: "<checkout>", out: "<out>", work: "<work>"}
     folder = os.path.join(out, os.path.basename(build.target), os.path.basename(build.model))
@@ -433,8 +451,7 @@ def run_build(side, build, work, trees, timeout):
         os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
         shutil.copyfile(os.path.join(folder, rel), os.path.join(dest, rel))
     meta = {"build": build.name, "target": build.target, "model": build.model, "variables": list(build.variables),
-            "command": " ".join(cmd[:4] + [f"model={build.model}" if build.model_text else cmd[4], "out=<out>"]
-                                + list(build.variables)),
+            "command": unplace(" ".join(cmd), places),
             "returncode": rc, "error": unplace(error, places) if error else None, "files": len(files),
             "seconds": seconds}
     if build.model_text is not None:
@@ -446,16 +463,29 @@ def run_build(side, build, work, trees, timeout):
     return meta
 
 
-def write_manifest(trees, side, matrix, builds):
-    path = os.path.join(trees, MANIFEST)
+RUNNING = set()   # the builds running now (their process groups end with an interrupted run)
+
+
+def stop(proc):
+    """End a build this tool started: its own process group (SCons, GCC, QEMU)."""
     try:
-        with open(path) as f:
-            old = json.load(f)
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
+def read_manifest(trees):
+    try:
+        with open(os.path.join(trees, MANIFEST)) as f:
+            return json.load(f)
     except (OSError, ValueError):
-        old = {}
-    if old.get("commit") not in (None, side.commit):
-        old = {}   # another side's trees: start over
-    done = dict(old.get("builds", {}))
+        return {}
+
+
+def write_manifest(trees, side, matrix, builds):
+    """trees/manifest.json: the side's commit and every build stored there
+    (a later run of another part of the matrix adds to it)."""
+    done = dict(read_manifest(trees).get("builds", {}))
     for b in builds:
         meta = read_meta(os.path.join(trees, b.key))
         if meta is not None:
@@ -471,23 +501,22 @@ def write_manifest(trees, side, matrix, builds):
 
 # ---- the run -------------------------------------------------------------------------------------
 
-def schedule(tasks, jobs, run):
+def schedule(tasks, jobs, run, log=print):
     """Run the tasks (side, build) on `jobs` threads, in order, except that
     a task waits while another task of its side builds the same model for
-    the first time (the side's model cache then has it)."""
+    the first time (the side's model cache then has it). An interrupt ends
+    the running builds and starts no other."""
     cond = threading.Condition()
     pending = list(tasks)
-    started_models = set()
-    done_models = set()
-    results = {}
+    started, done = set(), set()
 
     def take():
         with cond:
             while pending:
                 for i, (side, build) in enumerate(pending):
                     key = (side.label, build.model)
-                    if key not in started_models or key in done_models:
-                        started_models.add(key)
+                    if key not in started or key in done:
+                        started.add(key)
                         return pending.pop(i)
                 cond.wait()
             return None
@@ -499,17 +528,27 @@ def schedule(tasks, jobs, run):
                 return
             side, build = task
             try:
-                results[(side.label, build.key)] = run(side, build)
+                run(side, build)
+            except Exception as err:    # a bug here: the build is reported missing, the others go on
+                log(f"compare_builds: {side.label} {build.name}: {err.__class__.__name__}: {err}")
             finally:
                 with cond:
-                    done_models.add((side.label, build.model))
+                    done.add((side.label, build.model))
                     cond.notify_all()
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(worker) for _ in range(max(1, jobs))]
-        for f in futures:
-            f.result()
-    return results
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except BaseException:
+        with cond:
+            pending.clear()
+        for proc in list(RUNNING):
+            stop(proc)
+        raise
 
 
 def main(argv=None):
@@ -556,6 +595,8 @@ def main(argv=None):
             return die(f"{side.trees}: no such folder of stored trees")
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    # a terminated run, like an interrupted one, ends its builds and removes its worktrees
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("compare_builds: terminated"))
     work = os.path.realpath(args.work) if args.work else tempfile.mkdtemp(prefix="compare_builds-")
     os.makedirs(work, exist_ok=True)
     sides = [s for s in (base, new) if s is not None]
@@ -566,6 +607,11 @@ def main(argv=None):
                 resolve(side, work)
                 side.trees = os.path.realpath({"base": args.keep, "new": args.keep_new}[side.label]
                                               or os.path.join(work, "trees", side.label))
+                stored = read_manifest(side.trees).get("commit")
+                if stored not in (None, side.commit):
+                    # adding to another commit's trees would mix two sides in one folder
+                    return die(f"{side.trees} holds the trees of commit {stored[:10]}, not of {side.spec} "
+                               f"({side.commit[:10]}): keep them in another folder")
                 os.makedirs(side.trees, exist_ok=True)
         for side in sides:
             log(side.describe())
@@ -589,7 +635,7 @@ def main(argv=None):
                     + ("ok" if meta["returncode"] == 0 else f"failed: {meta['error']}") + f" ({meta['seconds']} s)")
             return meta
 
-        schedule([(s, b) for b in buildable for s in to_build], args.jobs, run)
+        schedule([(s, b) for b in buildable for s in to_build], args.jobs, run, log)
         for side in to_build:
             write_manifest(side.trees, side, args.matrix, buildable)
         for side in sides:
@@ -609,6 +655,9 @@ def report(builds, base, new, elapsed, json_path=None):
     """Print one line per build, in matrix order, and the summary."""
     width = max(len(b.name) for b in builds) + 2
     rows, counts = [], {}
+    for side in (base, new):
+        if side is not None:
+            print(side.describe())
     for b in builds:
         if b.note is not None:
             row = {"status": "not_built", "line": f"not built: {b.note}", "diffs": []}
@@ -623,7 +672,9 @@ def report(builds, base, new, elapsed, json_path=None):
         print(f"{b.name:{width}}{row['line']}")
         for line in detail_lines(row):
             print(line)
-        rows.append(dict(row, build=b.name, key=b.key))
+        seconds = {side.label: (read_meta(os.path.join(side.trees, b.key)) or {}).get("seconds")
+                   for side in (base, new) if side is not None}
+        rows.append(dict(row, build=b.name, key=b.key, seconds=seconds))
     bad = sum(counts.get(s, 0) for s in ("differs", "failed_one", "failed_both_differ", "missing", "not_built"))
     order = ("identical", "failed_both_same", "differs", "failed_one", "failed_both_differ", "missing",
              "built", "failed", "not_built")
