@@ -221,7 +221,7 @@ def test_mobilenet_v1_shapes(lay):
 def test_total_matches_the_allocators_l1_layout():
     """The allocator packs exactly what the tiler counted (same alignment,
     one buffer per kind and input, `buffering` copies)."""
-    l1 = pytest.importorskip("tessera.alloc.l1")
+    from tessera.planning.alloc import l1
     for lay in MBV1 + [layer("odd", "depthwise", [9, 7, 5], [9, 7, 5], (3, 3), (1, 1),
                              (1, 1, 1, 1), params=7)]:
         for budget in (64000, 3001):
