@@ -13,9 +13,11 @@ import pytest
 import yaml
 
 from helpers import ROOT, report, scons
-from tessera import config, ooc
+from tessera import config
+from tessera.storage import ooc
 from tessera.errors import ConfigError
 from tessera.tiler import solve_layer
+from tessera.tiles.geometry import box_transfers
 
 SD = os.path.join(ROOT, "targets", "stm32f746_sd.yaml")
 
@@ -66,9 +68,9 @@ def test_storage_level_errors_are_one_line(mutate, key, fix):
 def test_a_box_is_as_few_transfers_as_the_card_allows():
     # a 4x5x6 int8 tensor at offset 1000: whole rows of every channel are one
     # run, rows of every channel one run per row, a channel slice one per pixel
-    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
-    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
-    assert ooc._box(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
+    assert box_transfers(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
+    assert box_transfers(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
+    assert box_transfers(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
 
 
 def test_a_transfer_costs_its_latency_and_whole_blocks():
@@ -86,13 +88,13 @@ def _pointwise(h, w, cin, cout):
 
 
 def _tiler_target(budget):
-    from tessera import views
+    from tessera.config import views
     lib = views.kernel_library("cmsis_nn")
     return {"l1_budget": budget, "cores": 1, "buffering": 2, "kernels": lib["tiler"]}
 
 
 def test_a_layer_touching_the_card_gets_row_bands_when_they_fit():
-    from tessera.alloc import l1_layout
+    from tessera.planning.alloc import l1_layout
     layer = _pointwise(32, 32, 32, 64)
     # room for rows of every channel (64 x 32 B of weights, loaded once: one buffer)
     rows = solve_layer(dict(layer, rows=1), _tiler_target(20000))
