@@ -239,3 +239,9 @@ def test_the_manifest_adds_a_later_run_to_its_side(tmp_path):
     assert data["builds"] == {"gap8__tiny": {"build": "gap8/tiny", "returncode": 2, "seconds": 1.0, "files": 0},
                               "host__tiny": {"build": "host/tiny", "returncode": 0, "seconds": 1.0, "files": 7}}
     assert cb.Side("base", trees=str(tmp_path)).describe() == f"base: stored trees {tmp_path} (commit 923390f000)"
+    ref = cb.Side("new", "s6-arch")
+    ref.checkout, ref.commit = str(tmp_path / "gone"), "b5cda95" + "1" * 33     # its worktree already removed
+    assert ref.describe() == "new: s6-arch (commit b5cda95111)"
+    here = cb.Side("new", str(tmp_path))
+    here.checkout, here.commit = str(tmp_path), "c8ce33f+uncommitted"
+    assert here.describe() == f"new: {tmp_path} (commit c8ce33f+un)"

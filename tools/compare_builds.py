@@ -349,7 +349,7 @@ class Side:
         if self.checkout is None:
             stored = read_manifest(self.trees).get("commit") or "?"
             return f"{self.label}: stored trees {self.trees} (commit {stored[:10]})"
-        what = self.spec if self.worktree else self.checkout
+        what = self.checkout if os.path.isdir(self.spec) and not self.worktree else self.spec
         return f"{self.label}: {what} (commit {(self.commit or '?')[:10]})"
 
 
