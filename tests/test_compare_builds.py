@@ -244,4 +244,4 @@ def test_the_manifest_adds_a_later_run_to_its_side(tmp_path):
     assert ref.describe() == "new: s6-arch (commit b5cda95111)"
     here = cb.Side("new", str(tmp_path))
     here.checkout, here.commit = str(tmp_path), "c8ce33f+uncommitted"
-    assert here.describe() == f"new: {tmp_path} (commit c8ce33f+un)"
+    assert here.describe() == f"new: {tmp_path} (commit c8ce33f+uncommitted)"

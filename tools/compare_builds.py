@@ -350,7 +350,9 @@ class Side:
             stored = read_manifest(self.trees).get("commit") or "?"
             return f"{self.label}: stored trees {self.trees} (commit {stored[:10]})"
         what = self.checkout if os.path.isdir(self.spec) and not self.worktree else self.spec
-        return f"{self.label}: {what} (commit {(self.commit or '?')[:10]})"
+        commit = self.commit or "?"
+        short = commit.split("+")[0][:10] + ("+uncommitted" if commit.endswith("+uncommitted") else "")
+        return f"{self.label}: {what} (commit {short})"
 
 
 def resolve(side, work):
