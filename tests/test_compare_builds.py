@@ -225,3 +225,23 @@ def test_schedule_builds_a_model_first_alone():
     events.clear()
     cb.schedule(tasks, 1, run=lambda side, build: events.append(build.name))
     assert events == ["host/m1", "gap8/m1", "host/m2"]
+
+
+def test_the_manifest_adds_a_later_run_to_its_side(tmp_path):
+    side = cb.Side("base", "923390f")
+    side.commit = "923390f" + "0" * 33
+    write_tree(tmp_path / "host__tiny", rep=report())
+    cb.write_manifest(str(tmp_path), side, "issue25", [cb.Build("host", "tiny")])
+    write_tree(tmp_path / "gap8__tiny", 2, FIT, files={})
+    cb.write_manifest(str(tmp_path), side, "issue25", [cb.Build("gap8", "tiny"), cb.Build("gap8", "dscnn_kws")])
+    data = cb.read_manifest(str(tmp_path))
+    assert data["commit"] == side.commit and data["side"] == "923390f"
+    assert data["builds"] == {"gap8__tiny": {"build": "gap8/tiny", "returncode": 2, "seconds": 1.0, "files": 0},
+                              "host__tiny": {"build": "host/tiny", "returncode": 0, "seconds": 1.0, "files": 7}}
+    assert cb.Side("base", trees=str(tmp_path)).describe() == f"base: stored trees {tmp_path} (commit 923390f000)"
+    ref = cb.Side("new", "s6-arch")
+    ref.checkout, ref.commit = str(tmp_path / "gone"), "b5cda95" + "1" * 33     # its worktree already removed
+    assert ref.describe() == "new: s6-arch (commit b5cda95111)"
+    here = cb.Side("new", str(tmp_path))
+    here.checkout, here.commit = str(tmp_path), "c8ce33f+uncommitted"
+    assert here.describe() == f"new: {tmp_path} (commit c8ce33f+uncommitted)"

@@ -7,6 +7,8 @@ accounting equal to what the storage driver counted."""
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 
 import pytest
@@ -231,6 +233,25 @@ def test_a_run_leaves_the_built_image_as_it_was(tight):
     assert "storage.bin" not in res.stdout      # up to date: nothing rewrote it
     assert hashlib.sha256(image.read_bytes()).hexdigest() == before
     assert not list(tight["net"].glob(".card-*"))   # the run's scratch copy is gone
+
+
+def test_the_counts_do_not_depend_on_where_the_build_is(tight, tmp_path):
+    """The firmware gets its card's name, not its path: the harness reads
+    the argument after the counter starts and QEMU's timer ticks every 40
+    instructions, so a path one character longer could move a layer's
+    count by a tick (two checkouts gave two reports)."""
+    from tessera import runners
+    runner = config.load_target(str(tight["dir"] / "sd_tight.yaml"), "t")["runner"]
+    counts = set()
+    for n in range(1, 11):   # the path's length grows by one each time: every phase of a tick
+        d = tmp_path / ("d" * n)
+        d.mkdir()
+        for name in ("firmware.elf", "storage.bin"):
+            shutil.copyfile(tight["net"] / name, d / name)
+        text = runners.run(runner, str(d / "firmware.elf"))
+        counts.add(tuple(re.findall(r"^TSR layer .* count=(\d+)", text, re.M)))
+    assert len(counts) == 1 and len(next(iter(counts))) == len(json.loads((tight["net"] / "graph.json")
+                                                                         .read_text())["layers"])
 
 
 def test_without_its_card_the_firmware_stops_with_a_message(tight):

@@ -349,8 +349,10 @@ class Side:
         if self.checkout is None:
             stored = read_manifest(self.trees).get("commit") or "?"
             return f"{self.label}: stored trees {self.trees} (commit {stored[:10]})"
-        what = self.spec if self.worktree else self.checkout
-        return f"{self.label}: {what} (commit {(self.commit or '?')[:10]})"
+        what = self.checkout if os.path.isdir(self.spec) and not self.worktree else self.spec
+        commit = self.commit or "?"
+        short = commit.split("+")[0][:10] + ("+uncommitted" if commit.endswith("+uncommitted") else "")
+        return f"{self.label}: {what} (commit {short})"
 
 
 def resolve(side, work):
@@ -416,50 +418,67 @@ def unplace(text, places):
     return text
 
 
+# where every build's out= goes: a folder of one name length, whatever the
+# side and the work folder. At 923390f a storage target's firmware gets
+# the card image's path (storage=<out>/<target>/<model>/.card-XXXXXXXX.bin)
+# and walks it after the counter starts, so the path's length moved the
+# QEMU and GVSoC counts by a tick
+OUT_BASE = "/tmp"
+
+
 def run_build(side, build, work, trees, timeout):
     """Build one (target, model, vars) in the side's checkout, keep its
     compared files in trees/<key>/ and its status in .build.json."""
-    out = os.path.join(work, "out", side.label, build.key)
-    shutil.rmtree(out, ignore_errors=True)
-    model = build.model
-    if build.model_text is not None:
-        model = os.path.join(work, "models", build.model + ".yaml")
-    cmd = ["./scons", "-Q", "-j1", f"target={build.target}", f"model={model}", f"out={out}", *build.variables]
-    env = dict(os.environ, TESSERA_MODEL_CACHE=os.path.join(work, "models", side.label))
+    out = tempfile.mkdtemp(prefix="compare_builds-out-", dir=OUT_BASE)
+    try:
+        model = build.model
+        if build.model_text is not None:
+            model = os.path.join(work, "models", build.model + ".yaml")
+        cmd = ["./scons", "-Q", "-j1", f"target={build.target}", f"model={model}", f"out={out}", *build.variables]
+        env = dict(os.environ, TESSERA_MODEL_CACHE=os.path.join(work, "models", side.label))
+        rc, error, seconds = run_scons(cmd, side.checkout, env, timeout)
+        places = {side.checkout: "<checkout>", out: "<out>", work: "<work>"}
+        meta = {"build": build.name, "target": build.target, "model": build.model,
+                "variables": list(build.variables), "command": unplace(" ".join(cmd), places), "returncode": rc,
+                "error": unplace(error, places) if error else None, "seconds": seconds}
+        if build.model_text is not None:
+            meta["model_yaml"] = unplace(build.model_text, places)
+        folder = os.path.join(out, os.path.basename(build.target), os.path.basename(build.model))
+        return store(folder, os.path.join(trees, build.key), meta)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)    # only the compared files stay
+
+
+def run_scons(cmd, cwd, env, timeout):
+    """(returncode, one-line error or None, seconds) of one build."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=side.checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     RUNNING.add(proc)
     try:
         so, se = proc.communicate(timeout=timeout)
-        rc = proc.returncode
-        error = error_line(so, se) if rc != 0 else None
+        rc, error = proc.returncode, (error_line(so, se) if proc.returncode != 0 else None)
     except subprocess.TimeoutExpired:
         stop(proc)
-        so, se = proc.communicate()
+        proc.communicate()
         rc, error = -1, f"timed out after {timeout} s"
     finally:
         RUNNING.discard(proc)
-    seconds = round(time.monotonic() - t0, 1)
-    places = {side.checkout: "<checkout>", out: "<out>", work: "<work>"}
-    folder = os.path.join(out, os.path.basename(build.target), os.path.basename(build.model))
-    dest = os.path.join(trees, build.key)
+    return rc, error, round(time.monotonic() - t0, 1)
+
+
+def store(folder, dest, meta):
+    """Copy the compared files of a build folder to dest, with .build.json."""
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     files = compared_files(folder) if os.path.isdir(folder) else []
     for rel in files:
         os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
         shutil.copyfile(os.path.join(folder, rel), os.path.join(dest, rel))
-    meta = {"build": build.name, "target": build.target, "model": build.model, "variables": list(build.variables),
-            "command": unplace(" ".join(cmd), places),
-            "returncode": rc, "error": unplace(error, places) if error else None, "files": len(files),
-            "seconds": seconds}
-    if build.model_text is not None:
-        meta["model_yaml"] = unplace(build.model_text, places)
+    meta = dict(meta, files=len(files))
     with open(os.path.join(dest, META), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
         f.write("\n")
-    shutil.rmtree(out, ignore_errors=True)    # only the compared files stay
     return meta
 
 
@@ -494,7 +513,7 @@ def write_manifest(trees, side, matrix, builds):
     data = {"side": side.spec, "commit": side.commit, "matrix": matrix,
             "written": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "builds": dict(sorted(done.items()))}
-    with open(path, "w") as f:
+    with open(os.path.join(trees, MANIFEST), "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
         f.write("\n")
 
