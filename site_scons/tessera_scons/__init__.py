@@ -52,7 +52,7 @@ from tessera.util import canon
 from . import stages
 from .platforms import platform as platform_module
 
-ROOT = stages.ROOT   # the checkout
+ROOT = stages.ROOT   # the bundled targets and models (tessera.util.paths)
 
 
 def fail(err, outdir=None, made=None):

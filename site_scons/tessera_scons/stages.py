@@ -23,13 +23,13 @@ from tessera import fusion as fusion_lib
 from tessera.config import isa_defines
 from tessera.pipeline import check as checking, codegen as generation, program as programs, report as reporting
 from tessera.pipeline.fusion import variants
-from tessera.util import canon
+from tessera.util import canon, paths
 
 from . import export as exporting, steps
 from .kernels import objects as kernel_objects, plan as kernel_plan
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
-KERNELS = os.path.join(ROOT, "kernels")
+ROOT = paths.DATA    # targets/, models/, kernels/: the checkout, or the installed package's data
+KERNELS = paths.KERNELS
 
 
 class Network:
