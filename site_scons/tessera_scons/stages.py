@@ -22,6 +22,7 @@ from SCons.Script import Action
 from tessera import fusion as fusion_lib
 from tessera.config import isa_defines
 from tessera.pipeline import check as checking, codegen as generation, program as programs, report as reporting
+from tessera.pipeline import kernels as kernel_files
 from tessera.pipeline.fusion import variants
 from tessera.util import canon, paths
 
@@ -191,8 +192,7 @@ def compile(net, sources):
                 CPPDEFINES=isa_defines(tcfg) + generation.storage_defines(tcfg, net.cg))
     objects = [tenv.Object(net.path("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources["all"]]
     netlib = tenv.StaticLibrary(net.path("obj", f"libtessera_{net.cg['prefix']}"), objects[:len(sources["lib"])])
-    hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
-    hal_files = [os.path.join(hal_dir, f) for f in sorted(os.listdir(hal_dir)) if f.endswith((".c", ".S"))]
+    hal_files = kernel_files.hal_files(tcfg["platform"])
     kobjs = kernel_objects(tenv, tcfg["kernels"], net.library, net.path("obj", "kernels"))
     henv = tenv.Clone()
     henv.Append(CPPDEFINES=[("TSR_NCORES", tcfg["cores"])])
