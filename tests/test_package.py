@@ -108,10 +108,12 @@ def test_tessera_build_from_site_packages_equals_the_checkouts(pkg, tmp_path):
     compared = [n for n in mine if n.startswith(("src/", "tiling/", "plan/")) or n in ("memplan.json", "schedule.json")]
     assert len(compared) > 20 and sorted(compared) == sorted(n for n in theirs if n in compared)
     assert [n for n in compared if not filecmp.cmp(mine[n], theirs[n], shallow=False)] == []
-    # the Python API reads the same build
-    out = sh([pkg.python, "-c", "from tessera import api; r = api.read_report('generated/stm32h7/tiny'); "
-              "print(r['verdict'], r['target'], len(r['layers']))"], cwd=work).stdout.split()
-    assert out == ["pass", "stm32h7", "9"]
+    # the Python API: the same build again (nothing to do), its report
+    out = sh([pkg.python, "-c", "from tessera import api; b = api.build('stm32h7', 'tiny', quiet=True); "
+              "r = api.read_report('generated/stm32h7/tiny'); t = api.load_target('stm32h7'); "
+              "print(b.passed, b.report == r, r['verdict'], len(r['layers']), t['memory']['L1']['size'], "
+              "'tessera: tile' in b.output, b.output.splitlines()[-1].split(':')[1])"], cwd=work).stdout.split()
+    assert out == ["True", "True", "pass", "9", "131072", "False", "PASS", "tiny", "on", "stm32h7"]
 
 
 def compiled_by_scons(log):
