@@ -10,7 +10,8 @@
 # (relative to the calling CMakeLists.txt). OUT (default
 # ${CMAKE_CURRENT_BINARY_DIR}/tessera) holds <target>/<model>/, as tessera's
 # own build lays it out; OPTIONS are tessera's build variables (fusion=,
-# overlap=, ram_cap=, cmsis_nn=, ...: `tessera build --help`).
+# overlap=, ram_cap=, cmsis_nn=, ...: `tessera build --help`; a relative
+# path in them is relative to the calling CMakeLists.txt too).
 #
 # When CMake configures, tessera reads the model (cached) to learn the
 # network's files (`tessera cmake`). At build time a custom command runs
@@ -76,6 +77,7 @@ function(tessera_add_network name)
   # configure: the network's files, the kernel and HAL targets (_tsr_* below)
   set(_tsr_listing "${CMAKE_CURRENT_BINARY_DIR}/tessera_${name}.cmake")
   execute_process(COMMAND "${TESSERA_EXECUTABLE}" cmake ${_tsr_args} --write "${_tsr_listing}" ${_tsr_arg_OPTIONS}
+                  WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
                   RESULT_VARIABLE _tsr_status ERROR_VARIABLE _tsr_error)
   if(NOT _tsr_status EQUAL 0)
     string(STRIP "${_tsr_error}" _tsr_error)
@@ -90,7 +92,10 @@ function(tessera_add_network name)
     BYPRODUCTS ${_tsr_sources} "${_tsr_header}" "${_tsr_fragment}" ${_tsr_vectors}
     COMMAND "${TESSERA_EXECUTABLE}" build --export-only ${_tsr_args} ${_tsr_arg_OPTIONS}
     COMMAND "${CMAKE_COMMAND}" -E touch "${_tsr_stamp}"
-    DEPENDS ${_tsr_depends}
+    # the file above is rewritten only when it changes: with another TARGET,
+    # MODEL, OUT or OPTIONS, Make regenerates too (Ninja also sees the command change)
+    DEPENDS ${_tsr_depends} "${_tsr_listing}"
+    WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
     COMMENT "tessera: network ${name} (${_tsr_model} on ${_tsr_target})"
     VERBATIM)
   add_custom_target(${name}_tessera DEPENDS "${_tsr_stamp}")

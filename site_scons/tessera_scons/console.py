@@ -20,6 +20,7 @@ console. The report's tables are tessera.report's.
 import atexit
 import os
 import re
+import sys
 import threading
 
 from tessera.pipeline import report as reporting
@@ -72,9 +73,16 @@ def summary_at_exit(net):
     _networks.append(net)
 
 
+_lines = threading.Lock()
+
+
 def _line(s, target, source, env):
+    """A step's line in a log (one write, under a lock: with -j the steps
+    start in SCons's worker threads)."""
     if not s.startswith("Install file: "):
-        print(s, flush=True)
+        with _lines:
+            sys.stdout.write(s + "\n")
+            sys.stdout.flush()
 
 
 def _at_exit():

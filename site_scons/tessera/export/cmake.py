@@ -75,6 +75,8 @@ def listing(target, model, out, variables, log=None):
                + [f"test/output{i}.bin" for i in range(len(graph.outputs))])
     model_files = prepare.source_files(mcfg)
     return {
+        # the build's variables: a change rewrites this file, which the generation depends on
+        "options": [f"{k}={v}" for k, v in sorted(variables.items())],
         "target": tname, "model": mname, "prefix": cg["prefix"], "outdir": outdir, "export_dir": exp,
         "sources": [os.path.join(exp, s) for s in sources],
         "header": os.path.join(exp, "include", cg["prefix"], "network.h"),
@@ -100,6 +102,6 @@ def render(data):
             f"(cmake/tessera.cmake).\n# Written by `tessera cmake` when CMake configures; do not edit.\n\n")
     one = "".join(f'set(_tsr_{k} "{data[k]}")\n' for k in ("target", "model", "prefix", "outdir", "export_dir",
                                                            "header", "fragment"))
-    many = "".join(_list(f"_tsr_{k}", data[k]) for k in ("sources", "vectors", "links", "configure_depends",
-                                                          "depends"))
+    many = "".join(_list(f"_tsr_{k}", data[k]) for k in ("options", "sources", "vectors", "links",
+                                                          "configure_depends", "depends"))
     return head + one + many + "\n" + data["kernels"]
