@@ -34,8 +34,11 @@ pytestmark = GVSOC_MARKS
 PNN = os.path.join(ROOT, "kernels", "pulp_nn")
 def requant(rng, kind, channels, acc):
     """`std`: per-channel, round half up, Q31 multipliers with shifts of 33
-    or more (the 32-bit path); `low`: shifts below 33; `floor`: floor
-    rounding with an additive term (NEMO's); None: int32 outputs."""
+    or more (the 32-bit path), clamped at the zero point (a ReLU); `net`:
+    the same with zero point -128 and the whole int8 range (the bundled
+    networks' layers: ReLU in the zero point); `low`: shifts below 33;
+    `floor`: floor rounding with an additive term (NEMO's); None: int32
+    outputs."""
     if kind is None:
         return None
     top = int(np.abs(acc).max()) or 1
@@ -44,22 +47,26 @@ def requant(rng, kind, channels, acc):
     else:
         mul = rng.integers(2**30, 2**31 - 1, size=channels)
     shift = [max(1, min(62, (top * int(m)).bit_length() - 7)) for m in mul]
-    if kind == "std":
+    if kind in ("std", "net"):
         shift = [max(33, s) for s in shift]
     zp = int(rng.integers(-128, 0))
+    if kind == "net":
+        return Rq(mul.tolist(), None, shift, 1, -128, -128, 127, "half_up")
     if kind == "floor":
         return Rq(mul.tolist(), rng.integers(-2**20, 2**20, size=channels).tolist(), shift, 1, zp, -128, 127,
                   "floor")
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False):
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False, fold=False):
     """(kernel, operands, expected output) of one call. A convolution or
     depthwise call gets the scratch library.yaml sizes (with the Xpulp
     paths' padded windows and records, or ring of kh rows and whole
     padded plane), with ring no room for the plane (the ring path), or
     with lean only what the portable path needs (the path the Xpulp build
-    falls back to when its own does not fit)."""
+    falls back to when its own does not fit). With fold, a pointwise or
+    linear call comes as the code generator makes it for this library:
+    the offset's share off * sum(w) in the bias, offset 0."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op == "depthwise":
@@ -83,6 +90,9 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
             acc = ops.linear(x, wt, bias, off)
     rq = requant(rng, rq_kind, out_c, acc)
     expected = acc.astype(np.int32) if rq is None else ops.requantize(acc, rq.golden).astype(np.int8)
+    if fold and op in ("pointwise", "linear"):
+        bias = (bias + off * wt.reshape(out_c, -1).astype(np.int64).sum(axis=1)).astype(np.int32)
+        off = 0
     rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
     if op == "conv2d":
         scratch = 2 * geom["kh"] * geom["kw"] * shape[2] + (0 if lean else 12 + 28 * out_c)
@@ -162,15 +172,17 @@ def c_array(name, ctype, values):
 
 
 # perf: core 0's counters (PULP's PCER 0xCC0 / PCMR 0xCC1; PCCR 0x780 +
-# event: 0 cycles, 1 instructions, 2 load stalls, 4 instruction-cache misses)
+# event: 0 cycles, 1 instructions, 2 load stalls, 4 cycles waiting for
+# instruction fetches, 16 cycles lost to TCDM contention)
 L1 = ' __attribute__((section(".bss.tsr.L1")))'
 PERF_DECL = f"""static tsr_requant_t rq_l1{L1};
 static int32_t bias_l1[1024]{L1};
-static volatile uint32_t perf[4];
+static volatile uint32_t perf[5];
 """
 PERF_START = """    if (k == 0) {
-        __asm__ volatile("csrw 0xCC0, %0\\n\\tcsrw 0xCC1, %1" :: "r"(0xFFFF), "r"(1));
-        __asm__ volatile("csrw 0x780, x0\\n\\tcsrw 0x781, x0\\n\\tcsrw 0x782, x0\\n\\tcsrw 0x784, x0");
+        __asm__ volatile("csrw 0xCC0, %0\\n\\tcsrw 0xCC1, %1" :: "r"(0x1FFFF), "r"(1));
+        __asm__ volatile("csrw 0x780, x0\\n\\tcsrw 0x781, x0\\n\\tcsrw 0x782, x0\\n\\tcsrw 0x784, x0\\n\\t"
+                         "csrw 0x790, x0");
     }
 """
 PERF_STOP = """    if (k == 0) {
@@ -178,6 +190,7 @@ PERF_STOP = """    if (k == 0) {
         __asm__ volatile("csrr %0, 0x781" : "=r"(perf[1]));
         __asm__ volatile("csrr %0, 0x782" : "=r"(perf[2]));
         __asm__ volatile("csrr %0, 0x784" : "=r"(perf[3]));
+        __asm__ volatile("csrr %0, 0x790" : "=r"(perf[4]));
     }
 """
 PERF_ARGS = """
@@ -190,8 +203,8 @@ PERF_ARGS = """
 PERF_FORK = """{
             uint64_t t0 = hal_counter();
             hal_fork(body, 0);
-            printf("PERF %u %u %u %u %u\\n", (unsigned)i, (unsigned)(hal_counter() - t0), (unsigned)perf[1],
-                   (unsigned)perf[2], (unsigned)perf[3]);
+            printf("PERF %u %u %u %u %u %u\\n", (unsigned)i, (unsigned)(hal_counter() - t0), (unsigned)perf[1],
+                   (unsigned)perf[2], (unsigned)perf[3], (unsigned)perf[4]);
         }"""
 
 

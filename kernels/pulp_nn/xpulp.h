@@ -38,9 +38,22 @@
 #define XP_LW_RR_INC(rd, rs1, rs2) ".insn r 0x0B, 7, 0x10, " rd ", " rs1 ", " rs2 "\n\t"
 #define XP_SB_INC1(rs2, rs1) ".insn s 0x2B, 0, " rs2 ", 1(" rs1 ")\n\t"
 #define XP_SB_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 4, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.sw rs2, rs3(rs1!) */
+#define XP_SW_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 6, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.addRN rd, rs1, rs2: rd = (rd + rs1 + 2^(rs2 - 1)) >> rs2 (32-bit sum, arithmetic shift, rs2 > 0) */
+#define XP_ADDRN(rd, rs1, rs2) ".insn r 0x5B, 6, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
+/* p.clipi rd, rs1, 8: clamp to [-128, 127] (the immediate sits in the rs2 field: x8 is 8) */
+#define XP_CLIP8(rd) ".insn r 0x33, 1, 0x0A, " rd ", " rd ", x8\n\t"
+/* p.max, p.min (signed) */
+#define XP_MAX(rd, rs1, rs2) ".insn r 0x33, 6, 0x02, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_MIN(rd, rs1, rs2) ".insn r 0x33, 4, 0x02, " rd ", " rs1 ", " rs2 "\n\t"
+/* pv.packlo.b rd, rs1, rs2: bytes 1, 0 of rd = rs1, rs2 (bytes 3, 2 kept); pv.packhi.b: bytes 3, 2 */
+#define XP_PACKLO(rd, rs1, rs2) ".insn r 0x57, 1, 0x70, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_PACKHI(rd, rs1, rs2) ".insn r 0x57, 1, 0x6C, " rd ", " rs1 ", " rs2 "\n\t"
 /* lp.setup 0, rs1 over the next n instructions; XP_LOOP_END() goes right
  * before the last of them, XP_LOOP_CHECK(n) after it */
 #define XP_STR(x) #x
+#define XP_XSTR(x) XP_STR(x)   /* x macro-expanded first */
 #define XP_LOOP(rs1, n) \
     ".option push\n\t.option norvc\n\t.option norelax\n\t.Lxp_set%=:\n\t" \
     ".insn i 0x7B, 4, x0, " rs1 ", " XP_STR(2 * n) "\n\t"
