@@ -124,6 +124,13 @@ CASES = [
     case("pointwise", 9, (3, 3, 16, 8), 128, "floor", 8),
     case("pointwise", 10, (3, 3, 16, 8), 128, None, 8),
     case("pointwise", 11, (2, 3, 20, 13), 0, None, 1),
+    # the networks' requantization (p.clipi), the offset folded as the code
+    # generator folds it, output rows off word alignment (6 channels), an
+    # odd pixel on a core
+    case("pointwise", 12, (3, 5, 16, 12), 128, "net", 8, fold=True),
+    case("pointwise", 13, (2, 4, 8, 8), 128, "net", 3, fold=True),
+    case("pointwise", 14, (3, 3, 16, 6), 128, "net", 8, fold=True),
+    case("pointwise", 15, (3, 3, 12, 8), 128, "net", 8),
     # conv2d through im2col: padding, stride 2, patches of 36 and 27 bytes
     case("conv2d", 20, (6, 7, 4, 8), 128, "std", 8, S1),
     case("conv2d", 21, (7, 7, 4, 6), 128, "std", 8, S2),
@@ -154,6 +161,12 @@ CASES = [
     case("depthwise", 37, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0))),
     case("depthwise", 38, (10, 11, 9), 128, "std", 5, dict(kh=3, kw=3, sh=3, sw=3, pad=(1, 1, 1, 1))),
     case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
+    # the plane's loops with the networks' requantization: pairs of
+    # outputs (stride 1, even width), an odd width (one output a turn, the
+    # rows' last byte gathered apart), stride 2
+    case("depthwise", 60, (8, 8, 8), 128, "net", 8, S1),
+    case("depthwise", 61, (7, 9, 5), 128, "net", 8, S1),
+    case("depthwise", 62, (9, 10, 7), 128, "net", 3, S2),
     case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
     case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
     case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),

@@ -193,13 +193,6 @@ typedef struct {
     int32_t lo, hi;           /* the clamp, zero point included */
 } xp_pw_rec_t;
 
-/* Whether rq's channels can take xp_pw_rec_t's requantization (their
- * shifts are checked per block). */
-static inline int pw_rq_ok(const tsr_requant_t *rq)
-{
-    return rq && !rq->add && rq->rounding == TSR_ROUND_HALF_UP && !rq->elem.plane;
-}
-
 /* The block's record; 0 when a channel's shift is outside [33, 54] (the
  * general requantization). A compact loop: it shares the instruction
  * cache with the asm block. */
@@ -322,7 +315,7 @@ int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, 
     const int32_t K = a->in_c, n = K >> 2, out_c = a->out_c;
     /* the packed stores: whole aligned words */
     const int words = a->rq && (out_c & 3) == 0 && aligned4(a->out);
-    const int ok = pw_rq_ok(a->rq);
+    const int ok = xp_rq_usual(a->rq);
     int32_t c = c0;
 
     if ((K & 3) || n == 0 || !aligned4(a->in) || !aligned4(a->weights))
