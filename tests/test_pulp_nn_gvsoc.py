@@ -95,7 +95,8 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
         off = 0
     rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
     if op == "conv2d":
-        scratch = 2 * geom["kh"] * geom["kw"] * shape[2] + (0 if lean else 12 + 28 * out_c)
+        patch = geom["kh"] * geom["kw"] * shape[2]
+        scratch = 2 * patch + (0 if lean else 20 + 18 * out_c + (out_c * (patch + 3) if patch <= 256 else 0))
     elif op == "depthwise":
         scratch = rows * geom["kw"] + (0 if lean else 2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1]
                                        + (0 if ring else shape[0] * shape[1]))

@@ -187,34 +187,23 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
  * and each pixel's four bytes packed into a word (pv.packlo.b,
  * pv.packhi.b) and stored with a post-increment of two pixels.
  */
-typedef struct {
-    int32_t b[4];             /* bias + off * sum(w) */
-    int32_t q[4][3];          /* per channel: mul, s - 32, zp << (s - 32) */
-    int32_t lo, hi;           /* the clamp, zero point included */
-} xp_pw_rec_t;
 
-/* The block's record; 0 when a channel's shift is outside [33, 54] (the
- * general requantization). A compact loop: it shares the instruction
- * cache with the asm block. */
-static __attribute__((noinline)) int pw_record(const tsr_conv_args_t *a, int32_t c, int ok, xp_pw_rec_t *r)
+/* The record of channels [c, c + 4) (weights rows of K bytes); 0 when a
+ * channel's shift is outside [33, 54] (the general requantization; the
+ * biases are set either way). ok: a->rq is xp_rq_usual. A compact loop:
+ * it shares the instruction cache with the asm blocks. */
+int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_rec4_t *r)
 {
     const tsr_requant_t *rq = a->rq;
-    const int32_t K = a->in_c, off = a->input_offset;
+    const int32_t off = a->input_offset;
     int j;
 #pragma GCC unroll 1
     for (j = 0; j < 4; j++) {
-        const int32_t k = rq && rq->per_channel ? c + j : 0;
-        const int32_t s = ok ? rq->shift[k] - 32 : 0;
         r->b[j] = a->bias ? a->bias[c + j] : 0;
         if (off)
             r->b[j] = (int32_t)((uint32_t)r->b[j] + (uint32_t)off * (uint32_t)row_sum(a->weights + (size_t)(c + j) * K, K));
-        if (s < 1 || s > 22)
-            ok = 0;
-        else {
-            r->q[j][0] = rq->mul[k];
-            r->q[j][1] = s;
-            r->q[j][2] = (int32_t)((uint32_t)rq->zero_point << s);
-        }
+        if (ok)
+            ok = xp_rec_rq(rq, rq->per_channel ? c + j : 0, r->q[j]);
     }
     if (ok) {
         r->lo = rq->lo;
@@ -223,14 +212,6 @@ static __attribute__((noinline)) int pw_record(const tsr_conv_args_t *a, int32_t
     return ok;
 }
 
-/* the asm block: PW_CLAMP is 8 p.clipi, or 2 loads and 16 p.max / p.min */
-#define PW_CLIP8 XP_CLIP8("s2") XP_CLIP8("s3") XP_CLIP8("s4") XP_CLIP8("s5") XP_CLIP8("s6") XP_CLIP8("s7") \
-    XP_CLIP8("s8") XP_CLIP8("s9")
-#define PW_CLIP8_LEN 8
-#define PW_MINMAX1(r) XP_MAX(r, r, "t2") XP_MIN(r, r, "t3")
-#define PW_MINMAX "lw t2, 64(%[rec])\n\tlw t3, 68(%[rec])\n\t" PW_MINMAX1("s2") PW_MINMAX1("s3") PW_MINMAX1("s4") \
-    PW_MINMAX1("s5") PW_MINMAX1("s6") PW_MINMAX1("s7") PW_MINMAX1("s8") PW_MINMAX1("s9")
-#define PW_MINMAX_LEN 18
 /* instructions of loop 1's body: 12 set-up, lp.setup, 14 in loop 0, 28 of
  * requantization, the clamp, 4 packs, 2 pointer steps, 2 stores */
 #define PW_OUTER(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 8)
@@ -241,26 +222,8 @@ static __attribute__((noinline)) int pw_record(const tsr_conv_args_t *a, int32_t
                      "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"    \
                      "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
                      ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_LW_INC("t0", "%[p0]") XP_LW_INC("t1", "%[p1]") XP_LW_INC("t2", "s10")              \
-                     XP_LW_INC("t3", "s11") XP_SDOTSP("s2", "t0", "t2") XP_SDOTSP("s3", "t1", "t2")        \
-                     XP_LW_INC("t2", "t5") XP_SDOTSP("s4", "t0", "t3") XP_SDOTSP("s5", "t1", "t3")          \
-                     XP_LW_INC("t3", "t6") XP_SDOTSP("s6", "t0", "t2") XP_SDOTSP("s7", "t1", "t2")          \
-                     XP_SDOTSP("s8", "t0", "t3") XP_SDOTSP("s9", "t1", "t3")                               \
-                     "lw s10, 16(%[rec])\n\tlw s11, 20(%[rec])\n\tlw t5, 24(%[rec])\n\t"                  \
-                     "lw t6, 28(%[rec])\n\tlw t2, 32(%[rec])\n\tlw t3, 36(%[rec])\n\t"                    \
-                     "mulh s2, s2, s10\n\tmulh s3, s3, s10\n\t"                                             \
-                     XP_ADDRN("s2", "t5", "s11") XP_ADDRN("s3", "t5", "s11")                               \
-                     "mulh s4, s4, t6\n\tmulh s5, s5, t6\n\t"                                               \
-                     XP_ADDRN("s4", "t3", "t2") XP_ADDRN("s5", "t3", "t2")                                 \
-                     "lw s10, 40(%[rec])\n\tlw s11, 44(%[rec])\n\tlw t5, 48(%[rec])\n\t"                  \
-                     "lw t6, 52(%[rec])\n\tlw t2, 56(%[rec])\n\tlw t3, 60(%[rec])\n\t"                    \
-                     "mulh s6, s6, s10\n\tmulh s7, s7, s10\n\t"                                             \
-                     XP_ADDRN("s6", "t5", "s11") XP_ADDRN("s7", "t5", "s11")                               \
-                     "mulh s8, s8, t6\n\tmulh s9, s9, t6\n\t"                                               \
-                     XP_ADDRN("s8", "t3", "t2") XP_ADDRN("s9", "t3", "t2")                                 \
-                     CLAMP                                                                               \
-                     XP_PACKLO("t0", "s4", "s2") XP_PACKHI("t0", "s8", "s6")                               \
-                     XP_PACKLO("t1", "s5", "s3") XP_PACKHI("t1", "s9", "s7")                               \
+                     XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")                                   \
+                     XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
                      "add %[p0], %[p0], %[K]\n\tadd %[p1], %[p1], %[K]\n\t"                                  \
                      XP_SW_RR_INC("t0", "%[y0]", "%[st]") ".Lpw_end%=:\n\t" XP_SW_RR_INC("t1", "%[y1]", "%[st]") \
                      ".if .Lpw_end%= - .Lpw_set%= != 4 * " XP_XSTR(PW_OUTER(CLAMP_LEN)) "\n\t"                \
@@ -274,7 +237,7 @@ static __attribute__((noinline)) int pw_record(const tsr_conv_args_t *a, int32_t
  * general requantization, int32 outputs or unaligned output rows (out of
  * line: its frame stays off the fast path's). */
 static __attribute__((noinline)) void pw_block_general(const tsr_conv_args_t *a, int32_t pp, int32_t p_end,
-                                                       int32_t c, const xp_pw_rec_t *rec)
+                                                       int32_t c, const xp_rec4_t *rec)
 {
     const int32_t K = a->in_c, n = K >> 2, out_c = a->out_c;
     const int8_t *wc = a->weights + (size_t)c * K;
@@ -322,16 +285,16 @@ int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, 
         return c0;
     for (; c + 4 <= c1; c += 4) {
         const int8_t *wc = a->weights + (size_t)c * K;
-        xp_pw_rec_t rec;
+        xp_rec4_t rec;
         int32_t pp = p;
-        if (pw_record(a, c, ok, &rec) && words && p_end - p >= 2) {
+        if (pnn_xp_record4(a, c, K, ok, &rec) && words && p_end - p >= 2) {
             const int8_t *p0 = a->in + (size_t)p * K, *p1 = p0 + K;
             int8_t *y0 = (int8_t *)a->out + (size_t)p * out_c + c, *y1 = y0 + out_c;
             const int32_t np = (p_end - p) >> 1, st = 2 * out_c;
             if (rec.lo == -128 && rec.hi == 127)
-                PW_PAIRS(PW_CLIP8, PW_CLIP8_LEN);
+                PW_PAIRS(XP_CLIP8X8, XP_CLIP8X8_LEN);
             else
-                PW_PAIRS(PW_MINMAX, PW_MINMAX_LEN);
+                PW_PAIRS(XP_MINMAX8("%[rec]"), XP_MINMAX8_LEN);
             pp += 2 * np;
         }
         if (pp < p_end)
