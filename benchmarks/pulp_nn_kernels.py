@@ -25,6 +25,7 @@ sys.path[:0] = [os.path.join(ROOT, "site_scons"), os.path.join(ROOT, "tests")]
 
 S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
 S2 = dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 0, 1, 1))
+POOL4 = dict(kh=4, kw=4, sh=1, sw=1, pad=(0, 0, 0, 0))
 
 
 def cases(T, model):
@@ -37,6 +38,7 @@ def cases(T, model):
         ("pointwise 8x8x128 -> 128 (pw7-pw11)", T.case("pointwise", 5, (8, 8, 128, 128), 128, "net", 8, fold=True)),
         ("pointwise 16x16x8 -> 16 (pw1 tile)", T.case("pointwise", 6, (16, 16, 8, 16), 128, "net", 8, fold=True)),
         ("linear 256 -> 96 (fc tile)", T.case("linear", 7, (1, 1, 256, 96), 128, "net", 8, fold=True)),
+        ("avgpool 4x4x256 global (pool)", T.case("avgpool", 12, (4, 4, 256), 128, "net", 8, POOL4)),
     ]
     if model == "mbv1_128":   # 1.0-MobileNetV1-128 on pulp_open_hyper: its tiles
         out = [
@@ -48,7 +50,10 @@ def cases(T, model):
     rows = []
     for label, c in out:
         e = c["expected"]
-        per_out = c["w"].size // e.shape[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
+        if c["op"].endswith("pool"):
+            per_out = c["geom"]["kh"] * c["geom"]["kw"]
+        else:
+            per_out = c["w"].size // e.shape[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
         rows.append((label, c, int(e.size) * per_out))
     return rows
 

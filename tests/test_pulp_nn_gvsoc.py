@@ -69,6 +69,17 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
     the offset's share off * sum(w) in the bias, offset 0."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
+    if op in ("maxpool", "avgpool"):
+        h, w, c = shape
+        x = int8s(rng, (h, w, c))
+        if op == "maxpool":
+            expected = ops.maxpool(x, kern, strd, pad).astype(np.int8)
+        else:
+            acc = ops.avgpool_sum(x, off, kern, strd)
+            rq = requant(rng, rq_kind, c, acc)
+            expected = ops.requantize(acc, rq.golden).astype(np.int8)
+        return dict(op=op, x=x, w=np.zeros(1, np.int8), bias=np.zeros(1, np.int32), off=off,
+                    rq=None if op == "maxpool" else rq, expected=expected, geom=geom, ncores=ncores, scratch=0)
     if op == "depthwise":
         h, w, c = shape
         x, wt = int8s(rng, (h, w, c)), int8s(rng, (c, *kern))
@@ -177,6 +188,18 @@ CASES = [
     case("linear", 42, (1, 1, 30, 10), 128, "std", 8),
     case("linear", 43, (1, 1, 48, 12), 128, None, 1),
     case("linear", 44, (1, 1, 30, 9), -3, "std", 8),
+    # the asm blocks: groups of four blocks and a rest, p.clipi and the
+    # layer's own clamp, the offset folded or not
+    case("linear", 45, (1, 1, 64, 88), 128, "net", 3, fold=True),
+    case("linear", 46, (2, 2, 16, 24), 128, "std", 8),
+    # pooling: four channels a word (odd channel counts take the bytes),
+    # max pooling's padding, average pooling's requantization (p.clipi
+    # and the layer's own clamp), a global pool (channels split)
+    case("maxpool", 70, (7, 9, 12), 0, None, 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1))),
+    case("maxpool", 71, (6, 6, 5), 0, None, 3, dict(kh=2, kw=2, sh=2, sw=2, pad=(0, 0, 0, 0))),
+    case("avgpool", 72, (4, 4, 64), 128, "net", 8, dict(kh=4, kw=4, sh=1, sw=1, pad=(0, 0, 0, 0))),
+    case("avgpool", 73, (6, 7, 8), 3, "std", 8, dict(kh=3, kw=2, sh=3, sw=2, pad=(0, 0, 0, 0))),
+    case("avgpool", 74, (5, 5, 6), 128, "net", 3, dict(kh=2, kw=2, sh=1, sw=1, pad=(0, 0, 0, 0))),
 ]
 
 
@@ -191,6 +214,8 @@ def c_array(name, ctype, values):
 L1 = ' __attribute__((section(".bss.tsr.L1")))'
 PERF_DECL = f"""static tsr_requant_t rq_l1{L1};
 static int32_t bias_l1[1024]{L1};
+static int32_t mul_l1[1024]{L1};
+static int8_t shift_l1[1024]{L1};
 static volatile uint32_t perf[5];
 """
 PERF_START = """    if (k == 0) {
@@ -212,6 +237,10 @@ PERF_ARGS = """
         args.bias = bias_l1;
         if (c->rq) {
             rq_l1 = *c->rq;
+            memcpy(mul_l1, c->rq->mul, 4 * (uint32_t)c->out_c);
+            memcpy(shift_l1, c->rq->shift, (uint32_t)c->out_c);
+            rq_l1.mul = mul_l1;
+            rq_l1.shift = shift_l1;
             args.rq = &rq_l1;
         }"""
 PERF_FORK = """{
@@ -225,7 +254,7 @@ PERF_FORK = """{
 def firmware_source(cases, perf=False):
     """The test program: every case's operands, then main(). With perf
     (benchmarks/pulp_nn_kernels.py) the call's arguments, bias and
-    requantization constants sit in L1 as a layer's do, and each call also
+    requantization arrays sit in L1 as a layer's do, and each call also
     prints its cycles and core 0's performance counters (PERF lines)."""
     out = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
            '#include "tessera/hal.h"\n#include "tessera/pulp_nn.h"\n\n']
@@ -250,13 +279,15 @@ def firmware_source(cases, perf=False):
         e = c["expected"]
         eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])
         pt, pl, pb, pr = g["pad"]
-        table.append(f"    {{pnn_{c['op']}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
+        fn = f"0, pnn_{c['op']}" if c["op"].endswith("pool") else f"pnn_{c['op']}, 0"
+        table.append(f"    {{{fn}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
                      f"{c['x'].shape[0]}, {c['x'].shape[1]}, {c['x'].shape[2]}, {eh}, {ew}, {ec}, "
                      f"{g['kh']}, {g['kw']}, {g['sh']}, {g['sw']}, {pt}, {pl}, {pb}, {pr}, {c['off']}, "
                      f"{c['scratch']}, {e.nbytes}, {c['ncores']}}},\n")
     out.append('''
 typedef struct {
     void (*fn)(const tsr_conv_args_t *, int, int);
+    void (*pool)(const tsr_pool_args_t *, int, int);   /* a pooling case: fn is 0 */
     const int8_t *x;
     uint32_t x_bytes;
     const int8_t *w;
@@ -274,14 +305,17 @@ static const pcase_t cases[] = {
 static int8_t arena[40000] __attribute__((section(".bss.tsr.L1"), aligned(8)));
 
 static tsr_conv_args_t args''' + (L1 if perf else '') + ''';
+static tsr_pool_args_t pargs''' + (L1 if perf else '') + ''';
 static const pcase_t *cur;
 ''' + (PERF_DECL if perf else '') + '''
 static void body(void *unused)
 {
     int k = hal_core_id();
     (void)unused;
-''' + (PERF_START if perf else '') + '''    if (k < cur->ncores)
+''' + (PERF_START if perf else '') + '''    if (k < cur->ncores && cur->fn)
         cur->fn(&args, k, cur->ncores);
+    else if (k < cur->ncores)
+        cur->pool(&pargs, k, cur->ncores);
 ''' + (PERF_STOP if perf else '') + '''}
 
 static uint32_t up4(uint32_t n)
@@ -310,6 +344,10 @@ int main(int argc, char **argv)
         args.pad_t = c->pt, args.pad_l = c->pl, args.pad_b = c->pb, args.pad_r = c->pr;
         args.input_offset = c->off, args.rq = c->rq;''' + (PERF_ARGS if perf else '') + '''
         args.scratch = c->scratch ? s : 0, args.scratch_bytes = c->scratch;
+        pargs.in = x, pargs.in_h = c->in_h, pargs.in_w = c->in_w, pargs.c = c->in_c, pargs.out = o;
+        pargs.out_h = c->out_h, pargs.out_w = c->out_w, pargs.kh = c->kh, pargs.kw = c->kw, pargs.sh = c->sh;
+        pargs.sw = c->sw, pargs.pad_t = c->pt, pargs.pad_l = c->pl, pargs.pad_b = c->pb, pargs.pad_r = c->pr;
+        pargs.input_offset = c->off, pargs.rq = args.rq, pargs.in_int32 = 0;
         cur = c;
         ''' + (PERF_FORK if perf else 'hal_fork(body, 0);') + '''
         printf("CASE %u ", (unsigned)i);

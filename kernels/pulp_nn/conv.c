@@ -272,7 +272,7 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     int32_t p, p_end, c0, c1;
     int8_t *col0, *col1;
 
-    pnn_split(a->out_h * ow, a->out_c, 2, 4, core, ncores, &p, &p_end, &c0, &c1);
+    pnn_split(a->out_h * ow, a->out_c, 2, 4, 0, core, ncores, &p, &p_end, &c0, &c1);
     if (p >= p_end || c0 >= c1)
         return;
     if (!a->scratch || a->scratch_bytes < 2 * patch || !pnn_offset_padable(off)) {

@@ -66,18 +66,23 @@ static inline void pnn_chunk(int32_t n, int32_t quantum, int core, int ncores,
 /* Split a tile of `pixels` output pixels x `channels` output channels over
  * the cores by pixels (PULP-NN's output rows, in raster order, `pq` at a
  * time) or by channels (`cq` at a time), whichever gives the busiest core
- * less work (pixels on a tie): small late layers have fewer rows than
- * cores but many channels. Sets this core's [p0, p1) x [c0, c1). Kernels
- * and tests share this rule. */
-static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32_t cq, int core,
-                             int ncores, int32_t *p0, int32_t *p1, int32_t *c0, int32_t *c1)
+ * less work; on a tie by pixels, or with `channels_first` by channels (the
+ * pointwise: each core then walks its few channel blocks over every pixel,
+ * and a block's set-up serves more pixel pairs). Small late layers have
+ * fewer rows than cores but many channels. Sets this core's [p0, p1) x
+ * [c0, c1). Kernels, tests and the cost model's features share this rule. */
+static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32_t cq, int channels_first,
+                             int core, int ncores, int32_t *p0, int32_t *p1, int32_t *c0, int32_t *c1)
 {
     int32_t per_p = (pixels + ncores - 1) / ncores, per_c = (channels + ncores - 1) / ncores;
+    int64_t by_p, by_c;
     per_p = (per_p + pq - 1) / pq * pq;
     per_c = (per_c + cq - 1) / cq * cq;
     if (per_p > pixels) per_p = pixels;
     if (per_c > channels) per_c = channels;
-    if ((int64_t)per_p * channels <= (int64_t)pixels * per_c) {
+    by_p = (int64_t)per_p * channels;
+    by_c = (int64_t)pixels * per_c;
+    if (by_p < by_c || (by_p == by_c && !channels_first)) {
         pnn_chunk(pixels, pq, core, ncores, p0, p1);
         *c0 = 0;
         *c1 = channels;

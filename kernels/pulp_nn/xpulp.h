@@ -206,6 +206,19 @@ static inline void xp_sw(int8_t *p, uint32_t v)
     "lw t6, 52(" rec ")\n\tlw t2, 56(" rec ")\n\tlw t3, 60(" rec ")\n\t"                           \
     "mulh s6, s6, s10\n\tmulh s7, s7, s10\n\t" XP_ADDRN("s6", "t5", "s11") XP_ADDRN("s7", "t5", "s11") \
     "mulh s8, s8, t6\n\tmulh s9, s9, t6\n\t" XP_ADDRN("s8", "t3", "t2") XP_ADDRN("s9", "t3", "t2")
+/* the same for one pixel: accumulators s2, s4, s6, s8 (20 instructions) */
+#define XP_RQ4(rec)                                                                                  \
+    "lw s10, 16(" rec ")\n\tlw s11, 20(" rec ")\n\tlw t5, 24(" rec ")\n\t"                         \
+    "lw t6, 28(" rec ")\n\tlw t2, 32(" rec ")\n\tlw t3, 36(" rec ")\n\t"                           \
+    "mulh s2, s2, s10\n\t" XP_ADDRN("s2", "t5", "s11") "mulh s4, s4, t6\n\t" XP_ADDRN("s4", "t3", "t2") \
+    "lw s10, 40(" rec ")\n\tlw s11, 44(" rec ")\n\tlw t5, 48(" rec ")\n\t"                         \
+    "lw t6, 52(" rec ")\n\tlw t2, 56(" rec ")\n\tlw t3, 60(" rec ")\n\t"                           \
+    "mulh s6, s6, s10\n\t" XP_ADDRN("s6", "t5", "s11") "mulh s8, s8, t6\n\t" XP_ADDRN("s8", "t3", "t2")
+#define XP_CLIP8X4 XP_CLIP8("s2") XP_CLIP8("s4") XP_CLIP8("s6") XP_CLIP8("s8")
+#define XP_CLIP8X4_LEN 4
+#define XP_MINMAX4(rec) "lw t2, 64(" rec ")\n\tlw t3, 68(" rec ")\n\t" XP_MINMAX1("s2") XP_MINMAX1("s4")     \
+    XP_MINMAX1("s6") XP_MINMAX1("s8")
+#define XP_MINMAX4_LEN 10
 /* the clamp: the whole int8 range (p.clipi), or the record's lo and hi */
 #define XP_CLIP8X8 XP_CLIP8("s2") XP_CLIP8("s3") XP_CLIP8("s4") XP_CLIP8("s5") XP_CLIP8("s6") XP_CLIP8("s7") \
     XP_CLIP8("s8") XP_CLIP8("s9")
