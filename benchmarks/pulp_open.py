@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from compare import ROOT, checkout, steps
 
 
 def build(tree, out, target, model):
@@ -55,20 +55,6 @@ def build(tree, out, target, model):
         sys.exit(f"build of {model} on {target} in {tree} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     with open(path) as f:
         return json.load(f)
-
-
-def checkout(ref, tmp):
-    """A source tree of `ref`: the path itself when it is a directory, else
-    the commit extracted from this repository with git archive."""
-    if os.path.isdir(ref):
-        return os.path.abspath(ref)
-    dest = os.path.join(tmp, "base")
-    os.makedirs(dest)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", ref], capture_output=True)
-    if archive.returncode != 0:
-        sys.exit(f"benchmarks/pulp_open.py: --base {ref}: {archive.stderr.decode().strip()}")
-    subprocess.run(["tar", "-x", "-C", dest], input=archive.stdout, check=True)
-    return dest
 
 
 def variants(tree, target, kernels, tmp, tag, runs):
@@ -100,26 +86,6 @@ def variants(tree, target, kernels, tmp, tag, runs):
                 yaml.safe_dump(data, f, sort_keys=False)
             out[(cores, ext)] = path
     return out, isa, base["cores"]
-
-
-def steps(rep):
-    """The run's steps in order: (name, kind, MACs, cycles, layer names); a
-    fused group's layers are one step."""
-    group = {}
-    for g in rep.get("fusion", {}).get("groups", []):
-        for name in g["layers"]:
-            group[name] = g["layers"]
-    out, seen = [], set()
-    for layer in rep["layers"]:
-        if layer["name"] in seen:
-            continue
-        names = group.get(layer["name"], [layer["name"]])
-        members = [l for l in rep["layers"] if l["name"] in names]
-        seen.update(names)
-        kind = "+".join(l["op"] for l in members) + (" fused" if len(members) > 1 else "")
-        out.append(("+".join(names), kind, sum(l["macs"] for l in members), sum(l["cycles"] for l in members),
-                    tuple(names)))
-    return out
 
 
 # DORY on GAP8 silicon, 8 cores, whole network, as published (neither paper
@@ -172,8 +138,8 @@ def main():
     label = {k: ("base" if k == "base" else f"{k[0]}c {k[1][:8]}") for k in keys}
     print(f"{args.model} on {args.target} (GVSoC), bit-exact in all {len(keys)} runs; cycles of the cluster clock"
           + (f"; base: {args.base}" if args.base else ""))
-    mine = {k: {s[0]: s for s in steps(reps[k])} for k in keys}
-    order = steps(reps[best])
+    mine = {k: {s[0]: s for s in steps(reps[k], "cycles")} for k in keys}
+    order = steps(reps[best], "cycles")
     # the ratios: n-core Xpulp over the base (or over n-core portable), and over 1 core
     ref = "base" if args.base else ((n, "portable") if (n, "portable") in reps and isa != "portable" else None)
     one = (1, isa) if (1, isa) in reps and n > 1 else None

@@ -55,20 +55,21 @@ def chunk(n, quantum, core, ncores):
     return b, min(b + size, n)
 
 
-def split(pixels, channels, pq, cq, channels_first, core, ncores):
-    """This core's (pixels, channels) ranges under pnn_split."""
+def split(pixels, channels, pq, cq, core, ncores):
+    """This core's (pixels, channels) ranges under pnn_split (these tests
+    build the portable path: a tie by pixels)."""
     per_p = -(-(-(-pixels // ncores)) // pq) * pq
     per_c = -(-(-(-channels // ncores)) // cq) * cq
     per_p, per_c = min(per_p, pixels), min(per_c, channels)
-    if per_p * channels < pixels * per_c or (per_p * channels == pixels * per_c and not channels_first):
+    if per_p * channels <= pixels * per_c:
         return chunk(pixels, pq, core, ncores), (0, channels)
     return (0, pixels), chunk(channels, cq, core, ncores)
 
 
-def share_pixels_or_channels(pq, cq, channels_first=False):
+def share_pixels_or_channels(pq, cq):
     def share(shape, core, ncores):
         h, w, c = shape
-        (p0, p1), (c0, c1) = split(h * w, c, pq, cq, channels_first, core, ncores)
+        (p0, p1), (c0, c1) = split(h * w, c, pq, cq, core, ncores)
         m = np.zeros((h * w, c), dtype=bool)
         m[p0:p1, c0:c1] = True
         return m.reshape(shape)
@@ -149,7 +150,7 @@ def test_depthwise_3x3_matches_golden(pnn, case):
     run_case(pnn, *case)
 
 
-@given(pointwise_cases(**PNN, share=share_pixels_or_channels(2, 4, channels_first=True), max_h=9,
+@given(pointwise_cases(**PNN, share=share_pixels_or_channels(2, 4), max_h=9,
                        in_cs=st.sampled_from([1, 3, 4, 8, 12, 17]), max_out_c=21, offsets=PNN_OFFSETS))
 @SETTINGS
 def test_pointwise_matches_golden(pnn, case):
@@ -200,8 +201,7 @@ def test_channel_tile_of_larger_weights(pnn, op, ncores):
         share = share_channels(1)
     else:
         sb = 2 * 3 * 3 * 8 if op == "conv2d" else 0
-        share = (share_channels(4) if op == "linear"
-                 else share_pixels_or_channels(2, 4, channels_first=op == "pointwise"))
+        share = share_channels(4) if op == "linear" else share_pixels_or_channels(2, 4)
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb, first_channel=c0)
     run_case(pnn, Case("pnn_" + op, build, expected, np.int8, share, sb), ncores, rng)
 

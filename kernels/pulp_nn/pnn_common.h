@@ -11,11 +11,11 @@
  * 2 pixels, requantization fused into the matmul's store.
  *
  * Written in portable C (RV32IMC, the host, Cortex-M all compile it). Where
- * PULP's GCC would use Xpulp (multiply-accumulate, SIMD dot products on
- * four bytes) the code goes through the PNN_* macros below; define
- * PNN_XPULP when building with a PULP toolchain to get the builtins.
- * Hardware loops need no macro: PULP's GCC makes them from these counted
- * for-loops at -O2.
+ * PULP's GCC would use a multiply-accumulate the code goes through PNN_MAC
+ * below; define PNN_XPULP when building with a PULP toolchain to get its
+ * builtin. The Xpulpv2 paths for Debian's GCC (SIMD dot products, hardware
+ * loops, post-increment loads in asm: xpulp.h) are compiled when the
+ * target asks for them (TSR_ISA_XPULPV2).
  */
 #ifndef TESSERA_PNN_COMMON_H
 #define TESSERA_PNN_COMMON_H
@@ -28,17 +28,10 @@
 
 /* ---- Xpulp or portable ------------------------------------------------- */
 #ifdef PNN_XPULP
-typedef signed char pnn_v4s __attribute__((vector_size(4)));
 /* acc + x * y in one p.mac */
 #define PNN_MAC(acc, x, y) ((acc) = __builtin_pulp_mac((x), (y), (acc)))
-/* acc + the dot product of four int8 lanes (pv.sdotsp.b); pointers 4-aligned */
-#define PNN_SDOT4(acc, px, pw) \
-    ((acc) = __builtin_pulp_sdotsp4(*(const pnn_v4s *)(px), *(const pnn_v4s *)(pw), (acc)))
 #else
 #define PNN_MAC(acc, x, y) ((acc) += (int32_t)(x) * (int32_t)(y))
-#define PNN_SDOT4(acc, px, pw)                                                  \
-    ((acc) += (int32_t)(px)[0] * (pw)[0] + (int32_t)(px)[1] * (pw)[1]           \
-              + (int32_t)(px)[2] * (pw)[2] + (int32_t)(px)[3] * (pw)[3])
 #endif
 
 /* ---- splitting work over cores ------------------------------------------ */
