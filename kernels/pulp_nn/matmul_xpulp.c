@@ -188,28 +188,51 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
  * pv.packhi.b) and stored with a post-increment of two pixels.
  */
 
+/* off * sum(w) of channels [c, c + 4) into the record's biases (layers
+ * whose offset the code generator could not fold) */
+static __attribute__((noinline)) void fold_offset(const tsr_conv_args_t *a, int32_t c, int32_t K, xp_rec4_t *r)
+{
+    int j;
+    for (j = 0; j < 4; j++)
+        r->b[j] = (int32_t)((uint32_t)r->b[j]
+                            + (uint32_t)a->input_offset * (uint32_t)row_sum(a->weights + (size_t)(c + j) * K, K));
+}
+
 /* The record of channels [c, c + 4) (weights rows of K bytes); 0 when a
  * channel's shift is outside [33, 54] (the general requantization; the
- * biases are set either way). ok: a->rq is xp_rq_usual. A compact loop:
- * it shares the instruction cache with the asm blocks. */
+ * biases are set either way). ok: a->rq is xp_rq_usual. A short leaf: it
+ * runs per block per tile and shares the instruction cache with the asm
+ * blocks. */
 int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_rec4_t *r)
 {
+    const int32_t *bias = a->bias;
     const tsr_requant_t *rq = a->rq;
-    const int32_t off = a->input_offset;
-    int j;
-#pragma GCC unroll 1
-    for (j = 0; j < 4; j++) {
-        r->b[j] = a->bias ? a->bias[c + j] : 0;
-        if (off)
-            r->b[j] = (int32_t)((uint32_t)r->b[j] + (uint32_t)off * (uint32_t)row_sum(a->weights + (size_t)(c + j) * K, K));
-        if (ok)
-            ok = xp_rec_rq(rq, rq->per_channel ? c + j : 0, r->q[j]);
+    const int8_t *shift;
+    const int32_t *mul;
+    int32_t k, step, zp, j;
+    if (bias) {
+        r->b[0] = bias[c], r->b[1] = bias[c + 1], r->b[2] = bias[c + 2], r->b[3] = bias[c + 3];
+    } else {
+        r->b[0] = r->b[1] = r->b[2] = r->b[3] = 0;
     }
-    if (ok) {
-        r->lo = rq->lo;
-        r->hi = rq->hi;
+    if (a->input_offset)
+        fold_offset(a, c, K, r);
+    if (!ok)
+        return 0;
+    shift = rq->shift, mul = rq->mul, zp = rq->zero_point;
+    step = rq->per_channel ? 1 : 0;
+    k = step ? c : 0;
+    for (j = 0; j < 4; j++, k += step) {
+        const int32_t sh = shift[k] - 32;
+        if (sh < 1 || sh > 22)
+            return 0;
+        r->q[j][0] = mul[k];
+        r->q[j][1] = sh;
+        r->q[j][2] = (int32_t)((uint32_t)zp << sh);
     }
-    return ok;
+    r->lo = rq->lo;
+    r->hi = rq->hi;
+    return 1;
 }
 
 /* instructions of loop 1's body: 12 set-up, lp.setup, 14 in loop 0, 28 of
