@@ -415,7 +415,13 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     # numbers, so that --debug=explain shows a changed budget as a short
     # line: `{"buffering":2,"cores":1,"l1_budget":4096}' is a new dependency
     tnums = {k: v for k, v in tview.items() if k != "kernels"}
-    if env.get("tile_cost", "library") == "model":     # the cost model picks the tiles (tiler/costed.py)
+    from tessera import cost
+    from tessera.tiler import library as tiler_library
+
+    # the cost model picks the tiles (tiler/costed.py): asked for, or the
+    # kernel library's choice where the target has coefficients
+    choice = env.get("tile_cost", "") or tiler_library.tile_cost(tview["kernels"])
+    if choice == "model" and (env.get("tile_cost") or cost.coefficients(tcfg) is not None):
         tnums["cost"] = _tile_cost(tcfg)
     tiler_target = _value(env, tnums, f"tiler target of {tname}")
     tiler_kernels = _value(env, tview["kernels"], f"tiler section of kernels {tcfg['kernels']}")
