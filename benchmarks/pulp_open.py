@@ -7,15 +7,22 @@ per-step cycles and MACs per cycle, then per kind of step, with the
 speed-ups Xpulp over portable and 8 cores over 1.
 
     .venv/bin/python benchmarks/pulp_open.py [--model mbv1_025_128] [--target pulp_open]
-                                             [--base REF] [--runs all|best] [--kernels reference]
-                                             [--out generated/bench]
+                                             [--net TARGET:MODEL ...] [--base REF] [--runs all|best]
+                                             [--kernels reference] [--out generated/bench]
 
 --base REF also builds the 8-core Xpulp run of another commit (a git ref,
 extracted with `git archive` into a temporary folder, or the path of a
 checkout) in the same invocation and prints it beside this tree's, per
 step and per kind: the before/after table of a change, e.g. `--base main`.
 --runs best builds only the 8-core Xpulp run of this tree (with --base, the
-two runs a before/after table needs). --kernels runs the targets with
+two runs a before/after table needs). --fusion POLICY passes fusion= to
+every build (none: each kind's kernels apart, with no fused step moving a
+layer out of its kind between the two sides). --net TARGET:MODEL (repeated) runs
+several networks in the one invocation and ends with one table of every
+kind of step, before and after, per network, e.g.
+
+    .venv/bin/python benchmarks/pulp_open.py --base 923390f --runs best \
+        --net pulp_open:mbv1_025_128 --net pulp_open_hyper:mbv1_128 --kernels runs the targets with
 another kernel library (copies of their YAML files). --target takes another
 8-core GVSoC target (pulp_open_hyper, gap8_gvsoc); its 1-core twin is a copy
 with cores: 1.
@@ -44,10 +51,10 @@ import tempfile
 from compare import ROOT, checkout, steps
 
 
-def build(tree, out, target, model):
+def build(tree, out, target, model, fusion=None):
     """Build, run and check in checkout `tree`; the report of the run."""
     cmd = [sys.executable, "-m", "SCons", "-C", tree, "-Q", "-j2", f"out={out}", f"target={target}",
-           f"model={model}"]
+           f"model={model}"] + ([f"fusion={fusion}"] if fusion else [])
     res = subprocess.run(cmd, capture_output=True, text=True)
     name = os.path.basename(target)[:-len(".yaml")] if target.endswith(".yaml") else target
     path = os.path.join(out, name, model, "report.json")
@@ -103,41 +110,26 @@ def row(cells, widths, left=3):
     return " ".join(f"{c:>{w}}" if i >= left else f"{c:{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="mbv1_025_128")
-    ap.add_argument("--target", default="pulp_open")
-    ap.add_argument("--out", default=os.path.join(ROOT, "generated", "bench"),
-                    help="tessera's output directory (builds there are reused)")
-    ap.add_argument("--kernels", help="kernel library instead of the targets' own (e.g. reference)")
-    ap.add_argument("--base", metavar="REF", help="also the 8-core Xpulp run of this git ref (or checkout)")
-    ap.add_argument("--runs", choices=("all", "best"), default="all",
-                    help="all: 1 and n cores, Xpulp and portable; best: n cores, Xpulp only")
-    args = ap.parse_args()
-    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
-    from tessera.runners import gvsoc
-
-    if gvsoc.locate() is None:
-        sys.exit("benchmarks/pulp_open.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
-    out = os.path.abspath(args.out)
-    with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
-        runs, isa, n = variants(ROOT, args.target, args.kernels, tmp, "", args.runs)
-        reps = {key: build(ROOT, out, path, args.model) for key, path in runs.items()}
-        if args.base:
-            tree = checkout(args.base, tmp)
-            bruns, bisa, _ = variants(tree, args.target, args.kernels, tmp, "_base", "best")
-            reps["base"] = build(tree, os.path.join(out, "base"), bruns[(n, bisa)], args.model)
+def network(args, target, model, out, tmp):
+    """Build, run and print one network's tables; its {kind: (base, new)}
+    MAC/cycle (base None without --base)."""
+    runs, isa, n = variants(ROOT, target, args.kernels, tmp, "", args.runs)
+    reps = {key: build(ROOT, out, path, model, args.fusion) for key, path in runs.items()}
+    if args.base:
+        tree = checkout(args.base, tmp) if not os.path.isdir(os.path.join(tmp, "base")) else os.path.join(tmp, "base")
+        bruns, bisa, _ = variants(tree, target, args.kernels, tmp, "_base", "best")
+        reps["base"] = build(tree, os.path.join(out, "base"), bruns[(n, bisa)], model, args.fusion)
     for key, rep in reps.items():
         if rep["verdict"] != "pass":
-            sys.exit(f"{args.model} on {rep['target']}: {rep['verdict']} (not bit-exact); no numbers")
+            sys.exit(f"{model} on {rep['target']}: {rep['verdict']} (not bit-exact); no numbers")
     best = (n, isa)
     keys = [k for k in [(1, "portable"), (1, isa), (n, "portable"), (n, isa)] if k in reps]
     keys = list(dict.fromkeys(keys))
     if args.base:
         keys = ["base"] + keys
     label = {k: ("base" if k == "base" else f"{k[0]}c {k[1][:8]}") for k in keys}
-    print(f"{args.model} on {args.target} (GVSoC), bit-exact in all {len(keys)} runs; cycles of the cluster clock"
-          + (f"; base: {args.base}" if args.base else ""))
+    print(f"{model} on {target} (GVSoC), bit-exact in all {len(keys)} runs; cycles of the cluster clock"
+          + (f"; base: {args.base}" if args.base else "") + (f"; fusion={args.fusion}" if args.fusion else ""))
     mine = {k: {s[0]: s for s in steps(reps[k], "cycles")} for k in keys}
     order = steps(reps[best], "cycles")
     # the ratios: n-core Xpulp over the base (or over n-core portable), and over 1 core
@@ -170,6 +162,7 @@ def main():
         macs, c = sum(s[2] for s in pick), sum(s[3] for s in pick)
         return macs, (macs / c if c else None)
 
+    summary = {}
     for kind in kinds + ["network"]:
         macs = rate(best, kind)[0]
         cells = [kind, macs] + [f"{rate(k, kind)[1]:.3f}" if rate(k, kind)[1] else "-" for k in keys]
@@ -177,10 +170,57 @@ def main():
             a, b = rate(best, kind)[1], rate(r, kind)[1]
             cells.append(f"{a / b:.2f}" if a and b else "-")
         print(row(cells, widths2, 1))
-    if args.model in DORY:
-        print(f"against: {DORY[args.model]}")
+        summary[kind] = (rate("base", kind)[1] if args.base else None, rate(best, kind)[1])
+    if model in DORY:
+        print(f"against: {DORY[model]}")
     print(f"whole run incl. the harness's printing, {n} cores: {reps[best]['totals']['cycles']} cycles ({isa})"
           + (f", base {reps['base']['totals']['cycles']}" if args.base else ""))
+    print()
+    return summary
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="mbv1_025_128")
+    ap.add_argument("--target", default="pulp_open")
+    ap.add_argument("--net", action="append", metavar="TARGET:MODEL",
+                    help="networks to run in this one invocation (instead of --target/--model), each printed "
+                         "apart, then one table of every kind before/after")
+    ap.add_argument("--out", default=os.path.join(ROOT, "generated", "bench"),
+                    help="tessera's output directory (builds there are reused)")
+    ap.add_argument("--kernels", help="kernel library instead of the targets' own (e.g. reference)")
+    ap.add_argument("--base", metavar="REF", help="also the 8-core Xpulp run of this git ref (or checkout)")
+    ap.add_argument("--runs", choices=("all", "best"), default="all",
+                    help="all: 1 and n cores, Xpulp and portable; best: n cores, Xpulp only")
+    ap.add_argument("--fusion", help="every build's fusion= (default: the builds' default, min_latency); none "
+                                     "compares the layer kinds' kernels apart")
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+    from tessera.runners import gvsoc
+
+    if gvsoc.locate() is None:
+        sys.exit("benchmarks/pulp_open.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
+    nets = [tuple(n.split(":", 1)) for n in args.net] if args.net else [(args.target, args.model)]
+    for t, m in nets:
+        if not t or not m or not os.path.exists(os.path.join(ROOT, "targets", t + ".yaml")):
+            sys.exit(f"benchmarks/pulp_open.py: --net {t}:{m}: give a target in targets/ and a model, "
+                     "e.g. --net pulp_open_hyper:mbv1_128")
+    out = os.path.abspath(args.out)
+    with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
+        summaries = [network(args, t, m, out, tmp) for t, m in nets]
+    if len(nets) > 1:
+        print("MAC/cycle by kind, every network of this run" + (f" (before: {args.base})" if args.base else ""))
+        kinds = list(dict.fromkeys(k for s in summaries for k in s if k != "network")) + ["network"]
+        cols = [f"{m} ({t})" for t, m in nets]
+        print("| kind | " + " | ".join(f"{c} before | after" if args.base else c for c in cols) + " |")
+        print("|---|" + "---|" * (len(cols) * (2 if args.base else 1)))
+        for kind in kinds:
+            cells = []
+            for s in summaries:
+                before, after = s.get(kind, (None, None))
+                fmt = lambda v: f"{v:.2f}" if v else "-"   # noqa: E731
+                cells += ([fmt(before)] if args.base else []) + [fmt(after)]
+            print(f"| {kind} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
