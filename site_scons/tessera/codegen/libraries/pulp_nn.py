@@ -7,7 +7,7 @@ element, int32 inputs) run on them, compiled in as the fallback.
 
 import numpy as np
 
-from ...views import bias_plane
+from ...config.views import bias_plane
 from . import reference
 
 # what the generated layer code includes to see the kernel functions
