@@ -44,21 +44,6 @@ static __attribute__((noinline)) void store4_general(void *out, size_t o, int32_
     }
 }
 
-/* Requantize and store four channels of one pixel. */
-static inline void store4(void *out, size_t o, int32_t c, const int32_t *acc, const xp_rq_t *q, int fast,
-                          const tsr_requant_t *rq)
-{
-    if (fast) {
-        int8_t *y = (int8_t *)out + o + c;
-        y[0] = xp_rq(acc[0], &q[0]);
-        y[1] = xp_rq(acc[1], &q[1]);
-        y[2] = xp_rq(acc[2], &q[2]);
-        y[3] = xp_rq(acc[3], &q[3]);
-    } else {
-        store4_general(out, o, c, acc, rq);
-    }
-}
-
 /* The matmul path's helpers are out of line and compact: the cluster's
  * instruction cache is small (512 B per core, 4 kB shared on pulp-open),
  * and a convolution's hot code (im2col, this function, the stores) must
