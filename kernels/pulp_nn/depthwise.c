@@ -295,12 +295,18 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
                        [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs), [lo] "r"(lo), [hi] "r"(hi)         \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "memory")
 
-/* stride 1, pairs of outputs (out_w even): one word per window row serves
- * both, (w0, w1, w2, 0) for the first and (0, w0, w1, w2) for the next;
- * 19 instructions per pair, the full int8 clamp */
-#define DW_PAIRS                                                                                           \
+/* stride 1, pairs of outputs: one word per window row serves both,
+ * (w0, w1, w2, 0) for the first and (0, w0, w1, w2) for the next; 19
+ * instructions per pair, the full int8 clamp. An odd width ends each row
+ * with one output (DW_LAST: 11 instructions, the words where the pairs
+ * left the row pointers) instead of taking one output a turn. */
+#define DW_LAST                                                                                            \
+    "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
+    XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
+    "mulh t3, t3, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_SB_RR_INC("t3", "%[o]", "%[st]")
+#define DW_PAIRS_X(LAST, LAST_LEN)                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * 24) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (24 + LAST_LEN)) "\n\t"                      \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
                      ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 19) "\n\t"                                   \
                      ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
@@ -312,14 +318,17 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
                      XP_ADDRN("t3", "%[zs]", "%[sh]") XP_ADDRN("a7", "%[zs]", "%[sh]")                       \
                      XP_CLIP8("t3") XP_CLIP8("a7")                                                           \
                      XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o]", "%[st]")                 \
+                     LAST                                                                                    \
                      ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * 24\n\t"                                           \
+                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (24 + " XP_XSTR(LAST_LEN) ")\n\t"                 \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
                        [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs)      \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
+#define DW_PAIRS DW_PAIRS_X("", 0)
+#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 11)
 
 /* The plane's row stride: the padded row, or with no left padding (the
  * stride-2 layers) and room in the scratch, that rounded up to whole words
@@ -367,7 +376,28 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                        [zs] "r"(zs)                                                                          \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 
-enum { DW_ANY, DW_S1_PAIRS, DW_S2_PAIRS };   /* which output loop (plane_channels) */
+/* A channel's rows into the plane's aligned rows: loop 1 over the rows,
+ * loop 0 over four bytes packed into a word (1.75 instructions a byte),
+ * then the row's last bytes (TAIL: TAIL_LEN instructions of DW_BYTE; a
+ * nop without them, so that the loops do not end one instruction apart). */
+#define DW_BYTE XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_SB_INC1("t0", "%[dst]")
+#define DW_GATHER_QUADS(TAIL, TAIL_LEN)                                                                   \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
+                     ".Ldwq_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (9 + TAIL_LEN)) "\n\t"      \
+                     ".insn i 0x7B, 4, x0, %[nq], 14\n\t"                                                     \
+                     XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_LBU_RR_INC("t1", "%[src]", "%[C]")           \
+                     XP_LBU_RR_INC("t2", "%[src]", "%[C]") XP_LBU_RR_INC("t3", "%[src]", "%[C]")           \
+                     XP_PACKLO("t4", "t1", "t0") XP_PACKHI("t4", "t3", "t2")                               \
+                     XP_SW_INC4("t4", "%[dst]")                                                            \
+                     TAIL                                                                                  \
+                     ".Ldwq_end%=:\n\tadd %[dst], %[dst], %[skip]\n\t"                                     \
+                     ".if .Ldwq_end%= - .Ldwq_set%= != 4 * (9 + " XP_XSTR(TAIL_LEN) ")\n\t"                  \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                              \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                    \
+                     : [nr] "r"(in_h), [nq] "r"(in_w >> 2), [C] "r"(C), [skip] "r"(W - in_w)              \
+                     : "t0", "t1", "t2", "t3", "t4", "memory")
+
+enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
                                                                 int8_t *s, const int mode)
@@ -413,7 +443,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
         const int8_t *base = s, *src = a->in + c;
-        int32_t mul, zs, j;
+        int32_t mul, zs;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
             break;
@@ -424,25 +454,26 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75) */
         if (quads) {
+            /* the row's last in_w mod 4 bytes in loop 1 */
+            switch (in_w & 3) {
+            case 0: DW_GATHER_QUADS("nop\n\t", 1); break;
+            case 1: DW_GATHER_QUADS(DW_BYTE, 2); break;
+            case 2: DW_GATHER_QUADS(DW_BYTE DW_BYTE, 4); break;
+            default: DW_GATHER_QUADS(DW_BYTE DW_BYTE DW_BYTE, 6); break;
+            }
+        } else if (in_w >= 3 && (in_w & 1)) {   /* the row's last byte in the loop too */
             __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
-                             ".Ldwq_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 20\n\t"
-                             ".insn i 0x7B, 4, x0, %[nq], 14\n\t"
+                             ".Ldwo_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 16\n\t"
+                             ".insn i 0x7B, 4, x0, %[np], 8\n\t"
                              XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_LBU_RR_INC("t1", "%[src]", "%[C]")
-                             XP_LBU_RR_INC("t2", "%[src]", "%[C]") XP_LBU_RR_INC("t3", "%[src]", "%[C]")
-                             XP_PACKLO("t4", "t1", "t0") XP_PACKHI("t4", "t3", "t2")
-                             XP_SW_INC4("t4", "%[dst]")
-                             "add %[dst], %[dst], %[skip]\n\t"
-                             ".Ldwq_end%=:\n\tadd %[src], %[src], %[odd]\n\t"
-                             ".if .Ldwq_end%= - .Ldwq_set%= != 4 * 10\n\t.error \"hardware loop length\"\n\t.endif\n\t"
+                             XP_SB_INC1("t0", "%[dst]") XP_SB_INC1("t1", "%[dst]")
+                             XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_SB_INC1("t0", "%[dst]")
+                             ".Ldwo_end%=:\n\tadd %[dst], %[dst], %[skip]\n\t"
+                             ".if .Ldwo_end%= - .Ldwo_set%= != 4 * 8\n\t.error \"hardware loop length\"\n\t.endif\n\t"
                              ".option pop"
                              : [src] "+r"(src), [dst] "+r"(dst)
-                             : [nr] "r"(in_h), [nq] "r"(in_w >> 2), [C] "r"(C), [skip] "r"(W - (in_w & ~3)),
-                               [odd] "r"((in_w & 3) * C)
-                             : "t0", "t1", "t2", "t3", "t4", "memory");
-            if (in_w & 3)   /* each row's last bytes */
-                for (iy = 0; iy < in_h; iy++)
-                    for (j = in_w & ~3; j < in_w; j++)
-                        interior[iy * W + j] = a->in[(size_t)iy * row_stride + (size_t)j * C + c];
+                             : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - in_w)
+                             : "t0", "t1", "memory");
         } else if (in_w >= 2)
             __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
                              ".Ldwg_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"
@@ -457,11 +488,13 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
                              : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - (in_w & ~1)),
                                [odd] "r"((in_w & 1) * C)
                              : "t0", "t1", "memory");
-        if (!quads && (in_w & 1))   /* each row's last byte */
+        if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + c];
         if (pairs)
             DW_PAIRS;
+        else if (mode == DW_S1_PAIRS_ODD)
+            DW_PAIRS_LAST;
         else if (s2pairs) {
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
@@ -489,6 +522,12 @@ plane_s1_pairs(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 }
 
 static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
+plane_s1_pairs_odd(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
+{
+    return plane_body(a, c0, c1, s, DW_S1_PAIRS_ODD);
+}
+
+static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
 plane_s2_pairs(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
     return plane_body(a, c0, c1, s, DW_S2_PAIRS);
@@ -505,6 +544,8 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
     const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
         return plane_s1_pairs(a, c0, c1, s);
+    if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
+        return plane_s1_pairs_odd(a, c0, c1, s);
     if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
         return plane_s2_pairs(a, c0, c1, s);
     return plane_any(a, c0, c1, s);
