@@ -43,6 +43,13 @@ def network(graph, tcfg, mcfg, library, given, root):
     decide = {"policy": fz["policy"], "candidates": fz["candidates"]}
     if fz["policy"] == "min_latency":
         decide["cost"] = fusion.cost(tcfg, mcfg, meta)
+    if fz["policy"] != "none":
+        # a RAM need (min_memory, a ram_cap, activations the target cannot
+        # hold otherwise): patched steps where the activations exceed it (fusion/patch.py)
+        view = fusion.patch_view(numbers, kernels, memory, meta, tcfg)
+        if fz["policy"] == "min_memory" or cap is not None or fusion.over_capacity(graph, view):
+            decide["patch"] = view
+            fz = dict(fz, chains=fusion.chains(graph))
     views = plan.layer_views(graph, tcfg, rows)
     return {"tiler": numbers, "kernels": kernels, "layers": views, "memory": memory, "fusion": fz,
             "decide": decide, "judge": budget.judge(views, numbers, memory, fz, decide) if cap is not None else None,

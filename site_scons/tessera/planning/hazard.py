@@ -219,6 +219,8 @@ def check(graph, tilings, the_plan, fused=None):
         if layer.name in lead and lead[layer.name].get("kind") == "add":
             n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places, feed,
                                epilogue=graph.layer(lead[layer.name]["layers"][1]))
+        elif layer.name in lead and "windows" in lead[layer.name]:
+            n += _replay_patched(graph, lead[layer.name], places, feed)
         elif layer.name in lead:
             n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
                                places, feed, [graph.layer(x) for x in lead[layer.name]["layers"][2:]])
@@ -339,6 +341,32 @@ def _replay_fused(first, second, graph, bands, places, feed, epilogue=()):
         yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(last.output),
                  who)
     return len(bands)
+
+
+def _replay_patched(graph, group, places, feed):
+    """A patched step (codegen/patched.py) in the activation level: every
+    layer's weight chunks first, then patch by patch the chain input's
+    boxes it loads (halo rows and columns included; with cached halos only
+    the rows below those kept), then its output patch, with the tiled
+    layers' timing (a store may land before the next patch's loads). Its
+    tile level is replayed when the patch tiler lays it out
+    (tiles.patches.verify)."""
+    layers = [graph.layer(n) for n in group["layers"]]
+    name = f"patched step {layers[0].name}..{layers[-1].name}"
+    for layer in layers:
+        for _ in range(feed.asks(layer.name)):
+            feed.next(layer.name, name)
+    x, y = layers[0].inputs[0], layers[-1].output
+    xt, yt = graph.tensor(x), graph.tensor(y)
+    xl, xo = places.of(x)
+    yl, yo = places.of(y)
+    for i, (reads, writes) in enumerate(group["windows"]):
+        who = f"{name} patch {i}"
+        for box in reads:
+            xl.read((xo, tuple(xt.shape), ir.DTYPES[xt.dtype], box), _tag(x), who)
+        for box in writes:
+            yl.write((yo, tuple(yt.shape), ir.DTYPES[yt.dtype], box), _tag(y), who)
+    return len(group["windows"])
 
 
 def _replay_direct(layer, graph, kind, places):
