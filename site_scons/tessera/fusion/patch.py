@@ -88,6 +88,25 @@ def group_name(names):
     return f"{names[0]}..{names[-1]}"
 
 
+def form(graph, names):
+    """"inverted bottleneck" for expand 1x1, depthwise, project 1x1 (and the
+    residual add of the block's input), vMCU's multi-layer kernel; else
+    "stages" (MCUNetV2's patched first stages, or any other chain)."""
+    layers = [graph.layer(n) for n in names]
+    ops = [layer.op for layer in layers]
+    if ops[:3] == ["pointwise", "depthwise", "pointwise"] and (
+            len(ops) == 3 or (len(ops) == 4 and ops[3] == "add" and layers[0].inputs[0] in layers[3].inputs)):
+        return "inverted bottleneck"
+    return "stages"
+
+
+# Priced options of the chains this process has seen, whatever the tile
+# budget (the ram_cap step asks at every rung; its schedules and the schedule
+# step's are the same function of the same data): (what the prices read,
+# the chain) -> options
+_priced = {}
+
+
 class Patcher:
     """Chains' options and prices for one graph and target, memoized (the
     budget step asks at every rung). ctx: {"tiler": the tiler's target
@@ -97,7 +116,10 @@ class Patcher:
     overlap on}."""
 
     def __init__(self, graph, ctx):
+        from ..util import canon
+
         self.graph, self.ctx = graph, ctx
+        self.key = canon.digest({k: v for k, v in dict(ctx, tiler=dict(ctx["tiler"], l1_budget=0)).items()})
         self.valid = {tuple(c) for c in chains(graph)}
         self._opts = {}
         self.producer, self.last = graph.producer(), graph.last_use()
@@ -106,9 +128,15 @@ class Patcher:
     def options(self, names):
         """The chain's options, cheapest first: [{"tile", "policy",
         "l1_bytes", "cost", "estimate" or "macs", "gap", ...}]."""
-        key = (tuple(names), self.ctx["tiler"]["l1_budget"])
+        key = tuple(names)
         if key not in self._opts:
-            self._opts[key] = self._price(names)
+            from ..util import canon
+
+            whole = (self.key, canon.dumps(chain_view(self.graph, names)))
+            if whole not in _priced:
+                _priced[whole] = self._price(names)
+            budget = self.ctx["tiler"]["l1_budget"]
+            self._opts[key] = [o for o in _priced[whole] if o["l1_bytes"]["total"] <= budget]
         return self._opts[key]
 
     def _price(self, names):
@@ -116,7 +144,7 @@ class Patcher:
         tgt = self.ctx["tiler"]
         out = []
         x, y = chain["tensors"][0], chain["tensors"][-1]
-        for opt in patch_tiler.options(chain, tgt, self.ctx.get("direct", False)):
+        for opt in patch_tiler.options(chain, tgt, self.ctx.get("direct", False), budget=False):
             prog = opt.pop("program")
             wins = patches.windows(chain, prog)
             summary = dict(opt, transfers=sum(len(r) + len(w) for r, w in wins)
@@ -136,11 +164,11 @@ class Patcher:
         out.sort(key=lambda e: (e["cost"], e["l1_bytes"]["total"], e["policy"], e["tile"]))
         return out
 
-    def footprint(self, a, b, drop=(), opt=None):
+    def footprint(self, a, b, drop=(), opt=None, least=False):
         """Activation bytes live while steps [a, b) run: every tensor whose
         life meets them but `drop` (the step's intermediates); with a
         patched step's option, its output may overlap its consumed input by
-        the option's gap."""
+        the option's gap (least: by as much as any option could)."""
         g = self.graph
         total = 0
         for name, t in g.tensors.items():
@@ -150,13 +178,13 @@ class Patcher:
             end = self.last.get(name, start)
             if start <= b - 1 and end >= a:
                 total += t.nbytes
-        if opt is not None and self.ctx.get("overlap", True):
+        if (opt is not None or least) and self.ctx.get("overlap", True):
             first, last = g.layers[a], g.layers[b - 1]
             x = first.inputs[0]
             if x not in g.inputs and x not in g.outputs and self.last.get(x) == b - 1 \
                     and last.output not in g.outputs:
                 xs, ys = g.tensor(x).nbytes, g.tensor(last.output).nbytes
-                total -= xs + ys - max(xs + opt["gap"], ys)
+                total -= xs + ys - max(xs + (0 if least else opt["gap"]), ys)
         return total
 
 
@@ -227,8 +255,10 @@ def plan(graph, steps, tilings, need, ctx, patcher=None):
             names = [layer.name for layer in graph.layers[i:j]]
             if tuple(names) not in p.valid or not any(hot[i:j]):
                 continue
-            opts = p.options(names)
             drop = {graph.layer(m).output for m in names[:-1]}
+            if p.footprint(i, j, drop, least=True) > need:
+                continue        # its input and output alone are over the need: not priced
+            opts = p.options(names)
             fits = [o for o in opts if p.footprint(i, j, drop, o) <= need]
             evaluated[group_name(names)] = {"layers": names, "best": opts[0] if opts else None,
                                             "fits": fits[0] if fits else None,
@@ -255,7 +285,7 @@ def plan(graph, steps, tilings, need, ctx, patcher=None):
         for m in names:
             apart = _add(apart, costs[m])
         drop = {graph.layer(m).output for m in names[:-1]}
-        entry = {"step": g, "kind": "patch", "layers": names,
+        entry = {"step": g, "kind": "patch", "layers": names, "form": form(graph, names),
                  "patch": {"direct": bool(ctx.get("direct")), "align": ctx["tiler"]["kernels"].get("buffer_align", 4),
                            **{k: opt[k] for k in ("tile", "policy", "patches", "l1_bytes", "macs", "calls", "gap",
                                                "loaded", "stored", "shifted")}},

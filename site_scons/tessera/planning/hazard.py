@@ -349,8 +349,8 @@ def _replay_patched(graph, group, places, feed):
     boxes it loads (halo rows and columns included; with cached halos only
     the rows below those kept), then its output patch, with the tiled
     layers' timing (a store may land before the next patch's loads). Its
-    tile level is replayed when the patch tiler lays it out
-    (tiles.patches.verify)."""
+    tile level is replayed too (tiles.patches.verify): every byte a call,
+    an add or a store reads holds the tensor row and column it should."""
     layers = [graph.layer(n) for n in group["layers"]]
     name = f"patched step {layers[0].name}..{layers[-1].name}"
     for layer in layers:
@@ -360,6 +360,8 @@ def _replay_patched(graph, group, places, feed):
     xt, yt = graph.tensor(x), graph.tensor(y)
     xl, xo = places.of(x)
     yl, yo = places.of(y)
+    if "program" in group:
+        _verified(*group["program"])
     for i, (reads, writes) in enumerate(group["windows"]):
         who = f"{name} patch {i}"
         for box in reads:
@@ -367,6 +369,27 @@ def _replay_patched(graph, group, places, feed):
         for box in writes:
             yl.write((yo, tuple(yt.shape), ir.DTYPES[yt.dtype], box), _tag(y), who)
     return len(group["windows"])
+
+
+_replayed = set()
+
+
+def _verified(chain, prog):
+    """The patched step's tile level replayed byte by byte
+    (tiles.patches.verify), once per chain, tile and policy in a process:
+    the budget step plans the same steps at several rungs."""
+    from ..tiles import patches
+    from ..util import canon
+
+    key = canon.digest([chain, prog["tile"], prog["policy"], prog["bytes"]])
+    if key in _replayed:
+        return
+    try:
+        patches.verify(chain, prog)
+    except AssertionError as err:
+        raise HazardError(f"patched step {chain['name']}", f"its tile level: {err}",
+                          "this is a planner bug; report the model") from None
+    _replayed.add(key)
 
 
 def _replay_direct(layer, graph, kind, places):

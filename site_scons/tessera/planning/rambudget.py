@@ -102,7 +102,8 @@ def with_fused(memory, sched, fused_tilings, graph=None):
 
             chain, prog = step_program(graph, s)
             fused[s["step"]] = {"layers": s["layers"], "kind": "patch", "l1_total": s["patch"]["l1_bytes"]["total"],
-                                "windows": windows(chain, prog), "patch": s["patch"]}
+                                "windows": windows(chain, prog), "patch": s["patch"],
+                                "program": (chain, prog)}     # (for the replay; not in memplan.json)
             continue
         ft = fused_tilings[s["step"]]
         fused[s["step"]] = {"layers": s["layers"], "l1_total": ft["l1_bytes"]["total"], "bands": ft["bands"],

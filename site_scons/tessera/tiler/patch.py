@@ -97,8 +97,9 @@ def l1_bytes(chain, prog, target, direct=False, memo=None):
     return out
 
 
-def options(chain, target, direct=False):
-    """Every tile and policy the chain runs in within target["l1_budget"]:
+def options(chain, target, direct=False, budget=True):
+    """Every tile and policy the chain runs in within target["l1_budget"]
+    (budget=False: whatever their bytes):
     [{"tile", "policy", "patches", "l1_bytes", "loaded", "stored",
     "shifted", "program"}] (the program is a function of the tile and the
     policy: what a step records is those two)."""
@@ -111,7 +112,7 @@ def options(chain, target, direct=False):
                 sizes = l1_bytes(chain, prog, target, direct, memo)
             except patches.Infeasible:
                 continue
-            if sizes["total"] > target["l1_budget"]:
+            if budget and sizes["total"] > target["l1_budget"]:
                 continue
             out.append({"tile": list(tile), "policy": policy, "patches": prog["patches"], "l1_bytes": sizes,
                         "loaded": prog["loaded"], "stored": prog["stored"], "shifted": prog["shifted"],
