@@ -293,11 +293,13 @@ def plan(graph, steps, tilings, need, ctx, patcher=None):
         unit = ctx.get("unit", "MACs") if ctx.get("coefficients") is not None else "MACs"
         if "estimate" in opt:
             entry["patch"]["estimate"] = opt["estimate"]
-        entry["reason"] = (f"the activations its layers apart keep ({max(starts[index[m]][2] for m in names if index[m] in starts)} "
-                           f"bytes) exceed the need of {need}: patched {opt['tile'][0]}x{opt['tile'][1]} "
-                           f"({opt['patches']} patches, halo {opt['policy']}) it needs {entry['footprint']} bytes "
-                           f"of activations and {opt['l1_bytes']['total']} of {ctx['tiler']['l1_budget']} in the tile "
-                           f"level, at {opt['cost'][0]} {unit} against {apart[0]} apart")
+        n = opt["patches"]
+        entry["reason"] = (f"its layers apart keep {max(starts[index[m]][2] for m in names if index[m] in starts)} B "
+                           f"of activations live, over the need of {need} B; in {n} patch{'es' if n != 1 else ''} "
+                           f"of {opt['tile'][0]}x{opt['tile'][1]} output pixels (halos "
+                           f"{'recomputed' if opt['policy'] == 'recompute' else 'cached'}) it keeps "
+                           f"{entry['footprint']} B and takes {opt['l1_bytes']['total']} of the tile level's "
+                           f"{ctx['tiler']['l1_budget']} B, at {opt['cost'][0]} {unit} against {apart[0]} apart")
         entry["alternatives"] = _alternatives(names, opt, p.options(names), evaluated, need, unit,
                                               ctx["tiler"]["l1_budget"], p)
         out.append(entry)

@@ -120,8 +120,7 @@ def schedule(decide_view, graph, docs):
         else:
             tilings[t["layer"]] = t
     need = budget.get("patch_need")
-    return decide.schedule(graph, tilings, fused, decide_view, reports, need,
-                           budget["l1_budget"] if need is not None else None)
+    return decide.schedule(graph, tilings, fused, decide_view, reports, need, budget.get("patch_l1"))
 
 
 def slices(sched, names):
@@ -145,13 +144,13 @@ def rung_schedule(graph, fz, reports):
     pairs = {c["group"]: json.loads(canon.dumps(fusion.pair_view(graph, *c["layers"])))
              for c in fz["decide"]["candidates"] if c["ok"]}
 
-    def at_rung(tilings, tgt, need=None):
+    def at_rung(tilings, tgt, need=None, patch_l1=None):
         ftgt = dict(tgt, fused_scheme=fz["scheme"])
         fused = {g: (pv, json.loads(canon.dumps(fusion.solve_dw_pw(pv, ftgt)))) for g, pv in sorted(pairs.items())}
         written = {n: json.loads(canon.dumps({k: x for k, x in t.items() if k not in SOLVE_FIELDS}))
                    for n, t in tilings.items()}
         sched = json.loads(canon.dumps(decide.schedule(graph, written, fused, fz["decide"], reports, need,
-                                                       tgt["l1_budget"] if need is not None else None)))
+                                                       patch_l1 if need is not None else None)))
         return sched, {g: ft for g, (_, ft) in fused.items()}
     # the budget step tries patched steps when no rung fits without
     at_rung.patches = fz["decide"].get("patch") is not None

@@ -50,10 +50,16 @@ def meta(tcfg, mcfg, cg, outdir, paths, root):
 
 def fusion_section(sched):
     """The selector's decision: its groups and the activation bytes moved
-    with and without them (schedule.json has every candidate's reason)."""
-    return {"policy": sched["policy"], "totals": sched["totals"],
-            "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
-                       for s in sched["steps"] if s["kind"] != "layer"]}
+    with and without them (schedule.json has every candidate's reason);
+    patched steps with their tile, policy and alternatives, and the need
+    they meet."""
+    out = {"policy": sched["policy"], "totals": sched["totals"],
+           "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason", "patch", "form",
+                                          "alternatives") if k in s}
+                      for s in sched["steps"] if s["kind"] != "layer"]}
+    if sched.get("patched", {}).get("steps"):
+        out["patched"] = {k: sched["patched"][k] for k in ("need", "source", "chains_priced")}
+    return out
 
 
 def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
@@ -77,4 +83,9 @@ def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
 
         out["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta_view)
     build.render(out)
-    return out, render_html(out, memory_map(graph, the_plan, tilings))
+    from ..report import patched
+
+    for line in patched.lines(out["fusion"]):
+        print(line)
+    page = render_html(out, memory_map(graph, the_plan, tilings))
+    return out, page.replace("</body></html>", patched.html(out["fusion"]) + "</body></html>")

@@ -138,8 +138,8 @@ def choose(graph, views, tiler_target, memory, cap, solve, where="", schedule=No
 
     views: layer name -> the tiler view; solve(view, tiler_target) -> the
     tiling (the build's own solver, so the chosen tilings are reused);
-    schedule(tilings, tiler_target, need=None) -> (schedule, {group: fused
-    tiling}): with fusion, the steps the build will run at that budget
+    schedule(tilings, tiler_target, need=None, patch_l1=None) -> (schedule,
+    {group: fused tiling}): with fusion, the steps the build will run at that budget
     (their fused tiles are in the arena, their layers not in place), so each
     rung is judged by the plan the build then makes.
 
@@ -232,24 +232,32 @@ def _fits(graph, tilings, mem, fused, policy, views, cap, budget, tried, note=()
 
 def _with_patches(graph, solved, tiler_target, memory, cap, schedule, policy, views, tried):
     """The second pass of choose(): patched steps under each rung's need,
-    the rungs in order of their schedules' estimated counts."""
+    the rungs in order of their schedules' estimated counts. What the cap
+    leaves beside the reserved bytes is split between the activations (the
+    need) and the tile level (the patched steps' budget): the rung's whole
+    budget, what the layers' tiles take there, or a half or a quarter of
+    it all (the layers in place need little more than their scratch)."""
     reserved = _reserved(memory)
     ranked = []
     for budget, tilings in solved.items():
-        need = cap - reserved - budget
-        if need <= 0:
-            continue
-        tgt = dict(tiler_target, l1_budget=budget)
-        sched, fused_tilings = schedule(tilings, tgt, need)
-        if not sched.get("patched", {}).get("fits"):
-            tried.append([budget, f"no schedule keeps the activations within {need} bytes", "patched"])
-            continue
-        ranked.append((sched["patched"]["cost"], -budget, budget, need, sched, fused_tilings))
-    for _, _, budget, need, sched, fused_tilings in sorted(ranked, key=lambda r: r[:2]):
+        arena = max(t["l1_bytes"]["total"] for t in tilings.values())
+        room_all = cap - reserved
+        for room in sorted({r for r in (budget, arena, room_all // 2, room_all // 4) if 0 < r <= budget},
+                           reverse=True):
+            need = cap - reserved - room
+            if need <= 0:
+                continue
+            tgt = dict(tiler_target, l1_budget=budget)
+            sched, fused_tilings = schedule(tilings, tgt, need, room)
+            if not sched.get("patched", {}).get("fits"):
+                tried.append([budget, f"no schedule keeps the activations within {need} bytes", "patched"])
+                continue
+            ranked.append((sched["patched"]["cost"], -budget, -room, budget, room, need, sched, fused_tilings))
+    for _, _, _, budget, room, need, sched, fused_tilings in sorted(ranked, key=lambda r: r[:3]):
         fused, mem = with_fused(memory, sched, fused_tilings, graph)
         found, _ = _fits(graph, solved[budget], mem, fused, policy, views, cap, budget, tried,
                          [f"patched, need {need}"])
         if found is not None:
             return {"ram_cap": cap, "l1_budget": budget, **found, "fused": sorted(fused), "patch_need": need,
-                    "patched": sched["patched"]["steps"]}
+                    "patch_l1": room, "patched": sched["patched"]["steps"]}
     return None
