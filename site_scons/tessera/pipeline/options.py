@@ -15,7 +15,7 @@ decides").
 from . import budget, fusion, model, on, on_if_given, plan, report, tiling
 
 # SConstruct's variables the stages read, with their defaults
-DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "library", "guard": "0"}
+DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "library", "guard": "0", "patch": "1"}
 
 
 def variables(library):
@@ -43,7 +43,7 @@ def network(graph, tcfg, mcfg, library, given, root):
     decide = {"policy": fz["policy"], "candidates": fz["candidates"]}
     if fz["policy"] == "min_latency":
         decide["cost"] = fusion.cost(tcfg, mcfg, meta)
-    if fz["policy"] != "none":
+    if fz["policy"] != "none" and on(given["patch"]):
         # a RAM need (min_memory, a ram_cap, activations the target cannot
         # hold otherwise): patched steps where the activations exceed it (fusion/patch.py)
         view = fusion.patch_view(numbers, kernels, memory, meta, tcfg)
