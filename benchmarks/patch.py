@@ -92,7 +92,8 @@ def floors(out, target, model):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", default=CASES, help="target:model pairs")
-XX
+    ap.add_argument("--cap", type=int, default=145300, help="stm32h7's ram_cap for the patched row (0.55 x ST's "
+                    f"{ST_TOTAL} B, rounded down)")
     args = ap.parse_args()
     print(f"{'target':8} {'model':14} {'layout':13} {'peak':>8} {'tensor':>8} {'ratio':>6} {'RAM':>8} "
           f"{'count':>12} {'x fastest':>9}  patched steps / why not")
