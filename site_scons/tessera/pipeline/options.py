@@ -43,7 +43,8 @@ def network(graph, tcfg, mcfg, library, given, root):
     decide = {"policy": fz["policy"], "candidates": fz["candidates"]}
     if fz["policy"] == "min_latency":
         decide["cost"] = fusion.cost(tcfg, mcfg, meta)
-    if fz["policy"] != "none" and on(given["patch"]):
+    # (not out of core: the storage program schedules layers and fused pairs, not patches)
+    if fz["policy"] != "none" and on(given["patch"]) and "storage" not in memory:
         # a RAM need (min_memory, a ram_cap, activations the target cannot
         # hold otherwise): patched steps where the activations exceed it (fusion/patch.py)
         view = fusion.patch_view(numbers, kernels, memory, meta, tcfg)

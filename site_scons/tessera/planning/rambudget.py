@@ -184,8 +184,8 @@ def choose(graph, views, tiler_target, memory, cap, solve, where="", schedule=No
     steps = ", ".join(f"{t[0]}: {t[1]}" + (" (" + ", ".join(t[2:]) + ")" if len(t) > 2 else "") for t in tried)
     raise TesseraError(
         where or "ram_cap",
-        f"no tile budget makes the firmware fit ram_cap {cap} bytes (tile budget: total RAM: {steps})"
-        + (f"; the least is {best}" if best is not None else ""),
+        f"no tile budget makes the firmware fit ram_cap {cap} bytes ("
+        + (f"the least is {best}; " if best is not None else "") + f"tile budget: total RAM: {steps})",
         "raise ram_cap, give the target more memory, or choose a smaller model")
 
 
