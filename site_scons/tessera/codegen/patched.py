@@ -23,7 +23,7 @@ from ..errors import TesseraError
 from ..tiler.memory import align_up
 from ..tiler.patch import step_program
 from .cfmt import ROUNDING, header_comment
-from .fused import _rq_lines
+from .fused import _rq_lines, stream_copies
 from .layer import symbol
 from .libraries import library
 
@@ -247,15 +247,6 @@ def _weights(members, arrays, streams, prefix):
                 out.append(f"    tsr_rows_in(&w, ENGINE_W, {L1} + {at}, {symbol(prefix, m.name, name)}, {size}, 0, "
                            f"{ch});")
             continue
-        ch, step_c = mine[0][4], stream["chunk_c"]
-        out.append("    {\n        const int8_t *chunk;")
-        for c0 in range(0, ch, step_c):
-            n = min(step_c, ch - c0)
-            out.append(f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
-            for _, name, _, size, _, at in mine:
-                src = f"chunk + {stream['layout'][name]}" if stream["layout"][name] else "chunk"
-                out.append(f"        tsr_rows_in(&w, ENGINE_W, {L1} + {at + c0 * size}, {src}, {size}, 0, {n});")
-            out.append("        hal_dma_wait(&w);")
-        out.append("    }")
+        out += stream_copies(mine, stream, prefix)
     out.append("    hal_dma_wait(&w);")
     return out
