@@ -44,7 +44,7 @@ CASES = ["stm32h7:mbv2_035_128", "stm32f4:mbv2_035_160", "host:mbv2_128", "gap8:
 
 def build(out, target, model, *args):
     """(report.json's data or None, memplan.json's or None, the error line)."""
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}",
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", "-j2", f"out={out}", f"target={target}", f"model={model}",
            *args]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
     net = os.path.join(out, target, model)
