@@ -424,9 +424,13 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     if (in_h <= 0 || in_w <= 0) {
         pad_fill(s, bytes, pad);
     } else {
+        /* between rows only the padding columns: the columns a word-aligned
+         * row adds after them are read only by a window's fourth byte,
+         * whose weight is 0 */
+        const int32_t side = pl + a->pad_r;
         pad_fill(s, pt * W + pl, pad);
-        for (iy = 0; iy + 1 < in_h; iy++)
-            pad_fill(interior + iy * W + in_w, W - in_w, pad);
+        for (iy = 0; side && iy + 1 < in_h; iy++)
+            pad_fill(interior + iy * W + in_w, side, pad);
         pad_fill(interior + (in_h - 1) * W + in_w, bytes - (int32_t)(interior + (in_h - 1) * W + in_w - s), pad);
     }
     if (out_h <= 0 || out_w <= 0)
