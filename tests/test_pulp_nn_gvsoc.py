@@ -188,6 +188,10 @@ CASES = [
     case("depthwise", 64, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
     case("depthwise", 65, (8, 9, 8), 128, "net", 8, S2),
     case("depthwise", 66, (9, 8, 6), 128, "net", 8, S2),
+    # each plane loop with and without aligned rows: an even stride-1 width
+    # without left padding, stride 2 with it
+    case("depthwise", 67, (8, 10, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 68, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1))),
     case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
     case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
     case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),

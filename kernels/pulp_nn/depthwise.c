@@ -400,11 +400,10 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
 enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
-                                                                int8_t *s, const int mode)
+                                                                int8_t *s, const int mode, const int quads)
 {
     const int32_t in_h = a->in_h, in_w = a->in_w, C = a->in_c, out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
-    const int quads = plane_quads(a, a->scratch_bytes, s);
     const int32_t W = quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
     const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
     const int32_t sw = a->sw, rowstep = a->sh * W;
@@ -515,30 +514,36 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     return c;
 }
 
-/* One copy of the plane loop per output loop, each with only its own code
- * (with every output loop in one function the 4x4x256 call took 14,716
- * cycles, split 14,479: fewer instruction lines to fetch). */
-#define DW_PLANE_FN(name, mode)                                                                            \
+/* One copy of the plane loop per output loop and gather (aligned rows or
+ * not), each with only its own code: fewer instruction lines to fetch
+ * (4x4x256 3x3/1 call: every loop in one function 14,716 cycles, a copy
+ * per output loop 14,758, also per gather 14,275). */
+#define DW_PLANE_FN(name, mode, quads)                                                                     \
     static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t name(           \
         const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)                                       \
     {                                                                                                      \
-        return plane_body(a, c0, c1, s, mode);                                                             \
+        return plane_body(a, c0, c1, s, mode, quads);                                                      \
     }
-DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS)
-DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD)
-DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS)
-DW_PLANE_FN(plane_any, DW_ANY)
+DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0)
+DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0)
+DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0)
+DW_PLANE_FN(plane_any, DW_ANY, 0)
+DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
+DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
+DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
+DW_PLANE_FN(plane_any_q, DW_ANY, 1)
 
 static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
     const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
+    const int q = plane_quads(a, a->scratch_bytes, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
-        return plane_s1_pairs(a, c0, c1, s);
+        return q ? plane_s1_pairs_q(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
-        return plane_s1_pairs_odd(a, c0, c1, s);
+        return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
     if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
-        return plane_s2_pairs(a, c0, c1, s);
-    return plane_any(a, c0, c1, s);
+        return q ? plane_s2_pairs_q(a, c0, c1, s) : plane_s2_pairs(a, c0, c1, s);
+    return q ? plane_any_q(a, c0, c1, s) : plane_any(a, c0, c1, s);
 }
 #endif
 
