@@ -26,6 +26,17 @@
 #include "tessera/cmsis_nn.h"
 #include "tessera/window.h"
 #include "tsr_dsp.h"
+#include "tsr_glue.h"
+
+/* DORY's and Deeploy's requantization (floor or half up, an additive
+ * term), an int8 output: the library's cores (TSR_RQ_K64; what does not fit
+ * its fast form, e.g. Requant.divisor, per element there). Otherwise, or
+ * without room for the cores' buffers, the code below. */
+static int k64(const tsr_conv_args_t *a)
+{
+    return a->rq && (a->rq->rounding == TSR_ROUND_HALF_UP || a->rq->rounding == TSR_ROUND_FLOOR) &&
+           !a->rq->elem.plane && !a->bias_elem.plane && a->dh <= 1 && a->dw <= 1;
+}
 
 /* s0 += sum (x[i] + off) * w0[i], s1 the same with w1, over n elements */
 TSR_INLINE void dot2(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t off,
@@ -188,7 +199,7 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const size_t filter = (size_t)kh * kw * in_c;
     (void)ncores;
-    if (core != 0)
+    if (core != 0 || (k64(a) && tsr_glue_conv(a, TSR_RQ_K64)))
         return;
     /* Columns pay where window rows are short runs (a first layer's one
      * channel: in place, each run ends in a scalar tail) or enough channel
@@ -253,15 +264,21 @@ static void rows(const tsr_conv_args_t *a, int32_t pixels, int32_t k)
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
-    if (core == 0)
+    if (core == 0 && !(k64(a) && tsr_glue_conv(a, TSR_RQ_K64)))
         rows(a, a->out_h * a->out_w, a->in_c);
 }
 
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
-    if (core == 0)
-        rows(a, 1, a->in_h * a->in_w * a->in_c);
+    if (core != 0)
+        return;
+    if (k64(a)) {
+        const tsr_mm_t m = tsr_glue_mm(a, a->in_h * a->in_w * a->in_c);
+        tsr_mm_fc(&m, a->in, a->input_offset, (int8_t *)a->out, TSR_RQ_K64);
+        return;
+    }
+    rows(a, 1, a->in_h * a->in_w * a->in_c);
 }
 
 /* two int16 lanes in a word, lo in the bottom half */
@@ -281,7 +298,7 @@ void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t groups = C / 4;
     int32_t *wt = (int32_t *)(void *)a->scratch;
     (void)ncores;
-    if (core != 0)
+    if (core != 0 || (k64(a) && tsr_glue_depthwise(a, TSR_RQ_K64)))
         return;
     if (!wt || ((uintptr_t)wt & 3) != 0 || (size_t)a->scratch_bytes < (size_t)8 * area * groups
         || off < -255 || off > 255)
