@@ -94,16 +94,21 @@ def _requant(rng, channels, acc_max, cmsis=True, mul_max=2**31 - 1):
 def _tflite_requant(rng, channels, acc_max):
     """TFLite's requantization as its converter makes it: a multiplier in
     [2^30, 2^31) (QuantizeMultiplier's), the IR's shift 31 + r, mostly
-    within the kernels' fast range (32..54), sometimes outside it (their
-    per-element path), per channel or per tensor."""
+    within the kernels' short form (32..54), sometimes outside it (the
+    wide form up to 62, and channels of zero scale: multiplier 0, a shift
+    of 31 or near 62, as the converter writes them; the per-element path
+    below 31), per channel or per tensor."""
     per_channel = bool(rng.integers(2))
     n = channels if per_channel else 1
     mul, shift = [], []
     for _ in range(n):
         m = int(rng.integers(2**30, 2**31))
         s = max(31, min(60, (max(acc_max, 1) * m).bit_length() - 7 + int(rng.integers(-2, 3))))
-        if rng.integers(8) == 0:
-            s = int(rng.choice([31, 55, 56]))
+        kind = rng.integers(12)
+        if kind == 0:
+            s = int(rng.choice([29, 30, 31, 55, 56, 62]))
+        elif kind == 1:
+            m, s = 0, int(rng.choice([31, 62]))
         mul.append(m)
         shift.append(s)
     lo, hi = -128, 127
@@ -247,6 +252,11 @@ def make_case(op, rng):
     return Case(op, fields, {"a": a, "b": b}, golden_requant(acc.reshape(n, 1), rq).reshape(n), rq, 0, n)
 
 
+def rounding_of(form):
+    """A probe's rounding by its op's form (None: tessera's, either)."""
+    return {"cmsis": "half_up", "tfl": "tflite"}.get(form)
+
+
 def probe_case(op, rng):
     """A case whose accumulators sit on (or next to) the requantization's
     rounding boundaries, where the forms differ: zero input and offset, so
@@ -263,15 +273,14 @@ def probe_case(op, rng):
     co = f["out_c"]
     per_channel = bool(rng.integers(4))
     n = co if per_channel else 1
-    shift = [int(rng.integers(33, 50)) for _ in range(n)]
-    if form == "tflite" or form == "tfl":
-        rounding = "tflite"
-    else:
-        rounding = "half_up" if form == "cmsis" or rng.integers(2) else "floor"
+    # the short forms' shifts, and (TFLite) sometimes the wide one's
+    wide = rounding_of(form) == "tflite" and rng.integers(3) == 0
+    shift = [int(rng.integers(33, 50)) if not wide or rng.integers(2) else int(rng.integers(55, 59)) for _ in range(n)]
+    rounding = rounding_of(form) or ("half_up" if rng.integers(2) else "floor")
     bias = []
     for c in range(co):
         s = shift[c if per_channel else 0]
-        t = int(rng.integers(-100, 101))
+        t = int(rng.integers(-100, 101)) >> max(0, s - 52)   # |acc| < 2^29: TFLite's doubled accumulators
         if rounding == "tflite":      # SRDHM(acc, 2^30) = floor((acc + 1) / 2), then halves at odd multiples of 2^(r-1)
             acc = (2 * t - 1) << (s - 31)
         elif rounding == "half_up":   # acc 2^30 + 2^(s-1) a multiple of 2^s

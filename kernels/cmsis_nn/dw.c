@@ -171,6 +171,7 @@ DW3X3_RUN(dw3x3_hu_full, TSR_RQ_HU, 1)
 DW3X3_RUN(dw3x3_hu, TSR_RQ_HU, 0)
 DW3X3_RUN(dw3x3_tfl_full, TSR_RQ_TFL, 1)
 DW3X3_RUN(dw3x3_tfl, TSR_RQ_TFL, 0)
+DW3X3_RUN(dw3x3_tflw, TSR_RQ_TFLW, 0)
 DW3X3_RUN(dw3x3_k64, TSR_RQ_K64, 0)
 DW3X3_RUN(dw3x3_any, TSR_RQ_ANY, 0)
 #undef DW3X3_RUN
@@ -183,6 +184,8 @@ static dw3x3_fn dw3x3_pick(int mode, int full)
         return full ? dw3x3_hu_full : dw3x3_hu;
     if (mode == TSR_RQ_TFL)
         return full ? dw3x3_tfl_full : dw3x3_tfl;
+    if (mode == TSR_RQ_TFLW)
+        return dw3x3_tflw;
     if (mode == TSR_RQ_K64)
         return dw3x3_k64;
     return dw3x3_any;
@@ -211,6 +214,7 @@ static dw3x3_fn dw3x3_pick(int mode, int full)
     }
 DW_WINDOWS(dw_windows_hu, TSR_RQ_HU)
 DW_WINDOWS(dw_windows_tfl, TSR_RQ_TFL)
+DW_WINDOWS(dw_windows_tflw, TSR_RQ_TFLW)
 DW_WINDOWS(dw_windows_k64, TSR_RQ_K64)
 DW_WINDOWS(dw_windows_any, TSR_RQ_ANY)
 #undef DW_WINDOWS
@@ -250,6 +254,8 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
             dw_windows_hu(d, g, q);
         else if (mode == TSR_RQ_TFL)
             dw_windows_tfl(d, g, q);
+        else if (mode == TSR_RQ_TFLW)
+            dw_windows_tflw(d, g, q);
         else if (mode == TSR_RQ_K64)
             dw_windows_k64(d, g, q);
         else
@@ -307,7 +313,7 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
 static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_t bias, int32_t dbl, int mode)
 {
     const int32_t c = d->c;
-    const tsr_rqc_t r = mode == TSR_RQ_ANY ? (tsr_rqc_t){0, 0, 0, 0} : tsr_rqc(q, ch, mode);
+    const tsr_rqc_t r = mode == TSR_RQ_ANY ? (tsr_rqc_t){0, 0, 0, 0, 0} : tsr_rqc(q, ch, mode);
     for (int32_t oy = 0; oy < d->out_h; oy++)
         for (int32_t ox = 0; ox < d->out_w; ox++) {
             int32_t acc = bias;
@@ -334,10 +340,9 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     const int32_t c = k->c, taps = k->g.kh * k->g.kw, groups = c >> 2;
     tsr_dw_t d;
     /* TFL doubles the accumulators through the sign-extended filter */
-    if (mode == TSR_RQ_TFL && (k->wx == NULL ||
-                               tsr_rq_mode(&k->q, mode, c, k->bias, tsr_mac_bound(taps, k->g.in_off)) != mode))
-        mode = TSR_RQ_ANY;
-    const int32_t dbl = mode == TSR_RQ_TFL;
+    if (mode == TSR_RQ_TFL)
+        mode = k->wx ? tsr_rq_mode(&k->q, mode, c, k->bias, tsr_mac_bound(taps, k->g.in_off)) : TSR_RQ_ANY;
+    const int32_t dbl = mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW;
     d.in = k->g.in;
     d.in_h = k->g.in_h;
     d.in_w = k->g.in_w;

@@ -378,8 +378,10 @@ __asm__(
     "ldr r11, [r8], #4\n"
     "ldrsb lr, [r9], #1\n"
     "subs lr, lr, #31\n"
-    "lsl r12, r10, lr\n"
-    "asrs r12, r12, #1\n"
+    "sub r12, lr, #1\n"
+    "cmp r12, #22\n"
+    "bhi 7f\n"
+    "lsl r12, r10, r12\n"
     "smmlar r10, r0, r11, r12\n"
     "add r0, r10, r0, asr #31\n"
     "smmlar r10, r1, r11, r12\n"
@@ -392,8 +394,31 @@ __asm__(
     "asrs r1, r1, lr\n"
     "asrs r2, r2, lr\n"
     "asrs r3, r3, lr\n"
+    "8:\n"
     "ldr r10, [sp, #40]\n"
     "TSR_MM4_STORE\n"
+    /* TFLW's channels (s outside 32..54), out of line: the rounding
+     * constant 2^(sh-1) alone, the sign rule only when sh > 0, the zero
+     * point after the shift */
+    "7:\n"
+    "push {r5, r6}\n"
+    "movs r12, #1\n"
+    "lsl r12, r12, lr\n"
+    "lsrs r12, r12, #1\n"
+    "cmp lr, #0\n"
+    "ite eq\n"
+    "moveq r5, #0\n"
+    "movne r5, #-1\n"
+    "asrs r6, r10, #1\n"
+    ".irp acc, r0, r1, r2, r3\n"
+    "smmlar r10, \\acc, r11, r12\n"
+    "and \\acc, r5, \\acc, asr #31\n"
+    "add \\acc, r10, \\acc\n"
+    "asrs \\acc, \\acc, lr\n"
+    "add \\acc, \\acc, r6\n"
+    ".endr\n"
+    "pop {r5, r6}\n"
+    "b 8b\n"
     ".size tsr_mm4_tfl_asm, .-tsr_mm4_tfl_asm\n"
     ".popsection\n"
     ".purgem TSR_MM4_GROUP\n"
@@ -450,6 +475,7 @@ MM4(mm4_k64, TSR_RQ_K64, 0)
     }
 MM4N(mm4n_hu, TSR_RQ_HU)
 MM4N(mm4n_tfl, TSR_RQ_TFL)
+MM4N(mm4n_tflw, TSR_RQ_TFLW)
 MM4N(mm4n_k64, TSR_RQ_K64)
 MM4N(mm4n_any, TSR_RQ_ANY)
 #undef MM4N
@@ -520,6 +546,7 @@ TSR_INLINE void mm2_body(const tsr_mm_t *mp, const int32_t *cols, int8_t *out0, 
     }
 MM2(mm2_hu, TSR_RQ_HU)
 MM2(mm2_tfl, TSR_RQ_TFL)
+MM2(mm2_tflw, TSR_RQ_TFLW)
 MM2(mm2_k64, TSR_RQ_K64)
 MM2(mm2_any, TSR_RQ_ANY)
 #undef MM2
@@ -542,8 +569,10 @@ static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
     const int full = m->q.lo == -128 && m->q.hi == 127;
     f.asm_mode = -1;
 #if TSR_MM_ASM
-    if ((mode == TSR_RQ_HU || mode == TSR_RQ_TFL) && full && m->bias && m->q.step == 1 && (m->k & 3) == 0)
-        f.asm_mode = mode;
+    /* the assembly's TFL takes TFLW's channels out of line */
+    if ((mode == TSR_RQ_HU || mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW) && full && m->bias && m->q.step == 1 &&
+        (m->k & 3) == 0)
+        f.asm_mode = mode == TSR_RQ_TFLW ? TSR_RQ_TFL : mode;
 #endif
     if (mode == TSR_RQ_HU) {
         f.four = full ? mm4_hu_full : mm4_hu;
@@ -553,6 +582,10 @@ static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
         f.four = full ? mm4_tfl_full : mm4_tfl;
         f.some = mm4n_tfl;
         f.two = mm2_tfl;
+    } else if (mode == TSR_RQ_TFLW) {
+        f.four = NULL;
+        f.some = mm4n_tflw;
+        f.two = mm2_tflw;
     } else if (mode == TSR_RQ_K64) {
         f.four = mm4_k64;
         f.some = mm4n_k64;
@@ -598,12 +631,12 @@ static void mm4_run(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols, i
 /* ---- entry points ------------------------------------------------------ */
 
 /* The product as it runs: the mode the requantization allows (tsr_rq_mode)
- * and its accumulators doubled for TSR_RQ_TFL. */
+ * and its accumulators doubled for TSR_RQ_TFL and TSR_RQ_TFLW. */
 static tsr_mm_t mm_resolve(const tsr_mm_t *m, int32_t in_off, int *mode)
 {
     tsr_mm_t r = *m;
     *mode = tsr_rq_mode(&m->q, *mode, m->co, m->bias, tsr_mac_bound(m->k, in_off));
-    r.dbl = *mode == TSR_RQ_TFL;
+    r.dbl = *mode == TSR_RQ_TFL || *mode == TSR_RQ_TFLW;
     return r;
 }
 
@@ -719,7 +752,7 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
 {
     const tsr_mm_t m = *mp;
     const int32_t k = m.k, co = m.co, lo = m.q.lo, hi = m.q.hi;
-    tsr_rqc_t r = {0, 0, 0, 0};
+    tsr_rqc_t r = {0, 0, 0, 0, 0};
     if (mode != TSR_RQ_ANY && m.q.step == 0)
         r = tsr_rqc(&m.q, 0, mode);
     int32_t c = 0;

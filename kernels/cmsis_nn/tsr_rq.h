@@ -9,6 +9,9 @@
  *                doubled accumulator (the kernels compute 2 * acc: doubled
  *                columns or filter, doubled bias; |acc| < 2^30, which the
  *                code generator proves from the weights and bias)
+ *   TSR_RQ_TFLW  TSR_RQ_TFL for shifts up to 62 (TFLite's converter gives
+ *                channels of tiny or zero scale shifts near 62 and
+ *                multiplier 0): the zero point added after the shift
  *   TSR_RQ_TFLX  the same on the plain accumulator (any int32)
  *   TSR_RQ_K64   floor or half up with an additive term: DORY's and
  *                Deeploy's BN-folded integer requantization
@@ -24,6 +27,8 @@
  *       h = (1 + 2 zp) << (s - 33): floor((acc m + 2^(s-1) + zp 2^s) / 2^s)
  *   TFL (32 <= s <= 54, m >= 0): y = (smmlar(2acc, m, h) + (acc < 0 ? -1 : 0)) >> (s - 31),
  *       h = (1 + 2 zp) << (s - 32)
+ *   TFLW (31 <= s <= 62, m >= 0): y = ((smmlar(2acc, m, 2^(s-32)) + (acc < 0 && s > 31 ? -1 : 0)) >> (s - 31)) + zp
+ *       (s = 31 has no second rounding: SRDHM alone, smmlar(2acc, m, 0))
  *   TFLX (32 <= s <= 54, m >= 0): lo:hi = 2^30 - [acc < 0] 2^31 + h' 2^32, smlal, hi >> (s - 32),
  *       h' = (1 + 2 zp) << (s - 33) (s = 32: see tsr_rqc)
  *   K64 (s <= 54 after normalizing s < 32 by m << (32 - s)):
@@ -48,7 +53,7 @@
 #include "tessera/kernels.h"
 #include "tsr_dsp.h"
 
-enum { TSR_RQ_HU = 0, TSR_RQ_TFL = 1, TSR_RQ_TFLX = 2, TSR_RQ_K64 = 3, TSR_RQ_ANY = 4 };
+enum { TSR_RQ_HU = 0, TSR_RQ_TFL = 1, TSR_RQ_TFLX = 2, TSR_RQ_K64 = 3, TSR_RQ_ANY = 4, TSR_RQ_TFLW = 5 };
 
 /* Where a kernel's requantization comes from: CMSIS-NN's arrays (HU; ANY
  * when a shift is out of the fast range) or tessera's tsr_requant_t; the
@@ -68,6 +73,7 @@ typedef struct {
 /* One channel's constants for the fast forms. */
 typedef struct {
     int32_t m, h, l, sh;
+    int32_t g;                  /* TFLW: the sign rule's mask (0 for s = 31) */
 } tsr_rqc_t;
 
 TSR_INLINE tsr_rqp_t tsr_rqp_cmsis(const int32_t *mul, const int32_t *shift, int32_t zp, int32_t lo, int32_t hi)
@@ -152,6 +158,8 @@ static inline int tsr_rq_fast(const tsr_rqp_t *p, int mode, int32_t n)
             return 0;
         if ((mode == TSR_RQ_TFL || mode == TSR_RQ_TFLX) && (s < 32 || s > 54 || mul < 0))
             return 0;
+        if (mode == TSR_RQ_TFLW && (s < 31 || s > 62 || mul < 0))
+            return 0;
         if (mode == TSR_RQ_K64) {
             if (s < 0 || s > 54)
                 return 0;
@@ -174,9 +182,11 @@ static inline int tsr_rq_fast(const tsr_rqp_t *p, int mode, int32_t n)
  * |sum (x + offset) w| (k * 128 * (128 + |offset|)). */
 static inline int tsr_rq_mode(const tsr_rqp_t *p, int mode, int32_t n, const int32_t *bias, int32_t mac_bound)
 {
+    if (mode == TSR_RQ_TFL && !tsr_rq_fast(p, mode, n))
+        mode = TSR_RQ_TFLW;
     if (!tsr_rq_fast(p, mode, n))
         return TSR_RQ_ANY;
-    if (mode == TSR_RQ_TFL) {
+    if (mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW) {
         const int32_t room = (1 << 30) - mac_bound;
         if (mac_bound < 0 || room <= 0)
             return TSR_RQ_ANY;
@@ -201,6 +211,7 @@ TSR_INLINE tsr_rqc_t tsr_rqc(const tsr_rqp_t *p, int32_t c, int mode)
     const int32_t i = c * p->step, z21 = 1 + 2 * p->zp;
     r.m = p->mul[i];
     r.l = 0;
+    r.g = 0;
     if (mode == TSR_RQ_HU) {
         const int32_t sh = ~p->shift32[i];    /* s - 32 = -1 - shift */
         r.h = tsr_shl(z21, sh - 1);
@@ -209,6 +220,12 @@ TSR_INLINE tsr_rqc_t tsr_rqc(const tsr_rqp_t *p, int32_t c, int mode)
         const int32_t s = p->shift8[i];
         r.h = tsr_shl(z21, s - 32);
         r.sh = s - 31;
+    } else if (mode == TSR_RQ_TFLW) {
+        const int32_t sh = p->shift8[i] - 31;
+        r.h = (int32_t)((1u << sh) >> 1);
+        r.l = p->zp;
+        r.sh = sh;
+        r.g = sh ? -1 : 0;
     } else if (mode == TSR_RQ_TFLX) {
         /* 2^30 + 2^(s-1) + zp 2^s as lo:hi (the sign rule comes per value) */
         const int32_t s = p->shift8[i];
@@ -243,6 +260,8 @@ TSR_INLINE int32_t tsr_rq_val(int32_t acc, tsr_rqc_t r, int mode)
         return tsr_smmla(acc, r.m, r.h) >> r.sh;
     if (mode == TSR_RQ_TFL)
         return (tsr_smmlar(acc, r.m, r.h) + (acc >> 31)) >> r.sh;
+    if (mode == TSR_RQ_TFLW)
+        return ((tsr_smmlar(acc, r.m, r.h) + ((acc >> 31) & r.g)) >> r.sh) + r.l;
     if (mode == TSR_RQ_TFLX) {
         const int64_t v = (int64_t)acc * r.m + tsr_rq_pair(r.h, r.l) - (acc < 0 ? (int64_t)1 << 31 : 0);
         return (int32_t)(v >> 32) >> r.sh;
