@@ -196,7 +196,7 @@ def make_case(op, rng):
         else:
             w = _int8(rng, (co, g["in_h"] * g["in_w"] * ci))
             acc = ops.linear(x, w, bias, off)
-            q = dict(tile_c=co)
+            q = dict(tile_c=co, in_h=g["in_h"], in_w=g["in_w"], in_c=ci)
         rq = _requant(rng, co, int(np.abs(acc).max(initial=0)))
         fields = {key: g[key] for key in ("in_h", "in_w", "kh", "kw", "sh", "sw", "pad_t", "pad_l", "pad_b",
                                           "pad_r")}

@@ -246,7 +246,9 @@ void tsr_cmsis_linear_tfl(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
     if (core == 0) {
+        int32_t bytes;
+        int32_t *buf = tsr_glue_buf(a, &bytes);
         const tsr_mm_t m = tsr_glue_mm(a, a->in_h * a->in_w * a->in_c);
-        tsr_mm_fc(&m, a->in, a->input_offset, (int8_t *)a->out, TSR_RQ_TFLX);
+        tsr_mm_fc(&m, a->in, a->input_offset, (int8_t *)a->out, buf, bytes, TSR_RQ_TFLX);
     }
 }

@@ -40,8 +40,10 @@ int tsr_mm_conv(const tsr_mm_t *m, const tsr_geom_t *g, int32_t *buf, int32_t bu
 /* Pointwise over `pixels` pixels of k channels (the same columns). */
 int tsr_mm_pointwise(const tsr_mm_t *m, const int8_t *in, int32_t pixels, int32_t in_off, int8_t *out, int32_t *buf,
                      int32_t buf_bytes, int mode);
-/* Fully connected: one vector of k values (no buffer). */
-void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int mode);
+/* Fully connected: one vector of k values; buf (tsr_cols_bytes(k, 1), or
+ * NULL: a slower path) holds it as an int16 column. */
+void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
+               int mode);
 
 /* Depthwise (channel multiplier 1): filter [kh][kw][c] (CMSIS-NN's order),
  * wx: room for its sign-extended copy (2 * kh * kw * c bytes, 4-aligned) or

@@ -2,12 +2,13 @@
  * Fully connected layers with CMSIS-NN's API: arm_fully_connected_s8
  * (per-tensor requantization) and arm_fully_connected_per_channel_s8.
  * Written for tessera: the library's fully connected core (mm.c) with
- * CMSIS-NN's requantization (TSR_RQ_HU). No buffer is needed.
+ * CMSIS-NN's requantization (TSR_RQ_HU); the context buffer, when it holds
+ * 2 * K bytes (rounded up to 4 values), takes the input as an int16 column.
  */
 #include "arm_nnfunctions.h"
 #include "tsr_mm.h"
 
-static arm_cmsis_nn_status fc(const cmsis_nn_fc_params *p, const cmsis_nn_dims *input_dims, const int8_t *input,
+static arm_cmsis_nn_status fc(const cmsis_nn_context *ctx, const cmsis_nn_fc_params *p, const cmsis_nn_dims *input_dims, const int8_t *input,
                               const cmsis_nn_dims *filter_dims, const int8_t *filter, const int32_t *bias,
                               const cmsis_nn_dims *output_dims, int8_t *output, const int32_t *mul,
                               const int32_t *shift, int32_t per_channel)
@@ -23,7 +24,8 @@ static arm_cmsis_nn_status fc(const cmsis_nn_fc_params *p, const cmsis_nn_dims *
     m.q.step = per_channel;
     m.dbl = 0;
     for (int32_t n = 0; n < input_dims->n; n++)
-        tsr_mm_fc(&m, input + n * m.k, p->input_offset, output + n * m.co, TSR_RQ_HU);
+        tsr_mm_fc(&m, input + n * m.k, p->input_offset, output + n * m.co, ctx ? (int32_t *)ctx->buf : NULL,
+                  ctx ? ctx->size : 0, TSR_RQ_HU);
     return ARM_CMSIS_NN_SUCCESS;
 }
 
@@ -34,9 +36,8 @@ arm_cmsis_nn_status arm_fully_connected_s8(const cmsis_nn_context *ctx, const cm
                                            const cmsis_nn_dims *bias_dims, const int32_t *bias_data,
                                            const cmsis_nn_dims *output_dims, int8_t *output_data)
 {
-    (void)ctx;
     (void)bias_dims;
-    return fc(fc_params, input_dims, input_data, filter_dims, filter_data, bias_data, output_dims, output_data,
+    return fc(ctx, fc_params, input_dims, input_data, filter_dims, filter_data, bias_data, output_dims, output_data,
               &quant_params->multiplier, &quant_params->shift, 0);
 }
 
@@ -48,8 +49,7 @@ arm_cmsis_nn_status arm_fully_connected_per_channel_s8(const cmsis_nn_context *c
                                                        const cmsis_nn_dims *bias_dims, const int32_t *bias_data,
                                                        const cmsis_nn_dims *output_dims, int8_t *output_data)
 {
-    (void)ctx;
     (void)bias_dims;
-    return fc(fc_params, input_dims, input_data, filter_dims, filter_data, bias_data, output_dims, output_data,
+    return fc(ctx, fc_params, input_dims, input_data, filter_dims, filter_data, bias_data, output_dims, output_data,
               quant_params->multiplier, quant_params->shift, 1);
 }
