@@ -27,10 +27,10 @@ LIBRARY = load_yaml(os.path.join(ROOT, "kernels", "cmsis_nn", "library.yaml"))
 # any_rq.c); <op>_tfl: TFLite's two roundings (the cores' TFL forms)
 OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add",
        "conv2d_rq", "pointwise_rq", "linear_rq", "depthwise_rq",
-       "conv2d_tfl", "pointwise_tfl", "depthwise_tfl", "linear_tfl")
+       "conv2d_tfl", "pointwise_tfl", "depthwise_tfl", "linear_tfl", "add_tfl")
 # the argument struct of each op (tsr_<kind>_args_t)
 KIND = {"conv2d": "conv", "pointwise": "conv", "depthwise": "conv", "linear": "conv",
-        "maxpool": "pool", "avgpool": "pool", "add": "add"}
+        "maxpool": "pool", "avgpool": "pool", "add": "add", "add_tfl": "add"}
 KIND.update({f"{op}_{form}": "conv" for op in ("conv2d", "pointwise", "linear", "depthwise") for form in ("rq", "tfl")})
 
 
@@ -47,7 +47,7 @@ class Case:
 
     @property
     def fn(self):
-        return "tsr_cmsis_" + self.op
+        return "tsr_cmsis_" + ("add" if self.op == "add_tfl" else self.op)
 
 
 def scratch_bytes(op, **q):
@@ -149,7 +149,7 @@ def _bias(rng, n):
 
 def make_case(op, rng):
     """One random case of op."""
-    if op.endswith(("_rq", "_tfl")):
+    if op.endswith(("_rq", "_tfl")) and op != "add_tfl":
         base, form = op.rsplit("_", 1)
         case = make_case(base, rng)
         # the same tile with tessera's or TFLite's requantization in place of CMSIS-NN's
@@ -237,6 +237,22 @@ def make_case(op, rng):
         rq = _requant(rng, c, int(np.abs(acc).max(initial=0)), cmsis=False)
         fields["input_offset"] = off
         return Case(op, fields, {"in": x}, golden_requant(acc, rq), rq, 0, int(acc.size * g["kh"] * g["kw"]))
+    if op == "add_tfl":
+        # TFLite's ADD as the importer makes it: each input's multiplier below
+        # 1 (QuantizeMultiplier's, or exactly 1/2: 2^30 with shift 31), the
+        # output's TFLite requantization (sometimes outside the short form)
+        n = int(rng.integers(1, 100))
+        a, b = _int8(rng, n), _int8(rng, n)
+        in_mul, in_shift = [], []
+        for _ in range(2):
+            half = rng.integers(3) == 0
+            in_mul.append(2**30 if half else int(rng.integers(2**30, 2**31)))
+            in_shift.append(31 if half else int(rng.integers(31, 40)))
+        in_off = [int(v) for v in rng.integers(-127, 129, size=2)]
+        acc = ops.add(a, b, in_mul, in_off, in_shift)
+        rq = _tflite_requant(rng, 1, int(np.abs(acc).max(initial=0)))
+        fields = {"n": n, "in_mul": in_mul, "in_offset": in_off, "in_shift": in_shift}
+        return Case(op, fields, {"a": a, "b": b}, golden_requant(acc.reshape(n, 1), rq).reshape(n), rq, 0, n)
     # add: multipliers and shift as the frontend makes them (a shared shift)
     n = int(rng.integers(1, 100))
     a, b = _int8(rng, n), _int8(rng, n)

@@ -84,7 +84,7 @@ def host_lib(tmp_path_factory):
     assert res.returncode == 0, res.stderr
     lib = ctypes.CDLL(str(so))
     for op in OPS:
-        fn = getattr(lib, "tsr_cmsis_" + op)
+        fn = getattr(lib, "tsr_cmsis_" + ("add" if op == "add_tfl" else op))
         fn.argtypes = [ctypes.c_void_p, c_int, c_int]
         fn.restype = None
     return lib
@@ -124,7 +124,8 @@ def run_host(lib, case):
                         f["pad_b"], f["pad_r"], f["input_offset"], rq_p)
     elif KIND[case.op] == "add":
         args = AddArgs(_ptr(arr("a", np.int8), c_int8), _ptr(arr("b", np.int8), c_int8),
-                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]), rq=rq_p)
+                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]),
+                       (c_int32 * 2)(*f.get("in_shift", [0, 0])), rq=rq_p)
     else:
         args = ConvArgs(_ptr(arr("in", np.int8), c_int8), f["in_h"], f["in_w"], f["in_c"],
                         _ptr(arr("weights", np.int8), c_int8), _ptr(arr("bias", np.int32), c_int32),

@@ -32,6 +32,7 @@ arithmetic, dilation, a strided pointwise) stays tiled.
 """
 
 from . import overlap
+from .views import param_arrays
 
 # the kernel functions whose loop order `events` reproduces
 KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise"}
@@ -95,7 +96,11 @@ def scratch_bytes(layer, graph, k):
     ci, co = x.shape[2], y.shape[2]
     kh, kw = layer.kernel
     if k == "apart":
-        return 8 * co if layer.op == "linear" else 0
+        if layer.op != "linear":
+            return 0
+        # CMSIS-NN's arrays when per channel, then the input as an int16 column (mm.c)
+        per_channel = any(name == "mul" for name, _, _ in param_arrays(layer))
+        return (8 * co if per_channel else 0) + _cols_bytes(x.shape[0] * x.shape[1] * ci, 1)
     k = "depthwise" if k == "depthwise_rows" else k
     if k == "conv":
         patch = kh * kw * ci

@@ -25,6 +25,8 @@ arm_max_pool_s8; average pooling and add have tessera's semantics, which
 CMSIS-NN's differ from, and run on this library's own DSP kernels.
 """
 
+from dataclasses import replace
+
 from . import reference
 
 # what the generated layer code includes to see the kernel functions
@@ -101,10 +103,20 @@ RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise
               "linear": "tsr_cmsis_linear_rq", "depthwise": "tsr_cmsis_depthwise_rq"}
 
 
+def _tflite_add(layer, graph):
+    """A TFLite ADD (each input rescaled) tsr_cmsis_add takes: two int8
+    tensors of one shape and a per-tensor requantization."""
+    return (layer.op == "add" and bool(layer.in_shift) and layer.requant is not None
+            and layer.requant.rounding == "tflite"
+            and reference.reference_only(replace(layer, in_shift=None), graph) is None)
+
+
 def kernel_function(layer, graph):
     """The kernel entry point, chosen by the layer's requantization form:
     CMSIS-NN's API (half up), TFLite's, or tessera's others; the
     reference kernels for what only they implement."""
+    if _tflite_add(layer, graph):
+        return KERNELS["add"]
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]
