@@ -249,8 +249,15 @@ def make_case(op, rng):
             in_mul.append(2**30 if half else int(rng.integers(2**30, 2**31)))
             in_shift.append(31 if half else int(rng.integers(31, 40)))
         in_off = [int(v) for v in rng.integers(-127, 129, size=2)]
+        probe = rng.integers(3) == 0
+        if probe:
+            # the rounding boundaries: each input's rescale halves (a + o) << 20
+            # with ties at odd a + o, the output's quarters the sum
+            in_mul, in_shift = [2**30, 2**30], [51, 51]
         acc = ops.add(a, b, in_mul, in_off, in_shift)
         rq = _tflite_requant(rng, 1, int(np.abs(acc).max(initial=0)))
+        if probe:
+            rq.update(mul=[2**30], shift=[32], lo=-128, hi=127)
         fields = {"n": n, "in_mul": in_mul, "in_offset": in_off, "in_shift": in_shift}
         return Case(op, fields, {"a": a, "b": b}, golden_requant(acc.reshape(n, 1), rq).reshape(n), rq, 0, n)
     # add: multipliers and shift as the frontend makes them (a shared shift)
