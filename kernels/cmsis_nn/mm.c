@@ -649,11 +649,24 @@ int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t b
     const int32_t k = m0->k;
     if (buf == NULL || buf_bytes < tsr_cols_bytes(k, 2))
         return 0;
-    const tsr_mm_t mm = mm_resolve(m0, g->in_off, &mode), *m = &mm;
+    tsr_mm_t mm = mm_resolve(m0, g->in_off, &mode);
+    const int four = buf_bytes >= tsr_cols_bytes(k, 4);
+    const int32_t kw = (k + 3) & ~3, cols = tsr_cols_bytes(k, four ? 4 : 2);
+    if ((k & 3) && buf_bytes - cols >= mm.co * kw) {
+        /* rows of whole words (the assembly's; a first layer's 3x3x3 patch):
+         * the filter copied with a zero after each row, after the columns */
+        int8_t *wp = (int8_t *)buf + cols;
+        for (int32_t c = 0; c < mm.co; c++)
+            for (int32_t i = 0; i < kw; i++)
+                wp[c * kw + i] = i < k ? mm.w[c * k + i] : 0;
+        mm.w = wp;
+        mm.k = kw;
+    }
+    const tsr_mm_t *m = &mm;
     const mm_fns_t f = mm_fns(m, mode);
     const int32_t pixels = g->out_h * g->out_w, ow = g->out_w, co = m->co;
     int32_t p = 0;
-    if (buf_bytes >= tsr_cols_bytes(k, 4)) {
+    if (four) {
         for (; p < pixels; p += 4) {
             const int32_t np = pixels - p < 4 ? pixels - p : 4;
             for (int32_t i = 0; i < np; i++)

@@ -104,7 +104,9 @@ def scratch_bytes(layer, graph, k):
     k = "depthwise" if k == "depthwise_rows" else k
     if k == "conv":
         patch = kh * kw * ci
-        return 8 * co + _cols_bytes(patch, 4 if patch <= QUAD_PATCH else 2)
+        # a small patch's filter rows padded to whole words after the columns (mm.c)
+        wpad = co * _align4(patch) if patch <= 48 and patch % 4 else 0
+        return 8 * co + _cols_bytes(patch, 4 if patch <= QUAD_PATCH else 2) + wpad
     if k == "pointwise":
         return 8 * co + _cols_bytes(ci, 4)
     # depthwise: the filter reordered to [kh][kw][c], then sign-extended (int16)
