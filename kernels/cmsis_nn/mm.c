@@ -151,6 +151,67 @@ static void im2col(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g, int
     col_pad(col, P, k);
 }
 
+/* A 3x3 window of 3 channels (a first layer's) in the order of whole
+ * words: each window row's first eight bytes as two words, then the three
+ * rows' ninth bytes and a zero. The filter is copied in the same order
+ * (rgb_filter); inside the input a row is two unaligned word loads and a
+ * byte, at the borders the window is gathered as im2col does and
+ * reordered. */
+#define RGB_K 27
+
+static const uint8_t rgb_order[28] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16,
+                                      18, 19, 20, 21, 22, 23, 24, 25, 8, 17, 26, 27};
+
+static void rgb_filter(int8_t *dst, const int8_t *w, int32_t co)
+{
+    for (int32_t c = 0; c < co; c++, w += RGB_K, dst += 28)
+        for (int32_t i = 0; i < 28; i++)
+            dst[i] = rgb_order[i] < RGB_K ? w[rgb_order[i]] : 0;
+}
+
+static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g, int32_t oy, int32_t ox, int32_t dbl)
+{
+    const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl, row = g->in_w * 3;
+    const int32_t off2 = tsr_dup16(g->in_off);
+    int32_t *col = cols + 2 * p;
+    uint32_t words[7];
+    if (iy0 >= 0 && ix0 >= 0 && iy0 + 3 <= g->in_h && ix0 + 3 <= g->in_w) {
+        const int8_t *x = g->in + iy0 * row + ix0 * 3;
+        words[0] = tsr_ld32(x);
+        words[1] = tsr_ld32(x + 4);
+        words[2] = tsr_ld32(x + row);
+        words[3] = tsr_ld32(x + row + 4);
+        words[4] = tsr_ld32(x + 2 * row);
+        words[5] = tsr_ld32(x + 2 * row + 4);
+        /* the fourth lane: -offset, which the offset turns into 0 (|offset| <= 128 here) */
+        words[6] = (uint8_t)x[8] | (uint32_t)(uint8_t)x[row + 8] << 8 | (uint32_t)(uint8_t)x[2 * row + 8] << 16 |
+                   (uint32_t)(uint8_t)-g->in_off << 24;
+    } else {
+        /* the window with its padding as -offset, then reordered */
+        int8_t patch[28], *b = (int8_t *)words;
+        const int8_t pad = (int8_t)-g->in_off;
+        for (int32_t ky = 0; ky < 3; ky++)
+            for (int32_t kx = 0; kx < 3; kx++) {
+                const int32_t iy = iy0 + ky, ix = ix0 + kx;
+                const int inside = iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w;
+                for (int32_t ci = 0; ci < 3; ci++)
+                    patch[(ky * 3 + kx) * 3 + ci] = inside ? g->in[iy * row + ix * 3 + ci] : pad;
+            }
+        patch[27] = pad;
+        for (int32_t i = 0; i < 28; i++)
+            b[i] = patch[rgb_order[i]];
+    }
+    for (int32_t i = 0; i < 7; i++, col += 2 * P) {
+        int32_t a = tsr_sxtab16(off2, words[i]), c = tsr_sxtab16_ror8(off2, words[i]);
+        if (dbl) {
+            a = tsr_sadd16(a, a);
+            c = tsr_sadd16(c, c);
+        }
+        col[0] = a;
+        col[1] = c;
+    }
+}
+
 /* ---- four pixels: one filter row at a time ----------------------------- */
 
 /* The assembly needs 13 registers: not with a frame pointer (-O0). */
@@ -652,7 +713,15 @@ int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t b
     tsr_mm_t mm = mm_resolve(m0, g->in_off, &mode);
     const int four = buf_bytes >= tsr_cols_bytes(k, 4);
     const int32_t kw = (k + 3) & ~3, cols = tsr_cols_bytes(k, four ? 4 : 2);
-    if ((k & 3) && buf_bytes - cols >= mm.co * kw) {
+    /* the first layer's 3x3x3 windows in whole words (im2col_rgb) */
+    const int rgb = g->kh == 3 && g->kw == 3 && g->in_c == 3 && g->in_off >= -127 && g->in_off <= 128 &&
+                    buf_bytes - cols >= mm.co * kw;
+    if (rgb) {
+        int8_t *wp = (int8_t *)buf + cols;
+        rgb_filter(wp, mm.w, mm.co);
+        mm.w = wp;
+        mm.k = kw;
+    } else if ((k & 3) && buf_bytes - cols >= mm.co * kw) {
         /* rows of whole words (the assembly's; a first layer's 3x3x3 patch):
          * the filter copied with a zero after each row, after the columns */
         int8_t *wp = (int8_t *)buf + cols;
@@ -670,7 +739,7 @@ int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t b
         for (; p < pixels; p += 4) {
             const int32_t np = pixels - p < 4 ? pixels - p : 4;
             for (int32_t i = 0; i < np; i++)
-                im2col(buf, 4, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
+                (rgb ? im2col_rgb : im2col)(buf, 4, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
             mm4_run(&f, m, buf, g->out + p * co, np);
         }
         return 1;
@@ -678,7 +747,7 @@ int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t b
     for (; p < pixels; p += 2) {
         const int32_t np = pixels - p < 2 ? pixels - p : 2;
         for (int32_t i = 0; i < np; i++)
-            im2col(buf, 2, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
+            (rgb ? im2col_rgb : im2col)(buf, 2, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
         f.two(m, buf, g->out + p * co, g->out + (p + np - 1) * co, np);
     }
     return 1;

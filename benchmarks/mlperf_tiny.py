@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""MLPerf Tiny on Cortex-M (not a test): issue 33's table from tessera's
+side in one run. Each reference model (examples/mlperf_tiny/, the
+published int8 .tflite files) is built and run under QEMU on each target
+twice, with the default settings and with `fusion=none`, every layer
+checked bit-exact; the table gives tessera's layer instructions (QEMU,
+-icount shift=0, the CMSDK timer around each layer) against TFLite Micro's
+`Invoke()` with CMSIS-NN measured the same way (the baseline below), and
+tessera's total RAM (what the firmware declares) against TFLM's arena plus
+its static RAM and stack.
+
+    .venv/bin/python benchmarks/mlperf_tiny.py [--targets stm32h7 stm32f4]
+        [--models kws vww ic_resnet8 ad01] [--data DIR] [--out DIR] [--no-none]
+
+Then per model and kind of layer, tessera's instructions per MAC with
+`fusion=none` and, for the default build, its fused steps as kinds of
+their own (a fused step's count is its whole step: it is never mixed into
+a layer kind).
+
+TFLM's figures are issue 33's measurement (tensorflow/tflite-micro
+90b983c2b, OPTIMIZED_KERNEL_DIR=cmsis_nn and the CMSIS-NN it pins, Debian
+GCC 12.2.1, picolibc, -O2, the same boards and counter); static RAM and
+stack were measured for KWS only, and the RAM budget of the other models
+assumes the same (the interpreter's static data and its stack do not
+depend much on the model).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILES = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite",
+         "ic_resnet8": "pretrainedResnet_quant.tflite", "ad01": "ad01_int8.tflite"}
+DATA_DIRS = [os.path.join(ROOT, "examples", "mlperf_tiny", "data"),
+             os.path.join(os.path.dirname(ROOT), "shared", "mlperf_tiny")]
+CPU = {"stm32h7": "M7", "stm32f4": "M4"}
+
+# TFLM + CMSIS-NN Invoke() instructions per model and target (issue 33)
+TFLM = {("kws", "stm32h7"): 7_613_960, ("kws", "stm32f4"): 7_668_120,
+        ("vww", "stm32h7"): 24_004_320, ("vww", "stm32f4"): 24_080_680,
+        ("ic_resnet8", "stm32h7"): 31_357_240, ("ic_resnet8", "stm32f4"): 31_199_760,
+        ("ad01", "stm32h7"): 583_720, ("ad01", "stm32f4"): 583_440}
+# TFLM's arena per model; its static RAM and stack (measured on KWS)
+TFLM_ARENA = {"kws": 22_820, "vww": 100_708, "ic_resnet8": 54_996, "ad01": 2_580}
+TFLM_STATIC, TFLM_STACK = 4_528, 1_340
+
+
+def data_dir(given):
+    for folder in [given] if given else DATA_DIRS:
+        if folder and all(os.path.exists(os.path.join(folder, f)) for f in FILES.values()):
+            return folder
+    sys.exit(f"mlperf_tiny: the MLPerf Tiny .tflite files are in none of {[given] if given else DATA_DIRS} "
+             "(tools/mlperf_tiny.py copies them from a mlcommons/tiny clone)")
+
+
+def model_yaml(tmp, name, data):
+    """examples/mlperf_tiny/<name>.yaml pointed at the data folder."""
+    with open(os.path.join(ROOT, "examples", "mlperf_tiny", f"{name}.yaml")) as f:
+        text = f.read().replace(f"tflite: data/{FILES[name]}", f"tflite: {os.path.join(data, FILES[name])}")
+    path = os.path.join(tmp, f"{name}.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def build(out, target, yml, *extra):
+    name = os.path.splitext(os.path.basename(yml))[0]
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", "-j2", f"out={out}", f"target={target}",
+           f"model={yml}", *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"mlperf_tiny: the build of {name} on {target} ({' '.join(extra) or 'default'}) failed:\n"
+                 f"{res.stderr[-2000:]}")
+    with open(os.path.join(out, target, name, "report.json")) as f:
+        rep = json.load(f)
+    if rep["verdict"] != "pass":
+        sys.exit(f"mlperf_tiny: {name} on {target} ({' '.join(extra) or 'default'}): not bit-exact")
+    return rep
+
+
+def ram_total(rep):
+    return sum(m.get("ram", 0) for m in rep["memory"].values())
+
+
+def kinds(rep):
+    """{kind: [macs, instructions]}: the layers' ops, and each fused step
+    as `<op>+<op>` (its count is on its first layer, the others' counts
+    are the step's bookkeeping and go with it)."""
+    groups = {name: g for g in rep.get("fusion", {}).get("groups", []) for name in g["layers"]}
+    ops = {layer["name"]: layer["op"] for layer in rep["layers"]}
+    out = {}
+    for layer in rep["layers"]:
+        g = groups.get(layer["name"])
+        kind = "+".join(ops[n] for n in g["layers"]) + " (fused)" if g else layer["op"]
+        row = out.setdefault(kind, [0, 0])
+        row[0] += layer["macs"]
+        row[1] += layer["instructions"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", nargs="+", default=["stm32h7", "stm32f4"], choices=sorted(CPU))
+    ap.add_argument("--models", nargs="+", default=list(FILES), choices=list(FILES))
+    ap.add_argument("--data", help="folder with the four .tflite files")
+    ap.add_argument("--out", help="build folder (default: a temporary one)")
+    ap.add_argument("--no-none", action="store_true", help="skip the fusion=none builds")
+    args = ap.parse_args()
+    data = data_dir(args.data)
+
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="tessera-mlperf-") as tmp:
+        out = args.out or os.path.join(tmp, "out")
+        for name in args.models:
+            yml = model_yaml(tmp, name, data)
+            for target in args.targets:
+                runs[name, target, "default"] = build(out, target, yml)
+                if not args.no_none:
+                    runs[name, target, "none"] = build(out, target, yml, "fusion=none")
+
+    print("MLPerf Tiny under QEMU: tessera's layer instructions (default settings) against TFLite Micro + "
+          "CMSIS-NN Invoke() (issue 33's measurement), every build bit-exact\n")
+    head = (f"{'model':<11} {'CPU':<4} {'tessera':>11} {'TFLM':>11} {'ratio':>6} {'fusion=none':>12} {'ratio':>6}"
+            f" {'RAM':>8} {'TFLM RAM':>9} {'ratio':>6}")
+    print(head)
+    print("-" * len(head))
+    for name in args.models:
+        for target in args.targets:
+            rep = runs[name, target, "default"]
+            n = rep["totals"]["instructions"]
+            base = TFLM[name, target]
+            none = runs.get((name, target, "none"))
+            nn = none["totals"]["instructions"] if none else None
+            ram, budget = ram_total(rep), TFLM_ARENA[name] + TFLM_STATIC + TFLM_STACK
+            print(f"{name:<11} {CPU[target]:<4} {n:>11,} {base:>11,} {n / base:>6.3f} "
+                  + (f"{nn:>12,} {nn / base:>6.3f}" if nn else f"{'':>12} {'':>6}")
+                  + f" {ram:>8,} {budget:>9,} {ram / budget:>6.3f}")
+    print(f"\nTFLM RAM: its arena (kws {TFLM_ARENA['kws']:,}, vww {TFLM_ARENA['vww']:,}, ic_resnet8 "
+          f"{TFLM_ARENA['ic_resnet8']:,}, ad01 {TFLM_ARENA['ad01']:,}) + static {TFLM_STATIC:,} + stack "
+          f"{TFLM_STACK:,}; tessera's: the report's total (activations, tile arena or in-place scratch, the "
+          "target's reserved data and stack)")
+
+    print("\nPer kind: instructions per MAC (fused steps on their own rows)\n")
+    for name in args.models:
+        for target in args.targets:
+            for variant in ("none", "default"):
+                rep = runs.get((name, target, variant))
+                if rep is None:
+                    continue
+                rows = kinds(rep)
+                cells = ", ".join(f"{k} {v[1] / max(1, v[0]):.2f} ({v[1]:,})"
+                                  for k, v in sorted(rows.items(), key=lambda kv: -kv[1][1]))
+                print(f"{name} {CPU[target]} {variant}: {cells}")
+
+
+if __name__ == "__main__":
+    main()
