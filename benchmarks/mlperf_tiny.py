@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 
+from cortexm_kernels import kinds
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite",
          "ic_resnet8": "pretrainedResnet_quant.tflite", "ad01": "ad01_int8.tflite"}
@@ -84,22 +86,6 @@ def build(out, target, yml, *extra):
 
 def ram_total(rep):
     return sum(m.get("ram", 0) for m in rep["memory"].values())
-
-
-def kinds(rep):
-    """{kind: [macs, instructions]}: the layers' ops, and each fused step
-    as `<op>+<op>` (its count is on its first layer, the others' counts
-    are the step's bookkeeping and go with it)."""
-    groups = {name: g for g in rep.get("fusion", {}).get("groups", []) for name in g["layers"]}
-    ops = {layer["name"]: layer["op"] for layer in rep["layers"]}
-    out = {}
-    for layer in rep["layers"]:
-        g = groups.get(layer["name"])
-        kind = "+".join(ops[n] for n in g["layers"]) + " (fused)" if g else layer["op"]
-        row = out.setdefault(kind, [0, 0])
-        row[0] += layer["macs"]
-        row[1] += layer["instructions"]
-    return out
 
 
 def main():

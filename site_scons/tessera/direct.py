@@ -34,8 +34,11 @@ arithmetic, dilation, a strided pointwise) stays tiled.
 from . import overlap
 from .views import param_arrays
 
-# the kernel functions whose loop order `events` reproduces
-KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise"}
+# the kernel functions whose loop order `events` reproduces (TFLite's run
+# the same cores in the same order: kernels/cmsis_nn/glue.c)
+KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise",
+         "tsr_cmsis_conv2d_tfl": "conv", "tsr_cmsis_pointwise_tfl": "pointwise",
+         "tsr_cmsis_depthwise_tfl": "depthwise"}
 
 # conv2d's quads (four im2col columns) where the library's tiler gives
 # them room too (kernels/cmsis_nn/library.yaml: cols4 when patch <= 1024)

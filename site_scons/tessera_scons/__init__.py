@@ -459,7 +459,12 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
         room = memory["levels"][memory["place"]["tiles"]]["usable"]
         memory["direct"] = {"policy": policy, "eligible": {
             n: k for n, k in direct_mod.eligible(graph, tcfg["kernels"], rows).items()
-            if direct_mod.scratch_bytes(graph.layer(n), graph, k) <= room}}
+            if direct_mod.scratch_bytes(graph.layer(n), graph, k) <= room},
+            # what the cost model reads to price the options (rambudget.plan_flat;
+            # the coefficients' content, so that a refit replans)
+            "cost": {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma", "platform", "toolchain",
+                                          "runner", "cost_model") if k in tcfg},
+            "cost_coefficients": _cost_meta(tcfg, tname)["coefficients"]}
     # fusion's inputs (its steps come after the tiles; a ram_cap's budget
     # step judges each rung with them)
     fusion_policy = mcfg.get("fusion", "none")
@@ -540,7 +545,7 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
                              + fusion_in + budget,
                              Action(steps.plan, "tessera: plan memory $TARGET"))
     env.Depends(plan_nodes, _code("memplan", "alloc", "views", "ir", "overlap", "hazard", "tiler", "direct",
-                                  "rambudget"))
+                                  "rambudget", "cost"))
     memplan_json, slices = plan_nodes[0], plan_nodes[1:]
 
     # ---- code generation: one file per layer (+ its constants), network files

@@ -224,7 +224,7 @@ def _plan(target, source, env):
     def plan_with(direct):
         return memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused, direct)
     if policy == "flat":
-        the_plan = rambudget.plan_flat(graph, tilings, memory, plan_with)
+        the_plan = rambudget.plan_flat(graph, tilings, memory, plan_with, memory.get("ram_cap"))
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
