@@ -88,6 +88,36 @@ def ram_total(rep):
     return sum(m.get("ram", 0) for m in rep["memory"].values())
 
 
+def tflm_rounding(build_dir):
+    """AD01's output (the golden model's, equal to the TFLite interpreter's
+    and the firmware's) against the same network with every
+    FULLY_CONNECTED requantized as TFLM's CMSIS-NN kernel does
+    (arm_nn_requantize in CMSIS-NN's default build: TFLite's two roundings,
+    SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, where the
+    interpreter's reference kernel rounds once): (bytes that differ, the
+    largest difference, the output's size)."""
+    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+    import copy
+
+    import numpy as np
+
+    from tessera import golden
+    from tessera.ir import Graph
+
+    with open(os.path.join(build_dir, "graph.json")) as f:
+        graph = Graph.from_json(json.load(f))
+    weights = dict(np.load(os.path.join(build_dir, "weights.npz")))
+    inputs = dict(np.load(os.path.join(build_dir, "input.npz")))
+    twice = copy.deepcopy(graph)
+    for layer in twice.layers:
+        if layer.op == "linear" and layer.requant.rounding == "half_up":
+            layer.requant.rounding = "tflite"
+    out = graph.outputs[0]
+    a = np.asarray(golden.run(graph, weights, inputs)[out]).astype(np.int32).reshape(-1)
+    b = np.asarray(golden.run(twice, weights, inputs)[out]).astype(np.int32).reshape(-1)
+    return int((a != b).sum()), int(np.abs(a - b).max(initial=0)), a.size
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", nargs="+", default=["stm32h7", "stm32f4"], choices=sorted(CPU))
@@ -107,6 +137,8 @@ def main():
                 runs[name, target, "default"] = build(out, target, yml)
                 if not args.no_none:
                     runs[name, target, "none"] = build(out, target, yml, "fusion=none")
+        # the golden model's graph, weights and input are the same on every target
+        ad01 = tflm_rounding(os.path.join(out, args.targets[0], "ad01")) if "ad01" in args.models else None
 
     print("MLPerf Tiny under QEMU: tessera's layer instructions (default settings) against TFLite Micro + "
           "CMSIS-NN Invoke() (issue 33's measurement), every build bit-exact\n")
@@ -129,6 +161,11 @@ def main():
           f"{TFLM_ARENA['ic_resnet8']:,}, ad01 {TFLM_ARENA['ad01']:,}) + static {TFLM_STATIC:,} + stack "
           f"{TFLM_STACK:,}; tessera's: the report's total (activations, tile arena or in-place scratch, the "
           "target's reserved data and stack)")
+
+    if ad01:
+        n, most, size = ad01
+        print(f"\nAD01 with TFLM's FULLY_CONNECTED rounding (CMSIS-NN's two roundings where the TFLite reference "
+              f"interpreter rounds once): {n} of {size} output bytes differ, by at most {most}")
 
     print("\nPer kind: instructions per MAC (fused steps on their own rows)\n")
     for name in args.models:
