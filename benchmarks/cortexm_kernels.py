@@ -31,16 +31,19 @@ sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 
 
 def build(out, target, model, *extra):
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}",
-           *extra]
+    """The report of `model` (a name or a YAML path) built and run on
+    `target` (a name or a YAML path) into `out`; exits unless bit-exact."""
+    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", "-j2", f"out={out}", f"target={target}",
+           f"model={model}", *extra]
     res = subprocess.run(cmd, capture_output=True, text=True)
+    what = f"{model} on {target}" + (f" ({' '.join(extra)})" if extra else "")
     if res.returncode != 0:
-        sys.exit(f"build of {model} on {target} failed:\n{res.stderr[-2000:]}")
-    name = os.path.splitext(os.path.basename(target))[0]
-    with open(os.path.join(out, name, model, "report.json")) as f:
+        sys.exit(f"the build of {what} failed:\n{res.stderr[-2000:]}")
+    name, mname = (os.path.splitext(os.path.basename(p))[0] for p in (target, model))
+    with open(os.path.join(out, name, mname, "report.json")) as f:
         rep = json.load(f)
     if rep["verdict"] != "pass":
-        sys.exit(f"{model} on {name}: not bit-exact")
+        sys.exit(f"{what}: not bit-exact")
     return rep
 
 

@@ -28,11 +28,10 @@ depend much on the model).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-from cortexm_kernels import kinds
+from cortexm_kernels import build, kinds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = {"kws": "kws_ref_model.tflite", "vww": "vww_96_int8.tflite",
@@ -67,21 +66,6 @@ def model_yaml(tmp, name, data):
     with open(path, "w") as f:
         f.write(text)
     return path
-
-
-def build(out, target, yml, *extra):
-    name = os.path.splitext(os.path.basename(yml))[0]
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", "-j2", f"out={out}", f"target={target}",
-           f"model={yml}", *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"mlperf_tiny: the build of {name} on {target} ({' '.join(extra) or 'default'}) failed:\n"
-                 f"{res.stderr[-2000:]}")
-    with open(os.path.join(out, target, name, "report.json")) as f:
-        rep = json.load(f)
-    if rep["verdict"] != "pass":
-        sys.exit(f"mlperf_tiny: {name} on {target} ({' '.join(extra) or 'default'}): not bit-exact")
-    return rep
 
 
 def ram_total(rep):

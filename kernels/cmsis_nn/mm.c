@@ -245,31 +245,20 @@ TSR_INLINE void mm_row4(const int8_t *w, const int32_t *col, int32_t groups, int
     "smlad %[a2], %[wv], %[x1], %[a2]\n\t"          \
     "smlad %[a3], %[t], %[x2], %[a3]\n\t"           \
     "smlad %[a3], %[wv], %[x3], %[a3]\n\t"
-    int32_t turns = groups >> 2;
-    if (turns > 0) {
-        /* four groups per turn: 13 instructions a group plus 2 a turn */
-        int32_t wv, t;
-        __asm__("1:\n\t" MM_GROUP4 MM_GROUP4 MM_GROUP4 MM_GROUP4
-                "subs %[n], %[n], #1\n\t"
-                "bne 1b"
-                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w), [col] "+r"(col),
-                  [n] "+r"(turns), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2),
-                  [x3] "=&r"(x3)
-                :
-                : "cc", "memory");
+#define MM_LOOP(TURNS, BODY)                                                                              \
+    if ((TURNS) > 0) {                                                                                    \
+        int32_t n = (TURNS), wv, t;                                                                       \
+        __asm__("1:\n\t" BODY "subs %[n], %[n], #1\n\tbne 1b"                                            \
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w), [col] "+r"(col), \
+                  [n] "+r"(n), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1),              \
+                  [x2] "=&r"(x2), [x3] "=&r"(x3)                                                        \
+                :                                                                                         \
+                : "cc", "memory");                                                                        \
     }
-    turns = groups & 3;
-    if (turns > 0) {
-        int32_t wv, t;
-        __asm__("1:\n\t" MM_GROUP4
-                "subs %[n], %[n], #1\n\t"
-                "bne 1b"
-                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w), [col] "+r"(col),
-                  [n] "+r"(turns), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2),
-                  [x3] "=&r"(x3)
-                :
-                : "cc", "memory");
-    }
+    /* four groups per turn: 13 instructions a group plus 2 a turn; then the rest one a turn */
+    MM_LOOP(groups >> 2, MM_GROUP4 MM_GROUP4 MM_GROUP4 MM_GROUP4)
+    MM_LOOP(groups & 3, MM_GROUP4)
+#undef MM_LOOP
 #undef MM_GROUP4
 #else
     for (; groups > 0; groups--, w += 4, col += 8) {
