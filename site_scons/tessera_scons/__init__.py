@@ -491,6 +491,9 @@ def _declare(env, tcfg, mcfg, graph, paths, library, cg_target, plat, outdir, ru
     if fusion_policy == "min_latency":
         decide["cost"] = _fusion_cost(env, tcfg, mcfg, (graph, paths, library, cg_target, plat), outdir)
         measured = decide["cost"].pop("verdicts", [])
+        if memory.get("direct", {}).get("policy") == "flat":
+            # what the layers will cost apart there: in place (fusion.costs)
+            decide["cost"]["in_place"] = sorted(memory["direct"]["eligible"])
 
     # a cap on total RAM: one step picks the largest tile budget that fits
     try:
