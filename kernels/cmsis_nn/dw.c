@@ -149,22 +149,42 @@ static void dw_taps(const tsr_dw_t *d, const int8_t *p, int32_t g, int32_t ky0, 
     acc[3] = a3;
 }
 
-/* An inner run of a row: n windows inside the input, 3x3, `step` bytes
- * apart, outputs `c` apart. Out of line, so that the 13 registers of the
- * unrolled taps are there for it; one copy per form and clamp. */
+/* A group's every output row through the unrolled taps: per row the
+ * windows over the left border, those inside, those over the right border
+ * (each with its filter: wf[row class][column class], windows moved
+ * inside), `step` bytes apart, outputs `c` apart. Out of line, so that the
+ * 13 registers of the unrolled taps are there for it; one copy per form and
+ * clamp. */
 typedef struct {
     int32_t c, row, step, off2;
-    const int32_t *wg;
     const tsr_dw_q4_t *q;
+    const int32_t *wf[3][3];
+    int32_t ox_lo, ox_hi;      /* output columns [0, ox_lo) hang over the left, [ox_hi, out_w) the right */
 } tsr_dw_run_t;
 
+TSR_INLINE void dw3x3_run(const int8_t *p, int8_t *o, int32_t n, const int32_t *wg, const tsr_dw_run_t *r, int mode,
+                          int full)
+{
+    for (; n > 0; n--, p += r->step, o += r->c) {
+        int32_t acc[4] = {r->q->bias[0], r->q->bias[1], r->q->bias[2], r->q->bias[3]};
+        dw_3x3(p, r->c, r->row, wg, r->off2, acc);
+        dw_store4(o, r->q, acc, mode, full);
+    }
+}
+
 #define DW3X3_RUN(NAME, MODE, FULL)                                                                          \
-    static __attribute__((noinline)) void NAME(const int8_t *p, int8_t *o, int32_t n, const tsr_dw_run_t *r) \
+    static __attribute__((noinline)) void NAME(const tsr_dw_t *d, int32_t ch, const tsr_dw_run_t *r)        \
     {                                                                                                       \
-        for (; n > 0; n--, p += r->step, o += r->c) {                                                       \
-            int32_t acc[4] = {r->q->bias[0], r->q->bias[1], r->q->bias[2], r->q->bias[3]};                  \
-            dw_3x3(p, r->c, r->row, r->wg, r->off2, acc);                                                   \
-            dw_store4(o, r->q, acc, MODE, FULL);                                                            \
+        const int32_t c = r->c, step = r->step, ox_lo = r->ox_lo, ox_hi = r->ox_hi;                         \
+        for (int32_t oy = 0; oy < d->out_h; oy++) {                                                         \
+            const int32_t iy = oy * d->sh - d->pt;                                                          \
+            const int32_t a = iy < 0 ? 0 : iy + 3 > d->in_h ? 2 : 1;                                        \
+            const int32_t sy = a == 0 ? 1 : a == 2 ? -1 : 0;                                                \
+            const int8_t *p = d->in + ((iy + sy) * d->in_w - d->pl) * c + ch;                               \
+            int8_t *out = d->out + oy * d->out_w * c + ch;                                                  \
+            dw3x3_run(p + c, out, ox_lo, r->wf[a][0], r, MODE, FULL);                                       \
+            dw3x3_run(p + ox_lo * step, out + ox_lo * c, ox_hi - ox_lo, r->wf[a][1], r, MODE, FULL);        \
+            dw3x3_run(p + ox_hi * step - c, out + ox_hi * c, d->out_w - ox_hi, r->wf[a][2], r, MODE, FULL); \
         }                                                                                                   \
     }
 DW3X3_RUN(dw3x3_hu_full, TSR_RQ_HU, 1)
@@ -173,10 +193,9 @@ DW3X3_RUN(dw3x3_tfl_full, TSR_RQ_TFL, 1)
 DW3X3_RUN(dw3x3_tfl, TSR_RQ_TFL, 0)
 DW3X3_RUN(dw3x3_tflw, TSR_RQ_TFLW, 0)
 DW3X3_RUN(dw3x3_k64, TSR_RQ_K64, 0)
-DW3X3_RUN(dw3x3_any, TSR_RQ_ANY, 0)
 #undef DW3X3_RUN
 
-typedef void (*dw3x3_fn)(const int8_t *, int8_t *, int32_t, const tsr_dw_run_t *);
+typedef void (*dw3x3_fn)(const tsr_dw_t *, int32_t, const tsr_dw_run_t *);
 
 static dw3x3_fn dw3x3_pick(int mode, int full)
 {
@@ -186,9 +205,7 @@ static dw3x3_fn dw3x3_pick(int mode, int full)
         return full ? dw3x3_tfl_full : dw3x3_tfl;
     if (mode == TSR_RQ_TFLW)
         return dw3x3_tflw;
-    if (mode == TSR_RQ_K64)
-        return dw3x3_k64;
-    return dw3x3_any;
+    return dw3x3_k64;
 }
 
 /* The taps' way, window by window (any filter), one copy per form. */
@@ -249,7 +266,9 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
     const int32_t over_r = (d->out_w - 1) * d->sw - d->pl + 3 - d->in_w;
     const int shifted = d->wx && d->kh == 3 && d->kw == 3 && d->in_h >= 3 && d->in_w >= 3 && d->pt <= 1 &&
                         d->pl <= 1 && over_b <= 1 && over_r <= 1;
-    if (!shifted) {
+    /* the per-element requantization (TSR_RQ_ANY) takes the taps' way: its
+     * out-of-line call leaves the unrolled taps too few registers */
+    if (!shifted || mode == TSR_RQ_ANY) {
         if (mode == TSR_RQ_HU)
             dw_windows_hu(d, g, q);
         else if (mode == TSR_RQ_TFL)
@@ -265,48 +284,27 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
     /* by [row class][column class]: top/inside/bottom x left/inside/right;
      * only the classes that occur are made, the inside one is wg itself */
     int32_t filters[3][3][18];
-    const int32_t *wf[3][3];
+    tsr_dw_run_t run;
     const int32_t *wg = d->wx + g * 18;
     const int32_t rows[3] = {d->pt > 0, 1, over_b > 0}, cols[3] = {d->pl > 0, 1, over_r > 0};
     for (int32_t a = 0; a < 3; a++)
         for (int32_t b = 0; b < 3; b++) {
-            wf[a][b] = wg;
+            run.wf[a][b] = wg;
             if ((a != 1 || b != 1) && rows[a] && cols[b]) {
                 dw_shifted(filters[a][b], wg, a == 0 ? 1 : a == 2 ? -1 : 0, b == 0 ? 1 : b == 2 ? -1 : 0);
-                wf[a][b] = filters[a][b];
+                run.wf[a][b] = filters[a][b];
             }
         }
-    const dw3x3_fn run3 = dw3x3_pick(mode, full);
-    tsr_dw_run_t run;
     run.c = c;
     run.row = row;
     run.step = step;
     run.off2 = tsr_dup16(d->in_off);
     run.q = q;
-    /* output columns: [0, ox_lo) hang over the left, [ox_hi, out_w) over the right */
-    int32_t ox_lo = (d->pl + d->sw - 1) / d->sw;
-    int32_t ox_hi = (d->in_w + d->pl - 3) / d->sw + 1;
-    ox_lo = ox_lo > d->out_w ? d->out_w : ox_lo;
-    ox_hi = ox_hi > d->out_w ? d->out_w : ox_hi < ox_lo ? ox_lo : ox_hi;
-    for (int32_t oy = 0; oy < d->out_h; oy++) {
-        const int32_t iy = oy * d->sh - d->pt;
-        const int32_t a = iy < 0 ? 0 : iy + 3 > d->in_h ? 2 : 1;
-        const int32_t sy = a == 0 ? 1 : a == 2 ? -1 : 0;
-        const int8_t *p = d->in + ((iy + sy) * d->in_w - d->pl) * c + ch;
-        int8_t *out = d->out + oy * d->out_w * c + ch;
-        if (ox_lo > 0) {
-            run.wg = wf[a][0];
-            run3(p + c, out, ox_lo, &run);
-        }
-        if (ox_hi > ox_lo) {
-            run.wg = wf[a][1];
-            run3(p + ox_lo * step, out + ox_lo * c, ox_hi - ox_lo, &run);
-        }
-        if (d->out_w > ox_hi) {
-            run.wg = wf[a][2];
-            run3(p + ox_hi * step - c, out + ox_hi * c, d->out_w - ox_hi, &run);
-        }
-    }
+    run.ox_lo = (d->pl + d->sw - 1) / d->sw;
+    run.ox_hi = (d->in_w + d->pl - 3) / d->sw + 1;
+    run.ox_lo = run.ox_lo > d->out_w ? d->out_w : run.ox_lo;
+    run.ox_hi = run.ox_hi > d->out_w ? d->out_w : run.ox_hi < run.ox_lo ? run.ox_lo : run.ox_hi;
+    dw3x3_pick(mode, full)(d, ch, &run);
 }
 
 /* A channel past the last group of four, every output pixel. */
