@@ -1,12 +1,15 @@
 /*
- * Convolutions, depthwise, pointwise and fully connected layers on the DSP SIMD
- * instructions with tessera's whole requantization (tsr_requantize: floor
- * rounding, an additive term, Requant.divisor, int32 outputs), which
- * CMSIS-NN's API cannot express (its requantization rounds half up and has
- * no additive term): the layers of NEMO/DORY graphs. Written for tessera,
+ * Convolutions, depthwise, pointwise and fully connected layers with
+ * tessera's whole requantization (floor rounding, an additive term,
+ * Requant.divisor, int32 outputs), which CMSIS-NN's API cannot express (its
+ * requantization rounds half up and has no additive term): the layers of
+ * NEMO/DORY and Deeploy graphs. An int8 output runs on the library's cores
+ * (mm.c, dw.c) in the DORY form (TSR_RQ_K64; what does not fit it, e.g.
+ * Requant.divisor, per element there); int32 outputs, and calls without
+ * room for the cores' buffers, on the code below. Written for tessera,
  * outside arm/, so that they stay when ARM's CMSIS-NN replaces arm/.
  *
- Pointwise and fully connected layers read their inputs in place: four
+ * Below: pointwise and fully connected layers read their inputs in place: four
  * bytes of input and of a filter row make two smlad (sxtab16 adds the
  * input offset while sign-extending bytes 0 and 2, its ror8 form bytes 1
  * and 3; the filter goes through sxtb16 the same way, so lanes pair up).
