@@ -127,7 +127,7 @@ def main():
     print("MLPerf Tiny under QEMU: tessera's layer instructions (default settings) against TFLite Micro + "
           "CMSIS-NN Invoke() (issue 33's measurement), every build bit-exact\n")
     head = (f"{'model':<11} {'CPU':<4} {'tessera':>11} {'TFLM':>11} {'ratio':>6} {'fusion=none':>12} {'ratio':>6}"
-            f" {'RAM':>8} {'TFLM RAM':>9} {'ratio':>6}")
+            f" {'RAM':>8} {'TFLM RAM':>9} {'ratio':>6} {'estimate':>9}")
     print(head)
     print("-" * len(head))
     for name in args.models:
@@ -138,10 +138,13 @@ def main():
             none = runs.get((name, target, "none"))
             nn = none["totals"]["instructions"] if none else None
             ram, budget = ram_total(rep), TFLM_ARENA[name] + TFLM_STATIC + TFLM_STACK
+            err = rep["totals"].get("cost", {}).get("error")
             print(f"{name:<11} {CPU[target]:<4} {n:>11,} {base:>11,} {n / base:>6.3f} "
                   + (f"{nn:>12,} {nn / base:>6.3f}" if nn else f"{'':>12} {'':>6}")
-                  + f" {ram:>8,} {budget:>9,} {ram / budget:>6.3f}")
-    print(f"\nTFLM RAM: its arena (kws {TFLM_ARENA['kws']:,}, vww {TFLM_ARENA['vww']:,}, ic_resnet8 "
+                  + f" {ram:>8,} {budget:>9,} {ram / budget:>6.3f}"
+                  + (f" {100 * err:>+8.1f}%" if err is not None else ""))
+    print("\nestimate: the cost model's count of the default build against its measured layers")
+    print(f"TFLM RAM: its arena (kws {TFLM_ARENA['kws']:,}, vww {TFLM_ARENA['vww']:,}, ic_resnet8 "
           f"{TFLM_ARENA['ic_resnet8']:,}, ad01 {TFLM_ARENA['ad01']:,}) + static {TFLM_STATIC:,} + stack "
           f"{TFLM_STACK:,}; tessera's: the report's total (activations, tile arena or in-place scratch, the "
           "target's reserved data and stack)")
