@@ -30,10 +30,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
 
 
-def build(out, target, model, *extra):
+def build(out, target, model, *extra, tree=ROOT):
     """The report of `model` (a name or a YAML path) built and run on
-    `target` (a name or a YAML path) into `out`; exits unless bit-exact."""
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", "-j2", f"out={out}", f"target={target}",
+    `target` (a name or a YAML path) into `out` by the checkout `tree`;
+    exits unless bit-exact."""
+    cmd = [sys.executable, "-m", "SCons", "-C", tree, "-Q", "-j2", f"out={out}", f"target={target}",
            f"model={model}", *extra]
     res = subprocess.run(cmd, capture_output=True, text=True)
     what = f"{model} on {target}" + (f" ({' '.join(extra)})" if extra else "")

@@ -11,6 +11,12 @@ its static RAM and stack.
 
     .venv/bin/python benchmarks/mlperf_tiny.py [--targets stm32h7 stm32f4]
         [--models kws vww ic_resnet8 ad01] [--data DIR] [--out DIR] [--no-none]
+        [--base REF]
+
+--base REF also builds and runs each model with the default settings of
+another commit (a git ref, extracted with `git archive`, or the path of a
+checkout) in the same invocation, beside this tree's: `--base 923390f`
+measures the "before" of issue 33 (its table's tessera column) again.
 
 Then per model and kind of layer, tessera's instructions per MAC with
 `fusion=none` and, for the default build, its fused steps as kinds of
@@ -31,6 +37,7 @@ import os
 import sys
 import tempfile
 
+from compare import checkout
 from cortexm_kernels import build, kinds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,18 +116,22 @@ def main():
     ap.add_argument("--data", help="folder with the four .tflite files")
     ap.add_argument("--out", help="build folder (default: a temporary one)")
     ap.add_argument("--no-none", action="store_true", help="skip the fusion=none builds")
+    ap.add_argument("--base", metavar="REF", help="also the default builds of this git ref (or checkout)")
     args = ap.parse_args()
     data = data_dir(args.data)
 
     runs = {}
     with tempfile.TemporaryDirectory(prefix="tessera-mlperf-") as tmp:
         out = args.out or os.path.join(tmp, "out")
+        base_tree = checkout(args.base, tmp) if args.base else None
         for name in args.models:
             yml = model_yaml(tmp, name, data)
             for target in args.targets:
                 runs[name, target, "default"] = build(out, target, yml)
                 if not args.no_none:
                     runs[name, target, "none"] = build(out, target, yml, "fusion=none")
+                if base_tree:
+                    runs[name, target, "base"] = build(os.path.join(out, "base"), target, yml, tree=base_tree)
         # the golden model's graph, weights and input are the same on every target
         ad01 = tflm_rounding(os.path.join(out, args.targets[0], "ad01")) if "ad01" in args.models else None
 
@@ -148,6 +159,19 @@ def main():
           f"{TFLM_ARENA['ic_resnet8']:,}, ad01 {TFLM_ARENA['ad01']:,}) + static {TFLM_STATIC:,} + stack "
           f"{TFLM_STACK:,}; tessera's: the report's total (activations, tile arena or in-place scratch, the "
           "target's reserved data and stack)")
+
+    if args.base:
+        print(f"\n--base {args.base}: its default builds, and this tree's against them\n")
+        head = f"{'model':<11} {'CPU':<4} {'base':>11} {'ratio':>6} {'TFLM':>6} {'base RAM':>9} {'ratio':>6}"
+        print(head)
+        print("-" * len(head))
+        for name in args.models:
+            for target in args.targets:
+                b, rep = runs[name, target, "base"], runs[name, target, "default"]
+                n = b["totals"]["instructions"]
+                print(f"{name:<11} {CPU[target]:<4} {n:>11,} {rep['totals']['instructions'] / n:>6.3f} "
+                      f"{n / TFLM[name, target]:>6.2f} {ram_total(b):>9,} {ram_total(rep) / ram_total(b):>6.3f}")
+        print("ratio: this tree's / the base's; TFLM: the base's / TFLM's")
 
     if ad01:
         n, most, size = ad01
