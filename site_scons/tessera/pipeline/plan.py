@@ -120,7 +120,7 @@ def plan(graph, view, docs):
     def plan_with(direct):
         return memplan.plan(graph, tilings, view, view["align"], view["fit_hint"], fused, direct)
     if policy == "flat":
-        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with)
+        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with, view.get("ram_cap"))
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
