@@ -175,10 +175,23 @@ CASES = [
     case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
     # the plane's loops with the networks' requantization: pairs of
     # outputs (stride 1, even width), an odd width (one output a turn, the
-    # rows' last byte gathered apart), stride 2
+    # rows' last byte gathered apart), stride 2 (pairs of rows, words
+    # gathered on aligned rows with 2 or 3 bytes left in a row; an odd row
+    # count leaves a last row)
     case("depthwise", 60, (8, 8, 8), 128, "net", 8, S1),
     case("depthwise", 61, (7, 9, 5), 128, "net", 8, S1),
     case("depthwise", 62, (9, 10, 7), 128, "net", 3, S2),
+    case("depthwise", 63, (11, 7, 6), 128, "net", 8, S2),
+    # an odd stride-1 width without left padding (a tile inside the map:
+    # aligned rows, one byte left per row; pairs and a last output per row),
+    # stride 2 with one byte left per row
+    case("depthwise", 64, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 65, (8, 9, 8), 128, "net", 8, S2),
+    case("depthwise", 66, (9, 8, 6), 128, "net", 8, S2),
+    # each plane loop with and without aligned rows: an even stride-1 width
+    # without left padding, stride 2 with it
+    case("depthwise", 67, (8, 10, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 68, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1))),
     case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
     case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
     case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),
