@@ -149,6 +149,28 @@ def header(v):
     return "\n".join(out) + "\n"
 
 
+def declared(arenas, stream_end=None, storage_arena=0):
+    """{"L2": bytes, "L1": bytes} of the two arenas network.c declares: the
+    activation arena holds the planned activations, the weight stream's
+    chunk buffers (up to its end) and the out-of-core program's pools (the
+    arena's usable bytes); the tile arena the plan's tiles. `arenas`: the
+    plan's {"L2", "L1"} arena sizes. The report counts RAM by it."""
+    return {"L2": max(arenas["L2"], stream_end or 0, storage_arena or 0, 4), "L1": max(arenas["L1"], 4)}
+
+
+def declared_arrays(the_plan, prefix, storage_arena=0, spill_window=False):
+    """{symbol: bytes} of every array network.c declares for activations
+    and tiles (the arenas, and a spill level's array)."""
+    stream = the_plan["weights"].get("stream")
+    arenas = declared({"L2": the_plan["activations"]["arena"], "L1": the_plan["tiles"]["arena"]},
+                      stream and stream["end"], storage_arena)
+    out = {f"{prefix}_{k}": n for k, n in arenas.items()}
+    spill = the_plan["activations"].get("spill")
+    if spill and not spill_window:
+        out[f"{prefix}_{spill['level']}"] = spill["bytes"]
+    return out
+
+
 def source(v):
     p, P = v["prefix"], v["prefix"].upper()
     secs = v["sections"]
@@ -159,10 +181,9 @@ def source(v):
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
                + ("; weight chunks in the room they leave" if stream else "") + " */")
-    l2_bytes = max(v["arenas"]["L2"], stream["end"]) if stream else v["arenas"]["L2"]
-    l2_bytes = max(l2_bytes, v.get("storage", {}).get("arena", 0))
-    out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
-    out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
+    arrays = declared(v["arenas"], stream and stream["end"], v.get("storage", {}).get("arena", 0))
+    out.append(f"int8_t {p}_L2[{arrays['L2']}] {section_attr(secs.get('activations', ''), 8)};")
+    out.append(f"int8_t {p}_L1[{arrays['L1']}] {section_attr(secs.get('tiles', ''), 8)};\n")
     spill = v.get("spill")
     if spill and "window" in spill:
         out.append(f"/* activations the {v['levels']['activations']} arena cannot hold, swapped to the storage "

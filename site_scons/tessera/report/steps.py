@@ -72,3 +72,123 @@ def by_kind(report, key=None):
         if row["count"] is not None:
             row["count"] = row["count"] + s[key] if key and s.get(key) is not None else None
     return out
+
+
+# ---- report.json's steps, made by the report ----------------------------------
+
+def tile_text(layer):
+    """A layer's tile as the tables show it."""
+    if layer.get("in_place"):
+        return "in place"
+    if not layer["tiled"]:
+        return "whole"
+    t = layer["tile"]
+    return f"{t['h']}x{t['w']}x{t['c']}"
+
+
+def _fused_tile(ft):
+    """A fused step's tile: its bands (rows of the second layer's output,
+    and channel blocks), or the add epilogue's producer's tile."""
+    if ft.get("kind") == "add":
+        t = ft["tiling"]
+        return "whole" if not t["tiled"] else f"{t['tile']['h']}x{t['tile']['w']}x{t['tile']['c']}"
+    if not ft.get("tiled", True) and len(ft.get("bands", [])) <= 1:
+        return "whole"
+    n = len(ft.get("bands", []))
+    blocks = ft.get("blocks") or []
+    return f"{n} band{'s' if n != 1 else ''} of {ft.get('band_h', '?')} rows" + (
+        f", {len(blocks)} channel blocks" if len(blocks) > 1 else "")
+
+
+def steps(out, graph, sched, fused, by_layer, meta, count_key):
+    """report.json's steps from its layers (out["layers"], costs added),
+    the schedule and the chosen steps' fused tilings: per step its layers,
+    their sums, the step's measured count, its estimate (a fused step's
+    from the fused cost model, tessera.fusion.costs) and time. Layers of a
+    multi-layer step get `step` and lose the cost model's measured/error
+    (their slot's count is not theirs alone)."""
+    from . import timing
+
+    entries = {l["name"]: (i, l) for i, l in enumerate(out["layers"])}
+    plan = [s for s in (sched or {}).get("steps", [])] or [
+        {"step": layer.name, "kind": "layer", "layers": [layer.name]} for layer in graph.layers]
+    groups = [s for s in plan if len(s["layers"]) > 1]
+    estimates = _group_estimates(graph, by_layer, {s["step"]: fused[s["step"]] for s in groups
+                                                    if s["step"] in fused}, meta)
+    rows = []
+    for s in plan:
+        members = [entries[n][1] for n in s["layers"]]
+        first = members[0]
+        row = {"step": s["step"], "kind": s["kind"], "ops": [m["op"] for m in members], "layers": list(s["layers"]),
+               "index": entries[s["layers"][0]][0], "macs": sum(m["macs"] for m in members),
+               "params": sum(m["params"] for m in members),
+               "weight_bytes": sum(m["weight_bytes"] for m in members),
+               "dma_bytes": {e: sum(m["dma_bytes"].get(e, 0) for m in members) for e in first["dma_bytes"]},
+               "match": all(m["match"] for m in members)}
+        if len(members) == 1:
+            row.update(tile=tile_text(first), n_tiles=first["n_tiles"], l1_bytes=first["l1_bytes"],
+                       l1_budget=first["l1_budget"])
+            if first.get("in_place"):
+                row["in_place"] = first["in_place"]
+            est = first.get("cost", {}).get("estimate")
+        else:
+            ft = fused.get(s["step"], {})
+            row.update(tile=_fused_tile(ft), n_tiles=len(ft.get("bands", [])) or 1,
+                       l1_bytes=ft.get("l1_bytes", {}).get("total"), l1_budget=first["l1_budget"])
+            est = estimates.get(s["step"])
+            for m in members:
+                m["step"] = s["step"]
+                for k in ("measured", "error"):
+                    m.get("cost", {}).pop(k, None)
+        if count_key and all(count_key in m for m in members):
+            row[count_key] = sum(m[count_key] for m in members)
+        if est is not None:
+            row["estimate"] = est
+            if row.get(count_key):
+                row["error"] = round((est - row[count_key]) / row[count_key], 4)
+        ms = timing.ms(row.get(count_key), out["counts"])
+        if ms is not None:
+            row["ms"] = ms
+        rows.append(row)
+    return rows
+
+
+def _group_estimates(graph, tilings, fused, meta):
+    """{group: estimate or None} of the fused steps, as min_latency's
+    selector prices them (tessera.fusion.costs.model_costs)."""
+    cost = meta.get("cost") or {}
+    if not fused or cost.get("coefficients") is None:
+        return {}
+    from ..fusion.costs import model_costs
+
+    view = dict(cost, kernels=meta.get("kernels"), target=meta["target"], unit=meta["counts"])
+    return model_costs(graph, tilings, {g: (None, ft) for g, ft in fused.items()}, view)["groups"]
+
+
+def totals(out, count_key, meta):
+    """totals.steps: the steps' measured sum (the layers' slots summed:
+    the run's total less its loop), their estimate and its error, and the
+    time; totals.cost follows the steps (a fused step's estimate, not its
+    layers' apart)."""
+    from . import timing
+
+    rows = out["steps"]
+    tot = {"count": len(rows)}
+    if count_key and all(count_key in r for r in rows):
+        tot[count_key] = sum(r[count_key] for r in rows)
+    if rows and all("estimate" in r for r in rows):
+        tot["estimate"] = sum(r["estimate"] for r in rows)
+        if tot.get(count_key):
+            tot["error"] = round((tot["estimate"] - tot[count_key]) / tot[count_key], 4)
+    ms = timing.ms(tot.get(count_key), out["counts"])
+    if ms is not None:
+        tot["ms"] = ms
+    run_ms = timing.ms(out["totals"].get(count_key), out["counts"]) if count_key else None
+    if run_ms is not None:
+        out["totals"]["ms"] = run_ms
+    out["totals"]["steps"] = tot
+    c = out["totals"].get("cost")
+    if c is not None and "estimate" in tot:
+        c.update(estimate=tot["estimate"])
+        if tot.get(count_key):
+            c.update(measured=tot[count_key], error=tot["error"])

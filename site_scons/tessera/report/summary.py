@@ -77,3 +77,23 @@ def render(rows, tot, title, console=None):
                       _shape(r["out_shape"]) + (" i32" if r["out_dtype"] == "int32" else ""),
                       str(r["macs"]), str(r["params"]), str(r["weight_bytes"]), str(r["activation_bytes"]))
     console.print(table)
+
+
+def outputs(graph, golden, k=5):
+    """Each graph output's top values, as the firmware computed them (it
+    equals the golden model bit for bit when the verdict passes): its type,
+    shape, scale and zero point, and [[index, value, real value]] of the
+    k largest (index into the output in the model's own order of its
+    values; a classifier's class)."""
+    from ..util.top import model_values, top
+
+    out = []
+    for name in graph.outputs:
+        t = graph.tensor(name)
+        values = model_values(graph, name, golden[name])
+        row = {"tensor": name, "dtype": t.source_dtype, "shape": list(t.source_shape or t.shape),
+               "scale": t.scale, "zero_point": t.zero_point,
+               "top": [[i, v, None if t.scale is None else round(t.scale * (v - (t.zero_point or 0)), 6)]
+                       for i, v in top(values, k)]}
+        out.append(row)
+    return out
