@@ -26,6 +26,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage
          "--disable-sync", "--no-first-run", "--no-default-browser-check", "--remote-debugging-pipe"]
 
 
+def _above_four(fd):
+    import fcntl
+
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+    os.close(fd)
+    return high
+
+
 class Browser:
     """One headless Chromium, driven over the DevTools pipe."""
 
@@ -37,12 +45,17 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="tessera-chromium-")
         to_child_r, self._w = os.pipe()
         self._r, from_child_w = os.pipe()
+        # the child's ends above 4, so the redirections below never clobber each other
+        for fd in (to_child_r, from_child_w):
+            os.set_inheritable(fd, False)
+        to_child_r, from_child_w = (_above_four(fd) for fd in (to_child_r, from_child_w))
 
-        # the pipe's ends become the browser's descriptors 3 and 4 (sh's redirections)
-        cmd = ["sh", "-c", f'exec "$0" "$@" 3<&{to_child_r} 4>&{from_child_w}', exe, *FLAGS,
+        # the pipe's ends become the browser's descriptors 3 and 4 (bash's redirections: dash takes one digit)
+        cmd = ["bash", "-c", f'exec "$0" "$@" 3<&{to_child_r} 4>&{from_child_w}', exe, *FLAGS,
                f"--user-data-dir={self.profile}", "about:blank"]
+        self._log = open(os.path.join(self.profile, "stderr.log"), "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, pass_fds=(to_child_r, from_child_w))
+                                     stderr=self._log, pass_fds=(to_child_r, from_child_w))
         os.close(to_child_r)
         os.close(from_child_w)
         self._buf = b""
@@ -57,7 +70,9 @@ class Browser:
         while b"\0" not in self._buf:
             chunk = os.read(self._r, 1 << 16)
             if not chunk:
-                raise RuntimeError("chromium closed the DevTools pipe")
+                with open(self._log.name, errors="replace") as f:
+                    tail = " | ".join(f.read().strip().splitlines()[-3:])
+                raise RuntimeError(f"chromium closed the DevTools pipe ({tail or 'no output'})")
             self._buf += chunk
         msg, self._buf = self._buf.split(b"\0", 1)
         return json.loads(msg)
@@ -134,6 +149,7 @@ class Browser:
             self.proc.wait()
         for fd in (self._r, self._w):
             os.close(fd)
+        self._log.close()
         shutil.rmtree(self.profile, ignore_errors=True)
 
     def __enter__(self):

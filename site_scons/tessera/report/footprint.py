@@ -10,17 +10,20 @@ kind, reserved}} (not the storage level: a card is no memory region);
 {symbol: bytes} (planning.memplan.declared_arrays). Result:
 
     {"levels": {level: {"size", "writable", "used", "parts": {part: bytes},
-                        "reserved": {purpose: bytes}}},   (cross targets)
+                        "reserved": {purpose: bytes},
+                        "outside_sections": {purpose: bytes}}},   (cross targets)
      "ram": bytes used in writable levels, "flash": bytes used in read-only ones,
      "code": {owner: bytes}, "constants": {owner: bytes},
      "arrays": {symbol: {"bytes": in the ELF, "planned": in the plan}}}
 
-A part is one of PARTS. Owners: network (the layers and network.c),
+A part is one of PARTS, or a platform's reserved area. Owners: network (the layers and network.c),
 weights (the layers' constant files), kernels, hal, harness (the test
 harness and its input, not part of a deployed network), runtime (start-up
 code, the C library, libgcc). Bytes a level's sections take are counted
 once (the union of their address ranges: .tbss and the room the script
-keeps for it overlap), and every part's bytes sum to `used`.
+keeps for it overlap), and every part's bytes sum to `used`. A level's
+reservation the linker places no section for (a HAL's stacks at the top of
+L1) is a part too (`outside_sections`): the firmware takes those bytes.
 """
 
 import os
@@ -28,8 +31,10 @@ import re
 
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_TLS = 0x1, 0x2, 0x4, 0x400
 
+# reservations the linker script fills with sections of its own (codegen.linker)
+LINKED = ("code", "data", "stack", "heap")
 PARTS = ("weights", "activation arena", "tile arena", "spill arena", "code", "constants", "data", "bss",
-         "heap", "stack", "data load image", "alignment")
+         "heap", "stack", "data load image", "test harness", "alignment")
 OWNERS = ("network", "weights", "kernels", "hal", "harness", "runtime")
 
 
@@ -118,11 +123,13 @@ def owner(path, prefix):
     member = re.match(r"(.*)\((.*)\)$", base)
     archive = member.group(1) if member else ""
     parts = path.replace("\\", "/").split("/")
-    if archive == "libtessera_kernels.a" or "kernels" in parts[:-1]:
+    # the build's objects: <out>/<target>/<model>/obj/{kernels/<library>/,hal/,}<file>.o
+    inside = parts[len(parts) - parts[::-1].index("obj"):] if "obj" in parts[:-1] else []
+    if archive == "libtessera_kernels.a" or inside[:1] == ["kernels"]:
         return "kernels"
-    if archive == "libtessera_hal.a" or "hal" in parts[:-1]:
+    if archive == "libtessera_hal.a" or inside[:1] == ["hal"]:
         return "hal"
-    if archive == f"libtessera_{prefix}.a" or (not archive and "obj" in parts[:-1]):
+    if archive == f"libtessera_{prefix}.a" or (not archive and len(inside) == 1):
         name = member.group(2) if member else base
         if name in ("harness.o", "input.o"):
             return "harness"
@@ -156,25 +163,35 @@ def _union(ranges):
     return total
 
 
-def _section_part(name, declared_in, tessera_weights, areas):
-    if name in tessera_weights:
-        return "weights"
-    if name in declared_in:
-        return None          # an arena section: by its symbols
+def _section_part(name, arena_sections):
+    """What an output section holds: None for an arena section (its
+    arrays say), a part for the runtime's own sections, or "mapped" (the
+    link map's input sections say, by owner and kind)."""
+    if name in arena_sections:
+        return None
     if name in (".heap", ".stack"):
         return name[1:]
-    if name.startswith(".tsr_") and name[5:] in areas:
-        return name[5:]
+    if name.startswith(".tsr_"):
+        return name[5:]          # a platform's reserved area (stacks of the other cores, ...)
     if name in (".data", ".tdata", ".sdata", ".igot.plt", ".got"):
         return "data"
     if name.startswith((".bss", ".tbss", ".sbss")):
         return "bss"
-    return "code and constants"
+    return "mapped"
 
 
-def footprint(elf, entries, levels, prefix, declared, areas=()):
-    """See the module docstring. `areas`: the platform's reserved areas
-    with sections of their own (.tsr_<name>), named as parts."""
+def _mapped_part(entry, prefix):
+    who = owner(entry["file"], prefix)
+    if who in ("alignment", "weights"):
+        return who
+    if who == "harness":
+        return "test harness"
+    return _kind(entry["in"])
+
+
+def footprint(elf, entries, levels, prefix, declared):
+    """See the module docstring. A platform's reserved area with a section
+    of its own (.tsr_<name>) is a part of that name."""
     syms = elf["symbols"]
     arrays = {s: {"bytes": syms.get(s, 0), "planned": n} for s, n in sorted(declared.items())}
     code, consts = dict.fromkeys(OWNERS, 0), dict.fromkeys(OWNERS, 0)
@@ -183,18 +200,17 @@ def footprint(elf, entries, levels, prefix, declared, areas=()):
         by_out.setdefault(e["out"], []).append(e)
     out_names = {s["name"] for s in elf["sections"]}
     for e in entries:
-        if e["out"] not in out_names or ".tsr." in e["out"] or e["file"] == "*fill*":
+        if e["out"] not in out_names or e["out"].startswith(".bss.tsr.") or e["file"] == "*fill*":
             continue
-        if _section_part(e["out"], (), (), areas) != "code and constants":
+        if _section_part(e["out"], ()) != "mapped":
             continue
         who = owner(e["file"], prefix)
-        (code if _kind(e["in"]) == "code" else consts)[who] += e["size"]
+        (code if _kind(e["in"]) == "code" and who != "weights" else consts)[who] += e["size"]
     result = {"code": {k: v for k, v in code.items() if v}, "constants": {k: v for k, v in consts.items() if v},
               "arrays": arrays}
     if not levels:
         return result          # a native program: no memory regions to count
     arena_kind = {f"{prefix}_L2": "activation arena", f"{prefix}_L1": "tile arena"}
-    tessera_weights = {s["name"] for s in elf["sections"] if s["name"].startswith(".rodata.tsr.")}
     arena_sections = {s["name"] for s in elf["sections"] if s["name"].startswith(".bss.tsr.")}
     out = {name: {"size": lvl["size"], "writable": lvl["writable"], "kind": lvl["kind"], "used": 0, "parts": {},
                   "reserved": dict(lvl.get("reserved", {}))} for name, lvl in levels.items()}
@@ -216,7 +232,7 @@ def footprint(elf, entries, levels, prefix, declared, areas=()):
             if load is not None and load != level:
                 ranges[load].append((s["lma"], s["lma"] + s["size"]))
                 add(load, "data load image", s["size"])
-        part = _section_part(s["name"], arena_sections, tessera_weights, areas)
+        part = _section_part(s["name"], arena_sections)
         if part is None:
             # an arena section: its symbols are the arrays network.c declares
             placed = 0
@@ -225,17 +241,25 @@ def footprint(elf, entries, levels, prefix, declared, areas=()):
                     add(level, arena_kind.get(sym, "spill arena"), syms[sym])
                     placed += syms[sym]
             add(level, "alignment", s["size"] - placed)
-        elif part == "code and constants":
-            inputs = [e for e in by_out.get(s["name"], []) if e["file"] != "*fill*"]
-            c = sum(e["size"] for e in inputs if _kind(e["in"]) == "code")
-            k = sum(e["size"] for e in inputs) - c
-            add(level, "code", c)
-            add(level, "constants", k)
-            add(level, "alignment", s["size"] - c - k)
+        elif part == "mapped":
+            placed = 0
+            for e in by_out.get(s["name"], []):
+                add(level, _mapped_part(e, prefix), e["size"])
+                placed += e["size"]
+            add(level, "alignment", s["size"] - placed)
         else:
             add(level, part, s["size"])
+    sections = {s["name"] for s in elf["sections"]}
     for name, m in out.items():
         m["used"] = _union(ranges[name])
+        # bytes a level reserves for the platform outside any section (the
+        # other cores' stacks a HAL puts at the top of L1): the firmware
+        # takes them all the same
+        for purpose, n in m["reserved"].items():
+            if purpose not in LINKED and f".tsr_{purpose}" not in sections and n:
+                m["parts"][purpose] = m["parts"].get(purpose, 0) + n
+                m["used"] += n
+                m.setdefault("outside_sections", {})[purpose] = n
         # sections padded past each other (the tbss room inside .bss's alignment)
         over = sum(m["parts"].values()) - m["used"]
         if over:
