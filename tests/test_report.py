@@ -211,3 +211,32 @@ def test_list_says_bytes():
                          env=dict(os.environ, COLUMNS="200"), check=True)
     gap8 = next(line for line in res.stdout.splitlines() if line.lstrip("│ ").startswith("gap8 "))
     assert "L1 64,000 B" in gap8 and "kB" not in gap8.split("│")[3]
+
+
+def test_report_diff_matches_steps_across_fusion(tiny, tmp_path):
+    """fusion=none against the default on gap8: a pair fused in one build
+    and apart in the other is one row that says so, its counts the fused
+    step's against the sum of the two steps apart."""
+    out, _ = tiny
+    fused = os.path.join(out, "gap8", "tiny")
+    scons("target=gap8", "model=tiny", "fusion=none", "-j2", out=tmp_path / "none", check=True)
+    apart = os.path.join(tmp_path, "none", "gap8", "tiny")
+    html = tmp_path / "diff.html"
+    res = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report_diff.py"), apart, fused,
+                          "--html", str(html)], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, COLUMNS="300"))
+    a, b = (json.load(open(os.path.join(d, "report.json"))) for d in (apart, fused))
+    a_steps = {s["step"]: s for s in a["steps"]}
+    rows = {line.split("│")[1].strip(): line for line in res.stdout.splitlines() if line.count("│") > 3}
+    groups = [s for s in b["steps"] if len(s["layers"]) > 1]
+    assert groups
+    for g in groups:
+        row = rows[f"{', '.join(g['layers'])} | {g['step']}"]
+        assert "fused in B, apart in A" in row
+        before = sum(a_steps[n]["instructions"] for n in g["layers"])
+        assert f"{before} -> {g['instructions']}" in row
+    for s in b["steps"]:
+        if len(s["layers"]) == 1 and s["step"] not in {n for g in groups for n in g["layers"]}:
+            assert "fused" not in rows[s["step"]]
+    assert f"run instructions: {a['totals']['instructions']} -> {b['totals']['instructions']}" in res.stdout
+    assert html.read_text().count("fused in B, apart in A") == len(groups)

@@ -170,8 +170,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings, sched=None, fused=N
         for entry in layers:
             if entry["name"] in decision["layers"]:
                 entry["in_place_reason"] = decision["layers"][entry["name"]]
-    out["steps"] = stepping.steps(out, graph, sched, fused or {}, by_layer, meta, count_key)
-    stepping.totals(out, count_key, meta)
+    out["steps"] = stepping.make(out, graph, sched, fused or {}, by_layer, meta, count_key)
+    stepping.make_totals(out, count_key, meta)
     if firmware is not None:
         out["firmware"] = firmware_footprint(meta, the_plan, firmware)
     outs = summary.outputs(graph, golden) if golden is not None else None

@@ -100,7 +100,7 @@ def _fused_tile(ft):
         f", {len(blocks)} channel blocks" if len(blocks) > 1 else "")
 
 
-def steps(out, graph, sched, fused, by_layer, meta, count_key):
+def make(out, graph, sched, fused, by_layer, meta, count_key):
     """report.json's steps from its layers (out["layers"], costs added),
     the schedule and the chosen steps' fused tilings: per step its layers,
     their sums, the step's measured count, its estimate (a fused step's
@@ -165,7 +165,7 @@ def _group_estimates(graph, tilings, fused, meta):
     return model_costs(graph, tilings, {g: (None, ft) for g, ft in fused.items()}, view)["groups"]
 
 
-def totals(out, count_key, meta):
+def make_totals(out, count_key, meta):
     """totals.steps: the steps' measured sum (the layers' slots summed:
     the run's total less its loop), their estimate and its error, and the
     time; totals.cost follows the steps (a fused step's estimate, not its
