@@ -240,3 +240,106 @@ def test_report_diff_matches_steps_across_fusion(tiny, tmp_path):
             assert "fused" not in rows[s["step"]]
     assert f"run instructions: {a['totals']['instructions']} -> {b['totals']['instructions']}" in res.stdout
     assert html.read_text().count("fused in B, apart in A") == len(groups)
+
+
+# ---- input: {file: ...} ----------------------------------------------------------
+
+TINY = {"description": "tiny on a sample", "generator": {"arch": "tiny", "resolution": 16, "channels": 3,
+                                                         "classes": 10, "seed": 0},
+        "quantization": {"calibration_samples": 8, "seed": 0}}
+
+
+def _prepare(tmp_path, name, sample, **extra):
+    import yaml
+
+    from tessera.config import load_model
+    from tessera.model.prepare import prepare
+    from tessera.util import canon
+
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(dict(TINY, input=dict({"file": os.path.basename(sample)}, **extra))))
+    paths = prepare(load_model(str(path), name), str(tmp_path / name), str(tmp_path / "models"), log=lambda *a: None)
+    graph = json.load(open(paths["graph"]))
+    x = graph["tensors"][graph["inputs"][0]]
+    return canon.load_npz(paths["input"])[x["name"]], x, json.load(open(paths["ort_check"]))
+
+
+def test_an_image_is_the_golden_input_quantized_with_the_inputs_parameters(tmp_path):
+    """A drawn RGB picture, larger than the input: resized to 16x16, its
+    pixels read as [-1, 1] and quantized with the input's scale and zero
+    point; ONNX Runtime ran on the same input (its top outputs)."""
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (64, 48), (20, 40, 200))
+    draw = ImageDraw.Draw(img)
+    draw.ellipse((8, 6, 40, 38), fill=(240, 200, 30))
+    draw.rectangle((36, 20, 60, 44), fill=(200, 30, 60))
+    img.save(tmp_path / "sun.png")
+    got, x, ort = _prepare(tmp_path, "sun", tmp_path / "sun.png", range=[-1, 1])
+    pixels = np.asarray(Image.open(tmp_path / "sun.png").convert("RGB").resize((16, 16), Image.BILINEAR), float)
+    want = np.clip(np.rint((pixels / 255 * 2 - 1) / x["scale"]) + x["zero_point"], -128, 127)
+    assert got.dtype == np.int8 and got.shape == (16, 16, 3) and (got == want).all()
+    assert ort["outputs"] and len(ort["outputs"][0]["top"]) == 5
+
+
+def test_arrays_and_raw_bytes_in_the_models_own_layout(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    real = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)         # ONNX: NCHW real values
+    np.save(tmp_path / "x.npy", real)
+    got, x, _ = _prepare(tmp_path, "npy", tmp_path / "x.npy")
+    want = np.clip(np.rint(real[0].transpose(1, 2, 0) / x["scale"]) + x["zero_point"], -128, 127)
+    assert (got == want).all()
+    q = rng.integers(-128, 128, (3, 16, 16)).astype(np.int8)             # quantized, channel first
+    q.tofile(tmp_path / "x.bin")
+    got, _, _ = _prepare(tmp_path, "raw", tmp_path / "x.bin")
+    assert (got == q.transpose(1, 2, 0)).all()
+    np.savez(tmp_path / "x.npz", input=q.transpose(1, 2, 0))             # tessera's own HWC, one array
+    got, _, _ = _prepare(tmp_path, "npz", tmp_path / "x.npz")
+    assert (got == q.transpose(1, 2, 0)).all()
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda p: open(p, "wb").write(b"not an array") and p, "cannot read"),
+    (lambda p: __import__("numpy").save(p, __import__("numpy").zeros((1, 3, 9, 16), "float32")) or p,
+     "holds an array of shape [3, 9, 16], the input"),
+    (lambda p: open(p, "wb").write(b"\0" * 10) and p, "has 10 bytes, the input"),
+])
+def test_a_bad_sample_is_one_line(tmp_path, make, what):
+    from helpers import one_error
+
+    name = {"cannot read": "a.npy", "holds an array of shape [3, 9, 16], the input": "b.npy"}.get(what, "c.bin")
+    make(str(tmp_path / name))
+    import yaml
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(dict(TINY, input={"file": name})))
+    line = one_error(scons("target=host", f"model={tmp_path / 'm.yaml'}", out=tmp_path / "out"))
+    assert "m.yaml" in line and "input.file" in line and what in line, line
+
+
+def test_the_firmware_runs_the_sample_and_the_report_shows_its_top_outputs(tmp_path):
+    import numpy as np
+    import yaml
+    from PIL import Image, ImageDraw
+
+    from tessera.util import canon
+
+    img = Image.new("RGB", (32, 32), (250, 250, 250))
+    ImageDraw.Draw(img).polygon([(4, 28), (16, 3), (28, 28)], fill=(10, 120, 40))
+    img.save(tmp_path / "tree.png")
+    (tmp_path / "tree.yaml").write_text(yaml.safe_dump(dict(TINY, input={"file": "tree.png"})))
+    scons("target=host", f"model={tmp_path / 'tree.yaml'}", out=tmp_path / "out", check=True)
+    d = tmp_path / "out" / "host" / "tree"
+    rep = json.load(open(d / "report.json"))
+    assert rep["verdict"] == "pass"       # the firmware ran the golden model's input: the picture
+    graph = json.load(open(d / "graph.json"))
+    out = canon.load_npz(str(d / "golden.npz"))[graph["outputs"][0]].reshape(-1).astype(int)
+    order = sorted(range(out.size), key=lambda i: (-out[i], i))[:5]
+    o = rep["outputs"][0]
+    assert [i for i, _, _ in o["top"]] == order and [v for _, v, _ in o["top"]] == [int(out[i]) for i in order]
+    assert o["reference"]["by"] == "ONNX Runtime" and len(o["reference"]["top"]) == 5
+    x = graph["tensors"][graph["inputs"][0]]
+    pixels = np.asarray(img.resize((16, 16), Image.BILINEAR), float) / 255
+    want = np.clip(np.rint(pixels / x["scale"]) + x["zero_point"], -128, 127)
+    assert (canon.load_npz(str(d / "input.npz"))[x["name"]] == want).all()

@@ -36,8 +36,7 @@ def load(spec, graph, where):
     ext = os.path.splitext(path)[1].lower()
     names = list(graph.inputs)
     if ext == ".npz":
-        with np.load(path) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = _np_load(path, where)
         if len(arrays) == 1 and len(names) == 1:
             arrays = {names[0]: next(iter(arrays.values()))}
         missing = [n for n in names if n not in arrays]
@@ -52,10 +51,27 @@ def load(spec, graph, where):
                           "give a .npz file with one array per input name")
     t = graph.tensor(names[0])
     if ext == ".npy":
-        return {t.name: _from_array(np.load(path), t, channel_first(t, graph), path, where)}
+        return {t.name: _from_array(_np_load(path, where), t, channel_first(t, graph), path, where)}
     if ext in IMAGES:
         return {t.name: _from_image(path, t, spec.get("range") or [0.0, 1.0], where)}
     return {t.name: _from_raw(path, t, channel_first(t, graph), where)}
+
+
+def _np_load(path, where):
+    """A .npy array, or a .npz file's {name: array}; one line when NumPy
+    cannot read it (pickled objects are never loaded)."""
+    import zipfile
+
+    try:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                return {k: data[k] for k in data.files}
+        return data
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(where, f"input.file: cannot read {path} as a NumPy array file "
+                          f"({err.__class__.__name__})", "save it with numpy.save or numpy.savez "
+                          "(numbers, not Python objects)") from None
 
 
 def _quantize(real, t, path, where):

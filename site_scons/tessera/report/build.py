@@ -174,14 +174,8 @@ def report(meta, graph, weights, the_plan, verdict, tilings, sched=None, fused=N
     stepping.make_totals(out, count_key, meta)
     if firmware is not None:
         out["firmware"] = firmware_footprint(meta, the_plan, firmware)
-    outs = summary.outputs(graph, golden) if golden is not None else None
+    outs = summary.outputs(graph, golden, _reference_tops(meta)) if golden is not None else None
     if outs:
-        by, theirs = _reference_tops(meta)
-        for row in outs:
-            if row["tensor"] in theirs:
-                top = theirs[row["tensor"]]
-                row["reference"] = {"by": by, "top": top,
-                                    "same_order": [i for i, _ in top] == [i for i, _, _ in row["top"]]}
         out["outputs"] = outs
     if verdict.get("first_mismatch"):
         out["first_mismatch"] = verdict["first_mismatch"]

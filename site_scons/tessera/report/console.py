@@ -110,8 +110,8 @@ def memory_lines(data):
         rom = [n for n, m in fw["levels"].items() if not m["writable"] and m["used"]]
         harness = fw["code"].get("harness", 0) + fw["constants"].get("harness", 0)
         lines.append(f"RAM {both(fw['ram'])} ({' + '.join(ram) or 'none'}), flash {both(fw['flash'])} "
-                     f"({' + '.join(rom) or 'no read-only level'}); the test harness and its input take "
-                     f"{nbytes(harness)} of it; 1 KiB = 1024 B; counted in {fw['file']} and its link map")
+                     f"({' + '.join(rom) or 'no read-only level'}), of which the test harness and its input "
+                     f"{nbytes(harness)}; 1 KiB = 1024 B; counted in {fw['file']} and its link map")
     else:
         mem = data["memory"]
         ram = {level: m["ram"] for level, m in mem.items() if "ram" in m}
@@ -146,11 +146,11 @@ def total_line(data):
     st = tot.get("steps", {})
     if key and key in tot:
         unit = data["counts"].get("unit", key)
-        line += f"; {tot[key]:,} {unit} for the run, {st.get(key, 0):,} in its {st.get('count', 0)} steps"
+        line += f"; {st.get(key, 0):,} {unit} in its {st.get('count', 0)} steps"
         if tot.get("ms") is not None:
             line += f" ({tot['ms']:.3f} ms at {data['counts']['clock_hz'] / 1e6:g} MHz)" \
                 if data["counts"].get("clock_hz") else f" ({tot['ms']:.3f} ms)"
-        line += f" ({data['counts']['note']})"
+        line += f", {tot[key]:,} for the whole run with the harness between them ({data['counts']['note']})"
     if st.get("estimate") is not None:
         line += f"; cost model estimate {st['estimate']:,}"
         if st.get("error") is not None:
@@ -176,8 +176,10 @@ def output_lines(data):
         line = f"output {o['tensor']} ({o['dtype']} {'x'.join(map(str, o['shape']))}), top {len(o['top'])}: {top}"
         ref = o.get("reference")
         if ref:
-            line += (f"; {ref['by']}: " + ", ".join(str(i) for i, _ in ref["top"])
-                     + (" (the same order)" if ref["same_order"] else " [red](a different order)[/red]"))
+            line += f"; {ref['by']}: " + ", ".join(f"{i}: {v}" for i, v in ref["top"]) + " (" + (
+                "the same order" if ref["same_order"] else "the same top, then another order"
+                if ref["same_top"] else "[red]another top[/red]") + (
+                f"; its values within {ref['max_lsb']} LSB of the firmware's" if ref["max_lsb"] else "") + ")"
         out.append(line)
     return out
 

@@ -229,9 +229,9 @@ def _cards(data):
              (nbytes(tot["weight_bytes"]), f"weights ({tot['params']:,} parameters)"),
              (nbytes(tot["peak_activation_bytes"]), f"activation peak (tensor bound {nbytes(tot['tensor_bound_activation_bytes'])})")]
     if key and key in tot:
-        cards.append((f"{tot[key]:,}", f"{unit} measured (the steps: {st.get(key, 0):,})"))
+        cards.append((f"{st.get(key, 0):,}", f"{unit} measured in the steps (the run: {tot[key]:,})"))
     if tot.get("ms") is not None:
-        cards.append((f"{tot['ms']:.3f} ms", data["counts"].get("ms", "")))
+        cards.append((f"{tot['ms']:.3f} ms", f"the steps: {data['counts'].get('ms', '')}"))
     if st.get("estimate") is not None:
         err = f" ({100 * st['error']:+.1f}%)" if st.get("error") is not None else ""
         cards.append((f"{st['estimate']:,}", f"{unit} estimated{err}"))
@@ -258,7 +258,11 @@ def _outputs(data):
         rows.append("</table>")
         if ref:
             rows.append(f'<p class="note">{escape(ref["by"])} on the same input: '
-                        + ("the same order" if ref["same_order"] else "a different order") + "</p>")
+                        + ("the same order" if ref["same_order"] else "the same top, then another order"
+                           if ref["same_top"] else "another top")
+                        + (f"; its values within {ref['max_lsb']} LSB of the firmware's (ONNX Runtime requantizes in "
+                           "float: within 1 LSB a layer, drifting through the network)" if ref["max_lsb"] else "")
+                        + "</p>")
     if not rows:
         return ""
     return ("<h2>Outputs</h2><p class=\"note\">the firmware's outputs (bit for bit the golden model's when the "
