@@ -343,3 +343,16 @@ def test_the_firmware_runs_the_sample_and_the_report_shows_its_top_outputs(tmp_p
     pixels = np.asarray(img.resize((16, 16), Image.BILINEAR), float) / 255
     want = np.clip(np.rint(pixels / x["scale"]) + x["zero_point"], -128, 127)
     assert (canon.load_npz(str(d / "input.npz"))[x["name"]] == want).all()
+
+
+def test_an_error_line_is_whole_up_to_its_fix():
+    """A long message is cut in the middle of what went wrong, never in the
+    place or the fix (a weights hint naming every target stays whole)."""
+    from tessera.errors import MAX_MESSAGE, TesseraError
+
+    fix = "use a target that holds them: " + ", ".join(f"target{i} (L3: {i:,} B external)" for i in range(40))
+    msg = str(TesseraError("models/big.yaml", "weights " * 2000, fix))
+    assert len(msg) <= MAX_MESSAGE and "\n" not in msg
+    assert msg.startswith("models/big.yaml: weights") and msg.endswith(f"({fix})") and "[...]" in msg
+    short = str(TesseraError("a.yaml", "x " * 300, fix))       # 600 characters: whole
+    assert "[...]" not in short and len(short) > 480

@@ -69,13 +69,15 @@ def fit_hint(target, others, graph=None):
     for name, t in others:
         if name == target["name"]:
             continue
-        w = t["memory"][t["place"]["weights"]]
+        # where its weights go: their level, or a storage level that takes what does not fit there
+        where = [t["place"]["weights"]] + [n for n, lvl in t["memory"].items() if lvl["kind"] == "storage"]
+        lvl, w = max(((n, t["memory"][n]) for n in where), key=lambda nw: config.usable_bytes(nw[1]))
         if config.usable_bytes(w) >= need:
             # external memory first: that is what a big model wants
-            fit.append((w["kind"] != "external", -config.usable_bytes(w), name, t["place"]["weights"], w["kind"]))
+            fit.append((w["kind"] != "external", -config.usable_bytes(w), name, lvl, w["kind"]))
     hint = f"at most {nbytes(usable)} of weights fit {target['name']}'s {level} ({usable:,} int8 parameters)"
     if fit:
-        hint += ("; or use a target whose weight level holds " + (f"these {nbytes(need)}: " if graph is not None
+        hint += ("; or use a target that holds " + (f"these {nbytes(need)}: " if graph is not None
                                                                   else "more: ")
                  + ", ".join(f"{n} ({lvl}: {nbytes(-b)} {kind})" for _, b, n, lvl, kind in sorted(fit)))
     elif graph is not None:
