@@ -99,7 +99,7 @@ TARGET_CASES = [
     ("runner-counts", _set("runner.counts", "cycles"), ["runner.counts"]),
     ("description-missing", _drop("description"), ["description"]),
     ("unknown-top-key", _set("clock", 100), ["clock", "unknown key"]),
-    ("flash-1000", _set("memory.flash.size", 1000), ["flash", "1000"]),
+    ("flash-1000", _set("memory.flash.size", 1000), ["flash", "1,000 B"]),
 ]
 
 ALIAS_BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"] +
