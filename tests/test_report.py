@@ -222,9 +222,9 @@ def test_report_diff_matches_steps_across_fusion(tiny, tmp_path):
     scons("target=gap8", "model=tiny", "fusion=none", "-j2", out=tmp_path / "none", check=True)
     apart = os.path.join(tmp_path, "none", "gap8", "tiny")
     html = tmp_path / "diff.html"
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report_diff.py"), apart, fused,
-                          "--html", str(html)], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, COLUMNS="300"))
+    res = subprocess.run([sys.executable, "-m", "tessera", "diff", apart, fused, "--html", str(html)],
+                         capture_output=True, text=True, check=True,
+                         env=dict(os.environ, COLUMNS="300", PYTHONPATH=os.path.join(ROOT, "site_scons")))
     a, b = (json.load(open(os.path.join(d, "report.json"))) for d in (apart, fused))
     a_steps = {s["step"]: s for s in a["steps"]}
     rows = {line.split("│")[1].strip(): line for line in res.stdout.splitlines() if line.count("│") > 3}

@@ -5,7 +5,7 @@ layers in its first layer's slot of the network's loop; the other layers'
 slots only read the timer. So a count belongs to the step, and per-layer
 figures of fused layers mean nothing on their own. These functions give a
 report's steps and figures per kind of step from report.json's data, for
-the report itself, tools/report_diff.py and the benchmarks:
+the report itself, `tessera diff` (report/diff.py) and the benchmarks:
 
     from tessera.report.steps import steps, by_kind
     rep = json.load(open("generated/stm32h7/mbv1_025_128/report.json"))
