@@ -19,6 +19,7 @@ import pytest
 
 from helpers import ROOT, scons
 from tessera import config
+from tessera.util.cname import c_name
 
 SHF_ALLOC, SHF_TLS = 0x2, 0x400
 TARGETS = config.available("target", ROOT)
@@ -60,7 +61,12 @@ def _occupied(ranges):
 @pytest.mark.parametrize("target", TARGETS)
 def test_ram_and_flash_are_the_linked_elfs(tiny, target):
     out, _ = tiny
-    d = os.path.join(out, target, "tiny")
+    check_footprint(os.path.join(out, target, "tiny"), target)
+
+
+def check_footprint(d, target):
+    """The build in `d` (on targets/<target>.yaml): its report's RAM and
+    flash, per level and in total, are the linked ELF's."""
     rep = json.load(open(os.path.join(d, "report.json")))
     plan = json.load(open(os.path.join(d, "memplan.json")))
     tcfg = config.load_target(os.path.join(ROOT, "targets", target + ".yaml"), target)
@@ -72,8 +78,9 @@ def test_ram_and_flash_are_the_linked_elfs(tiny, target):
     for sym, a in fw["arrays"].items():
         assert symbols[sym] == a["planned"] == a["bytes"], sym
     acts = rep["memory"][plan["activations"]["level"]]
-    assert symbols["tiny_L2"] == acts.get("declared", acts["peak"])
-    assert symbols["tiny_L1"] == max(plan["tiles"]["arena"], 4)
+    prefix = c_name(rep["model"])
+    assert symbols[f"{prefix}_L2"] == acts.get("declared", acts["peak"])
+    assert symbols[f"{prefix}_L1"] == max(plan["tiles"]["arena"], 4)
     levels = {n: lvl for n, lvl in tcfg["memory"].items() if lvl.get("address") is not None and lvl["kind"] != "storage"}
     if not levels:            # a native program: no memory regions, the arrays are all
         assert fw["code"]["kernels"] > 0 and fw["constants"]["weights"] == plan["weights"]["bytes"]
@@ -149,11 +156,11 @@ def test_gap8_fuses_a_step_and_the_console_fits_100_columns(tiny):
 
 
 def _summary(log):
-    """The report's console summary in a build's output: between the report
-    step's line and the line naming report.html."""
+    """The report's console summary in a build's output: printed last,
+    after the report step's lines and before the verdict line."""
     lines = log.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("tessera: report ") and line.endswith(".json"))
-    end = next(i for i, line in enumerate(lines) if line.startswith("tessera: report ") and line.endswith(".html"))
+    start = max(i for i, line in enumerate(lines) if line.startswith("tessera: report "))
+    end = next(i for i, line in enumerate(lines) if line.startswith(("tessera: PASS ", "tessera: FAIL ")))
     return lines[start + 1:end]
 
 
@@ -234,11 +241,12 @@ def test_report_diff_matches_steps_across_fusion(tiny, tmp_path):
         row = rows[f"{', '.join(g['layers'])} | {g['step']}"]
         assert "fused in B, apart in A" in row
         before = sum(a_steps[n]["instructions"] for n in g["layers"])
-        assert f"{before} -> {g['instructions']}" in row
+        assert f"{before:,} -> {g['instructions']:,}" in row
     for s in b["steps"]:
         if len(s["layers"]) == 1 and s["step"] not in {n for g in groups for n in g["layers"]}:
             assert "fused" not in rows[s["step"]]
-    assert f"run instructions: {a['totals']['instructions']} -> {b['totals']['instructions']}" in res.stdout
+    assert f"run instructions: {a['totals']['instructions']:,} -> {b['totals']['instructions']:,}" in res.stdout
+    assert f"{len(groups)} of them grouped differently" in res.stdout
     assert html.read_text().count("fused in B, apart in A") == len(groups)
 
 

@@ -128,19 +128,21 @@ def diff(a, b):
             memory.append((f"firmware {'RAM' if what == 'ram' else 'flash'}", x, y))
     key_a, key_b = count_key(a), count_key(b)
     if key_a and key_a == key_b:
+        # the steps' sum is the network's; the run's total also spans the harness between the steps
+        memory.append((f"steps' {key_a}", *(sum(s.get(key_a) or 0 for s in steps(r)) for r in (a, b))))
         memory.append((f"run {key_a}", a["totals"].get(key_a), b["totals"].get(key_b)))
     return columns, rows, memory
 
 
 def cell(pair):
-    """'a', or 'a -> b (+d)' when it changed."""
+    """'a', or 'a -> b (+d, +p%)' when it changed; numbers with separators."""
     x, y = pair
     if x == y:
-        return "" if x is None else str(x)
+        return "" if x is None else f"{x:,}" if isinstance(x, int) else str(x)
     if isinstance(x, int) and isinstance(y, int):
         d = y - x
-        rel = f", {100 * d / x:+.0f}%" if x else ""
-        return f"{x} -> {y} ({d:+d}{rel})"
+        rel = f", {100 * d / x:+.1f}%" if x else ""
+        return f"{x:,} -> {y:,} ({d:+,d}{rel})"
     return f"{'-' if x is None else x} -> {'-' if y is None else y}"
 
 
@@ -158,8 +160,9 @@ def print_table(pa, a, pb, b, columns, rows, memory, console=None):
     table.add_column("fusion")
     for c in columns:
         table.add_column(c, justify="right")
-    changed = 0
+    changed = regrouped = 0
     for name, fusion, cells in rows:
+        regrouped += bool(fusion)
         moved = bool(fusion) or any(x != y for x, y in cells.values())
         changed += moved
         style = "bold" if moved else "dim"
@@ -167,7 +170,8 @@ def print_table(pa, a, pb, b, columns, rows, memory, console=None):
     console.print(table)
     for what, x, y in memory:
         console.print(f"{what}: {cell((x, y))}")
-    console.print(f"{changed} of {len(rows)} steps differ")
+    console.print(f"{changed} of {len(rows)} steps differ, {regrouped} of them grouped differently (fused in one "
+                  "build only)")
 
 
 def write_html(path, pa, a, pb, b, columns, rows, memory):
