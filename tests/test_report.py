@@ -353,6 +353,45 @@ def test_the_firmware_runs_the_sample_and_the_report_shows_its_top_outputs(tmp_p
     assert (canon.load_npz(str(d / "input.npz"))[x["name"]] == want).all()
 
 
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+VWW = os.path.join(SHARED, "mlperf_tiny", "vww_96_int8.tflite")
+PHOTOS = os.path.join(SHARED, "public_models", "tflm")
+
+
+@pytest.mark.parametrize("photo", ["person", "no_person"])
+def test_a_real_photo_on_a_trained_network(tmp_path, photo):
+    """MLPerf Tiny's visual wake words network (trained, published int8
+    .tflite) on TensorFlow Lite Micro's own 96x96 test photo: the firmware's
+    top classes and their values are the TFLite interpreter's, run here on
+    the photo read with Pillow and quantized with the input's parameters."""
+    import numpy as np
+    import yaml
+    from PIL import Image
+
+    bmp = os.path.join(PHOTOS, f"person_detect_input_{photo}.bmp")
+    if not (os.path.exists(VWW) and os.path.exists(bmp)):
+        pytest.skip(f"{VWW} or {bmp} missing (../shared beside the checkout)")
+    from ai_edge_litert.interpreter import Interpreter
+
+    (tmp_path / "vww.yaml").write_text(yaml.safe_dump({"description": "VWW on a photo", "tflite": VWW,
+                                                      "input": {"file": bmp, "range": [0, 1]}}))
+    scons("target=host", f"model={tmp_path / 'vww.yaml'}", out=tmp_path / "out", check=True)
+    rep = json.load(open(tmp_path / "out" / "host" / "vww" / "report.json"))
+    assert rep["verdict"] == "pass"
+    it = Interpreter(model_path=VWW)
+    it.allocate_tensors()
+    inp, outp = it.get_input_details()[0], it.get_output_details()[0]
+    scale, zero = inp["quantization"]
+    pixels = np.asarray(Image.open(bmp).convert("RGB"), float) / 255          # the photo is 96x96: no resize
+    it.set_tensor(inp["index"], np.clip(np.rint(pixels / scale) + zero, -128, 127).astype(np.int8)[None])
+    it.invoke()
+    y = it.get_tensor(outp["index"]).reshape(-1).astype(int)
+    want = sorted(range(y.size), key=lambda i: (-y[i], i))
+    o = rep["outputs"][0]
+    assert [(i, v) for i, v, _ in o["top"]] == [(i, int(y[i])) for i in want]
+    assert o["reference"]["by"] == "the TFLite interpreter" and o["reference"]["same_order"]
+
+
 def test_an_error_line_is_whole_up_to_its_fix():
     """A long message is cut in the middle of what went wrong, never in the
     place or the fix (a weights hint naming every target stays whole)."""

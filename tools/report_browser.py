@@ -4,7 +4,10 @@
 rendered, the console errors, the page's text, and screenshots.
 
     .venv/bin/python tools/report_browser.py generated/stm32h7/mbv1_025_128/report.html \\
-        --png top.png [--at "Per step" --png2 steps.png] [--width 1280 --height 1000]
+        --shot "" top.png --shot "Per step" steps.png [--width 1280 --height 1000]
+
+(--shot HEADING PNG, as many as wanted: the view scrolled to the heading
+that starts with HEADING, '' for the top.)
 
 Talks to the browser over the DevTools protocol on a pipe
 (--remote-debugging-pipe: JSON messages ended by NUL on file descriptors 3

@@ -217,7 +217,9 @@ def decisions_svg(data):
                         f'stroke-dasharray="3 2"><title>{escape(c["group"])}: apart: {escape(why)}</title></path>')
     body.append(f'<text x="{left}" y="20">fused steps (solid, above); candidates kept apart (dashed, below: '
                 f'hover for why)</text><text x="{left}" y="120">layer index; color: what the plan decided</text>')
-    return _svg(max(W, 600), H, body, "decisions per layer")
+    # a long network scales down to the page's width rather than running off its edge
+    return _svg(max(W, 600), H, body, "decisions per layer").replace(
+        "<svg ", f'<svg style="width:100%;max-width:{max(W, 600)}px;height:auto" ', 1)
 
 
 def _cards(data):
@@ -316,11 +318,12 @@ def _memory(data, mm, names):
 def _steps_table(data, key, bad_step):
     steps = data["steps"]
     unit = data["counts"].get("unit", key)
+    timed = any(s.get("ms") is not None for s in steps)    # cycles at a clock; instructions have no ms
     out = ['<h2>Per step</h2><p class="note">a row per step the firmware runs: a fused step is one row naming its '
            "layers, its count the whole step's</p><table><tr><th>#</th><th class=\"l\">step</th>"
            "<th class=\"l\">kind</th><th class=\"l\">tile</th><th>L1 B</th><th>MACs</th><th>weights B</th>"
-           f"<th>DMA B</th><th>{escape(unit or 'count')}</th><th>estimate</th><th>error</th><th>ms</th>"
-           "<th>bit-exact</th></tr>"]
+           f"<th>DMA B</th><th>{escape(unit or 'count')}</th><th>estimate</th><th>error</th>"
+           + ("<th>ms</th>" if timed else "") + "<th>bit-exact</th></tr>"]
     for s in steps:
         err = f"{100 * s['error']:+.1f}%" if s.get("error") is not None else ""
         out.append(f'<tr class="{"bad" if s["step"] == bad_step else "ok"}"><td>{s["index"]}</td>'
@@ -329,14 +332,16 @@ def _steps_table(data, key, bad_step):
                    f'<td>{_n(s.get("l1_bytes"))}/{_n(s.get("l1_budget"))}</td><td>{s["macs"]:,}</td>'
                    f'<td>{s["weight_bytes"]:,}</td><td>{sum(s["dma_bytes"].values()):,}</td>'
                    f'<td>{_n(s.get(key)) if key else ""}</td><td>{_n(s.get("estimate"))}</td><td>{err}</td>'
-                   f'<td>{"" if s.get("ms") is None else s["ms"]}</td><td>{"yes" if s["match"] else "NO"}</td></tr>')
+                   + (f'<td>{"" if s.get("ms") is None else s["ms"]}</td>' if timed else "")
+                   + f'<td>{"yes" if s["match"] else "NO"}</td></tr>')
     tot = data["totals"].get("steps", {})
     err = "" if tot.get("error") is None else f"{100 * tot['error']:+.1f}%"
     out.append(f'<tr><td></td><td class="l"><b>total</b></td><td></td><td></td><td></td>'
                f'<td>{data["totals"]["macs"]:,}</td><td>{data["totals"]["weight_bytes"]:,}</td>'
                f'<td>{sum(data["totals"]["dma_bytes"].values()):,}</td><td>{_n(tot.get(key)) if key else ""}</td>'
                f'<td>{_n(tot.get("estimate"))}</td><td>{err}</td>'
-               f'<td>{"" if tot.get("ms") is None else tot["ms"]}</td><td></td></tr></table>')
+               + (f'<td>{"" if tot.get("ms") is None else tot["ms"]}</td>' if timed else "")
+               + '<td></td></tr></table>')
     return "".join(out)
 
 
