@@ -12,7 +12,7 @@ def label(meta):
     method, clock = meta["counts"], meta.get("clock_hz")
     out = {"unit": UNITS.get(method, "none")}
     if method == "gvsoc-cycles" and clock:
-        out.update(clock_hz=clock, ms=f"cycles / {clock} Hz (the target YAML's clock_hz)")
+        out.update(clock_hz=clock, ms=f"cycles at {clock / 1e6:g} MHz ({clock:,} Hz, the target YAML's clock_hz)")
     elif method == "qemu-instructions":
         out["ms"] = "none: QEMU counts instructions, not cycles of the chip"
     elif method == "host-ns":
