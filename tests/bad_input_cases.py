@@ -506,8 +506,10 @@ RAW_MODEL_CASES += [
     ("fusion-unknown", "description: x\nonnx: net.onnx\nfusion: fastest\n", ["fusion", "fastest"]),
     ("reference-unknown-key", "description: x\nonnx: net.onnx\nreference: {kind: dory, dir: ., layout: hwc}\n",
      ["reference.layout", "unknown key"]),
-    ("input-unknown-key", "description: x\nonnx: net.onnx\ninput: {seed: 1, file: x.npy}\n",
-     ["input.file", "unknown key"]),
+    ("input-unknown-key", "description: x\nonnx: net.onnx\ninput: {seed: 1, path: x.npy}\n",
+     ["input.path", "unknown key"]),
+    ("input-file-missing", "description: x\nonnx: net.onnx\ninput: {file: x.npy}\n",
+     ["input.file", "file not found", "relative to the model YAML"]),
     ("quantization-unknown-key", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
      "quantization: {method: minmax}\n", ["quantization.method", "unknown key"]),
 ]

@@ -154,7 +154,9 @@ def print_table(pa, a, pb, b, columns, rows, memory, console=None):
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(160, 24 + 22 * len(columns)))
+    if console is None:
+        # at least 160 columns, and a wider terminal (or COLUMNS) all of its width
+        console = Console(width=max(160, 24 + 22 * len(columns), Console().width))
     table = Table(title=f"A: {pa}  {title(a)}\nB: {pb}  {title(b)}")
     table.add_column("step")
     table.add_column("fusion")
