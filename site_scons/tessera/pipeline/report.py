@@ -57,7 +57,8 @@ def fusion_section(sched):
     """The selector's decision: its groups and the activation bytes moved
     with and without them, and every candidate with what decided it (its
     estimates and bytes where the selector had them; schedule.json has the
-    same)."""
+    same); patched steps with their tile, policy and alternatives, and the
+    need they meet."""
     keep = ("group", "kind", "layers", "chosen", "fused_estimate", "unfused_estimate", "fused_bytes",
             "unfused_bytes", "why_apart", "reason")
     held = sched.get("costs", {}).get("held", {})
@@ -67,10 +68,14 @@ def fusion_section(sched):
         if c["group"] in held and not c.get("chosen"):
             row["why_apart"] = held[c["group"]]
         candidates.append(row)
-    return {"policy": sched["policy"], "totals": sched["totals"],
-            "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
-                       for s in sched["steps"] if s["kind"] != "layer"],
-            "candidates": candidates}
+    out = {"policy": sched["policy"], "totals": sched["totals"],
+           "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason", "patch", "form",
+                                          "alternatives") if k in s}
+                      for s in sched["steps"] if s["kind"] != "layer"],
+           "candidates": candidates}
+    if sched.get("patched", {}).get("steps"):
+        out["patched"] = {k: sched["patched"][k] for k in ("need", "source", "chains_priced")}
+    return out
 
 
 def report(meta_view, graph, weights, the_plan, verdict, sched, docs, firmware=None, golden=None):
@@ -104,7 +109,10 @@ def report(meta_view, graph, weights, the_plan, verdict, sched, docs, firmware=N
         from ..storage import ooc
 
         out["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta_view)
-    return out, render_html(out, memory_map(graph, the_plan, tilings))
+    from ..report import patched
+
+    page = render_html(out, memory_map(graph, the_plan, tilings))
+    return out, page.replace("</body></html>", patched.html(out["fusion"]) + "</body></html>")
 
 
 def verdict_line(data, outdir):
@@ -126,7 +134,11 @@ def verdict_line(data, outdir):
 def show(data, outdir, console=None):
     """The end of a build on the console: the report's tables, then (the
     returned line) its verdict."""
-    from ..report.console import render
+    from ..report import patched
+    from ..report.console import make_console, render
 
+    console = console or make_console()
     render(data, console)
+    for line in patched.lines(data["fusion"]):
+        console.print(line, markup=False, highlight=False)
     return verdict_line(data, outdir)
