@@ -100,11 +100,19 @@ def _fused_tile(ft):
         f", {len(blocks)} channel blocks" if len(blocks) > 1 else "")
 
 
+def _patch_tile(p):
+    """A patched step's tile: its patches of output pixels."""
+    h, w = p["tile"]
+    n = p["patches"]
+    return f"{n} patch{'es' if n != 1 else ''} of {h}x{w}"
+
+
 def make(out, graph, sched, fused, by_layer, meta, count_key):
     """report.json's steps from its layers (out["layers"], costs added),
     the schedule and the chosen steps' fused tilings: per step its layers,
     their sums, the step's measured count, its estimate (a fused step's
-    from the fused cost model, tessera.fusion.costs) and time. Layers of a
+    from the fused cost model, tessera.fusion.costs; a patched step's the
+    patch selector's, schedule.json) and time. Layers of a
     multi-layer step get `step` and lose the cost model's measured/error
     (their slot's count is not theirs alone)."""
     from . import timing
@@ -131,6 +139,12 @@ def make(out, graph, sched, fused, by_layer, meta, count_key):
             if first.get("in_place"):
                 row["in_place"] = first["in_place"]
             est = first.get("cost", {}).get("estimate")
+        elif s.get("patch"):
+            # a patched step (fusion/patch.py): its patches, its tile-level bytes, the patch cost model's estimate
+            p = s["patch"]
+            row.update(tile=_patch_tile(p), n_tiles=p["patches"], l1_bytes=p["l1_bytes"]["total"],
+                       l1_budget=first["l1_budget"])
+            est = p.get("estimate")
         else:
             ft = fused.get(s["step"], {})
             row.update(tile=_fused_tile(ft), n_tiles=len(ft.get("bands", [])) or 1,
