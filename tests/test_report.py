@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT, scons
+from helpers import MODEL_CACHE, ROOT, scons
 from tessera import config
 from tessera.util.cname import c_name
 
@@ -248,6 +248,40 @@ def test_report_diff_matches_steps_across_fusion(tiny, tmp_path):
     assert f"run instructions: {a['totals']['instructions']:,} -> {b['totals']['instructions']:,}" in res.stdout
     assert f"{len(groups)} of them grouped differently" in res.stdout
     assert html.read_text().count("fused in B, apart in A") == len(groups)
+
+
+def test_network_h_gives_each_input_and_outputs_shape_scale_and_zero_point(tiny, tmp_path):
+    """network.h's defines, read by the C compiler, against the ONNX model's
+    own QuantizeLinear/DequantizeLinear parameters (the file tessera built
+    the network from)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    out, _ = tiny
+    from tessera.config import load_model
+    from tessera.model.prepare import model_onnx
+
+    # the generated model file the builds read (its name keyed by the generator's parameters and code)
+    path = model_onnx(load_model(os.path.join(ROOT, "models", "tiny.yaml"), "tiny"), MODEL_CACHE, print)
+    assert os.path.exists(path)
+    g = onnx.load(path).graph
+    init = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    q_in = next(n for n in g.node if n.op_type == "QuantizeLinear" and n.input[0] == g.input[0].name)
+    dq_out = next(n for n in g.node if n.op_type == "DequantizeLinear" and n.output[0] == g.output[0].name)
+    prog = tmp_path / "io.c"
+    prog.write_text('#include <stdio.h>\n#include "network.h"\nint main(void) { printf("%.9g %d %d %d %d %.9g %d %d\\n", '
+                    "(double)TINY_INPUT0_SCALE, TINY_INPUT0_ZERO_POINT, TINY_INPUT0_H, TINY_INPUT0_W, TINY_INPUT0_C, "
+                    "(double)TINY_OUTPUT0_SCALE, TINY_OUTPUT0_ZERO_POINT, TINY_OUTPUT0_C); return 0; }\n")
+    src = os.path.join(out, "host", "tiny", "src")
+    subprocess.run(["cc", "-I", src, "-I", os.path.join(ROOT, "kernels", "include"), str(prog), "-o",
+                    str(tmp_path / "io")], check=True)
+    vals = subprocess.run([str(tmp_path / "io")], capture_output=True, text=True, check=True).stdout.split()
+    shape = [d.dim_value for d in g.input[0].type.tensor_type.shape.dim]         # NCHW
+    assert np.float32(vals[0]) == np.float32(init[q_in.input[1]]) and int(vals[1]) == int(init[q_in.input[2]])
+    assert [int(v) for v in vals[2:5]] == [shape[2], shape[3], shape[1]]
+    assert np.float32(vals[5]) == np.float32(init[dq_out.input[1]]) and int(vals[6]) == int(init[dq_out.input[2]])
+    assert int(vals[7]) == [d.dim_value for d in g.output[0].type.tensor_type.shape.dim][-1]
 
 
 # ---- input: {file: ...} ----------------------------------------------------------

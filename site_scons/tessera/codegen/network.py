@@ -23,7 +23,8 @@ def view(graph, the_plan, target):
     def io(name):
         t = graph.tensor(name)
         return {"name": name, "offset": offsets[name], "bytes": t.nbytes, "shape": t.shape,
-                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift}
+                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift,
+                "scale": t.scale, "zero_point": t.zero_point}
     v = {
         "model": graph.name,
         "prefix": target["prefix"],
@@ -121,12 +122,18 @@ def header(v):
     out.append(f"#define {P}_NUM_LAYERS {len(v['layers'])}")
     out.append(f"#define {P}_NUM_INPUTS {len(v['inputs'])}")
     out.append(f"#define {P}_NUM_OUTPUTS {len(v['outputs'])}")
+    tail = v.get("float_tail")
     for kind, items in (("INPUT", v["inputs"]), ("OUTPUT", v["outputs"])):
         for i, t in enumerate(items):
             shape = "x".join(map(str, t["shape"]))
             out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
-    tail = v.get("float_tail")
+            h, w, c = t["shape"]
+            out.append(f"#define {P}_{kind}{i}_H {h}\n#define {P}_{kind}{i}_W {w}\n#define {P}_{kind}{i}_C {c}")
+            # real = scale * (q - zero_point); a float tail's output 0 says it below
+            if t.get("scale") is not None and not (tail and kind == "OUTPUT" and i == 0):
+                out.append(f"#define {P}_{kind}{i}_SCALE {float(t['scale'])!r}f   /* real = scale * (q - zero point) */")
+                out.append(f"#define {P}_{kind}{i}_ZERO_POINT {int(t['zero_point'] or 0)}")
     if tail:
         out.append(f"/* Output 0 is the quantized tensor before the model's float tail, left to\n"
                    f" * the application: {', '.join(tail['ops'])}.\n"
