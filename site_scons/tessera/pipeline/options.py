@@ -39,10 +39,21 @@ def network(graph, tcfg, mcfg, library, given, root):
                          model.fit_hint(tcfg, model.bundled_targets(root), graph), cap,
                          f"ram_cap of {mcfg['name']} on {tcfg['name']}")
     meta = report.cost_meta(tcfg, root)
+    flat = memory.get("direct", {}).get("policy") == "flat"
+    if flat:
+        # what the cost model reads to price the plan's options
+        # (planning.rambudget.plan_flat; the coefficients' content, so that a
+        # refit replans)
+        memory["direct"]["cost"] = {k: tcfg[k] for k in ("name", "kernels", "cores", "place", "dma", "platform",
+                                                         "toolchain", "runner", "cost_model") if k in tcfg}
+        memory["direct"]["cost_coefficients"] = meta["coefficients"]
     fz = fusion.setup(graph, tcfg, mcfg, meta["coefficients"])
     decide = {"policy": fz["policy"], "candidates": fz["candidates"]}
     if fz["policy"] == "min_latency":
         decide["cost"] = fusion.cost(tcfg, mcfg, meta)
+        if flat:
+            # what the layers will cost apart there: in place (fusion.costs)
+            decide["cost"]["in_place"] = sorted(memory["direct"]["eligible"])
     # (not out of core: the storage program schedules layers and fused pairs, not patches)
     if fz["policy"] != "none" and on(given["patch"]) and "storage" not in memory:
         # a RAM need (min_memory, a ram_cap, activations the target cannot

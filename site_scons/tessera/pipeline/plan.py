@@ -128,7 +128,7 @@ def plan(graph, view, docs):
         tried.append({"in_place": dict(sorted(direct.items())), "ram": rambudget.total_ram(memplan.memory_report(p))})
         return p
     if policy == "flat":
-        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with)
+        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with, view.get("ram_cap"))
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})

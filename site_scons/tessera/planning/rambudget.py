@@ -41,7 +41,9 @@ def direct_options(graph, tilings, memory):
     """The sets of layers to run in place (tessera.planning.inplace) worth planning,
     most direct first: every eligible layer; those whose kernel order lets
     the output overlap the input at least as closely as their tiles do
-    (the others keep a tighter overlap tiled); none."""
+    (the others keep a tighter overlap tiled); each of these with its
+    depthwise layers run by rows ("depthwise_rows") run in one call
+    instead, or tiled; none."""
     from . import inplace as direct, overlap
 
     eligible = memory.get("direct", {}).get("eligible", {})
@@ -60,29 +62,75 @@ def direct_options(graph, tilings, memory):
     out = [dict(eligible)]
     if tighter != eligible:
         out.append(tighter)
+    # a depthwise layer run a band of rows per call sets its filters up on
+    # every call (dscnn_kws: about twice its count): run in one call (its
+    # output apart from its input, no arena) or tiled instead, for
+    # plan_flat's pricing
+    for opt in list(out):
+        for variant in ({n: "depthwise" if k == "depthwise_rows" else k for n, k in opt.items()},
+                        {n: k for n, k in opt.items() if k != "depthwise_rows"}):
+            if variant != opt and variant not in out:
+                out.append(variant)
     return out + [{}]
 
 
-def plan_flat(graph, tilings, memory, plan):
+# plan_flat's pricing: an option estimated within this fraction of the
+# fastest one's count is as fast (the cost model's own error)
+PRICE_TOLERANCE = 0.01
+
+
+def estimate_plan(cost_target, graph, tilings, the_plan):
+    """The cost model's count of every layer at its tiling under the_plan
+    (its layers in place run with no copies, their calls as tessera.direct
+    makes them), or None without coefficients."""
+    from ..cost import api
+
+    total = 0
+    for layer in graph.layers:
+        n = api.estimate_layer(cost_target, layer, graph, tilings[layer.name], plan=the_plan)
+        if n is None:
+            return None
+        total += n
+    return total
+
+
+def plan_flat(graph, tilings, memory, plan, cap=None):
     """On a target whose tile level is RAM like the activations' (policy
-    "flat": a layer in place is as fast, and saves the copies), the plan
+    "flat": a layer in place saves the copies and the arena), the plan
     with the least total RAM among direct_options (ties: more layers
-    direct). plan(direct) -> the_plan. Returns the_plan; FitError when
-    none fits."""
+    direct) of those the cost model prices no slower than the fastest
+    (within PRICE_TOLERANCE; memory["direct"]["cost"], the target the cost
+    model reads: a depthwise run a row per call can double its count).
+    Under a RAM cap, the same among the options that meet it (when none
+    does, the least RAM). plan(direct) -> the_plan. Returns the_plan;
+    FitError when none fits."""
     from . import memplan
 
-    best, first_err = None, None
+    cost_target = memory.get("direct", {}).get("cost")
+    fits, first_err = [], None
     for opt in direct_options(graph, tilings, memory):
         try:
             p = plan(opt)
         except FitError as err:
             first_err = first_err or err
             continue
-        ram = total_ram(memplan.memory_report(p))
+        est = estimate_plan(cost_target, graph, tilings, p) if cost_target else None
+        fits.append((total_ram(memplan.memory_report(p)), est, p))
+    if not fits:
+        raise first_err
+    if cap is not None and any(ram <= cap for ram, _, _ in fits):
+        fits = [f for f in fits if f[0] <= cap]
+    elif cap is None and any("depthwise_rows" not in p.get("direct", {}).values() for _, _, p in fits):
+        # rows cost a filter set-up per call the cost model prices on
+        # stm32f4's sweeps only: without a cap asking for them, never
+        fits = [f for f in fits if "depthwise_rows" not in f[2].get("direct", {}).values()]
+    if all(est is not None for _, est, _ in fits):
+        fastest = min(est for _, est, _ in fits)
+        fits = [f for f in fits if f[1] <= fastest * (1 + PRICE_TOLERANCE)]
+    best = None
+    for ram, _, p in fits:      # in direct_options' order: most direct first on a tie
         if best is None or ram < best[0]:
             best = (ram, p)
-    if best is None:
-        raise first_err
     return best[1]
 
 
@@ -214,7 +262,7 @@ def _fits(graph, tilings, mem, fused, policy, views, cap, budget, tried, note=()
             continue    # all in place: the same plan as at the larger budget
         try:
             if policy == "flat":
-                the_plan = plan_flat(graph, tilings, mem, plan)
+                the_plan = plan_flat(graph, tilings, mem, plan, cap)
             else:
                 the_plan = plan(eligible if in_place else {})
         except FitError as err:
