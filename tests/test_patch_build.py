@@ -67,6 +67,12 @@ def test_patched_tiny_under_qemu_is_bit_exact(tmp_path, name):
     assert "tsr_patch_op_t ops" in src
     assert ("tsr_wstream_next" in src) == (name == "gap8")
     assert steps[0]["patch"]["direct"] == (name == "stm32f4")
+    # the report's row for it: one step, its count its layers' slots, its estimate the patch selector's
+    rep = json.loads((net / "report.json").read_text())
+    row = next(r for r in rep["steps"] if r["step"] == steps[0]["step"])
+    slots = {l["name"]: l["instructions"] for l in rep["layers"]}
+    assert row["layers"] == steps[0]["layers"] and row["instructions"] == sum(slots[n] for n in row["layers"])
+    assert row["estimate"] == steps[0]["patch"]["estimate"] and row["n_tiles"] == steps[0]["patch"]["patches"]
 
 
 def _bottleneck():

@@ -243,9 +243,12 @@ def report(net, tiles, fused, plan, ran):
     """report.json and report.html, then the gate: the build succeeds only
     when every layer matched (after the report shows what did not)."""
     meta = reporting.meta(net.tcfg, net.mcfg, net.cg, net.outdir, net.paths, ROOT)
+    # the linked firmware and its map: every byte of RAM and flash
+    firmware = [ran["firmware"][0], os.path.join(os.path.dirname(str(ran["firmware"][0])), "firmware.map")]
     report = net.command([net.path("report.json"), net.path("report.html")],
                          [net.value(meta), net.paths["graph"], net.paths["weights"], plan["memplan"], ran["verdict"],
-                          fused["schedule"][0]] + [n for pair in zip(tiles["tilings"], tiles["solves"]) for n in pair],
+                          fused["schedule"][0], net.paths["golden"]] + firmware
+                         + [n for pair in zip(tiles["tilings"], tiles["solves"]) for n in pair] + fused["tilings"],
                          "report", "tessera: report $TARGET")
     passed = net.command(net.path(".passed"), [ran["verdict"], report], "gate", None)
     # a run checks that this machine's emulator or simulator runs the

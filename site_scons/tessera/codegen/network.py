@@ -23,7 +23,8 @@ def view(graph, the_plan, target):
     def io(name):
         t = graph.tensor(name)
         return {"name": name, "offset": offsets[name], "bytes": t.nbytes, "shape": t.shape,
-                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift}
+                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift,
+                "scale": t.scale, "zero_point": t.zero_point}
     v = {
         "model": graph.name,
         "prefix": target["prefix"],
@@ -121,12 +122,18 @@ def header(v):
     out.append(f"#define {P}_NUM_LAYERS {len(v['layers'])}")
     out.append(f"#define {P}_NUM_INPUTS {len(v['inputs'])}")
     out.append(f"#define {P}_NUM_OUTPUTS {len(v['outputs'])}")
+    tail = v.get("float_tail")
     for kind, items in (("INPUT", v["inputs"]), ("OUTPUT", v["outputs"])):
         for i, t in enumerate(items):
             shape = "x".join(map(str, t["shape"]))
             out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
-    tail = v.get("float_tail")
+            h, w, c = t["shape"]
+            out.append(f"#define {P}_{kind}{i}_H {h}\n#define {P}_{kind}{i}_W {w}\n#define {P}_{kind}{i}_C {c}")
+            # real = scale * (q - zero_point); a float tail's output 0 says it below
+            if t.get("scale") is not None and not (tail and kind == "OUTPUT" and i == 0):
+                out.append(f"#define {P}_{kind}{i}_SCALE {float(t['scale'])!r}f   /* real = scale * (q - zero point) */")
+                out.append(f"#define {P}_{kind}{i}_ZERO_POINT {int(t['zero_point'] or 0)}")
     if tail:
         out.append(f"/* Output 0 is the quantized tensor before the model's float tail, left to\n"
                    f" * the application: {', '.join(tail['ops'])}.\n"
@@ -149,6 +156,28 @@ def header(v):
     return "\n".join(out) + "\n"
 
 
+def declared(arenas, stream_end=None, storage_arena=0):
+    """{"L2": bytes, "L1": bytes} of the two arenas network.c declares: the
+    activation arena holds the planned activations, the weight stream's
+    chunk buffers (up to its end) and the out-of-core program's pools (the
+    arena's usable bytes); the tile arena the plan's tiles. `arenas`: the
+    plan's {"L2", "L1"} arena sizes. The report counts RAM by it."""
+    return {"L2": max(arenas["L2"], stream_end or 0, storage_arena or 0, 4), "L1": max(arenas["L1"], 4)}
+
+
+def declared_arrays(the_plan, prefix, storage_arena=0, spill_window=False):
+    """{symbol: bytes} of every array network.c declares for activations
+    and tiles (the arenas, and a spill level's array)."""
+    stream = the_plan["weights"].get("stream")
+    arenas = declared({"L2": the_plan["activations"]["arena"], "L1": the_plan["tiles"]["arena"]},
+                      stream and stream["end"], storage_arena)
+    out = {f"{prefix}_{k}": n for k, n in arenas.items()}
+    spill = the_plan["activations"].get("spill")
+    if spill and not spill_window:
+        out[f"{prefix}_{spill['level']}"] = spill["bytes"]
+    return out
+
+
 def source(v):
     p, P = v["prefix"], v["prefix"].upper()
     secs = v["sections"]
@@ -159,10 +188,9 @@ def source(v):
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
                + ("; weight chunks in the room they leave" if stream else "") + " */")
-    l2_bytes = max(v["arenas"]["L2"], stream["end"]) if stream else v["arenas"]["L2"]
-    l2_bytes = max(l2_bytes, v.get("storage", {}).get("arena", 0))
-    out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
-    out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
+    arrays = declared(v["arenas"], stream and stream["end"], v.get("storage", {}).get("arena", 0))
+    out.append(f"int8_t {p}_L2[{arrays['L2']}] {section_attr(secs.get('activations', ''), 8)};")
+    out.append(f"int8_t {p}_L1[{arrays['L1']}] {section_attr(secs.get('tiles', ''), 8)};\n")
     spill = v.get("spill")
     if spill and "window" in spill:
         out.append(f"/* activations the {v['levels']['activations']} arena cannot hold, swapped to the storage "

@@ -88,8 +88,11 @@ def compare(path, graph, values, inputs):
         rows.append(row)
         if not equal and first is None:
             first = row
+    from ..util.top import top
+
+    outputs = [{"tensor": name, "top": top(interp.get_tensor(int(name[1:])))} for name in graph.outputs]
     return {"interpreter": which, "kernels": RESOLVER, "equal": first is None,
-            "tensors": len(rows), "compared": rows}
+            "tensors": len(rows), "compared": rows, "outputs": outputs}
 
 
 def check(model_name, path, result):

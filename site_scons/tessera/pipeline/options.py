@@ -36,7 +36,7 @@ def network(graph, tcfg, mcfg, library, given, root):
     policy = plan.direct_policy(tcfg, library, on(given["direct"]), bool(up and given.get(up)))
     cap = budget.cap(given["ram_cap"], tcfg, mcfg)
     memory = plan.memory(graph, tcfg, library, overlap_on, policy, rows,
-                         model.fit_hint(tcfg, model.bundled_targets(root)), cap,
+                         model.fit_hint(tcfg, model.bundled_targets(root), graph), cap,
                          f"ram_cap of {mcfg['name']} on {tcfg['name']}")
     meta = report.cost_meta(tcfg, root)
     flat = memory.get("direct", {}).get("policy") == "flat"

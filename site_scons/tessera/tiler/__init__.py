@@ -280,6 +280,61 @@ def _solve_layer(layer, target):
     return _result(layer, target, q, True, r["status"] == "optimal", objective)
 
 
+def explain(layer, target, tiling):
+    """Why the tile is what it is, for the report: {"bound": what stopped
+    it growing ("whole layer": it fits L1 whole; "L1 budget": the next
+    larger tile on some axis needs more L1 than the budget; "objective":
+    every larger tile fits but the library's objective, or the cost model
+    with tile_cost=model, prefers this one; "whole tensors": computed
+    whole or in blocks), "axes": per cut axis the next larger tile size and
+    what it would need or score, and "runner_up": the best-scoring tile one
+    step away on one axis (a cheap neighbour, not the global second best)}.
+    Plain arithmetic on memory.quantities: no solve."""
+    budget = target["l1_budget"]
+    tile = tiling["tile"]
+    if tiling.get("whole"):
+        return {"bound": "whole tensors", "l1_bytes": tiling["l1_bytes"]["total"], "l1_budget": budget}
+    if not tiling["tiled"]:
+        return {"bound": "whole layer", "l1_bytes": tiling["l1_bytes"]["total"], "l1_budget": budget}
+    layer = dict(layer)
+    if layer.get("storage_out"):
+        layer.pop("storage_out")
+    spec = library.op_spec(target["kernels"], layer["op"])
+    tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
+    buffering = tiling["buffering"]
+    now = (tile["h"], tile["w"], tile["c"])
+    q0 = memory.quantities(layer, target, spec, *now, buffering, tables)
+    score = spec.objective_value(q0) if q0 else None
+    extent = dict(zip("hwc", layer["out"]))
+    sizes = {"h": sorted(tables[0]), "w": sorted(tables[1]), "c": list(range(1, extent["c"] + 1))}
+    axes, near = {}, []
+    for k, axis in enumerate("hwc"):
+        for step in (1, -1):
+            legal = [t for t in sizes[axis] if (t > now[k] if step > 0 else t < now[k])]
+            if not legal:
+                continue
+            t = legal[0] if step > 0 else legal[-1]
+            cand = list(now)
+            cand[k] = t
+            q = memory.quantities(layer, target, spec, *cand, buffering, tables)
+            if q is None:
+                continue
+            row = {"tile": dict(zip("hwc", cand)), "l1_bytes": q["l1_bytes"], "objective": spec.objective_value(q)}
+            if q["l1_bytes"] <= budget:
+                near.append(row)
+            if step > 0:
+                row["why"] = "L1 budget" if q["l1_bytes"] > budget else "objective"
+                axes[axis] = row
+    bound = ("row bands" if layer.get("rows") else
+             "L1 budget" if any(a["why"] == "L1 budget" for a in axes.values()) else
+             "cost model" if target.get("cost") else "objective")
+    out = {"bound": bound, "l1_bytes": tiling["l1_bytes"]["total"], "l1_budget": budget, "objective": score,
+           "axes": axes}
+    if near:
+        out["runner_up"] = max(near, key=lambda r: (r["objective"], -r["l1_bytes"]))
+    return out
+
+
 def tiles(layer, tiling):
     """Every tile of `tiling`, in execution order (see geometry.tiles)."""
     return geometry.tiles(layer, tiling)
@@ -290,4 +345,4 @@ def grid(layer, tiling):
     return geometry.grid(layer, tiling)
 
 
-__all__ = ["solve_layer", "tiles", "grid", "TILER_VERSION"]
+__all__ = ["solve_layer", "explain", "tiles", "grid", "TILER_VERSION"]
