@@ -94,13 +94,13 @@ def test_unfit_layer_raises_fit_error_with_bytes():
     # in 3x3x512, out 1 (4 aligned), weights 9*512, params 9 (12 aligned),
     # double buffered, plus im2col 2 pixels x 3x3x512 x 8 cores
     need = 2 * (3 * 3 * 512 + 4 + 9 * 512 + 12) + 2 * 8 * 9 * 512
-    # 200 bytes do not hold even one input channel's chunk: the error names
+    # 60 bytes do not hold even one input channel's step (84): the error names
     # the unsplit tile's bytes
     with pytest.raises(FitError) as e:
-        solve_layer(lay, target(200))
+        solve_layer(lay, target(60))
     msg = str(e.value)
     assert msg.startswith("layer conv_big:")
-    assert f"needs {need} bytes of L1 but only 200 are available" in msg
+    assert f"needs {need} bytes of L1 but only 60 are available" in msg
     assert "512 input channels" in msg and "L1" in e.value.fix
     assert "\n" not in msg
     # exactly the bytes needed fit, with the smallest tile

@@ -209,7 +209,7 @@ def solve_layer(layer, target):
     except FitError as err:
         # one output's reduction does not fit: the same again, its input
         # channels in chunks (tessera.tiles.geometry.steps)
-        if layer["op"] not in memory.SPLIT_OPS or layer.get("whole"):
+        if layer["op"] not in memory.SPLIT_OPS or layer.get("whole") or layer["in"][2] < 2:
             raise
         try:
             return _solve_any(layer, target, True)

@@ -81,7 +81,9 @@ def quantities(layer, target, spec, th, tw, tc, buffering, tables=None, tk=None)
     })
     if split:       # a step's window: the chunk's channels
         q["patch"] = q["kernel_area"] * tk
-    q["scratch_bytes"] = spec.scratch_bytes(q)
+    # a split step runs the reference library's accumulating kernel
+    # (kernels/reference/split.c), which needs no scratch
+    q["scratch_bytes"] = 0 if split else spec.scratch_bytes(q)
     a = spec.align
     one_input = q["in_tile_bytes"] // layer["n_inputs"]
     wbuf = weight_buffers(layer, buffering)

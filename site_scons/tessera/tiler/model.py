@@ -133,7 +133,8 @@ class _Builder:
             q["weight_tile_bytes"] = L["w_bytes_per_cout"] * q["tile_c"]
             acc = 0
         q["param_tile_bytes"] = L["param_bytes_per_cout"] * q["tile_c"]
-        q["scratch_bytes"] = sum(self.term(t) for t in self.spec.scratch)
+        # a split step's kernel (kernels/reference/split.c) needs no scratch
+        q["scratch_bytes"] = 0 if self.split else sum(self.term(t) for t in self.spec.scratch)
         al = self.aligned
         wbuf = weight_buffers(L, self.buffering)
         q["l1_bytes"] = (self.buffering * (L["n_inputs"] * al("in", one_input)
