@@ -140,6 +140,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
     if plan_slice.get("direct"):
         return generate_direct(layer, graph, plan_slice, target, model)
+    if tiling.get("split"):
+        from . import split
+        if epilogue is not None:
+            raise FitError(f"layer {layer.name}", "a split reduction takes no add epilogue",
+                           "build with fusion=none")
+        return split.generate(layer, graph, tiling, plan_slice, target, model)
     lib = library(target["kernels"])
     prefix = target["prefix"]
     view = tiler_layer(layer, graph)
