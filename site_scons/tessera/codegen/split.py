@@ -23,6 +23,7 @@ from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment
+from .layer import _stage
 from .libraries import input_offset, library
 
 
@@ -31,7 +32,6 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     codegen.layer.generate's."""
     where = f"layer {layer.name}"
     for what, why in ((plan_slice.get("spill"), "activations moved to another level"),
-                      (plan_slice.get("wstream"), "weights streamed through a staging level"),
                       ("storage" in target, "an out-of-core program"),
                       (requant_plane(layer) or bias_plane(layer), "parameters per output element")):
         if what:
@@ -68,12 +68,17 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"in {nk} chunks of {kc} input channels (int32 sums in L1); {l1['total']} bytes of L1.",
     ]), '#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
         '#include "tessera/tile.h"\n',
-        f"extern int8_t {L1}[];\nextern int8_t {L2}[];",
-        f"extern const int8_t {name}_weights[];"]
-    out += [f"extern const {ctype} {name}_{pname}[];" for pname, ctype, _ in params]
+        f"extern int8_t {L1}[];\nextern int8_t {L2}[];"]
+    # streamed weights reach the tiles from their staging level
+    stream = plan_slice.get("wstream")
+    if stream is None:
+        out.append(f"extern const int8_t {name}_weights[];")
+        out += [f"extern const {ctype} {name}_{pname}[];" for pname, ctype, _ in params]
+    w_from = _stage(target) if stream is not None else target["w_level"]
+    w_engine = target["act_engine"] if stream is not None else target["w_engine"]
     out += ["", f"#define NTILES {len(tl)}", f"#define NCHUNKS {nk}", f"#define KC {kc}   /* input channels a chunk */",
             f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */",
-            f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */", "",
+            f"#define ENGINE_W {w_engine}     /* {w_from} -> {target['tile_level']} */", "",
             "/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */",
             "static const tsr_tile_t tiles[NTILES] = {"]
     prev_c = None
@@ -100,13 +105,34 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                "hal_num_cores());\n}\n")
 
     # chunk k of tile t: its input box, its weights (a [oc][window][kc] block)
+    # weights streamed through a staging level arrive in chunks of whole
+    # channel tiles (memplan's weight stream); else straight from their arrays
+    if stream is not None:
+        source = target["storage"]["level"] if "storage" in target else target["w_level"]
+        out.append(f"/* weights and parameters arrive from {source} in chunks of {stream['chunk_c']} channels, "
+                   f"through {_stage(target)} */")
+        out.append(f"extern tsr_wstream_t {prefix}_wstream;")
+        out.append("static const int8_t *chunk;\n")
+
+    def source(array):
+        if stream is None:
+            return f"{name}_{array}", "t->oc0"
+        at = stream["layout"][array]
+        return f"chunk{f' + {at}' if at else ''}", f"t->oc0 % {stream['chunk_c']}"
+
     out.append("/* Start the copies that bring chunk k of tile t into L1 buffer b. */")
     out.append("static void load(const tsr_tile_t *t, int k, int b, hal_dma_job_t *in, hal_dma_job_t *w)\n{")
     out.append("    const int32_t k0 = k * KC, kc = k + 1 < NCHUNKS ? KC : " + str(C) + " - k0;")
+    if stream is not None:
+        # a tile's first step on a new chunk of the stream takes it (loaded
+        # while the previous tile's last step computes: its weights are in L1)
+        out.append(f"    if (k == 0 && t->new_weights && t->oc0 % {stream['chunk_c']} == 0)\n"
+                   f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
     out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {L1} + l1_in0[b], {L2} + {plan_slice['inputs'][0]}, {W}, {C}, "
                f"{in_esize}, t->ih0, t->ih, t->iw0, t->iw, k0, kc, 1);")
-    out.append(f"    tsr_dma_box(&w[b], ENGINE_W, {L1} + l1_w[b], (int8_t *){name}_weights, {window}, {C}, 1, "
-               f"t->oc0, t->oc, 0, {window}, k0, kc, 1);")
+    src, first = source("weights")
+    out.append(f"    tsr_dma_box(&w[b], ENGINE_W, {L1} + l1_w[b], (int8_t *){src}, {window}, {C}, 1, "
+               f"{first}, t->oc, 0, {window}, k0, kc, 1);")
     out.append("}\n")
 
     out.append(f"void {name}(void)\n{{")
@@ -138,8 +164,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append("        if (t->new_weights) {")
         pos = 0
         for pname, _, size in params:
-            out.append(f"            tsr_rows_in(&wb_job, ENGINE_W, {L1} + l1_p[0] + {pos}, {name}_{pname}, {size}, "
-                       f"t->oc0, t->oc);")
+            src, first = source(pname)
+            out.append(f"            tsr_rows_in(&wb_job, ENGINE_W, {L1} + l1_p[0] + {pos}, {src}, {size}, "
+                       f"{first}, t->oc);")
             pos += size * tc_max
         out.append("            hal_dma_wait(&wb_job);\n        }")
     out.append("        for (int k = 0; k < NCHUNKS; k++, n++) {")
