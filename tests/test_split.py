@@ -2,8 +2,8 @@
 and weights than L1 holds runs in chunks of input channels, its int32 sums
 in L1 and the requantization after the last chunk.
 
-The reference kernel tsr_split_step chunk by chunk against the golden
-model (conv2d with any padding and stride, pointwise, linear), on every
+The kernels (reference tsr_split_step, Cortex-M tsr_cmsis_split_step)
+chunk by chunk against the golden model (conv2d with any padding and stride, pointwise, linear), on every
 core count; and a network tessera did not generate (MLPerf Tiny's anomaly
 detection autoencoder) on a target whose L1 cannot hold its first FC
 layer's 640-long reduction, bit-exact, the split only where it must be.
@@ -30,15 +30,32 @@ class SplitArgs(ctypes.Structure):
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    dll = load_kernels(tmp_path_factory.mktemp("split") / "libtsr_split.so", SOURCES, "tsr_", (),
-                       "reference kernels")
-    dll.tsr_split_step.argtypes = [POINTER(SplitArgs), c_int, c_int]
-    dll.tsr_split_step.restype = None
-    return dll
+def libs(tmp_path_factory):
+    """tsr_split_step (reference) and tsr_cmsis_split_step (Cortex-M, its
+    DSP intrinsics' portable equivalents on the host) as plain functions."""
+    import shutil
+    import subprocess
+    from test_cmsis_nn import kernel_sources
+    from test_ref_kernels import CFLAGS
+    tmp = tmp_path_factory.mktemp("split")
+    ref = load_kernels(tmp / "libtsr_split.so", SOURCES, "tsr_", (), "reference kernels")
+    files, includes = kernel_sources()
+    so = tmp / "libtsr_cmsis_split.so"
+    cmd = [shutil.which("gcc"), *CFLAGS, "-shared", "-fPIC", *[f"-I{d}" for d in includes], *files, "-o", str(so)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    cmsis = ctypes.CDLL(str(so))
+    fns = {"reference": ref.tsr_split_step, "cmsis_nn": cmsis.tsr_cmsis_split_step}
+    for fn in fns.values():
+        fn.argtypes = [POINTER(SplitArgs), c_int, c_int]
+        fn.restype = None
+    return fns
 
 
-def run_split(lib, x, w, bias, g, off, rq, expected, kc, ncores):
+LIBS = st.sampled_from(["reference", "cmsis_nn"])
+
+
+def run_split(fn, x, w, bias, g, off, rq, expected, kc, ncores):
     """The tile in chunks of kc input channels (each chunk's input and
     weights compact, as the generated code copies them), every core in turn
     per chunk; returns the output."""
@@ -53,14 +70,14 @@ def run_split(lib, x, w, bias, g, off, rq, expected, kc, ncores):
         conv = conv_struct(xc, wc, bias, out.ctypes.data, expected.shape, g, off, rqs, None, 0)
         s = SplitArgs(ctypes.pointer(conv), acc.ctypes.data_as(POINTER(c_int32)), k0 == 0, k0 + kc >= C)
         for core in range(ncores):
-            lib.tsr_split_step(ctypes.byref(s), core, ncores)
+            fn(ctypes.byref(s), core, ncores)
         keep.append((xc, wc, conv))
     return out.view(expected.dtype).reshape(expected.shape)
 
 
 @given(st.data())
 @SETTINGS
-def test_split_conv2d_equals_golden(lib, data):
+def test_split_conv2d_equals_golden(libs, data):
     g = data.draw(geometry())
     in_c, out_c = data.draw(st.integers(2, 9)), data.draw(st.integers(1, 9))
     x, rng = arrays(data.draw, (g["in_h"], g["in_w"], in_c))
@@ -71,7 +88,7 @@ def test_split_conv2d_equals_golden(lib, data):
     rq = draw_rq(data.draw, acc, out_c, tflite=True)
     expected, _ = finish(acc, rq)
     kc = data.draw(st.integers(1, in_c - 1))
-    got = run_split(lib, x, w, bias, g, off, rq, expected, kc, data.draw(NCORES))
+    got = run_split(libs[data.draw(LIBS)], x, w, bias, g, off, rq, expected, kc, data.draw(NCORES))
     np.testing.assert_array_equal(got, expected)
 
 
@@ -80,7 +97,7 @@ ONE = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
 
 @given(st.data())
 @SETTINGS
-def test_split_pointwise_and_linear_equal_golden(lib, data):
+def test_split_pointwise_and_linear_equal_golden(libs, data):
     linear = data.draw(st.booleans())
     h, wd = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
     in_c, out_c = data.draw(st.integers(2, 40)), data.draw(st.integers(1, 20))
@@ -99,7 +116,7 @@ def test_split_pointwise_and_linear_equal_golden(lib, data):
     rq = draw_rq(data.draw, acc, out_c, tflite=True)
     expected, _ = finish(acc, rq)
     kc = data.draw(st.integers(1, in_c - 1))
-    got = run_split(lib, x, w, bias, g, off, rq, expected, kc, data.draw(NCORES))
+    got = run_split(libs[data.draw(LIBS)], x, w, bias, g, off, rq, expected, kc, data.draw(NCORES))
     np.testing.assert_array_equal(got, expected)
 
 

@@ -67,7 +67,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"{len(tl)} tile{'s' if len(tl) > 1 else ''} of {t['h']}x{t['w']}x{t['c']} outputs, the reduction split "
         f"in {nk} chunks of {kc} input channels (int32 sums in L1); {l1['total']} bytes of L1.",
     ]), '#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
-        '#include "tessera/tile.h"\n',
+        '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n",
         f"extern int8_t {L1}[];\nextern int8_t {L2}[];"]
     # streamed weights reach the tiles from their staging level
     stream = plan_slice.get("wstream")
@@ -101,7 +101,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append(f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};")
         if any(rq.add):
             out.append(f"static const int32_t rq_add[1] = {{{int(rq.add[0])}}};")
-    out.append("static void compute(void *args)\n{\n    tsr_split_step((const tsr_split_args_t *)args, hal_core_id(), "
+    # the library's own split step where it has one (its adapter's split_kernel)
+    kernel = getattr(lib, "split_kernel", lambda layer, graph: "tsr_split_step")(layer, graph)
+    out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_split_args_t *)args, hal_core_id(), "
                "hal_num_cores());\n}\n")
 
     # chunk k of tile t: its input box, its weights (a [oc][window][kc] block)

@@ -86,6 +86,12 @@ def cmsis_semantics(layer):
 
 
 # tessera's requantization on the DSP (any_rq.c): what CMSIS-NN's API cannot express
+def split_kernel(layer, graph):
+    """A split reduction's step (kernels/cmsis_nn/split.c): DSP dot
+    products, the input offset in an int16 lane beside an int8 input."""
+    return "tsr_cmsis_split_step" if -32640 <= layer.input_offset <= 32639 else "tsr_split_step"
+
+
 RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise_rq",
               "linear": "tsr_cmsis_linear_rq", "depthwise": "tsr_cmsis_depthwise_rq"}
 
