@@ -23,8 +23,13 @@ from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment
-from .layer import _stage
 from .libraries import input_offset, library
+
+
+def stage(target):
+    """The level streamed weights pass through: GAP8's L2 (w_stage), or the
+    activation level for weights on a storage level."""
+    return target["w_stage"]["level"] if "w_stage" in target else target["act_level"]
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
@@ -74,7 +79,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if stream is None:
         out.append(f"extern const int8_t {name}_weights[];")
         out += [f"extern const {ctype} {name}_{pname}[];" for pname, ctype, _ in params]
-    w_from = _stage(target) if stream is not None else target["w_level"]
+    w_from = stage(target) if stream is not None else target["w_level"]
     w_engine = target["act_engine"] if stream is not None else target["w_engine"]
     out += ["", f"#define NTILES {len(tl)}", f"#define NCHUNKS {nk}", f"#define KC {kc}   /* input channels a chunk */",
             f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */",
@@ -112,7 +117,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if stream is not None:
         source = target["storage"]["level"] if "storage" in target else target["w_level"]
         out.append(f"/* weights and parameters arrive from {source} in chunks of {stream['chunk_c']} channels, "
-                   f"through {_stage(target)} */")
+                   f"through {stage(target)} */")
         out.append(f"extern tsr_wstream_t {prefix}_wstream;")
         out.append("static const int8_t *chunk;\n")
 
