@@ -97,6 +97,9 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             "tiling_optimal": t["optimal"],
             "match": verdict["layers"][i]["match"],
         })
+        if t.get("split"):
+            # the reduction in chunks (tessera.tiler): {"k": input channels a chunk, "n": chunks}
+            entry["split"] = t["split"]
         if layer.name in the_plan.get("direct", {}):
             # run in place (tessera.planning.inplace): no tiles, only its scratch in the tile level
             entry.update({"in_place": the_plan["direct"][layer.name], "n_tiles": 1,
@@ -218,6 +221,8 @@ def render(data, console=None):
     for i, l in enumerate(data["layers"]):
         tile = ("in place" if l.get("in_place") else "whole" if not l["tiled"]
                 else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}")
+        if l.get("split"):
+            tile += f", {l['split']['n']} chunks of {l['split']['k']} ch"
         cells = [str(i), l["name"], l["op"], "x".join(map(str, l["out_shape"])), str(l["macs"]), tile,
                  str(l["n_tiles"]), f"{l['l1_bytes']}/{l['l1_budget']}"]
         cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]
