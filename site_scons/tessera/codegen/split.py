@@ -23,7 +23,7 @@ from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment
-from .libraries import input_offset, library
+from .libraries import input_offset, library, split_kernel
 
 
 def stage(target):
@@ -107,7 +107,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         if any(rq.add):
             out.append(f"static const int32_t rq_add[1] = {{{int(rq.add[0])}}};")
     # the library's own split step where it has one (its adapter's split_kernel)
-    kernel = getattr(lib, "split_kernel", lambda layer, graph: "tsr_split_step")(layer, graph)
+    kernel = split_kernel(lib, layer, graph)
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_split_args_t *)args, hal_core_id(), "
                "hal_num_cores());\n}\n")
 
