@@ -2,8 +2,8 @@
 and weights than L1 holds runs in chunks of input channels, its int32 sums
 in L1 and the requantization after the last chunk.
 
-The kernels (reference tsr_split_step, Cortex-M tsr_cmsis_split_step)
-chunk by chunk against the golden model (conv2d with any padding and stride, pointwise, linear), on every
+The kernels (reference tsr_split_step, Cortex-M tsr_cmsis_split_step,
+PULP-NN pnn_split_step) chunk by chunk against the golden model (conv2d with any padding and stride, pointwise, linear), on every
 core count; and a network tessera did not generate (MLPerf Tiny's anomaly
 detection autoencoder) on a target whose L1 cannot hold its first FC
 layer's 640-long reduction, bit-exact, the split only where it must be.
@@ -31,8 +31,10 @@ class SplitArgs(ctypes.Structure):
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
-    """tsr_split_step (reference) and tsr_cmsis_split_step (Cortex-M, its
-    DSP intrinsics' portable equivalents on the host) as plain functions."""
+    """tsr_split_step (reference), tsr_cmsis_split_step (Cortex-M, its DSP
+    intrinsics' portable equivalents on the host) and pnn_split_step
+    (PULP-NN, its portable path: the Xpulp one runs on GVSoC) as plain
+    functions."""
     import shutil
     import subprocess
     from test_cmsis_nn import kernel_sources
@@ -45,14 +47,16 @@ def libs(tmp_path_factory):
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     cmsis = ctypes.CDLL(str(so))
-    fns = {"reference": ref.tsr_split_step, "cmsis_nn": cmsis.tsr_cmsis_split_step}
+    from test_pulp_nn_kernels import SOURCES as PNN_SOURCES
+    pnn = load_kernels(tmp / "libtsr_pnn_split.so", PNN_SOURCES, "pnn_", (), "PULP-NN kernels")
+    fns = {"reference": ref.tsr_split_step, "cmsis_nn": cmsis.tsr_cmsis_split_step, "pulp_nn": pnn.pnn_split_step}
     for fn in fns.values():
         fn.argtypes = [POINTER(SplitArgs), c_int, c_int]
         fn.restype = None
     return fns
 
 
-LIBS = st.sampled_from(["reference", "cmsis_nn"])
+LIBS = st.sampled_from(["reference", "cmsis_nn", "pulp_nn"])
 
 
 def run_split(fn, x, w, bias, g, off, rq, expected, kc, ncores):
@@ -154,3 +158,5 @@ def test_ad01_on_a_small_l1_splits_only_its_first_layer(tmp_path):
             split[layer["name"]] = json.load(f).get("split")
     assert split.pop("fully_connected_0")["n"] >= 2
     assert set(split.values()) == {None}
+    first = rep["layers"][0]
+    assert first["split"]["n"] >= 2 and first["kernel"] == "tsr_split_step" and first["match"]

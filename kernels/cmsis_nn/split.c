@@ -9,6 +9,7 @@
  * [-32640, 32639]).
  */
 #include "tessera/cmsis_nn.h"
+#include "tessera/split.h"
 #include "tsr_dsp.h"
 
 /* acc[0..m) += the run of n inputs (plus off) times m channels' weights,
@@ -64,56 +65,9 @@ static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0
     }
 }
 
-static void store(const tsr_conv_args_t *a, size_t i, int32_t acc, int32_t c)
-{
-    if (a->rq)
-        ((int8_t *)a->out)[i] = (int8_t)tsr_requantize(acc, a->rq, c);
-    else
-        ((int32_t *)a->out)[i] = acc;
-}
-
 void tsr_cmsis_split_step(const tsr_split_args_t *s, int core, int ncores)
 {
-    const tsr_conv_args_t *a = s->conv;
-    const int32_t kc = a->in_c, off = a->input_offset, block = a->kh * a->kw * kc;
-    const int32_t dh = a->dh > 1 ? a->dh : 1, dw = a->dw > 1 ? a->dw : 1;
-    /* a linear layer's window: the whole input in the weights' order */
-    const int whole = a->kh == a->in_h && a->kw == a->in_w && a->out_h == 1 && a->out_w == 1 &&
-                      !(a->pad_t | a->pad_l | a->pad_b | a->pad_r);
-    int32_t p, c, j, ky, kx, acc[4];
+    if (core == 0)      /* one core on Cortex-M */
+        tsr_split_share(s, 0, 1, 1, split_mac);
     (void)ncores;
-    if (core != 0)      /* one core on Cortex-M */
-        return;
-    for (p = 0; p < a->out_h * a->out_w; p++) {
-        const int32_t oy = p / a->out_w, ox = p % a->out_w;
-        const size_t o = (size_t)p * a->out_c;
-        for (c = 0; c < a->out_c; c += 4) {
-            const int32_t m = a->out_c - c < 4 ? a->out_c - c : 4;
-            const int8_t *w = a->weights + (size_t)c * block;
-            for (j = 0; j < m; j++)
-                acc[j] = s->first ? (a->bias ? a->bias[c + j] : 0) : s->acc[o + c + j];
-            if (whole) {
-                split_mac(acc, m, a->in, w, block, block, off);
-            } else {
-                for (ky = 0; ky < a->kh; ky++) {
-                    const int32_t iy = oy * a->sh - a->pad_t + ky * dh;
-                    if (iy < 0 || iy >= a->in_h)
-                        continue;
-                    for (kx = 0; kx < a->kw; kx++) {
-                        const int32_t ix = ox * a->sw - a->pad_l + kx * dw;
-                        if (ix < 0 || ix >= a->in_w)
-                            continue;
-                        split_mac(acc, m, a->in + ((size_t)iy * a->in_w + ix) * kc,
-                                  w + (ky * a->kw + kx) * kc, block, kc, off);
-                    }
-                }
-            }
-            for (j = 0; j < m; j++) {
-                if (s->last)
-                    store(a, o + c + j, acc[j], c + j);
-                else
-                    s->acc[o + c + j] = acc[j];
-            }
-        }
-    }
 }
