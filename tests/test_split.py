@@ -160,3 +160,17 @@ def test_ad01_on_a_small_l1_splits_only_its_first_layer(tmp_path):
     assert set(split.values()) == {None}
     first = rep["layers"][0]
     assert first["split"]["n"] >= 2 and first["kernel"] == "tsr_split_step" and first["match"]
+
+
+def test_tiny_conv_split_on_a_small_l1(tmp_path):
+    """1500 bytes of L1 hold no unsplit tile of conv2 (3x3 over 16 channels,
+    padded, with the reference im2col scratch of 8 cores): it runs in chunks
+    of input channels, its border tiles' padding skipped chunk by chunk;
+    bit-exact."""
+    target = _target(tmp_path, "host", 1500)
+    out = str(tmp_path / "out")
+    scons(f"target={target}", "model=tiny", out=out, check=True)
+    rep = report(out, target.stem, "tiny")
+    assert rep["verdict"] == "pass"
+    split = {l["name"]: l["split"] for l in rep["layers"] if "split" in l}
+    assert list(split) == ["conv2"] and split["conv2"]["n"] >= 2
