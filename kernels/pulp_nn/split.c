@@ -16,8 +16,8 @@
 static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0, int32_t block, int32_t n,
                       int32_t off)
 {
-    int32_t k = 0, q;
 #ifdef TSR_ISA_XPULPV2
+    int32_t k = 0;
     if (off == 0 && m == 4) {
         const int8_t *w1 = w0 + block, *w2 = w1 + block, *w3 = w2 + block;
         int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
@@ -28,26 +28,15 @@ static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0
             a2 = xp_sdotsp(a2, xv, xp_lw(w2 + k));
             a3 = xp_sdotsp(a3, xv, xp_lw(w3 + k));
         }
-        for (; k < n; k++) {
-            a0 += x[k] * w0[k];
-            a1 += x[k] * w1[k];
-            a2 += x[k] * w2[k];
-            a3 += x[k] * w3[k];
-        }
         acc[0] = a0;
         acc[1] = a1;
         acc[2] = a2;
         acc[3] = a3;
+        tsr_split_mac_from(acc, 4, x, w0, block, k, n, 0);
         return;
     }
 #endif
-    for (q = 0; q < m; q++) {
-        const int8_t *w = w0 + (size_t)q * block;
-        int32_t a = acc[q];
-        for (k = 0; k < n; k++)
-            a += (x[k] + off) * w[k];
-        acc[q] = a;
-    }
+    tsr_split_mac_from(acc, m, x, w0, block, 0, n, off);
 }
 
 void pnn_split_step(const tsr_split_args_t *s, int core, int ncores)

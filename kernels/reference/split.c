@@ -11,10 +11,10 @@
 
 /* acc[0..m) += the run of n inputs (plus off) times m channels' weights,
  * whose rows are `block` apart: 4 channels share each input load. */
-static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0, int32_t block,
-                      int32_t n, int32_t off)
+static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0, int32_t block, int32_t n,
+                      int32_t off)
 {
-    int32_t k, q;
+    int32_t k;
     if (m == 4) {
         const int8_t *w1 = w0 + block, *w2 = w1 + block, *w3 = w2 + block;
         int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
@@ -31,13 +31,7 @@ static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0
         acc[3] = a3;
         return;
     }
-    for (q = 0; q < m; q++) {
-        const int8_t *w = w0 + (size_t)q * block;
-        int32_t a = acc[q];
-        for (k = 0; k < n; k++)
-            a += (x[k] + off) * w[k];
-        acc[q] = a;
-    }
+    tsr_split_mac_from(acc, m, x, w0, block, 0, n, off);
 }
 
 void tsr_split_step(const tsr_split_args_t *s, int core, int ncores)

@@ -24,6 +24,21 @@
 typedef void (*tsr_split_mac_t)(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0, int32_t block,
                                 int32_t n, int32_t off);
 
+/* The plain part of a library's mac: acc[0..m) += inputs [k, n) of the
+ * run (plus off) times the m channels' weights. */
+static inline void tsr_split_mac_from(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0, int32_t block,
+                                      int32_t k, int32_t n, int32_t off)
+{
+    int32_t q, i;
+    for (q = 0; q < m; q++) {
+        const int8_t *w = w0 + (size_t)q * block;
+        int32_t a = acc[q];
+        for (i = k; i < n; i++)
+            a += (x[i] + off) * w[i];
+        acc[q] = a;
+    }
+}
+
 static inline void tsr_split_pixel(const tsr_split_args_t *s, int32_t p, int32_t c0, int32_t c1,
                                    tsr_split_mac_t mac)
 {
