@@ -39,8 +39,11 @@ static inline void tsr_split_mac_from(int32_t *acc, int32_t m, const int8_t *x, 
     }
 }
 
-static inline void tsr_split_pixel(const tsr_split_args_t *s, int32_t p, int32_t c0, int32_t c1,
-                                   tsr_split_mac_t mac)
+/* always inlined: `mac` is then a constant the compiler inlines too */
+#define TSR_SPLIT_INLINE static inline __attribute__((always_inline))
+
+TSR_SPLIT_INLINE void tsr_split_pixel(const tsr_split_args_t *s, int32_t p, int32_t c0, int32_t c1,
+                              tsr_split_mac_t mac)
 {
     const tsr_conv_args_t *a = s->conv;
     const int32_t kc = a->in_c, off = a->input_offset, block = a->kh * a->kw * kc;
@@ -84,7 +87,7 @@ static inline void tsr_split_pixel(const tsr_split_args_t *s, int32_t p, int32_t
 
 /* The step on `core` of `ncores`: a share of the tile's pixels, or of its
  * channels (in multiples of `quantum`) when it has one pixel. */
-static inline void tsr_split_share(const tsr_split_args_t *s, int core, int ncores, int32_t quantum,
+TSR_SPLIT_INLINE void tsr_split_share(const tsr_split_args_t *s, int core, int ncores, int32_t quantum,
                                    tsr_split_mac_t mac)
 {
     const tsr_conv_args_t *a = s->conv;
