@@ -106,7 +106,6 @@ def test_overlap_fit_recovers_compute_with_the_yaml_dma():
         feats = {k: int(rng.integers(1, 20000)) for k in FEATURES}
         feats.update(macs=int(rng.integers(10000, 2000000)), tiles=int(rng.integers(1, 30)))
         feats.update(act_xfers=2 * feats["tiles"], w_xfers=int(rng.integers(0, 3)))
-        feats["acc_elems"] = 0      # unsplit layers, as the fit's sweeps are
         samples.append((("conv2d", "pointwise")[i % 2], feats, model.estimate(truth, "conv2d", feats)))
     got = fit.fit_overlap(samples, target)
     assert got["combine"] == "overlap" and got["dma"] == dma

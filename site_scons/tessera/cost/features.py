@@ -36,10 +36,11 @@ quantities the cost model's coefficients multiply.
                instructions per channel per call on stm32f4, against tens
                for a whole layer's channel; set by plan_features, 0 without
                a plan)
-    acc_elems  a split tiling (tessera.tiles.geometry.steps: the reduction in
+    acc_elems  (only in a split tiling's features: the reports of unsplit
+               layers stay as they were) a split tiling (tessera.tiles.geometry.steps: the reduction in
                chunks): the 32-bit partial sums stored after a chunk and
                reloaded by the next, the output tile's elements once per
-               chunk but the last (the extra passes); 0 unsplit
+               chunk but the last (the extra passes)
     tail_macs  MACs of output channels outside whole groups of 4 per tile
                (conv2d, pointwise, linear: the kernels' register blocks are
                4 channels wide; the rest runs a slower leftover loop)
@@ -68,8 +69,7 @@ from ..config import views
 from ..tiles import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
-            "row_chans", "tail_macs", "chans", "acc_elems", "act_bytes", "act_xfers", "w_bytes", "w_xfers",
-            "stream_bytes", "stream_xfers")
+            "row_chans", "tail_macs", "chans", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 
 
@@ -198,7 +198,8 @@ def _walk(feats, op, view, tiling, ishape, oshape, dims, cores):
             feats["act_xfers"] += n_in * _box_xfers(ishape, (t["ih"], t["iw"], ic), dims)
         feats["act_bytes"] += vol * view["out_bytes"]
         feats["act_xfers"] += _box_xfers(oshape, (t["oh"], t["ow"], t["oc"]), dims)
-        feats["acc_elems"] += vol * (n_k - 1)
+        if n_k > 1:
+            feats["acc_elems"] = feats.get("acc_elems", 0) + vol * (n_k - 1)
         channel_tiles.add(t["oc0"])
         spatial.add((t["oh0"], t["ow0"]))
     feats["split_macs"] = round(split)

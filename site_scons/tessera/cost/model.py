@@ -140,4 +140,4 @@ def estimate(coefs, op, feats, buffering=2):
     return int(round(total))
 
 
-assert set(DMA) | set(COMPUTE) - {"layer"} | {"acc_elems"} == set(FEATURES)
+assert set(DMA) | set(COMPUTE) - {"layer"} == set(FEATURES)
