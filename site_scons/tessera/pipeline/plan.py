@@ -111,7 +111,7 @@ def plan(graph, view, docs):
     # a fused step's bands (either kind) let its output overlap its input
     # (memplan, checked by the replay, weight stream included); its layers
     # run fused, not in place (rambudget.with_fused, as the budget step did)
-    fused, view = rambudget.with_fused(view, sched, fused_tilings)
+    fused, view = rambudget.with_fused(view, sched, fused_tilings, graph)
     # layers in place: a flat tile level takes them where they lower total
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
