@@ -37,7 +37,7 @@ quantities the cost model's coefficients multiply.
                for a whole layer's channel; set by plan_features, 0 without
                a plan)
     acc_elems  (only in a split tiling's features: the reports of unsplit
-               layers stay as they were) a split tiling (tessera.tiles.geometry.steps: the reduction in
+               layers stay as they were) a split tiling (codegen/split.py: the reduction in
                chunks): the 32-bit partial sums stored after a chunk and
                reloaded by the next, the output tile's elements once per
                chunk but the last (the extra passes)
@@ -170,7 +170,7 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
 def _walk(feats, op, view, tiling, ishape, oshape, dims, cores):
     """The tiled features of the steps the generated code walks: its
     tiles, or a split tiling's steps (each tile once per reduction chunk,
-    tessera.tiles.geometry.steps), counted per tile: its chunks' shares of
+    codegen/split.py), counted per tile: its chunks' shares of
     the MACs, im2col and input bytes sum to the tile's; per step the
     kernel call, its taps and channels, its input box's transfers (a
     channel slice), the weights (per channel tile, or per step of a split

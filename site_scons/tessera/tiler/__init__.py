@@ -208,7 +208,7 @@ def solve_layer(layer, target):
         return _solve_any(layer, target, False)
     except FitError as err:
         # one output's reduction does not fit: the same again, its input
-        # channels in chunks (tessera.tiles.geometry.steps)
+        # channels in chunks (docs/split_reduction.md)
         if layer["op"] not in memory.SPLIT_OPS or layer.get("whole") or layer["in"][2] < 2:
             raise
         try:

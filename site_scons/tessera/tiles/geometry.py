@@ -143,36 +143,6 @@ def split_k(tiling):
     return (tiling.get("split") or {}).get("k", 0)
 
 
-def steps(layer, tiling):
-    """Every step the generated code computes, in order: each tile of
-    tiles() once per reduction chunk, innermost (the output tile's 32-bit
-    partial sums stay in L1 from its first chunk to its last, which
-    requantizes them and writes the output tile). A step is its tile's dict
-    with the chunk's input channels as ic0, ic, and "tile" (the tile's
-    index), "chunk" (the chunk's), "first", "last"; "index" counts steps.
-    An unsplit tiling's steps are its tiles."""
-    parts = chunks(layer, tiling)
-    index = 0
-    for t in tiles(layer, tiling):
-        for k, (k0, kc) in enumerate(parts):
-            step = dict(t, index=index, tile=t["index"], chunk=k, first=k == 0, last=k == len(parts) - 1)
-            if len(parts) > 1:
-                step["ic0"], step["ic"] = k0, kc
-            yield step
-            index += 1
-
-
-def split_block(layer, tiling, step):
-    """(offset, bytes) of a split step's weights in the layer's weight
-    array, whose blocks are laid out in step order (codegen.weights:
-    channel tile by channel tile, each its chunks, a block [oc][kh][kw][kc],
-    linear [oc][in_h][in_w][kc]): consecutive steps of one pass over the
-    channel tiles are contiguous."""
-    per_k = w_per_k(layer)
-    C = layer["in"][2]
-    return step["oc0"] * per_k * C + step["oc"] * per_k * step["ic0"], step["oc"] * per_k * step["ic"]
-
-
 def w_per_k(layer):
     """Weight bytes per output channel and input channel of a conv-like
     layer: the window (kh * kw; linear: the input's h * w)."""
