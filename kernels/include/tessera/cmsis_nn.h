@@ -29,6 +29,9 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
+/* a split reduction's step (kernels/cmsis_nn/split.c; tsr_split_step's
+ * arguments and results, DSP dot products; input offsets in [-32640, 32639]) */
+void tsr_cmsis_split_step(const tsr_split_args_t *s, int core, int ncores);
 /* tessera's whole requantization (floor rounding, an additive term,
  * Requant.divisor, int32 outputs: NEMO/DORY layers), DSP-optimized, no
  * scratch; input_offset within [-255, 255] (any_rq.c) */

@@ -234,6 +234,18 @@ void tsr_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
  * buf: ncores buffers of ((fd - 1) * dw.sh + dw.kh) * pw.in_w * pw.out_c
  * bytes, core-major; fd counts depthwise output rows. */
 void tsr_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores);
+/* One step of a split reduction (kernels/reference/split.c): conv holds
+ * the chunk's input box and weights ([out_c][kh][kw][kc]; linear: kh, kw
+ * the input's h, w); acc the output tile's int32 sums [out_h][out_w][out_c];
+ * first: start from the bias; last: requantize into conv->out instead of
+ * storing the sums. */
+typedef struct {
+    const tsr_conv_args_t *conv;
+    int32_t *acc;
+    int32_t first, last;
+} tsr_split_args_t;
+
+void tsr_split_step(const tsr_split_args_t *s, int core, int ncores);
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores);

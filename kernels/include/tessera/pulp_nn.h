@@ -20,6 +20,9 @@ extern "C" {
 #endif
 
 void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
+/* a split reduction's step (kernels/pulp_nn/split.c; tsr_split_step's
+ * arguments and results, pv.sdotsp.b where the input offset is 0) */
+void pnn_split_step(const tsr_split_args_t *s, int core, int ncores);
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
 /* depthwise -> pointwise fused (kernels.h, tsr_dw_pw) on these kernels; dw.scratch: per-core stripes */

@@ -30,6 +30,8 @@ from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library
+from . import split
+from .split import stage as _stage
 
 
 
@@ -121,12 +123,6 @@ def _plane_lines(plane, struct, pointers):
     return const, per_tile
 
 
-def _stage(target):
-    """The level streamed weights pass through: GAP8's L2 (w_stage), or the
-    activation level for weights on a storage level."""
-    return target["w_stage"]["level"] if "w_stage" in target else target["act_level"]
-
-
 def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     """C source of one layer. target: the codegen view of the target
     (prefix, engines, kernels); model: the model name (comments only).
@@ -140,6 +136,11 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
     if plan_slice.get("direct"):
         return generate_direct(layer, graph, plan_slice, target, model)
+    if tiling.get("split"):
+        if epilogue is not None:
+            raise FitError(f"layer {layer.name}", "a split reduction takes no add epilogue",
+                           "build with fusion=none")
+        return split.generate(layer, graph, tiling, plan_slice, target, model)
     lib = library(target["kernels"])
     prefix = target["prefix"]
     view = tiler_layer(layer, graph)

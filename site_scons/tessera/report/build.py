@@ -23,7 +23,7 @@ equal); per layer and in totals, `cost`: the cost model's estimate next to
 the measured count (report/costs.py), labeled in counts.cost.
 """
 
-from ..codegen.libraries import library
+from ..codegen.libraries import library, split_kernel
 from ..config.views import COUNT_KEYS
 from ..planning.memplan import memory_report
 from . import footprint, steps as stepping, summary, timing
@@ -102,12 +102,15 @@ def report(meta, graph, weights, the_plan, verdict, tilings, sched=None, fused=N
         })
         if t.get("why"):
             entry["tile_reason"] = t["why"]
+        if t.get("split"):
+            # the reduction in chunks (tessera.tiler): {"k": input channels a chunk, "n": chunks}
+            entry["split"] = t["split"]
         if layer.name in the_plan.get("direct", {}):
             # run in place (tessera.planning.inplace): no tiles, only its scratch in the tile level
             entry.update({"in_place": the_plan["direct"][layer.name], "n_tiles": 1,
                           "l1_bytes": the_plan["tiles"]["layers"][layer.name]["total"]})
         if meta.get("kernels"):
-            entry.update(kernel_of(meta["kernels"], layer, graph))
+            entry.update(kernel_of(meta["kernels"], layer, graph, bool(t.get("split"))))
         dma = verdict["dma"][i] if i < len(verdict.get("dma", [])) else []
         entry["dma_bytes"] = {engines[e]: b for e, b in enumerate(dma) if e < len(engines)}
         if count_key and i < len(verdict.get("counts", [])):
@@ -276,11 +279,15 @@ def firmware_footprint(meta, the_plan, firmware):
     return fp
 
 
-def kernel_of(kernels, layer, graph):
+def kernel_of(kernels, layer, graph, split=False):
     """{kernel, library}: the function the generated code calls for the
     layer and the library it belongs to (the reference kernels when the
-    target's library gave the layer to its fallback)."""
+    target's library gave the layer to its fallback); `split`: the step
+    of a split reduction (codegen/split.py)."""
     lib = library(kernels)
+    if split:
+        fn = split_kernel(lib, layer, graph)
+        return {"kernel": fn, "library": "reference" if fn == "tsr_split_step" else kernels}
     fn = lib.kernel_function(layer, graph)
     own = [fn for table in ("KERNELS", "RQ_KERNELS", "TFL_KERNELS") for fn in getattr(lib, table, {}).values()]
     return {"kernel": fn, "library": kernels if fn in own else "reference"}

@@ -83,7 +83,11 @@ def tile_text(layer):
     if not layer["tiled"]:
         return "whole"
     t = layer["tile"]
-    return f"{t['h']}x{t['w']}x{t['c']}"
+    text = f"{t['h']}x{t['w']}x{t['c']}"
+    if layer.get("split"):
+        # the reduction in chunks (tessera.tiler): {"k": input channels a chunk, "n": chunks}
+        text += f", {layer['split']['n']} chunks of {layer['split']['k']} ch"
+    return text
 
 
 def _fused_tile(ft):

@@ -104,7 +104,8 @@ def _check_target(target):
 
 
 def _result(layer, target, q, tiled, optimal, objective):
-    return {
+    split = {"split": {"k": q["tile_k"], "n": q["n_chunks"]}} if q.get("n_chunks", 1) > 1 else {}
+    return {**split,
         "layer": layer["name"],
         "tiled": tiled,
         "tile": {"h": q["tile_h"], "w": q["tile_w"], "c": q["tile_c"]},
@@ -203,18 +204,32 @@ def solve_layer(layer, target):
         if result["tiled"] and result["tile"]["c"] < layer["out"][2] and result["tile"]["h"] < layer["out"][0]:
             result["order"] = "hcw"
         return result
+    try:
+        return _solve_any(layer, target, False)
+    except FitError as err:
+        # one output's reduction does not fit: the same again, its input
+        # channels in chunks (docs/split_reduction.md)
+        if layer["op"] not in memory.SPLIT_OPS or layer.get("whole") or layer["in"][2] < 2:
+            raise
+        try:
+            return _solve_any(layer, target, True)
+        except FitError:
+            raise err from None
+
+
+def _solve_any(layer, target, split):
     if layer.get("rows"):
         # row bands of every channel, else tiles of every channel, else any
         for rows in (1, "c"):
             try:
-                return _solve_layer(dict(layer, rows=rows), target)
+                return _solve_layer(dict(layer, rows=rows), target, split)
             except FitError:
                 pass
-        return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target)
-    return _solve_layer(layer, target)
+        return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target, split)
+    return _solve_layer(layer, target, split)
 
 
-def _solve_layer(layer, target):
+def _solve_layer(layer, target, split=False):
     layer_mod.check(layer)
     _check_target(target)
     if layer.get("whole"):
@@ -232,7 +247,8 @@ def _solve_layer(layer, target):
 
     buffering = target["buffering"]
     smallest = (min(tables[0]), min(tables[1]), 1)
-    q_small = memory.quantities(layer, target, spec, *smallest, buffering, tables)
+    tk = 1 if split else None
+    q_small = memory.quantities(layer, target, spec, *smallest, buffering, tables, tk)
     small_fits = q_small["l1_bytes"] <= budget
     consts = memory.constants(layer, target, buffering)
     # CP-SAT (ortools, which loads pandas) only when a layer needs a search:
@@ -247,15 +263,15 @@ def _solve_layer(layer, target):
             if tw is not None and tw not in tables[1]:
                 continue
             q_rows = memory.quantities(layer, target, spec, smallest[0], tw or smallest[1], Co,
-                                       buffering, tables)
+                                       buffering, tables, tk)
             if q_rows["l1_bytes"] <= budget:
                 r = model.solve(layer, target, spec, tables, consts, buffering,
-                                hint=(smallest[0], tw or smallest[1], Co), tile_c=Co, tile_w=tw)
+                                hint=(smallest[0], tw or smallest[1], Co), tile_c=Co, tile_w=tw, split=split)
                 if r["status"] == "optimal":
                     break
     if r is None or r["status"] != "optimal":
         r = model.solve(layer, target, spec, tables, consts, buffering,
-                        hint=smallest if small_fits else None)
+                        hint=smallest if small_fits else None, split=split)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
     if r["status"] != "optimal":
@@ -266,7 +282,7 @@ def _solve_layer(layer, target):
                            f"the tiler's CP-SAT search ended ({r['status']}) before proving the best tile",
                            f"raise tessera.tiler.model.MAX_DETERMINISTIC_TIME "
                            f"({model.MAX_DETERMINISTIC_TIME}) and report the layer's shape")
-    q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables)
+    q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables, r.get("tile_k"))
     objective = spec.objective_value(q)
     if q["l1_bytes"] != r["l1_bytes"] or objective != r["objective"]:
         raise RuntimeError(f"tiler: CP-SAT model and byte count disagree on layer "

@@ -91,6 +91,12 @@ def cmsis_semantics(layer):
     return None
 
 
+def split_kernel(layer, graph):
+    """A split reduction's step (kernels/cmsis_nn/split.c): DSP dot
+    products, the input offset in an int16 lane beside an int8 input."""
+    return "tsr_cmsis_split_step" if -32640 <= layer.input_offset <= 32639 else "tsr_split_step"
+
+
 # TFLite's two roundings (Requant rounding "tflite") on the same cores
 # (kernels/cmsis_nn/tsr_rq.h: TSR_RQ_TFL, TSR_RQ_TFLX; glue.c)
 TFL_KERNELS = {"conv2d": "tsr_cmsis_conv2d_tfl", "pointwise": "tsr_cmsis_pointwise_tfl",

@@ -38,6 +38,11 @@ weights_layout = reference.weights_layout
 tile_args = reference.tile_args
 
 
+def split_kernel(layer, graph):
+    """A split reduction's step (kernels/pulp_nn/split.c)."""
+    return "pnn_split_step"
+
+
 def folds_offset(layer, graph):
     """Whether the layer's input offset goes into its bias at build time
     (bias[c] + off * sum of channel c's weights, offset 0 in the arguments):
