@@ -53,7 +53,13 @@ def run(args):
 
     where = f"Ray cluster {args.ray}" if args.ray else f"{args.jobs or sweep.execute.default_jobs()} processes"
     print(f"tessera sweep {spec['name']}: {len(points)} points on {where}, cache {cache}", flush=True)
-    results = sweep.run(spec, points, out, cache=cache, jobs=args.jobs, ray=args.ray, on_result=show)
+    try:
+        results = sweep.run(spec, points, out, cache=cache, jobs=args.jobs, ray=args.ray, on_result=show)
+    except KeyboardInterrupt:
+        n = counter["fresh"] + counter["done"]
+        sys.stderr.write(f"tessera sweep: interrupted with {n} of {len(points)} points done (their result files "
+                         f"are written); run the same command again to finish the others\n")
+        return 130
     files = sweep.write_outputs(spec, points, results, out, limit=args.latency)
     small = sweep.smallest(spec, sweep.table(spec, points, results), args.latency)
     if small:
