@@ -15,4 +15,5 @@ memory), page (the HTML page).
 
 from .spec import BUILD_VARIABLES, expand, load  # noqa: F401
 from .execute import run  # noqa: F401
-from .results import pareto, smallest, table, write_outputs  # noqa: F401
+from .outputs import write_outputs  # noqa: F401
+from .results import pareto, smallest, table  # noqa: F401

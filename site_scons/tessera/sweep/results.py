@@ -4,9 +4,6 @@ sizes that reach a latency, per model and for all models together."""
 
 import csv
 import io
-import os
-
-from ..util import canon
 
 LEVEL_ORDER = ("L1", "L2", "L3", "sram", "flash")
 
@@ -122,21 +119,3 @@ def smallest(spec, rows, limit=None):
 def _answer(spec, row):
     return {"config": {a["key"]: row[a["key"]] for a in spec["axes"]}, "latency": latency(row),
             "ram_total": row["ram_total"]}
-
-
-def write_outputs(spec, points, results, sweep_dir, limit=None):
-    """table.csv, table.json, smallest.json (with a latency) and pareto.html
-    in the sweep folder; returns their paths."""
-    from . import page
-
-    rows = table(spec, points, results)
-    small = smallest(spec, rows, limit)
-    files = {"csv": os.path.join(sweep_dir, "table.csv"), "json": os.path.join(sweep_dir, "table.json"),
-             "html": os.path.join(sweep_dir, "pareto.html")}
-    canon.write_atomic(files["csv"], csv_text(rows))
-    canon.write_atomic(files["json"], canon.dumps({"sweep": spec["name"], "rows": rows}, indent=1))
-    if small is not None:
-        files["smallest"] = os.path.join(sweep_dir, "smallest.json")
-        canon.write_json(files["smallest"], small)
-    canon.write_atomic(files["html"], page.html(spec, rows, pareto(rows), small))
-    return files
