@@ -14,7 +14,6 @@ import sys
 import time
 
 import pytest
-import yaml
 
 from conftest import ROOT
 from tessera import config, sweep
