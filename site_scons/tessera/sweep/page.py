@@ -51,8 +51,8 @@ def _chart(model, rows, front, spec, color):
     for t in _ticks(y0, y1):
         parts.append(f'<text x="{PAD - 6}" y="{sy(t) + 4:.1f}" font-size="11" text-anchor="end">{t:.3g}</text>')
     unit = ok[0]["count"] or "count"
-    parts.append(f'<text x="{(W + PAD) / 2}" y="{H + 6}" font-size="12" text-anchor="middle">RAM (kB, all levels '
-                 f'written at run time)</text>')
+    parts.append(f'<text x="{(W + PAD) / 2}" y="{H + 6}" font-size="12" text-anchor="middle">on-chip RAM (kB: what '
+                 f'the levels hold at run time, with reservations)</text>')
     parts.append(f'<text x="14" y="{H / 2}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {H / 2})">'
                  f'{_e(unit)} (millions)</text>')
     if len(front) > 1:
@@ -92,8 +92,8 @@ def html(spec, rows, front, small):
            f"<p>{len(rows)} points ({ok} built and checked, {len(rows) - ok} failed): "
            f"{_e(', '.join(models))} on {_e(', '.join(t['name'] for t in spec['targets']))}; axes "
            f"{_e(', '.join(a['key'] + ' ' + str(a['values']) for a in spec['axes']))}.</p>",
-           "<p class='note'>Each chart: latency against RAM (the levels written at run time, with the target's "
-           "reserved bytes); red: the Pareto front (no other point is smaller and faster); grey: the others. "
+           "<p class='note'>Each chart: latency against on-chip RAM (what the levels hold at run time, with the "
+           "target's reserved bytes; external memories apart); in colour: the Pareto front (no other point is smaller and faster); grey: the others. "
            "Hover a point for its configuration.</p><div class='charts'>"]
     for i, model in enumerate(models):
         mine = [r for r in rows if r["model"] == model]

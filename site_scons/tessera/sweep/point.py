@@ -50,7 +50,7 @@ def summary(report):
            "count": count_key, "latency": tot.get(count_key) if count_key else None,
            "estimate": cost.get("estimate"), "estimate_error": cost.get("error"),
            "peak": {level: m.get("peak") for level, m in memory.items()},
-           "ram": ram, "ram_total": sum(v for v in ram.values() if v is not None) if ram else None,
+           "ram": ram,
            "flash": memory.get("flash", {}).get("peak"),
            "peak_activation_bytes": tot.get("peak_activation_bytes"), "weight_bytes": tot.get("weight_bytes")}
     return out
@@ -122,7 +122,7 @@ def estimate_summary(outdir, target_path):
     ram = {lvl: memory[lvl]["peak"] + _reserved(tcfg["memory"][lvl]) for lvl in sorted(written) if lvl in memory}
     return {"verdict": None, "count": tcfg["runner"].get("counts"), "latency": None, "estimate": est,
             "estimate_error": None, "peak": {lvl: m["peak"] for lvl, m in memory.items()}, "ram": ram,
-            "ram_total": sum(ram.values()), "flash": memory.get("flash", {}).get("peak")}
+            "flash": memory.get("flash", {}).get("peak")}
 
 
 def _reserved(level):

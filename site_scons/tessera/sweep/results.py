@@ -5,6 +5,12 @@ sizes that reach a latency, per model and for all models together."""
 import csv
 import io
 
+from . import spec as sweep_spec
+
+# levels off the chip: their own columns, outside ram_total (a chip team
+# sizes the on-chip memories; an activation spilled to HyperRAM is not one)
+OFF_CHIP = ("external", "storage")
+
 LEVEL_ORDER = ("L1", "L2", "L3", "sram", "flash")
 
 
@@ -13,13 +19,24 @@ def _levels(results):
     return sorted(seen, key=lambda l: (LEVEL_ORDER.index(l) if l in LEVEL_ORDER else 99, l))
 
 
+def _kinds(point):
+    memory = sweep_spec.read_yaml(point["target_path"]).get("memory") or {}
+    return {lvl: (m or {}).get("kind") for lvl, m in memory.items()}
+
+
 def table(spec, points, results):
     """One row per point (the points' order): the model, target, each axis
-    value, then the totals. Only what a build determines (no wall time), so
-    the same sweep gives the same table wherever it ran."""
+    value, then the totals: `ram_total` is the on-chip RAM (the levels
+    written at run time, with their reservations, less external and storage
+    ones). Only what a build determines (no wall time), so the same sweep
+    gives the same table wherever it ran."""
     levels = _levels(results)
     rows = []
+    kinds = {}
     for p, r in zip(points, results):
+        if p["target_path"] not in kinds:
+            kinds[p["target_path"]] = _kinds(p)
+        kind = kinds[p["target_path"]]
         row = {"model": p["model"], "target": p["target"]}
         over = dict(p["overrides"])
         for axis in spec["axes"]:
@@ -31,7 +48,9 @@ def table(spec, points, results):
         row["estimate_off"] = None if err is None else abs(err) > spec["tolerance"]
         for lvl in levels:
             row[f"ram_{lvl}"] = (r.get("ram") or {}).get(lvl)
-        row.update({"ram_total": r.get("ram_total"), "flash": r.get("flash"),
+        ram = r.get("ram") or {}
+        onchip = [v for lvl, v in ram.items() if v is not None and kind.get(lvl) not in OFF_CHIP]
+        row.update({"ram_total": sum(onchip) if onchip else None, "flash": r.get("flash"),
                     "peak_activation_bytes": r.get("peak_activation_bytes"), "error": r.get("error")})
         rows.append(row)
     return rows

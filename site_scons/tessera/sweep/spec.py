@@ -67,7 +67,7 @@ def load(path):
 
     models = [resolve("model", m) for m in _list(path, spec, "models", "models")]
     targets = [resolve("target", t) for t in _list(path, spec, "targets", "targets")]
-    raw = {name: _read(tpath) for name, tpath in targets}
+    raw = {name: read_yaml(tpath) for name, tpath in targets}
     axes = spec.get("axes") or {}
     if not isinstance(axes, dict):
         raise ConfigError(path, "axes: a mapping of a target field or build variable to its values",
@@ -115,7 +115,7 @@ def load(path):
             "timeout": spec.get("timeout")}
 
 
-def _read(path):
+def read_yaml(path):
     with open(path) as f:
         return yaml.safe_load(f)
 
@@ -203,7 +203,7 @@ def derived_target(point):
     overrides (the base target is built as it is)."""
     if not point["overrides"]:
         return None
-    tree = _read(point["target_path"])
+    tree = read_yaml(point["target_path"])
     what = ", ".join(f"{k}={v}" for k, v in point["overrides"])
     for key, value in point["overrides"]:
         set_field(tree, key, value)
