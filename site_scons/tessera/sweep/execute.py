@@ -7,6 +7,7 @@ shared cache; the driver writes each finished point's result file
 
 import concurrent.futures
 import os
+import socket
 
 from ..errors import TesseraError
 from . import point as sweep_point
@@ -74,11 +75,26 @@ def _run_local(todo, sweep_dir, cache, jobs, finish):
             finish(futures[fut], fut.result())
 
 
+def _reachable(address):
+    """Ray retries an address that does not answer for ever: a host:port
+    that refuses a connection is one line at once."""
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if address == "auto" or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=10).close()
+    except OSError as err:
+        raise TesseraError(f"--ray {address}", f"no Ray cluster answers there ({err.strerror or err})",
+                           "start one (ray start --head --port=6379) or give its address") from None
+
+
 def _run_ray(todo, sweep_dir, cache, address, finish):
     try:
         import ray
     except ImportError:
         raise TesseraError("--ray", "Ray is not installed", "pip install ray, or run without --ray") from None
+    _reachable(address)
     # workers import tessera from this same folder (a shared file system, as
     # for the sweep folder and the cache): the checkout's or the install's
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
