@@ -254,6 +254,9 @@ def test_ray_sweep_gives_the_local_table(tmp_path, ray_cluster):
     res = _sweep(tmp_path, tmp_path / "ray", "--ray", ray_cluster)
     assert res.returncode == 0 and f"on Ray cluster {ray_cluster}" in res.stdout, res.stdout + res.stderr
     assert "2 built now" in res.stdout
+    # the same points in another folder: every compilation comes from the shared cache
+    assert "(0 files compiled, " in res.stdout and "(0 files compiled, 0 steps" not in res.stdout, res.stdout
+    assert "(0 files compiled" not in local.stdout, local.stdout
     for name in ("table.json", "table.csv"):
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
     assert json.loads((tmp_path / "ray" / "table.json").read_text())["rows"][1]["verdict"] == "pass"

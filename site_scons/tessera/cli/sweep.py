@@ -40,10 +40,13 @@ def run(args):
         return 0
     out = os.path.abspath(args.out or os.path.join("sweeps", spec["name"]))
     cache = args.cache or os.path.join(out, "cache")
-    counter = {"fresh": 0, "done": 0, "failed": 0}
+    counter = {"fresh": 0, "done": 0, "failed": 0, "compiled": 0, "retrieved": 0}
 
     def show(point, result, fresh):
         counter["fresh" if fresh else "done"] += 1
+        if fresh:
+            counter["compiled"] += result.get("compiled", 0)
+            counter["retrieved"] += result.get("retrieved", 0)
         if result["status"] != "ok":
             counter["failed"] += 1
         n = counter["fresh"] + counter["done"]
@@ -69,6 +72,7 @@ def run(args):
         print("smallest for <= %.0f: all models: %s" % (small["latency"], "none" if small["all"] is None else
               ", ".join(f"{k}={v}" for k, v in small["all"]["config"].items())))
     print(f"tessera sweep: {len(points)} points, {counter['fresh']} built now, {counter['done']} done before, "
-          f"{counter['failed']} failed; {files['csv']}, {files['html']}", flush=True)
+          f"{counter['failed']} failed ({counter['compiled']} files compiled, {counter['retrieved']} steps from the "
+          f"cache); {files['csv']}, {files['html']}", flush=True)
     sys.stdout.flush()
     return 1 if counter["failed"] == len(points) else 0

@@ -85,10 +85,11 @@ def run_point(point, sweep_dir, cache=None):
         output += f"\ntessera: error: the build took more than {point.get('timeout')} s (sweep timeout:)"
     canon.write_atomic(os.path.join(folder, "build.log"), output.encode())
     result["seconds"] = round(time.monotonic() - start, 1)
-    # `Retrieved ... from cache` (SCons) and tessera's own step lines tell a
-    # build that did work from a no-op
-    result["steps"] = sum(1 for l in output.splitlines() if l.startswith("tessera: ") and ":" in l[9:]
-                          and not l.startswith(("tessera: error", "tessera: PASS", "tessera: FAIL")))
+    # what the build did: files compiled here, and steps SCons fetched from
+    # the shared cache (`Retrieved ... from cache`) instead
+    lines = output.splitlines()
+    result["compiled"] = sum(1 for l in lines if l.startswith("tessera: compile "))
+    result["retrieved"] = sum(1 for l in lines if l.startswith("Retrieved `"))
     outdir = os.path.join(folder, "generated", point["target_name"], point["model"])
     report = os.path.join(outdir, "report.json")
     if point["run"] and os.path.exists(report):
