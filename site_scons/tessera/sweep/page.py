@@ -16,6 +16,8 @@ def _e(x):
 
 
 def _num(v):
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)      # a --latency of 180000000 reads "180,000,000", not "1.8e+08"
     return "" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
