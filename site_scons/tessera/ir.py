@@ -35,11 +35,16 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax")
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
-# input (softmax, resize). The tiler gives them one tile or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax")
+# input (softmax, resize), or an output block reads a box of the input that
+# is not the output's own (the data movements transpose, reshape, gather).
+# The tiler gives them one tile, blocks of rows or channels, or a fit error.
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather")
+# Ops that only move int8 values (no arithmetic, no requantization): the
+# output has the input's quantization.
+MOVEMENT_OPS = ("transpose", "reshape", "gather")
 # fixed-point fraction bits of resize's interpolation weights
 RESIZE_FRAC = 11
 # "tflite" and "tflite_div" reproduce TFLite's integer kernels (see Requant)
@@ -177,6 +182,20 @@ class Layer:
               (one_over_one_plus_x of s normalized by its leading zeros z)
               and y = clamp(RDBPOT(SRDHM(R, E[max - x]), 35 - z) + zero_point, lo, hi);
               mul and shift are unused.
+    transpose: y = x.transpose(perm), `perm` a permutation of (0, 1, 2)
+              over x's [H, W, C]: y.shape[k] = x.shape[perm[k]] (a TFLite
+              or ONNX transpose of any rank is one of these on a grouping of
+              its axes; HWC -> CHW is perm [2, 0, 1]).
+    reshape:  y = x.reshape(y.shape): the same values in the same (HWC,
+              row-major) order, another [H, W, C] (a flat KWS input viewed
+              as a spectrogram, a head split). The frontends use it only
+              where the consumer needs the new shape; a reshape into a
+              fully connected layer is no layer at all.
+    gather:   y = take(x, table, axis): `table` holds the indices along
+              HWC `axis` (2: channels, as a channel shuffle or a SPLIT of
+              channels; 0, 1: rows or columns, as a strided slice).
+    transpose, reshape and gather move int8 values: no requant, and y has
+    x's quantization.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
@@ -200,9 +219,10 @@ class Layer:
     source: list = field(default_factory=list)  # names of the source-graph nodes it came from
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
     dilation: Optional[list] = None   # conv2d/depthwise [dh, dw]; None: [1, 1]
-    axis: Optional[int] = None        # concat: the HWC axis joined
+    axis: Optional[int] = None        # concat: the HWC axis joined; gather: the axis indexed
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
-    table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
+    table: Optional[list] = None      # lut, softmax, resize, gather: the layer's constant table (see above)
+    perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
     added: Optional[str] = None
@@ -271,7 +291,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm")
 
 
 def _drop_unset(d, keys):

@@ -82,10 +82,11 @@ def is_whole(layer, graph):
 def whole_split(layer):
     """How a whole-tensor layer may still be cut when it does not fit L1:
     "c" (channel blocks: resize is channel-wise), "h" (row blocks, every
-    channel: softmax, a channel concat), or "" (not at all)."""
-    if layer.op == "resize":
+    channel: softmax, a channel concat; blocks of output rows of a transpose,
+    a reshape or a gather along W or C), or "" (not at all)."""
+    if layer.op == "resize" or (layer.op == "gather" and layer.axis == 0):
         return "c"
-    if layer.op == "softmax" or (layer.op == "concat" and layer.axis == 2):
+    if layer.op in ("softmax", "transpose", "reshape", "gather") or (layer.op == "concat" and layer.axis == 2):
         return "h"
     return ""
 

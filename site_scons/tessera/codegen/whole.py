@@ -86,6 +86,16 @@ def _args(layer, graph, prefix, ins, out):
                  f"a.shift = {int(rq.shift[0])};", f"a.zero_point = {rq.zero_point};", f"a.lo = {rq.lo};",
                  f"a.hi = {rq.hi};", f"a.rounding = {ROUNDING[rq.rounding]};"]
         return "tsr_softmax_args_t", decl, body
+    if layer.op == "transpose":
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
+                 f"a.in_c = {x.shape[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]
+        return "tsr_transpose_args_t", decl, body
+    if layer.op == "gather":
+        decl.append(_table("int32_t", "gather_index", layer.table))
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
+                 f"a.in_c = {x.shape[2]};", f"a.axis = {layer.axis};", f"a.n_index = {len(layer.table)};",
+                 "a.index = gather_index;"]
+        return "tsr_gather_args_t", decl, body
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 
 
@@ -95,13 +105,40 @@ def _split_lines(layer, graph, split):
     output (0), as (tensor index or None for the output, box arguments)."""
     x = graph.tensor(layer.inputs[0])
     y = graph.tensor(layer.output)
+    rows = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
+    if layer.op == "transpose":
+        # output rows [first, first + n) read input axis perm[0] over the same range
+        p = layer.perm[0]
+        ranges = [f"0, {d}" for d in x.shape]
+        ranges[p] = "first, n"
+        return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], rows(y)
+    if layer.op == "gather" and split == "h":
+        return ["a.in_h = n;"], [rows(x)], rows(y)
     if split == "c":
-        fields = ["a.c = n;"]
+        fields = ["a.in_c = n;"] if layer.op == "gather" else ["a.c = n;"]
         box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731
     else:
         fields = [f"a.pixels = n * {x.shape[1]};"] if layer.op == "softmax" else [f"a.outer = n * {x.shape[1]};"]
         box = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
+
+
+def _reshape_body(name, layer, graph, plan_slice, L2, buf, block):
+    """A reshape moves bytes and computes nothing: blocks of `block` output
+    rows, each the same run of bytes in the input and the output, in by DMA
+    and straight out again from the same L1 buffer."""
+    y = graph.tensor(layer.output)
+    row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+    src, dst = plan_slice["inputs"][0], plan_slice["output"]
+    return [f"void {name}(void)\n{{", "    hal_dma_job_t job = {0};",
+            f"    for (int32_t first = 0; first < {y.shape[0]}; first += {block}) {{",
+            f"        const int32_t n = {y.shape[0]} - first < {block} ? {y.shape[0]} - first : {block};",
+            f"        hal_dma_start(&job, ENGINE_ACT, {buf}, {L2} + {src} + first * {row}, (uint32_t)(n * {row}), "
+            "1, 0, 0, 1, 0, 0);",
+            "        hal_dma_wait(&job);",
+            f"        hal_dma_start(&job, ENGINE_ACT, {L2} + {dst} + first * {row}, {buf}, (uint32_t)(n * {row}), "
+            "1, 0, 0, 1, 0, 0);",
+            "        hal_dma_wait(&job);", "    }", "}"]
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
@@ -117,10 +154,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out = f"{L1} + {l1['out'][0]}"
     y = graph.tensor(layer.output)
     args_type, decl, body = _args(layer, graph, prefix, ins, out)
-    kernel = reference.kernel_function(layer, graph)
     split = whole_split(layer) if tiling["tiled"] else ""
     block = tiling["tile"]["c"] if split == "c" else tiling["tile"]["h"]
-    extent = graph.tensor(layer.inputs[0]).shape[2 if split == "c" else 0]
+    extent = graph.tensor(layer.inputs[0]).shape[2] if split == "c" else y.shape[0]
     what = {"c": f"in blocks of {block} channels", "h": f"in blocks of {block} rows"}.get(split, "on whole tensors")
     text = [header_comment([
         f"tessera: layer {layer.name} of {model}: {layer.op} "
@@ -132,6 +168,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];\n")
     text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */\n")
     text.extend(d + "\n" for d in decl)
+    if layer.op == "reshape":
+        text.extend(_reshape_body(name, layer, graph, plan_slice, L2, ins[0], block if split else y.shape[0]))
+        return "\n".join(text) + "\n"
+    kernel = reference.kernel_function(layer, graph)
     text.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                 f"hal_core_id(), hal_num_cores());\n}}\n")
     text.append(f"void {name}(void)\n{{")

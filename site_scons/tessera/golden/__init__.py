@@ -48,6 +48,12 @@ def run_layer(layer, graph, weights, values):
         acc = ops.lut(x, layer.table)
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant)
+    elif op == "transpose":
+        acc = ops.transpose(x, layer.perm)
+    elif op == "reshape":
+        acc = ops.reshape(x, graph.tensor(layer.output).shape)
+    elif op == "gather":
+        acc = ops.gather(x, layer.table, layer.axis)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)

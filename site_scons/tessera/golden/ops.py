@@ -248,6 +248,21 @@ def lut(x, table):
     return t[np.arange(x.shape[-1])[None, None, :], idx]
 
 
+def transpose(x, perm):
+    """The axes of x [H, W, C] permuted: output axis k is input axis perm[k]."""
+    return np.transpose(x, perm)
+
+
+def reshape(x, shape):
+    """The same values in the same HWC order, another shape."""
+    return np.reshape(x, shape)
+
+
+def gather(x, table, axis):
+    """x's slices at the indices `table` along HWC `axis`."""
+    return np.take(x, np.asarray(table, dtype=np.int64), axis=axis)
+
+
 def softmax(x, table, rq):
     """Integer softmax over the channel axis (see ir.Layer): table lookups of
     max - x, their 64-bit sum, one rounded division per output; with
