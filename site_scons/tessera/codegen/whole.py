@@ -86,6 +86,8 @@ def _args(layer, graph, prefix, ins, out):
                  f"a.shift = {int(rq.shift[0])};", f"a.zero_point = {rq.zero_point};", f"a.lo = {rq.lo};",
                  f"a.hi = {rq.hi};", f"a.rounding = {ROUNDING[rq.rounding]};"]
         return "tsr_softmax_args_t", decl, body
+    if layer.op == "reshape":    # DMA alone (_reshape_body)
+        return None, decl, body
     if layer.op == "transpose":
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
                  f"a.in_c = {x.shape[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]

@@ -320,6 +320,25 @@ class Builder:
                       kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
         return self.add_layer(layer, {})
 
+    def movement(self, op, hint, x, y, where, perm=None, axis=None, table=None, sources=()):
+        """A transpose, reshape or gather (ir.MOVEMENT_OPS): values moved, x's
+        quantization kept."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        if (tx.scale, tx.zero_point, tx.shift, tx.dtype) != (ty.scale, ty.zero_point, ty.shift, ty.dtype):
+            raise FrontendError(where, f"{op} of a tensor into one of other quantization or type")
+        want = None
+        if op == "transpose":
+            want = [tx.shape[p] for p in perm]
+        elif op == "gather":
+            want = list(tx.shape)
+            want[axis] = len(table)
+        if (want is not None and want != ty.shape) or tx.size != ty.size and op != "gather":
+            raise FrontendError(where, f"{op} of {tx.shape} into {ty.shape}")
+        layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y, source=list(sources),
+                      perm=None if perm is None else [int(p) for p in perm], axis=None if axis is None else int(axis),
+                      table=None if table is None else [int(v) for v in table])
+        return self.add_layer(layer, {})
+
     # ---- integer lowering (NEMO, QuantLib) ---------------------------------
     # These dialects carry integers in the graph itself: the parsers hand over
     # exact integer requantization in the source domain (zero point 0) and

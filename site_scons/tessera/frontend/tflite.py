@@ -29,6 +29,7 @@ import numpy as np
 from .. import ir
 from ..errors import FrontendError
 from ..ir import Layer, Requant
+from . import movement
 from .builder import Builder
 
 # schema.fbs enums (TensorType, Padding, ActivationFunctionType)
@@ -209,6 +210,11 @@ class TfliteParser:
         self.alias = {}          # TFLite tensor index -> IR tensor name
         self.pad_of = {}         # TFLite tensor index -> (IR tensor, [t, l, b, r]) for a folded PAD
         self.consumers = {}
+        # data movement not yet emitted (frontend.movement): TFLite tensor ->
+        # (source IR tensor, index array shaped like the TFLite tensor, the
+        # operator that made it); and constants computed at import (shapes)
+        self.views = {}
+        self.consts = {}
 
     # ---- errors and small helpers ------------------------------------------
 
@@ -224,20 +230,27 @@ class TfliteParser:
         scales, zps, _ = q
         return scales[0], int(zps[0])
 
+    def stored_zp(self, t, i, opname):
+        """Tensor t's zero point as tessera stores the values (uint8 shifted by 128)."""
+        return self.scale_zp(t, i, opname)[1] - (128 if self.m.type(t) == UINT8 else 0)
+
     def act_tensor(self, t, i, opname):
-        """The IR name of activation tensor t (int8), registering it."""
+        """The IR name of activation tensor t (int8 or uint8), registering
+        it; a tensor that data movement made is emitted here (materialize)."""
         if t in self.alias:
             return self.alias[t]
+        if t in self.views:
+            return self.materialize(t, i, opname)
         typ = self.m.type(t)
-        if typ != INT8:
-            what = {INT16: "int16 activations", FLOAT32: "a float tensor", UINT8: "uint8 activations"}.get(
+        if typ not in (INT8, UINT8):
+            what = {INT16: "int16 activations", FLOAT32: "a float tensor"}.get(
                 typ, f"a {TYPE_NAMES.get(typ, typ)} tensor")
             self.fail(i, opname, f"{what} ({self.m.name(t)!r})", INT8_FIX)
         shape = hwc(self.m.shape(t))
         if shape is None:
             self.fail(i, opname, f"tensor shape {self.m.shape(t)} is not batch-1 NHWC")
         scale, zp = self.scale_zp(t, i, opname)
-        name = self.b.tensor(f"t{t}", shape, "int8", scale, zp)
+        name = self.b.tensor(f"t{t}", shape, "uint8" if typ == UINT8 else "int8", scale, zp)
         self.alias[t] = name
         return name
 
@@ -251,8 +264,10 @@ class TfliteParser:
         return name
 
     def clamp(self, y_t, act, i, opname):
-        """TFLite's CalculateActivationRangeQuantized for a fused activation."""
-        scale, zp = self.scale_zp(y_t, i, opname)
+        """TFLite's CalculateActivationRangeQuantized for a fused activation
+        (in the stored domain)."""
+        scale, _ = self.scale_zp(y_t, i, opname)
+        zp = self.stored_zp(y_t, i, opname)
         quantize = lambda f: zp + int(tfl_round(float(_f32(f) / _f32(scale))))  # noqa: E731
         lo, hi = -128, 127
         if act == ACT_RELU:
@@ -330,13 +345,19 @@ class TfliteParser:
                 inputs.append(self.act_tensor(q_out, ops[0], "QUANTIZE"))
                 continue
             inputs.append(self.act_tensor(t, -1, "input"))
+        self.b.inputs = inputs
         handlers = {
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
-            "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "PADV2": self.pad, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
             "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
             "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
             "SOFTMAX": self.softmax,
+            # data movement and shape arithmetic (frontend.movement)
+            "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
+            "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
+            "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
+            "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -352,7 +373,6 @@ class TfliteParser:
             # asked for, but nothing to drop: say so rather than build the model unchanged
             raise FrontendError(self.path, "drop_final_softmax: the model has no SOFTMAX",
                                 "drop the key from the model YAML")
-        self.b.inputs = inputs
         outputs = []
         for t in sg.OutputsAsNumpy():
             t = int(t)
@@ -363,6 +383,15 @@ class TfliteParser:
         for name in inputs:
             if name in outputs:
                 raise FrontendError(self.path, f"input {name} is also an output", "the model computes nothing")
+        # the model's own shapes of its inputs and outputs (TFLite orders values as tessera's HWC)
+        for t in [int(t) for t in sg.InputsAsNumpy()] + [int(t) for t in sg.OutputsAsNumpy()]:
+            name = self.alias.get(t)
+            if name is None and t in self.consumers:      # a float input quantized by the first QUANTIZE
+                q = [c for c in self.consumers[t] if m.opcode(sg.Operators(c)) == "QUANTIZE"]
+                name = self.alias.get(int(sg.Operators(q[0]).OutputsAsNumpy()[0])) if q else None
+            if name is not None and self.b.tensors[name].source_shape is None:
+                self.b.tensors[name].source_layout = "hwc"
+                self.b.tensors[name].source_shape = [int(d) for d in m.shape(t)]
         return self.b.finish()
 
     def _geometry(self, i, opname, o, x_shape, kh, kw, pad_in):
@@ -477,13 +506,18 @@ class TfliteParser:
         o = self.m.options(op, "FullyConnectedOptions")
         if o is not None and o.WeightsFormat() != 0:
             self.fail(i, opname, "shuffled weights format", "use the DEFAULT weights format")
-        x = self.act_tensor(ins[0], i, opname)
+        x, order = self.flat_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         co, k = self.m.shape(ins[1])
         if k != self.b.tensors[x].size or self.b.tensors[y].size != co:
             self.fail(i, opname, f"weights [{co}, {k}] for an input of {self.b.tensors[x].size} values "
                       f"and an output of {self.b.tensors[y].size}", "batch 1 only")
         w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        if order is not None:
+            # the input is a permutation of x's values: weight k moves to the value it reads
+            permuted = np.empty_like(w)
+            permuted[:, order] = w
+            w = permuted
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
         q = self.m.quant(ins[1])
@@ -546,28 +580,6 @@ class TfliteParser:
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
-    def mean(self, i, opname, op, ins, outs):
-        """MEAN over H and W (GlobalAveragePooling2D): the reference kernel
-        sums (x - zp_in) and requantizes the sum once with s_in / (s_out * n)
-        (two roundings): an average pool over the whole map, rounding "tflite"."""
-        x = self.spatial_input(ins[0], i, opname)
-        y = self.act_tensor(outs[0], i, opname)
-        axes = self.m.data(ins[1])
-        rank = len(self.m.shape(ins[0]))
-        if axes is None or rank != 4 or sorted(int(a) % 4 for a in axes.reshape(-1)) != [1, 2]:
-            self.fail(i, opname, f"mean over axes {None if axes is None else axes.reshape(-1).tolist()}",
-                      "tessera lowers a MEAN over height and width (global average pooling)")
-        h, w, c = self.b.tensors[x].shape
-        if self.b.tensors[y].size != c:
-            self.fail(i, opname, f"output shape {self.m.shape(outs[0])} for a {c}-channel mean")
-        s_in, _ = self.scale_zp(ins[0], i, opname)
-        s_out, _ = self.scale_zp(outs[0], i, opname)
-        rq = self.requant([float(s_in) / (float(s_out) * (h * w))], y, -128, 127, i, opname)
-        layer = Layer(name=self.b.layer_name(f"mean_{i}"), op="avgpool", inputs=[x], output=y,
-                      kernel=[h, w], stride=[1, 1], input_offset=-self.b.stored_zero_point(x),
-                      requant=rq, source=[f"{i}:{opname}"])
-        self.b.add_layer(layer, {})
-
     def maxpool(self, i, opname, op, ins, outs):
         o = self.m.options(op, "Pool2DOptions")
         x = self.spatial_input(ins[0], i, opname)
@@ -589,8 +601,8 @@ class TfliteParser:
         if not (self.b.tensors[a].shape == self.b.tensors[b].shape == self.b.tensors[y].shape):
             self.fail(i, opname, f"broadcasting add of {self.m.shape(ins[0])} and {self.m.shape(ins[1])}",
                       "only same-shape adds are supported")
-        s1, z1 = self.scale_zp(ins[0], i, opname)
-        s2, z2 = self.scale_zp(ins[1], i, opname)
+        (s1, _), z1 = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
+        (s2, _), z2 = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
         # add.cc Prepare: float max doubled, the ratios in double
         twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
@@ -642,8 +654,8 @@ class TfliteParser:
         self._needs(i, opname, "lut")
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
-        s_in, z_in = self.scale_zp(ins[0], i, opname)
-        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        s_in, z_in = self.scale_zp(ins[0], i, opname)[0], self.stored_zp(ins[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)[0], self.stored_zp(outs[0], i, opname)
         make = {"LOGISTIC": logistic_table, "TANH": tanh_table, "HARD_SWISH": hard_swish_table}[opname]
         try:
             table = make(s_in, z_in, s_out, z_out)
@@ -661,8 +673,8 @@ class TfliteParser:
         a = self.spatial_input(ins[0], i, opname)
         b = self.spatial_input(ins[1], i, opname)
         y = self.act_tensor(outs[0], i, opname)
-        sa, za = self.scale_zp(ins[0], i, opname)
-        sb, zb = self.scale_zp(ins[1], i, opname)
+        (sa, _), za = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
+        (sb, _), zb = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = self.requant([float(sa) * float(sb) / float(so)], y, lo, hi, i, opname)
@@ -702,7 +714,7 @@ class TfliteParser:
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         s_in, _ = self.scale_zp(ins[0], i, opname)
-        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)[0], self.stored_zp(outs[0], i, opname)
         if z_out != -128 or float(s_out) != 1 / 256:
             self.fail(i, opname, f"output scale {float(s_out)} and zero point {z_out}",
                       "TFLite's int8 SOFTMAX outputs scale 1/256, zero point -128")
@@ -727,16 +739,246 @@ class TfliteParser:
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
         self.dropped_softmax = True
 
-    def reshape(self, i, opname, op, ins, outs):
-        x = self.act_tensor(ins[0], i, opname)
-        if self.m.type(outs[0]) != INT8 or hwc(self.m.shape(outs[0])) is None:
-            self.fail(i, opname, f"reshape to {self.m.shape(outs[0])}", "batch-1 int8 reshapes only")
-        q_in, q_out = self.m.quant(ins[0]), self.m.quant(outs[0])
-        if q_out is not None and (q_in[1][0] != q_out[1][0] or q_in[0][0] != q_out[0][0]):
-            self.fail(i, opname, "changes the quantization")
-        if int(np.prod(self.m.shape(outs[0]))) != self.b.tensors[x].size:
-            self.fail(i, opname, "changes the number of values")
-        self.alias[outs[0]] = x
+    # ---- data movement (frontend.movement) ---------------------------------
+
+    def const(self, t):
+        """A constant's array (the flatbuffer's, or one computed at import), or None."""
+        if t < 0:
+            return None
+        if t in self.consts:
+            return self.consts[t]
+        return self.m.data(t)
+
+    def view(self, t, i, opname):
+        """(source IR tensor, index array shaped like TFLite tensor t)."""
+        if t in self.views:
+            return self.views[t][:2]
+        src = self.act_tensor(t, i, opname)
+        shape = self.m.shape(t)
+        if int(np.prod(shape, dtype=np.int64)) != self.b.tensors[src].size:
+            self.fail(i, opname, f"tensor {t} has shape {shape}, its values {self.b.tensors[src].shape}")
+        return src, movement.identity(shape)
+
+    def shape_of(self, i, opname, op, ins, outs):
+        """SHAPE of a tensor of fixed shape: a constant (a dynamic flatten's
+        SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE folds at import)."""
+        dtype = np.int64 if self.m.type(outs[0]) == 4 else np.int32
+        self.consts[outs[0]] = np.asarray(self.m.shape(ins[0]), dtype=dtype)
+
+    def _movement_fn(self, i, opname, op, ins, outs):
+        """The operator as a function of its first input's array (values or
+        indices), returning one array per output."""
+        m = self.m
+        shape = lambda t: m.shape(t)  # noqa: E731
+        if opname in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS"):
+            # the flatbuffer's output shape is the interpreter's (frontend.tflite_gate checks it)
+            return lambda a: [a.reshape(shape(outs[0]))]
+        if opname == "TRANSPOSE":
+            perm = self.const(ins[1])
+            if perm is None:
+                self.fail(i, opname, "the permutation is not a constant", "freeze the model's shapes")
+            return lambda a: [np.transpose(a, [int(p) for p in perm.reshape(-1)])]
+        if opname == "GATHER":
+            o = m.options(op, "GatherOptions")
+            idx = self.const(ins[1])
+            if idx is None:
+                self.fail(i, opname, "gathers at indices computed by the network", "only constant indices")
+            axis = o.Axis() if o else 0
+            if o is not None and o.BatchDims():
+                self.fail(i, opname, f"batch_dims {o.BatchDims()}", "a GATHER without batch dimensions")
+            return lambda a: [np.take(a, np.asarray(idx, dtype=np.int64), axis=axis % a.ndim)]
+        if opname in ("SPLIT", "SPLIT_V"):
+            if opname == "SPLIT":
+                axis_t, x_t = ins[0], ins[1]
+                n = m.options(op, "SplitOptions").NumSplits()
+                sizes = None
+            else:
+                x_t, sizes_t, axis_t = ins[0], ins[1], ins[2]
+                sizes = self.const(sizes_t)
+            axis = self.const(axis_t)
+            if axis is None or (opname == "SPLIT_V" and sizes is None):
+                self.fail(i, opname, "the axis or sizes are not constants", "freeze the model's shapes")
+            axis = int(axis.reshape(-1)[0])
+            full = shape(x_t)[axis]
+            if sizes is None:
+                sizes = [full // n] * n
+            sizes = [int(v) for v in np.asarray(sizes).reshape(-1)]
+            if -1 in sizes:
+                sizes[sizes.index(-1)] = full - (sum(sizes) + 1)
+            return lambda a: movement.split(a, axis % a.ndim, sizes)
+        if opname == "STRIDED_SLICE":
+            o = m.options(op, "StridedSliceOptions")
+            begin, end, strides = (self.const(t) for t in ins[1:4])
+            if begin is None or end is None or strides is None:
+                self.fail(i, opname, "begin, end or strides are not constants", "freeze the model's shapes")
+            if o.EllipsisMask() or o.NewAxisMask() or (hasattr(o, "Offset") and o.Offset()):
+                self.fail(i, opname, "an ellipsis, new-axis or offset strided slice",
+                          "slices with begin, end and strides only")
+            return lambda a: [movement.strided_slice(a, begin.reshape(-1), end.reshape(-1), strides.reshape(-1),
+                                                     o.BeginMask(), o.EndMask(), o.ShrinkAxisMask())]
+        if opname == "SLICE":
+            begin, size = self.const(ins[1]), self.const(ins[2])
+            if begin is None or size is None:
+                self.fail(i, opname, "begin or size are not constants", "freeze the model's shapes")
+
+            def slice_(a):
+                index = tuple(slice(int(b), None if int(n) < 0 else int(b) + int(n))
+                              for b, n in zip(begin.reshape(-1), size.reshape(-1)))
+                return [a[index]]
+            return slice_
+        if opname == "UNPACK":
+            o = m.options(op, "UnpackOptions")
+            return lambda a: [np.take(a, k, axis=o.Axis() % a.ndim) for k in range(a.shape[o.Axis() % a.ndim])]
+        raise AssertionError(opname)
+
+    def movement(self, i, opname, op, ins, outs):
+        """A data-movement operator: on constants it computes the constant
+        (shape arithmetic); on an activation it composes the index arrays
+        and emits nothing until a layer reads the result (materialize)."""
+        if opname == "PACK":
+            return self.pack(i, opname, op, ins, outs)
+        x_t = ins[1] if opname == "SPLIT" else ins[0]
+        fn = self._movement_fn(i, opname, op, ins, outs)
+        value = self.const(x_t)
+        if value is not None:
+            for t, v in zip(outs, fn(np.asarray(value))):
+                self.consts[t] = v
+            return
+        src, idx = self.view(x_t, i, opname)
+        results = fn(idx)
+        for t, v in zip(outs, results):
+            self._check_moved(i, opname, x_t, t, v)
+            self.views[t] = (src, v, (i, opname))
+
+    def pack(self, i, opname, op, ins, outs):
+        """PACK of constants (shape arithmetic) or of pieces of one tensor."""
+        o = self.m.options(op, "PackOptions")
+        values = [self.const(t) for t in ins]
+        if all(v is not None for v in values):
+            self.consts[outs[0]] = np.stack([np.asarray(v) for v in values], axis=o.Axis())
+            return
+        views = [self.view(t, i, opname) for t in ins]
+        if len({src for src, _ in views}) != 1:
+            self.fail(i, opname, "packs different tensors", "tessera packs pieces of one tensor only")
+        stacked = np.stack([idx for _, idx in views], axis=o.Axis())
+        self._check_moved(i, opname, ins[0], outs[0], stacked)
+        self.views[outs[0]] = (views[0][0], stacked, (i, opname))
+
+    def _check_moved(self, i, opname, x_t, y_t, idx):
+        if list(idx.shape) != self.m.shape(y_t):
+            self.fail(i, opname, f"output shape {self.m.shape(y_t)}, the operator gives {list(idx.shape)}")
+        if self.m.type(y_t) != self.m.type(x_t):
+            self.fail(i, opname, f"changes the type ({TYPE_NAMES.get(self.m.type(x_t))} to "
+                      f"{TYPE_NAMES.get(self.m.type(y_t))})")
+        q_in, q_out = self.m.quant(x_t), self.m.quant(y_t)
+        if q_out is not None and q_in is not None and (q_in[1][0] != q_out[1][0] or q_in[0][0] != q_out[0][0]):
+            self.fail(i, opname, "changes the quantization", "a data movement keeps its input's scale and zero point")
+
+    def materialize(self, t, i, opname):
+        """The IR tensor t<t> for a tensor data movement made: the source
+        itself where the order is the source's (a graph input takes the new
+        shape; else a reshape layer), or one transpose or gather layer."""
+        src, idx, (mi, mop) = self.views[t]
+        want = hwc(self.m.shape(t))
+        if want is None:
+            self.fail(i, opname, f"reads tensor {t} of shape {self.m.shape(t)} (made by operator {mi}, {mop})",
+                      "tessera's layers read batch-1 tensors of at most 3 more dimensions")
+        x = self.b.tensors[src]
+        kind = movement.classify(idx, x.shape)
+        where = f"{self.path}: operator {mi} ({mop})"
+        if kind is None:
+            self.fail(mi, mop, "a data movement that is not one transpose, gather or reshape of "
+                      f"{x.shape} (HWC)", "see docs/operators.md, Data movement")
+        if kind[0] == "same" and want == x.shape:
+            self.alias[t] = src
+            return src
+        name = self.b.tensor(f"t{t}", want, x.source_dtype, x.scale, x.zero_point)
+        self.alias[t] = name
+        if kind[0] == "same":
+            if src in self.b.inputs and not any(src in layer.inputs for layer in self.b.layers):
+                # a graph input read only in its new shape (a flat KWS input viewed as a
+                # spectrogram): the input itself takes it, no copy
+                del self.b.tensors[name]
+                x.shape = list(want)
+                self.alias[t] = src
+                return src
+            self.b.movement("reshape", f"reshape_{mi}", src, name, where, sources=[f"{mi}:{mop}"])
+            return name
+        natural = kind[-1]
+        out = name
+        if natural != want:
+            out = self.b.tensor(f"t{t}_{kind[0]}", natural, x.source_dtype, x.scale, x.zero_point)
+        if kind[0] == "transpose":
+            self.b.movement("transpose", f"transpose_{mi}", src, out, where, perm=kind[1], sources=[f"{mi}:{mop}"])
+        else:
+            self.b.movement("gather", f"gather_{mi}", src, out, where, axis=kind[1], table=kind[2],
+                            sources=[f"{mi}:{mop}"])
+        if out != name:
+            self.b.movement("reshape", f"reshape_{mi}", out, name, where, sources=[f"{mi}:{mop}"])
+        return name
+
+    def flat_input(self, t, i, opname):
+        """(IR tensor, order) for a layer that reads its input flat (a fully
+        connected layer): order None when the tensor's own HWC order is the
+        input's, else the permutation of the source's values it reads (the
+        layer's weights are permuted instead: free and exact)."""
+        if t not in self.views or t in self.alias:
+            return self.act_tensor(t, i, opname), None
+        src, idx, _ = self.views[t]
+        flat = idx.reshape(-1)
+        if flat.size == self.b.tensors[src].size and np.array_equal(np.sort(flat), np.arange(flat.size)):
+            return src, None if np.array_equal(flat, np.arange(flat.size)) else flat
+        return self.act_tensor(t, i, opname), None
+
+    # ---- MEAN ------------------------------------------------------------------
+
+    def mean(self, i, opname, op, ins, outs):
+        """MEAN over axes whose groups are whole boxes of H and/or W of the
+        source (after any transposes before it): an average pool with the
+        reference kernel's arithmetic (reference_ops::QuantizedMeanOrSum, any
+        axes, int8 or uint8): the sum of (x - zp_in) times s_in / s_out as a
+        multiplier M with exponent e, M turned into (M << k) / n and e into
+        e - k (k = floor(log2 n), at most 32 and 31 + e), then
+        MultiplyByQuantizedMultiplier and the output zero point."""
+        axes = self.const(ins[1])
+        if axes is None:
+            self.fail(i, opname, "the axes are not a constant", "freeze the model's shapes")
+        axes = sorted({int(a) % len(self.m.shape(ins[0])) for a in axes.reshape(-1)})
+        src, idx = self.view(ins[0], i, opname)
+        x = self.b.tensors[src]
+        groups = movement.reduce_groups(idx, axes, x.shape)
+        if groups is None:
+            self.fail(i, opname, f"mean over axes {axes} of a {self.m.shape(ins[0])} tensor",
+                      "tessera lowers a MEAN over height and/or width (average pooling); a mean over "
+                      "channels is not supported")
+        varying, pooled, out_idx = groups
+        kh, kw = (x.shape[0] if 0 in varying else 1), (x.shape[1] if 1 in varying else 1)
+        n = kh * kw
+        out_idx = out_idx.reshape(self.m.shape(outs[0]))
+        in_order = (pooled == hwc(self.m.shape(outs[0]))
+                    and np.array_equal(out_idx.reshape(-1), np.arange(out_idx.size)))
+        # the pooled source keeps the source's layout: it is TFLite's tensor only when
+        # that is the output's order, else a tensor of tessera's own (data movement follows)
+        y = self.b.tensor(f"t{outs[0]}" if in_order else f"t{outs[0]}_pooled", pooled, x.source_dtype,
+                          *self.scale_zp(outs[0], i, opname))
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        mul, ir_shift = quantize_multiplier(float(s_in) / float(s_out))
+        e = 31 - ir_shift
+        k = min(n.bit_length() - 1, 32, 31 + e)
+        if k < 0:
+            self.fail(i, opname, "an output scale too large for TFLite's mean", "re-convert the model")
+        mul, e = (mul << k) // n, e - k
+        rq = Requant(mul=[mul], add=[0], shift=[31 - e], rounding="tflite",
+                     zero_point=self.b.stored_zero_point(y), lo=-128, hi=127)
+        layer = Layer(name=self.b.layer_name(f"mean_{i}"), op="avgpool", inputs=[src], output=y,
+                      kernel=[kh, kw], stride=[1, 1], input_offset=-self.b.stored_zero_point(src), requant=rq,
+                      source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+        if in_order:
+            self.alias[outs[0]] = y
+        else:
+            self.views[outs[0]] = (y, out_idx, (i, opname))
 
     def quantize(self, i, opname, op, ins, outs):
         if self.m.type(ins[0]) == FLOAT32:
