@@ -55,7 +55,7 @@ class ConvArgs(ctypes.Structure):
                 ("pad_t", c_int32), ("pad_l", c_int32), ("pad_b", c_int32), ("pad_r", c_int32),
                 ("input_offset", c_int32), ("rq", POINTER(RequantT)),
                 ("scratch", POINTER(c_int8)), ("scratch_bytes", c_int32), ("bias_elem", PlaneT),
-                ("dh", c_int32), ("dw", c_int32)]
+                ("dh", c_int32), ("dw", c_int32), ("weight_offset", c_int32)]
 
 
 class PoolArgs(ctypes.Structure):

@@ -129,8 +129,11 @@ class Layer:
     """One canonical op.
 
     conv2d / depthwise / pointwise / linear:
-        acc[c] = bias[c] + sum((x + input_offset) * w)   over the window;
+        acc[c] = bias[c] + sum((x + input_offset) * (w + weight_offset))   over the window;
         padded positions contribute 0 (they hold the value -input_offset).
+        weight_offset (None: 0) is for asymmetric uint8 weights (TF1-style
+        TFLite models: stored w = w_u8 - 128, weight_offset = 128 - zp_w),
+        whose values w_u8 - zp_w span up to 9 bits.
     avgpool:  acc = sum(x + input_offset) over the window (no padding).
               A 1x1 avgpool is an elementwise requantization (QuantLib's
               standalone RequantShift lowers to it).
@@ -223,6 +226,7 @@ class Layer:
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
     table: Optional[list] = None      # lut, softmax, resize, gather: the layer's constant table (see above)
     perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
+    weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
     added: Optional[str] = None
@@ -291,7 +295,8 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm",
+                   "weight_offset")
 
 
 def _drop_unset(d, keys):

@@ -6,7 +6,7 @@
  *
  * Arithmetic (the IR's, see site_scons/tessera/ir.py; the golden model
  * site_scons/tessera/golden/ops.py is the oracle):
- *   acc = bias[c] + sum((x + input_offset) * w)   over the window; padded
+ *   acc = bias[c] + sum((x + input_offset) * (w + weight_offset))   over the window; padded
  *         positions contribute 0
  *   y   = clamp(((int64)acc * mul[c] + add[c] + R) >> shift[c]) + zero_point, lo, hi)
  *         R = 1 << (shift - 1) for TSR_ROUND_HALF_UP (0 when shift == 0),
@@ -80,6 +80,8 @@ typedef struct {
     tsr_plane_t bias_elem;       /* bias per output element (a Gemm's full C matrix); plane 0: bias[c] */
     int32_t dh, dw;              /* dilation (0 or 1: adjacent taps): tap (ky, kx) reads input
                                   * row oy * sh - pad_t + ky * dh, column alike */
+    int32_t weight_offset;       /* added to every weight (asymmetric uint8 weights): acc +=
+                                  * (x + input_offset) * (w + weight_offset); 0 for the rest */
 } tsr_conv_args_t;
 
 /* maxpool and avgpool tiles (channels of input and output are the same). */

@@ -286,19 +286,28 @@ class TfliteParser:
         w = self.m.data(t)
         if w is None:
             self.fail(i, opname, "weights are not a constant tensor", "freeze the weights into the model")
-        if self.m.type(t) != INT8:
-            self.fail(i, opname, f"{TYPE_NAMES.get(self.m.type(t))} weights",
-                      "tessera imports int8 weights (full int8 quantization)")
+        typ = self.m.type(t)
+        if typ not in (INT8, UINT8):
+            self.fail(i, opname, f"{TYPE_NAMES.get(typ)} weights",
+                      "tessera imports int8 weights (full int8 quantization) and TF1-style uint8 weights")
         q = self.m.quant(t)
         if q is None:
             self.fail(i, opname, "weights have no quantization parameters")
         scales, zps, dim = q
-        if np.any(zps != 0):
+        offset = 0
+        if typ == UINT8:
+            # TF1-style asymmetric uint8 weights: w_u8 - zp spans 9 bits, stored as
+            # w_u8 - 128 with the layer's weight offset 128 - zp (ir.Layer)
+            if zps.size != 1:
+                self.fail(i, opname, "uint8 weights with a zero point per channel", "per-tensor uint8 weights")
+            w = (w.astype(np.int16) - 128).astype(np.int8)
+            offset = 128 - int(zps[0])
+        elif np.any(zps != 0):
             self.fail(i, opname, "asymmetric weights (zero point not 0)", "quantize weights symmetrically (TFLite does)")
         if scales.size not in (1, channels) or (scales.size > 1 and dim != channel_dim):
             self.fail(i, opname, f"weight scales along dimension {dim} ({scales.size} of them)",
                       "per-tensor or per-output-channel weight scales")
-        return w, np.broadcast_to(scales, (channels,))
+        return w, np.broadcast_to(scales, (channels,)), offset
 
     def bias(self, t, i, opname, channels):
         if t < 0:
@@ -376,6 +385,9 @@ class TfliteParser:
         outputs = []
         for t in sg.OutputsAsNumpy():
             t = int(t)
+            if t in self.views and t not in self.alias:
+                mi, mop = self.views[t][2]
+                self.act_tensor(t, mi, mop)     # an output made by data movement: emitted in TFLite's order
             if t not in self.alias:
                 raise FrontendError(self.path, f"output {t} ({m.name(t)!r}) is not computed by an int8 layer")
             outputs.append(self.alias[t])
@@ -433,11 +445,11 @@ class TfliteParser:
         if ci != self.b.tensors[x].shape[2]:
             self.fail(i, opname, f"{ci} weight input channels for a {self.b.tensors[x].shape[2]}-channel input",
                       "grouped CONV_2D is not supported")
-        w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        w, w_scales, w_off = self.weights(ins[1], i, opname, 0, co)
         geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, pad_in)
-        self._conv_layer(i, opname, x, y, w, w_scales, ins, outs, geo, o.FusedActivationFunction(), co)
+        self._conv_layer(i, opname, x, y, w, w_scales, ins, outs, geo, o.FusedActivationFunction(), co, w_off)
 
-    def _conv_layer(self, i, opname, x, y, w, w_scales, ins, outs, geo, act, co):
+    def _conv_layer(self, i, opname, x, y, w, w_scales, ins, outs, geo, act, co, w_off=0):
         """w [Co, kh, kw, Ci]; TFLite's per-channel multipliers in double."""
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
@@ -455,6 +467,7 @@ class TfliteParser:
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
         if geo.get("dilation"):
             layer.dilation = geo["dilation"]
+        layer.weight_offset = w_off or None
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(wl, dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
@@ -477,16 +490,17 @@ class TfliteParser:
         if co % ci:
             self.fail(i, opname, f"{co} output channels for {ci} input channels")
         mult = co // ci
-        w, w_scales = self.weights(ins[1], i, opname, 3, co)
+        w, w_scales, w_off = self.weights(ins[1], i, opname, 3, co)
         geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, pad_in)
         if mult > 1:
             # a depth multiplier m is a grouped convolution (output o reads input
             # o // m): a conv2d whose weights are zero off the group's channel
             # computes exactly that on the existing kernels
-            wc = np.zeros((co, kh, kw, ci), np.int8)
+            # (with a weight offset, the weights that must count as zero hold -offset)
+            wc = np.full((co, kh, kw, ci), -w_off, np.int8)
             for oc in range(co):
                 wc[oc, :, :, oc // mult] = w[0, :, :, oc]
-            self._conv_layer(i, opname, x, y, wc, w_scales, ins, outs, geo, o.FusedActivationFunction(), co)
+            self._conv_layer(i, opname, x, y, wc, w_scales, ins, outs, geo, o.FusedActivationFunction(), co, w_off)
             return
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
@@ -499,6 +513,7 @@ class TfliteParser:
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
         if geo.get("dilation"):
             layer.dilation = geo["dilation"]
+        layer.weight_offset = w_off or None
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(w[0], dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
@@ -512,7 +527,7 @@ class TfliteParser:
         if k != self.b.tensors[x].size or self.b.tensors[y].size != co:
             self.fail(i, opname, f"weights [{co}, {k}] for an input of {self.b.tensors[x].size} values "
                       f"and an output of {self.b.tensors[y].size}", "batch 1 only")
-        w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        w, w_scales, w_off = self.weights(ins[1], i, opname, 0, co)
         if order is not None:
             # the input is a permutation of x's values: weight k moves to the value it reads
             permuted = np.empty_like(w)
@@ -532,7 +547,8 @@ class TfliteParser:
         # MLPerf Tiny autoencoder, checked on every model by tflitecheck
         rq = self.requant(ratios, y, lo, hi, i, opname, rounding="half_up")
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="linear", inputs=[x], output=y,
-                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"],
+                      weight_offset=w_off or None)
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(w, dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
@@ -559,9 +575,11 @@ class TfliteParser:
         self._check_shape(i, opname, x, y, geo, self.b.tensors[x].shape[2])
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
         n = geo["kernel"][0] * geo["kernel"][1]
-        rq = Requant(mul=[n], add=[0], shift=[0], rounding="tflite_div", zero_point=0, lo=lo, hi=hi)
+        # TFLite divides the window's sum of raw values: uint8 values are stored less 128
+        shift = self.b.tensors[x].shift
+        rq = Requant(mul=[n], add=[0], shift=[0], rounding="tflite_div", zero_point=-shift, lo=lo, hi=hi)
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="avgpool", inputs=[x], output=y,
-                      kernel=list(geo["kernel"]), stride=list(geo["stride"]), input_offset=0,
+                      kernel=list(geo["kernel"]), stride=list(geo["stride"]), input_offset=shift,
                       requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
@@ -719,9 +737,9 @@ class TfliteParser:
             self.fail(i, opname, f"output scale {float(s_out)} and zero point {z_out}",
                       "TFLite's int8 SOFTMAX outputs scale 1/256, zero point -128")
         channels = self.b.tensors[x].shape[2]
-        if channels >= 512:
-            # the reference kernel's Q12.19 sum leaves room for 511 values
-            self.fail(i, opname, f"a softmax over {channels} values", "at most 511")
+        if channels >= 4096:
+            # the reference kernel's Q12.19 sum leaves room for 4095 values
+            self.fail(i, opname, f"a softmax over {channels} values", "at most 4095")
         try:
             table = softmax_exp_table(o.Beta() if o else 1.0, s_in)
         except ValueError as err:

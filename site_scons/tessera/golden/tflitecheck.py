@@ -57,7 +57,9 @@ def _feed(interp, graph, inputs, path):
         idx = int(d["index"])
         name = f"t{idx}"
         if name in graph.tensors:
-            interp.set_tensor(idx, np.asarray(inputs[name]).astype(d["dtype"]).reshape(d["shape"]))
+            # stored values (a uint8 input less 128) back to the model's own
+            value = np.asarray(inputs[name]).astype(np.int64) + graph.tensor(name).shift
+            interp.set_tensor(idx, value.astype(d["dtype"]).reshape(d["shape"]))
             continue
         quant = [op for op in ops.get(idx, []) if op["op_name"] == "QUANTIZE"]
         if len(quant) != 1 or f"t{int(quant[0]['outputs'][0])}" not in graph.tensors:
