@@ -196,7 +196,8 @@ class Layer:
               fully connected layer is no layer at all.
     gather:   y = take(x, table, axis): `table` holds the indices along
               HWC `axis` (2: channels, as a channel shuffle or a SPLIT of
-              channels; 0, 1: rows or columns, as a strided slice).
+              channels; 0, 1: rows or columns, as a strided slice); an index
+              -1 gives the stored value `fill` (a PAD of channels).
     transpose, reshape and gather move int8 values: no requant, and y has
     x's quantization.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
@@ -227,6 +228,7 @@ class Layer:
     table: Optional[list] = None      # lut, softmax, resize, gather: the layer's constant table (see above)
     perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
     weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
+    fill: Optional[int] = None        # gather: the stored value at index -1
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
     added: Optional[str] = None
@@ -296,7 +298,7 @@ class Graph:
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm",
-                   "weight_offset")
+                   "weight_offset", "fill")
 
 
 def _drop_unset(d, keys):

@@ -193,7 +193,7 @@ typedef struct {
  * in L1, the output a compact block:
  *   transpose: out axis k is in axis perm[k], out dims (d[perm[0]], d[perm[1]], d[perm[2]])
  *   gather:    out = in with the coordinate along `axis` replaced by index[k],
- *              k = 0 .. n_index - 1 (the output's extent along axis) */
+ *              k = 0 .. n_index - 1 (the output's extent along axis); index -1 is `fill` */
 typedef struct {
     const int8_t *in;
     int8_t *out;
@@ -207,6 +207,7 @@ typedef struct {
     int32_t in_h, in_w, in_c;
     int32_t axis, n_index;
     const int32_t *index;
+    int32_t fill;
 } tsr_gather_args_t;
 
 void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);

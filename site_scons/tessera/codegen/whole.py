@@ -96,7 +96,7 @@ def _args(layer, graph, prefix, ins, out):
         decl.append(_table("int32_t", "gather_index", layer.table))
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
                  f"a.in_c = {x.shape[2]};", f"a.axis = {layer.axis};", f"a.n_index = {len(layer.table)};",
-                 "a.index = gather_index;"]
+                 "a.index = gather_index;", f"a.fill = {layer.fill or 0};"]
         return "tsr_gather_args_t", decl, body
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 

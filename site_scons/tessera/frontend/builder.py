@@ -320,7 +320,7 @@ class Builder:
                       kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
         return self.add_layer(layer, {})
 
-    def movement(self, op, hint, x, y, where, perm=None, axis=None, table=None, sources=()):
+    def movement(self, op, hint, x, y, where, perm=None, axis=None, table=None, fill=None, sources=()):
         """A transpose, reshape or gather (ir.MOVEMENT_OPS): values moved, x's
         quantization kept."""
         tx, ty = self.tensors[x], self.tensors[y]
@@ -336,7 +336,8 @@ class Builder:
             raise FrontendError(where, f"{op} of {tx.shape} into {ty.shape}")
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y, source=list(sources),
                       perm=None if perm is None else [int(p) for p in perm], axis=None if axis is None else int(axis),
-                      table=None if table is None else [int(v) for v in table])
+                      table=None if table is None else [int(v) for v in table],
+                      fill=None if fill is None else int(fill))
         return self.add_layer(layer, {})
 
     # ---- integer lowering (NEMO, QuantLib) ---------------------------------

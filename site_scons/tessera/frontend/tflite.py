@@ -29,6 +29,7 @@ import numpy as np
 from .. import ir
 from ..errors import FrontendError
 from ..ir import Layer, Requant
+from ..golden import ops as golden_ops
 from . import movement
 from .builder import Builder
 
@@ -324,7 +325,7 @@ class TfliteParser:
             muls.append(m)
             shifts.append(s)
         return Requant(mul=muls, add=[0], shift=shifts, rounding=rounding,
-                       zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
+                       zero_point=0 if y is None else self.b.stored_zero_point(y), lo=lo, hi=hi)
 
     # ---- operators ------------------------------------------------------------
 
@@ -367,6 +368,8 @@ class TfliteParser:
             "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
             "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
             "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
+            "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
+            "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -613,12 +616,6 @@ class TfliteParser:
 
     def add(self, i, opname, op, ins, outs):
         o = self.m.options(op, "AddOptions")
-        a = self.spatial_input(ins[0], i, opname)
-        b = self.spatial_input(ins[1], i, opname)
-        y = self.act_tensor(outs[0], i, opname)
-        if not (self.b.tensors[a].shape == self.b.tensors[b].shape == self.b.tensors[y].shape):
-            self.fail(i, opname, f"broadcasting add of {self.m.shape(ins[0])} and {self.m.shape(ins[1])}",
-                      "only same-shape adds are supported")
         (s1, _), z1 = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
         (s2, _), z2 = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
@@ -631,22 +628,171 @@ class TfliteParser:
             self.fail(i, opname, "a rescale factor of 1 or more", "TFLite's ADD needs multipliers below 1")
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = Requant(mul=[mo], add=[0], shift=[sho], rounding="tflite",
-                     zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
+                     zero_point=self.stored_zp(outs[0], i, opname), lo=lo, hi=hi)
+        if self._constant_operand(ins) is not None:
+            return self._binary_table(i, opname, ins, outs,
+                                      lambda a, b: golden_ops.requantize(golden_ops.add(
+                                          a, b, [m1, m2], [-z1, -z2], [sh1, sh2]), rq))
+        a = self.spatial_input(ins[0], i, opname)
+        b = self.spatial_input(ins[1], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        if not (self.b.tensors[a].shape == self.b.tensors[b].shape == self.b.tensors[y].shape):
+            self.fail(i, opname, f"broadcasting add of {self.m.shape(ins[0])} and {self.m.shape(ins[1])}",
+                      "only same-shape adds (and adds of a constant) are supported")
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="add", inputs=[a, b], output=y,
                       in_mul=[m1, m2], in_shift=[sh1, sh2], in_offset=[-z1, -z2], requant=rq,
                       source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
+    # ---- elementwise functions of one tensor as tables (the IR's lut) ---------
+
+    def _constant_operand(self, ins):
+        """The position of the constant among two operands, when one is."""
+        c = [self.const(t) for t in ins[:2]]
+        if (c[0] is None) == (c[1] is None):
+            return None
+        return 0 if c[0] is not None else 1
+
+    def _stored_const(self, t):
+        """A constant operand's stored values (uint8 less 128)."""
+        v = np.asarray(self.const(t)).astype(np.int64)
+        return v - (128 if self.m.type(t) == UINT8 else 0)
+
+    def _binary_table(self, i, opname, ins, outs, f):
+        """An elementwise op of an activation and a constant (a scalar or one
+        value per channel): a table of the activation, each of its 256 stored
+        values run through f(a, b), the op's own arithmetic (the golden model's
+        functions), per channel where the constant varies along channels."""
+        k = self._constant_operand(ins)
+        x_t = ins[1 - k]
+        x = self.spatial_input(x_t, i, opname)
+        c = self.b.tensors[x].shape[2]
+        const = self._stored_const(ins[k])
+        if const.size not in (1, c) or (const.size == c and const.shape[-1] != c):
+            self.fail(i, opname, f"a constant of shape {list(const.shape)} against a {self.m.shape(x_t)} tensor",
+                      "tessera takes a constant operand that is a scalar or one value per channel")
+        grid = np.broadcast_to(np.arange(-128, 128, dtype=np.int64).reshape(1, 256, 1), (1, 256, c))
+        cst = np.broadcast_to(const.reshape(1, 1, -1), (1, 1, c))
+        out = f(grid, cst) if k == 1 else f(cst, grid)
+        table = np.asarray(out).reshape(256, c).T
+        self.emit_table(i, opname, x, outs[0], table if const.size > 1 else table[:1])
+
+    def emit_table(self, i, opname, x, y_t, table):
+        """A lut layer (table [1 or C, 256] of stored outputs); a table
+        whose input is another table's output, read by nothing else, is
+        composed into it (one pass instead of two, the same values)."""
+        table = np.asarray(table, dtype=np.int64)
+        if table.min() < -128 or table.max() > 127:
+            self.fail(i, opname, "a table value outside int8 (a bug)")
+        y = self.act_tensor(y_t, i, opname)
+        producer = next((layer for layer in self.b.layers if layer.output == x), None)
+        readers = [t for t, ir_name in self.alias.items() if ir_name == x]
+        if (producer is not None and producer.op == "lut" and x not in self.b.outputs
+                and all(len(self.consumers.get(t, [])) == 1 for t in readers)
+                and not any(int(t) in self.graph_outputs for t in readers)):
+            first = np.asarray(producer.table, dtype=np.int64).reshape(-1, 256)
+            rows = max(len(first), len(table))
+            first = np.broadcast_to(first, (rows, 256))
+            table = np.broadcast_to(table, (rows, 256))
+            composed = np.stack([table[r][first[r] + 128] for r in range(rows)])
+            producer.table = [int(v) for v in composed.reshape(-1)]
+            del self.b.tensors[producer.output]
+            producer.output = y
+            producer.source.append(f"{i}:{opname}")
+            return
+        self.b.lut(f"{opname.lower()}_{i}", x, y, table, sources=[f"{i}:{opname}"])
+
+    def leaky_relu(self, i, opname, op, ins, outs):
+        """LEAKY_RELU: reference_ops::QuantizeLeakyRelu, x - zp_in rescaled by
+        s_in / s_out (x >= 0) or s_in * alpha / s_out (both in float32, then
+        QuantizeMultiplier), as a table."""
+        alpha = self.m.options(op, "LeakyReluOptions").Alpha()
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        z_in, z_out = self.stored_zp(ins[0], i, opname), self.stored_zp(outs[0], i, opname)
+        m_a, sh_a = quantize_multiplier(abs(float(_f32(s_in) * _f32(alpha) / _f32(s_out))))
+        m_i, sh_i = quantize_multiplier(float(_f32(s_in) / _f32(s_out)))
+        v = np.arange(-128, 128, dtype=np.int64) - z_in
+        pos = golden_ops.tflite_multiply(v, m_i, sh_i)
+        neg = golden_ops.tflite_multiply(v, m_a, sh_a) * (-1 if alpha < 0 else 1)
+        table = np.clip(np.where(v >= 0, pos, neg) + z_out, -128, 127)
+        self.emit_table(i, opname, self.act_tensor(ins[0], i, opname), outs[0], table.reshape(1, 256))
+
+    def extremum(self, i, opname, op, ins, outs):
+        """MAXIMUM and MINIMUM compare raw values (TFLite does not rescale):
+        of an activation and a constant (a clip), a table; of a table's
+        input and output (MUL by a slope, then MAXIMUM: a PReLU), the
+        table itself takes the extremum."""
+        f = np.maximum if opname == "MAXIMUM" else np.minimum
+        shift = lambda t: 128 if self.m.type(t) == UINT8 else 0  # noqa: E731
+        if self._constant_operand(ins) is not None:
+            k = self._constant_operand(ins)
+            raw = self._stored_const(ins[k]) + shift(ins[k])
+            return self._binary_table(i, opname, ins, outs,
+                                      lambda a, b: f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0])
+                                      if k == 1 else f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0]))
+        a, b = (self.act_tensor(t, i, opname) for t in ins[:2])
+        for (p_t, p), (q_t, q) in (((ins[0], a), (ins[1], b)), ((ins[1], b), (ins[0], a))):
+            producer = next((layer for layer in self.b.layers if layer.output == p), None)
+            if producer is None or producer.op != "lut" or producer.inputs[0] != q \
+                    or len(self.consumers.get(p_t, [])) != 1 or p_t in self.graph_outputs:
+                continue
+            table = np.asarray(producer.table, dtype=np.int64).reshape(-1, 256)
+            mine = f(table + shift(p_t), np.arange(-128, 128) + shift(q_t)) - shift(outs[0])
+            y = self.act_tensor(outs[0], i, opname)
+            producer.table = [int(v) for v in mine.reshape(-1)]
+            del self.b.tensors[producer.output]
+            producer.output = y
+            producer.source.append(f"{i}:{opname}")
+            return
+        self.fail(i, opname, f"{opname.lower()} of two independent tensors",
+                  "tessera takes a MAXIMUM/MINIMUM with a constant, or of a tensor and a table of it (PReLU)")
+
+    def resize_nearest(self, i, opname, op, ins, outs):
+        """RESIZE_NEAREST_NEIGHBOR: reference_ops's GetNearestNeighbor per
+        output row and column (float32 scale, floor or, with align_corners,
+        round half away), the IR resize with a nearest table: a copy of
+        values (input and output share their quantization)."""
+        o = self.m.options(op, "ResizeNearestNeighborOptions")
+        align, half = (bool(o.AlignCorners()), bool(o.HalfPixelCenters())) if o else (False, False)
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        self._same_quant(i, opname, ins[0], outs[0])
+        (h, w, _), (ho, wo, _) = self.b.tensors[x].shape, self.b.tensors[y].shape
+
+        def nearest(n_in, n_out):
+            scale = (_f32(n_in - 1) / _f32(n_out - 1)) if (align and n_out > 1) else _f32(n_in) / _f32(n_out)
+            offset = _f32(0.5) if half else _f32(0.0)
+            out = []
+            for v in range(n_out):
+                f = _f32(_f32(v) + offset) * scale
+                k = int(tfl_round(float(f))) if align else int(math.floor(float(f)))
+                k = min(k, n_in - 1)
+                out.append(max(0, k) if half else k)
+            return out
+        table = [v for r in nearest(h, ho) for v in (r, r, 0)] + [v for c in nearest(w, wo) for v in (c, c, 0)]
+        self.b.resize(f"resize_nearest_{i}", x, y, table, "nearest", f"{self.path}: operator {i} ({opname})",
+                      sources=[f"{i}:{opname}"])
+
     def pad(self, i, opname, op, ins, outs):
         x = self.spatial_input(ins[0], i, opname)
-        p = self.m.data(ins[1])
-        if p is None or list(p.shape) != [4, 2] or np.any(p[0]) or np.any(p[3]):
-            self.fail(i, opname, "padding other than constant H/W padding of a 4-D tensor")
+        p = self.const(ins[1])
+        if p is None or list(p.shape) != [4, 2] or np.any(p[0]) or (np.any(p[3]) and np.any(p[1:3])):
+            self.fail(i, opname, "padding other than constant padding of H and W, or of channels, of a 4-D tensor")
         self._same_quant(i, opname, ins[0], outs[0])
         _, zp = self.scale_zp(outs[0], i, opname)
         value = zp
         if len(ins) > 2 and ins[2] >= 0:
             value = int(self.m.data(ins[2]).reshape(-1)[0])
+        if np.any(p[3]):
+            # channels padded (MediaPipe's residual adds of more channels): a gather
+            # whose indices -1 give the pad value
+            c = self.b.tensors[x].shape[2]
+            table = [-1] * int(p[3][0]) + list(range(c)) + [-1] * int(p[3][1])
+            y = self.act_tensor(outs[0], i, opname)
+            self.b.movement("gather", f"pad_{i}", x, y, f"{self.path}: operator {i} ({opname})", axis=2,
+                            table=table, fill=value - self.b.tensors[x].shift, sources=[f"{i}:{opname}"])
+            return
         pad = [int(p[1][0]), int(p[2][0]), int(p[1][1]), int(p[2][1])]
         users = [self.m.opcode(self.m.sg.Operators(c)) for c in self.consumers.get(outs[0], [])]
         if (value == zp and users and outs[0] not in self.graph_outputs
@@ -688,14 +834,18 @@ class TfliteParser:
         (multiplier s_a * s_b / s_y in double, two roundings); size-1 axes broadcast."""
         self._needs(i, opname, "mul")
         o = self.m.options(op, "MulOptions")
-        a = self.spatial_input(ins[0], i, opname)
-        b = self.spatial_input(ins[1], i, opname)
-        y = self.act_tensor(outs[0], i, opname)
         (sa, _), za = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
         (sb, _), zb = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
-        rq = self.requant([float(sa) * float(sb) / float(so)], y, lo, hi, i, opname)
+        rq = self.requant([float(sa) * float(sb) / float(so)], None, lo, hi, i, opname)
+        rq.zero_point = self.stored_zp(outs[0], i, opname)
+        if self._constant_operand(ins) is not None:
+            return self._binary_table(i, opname, ins, outs, lambda a, b: golden_ops.requantize(
+                golden_ops.mul(a, b, [-za, -zb]), rq))
+        a = self.spatial_input(ins[0], i, opname)
+        b = self.spatial_input(ins[1], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
         layer = Layer(name=self.b.layer_name(f"mul_{i}"), op="mul", inputs=[a, b], output=y,
                       in_offset=[-za, -zb], requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})

@@ -55,7 +55,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "reshape":
         acc = ops.reshape(x, graph.tensor(layer.output).shape)
     elif op == "gather":
-        acc = ops.gather(x, layer.table, layer.axis)
+        acc = ops.gather(x, layer.table, layer.axis, layer.fill)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)

@@ -258,9 +258,15 @@ def reshape(x, shape):
     return np.reshape(x, shape)
 
 
-def gather(x, table, axis):
-    """x's slices at the indices `table` along HWC `axis`."""
-    return np.take(x, np.asarray(table, dtype=np.int64), axis=axis)
+def gather(x, table, axis, fill=None):
+    """x's slices at the indices `table` along HWC `axis`; index -1 is `fill`."""
+    index = np.asarray(table, dtype=np.int64)
+    y = np.take(x, np.maximum(index, 0), axis=axis)
+    if np.any(index < 0):
+        shape = [1, 1, 1]
+        shape[axis] = index.size
+        y = np.where(index.reshape(shape) < 0, fill, y)
+    return y
 
 
 def softmax(x, table, rq):
