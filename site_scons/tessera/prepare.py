@@ -242,6 +242,8 @@ def intake_lines(graph):
     """One line per thing normalization decided for the user."""
     notes = graph.notes or {}
     lines = []
+    for note in notes.get("repaired", []):
+        lines.append(f"{graph.name}: repaired in memory: {note}")
     if notes.get("batch_pinned"):
         lines.append(f"{graph.name}: batch pinned to 1 for input(s) {', '.join(notes['batch_pinned'])}")
     tail = notes.get("float_tail")

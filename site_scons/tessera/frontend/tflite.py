@@ -1196,4 +1196,9 @@ def import_tflite(path, name, drop_final_softmax=False):
         raise refusal from None
     if refusal is not None:
         raise refusal
+    from .tflite_repair import repair
+    notes = repair(path)[1]
+    if notes:
+        graph = result[0]
+        graph.notes = dict(graph.notes or {}, repaired=notes)
     return result

@@ -35,7 +35,9 @@ def _interpreter(path):
     except ImportError:
         raise TesseraError(path, "the TFLite interpreter (ai-edge-litert) is not installed",
                            "run ./scons (it installs requirements.txt)") from None
-    interp = Interpreter(model_path=path, experimental_preserve_all_tensors=True,
+    from ..frontend.tflite_repair import repair
+
+    interp = Interpreter(model_content=repair(path)[0], experimental_preserve_all_tensors=True,
                          experimental_op_resolver_type=getattr(OpResolverType, RESOLVER))
     interp.allocate_tensors()
     version = getattr(ai_edge_litert, "__version__", None)
