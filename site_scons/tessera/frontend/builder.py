@@ -26,6 +26,20 @@ def _dilation(geometry):
     return None if dil == [1, 1] else dil
 
 
+def int8_weights(w, where):
+    """(int8 array, weight offset) holding integer weights w: w itself when
+    it fits int8, else w - offset with the offset that centres it (asymmetric
+    or uint8 weights span up to 9 bits; ir.Layer.weight_offset)."""
+    w = np.asarray(w, dtype=np.int64)
+    if not w.size or (w.min() >= -128 and w.max() <= 127):
+        return w.astype(np.int8), 0
+    lo, hi = int(w.min()), int(w.max())
+    if hi - lo > 255:
+        raise FrontendError(where, f"weights span [{lo}, {hi}], more than 8 bits", "quantize weights to 8 bits")
+    offset = lo + 128
+    return (w - offset).astype(np.int8), offset
+
+
 class Builder:
     def __init__(self, name, dialect, path):
         self.name = name
@@ -136,7 +150,8 @@ class Builder:
         return lo, hi
 
     def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=()):
-        """A Conv (weights [Co, Ci/g, kh, kw] int8 as in ONNX) from real scales.
+        """A Conv (weights [Co, Ci/g, kh, kw] as in ONNX, integers less their
+        zero point: int8, or 9-bit for asymmetric weights) from real scales.
 
         geometry: dict kernel, stride, pad (top, left, bottom, right), group.
         """
@@ -164,11 +179,12 @@ class Builder:
         ratios = tx.scale * w_scale / ty.scale
         rq = self._requant_real(x, y, ratios, where, clamp)
         dil = _dilation(geometry)
+        wl, offset = int8_weights(wl, where)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
-                      dilation=dil)
-        return self.add_layer(layer, {"weights": wl.astype(np.int8),
+                      dilation=dil, weight_offset=offset or None)
+        return self.add_layer(layer, {"weights": wl,
                                       "bias": None if bias is None else bias.astype(np.int32)})
 
     def linear(self, hint, x, y, w, w_scale, bias, where, clamp=None, sources=()):
@@ -184,9 +200,11 @@ class Builder:
             w = w.reshape(co, c, h, wd).transpose(0, 2, 3, 1).reshape(co, k)
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
+        w, offset = int8_weights(w, where)
         layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
-                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
-        return self.add_layer(layer, {"weights": w.astype(np.int8),
+                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
+                      weight_offset=offset or None)
+        return self.add_layer(layer, {"weights": w,
                                       "bias": None if bias is None else bias.astype(np.int32)})
 
     def _broadcast(self, what, a, b, y, where):

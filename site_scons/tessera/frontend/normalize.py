@@ -820,11 +820,45 @@ REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_
             mul_by_constant)   # last: after views have moved off int8 tensors
 
 
-def for_ort_check(model, path, input_shape=None):
-    """The model ONNX Runtime runs for the check: its free dimensions pinned
-    and its basic optimizations applied (ORT applies them to any model it
-    loads, so the values are ORT's own; the tensor names are those the
-    import starts from)."""
+def bind_constants(model, path, constants):
+    """Graph inputs that are parameters (ONNX's own QLinearConv test gives
+    its scales and zero points as inputs, their values as test data) become
+    initializers holding the values the model YAML's `constants:` names
+    (ONNX TensorProto files). Returns the model."""
+    if not constants:
+        return model
+    inputs = {vi.name: vi for vi in model.graph.input}
+    inits = {i.name for i in model.graph.initializer}
+    for name, file in sorted(constants.items()):
+        if name not in inputs or name in inits:
+            raise FrontendError(path, f"constants.{name}: the model has no graph input {name!r}",
+                                f"its inputs: {', '.join(n for n in inputs if n not in inits)}")
+        tensor = onnx.TensorProto()
+        try:
+            with open(file, "rb") as f:
+                tensor.ParseFromString(f.read())
+            value = numpy_helper.to_array(tensor)
+        except Exception as err:
+            raise FrontendError(file, f"not an ONNX TensorProto ({type(err).__name__})",
+                                "give the .pb file of the input's value (ONNX test data)") from None
+        tt = inputs[name].type.tensor_type
+        want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else value.dtype
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+        if value.dtype != want or (dims is not None and (len(dims) != value.ndim or any(
+                d is not None and d != n for d, n in zip(dims, value.shape)))):
+            raise FrontendError(file, f"a {value.dtype} {list(value.shape)} value for graph input {name!r} "
+                                f"of {np.dtype(want).name} {dims}", "give the value of that input")
+        model.graph.input.remove(inputs[name])
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+    return model
+
+
+def for_ort_check(model, path, input_shape=None, constants=None):
+    """The model ONNX Runtime runs for the check: its parameter inputs bound,
+    its free dimensions pinned and its basic optimizations applied (ORT
+    applies them to any model it loads, so the values are ORT's own; the
+    tensor names are those the import starts from)."""
+    bind_constants(model, path, constants)
     pin_inputs(model, path, input_shape)
     return ort_basic(infer(model, path), path)
 

@@ -94,10 +94,12 @@ class QdqParser:
         self.handled.add(id(dq))
         src, scale, zp, axis = self._dq_params(dq)
         w = np.asarray(g.array(src))
-        if w.dtype not in (np.int8, np.uint8) or np.any(zp != 0) or w.dtype == np.uint8:
-            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero point "
-                                f"{np.unique(zp)[:3].tolist()}", "use symmetric int8 weights (weight_type=QInt8)")
-        return w.astype(np.int64), scale, axis
+        if w.dtype not in (np.int8, np.uint8) or (zp.size > 1 and np.any(zp != zp.flat[0])):
+            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero points "
+                                f"{np.unique(zp)[:3].tolist()}", "use 8-bit weights with one zero point "
+                                "(symmetric int8, weight_type=QInt8, runs fastest)")
+        # less the zero point: up to 9 bits for asymmetric weights (the builder's weight offset)
+        return w.astype(np.int64) - int(zp.flat[0]), scale, axis
 
     def bias(self, name, node, expected_scale):
         """int32 bias in units of s_x * s_w[c]."""
