@@ -97,6 +97,13 @@ class Requant:
 
         y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
 
+    `neg_mul`, `neg_shift` (None unless needed; one value each, rounding
+    "half_up" or "floor"): the multiplier and shift of a negative
+    accumulator, a LeakyRelu folded into the requantization (a Conv ->
+    LeakyRelu -> Q island of a Vitis-quantized export):
+
+        y = clamp(((acc * (acc < 0 ? neg_mul : mul[c]) + add[c] + R) >> (acc < 0 ? neg_shift : shift[c])) + zp, lo, hi)
+
     TFLite's arithmetic (models from a .tflite file) has two more rules:
     "tflite": y = clamp(RDBPOT(SRDHM(acc << l, mul), r) + zero_point, lo, hi)
     with the exponent e = 31 - shift split as l = max(e, 0), r = max(-e, 0)
@@ -119,6 +126,8 @@ class Requant:
     hi: int = 127
     shape: Optional[list] = None
     divisor: Optional[int] = None
+    neg_mul: Optional[list] = None
+    neg_shift: Optional[list] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -296,7 +305,7 @@ class Graph:
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape", "divisor")
+_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm",
                    "weight_offset", "fill")
 

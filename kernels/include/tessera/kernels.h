@@ -61,6 +61,8 @@ typedef struct {
     int32_t rounding;        /* TSR_ROUND_* */
     tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
     int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
+    const int32_t *neg_mul;  /* NULL, or the multiplier and shift of a negative acc (a LeakyRelu */
+    const int8_t *neg_shift; /* folded in; one value for every channel, half up or floor rounding) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -351,8 +353,12 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
 {
     if (rq->rounding >= TSR_ROUND_TFLITE)
         return tsr_requantize_tflite(acc, rq, i);
-    int32_t shift = rq->shift[i];
-    int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
+    int32_t shift = rq->shift[i], mul = rq->mul[i];
+    if (__builtin_expect(rq->neg_mul != 0, 0) && acc < 0) {
+        shift = rq->neg_shift[0];
+        mul = rq->neg_mul[0];
+    }
+    int64_t v = acc * mul + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
     if (__builtin_expect(rq->divisor > 1, 0))

@@ -149,7 +149,7 @@ class Builder:
             hi = min(hi, int(np.rint(real_hi / t.scale)) + zp)
         return lo, hi
 
-    def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=()):
+    def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=(), leaky=None):
         """A Conv (weights [Co, Ci/g, kh, kw] as in ONNX, integers less their
         zero point: int8, or 9-bit for asymmetric weights) from real scales.
 
@@ -178,6 +178,16 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         ratios = tx.scale * w_scale / ty.scale
         rq = self._requant_real(x, y, ratios, where, clamp)
+        if leaky is not None:
+            # Conv -> LeakyRelu -> Q: a negative accumulator is scaled by alpha too
+            if np.any(ratios != ratios[0]):
+                raise FrontendError(where, "a LeakyRelu after a convolution with per-channel weight scales "
+                                    "and no QuantizeLinear between", "quantize the Conv's output before the LeakyRelu")
+            neg = self._requant_real(x, y, [abs(leaky) * ratios[0]], where)
+            if leaky < 0 or neg.mul[0] == 0:
+                raise FrontendError(where, f"LeakyRelu alpha {leaky} after a convolution",
+                                    "a slope above 0, or quantize the Conv's output before the LeakyRelu")
+            rq.neg_mul, rq.neg_shift = neg.mul, neg.shift
         dil = _dilation(geometry)
         wl, offset = int8_weights(wl, where)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
@@ -337,6 +347,36 @@ class Builder:
         layer = Layer(name=self.layer_name(hint), op="maxpool", inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
         return self.add_layer(layer, {})
+
+    def moved(self, src, flat, name, shape, where, hint, sources=(), layout=None):
+        """The IR tensor `name` of `shape` holding src's values in the order
+        `flat` (an index array into src, frontend.movement): src itself when
+        the order and shape are its own, else a reshape, a transpose or a
+        gather of src (and a reshape after it when its shape is not the one
+        wanted). None when no single layer moves src into that order."""
+        from .movement import classify
+        x = self.tensors[src]
+        kind = classify(flat, x.shape)
+        if kind is None:
+            return None
+        if kind[0] == "same" and list(shape) == x.shape:
+            return src
+        y = self.tensor(name, shape, x.source_dtype, x.scale, x.zero_point)
+        if layout is not None:
+            self.tensors[y].source_layout = layout
+        if kind[0] == "same":
+            self.movement("reshape", f"reshape_{hint}", src, y, where, sources=sources)
+            return y
+        out = y
+        if list(kind[-1]) != list(shape):
+            out = self.tensor(f"{name}_{kind[0]}", kind[-1], x.source_dtype, x.scale, x.zero_point)
+        if kind[0] == "transpose":
+            self.movement("transpose", f"transpose_{hint}", src, out, where, perm=kind[1], sources=sources)
+        else:
+            self.movement("gather", f"gather_{hint}", src, out, where, axis=kind[1], table=kind[2], sources=sources)
+        if out != y:
+            self.movement("reshape", f"reshape_{hint}", out, y, where, sources=sources)
+        return y
 
     def movement(self, op, hint, x, y, where, perm=None, axis=None, table=None, fill=None, sources=()):
         """A transpose, reshape or gather (ir.MOVEMENT_OPS): values moved, x's

@@ -113,3 +113,33 @@ def reduce_groups(idx, axes, src_shape):
     first = [c[:, 0] for c in coords]
     out = np.ravel_multi_index([np.zeros_like(first[b]) if b in varying else first[b] for b in range(3)], pooled)
     return varying, pooled, out.reshape([idx.shape[a] for a in keep])
+
+
+# ---- ONNX tensors and tessera's [H, W, C] ----------------------------------
+# An ONNX activation is tessera's tensor in one of two orders (frontend.layout):
+# channel first ("chw": NCHW, NCL, NC) or as it is ("hwc": the ONNX element
+# order is the HWC order, [1, N, K] is [1, N, K]).
+
+def onnx_index(ir_shape, onnx_shape, layout):
+    """The index array of an ONNX tensor of `onnx_shape` held by an IR
+    tensor of `ir_shape` in `layout`: element (n, c, h, w) of an NCHW
+    tensor is IR element (h, w, c)."""
+    base = identity(ir_shape)
+    if layout == "hwc" or len(onnx_shape) <= 2:
+        return base.reshape(onnx_shape)
+    if len(onnx_shape) == 4:
+        return base.transpose(2, 0, 1).reshape(onnx_shape)
+    if len(onnx_shape) == 3:
+        return base[0].T.reshape(onnx_shape)
+    return None
+
+
+def ir_order(idx, layout):
+    """An ONNX tensor's index array in the IR order of `layout` (flat)."""
+    if layout == "hwc" or idx.ndim <= 2:
+        return idx.reshape(-1)
+    if idx.ndim == 4:
+        return idx[0].transpose(1, 2, 0).reshape(-1)
+    if idx.ndim == 3:
+        return idx[0].T.reshape(-1)
+    return None

@@ -804,20 +804,50 @@ def mul_by_constant(g, notes):
     return False
 
 
-def check_transposes(g):
-    """A Transpose left after the rewrites moves values in memory: tessera's
-    tensors are HWC views, so it is an error naming the node (before the
-    parser would trip over the layers behind it)."""
-    for t in g.nodes:
-        if t.op_type == "Transpose":
-            raise FrontendError(g.where(t), f"a Transpose with perm {_perm(t)} changes the layout in the "
-                                "middle of the network (tessera keeps every tensor HWC; it folds only input "
-                                "permutes, a channel-last flatten into a fully connected layer, and transposes "
-                                "of 1x1 tensors)", "export the model without it, or move it to the input")
+MOVES = ("Transpose", "Concat") + VIEWS
+
+
+def quantize_before_movement(g, notes):
+    """A per-tensor QuantizeLinear after float data movement (a detection
+    head's Conv -> Transpose -> Reshape -> Concat of three heads -> Q, or
+    Relu outputs concatenated before their Q) moves onto the movement's
+    inputs: Q(move(x)) is move(Q(x)) exactly, as quantization is elementwise.
+    Each movement then sits between a DequantizeLinear and a QuantizeLinear
+    of the same parameters, as the parsers take data movement; an input
+    quantized with other parameters is requantized first (requant_chains)."""
+    for q in g.nodes:
+        if q.op_type != "QuantizeLinear" or g.qparams(q) is None:
+            continue
+        mv = g.producer.get(q.input[0])
+        if mv is None or mv.op_type not in MOVES or g.only_user(mv.output[0]) is not q:
+            continue
+        data = range(len(mv.input)) if mv.op_type == "Concat" else [0]
+        p = g.qparams(q)
+        changed = []
+        for k in data:
+            x = mv.input[k]
+            prod = g.producer.get(x)
+            if prod is not None and prod.op_type == "DequantizeLinear" and g.qparams(prod) is not None \
+                    and _same_params(g.qparams(prod), p):
+                continue
+            if g.types.get(x) != onnx.TensorProto.FLOAT or g.const(x) is not None:
+                continue
+            xq, xd = g.fresh(f"{x}_q"), g.fresh(f"{x}_dq")
+            new_q = helper.make_node("QuantizeLinear", [x] + list(q.input[1:]), [xq], name=g.fresh(f"{x}_q"))
+            new_dq = helper.make_node("DequantizeLinear", [xq] + list(q.input[1:]), [xd], name=g.fresh(f"{x}_dq"))
+            g.insert_before(mv, new_q, new_dq)
+            mv.input[k] = xd
+            changed.append(x)
+        if changed:
+            g.refresh()
+            notes.setdefault("rewrites", []).append(
+                f"QuantizeLinear {q.name or q.output[0]!r} moved before {mv.op_type} {mv.name or mv.output[0]!r}")
+            return True
+    return False
 
 
 REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat, requant_chains, fold_pads, transposes_into_linear,
-            mul_by_constant)   # last: after views have moved off int8 tensors
+            quantize_before_movement, mul_by_constant)   # last: after views have moved off int8 tensors
 
 
 def bind_constants(model, path, constants):
@@ -881,7 +911,6 @@ def normalize(model, path, input_shape=None):
         if not any(rewrite(g, notes) for rewrite in REWRITES):
             break
     _drop_dead(g)
-    check_transposes(g)
     model = g.sync()
     del model.graph.value_info[:]
     return infer(model, path), notes

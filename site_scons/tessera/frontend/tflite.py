@@ -1052,37 +1052,19 @@ class TfliteParser:
             self.fail(i, opname, f"reads tensor {t} of shape {self.m.shape(t)} (made by operator {mi}, {mop})",
                       "tessera's layers read batch-1 tensors of at most 3 more dimensions")
         x = self.b.tensors[src]
-        kind = movement.classify(idx, x.shape)
         where = f"{self.path}: operator {mi} ({mop})"
-        if kind is None:
-            self.fail(mi, mop, "a data movement that is not one transpose, gather or reshape of "
-                      f"{x.shape} (HWC)", "see docs/operators.md, Data movement")
-        if kind[0] == "same" and want == x.shape:
+        if movement.classify(idx, x.shape) == ("same",) and want != x.shape and src in self.b.inputs \
+                and not any(src in layer.inputs for layer in self.b.layers):
+            # a graph input read only in its new shape (a flat KWS input viewed as a
+            # spectrogram): the input itself takes it, no copy
+            x.shape = list(want)
             self.alias[t] = src
             return src
-        name = self.b.tensor(f"t{t}", want, x.source_dtype, x.scale, x.zero_point)
+        name = self.b.moved(src, idx, f"t{t}", want, where, str(mi), sources=[f"{mi}:{mop}"])
+        if name is None:
+            self.fail(mi, mop, "a data movement that is not one transpose, gather or reshape of "
+                      f"{x.shape} (HWC)", "see docs/operators.md, Data movement")
         self.alias[t] = name
-        if kind[0] == "same":
-            if src in self.b.inputs and not any(src in layer.inputs for layer in self.b.layers):
-                # a graph input read only in its new shape (a flat KWS input viewed as a
-                # spectrogram): the input itself takes it, no copy
-                del self.b.tensors[name]
-                x.shape = list(want)
-                self.alias[t] = src
-                return src
-            self.b.movement("reshape", f"reshape_{mi}", src, name, where, sources=[f"{mi}:{mop}"])
-            return name
-        natural = kind[-1]
-        out = name
-        if natural != want:
-            out = self.b.tensor(f"t{t}_{kind[0]}", natural, x.source_dtype, x.scale, x.zero_point)
-        if kind[0] == "transpose":
-            self.b.movement("transpose", f"transpose_{mi}", src, out, where, perm=kind[1], sources=[f"{mi}:{mop}"])
-        else:
-            self.b.movement("gather", f"gather_{mi}", src, out, where, axis=kind[1], table=kind[2],
-                            sources=[f"{mi}:{mop}"])
-        if out != name:
-            self.b.movement("reshape", f"reshape_{mi}", out, name, where, sources=[f"{mi}:{mop}"])
         return name
 
     def flat_input(self, t, i, opname):

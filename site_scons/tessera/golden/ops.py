@@ -19,6 +19,13 @@ from .gemmlowp import softmax_rows
 def requantize(acc, rq: Requant):
     """Apply a Requant to int64 accumulators whose last axis is the channel."""
     acc = acc.astype(np.int64)
+    if getattr(rq, "neg_mul", None):
+        # a LeakyRelu folded in: a negative accumulator takes its own multiplier and shift
+        from dataclasses import replace
+        pos = requantize(acc, replace(rq, neg_mul=None, neg_shift=None))
+        neg = requantize(acc, replace(rq, mul=list(rq.neg_mul), shift=list(rq.neg_shift), neg_mul=None,
+                                      neg_shift=None))
+        return np.where(acc < 0, neg, pos)
     if getattr(rq, "shape", None):
         # parameters laid out as rq.shape ([h, w, c]) broadcast over [H, W, C]
         mul, add, shift = (_shaped(v, rq.shape, acc.shape) for v in (rq.mul, rq.add, rq.shift))
