@@ -197,7 +197,11 @@ class Layer:
     transpose: y = x.transpose(perm), `perm` a permutation of (0, 1, 2)
               over x's [H, W, C]: y.shape[k] = x.shape[perm[k]] (a TFLite
               or ONNX transpose of any rank is one of these on a grouping of
-              its axes; HWC -> CHW is perm [2, 0, 1]).
+              its axes; HWC -> CHW is perm [2, 0, 1]). With `dims`, x is
+              first viewed row-major as dims (three axes: an integer
+              dialect's head split [T, h * d] -> [h, T, d] is dims [T, h, d],
+              perm [1, 0, 2], whatever x's own [H, W, C]) and y keeps its
+              own shape.
     reshape:  y = x.reshape(y.shape): the same values in the same (HWC,
               row-major) order, another [H, W, C] (a flat KWS input viewed
               as a spectrogram, a head split). The frontends use it only
@@ -236,6 +240,7 @@ class Layer:
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
     table: Optional[list] = None      # lut, softmax, resize, gather: the layer's constant table (see above)
     perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
+    dims: Optional[list] = None       # transpose: x viewed row-major as these three axes (None: x's shape)
     weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
     fill: Optional[int] = None        # gather: the stored value at index -1
     # a layer tessera adds that the source toolchain does not count (e.g. the
@@ -306,7 +311,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift")
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm",
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
                    "weight_offset", "fill")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from ..views import whole_split
+from ..views import kernel_shapes, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import reference
 
@@ -89,8 +89,9 @@ def _args(layer, graph, prefix, ins, out):
     if layer.op == "reshape":    # DMA alone (_reshape_body)
         return None, decl, body
     if layer.op == "transpose":
-        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
-                 f"a.in_c = {x.shape[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]
+        d = layer.dims or x.shape     # x viewed as dims (ir.Layer)
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {d[0]};", f"a.in_w = {d[1]};",
+                 f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]
         return "tsr_transpose_args_t", decl, body
     if layer.op == "gather":
         decl.append(_table("int32_t", "gather_index", layer.table))
@@ -109,11 +110,13 @@ def _split_lines(layer, graph, split):
     y = graph.tensor(layer.output)
     rows = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
     if layer.op == "transpose":
-        # output rows [first, first + n) read input axis perm[0] over the same range
+        # output rows [first, first + n) read input axis perm[0] over the same
+        # range (of x viewed as dims: a box of that row-major view)
+        x_shape, y_shape = kernel_shapes(layer, graph)
         p = layer.perm[0]
-        ranges = [f"0, {d}" for d in x.shape]
+        ranges = [f"0, {d}" for d in x_shape]
         ranges[p] = "first, n"
-        return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], rows(y)
+        return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], f"first, n, 0, {y_shape[1]}, 0, {y_shape[2]}"
     if layer.op == "gather" and split == "h":
         return ["a.in_h = n;"], [rows(x)], rows(y)
     if split == "c":
@@ -192,7 +195,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     args_type, decl, body = _args(layer, graph, prefix, ins, out)
     split = whole_split(layer) if tiling["tiled"] else ""
     block = tiling["tile"]["c"] if split == "c" else tiling["tile"]["h"]
-    extent = graph.tensor(layer.inputs[0]).shape[2] if split == "c" else y.shape[0]
+    x_shape, y_shape = kernel_shapes(layer, graph)     # the boxes' tensor shapes (transpose: as viewed)
+    extent = x_shape[2] if split == "c" else y_shape[0]
     what = {"c": f"in blocks of {block} channels", "h": f"in blocks of {block} rows"}.get(split, "on whole tensors")
     text = [header_comment([
         f"tessera: layer {layer.name} of {model}: {layer.op} "
@@ -232,13 +236,14 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         text.append(f"        const int32_t n = {extent} - first < {block} ? {extent} - first : {block};")
         for i, src in enumerate(plan_slice["inputs"]):
             t = graph.tensor(layer.inputs[i])
-            text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {t.shape[1]}, {t.shape[2]}, "
+            shape = x_shape if i == 0 else t.shape
+            text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {shape[1]}, {shape[2]}, "
                         f"{ir.DTYPES[t.dtype]}, {in_boxes[i]}, 1);")
         text.append("        hal_dma_wait(&job);")
         text.extend("        " + f for f in fields)
         text.append("        hal_fork(compute, &a);")
-        text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {out}, {L2} + {plan_slice['output']}, {y.shape[1]}, "
-                    f"{y.shape[2]}, {ir.DTYPES[y.dtype]}, {out_box}, 0);")
+        text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {out}, {L2} + {plan_slice['output']}, {y_shape[1]}, "
+                    f"{y_shape[2]}, {ir.DTYPES[y.dtype]}, {out_box}, 0);")
         text.append("        hal_dma_wait(&job);")
         text.append("    }")
     text.append("}")

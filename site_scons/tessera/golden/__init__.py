@@ -51,7 +51,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant)
     elif op == "transpose":
-        acc = ops.transpose(x, layer.perm)
+        acc = ops.transpose(x, layer.perm, layer.dims, graph.tensor(layer.output).shape)
     elif op == "reshape":
         acc = ops.reshape(x, graph.tensor(layer.output).shape)
     elif op == "gather":

@@ -255,9 +255,12 @@ def lut(x, table):
     return t[np.arange(x.shape[-1])[None, None, :], idx]
 
 
-def transpose(x, perm):
-    """The axes of x [H, W, C] permuted: output axis k is input axis perm[k]."""
-    return np.transpose(x, perm)
+def transpose(x, perm, dims=None, out_shape=None):
+    """The axes of x [H, W, C] permuted: output axis k is input axis perm[k];
+    with dims, x viewed as dims first and the result shaped out_shape."""
+    if dims is None:
+        return np.transpose(x, perm)
+    return np.ascontiguousarray(x.reshape(dims).transpose(perm)).reshape(out_shape)
 
 
 def reshape(x, shape):
