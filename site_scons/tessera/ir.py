@@ -35,13 +35,13 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather")
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "argmax")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
 # input (softmax, resize), or an output block reads a box of the input that
 # is not the output's own (the data movements transpose, reshape, gather).
 # The tiler gives them one tile, blocks of rows or channels, or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather")
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax")
 # Ops that only move int8 values (no arithmetic, no requantization): the
 # output has the input's quantization.
 MOVEMENT_OPS = ("transpose", "reshape", "gather")
@@ -213,6 +213,8 @@ class Layer:
               -1 gives the stored value `fill` (a PAD of channels).
     transpose, reshape and gather move int8 values: no requant, and y has
     x's quantization.
+    argmax:   y[h, w, 0] = the first c with x[h, w, c] the largest (int32; a
+              segmentation map's classes). No requant.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output

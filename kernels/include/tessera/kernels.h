@@ -212,6 +212,14 @@ typedef struct {
     int32_t fill;
 } tsr_gather_args_t;
 
+/* argmax over the channels of each pixel: out[p] = the first c with in[p][c] the largest (int32) */
+typedef struct {
+    const int8_t *in;
+    int32_t *out;
+    int32_t pixels, c;
+} tsr_argmax_args_t;
+
+void tsr_argmax(const tsr_argmax_args_t *a, int core, int ncores);
 void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);
 void tsr_gather(const tsr_gather_args_t *a, int core, int ncores);
 

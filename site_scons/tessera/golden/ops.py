@@ -279,6 +279,11 @@ def gather(x, table, axis, fill=None):
     return y
 
 
+def argmax(x):
+    """The first index of the largest value along the channels, [H, W, 1]."""
+    return np.argmax(x, axis=2)[..., None].astype(np.int64)
+
+
 def softmax(x, table, rq):
     """Integer softmax over the channel axis (see ir.Layer): table lookups of
     max - x, their 64-bit sum, one rounded division per output; with
