@@ -17,6 +17,7 @@ from .fixedpoint import common_shift_multipliers, quantize_multiplier
 
 STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
 MAX_CONCAT = 8   # TSR_MAX_CONCAT in kernels.h
+MAX_NAME = 64    # characters of a layer name (a file name and a C symbol's tail)
 
 
 def _dilation(geometry):
@@ -38,6 +39,35 @@ def int8_weights(w, where):
         raise FrontendError(where, f"weights span [{lo}, {hi}], more than 8 bits", "quantize weights to 8 bits")
     offset = lo + 128
     return (w - offset).astype(np.int8), offset
+
+
+def wide_bias(bias, rq):
+    """A bias wider than 32 bits at the accumulator scale (a float bias far
+    larger than s_x * s_w, as a vendor's segmentation export has), lowered
+    exactly: the int32 bias keeps what fits and the rest, times the
+    multiplier, becomes the requantization's 64-bit additive term:
+    ((acc + b) * mul) >> s = (acc * mul + (b - b32) * mul) >> s. Where that
+    product would leave 62 bits, the multiplier loses its low bits first
+    (mul / 2^k at shift s - k: the same ratio within 2^-20 of itself)."""
+    if bias is None:
+        return None, rq
+    bias = np.asarray(bias, dtype=np.int64)
+    if not np.any(np.abs(bias) >= 2 ** 31) or rq is None or rq.rounding not in ("half_up", "floor"):
+        return (None if bias is None else bias.astype(np.int32)), rq
+    if rq.neg_mul:
+        raise ValueError("a bias wider than 32 bits beside a LeakyRelu folded into the requantization")
+    b32 = np.clip(bias, -(2 ** 31) + 1, 2 ** 31 - 1)
+    excess = bias - b32
+    n = len(bias)
+    mul = [int(m) for m in np.broadcast_to(rq.mul, (n,))]
+    shift = [int(s) for s in np.broadcast_to(rq.shift, (n,))]
+    add = [int(a) for a in np.broadcast_to(rq.add, (n,))]
+    for c in range(n):
+        while abs(int(excess[c]) * mul[c]) >= 2 ** 62 and mul[c] >= 1 << 21:
+            mul[c], shift[c] = (mul[c] + 1) >> 1, shift[c] - 1
+        add[c] += int(excess[c]) * mul[c]
+    rq.mul, rq.shift, rq.add = mul, shift, add
+    return b32.astype(np.int32), rq
 
 
 class Builder:
@@ -89,7 +119,15 @@ class Builder:
     # ---- layers ----------------------------------------------------------
 
     def layer_name(self, hint):
+        """A unique C-identifier name for a layer from a node's name. Names
+        become file names (src/<name>.c, tiling/<name>.json): a converter's
+        fused node names run to hundreds of characters, so a long one keeps
+        its readable end and a digest of the whole (the same name on every
+        build)."""
         base = c_name(hint)
+        if len(base) > MAX_NAME:
+            digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+            base = c_name(base[-(MAX_NAME - 9):]) + "_" + digest
         name, i = base, 1
         while name in self._layer_names:
             i += 1
@@ -190,12 +228,12 @@ class Builder:
             rq.neg_mul, rq.neg_shift = neg.mul, neg.shift
         dil = _dilation(geometry)
         wl, offset = int8_weights(wl, where)
+        bias, rq = wide_bias(bias, rq)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
                       dilation=dil, weight_offset=offset or None)
-        return self.add_layer(layer, {"weights": wl,
-                                      "bias": None if bias is None else bias.astype(np.int32)})
+        return self.add_layer(layer, {"weights": wl, "bias": bias})
 
     def linear(self, hint, x, y, w, w_scale, bias, where, clamp=None, sources=()):
         """A Gemm/MatMul with weights [Co, K], K in ONNX's flatten order of
@@ -211,11 +249,11 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
         w, offset = int8_weights(w, where)
+        bias, rq = wide_bias(bias, rq)
         layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
                       weight_offset=offset or None)
-        return self.add_layer(layer, {"weights": w,
-                                      "bias": None if bias is None else bias.astype(np.int32)})
+        return self.add_layer(layer, {"weights": w, "bias": bias})
 
     def _broadcast(self, what, a, b, y, where):
         ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]

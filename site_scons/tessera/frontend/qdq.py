@@ -28,7 +28,8 @@ from .onnxgraph import VIEW_OPS, attrs, input_quantizers
 
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
-               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad")
+               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
+               "Max", "Min")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
 LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
@@ -130,9 +131,11 @@ class QdqParser:
         else:
             raise FrontendError(g.where(node), f"bias {name!r} is not a constant")
         bias = np.rint(real / expected_scale)
-        if np.any(np.abs(bias) >= 2 ** 31):
-            raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
-        return bias.astype(np.int32)
+        if np.any(np.abs(bias) >= 2 ** 62):
+            raise FrontendError(g.where(node), "bias does not fit 62 bits at the accumulator scale",
+                                "quantize the layer's input and weights with larger scales")
+        # wider than 32 bits: the builder moves the excess into the requantization (wide_bias)
+        return bias.astype(np.int64)
 
     def output(self, node, layout="chw"):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
@@ -531,6 +534,45 @@ class QdqParser:
         lo, hi = clamp if clamp is not None else b.clamp_range(y)
         table = lut_table(node.op_type, a, b.qparams(x), b.qparams(y), lo, hi)
         b.lut(node.name or node.op_type.lower(), x, y, table, [node.name])
+
+    def op_Max(self, node):
+        """Max/Min of an activation and a constant (a clip written as
+        torch.maximum/minimum, a scalar or one per channel): a table of the
+        float op as ONNX Runtime evaluates it."""
+        from .tables import extremum_tables
+
+        g, b = self.g, self.b
+        consts = [self._constant(n) for n in node.input]
+        if len(node.input) != 2 or (consts[0] is None) == (consts[1] is None):
+            raise FrontendError(g.where(node), f"{node.op_type} of {len(node.input)} inputs, "
+                                f"{sum(c is not None for c in consts)} of them constant",
+                                f"tessera takes {node.op_type} of an activation and a constant")
+        k = 0 if consts[0] is None else 1
+        x = self.activation(node.input[k], node)
+        c = consts[1 - k].reshape(-1)
+        channels = b.tensors[x].shape[2]
+        if c.size not in (1, channels):
+            raise FrontendError(g.where(node), f"a {node.op_type} constant of {c.size} values",
+                                "a scalar or one value per channel")
+        y, clamp = self.output(node)
+        lo, hi = clamp if clamp is not None else b.clamp_range(y)
+        b.lut(node.name or node.op_type.lower(), x, y,
+              extremum_tables(node.op_type, c, b.qparams(x), b.qparams(y), lo, hi), [node.name])
+
+    op_Min = op_Max
+
+    def _constant(self, name):
+        """A constant's real values, also through DequantizeLinear; None for
+        an activation."""
+        g = self.g
+        prod = g.producer.get(name)
+        if prod is not None and prod.op_type == "DequantizeLinear" and g.is_const(prod.input[0]):
+            self.handled.add(id(prod))
+            src, scale, zp, _ = self._dq_params(prod)
+            return (np.asarray(g.array(src)).astype(np.float64) - zp) * scale
+        if g.is_const(name):
+            return np.asarray(g.array(name), dtype=np.float64)
+        return None
 
     def op_PRelu(self, node):
         from .tables import prelu_tables

@@ -51,6 +51,15 @@ def lut_table(fn, attrs, x, y, lo=-128, hi=127):
     return _quantize(FUNCTIONS[fn](v, attrs), *y, lo, hi)
 
 
+def extremum_tables(op, constants, x, y, lo=-128, hi=127):
+    """Max or Min of every stored input and a constant (one table), or one
+    constant per channel (a table each)."""
+    v = _real(*x).astype(np.float64)
+    f = np.maximum if op == "Max" else np.minimum
+    tables = np.stack([_quantize(f(v, np.float32(c)), *y, lo, hi) for c in np.asarray(constants).reshape(-1)])
+    return tables if len(tables) > 1 else tables[0]
+
+
 def prelu_tables(slopes, x, y, lo=-128, hi=127):
     """One 256-entry table per channel: v >= 0 ? v : slope[c] * v."""
     v = _real(*x).astype(np.float64)

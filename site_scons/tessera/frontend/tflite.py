@@ -43,7 +43,12 @@ ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescal
 INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
             "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
             "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
+RECURRENT = ("recurrent layers are not lowered yet: unroll the LSTM into plain operators "
+             "(Keras: unroll=True; ARM's basic_lstm models build so) to build it now")
 HINTS = {
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "BIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "LSTM": RECURRENT,
+    "UNIDIRECTIONAL_SEQUENCE_RNN": RECURRENT, "SVDF": "SVDF (TFLite Micro's keyword models, int8 with an int16 "
+    "state) is not lowered: replace it with its convolutions, or a model without SVDF",
 }
 
 
@@ -123,7 +128,7 @@ class _Model:
         return self.tensor(i).Type()
 
     def name(self, i):
-        return self.tensor(i).Name().decode(errors="replace")
+        return (self.tensor(i).Name() or b"").decode(errors="replace")
 
     def data(self, i):
         """The constant's array, or None for an activation."""
@@ -347,6 +352,8 @@ class TfliteParser:
         graph_outputs = {int(t) for t in sg.OutputsAsNumpy()}
         self.graph_outputs = graph_outputs
         self.tail = self.post_processing()
+        self.handlers = handlers = self._handlers()
+        self.unsupported_first()
         inputs = []
         for t in sg.InputsAsNumpy():
             t = int(t)
@@ -370,22 +377,6 @@ class TfliteParser:
                 continue
             inputs.append(self.act_tensor(t, -1, "input"))
         self.b.inputs = inputs
-        handlers = {
-            "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
-            "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
-            "PADV2": self.pad, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
-            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
-            "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
-            "SOFTMAX": self.softmax,
-            # data movement and shape arithmetic (frontend.movement)
-            "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
-            "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
-            "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
-            "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
-            "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
-            "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest, "RESIZE_BILINEAR": self.resize_bilinear,
-            "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill,
-        }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
             name = m.opcode(op)
@@ -1018,6 +1009,40 @@ class TfliteParser:
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
         self.dropped_softmax = True
 
+    def _handlers(self):
+        return {
+            "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
+            "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
+            "PADV2": self.pad, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
+            "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
+            "SOFTMAX": self.softmax,
+            # data movement and shape arithmetic (frontend.movement)
+            "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
+            "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
+            "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
+            "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
+            "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
+            "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest, "RESIZE_BILINEAR": self.resize_bilinear,
+            "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill,
+        }
+
+    def unsupported_scan(self):
+        """unsupported_first on its own (nothing lowered)."""
+        self.tail = set()
+        self.handlers = self._handlers()
+        self.unsupported_first()
+
+    def unsupported_first(self):
+        """An operator tessera has no lowering for is named before anything
+        it would trip over first (an SVDF model's int16 input)."""
+        sg = self.m.sg
+        for i in range(sg.OperatorsLength()):
+            name = self.m.opcode(sg.Operators(i))
+            if i not in self.tail and name not in self.handlers and name not in ("SOFTMAX",):
+                hint = HINTS.get(name, "supported: " + ", ".join(sorted(self.handlers)) + "; see docs/tflite.md")
+                self.fail(i, name, "not supported by tessera's TFLite import", hint)
+
     # ---- where the integer network starts and ends ------------------------------
 
     def producer_of(self, t):
@@ -1365,6 +1390,15 @@ def import_tflite(path, name, drop_final_softmax=False):
     from .tflite_gate import check_identifier, interpreter_refusal
     check_identifier(path)
     refusal, structural = interpreter_refusal(path)
+    if structural and "crashed" in refusal.what:
+        # it read the model and aborted in a kernel: name what tessera does not take in it
+        try:
+            TfliteParser(path, name).unsupported_scan()
+        except FrontendError as err:
+            raise FrontendError(path, f"{err.what}; the TFLite interpreter also crashes on the model "
+                                f"({refusal.what.rsplit('(', 1)[-1]}", err.fix) from None
+        except Exception:
+            pass
     if structural:
         raise refusal
     try:
