@@ -97,6 +97,10 @@ class Requant:
 
         y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
 
+    `add_shift` (None unless needed): add[c] counts units of 2^add_shift
+    (the 64-bit term of a bias wider than 32 bits, kept in 32-bit arrays):
+    the add above is add[c] << add_shift.
+
     `neg_mul`, `neg_shift` (None unless needed; one value each, rounding
     "half_up" or "floor"): the multiplier and shift of a negative
     accumulator, a LeakyRelu folded into the requantization (a Conv ->
@@ -128,6 +132,7 @@ class Requant:
     divisor: Optional[int] = None
     neg_mul: Optional[list] = None
     neg_shift: Optional[list] = None
+    add_shift: Optional[int] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -312,7 +317,7 @@ class Graph:
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift")
+_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift", "add_shift")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
                    "weight_offset", "fill")
 

@@ -43,12 +43,12 @@ def int8_weights(w, where):
 
 def wide_bias(bias, rq):
     """A bias wider than 32 bits at the accumulator scale (a float bias far
-    larger than s_x * s_w, as a vendor's segmentation export has), lowered
-    exactly: the int32 bias keeps what fits and the rest, times the
-    multiplier, becomes the requantization's 64-bit additive term:
-    ((acc + b) * mul) >> s = (acc * mul + (b - b32) * mul) >> s. Where that
-    product would leave 62 bits, the multiplier loses its low bits first
-    (mul / 2^k at shift s - k: the same ratio within 2^-20 of itself)."""
+    larger than s_x * s_w, as a vendor's segmentation export has): such a
+    channel's bias, times the multiplier, becomes the requantization's
+    additive term instead:
+    ((acc + b) * mul) >> s = (acc * mul + (b - b32) * mul) >> s
+    (the 64-bit term is kept in 32 bits in units of 2^add_shift: far below
+    one output step, so within ONNX Runtime's float rounding)."""
     if bias is None:
         return None, rq
     bias = np.asarray(bias, dtype=np.int64)
@@ -56,17 +56,29 @@ def wide_bias(bias, rq):
         return (None if bias is None else bias.astype(np.int32)), rq
     if rq.neg_mul:
         raise ValueError("a bias wider than 32 bits beside a LeakyRelu folded into the requantization")
-    b32 = np.clip(bias, -(2 ** 31) + 1, 2 ** 31 - 1)
+    # a channel whose bias does not fit keeps none of it: the int32 accumulator
+    # the kernels sum it into has no room left beside it
+    b32 = np.where(np.abs(bias) >= 2 ** 31, 0, bias)
     excess = bias - b32
     n = len(bias)
     mul = [int(m) for m in np.broadcast_to(rq.mul, (n,))]
     shift = [int(s) for s in np.broadcast_to(rq.shift, (n,))]
-    add = [int(a) for a in np.broadcast_to(rq.add, (n,))]
     for c in range(n):
+        # the 64-bit sum acc * mul + term: the multiplier gives up low bits (a
+        # 2^-21 part of itself at most) where the term would pass 62 bits
         while abs(int(excess[c]) * mul[c]) >= 2 ** 62 and mul[c] >= 1 << 21:
             mul[c], shift[c] = (mul[c] + 1) >> 1, shift[c] - 1
-        add[c] += int(excess[c]) * mul[c]
-    rq.mul, rq.shift, rq.add = mul, shift, add
+    terms = [int(a) + int(e) * m for a, e, m in zip(np.broadcast_to(rq.add, (n,)), excess, mul)]
+    # the kernels hold add in 32 bits, counting units of 2^add_shift: the term
+    # rounds to that unit, a 2^(add_shift - shift) fraction of an output step
+    widest = max(abs(t) for t in terms)
+    add_shift = max(0, widest.bit_length() - 31)
+    if add_shift and add_shift > min(shift) - 8:
+        raise ValueError("a bias too wide for the requantization")
+    half = (1 << add_shift) >> 1
+    rq.mul, rq.shift = mul, shift
+    rq.add = [(t + half) >> add_shift for t in terms]
+    rq.add_shift = add_shift or None
     return b32.astype(np.int32), rq
 
 

@@ -32,7 +32,7 @@ def requantize(acc, rq: Requant):
     else:
         channels = acc.shape[-1]
         mul = _per_channel(rq.mul, channels)
-        add = _per_channel(rq.add, channels)
+        add = _per_channel(rq.add, channels) << (getattr(rq, "add_shift", None) or 0)
         shift = _per_channel(rq.shift, channels)
     if rq.rounding == "tflite":
         return np.clip(tflite_multiply(acc, mul, shift) + rq.zero_point, rq.lo, rq.hi)
