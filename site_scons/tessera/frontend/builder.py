@@ -422,6 +422,10 @@ class Builder:
             out = self.tensor(f"{name}_{kind[0]}", kind[-1], x.source_dtype, x.scale, x.zero_point)
         if kind[0] == "transpose":
             self.movement("transpose", f"transpose_{hint}", src, out, where, perm=kind[1], sources=sources)
+        elif kind[0] == "rows_cols":
+            # rows and columns picked: a nearest resize's table (a copy of values, no arithmetic)
+            table = [v for r in kind[1] for v in (r, r, 0)] + [v for q in kind[2] for v in (q, q, 0)]
+            self.resize(f"resize_{hint}", src, out, table, "nearest", where, sources=sources)
         else:
             self.movement("gather", f"gather_{hint}", src, out, where, axis=kind[1], table=kind[2], sources=sources)
         if out != y:

@@ -1021,7 +1021,7 @@ class TfliteParser:
             "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
             "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
             "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
-            "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
+            "PACK": self.movement, "UNPACK": self.movement, "TILE": self.movement, "SHAPE": self.shape_of,
             "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
             "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest, "RESIZE_BILINEAR": self.resize_bilinear,
             "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill,
@@ -1218,6 +1218,11 @@ class TfliteParser:
                               for b, n in zip(begin.reshape(-1), size.reshape(-1)))
                 return [a[index]]
             return slice_
+        if opname == "TILE":
+            multiples = self.const(ins[1])
+            if multiples is None:
+                self.fail(i, opname, "the multiples are not a constant", "freeze the model's shapes")
+            return lambda a: [np.tile(a, [int(k) for k in np.asarray(multiples).reshape(-1)])]
         if opname == "UNPACK":
             o = m.options(op, "UnpackOptions")
             return lambda a: [np.take(a, k, axis=o.Axis() % a.ndim) for k in range(a.shape[o.Axis() % a.ndim])]
