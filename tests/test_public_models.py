@@ -159,3 +159,10 @@ def test_person_detect_tells_person_from_no_person():
     assert scores["person"][1] > scores["person"][0]
     assert scores["no_person"][0] > scores["no_person"][1]
     assert "repaired" in (graph.notes or {})
+
+
+def test_operator_tables_are_up_to_date():
+    """docs/operators.md lists every TFLite and ONNX operator with its
+    status, from the importers' own lists (tools/operators_doc.py)."""
+    import operators_doc
+    assert operators_doc.main(["--check"]) == 0

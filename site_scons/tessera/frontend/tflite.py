@@ -638,21 +638,27 @@ class TfliteParser:
         self.b.maxpool(f"{opname.lower()}_{i}", x, y, geo["kernel"], geo["stride"], geo["pad"],
                        f"{self.path}: operator {i} ({opname})", sources=[f"{i}:{opname}"])
 
-    def add(self, i, opname, op, ins, outs):
-        o = self.m.options(op, "AddOptions")
+    def _add_params(self, i, opname, op, ins, outs, options):
+        """ADD's and SUB's arithmetic (add.cc / sub.cc Prepare: the float max
+        doubled, the ratios in double): the inputs' stored zero points, their
+        multipliers and shifts, and the output's requantization."""
+        o = self.m.options(op, options)
         (s1, _), z1 = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
         (s2, _), z2 = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
-        # add.cc Prepare: float max doubled, the ratios in double
         twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
         m1, sh1 = quantize_multiplier(float(s1) / twice_max)
         m2, sh2 = quantize_multiplier(float(s2) / twice_max)
         mo, sho = quantize_multiplier(twice_max / float(_f32(1 << ADD_LEFT_SHIFT) * _f32(so)))
         if min(sh1, sh2, sho) < 31:
-            self.fail(i, opname, "a rescale factor of 1 or more", "TFLite's ADD needs multipliers below 1")
+            self.fail(i, opname, "a rescale factor of 1 or more", f"TFLite's {opname} needs multipliers below 1")
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = Requant(mul=[mo], add=[0], shift=[sho], rounding="tflite",
                      zero_point=self.stored_zp(outs[0], i, opname), lo=lo, hi=hi)
+        return (z1, z2), (m1, m2), (sh1, sh2), rq
+
+    def add(self, i, opname, op, ins, outs):
+        (z1, z2), (m1, m2), (sh1, sh2), rq = self._add_params(i, opname, op, ins, outs, "AddOptions")
         if self._constant_operand(ins) is not None:
             return self._binary_table(i, opname, ins, outs,
                                       lambda a, b: golden_ops.requantize(golden_ops.add(
@@ -732,17 +738,7 @@ class TfliteParser:
         table (sub.cc's PrepareGeneralSubOp: the same multipliers)."""
         if self._constant_operand(ins) is None:
             self.fail(i, opname, "a subtraction of two activations", "tessera takes SUB of a constant")
-        o = self.m.options(op, "SubOptions")
-        (s1, _), z1 = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
-        (s2, _), z2 = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
-        so, _ = self.scale_zp(outs[0], i, opname)
-        twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
-        m1, sh1 = quantize_multiplier(float(s1) / twice_max)
-        m2, sh2 = quantize_multiplier(float(s2) / twice_max)
-        mo, sho = quantize_multiplier(twice_max / float(_f32(1 << ADD_LEFT_SHIFT) * _f32(so)))
-        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
-        rq = Requant(mul=[mo], add=[0], shift=[sho], rounding="tflite",
-                     zero_point=self.stored_zp(outs[0], i, opname), lo=lo, hi=hi)
+        (z1, z2), (m1, m2), (sh1, sh2), rq = self._add_params(i, opname, op, ins, outs, "SubOptions")
 
         def f(a, b):
             sa = golden_ops.tflite_multiply((a + (-z1)) << ADD_LEFT_SHIFT, m1, sh1)
