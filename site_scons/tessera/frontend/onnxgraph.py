@@ -138,7 +138,10 @@ def load(path):
             shape_inference.infer_shapes(model, strict_mode=True)
             break
         except Exception as err:   # checked below, one line each
-            if not _stale(err) or not model.graph.value_info:
+            sizes = [d.dim_value for vi in model.graph.input for d in vi.type.tensor_type.shape.dim
+                     if d.HasField("dim_value")]
+            # only where the graph itself is sound (an input of 0 values is the input's fault)
+            if not _stale(err) or not model.graph.value_info or any(v <= 0 for v in sizes):
                 break
             stale = len(model.graph.value_info)
             del model.graph.value_info[:]
