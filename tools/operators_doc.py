@@ -110,7 +110,7 @@ def tflite_supported():
     from tessera.frontend.tflite import TfliteParser
 
     parser = TfliteParser.__new__(TfliteParser)
-    return set(parser._handlers()) | {"CAST"}
+    return set(parser._handlers())
 
 
 def onnx_supported():

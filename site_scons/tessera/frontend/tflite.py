@@ -1020,7 +1020,7 @@ class TfliteParser:
             "PACK": self.movement, "UNPACK": self.movement, "TILE": self.movement, "SHAPE": self.shape_of,
             "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
             "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest, "RESIZE_BILINEAR": self.resize_bilinear,
-            "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill,
+            "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill, "CAST": self.cast,
         }
 
     def unsupported_scan(self):
@@ -1068,6 +1068,12 @@ class TfliteParser:
                 tail.add(i)
                 derived.update(outs)
         return tail
+
+    def cast(self, i, opname, op, ins, outs):
+        """A CAST the network computes with (not of a raw input, nor in the
+        post-processing): no integer meaning tessera can give it."""
+        self.fail(i, opname, f"a cast to {TYPE_NAMES.get(self.m.type(outs[0]))} inside the network",
+                  "tessera takes a CAST of a raw uint8 input before its QUANTIZE")
 
     def cast_input(self, t, casts):
         """A uint8 graph input without quantization (raw pixels) read by
