@@ -34,8 +34,6 @@ REFUSED = {
     "trained_lstm_int8": ["operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM)", "unroll the LSTM"],
     "keras_lstm_mnist_ptq": ["operator 1 (UNIDIRECTIONAL_SEQUENCE_LSTM)", "unroll the LSTM"],
     "keyword_scrambled_8bit": ["operator 1 (SVDF)", "is not lowered"],
-    "movenet_single_pose_lightning_ptq": ["operator 87 (MUL)", "a constant of shape [48, 48, 1]",
-                                          "a scalar or one value per channel"],
     "deeplabv3_mnv2_dm05_pascal_quant": ["operator 64 (RESIZE_BILINEAR)", "uint8 bilinear resize",
                                          "int8 RESIZE_BILINEAR"],
 }

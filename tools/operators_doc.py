@@ -42,7 +42,7 @@ TFLITE = {
     "MAX_POOL_2D": "maxpool",
     "MEAN": "avgpool over H and/or W (QuantizedMeanOrSum's multiplier)",
     "MINIMUM": "lut: of a constant, or of a table's input and output",
-    "MUL": "mul (broadcast); of a constant: a table",
+    "MUL": "mul (broadcast); of a constant: a table (scalar or per channel) or a 1x1 depthwise (over the image)",
     "PACK": "data movement of one tensor's pieces; of constants: a constant",
     "PAD": "folded into a convolution, a padding layer, or (channels) a gather with a fill",
     "PADV2": "as PAD",

@@ -688,6 +688,45 @@ class TfliteParser:
         v = np.asarray(self.const(t)).astype(np.int64)
         return v - (128 if self.m.type(t) == UINT8 else 0)
 
+    def _varies_in_space(self, ins, k, i, opname):
+        """A constant operand that is neither a scalar nor one value per channel."""
+        const = self._stored_const(ins[k])
+        c = self.b.tensors[self.spatial_input(ins[1 - k], i, opname)].shape[2]
+        return not (const.size == 1 or (const.size == c and const.shape[-1] == c))
+
+    def _mul_by_constant_tensor(self, i, opname, ins, outs, k, z_const, rq):
+        """MUL of an activation by a constant that varies over the image
+        (MoveNet's centre weighting, [48, 48, 1]): the activation viewed as
+        one pixel of H*W*C channels times a 1x1 depthwise convolution whose
+        weights are the constant broadcast to the activation's shape, held
+        as stored with the weight offset -zp (acc = (a - zp_a) * (c - zp_c),
+        the product TFLite's MUL requantizes, by the same multiplier)."""
+        x_t = ins[1 - k]
+        x = self.spatial_input(x_t, i, opname)
+        full = list(self.m.shape(x_t))
+        if list(self.m.shape(outs[0])) != full:
+            self.fail(i, opname, f"a constant of shape {self.m.shape(ins[k])} that broadcasts a "
+                      f"{full} activation to {self.m.shape(outs[0])}",
+                      "tessera takes a constant operand that broadcasts to the activation's own shape")
+        try:
+            const = np.broadcast_to(self._stored_const(ins[k]), full).reshape(-1)
+        except ValueError:
+            self.fail(i, opname, f"a constant of shape {self.m.shape(ins[k])} against a {full} tensor")
+        y = self.act_tensor(outs[0], i, opname)
+        tx, ty = self.b.tensors[x], self.b.tensors[y]
+        n = tx.size
+        where = f"{self.path}: operator {i} ({opname})"
+        flat = self.b.moved(x, np.arange(n), f"{x}_pixel", [1, 1, n], where, f"{opname.lower()}_{i}_in",
+                            sources=[f"{i}:{opname}"])
+        out = self.b.tensor(f"{y}_pixel", [1, 1, n], ty.source_dtype, ty.scale, ty.zero_point)
+        offset = -int(z_const)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[flat], output=out,
+                      kernel=[1, 1], stride=[1, 1], pad=[0, 0, 0, 0], input_offset=-self.b.stored_zero_point(x),
+                      requant=rq, source=[f"{i}:{opname}"], weight_offset=offset or None)
+        self.b.add_layer(layer, {"weights": np.ascontiguousarray(const.reshape(1, 1, n), dtype=np.int8),
+                                 "bias": np.zeros(n, np.int32)})
+        self.b.movement("reshape", f"reshape_{opname.lower()}_{i}_out", out, y, where, sources=[f"{i}:{opname}"])
+
     def _binary_table(self, i, opname, ins, outs, f):
         """An elementwise op of an activation and a constant (a scalar or one
         value per channel): a table of the activation, each of its 256 stored
@@ -938,7 +977,10 @@ class TfliteParser:
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = self.requant([float(sa) * float(sb) / float(so)], None, lo, hi, i, opname)
         rq.zero_point = self.stored_zp(outs[0], i, opname)
-        if self._constant_operand(ins) is not None:
+        k = self._constant_operand(ins)
+        if k is not None and self._varies_in_space(ins, k, i, opname):
+            return self._mul_by_constant_tensor(i, opname, ins, outs, k, [za, zb][k], rq)
+        if k is not None:
             return self._binary_table(i, opname, ins, outs, lambda a, b: golden_ops.requantize(
                 golden_ops.mul(a, b, [-za, -zb]), rq))
         a = self.spatial_input(ins[0], i, opname)
