@@ -218,7 +218,7 @@ def firmware_source(cases, perf=False):
                 out.append(c_array(f"a{i}", "int32_t", r.add))
                 add = f"a{i}"
             out.append(f"static const tsr_requant_t rq{i} = {{m{i}, {add}, s{i}, 1, {r.zero_point}, {r.lo}, "
-                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}}};\n")
+                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}, 0, 0, 0}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
         eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])

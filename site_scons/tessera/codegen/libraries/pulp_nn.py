@@ -2,7 +2,8 @@
 kernels/include/tessera/pulp_nn.h): the reference kernels' argument structs,
 weight layouts and HWC tile loads, other kernel functions. Layers with what only the reference
 kernels implement (reference.reference_only: matmul, parameters per
-element, int32 inputs) run on them, compiled in as the fallback.
+element, int32 inputs) run on them, compiled in as the fallback, and so do
+convolutions with a weight offset (TF1-style asymmetric uint8 weights).
 """
 
 from . import reference
@@ -37,6 +38,6 @@ tile_args = reference.tile_args
 
 
 def kernel_function(layer, graph):
-    if reference.reference_only(layer, graph) is not None:
+    if reference.reference_only(layer, graph) is not None or layer.weight_offset:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

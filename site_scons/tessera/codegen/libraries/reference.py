@@ -40,8 +40,6 @@ def reference_only(layer, graph):
         return "TFLite's add (each input rescaled)"
     if layer.dilation and list(layer.dilation) != [1, 1]:
         return "a dilated convolution"
-    if layer.weight_offset:
-        return "asymmetric uint8 weights (a weight offset)"
     if layer.requant is not None and layer.requant.neg_mul and layer.op not in CONV_LIKE:
         return "a LeakyRelu folded into the requantization"
     if is_whole(layer, graph) or channel_operand(layer, graph):
