@@ -832,6 +832,8 @@ def quantize_before_movement(g, notes):
                 continue
             if g.types.get(x) != onnx.TensorProto.FLOAT or g.const(x) is not None:
                 continue
+            if prod is None and x in {i.name for i in g.g.input}:
+                continue    # a graph input's views before its first Q: the parsers' input_quantizers
             xq, xd = g.fresh(f"{x}_q"), g.fresh(f"{x}_dq")
             new_q = helper.make_node("QuantizeLinear", [x] + list(q.input[1:]), [xq], name=g.fresh(f"{x}_q"))
             new_dq = helper.make_node("DequantizeLinear", [xq] + list(q.input[1:]), [xd], name=g.fresh(f"{x}_dq"))

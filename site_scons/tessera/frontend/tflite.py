@@ -716,9 +716,10 @@ class TfliteParser:
         tx, ty = self.b.tensors[x], self.b.tensors[y]
         n = tx.size
         where = f"{self.path}: operator {i} ({opname})"
-        flat = self.b.moved(x, np.arange(n), f"{x}_pixel", [1, 1, n], where, f"{opname.lower()}_{i}_in",
+        # named after the output (one producer each): the input's own view may serve another operator
+        flat = self.b.moved(x, np.arange(n), f"{y}_input_as_pixel", [1, 1, n], where, f"{opname.lower()}_{i}_in",
                             sources=[f"{i}:{opname}"])
-        out = self.b.tensor(f"{y}_pixel", [1, 1, n], ty.source_dtype, ty.scale, ty.zero_point)
+        out = self.b.tensor(f"{y}_as_pixel", [1, 1, n], ty.source_dtype, ty.scale, ty.zero_point)
         offset = -int(z_const)
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[flat], output=out,
                       kernel=[1, 1], stride=[1, 1], pad=[0, 0, 0, 0], input_offset=-self.b.stored_zero_point(x),
