@@ -184,6 +184,11 @@ class Layer:
               table holds one 256-entry row per channel (PRelu), else 0.
               Any int8 -> int8 function: the frontend computes the table at
               build time exactly as the source framework rounds it. No requant.
+              A per-channel table may be the layer's `weights` instead
+              ([C, 256] int8, table None; the builder puts every one there):
+              constants in the weight level, each channel tile's rows loaded
+              with it, as a depthwise's weights (a table per channel of a
+              640-channel ADD is 160 kB, more than a program's code room).
     softmax:  over the channels of each pixel, with `table` the 256 int32
               values E[d] (d = max_c x - x[c], 0..255; E[d] * mul[0] and
               C * max(E) << shift[0] below 2**63, which the golden model checks):
@@ -356,6 +361,8 @@ def weight_bytes_per_cout(layer, graph):
         return graph.tensor(layer.inputs[0]).shape[2]
     if layer.op == "linear":
         return graph.tensor(layer.inputs[0]).size
+    if layer.op == "lut" and layer.weights:
+        return 256
     return 0
 
 

@@ -47,7 +47,7 @@ def run_layer(layer, graph, weights, values):
         h, w_, _ = graph.tensor(layer.output).shape
         acc = ops.resize(x, layer.input_offset, layer.table, h, w_, RESIZE_FRAC)
     elif op == "lut":
-        acc = ops.lut(x, layer.table)
+        acc = ops.lut(x, layer.table if layer.table is not None else w)
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant)
     elif op == "transpose":

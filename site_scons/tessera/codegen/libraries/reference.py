@@ -105,7 +105,10 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
         lines += [f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
     if channel_operand(layer, graph):   # the [1, 1, C] operand: one value per channel of the tile
         lines += ["a.b_h = 1;", "a.b_w = 1;"]
-    if layer.op == "lut":
+    if layer.op == "lut" and layer.weights:
+        # one table per channel, the layer's weights: each tile's rows come with it
+        lines.append("a.per_channel = 1;")
+    elif layer.op == "lut":
         # the table lives with the code (constant, read in place)
         lines += [f"static const int8_t lut_table[{len(layer.table)}] = {{\n{int_list(layer.table, indent='        ')}\n    }};",
                   f"a.per_channel = {1 if len(layer.table) > 256 else 0};"]
@@ -152,6 +155,7 @@ def tile_args(layer, params, tc_max, prefix, per_channel_rq, graph):
     elif layer.op == "lut":
         lines += [f"a.in = {L1} + l1_in0[b];", f"a.out = {L1} + l1_out[b];", "a.pixels = t->oh * t->ow;",
                   "a.c = t->oc;",
+                  f"a.table = {L1} + l1_w[wb];" if layer.weights else
                   "a.table = lut_table + (a.per_channel ? t->oc0 * 256 : 0);"]
     else:  # add
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
