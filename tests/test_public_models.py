@@ -47,8 +47,10 @@ HOST = ("mnist_model_quant",            # uint8 I/O around an int8 body
         "yolo_person_detect",           # LEAKY_RELU tables, RESIZE_NEAREST_NEIGHBOR, two outputs
         "qlinearconv_model",            # ONNX parameter inputs, uint8 weights with a zero point
         "person_detect")                # a repaired quantized_dimension
-QEMU = {"stm32h7": ("mnist_model_quant", "split_concat", "ds_cnn_s_quantized"),
-        "gap8": ("mnist_model_quant", "split_concat", "yolo_person_detect")}
+QEMU = {"stm32h7": ("mnist_model_quant", "split_concat", "ds_cnn_s_quantized",
+                    "mobilenet_v1_0_25_128_quant"),    # uint8 weights on the DSP kernels
+        "gap8": ("mnist_model_quant", "split_concat", "yolo_person_detect",
+                 "visual_wake_quant")}                 # a 640-channel ADD's tables as weights in L3
 TOOLS = {"stm32h7": ("arm-none-eabi-gcc", "qemu-system-arm"), "gap8": ("riscv64-unknown-elf-gcc", "qemu-system-riscv32")}
 
 
@@ -133,7 +135,10 @@ def test_firmware_under_qemu(target, name, tmp_path):
     missing = [t for t in TOOLS[target] if shutil.which(t) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
-    _passes(tmp_path, target, name)
+    rep = _passes(tmp_path, target, name)
+    if name == "mobilenet_v1_0_25_128_quant":
+        convs = [layer["kernel"] for layer in rep["layers"] if layer["op"] in ("conv2d", "pointwise", "depthwise")]
+        assert all(k.startswith("tsr_cmsis_") for k in convs), convs
 
 
 def test_person_detect_tells_person_from_no_person():
