@@ -817,7 +817,8 @@ class TfliteParser:
         align, half = (bool(o.AlignCorners()), bool(o.HalfPixelCenters())) if o else (False, False)
         if self.m.type(ins[0]) != INT8:
             self.fail(i, opname, f"a {TYPE_NAMES.get(self.m.type(ins[0]))} bilinear resize (TFLite computes it in "
-                      "float)", "tessera takes int8 RESIZE_BILINEAR")
+                      "float)", "convert the model with full int8 quantization: int8 RESIZE_BILINEAR is integer "
+                      "arithmetic, which tessera takes")
         x = self.spatial_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         self._same_quant(i, opname, ins[0], outs[0])
