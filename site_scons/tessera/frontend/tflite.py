@@ -21,6 +21,7 @@ reads it, or becomes a depthwise identity; QUANTIZE at a float input and
 DEQUANTIZE at a float output are the network's edges.
 """
 
+import math
 from dataclasses import fields
 
 import numpy as np
@@ -841,11 +842,9 @@ class TfliteParser:
         f = np.maximum if opname == "MAXIMUM" else np.minimum
         shift = lambda t: 128 if self.m.type(t) == UINT8 else 0  # noqa: E731
         if self._constant_operand(ins) is not None:
-            k = self._constant_operand(ins)
-            raw = self._stored_const(ins[k]) + shift(ins[k])
+            # raw values compared (a and b are the stored operands, in order)
             return self._binary_table(i, opname, ins, outs,
-                                      lambda a, b: f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0])
-                                      if k == 1 else f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0]))
+                                      lambda a, b: f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0]))
         a, b = (self.act_tensor(t, i, opname) for t in ins[:2])
         for (p_t, p), (q_t, q) in (((ins[0], a), (ins[1], b)), ((ins[1], b), (ins[0], a))):
             producer = next((layer for layer in self.b.layers if layer.output == p), None)
