@@ -133,8 +133,12 @@ def tables():
 
     tfl_all = sorted(k for k in vars(tflite.BuiltinOperator) if not k.startswith("_"))
     onnx_all = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain == ""})
+    from tessera.frontend.qdq import LUT_OPS
+
     tfl_yes, onnx_yes = tflite_supported(), onnx_supported()
-    missing = (tfl_yes - set(TFLITE)) | (onnx_yes - set(ONNX))
+    # a float function between DQ and Q (qdq.LUT_OPS) is a table unless said otherwise
+    onnx_text = dict({n: "lut" for n in LUT_OPS}, **ONNX)
+    missing = (tfl_yes - set(TFLITE)) | (onnx_yes - set(onnx_text))
     if missing:
         raise SystemExit(f"tools/operators_doc.py: no status text for {sorted(missing)}")
     lines = [BEGIN, "", f"### TFLite builtin operators ({len(tfl_yes & set(tfl_all))} of {len(tfl_all)})", "",
@@ -142,7 +146,7 @@ def tables():
     lines += [f"| {n} | {TFLITE[n] if n in tfl_yes else '-'} |" for n in tfl_all]
     lines += ["", f"### ONNX operators, default domain ({len(onnx_yes & set(onnx_all))} of {len(onnx_all)}; "
                   "in QDQ islands)", "", "| operator | tessera |", "|---|---|"]
-    lines += [f"| {n} | {ONNX[n] if n in onnx_yes else '-'} |" for n in onnx_all]
+    lines += [f"| {n} | {onnx_text[n] if n in onnx_yes else '-'} |" for n in onnx_all]
     lines += ["", "ONNX Runtime's QOperator ops (com.microsoft, and the QLinearConv/QLinearMatMul of the default "
                   "domain): " + ", ".join(qoperator_supported()) + "; float ops ONNX Runtime leaves between "
                   "DequantizeLinear and QuantizeLinear as in QDQ.", "", END]
