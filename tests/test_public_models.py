@@ -98,6 +98,17 @@ def test_golden_model_equals_its_runtime(name, tmp_path):
         assert rows and max(r["max_diff"] for r in rows) <= 1
 
 
+def test_parameter_files_are_inputs_of_the_model_stage(tmp_path):
+    """ONNX's QLinearConv test reads its scales and zero points from
+    TensorProto files (`constants:`): a build outside SCons (CMake) must
+    regenerate when one of them changes, so the model stage lists them."""
+    from tessera.config.model import load_model
+    from tessera.model.prepare import source_files
+    model = load_model(model_yaml(tmp_path, "qlinearconv_model"), "qlinearconv_model")
+    files = source_files(model)
+    assert model["constants"] and all(os.path.isfile(f) and f in files for f in model["constants"].values())
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_what_cannot_be_taken_is_one_line(name, tmp_path):
     line = one_error(scons("target=host", f"model={model_yaml(tmp_path, name)}", out=tmp_path / "out"))

@@ -88,13 +88,15 @@ def model_onnx(model, cache_dir, log):
 
 def source_files(model):
     """Every file the model stage reads for `model` (a loaded model YAML):
-    the YAML, the given ONNX or .tflite file, the reference's files. A
-    generated model is made from the YAML alone (and tessera's code). A
-    build outside SCons (CMake's tessera_add_network) depends on these."""
+    the YAML, the given ONNX or .tflite file, the TensorProto files its
+    `constants:` bind, the reference's files. A generated model is made
+    from the YAML alone (and tessera's code). A build outside SCons (CMake's
+    tessera_add_network) depends on these."""
     files = [model["path"]]
     given = model.get("tflite") or model.get("onnx")
     if given:
         files.append(given)
+    files += [model["constants"][k] for k in sorted(model.get("constants") or {})]
     if model.get("reference"):
         from . import reference
         files += sorted(reference.load(model["reference"]).files())
