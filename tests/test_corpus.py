@@ -155,7 +155,8 @@ def needs(*tools):
                                           ("gap8", "torch_tcn_dilated"), ("gap8", "torch_segnet_resize_concat"),
                                           ("stm32h7", "tflite_uint8_detector"), ("stm32h7", "tflite_tf1_uint8_qat"),
                                           ("stm32h7", "torch_detect_heads"), ("gap8", "tflite_kws_flat"),
-                                          ("gap8", "tf2onnx_uint8_detector"), ("gap8", "tflite_uint8_detector")])
+                                          ("gap8", "tf2onnx_uint8_detector"), ("gap8", "tflite_uint8_detector"),
+                                          ("gap8", "tflite_tf1_uint8_qat")])
 def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
     needs("arm-none-eabi-gcc", "qemu-system-arm") if target == "stm32h7" else \
         needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")

@@ -45,9 +45,12 @@ def folds_offset(layer, graph):
     pointwise and linear layers on these kernels with a bias per channel.
     Their SIMD loop then takes the raw int8 inputs (pv.sdotsp.b), with no
     per-word flip to unsigned and no per-call sums of the weights; the
-    portable path gets a plain dot product too."""
+    portable path gets a plain dot product too. Not a layer with a weight
+    offset: it runs on the reference kernels, whose sum of (x + off) *
+    (w + weight_offset) the fold would change."""
     return (layer.op in ("pointwise", "linear") and layer.input_offset != 0 and layer.bias is not None
-            and bias_plane(layer) is None and reference.reference_only(layer, graph) is None)
+            and not layer.weight_offset and bias_plane(layer) is None
+            and reference.reference_only(layer, graph) is None)
 
 
 def bias_values(layer, graph, values, weights):
