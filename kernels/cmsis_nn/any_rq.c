@@ -1,12 +1,15 @@
 /*
- * Convolutions, depthwise, pointwise and fully connected layers on the DSP SIMD
- * instructions with tessera's whole requantization (tsr_requantize: floor
- * rounding, an additive term, Requant.divisor, int32 outputs), which
- * CMSIS-NN's API cannot express (its requantization rounds half up and has
- * no additive term): the layers of NEMO/DORY graphs. Written for tessera,
+ * Convolutions, depthwise, pointwise and fully connected layers with
+ * tessera's whole requantization (floor rounding, an additive term,
+ * Requant.divisor, int32 outputs), which CMSIS-NN's API cannot express (its
+ * requantization rounds half up and has no additive term): the layers of
+ * NEMO/DORY and Deeploy graphs. An int8 output runs on the library's cores
+ * (mm.c, dw.c) in the DORY form (TSR_RQ_K64; what does not fit it, e.g.
+ * Requant.divisor, per element there); int32 outputs, and calls without
+ * room for the cores' buffers, on the code below. Written for tessera,
  * outside arm/, so that they stay when ARM's CMSIS-NN replaces arm/.
  *
- Pointwise and fully connected layers read their inputs in place: four
+ * Below: pointwise and fully connected layers read their inputs in place: four
  * bytes of input and of a filter row make two smlad (sxtab16 adds the
  * input offset while sign-extending bytes 0 and 2, its ror8 form bytes 1
  * and 3; the filter goes through sxtb16 the same way, so lanes pair up).
@@ -33,6 +36,21 @@
 #include "tessera/cmsis_nn.h"
 #include "tessera/window.h"
 #include "tsr_dsp.h"
+#include "tsr_glue.h"
+
+/* DORY's and Deeploy's requantization (floor or half up, an additive
+ * term), an int8 output: the library's cores (TSR_RQ_K64; what does not fit
+ * its fast form, e.g. Requant.divisor, per element there). Otherwise, or
+ * without room for the cores' buffers, the code below; so also a weight
+ * offset, a negative accumulator's own multiplier (a LeakyRelu folded) and
+ * an additive term in units of 2^add_shift (a bias wider than 32 bits),
+ * which the cores do not take. */
+static int k64(const tsr_conv_args_t *a)
+{
+    return a->rq && (a->rq->rounding == TSR_ROUND_HALF_UP || a->rq->rounding == TSR_ROUND_FLOOR) &&
+           !a->rq->elem.plane && !a->bias_elem.plane && a->dh <= 1 && a->dw <= 1 && !a->weight_offset &&
+           !a->rq->neg_mul && !a->rq->add_shift;
+}
 
 /* s0 += sum (x[i] + off) * w0[i], s1 the same with w1, over n elements */
 TSR_INLINE void dot2(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t off,
@@ -212,7 +230,7 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const size_t filter = (size_t)kh * kw * in_c;
     (void)ncores;
-    if (core != 0)
+    if (core != 0 || (k64(a) && tsr_glue_conv(a, TSR_RQ_K64)))
         return;
     /* Columns pay where window rows are short runs (a first layer's one
      * channel: in place, each run ends in a scalar tail) or enough channel
@@ -284,15 +302,23 @@ static void rows(const tsr_conv_args_t *a, int32_t pixels, int32_t k)
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
-    if (core == 0)
+    if (core == 0 && !(k64(a) && tsr_glue_conv(a, TSR_RQ_K64)))
         rows(a, a->out_h * a->out_w, a->in_c);
 }
 
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
-    if (core == 0)
-        rows(a, 1, a->in_h * a->in_w * a->in_c);
+    if (core != 0)
+        return;
+    if (k64(a)) {
+        int32_t bytes;
+        int32_t *buf = tsr_glue_buf(a, &bytes);
+        const tsr_mm_t m = tsr_glue_mm(a, a->in_h * a->in_w * a->in_c);
+        tsr_mm_fc(&m, a->in, a->input_offset, (int8_t *)a->out, buf, bytes, TSR_RQ_K64);
+        return;
+    }
+    rows(a, 1, a->in_h * a->in_w * a->in_c);
 }
 
 /* two int16 lanes in a word, lo in the bottom half */
@@ -312,7 +338,7 @@ void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t groups = C / 4, woff = a->weight_offset;
     int32_t *wt = (int32_t *)(void *)a->scratch;
     (void)ncores;
-    if (core != 0)
+    if (core != 0 || (k64(a) && tsr_glue_depthwise(a, TSR_RQ_K64)))
         return;
     if (!wt || ((uintptr_t)wt & 3) != 0 || (size_t)a->scratch_bytes < (size_t)8 * area * groups
         || off < -255 || off > 255)

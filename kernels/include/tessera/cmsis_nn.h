@@ -36,6 +36,13 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores);
+/* TFLite's rounding (TSR_ROUND_TFLITE: conv2d, pointwise, depthwise; a
+ * linear layer with it), on the same cores as the CMSIS-NN calls;
+ * input_offset within [-255, 255], the scratch as the CMSIS-NN calls' */
+void tsr_cmsis_conv2d_tfl(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_pointwise_tfl(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_depthwise_tfl(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_linear_tfl(const tsr_conv_args_t *a, int core, int ncores);
 /* fused depthwise/pointwise steps (kernels.h) on the CMSIS-NN layer kernels
  * (fused.c), both layers with CMSIS-NN's arithmetic; scratch in dw.scratch:
  * both layers' library.yaml scratch (whole channel count); pw_dw's buf also

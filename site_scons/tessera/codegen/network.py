@@ -515,7 +515,17 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     for i, t in enumerate(v["outputs"]):
         out.append(f"    print_hex(\"output\", {i}, (const uint8_t *){p}_output({i}), {t['bytes']});")
     out.append("""    fputs("TSR total count=", stdout);
-    print_u64(total);""" + ("""
+    print_u64(total);
+    if (hal_stack_peak && hal_stack_size && hal_stack_size()) {
+        /* the stack's high-water mark (where the HAL measures it): a stack that
+         * reached the end of its reservation may have overwritten other data */
+        printf(" stack=%lu", (unsigned long)hal_stack_peak());
+        if (hal_stack_peak() >= hal_stack_size()) {
+            fprintf(stderr, "\\ntessera: the stack used all of its %lu reserved bytes (raise the target's "
+                    "memory.<level>.reserved.stack)\\n", (unsigned long)hal_stack_size());
+            return 3;
+        }
+    }""" + ("""
     if (profile)
         printf(" overlaps=%lu", (unsigned long)hal_core_count_overlaps);""" if cores else "") + """
     fputs("\\nTSR done\\n", stdout);

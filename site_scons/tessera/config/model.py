@@ -25,6 +25,7 @@ GENERATOR = Field("map", fields={
     "channels": Field("int", "input channels", default=3, minimum=1),
     "classes": Field("int", "output classes", required=True, minimum=1),
     "seed": Field("int", "weight seed", default=0, minimum=0),
+    "scale_head": Field("bool", "mobilenet_v2: its last 1x1 convolution scaled by the width too (TF-slim's default)"),
 })
 
 QUANTIZATION = Field("map", fields={
@@ -149,6 +150,10 @@ def parse_model(data, path, name):
         _given_file(model, "onnx", base, path)
     else:
         model["generator"]["resolution"] = _resolution(model["generator"]["resolution"], path)
+        if model["generator"]["scale_head"] is None:
+            # not given: the generator's parameters (and so the digest of every
+            # other model's files) as they were before the key existed
+            del model["generator"]["scale_head"]
     if model["reference"] is not None:
         if not has_onnx:
             raise ConfigError(path, "reference: compares a given network with its reference outputs",

@@ -111,7 +111,7 @@ def plan(graph, view, docs):
     # a fused step's bands (either kind) let its output overlap its input
     # (memplan, checked by the replay, weight stream included); its layers
     # run fused, not in place (rambudget.with_fused, as the budget step did)
-    fused, view = rambudget.with_fused(view, sched, fused_tilings)
+    fused, view = rambudget.with_fused(view, sched, fused_tilings, graph)
     # layers in place: a flat tile level takes them where they lower total
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
@@ -120,7 +120,7 @@ def plan(graph, view, docs):
     def plan_with(direct):
         return memplan.plan(graph, tilings, view, view["align"], view["fit_hint"], fused, direct)
     if policy == "flat":
-        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with)
+        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with, view.get("ram_cap"))
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})

@@ -50,10 +50,16 @@ def meta(tcfg, mcfg, cg, outdir, paths, root):
 
 def fusion_section(sched):
     """The selector's decision: its groups and the activation bytes moved
-    with and without them (schedule.json has every candidate's reason)."""
-    return {"policy": sched["policy"], "totals": sched["totals"],
-            "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
-                       for s in sched["steps"] if s["kind"] != "layer"]}
+    with and without them (schedule.json has every candidate's reason);
+    patched steps with their tile, policy and alternatives, and the need
+    they meet."""
+    out = {"policy": sched["policy"], "totals": sched["totals"],
+           "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason", "patch", "form",
+                                          "alternatives") if k in s}
+                      for s in sched["steps"] if s["kind"] != "layer"]}
+    if sched.get("patched", {}).get("steps"):
+        out["patched"] = {k: sched["patched"][k] for k in ("need", "source", "chains_priced")}
+    return out
 
 
 def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
@@ -76,7 +82,10 @@ def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
         from ..storage import ooc
 
         out["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta_view)
-    return out, render_html(out, memory_map(graph, the_plan, tilings))
+    from ..report import patched
+
+    page = render_html(out, memory_map(graph, the_plan, tilings))
+    return out, page.replace("</body></html>", patched.html(out["fusion"]) + "</body></html>")
 
 
 def verdict_line(data, outdir):
@@ -98,7 +107,11 @@ def verdict_line(data, outdir):
 def show(data, outdir, console=None):
     """The end of a build on the console: the report's tables, then (the
     returned line) its verdict."""
-    from ..report import build
+    from ..report import build, patched
+    from ..report.console import make_console
 
+    console = console or make_console()
     build.render(data, console)
+    for line in patched.lines(data["fusion"]):
+        console.print(line, markup=False, highlight=False)
     return verdict_line(data, outdir)

@@ -456,7 +456,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     overlap = memory.get("overlap", True)
     bands = spill is not None and memory.get("storage", {}).get("level") == spill
     fused_pairs = fused_candidates(graph, fused) if fused and overlap and all(
-        "bands" in g for g in fused.values()) else []
+        "bands" in g or "windows" in g for g in fused.values()) else []
     act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
                                                   overlap, fused_pairs, bands, direct, skip=_fused_outputs(graph, fused),
@@ -524,7 +524,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     if direct:
         the_plan["direct"] = direct
     # the proof: the generated schedule replayed over these addresses
-    if not fused or all("bands" in g for g in fused.values()):
+    if not fused or all("bands" in g or "windows" in g for g in fused.values()):
         hazard.check(graph, tilings, the_plan, fused)
     return the_plan
 

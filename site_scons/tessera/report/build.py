@@ -180,7 +180,7 @@ def kernel_of(kernels, layer, graph):
     target's library gave the layer to its fallback)."""
     lib = library(kernels)
     fn = lib.kernel_function(layer, graph)
-    own = list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
+    own = [fn for table in ("KERNELS", "RQ_KERNELS", "TFL_KERNELS") for fn in getattr(lib, table, {}).values()]
     return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 

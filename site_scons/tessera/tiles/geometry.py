@@ -184,7 +184,7 @@ def steps_gap(steps, x_shape, xe, y_shape, ye):
     shape and element size: no step reads a byte an earlier step wrote."""
     written, gap = -1, 0
     for reads, writes in steps:
-        if written >= 0:
+        if written >= 0 and reads:     # (a patch may read nothing: its input rows are kept)
             gap = max(gap, written - min(_first(b, x_shape, xe) for b in reads) + 1)
         written = max([written] + [_last(b, y_shape, ye) for b in writes])
     return gap

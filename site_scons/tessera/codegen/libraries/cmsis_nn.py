@@ -25,6 +25,8 @@ arm_max_pool_s8; average pooling and add have tessera's semantics, which
 CMSIS-NN's differ from, and run on this library's own DSP kernels.
 """
 
+from dataclasses import replace
+
 from . import reference
 
 # what the generated layer code includes to see the kernel functions
@@ -45,10 +47,14 @@ FUSED_SCHEME = {"dw_pw": "layers", "pw_dw": "layers"}
 
 def fused_kernel(kind, dw, pw, graph):
     """The fused step's kernel (kind: dw_pw, pw_dw or pw_dw_rows): the
-    CMSIS-NN one when both layers run on CMSIS-NN's API apart, else the
-    reference (tessera's other arithmetic; it needs no more L1 than the
+    library's when both layers run on its kernels apart with an int8
+    output (CMSIS-NN's API, TFLite's form or tessera's others: fused.c
+    runs each layer the same way), else the reference (int32 outputs,
+    what only the reference kernels take; it needs no more L1 than the
     `layers` scheme counts)."""
-    if all(kernel_function(layer, graph) == KERNELS[layer.op] for layer in (dw, pw)):
+    own = (KERNELS, TFL_KERNELS, RQ_KERNELS)
+    if all(layer.requant is not None and any(kernel_function(layer, graph) == k.get(layer.op) for k in own)
+           for layer in (dw, pw)):
         return FUSED[kind]
     return f"tsr_{kind}"
 
@@ -89,16 +95,41 @@ def cmsis_semantics(layer):
     return None
 
 
-# tessera's requantization on the DSP (any_rq.c): what CMSIS-NN's API cannot express
+# TFLite's two roundings (Requant rounding "tflite") on the same cores
+# (kernels/cmsis_nn/tsr_rq.h: TSR_RQ_TFL, TSR_RQ_TFLX; glue.c)
+TFL_KERNELS = {"conv2d": "tsr_cmsis_conv2d_tfl", "pointwise": "tsr_cmsis_pointwise_tfl",
+               "depthwise": "tsr_cmsis_depthwise_tfl", "linear": "tsr_cmsis_linear_tfl"}
+
+# tessera's other requantizations (DORY's and Deeploy's floor or half up
+# with an additive term on the cores, TSR_RQ_K64; Requant.divisor and int32
+# outputs in any_rq.c): what CMSIS-NN's API cannot express
 RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise_rq",
               "linear": "tsr_cmsis_linear_rq", "depthwise": "tsr_cmsis_depthwise_rq"}
 
 
+def _tflite_add(layer, graph):
+    """A TFLite ADD (each input rescaled) tsr_cmsis_add takes: two int8
+    tensors of one shape and a per-tensor requantization."""
+    return (layer.op == "add" and bool(layer.in_shift) and layer.requant is not None
+            and layer.requant.rounding == "tflite"
+            and reference.reference_only(replace(layer, in_shift=None), graph) is None)
+
+
 def kernel_function(layer, graph):
+    """The kernel entry point, chosen by the layer's requantization form:
+    CMSIS-NN's API (half up), TFLite's, or tessera's others; the
+    reference kernels for what only they implement."""
+    if _tflite_add(layer, graph):
+        return KERNELS["add"]
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]
         # the input offset is added in 16-bit lanes next to an int8 value
         if layer.op in RQ_KERNELS and -255 <= layer.input_offset <= 255:
+            rq = layer.requant
+            # a weight offset: any_rq.c's own code, whatever the rounding
+            if (rq is not None and rq.rounding == "tflite" and not any(rq.add) and not layer.weight_offset
+                    and -128 <= rq.zero_point <= 127 and -128 <= rq.lo <= rq.hi <= 127):
+                return TFL_KERNELS[layer.op]
             return RQ_KERNELS[layer.op]
     return reference.kernel_function(layer)
