@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIBRARY = load_yaml(os.path.join(ROOT, "kernels", "cmsis_nn", "library.yaml"))
 # <op>_rq: tessera's whole requantization (floor rounding, an additive
 # term, Requant.divisor: NEMO/DORY/Deeploy layers; the cores' K64 form and
-# any_rq.c); <op>_tfl: TFLite's two roundings (the cores' TFL forms)
+# any_rq.c), a third of them with a weight offset (TF1-style uint8 weights:
+# any_rq.c's own code); <op>_tfl: TFLite's two roundings (the cores' TFL forms)
 OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add",
        "conv2d_rq", "pointwise_rq", "linear_rq", "depthwise_rq",
        "conv2d_tfl", "pointwise_tfl", "depthwise_tfl", "linear_tfl", "add_tfl")
@@ -147,6 +148,19 @@ def _bias(rng, n):
     return None if rng.integers(4) == 0 else rng.integers(-2**20, 2**20, size=n).astype(np.int32)
 
 
+def _acc(op, x, w, bias, off, g):
+    """The accumulators of a convolution-like tile (w: [co, ...] as the kernels take it)."""
+    pad = (g["pad_t"], g["pad_l"], g["pad_b"], g["pad_r"])
+    k, s = (g["kh"], g["kw"]), (g["sh"], g["sw"])
+    if op == "conv2d":
+        return ops.conv2d(x, w, bias, off, k, s, pad)
+    if op == "pointwise":
+        return ops.pointwise(x, w, bias, off)
+    if op == "depthwise":
+        return ops.depthwise(x, w.transpose(1, 2, 0), bias, off, k, s, pad)
+    return ops.linear(x, w, bias, off)
+
+
 def make_case(op, rng):
     """One random case of op."""
     if op.endswith(("_rq", "_tfl")) and op != "add_tfl":
@@ -154,6 +168,12 @@ def make_case(op, rng):
         case = make_case(base, rng)
         # the same tile with tessera's or TFLite's requantization in place of CMSIS-NN's
         acc, co = case.acc, case.fields["out_c"]
+        if form == "rq" and rng.integers(3) == 0:
+            # TF1-style uint8 weights: every weight plus the weight offset
+            wo = int(rng.integers(-127, 129))
+            case.fields["weight_offset"] = wo
+            w = case.arrays["weights"].astype(np.int64) + wo
+            acc = _acc(base, case.arrays["in"], w, case.arrays.get("bias"), case.fields["input_offset"], case.g)
         acc_max = int(np.abs(acc).max(initial=0))
         case.op = op
         case.rq = _requant(rng, co, acc_max, cmsis=False) if form == "rq" else _tflite_requant(rng, co, acc_max)
@@ -179,24 +199,19 @@ def make_case(op, rng):
             ci, co = _channels(rng, 12), _channels(rng, 9)
         x = _int8(rng, (g["in_h"], g["in_w"], ci))
         bias = _bias(rng, co)
-        pad = (g["pad_t"], g["pad_l"], g["pad_b"], g["pad_r"])
-        k, s = (g["kh"], g["kw"]), (g["sh"], g["sw"])
         if op == "conv2d":
             w = _int8(rng, (co, g["kh"], g["kw"], ci))
-            acc = ops.conv2d(x, w, bias, off, k, s, pad)
             q = dict(tile_c=co, patch=g["kh"] * g["kw"] * ci)
         elif op == "pointwise":
             w = _int8(rng, (co, ci))
-            acc = ops.pointwise(x, w, bias, off)
             q = dict(tile_c=co, in_c=ci)
         elif op == "depthwise":
             w = _int8(rng, (co, g["kh"], g["kw"]))          # tessera's [c][kh][kw]
-            acc = ops.depthwise(x, w.transpose(1, 2, 0), bias, off, k, s, pad)
             q = dict(tile_c=co, kernel_area=g["kh"] * g["kw"])
         else:
             w = _int8(rng, (co, g["in_h"] * g["in_w"] * ci))
-            acc = ops.linear(x, w, bias, off)
             q = dict(tile_c=co, in_h=g["in_h"], in_w=g["in_w"], in_c=ci)
+        acc = _acc(op, x, w, bias, off, g)
         rq = _requant(rng, co, int(np.abs(acc).max(initial=0)))
         fields = {key: g[key] for key in ("in_h", "in_w", "kh", "kw", "sh", "sw", "pad_t", "pad_l", "pad_b",
                                           "pad_r")}
@@ -212,7 +227,7 @@ def make_case(op, rng):
             k = q["patch"] if op == "conv2d" else ci
             scratch = 8 * co + 2 * 2 * ((k + 3) & ~3)
         case = Case(op, fields, arrays, golden_requant(acc, rq), rq, scratch, macs)
-        case.acc = acc
+        case.acc, case.g = acc, g
         return case
     if op in ("maxpool", "avgpool"):
         c = _channels(rng, 13)

@@ -132,6 +132,7 @@ def run_host(lib, case):
                         out.ctypes.data, f["out_h"], f["out_w"], f["out_c"], f["kh"], f["kw"], f["sh"], f["sw"],
                         f["pad_t"], f["pad_l"], f["pad_b"], f["pad_r"], f["input_offset"], rq_p,
                         _ptr(scratch, c_int8) if case.scratch else None, case.scratch)
+        args.weight_offset = f.get("weight_offset", 0)
     getattr(lib, case.fn)(ctypes.byref(args), 0, 1)
     return out.reshape(case.expected.shape)
 
@@ -194,7 +195,7 @@ def harness_source(case_list):
                 src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
             body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
                         f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
-                        f"{ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, {rq.get('divisor', 0)}}};")
+                        f"{ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, {rq.get('divisor', 0)}, NULL, NULL, 0}};")
         kind = KIND[c.op]
         body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
         for name in c.arrays:

@@ -44,7 +44,8 @@ class RequantT(ctypes.Structure):
     _fields_ = [("mul", POINTER(c_int32)), ("add", POINTER(c_int32)), ("shift", POINTER(c_int8)),
                 ("per_channel", c_int32), ("zero_point", c_int32),
                 ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT),
-                ("divisor", c_int32)]
+                ("divisor", c_int32), ("neg_mul", POINTER(c_int32)), ("neg_shift", POINTER(c_int8)),
+                ("add_shift", c_int32)]
 
 
 class ConvArgs(ctypes.Structure):
@@ -55,7 +56,7 @@ class ConvArgs(ctypes.Structure):
                 ("pad_t", c_int32), ("pad_l", c_int32), ("pad_b", c_int32), ("pad_r", c_int32),
                 ("input_offset", c_int32), ("rq", POINTER(RequantT)),
                 ("scratch", POINTER(c_int8)), ("scratch_bytes", c_int32), ("bias_elem", PlaneT),
-                ("dh", c_int32), ("dw", c_int32)]
+                ("dh", c_int32), ("dw", c_int32), ("weight_offset", c_int32)]
 
 
 class PoolArgs(ctypes.Structure):
@@ -217,10 +218,12 @@ class Rq:
     """A requantization both as the golden model's Requant and as the C
     struct (arrays kept alive here)."""
 
-    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding, divisor=None):
+    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding, divisor=None, neg=None):
         self.golden = Requant(mul=list(mul), add=list(add) if add is not None else [0],
                               shift=list(shift), rounding=rounding,
-                              zero_point=zero_point, lo=lo, hi=hi, divisor=divisor)
+                              zero_point=zero_point, lo=lo, hi=hi, divisor=divisor,
+                              neg_mul=[neg[0]] if neg else None, neg_shift=[neg[1]] if neg else None)
+        self.neg = neg   # (multiplier, shift) of a negative accumulator (a LeakyRelu folded), or None
         self.divisor = divisor or 0
         self.mul = np.array(mul, dtype=np.int32)
         self.add = np.array(add, dtype=np.int32) if add is not None else None

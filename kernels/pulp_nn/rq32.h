@@ -17,18 +17,19 @@ typedef struct {
     int32_t mul, round, shift, lo, hi, zero_point;
 } xp_rq_t;
 
-/* Whether rq is the usual kind (round half up, no additive term, per
- * channel or tensor): its channels' shifts are then all that decides. */
+/* Whether rq is the usual kind (round half up, no additive term, one
+ * multiplier for either sign, per channel or tensor): its channels' shifts
+ * are then all that decides. */
 static inline int xp_rq_usual(const tsr_requant_t *rq)
 {
-    return rq && !rq->add && rq->rounding == TSR_ROUND_HALF_UP && !rq->elem.plane;
+    return rq && !rq->add && !rq->neg_mul && rq->rounding == TSR_ROUND_HALF_UP && !rq->elem.plane;
 }
 
 /* Channel c's constants; 0 when it needs the general requantization. */
 static inline int xp_rq_channel(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
 {
     int32_t k, s;
-    if (!rq || rq->add || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
+    if (!rq || rq->add || rq->neg_mul || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
         return 0;
     k = rq->per_channel ? c : 0;
     s = rq->shift[k];

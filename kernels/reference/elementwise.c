@@ -3,6 +3,8 @@
  * kernels.h): broadcast mul/add, lookup tables, concatenation, resize and
  * softmax. Each core takes a contiguous share of the outermost loop.
  */
+#include <string.h>
+
 #include "ref_common.h"
 
 /* element index of (y, x, c) in an operand of dims (h, w, c), size-1 dims repeating */
@@ -55,16 +57,33 @@ void tsr_lut(const tsr_lut_args_t *a, int core, int ncores)
     }
 }
 
+/* 1 when the requantization returns its int8 input unchanged (mul 1,
+ * shift 0, nothing added, no clamp inside int8): a concatenation of
+ * tensors that share its quantization (TFLite's, most ONNX ones) */
+static int identity_rq(const tsr_requant_t *rq)
+{
+    return rq->mul[0] == 1 && rq->shift[0] == 0 && (!rq->add || rq->add[0] == 0) && !rq->per_channel
+           && rq->zero_point == 0 && rq->lo <= -128 && rq->hi >= 127 && !rq->elem.plane && rq->divisor <= 1
+           && !rq->neg_mul;
+}
+
 void tsr_concat(const tsr_concat_args_t *a, int core, int ncores)
 {
-    int32_t o0, o1, o, i, k, total = 0;
-    for (i = 0; i < a->n_in; i++)
+    int32_t o0, o1, o, i, k, total = 0, copy = identity_rq(a->rq);
+    for (i = 0; i < a->n_in; i++) {
         total += a->inner[i];
+        copy = copy && a->in_mul[i] == 1 && a->in_offset[i] == 0;
+    }
     tsr_ref_share(a->outer, core, ncores, &o0, &o1);
     for (o = o0; o < o1; o++) {
         int8_t *y = a->out + (size_t)o * total;
         for (i = 0; i < a->n_in; i++) {
             const int8_t *x = a->in[i] + (size_t)o * a->inner[i];
+            if (copy) {
+                memcpy(y, x, (size_t)a->inner[i]);
+                y += a->inner[i];
+                continue;
+            }
             for (k = 0; k < a->inner[i]; k++)
                 y[k] = (int8_t)tsr_requantize((int64_t)(x[k] + a->in_offset[i]) * a->in_mul[i], a->rq, 0);
             y += a->inner[i];
@@ -123,6 +142,15 @@ static int32_t tfl_one_over_one_plus_x(int32_t a)
     return tfl_mul_pot_left(x, 1);
 }
 
+/* RoundingDivideByPOT for exponents up to 34 (the softmax's last step on
+ * rows of more than 511 values): the same rounding in 64 bits. */
+static inline int32_t rdbpot64(int32_t x, int32_t e)
+{
+    int64_t mask = ((int64_t)1 << e) - 1, remainder = (int64_t)x & mask;
+    int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (int32_t)(((int64_t)x >> e) + (remainder > threshold ? 1 : 0));
+}
+
 /* TFLite's reference int8 softmax of one pixel (reference_ops::Softmax):
  * the table holds exp(-d) in Q0.31, the sum is Q12.19 */
 static void softmax_tflite(const tsr_softmax_args_t *a, const int8_t *x, int8_t *y)
@@ -134,13 +162,14 @@ static void softmax_tflite(const tsr_softmax_args_t *a, const int8_t *x, int8_t 
             max = x[c];
     for (c = 0; c < a->c; c++)
         total += (uint32_t)tsr_tfl_rdbpot(a->table[max - x[c]], 12);
-    /* the maximum adds 2^19, so 1 <= headroom <= 12; the frontend keeps
-     * the row short enough that the exponent below stays within 31 */
+    /* the maximum adds 2^19, so 1 <= headroom <= 12 (the frontend keeps a
+     * row to at most 4095 values, as the Q12.19 sum holds); the exponent
+     * below is at most 34 */
     headroom = __builtin_clz(total);
     scale = tfl_one_over_one_plus_x((int32_t)((total << headroom) - 0x80000000u));
     e = 12 - headroom + 31 - 8;
     for (c = 0; c < a->c; c++) {
-        int32_t v = tsr_tfl_rdbpot(tsr_tfl_srdhm(scale, a->table[max - x[c]]), e) + a->zero_point;
+        int32_t v = rdbpot64(tsr_tfl_srdhm(scale, a->table[max - x[c]]), e) + a->zero_point;
         y[c] = (int8_t)(v < a->lo ? a->lo : v > a->hi ? a->hi : v);
     }
 }

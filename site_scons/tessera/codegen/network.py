@@ -24,7 +24,9 @@ def view(graph, the_plan, target):
         t = graph.tensor(name)
         return {"name": name, "offset": offsets[name], "bytes": t.nbytes, "shape": t.shape,
                 "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift,
-                "scale": t.scale, "zero_point": t.zero_point}
+                # the model's own shape where it orders the values as the firmware does
+                "source_shape": t.source_shape if t.source_layout == "hwc" else None,
+                "scale": None if t.scale is None else f"{t.scale:.9g}", "zero_point": t.zero_point}
     v = {
         "model": graph.name,
         "prefix": target["prefix"],
@@ -130,10 +132,15 @@ def header(v):
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
             h, w, c = t["shape"]
             out.append(f"#define {P}_{kind}{i}_H {h}\n#define {P}_{kind}{i}_W {w}\n#define {P}_{kind}{i}_C {c}")
-            # real = scale * (q - zero_point); a float tail's output 0 says it below
-            if t.get("scale") is not None and not (tail and kind == "OUTPUT" and i == 0):
-                out.append(f"#define {P}_{kind}{i}_SCALE {float(t['scale'])!r}f   /* real = scale * (q - zero point) */")
-                out.append(f"#define {P}_{kind}{i}_ZERO_POINT {int(t['zero_point'] or 0)}")
+            # its shape in the order of its bytes (the model's own, or HWC where the model's is
+            # channel first), and real = scale * (q - zero_point) for values of that type
+            dims = t["source_shape"] or t["shape"]
+            out.append(f"#define {P}_{kind}{i}_RANK {len(dims)}")
+            out.append(f"#define {P}_{kind}{i}_SHAPE {{{', '.join(map(str, dims))}}}")
+            # a float tail's output 0 says its scale and zero point below
+            if t["scale"] is not None and not (tail and kind == "OUTPUT" and i == 0):
+                out.append(f"#define {P}_{kind}{i}_SCALE {t['scale']}f   /* real = scale * (q - zero point) */")
+                out.append(f"#define {P}_{kind}{i}_ZERO_POINT {t['zero_point'] or 0}")
     if tail:
         out.append(f"/* Output 0 is the quantized tensor before the model's float tail, left to\n"
                    f" * the application: {', '.join(tail['ops'])}.\n"

@@ -19,6 +19,8 @@ def run_layer(layer, graph, weights, values):
     """Compute one layer's output from `values` (tensor name -> array)."""
     x = values[layer.inputs[0]]
     w = weights[layer.weights] if layer.weights else None
+    if w is not None and getattr(layer, "weight_offset", None):
+        w = w.astype(np.int64) + layer.weight_offset
     b = weights[layer.bias] if layer.bias else None
     op = layer.op
     if op == "conv2d":
@@ -45,9 +47,17 @@ def run_layer(layer, graph, weights, values):
         h, w_, _ = graph.tensor(layer.output).shape
         acc = ops.resize(x, layer.input_offset, layer.table, h, w_, RESIZE_FRAC)
     elif op == "lut":
-        acc = ops.lut(x, layer.table)
+        acc = ops.lut(x, layer.table if layer.table is not None else w)
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant)
+    elif op == "transpose":
+        acc = ops.transpose(x, layer.perm, layer.dims, graph.tensor(layer.output).shape)
+    elif op == "argmax":
+        acc = ops.argmax(x)
+    elif op == "reshape":
+        acc = ops.reshape(x, graph.tensor(layer.output).shape)
+    elif op == "gather":
+        acc = ops.gather(x, layer.table, layer.axis, layer.fill)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)

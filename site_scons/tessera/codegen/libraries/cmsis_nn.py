@@ -15,7 +15,7 @@ floor((v >> (s-1)) + 1) / 2) = floor((v + 2^(s-1)) / 2^s) for any integer v,
 checked in tests/test_cmsis_nn.py. Convolutions, depthwise, pointwise
 and linear layers with other arithmetic (floor rounding and
 Requant.divisor from NEMO/DORY graphs, a RequantShift `add`, int32
-outputs) run on this library's own DSP kernels with tessera's whole
+outputs, TF1-style uint8 weights' weight offset) run on this library's own DSP kernels with tessera's whole
 requantization (tsr_cmsis_*_rq, any_rq.c). Other layers go to the
 reference kernels, compiled in as the library's fallback, and so does
 every layer
@@ -73,11 +73,15 @@ def cmsis_semantics(layer):
         return None
     if rq is None:
         return "int32 output (no requantization)"
+    if layer.weight_offset:
+        return "asymmetric uint8 weights (a weight offset: any_rq.c)"
     if layer.op in ("avgpool", "add"):
         # tessera's own kernels: any rounding, but the shift within int64
         return None if all(0 <= s <= 62 for s in rq.shift) else "shift out of range"
     if rq.rounding != "half_up":
         return f"{rq.rounding} rounding"
+    if rq.neg_mul:
+        return "a LeakyRelu folded into the requantization"
     if any(rq.add):
         return "an additive requantization term"
     if not all(1 <= s <= 62 for s in rq.shift):
@@ -129,7 +133,8 @@ def kernel_function(layer, graph):
         # the input offset is added in 16-bit lanes next to an int8 value
         if layer.op in RQ_KERNELS and -255 <= layer.input_offset <= 255:
             rq = layer.requant
-            if (rq is not None and rq.rounding == "tflite" and not any(rq.add)
+            # a weight offset: any_rq.c's own code, whatever the rounding
+            if (rq is not None and rq.rounding == "tflite" and not any(rq.add) and not layer.weight_offset
                     and -128 <= rq.zero_point <= 127 and -128 <= rq.lo <= rq.hi <= 127):
                 return TFL_KERNELS[layer.op]
             return RQ_KERNELS[layer.op]
