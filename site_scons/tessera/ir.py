@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax")
+       "mul", "concat", "resize", "lut", "softmax", "lstm")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
 # input (softmax, resize). The tiler gives them one tile or a fit error.
@@ -177,6 +177,14 @@ class Layer:
               (one_over_one_plus_x of s normalized by its leading zeros z)
               and y = clamp(RDBPOT(SRDHM(R, E[max - x]), 35 - z) + zero_point, lo, hi);
               mul and shift are unused.
+    lstm:     a recurrent layer over a sequence: input [1, T, F] (time along W),
+              output [1, T, n_output], every step's hidden state; `rnn`
+              holds its parameters and the keys of its arrays in weights.npz,
+              the arithmetic per step is golden/recurrent.py's (TFLite's
+              integer LSTM: int8 input, weights and hidden state, int16 gates
+              and cell state, gemmlowp's 16-bit logistic and tanh; with or
+              without input gate, peephole and projection). The state starts
+              at zero (real) for every inference. No requant.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
@@ -203,6 +211,7 @@ class Layer:
     axis: Optional[int] = None        # concat: the HWC axis joined
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
     table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
+    rnn: Optional[dict] = None        # lstm: the recurrent step's parameters (golden/recurrent.py)
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
     added: Optional[str] = None
@@ -271,7 +280,7 @@ class Graph:
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "rnn")
 
 
 def _drop_unset(d, keys):
@@ -331,4 +340,16 @@ def macs(layer, graph):
         return out.size * 2
     if layer.op == "matmul":
         return out.size * graph.tensor(layer.inputs[0]).shape[2]
+    if layer.op == "lstm":
+        return rnn_macs(layer.rnn)
     return 0
+
+
+def rnn_macs(rnn):
+    """Gate matmuls (input and recurrent), peephole, projection and the
+    cell's elementwise products, over every step."""
+    g, nc, no = len(rnn["gates"]), rnn["n_cell"], rnn["n_output"]
+    per_step = g * nc * (rnn["n_input"] + no) + len(rnn.get("peephole") or "") * nc + 3 * nc
+    if rnn.get("projection"):
+        per_step += nc * no
+    return rnn["steps"] * per_step

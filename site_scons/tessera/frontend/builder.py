@@ -100,6 +100,21 @@ class Builder:
         self.layers.append(layer)
         return layer
 
+    def recurrent(self, layer, arrays):
+        """Append a recurrent layer (op lstm): its arrays go to weights.npz
+        as <layer>.<role>, named in layer.rnn["arrays"]."""
+        digest = hashlib.sha256()
+        keys = {}
+        for role in sorted(arrays):
+            arr = np.ascontiguousarray(arrays[role])
+            keys[role] = f"{layer.name}.{role}"
+            self.weights[keys[role]] = arr
+            digest.update(role.encode() + str(arr.dtype).encode() + str(arr.shape).encode() + arr.tobytes())
+        layer.rnn = dict(layer.rnn, arrays=keys)
+        layer.digest = digest.hexdigest()[:16]
+        self.layers.append(layer)
+        return layer
+
     def finish(self):
         if not self.layers:
             raise FrontendError(self.path, "no layers found", "is this a quantized network?")

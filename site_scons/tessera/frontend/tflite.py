@@ -336,7 +336,7 @@ class TfliteParser:
             "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
             "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
             "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
-            "SOFTMAX": self.softmax,
+            "SOFTMAX": self.softmax, "UNIDIRECTIONAL_SEQUENCE_LSTM": self.lstm,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -718,6 +718,12 @@ class TfliteParser:
         layer = Layer(name=self.b.layer_name(f"softmax_{i}"), op="softmax", inputs=[x], output=y,
                       table=table, requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
+
+    def lstm(self, i, opname, op, ins, outs):
+        """UNIDIRECTIONAL_SEQUENCE_LSTM: one recurrent layer (frontend.tflite_rnn)."""
+        from .tflite_rnn import lstm   # imports this module
+        self._needs(i, opname, "lstm")
+        lstm(self, i, opname, op, ins, outs)
 
     def final_softmax(self, i, opname, op, ins, outs):
         """drop_final_softmax: the network ends at the SOFTMAX's input (the

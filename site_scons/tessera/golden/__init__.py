@@ -6,7 +6,7 @@ int8 or int32 as the IR says). The firmware must match it bit for bit.
 
 import numpy as np
 
-from . import ops
+from . import ops, recurrent
 from ..errors import TesseraError
 from ..ir import RESIZE_FRAC
 
@@ -48,6 +48,10 @@ def run_layer(layer, graph, weights, values):
         acc = ops.lut(x, layer.table)
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant)
+    elif op == "lstm":
+        rnn = layer.rnn
+        arrays = {role: weights[key] for role, key in rnn["arrays"].items()}
+        acc = recurrent.lstm(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays).reshape(1, rnn["steps"], -1)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)
