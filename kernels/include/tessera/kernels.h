@@ -186,6 +186,35 @@ typedef struct {
     int32_t rounding;            /* TSR_ROUND_TFLITE: TFLite's reference int8 softmax (ir.Layer) */
 } tsr_softmax_args_t;
 
+/* One time step of TFLite's integer LSTM (the IR's lstm, golden/recurrent.py)
+ * for this core's share of the cells: gates in the order i, f, g, o (no i
+ * when cifg), weights [gate][n_cell][n_input | n_output], biases with the
+ * zero points folded in, multipliers and IR shifts per gate. Reads h_prev
+ * and x, updates its cells of c in place and writes its cells' hidden
+ * values: to h_next (no projection) or, as int8, to hid (projection; then
+ * tsr_lstm_project computes h_next from hid, split over the outputs). */
+typedef struct {
+    const int8_t *x, *h_prev;
+    int8_t *h_next;
+    int16_t *c;
+    int8_t *hid;                 /* [n_cell], projection only */
+    const int8_t *w_in, *w_rec;
+    const int32_t *b_in, *b_rec;
+    const int16_t *w_peep;       /* [peephole gates][n_cell], or NULL */
+    const int8_t *w_proj;        /* [n_output][n_cell], or NULL */
+    const int32_t *b_proj;
+    int32_t n_input, n_cell, n_output, cifg;
+    int32_t mul_in[4], mul_rec[4], mul_peep[4];
+    int8_t shift_in[4], shift_rec[4], shift_peep[4];
+    int8_t peep[4];              /* per gate: its row of w_peep, or -1 */
+    int32_t hidden_mul, hidden_shift, hidden_zp;
+    int32_t proj_mul, proj_shift, state_zp, proj_clip;
+    int32_t cell_exp, cell_clip;
+} tsr_lstm_args_t;
+
+void tsr_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
+void tsr_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
+
 /* depthwise -> pointwise fused row-wise (kernels/reference/dw_pw.c): the
  * depthwise output never leaves L1. Each core takes its share of the output
  * rows and computes them in blocks of fd rows: the block's depthwise rows,
