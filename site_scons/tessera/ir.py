@@ -39,7 +39,7 @@ OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool"
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
 # input (softmax, resize). The tiler gives them one tile or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax")
+WHOLE_OPS = ("concat", "resize", "softmax", "lstm")
 # fixed-point fraction bits of resize's interpolation weights
 RESIZE_FRAC = 11
 # "tflite" and "tflite_div" reproduce TFLite's integer kernels (see Requant)
@@ -179,8 +179,8 @@ class Layer:
               mul and shift are unused.
     lstm:     a recurrent layer over a sequence: input [1, T, F] (time along W),
               output [1, T, n_output], every step's hidden state; `rnn`
-              holds its parameters and the keys of its arrays in weights.npz,
-              the arithmetic per step is golden/recurrent.py's (TFLite's
+              holds its parameters and where each of its arrays sits in its
+              one int8 `weights` array (golden.recurrent.pack), the arithmetic per step is golden/recurrent.py's (TFLite's
               integer LSTM: int8 input, weights and hidden state, int16 gates
               and cell state, gemmlowp's 16-bit logistic and tanh; with or
               without input gate, peephole and projection). The state starts
@@ -317,6 +317,8 @@ def weight_bytes_per_cout(layer, graph):
         return graph.tensor(layer.inputs[0]).shape[2]
     if layer.op == "linear":
         return graph.tensor(layer.inputs[0]).size
+    if layer.op == "lstm":   # its packed constants, padded to whole "channels"
+        return layer.rnn["bytes"] // layer.rnn["n_output"]
     return 0
 
 

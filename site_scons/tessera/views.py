@@ -90,6 +90,16 @@ def whole_split(layer):
     return ""
 
 
+def recurrent_l1(layer):
+    """What a recurrent layer keeps in L1 beside its sequences: its packed
+    constants (as weights) and its states: the int16 cell state, the initial
+    hidden state and, with a projection, the cells' int8 hidden values."""
+    rnn = layer.rnn
+    align = lambda n: -(-n // 4) * 4   # noqa: E731
+    scratch = align(2 * rnn["n_cell"]) + align(rnn["n_output"]) + (align(rnn["n_cell"]) if rnn.get("projection") else 0)
+    return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}
+
+
 def operand_as_weights(layer, graph):
     """A second input that is loaded per channel tile into the weight buffer."""
     return layer.op == "matmul" or channel_operand(layer, graph)
@@ -106,6 +116,8 @@ def tiler_layer(layer, graph):
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
             "w_bytes_per_cout": 0, "param_bytes_per_cout": 0,
+            # a recurrent layer keeps its constants and states in L1 (codegen.recurrent)
+            **(recurrent_l1(layer) if layer.op == "lstm" else {}),
         }
     view = {
         "name": layer.name,

@@ -135,6 +135,9 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     other input (loaded with the tile's inputs) by the library's add
     kernel, and only the sum goes to the add's output (`tiling` is then
     the epilogue's, with its skip buffer)."""
+    if layer.op == "lstm":
+        from . import recurrent
+        return recurrent.generate(layer, graph, tiling, plan_slice, target, model)
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)

@@ -101,19 +101,13 @@ class Builder:
         return layer
 
     def recurrent(self, layer, arrays):
-        """Append a recurrent layer (op lstm): its arrays go to weights.npz
-        as <layer>.<role>, named in layer.rnn["arrays"]."""
-        digest = hashlib.sha256()
-        keys = {}
-        for role in sorted(arrays):
-            arr = np.ascontiguousarray(arrays[role])
-            keys[role] = f"{layer.name}.{role}"
-            self.weights[keys[role]] = arr
-            digest.update(role.encode() + str(arr.dtype).encode() + str(arr.shape).encode() + arr.tobytes())
-        layer.rnn = dict(layer.rnn, arrays=keys)
-        layer.digest = digest.hexdigest()[:16]
-        self.layers.append(layer)
-        return layer
+        """Append a recurrent layer (op lstm): its arrays packed into one
+        int8 weight array (golden.recurrent.pack), their places in
+        layer.rnn["layout"]."""
+        from ..golden.recurrent import pack
+        blob, layout = pack(arrays, layer.rnn["n_output"])
+        layer.rnn = dict(layer.rnn, layout=layout, bytes=int(blob.size))
+        return self.add_layer(layer, {"weights": blob})
 
     def finish(self):
         if not self.layers:

@@ -50,7 +50,7 @@ def run_layer(layer, graph, weights, values):
         acc = ops.softmax(x, layer.table, layer.requant)
     elif op == "lstm":
         rnn = layer.rnn
-        arrays = {role: weights[key] for role, key in rnn["arrays"].items()}
+        arrays = recurrent.unpack(rnn, w)
         acc = recurrent.lstm(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays).reshape(1, rnn["steps"], -1)
     else:
         raise ValueError(f"golden model has no op {op!r}")

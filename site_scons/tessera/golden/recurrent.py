@@ -30,6 +30,42 @@ from .ops import tflite_multiply
 
 _I16 = (-(1 << 15), (1 << 15) - 1)
 
+# The layer's constants are one int8 array (its `weights`, what the weight
+# level holds and the step's code copies to L1 at once): the sections below,
+# in this order, each at a multiple of 4 bytes, the whole padded to a
+# multiple of n_output bytes (so it reads as n_output equal "channels" to the
+# planners). rnn["layout"] gives each present section's [offset, count].
+SECTIONS = (("b_input", np.int32), ("b_recurrent", np.int32), ("b_projection", np.int32),
+            ("w_peephole", np.int16), ("w_input", np.int8), ("w_recurrent", np.int8), ("w_projection", np.int8))
+
+
+def pack(arrays, n_output):
+    """(int8 blob, layout) of a recurrent layer's arrays."""
+    parts, layout, at = [], {}, 0
+    for role, dtype in SECTIONS:
+        if role not in arrays:
+            continue
+        raw = np.ascontiguousarray(arrays[role], dtype=dtype).reshape(-1)
+        layout[role] = [at, int(raw.size)]
+        b = raw.view(np.int8)
+        pad = -b.size % 4
+        parts += [b, np.zeros(pad, np.int8)]
+        at += b.size + pad
+    total = at + (-at % n_output)
+    parts.append(np.zeros(total - at, np.int8))
+    return np.concatenate(parts), layout
+
+
+def unpack(rnn, blob):
+    """{role: array} views of a recurrent layer's blob."""
+    blob = np.ascontiguousarray(blob, dtype=np.int8).reshape(-1)
+    out = {}
+    for role, dtype in SECTIONS:
+        if role in rnn["layout"]:
+            at, n = rnn["layout"][role]
+            out[role] = blob[at:at + n * np.dtype(dtype).itemsize].view(dtype)
+    return out
+
 
 def _sat16(x):
     return np.clip(x, *_I16)

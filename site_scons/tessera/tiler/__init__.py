@@ -151,7 +151,15 @@ def _whole_bytes(layer, align, t):
         one_in = max(layer["in_sizes"]) * layer["in_bytes"]
         out = Ho * Wo * Co * layer["out_bytes"]
     total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
+    # a recurrent layer's constants stay in L1 for the whole sequence, beside its states
+    total += memory.align_up(_resident(layer)[0], align) + memory.align_up(_resident(layer)[1], align)
     return one_in, out, total
+
+
+def _resident(layer):
+    """(weight bytes, scratch bytes) a whole-tensor layer keeps in L1 (a
+    recurrent layer: its constants and its states); 0 for the others."""
+    return layer["w_bytes_per_cout"] * layer["out"][2], layer.get("scratch_bytes", 0)
 
 
 def _solve_whole(layer, target):
@@ -184,8 +192,9 @@ def _solve_whole(layer, target):
         "tile": tile, "in_tile": {"h": t if split == "h" else H, "w": W, "c": t if split == "c" else C},
         "n_tiles": {"h": n if split == "h" else 1, "w": 1, "c": n if split == "c" else 1},
         "buffering": 1, "n_inputs": layer["n_inputs"],
-        "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": 0, "scratch": 0, "total": total},
-        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
+        "l1_bytes": {"in": one_in, "out": out, "weights": _resident(layer)[0], "params": 0,
+                     "scratch": _resident(layer)[1], "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
     }
 
 

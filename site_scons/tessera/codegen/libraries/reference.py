@@ -12,10 +12,12 @@ POOLS = ("maxpool", "avgpool")
 KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
-           "resize": "tsr_resize", "softmax": "tsr_softmax"}
+           "resize": "tsr_resize", "softmax": "tsr_softmax", "lstm": "tsr_lstm_step"}
+# a recurrent layer's step and projection kernels (codegen.recurrent)
+RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
 
 # ops only the reference kernels implement (the other libraries fall back)
-REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
+REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "lstm")
 
 
 def kernel_function(layer, graph=None):
