@@ -28,6 +28,8 @@ HARNESS = r"""
 #include <string.h>
 #include "tessera/fixed16.h"
 #include "tessera/kernels.h"
+void STEP(const tsr_lstm_args_t *a, int core, int ncores);
+void PROJECT(const tsr_lstm_args_t *a, int core, int ncores);
 int32_t t_sigmoid(int32_t a) { return tsr_sigmoid16(a); }
 int32_t t_tanh(int32_t a, int32_t bits) { return tsr_tanh16(a, bits); }
 void t_lstm(const int8_t *x, int32_t steps, int8_t *out, int32_t ncores,
@@ -36,12 +38,12 @@ void t_lstm(const int8_t *x, int32_t steps, int8_t *out, int32_t ncores,
             int32_t n_input, int32_t n_cell, int32_t n_output, int32_t cifg,
             const int32_t *mul_in, const int8_t *shift_in, const int32_t *mul_rec, const int8_t *shift_rec,
             const int32_t *mul_peep, const int8_t *shift_peep, const int8_t *peep,
-            const int32_t *scalars, int16_t *c, int8_t *h0, int8_t *hid)
+            const int32_t *scalars, int16_t *c, int8_t *h0, int8_t *hid, int16_t *pre)
 {
     tsr_lstm_args_t a;
     memset(&a, 0, sizeof a);
     a.w_in = w_in; a.w_rec = w_rec; a.b_in = b_in; a.b_rec = b_rec; a.w_peep = w_peep;
-    a.w_proj = w_proj; a.b_proj = b_proj; a.hid = hid; a.c = c;
+    a.w_proj = w_proj; a.b_proj = b_proj; a.hid = hid; a.c = c; a.pre = pre;
     a.n_input = n_input; a.n_cell = n_cell; a.n_output = n_output; a.cifg = cifg;
     for (int k = 0; k < 4; k++) {
         a.mul_in[k] = mul_in[k]; a.shift_in[k] = shift_in[k];
@@ -56,25 +58,33 @@ void t_lstm(const int8_t *x, int32_t steps, int8_t *out, int32_t ncores,
         a.h_prev = t ? out + (t - 1) * n_output : h0;
         a.h_next = out + t * n_output;
         for (int k = 0; k < ncores; k++)
-            tsr_lstm_step(&a, k, ncores);
+            STEP(&a, k, ncores);
         if (w_proj)
             for (int k = 0; k < ncores; k++)
-                tsr_lstm_project(&a, k, ncores);
+                PROJECT(&a, k, ncores);
     }
 }
 """
 
-LIBRARIES = {"reference": ["kernels/reference/recurrent.c"]}
+# library: (sources, include folders, step and projection functions); the
+# optimized ones built for the host with their portable equivalents of the
+# DSP / Xpulp instructions (the cross builds run the real ones)
+LIBRARIES = {"reference": (["kernels/reference/recurrent.c"], [], ("tsr_lstm_step", "tsr_lstm_project")),
+             "cmsis_nn": (["kernels/cmsis_nn/recurrent.c"], ["kernels/cmsis_nn"],
+                          ("tsr_cmsis_lstm_step", "tsr_cmsis_lstm_project")),
+             "pulp_nn": (["kernels/pulp_nn/recurrent.c"], ["kernels/pulp_nn"], ("pnn_lstm_step", "pnn_lstm_project"))}
 
 
-def _build(tmp, name, sources, extra=()):
+def _build(tmp, name, sources, includes, functions):
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("no host gcc")
     harness = tmp / "harness.c"
     harness.write_text(HARNESS)
     so = tmp / f"lib{name}.so"
-    cmd = [gcc, *CFLAGS, *extra, "-shared", "-fPIC", "-I", INCLUDE,
+    step, project = functions
+    cmd = [gcc, *CFLAGS, f"-DSTEP={step}", f"-DPROJECT={project}", "-shared", "-fPIC", "-I", INCLUDE,
+           *(f"-I{os.path.join(ROOT, d)}" for d in includes),
            *(os.path.join(ROOT, s) for s in sources), str(harness), "-o", str(so)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -83,10 +93,16 @@ def _build(tmp, name, sources, extra=()):
 
 @pytest.fixture(scope="module", params=sorted(LIBRARIES))
 def lib(request, tmp_path_factory):
-    return _build(tmp_path_factory.mktemp(request.param), request.param, LIBRARIES[request.param])
+    return _build(tmp_path_factory.mktemp(request.param), request.param, *LIBRARIES[request.param])
 
 
-def test_sigmoid_and_tanh_match_gemmlowp_on_every_input(lib):
+@pytest.fixture(scope="module")
+def ref_lib(tmp_path_factory):
+    return _build(tmp_path_factory.mktemp("fixed16"), "fixed16", *LIBRARIES["reference"])
+
+
+def test_sigmoid_and_tanh_match_gemmlowp_on_every_input(ref_lib):
+    lib = ref_lib
     lib.t_sigmoid.restype = c_int32
     lib.t_tanh.restype = c_int32
     xs = range(-32768, 32768)
@@ -168,6 +184,7 @@ def run_kernel(lib, rnn, arrays, x, ncores):
     c = np.zeros(nc, np.int16)
     h0 = np.full(no, rnn["state_zp"], np.int8)
     hid = np.zeros(nc, np.int8)
+    pre = np.zeros(G * nc, np.int16)
     xs = np.ascontiguousarray(x, np.int8)
     lib.t_lstm(_p(xs, c_int8), c_int32(T), _p(out, c_int8), c_int32(ncores),
                _p(arrays["w_input"], c_int8), _p(arrays["w_recurrent"], c_int8),
@@ -177,7 +194,7 @@ def run_kernel(lib, rnn, arrays, x, ncores):
                c_int32(G == 3), _p(four(m["input"], np.int32), c_int32), _p(four(s["input"], np.int8), c_int8),
                _p(four(m["recurrent"], np.int32), c_int32), _p(four(s["recurrent"], np.int8), c_int8),
                _p(peep_mul, c_int32), _p(peep_shift, c_int8), _p(peep_of, c_int8), _p(scalars, c_int32),
-               _p(c, c_int16), _p(h0, c_int8), _p(hid, c_int8))
+               _p(c, c_int16), _p(h0, c_int8), _p(hid, c_int8), _p(pre, c_int16))
     return out
 
 

@@ -93,10 +93,12 @@ def whole_split(layer):
 def recurrent_l1(layer):
     """What a recurrent layer keeps in L1 beside its sequences: its packed
     constants (as weights) and its states: the int16 cell state, the initial
-    hidden state and, with a projection, the cells' int8 hidden values."""
+    hidden state, the gates' int16 pre-activations and, with a projection,
+    the cells' int8 hidden values (codegen.recurrent lays them out)."""
     rnn = layer.rnn
     align = lambda n: -(-n // 4) * 4   # noqa: E731
-    scratch = align(2 * rnn["n_cell"]) + align(rnn["n_output"]) + (align(rnn["n_cell"]) if rnn.get("projection") else 0)
+    scratch = (align(2 * rnn["n_cell"]) + align(rnn["n_output"]) + align(2 * len(rnn["gates"]) * rnn["n_cell"])
+               + (align(rnn["n_cell"]) if rnn.get("projection") else 0))
     return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}
 
 

@@ -198,6 +198,7 @@ typedef struct {
     int8_t *h_next;
     int16_t *c;
     int8_t *hid;                 /* [n_cell], projection only */
+    int16_t *pre;                /* [gates][n_cell]: the gates' pre-activations (optimized kernels) */
     const int8_t *w_in, *w_rec;
     const int32_t *b_in, *b_rec;
     const int16_t *w_peep;       /* [peephole gates][n_cell], or NULL */

@@ -36,27 +36,60 @@ static inline int32_t tsr_lstm_peep(const tsr_lstm_args_t *a, int32_t k, int32_t
     return tsr_sat16(g + tsr_tfl_multiply(w * c, a->mul_peep[k], a->shift_peep[k]));
 }
 
-static inline void tsr_lstm_cells(const tsr_lstm_args_t *a, int32_t j0, int32_t j1, tsr_dot8_fn dot)
+/* cell j's update from its gates' pre-activations pre[k] (Q3.12, saturated) */
+static inline void tsr_lstm_cell(const tsr_lstm_args_t *a, int32_t j, const int32_t *pre)
 {
     const int32_t fi = a->cifg ? 0 : 1, gi = fi + 1, oi = fi + 2;
+    int32_t c = a->c[j];
+    int32_t f = tsr_sigmoid16(tsr_lstm_peep(a, fi, j, pre[fi], c));
+    int32_t i = a->cifg ? 32767 - f : tsr_sigmoid16(tsr_lstm_peep(a, 0, j, pre[0], c));
+    int32_t g = tsr_tanh16(pre[gi], 3);
+    c = tsr_sat16(tsr_w16(tsr_rdbpot(f * c, 15)) + tsr_w16(tsr_rdbpot(i * g, 30 + a->cell_exp)));
+    if (a->cell_clip > 0)
+        c = c > a->cell_clip ? a->cell_clip : c < -a->cell_clip ? -a->cell_clip : c;
+    int32_t o = tsr_sigmoid16(tsr_lstm_peep(a, oi, j, pre[oi], c));
+    int32_t h = tsr_tfl_multiply(o * tsr_tanh16(c, 15 + a->cell_exp), a->hidden_mul, a->hidden_shift);
+    if (a->w_proj) {
+        h -= a->hidden_zp;
+        a->hid[j] = (int8_t)(h < -128 ? -128 : h > 127 ? 127 : h);
+    } else {
+        h += a->hidden_zp;
+        a->h_next[j] = (int8_t)(h < -128 ? -128 : h > 127 ? 127 : h);
+    }
+    a->c[j] = (int16_t)c;
+}
+
+/* cells [j0, j1), each gate row by `dot` */
+static inline void tsr_lstm_cells(const tsr_lstm_args_t *a, int32_t j0, int32_t j1, tsr_dot8_fn dot)
+{
+    const int32_t gates = a->cifg ? 3 : 4;
     for (int32_t j = j0; j < j1; j++) {
-        int32_t c = a->c[j];
-        int32_t f = tsr_sigmoid16(tsr_lstm_peep(a, fi, j, tsr_lstm_gate(a, fi, j, dot), c));
-        int32_t i = a->cifg ? 32767 - f : tsr_sigmoid16(tsr_lstm_peep(a, 0, j, tsr_lstm_gate(a, 0, j, dot), c));
-        int32_t g = tsr_tanh16(tsr_lstm_gate(a, gi, j, dot), 3);
-        c = tsr_sat16(tsr_w16(tsr_rdbpot(f * c, 15)) + tsr_w16(tsr_rdbpot(i * g, 30 + a->cell_exp)));
-        if (a->cell_clip > 0)
-            c = c > a->cell_clip ? a->cell_clip : c < -a->cell_clip ? -a->cell_clip : c;
-        int32_t o = tsr_sigmoid16(tsr_lstm_peep(a, oi, j, tsr_lstm_gate(a, oi, j, dot), c));
-        int32_t h = tsr_tfl_multiply(o * tsr_tanh16(c, 15 + a->cell_exp), a->hidden_mul, a->hidden_shift);
-        if (a->w_proj) {
-            h -= a->hidden_zp;
-            a->hid[j] = (int8_t)(h < -128 ? -128 : h > 127 ? 127 : h);
-        } else {
-            h += a->hidden_zp;
-            a->h_next[j] = (int8_t)(h < -128 ? -128 : h > 127 ? 127 : h);
+        int32_t pre[4];
+        for (int32_t k = 0; k < gates; k++)
+            pre[k] = tsr_lstm_gate(a, k, j, dot);
+        tsr_lstm_cell(a, j, pre);
+    }
+}
+
+/* the gates' input or recurrent part of rows [r0, r1) of the gate matrices
+ * ([gate][n_cell] rows of n columns), by `dot2`, two rows at a time: the
+ * input part sets pre[r] = sat16(MBQM(b + w x)), the recurrent part adds
+ * MBQM(b + w h) to it, saturated (TFLite's two MatrixBatchVectorMultiplyAccumulate) */
+typedef void (*tsr_dot8x2_fn)(const int8_t *w0, const int8_t *w1, const int8_t *v, int32_t n,
+                              int32_t *s0, int32_t *s1);
+
+static inline void tsr_lstm_rows(const int8_t *w, const int32_t *b, const int8_t *v, int32_t n,
+                                 int32_t r0, int32_t r1, const int32_t *mul, const int8_t *shift,
+                                 int32_t n_cell, int16_t *pre, int recurrent, tsr_dot8x2_fn dot2)
+{
+    for (int32_t r = r0; r < r1; r += 2) {
+        int32_t two = r + 1 < r1, s0 = b[r], s1 = two ? b[r + 1] : 0;
+        dot2(w + (int64_t)r * n, w + (int64_t)(r + two) * n, v, n, &s0, &s1);
+        for (int32_t q = 0; q <= two; q++) {
+            int32_t k = (r + q) / n_cell;
+            int32_t v16 = tsr_tfl_multiply(q ? s1 : s0, mul[k], shift[k]);
+            pre[r + q] = (int16_t)tsr_sat16(recurrent ? pre[r + q] + v16 : v16);
         }
-        a->c[j] = (int16_t)c;
     }
 }
 

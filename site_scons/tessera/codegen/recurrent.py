@@ -56,13 +56,14 @@ def _args(layer, w, scratch):
     lines += [f"a.hidden_mul = {m['hidden']};", f"a.hidden_shift = {s['hidden']};",
               f"a.hidden_zp = {rnn['hidden_zp']};", f"a.state_zp = {rnn['state_zp']};",
               f"a.cell_exp = {rnn['cell_exp']};", f"a.cell_clip = {rnn['cell_clip']};",
-              f"a.c = (int16_t *)({scratch});"]
+              f"a.c = (int16_t *)({scratch});",
+              f"a.pre = (int16_t *)({scratch} + {align(2 * nc) + align(no)});"]
     if rnn.get("projection"):
         lines += [f"a.w_proj = {w} + {lay['w_projection'][0]};",
                   f"a.b_proj = (const int32_t *)({w} + {lay['b_projection'][0]});",
                   f"a.proj_mul = {m['projection']};", f"a.proj_shift = {s['projection']};",
                   f"a.proj_clip = {rnn['proj_clip']};",
-                  f"a.hid = {scratch} + {align(2 * nc) + align(no)};"]
+                  f"a.hid = {scratch} + {align(2 * nc) + align(no) + align(2 * len(gates) * nc)};"]
     return lines
 
 

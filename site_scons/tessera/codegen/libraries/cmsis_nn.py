@@ -34,6 +34,9 @@ KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "de
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
            "add": "tsr_cmsis_add"}
 
+# the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
+RECURRENT = ("tsr_cmsis_lstm_step", "tsr_cmsis_lstm_project")
+
 # fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
 # library's own layer kernels over an intermediate in L1, one after the
 # other per block (fd rows for DW->PW and PW->DW row-wise, fd channels for
@@ -91,6 +94,8 @@ RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise
 
 
 def kernel_function(layer, graph):
+    if layer.op == "lstm":
+        return RECURRENT[0]
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]

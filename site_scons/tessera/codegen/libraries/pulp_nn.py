@@ -13,6 +13,9 @@ HEADERS = ("tessera/pulp_nn.h",)
 KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "pnn_depthwise",
            "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add"}
 
+# the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
+RECURRENT = ("pnn_lstm_step", "pnn_lstm_project")
+
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
 FUSED = {"dw_pw": "pnn_dw_pw"}
 # ... run as the shared scheme (fusion/tiler.py): blocks of fd rows (DW->PW)
@@ -37,6 +40,8 @@ tile_args = reference.tile_args
 
 
 def kernel_function(layer, graph):
+    if layer.op == "lstm":
+        return RECURRENT[0]
     if reference.reference_only(layer, graph) is not None:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

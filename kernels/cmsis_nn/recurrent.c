@@ -1,0 +1,76 @@
+/*
+ * The recurrent step (the IR's lstm) on the Cortex-M DSP: the gate matrices'
+ * rows two at a time, four int8 products per SMLAD pair (the input word
+ * sign-extended once for both rows), into the gates' pre-activations; then
+ * each cell's update (tessera/lstm_cell.h, TFLite's integer arithmetic).
+ * The cores (one on a Cortex-M) split the cells, then the projection's
+ * outputs.
+ */
+#include "tessera/cmsis_nn.h"
+#include "tessera/lstm_cell.h"
+#include "tsr_dsp.h"
+
+static void dot2_dsp(const int8_t *w0, const int8_t *w1, const int8_t *v, int32_t n, int32_t *s0, int32_t *s1)
+{
+    int32_t a0 = *s0, a1 = *s1, k = 0;
+    for (; k + 4 <= n; k += 4) {
+        uint32_t x = tsr_ld32(v + k), p = tsr_ld32(w0 + k), q = tsr_ld32(w1 + k);
+        int32_t xe = tsr_sxtb16(x), xo = tsr_sxtb16_ror8(x);
+        a0 = tsr_smlad(tsr_sxtb16(p), xe, a0);
+        a0 = tsr_smlad(tsr_sxtb16_ror8(p), xo, a0);
+        a1 = tsr_smlad(tsr_sxtb16(q), xe, a1);
+        a1 = tsr_smlad(tsr_sxtb16_ror8(q), xo, a1);
+    }
+    for (; k < n; k++) {
+        a0 += (int32_t)w0[k] * v[k];
+        a1 += (int32_t)w1[k] * v[k];
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+static int32_t dot_dsp(const int8_t *w, const int8_t *v, int32_t n)
+{
+    int32_t s = 0, k = 0;
+    for (; k + 4 <= n; k += 4) {
+        uint32_t x = tsr_ld32(v + k), p = tsr_ld32(w + k);
+        s = tsr_smlad(tsr_sxtb16(p), tsr_sxtb16(x), s);
+        s = tsr_smlad(tsr_sxtb16_ror8(p), tsr_sxtb16_ror8(x), s);
+    }
+    for (; k < n; k++)
+        s += (int32_t)w[k] * v[k];
+    return s;
+}
+
+static void share(int32_t n, int core, int ncores, int32_t *b, int32_t *e)
+{
+    int32_t chunk = (n + ncores - 1) / ncores;
+    *b = chunk * core < n ? chunk * core : n;
+    *e = *b + chunk < n ? *b + chunk : n;
+}
+
+void tsr_cmsis_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
+{
+    const int32_t gates = a->cifg ? 3 : 4, nc = a->n_cell;
+    int32_t j0, j1;
+    share(nc, core, ncores, &j0, &j1);
+    for (int32_t k = 0; k < gates; k++)
+        tsr_lstm_rows(a->w_in, a->b_in, a->x, a->n_input, k * nc + j0, k * nc + j1, a->mul_in, a->shift_in,
+                      nc, a->pre, 0, dot2_dsp);
+    for (int32_t k = 0; k < gates; k++)
+        tsr_lstm_rows(a->w_rec, a->b_rec, a->h_prev, a->n_output, k * nc + j0, k * nc + j1, a->mul_rec,
+                      a->shift_rec, nc, a->pre, 1, dot2_dsp);
+    for (int32_t j = j0; j < j1; j++) {
+        int32_t pre[4];
+        for (int32_t k = 0; k < gates; k++)
+            pre[k] = a->pre[k * nc + j];
+        tsr_lstm_cell(a, j, pre);
+    }
+}
+
+void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
+{
+    int32_t o0, o1;
+    share(a->n_output, core, ncores, &o0, &o1);
+    tsr_lstm_projection(a, o0, o1, dot_dsp);
+}

@@ -1,0 +1,71 @@
+/*
+ * The recurrent step (the IR's lstm) on the PULP cluster: the cores split
+ * the cells (pairs of them, for the two-row blocking), each computing its
+ * cells' rows of every gate matrix into the gates' pre-activations, then
+ * its cells' updates (tessera/lstm_cell.h, TFLite's integer arithmetic);
+ * the projection's outputs are split the same way. With Xpulp
+ * (TSR_ISA_XPULPV2) four int8 products per pv.sdotsp.b, the input word
+ * loaded once for both rows, where rows and vectors are word-aligned.
+ */
+#include "pnn_common.h"
+#include "tessera/lstm_cell.h"
+#include "tessera/pulp_nn.h"
+#ifdef TSR_ISA_XPULPV2
+#include "xpulp.h"
+#endif
+
+static void dot2(const int8_t *w0, const int8_t *w1, const int8_t *v, int32_t n, int32_t *s0, int32_t *s1)
+{
+    int32_t a0 = *s0, a1 = *s1, k = 0;
+#ifdef TSR_ISA_XPULPV2
+    if ((((uintptr_t)w0 | (uintptr_t)w1 | (uintptr_t)v) & 3) == 0) {
+        const uint32_t *p = (const uint32_t *)w0, *q = (const uint32_t *)w1, *x = (const uint32_t *)v;
+        for (; k + 4 <= n; k += 4) {
+            uint32_t xv = *x++;
+            a0 = xp_sdotsp(a0, xv, *p++);
+            a1 = xp_sdotsp(a1, xv, *q++);
+        }
+    }
+#endif
+    for (; k < n; k++) {
+        a0 += (int32_t)w0[k] * v[k];
+        a1 += (int32_t)w1[k] * v[k];
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+static int32_t dot(const int8_t *w, const int8_t *v, int32_t n)
+{
+    int32_t s0 = 0, s1 = 0;
+    dot2(w, w, v, n, &s0, &s1);
+    return s0;
+}
+
+void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
+{
+    const int32_t gates = a->cifg ? 3 : 4, nc = a->n_cell;
+    int32_t j0, j1;
+    pnn_chunk(nc, 2, core, ncores, &j0, &j1);
+    if (j0 >= j1)
+        return;
+    for (int32_t k = 0; k < gates; k++)
+        tsr_lstm_rows(a->w_in, a->b_in, a->x, a->n_input, k * nc + j0, k * nc + j1, a->mul_in, a->shift_in,
+                      nc, a->pre, 0, dot2);
+    for (int32_t k = 0; k < gates; k++)
+        tsr_lstm_rows(a->w_rec, a->b_rec, a->h_prev, a->n_output, k * nc + j0, k * nc + j1, a->mul_rec,
+                      a->shift_rec, nc, a->pre, 1, dot2);
+    for (int32_t j = j0; j < j1; j++) {
+        int32_t pre[4];
+        for (int32_t k = 0; k < gates; k++)
+            pre[k] = a->pre[k * nc + j];
+        tsr_lstm_cell(a, j, pre);
+    }
+}
+
+void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
+{
+    int32_t o0, o1;
+    pnn_chunk(a->n_output, 1, core, ncores, &o0, &o1);
+    tsr_lstm_projection(a, o0, o1, dot);
+}
