@@ -180,7 +180,8 @@ def kernel_of(kernels, layer, graph):
     target's library gave the layer to its fallback)."""
     lib = library(kernels)
     fn = lib.kernel_function(layer, graph)
-    own = list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
+    own = (list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
+           + list(getattr(lib, "RECURRENT", ())))
     return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 

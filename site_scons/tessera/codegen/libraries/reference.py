@@ -17,7 +17,7 @@ KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "t
 RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
 
 # ops only the reference kernels implement (the other libraries fall back)
-REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "lstm")
+REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
 
 
 def kernel_function(layer, graph=None):
