@@ -51,7 +51,9 @@ def run_layer(layer, graph, weights, values):
     elif op == "lstm":
         rnn = layer.rnn
         arrays = recurrent.unpack(rnn, w)
-        acc = recurrent.lstm(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays).reshape(1, rnn["steps"], -1)
+        cell = recurrent.lstm if rnn["cell"] == "lstm" else recurrent.ops_cell
+        acc = cell(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays)
+        acc = acc.reshape(1, acc.shape[0], -1)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)

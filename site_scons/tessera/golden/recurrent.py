@@ -31,22 +31,19 @@ from .ops import tflite_multiply
 _I16 = (-(1 << 15), (1 << 15) - 1)
 
 # The layer's constants are one int8 array (its `weights`, what the weight
-# level holds and the step's code copies to L1 at once): the sections below,
-# in this order, each at a multiple of 4 bytes, the whole padded to a
-# multiple of n_output bytes (so it reads as n_output equal "channels" to the
-# planners). rnn["layout"] gives each present section's [offset, count].
-SECTIONS = (("b_input", np.int32), ("b_recurrent", np.int32), ("b_projection", np.int32),
-            ("w_peephole", np.int16), ("w_input", np.int8), ("w_recurrent", np.int8), ("w_projection", np.int8))
+# level holds and the step's code copies to L1 at once): its arrays, the
+# int32 ones first, then int16, then int8 (by name within a width), each at
+# a multiple of 4 bytes, the whole padded to a multiple of n_output bytes
+# (so it reads as n_output equal "channels" to the planners).
+# rnn["layout"] gives each array's [offset, count, dtype].
 
 
 def pack(arrays, n_output):
     """(int8 blob, layout) of a recurrent layer's arrays."""
     parts, layout, at = [], {}, 0
-    for role, dtype in SECTIONS:
-        if role not in arrays:
-            continue
-        raw = np.ascontiguousarray(arrays[role], dtype=dtype).reshape(-1)
-        layout[role] = [at, int(raw.size)]
+    for role in sorted(arrays, key=lambda r: (-np.asarray(arrays[r]).dtype.itemsize, r)):
+        raw = np.ascontiguousarray(arrays[role]).reshape(-1)
+        layout[role] = [at, int(raw.size), raw.dtype.name]
         b = raw.view(np.int8)
         pad = -b.size % 4
         parts += [b, np.zeros(pad, np.int8)]
@@ -60,10 +57,8 @@ def unpack(rnn, blob):
     """{role: array} views of a recurrent layer's blob."""
     blob = np.ascontiguousarray(blob, dtype=np.int8).reshape(-1)
     out = {}
-    for role, dtype in SECTIONS:
-        if role in rnn["layout"]:
-            at, n = rnn["layout"][role]
-            out[role] = blob[at:at + n * np.dtype(dtype).itemsize].view(dtype)
+    for role, (at, n, dtype) in rnn["layout"].items():
+        out[role] = blob[at:at + n * np.dtype(dtype).itemsize].view(dtype)
     return out
 
 
@@ -147,3 +142,73 @@ def lstm(x, rnn, arrays):
             h = np.clip(_mbqm(o * th, m["hidden"], s["hidden"]) + rnn["hidden_zp"], -128, 127)
         out[t] = h
     return out
+
+
+# ---- cells of plain ops (rnn["cell"] == "ops") ------------------------------
+#
+# A recurrent layer that a converter unrolled into plain int8 ops (TFLite's
+# FULLY_CONNECTED, ADD, LOGISTIC, TANH, MUL, SPLIT per step; ONNX Runtime's
+# QDQ MatMul, Add, Sigmoid, Tanh, Mul, Split), recognised and run as one
+# layer: per step, the body's vector ops, each with the arithmetic of the IR
+# op it is named after (ir.Layer: linear, add, mul, lut, their Requant) and
+# its own parameters for that step (a converter quantizes every step's
+# tensors apart). Vectors are the step's input "x", the states (rnn["states"]:
+# name, size, initial stored value) and the ops' outputs; an op reads a
+# vector from element `at` on ({"v": name, "at": k}) or a constant array of
+# the layer ({"const": role}). After the step the states take the vectors
+# rnn["next"] names; rnn["emit"] is the step's output (every step's, or the
+# last one's when rnn["sequence"] is false).
+
+def _requant(p, rounding):
+    from ..ir import Requant
+
+    mul, shift, zp, lo, hi = p["rq"]
+    return Requant(mul=[mul], add=[0], shift=[shift], rounding=rounding, zero_point=zp, lo=lo, hi=hi)
+
+
+def _operand(values, arrays, ref, n):
+    if "const" in ref:
+        v = np.asarray(arrays[ref["const"]], dtype=np.int64)
+    else:
+        v = values[ref["v"]]
+    at = ref.get("at", 0)
+    return v[at:at + n] if n is not None else v[at:]
+
+
+def body_op(op, t, values, arrays, tables):
+    """One body op at step t -> its int64 output vector."""
+    from . import ops
+
+    p = op["steps"][t]
+    n = op["n"]
+    kind = op["op"]
+    if kind == "linear":
+        x = _operand(values, arrays, op["in"][0], None)
+        w = np.asarray(arrays[op["weights"]], dtype=np.int64).reshape(n, -1)
+        b = arrays[op["bias"]] if op.get("bias") else None
+        acc = ops.linear(x.reshape(1, 1, -1), w, b, p["input_offset"])
+        y = ops.requantize(acc, _requant(p, op["rounding"]))
+    elif kind in ("add", "mul"):
+        a, b = (_operand(values, arrays, ref, n).reshape(1, 1, n) for ref in op["in"])
+        acc = (ops.add(a, b, p["in_mul"], p["in_offset"], p.get("in_shift")) if kind == "add"
+               else ops.mul(a, b, p["in_offset"]))
+        y = ops.requantize(acc, _requant(p, op["rounding"]))
+    elif kind == "lut":
+        y = ops.lut(_operand(values, arrays, op["in"][0], n), tables[p["table"]])
+    else:
+        raise ValueError(f"recurrent body op {kind!r}")
+    return np.asarray(y, dtype=np.int64).reshape(-1)
+
+
+def ops_cell(x, rnn, arrays):
+    """x [T, F] stored int8 -> int8 [T or 1, emit size]."""
+    tables = [np.asarray(table, dtype=np.int64) for table in rnn.get("tables", [])]
+    state = {s["name"]: np.full(s["size"], s["init"], dtype=np.int64) for s in rnn["states"]}
+    out = []
+    for t in range(rnn["steps"]):
+        values = dict(state, x=np.asarray(x[t], dtype=np.int64))
+        for op in rnn["body"]:
+            values[op["out"]] = body_op(op, t, values, arrays, tables)
+        out.append(values[rnn["emit"]])
+        state = {name: values[v] for name, v in rnn["next"].items()}
+    return np.stack(out if rnn.get("sequence", True) else out[-1:])
