@@ -338,9 +338,17 @@ class TfliteParser:
             "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
             "SOFTMAX": self.softmax, "UNIDIRECTIONAL_SEQUENCE_LSTM": self.lstm,
         }
+        from .tflite_unrolled import emit_layer, recognise   # imports this module
+        loops = recognise(self)
+        consumed = {o: loop for loop in loops for o in loop["consumed"]}
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
             name = m.opcode(op)
+            if i in consumed:
+                # an unrolled recurrence: one layer, at its first operator
+                if i == consumed[i]["first"]:
+                    emit_layer(self, consumed[i])
+                continue
             handler = handlers.get(name)
             if name == "SOFTMAX" and self.drop_final_softmax:
                 handler = self.final_softmax

@@ -200,15 +200,18 @@ def body_op(op, t, values, arrays, tables):
     return np.asarray(y, dtype=np.int64).reshape(-1)
 
 
-def ops_cell(x, rnn, arrays):
-    """x [T, F] stored int8 -> int8 [T or 1, emit size]."""
+def ops_cell(x, rnn, arrays, trace=None):
+    """x [T, F] stored int8 -> int8 [T or 1, emit size]. trace: a dict that
+    receives (body op index, step) -> that op's result."""
     tables = [np.asarray(table, dtype=np.int64) for table in rnn.get("tables", [])]
     state = {s["name"]: np.full(s["size"], s["init"], dtype=np.int64) for s in rnn["states"]}
     out = []
     for t in range(rnn["steps"]):
         values = dict(state, x=np.asarray(x[t], dtype=np.int64))
-        for op in rnn["body"]:
+        for k, op in enumerate(rnn["body"]):
             values[op["out"]] = body_op(op, t, values, arrays, tables)
+            if trace is not None:
+                trace[(k, t)] = values[op["out"]]
         out.append(values[rnn["emit"]])
         state = {name: values[v] for name, v in rnn["next"].items()}
     return np.stack(out if rnn.get("sequence", True) else out[-1:])
