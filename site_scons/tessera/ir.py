@@ -349,7 +349,14 @@ def macs(layer, graph):
 
 def rnn_macs(rnn):
     """Gate matmuls (input and recurrent), peephole, projection and the
-    cell's elementwise products, over every step."""
+    cell's elementwise products, over every step (a cell of plain ops:
+    its linear ops' products and one per element of the others)."""
+    if rnn["cell"] == "ops":
+        per_step = 0
+        for op in rnn["body"]:
+            at, n, _ = rnn["layout"][op["weights"]] if op["op"] == "linear" else (0, op["n"], "")
+            per_step += n
+        return rnn["steps"] * per_step
     g, nc, no = len(rnn["gates"]), rnn["n_cell"], rnn["n_output"]
     per_step = g * nc * (rnn["n_input"] + no) + len(rnn.get("peephole") or "") * nc + 3 * nc
     if rnn.get("projection"):

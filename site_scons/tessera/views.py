@@ -97,6 +97,9 @@ def recurrent_l1(layer):
     the cells' int8 hidden values (codegen.recurrent lays them out)."""
     rnn = layer.rnn
     align = lambda n: -(-n // 4) * 4   # noqa: E731
+    if rnn["cell"] == "ops":   # its states and every body op's vector
+        scratch = sum(align(s["size"]) for s in rnn["states"]) + sum(align(op["n"]) for op in rnn["body"])
+        return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}
     scratch = (align(2 * rnn["n_cell"]) + align(rnn["n_output"]) + align(2 * len(rnn["gates"]) * rnn["n_cell"])
                + (align(rnn["n_cell"]) if rnn.get("projection") else 0))
     return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}

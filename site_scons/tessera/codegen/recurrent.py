@@ -68,6 +68,12 @@ def _args(layer, w, scratch):
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
+    if layer.rnn["cell"] == "ops":
+        if plan_slice.get("spill"):
+            raise FitError(f"layer {layer.name}", f"a recurrent layer reads or writes activations moved out of "
+                           f"{target['act_level']}, which it does not support",
+                           "give the target's activation level more room")
+        return generate_ops(layer, graph, plan_slice, target, model)
     prefix = target["prefix"]
     lib = library(target["kernels"])
     step, project = kernels(lib)
@@ -130,6 +136,177 @@ def generate(layer, graph, tiling, plan_slice, target, model):
              "    hal_fork(step, &a);"]
     if rnn.get("projection"):
         body.append("    hal_fork(project, &a);")
+    body += ["}",
+             f"hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {ys}, {y.nbytes}u, 1, 0, 0, 1, 0, 0);",
+             "hal_dma_wait(&job);"]
+    text.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
+    text.extend("    " + line for line in body)
+    text.append("}")
+    return "\n".join(text) + "\n"
+
+
+# ---- cells of plain ops (golden.recurrent.ops_cell) -------------------------
+#
+# Per step, every body op is one fork of the library's kernel for that op
+# on whole vectors (linear: the rows over the cores; add, mul, lut: the
+# elements), with that step's parameters from a table of this file; the
+# states are vectors of their own, refreshed from the body's results after
+# the step. Views (a SPLIT's outputs) are pointers into their vector.
+
+# per-step parameter fields of each body op, in table order
+PARAMS = {"linear": ("input_offset", "mul", "shift", "zp", "lo", "hi"),
+          "add": ("off0", "off1", "mul0", "mul1", "sh0", "sh1", "mul", "shift", "zp", "lo", "hi"),
+          "mul": ("off0", "off1", "mul", "shift", "zp", "lo", "hi"),
+          "lut": ("table",)}
+
+
+def _row(op, p):
+    if op["op"] == "lut":
+        return [p["table"]]
+    rq = p["rq"]
+    if op["op"] == "linear":
+        return [p["input_offset"]] + rq
+    if op["op"] == "mul":
+        return list(p["in_offset"]) + rq
+    return list(p["in_offset"]) + list(p["in_mul"]) + list(p.get("in_shift") or (0, 0)) + rq
+
+
+def _body_kernel(op, lib, graph):
+    """The library's kernel for a body op when every step's parameters are
+    within what it computes exactly, else the reference kernel."""
+    from .. import ir
+
+    if op["op"] != "linear":
+        return reference.KERNELS[op["op"]]
+    chosen = set()
+    for p in op["steps"]:
+        mul, shift, zp, lo, hi = p["rq"]
+        probe = ir.Layer(name="body", op="linear", inputs=[], output="", input_offset=p["input_offset"],
+                         requant=ir.Requant(mul=[mul], add=[0], shift=[shift], rounding=op["rounding"],
+                                            zero_point=zp, lo=lo, hi=hi))
+        chosen.add(lib.kernel_function(probe, graph))
+    return chosen.pop() if len(chosen) == 1 else reference.KERNELS["linear"]
+
+
+def generate_ops(layer, graph, plan_slice, target, model):
+    from .cfmt import int_list
+
+    prefix = target["prefix"]
+    lib = library(target["kernels"])
+    rnn = layer.rnn
+    l1 = plan_slice["l1"]
+    L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    T, F = rnn["steps"], rnn["n_input"]
+    stream = plan_slice.get("wstream")
+    align = lambda n: -(-n // 4) * 4   # noqa: E731
+    xs, ys = f"{L1} + {l1['in'][0][0]}", f"{L1} + {l1['out'][0]}"
+    w = f"{L1} + {l1['weights'][0]}"
+    # the vectors: states, then every body op's result, in the scratch region
+    at, vec = l1["scratch"], {}
+    for s in rnn["states"]:
+        vec[s["name"]] = at
+        at += align(s["size"])
+    for op in rnn["body"]:
+        vec[op["out"]] = at
+        at += align(op["n"])
+    lay = rnn["layout"]
+
+    def ref(r):
+        if r is None:
+            return "NULL"
+        if "const" in r:
+            return f"{w} + {lay[r['const']][0]}"
+        base = "xt" if r["v"] == "x" else f"{L1} + {vec[r['v']]}"
+        return f"{base} + {r['at']}" if r.get("at") else base
+
+    kernels = [_body_kernel(op, lib, graph) for op in rnn["body"]]
+    text = [header_comment([
+        f"tessera: layer {layer.name} of {model}: a recurrence of {len(rnn['body'])} ops per step over {T} steps "
+        f"(an unrolled {layer.source[0] if layer.source else 'loop'}), {F} -> {rnn['n_output']}",
+        f"sequence, {rnn['bytes']} bytes of constants, the states and the ops' vectors in L1 ({l1['total']} bytes); "
+        "each op one fork per step.",
+    ])]
+    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
+                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
+                + "\n")
+    text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
+    text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
+    if stream is None:
+        text.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
+        text.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];\n")
+    else:
+        text.append(f"extern tsr_wstream_t {prefix}_wstream;\n")
+    if rnn.get("tables"):
+        flat = [v for table in rnn["tables"] for v in table]
+        text.append(f"static const int8_t tables[{len(flat)}] = {{\n{int_list(flat)}\n}};")
+    for k, op in enumerate(rnn["body"]):
+        rows = [_row(op, p) for p in op["steps"]]
+        width = len(PARAMS[op["op"]])
+        text.append(f"/* op {k}: {op['op']} ({', '.join(PARAMS[op['op']])} per step) */")
+        text.append(f"static const int32_t p{k}[{T * width}] = {{\n{int_list([v for r in rows for v in r], per_line=width * 2)}\n}};")
+    args = {"linear": "tsr_conv_args_t", "add": "tsr_add_args_t", "mul": "tsr_binary_args_t", "lut": "tsr_lut_args_t"}
+    for k, op in enumerate(rnn["body"]):
+        text.append(f"static void k{k}(void *args)\n{{\n    {kernels[k]}((const {args[op['op']]} *)args, "
+                    "hal_core_id(), hal_num_cores());\n}")
+    body = ["hal_dma_job_t job = {0};", "tsr_requant_t rq = {0};", "int32_t mul;", "int8_t shift;",
+            f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);"]
+    if stream is None:
+        body.append(f"hal_dma_start(&job, ENGINE_W, {w}, {symbol(prefix, layer.name, 'weights')}, {rnn['bytes']}u, "
+                    "1, 0, 0, 1, 0, 0);")
+    else:
+        body.append(f"hal_dma_start(&job, ENGINE_ACT, {w}, tsr_wstream_next(&{prefix}_wstream), {rnn['bytes']}u, "
+                    "1, 0, 0, 1, 0, 0);")
+    for s in rnn["states"]:
+        body.append(f"for (int32_t j = 0; j < {s['size']}; j++)\n        {L1}[{vec[s['name']]} + j] = {s['init']};")
+    body += ["hal_dma_wait(&job);", "rq.mul = &mul;", "rq.shift = &shift;", "rq.rounding = TSR_ROUND_HALF_UP;",
+             f"for (int32_t t = 0; t < {T}; t++) {{", f"    const int8_t *xt = {xs} + t * {F};"]
+    rounding = {"half_up": "TSR_ROUND_HALF_UP", "tflite": "TSR_ROUND_TFLITE", "floor": "TSR_ROUND_FLOOR"}
+    for k, op in enumerate(rnn["body"]):
+        out = f"{L1} + {vec[op['out']]}"
+        n = op["n"]
+        lines = [f"/* op {k}: {op['op']} -> {op['out']} */", "{",
+                 f"    const int32_t *q = p{k} + t * {len(PARAMS[op['op']])};"]
+        if op["op"] == "lut":
+            lines += ["    tsr_lut_args_t a = {0};", f"    a.in = {ref(op['in'][0])};", f"    a.out = {out};",
+                      f"    a.pixels = {n};", "    a.c = 1;", "    a.table = tables + q[0] * 256;"]
+        else:
+            fields = PARAMS[op["op"]]
+            i = {f: j for j, f in enumerate(fields)}
+            lines += [f"    mul = q[{i['mul']}];", f"    shift = (int8_t)q[{i['shift']}];",
+                      f"    rq.zero_point = q[{i['zp']}];", f"    rq.lo = q[{i['lo']}];", f"    rq.hi = q[{i['hi']}];",
+                      f"    rq.rounding = {rounding[op['rounding']]};"]
+            if op["op"] == "linear":
+                nin = len(op["steps"]) and (rnn["layout"][op["weights"]][1] // n)
+                lines += ["    tsr_conv_args_t a = {0};", f"    a.in = {ref(op['in'][0])};", "    a.in_h = 1;",
+                          "    a.in_w = 1;", f"    a.in_c = {nin};", f"    a.weights = {w} + {lay[op['weights']][0]};",
+                          f"    a.bias = {'(const int32_t *)(' + w + ' + ' + str(lay[op['bias']][0]) + ')' if op.get('bias') else 'NULL'};",
+                          f"    a.out = {out};", "    a.out_h = 1;", "    a.out_w = 1;", f"    a.out_c = {n};",
+                          "    a.kh = a.kw = a.sh = a.sw = 1;", f"    a.input_offset = q[{i['input_offset']}];",
+                          "    a.rq = &rq;"]
+            elif op["op"] == "add":
+                lines += ["    tsr_add_args_t a = {0};", f"    a.a = {ref(op['in'][0])};", f"    a.b = {ref(op['in'][1])};",
+                          f"    a.out = {out};", f"    a.n = {n};",
+                          "    a.in_offset[0] = q[0]; a.in_offset[1] = q[1];",
+                          "    a.in_mul[0] = q[2]; a.in_mul[1] = q[3];", "    a.in_shift[0] = q[4]; a.in_shift[1] = q[5];",
+                          "    a.rq = &rq;"]
+            else:
+                lines += ["    tsr_binary_args_t a = {0};", f"    a.a = {ref(op['in'][0])};", f"    a.b = {ref(op['in'][1])};",
+                          f"    a.out = {out};", f"    a.out_h = a.a_h = a.b_h = {n};", "    a.out_w = a.a_w = a.b_w = 1;",
+                          "    a.out_c = a.a_c = a.b_c = 1;", "    a.in_offset[0] = q[0]; a.in_offset[1] = q[1];",
+                          "    a.rq = &rq;"]
+        lines += [f"    hal_fork(k{k}, &a);", "}"]
+        body += ["    " + line for line in lines]
+    n_out = rnn["n_output"]
+    emit = f"{L1} + {vec[rnn['emit']]}"
+    if rnn.get("sequence", True):
+        body.append(f"    for (int32_t j = 0; j < {n_out}; j++)\n        ({ys})[t * {n_out} + j] = ({emit})[j];")
+    else:
+        body.append(f"    if (t == {T - 1})\n        for (int32_t j = 0; j < {n_out}; j++)\n"
+                    f"            ({ys})[j] = ({emit})[j];")
+    for s in rnn["states"]:
+        src = f"{L1} + {vec[rnn['next'][s['name']]]}"
+        body.append(f"    for (int32_t j = 0; j < {s['size']}; j++)\n        {L1}[{vec[s['name']]} + j] = ({src})[j];")
     body += ["}",
              f"hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {ys}, {y.nbytes}u, 1, 0, 0, 1, 0, 0);",
              "hal_dma_wait(&job);"]

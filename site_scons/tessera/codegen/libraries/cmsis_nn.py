@@ -94,8 +94,8 @@ RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise
 
 
 def kernel_function(layer, graph):
-    if layer.op == "lstm":
-        return RECURRENT[0]
+    if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
+        return RECURRENT[0] if layer.rnn["cell"] == "lstm" else KERNELS["linear"]
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]

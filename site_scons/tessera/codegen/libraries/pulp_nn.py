@@ -40,8 +40,8 @@ tile_args = reference.tile_args
 
 
 def kernel_function(layer, graph):
-    if layer.op == "lstm":
-        return RECURRENT[0]
+    if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
+        return RECURRENT[0] if layer.rnn["cell"] == "lstm" else KERNELS["linear"]
     if reference.reference_only(layer, graph) is not None:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]
