@@ -99,7 +99,12 @@ def recurrent_l1(layer):
     align = lambda n: -(-n // 4) * 4   # noqa: E731
     if rnn["cell"] == "ops":   # its states and every body op's vector
         scratch = sum(align(s["size"]) for s in rnn["states"]) + sum(align(op["n"]) for op in rnn["body"])
-        return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}
+        sizes = {role: align(n * {"int32": 4, "int16": 2}.get(dtype, 1)) for role, (_, n, dtype) in rnn["layout"].items()}
+        # the linear ops' matrices, which may stream through L1 a block of rows at a time
+        matrices = [{"op": k, "role": op["weights"], "rows": op["n"], "cols": rnn["layout"][op["weights"]][1] // op["n"]}
+                    for k, op in enumerate(rnn["body"]) if op["op"] == "linear"]
+        return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch,
+                "sections": dict(sorted(sizes.items())), "matrices": matrices}
     scratch = (align(2 * rnn["n_cell"]) + align(rnn["n_output"]) + align(2 * len(rnn["gates"]) * rnn["n_cell"])
                + (align(rnn["n_cell"]) if rnn.get("projection") else 0))
     return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}

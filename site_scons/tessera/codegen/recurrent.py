@@ -73,7 +73,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
             raise FitError(f"layer {layer.name}", f"a recurrent layer reads or writes activations moved out of "
                            f"{target['act_level']}, which it does not support",
                            "give the target's activation level more room")
-        return generate_ops(layer, graph, plan_slice, target, model)
+        return generate_ops(layer, graph, tiling, plan_slice, target, model)
     prefix = target["prefix"]
     lib = library(target["kernels"])
     step, project = kernels(lib)
@@ -188,7 +188,7 @@ def _body_kernel(op, lib, graph):
     return chosen.pop() if len(chosen) == 1 else reference.KERNELS["linear"]
 
 
-def generate_ops(layer, graph, plan_slice, target, model):
+def generate_ops(layer, graph, tiling, plan_slice, target, model):
     from .cfmt import int_list
 
     prefix = target["prefix"]
@@ -198,7 +198,6 @@ def generate_ops(layer, graph, plan_slice, target, model):
     L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     T, F = rnn["steps"], rnn["n_input"]
-    stream = plan_slice.get("wstream")
     align = lambda n: -(-n // 4) * 4   # noqa: E731
     xs, ys = f"{L1} + {l1['in'][0][0]}", f"{L1} + {l1['out'][0]}"
     w = f"{L1} + {l1['weights'][0]}"
@@ -211,12 +210,24 @@ def generate_ops(layer, graph, plan_slice, target, model):
         vec[op["out"]] = at
         at += align(op["n"])
     lay = rnn["layout"]
+    # the constants in L1: all of them, or (tiling "stream") all but the
+    # streamed matrices, packed, then two buffers of `rows` rows of those
+    stream = tiling.get("stream")
+    streamed = {rnn["body"][k]["weights"] for k in stream["ops"]} if stream else set()
+    esize = {"int32": 4, "int16": 2}
+    place, at_w = {}, 0
+    for role, (off, count, dtype) in sorted(lay.items(), key=lambda kv: kv[1][0]):
+        if role not in streamed:
+            place[role] = at_w
+            at_w += align(count * esize.get(dtype, 1))
+    bufs = [at_w, at_w + stream["buffer"]] if stream else []
+    wsrc = symbol(prefix, layer.name, "weights") if plan_slice.get("wstream") is None else "wsrc"
 
     def ref(r):
         if r is None:
             return "NULL"
         if "const" in r:
-            return f"{w} + {lay[r['const']][0]}"
+            return f"{w} + {place[r['const']]}"
         base = "xt" if r["v"] == "x" else f"{L1} + {vec[r['v']]}"
         return f"{base} + {r['at']}" if r.get("at") else base
 
@@ -232,7 +243,7 @@ def generate_ops(layer, graph, plan_slice, target, model):
                 + "\n")
     text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
     text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
-    if stream is None:
+    if plan_slice.get("wstream") is None:
         text.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
         text.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];\n")
     else:
@@ -249,14 +260,20 @@ def generate_ops(layer, graph, plan_slice, target, model):
     for k, op in enumerate(rnn["body"]):
         text.append(f"static void k{k}(void *args)\n{{\n    {kernels[k]}((const {args[op['op']]} *)args, "
                     "hal_core_id(), hal_num_cores());\n}")
-    body = ["hal_dma_job_t job = {0};", "tsr_requant_t rq = {0};", "int32_t mul;", "int8_t shift;",
+    staged = plan_slice.get("wstream") is not None
+    engine_w = "ENGINE_ACT" if staged else "ENGINE_W"
+    body = ["hal_dma_job_t job = {0};", "hal_dma_job_t wj[2] = {{0}, {0}};", "tsr_requant_t rq = {0};",
+            "int32_t mul;", "int8_t shift;",
             f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);"]
-    if stream is None:
-        body.append(f"hal_dma_start(&job, ENGINE_W, {w}, {symbol(prefix, layer.name, 'weights')}, {rnn['bytes']}u, "
-                    "1, 0, 0, 1, 0, 0);")
+    if staged:
+        body.insert(0, f"const int8_t *wsrc = tsr_wstream_next(&{prefix}_wstream);")
+    if not streamed:
+        body.append(f"hal_dma_start(&job, {engine_w}, {w}, {wsrc}, {rnn['bytes']}u, 1, 0, 0, 1, 0, 0);")
     else:
-        body.append(f"hal_dma_start(&job, ENGINE_ACT, {w}, tsr_wstream_next(&{prefix}_wstream), {rnn['bytes']}u, "
-                    "1, 0, 0, 1, 0, 0);")
+        for role, (off, count, dtype) in sorted(lay.items(), key=lambda kv: kv[1][0]):
+            if role in place:
+                body.append(f"hal_dma_start(&job, {engine_w}, {w} + {place[role]}, {wsrc} + {off}, "
+                            f"{count * esize.get(dtype, 1)}u, 1, 0, 0, 1, 0, 0);")
     for s in rnn["states"]:
         body.append(f"for (int32_t j = 0; j < {s['size']}; j++)\n        {L1}[{vec[s['name']]} + j] = {s['init']};")
     body += ["hal_dma_wait(&job);", "rq.mul = &mul;", "rq.shift = &shift;", "rq.rounding = TSR_ROUND_HALF_UP;",
@@ -277,10 +294,11 @@ def generate_ops(layer, graph, plan_slice, target, model):
                       f"    rq.zero_point = q[{i['zp']}];", f"    rq.lo = q[{i['lo']}];", f"    rq.hi = q[{i['hi']}];",
                       f"    rq.rounding = {rounding[op['rounding']]};"]
             if op["op"] == "linear":
-                nin = len(op["steps"]) and (rnn["layout"][op["weights"]][1] // n)
+                nin = lay[op["weights"]][1] // n
                 lines += ["    tsr_conv_args_t a = {0};", f"    a.in = {ref(op['in'][0])};", "    a.in_h = 1;",
-                          "    a.in_w = 1;", f"    a.in_c = {nin};", f"    a.weights = {w} + {lay[op['weights']][0]};",
-                          f"    a.bias = {'(const int32_t *)(' + w + ' + ' + str(lay[op['bias']][0]) + ')' if op.get('bias') else 'NULL'};",
+                          "    a.in_w = 1;", f"    a.in_c = {nin};",
+                          f"    a.weights = {w} + {place.get(op['weights'], 0)};",
+                          f"    a.bias = {'(const int32_t *)(' + w + ' + ' + str(place[op['bias']]) + ')' if op.get('bias') else 'NULL'};",
                           f"    a.out = {out};", "    a.out_h = 1;", "    a.out_w = 1;", f"    a.out_c = {n};",
                           "    a.kh = a.kw = a.sh = a.sw = 1;", f"    a.input_offset = q[{i['input_offset']}];",
                           "    a.rq = &rq;"]
@@ -295,8 +313,29 @@ def generate_ops(layer, graph, plan_slice, target, model):
                           f"    a.out = {out};", f"    a.out_h = a.a_h = a.b_h = {n};", "    a.out_w = a.a_w = a.b_w = 1;",
                           "    a.out_c = a.a_c = a.b_c = 1;", "    a.in_offset[0] = q[0]; a.in_offset[1] = q[1];",
                           "    a.rq = &rq;"]
-        lines += [f"    hal_fork(k{k}, &a);", "}"]
-        body += ["    " + line for line in lines]
+        if op["op"] == "linear" and op["weights"] in streamed:
+            # rows [r0, r0 + R) of the matrix land in buffer c % 2 while the cores
+            # compute the block before it
+            R, src = stream["rows"], f"{wsrc} + {lay[op['weights']][0]}"
+            bias = "a.bias" if op.get("bias") else None
+            lines += [f"    const int32_t *b0 = a.bias;" if bias else "",
+                      f"    hal_dma_start(&wj[0], {engine_w}, {w} + {bufs[0]}, {src}, {min(R, n) * nin}u, 1, 0, 0, 1, 0, 0);",
+                      f"    for (int32_t r0 = 0, c = 0; r0 < {n}; r0 += {R}, c++) {{",
+                      f"        int8_t *buf = {w} + (c & 1 ? {bufs[1]} : {bufs[0]});",
+                      "        hal_dma_wait(&wj[c & 1]);",
+                      f"        if (r0 + {R} < {n})",
+                      f"            hal_dma_start(&wj[(c + 1) & 1], {engine_w}, {w} + (c & 1 ? {bufs[0]} : {bufs[1]}), "
+                      f"{src} + (r0 + {R}) * {nin}, (uint32_t)(({n} - r0 - {R} < {R} ? {n} - r0 - {R} : {R}) * {nin}), "
+                      "1, 0, 0, 1, 0, 0);",
+                      "        a.weights = buf;",
+                      f"        a.out = {out} + r0;",
+                      f"        a.out_c = {n} - r0 < {R} ? {n} - r0 : {R};"]
+            if bias:
+                lines.append("        a.bias = b0 + r0;")
+            lines += [f"        hal_fork(k{k}, &a);", "    }", "}"]
+        else:
+            lines += [f"    hal_fork(k{k}, &a);", "}"]
+        body += ["    " + line for line in lines if line]
     n_out = rnn["n_output"]
     emit = f"{L1} + {vec[rnn['emit']]}"
     if rnn.get("sequence", True):

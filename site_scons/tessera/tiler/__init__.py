@@ -162,6 +162,38 @@ def _resident(layer):
     return layer["w_bytes_per_cout"] * layer["out"][2], layer.get("scratch_bytes", 0)
 
 
+def _stream_matrices(layer, align, budget):
+    """A recurrent layer whose constants do not fit L1 beside its sequences
+    and states: its largest matrices stream through two L1 buffers a block
+    of rows at a time, every step (the rest stays resident); the fewest
+    matrices, then the largest blocks, that fit. None when nothing does."""
+    one_in, out, _ = _whole_bytes(dict(layer, w_bytes_per_cout=0, scratch_bytes=0), align, 1)
+    base = memory.align_up(one_in, align) * layer["n_inputs"] + memory.align_up(out, align)
+    base += memory.align_up(layer.get("scratch_bytes", 0), align)
+    order = sorted(layer["matrices"], key=lambda mx: -mx["rows"] * mx["cols"])
+    streamed = []
+    for mx in order:
+        streamed.append(mx)
+        resident = sum(b for role, b in layer["sections"].items() if role not in {m["role"] for m in streamed})
+        cols = max(m["cols"] for m in streamed)
+        for rows in range(max(m["rows"] for m in streamed), 0, -1):
+            buf = memory.align_up(rows * cols, align)
+            total = base + memory.align_up(resident, align) + 2 * buf
+            if total <= budget:
+                H, W, C = layer["in"]
+                Ho, Wo, Co = layer["out"]
+                return {
+                    "layer": layer["name"], "tiled": False,
+                    "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
+                    "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+                    "l1_bytes": {"in": one_in, "out": out, "weights": memory.align_up(resident, align) + 2 * buf,
+                                 "params": 0, "scratch": layer.get("scratch_bytes", 0), "total": total},
+                    "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
+                    "stream": {"ops": sorted(m["op"] for m in streamed), "rows": rows, "buffer": buf},
+                }
+    return None
+
+
 def _solve_whole(layer, target):
     """A layer computed on whole tensors: every input and the output in L1
     at once (one buffer each, sized for the largest input); when that does
@@ -174,6 +206,10 @@ def _solve_whole(layer, target):
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
     budget = target["l1_budget"]
     fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]
+    if not fits and layer.get("matrices"):
+        streamed = _stream_matrices(layer, align, budget)
+        if streamed is not None:
+            return streamed
     if not fits:
         total = _whole_bytes(layer, align, 1)[2]
         unit = {"c": "one channel at a time", "h": "one row at a time"}.get(split, "whole tensors (not tiled)")
