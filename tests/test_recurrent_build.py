@@ -1,0 +1,90 @@
+"""Recurrent layers in firmware: the public LSTM models (TFLite Micro's fused
+integer LSTM and Arm's LSTM the converter unrolled into plain ops) against
+the TFLite interpreter on every tensor, then built, run and checked bit for
+bit on the host (Arm's with its recurrent matrix streamed through the
+64000-byte L1 a block of rows per step) and under QEMU on stm32h7 and gap8."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from helpers import report, scons
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PUBLIC = os.path.join(ROOT, "..", "shared", "public_models")
+MODELS = {"trained_lstm": "tflm/trained_lstm_int8.tflite",
+          "basic_lstm_small": "arm_ml_examples/basic_lstm_quantized_small.tflite"}
+
+
+def model(name):
+    path = os.path.join(ROOT, "examples", "lstm", f"{name}.yaml")
+    if not os.path.exists(os.path.join(PUBLIC, MODELS[name])):
+        pytest.skip("../shared/public_models is not there")
+    return path
+
+
+def built(tmp_path, target, name):
+    out = tmp_path / "out"
+    scons(f"target={target}", f"model={model(name)}", out=out, check=True)
+    rep = report(out, target, name)
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"]), rep["layers"]
+    assert rep["layers"][0]["op"] == "lstm"
+    return rep, out / target / name
+
+
+def test_unrolled_lstm_is_one_layer_equal_to_the_interpreter_everywhere():
+    """Arm's 697 operators become a recurrent layer, a fully connected layer
+    and a softmax; every tensor of every step equals the interpreter's."""
+    from tessera import golden
+    from tessera.frontend.tflite import import_tflite
+    from tessera.golden import tflitecheck
+
+    path = os.path.join(PUBLIC, MODELS["basic_lstm_small"])
+    model("basic_lstm_small")
+    graph, weights = import_tflite(path, "basic_lstm_small")
+    assert [layer.op for layer in graph.layers] == ["lstm", "linear", "softmax"]
+    rnn = graph.layers[0].rnn
+    assert rnn["cell"] == "ops" and rnn["steps"] == 49 and len(rnn["body"]) == 13
+    rng = np.random.default_rng(1)
+    inputs = {n: rng.integers(-128, 128, graph.tensor(n).shape).astype(np.int8) for n in graph.inputs}
+    values = golden.run(graph, weights, inputs)
+    result = tflitecheck.compare(path, graph, values, inputs, weights)
+    assert result["equal"], [r for r in result["compared"] if not r["equal"]][:1]
+    # the interpreter's tensors of all 49 steps' 13 ops (the last step has 12), and the rest
+    assert result["tensors"] == 4 + 49 * 13 - 1
+
+
+def test_lstm_models_bit_exact_on_host(tmp_path):
+    rep, _ = built(tmp_path, "host", "trained_lstm")
+    assert rep["tflite"]["every_tensor_equal"]
+
+
+def test_unrolled_lstm_streams_its_matrix_on_host(tmp_path):
+    rep, out = built(tmp_path, "host", "basic_lstm_small")
+    import json
+    with open(out / "tiling" / "unrolled_1.json") as f:
+        tiling = json.load(f)
+    # 61 kB of constants beside a 64000-byte L1: the recurrent matrix streams
+    assert tiling["stream"]["ops"] and tiling["l1_bytes"]["total"] <= 64000
+
+
+def needs(*tools):
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("target", ["stm32h7", "gap8"])
+def test_lstm_models_bit_exact_under_qemu(tmp_path, target, name):
+    if target == "stm32h7":
+        needs("arm-none-eabi-gcc", "qemu-system-arm")
+    else:
+        needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
+    rep, _ = built(tmp_path, target, name)
+    want = {"stm32h7": "tsr_cmsis_lstm_step", "gap8": "pnn_lstm_step"}[target]
+    if name == "trained_lstm":
+        assert rep["layers"][0]["kernel"] == want
