@@ -262,8 +262,8 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
                     "hal_core_id(), hal_num_cores());\n}")
     staged = plan_slice.get("wstream") is not None
     engine_w = "ENGINE_ACT" if staged else "ENGINE_W"
-    body = ["hal_dma_job_t job = {0};", "hal_dma_job_t wj[2] = {{0}, {0}};", "tsr_requant_t rq = {0};",
-            "int32_t mul;", "int8_t shift;",
+    body = ["hal_dma_job_t job = {0};"] + (["hal_dma_job_t wj[2] = {{0}, {0}};"] if streamed else []) + [
+            "tsr_requant_t rq = {0};", "int32_t mul;", "int8_t shift;",
             f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);"]
     if staged:
         body.insert(0, f"const int8_t *wsrc = tsr_wstream_next(&{prefix}_wstream);")
