@@ -1,8 +1,7 @@
 /*
  * The recurrent step (the IR's lstm) on the PULP cluster: the cores split
- * the cells (pairs of them, for the two-row blocking), each computing its
- * cells' rows of every gate matrix into the gates' pre-activations, then
- * its cells' updates (tessera/lstm_cell.h, TFLite's integer arithmetic);
+ * the cells, each computing its cells' rows of every gate matrix into the
+ * gates' pre-activations, then its cells' updates (tessera/lstm_cell.h, TFLite's integer arithmetic);
  * the projection's outputs are split the same way. With Xpulp
  * (TSR_ISA_XPULPV2) four int8 products per pv.sdotsp.b, the input word
  * loaded once for both rows, where rows and vectors are word-aligned.
@@ -46,7 +45,7 @@ void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
 {
     const int32_t gates = a->cifg ? 3 : 4, nc = a->n_cell;
     int32_t j0, j1;
-    pnn_chunk(nc, 2, core, ncores, &j0, &j1);
+    pnn_chunk(nc, 1, core, ncores, &j0, &j1);
     if (j0 >= j1)
         return;
     for (int32_t k = 0; k < gates; k++)
