@@ -9,6 +9,9 @@ speed-ups Xpulp over portable and 8 cores over 1.
     .venv/bin/python benchmarks/pulp_open.py [--model mbv1_025_128] [--out generated]
                                              [--kernels reference] [--target pulp_open]
 
+--model takes a bundled model's name or a model YAML's path
+(examples/lstm/trained_lstm.yaml: the recurrent step on 1 and 8 cores).
+
 --kernels runs the targets with another kernel library (copies of their
 YAML files). --target takes another 8-core GVSoC target (e.g. gap8_gvsoc);
 its 1-core twin is a copy with cores: 1.
@@ -38,7 +41,9 @@ def build(out, target, model):
     if res.returncode != 0:
         sys.exit(f"build of {model} on {target} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     name = os.path.basename(target)[:-len(".yaml")] if target.endswith(".yaml") else target
-    with open(os.path.join(out, name, model, "report.json")) as f:
+    # a model YAML given by its path builds into its file name's directory
+    mname = os.path.basename(model)[:-len(".yaml")] if model.endswith(".yaml") else model
+    with open(os.path.join(out, name, mname, "report.json")) as f:
         return json.load(f)
 
 

@@ -232,3 +232,32 @@ def test_trained_lstm_equals_the_interpreter():
         result = tflitecheck.compare(path, graph, values, inputs)
         assert result["equal"], [r for r in result["compared"] if not r["equal"]][:1]
         assert len(np.unique(values[graph.layers[0].output])) > 50
+
+
+@pytest.mark.parametrize("cifg, peephole, projection, time_major, clip", [
+    (False, False, False, False, False), (True, False, False, True, False), (False, True, False, False, True),
+    (False, False, True, False, True), (True, True, True, True, True), (False, True, True, True, False)])
+def test_lstm_options_equal_the_interpreter(tmp_path, cifg, peephole, projection, time_major, clip):
+    """tessera.zoo.tflite_lstm's models (TFLite's int8 LSTM with and without
+    input gate, peephole, projection, clips, time-major) against the
+    interpreter on every tensor: the options the public models lack."""
+    from tessera import golden
+    from tessera.frontend.tflite import import_tflite
+    from tessera.golden import tflitecheck
+    from tessera.zoo import tflite_lstm
+
+    path = str(tmp_path / "lstm.tflite")
+    tflite_lstm.write(path, steps=6, inputs=7, cells=9, outputs=5, cifg=cifg, peephole=peephole,
+                      projection=projection, time_major=time_major, cell_clip=0.9 if clip else 0.0,
+                      proj_clip=0.6 if clip and projection else 0.0, seed=3)
+    graph, weights = import_tflite(path, "lstm")
+    rnn = graph.layers[0].rnn
+    assert (rnn["gates"], bool(rnn["peephole"]), rnn["projection"]) == ("fgo" if cifg else "ifgo", peephole,
+                                                                         projection)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        inputs = {n: rng.integers(-128, 128, graph.tensor(n).shape).astype(np.int8) for n in graph.inputs}
+        values = golden.run(graph, weights, inputs)
+        result = tflitecheck.compare(path, graph, values, inputs, weights)
+        assert result["equal"], [r for r in result["compared"] if not r["equal"]][:1]
+        assert len(np.unique(values[graph.layers[0].output])) > 10

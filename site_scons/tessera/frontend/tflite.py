@@ -329,7 +329,8 @@ class TfliteParser:
                 q_out = int(sg.Operators(ops[0]).OutputsAsNumpy()[0])
                 inputs.append(self.act_tensor(q_out, ops[0], "QUANTIZE"))
                 continue
-            inputs.append(self.act_tensor(t, -1, "input"))
+            from .tflite_rnn import time_major_input   # imports this module
+            inputs.append(time_major_input(self, t) or self.act_tensor(t, -1, "input"))
         handlers = {
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,

@@ -180,3 +180,22 @@ def lstm(p, i, opname, op, ins, outs):
     layer = Layer(name=p.b.layer_name(f"lstm_{i}"), op="lstm", inputs=[x], output=y, rnn=rnn,
                   source=[f"{i}:{opname}"])
     p.b.recurrent(layer, arrays)
+
+
+def time_major_input(p, t):
+    """A graph input [T, 1, F] read only by time-major LSTMs: with batch 1
+    its values are those of [1, T, F], so it is registered as that (the
+    sequence the layer reads); its IR name, or None."""
+    m = p.m
+    shape = m.shape(t)
+    users = p.consumers.get(t, [])
+    if len(shape) != 3 or shape[1] != 1 or shape[0] == 1 or not users or m.type(t) != INT8:
+        return None
+    for c in users:
+        op = m.sg.Operators(c)
+        o = m.options(op, "UnidirectionalSequenceLSTMOptions")
+        if m.opcode(op) != "UNIDIRECTIONAL_SEQUENCE_LSTM" or o is None or not o.TimeMajor():
+            return None
+    s, zp = _scale(p, t, -1, "input")
+    p.alias[t] = p.b.tensor(f"t{t}", [1, shape[0], shape[2]], "int8", s, zp)
+    return p.alias[t]
