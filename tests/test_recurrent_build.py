@@ -88,3 +88,15 @@ def test_lstm_models_bit_exact_under_qemu(tmp_path, target, name):
     want = {"stm32h7": "tsr_cmsis_lstm_step", "gap8": "pnn_lstm_step"}[target]
     if name == "trained_lstm":
         assert rep["layers"][0]["kernel"] == want
+
+
+@pytest.mark.gvsoc
+def test_lstm_bit_exact_on_pulp_open(tmp_path):
+    """The recurrent step's Xpulp path (pv.sdotsp.b gate rows, the cells over
+    8 cores) on GVSoC."""
+    from tessera.runners import gvsoc
+
+    if gvsoc.locate() is None:
+        pytest.skip("gvsoc is not on PATH (docs/gvsoc.md)")
+    rep, _ = built(tmp_path, "pulp_open", "trained_lstm")
+    assert rep["layers"][0]["kernel"] == "pnn_lstm_step"
