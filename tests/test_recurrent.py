@@ -261,3 +261,61 @@ def test_lstm_options_equal_the_interpreter(tmp_path, cifg, peephole, projection
         result = tflitecheck.compare(path, graph, values, inputs, weights)
         assert result["equal"], [r for r in result["compared"] if not r["equal"]][:1]
         assert len(np.unique(values[graph.layers[0].output])) > 10
+
+
+@pytest.mark.parametrize("name", ["torch_kws_gru", "torch_kws_lstm"])
+def test_onnx_recurrences_within_one_lsb_of_onnx_runtime(name):
+    """PyTorch's GRU and LSTM exported to ONNX and quantized by ONNX
+    Runtime (tools/corpus/make_torch.py): ONNX Runtime runs the node in
+    float between QuantizeLinear and DequantizeLinear; the integer step
+    (golden.recurrent.onnx_cell, frontend.onnx_rnn) is within 1 LSB of its
+    quantized last hidden state, fed ONNX Runtime's own int8 sequence."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper, numpy_helper
+
+    from tessera.frontend.onnx_rnn import recurrent_params
+
+    path = os.path.join(ROOT, "tests", "data", "recurrent", f"{name}.onnx")
+    model = onnx.load(path)
+    g = model.graph
+    inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    users = {}
+    for n in g.node:
+        for i in n.input:
+            users.setdefault(i, []).append(n)
+
+    node = next(n for n in g.node if n.op_type in ("GRU", "LSTM"))
+    # the initial state is computed (ConstantOfShape of the input's batch): its value from ONNX Runtime
+    h0 = producer[node.input[5]].input[0]
+    probe = onnx.load(path)
+    probe.graph.output.extend([helper.make_tensor_value_info(h0, onnx.TensorProto.INT8, None)])
+    consts = {h0: ort.InferenceSession(probe.SerializeToString()).run(
+        [h0], {g.input[0].name: np.zeros((1, 49, 10), np.float32)})[0]}
+
+    def quantized(tensor):
+        dq = producer[tensor]
+        assert dq.op_type == "DequantizeLinear"
+        src = inits.get(dq.input[0], consts.get(dq.input[0]))
+        return src, float(inits[dq.input[1]]), int(inits[dq.input[2]])
+
+    q_y = users[node.output[1]][0]
+    rnn, arrays = recurrent_params(node, quantized, float(inits[q_y.input[1]]), int(inits[q_y.input[2]]))
+    x_q = producer[node.input[0]].input[0]
+    model.graph.output.extend([helper.make_tensor_value_info(x_q, onnx.TensorProto.INT8, None),
+                               helper.make_tensor_value_info(q_y.output[0], onnx.TensorProto.INT8, None)])
+    sess = ort.InferenceSession(model.SerializeToString())
+    feed = sess.get_inputs()[0]
+    differ, total = 0, 0
+    for seed in range(8):
+        x = np.random.default_rng(seed).standard_normal((1, 49, 10)).astype(np.float32) * (1 + seed % 3)
+        xq, yq = sess.run([x_q, q_y.output[0]], {feed.name: x})
+        seq = xq.reshape(-1, rnn["n_input"])
+        got = recurrent.onnx_cell(seq, dict(rnn, steps=seq.shape[0], sequence=False), arrays)
+        d = np.abs(got.reshape(-1) - yq.reshape(-1).astype(np.int64))
+        assert d.max() <= 1, (seed, d.max())
+        differ += int((d > 0).sum())
+        total += d.size
+        assert len(np.unique(yq)) > 8
+    assert differ < total // 20    # a rounding tie now and then, not a drift

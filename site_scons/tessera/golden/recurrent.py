@@ -215,3 +215,64 @@ def ops_cell(x, rnn, arrays, trace=None):
         out.append(values[rnn["emit"]])
         state = {name: values[v] for name, v in rnn["next"].items()}
     return np.stack(out if rnn.get("sequence", True) else out[-1:])
+
+
+# ---- ONNX's LSTM and GRU, quantized by ONNX Runtime (rnn["cell"] "onnx_lstm", "onnx_gru")
+#
+# ONNX Runtime's quantize_static puts QuantizeLinear/DequantizeLinear around
+# every input and output of an LSTM or GRU node and runs the node itself in
+# float: the states are never quantized between steps. The integer form
+# keeps them in fixed point far finer than the output's step, so that only
+# the last rounding can differ from ONNX Runtime's (at most 1 LSB):
+#
+#   px  = rq_x(sum (x - zp_x)(W - zp_w))      Q8.23, rq_x = s_x s_w 2^23 (half up)
+#   ph  = rq_h(sum (R - zp_r) h)              h in Q0.15, rq_h = s_r 2^8
+#   gates: sigmoid / tanh of px + ph + bW + bR (the biases in Q8.23), gemmlowp's
+#          32-bit logistic and tanh (8 integer bits in, Q0.31 out, ~1e-7)
+#   LSTM (gates i, o, f, c): c = SRDHM(f, c) + RDBPOT(SRDHM(i, g), 8)   (Q8.23)
+#                            h = RDBPOT(SRDHM(o, tanh(c)), 16)           (Q0.15)
+#   GRU (gates z, r, h; linear_before_reset 1): n = tanh(px_n + bW_n + SRDHM(r, ph_n + bR_n))
+#                            h = RDBPOT(SRDHM(1 - z, n) + SRDHM(z, h << 16), 16)
+#   y = clamp(rq_y(h) + zp_y), rq_y = 2^-15 / s_y
+# rq(acc) = (acc * mul + 2^(shift - 1)) >> shift in 64 bits (the IR's half up).
+
+def _rq64(acc, mul, shift):
+    acc = np.asarray(acc, dtype=np.int64) * int(mul)
+    return (acc + (1 << (int(shift) - 1))) >> int(shift) if shift > 0 else acc
+
+
+def onnx_cell(x, rnn, arrays):
+    """x [T, F] stored int8 -> int8 [T or 1, H]."""
+    from .gemmlowp import logistic32, rdbpot, srdhm32, tanh32
+
+    H = rnn["n_cell"]
+    gates = 4 if rnn["cell"] == "onnx_lstm" else 3
+    w = np.asarray(arrays["w_input"], dtype=np.int64).reshape(gates * H, -1) - rnn["zp"]["w"]
+    r = np.asarray(arrays["w_recurrent"], dtype=np.int64).reshape(gates * H, H) - rnn["zp"]["r"]
+    bw = np.asarray(arrays["b_input"], dtype=np.int64)
+    br = np.asarray(arrays["b_recurrent"], dtype=np.int64)
+    m, s = rnn["mul"], rnn["shift"]
+    sat32 = lambda v: max(-(1 << 31), min((1 << 31) - 1, int(v)))   # noqa: E731
+    sat16 = lambda v: max(-(1 << 15), min((1 << 15) - 1, int(v)))   # noqa: E731
+    h = np.zeros(H, dtype=np.int64)
+    c = np.zeros(H, dtype=np.int64)
+    out = []
+    for t in range(x.shape[0]):
+        px = _rq64(w @ (np.asarray(x[t], dtype=np.int64) - rnn["zp"]["x"]), m["x"], s["x"])
+        ph = _rq64(r @ h, m["h"], s["h"])
+        new = h.copy()
+        for j in range(H):
+            if gates == 4:   # ONNX's order: i, o, f, c
+                p = [sat32(px[k * H + j] + ph[k * H + j] + bw[k * H + j] + br[k * H + j]) for k in range(4)]
+                i, o, f = (logistic32(p[k], 8) for k in (0, 1, 2))
+                g = tanh32(p[3], 8)
+                c[j] = sat32(srdhm32(f, int(c[j])) + rdbpot(srdhm32(i, g), 8))
+                new[j] = sat16(rdbpot(srdhm32(o, tanh32(int(c[j]), 8)), 16))
+            else:            # z, r, h
+                z = logistic32(sat32(px[j] + ph[j] + bw[j] + br[j]), 8)
+                rr = logistic32(sat32(px[H + j] + ph[H + j] + bw[H + j] + br[H + j]), 8)
+                n = tanh32(sat32(px[2 * H + j] + bw[2 * H + j] + srdhm32(rr, sat32(ph[2 * H + j] + br[2 * H + j]))), 8)
+                new[j] = sat16(rdbpot(srdhm32((1 << 31) - 1 - z, n) + srdhm32(z, int(h[j]) << 16), 16))
+        h = new
+        out.append(np.clip(_rq64(h, m["y"], s["y"]) + rnn["y_zp"], -128, 127))
+    return np.stack(out if rnn.get("sequence", True) else out[-1:])
