@@ -33,7 +33,9 @@ def build(out, target, model, *extra):
     if res.returncode != 0:
         sys.exit(f"build of {model} on {target} failed:\n{res.stderr[-2000:]}")
     name = os.path.splitext(os.path.basename(target))[0]
-    with open(os.path.join(out, name, model, "report.json")) as f:
+    # a model YAML given by its path builds into its file name's directory
+    mname = os.path.basename(model)[:-len(".yaml")] if model.endswith(".yaml") else model
+    with open(os.path.join(out, name, mname, "report.json")) as f:
         rep = json.load(f)
     if rep["verdict"] != "pass":
         sys.exit(f"{model} on {name}: not bit-exact")

@@ -31,21 +31,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-
-def build(out, target, model, *extra):
-    """Build `model` (a YAML path) on `target`; its report (bit-exact or exit)."""
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}",
-           *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"build of {model} on {target} failed:\n{res.stderr[-2000:]}")
-    name = os.path.splitext(os.path.basename(model))[0]
-    with open(os.path.join(out, target, name, "report.json")) as f:
-        rep = json.load(f)
-    if rep["verdict"] != "pass":
-        sys.exit(f"{name} on {target}: not bit-exact")
-    return rep
+from cortexm_kernels import build  # noqa: E402
 
 
 def c_array(ctype, name, values):

@@ -51,21 +51,9 @@ static void share(int32_t n, int core, int ncores, int32_t *b, int32_t *e)
 
 void tsr_cmsis_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
 {
-    const int32_t gates = a->cifg ? 3 : 4, nc = a->n_cell;
     int32_t j0, j1;
-    share(nc, core, ncores, &j0, &j1);
-    for (int32_t k = 0; k < gates; k++)
-        tsr_lstm_rows(a->w_in, a->b_in, a->x, a->n_input, k * nc + j0, k * nc + j1, a->mul_in, a->shift_in,
-                      nc, a->pre, 0, dot2_dsp);
-    for (int32_t k = 0; k < gates; k++)
-        tsr_lstm_rows(a->w_rec, a->b_rec, a->h_prev, a->n_output, k * nc + j0, k * nc + j1, a->mul_rec,
-                      a->shift_rec, nc, a->pre, 1, dot2_dsp);
-    for (int32_t j = j0; j < j1; j++) {
-        int32_t pre[4];
-        for (int32_t k = 0; k < gates; k++)
-            pre[k] = a->pre[k * nc + j];
-        tsr_lstm_cell(a, j, pre);
-    }
+    share(a->n_cell, core, ncores, &j0, &j1);
+    tsr_lstm_cells_by_rows(a, j0, j1, dot2_dsp);
 }
 
 void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)

@@ -106,4 +106,23 @@ static inline void tsr_lstm_projection(const tsr_lstm_args_t *a, int32_t o0, int
     }
 }
 
+/* cells [j0, j1) of a step by the gate rows (tsr_lstm_rows, two at a time by
+ * `dot2`) into a->pre, then each cell's update: the optimized libraries' step */
+static inline void tsr_lstm_cells_by_rows(const tsr_lstm_args_t *a, int32_t j0, int32_t j1, tsr_dot8x2_fn dot2)
+{
+    const int32_t gates = a->cifg ? 3 : 4, nc = a->n_cell;
+    for (int32_t k = 0; k < gates; k++)
+        tsr_lstm_rows(a->w_in, a->b_in, a->x, a->n_input, k * nc + j0, k * nc + j1, a->mul_in, a->shift_in,
+                      nc, a->pre, 0, dot2);
+    for (int32_t k = 0; k < gates; k++)
+        tsr_lstm_rows(a->w_rec, a->b_rec, a->h_prev, a->n_output, k * nc + j0, k * nc + j1, a->mul_rec,
+                      a->shift_rec, nc, a->pre, 1, dot2);
+    for (int32_t j = j0; j < j1; j++) {
+        int32_t pre[4];
+        for (int32_t k = 0; k < gates; k++)
+            pre[k] = a->pre[k * nc + j];
+        tsr_lstm_cell(a, j, pre);
+    }
+}
+
 #endif /* TESSERA_LSTM_CELL_H */

@@ -67,6 +67,37 @@ def _args(layer, w, scratch):
     return lines
 
 
+def _head(comment, lib, target, weights_symbol, staged):
+    """The file's comment, includes, the arenas, the DMA engines and where
+    the constants come from."""
+    text = [header_comment(comment)]
+    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
+                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
+                + "\n")
+    prefix = target["prefix"]
+    text.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
+    text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
+    if not staged:
+        text.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
+        text.append(f"extern const int8_t {weights_symbol}[];\n")
+    else:
+        text.append(f"/* the constants arrive in {target['act_level']} as one chunk of the weight stream */")
+        text.append(f"extern tsr_wstream_t {prefix}_wstream;\n")
+    return text
+
+
+def _finish(text, body, layer, plan_slice, prefix, ys, y):
+    """The output sequence back to the activation level; the function."""
+    body += ["}",
+             f"hal_dma_start(&job, ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, {ys}, {y.nbytes}u, "
+             "1, 0, 0, 1, 0, 0);",
+             "hal_dma_wait(&job);"]
+    text.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
+    text.extend("    " + line for line in body)
+    text.append("}")
+    return "\n".join(text) + "\n"
+
+
 def generate(layer, graph, tiling, plan_slice, target, model):
     if layer.rnn["cell"] == "ops":
         if plan_slice.get("spill"):
@@ -88,25 +119,14 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     steps, no, nc = rnn["steps"], rnn["n_output"], rnn["n_cell"]
     stream = plan_slice.get("wstream")
     align = lambda n: -(-n // 4) * 4   # noqa: E731
-    text = [header_comment([
+    text = _head([
         f"tessera: layer {layer.name} of {model}: {rnn['cell']} over {steps} steps, "
         f"{rnn['n_input']} -> {nc} cells -> {no} outputs ({rnn['gates']} gates"
         f"{', peephole ' + rnn['peephole'] if rnn.get('peephole') else ''}"
         f"{', projection' if rnn.get('projection') else ''})",
         f"sequences, {rnn['bytes']} bytes of constants and the states in L1 ({l1['total']} bytes); "
         f"the time loop forks {step} on the cores once per step.",
-    ])]
-    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
-                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
-                + "\n")
-    text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
-    text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
-    if stream is None:
-        text.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
-        text.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];\n")
-    else:
-        text.append(f"/* the constants arrive in {target['act_level']} as one chunk of the weight stream */")
-        text.append(f"extern tsr_wstream_t {prefix}_wstream;\n")
+    ], lib, target, symbol(prefix, layer.name, "weights"), stream is not None)
     text.append(f"static void step(void *args)\n{{\n    {step}((const tsr_lstm_args_t *)args, "
                 f"hal_core_id(), hal_num_cores());\n}}\n")
     if rnn.get("projection"):
@@ -136,13 +156,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
              "    hal_fork(step, &a);"]
     if rnn.get("projection"):
         body.append("    hal_fork(project, &a);")
-    body += ["}",
-             f"hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {ys}, {y.nbytes}u, 1, 0, 0, 1, 0, 0);",
-             "hal_dma_wait(&job);"]
-    text.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
-    text.extend("    " + line for line in body)
-    text.append("}")
-    return "\n".join(text) + "\n"
+    return _finish(text, body, layer, plan_slice, prefix, ys, y)
 
 
 # ---- cells of plain ops (golden.recurrent.ops_cell) -------------------------
@@ -231,23 +245,13 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
         base = "xt" if r["v"] == "x" else f"{L1} + {vec[r['v']]}"
         return f"{base} + {r['at']}" if r.get("at") else base
 
-    kernels = [_body_kernel(op, lib, graph) for op in rnn["body"]]
-    text = [header_comment([
+    fns = [_body_kernel(op, lib, graph) for op in rnn["body"]]
+    text = _head([
         f"tessera: layer {layer.name} of {model}: a recurrence of {len(rnn['body'])} ops per step over {T} steps "
         f"(an unrolled {layer.source[0] if layer.source else 'loop'}), {F} -> {rnn['n_output']}",
         f"sequence, {rnn['bytes']} bytes of constants, the states and the ops' vectors in L1 ({l1['total']} bytes); "
         "each op one fork per step.",
-    ])]
-    text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
-                '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ()))
-                + "\n")
-    text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];")
-    text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
-    if plan_slice.get("wstream") is None:
-        text.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
-        text.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];\n")
-    else:
-        text.append(f"extern tsr_wstream_t {prefix}_wstream;\n")
+    ], lib, target, symbol(prefix, layer.name, "weights"), plan_slice.get("wstream") is not None)
     if rnn.get("tables"):
         flat = [v for table in rnn["tables"] for v in table]
         text.append(f"static const int8_t tables[{len(flat)}] = {{\n{int_list(flat)}\n}};")
@@ -258,7 +262,7 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
         text.append(f"static const int32_t p{k}[{T * width}] = {{\n{int_list([v for r in rows for v in r], per_line=width * 2)}\n}};")
     args = {"linear": "tsr_conv_args_t", "add": "tsr_add_args_t", "mul": "tsr_binary_args_t", "lut": "tsr_lut_args_t"}
     for k, op in enumerate(rnn["body"]):
-        text.append(f"static void k{k}(void *args)\n{{\n    {kernels[k]}((const {args[op['op']]} *)args, "
+        text.append(f"static void k{k}(void *args)\n{{\n    {fns[k]}((const {args[op['op']]} *)args, "
                     "hal_core_id(), hal_num_cores());\n}")
     staged = plan_slice.get("wstream") is not None
     engine_w = "ENGINE_ACT" if staged else "ENGINE_W"
@@ -346,10 +350,4 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
     for s in rnn["states"]:
         src = f"{L1} + {vec[rnn['next'][s['name']]]}"
         body.append(f"    for (int32_t j = 0; j < {s['size']}; j++)\n        {L1}[{vec[s['name']]} + j] = ({src})[j];")
-    body += ["}",
-             f"hal_dma_start(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {ys}, {y.nbytes}u, 1, 0, 0, 1, 0, 0);",
-             "hal_dma_wait(&job);"]
-    text.append(f"void {symbol(prefix, layer.name)}(void)\n{{")
-    text.extend("    " + line for line in body)
-    text.append("}")
-    return "\n".join(text) + "\n"
+    return _finish(text, body, layer, plan_slice, prefix, ys, y)
