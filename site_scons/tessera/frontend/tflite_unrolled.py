@@ -133,7 +133,9 @@ def recognise(p):
             continue
         try:
             found.append(_loop(p, g, u))
-        except _NoLoop:
+        except (_NoLoop, FrontendError, KeyError, IndexError, ValueError, TypeError):
+            # not a recurrence tessera recognises (or a damaged model): the
+            # operator handlers take the UNPACK and what follows, and say why not
             continue
     return found
 
