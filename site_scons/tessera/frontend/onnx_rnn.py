@@ -78,3 +78,62 @@ def recurrent_params(node, quantized, y_scale, y_zero_point, where=""):
     arrays = {"w_input": w.astype(np.int8), "w_recurrent": r.astype(np.int8),
               "b_input": fixed[:gates * H].astype(np.int32), "b_recurrent": fixed[gates * H:].astype(np.int32)}
     return rnn, arrays
+
+
+def import_node(parser, node):
+    """An LSTM or GRU node of a QDQ graph (frontend.qdq's parser) onto one
+    `lstm` layer: its input the quantized sequence (normalize made the node
+    read it batch-first), its output the quantized last hidden state Y_h
+    (the sequence Y unread)."""
+    import onnx
+
+    from ..ir import Layer
+
+    g, b = parser.g, parser.b
+    where = g.where(node)
+    if dict((a.name, onnx.helper.get_attribute_value(a)) for a in node.attribute).get("layout", 0) != 1:
+        raise FrontendError(where, f"an {node.op_type} read time-major",
+                            "export it batch-first (batch_first=True) with batch 1")
+    x = parser.activation(node.input[0], node)
+
+    def quantized(name):
+        prod = g.producer.get(name)
+        if prod is None or prod.op_type != "DequantizeLinear":
+            raise FrontendError(where, f"input {name!r} is not dequantized",
+                                f"quantize the {node.op_type} (quantize_static's op_types_to_quantize)")
+        parser.handled.add(id(prod))
+        src, scale, zp, _ = parser._dq_params(prod)
+        if scale.size != 1:
+            raise FrontendError(where, "a per-channel quantized recurrent input", "quantize it per tensor")
+        value = g.array(src) if g.is_const(src) else None
+        if value is None and src in g.producer and g.producer[src].op_type == "QuantizeLinear":
+            q = g.producer[src]            # a quantized constant (the zero initial state)
+            parser.handled.add(id(q))
+            if g.is_const(q.input[0]):
+                s_q, z_q, _ = parser._q_params(q)
+                value = np.clip(np.rint(np.asarray(g.array(q.input[0]), np.float64) / s_q) + z_q, -128, 127)
+        return (None if value is None else np.asarray(value).astype(np.int64)), float(scale.reshape(-1)[0]), \
+            int(np.asarray(zp).reshape(-1)[0])
+
+    users = g.consumers.get(node.output[1], []) if len(node.output) > 1 else []
+    if len(users) != 1 or users[0].op_type != "QuantizeLinear":
+        raise FrontendError(where, f"the {node.op_type}'s last hidden state is not quantized",
+                            "quantize the node's outputs")
+    q_y = users[0]
+    parser.handled.add(id(q_y))
+    s_y, zp_y, dtype = parser._q_params(q_y)
+    rnn, arrays = recurrent_params(node, quantized, s_y, zp_y, where)
+    t = b.tensors[x]
+    steps = t.size // rnn["n_input"]
+    if steps * rnn["n_input"] != t.size:
+        raise FrontendError(where, f"a sequence of {t.size} values for {rnn['n_input']} inputs a step")
+    if x in b.inputs:
+        # a batch-first sequence: time along W, features as channels, in the user's order
+        t.shape, t.source_layout = [1, steps, rnn["n_input"]], "hwc"
+    if t.shape != [1, steps, rnn["n_input"]]:
+        raise FrontendError(where, f"reads a {t.shape} tensor as {steps} steps", "give it the graph's input sequence")
+    rnn.update(steps=steps, sequence=False)
+    y = b.tensor(q_y.output[0], [1, 1, rnn["n_cell"]], dtype, s_y, zp_y)
+    layer = Layer(name=b.layer_name(node.name or node.op_type.lower()), op="lstm", inputs=[x], output=y, rnn=rnn,
+                  source=[node.name or node.output[0]])
+    b.recurrent(layer, arrays)

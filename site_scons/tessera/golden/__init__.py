@@ -51,7 +51,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "lstm":
         rnn = layer.rnn
         arrays = recurrent.unpack(rnn, w)
-        cell = recurrent.lstm if rnn["cell"] == "lstm" else recurrent.ops_cell
+        cell = {"lstm": recurrent.lstm, "ops": recurrent.ops_cell}.get(rnn["cell"], recurrent.onnx_cell)
         acc = cell(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays)
         acc = acc.reshape(1, acc.shape[0], -1)
     else:

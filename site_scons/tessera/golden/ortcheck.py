@@ -15,10 +15,13 @@ from ..errors import TesseraError
 from . import run, run_layer
 
 
-def _to_hwc(arr, shape):
+def _to_hwc(arr, shape, layout=None):
     """ORT's array (NCHW, NCL, NC, or channel-last NHWC as tf2onnx leaves
-    some tensors) as tessera's [H, W, C]."""
+    some tensors) as tessera's [H, W, C]; a channel-last tensor (layout
+    "hwc": a recurrent layer's sequence) keeps its order."""
     arr = np.asarray(arr)
+    if layout == "hwc":
+        return arr.reshape(shape)
     h, w, c = shape
     if arr.ndim == 4:
         if list(arr.shape[1:]) == [h, w, c] and list(arr.shape[1:]) != [c, h, w]:
@@ -76,7 +79,7 @@ def ort_activations(onnx_path, graph, inputs):
     out = {}
     for name, arr in zip(names, results):
         t = graph.tensor(name)
-        out[name] = (_to_hwc(arr, t.shape).astype(np.int64) - t.shift)
+        out[name] = (_to_hwc(arr, t.shape, t.source_layout).astype(np.int64) - t.shift)
     return out
 
 
