@@ -319,3 +319,84 @@ def test_onnx_recurrences_within_one_lsb_of_onnx_runtime(name):
         total += d.size
         assert len(np.unique(yq)) > 8
     assert differ < total // 20    # a rounding tie now and then, not a drift
+
+
+ONNX_HARNESS = r"""
+#include <string.h>
+#include "tessera/fixed32.h"
+#include "tessera/kernels.h"
+int32_t t_sigmoid32(int32_t a) { return tsr_sigmoid32(a, 8); }
+int32_t t_tanh32(int32_t a) { return tsr_tanh32(a, 8); }
+void t_onnx(const int8_t *x, int32_t steps, int8_t *y, int32_t ncores, const int8_t *w_in, const int8_t *w_rec,
+            const int32_t *b_in, const int32_t *b_rec, const int32_t *p, int16_t *h, int32_t *c)
+{
+    tsr_onnx_rnn_args_t a;
+    memset(&a, 0, sizeof a);
+    a.w_in = w_in; a.w_rec = w_rec; a.b_in = b_in; a.b_rec = b_rec; a.c = c;
+    a.n_input = p[0]; a.n_cell = p[1]; a.gru = p[2]; a.zp_x = p[3]; a.zp_w = p[4]; a.zp_r = p[5]; a.zp_y = p[6];
+    a.mul_x = p[7]; a.shift_x = p[8]; a.mul_h = p[9]; a.shift_h = p[10]; a.mul_y = p[11]; a.shift_y = p[12];
+    for (int32_t t = 0; t < steps; t++) {
+        a.x = x + t * a.n_input;
+        a.h_prev = h + (t & 1) * a.n_cell;
+        a.h_next = h + ((t + 1) & 1) * a.n_cell;
+        a.y = t == steps - 1 ? y : NULL;
+        for (int k = 0; k < ncores; k++)
+            tsr_onnx_rnn_step(&a, k, ncores);
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def onnx_lib(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("onnx_rnn")
+    (tmp / "h.c").write_text(ONNX_HARNESS)
+    so = tmp / "libonnx.so"
+    res = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", "-I", INCLUDE, os.path.join(ROOT, "kernels", "reference",
+                          "recurrent.c"), str(tmp / "h.c"), "-o", str(so)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return ctypes.CDLL(str(so))
+
+
+def test_32bit_logistic_and_tanh_match_gemmlowp(onnx_lib):
+    from tessera.golden.gemmlowp import logistic32, tanh32
+
+    onnx_lib.t_sigmoid32.restype = onnx_lib.t_tanh32.restype = c_int32
+    rng = np.random.default_rng(0)
+    xs = np.concatenate([rng.integers(-(1 << 31), 1 << 31, 4000), rng.integers(-(1 << 26), 1 << 26, 4000),
+                         [0, 1, -1, (1 << 31) - 1, -(1 << 31)]])
+    for v in xs:
+        assert onnx_lib.t_sigmoid32(c_int32(int(v))) == logistic32(int(v), 8), v
+        assert onnx_lib.t_tanh32(c_int32(int(v))) == tanh32(int(v), 8), v
+
+
+@pytest.mark.parametrize("cell", ["onnx_gru", "onnx_lstm"])
+def test_onnx_step_matches_golden(onnx_lib, cell):
+    rng = np.random.default_rng(7)
+    H, F, T = 13, 6, 9
+    G = 3 if cell == "onnx_gru" else 4
+    for case in range(4):
+        arrays = {"w_input": rng.integers(-128, 128, (G * H, F)).astype(np.int8),
+                  "w_recurrent": rng.integers(-128, 128, (G * H, H)).astype(np.int8),
+                  "b_input": rng.integers(-(1 << 23), 1 << 23, G * H).astype(np.int32),
+                  "b_recurrent": rng.integers(-(1 << 23), 1 << 23, G * H).astype(np.int32)}
+        mul, shift = {}, {}
+        for key, real in (("x", 0.02 * 0.004 * 2 ** 23), ("h", 0.004 * 2 ** 8), ("y", 2 ** -15 / 0.006)):
+            mul[key], shift[key] = quantize_multiplier(real)
+        rnn = {"cell": cell, "steps": T, "n_input": F, "n_cell": H, "n_output": H, "sequence": False,
+               "zp": {"x": int(rng.integers(-9, 9)), "w": int(rng.integers(-3, 3)), "r": int(rng.integers(-3, 3))},
+               "mul": mul, "shift": shift, "y_zp": int(rng.integers(-9, 9))}
+        x = rng.integers(-128, 128, (T, F)).astype(np.int8)
+        want = recurrent.onnx_cell(x, rnn, arrays).reshape(-1)
+        p = np.array([F, H, int(cell == "onnx_gru"), rnn["zp"]["x"], rnn["zp"]["w"], rnn["zp"]["r"], rnn["y_zp"],
+                      mul["x"], shift["x"], mul["h"], shift["h"], mul["y"], shift["y"]], np.int32)
+        for ncores in (1, 4):
+            y = np.zeros(H, np.int8)
+            h = np.zeros(2 * H, np.int16)
+            c = np.zeros(H, np.int32)
+            onnx_lib.t_onnx(_p(x, c_int8), c_int32(T), _p(y, c_int8), c_int32(ncores),
+                            _p(arrays["w_input"], c_int8), _p(arrays["w_recurrent"], c_int8),
+                            _p(arrays["b_input"], c_int32), _p(arrays["b_recurrent"], c_int32), _p(p, c_int32),
+                            _p(h, c_int16), _p(c, c_int32))
+            assert np.array_equal(y, want), (case, ncores)
+        assert len(np.unique(want)) > 3

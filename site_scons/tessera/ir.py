@@ -357,6 +357,9 @@ def rnn_macs(rnn):
             at, n, _ = rnn["layout"][op["weights"]] if op["op"] == "linear" else (0, op["n"], "")
             per_step += n
         return rnn["steps"] * per_step
+    if rnn["cell"] in ("onnx_lstm", "onnx_gru"):
+        g = 4 if rnn["cell"] == "onnx_lstm" else 3
+        return rnn["steps"] * (g * rnn["n_cell"] * (rnn["n_input"] + rnn["n_cell"]) + 3 * rnn["n_cell"])
     g, nc, no = len(rnn["gates"]), rnn["n_cell"], rnn["n_output"]
     per_step = g * nc * (rnn["n_input"] + no) + len(rnn.get("peephole") or "") * nc + 3 * nc
     if rnn.get("projection"):

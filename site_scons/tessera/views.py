@@ -97,6 +97,9 @@ def recurrent_l1(layer):
     the cells' int8 hidden values (codegen.recurrent lays them out)."""
     rnn = layer.rnn
     align = lambda n: -(-n // 4) * 4   # noqa: E731
+    if rnn["cell"] in ("onnx_lstm", "onnx_gru"):   # two int16 hidden states, the int32 cell state
+        scratch = 2 * align(2 * rnn["n_cell"]) + align(4 * rnn["n_cell"])
+        return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch}
     if rnn["cell"] == "ops":   # its states and every body op's vector
         scratch = sum(align(s["size"]) for s in rnn["states"]) + sum(align(op["n"]) for op in rnn["body"])
         sizes = {role: align(n * {"int32": 4, "int16": 2}.get(dtype, 1)) for role, (_, n, dtype) in rnn["layout"].items()}

@@ -216,6 +216,30 @@ typedef struct {
 void tsr_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
 void tsr_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
 
+/* One time step of ONNX's LSTM or GRU as ONNX Runtime runs it in float
+ * between Q/DQ (the IR's lstm of cell onnx_lstm / onnx_gru,
+ * golden/recurrent.py onnx_cell): int8 input and weights with zero
+ * points, the states in fixed point (hidden Q0.15, cell Q8.23), the gates'
+ * pre-activations in Q8.23 through gemmlowp's 32-bit logistic and tanh.
+ * Gates in ONNX's order (LSTM i, o, f, c; GRU z, r, h), weights
+ * [gate][n_cell][n_input | n_cell], biases Q8.23. This core's share of the
+ * cells: reads x and h_prev, writes h_next (and its c in place); with y
+ * set, also y = clamp(rq_y(h) + zp_y) of its cells. */
+typedef struct {
+    const int8_t *x;
+    const int16_t *h_prev;
+    int16_t *h_next;
+    int32_t *c;                  /* LSTM only */
+    int8_t *y;                   /* or NULL */
+    const int8_t *w_in, *w_rec;
+    const int32_t *b_in, *b_rec;
+    int32_t n_input, n_cell, gru;
+    int32_t zp_x, zp_w, zp_r, zp_y;
+    int32_t mul_x, shift_x, mul_h, shift_h, mul_y, shift_y;
+} tsr_onnx_rnn_args_t;
+
+void tsr_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
+
 /* depthwise -> pointwise fused row-wise (kernels/reference/dw_pw.c): the
  * depthwise output never leaves L1. Each core takes its share of the output
  * rows and computes them in blocks of fd rows: the block's depthwise rows,

@@ -23,6 +23,10 @@ from .layer import symbol
 from .libraries import library, reference
 
 
+# the ONNX cells' step: the reference kernel on every library so far
+ONNX_STEP = "tsr_onnx_rnn_step"
+
+
 def kernels(lib):
     """(step, projection) kernel functions of a kernel library."""
     return getattr(lib, "RECURRENT", reference.RECURRENT)
@@ -99,6 +103,8 @@ def _finish(text, body, layer, plan_slice, prefix, ys, y):
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
+    if layer.rnn["cell"] in ("onnx_lstm", "onnx_gru"):
+        return generate_onnx(layer, graph, plan_slice, target, model)
     if layer.rnn["cell"] == "ops":
         if plan_slice.get("spill"):
             raise FitError(f"layer {layer.name}", f"a recurrent layer reads or writes activations moved out of "
@@ -350,4 +356,64 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
     for s in rnn["states"]:
         src = f"{L1} + {vec[rnn['next'][s['name']]]}"
         body.append(f"    for (int32_t j = 0; j < {s['size']}; j++)\n        {L1}[{vec[s['name']]} + j] = ({src})[j];")
+    return _finish(text, body, layer, plan_slice, prefix, ys, y)
+
+
+# ---- ONNX's LSTM and GRU (golden.recurrent.onnx_cell) -----------------------
+
+def generate_onnx(layer, graph, plan_slice, target, model):
+    """The sequence and the constants in L1, the hidden state in two int16
+    buffers that swap every step, the int32 cell state in place; one fork
+    of tsr_onnx_rnn_step per step, the output quantized by the last one (by
+    every one for a sequence)."""
+    prefix = target["prefix"]
+    lib = library(target["kernels"])
+    rnn = layer.rnn
+    if plan_slice.get("spill"):
+        raise FitError(f"layer {layer.name}", "a recurrent layer reads or writes activations moved out of "
+                       f"{target['act_level']}, which it does not support",
+                       "give the target's activation level more room")
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    l1 = plan_slice["l1"]
+    L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
+    T, F, H = rnn["steps"], rnn["n_input"], rnn["n_cell"]
+    staged = plan_slice.get("wstream") is not None
+    align = lambda n: -(-n // 4) * 4   # noqa: E731
+    xs, ys = f"{L1} + {l1['in'][0][0]}", f"{L1} + {l1['out'][0]}"
+    w, scratch = f"{L1} + {l1['weights'][0]}", f"{L1} + {l1['scratch']}"
+    lay, m, s = rnn["layout"], rnn["mul"], rnn["shift"]
+    step = ONNX_STEP
+    text = _head([
+        f"tessera: layer {layer.name} of {model}: ONNX's {rnn['cell'][5:].upper()} over {T} steps, "
+        f"{F} -> {H} (as ONNX Runtime runs it in float: the states in fixed point)",
+        f"sequence, {rnn['bytes']} bytes of constants and the states in L1 ({l1['total']} bytes); "
+        f"the time loop forks {step} on the cores once per step.",
+    ], lib, target, symbol(prefix, layer.name, "weights"), staged)
+    text.append(f"static void step(void *args)\n{{\n    {step}((const tsr_onnx_rnn_args_t *)args, "
+                "hal_core_id(), hal_num_cores());\n}\n")
+    wsrc = f"tsr_wstream_next(&{prefix}_wstream)" if staged else symbol(prefix, layer.name, "weights")
+    body = ["hal_dma_job_t job = {0};", "tsr_onnx_rnn_args_t a = {0};",
+            f"int16_t *h = (int16_t *)({scratch});",
+            f"int32_t *c = (int32_t *)({scratch} + {2 * align(2 * H)});",
+            f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);",
+            f"hal_dma_start(&job, {'ENGINE_ACT' if staged else 'ENGINE_W'}, {w}, {wsrc}, {rnn['bytes']}u, "
+            "1, 0, 0, 1, 0, 0);",
+            f"a.w_in = {w} + {lay['w_input'][0]};", f"a.w_rec = {w} + {lay['w_recurrent'][0]};",
+            f"a.b_in = (const int32_t *)({w} + {lay['b_input'][0]});",
+            f"a.b_rec = (const int32_t *)({w} + {lay['b_recurrent'][0]});",
+            f"a.n_input = {F};", f"a.n_cell = {H};", f"a.gru = {int(rnn['cell'] == 'onnx_gru')};",
+            f"a.zp_x = {rnn['zp']['x']};", f"a.zp_w = {rnn['zp']['w']};", f"a.zp_r = {rnn['zp']['r']};",
+            f"a.zp_y = {rnn['y_zp']};", f"a.mul_x = {m['x']};", f"a.shift_x = {s['x']};",
+            f"a.mul_h = {m['h']};", f"a.shift_h = {s['h']};", f"a.mul_y = {m['y']};", f"a.shift_y = {s['y']};",
+            "a.c = c;",
+            f"for (int32_t j = 0; j < {2 * H}; j++)\n        h[j] = 0;",
+            f"for (int32_t j = 0; j < {H}; j++)\n        c[j] = 0;",
+            "hal_dma_wait(&job);",
+            f"for (int32_t t = 0; t < {T}; t++) {{",
+            f"    a.x = {xs} + t * {F};",
+            f"    a.h_prev = h + (t & 1) * {H};",
+            f"    a.h_next = h + ((t + 1) & 1) * {H};",
+            (f"    a.y = {ys} + t * {H};" if rnn.get("sequence", True) else
+             f"    a.y = t == {T - 1} ? {ys} : NULL;"),
+            "    hal_fork(step, &a);"]
     return _finish(text, body, layer, plan_slice, prefix, ys, y)

@@ -155,7 +155,9 @@ def recurrent_features(layer, graph, tiling, cores=1):
         nc = rnn["n_cell"]
         share = _chunk(nc, 1, cores) * cores / nc
         feats["split_macs"] = round(feats["macs"] * share)
-        feats["out_elems"] = rnn["steps"] * nc * (4 if rnn["gates"] == "fgo" else 5)
+        # the activations a cell evaluates a step (ONNX's cells: the 32-bit forms)
+        per_cell = {"onnx_lstm": 5, "onnx_gru": 3}.get(rnn["cell"], 4 if rnn.get("gates") == "fgo" else 5)
+        feats["out_elems"] = rnn["steps"] * nc * per_cell
         feats["chans"] = round(feats["out_elems"] * share)
         feats["in_elems"] = x.size
         feats["tiles"] = rnn["steps"] * (2 if rnn.get("projection") else 1)

@@ -95,7 +95,7 @@ RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise
 
 def kernel_function(layer, graph):
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
-        return RECURRENT[0] if layer.rnn["cell"] == "lstm" else KERNELS["linear"]
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], "tsr_onnx_rnn_step")
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]

@@ -41,7 +41,7 @@ tile_args = reference.tile_args
 
 def kernel_function(layer, graph):
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
-        return RECURRENT[0] if layer.rnn["cell"] == "lstm" else KERNELS["linear"]
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], "tsr_onnx_rnn_step")
     if reference.reference_only(layer, graph) is not None:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

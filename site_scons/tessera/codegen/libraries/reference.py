@@ -23,6 +23,8 @@ REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
 def kernel_function(layer, graph=None):
     if layer.op == "lstm" and layer.rnn["cell"] == "ops":
         return KERNELS["linear"]
+    if layer.op == "lstm" and layer.rnn["cell"] != "lstm":
+        return "tsr_onnx_rnn_step"
     if layer.op == "add" and graph is not None and (is_whole(layer, graph) or channel_operand(layer, graph)):
         return "tsr_add_broadcast"
     return KERNELS[layer.op]
