@@ -266,7 +266,7 @@ def test_lstm_options_equal_the_interpreter(tmp_path, cifg, peephole, projection
 @pytest.mark.parametrize("name", ["torch_kws_gru", "torch_kws_lstm"])
 def test_onnx_recurrences_within_one_lsb_of_onnx_runtime(name):
     """PyTorch's GRU and LSTM exported to ONNX and quantized by ONNX
-    Runtime (tools/corpus/make_torch.py): ONNX Runtime runs the node in
+    Runtime (tools/corpus/make_torch.py, in tests/corpus/): ONNX Runtime runs the node in
     float between QuantizeLinear and DequantizeLinear; the integer step
     (golden.recurrent.onnx_cell, frontend.onnx_rnn) is within 1 LSB of its
     quantized last hidden state, fed ONNX Runtime's own int8 sequence."""
@@ -276,7 +276,7 @@ def test_onnx_recurrences_within_one_lsb_of_onnx_runtime(name):
 
     from tessera.frontend.onnx_rnn import recurrent_params
 
-    path = os.path.join(ROOT, "tests", "data", "recurrent", f"{name}.onnx")
+    path = os.path.join(ROOT, "tests", "corpus", f"{name}.onnx")
     model = onnx.load(path)
     g = model.graph
     inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}

@@ -100,3 +100,31 @@ def test_lstm_bit_exact_on_pulp_open(tmp_path):
         pytest.skip("gvsoc is not on PATH (docs/gvsoc.md)")
     rep, _ = built(tmp_path, "pulp_open", "trained_lstm")
     assert rep["layers"][0]["kernel"] == "pnn_lstm_step"
+
+
+CORPUS = os.path.join(ROOT, "tests", "corpus")
+
+
+@pytest.mark.parametrize("name, target", [
+    pytest.param("torch_kws_gru", "stm32h7", marks=pytest.mark.qemu),
+    pytest.param("torch_kws_lstm", "gap8", marks=pytest.mark.qemu),
+    pytest.param("torch_kws_gru", "pulp_open", marks=pytest.mark.gvsoc),
+    pytest.param("torch_kws_lstm", "pulp_open", marks=pytest.mark.gvsoc)])
+def test_onnx_recurrences_bit_exact_on_targets(tmp_path, name, target):
+    """PyTorch's GRU and LSTM keyword spotters (tests/corpus/, within 1 LSB
+    of ONNX Runtime there, bit-exact on the host by tests/test_corpus.py)
+    under QEMU and on GVSoC."""
+    if target == "pulp_open":
+        from tessera.runners import gvsoc
+        if gvsoc.locate() is None:
+            pytest.skip("gvsoc is not on PATH (docs/gvsoc.md)")
+    elif target == "stm32h7":
+        needs("arm-none-eabi-gcc", "qemu-system-arm")
+    else:
+        needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
+    out = tmp_path / "out"
+    scons(f"target={target}", f"model={os.path.join(CORPUS, name + '.yaml')}", out=out, check=True)
+    rep = report(out, target, name)
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    assert rep["layers"][0]["kernel"] == "tsr_onnx_rnn_step"
+    assert rep["ort_check"]["worst"]["max_diff"] <= 1

@@ -827,9 +827,12 @@ def recurrent_layouts(g, notes):
             continue
         g.rename_input(t.output[0], t.input[0])
         g.remove(t)
-        if t.input[0] in {i.name for i in g.g.input}:
+        src = t.input[0]
+        while src in g.producer and g.producer[src].op_type in ("QuantizeLinear", "DequantizeLinear"):
+            src = g.producer[src].input[0]
+        if src in {i.name for i in g.g.input}:
             # the user's [1, T, F] array is the firmware's sequence as it is (channel-last)
-            notes.setdefault("input_layout", {})[t.input[0]] = "nlc"
+            notes.setdefault("input_layout", {})[src] = "nlc"
         for a in list(node.attribute):
             if a.name == "layout":
                 node.attribute.remove(a)
