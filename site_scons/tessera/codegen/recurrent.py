@@ -103,22 +103,18 @@ def _finish(text, body, layer, plan_slice, prefix, ys, y):
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
+    if plan_slice.get("spill"):
+        raise FitError(f"layer {layer.name}", "a recurrent layer reads or writes activations moved out of "
+                       f"{target['act_level']}, which it does not support",
+                       "give the target's activation level more room")
     if layer.rnn["cell"] in ("onnx_lstm", "onnx_gru"):
         return generate_onnx(layer, graph, plan_slice, target, model)
     if layer.rnn["cell"] == "ops":
-        if plan_slice.get("spill"):
-            raise FitError(f"layer {layer.name}", f"a recurrent layer reads or writes activations moved out of "
-                           f"{target['act_level']}, which it does not support",
-                           "give the target's activation level more room")
         return generate_ops(layer, graph, tiling, plan_slice, target, model)
     prefix = target["prefix"]
     lib = library(target["kernels"])
     step, project = kernels(lib)
     rnn = layer.rnn
-    if plan_slice.get("spill"):
-        raise FitError(f"layer {layer.name}", f"a recurrent layer reads or writes activations moved out of "
-                       f"{target['act_level']}, which it does not support",
-                       "give the target's activation level more room")
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     l1 = plan_slice["l1"]
     L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
@@ -369,10 +365,6 @@ def generate_onnx(layer, graph, plan_slice, target, model):
     prefix = target["prefix"]
     lib = library(target["kernels"])
     rnn = layer.rnn
-    if plan_slice.get("spill"):
-        raise FitError(f"layer {layer.name}", "a recurrent layer reads or writes activations moved out of "
-                       f"{target['act_level']}, which it does not support",
-                       "give the target's activation level more room")
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     l1 = plan_slice["l1"]
     L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
