@@ -328,11 +328,12 @@ ONNX_HARNESS = r"""
 int32_t t_sigmoid32(int32_t a) { return tsr_sigmoid32(a, 8); }
 int32_t t_tanh32(int32_t a) { return tsr_tanh32(a, 8); }
 void t_onnx(const int8_t *x, int32_t steps, int8_t *y, int32_t ncores, const int8_t *w_in, const int8_t *w_rec,
-            const int32_t *b_in, const int32_t *b_rec, const int32_t *p, int16_t *h, int32_t *c)
+            const int32_t *b_in, const int32_t *b_rec, const int32_t *p, int16_t *h, int32_t *c,
+            const int32_t *w_sums)
 {
     tsr_onnx_rnn_args_t a;
     memset(&a, 0, sizeof a);
-    a.w_in = w_in; a.w_rec = w_rec; a.b_in = b_in; a.b_rec = b_rec; a.c = c;
+    a.w_in = w_in; a.w_rec = w_rec; a.b_in = b_in; a.b_rec = b_rec; a.c = c; a.w_sums = w_sums;
     a.n_input = p[0]; a.n_cell = p[1]; a.gru = p[2]; a.zp_x = p[3]; a.zp_w = p[4]; a.zp_r = p[5]; a.zp_y = p[6];
     a.mul_x = p[7]; a.shift_x = p[8]; a.mul_h = p[9]; a.shift_h = p[10]; a.mul_y = p[11]; a.shift_y = p[12];
     for (int32_t t = 0; t < steps; t++) {
@@ -341,24 +342,45 @@ void t_onnx(const int8_t *x, int32_t steps, int8_t *y, int32_t ncores, const int
         a.h_next = h + ((t + 1) & 1) * a.n_cell;
         a.y = t == steps - 1 ? y : NULL;
         for (int k = 0; k < ncores; k++)
-            tsr_onnx_rnn_step(&a, k, ncores);
+            ONNX_STEP(&a, k, ncores);
     }
 }
 """
 
 
-@pytest.fixture(scope="module")
-def onnx_lib(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("onnx_rnn")
-    (tmp / "h.c").write_text(ONNX_HARNESS)
+# library: (sources, include folders, its ONNX step)
+ONNX_LIBRARIES = {"reference": (["kernels/reference/recurrent.c"], [], "tsr_onnx_rnn_step"),
+                  "cmsis_nn": (["kernels/cmsis_nn/recurrent.c"], ["kernels/cmsis_nn"], "tsr_cmsis_onnx_rnn_step"),
+                  "pulp_nn": (["kernels/pulp_nn/recurrent.c"], ["kernels/pulp_nn"], "pnn_onnx_rnn_step")}
+
+
+def _onnx_build(tmp_path_factory, name):
+    sources, includes, step = ONNX_LIBRARIES[name]
+    tmp = tmp_path_factory.mktemp("onnx_rnn_" + name)
+    (tmp / "h.c").write_text(ONNX_HARNESS.replace("ONNX_STEP", step).replace(
+        '#include "tessera/kernels.h"\n', '#include "tessera/kernels.h"\n'
+        f"void {step}(const tsr_onnx_rnn_args_t *a, int core, int ncores);\n", 1))
     so = tmp / "libonnx.so"
-    res = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", "-I", INCLUDE, os.path.join(ROOT, "kernels", "reference",
-                          "recurrent.c"), str(tmp / "h.c"), "-o", str(so)], capture_output=True, text=True)
+    res = subprocess.run(["gcc", *CFLAGS, "-shared", "-fPIC", "-I", INCLUDE,
+                          *(f"-I{os.path.join(ROOT, d)}" for d in includes),
+                          *(os.path.join(ROOT, f) for f in sources), str(tmp / "h.c"), "-o", str(so)],
+                         capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     return ctypes.CDLL(str(so))
 
 
-def test_32bit_logistic_and_tanh_match_gemmlowp(onnx_lib):
+@pytest.fixture(scope="module", params=sorted(ONNX_LIBRARIES))
+def onnx_lib(request, tmp_path_factory):
+    return _onnx_build(tmp_path_factory, request.param)
+
+
+@pytest.fixture(scope="module")
+def onnx_ref_lib(tmp_path_factory):
+    return _onnx_build(tmp_path_factory, "reference")
+
+
+def test_32bit_logistic_and_tanh_match_gemmlowp(onnx_ref_lib):
+    onnx_lib = onnx_ref_lib
     from tessera.golden.gemmlowp import logistic32, tanh32
 
     onnx_lib.t_sigmoid32.restype = onnx_lib.t_tanh32.restype = c_int32
@@ -397,6 +419,7 @@ def test_onnx_step_matches_golden(onnx_lib, cell):
             onnx_lib.t_onnx(_p(x, c_int8), c_int32(T), _p(y, c_int8), c_int32(ncores),
                             _p(arrays["w_input"], c_int8), _p(arrays["w_recurrent"], c_int8),
                             _p(arrays["b_input"], c_int32), _p(arrays["b_recurrent"], c_int32), _p(p, c_int32),
-                            _p(h, c_int16), _p(c, c_int32))
+                            _p(h, c_int16), _p(c, c_int32),
+                            _p(arrays["w_input"].astype(np.int64).sum(axis=1).astype(np.int32), c_int32))
             assert np.array_equal(y, want), (case, ncores)
         assert len(np.unique(want)) > 3

@@ -126,5 +126,5 @@ def test_onnx_recurrences_bit_exact_on_targets(tmp_path, name, target):
     scons(f"target={target}", f"model={os.path.join(CORPUS, name + '.yaml')}", out=out, check=True)
     rep = report(out, target, name)
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
-    assert rep["layers"][0]["kernel"] == "tsr_onnx_rnn_step"
+    assert rep["layers"][0]["kernel"] == {"stm32h7": "tsr_cmsis_onnx_rnn_step"}.get(target, "pnn_onnx_rnn_step")
     assert rep["ort_check"]["worst"]["max_diff"] <= 1

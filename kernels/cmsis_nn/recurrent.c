@@ -62,3 +62,34 @@ void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
     share(a->n_output, core, ncores, &o0, &o1);
     tsr_lstm_projection(a, o0, o1, dot_dsp);
 }
+
+/* ---- ONNX's LSTM and GRU (tessera/onnx_rnn_cell.h): SMLAD for both sums -- */
+
+#include "tessera/onnx_rnn_cell.h"
+
+/* int8 weights times the int16 hidden state: the weights sign-extended in
+ * (0, 2) and (1, 3) lanes, the state's pairs packed to match */
+static int32_t dot16_dsp(const int8_t *r, const int16_t *h, int32_t n)
+{
+    int32_t s = 0, k = 0;
+    for (; k + 4 <= n; k += 4) {
+        uint32_t w = tsr_ld32(r + k), h01 = tsr_ld32(h + k), h23 = tsr_ld32(h + k + 2);
+        s = tsr_smlad(tsr_sxtb16(w), (int32_t)((h01 & 0xFFFFu) | (h23 << 16)), s);
+        s = tsr_smlad(tsr_sxtb16_ror8(w), (int32_t)((h01 >> 16) | (h23 & 0xFFFF0000u)), s);
+    }
+    for (; k < n; k++)
+        s += (int32_t)r[k] * h[k];
+    return s;
+}
+
+static int32_t dot8_dsp(const int8_t *w, const int8_t *x, int32_t n)
+{
+    return dot_dsp(w, x, n);
+}
+
+void tsr_cmsis_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
+{
+    int32_t j0, j1;
+    share(a->n_cell, core, ncores, &j0, &j1);
+    tsr_onnx_cells(a, j0, j1, dot8_dsp, dot16_dsp);
+}

@@ -56,3 +56,23 @@ void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
     pnn_chunk(a->n_output, 1, core, ncores, &o0, &o1);
     tsr_lstm_projection(a, o0, o1, dot);
 }
+
+/* ---- ONNX's LSTM and GRU (tessera/onnx_rnn_cell.h): the cells over the
+ * cores, pv.sdotsp.b for the input weights' sums ------------------------- */
+
+#include "tessera/onnx_rnn_cell.h"
+
+static int32_t dot16(const int8_t *r, const int16_t *h, int32_t n)
+{
+    int32_t s = 0;
+    for (int32_t k = 0; k < n; k++)
+        s += (int32_t)r[k] * h[k];
+    return s;
+}
+
+void pnn_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
+{
+    int32_t j0, j1;
+    pnn_chunk(a->n_cell, 1, core, ncores, &j0, &j1);
+    tsr_onnx_cells(a, j0, j1, dot, dot16);
+}

@@ -233,6 +233,7 @@ typedef struct {
     int8_t *y;                   /* or NULL */
     const int8_t *w_in, *w_rec;
     const int32_t *b_in, *b_rec;
+    const int32_t *w_sums;       /* [gate][n_cell]: each row of w_in summed */
     int32_t n_input, n_cell, gru;
     int32_t zp_x, zp_w, zp_r, zp_y;
     int32_t mul_x, shift_x, mul_h, shift_h, mul_y, shift_y;

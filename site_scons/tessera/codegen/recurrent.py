@@ -23,8 +23,6 @@ from .layer import symbol
 from .libraries import library, reference
 
 
-# the ONNX cells' step: the reference kernel on every library so far
-ONNX_STEP = "tsr_onnx_rnn_step"
 
 
 def kernels(lib):
@@ -374,7 +372,7 @@ def generate_onnx(layer, graph, plan_slice, target, model):
     xs, ys = f"{L1} + {l1['in'][0][0]}", f"{L1} + {l1['out'][0]}"
     w, scratch = f"{L1} + {l1['weights'][0]}", f"{L1} + {l1['scratch']}"
     lay, m, s = rnn["layout"], rnn["mul"], rnn["shift"]
-    step = ONNX_STEP
+    step = getattr(lib, "ONNX_RECURRENT", reference.ONNX_RECURRENT)
     text = _head([
         f"tessera: layer {layer.name} of {model}: ONNX's {rnn['cell'][5:].upper()} over {T} steps, "
         f"{F} -> {H} (as ONNX Runtime runs it in float: the states in fixed point)",
@@ -393,6 +391,7 @@ def generate_onnx(layer, graph, plan_slice, target, model):
             f"a.w_in = {w} + {lay['w_input'][0]};", f"a.w_rec = {w} + {lay['w_recurrent'][0]};",
             f"a.b_in = (const int32_t *)({w} + {lay['b_input'][0]});",
             f"a.b_rec = (const int32_t *)({w} + {lay['b_recurrent'][0]});",
+            f"a.w_sums = (const int32_t *)({w} + {lay['w_sums'][0]});",
             f"a.n_input = {F};", f"a.n_cell = {H};", f"a.gru = {int(rnn['cell'] == 'onnx_gru')};",
             f"a.zp_x = {rnn['zp']['x']};", f"a.zp_w = {rnn['zp']['w']};", f"a.zp_r = {rnn['zp']['r']};",
             f"a.zp_y = {rnn['y_zp']};", f"a.mul_x = {m['x']};", f"a.shift_x = {s['x']};",

@@ -76,6 +76,8 @@ def recurrent_params(node, quantized, y_scale, y_zero_point, where=""):
            "n_output": H, "zp": {"x": int(z_x), "w": int(z_w), "r": int(z_r)}, "mul": mul, "shift": shift,
            "y_zp": int(y_zero_point)}
     arrays = {"w_input": w.astype(np.int8), "w_recurrent": r.astype(np.int8),
+              # each input-weight row summed: the kernels take the zero points out of their sums
+              "w_sums": w.astype(np.int64).sum(axis=1).astype(np.int32),
               "b_input": fixed[:gates * H].astype(np.int32), "b_recurrent": fixed[gates * H:].astype(np.int32)}
     return rnn, arrays
 

@@ -181,7 +181,7 @@ def kernel_of(kernels, layer, graph):
     lib = library(kernels)
     fn = lib.kernel_function(layer, graph)
     own = (list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
-           + list(getattr(lib, "RECURRENT", ())))
+           + list(getattr(lib, "RECURRENT", ())) + [getattr(lib, "ONNX_RECURRENT", None)])
     return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 

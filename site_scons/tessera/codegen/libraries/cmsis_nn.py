@@ -35,6 +35,7 @@ KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "de
            "add": "tsr_cmsis_add"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
+ONNX_RECURRENT = "tsr_cmsis_onnx_rnn_step"
 RECURRENT = ("tsr_cmsis_lstm_step", "tsr_cmsis_lstm_project")
 
 # fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
@@ -95,7 +96,7 @@ RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise
 
 def kernel_function(layer, graph):
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
-        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], "tsr_onnx_rnn_step")
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]

@@ -14,6 +14,7 @@ KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "p
            "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
+ONNX_RECURRENT = "pnn_onnx_rnn_step"
 RECURRENT = ("pnn_lstm_step", "pnn_lstm_project")
 
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
@@ -41,7 +42,7 @@ tile_args = reference.tile_args
 
 def kernel_function(layer, graph):
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
-        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], "tsr_onnx_rnn_step")
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if reference.reference_only(layer, graph) is not None:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

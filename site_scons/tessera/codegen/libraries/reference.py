@@ -13,8 +13,9 @@ KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "t
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
            "resize": "tsr_resize", "softmax": "tsr_softmax", "lstm": "tsr_lstm_step"}
-# a recurrent layer's step and projection kernels (codegen.recurrent)
+# a recurrent layer's step and projection kernels (codegen.recurrent); ONNX's LSTM and GRU step
 RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
+ONNX_RECURRENT = "tsr_onnx_rnn_step"
 
 # ops only the reference kernels implement (the other libraries fall back)
 REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
@@ -24,7 +25,7 @@ def kernel_function(layer, graph=None):
     if layer.op == "lstm" and layer.rnn["cell"] == "ops":
         return KERNELS["linear"]
     if layer.op == "lstm" and layer.rnn["cell"] != "lstm":
-        return "tsr_onnx_rnn_step"
+        return ONNX_RECURRENT
     if layer.op == "add" and graph is not None and (is_whole(layer, graph) or channel_operand(layer, graph)):
         return "tsr_add_broadcast"
     return KERNELS[layer.op]
