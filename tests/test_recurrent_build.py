@@ -128,3 +128,44 @@ def test_onnx_recurrences_bit_exact_on_targets(tmp_path, name, target):
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
     assert rep["layers"][0]["kernel"] == {"stm32h7": "tsr_cmsis_onnx_rnn_step"}.get(target, "pnn_onnx_rnn_step")
     assert rep["ort_check"]["worst"]["max_diff"] <= 1
+
+
+def small_l1(tmp_path, target):
+    import yaml
+
+    with open(os.path.join(ROOT, "targets", target + ".yaml")) as f:
+        data = yaml.safe_load(f)
+    data["memory"]["L1"]["size"] = 3000
+    path = tmp_path / f"{target}_l1_3000.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("model_path", ["examples/lstm/trained_lstm.yaml", "tests/corpus/torch_kws_lstm.yaml"])
+def test_gate_matrices_stream_a_block_of_cells_when_l1_is_small(tmp_path, model_path):
+    """With a 3000-byte L1 the gate matrices (4480 and 9344 bytes) stream
+    through two L1 buffers a block of cells at a time, every step: still
+    bit-exact."""
+    name = os.path.basename(model_path)[:-5]
+    if name == "trained_lstm":
+        model(name)
+    out = tmp_path / "out"
+    target = small_l1(tmp_path, "host")
+    scons(f"target={target}", f"model={os.path.join(ROOT, model_path)}", out=out, check=True)
+    rep = report(out, "host_l1_3000", name)
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    import json
+    with open(out / "host_l1_3000" / name / "tiling" / f"{rep['layers'][0]['name']}.json") as f:
+        tiling = json.load(f)
+    assert 0 < tiling["stream"]["cells"] < 32 and tiling["l1_bytes"]["total"] <= 3000
+
+
+@pytest.mark.qemu
+def test_streamed_gate_matrices_on_gap8(tmp_path):
+    """The blocks on GAP8: from L3 through the weight stream's chunk in L2."""
+    needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
+    out = tmp_path / "out"
+    target = small_l1(tmp_path, "gap8")
+    scons(f"target={target}", f"model={os.path.join(CORPUS, 'torch_kws_gru.yaml')}", out=out, check=True)
+    rep = report(out, "gap8_l1_3000", "torch_kws_gru")
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])

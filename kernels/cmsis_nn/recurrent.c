@@ -51,9 +51,10 @@ static void share(int32_t n, int core, int ncores, int32_t *b, int32_t *e)
 
 void tsr_cmsis_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
 {
-    int32_t j0, j1;
-    share(a->n_cell, core, ncores, &j0, &j1);
-    tsr_lstm_cells_by_rows(a, j0, j1, dot2_dsp);
+    int32_t b, e, j0, j1;
+    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
+    share(e - b, core, ncores, &j0, &j1);
+    tsr_lstm_cells_by_rows(a, b + j0, b + j1, dot2_dsp);
 }
 
 void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
@@ -89,7 +90,8 @@ static int32_t dot8_dsp(const int8_t *w, const int8_t *x, int32_t n)
 
 void tsr_cmsis_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
 {
-    int32_t j0, j1;
-    share(a->n_cell, core, ncores, &j0, &j1);
-    tsr_onnx_cells(a, j0, j1, dot8_dsp, dot16_dsp);
+    int32_t b, e, j0, j1;
+    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
+    share(e - b, core, ncores, &j0, &j1);
+    tsr_onnx_cells(a, b + j0, b + j1, dot8_dsp, dot16_dsp);
 }

@@ -211,6 +211,11 @@ typedef struct {
     int32_t hidden_mul, hidden_shift, hidden_zp;
     int32_t proj_mul, proj_shift, state_zp, proj_clip;
     int32_t cell_exp, cell_clip;
+    /* a block of cells whose weights streamed in (codegen.recurrent): the
+     * call computes cells [cell0, cell1) (cell1 0: all of them) and w_in,
+     * w_rec hold w_rows rows per gate from cell w_first on (w_rows 0:
+     * n_cell rows from cell 0, the whole matrices) */
+    int32_t cell0, cell1, w_rows, w_first;
 } tsr_lstm_args_t;
 
 void tsr_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
@@ -237,7 +242,20 @@ typedef struct {
     int32_t n_input, n_cell, gru;
     int32_t zp_x, zp_w, zp_r, zp_y;
     int32_t mul_x, shift_x, mul_h, shift_h, mul_y, shift_y;
+    int32_t cell0, cell1, w_rows, w_first;   /* as in tsr_lstm_args_t */
 } tsr_onnx_rnn_args_t;
+
+/* the cells a recurrent step's call computes, and a weight row's index */
+static inline void tsr_rnn_cells(int32_t n_cell, int32_t cell0, int32_t cell1, int32_t *b, int32_t *e)
+{
+    *b = cell0;
+    *e = cell1 ? cell1 : n_cell;
+}
+
+static inline int32_t tsr_rnn_wrow(int32_t k, int32_t j, int32_t n_cell, int32_t w_rows, int32_t w_first)
+{
+    return k * (w_rows ? w_rows : n_cell) + j - w_first;
+}
 
 void tsr_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
 

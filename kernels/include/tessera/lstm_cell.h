@@ -19,10 +19,10 @@ typedef int32_t (*tsr_dot8_fn)(const int8_t *w, const int8_t *v, int32_t n);
 /* gate k's pre-activation of cell j: sat16(input part) + recurrent part, saturated */
 static inline int32_t tsr_lstm_gate(const tsr_lstm_args_t *a, int32_t k, int32_t j, tsr_dot8_fn dot)
 {
-    int32_t row = k * a->n_cell + j;
-    int32_t in = a->b_in[row] + dot(a->w_in + (int64_t)row * a->n_input, a->x, a->n_input);
+    int32_t row = k * a->n_cell + j, wrow = tsr_rnn_wrow(k, j, a->n_cell, a->w_rows, a->w_first);
+    int32_t in = a->b_in[row] + dot(a->w_in + (int64_t)wrow * a->n_input, a->x, a->n_input);
     int32_t g = tsr_sat16(tsr_tfl_multiply(in, a->mul_in[k], a->shift_in[k]));
-    int32_t rec = a->b_rec[row] + dot(a->w_rec + (int64_t)row * a->n_output, a->h_prev, a->n_output);
+    int32_t rec = a->b_rec[row] + dot(a->w_rec + (int64_t)wrow * a->n_output, a->h_prev, a->n_output);
     return tsr_sat16(g + tsr_tfl_multiply(rec, a->mul_rec[k], a->shift_rec[k]));
 }
 
@@ -71,24 +71,24 @@ static inline void tsr_lstm_cells(const tsr_lstm_args_t *a, int32_t j0, int32_t 
     }
 }
 
-/* the gates' input or recurrent part of rows [r0, r1) of the gate matrices
- * ([gate][n_cell] rows of n columns), by `dot2`, two rows at a time: the
- * input part sets pre[r] = sat16(MBQM(b + w x)), the recurrent part adds
- * MBQM(b + w h) to it, saturated (TFLite's two MatrixBatchVectorMultiplyAccumulate) */
+/* the gates' input or recurrent part of `count` rows of gate k's matrix
+ * (weights from row wrow, biases and pre-activations from row brow), by
+ * `dot2`, two rows at a time: the input part sets pre[r] = sat16(MBQM(b +
+ * w x)), the recurrent part adds MBQM(b + w h) to it, saturated (TFLite's
+ * two MatrixBatchVectorMultiplyAccumulate) */
 typedef void (*tsr_dot8x2_fn)(const int8_t *w0, const int8_t *w1, const int8_t *v, int32_t n,
                               int32_t *s0, int32_t *s1);
 
-static inline void tsr_lstm_rows(const int8_t *w, const int32_t *b, const int8_t *v, int32_t n,
-                                 int32_t r0, int32_t r1, const int32_t *mul, const int8_t *shift,
-                                 int32_t n_cell, int16_t *pre, int recurrent, tsr_dot8x2_fn dot2)
+static inline void tsr_lstm_rows(const int8_t *w, int32_t wrow, const int32_t *b, int32_t brow, const int8_t *v,
+                                 int32_t n, int32_t count, int32_t mul, int32_t shift, int16_t *pre, int recurrent,
+                                 tsr_dot8x2_fn dot2)
 {
-    for (int32_t r = r0; r < r1; r += 2) {
-        int32_t two = r + 1 < r1, s0 = b[r], s1 = two ? b[r + 1] : 0;
-        dot2(w + (int64_t)r * n, w + (int64_t)(r + two) * n, v, n, &s0, &s1);
-        for (int32_t q = 0; q <= two; q++) {
-            int32_t k = (r + q) / n_cell;
-            int32_t v16 = tsr_tfl_multiply(q ? s1 : s0, mul[k], shift[k]);
-            pre[r + q] = (int16_t)tsr_sat16(recurrent ? pre[r + q] + v16 : v16);
+    for (int32_t q = 0; q < count; q += 2) {
+        int32_t two = q + 1 < count, s0 = b[brow + q], s1 = two ? b[brow + q + 1] : 0;
+        dot2(w + (int64_t)(wrow + q) * n, w + (int64_t)(wrow + q + two) * n, v, n, &s0, &s1);
+        for (int32_t u = 0; u <= two; u++) {
+            int32_t v16 = tsr_tfl_multiply(u ? s1 : s0, mul, shift);
+            pre[brow + q + u] = (int16_t)tsr_sat16(recurrent ? pre[brow + q + u] + v16 : v16);
         }
     }
 }
@@ -112,11 +112,11 @@ static inline void tsr_lstm_cells_by_rows(const tsr_lstm_args_t *a, int32_t j0, 
 {
     const int32_t gates = a->cifg ? 3 : 4, nc = a->n_cell;
     for (int32_t k = 0; k < gates; k++)
-        tsr_lstm_rows(a->w_in, a->b_in, a->x, a->n_input, k * nc + j0, k * nc + j1, a->mul_in, a->shift_in,
-                      nc, a->pre, 0, dot2);
+        tsr_lstm_rows(a->w_in, tsr_rnn_wrow(k, j0, nc, a->w_rows, a->w_first), a->b_in, k * nc + j0, a->x,
+                      a->n_input, j1 - j0, a->mul_in[k], a->shift_in[k], a->pre, 0, dot2);
     for (int32_t k = 0; k < gates; k++)
-        tsr_lstm_rows(a->w_rec, a->b_rec, a->h_prev, a->n_output, k * nc + j0, k * nc + j1, a->mul_rec,
-                      a->shift_rec, nc, a->pre, 1, dot2);
+        tsr_lstm_rows(a->w_rec, tsr_rnn_wrow(k, j0, nc, a->w_rows, a->w_first), a->b_rec, k * nc + j0, a->h_prev,
+                      a->n_output, j1 - j0, a->mul_rec[k], a->shift_rec[k], a->pre, 1, dot2);
     for (int32_t j = j0; j < j1; j++) {
         int32_t pre[4];
         for (int32_t k = 0; k < gates; k++)

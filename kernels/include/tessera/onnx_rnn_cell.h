@@ -43,9 +43,9 @@ static inline void tsr_onnx_cells(const tsr_onnx_rnn_args_t *a, int32_t j0, int3
         int32_t p[4], h;
         int64_t cand = 0;
         for (int32_t k = 0; k < (a->gru ? 3 : 4); k++) {
-            int32_t row = k * H + j;
-            int32_t ax = dot8(a->w_in + (int64_t)row * F, a->x, F) - a->zp_x * a->w_sums[row] + fixed;
-            int32_t ah = dot16(a->w_rec + (int64_t)row * H, a->h_prev, H) - a->zp_r * sum_h;
+            int32_t row = k * H + j, wrow = tsr_rnn_wrow(k, j, H, a->w_rows, a->w_first);
+            int32_t ax = dot8(a->w_in + (int64_t)wrow * F, a->x, F) - a->zp_x * a->w_sums[row] + fixed;
+            int32_t ah = dot16(a->w_rec + (int64_t)wrow * H, a->h_prev, H) - a->zp_r * sum_h;
             int64_t px = tsr_onnx_rq(ax, a->mul_x, a->shift_x), ph = tsr_onnx_rq(ah, a->mul_h, a->shift_h);
             if (a->gru && k == 2) {      /* the candidate: r scales its recurrent part */
                 cand = px + a->b_in[row];

@@ -30,19 +30,19 @@ def kernels(lib):
     return getattr(lib, "RECURRENT", reference.RECURRENT)
 
 
-def _args(layer, w, scratch):
-    """Constant fields of tsr_lstm_args_t (w: the constants' L1 pointer
+def _args(layer, at, scratch):
+    """Constant fields of tsr_lstm_args_t (at(role): an array's L1 pointer
     expression, scratch: the states')."""
     rnn = layer.rnn
-    gates, lay = rnn["gates"], rnn["layout"]
+    gates = rnn["gates"]
     m, s = rnn["mul"], rnn["shift"]
     nc, no = rnn["n_cell"], rnn["n_output"]
     align = lambda n: -(-n // 4) * 4   # noqa: E731
     lines = [f"a.n_input = {rnn['n_input']};", f"a.n_cell = {nc};", f"a.n_output = {no};",
              f"a.cifg = {1 if gates == 'fgo' else 0};",
-             f"a.w_in = {w} + {lay['w_input'][0]};", f"a.w_rec = {w} + {lay['w_recurrent'][0]};",
-             f"a.b_in = (const int32_t *)({w} + {lay['b_input'][0]});",
-             f"a.b_rec = (const int32_t *)({w} + {lay['b_recurrent'][0]});"]
+             f"a.w_in = {at('w_input')};", f"a.w_rec = {at('w_recurrent')};",
+             f"a.b_in = (const int32_t *)({at('b_input')});",
+             f"a.b_rec = (const int32_t *)({at('b_recurrent')});"]
     peep = rnn.get("peephole") or ""
     for k, g in enumerate(gates):
         lines += [f"a.mul_in[{k}] = {m['input'][k]};", f"a.shift_in[{k}] = {s['input'][k]};",
@@ -54,15 +54,15 @@ def _args(layer, w, scratch):
         else:
             lines.append(f"a.peep[{k}] = -1;")
     if peep:
-        lines.append(f"a.w_peep = (const int16_t *)({w} + {lay['w_peephole'][0]});")
+        lines.append(f"a.w_peep = (const int16_t *)({at('w_peephole')});")
     lines += [f"a.hidden_mul = {m['hidden']};", f"a.hidden_shift = {s['hidden']};",
               f"a.hidden_zp = {rnn['hidden_zp']};", f"a.state_zp = {rnn['state_zp']};",
               f"a.cell_exp = {rnn['cell_exp']};", f"a.cell_clip = {rnn['cell_clip']};",
               f"a.c = (int16_t *)({scratch});",
               f"a.pre = (int16_t *)({scratch} + {align(2 * nc) + align(no)});"]
     if rnn.get("projection"):
-        lines += [f"a.w_proj = {w} + {lay['w_projection'][0]};",
-                  f"a.b_proj = (const int32_t *)({w} + {lay['b_projection'][0]});",
+        lines += [f"a.w_proj = {at('w_projection')};",
+                  f"a.b_proj = (const int32_t *)({at('b_projection')});",
                   f"a.proj_mul = {m['projection']};", f"a.proj_shift = {s['projection']};",
                   f"a.proj_clip = {rnn['proj_clip']};",
                   f"a.hid = {scratch} + {align(2 * nc) + align(no) + align(2 * len(gates) * nc)};"]
@@ -81,11 +81,74 @@ def _head(comment, lib, target, weights_symbol, staged):
     text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */")
     if not staged:
         text.append(f"#define ENGINE_W {target['w_engine']}     /* {target['w_level']} -> {target['tile_level']} */")
+        text.append("#define ENGINE_CW ENGINE_W   /* the constants' engine */")
         text.append(f"extern const int8_t {weights_symbol}[];\n")
     else:
         text.append(f"/* the constants arrive in {target['act_level']} as one chunk of the weight stream */")
+        text.append("#define ENGINE_CW ENGINE_ACT   /* the constants' engine */")
         text.append(f"extern tsr_wstream_t {prefix}_wstream;\n")
     return text
+
+
+def _source(prefix, layer, staged):
+    """Where the constants come from: their array, or their chunk in the staging level."""
+    return f"tsr_wstream_next(&{prefix}_wstream)" if staged else symbol(prefix, layer.name, "weights")
+
+
+ESIZE = {"int32": 4, "int16": 2}
+
+
+def _constants(rnn, w, streamed, bufs_bytes=0):
+    """(role -> L1 pointer expression, the DMA lines that bring the
+    constants in from `src`, the two block buffers' expressions): all of
+    them in the blob's own layout, or (streamed roles) the rest packed and
+    two buffers of bufs_bytes after them."""
+    lay = rnn["layout"]
+    align = lambda n: -(-n // 4) * 4   # noqa: E731
+    if not streamed:
+        return (lambda role: f"{w} + {lay[role][0]}"), [
+            f"hal_dma_start(&job, ENGINE_CW, {w}, src, {rnn['bytes']}u, 1, 0, 0, 1, 0, 0);"], []
+    place, at, lines = {}, 0, []
+    for role, (off, count, dtype) in sorted(lay.items(), key=lambda kv: kv[1][0]):
+        if role not in streamed:
+            place[role] = at
+            size = count * ESIZE.get(dtype, 1)
+            lines.append(f"hal_dma_start(&job, ENGINE_CW, {w} + {at}, src + {off}, {size}u, 1, 0, 0, 1, 0, 0);")
+            at += align(size)
+    # a streamed array has no place of its own: the block loop points at its buffer
+    return ((lambda role: f"{w} + {place[role]}" if role in place else "NULL"), lines,
+            [f"{w} + {at}", f"{w} + {at + bufs_bytes}"])
+
+
+def _block_loader(rnn, gates, block, rec_cols):
+    """A C function that starts loading block bb of cells (every gate's rows
+    of its cells, input then recurrent matrix) into buf."""
+    lay, nc, F = rnn["layout"], rnn["n_cell"], rnn["n_input"]
+    return (f"static void load_block(int32_t bb, const int8_t *src, int8_t *buf, hal_dma_job_t *job)\n{{\n"
+            f"    int32_t c0 = bb * {block}, n = {nc} - c0 < {block} ? {nc} - c0 : {block};\n"
+            f"    hal_dma_start(job, ENGINE_CW, buf, src + {lay['w_input'][0]} + c0 * {F}, (uint32_t)(n * {F}), "
+            f"{gates}, {nc * F}, {block * F}, 1, 0, 0);\n"
+            f"    hal_dma_start(job, ENGINE_CW, buf + {gates * block * F}, src + {lay['w_recurrent'][0]} + c0 * "
+            f"{rec_cols}, (uint32_t)(n * {rec_cols}), {gates}, {nc * rec_cols}, {block * rec_cols}, 1, 0, 0);\n}}\n")
+
+
+def _block_loop(rnn, gates, block, bufs, fork, step_lines, after):
+    """The time loop over blocks of cells (left open: _finish closes it):
+    block b + 1 (the next step's first after the last) loads into the other
+    buffer while the cores compute block b."""
+    nc, F, T = rnn["n_cell"], rnn["n_input"], rnn["steps"]
+    nb = -(-nc // block)
+    return (["load_block(0, src, " + bufs[0] + ", &wj[0]);",
+             f"for (int32_t t = 0, blk = 0; t < {T}; t++) {{"] + ["    " + line for line in step_lines] +
+            [f"    for (int32_t bb = 0; bb < {nb}; bb++, blk++) {{",
+             f"        int8_t *buf = blk & 1 ? {bufs[1]} : {bufs[0]};",
+             "        hal_dma_wait(&wj[blk & 1]);",
+             f"        if (t < {T - 1} || bb < {nb - 1})",
+             f"            load_block((bb + 1) % {nb}, src, blk & 1 ? {bufs[0]} : {bufs[1]}, &wj[(blk + 1) & 1]);",
+             "        a.w_in = buf;", f"        a.w_rec = buf + {gates * block * F};",
+             f"        a.w_rows = {block};", f"        a.w_first = a.cell0 = bb * {block};",
+             f"        a.cell1 = a.cell0 + {block} < {nc} ? a.cell0 + {block} : {nc};",
+             f"        hal_fork({fork}, &a);", "    }"] + ["    " + line for line in after])
 
 
 def _finish(text, body, layer, plan_slice, prefix, ys, y):
@@ -106,7 +169,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                        f"{target['act_level']}, which it does not support",
                        "give the target's activation level more room")
     if layer.rnn["cell"] in ("onnx_lstm", "onnx_gru"):
-        return generate_onnx(layer, graph, plan_slice, target, model)
+        return generate_onnx(layer, graph, tiling, plan_slice, target, model)
     if layer.rnn["cell"] == "ops":
         return generate_ops(layer, graph, tiling, plan_slice, target, model)
     prefix = target["prefix"]
@@ -116,17 +179,20 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
     l1 = plan_slice["l1"]
     L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
-    steps, no, nc = rnn["steps"], rnn["n_output"], rnn["n_cell"]
-    stream = plan_slice.get("wstream")
+    steps, no, nc, F = rnn["steps"], rnn["n_output"], rnn["n_cell"], rnn["n_input"]
+    staged = plan_slice.get("wstream") is not None
+    stream = tiling.get("stream")
     align = lambda n: -(-n // 4) * 4   # noqa: E731
+    how = (f"the gate matrices stream through L1 {stream['cells']} cells at a time" if stream
+           else "the constants resident")
     text = _head([
         f"tessera: layer {layer.name} of {model}: {rnn['cell']} over {steps} steps, "
-        f"{rnn['n_input']} -> {nc} cells -> {no} outputs ({rnn['gates']} gates"
+        f"{F} -> {nc} cells -> {no} outputs ({rnn['gates']} gates"
         f"{', peephole ' + rnn['peephole'] if rnn.get('peephole') else ''}"
         f"{', projection' if rnn.get('projection') else ''})",
-        f"sequences, {rnn['bytes']} bytes of constants and the states in L1 ({l1['total']} bytes); "
-        f"the time loop forks {step} on the cores once per step.",
-    ], lib, target, symbol(prefix, layer.name, "weights"), stream is not None)
+        f"sequences, {rnn['bytes']} bytes of constants ({how}) and the states in L1 ({l1['total']} bytes); "
+        f"the time loop forks {step} on the cores once per step{' and block' if stream else ''}.",
+    ], lib, target, symbol(prefix, layer.name, "weights"), staged)
     text.append(f"static void step(void *args)\n{{\n    {step}((const tsr_lstm_args_t *)args, "
                 f"hal_core_id(), hal_num_cores());\n}}\n")
     if rnn.get("projection"):
@@ -135,27 +201,27 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     xs, ys = f"{L1} + {l1['in'][0][0]}", f"{L1} + {l1['out'][0]}"
     w, scratch = f"{L1} + {l1['weights'][0]}", f"{L1} + {l1['scratch']}"
     h0 = f"{scratch} + {align(2 * nc)}"
-    body = ["hal_dma_job_t job = {0};", "tsr_lstm_args_t a = {0};",
+    at, loads, bufs = _constants(rnn, w, ("w_input", "w_recurrent") if stream else (),
+                                 stream["buffer"] if stream else 0)
+    if stream:
+        text.append(_block_loader(rnn, len(rnn["gates"]), stream["cells"], no))
+    body = ["hal_dma_job_t job = {0};"] + (["hal_dma_job_t wj[2] = {{0}, {0}};"] if stream else []) + [
+            "tsr_lstm_args_t a = {0};", f"const int8_t *src = {_source(prefix, layer, staged)};",
             f"int8_t *h0 = {h0};", "int16_t *c;",
             f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);"]
-    if stream is None:
-        body.append(f"hal_dma_start(&job, ENGINE_W, {w}, {symbol(prefix, layer.name, 'weights')}, {rnn['bytes']}u, "
-                    "1, 0, 0, 1, 0, 0);")
-    else:
-        body.append(f"hal_dma_start(&job, ENGINE_ACT, {w}, tsr_wstream_next(&{prefix}_wstream), {rnn['bytes']}u, "
-                    "1, 0, 0, 1, 0, 0);")
-    body += _args(layer, w, scratch)
+    body += loads + _args(layer, at, scratch)
     body += ["c = a.c;",
              f"for (int32_t j = 0; j < {nc}; j++)\n        c[j] = 0;",
              f"for (int32_t j = 0; j < {no}; j++)\n        h0[j] = {rnn['state_zp']};",
-             "hal_dma_wait(&job);",
-             f"for (int32_t t = 0; t < {steps}; t++) {{",
-             f"    a.x = {xs} + t * {rnn['n_input']};",
-             f"    a.h_prev = t ? {ys} + (t - 1) * {no} : h0;",
-             f"    a.h_next = {ys} + t * {no};",
-             "    hal_fork(step, &a);"]
-    if rnn.get("projection"):
-        body.append("    hal_fork(project, &a);")
+             "hal_dma_wait(&job);"]
+    step_lines = [f"a.x = {xs} + t * {F};", f"a.h_prev = t ? {ys} + (t - 1) * {no} : h0;",
+                  f"a.h_next = {ys} + t * {no};"]
+    after = (["a.cell0 = a.cell1 = 0;", "hal_fork(project, &a);"] if rnn.get("projection") else [])
+    if stream:
+        body += _block_loop(rnn, len(rnn["gates"]), stream["cells"], bufs, "step", step_lines, after)
+    else:
+        body += [f"for (int32_t t = 0; t < {steps}; t++) {{"] + ["    " + line for line in step_lines] + \
+            ["    hal_fork(step, &a);"] + ["    " + line for line in after]
     return _finish(text, body, layer, plan_slice, prefix, ys, y)
 
 
@@ -355,11 +421,12 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
 
 # ---- ONNX's LSTM and GRU (golden.recurrent.onnx_cell) -----------------------
 
-def generate_onnx(layer, graph, plan_slice, target, model):
-    """The sequence and the constants in L1, the hidden state in two int16
+def generate_onnx(layer, graph, tiling, plan_slice, target, model):
+    """The sequence and the constants in L1 (or, tiling "stream", the gate
+    matrices a block of cells at a time), the hidden state in two int16
     buffers that swap every step, the int32 cell state in place; one fork
-    of tsr_onnx_rnn_step per step, the output quantized by the last one (by
-    every one for a sequence)."""
+    of the library's ONNX step per step (and block), the output quantized by
+    the last step (by every one for a sequence)."""
     prefix = target["prefix"]
     lib = library(target["kernels"])
     rnn = layer.rnn
@@ -367,31 +434,38 @@ def generate_onnx(layer, graph, plan_slice, target, model):
     l1 = plan_slice["l1"]
     L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
     T, F, H = rnn["steps"], rnn["n_input"], rnn["n_cell"]
+    gates = 4 if rnn["cell"] == "onnx_lstm" else 3
     staged = plan_slice.get("wstream") is not None
+    stream = tiling.get("stream")
     align = lambda n: -(-n // 4) * 4   # noqa: E731
     xs, ys = f"{L1} + {l1['in'][0][0]}", f"{L1} + {l1['out'][0]}"
     w, scratch = f"{L1} + {l1['weights'][0]}", f"{L1} + {l1['scratch']}"
-    lay, m, s = rnn["layout"], rnn["mul"], rnn["shift"]
+    m, s = rnn["mul"], rnn["shift"]
     step = getattr(lib, "ONNX_RECURRENT", reference.ONNX_RECURRENT)
+    how = (f"the gate matrices stream through L1 {stream['cells']} cells at a time" if stream
+           else "the constants resident")
     text = _head([
         f"tessera: layer {layer.name} of {model}: ONNX's {rnn['cell'][5:].upper()} over {T} steps, "
         f"{F} -> {H} (as ONNX Runtime runs it in float: the states in fixed point)",
-        f"sequence, {rnn['bytes']} bytes of constants and the states in L1 ({l1['total']} bytes); "
-        f"the time loop forks {step} on the cores once per step.",
+        f"sequence, {rnn['bytes']} bytes of constants ({how}) and the states in L1 ({l1['total']} bytes); "
+        f"the time loop forks {step} on the cores once per step{' and block' if stream else ''}.",
     ], lib, target, symbol(prefix, layer.name, "weights"), staged)
     text.append(f"static void step(void *args)\n{{\n    {step}((const tsr_onnx_rnn_args_t *)args, "
                 "hal_core_id(), hal_num_cores());\n}\n")
-    wsrc = f"tsr_wstream_next(&{prefix}_wstream)" if staged else symbol(prefix, layer.name, "weights")
-    body = ["hal_dma_job_t job = {0};", "tsr_onnx_rnn_args_t a = {0};",
+    at, loads, bufs = _constants(rnn, w, ("w_input", "w_recurrent") if stream else (),
+                                 stream["buffer"] if stream else 0)
+    if stream:
+        text.append(_block_loader(rnn, gates, stream["cells"], H))
+    body = ["hal_dma_job_t job = {0};"] + (["hal_dma_job_t wj[2] = {{0}, {0}};"] if stream else []) + [
+            "tsr_onnx_rnn_args_t a = {0};", f"const int8_t *src = {_source(prefix, layer, staged)};",
             f"int16_t *h = (int16_t *)({scratch});",
             f"int32_t *c = (int32_t *)({scratch} + {2 * align(2 * H)});",
-            f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);",
-            f"hal_dma_start(&job, {'ENGINE_ACT' if staged else 'ENGINE_W'}, {w}, {wsrc}, {rnn['bytes']}u, "
-            "1, 0, 0, 1, 0, 0);",
-            f"a.w_in = {w} + {lay['w_input'][0]};", f"a.w_rec = {w} + {lay['w_recurrent'][0]};",
-            f"a.b_in = (const int32_t *)({w} + {lay['b_input'][0]});",
-            f"a.b_rec = (const int32_t *)({w} + {lay['b_recurrent'][0]});",
-            f"a.w_sums = (const int32_t *)({w} + {lay['w_sums'][0]});",
+            f"hal_dma_start(&job, ENGINE_ACT, {xs}, {L2} + {plan_slice['inputs'][0]}, {x.nbytes}u, 1, 0, 0, 1, 0, 0);"]
+    body += loads + [
+            f"a.w_in = {at('w_input')};", f"a.w_rec = {at('w_recurrent')};",
+            f"a.b_in = (const int32_t *)({at('b_input')});",
+            f"a.b_rec = (const int32_t *)({at('b_recurrent')});",
+            f"a.w_sums = (const int32_t *)({at('w_sums')});",
             f"a.n_input = {F};", f"a.n_cell = {H};", f"a.gru = {int(rnn['cell'] == 'onnx_gru')};",
             f"a.zp_x = {rnn['zp']['x']};", f"a.zp_w = {rnn['zp']['w']};", f"a.zp_r = {rnn['zp']['r']};",
             f"a.zp_y = {rnn['y_zp']};", f"a.mul_x = {m['x']};", f"a.shift_x = {s['x']};",
@@ -399,12 +473,13 @@ def generate_onnx(layer, graph, plan_slice, target, model):
             "a.c = c;",
             f"for (int32_t j = 0; j < {2 * H}; j++)\n        h[j] = 0;",
             f"for (int32_t j = 0; j < {H}; j++)\n        c[j] = 0;",
-            "hal_dma_wait(&job);",
-            f"for (int32_t t = 0; t < {T}; t++) {{",
-            f"    a.x = {xs} + t * {F};",
-            f"    a.h_prev = h + (t & 1) * {H};",
-            f"    a.h_next = h + ((t + 1) & 1) * {H};",
-            (f"    a.y = {ys} + t * {H};" if rnn.get("sequence", True) else
-             f"    a.y = t == {T - 1} ? {ys} : NULL;"),
-            "    hal_fork(step, &a);"]
+            "hal_dma_wait(&job);"]
+    step_lines = [f"a.x = {xs} + t * {F};", f"a.h_prev = h + (t & 1) * {H};",
+                  f"a.h_next = h + ((t + 1) & 1) * {H};",
+                  (f"a.y = {ys} + t * {H};" if rnn.get("sequence", True) else f"a.y = t == {T - 1} ? {ys} : NULL;")]
+    if stream:
+        body += _block_loop(rnn, gates, stream["cells"], bufs, "step", step_lines, [])
+    else:
+        body += [f"for (int32_t t = 0; t < {T}; t++) {{"] + ["    " + line for line in step_lines] + \
+            ["    hal_fork(step, &a);"]
     return _finish(text, body, layer, plan_slice, prefix, ys, y)

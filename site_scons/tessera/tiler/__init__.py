@@ -162,6 +162,40 @@ def _resident(layer):
     return layer["w_bytes_per_cout"] * layer["out"][2], layer.get("scratch_bytes", 0)
 
 
+def _streamed(layer, one_in, out, weights, total, budget, stream):
+    H, W, C = layer["in"]
+    Ho, Wo, Co = layer["out"]
+    return {
+        "layer": layer["name"], "tiled": False,
+        "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
+        "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+        "l1_bytes": {"in": one_in, "out": out, "weights": weights, "params": 0,
+                     "scratch": layer.get("scratch_bytes", 0), "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
+        "stream": stream,
+    }
+
+
+def _stream_cells(layer, align, budget):
+    """A recurrent cell whose gate matrices do not fit L1 beside its
+    sequences and states: they stream through two L1 buffers a block of
+    cells at a time (every gate's rows of those cells), every step, the
+    rest of its constants resident; the largest block that fits. None when
+    not even one cell's rows do."""
+    one_in, out, _ = _whole_bytes(dict(layer, w_bytes_per_cout=0, scratch_bytes=0), align, 1)
+    base = memory.align_up(one_in, align) * layer["n_inputs"] + memory.align_up(out, align)
+    base += memory.align_up(layer.get("scratch_bytes", 0), align)
+    cells = layer["cells"]
+    resident = sum(b for role, b in layer["sections"].items() if role not in ("w_input", "w_recurrent"))
+    for block in range(cells["n_cell"], 0, -1):
+        buf = memory.align_up(cells["gates"] * block * cells["row_bytes"], align)
+        total = base + memory.align_up(resident, align) + 2 * buf
+        if total <= budget:
+            return _streamed(layer, one_in, out, memory.align_up(resident, align) + 2 * buf, total, budget,
+                             {"cells": block, "buffer": buf})
+    return None
+
+
 def _stream_matrices(layer, align, budget):
     """A recurrent layer whose constants do not fit L1 beside its sequences
     and states: its largest matrices stream through two L1 buffers a block
@@ -180,17 +214,8 @@ def _stream_matrices(layer, align, budget):
             buf = memory.align_up(rows * cols, align)
             total = base + memory.align_up(resident, align) + 2 * buf
             if total <= budget:
-                H, W, C = layer["in"]
-                Ho, Wo, Co = layer["out"]
-                return {
-                    "layer": layer["name"], "tiled": False,
-                    "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
-                    "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
-                    "l1_bytes": {"in": one_in, "out": out, "weights": memory.align_up(resident, align) + 2 * buf,
-                                 "params": 0, "scratch": layer.get("scratch_bytes", 0), "total": total},
-                    "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
-                    "stream": {"ops": sorted(m["op"] for m in streamed), "rows": rows, "buffer": buf},
-                }
+                return _streamed(layer, one_in, out, memory.align_up(resident, align) + 2 * buf, total, budget,
+                                 {"ops": sorted(m["op"] for m in streamed), "rows": rows, "buffer": buf})
     return None
 
 
@@ -206,8 +231,8 @@ def _solve_whole(layer, target):
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
     budget = target["l1_budget"]
     fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]
-    if not fits and layer.get("matrices"):
-        streamed = _stream_matrices(layer, align, budget)
+    if not fits and (layer.get("matrices") or layer.get("cells")):
+        streamed = (_stream_matrices if layer.get("matrices") else _stream_cells)(layer, align, budget)
         if streamed is not None:
             return streamed
     if not fits:
