@@ -42,25 +42,17 @@ static int32_t dot_dsp(const int8_t *w, const int8_t *v, int32_t n)
     return s;
 }
 
-static void share(int32_t n, int core, int ncores, int32_t *b, int32_t *e)
-{
-    int32_t chunk = (n + ncores - 1) / ncores;
-    *b = chunk * core < n ? chunk * core : n;
-    *e = *b + chunk < n ? *b + chunk : n;
-}
-
 void tsr_cmsis_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
 {
-    int32_t b, e, j0, j1;
-    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
-    share(e - b, core, ncores, &j0, &j1);
-    tsr_lstm_cells_by_rows(a, b + j0, b + j1, dot2_dsp);
+    int32_t j0, j1;
+    tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
+    tsr_lstm_cells_by_rows(a, j0, j1, dot2_dsp);
 }
 
 void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
 {
     int32_t o0, o1;
-    share(a->n_output, core, ncores, &o0, &o1);
+    tsr_rnn_share(a->n_output, 0, 0, core, ncores, &o0, &o1);
     tsr_lstm_projection(a, o0, o1, dot_dsp);
 }
 
@@ -90,8 +82,7 @@ static int32_t dot8_dsp(const int8_t *w, const int8_t *x, int32_t n)
 
 void tsr_cmsis_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
 {
-    int32_t b, e, j0, j1;
-    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
-    share(e - b, core, ncores, &j0, &j1);
-    tsr_onnx_cells(a, b + j0, b + j1, dot8_dsp, dot16_dsp);
+    int32_t j0, j1;
+    tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
+    tsr_onnx_cells(a, j0, j1, dot8_dsp, dot16_dsp);
 }

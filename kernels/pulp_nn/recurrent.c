@@ -43,18 +43,15 @@ static int32_t dot(const int8_t *w, const int8_t *v, int32_t n)
 
 void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
 {
-    int32_t b, e, j0, j1;
-    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
-    pnn_chunk(e - b, 1, core, ncores, &j0, &j1);
-    if (j0 >= j1)
-        return;
-    tsr_lstm_cells_by_rows(a, b + j0, b + j1, dot2);
+    int32_t j0, j1;
+    tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
+    tsr_lstm_cells_by_rows(a, j0, j1, dot2);
 }
 
 void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
 {
     int32_t o0, o1;
-    pnn_chunk(a->n_output, 1, core, ncores, &o0, &o1);
+    tsr_rnn_share(a->n_output, 0, 0, core, ncores, &o0, &o1);
     tsr_lstm_projection(a, o0, o1, dot);
 }
 
@@ -73,8 +70,7 @@ static int32_t dot16(const int8_t *r, const int16_t *h, int32_t n)
 
 void pnn_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
 {
-    int32_t b, e, j0, j1;
-    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
-    pnn_chunk(e - b, 1, core, ncores, &j0, &j1);
-    tsr_onnx_cells(a, b + j0, b + j1, dot, dot16);
+    int32_t j0, j1;
+    tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
+    tsr_onnx_cells(a, j0, j1, dot, dot16);
 }

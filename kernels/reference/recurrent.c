@@ -16,16 +16,15 @@ static int32_t dot_ref(const int8_t *w, const int8_t *v, int32_t n)
 
 void tsr_lstm_step(const tsr_lstm_args_t *a, int core, int ncores)
 {
-    int32_t b, e, j0, j1;
-    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
-    tsr_ref_share(e - b, core, ncores, &j0, &j1);
-    tsr_lstm_cells(a, b + j0, b + j1, dot_ref);
+    int32_t j0, j1;
+    tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
+    tsr_lstm_cells(a, j0, j1, dot_ref);
 }
 
 void tsr_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
 {
     int32_t o0, o1;
-    tsr_ref_share(a->n_output, core, ncores, &o0, &o1);
+    tsr_rnn_share(a->n_output, 0, 0, core, ncores, &o0, &o1);
     tsr_lstm_projection(a, o0, o1, dot_ref);
 }
 
@@ -51,8 +50,7 @@ static int32_t dot16_ref(const int8_t *r, const int16_t *h, int32_t n)
 
 void tsr_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
 {
-    int32_t b, e, j0, j1;
-    tsr_rnn_cells(a->n_cell, a->cell0, a->cell1, &b, &e);
-    tsr_ref_share(e - b, core, ncores, &j0, &j1);
-    tsr_onnx_cells(a, b + j0, b + j1, dot8_ref, dot16_ref);
+    int32_t j0, j1;
+    tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
+    tsr_onnx_cells(a, j0, j1, dot8_ref, dot16_ref);
 }

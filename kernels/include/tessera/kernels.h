@@ -252,6 +252,17 @@ static inline void tsr_rnn_cells(int32_t n_cell, int32_t cell0, int32_t cell1, i
     *e = cell1 ? cell1 : n_cell;
 }
 
+/* this core's share [j0, j1) of a call's cells: chunks of ceil(cells / ncores) */
+static inline void tsr_rnn_share(int32_t n_cell, int32_t cell0, int32_t cell1, int core, int ncores,
+                                 int32_t *j0, int32_t *j1)
+{
+    int32_t b, e, chunk;
+    tsr_rnn_cells(n_cell, cell0, cell1, &b, &e);
+    chunk = (e - b + ncores - 1) / (ncores > 0 ? ncores : 1);
+    *j0 = b + chunk * core < e ? b + chunk * core : e;
+    *j1 = *j0 + chunk < e ? *j0 + chunk : e;
+}
+
 static inline int32_t tsr_rnn_wrow(int32_t k, int32_t j, int32_t n_cell, int32_t w_rows, int32_t w_first)
 {
     return k * (w_rows ? w_rows : n_cell) + j - w_first;
