@@ -51,8 +51,20 @@ class SoftmaxArgs(ctypes.Structure):
                 ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32)]
 
 
+class TransposeArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("perm", c_int32 * 3)]
+
+
+class GatherArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("axis", c_int32), ("n_index", c_int32), ("index", POINTER(c_int32)),
+                ("fill", c_int32)]
+
+
 STRUCTS = {"tsr_binary_args_t": BinaryArgs, "tsr_lut_args_t": LutArgs, "tsr_concat_args_t": ConcatArgs,
-           "tsr_resize_args_t": ResizeArgs, "tsr_softmax_args_t": SoftmaxArgs}
+           "tsr_resize_args_t": ResizeArgs, "tsr_softmax_args_t": SoftmaxArgs,
+           "tsr_transpose_args_t": TransposeArgs, "tsr_gather_args_t": GatherArgs}
 
 
 def test_struct_layout_matches_header(tmp_path):
@@ -367,3 +379,144 @@ def test_softmax_golden_against_float(channels, s_x, s_y):
     p /= p.sum(-1, keepdims=True)
     ref = np.clip(np.rint(p / s_y) - 128, -128, 127)
     assert np.abs(y - ref).max() <= 1
+
+
+# ---- data movement: transpose and gather ---------------------------------------
+
+@st.composite
+def transpose_cases(draw):
+    shape = tuple(draw(st.integers(1, 7)) for _ in range(3))
+    perm = draw(st.permutations([0, 1, 2]))
+    x, rng = arrays(draw, shape)
+    expected = ops.transpose(x, perm).astype(np.int8)
+
+    def build(out_ptr, scratch):
+        args = TransposeArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, (c_int32 * 3)(*perm))
+        return args, (x,)
+    return Case("tsr_transpose", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
+
+
+@given(transpose_cases())
+@SETTINGS
+def test_transpose_matches_golden(lib, case):
+    run_case(lib, *case)
+
+
+@st.composite
+def gather_cases(draw):
+    shape = tuple(draw(st.integers(1, 7)) for _ in range(3))
+    axis = draw(st.integers(0, 2))
+    index = np.asarray(draw(st.lists(st.integers(-1, shape[axis] - 1), min_size=1, max_size=9)), np.int32)
+    fill = draw(st.integers(-128, 127))
+    x, rng = arrays(draw, shape)
+    expected = ops.gather(x, index, axis, fill).astype(np.int8)
+
+    def build(out_ptr, scratch):
+        args = GatherArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, axis, index.size,
+                          ptr(index, c_int32), fill)
+        return args, (x, index)
+    return Case("tsr_gather", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
+
+
+@given(gather_cases())
+@SETTINGS
+def test_gather_matches_golden(lib, case):
+    run_case(lib, *case)
+
+
+def test_movement_golden_by_hand():
+    """HWC -> CHW of a 2x2x3 block, a channel shuffle's even channels."""
+    x = np.arange(12).reshape(2, 2, 3)
+    assert ops.transpose(x, [2, 0, 1])[1].tolist() == [[1, 4], [7, 10]]
+    assert ops.gather(x, [0, 2], 2)[1, 1].tolist() == [9, 11]
+    assert ops.gather(x, [-1, 1], 2, fill=-5)[0, 1].tolist() == [-5, 4]
+    assert ops.reshape(x, [1, 3, 4])[0, 1].tolist() == [4, 5, 6, 7]
+
+
+# ---- asymmetric (uint8) weights: a weight offset ----------------------------------
+
+@st.composite
+def weight_offset_cases(draw):
+    """conv2d, depthwise, pointwise and linear with every weight offset by a
+    constant (TF1's uint8 weights less their zero point span 9 bits):
+    acc += (x + input_offset) * (w + weight_offset)."""
+    from test_ref_kernels import ONE, geometry, share_channels, share_pixels
+    op = draw(st.sampled_from(["conv2d", "depthwise", "pointwise", "linear"]))
+    woff = draw(st.integers(-127, 128))
+    off = draw(OFFSETS)
+    if op in ("conv2d", "depthwise"):
+        g = draw(geometry())
+        in_c = draw(st.integers(1, 5))
+        out_c = in_c if op == "depthwise" else draw(st.integers(1, 6))
+        x, rng = arrays(draw, (g["in_h"], g["in_w"], in_c))
+        k, s = (g["kh"], g["kw"]), (g["sh"], g["sw"])
+        if op == "conv2d":
+            w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
+            acc = ops.conv2d(x, w.astype(np.int64) + woff, None, off, k, s, g["pad"])
+        else:
+            w = int8s(rng, (in_c, g["kh"], g["kw"]))
+            acc = ops.depthwise(x, w.transpose(1, 2, 0).astype(np.int64) + woff, None, off, k, s, g["pad"])
+        share = share_rows
+    else:
+        h, wd, in_c = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 9))
+        out_c = draw(st.integers(1, 9))
+        x, rng = arrays(draw, (h, wd, in_c))
+        if op == "pointwise":
+            w = int8s(rng, (out_c, in_c))
+            acc = ops.pointwise(x, w.astype(np.int64) + woff, None, off)
+            g, share = ONE, share_pixels
+        else:
+            w = int8s(rng, (out_c, h * wd * in_c))
+            acc = ops.linear(x, w.astype(np.int64) + woff, None, off)
+            g, share = dict(ONE, kh=h, kw=wd), share_channels
+    bias = draw_bias(draw, rng, out_c)
+    if bias is not None:
+        acc = acc + bias
+    rq = draw_rq(draw, acc, out_c, tflite=True)
+    expected, dtype = finish(acc, rq)
+    inner = conv_builder(x, w, bias, expected.shape, g, off, rq, 4 * 2 * g["kh"] * g["kw"] * x.shape[2])
+
+    def build(out_ptr, scratch):
+        a, keep = inner(out_ptr, scratch)
+        a.weight_offset = woff
+        return a, keep
+    sb = 4 * 2 * g["kh"] * g["kw"] * x.shape[2]
+    return Case("tsr_" + op, build, expected, dtype, share, sb), draw(NCORES), rng
+
+
+@given(weight_offset_cases())
+@SETTINGS
+def test_weight_offset_matches_golden(lib, case):
+    run_case(lib, *case)
+
+
+# ---- a LeakyRelu folded into the requantization: a multiplier per sign -----------
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["half_up", "floor"]), NCORES)
+@SETTINGS
+def test_negative_accumulator_multiplier_matches_golden(lib, seed, rounding, ncores):
+    """A pointwise layer whose negative accumulators take their own
+    multiplier and shift (Requant.neg_mul, neg_shift)."""
+    rng = np.random.default_rng(seed)
+    x, w = int8s(rng, (3, 4, 7)), int8s(rng, (5, 7))
+    bias = rng.integers(-2000, 2000, 5).astype(np.int32)
+    acc = ops.pointwise(x, w, bias, 3)
+    mul, shift = [int(rng.integers(1 << 28, 1 << 31))], [int(rng.integers(20, 26))]
+    neg_mul, neg_shift = [int(rng.integers(1 << 28, 1 << 31))], [shift[0] + int(rng.integers(0, 5))]
+    rq = Requant(mul=mul, add=[0], shift=shift, rounding=rounding, zero_point=-7, lo=-128, hi=127,
+                 neg_mul=neg_mul, neg_shift=neg_shift)
+    expected = ops.requantize(acc, rq).astype(np.int8)
+    assert (acc < 0).any() and (acc > 0).any()
+    from test_ref_kernels import ONE, ROUNDING_C, RequantT, share_pixels
+
+    arrays_ = {k: np.array(v, dtype=t) for k, v, t in (("mul", mul, np.int32), ("shift", shift, np.int8),
+                                                       ("nm", neg_mul, np.int32), ("ns", neg_shift, np.int8))}
+
+    def build(out_ptr, scratch):
+        rqs = RequantT(ptr(arrays_["mul"], c_int32), None, ptr(arrays_["shift"], c_int8), 0, -7, -128, 127,
+                       ROUNDING_C[rounding])
+        rqs.neg_mul, rqs.neg_shift = ptr(arrays_["nm"], c_int32), ptr(arrays_["ns"], c_int8)
+        a, keep = conv_builder(x, w, bias, expected.shape, ONE, 3, None)(out_ptr, scratch)
+        a.rq = ctypes.pointer(rqs)
+        return a, (keep, rqs, arrays_)
+    run_case(lib, Case("tsr_pointwise", build, expected, np.int8, share_pixels), ncores, rng)

@@ -35,11 +35,17 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax", "lstm")
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "argmax",
+       "lstm")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
-# input (softmax, resize). The tiler gives them one tile or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax", "lstm")
+# input (softmax, resize), or an output block reads a box of the input that
+# is not the output's own (the data movements transpose, reshape, gather),
+# or the layer carries state across its whole sequence (lstm). The tiler gives them one tile, blocks of rows or channels, or a fit error.
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax", "lstm")
+# Ops that only move int8 values (no arithmetic, no requantization): the
+# output has the input's quantization.
+MOVEMENT_OPS = ("transpose", "reshape", "gather")
 # fixed-point fraction bits of resize's interpolation weights
 RESIZE_FRAC = 11
 # "tflite" and "tflite_div" reproduce TFLite's integer kernels (see Requant)
@@ -92,6 +98,17 @@ class Requant:
 
         y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
 
+    `add_shift` (None unless needed): add[c] counts units of 2^add_shift
+    (the 64-bit term of a bias wider than 32 bits, kept in 32-bit arrays):
+    the add above is add[c] << add_shift.
+
+    `neg_mul`, `neg_shift` (None unless needed; one value each, rounding
+    "half_up" or "floor"): the multiplier and shift of a negative
+    accumulator, a LeakyRelu folded into the requantization (a Conv ->
+    LeakyRelu -> Q island of a Vitis-quantized export):
+
+        y = clamp(((acc * (acc < 0 ? neg_mul : mul[c]) + add[c] + R) >> (acc < 0 ? neg_shift : shift[c])) + zp, lo, hi)
+
     TFLite's arithmetic (models from a .tflite file) has two more rules:
     "tflite": y = clamp(RDBPOT(SRDHM(acc << l, mul), r) + zero_point, lo, hi)
     with the exponent e = 31 - shift split as l = max(e, 0), r = max(-e, 0)
@@ -114,6 +131,9 @@ class Requant:
     hi: int = 127
     shape: Optional[list] = None
     divisor: Optional[int] = None
+    neg_mul: Optional[list] = None
+    neg_shift: Optional[list] = None
+    add_shift: Optional[int] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -124,8 +144,11 @@ class Layer:
     """One canonical op.
 
     conv2d / depthwise / pointwise / linear:
-        acc[c] = bias[c] + sum((x + input_offset) * w)   over the window;
+        acc[c] = bias[c] + sum((x + input_offset) * (w + weight_offset))   over the window;
         padded positions contribute 0 (they hold the value -input_offset).
+        weight_offset (None: 0) is for asymmetric uint8 weights (TF1-style
+        TFLite models: stored w = w_u8 - 128, weight_offset = 128 - zp_w),
+        whose values w_u8 - zp_w span up to 9 bits.
     avgpool:  acc = sum(x + input_offset) over the window (no padding).
               A 1x1 avgpool is an elementwise requantization (QuantLib's
               standalone RequantShift lowers to it).
@@ -177,14 +200,38 @@ class Layer:
               (one_over_one_plus_x of s normalized by its leading zeros z)
               and y = clamp(RDBPOT(SRDHM(R, E[max - x]), 35 - z) + zero_point, lo, hi);
               mul and shift are unused.
+    transpose: y = x.transpose(perm), `perm` a permutation of (0, 1, 2)
+              over x's [H, W, C]: y.shape[k] = x.shape[perm[k]] (a TFLite
+              or ONNX transpose of any rank is one of these on a grouping of
+              its axes; HWC -> CHW is perm [2, 0, 1]). With `dims`, x is
+              first viewed row-major as dims (three axes: an integer
+              dialect's head split [T, h * d] -> [h, T, d] is dims [T, h, d],
+              perm [1, 0, 2], whatever x's own [H, W, C]) and y keeps its
+              own shape.
+    reshape:  y = x.reshape(y.shape): the same values in the same (HWC,
+              row-major) order, another [H, W, C] (a flat KWS input viewed
+              as a spectrogram, a head split). The frontends use it only
+              where the consumer needs the new shape; a reshape into a
+              fully connected layer is no layer at all.
+    gather:   y = take(x, table, axis): `table` holds the indices along
+              HWC `axis` (2: channels, as a channel shuffle or a SPLIT of
+              channels; 0, 1: rows or columns, as a strided slice); an index
+              -1 gives the stored value `fill` (a PAD of channels).
+    transpose, reshape and gather move int8 values: no requant, and y has
+    x's quantization.
+    argmax:   y[h, w, 0] = the first c with x[h, w, c] the largest (int32; a
+              segmentation map's classes). No requant.
     lstm:     a recurrent layer over a sequence: input [1, T, F] (time along W),
               output [1, T, n_output], every step's hidden state; `rnn`
               holds its parameters and where each of its arrays sits in its
-              one int8 `weights` array (golden.recurrent.pack), the arithmetic per step is golden/recurrent.py's (TFLite's
-              integer LSTM: int8 input, weights and hidden state, int16 gates
-              and cell state, gemmlowp's 16-bit logistic and tanh; with or
-              without input gate, peephole and projection). The state starts
-              at zero (real) for every inference. No requant.
+              one int8 `weights` array (golden.recurrent.pack); the
+              arithmetic per step is golden/recurrent.py's (cell "lstm":
+              TFLite's integer LSTM, int8 input, weights and hidden state,
+              int16 gates and cell state, gemmlowp's 16-bit logistic and
+              tanh, with or without input gate, peephole and projection;
+              "ops": an unrolled step's plain ops; "onnx_lstm", "onnx_gru":
+              ONNX Runtime's float step between Q/DQ in fixed point). The
+              state starts at zero (real) for every inference. No requant.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
@@ -208,9 +255,13 @@ class Layer:
     source: list = field(default_factory=list)  # names of the source-graph nodes it came from
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
     dilation: Optional[list] = None   # conv2d/depthwise [dh, dw]; None: [1, 1]
-    axis: Optional[int] = None        # concat: the HWC axis joined
+    axis: Optional[int] = None        # concat: the HWC axis joined; gather: the axis indexed
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
-    table: Optional[list] = None      # lut, softmax, resize: the layer's constant table (see above)
+    table: Optional[list] = None      # lut, softmax, resize, gather: the layer's constant table (see above)
+    perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
+    dims: Optional[list] = None       # transpose: x viewed row-major as these three axes (None: x's shape)
+    weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
+    fill: Optional[int] = None        # gather: the stored value at index -1
     rnn: Optional[dict] = None        # lstm: the recurrent step's parameters (golden/recurrent.py)
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
@@ -279,8 +330,9 @@ class Graph:
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape", "divisor")
-_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "rnn")
+_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift", "add_shift")
+_OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
+                   "weight_offset", "fill", "rnn")
 
 
 def _drop_unset(d, keys):

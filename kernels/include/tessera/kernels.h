@@ -6,7 +6,7 @@
  *
  * Arithmetic (the IR's, see site_scons/tessera/ir.py; the golden model
  * site_scons/tessera/golden/ops.py is the oracle):
- *   acc = bias[c] + sum((x + input_offset) * w)   over the window; padded
+ *   acc = bias[c] + sum((x + input_offset) * (w + weight_offset))   over the window; padded
  *         positions contribute 0
  *   y   = clamp(((int64)acc * mul[c] + add[c] + R) >> shift[c]) + zero_point, lo, hi)
  *         R = 1 << (shift - 1) for TSR_ROUND_HALF_UP (0 when shift == 0),
@@ -61,6 +61,9 @@ typedef struct {
     int32_t rounding;        /* TSR_ROUND_* */
     tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
     int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
+    const int32_t *neg_mul;  /* NULL, or the multiplier and shift of a negative acc (a LeakyRelu */
+    const int8_t *neg_shift; /* folded in; one value for every channel, half up or floor rounding) */
+    int32_t add_shift;       /* add[i] counts units of 2^add_shift (a bias wider than 32 bits) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -80,6 +83,8 @@ typedef struct {
     tsr_plane_t bias_elem;       /* bias per output element (a Gemm's full C matrix); plane 0: bias[c] */
     int32_t dh, dw;              /* dilation (0 or 1: adjacent taps): tap (ky, kx) reads input
                                   * row oy * sh - pad_t + ky * dh, column alike */
+    int32_t weight_offset;       /* added to every weight (asymmetric uint8 weights): acc +=
+                                  * (x + input_offset) * (w + weight_offset); 0 for the rest */
 } tsr_conv_args_t;
 
 /* maxpool and avgpool tiles (channels of input and output are the same). */
@@ -185,6 +190,39 @@ typedef struct {
     int32_t mul, shift, zero_point, lo, hi;
     int32_t rounding;            /* TSR_ROUND_TFLITE: TFLite's reference int8 softmax (ir.Layer) */
 } tsr_softmax_args_t;
+
+/* data movement (the IR's transpose and gather; a reshape is a copy the
+ * generated code does with DMA alone). The input is a block [in_h][in_w][in_c]
+ * in L1, the output a compact block:
+ *   transpose: out axis k is in axis perm[k], out dims (d[perm[0]], d[perm[1]], d[perm[2]])
+ *   gather:    out = in with the coordinate along `axis` replaced by index[k],
+ *              k = 0 .. n_index - 1 (the output's extent along axis); index -1 is `fill` */
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t in_h, in_w, in_c;
+    int32_t perm[3];
+} tsr_transpose_args_t;
+
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t in_h, in_w, in_c;
+    int32_t axis, n_index;
+    const int32_t *index;
+    int32_t fill;
+} tsr_gather_args_t;
+
+/* argmax over the channels of each pixel: out[p] = the first c with in[p][c] the largest (int32) */
+typedef struct {
+    const int8_t *in;
+    int32_t *out;
+    int32_t pixels, c;
+} tsr_argmax_args_t;
+
+void tsr_argmax(const tsr_argmax_args_t *a, int core, int ncores);
+void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);
+void tsr_gather(const tsr_gather_args_t *a, int core, int ncores);
 
 /* One time step of TFLite's integer LSTM (the IR's lstm, golden/recurrent.py)
  * for this core's share of the cells: gates in the order i, f, g, o (no i
@@ -408,8 +446,12 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
 {
     if (rq->rounding >= TSR_ROUND_TFLITE)
         return tsr_requantize_tflite(acc, rq, i);
-    int32_t shift = rq->shift[i];
-    int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
+    int32_t shift = rq->shift[i], mul = rq->mul[i];
+    if (__builtin_expect(rq->neg_mul != 0, 0) && acc < 0) {
+        shift = rq->neg_shift[0];
+        mul = rq->neg_mul[0];
+    }
+    int64_t v = acc * mul + (rq->add ? (int64_t)rq->add[i] << rq->add_shift : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
     if (__builtin_expect(rq->divisor > 1, 0))

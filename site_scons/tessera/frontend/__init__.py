@@ -92,20 +92,25 @@ def input_names(path):
     return [i.name for i in model.graph.input if i.name not in inits]
 
 
-def import_onnx(path, name, input_types=None, input_shape=None):
+def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
     """Lower the ONNX file at `path` to (Graph, {key: array}).
 
     input_types: {graph input: "int8" | "uint8" | "int32"} for the integer
     dialects, whose graphs do not say (see tessera.reference).
     input_shape: {graph input or "*": dims} for free input dimensions
     other than the batch (standard dialects, normalized first: see
-    tessera.frontend.normalize)."""
+    tessera.frontend.normalize).
+    constants: {graph input: TensorProto file} of parameter inputs
+    (normalize.bind_constants)."""
     try:
         g = load(path)
     except FrontendError as err:
         if err.what.startswith(("file not found", "not a readable ONNX")):
             raise
         g = _load_integer(path, err)
+    if constants:
+        from .normalize import bind_constants
+        g = OnnxGraph(onnx.shape_inference.infer_shapes(bind_constants(g.model, path, constants)), path)
     dialect = detect_dialect(g)
     if dialect == "float":
         raise FrontendError(path, "the model is not quantized (float weights, no QuantizeLinear/"
@@ -121,6 +126,7 @@ def import_onnx(path, name, input_types=None, input_shape=None):
         check_arity(g.model, path)
         check_initializers(g.model, path)
         return parser(g, Builder(name, dialect, path), input_types).parse()
+    g0 = g
     check_text(g.model, path)   # the ONNX checker lets a node name that is not UTF-8 through
     check_onnx(g.model, path)
     refusal = ort_refusal(g.model, path)
@@ -136,6 +142,8 @@ def import_onnx(path, name, input_types=None, input_shape=None):
         raise refusal from None
     if refusal is not None:
         raise refusal
+    if getattr(g0, "stale_value_info", 0):
+        notes["stale_value_info"] = g0.stale_value_info
     layouts = notes.get("input_layout", {})
     for onnx_name, ir_name in zip(g.input_names, graph.inputs):
         if onnx_name in layouts:

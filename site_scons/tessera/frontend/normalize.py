@@ -874,27 +874,170 @@ def gather_of_one(g, notes):
     return False
 
 
-def check_transposes(g):
-    """A Transpose left after the rewrites moves values in memory: tessera's
-    tensors are HWC views, so it is an error naming the node (before the
-    parser would trip over the layers behind it)."""
-    for t in g.nodes:
-        if t.op_type == "Transpose":
-            raise FrontendError(g.where(t), f"a Transpose with perm {_perm(t)} changes the layout in the "
-                                "middle of the network (tessera keeps every tensor HWC; it folds only input "
-                                "permutes, a channel-last flatten into a fully connected layer, and transposes "
-                                "of 1x1 tensors)", "export the model without it, or move it to the input")
+MOVES = ("Transpose", "Concat") + VIEWS
 
 
-REWRITES = (recurrent_layouts, gather_of_one, fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat, requant_chains, fold_pads, transposes_into_linear,
-            mul_by_constant)   # last: after views have moved off int8 tensors
+def quantize_before_movement(g, notes):
+    """A per-tensor QuantizeLinear after float data movement (a detection
+    head's Conv -> Transpose -> Reshape -> Concat of three heads -> Q, or
+    Relu outputs concatenated before their Q) moves onto the movement's
+    inputs: Q(move(x)) is move(Q(x)) exactly, as quantization is elementwise.
+    Each movement then sits between a DequantizeLinear and a QuantizeLinear
+    of the same parameters, as the parsers take data movement; an input
+    quantized with other parameters is requantized first (requant_chains)."""
+    for q in g.nodes:
+        if q.op_type != "QuantizeLinear" or g.qparams(q) is None:
+            continue
+        mv = g.producer.get(q.input[0])
+        if mv is None or mv.op_type not in MOVES or g.only_user(mv.output[0]) is not q:
+            continue
+        data = range(len(mv.input)) if mv.op_type == "Concat" else [0]
+        p = g.qparams(q)
+        changed = []
+        for k in data:
+            x = mv.input[k]
+            prod = g.producer.get(x)
+            if prod is not None and prod.op_type == "DequantizeLinear" and g.qparams(prod) is not None \
+                    and _same_params(g.qparams(prod), p):
+                continue
+            if g.types.get(x) != onnx.TensorProto.FLOAT or g.const(x) is not None:
+                continue
+            xq, xd = g.fresh(f"{x}_q"), g.fresh(f"{x}_dq")
+            new_q = helper.make_node("QuantizeLinear", [x] + list(q.input[1:]), [xq], name=g.fresh(f"{x}_q"))
+            new_dq = helper.make_node("DequantizeLinear", [xq] + list(q.input[1:]), [xd], name=g.fresh(f"{x}_dq"))
+            g.insert_before(mv, new_q, new_dq)
+            mv.input[k] = xd
+            changed.append(x)
+        if changed:
+            g.refresh()
+            notes.setdefault("rewrites", []).append(
+                f"QuantizeLinear {q.name or q.output[0]!r} moved before {mv.op_type} {mv.name or mv.output[0]!r}")
+            return True
+    return False
 
 
-def for_ort_check(model, path, input_shape=None):
-    """The model ONNX Runtime runs for the check: its free dimensions pinned
-    and its basic optimizations applied (ORT applies them to any model it
-    loads, so the values are ORT's own; the tensor names are those the
-    import starts from)."""
+def int8_split(g, notes):
+    """Split on int8 values (tf2onnx: Q -> Split -> DQ per piece) becomes
+    DQ -> Split -> Q -> DQ per piece, as QDQ writes it; pieces dequantized
+    with other parameters than the source's would be reinterpreted: left as
+    they are (the parser names the node)."""
+    for node in list(g.nodes):
+        if node.op_type != "Split" or not _is_int8(g, node.input[0]):
+            continue
+        dqs = [g.only_user(o) for o in node.output]
+        if any(d is None or d.op_type != "DequantizeLinear" for d in dqs):
+            continue
+        p = g.qparams(dqs[0])
+        prod = g.producer.get(node.input[0])
+        if p is None or any(g.qparams(d) != p for d in dqs) or (
+                prod is not None and prod.op_type == "QuantizeLinear" and not _same_params(g.qparams(prod), p)):
+            continue
+        src_f = g.fresh(node.input[0] + "_dq")
+        new = [helper.make_node("DequantizeLinear", [node.input[0]] + list(dqs[0].input[1:]), [src_f],
+                                name=g.fresh((node.name or "split") + "_dq"))]
+        pieces = [g.fresh(o + "_float") for o in node.output]
+        split = helper.make_node("Split", [src_f] + list(node.input[1:]), pieces, name=node.name)
+        for a in node.attribute:
+            split.attribute.append(a)
+        new.append(split)
+        for piece, out in zip(pieces, node.output):
+            new.append(helper.make_node("QuantizeLinear", [piece] + list(dqs[0].input[1:]), [out],
+                                        name=g.fresh(out + "_q")))
+        g.insert_before(node, *new)
+        g.remove(node)
+        g.refresh()
+        notes.setdefault("rewrites", []).append(f"Split {node.name or node.output[0]!r} on int8 made QDQ")
+        return True
+    return False
+
+
+def quantize_after_movement(g, notes):
+    """Float data movement after a DequantizeLinear that no QuantizeLinear of
+    the same parameters follows (tf2onnx's channel shuffle: DQ -> Reshape ->
+    Transpose -> Reshape -> Transpose -> Conv) gets one: Q(DQ(x)) is x for
+    the values it moves, so each movement sits between a DQ and a Q, as the
+    parsers take it. A flatten into a fully connected layer is left alone
+    (its weights are permuted instead)."""
+    for node in g.nodes:
+        if node.op_type not in MOVES + ("Split",) or node.op_type == "Concat":
+            continue
+        prod = g.producer.get(node.input[0])
+        if prod is None or prod.op_type != "DequantizeLinear" or g.qparams(prod) is None:
+            continue
+        if node.op_type in VIEWS and len(g.shapes.get(node.output[0]) or []) <= 2:
+            continue
+        p = g.qparams(prod)
+        changed = False
+        for out in node.output:
+            users = g.users(out)
+            if len(users) == 1 and users[0].op_type == "QuantizeLinear" and g.qparams(users[0]) is not None \
+                    and _same_params(g.qparams(users[0]), p) and out not in g.outputs:
+                continue
+            q_out, dq_out = g.fresh(out + "_q"), g.fresh(out + "_dq")
+            q = helper.make_node("QuantizeLinear", [out] + list(prod.input[1:]), [q_out], name=g.fresh(out + "_q"))
+            dq = helper.make_node("DequantizeLinear", [q_out] + list(prod.input[1:]), [dq_out],
+                                  name=g.fresh(out + "_dq"))
+            for u in users:
+                for k, x in enumerate(u.input):
+                    if x == out:
+                        u.input[k] = dq_out
+            if out in g.outputs:
+                continue
+            i = next(k for k, n in enumerate(g.nodes) if n is node)
+            g.nodes[i + 1:i + 1] = [q, dq]
+            changed = True
+        if changed:
+            g.refresh()
+            notes.setdefault("rewrites", []).append(
+                f"{node.op_type} {node.name or node.output[0]!r} quantized with its input's parameters")
+            return True
+    return False
+
+
+REWRITES = (recurrent_layouts, gather_of_one, fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat,
+            int8_split, requant_chains, fold_pads, transposes_into_linear, quantize_before_movement,
+            quantize_after_movement, mul_by_constant)   # last: after views have moved off int8 tensors
+
+
+def bind_constants(model, path, constants):
+    """Graph inputs that are parameters (ONNX's own QLinearConv test gives
+    its scales and zero points as inputs, their values as test data) become
+    initializers holding the values the model YAML's `constants:` names
+    (ONNX TensorProto files). Returns the model."""
+    if not constants:
+        return model
+    inputs = {vi.name: vi for vi in model.graph.input}
+    inits = {i.name for i in model.graph.initializer}
+    for name, file in sorted(constants.items()):
+        if name not in inputs or name in inits:
+            raise FrontendError(path, f"constants.{name}: the model has no graph input {name!r}",
+                                f"its inputs: {', '.join(n for n in inputs if n not in inits)}")
+        tensor = onnx.TensorProto()
+        try:
+            with open(file, "rb") as f:
+                tensor.ParseFromString(f.read())
+            value = numpy_helper.to_array(tensor)
+        except Exception as err:
+            raise FrontendError(file, f"not an ONNX TensorProto ({type(err).__name__})",
+                                "give the .pb file of the input's value (ONNX test data)") from None
+        tt = inputs[name].type.tensor_type
+        want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else value.dtype
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+        if value.dtype != want or (dims is not None and (len(dims) != value.ndim or any(
+                d is not None and d != n for d, n in zip(dims, value.shape)))):
+            raise FrontendError(file, f"a {value.dtype} {list(value.shape)} value for graph input {name!r} "
+                                f"of {np.dtype(want).name} {dims}", "give the value of that input")
+        model.graph.input.remove(inputs[name])
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+    return model
+
+
+def for_ort_check(model, path, input_shape=None, constants=None):
+    """The model ONNX Runtime runs for the check: its parameter inputs bound,
+    its free dimensions pinned and its basic optimizations applied (ORT
+    applies them to any model it loads, so the values are ORT's own; the
+    tensor names are those the import starts from)."""
+    bind_constants(model, path, constants)
     pin_inputs(model, path, input_shape)
     return ort_basic(infer(model, path), path)
 
@@ -917,7 +1060,6 @@ def normalize(model, path, input_shape=None):
         if not any(rewrite(g, notes) for rewrite in REWRITES):
             break
     _drop_dead(g)
-    check_transposes(g)
     model = g.sync()
     del model.graph.value_info[:]
     return infer(model, path), notes

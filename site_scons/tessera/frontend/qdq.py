@@ -8,18 +8,28 @@ and QuantizeLinear (their output):
 Each such island becomes one IR layer. Flatten/Reshape between a DQ and a
 Gemm (or wrapped in their own Q/DQ pair) only change the view: tessera's
 tensors stay HWC and the linear layer's weights are permuted instead.
+
+Data movement between a DQ and a Q of the same parameters (Transpose,
+Reshape, Flatten, Squeeze, Unsqueeze: a detection head's NCHW -> NHWC ->
+[1, N, k]) is composed as index arrays (frontend.movement) and emitted
+only when a layer reads it: nothing, a reshape, a transpose or a gather.
+A tensor is held channel first (NCHW, NCL, NC as [H, W, C]) or, where
+that moves nothing (a head's [1, N, k]), as it is (source_layout "hwc"):
+Concat and Softmax take either.
 """
 
 import numpy as np
 
 from ..errors import FrontendError
+from . import movement
 from .geometry import conv_geometry, hwc, out_hw, pool_geometry
+from .layout import ir_shape
 from .onnxgraph import VIEW_OPS, attrs, input_quantizers
 
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
-               "LSTM", "GRU")
+               "Max", "Min", "LSTM", "GRU")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
 LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
@@ -38,6 +48,7 @@ class QdqParser:
         self.b = builder
         self.handled = set()
         self.alias = {}          # Q output name -> IR tensor it merely re-views
+        self.views = {}          # Q output name -> (IR tensor, index array of the ONNX tensor, node)
 
     # ---- quantized values ------------------------------------------------
 
@@ -79,6 +90,8 @@ class QdqParser:
                                     "quantize the model with QDQ around every op")
             src = prod.input[0]
             self.handled.add(id(prod))
+            if src in self.views and src not in self.alias:
+                self.alias[src] = self.materialize(src, "chw")
             src = self.alias.get(src, src)
             if src not in self.b.tensors:
                 raise FrontendError(g.where(node), f"input {name!r} dequantizes {src!r}, "
@@ -95,10 +108,12 @@ class QdqParser:
         self.handled.add(id(dq))
         src, scale, zp, axis = self._dq_params(dq)
         w = np.asarray(g.array(src))
-        if w.dtype not in (np.int8, np.uint8) or np.any(zp != 0) or w.dtype == np.uint8:
-            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero point "
-                                f"{np.unique(zp)[:3].tolist()}", "use symmetric int8 weights (weight_type=QInt8)")
-        return w.astype(np.int64), scale, axis
+        if w.dtype not in (np.int8, np.uint8) or (zp.size > 1 and np.any(zp != zp.flat[0])):
+            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero points "
+                                f"{np.unique(zp)[:3].tolist()}", "use 8-bit weights with one zero point "
+                                "(symmetric int8, weight_type=QInt8, runs fastest)")
+        # less the zero point: up to 9 bits for asymmetric weights (the builder's weight offset)
+        return w.astype(np.int64) - int(zp.flat[0]), scale, axis
 
     def bias(self, name, node, expected_scale):
         """int32 bias in units of s_x * s_w[c]."""
@@ -116,16 +131,19 @@ class QdqParser:
         else:
             raise FrontendError(g.where(node), f"bias {name!r} is not a constant")
         bias = np.rint(real / expected_scale)
-        if np.any(np.abs(bias) >= 2 ** 31):
-            raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
-        return bias.astype(np.int32)
+        if np.any(np.abs(bias) >= 2 ** 62):
+            raise FrontendError(g.where(node), "bias does not fit 62 bits at the accumulator scale",
+                                "quantize the layer's input and weights with larger scales")
+        # wider than 32 bits: the builder moves the excess into the requantization (wide_bias)
+        return bias.astype(np.int64)
 
-    def output(self, node):
+    def output(self, node, layout="chw"):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
-        register the IR tensor and return (name, real clamp)."""
+        register the IR tensor (held in `layout`) and return (name, real clamp)."""
         g = self.g
         name = node.output[0]
         real_lo, real_hi = None, None
+        self.leaky = None      # a LeakyRelu between the op and its Q (a Conv takes it: op_Conv)
         while True:
             users = g.consumers.get(name, [])
             if len(users) != 1:
@@ -138,12 +156,17 @@ class QdqParser:
                 lo, hi = self._clip_bounds(user)
                 real_lo = lo if real_lo is None else max(real_lo, lo)
                 real_hi = hi if real_hi is None else min(real_hi, hi)
+            elif user.op_type == "LeakyRelu" and node.op_type == "Conv" and real_lo is None and real_hi is None:
+                self.leaky = float(attrs(user).get("alpha", 0.01))
             elif user.op_type == "QuantizeLinear":
                 self.handled.add(id(user))
                 scale, zp, dtype = self._q_params(user)
                 out = user.output[0]
-                shape = hwc(g.shape(name), g.where(node))
+                shape = hwc(g.shape(name), g.where(node)) if layout == "chw" else \
+                    ir_shape(g.shape(name), layout, g.where(node))
                 self.b.tensor(out, shape, dtype, scale, zp)
+                if layout == "hwc":
+                    self.b.tensors[out].source_layout = "hwc"
                 clamp = None
                 if real_lo is not None or real_hi is not None:
                     clamp = self.b.real_clamp(out, real_lo, real_hi)
@@ -175,7 +198,7 @@ class QdqParser:
         # an op tessera has no lowering for is named first, before the
         # layers behind it would report their input as unknown
         known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | {
-            "QuantizeLinear", "DequantizeLinear", "Constant"}
+            "QuantizeLinear", "DequantizeLinear", "Constant", "Transpose", "Split"}
         for node in g.graph.node:
             if node.op_type not in known:
                 raise self._unsupported(node)
@@ -191,13 +214,26 @@ class QdqParser:
                 b.inputs.append(q.output[0])
         for node in g.graph.node:
             if node.op_type in COMPUTE_OPS:
+                if id(node) in self.handled:
+                    continue     # taken by the op before it (a Min after a Max: one table)
                 self.handled.add(id(node))
                 getattr(self, "op_" + node.op_type)(node)
             elif node.op_type in LUT_OPS and id(node) not in self.handled:
                 self.handled.add(id(node))
                 self.op_lut(node)
-            elif node.op_type in VIEW_OPS and id(node) not in self.handled:
-                self._maybe_alias(node)
+            elif node.op_type == "Split" and id(node) not in self.handled:
+                self.op_split(node)
+            elif node.op_type in VIEW_OPS + ("Transpose",) and id(node) not in self.handled:
+                users = g.consumers.get(node.output[0], [])
+                prod = g.producer.get(node.input[0])
+                moving = node.op_type == "Transpose" or len(g.shape(node.output[0])) > 2 or (
+                    prod is not None and prod.op_type == "DequantizeLinear" and prod.input[0] in self.views)
+                if not moving:
+                    # a flatten to [1, K]: the linear layer reading it permutes its weights
+                    self._maybe_alias(node)
+                elif (len(users) == 1 and users[0].op_type == "QuantizeLinear" and prod is not None
+                        and prod.op_type == "DequantizeLinear" and node.output[0] not in g.output_names):
+                    self.op_move(node, users[0])
         for node in g.graph.node:
             if id(node) not in self.handled and node.op_type not in ("Constant",):
                 if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
@@ -211,7 +247,10 @@ class QdqParser:
             if prod is None or prod.op_type != "DequantizeLinear":
                 raise FrontendError(g.path, f"graph output {name!r} is not a dequantized activation",
                                     "end the graph with QuantizeLinear -> DequantizeLinear")
-            src = self.alias.get(prod.input[0], prod.input[0])
+            src = prod.input[0]
+            if src in self.views and src not in self.alias:
+                self.alias[src] = self.materialize(src, self.free_layout(src))
+            src = self.alias.get(src, src)
             b.outputs.append(src)
         return b.finish()
 
@@ -241,6 +280,102 @@ class QdqParser:
         self.b.inputs.append(name)
         return True
 
+    # ---- data movement ---------------------------------------------------------
+
+    def onnx_view(self, name):
+        """(IR tensor, index array) of the quantized ONNX tensor `name` (a Q
+        output or an 8-bit input): a pending movement's, or the IR tensor's
+        own in its layout."""
+        if name in self.views and name not in self.alias:
+            return self.views[name][:2]
+        src = self.alias.get(name, name)
+        t = self.b.tensors[src]
+        shape = self.g.shape(name)
+        idx = movement.onnx_index(t.shape, shape, t.source_layout or "chw")
+        if idx is None or idx.size != t.size:
+            raise FrontendError(self.g.path, f"tensor {name!r} of shape {shape} is held as {t.shape}")
+        return src, idx
+
+    def materialize(self, name, layout):
+        """The IR tensor of a pending movement in `layout` ("chw": NCHW as
+        [H, W, C]; "hwc": the ONNX order as it is)."""
+        src, idx, node = self.views[name]
+        order = movement.ir_order(idx, layout)
+        shape = ir_shape(list(idx.shape), layout, self.g.where(node))
+        if order is None:
+            raise FrontendError(self.g.where(node), f"a rank-{idx.ndim} tensor read as {layout}")
+        out = self.b.moved(src, order, name, shape, self.g.where(node), node.name or node.op_type.lower(),
+                           sources=[node.name], layout="hwc" if layout == "hwc" else None)
+        if out is None:
+            raise FrontendError(self.g.where(node), "a data movement that is not one transpose, gather or "
+                                f"reshape of {self.b.tensors[src].shape} (HWC)", "see docs/operators.md")
+        return out
+
+    def free_layout(self, name):
+        """"hwc" when a pending movement's values are already in their ONNX
+        order (a head's NHWC -> [1, N, k]) and channel first would move
+        them, else "chw"."""
+        if name not in self.views or name in self.alias:
+            return self.b.tensors[self.alias.get(name, name)].source_layout or "chw"
+        src, idx, _ = self.views[name]
+        same = lambda layout: movement.classify(movement.ir_order(idx, layout), self.b.tensors[src].shape)  # noqa: E731
+        return "hwc" if same("chw") != ("same",) and same("hwc") == ("same",) else "chw"
+
+    def quantized_source(self, name, node):
+        """The Q output (or 8-bit input) a DequantizeLinear output reads."""
+        prod = self.g.producer.get(name)
+        if prod is None or prod.op_type != "DequantizeLinear":
+            raise FrontendError(self.g.where(node), f"input {name!r} is not dequantized")
+        self.handled.add(id(prod))
+        return prod.input[0]
+
+    def op_move(self, node, q):
+        """DQ -> Transpose / Reshape / Flatten / Squeeze / Unsqueeze -> Q of the
+        same parameters: the movement, pending until a layer reads it."""
+        g = self.g
+        src_q = self.quantized_source(node.input[0], node)
+        src, idx = self.onnx_view(src_q)
+        scale, zp, _ = self._q_params(q)
+        t = self.b.tensors[src]
+        if (t.scale, t.zero_point) != (scale, zp):
+            raise FrontendError(g.where(node), f"{node.op_type} changes the quantization parameters",
+                                "keep its input's scale and zero point")
+        if node.op_type == "Transpose":
+            perm = attrs(node).get("perm", list(range(idx.ndim))[::-1])
+            out = np.transpose(idx, perm)
+        else:
+            out = idx.reshape(g.shape(node.output[0]))
+        self.views[q.output[0]] = (src, out, node)
+        self.handled.update({id(node), id(q)})
+
+    def op_split(self, node):
+        """DQ -> Split -> Q of the same parameters on each piece: pieces of
+        the input, pending like any movement."""
+        g = self.g
+        src_q = self.quantized_source(node.input[0], node)
+        src, idx = self.onnx_view(src_q)
+        a = attrs(node)
+        axis = a.get("axis", 0) % idx.ndim
+        if len(node.input) > 1 and node.input[1]:
+            sizes = [int(v) for v in np.asarray(g.array(node.input[1])).reshape(-1)]
+        elif "split" in a:
+            sizes = list(a["split"])
+        else:
+            sizes = [idx.shape[axis] // len(node.output)] * len(node.output)
+        t = self.b.tensors[src]
+        for out, piece in zip(node.output, movement.split(idx, axis, sizes)):
+            users = g.consumers.get(out, [])
+            if len(users) != 1 or users[0].op_type != "QuantizeLinear":
+                raise FrontendError(g.where(node), f"Split output {out!r} is not quantized by a single "
+                                    "QuantizeLinear", "quantize the model with QDQ after every op")
+            scale, zp, _ = self._q_params(users[0])
+            if (t.scale, t.zero_point) != (scale, zp):
+                raise FrontendError(g.where(node), "Split changes the quantization parameters",
+                                    "keep its input's scale and zero point")
+            self.views[users[0].output[0]] = (src, piece, node)
+            self.handled.add(id(users[0]))
+        self.handled.add(id(node))
+
     def _maybe_alias(self, node):
         """DQ -> Flatten -> Q with the same parameters: the Q output re-views
         the input tensor."""
@@ -268,7 +403,8 @@ class QdqParser:
         y, clamp = self.output(node)
         if out_hw(b.tensors[x].shape, geo) != b.tensors[y].shape[:2]:
             raise FrontendError(g.where(node), "output shape does not match the convolution geometry")
-        b.conv(node.name or "conv", x, y, w, w_scale, bias, geo, g.where(node), clamp, [node.name])
+        b.conv(node.name or "conv", x, y, w, w_scale, bias, geo, g.where(node), clamp, [node.name],
+               leaky=self.leaky)
 
     def _linear(self, node, w, w_scale, bias_name):
         g, b = self.g, self.b
@@ -312,6 +448,17 @@ class QdqParser:
 
     def op_AveragePool(self, node):
         g, b = self.g, self.b
+        if list(attrs(node).get("kernel_shape", [])) in ([1, 1], [1]) and not any(attrs(node).get("pads", [])):
+            # a requantization (normalize.requant_chains): elementwise, so a tensor held as
+            # it is (a head's [1, N, k]) stays so
+            src = self.quantized_source(node.input[0], node)
+            layout = self.free_layout(src)
+            if src in self.views and src not in self.alias:
+                self.alias[src] = self.materialize(src, layout)
+            x = self.alias.get(src, src)
+            y, clamp = self.output(node, layout)
+            b.avgpool(node.name or "avgpool", x, y, [1, 1], [1, 1], g.where(node), [node.name], clamp=clamp)
+            return
         x = self.activation(node.input[0], node)
         geo = pool_geometry(node, b.tensors[x].shape, g.where(node), allow_pad=False)
         y, clamp = self.output(node)
@@ -377,10 +524,27 @@ class QdqParser:
         return table[axis]
 
     def op_Concat(self, node):
+        """Concat of tensors held channel first, or of pending movements whose
+        ONNX order is already an HWC one (detection heads' [1, N, k] along N):
+        then the inputs and output are held as they are (layout "hwc")."""
         g, b = self.g, self.b
-        xs = [self.activation(n, node) for n in node.input]
-        axis = self._hwc_axis(node, node.input[0])
-        y, clamp = self.output(node)
+        sources = [self.quantized_source(n, node) for n in node.input]
+        layout = "hwc" if sources and all(self.free_layout(s) == "hwc" for s in sources) else "chw"
+        xs = []
+        for s in sources:
+            if s in self.views and s not in self.alias:
+                self.alias[s] = self.materialize(s, layout)
+            xs.append(self.alias.get(s, s))
+        if layout == "hwc":
+            rank = len(g.shape(node.input[0]))
+            axis = attrs(node).get("axis", 1)
+            axis = (axis + rank if axis < 0 else axis) + 3 - rank
+            if not 0 <= axis <= 2:
+                raise FrontendError(g.where(node), f"axis {attrs(node).get('axis')} of a rank-{rank} tensor",
+                                    "join along an axis other than the batch")
+        else:
+            axis = self._hwc_axis(node, node.input[0])
+        y, clamp = self.output(node, layout)
         b.concat(node.name or "concat", xs, y, axis, g.where(node), [node.name], clamp=clamp)
 
     def op_Resize(self, node):
@@ -413,6 +577,59 @@ class QdqParser:
         lo, hi = clamp if clamp is not None else b.clamp_range(y)
         table = lut_table(node.op_type, a, b.qparams(x), b.qparams(y), lo, hi)
         b.lut(node.name or node.op_type.lower(), x, y, table, [node.name])
+
+    def op_Max(self, node):
+        """Max/Min of an activation and a constant (a clip written as
+        torch.maximum/minimum, a scalar or one per channel): a table of the
+        float op as ONNX Runtime evaluates it."""
+        from .tables import extremum_tables
+
+        g, b = self.g, self.b
+        consts = [self._constant(n) for n in node.input]
+        if len(node.input) != 2 or (consts[0] is None) == (consts[1] is None):
+            raise FrontendError(g.where(node), f"{node.op_type} of {len(node.input)} inputs, "
+                                f"{sum(c is not None for c in consts)} of them constant",
+                                f"tessera takes {node.op_type} of an activation and a constant")
+        k = 0 if consts[0] is None else 1
+        x = self.activation(node.input[k], node)
+        channels = b.tensors[x].shape[2]
+        # a clip written as Max then Min (no QuantizeLinear between): one table of both
+        steps, last = [(node.op_type, consts[1 - k].reshape(-1))], node
+        while True:
+            users = g.consumers.get(last.output[0], [])
+            if len(users) != 1 or users[0].op_type not in ("Max", "Min") or len(users[0].input) != 2:
+                break
+            nxt = users[0]
+            other = [n for n in nxt.input if n != last.output[0]]
+            c = self._constant(other[0]) if len(other) == 1 else None
+            if c is None:
+                break
+            self.handled.add(id(nxt))
+            steps.append((nxt.op_type, c.reshape(-1)))
+            last = nxt
+        for op, c in steps:
+            if c.size not in (1, channels):
+                raise FrontendError(g.where(node), f"a {op} constant of {c.size} values",
+                                    "a scalar or one value per channel")
+        y, clamp = self.output(last)
+        lo, hi = clamp if clamp is not None else b.clamp_range(y)
+        b.lut(node.name or node.op_type.lower(), x, y,
+              extremum_tables(steps, b.qparams(x), b.qparams(y), lo, hi, channels), [node.name, last.name])
+
+    op_Min = op_Max
+
+    def _constant(self, name):
+        """A constant's real values, also through DequantizeLinear; None for
+        an activation."""
+        g = self.g
+        prod = g.producer.get(name)
+        if prod is not None and prod.op_type == "DequantizeLinear" and g.is_const(prod.input[0]):
+            self.handled.add(id(prod))
+            src, scale, zp, _ = self._dq_params(prod)
+            return (np.asarray(g.array(src)).astype(np.float64) - zp) * scale
+        if g.is_const(name):
+            return np.asarray(g.array(name), dtype=np.float64)
+        return None
 
     def op_PRelu(self, node):
         from .tables import prelu_tables
@@ -449,6 +666,11 @@ class QdqParser:
         rank = len(g.shape(node.input[0]))
         axis = attrs(node).get("axis", -1 if g.opsets.get("ai.onnx", 13) >= 13 else 1)
         axis = axis + rank if axis < 0 else axis
+        layout = b.tensors[x].source_layout or "chw"
+        if layout == "hwc" and axis == rank - 1:     # a head's [1, N, k] held as it is: k is C
+            y, clamp = self.output(node, "hwc")
+            b.softmax(node.name or "softmax", x, y, g.where(node), sources=[node.name])
+            return
         if not (axis == 1 or (h * w == 1 and axis == rank - 1)):
             raise FrontendError(g.where(node), f"Softmax over axis {attrs(node).get('axis', -1)} of a "
                                 f"rank-{rank} tensor", "apply softmax over the channels (axis 1 of NCHW)")
@@ -505,6 +727,8 @@ def resize_geometry(g, node):
     else:
         coord = dec(a.get("coordinate_transformation_mode"), "half_pixel")
         rule = dec(a.get("nearest_mode"), "round_prefer_floor")
+        if coord == "tf_half_pixel_for_nn":      # tf2onnx's name for it (ONNX Runtime takes both)
+            coord = "tf_half_pixel_for_nearest"
     if mode == "bilinear":
         mode = "linear"
     if mode not in ("nearest", "linear") or a.get("antialias", 0) or dec(a.get("keep_aspect_ratio_policy"),

@@ -19,6 +19,8 @@ def run_layer(layer, graph, weights, values):
     """Compute one layer's output from `values` (tensor name -> array)."""
     x = values[layer.inputs[0]]
     w = weights[layer.weights] if layer.weights else None
+    if w is not None and getattr(layer, "weight_offset", None):
+        w = w.astype(np.int64) + layer.weight_offset
     b = weights[layer.bias] if layer.bias else None
     op = layer.op
     if op == "conv2d":
@@ -54,6 +56,14 @@ def run_layer(layer, graph, weights, values):
         cell = {"lstm": recurrent.lstm, "ops": recurrent.ops_cell}.get(rnn["cell"], recurrent.onnx_cell)
         acc = cell(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays)
         acc = acc.reshape(1, acc.shape[0], -1)
+    elif op == "transpose":
+        acc = ops.transpose(x, layer.perm, layer.dims, graph.tensor(layer.output).shape)
+    elif op == "argmax":
+        acc = ops.argmax(x)
+    elif op == "reshape":
+        acc = ops.reshape(x, graph.tensor(layer.output).shape)
+    elif op == "gather":
+        acc = ops.gather(x, layer.table, layer.axis, layer.fill)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)

@@ -19,13 +19,20 @@ from .gemmlowp import softmax_rows
 def requantize(acc, rq: Requant):
     """Apply a Requant to int64 accumulators whose last axis is the channel."""
     acc = acc.astype(np.int64)
+    if getattr(rq, "neg_mul", None):
+        # a LeakyRelu folded in: a negative accumulator takes its own multiplier and shift
+        from dataclasses import replace
+        pos = requantize(acc, replace(rq, neg_mul=None, neg_shift=None))
+        neg = requantize(acc, replace(rq, mul=list(rq.neg_mul), shift=list(rq.neg_shift), neg_mul=None,
+                                      neg_shift=None))
+        return np.where(acc < 0, neg, pos)
     if getattr(rq, "shape", None):
         # parameters laid out as rq.shape ([h, w, c]) broadcast over [H, W, C]
         mul, add, shift = (_shaped(v, rq.shape, acc.shape) for v in (rq.mul, rq.add, rq.shift))
     else:
         channels = acc.shape[-1]
         mul = _per_channel(rq.mul, channels)
-        add = _per_channel(rq.add, channels)
+        add = _per_channel(rq.add, channels) << (getattr(rq, "add_shift", None) or 0)
         shift = _per_channel(rq.shift, channels)
     if rq.rounding == "tflite":
         return np.clip(tflite_multiply(acc, mul, shift) + rq.zero_point, rq.lo, rq.hi)
@@ -246,6 +253,35 @@ def lut(x, table):
     if t.shape[0] == 1:
         return t[0][idx]
     return t[np.arange(x.shape[-1])[None, None, :], idx]
+
+
+def transpose(x, perm, dims=None, out_shape=None):
+    """The axes of x [H, W, C] permuted: output axis k is input axis perm[k];
+    with dims, x viewed as dims first and the result shaped out_shape."""
+    if dims is None:
+        return np.transpose(x, perm)
+    return np.ascontiguousarray(x.reshape(dims).transpose(perm)).reshape(out_shape)
+
+
+def reshape(x, shape):
+    """The same values in the same HWC order, another shape."""
+    return np.reshape(x, shape)
+
+
+def gather(x, table, axis, fill=None):
+    """x's slices at the indices `table` along HWC `axis`; index -1 is `fill`."""
+    index = np.asarray(table, dtype=np.int64)
+    y = np.take(x, np.maximum(index, 0), axis=axis)
+    if np.any(index < 0):
+        shape = [1, 1, 1]
+        shape[axis] = index.size
+        y = np.where(index.reshape(shape) < 0, fill, y)
+    return y
+
+
+def argmax(x):
+    """The first index of the largest value along the channels, [H, W, 1]."""
+    return np.argmax(x, axis=2)[..., None].astype(np.int64)
 
 
 def softmax(x, table, rq):

@@ -6,12 +6,12 @@ mistake, so it raises ValueError naming the field.
 """
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "lut", "concat", "resize", "softmax", "lstm")
+       "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax", "lstm")
 # Ops the tiler does not tile by windows: the whole layer in L1 at once, or
 # blocks of channels or rows (`split` "c" / "h", "" for neither), or a fit
 # error (`whole` in the layer dict; broadcast add/mul carry it too). Their
 # `in_sizes` gives each input's elements.
-WHOLE = ("concat", "resize", "softmax", "lstm")
+WHOLE = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax", "lstm")
 
 # Ops whose output channel c reads only input channel c: the input tile has
 # the output tile's channels. Standard convolutions read every input channel
@@ -61,8 +61,10 @@ def check(layer):
         if (not isinstance(sizes, list) or len(sizes) != layer["n_inputs"]
                 or not all(isinstance(v, int) and v > 0 for v in sizes)):
             raise _bad(layer, "a whole-tensor layer needs in_sizes, one positive int per input")
-        if layer.get("split", "") not in ("", "c", "h"):
-            raise _bad(layer, f"split must be '', 'c' or 'h', got {layer.get('split')!r}")
+        if layer.get("split", "") not in ("", "c", "h", "k"):
+            raise _bad(layer, f"split must be '', 'c', 'h' or 'k', got {layer.get('split')!r}")
+        if layer.get("split") == "k" and layer.get("axis") not in (0, 1, 2):
+            raise _bad(layer, "split 'k' (along the concatenation axis) needs the axis")
         return
     if op in WHOLE:
         raise _bad(layer, f"{op} is only computed whole ('whole': 1)")

@@ -12,13 +12,16 @@ POOLS = ("maxpool", "avgpool")
 KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
-           "resize": "tsr_resize", "softmax": "tsr_softmax", "lstm": "tsr_lstm_step"}
+           "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather",
+           "argmax": "tsr_argmax", "lstm": "tsr_lstm_step",
+           "reshape": "hal_dma_start"}   # a reshape is DMA alone (codegen/whole.py)
 # a recurrent layer's step and projection kernels (codegen.recurrent); ONNX's LSTM and GRU step
 RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
 ONNX_RECURRENT = "tsr_onnx_rnn_step"
 
-# ops only the reference kernels implement (the other libraries fall back)
-REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax")
+# ops only the reference kernels implement (the other libraries fall back;
+# the data movements are the same loads and stores on any core)
+REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax")
 
 
 def kernel_function(layer, graph=None):
@@ -45,6 +48,10 @@ def reference_only(layer, graph):
         return "TFLite's add (each input rescaled)"
     if layer.dilation and list(layer.dilation) != [1, 1]:
         return "a dilated convolution"
+    if layer.weight_offset:
+        return "asymmetric uint8 weights (a weight offset)"
+    if layer.requant is not None and layer.requant.neg_mul and layer.op not in CONV_LIKE:
+        return "a LeakyRelu folded into the requantization"
     if is_whole(layer, graph) or channel_operand(layer, graph):
         return "broadcasting"
     if requant_plane(layer) or bias_plane(layer):
@@ -90,6 +97,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
                   f"a.input_offset = {layer.input_offset};"]
     if layer.dilation and list(layer.dilation) != [1, 1]:
         lines += [f"a.dh = {layer.dilation[0]};", f"a.dw = {layer.dilation[1]};"]
+    if layer.weight_offset:
+        lines.append(f"a.weight_offset = {layer.weight_offset};")
     if layer.op in CONV_LIKE and scratch_per_core:
         lines += [f"a.scratch = {prefix}_L1 + {l1['scratch']};", f"a.scratch_bytes = {scratch_per_core};"]
     if layer.op == "add":
