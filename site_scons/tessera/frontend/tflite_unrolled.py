@@ -49,7 +49,11 @@ def _scratch(p):
     q = type(p).__new__(type(p))
     q.__dict__.update(p.__dict__)
     q.b = Builder(p.b.name, "tflite", p.path)
-    q.alias, q.pad_of = {}, {}
+    q.alias, q.views, q.pad_of = {}, {}, {}
+    # an ADD or MUL of a constant (a step's bias) stays the op itself, its
+    # constant one operand of the layer: the parser's table of it would be a
+    # table per channel and per step
+    q._constant_operand = lambda ins: None
     return q
 
 
