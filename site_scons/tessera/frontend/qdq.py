@@ -32,7 +32,7 @@ COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "Globa
                "Max", "Min", "LSTM", "GRU")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
-LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
+LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Relu", "Clip")
 
 
 def _scalar(arr):
