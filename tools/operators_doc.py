@@ -76,6 +76,7 @@ ONNX = {
     "Concat": "concat (channel first, or a head's [1, N, k] as it is)",
     "Conv": "conv2d / depthwise / pointwise (1D and 2D, dilated; LeakyRelu folded)",
     "DequantizeLinear": "quantized values",
+    "Elu": "lut",
     "Flatten": "a view",
     "GRU": "lstm (cell onnx_gru: the states in fixed point, gemmlowp's 32-bit logistic and tanh)",
     "Gemm": "linear",

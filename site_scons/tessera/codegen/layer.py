@@ -28,13 +28,8 @@ from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
 from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, int_list
+from .cfmt import ROUNDING, header_comment, int_list, symbol
 from .libraries import library
-
-
-
-def symbol(prefix, layer_name, what=None):
-    return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
 
 
 # sizeof(tsr_tile_t): a table row per tile

@@ -18,8 +18,7 @@ weight stream (memplan), and are copied to L1 from there.
 """
 
 from ..errors import FitError
-from .cfmt import header_comment
-from .layer import symbol
+from .cfmt import header_comment, symbol
 from .libraries import library, reference
 
 

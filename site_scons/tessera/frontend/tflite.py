@@ -21,6 +21,7 @@ reads it, or becomes a depthwise identity; QUANTIZE at a float input and
 DEQUANTIZE at a float output are the network's edges.
 """
 
+import math
 from dataclasses import fields
 
 import numpy as np
@@ -32,13 +33,10 @@ from ..golden import ops as golden_ops
 from . import movement
 from .builder import Builder
 from .tflite_math import quantize_multiplier, tfl_round
+from .tflite_schema import (ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, FLOAT32, INT8, INT16, INT32,  # noqa: F401
+                            SAME, TYPE_NAMES, UINT8, VALID)
 
-# schema.fbs enums (TensorType, Padding, ActivationFunctionType)
-INT8, INT32, FLOAT32, UINT8, INT16 = 9, 2, 0, 3, 7
-TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "int16", 9: "int8"}
 ZERO_POINT_RANGE = {INT8: (-128, 127), UINT8: (0, 255), INT16: (-32768, 32767)}
-SAME, VALID = 0, 1
-ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
 ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
 INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
             "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
@@ -1410,7 +1408,7 @@ def import_tflite(path, name, drop_final_softmax=False):
         raise refusal from None
     if refusal is not None:
         raise refusal
-    from .tflite_repair import repair
+    from ..golden.tflite_repair import repair
     notes = repair(path)[1]
     if notes:
         graph = result[0]

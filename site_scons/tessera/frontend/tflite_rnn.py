@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from ..ir import Layer
-from .tflite import INT8, INT16, INT32, quantize_multiplier
+from .tflite_math import quantize_multiplier
+from .tflite_schema import INT8, INT16, INT32
 
 # lstm::full input indices
 X = 0
