@@ -38,6 +38,8 @@ EXPECTED = {
     "torch_segnet_resize_concat": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
     "tflite_seg_se_hardswish": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
     "torch_vision2d_qop_uint8": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
+    "torch_kws_gru": {"input_layout": "nlc", "float_tail": ["Softmax"], "batch_pinned": True},
+    "torch_kws_lstm": {"input_layout": "nlc", "float_tail": ["Softmax"], "batch_pinned": True},
     "tf2onnx_uint8_detector": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
     "torch_detect_heads": {"input_layout": None, "float_tail": None, "batch_pinned": True},
 }

@@ -31,8 +31,6 @@ FILES = {f["name"]: f for f in public_models.files()}
 
 # what cannot be taken yet: the one line's words (file, operator, what to do)
 REFUSED = {
-    "trained_lstm_int8": ["operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM)", "unroll the LSTM"],
-    "keras_lstm_mnist_ptq": ["operator 1 (UNIDIRECTIONAL_SEQUENCE_LSTM)", "unroll the LSTM"],
     "keyword_scrambled_8bit": ["operator 1 (SVDF)", "is not lowered"],
     "deeplabv3_mnv2_dm05_pascal_quant": ["operator 64 (RESIZE_BILINEAR)", "uint8 bilinear resize",
                                          "int8 RESIZE_BILINEAR"],
@@ -82,7 +80,7 @@ def test_golden_model_equals_its_runtime(name, tmp_path):
         graph, weights = import_tflite(f["path"], name)
         inputs = golden.random_input(graph, 0)
         values = golden.run(graph, weights, inputs)
-        result = tflitecheck.compare(f["path"], graph, values, inputs)
+        result = tflitecheck.compare(f["path"], graph, values, inputs, weights)
         assert result["equal"] and result["tensors"] > 1, [r for r in result["compared"] if not r["equal"]][:1]
     else:
         import onnx

@@ -56,6 +56,11 @@ void tsr_cmsis_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
 /* PW->DW row-wise with the shifted buffer (tessera/pw_dw_rows.h): buf holds
  * (fd - 1) * sh + kh pointwise rows of every channel; the same scratch */
 void tsr_cmsis_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores);
+/* the recurrent step (tsr_lstm_args_t; a.pre required): SMLAD gate rows */
+void tsr_cmsis_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
+void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
+/* ONNX's LSTM and GRU step (tsr_onnx_rnn_args_t): SMLAD for both gate sums */
+void tsr_cmsis_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

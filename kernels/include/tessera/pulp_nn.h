@@ -57,6 +57,11 @@ void pnn_linear(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void pnn_add(const tsr_add_args_t *a, int core, int ncores);
+/* the recurrent step (tsr_lstm_args_t; a.pre required): the cells over the cores */
+void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
+void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
+/* ONNX's LSTM and GRU step (tsr_onnx_rnn_args_t): the cells over the cores */
+void pnn_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

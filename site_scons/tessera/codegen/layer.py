@@ -28,15 +28,10 @@ from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
 from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, int_list
+from .cfmt import ROUNDING, header_comment, int_list, symbol
 from .libraries import library
 from . import split
 from .split import stage as _stage
-
-
-
-def symbol(prefix, layer_name, what=None):
-    return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
 
 
 # sizeof(tsr_tile_t): a table row per tile (word-aligned: copied by words)
@@ -134,6 +129,9 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     other input (loaded with the tile's inputs) by the library's add
     kernel, and only the sum goes to the add's output (`tiling` is then
     the epilogue's, with its skip buffer)."""
+    if layer.op == "lstm":
+        from . import recurrent
+        return recurrent.generate(layer, graph, tiling, plan_slice, target, model)
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)

@@ -140,9 +140,64 @@ def _plain_macs(op, macs, input_offset, in_c):
     return macs if op == "pointwise" and (input_offset not in (0, 128) or in_c % 4) else 0
 
 
+def recurrent_features(layer, graph, tiling, cores=1):
+    """The features of a recurrent layer (op lstm, TFLite's integer cell):
+    macs the gate matrices' (and projection's) over the sequence,
+    split_macs as the busiest core does them times the cores (the cells
+    split one at a time), out_elems the 16-bit logistic and tanh evaluations
+    (five per cell and step, four without input gate), chans the same as
+    the busiest core does them times the cores, tiles the forks (one per
+    step, two with a projection); the sequences and the constants as DMA.
+    A cell of plain ops is priced op by op (body_features)."""
+    rnn = layer.rnn
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    feats = dict.fromkeys(FEATURES, 0)
+    feats["macs"] = ir.macs(layer, graph)
+    feats["act_bytes"], feats["act_xfers"] = x.nbytes + y.nbytes, 2
+    stream = tiling.get("stream")
+    streamed = 0
+    if rnn["cell"] == "ops":
+        for k in (stream or {}).get("ops", ()):
+            streamed += rnn["layout"][rnn["body"][k]["weights"]][1]
+        feats["tiles"] = rnn["steps"] * len(rnn["body"])
+    else:
+        nc = rnn["n_cell"]
+        share = _chunk(nc, 1, cores) * cores / nc
+        feats["split_macs"] = round(feats["macs"] * share)
+        # the activations a cell evaluates a step (ONNX's cells: the 32-bit forms)
+        per_cell = {"onnx_lstm": 5, "onnx_gru": 3}.get(rnn["cell"], 4 if rnn.get("gates") == "fgo" else 5)
+        feats["out_elems"] = rnn["steps"] * nc * per_cell
+        feats["chans"] = round(feats["out_elems"] * share)
+        feats["in_elems"] = x.size
+        feats["tiles"] = rnn["steps"] * (2 if rnn.get("projection") else 1)
+    feats["w_bytes"] = rnn["bytes"] - streamed + rnn["steps"] * streamed
+    feats["w_xfers"] = 1 + rnn["steps"] * sum(-(-rnn["body"][k]["n"] // stream["rows"])
+                                              for k in (stream or {}).get("ops", ()))
+    return feats
+
+
+def body_features(op, rnn, cores=1):
+    """(IR op, features) of one body op of a cell of plain ops at one step:
+    a layer on whole vectors, priced with that op's own coefficients."""
+    feats = dict.fromkeys(FEATURES, 0)
+    n = op["n"]
+    k = rnn["layout"][op["weights"]][1] // n if op["op"] == "linear" else 1
+    feats["macs"] = n * k
+    feats["split_macs"] = round(feats["macs"] * _split(op["op"], 1, 1, n, cores)[0])
+    feats["out_elems"] = n
+    feats["in_elems"] = k if op["op"] == "linear" else n * len(op["in"])
+    feats["tiles"] = 1
+    feats["chans"] = n
+    if op["op"] == "linear" and n % 4:
+        feats["tail_macs"] = (n % 4) * k
+    return op["op"], feats
+
+
 def layer_features(layer, graph, tiling, dims=2, cores=1):
     """{feature: number} for one IR layer and its tiling JSON; `dims` is the
     activation DMA engine's dimensions, `cores` the cores that share a tile."""
+    if layer.op == "lstm":
+        return recurrent_features(layer, graph, tiling, cores)
     y = graph.tensor(layer.output)
     ins = [graph.tensor(n) for n in layer.inputs]
     feats = dict.fromkeys(FEATURES, 0)

@@ -168,6 +168,15 @@ class Builder:
                 digest.update(arr.tobytes())
         layer.digest = digest.hexdigest()[:16]
 
+    def recurrent(self, layer, arrays):
+        """Append a recurrent layer (op lstm): its arrays packed into one
+        int8 weight array (golden.recurrent.pack), their places in
+        layer.rnn["layout"]."""
+        from ..golden.recurrent import pack
+        blob, layout = pack(arrays, layer.rnn["n_output"])
+        layer.rnn = dict(layer.rnn, layout=layout, bytes=int(blob.size))
+        return self.add_layer(layer, {"weights": blob})
+
     def finish(self):
         if not self.layers:
             raise FrontendError(self.path, "no layers found", "is this a quantized network?")

@@ -29,7 +29,7 @@ from .onnxgraph import VIEW_OPS, attrs, input_quantizers
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
-               "Max", "Min")
+               "Max", "Min", "LSTM", "GRU")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
 LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Relu", "Clip")
@@ -694,6 +694,12 @@ class QdqParser:
         h, w, _ = b.tensors[x].shape
         y, clamp = self.output(node)
         b.avgpool(node.name or "reducemean", x, y, [h, w], [1, 1], g.where(node), [node.name], clamp=clamp)
+
+    def op_LSTM(self, node):
+        from .onnx_rnn import import_node
+        import_node(self, node)
+
+    op_GRU = op_LSTM
 
     def op_GlobalMaxPool(self, node):
         g, b = self.g, self.b

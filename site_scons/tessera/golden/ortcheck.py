@@ -17,7 +17,8 @@ from . import run, run_layer
 
 def _to_hwc(arr, shape, layout=None):
     """ORT's array (NCHW, NCL, NC, or channel-last NHWC as tf2onnx leaves
-    some tensors; held as it is: source_layout "hwc") as tessera's [H, W, C]."""
+    some tensors; held as it is: source_layout "hwc", as a recurrent
+    layer's sequence) as tessera's [H, W, C]."""
     arr = np.asarray(arr)
     if layout == "hwc":
         return arr.reshape(shape)

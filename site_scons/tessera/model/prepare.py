@@ -210,7 +210,7 @@ def prepare(model, outdir, cache_dir, log=print):
         if model.get("tflite"):
             log("checking every tensor against the TFLite interpreter")
             from ..golden import tflitecheck
-            result = tflitecheck.compare(onnx_path, graph, values, inputs)
+            result = tflitecheck.compare(onnx_path, graph, values, inputs, weights)
             canon.write_json(paths["tflite"], result)
             # no stamp on a disagreement: the next build checks (and fails) again
             tflitecheck.check(model["name"], onnx_path, result)

@@ -289,7 +289,8 @@ def kernel_of(kernels, layer, graph, split=False):
         fn = split_kernel(lib, layer, graph)
         return {"kernel": fn, "library": "reference" if fn == "tsr_split_step" else kernels}
     fn = lib.kernel_function(layer, graph)
-    own = [fn for table in ("KERNELS", "RQ_KERNELS", "TFL_KERNELS") for fn in getattr(lib, table, {}).values()]
+    own = ([fn for table in ("KERNELS", "RQ_KERNELS", "TFL_KERNELS") for fn in getattr(lib, table, {}).values()]
+           + list(getattr(lib, "RECURRENT", ())) + [getattr(lib, "ONNX_RECURRENT", None)])
     return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 

@@ -158,7 +158,72 @@ def _whole_bytes(layer, align, t):
         one_in = max(layer["in_sizes"]) * layer["in_bytes"]
         out = Ho * Wo * Co * layer["out_bytes"]
     total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
+    # a recurrent layer's constants stay in L1 for the whole sequence, beside its states
+    total += memory.align_up(_resident(layer)[0], align) + memory.align_up(_resident(layer)[1], align)
     return one_in, out, total
+
+
+def _resident(layer):
+    """(weight bytes, scratch bytes) a whole-tensor layer keeps in L1 (a
+    recurrent layer: its constants and its states); 0 for the others."""
+    return layer["w_bytes_per_cout"] * layer["out"][2], layer.get("scratch_bytes", 0)
+
+
+def _streamed(layer, one_in, out, weights, total, budget, stream):
+    H, W, C = layer["in"]
+    Ho, Wo, Co = layer["out"]
+    return {
+        "layer": layer["name"], "tiled": False,
+        "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
+        "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+        "l1_bytes": {"in": one_in, "out": out, "weights": weights, "params": 0,
+                     "scratch": layer.get("scratch_bytes", 0), "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
+        "stream": stream,
+    }
+
+
+def _stream_cells(layer, align, budget):
+    """A recurrent cell whose gate matrices do not fit L1 beside its
+    sequences and states: they stream through two L1 buffers a block of
+    cells at a time (every gate's rows of those cells), every step, the
+    rest of its constants resident; the largest block that fits. None when
+    not even one cell's rows do."""
+    one_in, out, _ = _whole_bytes(dict(layer, w_bytes_per_cout=0, scratch_bytes=0), align, 1)
+    base = memory.align_up(one_in, align) * layer["n_inputs"] + memory.align_up(out, align)
+    base += memory.align_up(layer.get("scratch_bytes", 0), align)
+    cells = layer["cells"]
+    resident = sum(b for role, b in layer["sections"].items() if role not in ("w_input", "w_recurrent"))
+    for block in range(cells["n_cell"], 0, -1):
+        buf = memory.align_up(cells["gates"] * block * cells["row_bytes"], align)
+        total = base + memory.align_up(resident, align) + 2 * buf
+        if total <= budget:
+            return _streamed(layer, one_in, out, memory.align_up(resident, align) + 2 * buf, total, budget,
+                             {"cells": block, "buffer": buf})
+    return None
+
+
+def _stream_matrices(layer, align, budget):
+    """A recurrent layer whose constants do not fit L1 beside its sequences
+    and states: its largest matrices stream through two L1 buffers a block
+    of rows at a time, every step (the rest stays resident); the fewest
+    matrices, then the largest blocks, that fit. None when nothing does."""
+    one_in, out, _ = _whole_bytes(dict(layer, w_bytes_per_cout=0, scratch_bytes=0), align, 1)
+    base = memory.align_up(one_in, align) * layer["n_inputs"] + memory.align_up(out, align)
+    base += memory.align_up(layer.get("scratch_bytes", 0), align)
+    order = sorted(layer["matrices"], key=lambda mx: -mx["rows"] * mx["cols"])
+    streamed = []
+    for mx in order:
+        streamed.append(mx)
+        resident = sum(b for role, b in layer["sections"].items() if role not in {m["role"] for m in streamed})
+        cols = max(m["cols"] for m in streamed)
+        for rows in range(max(m["rows"] for m in streamed), 0, -1):
+            buf = memory.align_up(rows * cols, align)
+            total = base + memory.align_up(resident, align) + 2 * buf
+            if total <= budget:
+                return _streamed(layer, one_in, out, memory.align_up(resident, align) + 2 * buf, total, budget,
+                                 {"ops": sorted(m["op"] for m in streamed), "rows": rows, "buffer": buf})
+    return None
 
 
 def _solve_whole(layer, target):
@@ -180,6 +245,10 @@ def _solve_whole(layer, target):
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
     budget = target["l1_budget"]
     fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]
+    if not fits and (layer.get("matrices") or layer.get("cells")):
+        streamed = (_stream_matrices if layer.get("matrices") else _stream_cells)(layer, align, budget)
+        if streamed is not None:
+            return streamed
     if not fits:
         total = _whole_bytes(layer, align, 1)[2]
         unit = {"c": "one channel at a time", "h": "one row at a time",
@@ -201,8 +270,9 @@ def _solve_whole(layer, target):
         "tile": tile, "in_tile": {"h": t if split == "h" else H, "w": W, "c": t if split == "c" else C},
         "n_tiles": {"h": n if split == "h" else 1, "w": 1, "c": n if split == "c" else 1},
         "buffering": 1, "n_inputs": 1 if split == "k" else layer["n_inputs"],
-        "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": 0, "scratch": 0, "total": total},
-        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
+        "l1_bytes": {"in": one_in, "out": out, "weights": _resident(layer)[0], "params": 0,
+                     "scratch": _resident(layer)[1], "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
     }
 
 

@@ -36,6 +36,10 @@ KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "de
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
            "add": "tsr_cmsis_add"}
 
+# the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
+ONNX_RECURRENT = "tsr_cmsis_onnx_rnn_step"
+RECURRENT = ("tsr_cmsis_lstm_step", "tsr_cmsis_lstm_project")
+
 # fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
 # library's own layer kernels over an intermediate in L1, one after the
 # other per block (fd rows for DW->PW and PW->DW row-wise, fd channels for
@@ -127,6 +131,8 @@ def kernel_function(layer, graph):
     reference kernels for what only they implement."""
     if _tflite_add(layer, graph):
         return KERNELS["add"]
+    if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if reference.reference_only(layer, graph) is None:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]

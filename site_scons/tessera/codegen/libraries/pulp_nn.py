@@ -17,6 +17,10 @@ HEADERS = ("tessera/pulp_nn.h",)
 KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "pnn_depthwise",
            "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add"}
 
+# the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
+ONNX_RECURRENT = "pnn_onnx_rnn_step"
+RECURRENT = ("pnn_lstm_step", "pnn_lstm_project")
+
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
 FUSED = {"dw_pw": "pnn_dw_pw"}
 # ... run as the shared scheme (fusion/tiler.py): blocks of fd rows (DW->PW)
@@ -77,6 +81,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
 
 
 def kernel_function(layer, graph):
+    if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if reference.reference_only(layer, graph) is not None or layer.weight_offset:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

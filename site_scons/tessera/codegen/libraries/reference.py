@@ -12,8 +12,12 @@ POOLS = ("maxpool", "avgpool")
 KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
-           "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather", "argmax": "tsr_argmax",
+           "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather",
+           "argmax": "tsr_argmax", "lstm": "tsr_lstm_step",
            "reshape": "hal_dma_start"}   # a reshape is DMA alone (codegen/whole.py)
+# a recurrent layer's step and projection kernels (codegen.recurrent); ONNX's LSTM and GRU step
+RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
+ONNX_RECURRENT = "tsr_onnx_rnn_step"
 
 # ops only the reference kernels implement (the other libraries fall back;
 # the data movements are the same loads and stores on any core)
@@ -21,6 +25,10 @@ REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "transpo
 
 
 def kernel_function(layer, graph=None):
+    if layer.op == "lstm" and layer.rnn["cell"] == "ops":
+        return KERNELS["linear"]
+    if layer.op == "lstm" and layer.rnn["cell"] != "lstm":
+        return ONNX_RECURRENT
     if layer.op == "add" and graph is not None and (is_whole(layer, graph) or channel_operand(layer, graph)):
         return "tsr_add_broadcast"
     return KERNELS[layer.op]
