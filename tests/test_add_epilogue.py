@@ -131,9 +131,12 @@ def test_epilogue_tiling_holds_the_skip_tile_beside_the_output():
     tight = alone["l1_bytes"]["total"]
     ft = fusion.solve_dw_pw(pair, target(tight))
     assert ft["feasible"] and ft["tiling"]["tiled"] and ft["l1_bytes"]["total"] <= tight
-    # and with no room for any tile, infeasible with the reason
+    # with room only for a split reduction's tiles, infeasible: a split step takes no epilogue
     ft = fusion.solve_dw_pw(pair, target(100))
-    assert not ft["feasible"] and "do not fit" in ft["reason"]
+    assert not ft["feasible"] and "do not fit unless the reduction is split" in ft["reason"]
+    # and with no room for any tile, infeasible with the tiler's reason
+    ft = fusion.solve_dw_pw(pair, target(8))
+    assert not ft["feasible"] and "do not fit:" in ft["reason"] and "smallest tile" in ft["reason"]
 
 
 def test_min_transfer_takes_the_epilogue_and_counts_its_bytes():

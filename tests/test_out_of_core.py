@@ -221,7 +221,7 @@ def test_the_ram_line_counts_the_arena_the_firmware_declares(tight):
     # the tiles' level keeps its planned peak (its arena is the plan's)
     assert rep["memory"]["L1"]["ram"] == sizes["tiny_ooc_L1"] + sum(mem["L1"]["reserved"].values())
     assert "declared" not in rep["memory"]["L1"]
-    assert f"the firmware declares {arena} B" in (tight["net"] / "report.html").read_text()
+    assert f"the firmware declares {arena:,} B" in (tight["net"] / "report.html").read_text()
 
 
 def test_a_run_leaves_the_built_image_as_it_was(tight):

@@ -25,6 +25,17 @@ from test_build_host import tree_files
 from test_embed import QEMU, digests, golden_output, needs_cmake_cross, run, shrink_l1, target_copy
 
 
+def tiled_target_copy(tmp_path):
+    """stm32h7.yaml copied with its layers tiled (`direct: none`): the target
+    runs tiny's layers in place by default, and then L1's size changes no
+    generated file."""
+    path = target_copy(tmp_path)
+    text = path.read_text()
+    assert "\ndirect: flat\n" in text
+    path.write_text(text.replace("\ndirect: flat\n", "\ndirect: none\n"))
+    return path
+
+
 def _env():
     """The user's environment: nothing pointing into the checkout."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TESSERA_GVSOC")}
@@ -140,7 +151,7 @@ def test_scons_sample_loads_the_installed_tool(pkg, tmp_path):
     loads the tool by tessera.scons_tool_dir(), builds the network in its
     own build, and an L1 change recompiles only the layers it touched."""
     needs_cmake_cross()
-    yaml_path = target_copy(tmp_path)
+    yaml_path = tiled_target_copy(tmp_path)
     fw = tmp_path / "fw"
     shutil.copytree(os.path.join(ROOT, "examples", "scons_firmware"), fw)
     netdir = fw / "build" / "tessera" / "stm32h7" / "tiny"
@@ -189,7 +200,7 @@ def test_cmake_sample_regenerates_inside_the_build(pkg, tmp_path, generator):
     left to do. With Make the network is a copy of tiny under another name:
     the firmware's C names come from the build."""
     needs_cmake_cross()
-    yaml_path = target_copy(tmp_path)
+    yaml_path = tiled_target_copy(tmp_path)
     model = "tiny"
     if generator != "Ninja":
         (tmp_path / "models").mkdir()

@@ -117,7 +117,7 @@ TINY = """name: tiny_l1
 models: [tiny]
 targets: [host]
 axes:
-  memory.L1.size: [2000, 4000, 64000]
+  memory.L1.size: [128, 4000, 64000]
 """
 
 
@@ -133,7 +133,7 @@ def test_local_sweep_failing_point_resume_and_page(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert "3 built now, 0 done before, 1 failed" in res.stdout
     rows = json.loads((out / "table.json").read_text())["rows"]
-    assert [r["memory.L1.size"] for r in rows] == [2000, 4000, 64000]
+    assert [r["memory.L1.size"] for r in rows] == [128, 4000, 64000]
     bad, small, big = rows
     # the point that cannot fit: its fit error, one line, naming the layer and L1
     assert bad["status"] == "failed" and bad["error"].startswith("tessera: error: layer ")
@@ -248,7 +248,7 @@ def ray_cluster(tmp_path):
 def test_ray_sweep_gives_the_local_table(tmp_path, ray_cluster):
     """Opt-in: runs where Ray is installed (pip install ray; not in
     requirements.txt: a 70 MB wheel and a minute of cluster start and stop)."""
-    write(tmp_path, TINY.replace("[2000, 4000, 64000]", "[2000, 4000]"))
+    write(tmp_path, TINY.replace("[128, 4000, 64000]", "[128, 4000]"))
     local = _sweep(tmp_path, tmp_path / "local")
     assert local.returncode == 0, local.stdout + local.stderr
     res = _sweep(tmp_path, tmp_path / "ray", "--ray", ray_cluster)

@@ -439,3 +439,17 @@ def check_program(v, sizes, target_path):
                            f"are reserved (largest objects: {largest})",
                            f"raise memory.{level}.reserved.{purpose} if {level} has room, or use a "
                            "smaller model")
+
+
+def relative_map(path):
+    """Rewrite the link map at `path` with the build folder's own prefix
+    removed (GNU ld writes the paths it was given, and SCons gives absolute
+    ones outside the checkout): the same build in another `out=` folder
+    gives the same map, byte for byte."""
+    import os
+
+    prefix = os.path.dirname(os.path.abspath(path)) + os.sep
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        text = f.read()
+    with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(text.replace(prefix, ""))

@@ -12,7 +12,7 @@ from .builder import Builder
 from .gate import check_arity, check_attributes, check_initializers, check_text, check_onnx, check_single_producers, ort_refusal
 from .nemo import NemoParser
 from .normalize import normalize
-from .onnxgraph import OnnxGraph, load, read_model
+from .onnxgraph import OnnxGraph, checked_graph, load, read_model
 from .qdq import QdqParser
 from .qoperator import QOperatorParser
 from .quantlib import QuantLibParser
@@ -79,7 +79,10 @@ def _load_integer(path, err):
         model = onnx.shape_inference.infer_shapes(model)
     except Exception:
         pass
-    g = OnnxGraph(model, path)
+    try:
+        g = checked_graph(model, path)
+    except FrontendError:
+        raise err from None     # the standard path's line (the checker's) says it first
     if detect_dialect(g) not in INTEGER_DIALECTS:
         raise err
     return g

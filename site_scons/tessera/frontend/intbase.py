@@ -441,10 +441,13 @@ class IntegerParser:
             raise FrontendError(self.where(node), "Gemm with a non-constant B operand is not supported",
                                 "keep the weights an initializer")
         w = self.int_const(node, node.input[1], "weights")
+        if w.ndim != 2:
+            raise FrontendError(self.where(node), f"Gemm's B operand {node.input[1]!r} has shape {list(w.shape)}",
+                                "ONNX's Gemm takes a 2-D B: re-export the model")
         if not a.get("transB", 0):
             w = w.T                          # [K, N] -> [N, K]
         alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
-        if alpha != int(alpha) or beta != int(beta):
+        if not (np.isfinite(alpha) and np.isfinite(beta)) or alpha != int(alpha) or beta != int(beta):
             raise FrontendError(self.where(node), f"Gemm with alpha={alpha}, beta={beta}",
                                 "integer graphs need integer alpha and beta")
         alpha, beta = int(alpha), int(beta)

@@ -162,6 +162,25 @@ def load(path):
         first = str(err).strip().splitlines()[0]
         raise FrontendError(path, f"shape inference failed: {first}",
                             "export with static shapes") from None
-    g = OnnxGraph(model, path)
+    g = checked_graph(model, path)
     g.stale_value_info = stale
+    return g
+
+
+def checked_graph(model, path):
+    """OnnxGraph of `model`, every constant read once: a tensor whose type is
+    not one ONNX defines, or whose data does not fill its declared type and
+    shape, is one line (the checker passes some of these in the integer
+    dialects' graphs of custom operators)."""
+    try:
+        g = OnnxGraph(model, path)
+    except (KeyError, TypeError, ValueError) as err:
+        raise FrontendError(path, f"a tensor's type or data is not valid ONNX ({err})",
+                            "re-export the model") from None
+    for name in g.inits:
+        try:
+            g.array(name)
+        except (KeyError, TypeError, ValueError) as err:
+            raise FrontendError(path, f"initializer {name!r}: its data does not match its type and shape ({err})",
+                                "re-export the model") from None
     return g

@@ -579,6 +579,13 @@ def solve_epilogue(pair, target):
         return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],
                 "feasible": False, "reason": f"the tiles with the add's input beside them do not fit: {err}",
                 "bands": [], "l1_bytes": {"total": 0}}
+    if t.get("split"):
+        # the step kernels of a split reduction requantize in place of an
+        # epilogue (codegen/split.py): only an unsplit producer takes the add
+        return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],
+                "feasible": False, "reason": "the tiles with the add's input beside them do not fit unless the "
+                f"reduction is split ({t['split']['n']} chunks), and a split step takes no add epilogue",
+                "bands": [], "l1_bytes": {"total": 0}}
     # what changes with the L1 size though the tile does not: not stored (as steps.tile)
     t = {k: v for k, v in t.items() if k not in ("l1_budget", "objective", "optimal")}
     return {"group": pair["name"], "kind": "add", "layers": [layer["name"], pair["add"]["name"]],

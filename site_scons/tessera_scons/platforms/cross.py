@@ -114,3 +114,4 @@ def _link_elf(target, source, env):
                              f"({' | '.join(res.stderr.strip().splitlines()[-2:])})")
     if res.stderr.strip():
         sys.stderr.write(res.stderr)
+    linker.relative_map(str(target[1]))

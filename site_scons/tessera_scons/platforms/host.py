@@ -2,6 +2,8 @@
 
 import os
 
+from tessera.codegen import linker
+
 from . import cross
 
 
@@ -22,4 +24,9 @@ def link(env, target, objects, libs, outdir):
     """The executable and its link map (what the report counts code by)."""
     prog = env.Program([os.path.join(outdir, "firmware"), os.path.join(outdir, "firmware.map")], objects + libs,
                        LINKFLAGS=env["LINKFLAGS"] + ["-Wl,-Map=${TARGETS[1]}"])
+    env.AddPostAction(prog, _relative_map)
     return prog[:1]
+
+
+def _relative_map(target, source, env):
+    linker.relative_map(str(target[1]))
