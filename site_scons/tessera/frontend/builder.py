@@ -436,6 +436,40 @@ class Builder:
                       requant=requant, source=list(sources))
         return self.add_layer(layer, {})
 
+    def transpose(self, hint, x, y, dims, perm, where, sources=()):
+        """y = x viewed as dims, axes permuted (ir.Layer transpose)."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        if int(np.prod(dims)) != tx.size or tx.size != ty.size or sorted(perm) != list(range(len(dims))):
+            raise FrontendError(where, f"transpose of {tx.shape} as {list(dims)} by {list(perm)} into {ty.shape}")
+        layer = Layer(name=self.layer_name(hint), op="transpose", inputs=[x], output=y,
+                      dims=[int(d) for d in dims], perm=[int(p) for p in perm], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def softmax_int(self, hint, x, y, mode, params, where, sources=()):
+        """One of Deeploy's integer softmaxes over the channels (ir.SOFTMAX_MODES):
+        y is uint8, stored shifted."""
+        if self.tensors[y].source_dtype != "uint8":
+            raise FrontendError(where, f"{mode} writes uint8 probabilities, not {self.tensors[y].source_dtype}")
+        layer = Layer(name=self.layer_name(hint), op="softmax", inputs=[x], output=y, mode=mode,
+                      table=[int(v) for v in params], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def ilayernorm(self, hint, x, y, weight, bias, log2d, lo, hi, where, sources=()):
+        """Deeploy's iLayerNorm over the channels (ir.Layer layernorm
+        "ilayernorm"); lo/hi in y's source dtype."""
+        c = self.tensors[x].shape[2]
+        w = np.asarray(weight, dtype=np.int64).reshape(-1)
+        bb = np.asarray(bias, dtype=np.int64).reshape(-1)
+        if w.size != c or bb.size != c:
+            raise FrontendError(where, f"iLayerNorm weight/bias of {w.size}/{bb.size} values for {c} channels")
+        if np.any(np.abs(w) >= 1 << 31) or np.any(np.abs(bb) >= 1 << 31):
+            raise FrontendError(where, "iLayerNorm weight or bias beyond 32 bits")
+        rq = self.int_requant(y, [1], [0], [log2d], "floor", lo, hi)
+        layer = Layer(name=self.layer_name(hint), op="layernorm", inputs=[x], output=y, mode="ilayernorm",
+                      input_offset=-self.stored_zero_point(x), requant=rq,
+                      table=[int(v) for v in np.concatenate([w, bb])], source=list(sources))
+        return self.add_layer(layer, {})
+
     def avgpool_int(self, hint, x, y, kernel, stride, requant, where, sources=()):
         """Window sums, requantized; a 1x1 window is an elementwise requant."""
         layer = Layer(name=self.layer_name(hint), op="avgpool", inputs=[x], output=y,

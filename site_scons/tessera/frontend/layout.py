@@ -110,3 +110,45 @@ def params_hwc(arrays, onnx_shape, layout, hwc, where, what):
         small = a[:shape[0], :shape[1], :shape[2]].astype(np.int64).reshape(-1)
         out.append([int(small[0])] if np.all(small == small[0]) else small.tolist())
     return out, shape
+
+
+def stored_axes(shape, layout):
+    """The ONNX axes of an activation in the order its stored [H, W, C]
+    array walks them (row-major): every axis for "hwc", [N,] H, W, C for
+    "chw" (a rank-3 NCL tensor: L, C; NC: C)."""
+    rank = len(shape)
+    if layout == "hwc" or rank <= 2:
+        return list(range(rank))
+    return [0] + list(range(2, rank)) + [1]
+
+
+def canonical_transpose(dims, perm):
+    """(dims, perm) of the same data movement with size-1 axes dropped and
+    axes that stay adjacent (and in order) merged: a head split [T, h, d]
+    -> [h, T, d] stays ([T, h, d], [1, 0, 2]); [T, h, d] -> [h, d, T] is
+    ([T, h * d], [1, 0]). An identity is ([n], [0])."""
+    keep = [a for a in range(len(dims)) if dims[a] > 1]
+    if not keep:
+        return [1], [0]
+    sizes = [int(dims[a]) for a in keep]
+    perm = [keep.index(a) for a in perm if dims[a] > 1]
+    # runs of input axes that appear consecutively in the output
+    groups = [[perm[0]]]
+    for a in perm[1:]:
+        if a == groups[-1][-1] + 1:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    order = sorted(groups, key=lambda g: g[0])          # the groups in input order
+    new_dims = [int(np.prod([sizes[a] for a in g])) for g in order]
+    new_perm = [order.index(g) for g in groups]
+    return new_dims, new_perm
+
+
+def onnx_transpose(shape, layout, perm):
+    """(dims, perm) on the stored array of an activation (ONNX `shape` in
+    `layout`) of ONNX's Transpose(perm), whose output is stored channel
+    last in ONNX order ("hwc")."""
+    axes = stored_axes(shape, layout)
+    dims = [int(shape[a]) for a in axes]
+    return canonical_transpose(dims, [axes.index(int(a)) for a in perm])

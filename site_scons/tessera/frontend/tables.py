@@ -132,3 +132,34 @@ def resize_table(in_hw, out_hw, scales_hw, mode, coord, nearest_rule):
         for t in resize_axis(out_hw[axis], in_hw[axis], scales_hw[axis], mode, coord, nearest_rule):
             table.extend(int(v) for v in t)
     return table
+
+
+# ---- Deeploy's integer softmaxes --------------------------------------------------
+
+def check_deeploy_softmax(mode, params, length):
+    """None when Deeploy's C kernel for `mode` (ir.Layer softmax) stays in
+    its 32-bit arithmetic for every input row of `length` values (so the
+    golden model's exact integers are the kernel's), else what leaves it."""
+    u32 = 1 << 32
+    if mode == "isoftmax":
+        a, b, c, log2, levels = (int(v) for v in params)
+        if log2 < 2:
+            return f"iSoftmax log2={log2} (its int8 exponent would wrap)"
+        p = np.arange(-(log2 - 1), 1, dtype=np.int64)
+        sq = (p + b) ** 2
+        if np.abs(sq).max() >= 1 << 31 or np.abs(a * sq).max() >= 1 << 31:
+            return f"iSoftmax coeffA={a}, coeffB={b}: the polynomial leaves int32"
+        e = a * sq + c
+        if e.min() < 0 or a * b * b + c < 1:
+            return f"iSoftmax coeffC={c}: the exponential is not positive"
+        if e.max() * max(length, levels - 1) >= u32:
+            return f"iSoftmax over {length} values: the sum or the scaled exponential leaves 32 bits"
+        return None
+    if mode == "itamax":
+        return None if 256 * length < u32 else f"ITAMax over {length} values: the sum leaves 32 bits"
+    if mode == "itapartialmax":
+        group = int(params[0])
+        if group > length:
+            return f"ITAPartialMax group_width={group} beyond the row's {length} values"
+        return None if 256 * length < u32 else f"ITAPartialMax over {length} values: the sum leaves 32 bits"
+    return f"softmax mode {mode!r}"
