@@ -51,8 +51,19 @@ class SoftmaxArgs(ctypes.Structure):
                 ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32)]
 
 
+class TransposeArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("perm", c_int32 * 3)]
+
+
+class GatherArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("axis", c_int32), ("n_index", c_int32), ("index", POINTER(c_int32))]
+
+
 STRUCTS = {"tsr_binary_args_t": BinaryArgs, "tsr_lut_args_t": LutArgs, "tsr_concat_args_t": ConcatArgs,
-           "tsr_resize_args_t": ResizeArgs, "tsr_softmax_args_t": SoftmaxArgs}
+           "tsr_resize_args_t": ResizeArgs, "tsr_softmax_args_t": SoftmaxArgs,
+           "tsr_transpose_args_t": TransposeArgs, "tsr_gather_args_t": GatherArgs}
 
 
 def test_struct_layout_matches_header(tmp_path):
@@ -367,3 +378,53 @@ def test_softmax_golden_against_float(channels, s_x, s_y):
     p /= p.sum(-1, keepdims=True)
     ref = np.clip(np.rint(p / s_y) - 128, -128, 127)
     assert np.abs(y - ref).max() <= 1
+
+
+# ---- data movement: transpose and gather ---------------------------------------
+
+@st.composite
+def transpose_cases(draw):
+    shape = tuple(draw(st.integers(1, 7)) for _ in range(3))
+    perm = draw(st.permutations([0, 1, 2]))
+    x, rng = arrays(draw, shape)
+    expected = ops.transpose(x, perm).astype(np.int8)
+
+    def build(out_ptr, scratch):
+        args = TransposeArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, (c_int32 * 3)(*perm))
+        return args, (x,)
+    return Case("tsr_transpose", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
+
+
+@given(transpose_cases())
+@SETTINGS
+def test_transpose_matches_golden(lib, case):
+    run_case(lib, *case)
+
+
+@st.composite
+def gather_cases(draw):
+    shape = tuple(draw(st.integers(1, 7)) for _ in range(3))
+    axis = draw(st.integers(0, 2))
+    index = np.asarray(draw(st.lists(st.integers(0, shape[axis] - 1), min_size=1, max_size=9)), np.int32)
+    x, rng = arrays(draw, shape)
+    expected = ops.gather(x, index, axis).astype(np.int8)
+
+    def build(out_ptr, scratch):
+        args = GatherArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, axis, index.size,
+                          ptr(index, c_int32))
+        return args, (x, index)
+    return Case("tsr_gather", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
+
+
+@given(gather_cases())
+@SETTINGS
+def test_gather_matches_golden(lib, case):
+    run_case(lib, *case)
+
+
+def test_movement_golden_by_hand():
+    """HWC -> CHW of a 2x2x3 block, a channel shuffle's even channels."""
+    x = np.arange(12).reshape(2, 2, 3)
+    assert ops.transpose(x, [2, 0, 1])[1].tolist() == [[1, 4], [7, 10]]
+    assert ops.gather(x, [0, 2], 2)[1, 1].tolist() == [9, 11]
+    assert ops.reshape(x, [1, 3, 4])[0, 1].tolist() == [4, 5, 6, 7]

@@ -40,12 +40,17 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax", "transpose", "layernorm")
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "layernorm")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
-# shape (broadcast, concatenation), every output reads a whole row of
-# input (softmax, layernorm, resize), or the output's order is not the
-# input's (transpose). The tiler gives them one tile, blocks, or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "layernorm")
+# shape (broadcast, concatenation), or every output reads a whole row of
+# input (softmax, layernorm, resize), or an output block reads a box of the
+# input that is not the output's own (the data movements transpose,
+# reshape, gather). The tiler gives them one tile, blocks of rows or
+# channels, or a fit error.
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm")
+# Ops that only move int8 values (no arithmetic, no requantization): the
+# output has the input's quantization.
+MOVEMENT_OPS = ("transpose", "reshape", "gather")
 # softmax's integer algorithms (Layer.mode): tessera's exponential table
 # (None: QDQ/QOperator, and TFLite's with rounding "tflite") and Deeploy's
 SOFTMAX_MODES = (None, "isoftmax", "itamax", "itapartialmax")
@@ -203,11 +208,24 @@ class Layer:
                 (k of the new max over the old), y = ((levels / 2 - 1) * 256 // s) >> k
               The frontend checks every intermediate stays in the 32-bit
               unsigned range the C kernels compute in.
-    transpose: y = x.reshape(dims).transpose(perm).reshape(y's shape): the
-              stored [H, W, C] array viewed row-major as `dims` (adjacent
-              axes that stay adjacent merged, size-1 axes dropped; so a
-              head split [T, h, d] -> [h, T, d] is dims [T, h, d], perm
-              [1, 0, 2]); same dtype and quantization. No requant.
+    transpose: y = x.transpose(perm), `perm` a permutation of (0, 1, 2)
+              over x's [H, W, C]: y.shape[k] = x.shape[perm[k]] (a TFLite
+              or ONNX transpose of any rank is one of these on a grouping of
+              its axes; HWC -> CHW is perm [2, 0, 1]). With `dims`, x is
+              first viewed row-major as dims (three axes: an integer
+              dialect's head split [T, h * d] -> [h, T, d] is dims [T, h, d],
+              perm [1, 0, 2], whatever x's own [H, W, C]) and y keeps its
+              own shape.
+    reshape:  y = x.reshape(y.shape): the same values in the same (HWC,
+              row-major) order, another [H, W, C] (a flat KWS input viewed
+              as a spectrogram, a head split). The frontends use it only
+              where the consumer needs the new shape; a reshape into a
+              fully connected layer is no layer at all.
+    gather:   y = take(x, table, axis): `table` holds the indices along
+              HWC `axis` (2: channels, as a channel shuffle or a SPLIT of
+              channels; 0, 1: rows or columns, as a strided slice).
+    transpose, reshape and gather move int8 values: no requant, and y has
+    x's quantization.
     layernorm: over the C channels of each pixel (a token's features).
               mode "int": with xo = x + input_offset, N = C,
                 S1 = sum xo, S2 = sum xo**2, D = N * S2 - S1**2 + table[0]
@@ -245,12 +263,12 @@ class Layer:
     source: list = field(default_factory=list)  # names of the source-graph nodes it came from
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
     dilation: Optional[list] = None   # conv2d/depthwise [dh, dw]; None: [1, 1]
-    axis: Optional[int] = None        # concat: the HWC axis joined
+    axis: Optional[int] = None        # concat: the HWC axis joined; gather: the axis indexed
     mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides);
                                       # softmax, layernorm: the algorithm (SOFTMAX_MODES, LAYERNORM_MODES)
-    table: Optional[list] = None      # lut, softmax, resize, layernorm: the layer's constants (see above)
-    perm: Optional[list] = None       # transpose: the permutation of `dims`
-    dims: Optional[list] = None       # transpose: the input viewed row-major
+    table: Optional[list] = None      # lut, softmax, resize, gather, layernorm: the layer's constants (see above)
+    perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
+    dims: Optional[list] = None       # transpose: x viewed row-major as these three axes (None: x's shape)
     trans_b: Optional[int] = None     # matmul: 1 when b is stored [Bb, N, K]
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise

@@ -82,10 +82,11 @@ def is_whole(layer, graph):
 def whole_split(layer):
     """How a whole-tensor layer may still be cut when it does not fit L1:
     "c" (channel blocks: resize is channel-wise), "h" (row blocks, every
-    channel: softmax, a channel concat), or "" (not at all)."""
-    if layer.op == "resize":
+    channel: softmax, a channel concat; blocks of output rows of a transpose,
+    a reshape or a gather along W or C), or "" (not at all)."""
+    if layer.op == "resize" or (layer.op == "gather" and layer.axis == 0):
         return "c"
-    if layer.op == "softmax" or (layer.op == "concat" and layer.axis == 2):
+    if layer.op in ("softmax", "transpose", "reshape", "gather") or (layer.op == "concat" and layer.axis == 2):
         return "h"
     return ""
 
@@ -95,14 +96,25 @@ def operand_as_weights(layer, graph):
     return layer.op == "matmul" or channel_operand(layer, graph)
 
 
+def kernel_shapes(layer, graph):
+    """([H, W, C] of the first input, of the output) as the layer's kernel
+    walks them: a transpose with `dims` sees its input as dims and writes
+    the permuted dims (the same bytes, row-major)."""
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    if layer.op == "transpose" and layer.dims:
+        return list(layer.dims), [layer.dims[p] for p in layer.perm]
+    return list(x.shape), list(y.shape)
+
+
 def tiler_layer(layer, graph):
     """The tiler's view of an IR layer."""
     x = graph.tensor(layer.inputs[0])
     y = graph.tensor(layer.output)
     if is_whole(layer, graph):
+        x_shape, y_shape = kernel_shapes(layer, graph)
         return {
             "name": layer.name, "op": layer.op, "whole": 1, "split": whole_split(layer),
-            "in": list(x.shape), "out": list(y.shape), "kernel": [1, 1], "stride": [1, 1],
+            "in": x_shape, "out": y_shape, "kernel": [1, 1], "stride": [1, 1],
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
             "w_bytes_per_cout": 0, "param_bytes_per_cout": 0,

@@ -186,6 +186,30 @@ typedef struct {
     int32_t rounding;            /* TSR_ROUND_TFLITE: TFLite's reference int8 softmax (ir.Layer) */
 } tsr_softmax_args_t;
 
+/* data movement (the IR's transpose and gather; a reshape is a copy the
+ * generated code does with DMA alone). The input is a block [in_h][in_w][in_c]
+ * in L1, the output a compact block:
+ *   transpose: out axis k is in axis perm[k], out dims (d[perm[0]], d[perm[1]], d[perm[2]])
+ *   gather:    out = in with the coordinate along `axis` replaced by index[k],
+ *              k = 0 .. n_index - 1 (the output's extent along axis) */
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t in_h, in_w, in_c;
+    int32_t perm[3];
+} tsr_transpose_args_t;
+
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t in_h, in_w, in_c;
+    int32_t axis, n_index;
+    const int32_t *index;
+} tsr_gather_args_t;
+
+void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);
+void tsr_gather(const tsr_gather_args_t *a, int core, int ncores);
+
 /* depthwise -> pointwise fused row-wise (kernels/reference/dw_pw.c): the
  * depthwise output never leaves L1. Each core takes its share of the output
  * rows and computes them in blocks of fd rows: the block's depthwise rows,

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from ..views import whole_split
+from ..views import kernel_shapes, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import reference
 
@@ -86,6 +86,17 @@ def _args(layer, graph, prefix, ins, out):
                  f"a.shift = {int(rq.shift[0])};", f"a.zero_point = {rq.zero_point};", f"a.lo = {rq.lo};",
                  f"a.hi = {rq.hi};", f"a.rounding = {ROUNDING[rq.rounding]};"]
         return "tsr_softmax_args_t", decl, body
+    if layer.op == "transpose":
+        d = layer.dims or x.shape     # x viewed as dims (ir.Layer)
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {d[0]};", f"a.in_w = {d[1]};",
+                 f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]
+        return "tsr_transpose_args_t", decl, body
+    if layer.op == "gather":
+        decl.append(_table("int32_t", "gather_index", layer.table))
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
+                 f"a.in_c = {x.shape[2]};", f"a.axis = {layer.axis};", f"a.n_index = {len(layer.table)};",
+                 "a.index = gather_index;"]
+        return "tsr_gather_args_t", decl, body
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 
 
@@ -95,13 +106,42 @@ def _split_lines(layer, graph, split):
     output (0), as (tensor index or None for the output, box arguments)."""
     x = graph.tensor(layer.inputs[0])
     y = graph.tensor(layer.output)
+    rows = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
+    if layer.op == "transpose":
+        # output rows [first, first + n) read input axis perm[0] over the same
+        # range (of x viewed as dims: a box of that row-major view)
+        x_shape, y_shape = kernel_shapes(layer, graph)
+        p = layer.perm[0]
+        ranges = [f"0, {d}" for d in x_shape]
+        ranges[p] = "first, n"
+        return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], f"first, n, 0, {y_shape[1]}, 0, {y_shape[2]}"
+    if layer.op == "gather" and split == "h":
+        return ["a.in_h = n;"], [rows(x)], rows(y)
     if split == "c":
-        fields = ["a.c = n;"]
+        fields = ["a.in_c = n;"] if layer.op == "gather" else ["a.c = n;"]
         box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731
     else:
         fields = [f"a.pixels = n * {x.shape[1]};"] if layer.op == "softmax" else [f"a.outer = n * {x.shape[1]};"]
         box = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
+
+
+def _reshape_body(name, layer, graph, plan_slice, L2, buf, block):
+    """A reshape moves bytes and computes nothing: blocks of `block` output
+    rows, each the same run of bytes in the input and the output, in by DMA
+    and straight out again from the same L1 buffer."""
+    y = graph.tensor(layer.output)
+    row = y.shape[1] * y.shape[2] * ir.DTYPES[y.dtype]
+    src, dst = plan_slice["inputs"][0], plan_slice["output"]
+    return [f"void {name}(void)\n{{", "    hal_dma_job_t job = {0};",
+            f"    for (int32_t first = 0; first < {y.shape[0]}; first += {block}) {{",
+            f"        const int32_t n = {y.shape[0]} - first < {block} ? {y.shape[0]} - first : {block};",
+            f"        hal_dma_start(&job, ENGINE_ACT, {buf}, {L2} + {src} + first * {row}, (uint32_t)(n * {row}), "
+            "1, 0, 0, 1, 0, 0);",
+            "        hal_dma_wait(&job);",
+            f"        hal_dma_start(&job, ENGINE_ACT, {L2} + {dst} + first * {row}, {buf}, (uint32_t)(n * {row}), "
+            "1, 0, 0, 1, 0, 0);",
+            "        hal_dma_wait(&job);", "    }", "}"]
 
 
 def generate(layer, graph, tiling, plan_slice, target, model):
@@ -117,10 +157,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out = f"{L1} + {l1['out'][0]}"
     y = graph.tensor(layer.output)
     args_type, decl, body = _args(layer, graph, prefix, ins, out)
-    kernel = reference.kernel_function(layer, graph)
     split = whole_split(layer) if tiling["tiled"] else ""
     block = tiling["tile"]["c"] if split == "c" else tiling["tile"]["h"]
-    extent = graph.tensor(layer.inputs[0]).shape[2 if split == "c" else 0]
+    x_shape, y_shape = kernel_shapes(layer, graph)     # the boxes' tensor shapes (transpose: as viewed)
+    extent = x_shape[2] if split == "c" else y_shape[0]
     what = {"c": f"in blocks of {block} channels", "h": f"in blocks of {block} rows"}.get(split, "on whole tensors")
     text = [header_comment([
         f"tessera: layer {layer.name} of {model}: {layer.op} "
@@ -132,6 +172,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];\n")
     text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */\n")
     text.extend(d + "\n" for d in decl)
+    if layer.op == "reshape":
+        text.extend(_reshape_body(name, layer, graph, plan_slice, L2, ins[0], block if split else y.shape[0]))
+        return "\n".join(text) + "\n"
+    kernel = reference.kernel_function(layer, graph)
     text.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                 f"hal_core_id(), hal_num_cores());\n}}\n")
     text.append(f"void {name}(void)\n{{")
@@ -153,13 +197,14 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         text.append(f"        const int32_t n = {extent} - first < {block} ? {extent} - first : {block};")
         for i, src in enumerate(plan_slice["inputs"]):
             t = graph.tensor(layer.inputs[i])
-            text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {t.shape[1]}, {t.shape[2]}, "
+            shape = x_shape if i == 0 else t.shape
+            text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {ins[i]}, {L2} + {src}, {shape[1]}, {shape[2]}, "
                         f"{ir.DTYPES[t.dtype]}, {in_boxes[i]}, 1);")
         text.append("        hal_dma_wait(&job);")
         text.extend("        " + f for f in fields)
         text.append("        hal_fork(compute, &a);")
-        text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {out}, {L2} + {plan_slice['output']}, {y.shape[1]}, "
-                    f"{y.shape[2]}, {ir.DTYPES[y.dtype]}, {out_box}, 0);")
+        text.append(f"        tsr_dma_box(&job, ENGINE_ACT, {out}, {L2} + {plan_slice['output']}, {y_shape[1]}, "
+                    f"{y_shape[2]}, {ir.DTYPES[y.dtype]}, {out_box}, 0);")
         text.append("        hal_dma_wait(&job);")
         text.append("    }")
     text.append("}")

@@ -437,9 +437,10 @@ class Builder:
         return self.add_layer(layer, {})
 
     def transpose(self, hint, x, y, dims, perm, where, sources=()):
-        """y = x viewed as dims, axes permuted (ir.Layer transpose)."""
+        """y = x viewed as dims (three axes), axes permuted (ir.Layer transpose)."""
         tx, ty = self.tensors[x], self.tensors[y]
-        if int(np.prod(dims)) != tx.size or tx.size != ty.size or sorted(perm) != list(range(len(dims))):
+        if (len(dims) != 3 or int(np.prod(dims)) != tx.size or tx.size != ty.size
+                or sorted(perm) != list(range(3))):
             raise FrontendError(where, f"transpose of {tx.shape} as {list(dims)} by {list(perm)} into {ty.shape}")
         layer = Layer(name=self.layer_name(hint), op="transpose", inputs=[x], output=y,
                       dims=[int(d) for d in dims], perm=[int(p) for p in perm], source=list(sources))

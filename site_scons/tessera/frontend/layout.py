@@ -148,7 +148,18 @@ def canonical_transpose(dims, perm):
 def onnx_transpose(shape, layout, perm):
     """(dims, perm) on the stored array of an activation (ONNX `shape` in
     `layout`) of ONNX's Transpose(perm), whose output is stored channel
-    last in ONNX order ("hwc")."""
+    last in ONNX order ("hwc"): canonical (canonical_transpose), or None
+    when it moves no data."""
     axes = stored_axes(shape, layout)
     dims = [int(shape[a]) for a in axes]
-    return canonical_transpose(dims, [axes.index(int(a)) for a in perm])
+    dims, perm = canonical_transpose(dims, [axes.index(int(a)) for a in perm])
+    return None if perm == list(range(len(perm))) else (dims, perm)
+
+
+def three_axes(dims, perm):
+    """A canonical transpose on the IR's three axes (leading 1s), or None
+    when it needs more."""
+    if len(dims) > 3:
+        return None
+    k = 3 - len(dims)
+    return [1] * k + list(dims), list(range(k)) + [p + k for p in perm]

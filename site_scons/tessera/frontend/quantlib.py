@@ -49,7 +49,7 @@ from onnx import numpy_helper
 
 from ..errors import FrontendError
 from .intbase import INT_RANGES, VIEW_OPS, Acc, IntegerParser, dtype_for
-from .layout import ir_shape, onnx_transpose
+from .layout import ir_shape, onnx_transpose, three_axes
 from .onnxgraph import attrs
 
 
@@ -219,11 +219,15 @@ class QuantLibParser(IntegerParser):
         if sorted(int(p) for p in perm) != list(range(len(shape))):
             raise FrontendError(self.where(node), f"Transpose perm {list(perm)} of a rank-{len(shape)} tensor")
         out_shape = [shape[int(p)] for p in perm]
-        dims, sperm = onnx_transpose(shape, self.layout[x], perm)
+        moved = onnx_transpose(shape, self.layout[x], perm)
         self.oshape[node.output[0]] = out_shape
-        if len(dims) == 1 and self.layout[x] == "hwc":
+        if moved is None and self.layout[x] == "hwc":
             self.ir[node.output[0]] = x          # moves no data: a view
             return
+        dims, sperm = three_axes(*(moved or ([b.tensors[x].size], [0]))) or (None, None)
+        if dims is None:
+            raise FrontendError(self.where(node), f"Transpose {list(perm)} of {shape} moves four or more axes",
+                                "transpose at most three groups of axes at once")
         tx = b.tensors[x]
         y = self.new_act(node.output[0], self._viewed_shape(node.output[0]), tx.source_dtype, "hwc",
                          self.where(node))

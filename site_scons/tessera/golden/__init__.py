@@ -49,7 +49,11 @@ def run_layer(layer, graph, weights, values):
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant, layer.mode)
     elif op == "transpose":
-        acc = ops.transpose(x, layer.dims, layer.perm, graph.tensor(layer.output).shape)
+        acc = ops.transpose(x, layer.perm, layer.dims, graph.tensor(layer.output).shape)
+    elif op == "reshape":
+        acc = ops.reshape(x, graph.tensor(layer.output).shape)
+    elif op == "gather":
+        acc = ops.gather(x, layer.table, layer.axis)
     elif op == "layernorm":
         acc = ops.layernorm(x, layer.input_offset, layer.table, layer.requant, layer.mode)
     else:

@@ -251,6 +251,24 @@ def lut(x, table):
     return t[np.arange(x.shape[-1])[None, None, :], idx]
 
 
+def transpose(x, perm, dims=None, out_shape=None):
+    """The axes of x [H, W, C] permuted: output axis k is input axis perm[k];
+    with dims, x viewed as dims first and the result shaped out_shape."""
+    if dims is None:
+        return np.transpose(x, perm)
+    return np.ascontiguousarray(x.reshape(dims).transpose(perm)).reshape(out_shape)
+
+
+def reshape(x, shape):
+    """The same values in the same HWC order, another shape."""
+    return np.reshape(x, shape)
+
+
+def gather(x, table, axis):
+    """x's slices at the indices `table` along HWC `axis`."""
+    return np.take(x, np.asarray(table, dtype=np.int64), axis=axis)
+
+
 def softmax(x, table, rq, mode=None):
     """Integer softmax over the channel axis (see ir.Layer): table lookups of
     max - x, their 64-bit sum, one rounded division per output; with
@@ -307,11 +325,6 @@ def deeploy_softmax(x, mode, params):
         y = inv[:, None] >> ((gmax[:, None] - rows + 16) >> 5)
         return y.reshape(x.shape)
     raise ValueError(f"softmax mode {mode!r}")
-
-
-def transpose(x, dims, perm, out_shape):
-    """The stored array viewed as dims, its axes permuted (see ir.Layer)."""
-    return np.ascontiguousarray(x.reshape(dims).transpose(perm)).reshape(out_shape)
 
 
 def isqrt(v):

@@ -144,8 +144,9 @@ def _whole_bytes(layer, align, t):
     if split == "c":        # every input holds C channels of its own H x W
         one_in = max(layer["in_sizes"]) // C * t * layer["in_bytes"]
         out = Ho * Wo * t * layer["out_bytes"]
-    elif split == "h":      # every input holds H rows (of its own width and channels)
-        one_in = max(layer["in_sizes"]) // H * t * layer["in_bytes"]
+    elif split == "h":      # every input holds Ho rows' worth (of its own width and channels): a
+        # transpose's, reshape's or gather's block of output rows reads as many input values
+        one_in = max(layer["in_sizes"]) // Ho * t * layer["in_bytes"]
         out = t * Wo * Co * layer["out_bytes"]
     else:
         one_in = max(layer["in_sizes"]) * layer["in_bytes"]
@@ -162,7 +163,7 @@ def _solve_whole(layer, target):
     H, W, C = layer["in"]
     Ho, Wo, Co = layer["out"]
     split = layer.get("split", "")
-    extent = {"c": C, "h": H}.get(split, 1)
+    extent = {"c": C, "h": Ho}.get(split, 1)
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
     budget = target["l1_budget"]
     fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]

@@ -1,0 +1,55 @@
+/*
+ * Reference kernels of the data-movement ops (see kernels.h): transpose and
+ * gather of an int8 block in L1. Each core takes a contiguous share of the
+ * output's rows; nothing is computed, values are only moved.
+ */
+#include "ref_common.h"
+
+void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores)
+{
+    const int32_t dims[3] = {a->in_h, a->in_w, a->in_c};
+    const size_t stride[3] = {(size_t)a->in_w * (size_t)a->in_c, (size_t)a->in_c, 1};
+    const int32_t d1 = dims[a->perm[1]], d2 = dims[a->perm[2]];
+    const size_t s0 = stride[a->perm[0]], s1 = stride[a->perm[1]], s2 = stride[a->perm[2]];
+    int32_t r0, r1, i, j, k;
+    tsr_ref_share(dims[a->perm[0]], core, ncores, &r0, &r1);
+    for (i = r0; i < r1; i++) {
+        int8_t *o = a->out + (size_t)i * (size_t)d1 * (size_t)d2;
+        const int8_t *row = a->in + (size_t)i * s0;
+        for (j = 0; j < d1; j++) {
+            const int8_t *x = row + (size_t)j * s1;
+            if (s2 == 1) {      /* the innermost axis stays innermost: a run */
+                for (k = 0; k < d2; k++)
+                    o[k] = x[k];
+            } else {
+                for (k = 0; k < d2; k++)
+                    o[k] = x[(size_t)k * s2];
+            }
+            o += d2;
+        }
+    }
+}
+
+void tsr_gather(const tsr_gather_args_t *a, int core, int ncores)
+{
+    const int32_t h = a->axis == 0 ? a->n_index : a->in_h;
+    const int32_t w = a->axis == 1 ? a->n_index : a->in_w;
+    const int32_t c = a->axis == 2 ? a->n_index : a->in_c;
+    int32_t r0, r1, y, x, k;
+    tsr_ref_share(h, core, ncores, &r0, &r1);
+    for (y = r0; y < r1; y++) {
+        const int32_t iy = a->axis == 0 ? a->index[y] : y;
+        for (x = 0; x < w; x++) {
+            const int32_t ix = a->axis == 1 ? a->index[x] : x;
+            const int8_t *in = a->in + ((size_t)iy * a->in_w + ix) * a->in_c;
+            int8_t *o = a->out + ((size_t)y * w + x) * c;
+            if (a->axis == 2) {
+                for (k = 0; k < c; k++)
+                    o[k] = in[a->index[k]];
+            } else {
+                for (k = 0; k < c; k++)
+                    o[k] = in[k];
+            }
+        }
+    }
+}
