@@ -48,7 +48,8 @@ class ResizeArgs(ctypes.Structure):
 class SoftmaxArgs(ctypes.Structure):
     _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("pixels", c_int32), ("c", c_int32),
                 ("table", POINTER(c_int32)), ("mul", c_int32), ("shift", c_int32), ("zero_point", c_int32),
-                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32)]
+                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("mode", c_int32),
+                ("params", c_int32 * 5)]
 
 
 class TransposeArgs(ctypes.Structure):

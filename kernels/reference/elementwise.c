@@ -4,6 +4,7 @@
  * softmax. Each core takes a contiguous share of the outermost loop.
  */
 #include "ref_common.h"
+#include "tessera/attention.h"
 
 /* element index of (y, x, c) in an operand of dims (h, w, c), size-1 dims repeating */
 static inline size_t bcast_index(int32_t y, int32_t x, int32_t c, int32_t h, int32_t w, int32_t ch)
@@ -154,6 +155,10 @@ void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
         int8_t *y = a->out + (size_t)p * a->c;
         if (a->rounding == TSR_ROUND_TFLITE) {
             softmax_tflite(a, x, y);
+            continue;
+        }
+        if (a->mode != TSR_SOFTMAX_TABLE) {
+            tsr_softmax_deeploy_row(a, x, y);
             continue;
         }
         int32_t max = x[0];

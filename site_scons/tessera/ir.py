@@ -228,10 +228,12 @@ class Layer:
     x's quantization.
     layernorm: over the C channels of each pixel (a token's features).
               mode "int": with xo = x + input_offset, N = C,
-                S1 = sum xo, S2 = sum xo**2, D = N * S2 - S1**2 + table[0]
-                (table[0] >= 1 holds N**2 * eps / s_x**2, rounded),
-                R = isqrt(2**62 // D)   (~ 2**31 / sqrt(D))
-                acc[c] = (((N * xo[c] - S1) * R) + 2**14) >> 15
+                S1 = sum xo, S2 = sum xo**2, D = ((N * S2 - S1**2) << 16) + table[0]
+                (table[0] >= 1 holds 2**16 * N**2 * eps / s_x**2, rounded:
+                D is 2**16 N**2 (var + eps) in the input's steps),
+                f = (62 - bitlength(D)) // 2, S = isqrt(D << 2f), R = 2**62 // S
+                (R / 2**(62 - f) ~ 1 / sqrt(D) to 30 bits), sh = 38 - f,
+                acc[c] = ((N * xo[c] - S1) * R + 2**(sh - 1)) >> sh
               the normalized value in Q16 (|acc| < 2**23 for N <= 4096), then
               requant per channel (mul = gamma/s_y, add = beta/s_y in fixed
               point). Exact integers; within 1 LSB of the float LayerNorm.

@@ -337,6 +337,17 @@ def isqrt(v):
     return r
 
 
+def _bit_length(v):
+    """Bits of positive int64 values (int.bit_length, elementwise)."""
+    v = np.asarray(v, dtype=np.int64)
+    n = np.zeros_like(v)
+    for b in (32, 16, 8, 4, 2, 1):
+        big = (v >> b) > 0
+        n = np.where(big, n + b, n)
+        v = np.where(big, v >> b, v)
+    return n + (v > 0)
+
+
 def _trunc_div(a, b):
     """C's integer division (toward zero)."""
     q = np.abs(a) // np.abs(b)
@@ -351,11 +362,13 @@ def layernorm(x, input_offset, table, rq, mode):
     n = xo.shape[-1]
     if mode == "int":
         s1 = xo.sum(axis=-1, keepdims=True)
-        d = n * (xo * xo).sum(axis=-1, keepdims=True) - s1 * s1 + int(table[0])
-        r = isqrt((1 << 62) // d)
+        d = ((n * (xo * xo).sum(axis=-1, keepdims=True) - s1 * s1) << 16) + int(table[0])
+        f = (62 - _bit_length(d)) // 2
+        r = (1 << 62) // isqrt(d << (2 * f))
+        sh = 38 - f     # 62 - 16 (Q16) - f - 8 (D's 2**16 is 2**8 in its root)
         num = n * xo - s1
         _check_int64(float(np.abs(num).max(initial=0)) * float(r.max(initial=0)), "layernorm")
-        return (num * r + (1 << 14)) >> 15
+        return (num * r + (1 << (sh - 1))) >> sh
     if mode == "ilayernorm":
         t = np.asarray(table, dtype=np.int64)
         weight, bias = t[:n], t[n:]
