@@ -86,7 +86,7 @@ def whole_split(layer):
     a reshape or a gather along W or C), or "" (not at all)."""
     if layer.op == "resize" or (layer.op == "gather" and layer.axis == 0):
         return "c"
-    if layer.op in ("softmax", "transpose", "reshape", "gather") or (layer.op == "concat" and layer.axis == 2):
+    if layer.op in ("softmax", "layernorm", "transpose", "reshape", "gather") or (layer.op == "concat" and layer.axis == 2):
         return "h"
     return ""
 

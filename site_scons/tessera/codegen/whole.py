@@ -14,6 +14,9 @@ from .. import ir
 from ..errors import FitError
 from ..views import kernel_shapes, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
+
+# TSR_SOFTMAX_* (kernels.h) of ir.SOFTMAX_MODES
+SOFTMAX_MODES = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}
 from .libraries import reference
 
 
@@ -78,6 +81,32 @@ def _args(layer, graph, prefix, ins, out):
                  "a.cols = resize_cols;", f"a.input_offset = {layer.input_offset};", f"a.frac = {ir.RESIZE_FRAC};"]
         d, bl = _requant(layer)
         return "tsr_resize_args_t", decl + d, body + bl
+    if layer.op == "softmax" and layer.mode:
+        # Deeploy's integer softmaxes: their parameters, no table
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.pixels = {x.shape[0] * x.shape[1]};",
+                 f"a.c = {x.shape[2]};", f"a.mode = {SOFTMAX_MODES[layer.mode]};"]
+        body += [f"a.params[{i}] = {int(v)};" for i, v in enumerate(layer.table)]
+        return "tsr_softmax_args_t", decl, body
+    if layer.op == "layernorm":
+        rq = layer.requant
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.pixels = {x.shape[0] * x.shape[1]};",
+                 f"a.c = {x.shape[2]};", f"a.input_offset = {layer.input_offset};"]
+        if layer.mode == "ilayernorm":
+            c = x.shape[2]
+            decl += [_table("int32_t", "ln_weight", layer.table[:c]), _table("int32_t", "ln_bias", layer.table[c:]),
+                     f"static const int32_t rq_mul[1] = {{1}};", f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};"]
+            body += ["a.mode = TSR_LAYERNORM_DEEPLOY;", "a.weight = ln_weight;", "a.bias = ln_bias;",
+                     "tsr_requant_t rq = {0};", "rq.mul = rq_mul;", "rq.shift = rq_shift;",
+                     f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};", "a.rq = &rq;"]
+            return "tsr_layernorm_args_t", decl, body
+        # per-channel requantization of the normalized values (constants, read in place)
+        decl += [_table("int32_t", "rq_mul", rq.mul), _table("int32_t", "rq_add", rq.add),
+                 _table("int8_t", "rq_shift", rq.shift)]
+        body += ["a.mode = TSR_LAYERNORM_INT;", f"a.eps = {int(layer.table[0])};",
+                 "tsr_requant_t rq = {0};", "rq.mul = rq_mul;", "rq.add = rq_add;", "rq.shift = rq_shift;",
+                 "rq.per_channel = 1;", f"rq.zero_point = {rq.zero_point};", f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};",
+                 f"rq.rounding = {ROUNDING[rq.rounding]};", "a.rq = &rq;"]
+        return "tsr_layernorm_args_t", decl, body
     if layer.op == "softmax":
         rq = layer.requant
         decl.append(_table("int32_t", "softmax_exp", layer.table))
@@ -121,7 +150,8 @@ def _split_lines(layer, graph, split):
         fields = ["a.in_c = n;"] if layer.op == "gather" else ["a.c = n;"]
         box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731
     else:
-        fields = [f"a.pixels = n * {x.shape[1]};"] if layer.op == "softmax" else [f"a.outer = n * {x.shape[1]};"]
+        fields = ([f"a.pixels = n * {x.shape[1]};"] if layer.op in ("softmax", "layernorm")
+                  else [f"a.outer = n * {x.shape[1]};"])
         box = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
 

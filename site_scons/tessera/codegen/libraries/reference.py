@@ -12,11 +12,13 @@ POOLS = ("maxpool", "avgpool")
 KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "tsr_depthwise",
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
-           "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather"}
+           "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather",
+           "layernorm": "tsr_layernorm"}
 
 # ops only the reference kernels implement (the other libraries fall back;
 # the data movements are the same loads and stores on any core)
-REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather")
+REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather",
+                 "layernorm")
 
 
 def kernel_function(layer, graph=None):
