@@ -205,11 +205,11 @@ class QuantLibParser(IntegerParser):
             u = users[0]
             if u.op_type == "Gather" and not self._gather_view(u):
                 return shape
-            name = u.output[0]
             try:
-                shape = list(self.shape(name)) if u.op_type != "Gather" else self._gather_shape(u)
+                shape = self._gather_shape(u) if u.op_type == "Gather" else list(self._view_shape(u, shape))
             except FrontendError:
                 return shape
+            name = u.output[0]
 
     def op_Transpose(self, node):
         b = self.b
