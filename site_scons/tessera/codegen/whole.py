@@ -186,7 +186,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     ins = [f"{L1} + {l1['in'][i][0]}" for i in range(len(layer.inputs))]
     out = f"{L1} + {l1['out'][0]}"
     y = graph.tensor(layer.output)
-    args_type, decl, body = _args(layer, graph, prefix, ins, out)
+    # a reshape is DMA alone (no kernel, no arguments)
+    args_type, decl, body = _args(layer, graph, prefix, ins, out) if layer.op != "reshape" else ("", [], [])
     split = whole_split(layer) if tiling["tiled"] else ""
     block = tiling["tile"]["c"] if split == "c" else tiling["tile"]["h"]
     x_shape, y_shape = kernel_shapes(layer, graph)     # the boxes' tensor shapes (transpose: as viewed)

@@ -230,6 +230,32 @@ class Builder:
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
+    def matmul(self, hint, a, b, y, where, clamp=None, sources=()):
+        """y [Bt, M, N] = a [Bt, M, K] x b [Bb, K, N] (Bb = Bt, or 1) of two
+        activations, from real scales (attention's Q.K^T and P.V)."""
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
+        if ta.shape[2] != tb.shape[1] or tb.shape[0] not in (1, ta.shape[0]) \
+                or ty.shape != [ta.shape[0], ta.shape[1], tb.shape[2]]:
+            raise FrontendError(where, f"matmul of {ta.shape} and {tb.shape} into {ty.shape}")
+        rq = self._requant_real(a, y, [ta.scale * tb.scale / ty.scale], where, clamp)
+        layer = Layer(name=self.layer_name(hint), op="matmul", inputs=[a, b], output=y,
+                      in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
+                      requant=rq, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def layernorm(self, hint, x, y, eps_term, mul, add, shift, where, clamp=None, sources=()):
+        """The IR's layernorm "int" (frontend.tables.layernorm_params): the
+        exact Q16 normalization, requantized per channel."""
+        lo, hi = self.clamp_range(y)
+        if clamp is not None:
+            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
+        rq = Requant(mul=[int(m) for m in mul], add=[int(a) for a in add], shift=[int(s) for s in shift],
+                     rounding="half_up", zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
+        layer = Layer(name=self.layer_name(hint), op="layernorm", inputs=[x], output=y, mode="int",
+                      input_offset=-self.stored_zero_point(x), requant=rq, table=[int(eps_term)],
+                      source=list(sources))
+        return self.add_layer(layer, {})
+
     def mul(self, hint, a, b, y, where, clamp=None, sources=()):
         """Elementwise product of two activations (broadcast along size-1 axes)."""
         self._broadcast("mul", a, b, y, where)
@@ -444,6 +470,14 @@ class Builder:
             raise FrontendError(where, f"transpose of {tx.shape} as {list(dims)} by {list(perm)} into {ty.shape}")
         layer = Layer(name=self.layer_name(hint), op="transpose", inputs=[x], output=y,
                       dims=[int(d) for d in dims], perm=[int(p) for p in perm], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def reshape(self, hint, x, y, where, sources=()):
+        """y = x's values in their stored order, y's [H, W, C] (ir.Layer reshape)."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        if tx.size != ty.size or tx.dtype != ty.dtype:
+            raise FrontendError(where, f"reshape of {tx.shape} into {ty.shape}")
+        layer = Layer(name=self.layer_name(hint), op="reshape", inputs=[x], output=y, source=list(sources))
         return self.add_layer(layer, {})
 
     def softmax_int(self, hint, x, y, mode, params, where, sources=()):

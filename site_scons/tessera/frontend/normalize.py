@@ -745,8 +745,14 @@ def mul_by_constant(g, notes):
     """x * c for a (quantized) constant scalar c (tf2onnx's hard sigmoid
     divides by 6 so) is a 1x1 depthwise convolution with weight +-127 at
     scale |c|/127: the same real factor, requantized as every layer is."""
+    from .islands import members
+    islands = None
     for mul in list(g.nodes):
         if mul.op_type != "Mul":
+            continue
+        if islands is None:
+            islands = members(g)      # a Mul inside an elementwise island (GELU) stays: the island is one table
+        if id(mul) in islands:
             continue
         consts = [g.const_value(i) for i in mul.input]
         if sum(v is not None for v in consts) != 1:
@@ -805,10 +811,15 @@ def mul_by_constant(g, notes):
 
 
 def check_transposes(g):
-    """A Transpose left after the rewrites moves values in memory: tessera's
-    tensors are HWC views, so it is an error naming the node (before the
-    parser would trip over the layers behind it)."""
+    """A Transpose left after the rewrites on float values moves values in
+    memory outside any quantized layer: an error naming the node (before
+    the parser would trip over the layers behind it). One between a
+    DequantizeLinear and a QuantizeLinear is a layer (the IR's transpose)."""
     for t in g.nodes:
+        prod, users = g.producer.get(t.input[0]), g.users(t.output[0])
+        if (prod is not None and prod.op_type == "DequantizeLinear" and len(users) == 1
+                and users[0].op_type == "QuantizeLinear"):
+            continue      # on quantized values: the IR's transpose (frontend/qdq_tokens.py)
         if t.op_type == "Transpose":
             raise FrontendError(g.where(t), f"a Transpose with perm {_perm(t)} changes the layout in the "
                                 "middle of the network (tessera keeps every tensor HWC; it folds only input "

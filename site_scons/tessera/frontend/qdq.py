@@ -8,17 +8,24 @@ and QuantizeLinear (their output):
 Each such island becomes one IR layer. Flatten/Reshape between a DQ and a
 Gemm (or wrapped in their own Q/DQ pair) only change the view: tessera's
 tensors stay HWC and the linear layer's weights are permuted instead.
+Transformers' token-major tensors, attention and its row-wise ops:
+qdq_tokens.py.
 """
 
 import numpy as np
 
 from ..errors import FrontendError
 from .geometry import conv_geometry, hwc, out_hw, pool_geometry
+from .layout import ir_shape
 from .onnxgraph import VIEW_OPS, attrs, input_quantizers
+from .qdq_tokens import TokenOps
 
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
-               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad")
+               "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
+               "Transpose", "LayerNormalization")
+# float ops only found inside elementwise islands (islands.py: one table each)
+ISLAND_OPS = ("Div", "Sub", "Erf", "Pow", "Sqrt", "Neg", "Abs")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
 LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
@@ -31,12 +38,17 @@ def _scalar(arr):
     return arr.reshape(()).item()
 
 
-class QdqParser:
+class QdqParser(TokenOps):
     def __init__(self, g, builder):
+        from .normalize import _Graph
+
         self.g = g
         self.b = builder
         self.handled = set()
         self.alias = {}          # Q output name -> IR tensor it merely re-views
+        self.layouts = {}        # quantized tensor -> "hwc" (channel-last tokens); else "chw"
+        self.consts = _Graph(g.model, g.path)   # constants through Q/DQ (const_value)
+        self.regrid = {}         # (IR tensor, shape) -> its copy as tokens of that shape
 
     # ---- quantized values ------------------------------------------------
 
@@ -119,9 +131,10 @@ class QdqParser:
             raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
         return bias.astype(np.int32)
 
-    def output(self, node):
+    def output(self, node, layout="chw", view=None):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
-        register the IR tensor and return (name, real clamp)."""
+        register the IR tensor and return (name, real clamp). A channel-last
+        ("hwc") output is stored as its ONNX shape (or `view`'s) reads."""
         g = self.g
         name = node.output[0]
         real_lo, real_hi = None, None
@@ -141,8 +154,14 @@ class QdqParser:
                 self.handled.add(id(user))
                 scale, zp, dtype = self._q_params(user)
                 out = user.output[0]
-                shape = hwc(g.shape(name), g.where(node))
+                if layout == "hwc":
+                    shape = ir_shape(list(view or g.shape(name)), "hwc", g.where(node))
+                else:
+                    shape = hwc(g.shape(name), g.where(node))
                 self.b.tensor(out, shape, dtype, scale, zp)
+                if layout == "hwc":
+                    self.b.tensors[out].source_layout = "hwc"
+                    self.layouts[out] = "hwc"
                 clamp = None
                 if real_lo is not None or real_hi is not None:
                     clamp = self.b.real_clamp(out, real_lo, real_hi)
@@ -173,7 +192,7 @@ class QdqParser:
         g, b = self.g, self.b
         # an op tessera has no lowering for is named first, before the
         # layers behind it would report their input as unknown
-        known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | {
+        known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | set(ISLAND_OPS) | {
             "QuantizeLinear", "DequantizeLinear", "Constant"}
         for node in g.graph.node:
             if node.op_type not in known:
@@ -183,20 +202,31 @@ class QdqParser:
                 continue
             qs, views = input_quantizers(g, name)
             self.handled.update(id(v) for v in views)
+            tokens = len(g.shape(name)) == 3 and self.token_input(name)
             for q in qs:
                 self.handled.add(id(q))
                 scale, zp, dtype = self._q_params(q)
-                b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), dtype, scale, zp)
+                if tokens:      # [1, T, F] read as tokens (a MatMul's rows): channel last
+                    b.tensor(q.output[0], ir_shape(g.shape(q.input[0]), "hwc", g.path), dtype, scale, zp)
+                    b.tensors[q.output[0]].source_layout = "hwc"
+                    self.layouts[q.output[0]] = "hwc"
+                else:
+                    b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), dtype, scale, zp)
                 b.inputs.append(q.output[0])
+        triggers = self.find_islands()
         for node in g.graph.node:
-            if node.op_type in COMPUTE_OPS:
+            if id(node) in triggers:
+                self.emit_island(triggers[id(node)])
+            elif node.op_type in COMPUTE_OPS and id(node) not in self.handled:
                 self.handled.add(id(node))
                 getattr(self, "op_" + node.op_type)(node)
             elif node.op_type in LUT_OPS and id(node) not in self.handled:
                 self.handled.add(id(node))
                 self.op_lut(node)
             elif node.op_type in VIEW_OPS and id(node) not in self.handled:
-                self._maybe_alias(node)
+                if not (node.op_type == "Reshape" and self._reshape_of_quantized(node)
+                        and self.reshape_tokens(node)):
+                    self._maybe_alias(node)
         for node in g.graph.node:
             if id(node) not in self.handled and node.op_type not in ("Constant",):
                 if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
@@ -240,6 +270,13 @@ class QdqParser:
         self.b.inputs.append(name)
         return True
 
+    def _reshape_of_quantized(self, node):
+        """DQ -> Reshape -> Q on a channel-last tensor (or chw -> tokens)."""
+        users = self.g.consumers.get(node.output[0], [])
+        prod = self.g.producer.get(node.input[0])
+        return (len(users) == 1 and users[0].op_type == "QuantizeLinear" and prod is not None
+                and prod.op_type == "DequantizeLinear")
+
     def _maybe_alias(self, node):
         """DQ -> Flatten -> Q with the same parameters: the Q output re-views
         the input tensor."""
@@ -257,8 +294,11 @@ class QdqParser:
 
     def op_Conv(self, node):
         g, b = self.g, self.b
-        x = self.activation(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node)
         w, w_scale, _ = self.weights(node.input[1], node)
+        if layout == "hwc":
+            return self.depthwise_scalar_tokens(node, x, shape, w, w_scale,
+                                                node.input[2] if len(node.input) > 2 else "")
         if w.ndim == 3:   # 1D conv: [Co, Ci, k] -> [Co, Ci, 1, k]
             w = w[:, :, None, :]
         geo = conv_geometry(node, b.tensors[x].shape, list(w.shape), g.where(node))
@@ -286,17 +326,39 @@ class QdqParser:
             w = w.T                      # [K, N] -> [N, K]
         self._linear(node, w, w_scale, node.input[2] if len(node.input) > 2 else "")
 
+    def _constant_input(self, name):
+        """A constant, or a DequantizeLinear of one (weights, a bias)."""
+        g = self.g
+        prod = g.producer.get(name)
+        return g.is_const(name) or (prod is not None and prod.op_type == "DequantizeLinear"
+                                    and g.is_const(prod.input[0])) or self.consts.const_value(name) is not None
+
     def op_MatMul(self, node):
+        if not self._constant_input(node.input[1]):
+            return self.matmul_activations(node)
         w, w_scale, _ = self.weights(node.input[1], node)
         if w.ndim != 2:
             raise FrontendError(self.g.where(node), "MatMul with a non-2D constant is not supported")
+        x, layout, shape = self.act(node.input[0], node)
+        if layout == "hwc" and int(np.prod(shape[:-1])) > 1:
+            return self.matmul_tokens(node, x, w.T, w_scale)
         self._linear(node, w.T, w_scale, "")
 
     def op_Add(self, node):
         g, b = self.g, self.b
-        xa = self.activation(node.input[0], node)
-        xb = self.activation(node.input[1], node)
-        y, clamp = self.output(node)
+        consts = [self._constant_input(i) for i in node.input]
+        if sum(consts) == 1:
+            k = consts.index(False)
+            x, layout, shape = self.act(node.input[k], node)
+            return self.add_constant(node, x, layout, shape, node.input[1 - k])
+        (xa, la, _), (xb, lb, _) = self.act(node.input[0], node), self.act(node.input[1], node)
+        if la == "hwc" or lb == "hwc":
+            if la != lb or b.tensors[xa].shape != b.tensors[xb].shape:
+                raise FrontendError(g.where(node), "Add of channel-last tokens and another shape or layout",
+                                    "add tokens of the same shape")
+            y, clamp = self.token_output(node)
+        else:
+            y, clamp = self.output(node)
         b.add(node.name or "add", xa, xb, y, g.where(node), clamp, [node.name])
 
     def op_MaxPool(self, node):
@@ -443,11 +505,16 @@ class QdqParser:
 
     def op_Softmax(self, node):
         g, b = self.g, self.b
-        x = self.activation(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node)
         h, w, c = b.tensors[x].shape
         rank = len(g.shape(node.input[0]))
         axis = attrs(node).get("axis", -1 if g.opsets.get("ai.onnx", 13) >= 13 else 1)
         axis = axis + rank if axis < 0 else axis
+        if layout == "hwc":
+            if axis != rank - 1:
+                raise FrontendError(g.where(node), f"Softmax over axis {axis} of channel-last {shape}",
+                                    "apply softmax over the last axis")
+            return self.softmax_tokens(node, x, shape)
         if not (axis == 1 or (h * w == 1 and axis == rank - 1)):
             raise FrontendError(g.where(node), f"Softmax over axis {attrs(node).get('axis', -1)} of a "
                                 f"rank-{rank} tensor", "apply softmax over the channels (axis 1 of NCHW)")
@@ -459,12 +526,14 @@ class QdqParser:
 
     def op_ReduceMean(self, node):
         g, b = self.g, self.b
-        x = self.activation(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node)
         rank = len(g.shape(node.input[0]))
         axes = attrs(node).get("axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = np.asarray(g.array(node.input[1])).tolist()
         axes = sorted(a + rank if a < 0 else a for a in (axes or range(rank)))
+        if layout == "hwc":
+            return self.mean_tokens(node, x, shape, axes)
         if axes != list(range(2, rank)):
             raise FrontendError(g.where(node), f"ReduceMean over axes {axes}",
                                 "reduce over the spatial axes (as GlobalAveragePool)")

@@ -15,10 +15,13 @@ from ..errors import TesseraError
 from . import run, run_layer
 
 
-def _to_hwc(arr, shape):
+def _to_hwc(arr, shape, layout=None):
     """ORT's array (NCHW, NCL, NC, or channel-last NHWC as tf2onnx leaves
-    some tensors) as tessera's [H, W, C]."""
+    some tensors; a channel-last tensor of tokens, layout "hwc", in its
+    own order) as tessera's [H, W, C]."""
     arr = np.asarray(arr)
+    if layout == "hwc":
+        return arr.reshape(shape)
     h, w, c = shape
     if arr.ndim == 4:
         if list(arr.shape[1:]) == [h, w, c] and list(arr.shape[1:]) != [c, h, w]:
@@ -37,7 +40,7 @@ def _feed(inp, t, stored, layout):
         arr, dtype = q, (np.uint8 if "uint8" in inp.type else np.int8)
     else:
         arr, dtype = (q - t.zero_point) * t.scale, np.float32
-    if layout in ("nhwc", "nlc"):        # the user's channel-last array is tessera's HWC
+    if layout in ("nhwc", "nlc") or t.source_layout == "hwc":   # the user's channel-last array is tessera's HWC
         return arr.reshape(shape).astype(dtype)
     # HWC -> CHW, then the ONNX input's own shape (a flattened input keeps
     # ONNX's C-order flatten of NCHW)
@@ -76,7 +79,7 @@ def ort_activations(onnx_path, graph, inputs):
     out = {}
     for name, arr in zip(names, results):
         t = graph.tensor(name)
-        out[name] = (_to_hwc(arr, t.shape).astype(np.int64) - t.shift)
+        out[name] = (_to_hwc(arr, t.shape, t.source_layout).astype(np.int64) - t.shift)
     return out
 
 
