@@ -43,6 +43,8 @@ def param_arrays(layer):
     the order they sit in L1: (name, C type, bytes per channel). Parameters
     that vary per element take a plane of values per channel."""
     arrays = []
+    if layer.op == "layernorm":
+        return arrays     # computed whole: its per-channel constants live in its C file (codegen/whole.py)
     if layer.bias:
         plane = bias_plane(layer)
         arrays.append(("bias", "int32_t", 4 * (plane[0] * plane[1] if plane else 1)))
