@@ -145,14 +145,18 @@ def canonical_transpose(dims, perm):
     return new_dims, new_perm
 
 
-def onnx_transpose(shape, layout, perm):
+def onnx_transpose(shape, layout, perm, out_layout="hwc"):
     """(dims, perm) on the stored array of an activation (ONNX `shape` in
-    `layout`) of ONNX's Transpose(perm), whose output is stored channel
-    last in ONNX order ("hwc"): canonical (canonical_transpose), or None
-    when it moves no data."""
+    `layout`) of ONNX's Transpose(perm), its output stored in `out_layout`
+    (channel last in ONNX order by default; "chw" for a feature map a
+    convolution reads): canonical (canonical_transpose), or None when it
+    moves no data."""
     axes = stored_axes(shape, layout)
     dims = [int(shape[a]) for a in axes]
-    dims, perm = canonical_transpose(dims, [axes.index(int(a)) for a in perm])
+    out_shape = [shape[int(p)] for p in perm]
+    # the output's stored axes, as axes of the input
+    walked = [int(perm[a]) for a in stored_axes(out_shape, out_layout)]
+    dims, perm = canonical_transpose(dims, [axes.index(a) for a in walked])
     return None if perm == list(range(len(perm))) else (dims, perm)
 
 

@@ -131,11 +131,15 @@ class QdqParser(TokenOps):
             raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
         return bias.astype(np.int32)
 
-    def output(self, node, layout="chw", view=None):
+    def output(self, node, layout=None, view=None):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
         register the IR tensor and return (name, real clamp). A channel-last
-        ("hwc") output is stored as its ONNX shape (or `view`'s) reads."""
+        ("hwc") output is stored as its ONNX shape (or `view`'s) reads. The
+        layout is the first input's unless given (elementwise ops keep it)."""
         g = self.g
+        if layout is None:
+            src = self._source_of(node.input[0]) if node.input else None
+            layout = self.layouts.get(src, "chw") if src else "chw"
         name = node.output[0]
         real_lo, real_hi = None, None
         while True:
@@ -157,11 +161,11 @@ class QdqParser(TokenOps):
                 if layout == "hwc":
                     shape = ir_shape(list(view or g.shape(name)), "hwc", g.where(node))
                 else:
-                    shape = hwc(g.shape(name), g.where(node))
+                    shape = hwc(view or g.shape(name), g.where(node))
                 self.b.tensor(out, shape, dtype, scale, zp)
+                self.layouts[out] = layout
                 if layout == "hwc":
                     self.b.tensors[out].source_layout = "hwc"
-                    self.layouts[out] = "hwc"
                 clamp = None
                 if real_lo is not None or real_hi is not None:
                     clamp = self.b.real_clamp(out, real_lo, real_hi)

@@ -63,6 +63,7 @@ class TokenOps:
                     y = self.b.tensor(f"{x}_tokens", want, t.source_dtype, t.scale, t.zero_point)
                     self.b.tensors[y].source_layout = "hwc"
                     self.b.reshape((node.name or "tokens") + "_tokens", x, y, self.g.where(node), [node.name])
+                    self.b.layers[-1].added = "a feature map read as tokens: its values in another grid"
                     self.regrid[key] = y
                 x = self.regrid[key]
         return x, layout, shape
@@ -196,14 +197,15 @@ class TokenOps:
         g, b = self.g, self.b
         x, layout, shape = self.act(node.input[0], node, regrid=False)   # dims come from the ONNX shape
         perm = attrs(node).get("perm", list(range(len(shape)))[::-1])
-        moved = onnx_transpose(shape, layout, perm)
-        out_shape = [shape[p] for p in perm]
         q = self._only_quantizer(node)
+        out_layout = "chw" if self._read_as_feature_map(q.output[0]) and len(shape) in (3, 4) else "hwc"
+        moved = onnx_transpose(shape, layout, perm, out_layout)
+        out_shape = [shape[p] for p in perm]
         if moved is None:
-            # moves no data: the quantized output is the input, read channel last
+            # moves no data: the quantized output is the input, read in out_layout
             self._check_same_params(node, x, q)
             self.alias[q.output[0]] = x
-            self.layouts[q.output[0]] = "hwc"
+            self.layouts[q.output[0]] = out_layout
             self.handled.add(id(q))
             return
         dims, sperm = three_axes(*moved) or (None, None)
@@ -211,9 +213,26 @@ class TokenOps:
             raise FrontendError(g.where(node), f"Transpose {list(perm)} of {shape} moves four or more groups of axes",
                                 "transpose at most three groups of axes at once")
         # stored as its readers see it through the reshapes after it (a head merge)
-        y, clamp = self.token_output(node, view=self._viewed_shape(q, out_shape))
+        y, clamp = self.token_output(node, layout=out_layout,
+                                     view=self._viewed_shape(q, out_shape) if out_layout == "hwc" else None)
         self._check_same_params(node, x, q)
         b.transpose(node.name or "transpose", x, y, dims, sperm, g.where(node), [node.name])
+
+    def _read_as_feature_map(self, name):
+        """Whether a quantized tensor's readers (through DQ) are ops of
+        channel-first feature maps (convolutions, pools, resize)."""
+        from .qdq import CLAMP_OPS, LUT_OPS
+        readers = [u for d in self.g.consumers.get(name, []) if d.op_type == "DequantizeLinear"
+                   for u in self.g.consumers.get(d.output[0], [])]
+        maps = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample")
+        for u in readers:
+            if u.op_type in LUT_OPS + CLAMP_OPS:     # elementwise: what reads its output decides
+                qs = [q for q in self.g.consumers.get(u.output[0], []) if q.op_type == "QuantizeLinear"]
+                if len(qs) != 1 or not self._read_as_feature_map(qs[0].output[0]):
+                    return False
+            elif u.op_type not in maps:
+                return False
+        return bool(readers)
 
     def _viewed_shape(self, q, shape):
         """The ONNX shape a quantized tensor's readers see through
