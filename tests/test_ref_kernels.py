@@ -44,7 +44,7 @@ class RequantT(ctypes.Structure):
     _fields_ = [("mul", POINTER(c_int32)), ("add", POINTER(c_int32)), ("shift", POINTER(c_int8)),
                 ("per_channel", c_int32), ("zero_point", c_int32),
                 ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT),
-                ("divisor", c_int32)]
+                ("divisor", c_int32), ("neg_mul", POINTER(c_int32)), ("neg_shift", POINTER(c_int8))]
 
 
 class ConvArgs(ctypes.Structure):
@@ -55,7 +55,7 @@ class ConvArgs(ctypes.Structure):
                 ("pad_t", c_int32), ("pad_l", c_int32), ("pad_b", c_int32), ("pad_r", c_int32),
                 ("input_offset", c_int32), ("rq", POINTER(RequantT)),
                 ("scratch", POINTER(c_int8)), ("scratch_bytes", c_int32), ("bias_elem", PlaneT),
-                ("dh", c_int32), ("dw", c_int32)]
+                ("dh", c_int32), ("dw", c_int32), ("weight_offset", c_int32)]
 
 
 class PoolArgs(ctypes.Structure):

@@ -62,6 +62,17 @@ class GatherArgs(ctypes.Structure):
                 ("in_c", c_int32), ("axis", c_int32), ("n_index", c_int32), ("index", POINTER(c_int32))]
 
 
+class TransposeArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("perm", c_int32 * 3)]
+
+
+class GatherArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("axis", c_int32), ("n_index", c_int32), ("index", POINTER(c_int32)),
+                ("fill", c_int32)]
+
+
 STRUCTS = {"tsr_binary_args_t": BinaryArgs, "tsr_lut_args_t": LutArgs, "tsr_concat_args_t": ConcatArgs,
            "tsr_resize_args_t": ResizeArgs, "tsr_softmax_args_t": SoftmaxArgs,
            "tsr_transpose_args_t": TransposeArgs, "tsr_gather_args_t": GatherArgs}
@@ -406,13 +417,14 @@ def test_transpose_matches_golden(lib, case):
 def gather_cases(draw):
     shape = tuple(draw(st.integers(1, 7)) for _ in range(3))
     axis = draw(st.integers(0, 2))
-    index = np.asarray(draw(st.lists(st.integers(0, shape[axis] - 1), min_size=1, max_size=9)), np.int32)
+    index = np.asarray(draw(st.lists(st.integers(-1, shape[axis] - 1), min_size=1, max_size=9)), np.int32)
+    fill = draw(st.integers(-128, 127))
     x, rng = arrays(draw, shape)
-    expected = ops.gather(x, index, axis).astype(np.int8)
+    expected = ops.gather(x, index, axis, fill).astype(np.int8)
 
     def build(out_ptr, scratch):
         args = GatherArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, axis, index.size,
-                          ptr(index, c_int32))
+                          ptr(index, c_int32), fill)
         return args, (x, index)
     return Case("tsr_gather", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
 
@@ -428,4 +440,5 @@ def test_movement_golden_by_hand():
     x = np.arange(12).reshape(2, 2, 3)
     assert ops.transpose(x, [2, 0, 1])[1].tolist() == [[1, 4], [7, 10]]
     assert ops.gather(x, [0, 2], 2)[1, 1].tolist() == [9, 11]
+    assert ops.gather(x, [-1, 1], 2, fill=-5)[0, 1].tolist() == [-5, 4]
     assert ops.reshape(x, [1, 3, 4])[0, 1].tolist() == [4, 5, 6, 7]

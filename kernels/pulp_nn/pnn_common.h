@@ -96,8 +96,14 @@ typedef struct {
     int64_t add;        /* add[c] plus the rounding term */
     int32_t zero_point;
     int32_t lo, hi;     /* the clamp before the zero point is added */
-    int32_t rounding;   /* TSR_ROUND_*: TFLite's two take their own path */
+    int32_t rounding;   /* TSR_ROUND_*: TFLite's two take their own path, as PNN_RQ_NEG */
+    int32_t neg_mul, neg_shift;
+    int64_t neg_add;    /* a negative accumulator's (a LeakyRelu folded in) */
 } pnn_rq_t;
+
+/* the rounding of a layer with a multiplier for negative accumulators: the
+ * path TFLite's roundings take (off the usual one, which stays as it is) */
+#define PNN_RQ_NEG 64
 
 static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
 {
@@ -113,6 +119,13 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     p.hi = rq->hi - rq->zero_point;
     p.shift += rq->divisor << 6;      /* 0 without a divisor: no test on the usual path */
     p.rounding = rq->rounding;
+    if (rq->neg_mul) {
+        p.neg_mul = rq->neg_mul[0];
+        p.neg_shift = rq->neg_shift[0];
+        p.neg_add = (rq->add ? rq->add[i] : 0)
+            + (rq->rounding == TSR_ROUND_HALF_UP && p.neg_shift > 0 ? (int64_t)1 << (p.neg_shift - 1) : 0);
+        p.rounding = PNN_RQ_NEG + rq->rounding;
+    }
     return p;
 }
 
@@ -130,7 +143,10 @@ static __attribute__((noinline, unused)) int32_t pnn_rq_divide(int64_t v, const 
 static inline int8_t pnn_rq_apply_tflite(int32_t acc, const pnn_rq_t *p)
 {
     int32_t y;
-    if (p->rounding == TSR_ROUND_TFLITE) {
+    if (p->rounding >= PNN_RQ_NEG) {   /* tessera's rounding, a multiplier per sign */
+        int64_t v = acc < 0 ? (int64_t)acc * p->neg_mul + p->neg_add : (int64_t)acc * p->mul + p->add;
+        y = (int32_t)(v >> (acc < 0 ? p->neg_shift : p->shift));
+    } else if (p->rounding == TSR_ROUND_TFLITE) {
         y = tsr_tfl_multiply(acc, p->mul, p->shift);
     } else {
         int32_t mag = ((acc < 0 ? -acc : acc) + p->mul / 2) / p->mul;

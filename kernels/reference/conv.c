@@ -5,7 +5,7 @@
  * enough scratch the receptive fields of two output pixels are unrolled into
  * the core's im2col buffer (padding written as -input_offset, so that
  * x + input_offset is 0 there and the matmul needs no bounds checks); without
- * it, or with parameters per output element, a direct loop skips the padded
+ * it, or with parameters per output element or a weight offset, a direct loop skips the padded
  * positions.
  */
 #include <string.h>
@@ -16,7 +16,7 @@
  * window directly. */
 static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
 {
-    const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset, woff = a->weight_offset;
     int32_t oy, ox, co, ky, kx, ci;
     for (oy = r0; oy < r1; oy++) {
         int32_t iy0 = oy * a->sh - a->pad_t, ky0, ky1;
@@ -32,7 +32,7 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
                         const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + (ix0 + kx)) * in_c;
                         const int8_t *w = a->weights + (((size_t)co * kh + ky) * kw + kx) * in_c;
                         for (ci = 0; ci < in_c; ci++)
-                            acc += (x[ci] + off) * w[ci];
+                            acc += (x[ci] + off) * (w[ci] + woff);
                     }
                 }
                 tsr_ref_store_at(a->out, o + co, acc, a->rq, oy, ox, co);
@@ -44,7 +44,7 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
 /* Dilated windows: taps dh rows and dw columns apart, padded taps skipped. */
 static void conv_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
 {
-    const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset, woff = a->weight_offset;
     const int32_t dh = a->dh > 1 ? a->dh : 1, dw = a->dw > 1 ? a->dw : 1;
     int32_t oy, ox, co, ky, kx, ci;
     for (oy = r0; oy < r1; oy++) {
@@ -66,7 +66,7 @@ static void conv_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
                         x = a->in + ((size_t)iy * a->in_w + ix) * in_c;
                         w = a->weights + (((size_t)co * kh + ky) * kw + kx) * in_c;
                         for (ci = 0; ci < in_c; ci++)
-                            acc += (x[ci] + off) * w[ci];
+                            acc += (x[ci] + off) * (w[ci] + woff);
                     }
                 }
                 tsr_ref_store_at(a->out, o + co, acc, a->rq, oy, ox, co);
@@ -91,7 +91,8 @@ void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     }
     /* The im2col path stores padding as int8 -off: off must be in [-127, 128]
      * (it is -zero_point of an int8 or shifted uint8 tensor). */
-    if (!a->scratch || a->scratch_bytes < 2 * patch || off < -127 || off > 128 || tsr_ref_per_element(a)) {
+    if (!a->scratch || a->scratch_bytes < 2 * patch || off < -127 || off > 128 || tsr_ref_per_element(a)
+        || a->weight_offset) {
         conv_direct(a, r0, r1);
         return;
     }

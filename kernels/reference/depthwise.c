@@ -12,6 +12,7 @@
 static void depthwise_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
 {
     const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t woff = a->weight_offset;
     const int32_t dh = a->dh > 1 ? a->dh : 1, dw = a->dw > 1 ? a->dw : 1;
     int32_t oy, ox, c, ky, kx;
     for (oy = r0; oy < r1; oy++) {
@@ -30,7 +31,7 @@ static void depthwise_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
                         int32_t ix = ix0 + kx * dw;
                         if (ix < 0 || ix >= a->in_w)
                             continue;
-                        acc += (a->in[((size_t)iy * a->in_w + ix) * in_c + c] + off) * w[ky * kw + kx];
+                        acc += (a->in[((size_t)iy * a->in_w + ix) * in_c + c] + off) * (w[ky * kw + kx] + woff);
                     }
                 }
                 tsr_ref_store_at(a->out, o + c, acc, a->rq, oy, ox, c);
@@ -42,7 +43,7 @@ static void depthwise_dilated(const tsr_conv_args_t *a, int32_t r0, int32_t r1)
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores)
 {
     const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw;
-    const int32_t off = a->input_offset;
+    const int32_t off = a->input_offset, woff = a->weight_offset;
     const size_t row_stride = (size_t)a->in_w * in_c;
     int32_t r0, r1, oy, ox, c, ky, kx;
 
@@ -70,7 +71,7 @@ void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores)
                 for (ky = ky0; ky < ky1; ky++, x += row_stride) {
                     const int8_t *xr = x, *wr = w + (size_t)ky * kw;
                     for (kx = kx0; kx < kx1; kx++, xr += in_c)
-                        acc += (*xr + off) * wr[kx];
+                        acc += (*xr + off) * (wr[kx] + woff);
                 }
                 tsr_ref_store_at(a->out, o + c, acc, a->rq, oy, ox, c);
             }

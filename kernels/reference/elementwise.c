@@ -124,6 +124,15 @@ static int32_t tfl_one_over_one_plus_x(int32_t a)
     return tfl_mul_pot_left(x, 1);
 }
 
+/* RoundingDivideByPOT for exponents up to 34 (the softmax's last step on
+ * rows of more than 511 values): the same rounding in 64 bits. */
+static inline int32_t rdbpot64(int32_t x, int32_t e)
+{
+    int64_t mask = ((int64_t)1 << e) - 1, remainder = (int64_t)x & mask;
+    int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (int32_t)(((int64_t)x >> e) + (remainder > threshold ? 1 : 0));
+}
+
 /* TFLite's reference int8 softmax of one pixel (reference_ops::Softmax):
  * the table holds exp(-d) in Q0.31, the sum is Q12.19 */
 static void softmax_tflite(const tsr_softmax_args_t *a, const int8_t *x, int8_t *y)
@@ -135,13 +144,14 @@ static void softmax_tflite(const tsr_softmax_args_t *a, const int8_t *x, int8_t 
             max = x[c];
     for (c = 0; c < a->c; c++)
         total += (uint32_t)tsr_tfl_rdbpot(a->table[max - x[c]], 12);
-    /* the maximum adds 2^19, so 1 <= headroom <= 12; the frontend keeps
-     * the row short enough that the exponent below stays within 31 */
+    /* the maximum adds 2^19, so 1 <= headroom <= 12 (the frontend keeps a
+     * row to at most 4095 values, as the Q12.19 sum holds); the exponent
+     * below is at most 34 */
     headroom = __builtin_clz(total);
     scale = tfl_one_over_one_plus_x((int32_t)((total << headroom) - 0x80000000u));
     e = 12 - headroom + 31 - 8;
     for (c = 0; c < a->c; c++) {
-        int32_t v = tsr_tfl_rdbpot(tsr_tfl_srdhm(scale, a->table[max - x[c]]), e) + a->zero_point;
+        int32_t v = rdbpot64(tsr_tfl_srdhm(scale, a->table[max - x[c]]), e) + a->zero_point;
         y[c] = (int8_t)(v < a->lo ? a->lo : v > a->hi ? a->hi : v);
     }
 }

@@ -41,11 +41,16 @@ void tsr_gather(const tsr_gather_args_t *a, int core, int ncores)
         const int32_t iy = a->axis == 0 ? a->index[y] : y;
         for (x = 0; x < w; x++) {
             const int32_t ix = a->axis == 1 ? a->index[x] : x;
-            const int8_t *in = a->in + ((size_t)iy * a->in_w + ix) * a->in_c;
             int8_t *o = a->out + ((size_t)y * w + x) * c;
+            if (iy < 0 || ix < 0) {             /* a padded row or column */
+                for (k = 0; k < c; k++)
+                    o[k] = (int8_t)a->fill;
+                continue;
+            }
+            const int8_t *in = a->in + ((size_t)iy * a->in_w + ix) * a->in_c;
             if (a->axis == 2) {
                 for (k = 0; k < c; k++)
-                    o[k] = in[a->index[k]];
+                    o[k] = a->index[k] < 0 ? (int8_t)a->fill : in[a->index[k]];
             } else {
                 for (k = 0; k < c; k++)
                     o[k] = in[k];

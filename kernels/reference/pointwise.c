@@ -7,10 +7,10 @@
 #include "ref_common.h"
 
 /* Pixels [p0, p1) one output at a time, for parameters per element (a
- * Gemm's full bias matrix, a RequantShift per row). */
+ * Gemm's full bias matrix, a RequantShift per row) or a weight offset. */
 static void pointwise_elem(const tsr_conv_args_t *a, int32_t p0, int32_t p1)
 {
-    const int32_t in_c = a->in_c, out_c = a->out_c, off = a->input_offset;
+    const int32_t in_c = a->in_c, out_c = a->out_c, off = a->input_offset, woff = a->weight_offset;
     int32_t p, c, k;
     for (p = p0; p < p1; p++) {
         const int8_t *x = a->in + (size_t)p * in_c;
@@ -19,7 +19,7 @@ static void pointwise_elem(const tsr_conv_args_t *a, int32_t p0, int32_t p1)
             const int8_t *w = a->weights + (size_t)c * in_c;
             int32_t acc = tsr_ref_bias(a, oy, ox, c);
             for (k = 0; k < in_c; k++)
-                acc += (x[k] + off) * w[k];
+                acc += (x[k] + off) * (w[k] + woff);
             tsr_ref_store_at(a->out, (size_t)p * out_c + c, acc, a->rq, oy, ox, c);
         }
     }
@@ -32,7 +32,7 @@ void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores)
 
     /* out_h * out_w == in_h * in_w for a 1x1 stride-1 conv */
     tsr_ref_share(a->out_h * a->out_w, core, ncores, &p0, &p1);
-    if (tsr_ref_per_element(a)) {
+    if (tsr_ref_per_element(a) || a->weight_offset) {
         pointwise_elem(a, p0, p1);
         return;
     }

@@ -109,6 +109,13 @@ class Requant:
 
         y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
 
+    `neg_mul`, `neg_shift` (None unless needed; one value each, rounding
+    "half_up" or "floor"): the multiplier and shift of a negative
+    accumulator, a LeakyRelu folded into the requantization (a Conv ->
+    LeakyRelu -> Q island of a Vitis-quantized export):
+
+        y = clamp(((acc * (acc < 0 ? neg_mul : mul[c]) + add[c] + R) >> (acc < 0 ? neg_shift : shift[c])) + zp, lo, hi)
+
     TFLite's arithmetic (models from a .tflite file) has two more rules:
     "tflite": y = clamp(RDBPOT(SRDHM(acc << l, mul), r) + zero_point, lo, hi)
     with the exponent e = 31 - shift split as l = max(e, 0), r = max(-e, 0)
@@ -131,6 +138,8 @@ class Requant:
     hi: int = 127
     shape: Optional[list] = None
     divisor: Optional[int] = None
+    neg_mul: Optional[list] = None
+    neg_shift: Optional[list] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -141,8 +150,11 @@ class Layer:
     """One canonical op.
 
     conv2d / depthwise / pointwise / linear:
-        acc[c] = bias[c] + sum((x + input_offset) * w)   over the window;
+        acc[c] = bias[c] + sum((x + input_offset) * (w + weight_offset))   over the window;
         padded positions contribute 0 (they hold the value -input_offset).
+        weight_offset (None: 0) is for asymmetric uint8 weights (TF1-style
+        TFLite models: stored w = w_u8 - 128, weight_offset = 128 - zp_w),
+        whose values w_u8 - zp_w span up to 9 bits.
     avgpool:  acc = sum(x + input_offset) over the window (no padding).
               A 1x1 avgpool is an elementwise requantization (QuantLib's
               standalone RequantShift lowers to it).
@@ -223,7 +235,8 @@ class Layer:
               fully connected layer is no layer at all.
     gather:   y = take(x, table, axis): `table` holds the indices along
               HWC `axis` (2: channels, as a channel shuffle or a SPLIT of
-              channels; 0, 1: rows or columns, as a strided slice).
+              channels; 0, 1: rows or columns, as a strided slice); an index
+              -1 gives the stored value `fill` (a PAD of channels).
     transpose, reshape and gather move int8 values: no requant, and y has
     x's quantization.
     layernorm: over the C channels of each pixel (a token's features).
@@ -272,6 +285,8 @@ class Layer:
     perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
     dims: Optional[list] = None       # transpose: x viewed row-major as these three axes (None: x's shape)
     trans_b: Optional[int] = None     # matmul: 1 when b is stored [Bb, N, K]
+    weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
+    fill: Optional[int] = None        # gather: the stored value at index -1
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
     added: Optional[str] = None
@@ -339,9 +354,9 @@ class Graph:
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape", "divisor")
+_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
-                   "trans_b")
+                   "trans_b", "weight_offset", "fill")
 
 
 def _drop_unset(d, keys):

@@ -127,6 +127,8 @@ def prepare(model, outdir, cache_dir, log=print):
         fe_data["input_types"] = input_types
     if model.get("input_shape"):
         fe_data["input_shape"] = model["input_shape"]
+    if model.get("constants"):
+        fe_data["constants"] = {k: canon.file_digest(v) for k, v in sorted(model["constants"].items())}
     fe_key = canon.digest(fe_data)
     fe_outputs = [paths["graph"], paths["weights"]]
     if not _fresh(stamp, "frontend", fe_key, fe_outputs):
@@ -137,7 +139,7 @@ def prepare(model, outdir, cache_dir, log=print):
         else:
             from . import frontend
             graph, weights = frontend.import_onnx(onnx_path, model["name"], input_types,
-                                                  model.get("input_shape"))
+                                                  model.get("input_shape"), model.get("constants"))
         stamp = {}
         canon.write_json(paths["graph"], graph.to_json())
         canon.save_npz(paths["weights"], weights)
@@ -215,7 +217,7 @@ def ort_check(model, onnx_path, graph, paths):
     from .frontend.normalize import for_ort_check
     from .golden.ortcheck import compare
 
-    src = for_ort_check(onnx.load(onnx_path), onnx_path, model.get("input_shape"))
+    src = for_ort_check(onnx.load(onnx_path), onnx_path, model.get("input_shape"), model.get("constants"))
     weights = canon.load_npz(paths["weights"])
     inputs = canon.load_npz(paths["input"])
     values = canon.load_npz(paths["golden"])
@@ -242,6 +244,8 @@ def intake_lines(graph):
     """One line per thing normalization decided for the user."""
     notes = graph.notes or {}
     lines = []
+    for note in notes.get("repaired", []):
+        lines.append(f"{graph.name}: repaired in memory: {note}")
     if notes.get("batch_pinned"):
         lines.append(f"{graph.name}: batch pinned to 1 for input(s) {', '.join(notes['batch_pinned'])}")
     tail = notes.get("float_tail")

@@ -90,6 +90,8 @@ def whole_split(layer):
         return "c"
     if layer.op in ("softmax", "layernorm", "transpose", "reshape", "gather") or (layer.op == "concat" and layer.axis == 2):
         return "h"
+    if layer.op == "concat":
+        return "k"      # along H or W: each input in blocks along that axis, into its place
     return ""
 
 
@@ -120,6 +122,7 @@ def tiler_layer(layer, graph):
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
             "w_bytes_per_cout": 0, "param_bytes_per_cout": 0,
+            **({"axis": layer.axis} if whole_split(layer) == "k" else {}),
         }
     view = {
         "name": layer.name,

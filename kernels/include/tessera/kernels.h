@@ -6,7 +6,7 @@
  *
  * Arithmetic (the IR's, see site_scons/tessera/ir.py; the golden model
  * site_scons/tessera/golden/ops.py is the oracle):
- *   acc = bias[c] + sum((x + input_offset) * w)   over the window; padded
+ *   acc = bias[c] + sum((x + input_offset) * (w + weight_offset))   over the window; padded
  *         positions contribute 0
  *   y   = clamp(((int64)acc * mul[c] + add[c] + R) >> shift[c]) + zero_point, lo, hi)
  *         R = 1 << (shift - 1) for TSR_ROUND_HALF_UP (0 when shift == 0),
@@ -61,6 +61,8 @@ typedef struct {
     int32_t rounding;        /* TSR_ROUND_* */
     tsr_plane_t elem;        /* per-element parameters (Requant.shape) */
     int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
+    const int32_t *neg_mul;  /* NULL, or the multiplier and shift of a negative acc (a LeakyRelu */
+    const int8_t *neg_shift; /* folded in; one value for every channel, half up or floor rounding) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -80,6 +82,8 @@ typedef struct {
     tsr_plane_t bias_elem;       /* bias per output element (a Gemm's full C matrix); plane 0: bias[c] */
     int32_t dh, dw;              /* dilation (0 or 1: adjacent taps): tap (ky, kx) reads input
                                   * row oy * sh - pad_t + ky * dh, column alike */
+    int32_t weight_offset;       /* added to every weight (asymmetric uint8 weights): acc +=
+                                  * (x + input_offset) * (w + weight_offset); 0 for the rest */
 } tsr_conv_args_t;
 
 /* maxpool and avgpool tiles (channels of input and output are the same). */
@@ -223,7 +227,7 @@ typedef struct {
  * in L1, the output a compact block:
  *   transpose: out axis k is in axis perm[k], out dims (d[perm[0]], d[perm[1]], d[perm[2]])
  *   gather:    out = in with the coordinate along `axis` replaced by index[k],
- *              k = 0 .. n_index - 1 (the output's extent along axis) */
+ *              k = 0 .. n_index - 1 (the output's extent along axis); index -1 is `fill` */
 typedef struct {
     const int8_t *in;
     int8_t *out;
@@ -237,6 +241,7 @@ typedef struct {
     int32_t in_h, in_w, in_c;
     int32_t axis, n_index;
     const int32_t *index;
+    int32_t fill;
 } tsr_gather_args_t;
 
 void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);
@@ -381,8 +386,12 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
 {
     if (rq->rounding >= TSR_ROUND_TFLITE)
         return tsr_requantize_tflite(acc, rq, i);
-    int32_t shift = rq->shift[i];
-    int64_t v = acc * rq->mul[i] + (rq->add ? rq->add[i] : 0);
+    int32_t shift = rq->shift[i], mul = rq->mul[i];
+    if (__builtin_expect(rq->neg_mul != 0, 0) && acc < 0) {
+        shift = rq->neg_shift[0];
+        mul = rq->neg_mul[0];
+    }
+    int64_t v = acc * mul + (rq->add ? rq->add[i] : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
     if (__builtin_expect(rq->divisor > 1, 0))

@@ -98,6 +98,9 @@ def _requant_block(layer, params, per_channel_rq):
         lines.append(f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};")
         if any(rq.add):
             lines.append(f"static const int32_t rq_add[1] = {{{int(rq.add[0])}}};")
+    if rq.neg_mul:
+        lines.append(f"static const int32_t rq_neg_mul[1] = {{{int(rq.neg_mul[0])}}};")
+        lines.append(f"static const int8_t rq_neg_shift[1] = {{{int(rq.neg_shift[0])}}};")
     return "\n".join(lines) + ("\n" if lines else ""), "&rq"
 
 
@@ -386,6 +389,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                    f"    rq.rounding = {ROUNDING[rq.rounding]};")
         if rq.divisor:
             out.append(f"    rq.divisor = {rq.divisor};")
+        if rq.neg_mul:
+            out.append("    rq.neg_mul = rq_neg_mul;\n    rq.neg_shift = rq_neg_shift;")
     # parameters per element (Requant.shape, a bias matrix): planes per channel
     rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
     plane_tile = []
@@ -557,6 +562,8 @@ def _requant_lines(layer, per_channel_rq):
                  f"rq.rounding = {ROUNDING[rq.rounding]};")
     if rq.divisor:
         lines.append(f"rq.divisor = {rq.divisor};")
+    if rq.neg_mul:
+        lines.append("rq.neg_mul = rq_neg_mul;\nrq.neg_shift = rq_neg_shift;")
     return "\n".join(lines).split("\n")
 
 

@@ -22,7 +22,10 @@ def view(graph, the_plan, target):
     def io(name):
         t = graph.tensor(name)
         return {"name": name, "offset": offsets[name], "bytes": t.nbytes, "shape": t.shape,
-                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift}
+                "dtype": t.dtype, "source_dtype": t.source_dtype, "shift": t.shift,
+                # the model's own shape where it orders the values as the firmware does
+                "source_shape": t.source_shape if t.source_layout == "hwc" else None,
+                "scale": None if t.scale is None else f"{t.scale:.9g}", "zero_point": t.zero_point}
     v = {
         "model": graph.name,
         "prefix": target["prefix"],
@@ -125,6 +128,14 @@ def header(v):
             shape = "x".join(map(str, t["shape"]))
             out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
+            # its shape in the order of its bytes (the model's own, or HWC where the model's is
+            # channel first), and real = scale * (q - zero_point) for values of that type
+            dims = t["source_shape"] or t["shape"]
+            out.append(f"#define {P}_{kind}{i}_RANK {len(dims)}")
+            out.append(f"#define {P}_{kind}{i}_SHAPE {{{', '.join(map(str, dims))}}}")
+            if t["scale"] is not None and not (kind == "OUTPUT" and i == 0 and v.get("float_tail")):
+                out.append(f"#define {P}_{kind}{i}_SCALE {t['scale']}f")
+                out.append(f"#define {P}_{kind}{i}_ZERO_POINT {t['zero_point'] or 0}")
     tail = v.get("float_tail")
     if tail:
         out.append(f"/* Output 0 is the quantized tensor before the model's float tail, left to\n"

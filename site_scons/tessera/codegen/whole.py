@@ -115,6 +115,8 @@ def _args(layer, graph, prefix, ins, out):
                  f"a.shift = {int(rq.shift[0])};", f"a.zero_point = {rq.zero_point};", f"a.lo = {rq.lo};",
                  f"a.hi = {rq.hi};", f"a.rounding = {ROUNDING[rq.rounding]};"]
         return "tsr_softmax_args_t", decl, body
+    if layer.op == "reshape":    # DMA alone (_reshape_body)
+        return None, decl, body
     if layer.op == "transpose":
         d = layer.dims or x.shape     # x viewed as dims (ir.Layer)
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {d[0]};", f"a.in_w = {d[1]};",
@@ -124,7 +126,7 @@ def _args(layer, graph, prefix, ins, out):
         decl.append(_table("int32_t", "gather_index", layer.table))
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
                  f"a.in_c = {x.shape[2]};", f"a.axis = {layer.axis};", f"a.n_index = {len(layer.table)};",
-                 "a.index = gather_index;"]
+                 "a.index = gather_index;", f"a.fill = {layer.fill or 0};"]
         return "tsr_gather_args_t", decl, body
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 
@@ -156,6 +158,39 @@ def _split_lines(layer, graph, split):
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
 
 
+def _concat_slices(name, layer, graph, tiling, plan_slice, L2, buf, out, decl, body):
+    """A concat along H or W too large for L1 at once: each input in turn, in
+    slices of t along the axis, rescaled into its place in the output."""
+    axis = layer.axis
+    t = tiling["tile"]["hwc"[axis]]
+    y = graph.tensor(layer.output)
+    lines = [f"static void compute(void *args)\n{{\n    tsr_concat((const tsr_concat_args_t *)args, "
+             "hal_core_id(), hal_num_cores());\n}\n", f"void {name}(void)\n{{", "    hal_dma_job_t job = {0};",
+             "    tsr_concat_args_t a = {0};"]
+    lines += ["    " + line for line in body if line.startswith(("tsr_requant_t", "rq.", "a.rq"))]
+    lines += ["    a.n_in = 1;", f"    a.in[0] = {buf};", f"    a.out = {out};"]
+    start = 0
+    for i, src in enumerate(plan_slice["inputs"]):
+        x = graph.tensor(layer.inputs[i])
+        extent = x.shape[axis]
+        box = lambda first, tensor: ", ".join(  # noqa: E731
+            f"{first}, n" if k == axis else f"0, {tensor.shape[k]}" for k in range(3))
+        outer, inner = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis + 1:]))
+        lines += [f"    a.in_mul[0] = {layer.in_mul[i]};", f"    a.in_offset[0] = {layer.in_offset[i]};",
+                  f"    for (int32_t first = 0; first < {extent}; first += {t}) {{",
+                  f"        const int32_t n = {extent} - first < {t} ? {extent} - first : {t};",
+                  f"        tsr_dma_box(&job, ENGINE_ACT, {buf}, {L2} + {src}, {x.shape[1]}, {x.shape[2]}, "
+                  f"{ir.DTYPES[x.dtype]}, {box('first', x)}, 1);",
+                  "        hal_dma_wait(&job);",
+                  f"        a.outer = {outer};", f"        a.inner[0] = n * {inner};",
+                  "        hal_fork(compute, &a);",
+                  f"        tsr_dma_box(&job, ENGINE_ACT, {out}, {L2} + {plan_slice['output']}, {y.shape[1]}, "
+                  f"{y.shape[2]}, {ir.DTYPES[y.dtype]}, {box(f'{start} + first', y)}, 0);",
+                  "        hal_dma_wait(&job);", "    }"]
+        start += extent
+    return lines + ["}"]
+
+
 def _reshape_body(name, layer, graph, plan_slice, L2, buf, block):
     """A reshape moves bytes and computes nothing: blocks of `block` output
     rows, each the same run of bytes in the input and the output, in by DMA
@@ -183,11 +218,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                        "give the target's activation level more room")
     l1 = plan_slice["l1"]
     L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
-    ins = [f"{L1} + {l1['in'][i][0]}" for i in range(len(layer.inputs))]
+    # a concat in slices (split "k") moves one input at a time through one buffer
+    ins = [f"{L1} + {l1['in'][min(i, len(l1['in']) - 1)][0]}" for i in range(len(layer.inputs))]
     out = f"{L1} + {l1['out'][0]}"
     y = graph.tensor(layer.output)
-    # a reshape is DMA alone (no kernel, no arguments)
-    args_type, decl, body = _args(layer, graph, prefix, ins, out) if layer.op != "reshape" else ("", [], [])
+    args_type, decl, body = _args(layer, graph, prefix, ins, out)
     split = whole_split(layer) if tiling["tiled"] else ""
     block = tiling["tile"]["c"] if split == "c" else tiling["tile"]["h"]
     x_shape, y_shape = kernel_shapes(layer, graph)     # the boxes' tensor shapes (transpose: as viewed)
@@ -205,6 +240,9 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     text.extend(d + "\n" for d in decl)
     if layer.op == "reshape":
         text.extend(_reshape_body(name, layer, graph, plan_slice, L2, ins[0], block if split else y.shape[0]))
+        return "\n".join(text) + "\n"
+    if split == "k":
+        text.extend(_concat_slices(name, layer, graph, tiling, plan_slice, L2, ins[0], out, decl, body))
         return "\n".join(text) + "\n"
     kernel = reference.kernel_function(layer, graph)
     text.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "

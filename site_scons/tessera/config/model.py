@@ -52,6 +52,9 @@ MODEL = Field("map", fields={
     "quantization": QUANTIZATION,
     "input": INPUT,
     "reference": REFERENCE,
+    "constants": Field("dict", "graph inputs that are parameters (scales, zero points: ONNX's QLinearConv "
+                       "test), each fixed to the value in an ONNX TensorProto file (.pb, relative to this YAML)",
+                       values=Field("str", nonblank=True)),
     "input_shape": Field("any", "free input dimensions: [N, C, H, W] (one input) or {input name: dims}; "
                          "a free batch is pinned to 1 without it"),
     "ort_check": Field("str", "a layer more than 1 LSB from ONNX Runtime stops the build (error) "
@@ -102,6 +105,13 @@ def _input_shape(value, path):
                       "e.g. input_shape: [1, 3, 96, 96]")
 
 
+def _constant_file(base, value, key, path):
+    full = os.path.normpath(os.path.join(base, value))
+    if not os.path.isfile(full):
+        raise ConfigError(path, f"constants.{key}: file not found: {full}", "the path is relative to the model YAML")
+    return full
+
+
 def _resolution(value, path):
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return [value, value]
@@ -127,6 +137,9 @@ def parse_model(data, path, name):
         if model["input_shape"] is not None:
             raise ConfigError(path, "input_shape: applies to a given `onnx:` file",
                               "a .tflite model has fixed shapes")
+        if model["constants"] is not None:
+            raise ConfigError(path, "constants: binds graph inputs of a given `onnx:` file",
+                              "a .tflite model has no parameter inputs")
         model["onnx"] = None
         _given_file(model, "tflite", base, path)
         model["name"] = name
@@ -143,6 +156,11 @@ def parse_model(data, path, name):
         model["reference"]["dir"] = os.path.normpath(os.path.join(base, model["reference"]["dir"]))
         if not os.path.isdir(model["reference"]["dir"]):
             raise ConfigError(path, f"reference.dir: folder not found: {model['reference']['dir']}")
+    if model["constants"] is not None:
+        if not has_onnx:
+            raise ConfigError(path, "constants: binds graph inputs of a given `onnx:` file",
+                              "generated models have no parameter inputs")
+        model["constants"] = {str(k): _constant_file(base, v, k, path) for k, v in model["constants"].items()}
     if model["input_shape"] is not None:
         if not has_onnx:
             raise ConfigError(path, "input_shape: applies to a given `onnx:` file",

@@ -94,20 +94,25 @@ def input_names(path):
     return [i.name for i in model.graph.input if i.name not in inits]
 
 
-def import_onnx(path, name, input_types=None, input_shape=None):
+def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
     """Lower the ONNX file at `path` to (Graph, {key: array}).
 
     input_types: {graph input: "int8" | "uint8" | "int32"} for the integer
     dialects, whose graphs do not say (see tessera.reference).
     input_shape: {graph input or "*": dims} for free input dimensions
     other than the batch (standard dialects, normalized first: see
-    tessera.frontend.normalize)."""
+    tessera.frontend.normalize).
+    constants: {graph input: TensorProto file} of parameter inputs
+    (normalize.bind_constants)."""
     try:
         g = load(path)
     except FrontendError as err:
         if err.what.startswith(("file not found", "not a readable ONNX")):
             raise
         g = _load_integer(path, err)
+    if constants:
+        from .normalize import bind_constants
+        g = OnnxGraph(onnx.shape_inference.infer_shapes(bind_constants(g.model, path, constants)), path)
     dialect = detect_dialect(g)
     if dialect == "float":
         raise FrontendError(path, "the model is not quantized (float weights, no QuantizeLinear/"

@@ -26,6 +26,20 @@ def _dilation(geometry):
     return None if dil == [1, 1] else dil
 
 
+def int8_weights(w, where):
+    """(int8 array, weight offset) holding integer weights w: w itself when
+    it fits int8, else w - offset with the offset that centres it (asymmetric
+    or uint8 weights span up to 9 bits; ir.Layer.weight_offset)."""
+    w = np.asarray(w, dtype=np.int64)
+    if not w.size or (w.min() >= -128 and w.max() <= 127):
+        return w.astype(np.int8), 0
+    lo, hi = int(w.min()), int(w.max())
+    if hi - lo > 255:
+        raise FrontendError(where, f"weights span [{lo}, {hi}], more than 8 bits", "quantize weights to 8 bits")
+    offset = lo + 128
+    return (w - offset).astype(np.int8), offset
+
+
 class Builder:
     def __init__(self, name, dialect, path):
         self.name = name
@@ -135,8 +149,9 @@ class Builder:
             hi = min(hi, int(np.rint(real_hi / t.scale)) + zp)
         return lo, hi
 
-    def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=()):
-        """A Conv (weights [Co, Ci/g, kh, kw] int8 as in ONNX) from real scales.
+    def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=(), leaky=None):
+        """A Conv (weights [Co, Ci/g, kh, kw] as in ONNX, integers less their
+        zero point: int8, or 9-bit for asymmetric weights) from real scales.
 
         geometry: dict kernel, stride, pad (top, left, bottom, right), group.
         """
@@ -163,12 +178,23 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         ratios = tx.scale * w_scale / ty.scale
         rq = self._requant_real(x, y, ratios, where, clamp)
+        if leaky is not None:
+            # Conv -> LeakyRelu -> Q: a negative accumulator is scaled by alpha too
+            if np.any(ratios != ratios[0]):
+                raise FrontendError(where, "a LeakyRelu after a convolution with per-channel weight scales "
+                                    "and no QuantizeLinear between", "quantize the Conv's output before the LeakyRelu")
+            neg = self._requant_real(x, y, [abs(leaky) * ratios[0]], where)
+            if leaky < 0 or neg.mul[0] == 0:
+                raise FrontendError(where, f"LeakyRelu alpha {leaky} after a convolution",
+                                    "a slope above 0, or quantize the Conv's output before the LeakyRelu")
+            rq.neg_mul, rq.neg_shift = neg.mul, neg.shift
         dil = _dilation(geometry)
+        wl, offset = int8_weights(wl, where)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
-                      dilation=dil)
-        return self.add_layer(layer, {"weights": wl.astype(np.int8),
+                      dilation=dil, weight_offset=offset or None)
+        return self.add_layer(layer, {"weights": wl,
                                       "bias": None if bias is None else bias.astype(np.int32)})
 
     def linear(self, hint, x, y, w, w_scale, bias, where, clamp=None, sources=()):
@@ -184,9 +210,11 @@ class Builder:
             w = w.reshape(co, c, h, wd).transpose(0, 2, 3, 1).reshape(co, k)
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
+        w, offset = int8_weights(w, where)
         layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
-                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
-        return self.add_layer(layer, {"weights": w.astype(np.int8),
+                      input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
+                      weight_offset=offset or None)
+        return self.add_layer(layer, {"weights": w,
                                       "bias": None if bias is None else bias.astype(np.int32)})
 
     def _broadcast(self, what, a, b, y, where):
@@ -344,6 +372,69 @@ class Builder:
                                                                     self.qparams(y)), sources)
         layer = Layer(name=self.layer_name(hint), op="maxpool", inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad), source=list(sources))
+        return self.add_layer(layer, {})
+
+    def moved(self, src, flat, name, shape, where, hint, sources=(), layout=None):
+        """The IR tensor `name` of `shape` holding src's values in the order
+        `flat` (an index array into src, frontend.movement): src itself when
+        the order and shape are its own, else a reshape, a transpose or a
+        gather of src (and a reshape after it when its shape is not the one
+        wanted), or a transpose of src viewed as other axes (layout.
+        strided_transpose: a head split or merge). None when no single
+        layer moves src into that order."""
+        from .layout import strided_transpose
+        from .movement import classify
+        x = self.tensors[src]
+        kind = classify(flat, x.shape)
+        # one transpose of src viewed as other axes rather than a gather, or
+        # a transpose and a reshape after it
+        if kind is None or kind[0] == "gather" or (kind[0] == "transpose" and list(kind[-1]) != list(shape)):
+            moved = strided_transpose(flat)
+            if moved is not None:
+                y = self.tensor(name, shape, x.source_dtype, x.scale, x.zero_point)
+                if layout is not None:
+                    self.tensors[y].source_layout = layout
+                self.transpose(f"transpose_{hint}", src, y, *moved, where, sources=sources)
+                return y
+        if kind is None:
+            return None
+        if kind[0] == "same" and list(shape) == x.shape:
+            return src
+        y = self.tensor(name, shape, x.source_dtype, x.scale, x.zero_point)
+        if layout is not None:
+            self.tensors[y].source_layout = layout
+        if kind[0] == "same":
+            self.movement("reshape", f"reshape_{hint}", src, y, where, sources=sources)
+            return y
+        out = y
+        if list(kind[-1]) != list(shape):
+            out = self.tensor(f"{name}_{kind[0]}", kind[-1], x.source_dtype, x.scale, x.zero_point)
+        if kind[0] == "transpose":
+            self.movement("transpose", f"transpose_{hint}", src, out, where, perm=kind[1], sources=sources)
+        else:
+            self.movement("gather", f"gather_{hint}", src, out, where, axis=kind[1], table=kind[2], sources=sources)
+        if out != y:
+            self.movement("reshape", f"reshape_{hint}", out, y, where, sources=sources)
+        return y
+
+    def movement(self, op, hint, x, y, where, perm=None, axis=None, table=None, fill=None, sources=()):
+        """A transpose, reshape or gather (ir.MOVEMENT_OPS): values moved, x's
+        quantization kept."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        if (tx.scale, tx.zero_point, tx.shift, tx.dtype) != (ty.scale, ty.zero_point, ty.shift, ty.dtype):
+            raise FrontendError(where, f"{op} of a tensor into one of other quantization or type")
+        want = None
+        if op == "transpose":
+            want = [tx.shape[p] for p in perm]
+        elif op == "gather":
+            want = list(tx.shape)
+            want[axis] = len(table)
+        if (want is not None and want != ty.shape) or tx.size != ty.size and op != "gather":
+            raise FrontendError(where, f"{op} of {tx.shape} into {ty.shape}")
+        layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y, source=list(sources),
+                      perm=None if perm is None else [int(p) for p in perm], axis=None if axis is None else int(axis),
+                      table=None if table is None else [int(v) for v in table],
+                      fill=None if fill is None else int(fill))
         return self.add_layer(layer, {})
 
     # ---- integer lowering (NEMO, QuantLib) ---------------------------------

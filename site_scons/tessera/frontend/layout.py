@@ -167,3 +167,45 @@ def three_axes(dims, perm):
         return None
     k = 3 - len(dims)
     return [1] * k + list(dims), list(range(k)) + [p + k for p in perm]
+
+
+def strided_transpose(order):
+    """(dims, perm) on three axes such that the source's values viewed as
+    dims and permuted by perm, in row-major order, are `order` (the index
+    array of the wanted tensor, any shape: element i holds the source
+    element it takes; an ONNX head split [1, T, h, d] -> [1, h, T, d] is
+    dims [T, h, d], perm [1, 0, 2], a head merge back is [h, T, d], perm
+    [1, 0, 2]); None when `order` is not such a permutation of all the
+    source's values.
+
+    The order is read as nested loops, innermost first: the longest run
+    stepping by one stride, repeated with the next stride, and so on."""
+    flat = np.asarray(order, dtype=np.int64).reshape(-1)
+    n = flat.size
+    if n == 0 or flat[0] != 0:
+        return None
+    sizes, strides, block = [], [], 1
+    while block < n:
+        step = int(flat[block])
+        m = 1
+        while (m + 1) * block <= n and np.array_equal(flat[m * block:(m + 1) * block], flat[:block] + m * step):
+            m += 1
+        if m == 1:
+            return None
+        sizes.append(m)
+        strides.append(step)
+        block *= m
+    if block != n:
+        return None
+    sizes, strides = sizes[::-1], strides[::-1]        # outermost first
+    axes = list(range(len(sizes)))
+    order_ = sorted(axes, key=lambda a: -strides[a])     # the source's axes, outermost first
+    expect = 1
+    for a in reversed(order_):
+        if strides[a] != expect:
+            return None
+        expect *= sizes[a]
+    if expect != n:
+        return None
+    dims, perm = canonical_transpose([sizes[a] for a in order_], [order_.index(a) for a in axes])
+    return three_axes(dims, perm)

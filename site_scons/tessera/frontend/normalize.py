@@ -810,32 +810,91 @@ def mul_by_constant(g, notes):
     return False
 
 
-def check_transposes(g):
-    """A Transpose left after the rewrites on float values moves values in
-    memory outside any quantized layer: an error naming the node (before
-    the parser would trip over the layers behind it). One between a
-    DequantizeLinear and a QuantizeLinear is a layer (the IR's transpose)."""
-    for t in g.nodes:
-        prod, users = g.producer.get(t.input[0]), g.users(t.output[0])
-        if (prod is not None and prod.op_type == "DequantizeLinear" and len(users) == 1
-                and users[0].op_type == "QuantizeLinear"):
-            continue      # on quantized values: the IR's transpose (frontend/qdq_tokens.py)
-        if t.op_type == "Transpose":
-            raise FrontendError(g.where(t), f"a Transpose with perm {_perm(t)} changes the layout in the "
-                                "middle of the network (tessera keeps every tensor HWC; it folds only input "
-                                "permutes, a channel-last flatten into a fully connected layer, and transposes "
-                                "of 1x1 tensors)", "export the model without it, or move it to the input")
+MOVES = ("Transpose", "Concat") + VIEWS
+
+
+def quantize_before_movement(g, notes):
+    """A per-tensor QuantizeLinear after float data movement (a detection
+    head's Conv -> Transpose -> Reshape -> Concat of three heads -> Q, or
+    Relu outputs concatenated before their Q) moves onto the movement's
+    inputs: Q(move(x)) is move(Q(x)) exactly, as quantization is elementwise.
+    Each movement then sits between a DequantizeLinear and a QuantizeLinear
+    of the same parameters, as the parsers take data movement; an input
+    quantized with other parameters is requantized first (requant_chains)."""
+    for q in g.nodes:
+        if q.op_type != "QuantizeLinear" or g.qparams(q) is None:
+            continue
+        mv = g.producer.get(q.input[0])
+        if mv is None or mv.op_type not in MOVES or g.only_user(mv.output[0]) is not q:
+            continue
+        data = range(len(mv.input)) if mv.op_type == "Concat" else [0]
+        p = g.qparams(q)
+        changed = []
+        for k in data:
+            x = mv.input[k]
+            prod = g.producer.get(x)
+            if prod is not None and prod.op_type == "DequantizeLinear" and g.qparams(prod) is not None \
+                    and _same_params(g.qparams(prod), p):
+                continue
+            if g.types.get(x) != onnx.TensorProto.FLOAT or g.const(x) is not None:
+                continue
+            xq, xd = g.fresh(f"{x}_q"), g.fresh(f"{x}_dq")
+            new_q = helper.make_node("QuantizeLinear", [x] + list(q.input[1:]), [xq], name=g.fresh(f"{x}_q"))
+            new_dq = helper.make_node("DequantizeLinear", [xq] + list(q.input[1:]), [xd], name=g.fresh(f"{x}_dq"))
+            g.insert_before(mv, new_q, new_dq)
+            mv.input[k] = xd
+            changed.append(x)
+        if changed:
+            g.refresh()
+            notes.setdefault("rewrites", []).append(
+                f"QuantizeLinear {q.name or q.output[0]!r} moved before {mv.op_type} {mv.name or mv.output[0]!r}")
+            return True
+    return False
 
 
 REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat, requant_chains, fold_pads, transposes_into_linear,
-            mul_by_constant)   # last: after views have moved off int8 tensors
+            quantize_before_movement, mul_by_constant)   # last: after views have moved off int8 tensors
 
 
-def for_ort_check(model, path, input_shape=None):
-    """The model ONNX Runtime runs for the check: its free dimensions pinned
-    and its basic optimizations applied (ORT applies them to any model it
-    loads, so the values are ORT's own; the tensor names are those the
-    import starts from)."""
+def bind_constants(model, path, constants):
+    """Graph inputs that are parameters (ONNX's own QLinearConv test gives
+    its scales and zero points as inputs, their values as test data) become
+    initializers holding the values the model YAML's `constants:` names
+    (ONNX TensorProto files). Returns the model."""
+    if not constants:
+        return model
+    inputs = {vi.name: vi for vi in model.graph.input}
+    inits = {i.name for i in model.graph.initializer}
+    for name, file in sorted(constants.items()):
+        if name not in inputs or name in inits:
+            raise FrontendError(path, f"constants.{name}: the model has no graph input {name!r}",
+                                f"its inputs: {', '.join(n for n in inputs if n not in inits)}")
+        tensor = onnx.TensorProto()
+        try:
+            with open(file, "rb") as f:
+                tensor.ParseFromString(f.read())
+            value = numpy_helper.to_array(tensor)
+        except Exception as err:
+            raise FrontendError(file, f"not an ONNX TensorProto ({type(err).__name__})",
+                                "give the .pb file of the input's value (ONNX test data)") from None
+        tt = inputs[name].type.tensor_type
+        want = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else value.dtype
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] if tt.HasField("shape") else None
+        if value.dtype != want or (dims is not None and (len(dims) != value.ndim or any(
+                d is not None and d != n for d, n in zip(dims, value.shape)))):
+            raise FrontendError(file, f"a {value.dtype} {list(value.shape)} value for graph input {name!r} "
+                                f"of {np.dtype(want).name} {dims}", "give the value of that input")
+        model.graph.input.remove(inputs[name])
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+    return model
+
+
+def for_ort_check(model, path, input_shape=None, constants=None):
+    """The model ONNX Runtime runs for the check: its parameter inputs bound,
+    its free dimensions pinned and its basic optimizations applied (ORT
+    applies them to any model it loads, so the values are ORT's own; the
+    tensor names are those the import starts from)."""
+    bind_constants(model, path, constants)
     pin_inputs(model, path, input_shape)
     return ort_basic(infer(model, path), path)
 
@@ -858,7 +917,6 @@ def normalize(model, path, input_shape=None):
         if not any(rewrite(g, notes) for rewrite in REWRITES):
             break
     _drop_dead(g)
-    check_transposes(g)
     model = g.sync()
     del model.graph.value_info[:]
     return infer(model, path), notes

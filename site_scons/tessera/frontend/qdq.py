@@ -10,11 +10,20 @@ Gemm (or wrapped in their own Q/DQ pair) only change the view: tessera's
 tensors stay HWC and the linear layer's weights are permuted instead.
 Transformers' token-major tensors, attention and its row-wise ops:
 qdq_tokens.py.
+
+Data movement between a DQ and a Q of the same parameters (Transpose,
+Reshape, Flatten, Squeeze, Unsqueeze: a detection head's NCHW -> NHWC ->
+[1, N, k]) is composed as index arrays (frontend.movement) and emitted
+only when a layer reads it: nothing, a reshape, a transpose or a gather.
+A tensor is held channel first (NCHW, NCL, NC as [H, W, C]) or, where
+that moves nothing (a head's [1, N, k]), as it is (source_layout "hwc"):
+Concat and Softmax take either.
 """
 
 import numpy as np
 
 from ..errors import FrontendError
+from . import movement
 from .geometry import conv_geometry, hwc, out_hw, pool_geometry
 from .layout import ir_shape
 from .onnxgraph import VIEW_OPS, attrs, input_quantizers
@@ -23,7 +32,7 @@ from .qdq_tokens import TokenOps
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
-               "Transpose", "LayerNormalization")
+               "LayerNormalization")
 # float ops only found inside elementwise islands (islands.py: one table each)
 ISLAND_OPS = ("Div", "Sub", "Erf", "Pow", "Sqrt", "Neg", "Abs")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
@@ -46,9 +55,8 @@ class QdqParser(TokenOps):
         self.b = builder
         self.handled = set()
         self.alias = {}          # Q output name -> IR tensor it merely re-views
-        self.layouts = {}        # quantized tensor -> "hwc" (channel-last tokens); else "chw"
+        self.views = {}          # Q output name -> (IR tensor, index array of the ONNX tensor, node)
         self.consts = _Graph(g.model, g.path)   # constants through Q/DQ (const_value)
-        self.regrid = {}         # (IR tensor, shape) -> its copy as tokens of that shape
 
     # ---- quantized values ------------------------------------------------
 
@@ -90,6 +98,8 @@ class QdqParser(TokenOps):
                                     "quantize the model with QDQ around every op")
             src = prod.input[0]
             self.handled.add(id(prod))
+            if src in self.views and src not in self.alias:
+                self.alias[src] = self.materialize(src, "chw")
             src = self.alias.get(src, src)
             if src not in self.b.tensors:
                 raise FrontendError(g.where(node), f"input {name!r} dequantizes {src!r}, "
@@ -106,10 +116,12 @@ class QdqParser(TokenOps):
         self.handled.add(id(dq))
         src, scale, zp, axis = self._dq_params(dq)
         w = np.asarray(g.array(src))
-        if w.dtype not in (np.int8, np.uint8) or np.any(zp != 0) or w.dtype == np.uint8:
-            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero point "
-                                f"{np.unique(zp)[:3].tolist()}", "use symmetric int8 weights (weight_type=QInt8)")
-        return w.astype(np.int64), scale, axis
+        if w.dtype not in (np.int8, np.uint8) or (zp.size > 1 and np.any(zp != zp.flat[0])):
+            raise FrontendError(g.where(node), f"weights {src!r} are {w.dtype} with zero points "
+                                f"{np.unique(zp)[:3].tolist()}", "use 8-bit weights with one zero point "
+                                "(symmetric int8, weight_type=QInt8, runs fastest)")
+        # less the zero point: up to 9 bits for asymmetric weights (the builder's weight offset)
+        return w.astype(np.int64) - int(zp.flat[0]), scale, axis
 
     def bias(self, name, node, expected_scale):
         """int32 bias in units of s_x * s_w[c]."""
@@ -131,17 +143,18 @@ class QdqParser(TokenOps):
             raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
         return bias.astype(np.int32)
 
-    def output(self, node, layout=None, view=None):
+    def output(self, node, layout=None):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
-        register the IR tensor and return (name, real clamp). A channel-last
-        ("hwc") output is stored as its ONNX shape (or `view`'s) reads. The
-        layout is the first input's unless given (elementwise ops keep it)."""
+        register the IR tensor (held in `layout`; by default its first
+        input's: elementwise ops keep it) and return (name, real clamp)."""
         g = self.g
         if layout is None:
             src = self._source_of(node.input[0]) if node.input else None
-            layout = self.layouts.get(src, "chw") if src else "chw"
+            src = self.alias.get(src, src)
+            layout = (self.b.tensors[src].source_layout or "chw") if src in self.b.tensors else "chw"
         name = node.output[0]
         real_lo, real_hi = None, None
+        self.leaky = None      # a LeakyRelu between the op and its Q (a Conv takes it: op_Conv)
         while True:
             users = g.consumers.get(name, [])
             if len(users) != 1:
@@ -154,16 +167,15 @@ class QdqParser(TokenOps):
                 lo, hi = self._clip_bounds(user)
                 real_lo = lo if real_lo is None else max(real_lo, lo)
                 real_hi = hi if real_hi is None else min(real_hi, hi)
+            elif user.op_type == "LeakyRelu" and node.op_type == "Conv" and real_lo is None and real_hi is None:
+                self.leaky = float(attrs(user).get("alpha", 0.01))
             elif user.op_type == "QuantizeLinear":
                 self.handled.add(id(user))
                 scale, zp, dtype = self._q_params(user)
                 out = user.output[0]
-                if layout == "hwc":
-                    shape = ir_shape(list(view or g.shape(name)), "hwc", g.where(node))
-                else:
-                    shape = hwc(view or g.shape(name), g.where(node))
+                shape = hwc(g.shape(name), g.where(node)) if layout == "chw" else \
+                    ir_shape(g.shape(name), layout, g.where(node))
                 self.b.tensor(out, shape, dtype, scale, zp)
-                self.layouts[out] = layout
                 if layout == "hwc":
                     self.b.tensors[out].source_layout = "hwc"
                 clamp = None
@@ -197,7 +209,7 @@ class QdqParser(TokenOps):
         # an op tessera has no lowering for is named first, before the
         # layers behind it would report their input as unknown
         known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | set(ISLAND_OPS) | {
-            "QuantizeLinear", "DequantizeLinear", "Constant"}
+            "QuantizeLinear", "DequantizeLinear", "Constant", "Transpose"}
         for node in g.graph.node:
             if node.op_type not in known:
                 raise self._unsupported(node)
@@ -213,7 +225,6 @@ class QdqParser(TokenOps):
                 if tokens:      # [1, T, F] read as tokens (a MatMul's rows): channel last
                     b.tensor(q.output[0], ir_shape(g.shape(q.input[0]), "hwc", g.path), dtype, scale, zp)
                     b.tensors[q.output[0]].source_layout = "hwc"
-                    self.layouts[q.output[0]] = "hwc"
                 else:
                     b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), dtype, scale, zp)
                 b.inputs.append(q.output[0])
@@ -227,10 +238,17 @@ class QdqParser(TokenOps):
             elif node.op_type in LUT_OPS and id(node) not in self.handled:
                 self.handled.add(id(node))
                 self.op_lut(node)
-            elif node.op_type in VIEW_OPS and id(node) not in self.handled:
-                if not (node.op_type == "Reshape" and self._reshape_of_quantized(node)
-                        and self.reshape_tokens(node)):
+            elif node.op_type in VIEW_OPS + ("Transpose",) and id(node) not in self.handled:
+                users = g.consumers.get(node.output[0], [])
+                prod = g.producer.get(node.input[0])
+                moving = node.op_type == "Transpose" or len(g.shape(node.output[0])) > 2 or (
+                    prod is not None and prod.op_type == "DequantizeLinear" and prod.input[0] in self.views)
+                if not moving:
+                    # a flatten to [1, K]: the linear layer reading it permutes its weights
                     self._maybe_alias(node)
+                elif (len(users) == 1 and users[0].op_type == "QuantizeLinear" and prod is not None
+                        and prod.op_type == "DequantizeLinear" and node.output[0] not in g.output_names):
+                    self.op_move(node, users[0])
         for node in g.graph.node:
             if id(node) not in self.handled and node.op_type not in ("Constant",):
                 if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
@@ -244,7 +262,10 @@ class QdqParser(TokenOps):
             if prod is None or prod.op_type != "DequantizeLinear":
                 raise FrontendError(g.path, f"graph output {name!r} is not a dequantized activation",
                                     "end the graph with QuantizeLinear -> DequantizeLinear")
-            src = self.alias.get(prod.input[0], prod.input[0])
+            src = prod.input[0]
+            if src in self.views and src not in self.alias:
+                self.alias[src] = self.materialize(src, self.free_layout(src))
+            src = self.alias.get(src, src)
             b.outputs.append(src)
         return b.finish()
 
@@ -274,12 +295,73 @@ class QdqParser(TokenOps):
         self.b.inputs.append(name)
         return True
 
-    def _reshape_of_quantized(self, node):
-        """DQ -> Reshape -> Q on a channel-last tensor (or chw -> tokens)."""
-        users = self.g.consumers.get(node.output[0], [])
-        prod = self.g.producer.get(node.input[0])
-        return (len(users) == 1 and users[0].op_type == "QuantizeLinear" and prod is not None
-                and prod.op_type == "DequantizeLinear")
+    # ---- data movement ---------------------------------------------------------
+
+    def onnx_view(self, name):
+        """(IR tensor, index array) of the quantized ONNX tensor `name` (a Q
+        output or an 8-bit input): a pending movement's, or the IR tensor's
+        own in its layout."""
+        if name in self.views and name not in self.alias:
+            return self.views[name][:2]
+        src = self.alias.get(name, name)
+        t = self.b.tensors[src]
+        shape = self.g.shape(name)
+        idx = movement.onnx_index(t.shape, shape, t.source_layout or "chw")
+        if idx is None or idx.size != t.size:
+            raise FrontendError(self.g.path, f"tensor {name!r} of shape {shape} is held as {t.shape}")
+        return src, idx
+
+    def materialize(self, name, layout):
+        """The IR tensor of a pending movement in `layout` ("chw": NCHW as
+        [H, W, C]; "hwc": the ONNX order as it is)."""
+        src, idx, node = self.views[name]
+        order = movement.ir_order(idx, layout)
+        shape = ir_shape(list(idx.shape), layout, self.g.where(node))
+        if order is None:
+            raise FrontendError(self.g.where(node), f"a rank-{idx.ndim} tensor read as {layout}")
+        out = self.b.moved(src, order, name, shape, self.g.where(node), node.name or node.op_type.lower(),
+                           sources=[node.name], layout="hwc" if layout == "hwc" else None)
+        if out is None:
+            raise FrontendError(self.g.where(node), "a data movement that is not one transpose, gather or "
+                                f"reshape of {self.b.tensors[src].shape} (HWC)", "see docs/operators.md")
+        return out
+
+    def free_layout(self, name):
+        """"hwc" when a pending movement's values are already in their ONNX
+        order (a head's NHWC -> [1, N, k]) and channel first would move
+        them, else "chw"."""
+        if name not in self.views or name in self.alias:
+            return self.b.tensors[self.alias.get(name, name)].source_layout or "chw"
+        src, idx, _ = self.views[name]
+        same = lambda layout: movement.classify(movement.ir_order(idx, layout), self.b.tensors[src].shape)  # noqa: E731
+        return "hwc" if same("chw") != ("same",) and same("hwc") == ("same",) else "chw"
+
+    def quantized_source(self, name, node):
+        """The Q output (or 8-bit input) a DequantizeLinear output reads."""
+        prod = self.g.producer.get(name)
+        if prod is None or prod.op_type != "DequantizeLinear":
+            raise FrontendError(self.g.where(node), f"input {name!r} is not dequantized")
+        self.handled.add(id(prod))
+        return prod.input[0]
+
+    def op_move(self, node, q):
+        """DQ -> Transpose / Reshape / Flatten / Squeeze / Unsqueeze -> Q of the
+        same parameters: the movement, pending until a layer reads it."""
+        g = self.g
+        src_q = self.quantized_source(node.input[0], node)
+        src, idx = self.onnx_view(src_q)
+        scale, zp, _ = self._q_params(q)
+        t = self.b.tensors[src]
+        if (t.scale, t.zero_point) != (scale, zp):
+            raise FrontendError(g.where(node), f"{node.op_type} changes the quantization parameters",
+                                "keep its input's scale and zero point")
+        if node.op_type == "Transpose":
+            perm = attrs(node).get("perm", list(range(idx.ndim))[::-1])
+            out = np.transpose(idx, perm)
+        else:
+            out = idx.reshape(g.shape(node.output[0]))
+        self.views[q.output[0]] = (src, out, node)
+        self.handled.update({id(node), id(q)})
 
     def _maybe_alias(self, node):
         """DQ -> Flatten -> Q with the same parameters: the Q output re-views
@@ -311,7 +393,8 @@ class QdqParser(TokenOps):
         y, clamp = self.output(node)
         if out_hw(b.tensors[x].shape, geo) != b.tensors[y].shape[:2]:
             raise FrontendError(g.where(node), "output shape does not match the convolution geometry")
-        b.conv(node.name or "conv", x, y, w, w_scale, bias, geo, g.where(node), clamp, [node.name])
+        b.conv(node.name or "conv", x, y, w, w_scale, bias, geo, g.where(node), clamp, [node.name],
+               leaky=self.leaky)
 
     def _linear(self, node, w, w_scale, bias_name):
         g, b = self.g, self.b
@@ -343,7 +426,8 @@ class QdqParser(TokenOps):
         w, w_scale, _ = self.weights(node.input[1], node)
         if w.ndim != 2:
             raise FrontendError(self.g.where(node), "MatMul with a non-2D constant is not supported")
-        x, layout, shape = self.act(node.input[0], node)
+        # rows of a [.., M, K] matrix are tokens: read channel last
+        x, layout, shape = self.act(node.input[0], node, "hwc" if len(self.g.shape(node.input[0])) > 2 else None)
         if layout == "hwc" and int(np.prod(shape[:-1])) > 1:
             return self.matmul_tokens(node, x, w.T, w_scale)
         self._linear(node, w.T, w_scale, "")
@@ -442,10 +526,27 @@ class QdqParser(TokenOps):
         return table[axis]
 
     def op_Concat(self, node):
+        """Concat of tensors held channel first, or of pending movements whose
+        ONNX order is already an HWC one (detection heads' [1, N, k] along N):
+        then the inputs and output are held as they are (layout "hwc")."""
         g, b = self.g, self.b
-        xs = [self.activation(n, node) for n in node.input]
-        axis = self._hwc_axis(node, node.input[0])
-        y, clamp = self.output(node)
+        sources = [self.quantized_source(n, node) for n in node.input]
+        layout = "hwc" if sources and all(self.free_layout(s) == "hwc" for s in sources) else "chw"
+        xs = []
+        for s in sources:
+            if s in self.views and s not in self.alias:
+                self.alias[s] = self.materialize(s, layout)
+            xs.append(self.alias.get(s, s))
+        if layout == "hwc":
+            rank = len(g.shape(node.input[0]))
+            axis = attrs(node).get("axis", 1)
+            axis = (axis + rank if axis < 0 else axis) + 3 - rank
+            if not 0 <= axis <= 2:
+                raise FrontendError(g.where(node), f"axis {attrs(node).get('axis')} of a rank-{rank} tensor",
+                                    "join along an axis other than the batch")
+        else:
+            axis = self._hwc_axis(node, node.input[0])
+        y, clamp = self.output(node, layout)
         b.concat(node.name or "concat", xs, y, axis, g.where(node), [node.name], clamp=clamp)
 
     def op_Resize(self, node):
@@ -514,11 +615,11 @@ class QdqParser(TokenOps):
         rank = len(g.shape(node.input[0]))
         axis = attrs(node).get("axis", -1 if g.opsets.get("ai.onnx", 13) >= 13 else 1)
         axis = axis + rank if axis < 0 else axis
-        if layout == "hwc":
-            if axis != rank - 1:
-                raise FrontendError(g.where(node), f"Softmax over axis {axis} of channel-last {shape}",
-                                    "apply softmax over the last axis")
-            return self.softmax_tokens(node, x, shape)
+        layout = b.tensors[x].source_layout or "chw"
+        if layout == "hwc" and axis == rank - 1:     # a head's [1, N, k] held as it is: k is C
+            y, clamp = self.output(node, "hwc")
+            b.softmax(node.name or "softmax", x, y, g.where(node), sources=[node.name])
+            return
         if not (axis == 1 or (h * w == 1 and axis == rank - 1)):
             raise FrontendError(g.where(node), f"Softmax over axis {attrs(node).get('axis', -1)} of a "
                                 f"rank-{rank} tensor", "apply softmax over the channels (axis 1 of NCHW)")

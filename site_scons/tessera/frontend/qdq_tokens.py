@@ -1,15 +1,14 @@
 """Transformers in the QDQ dialect (issue 27): token-major tensors and the
 ops of attention, as PyTorch exports them and ONNX Runtime quantizes them.
 
-A QDQ tensor is channel first ("chw": what convolutions read, [N, C, H, W],
-[N, C, L]) or channel last ("hwc": a transformer's [1, T, D] tokens, and
-its heads [1, h, T, d]), in ONNX element order, stored as the IR's
-[H, W, C] with the last ONNX axis as channels (layout.ir_shape). The
-layout belongs to each quantized ONNX tensor (a view may read a conv's
-output as tokens: ViT's flatten(2).transpose(1, 2) moves no data).
-Tokens are stored as their ONNX shape reads them ([1, T, D] -> [1, T, D],
-heads [1, h, T, d] -> [h, T, d]); a view that reads another grid as tokens
-(ViT's 8x8 patches as 64 tokens) costs one reshape layer, a copy.
+A QDQ tensor is held channel first ("chw": what convolutions read,
+[N, C, H, W], [N, C, L]) or channel last ("hwc", source_layout: a
+transformer's [1, T, D] tokens, its heads [1, h, T, d]), in ONNX element
+order with the last ONNX axis as the IR's channels (layout.ir_shape).
+Reshapes and Transposes on quantized values are qdq.py's pending data
+movements (frontend/movement.py); a token op emits them channel last when
+it reads them (a head split or merge is one transpose; ViT's patches read
+as tokens a reshape).
 
 - MatMul by a constant on tokens: a pointwise layer (the fast paths'),
   its bias a separate Add as PyTorch's exporter writes it.
@@ -18,8 +17,6 @@ heads [1, h, T, d] -> [h, T, d]); a view that reads another grid as tokens
   element: a positional embedding), in units of s_x / 64.
 - MatMul of two activations: the IR's matmul, requantized with
   s_a * s_b / s_y.
-- Reshape and Transpose on quantized values: views, or the IR's transpose
-  on the stored array (layout.onnx_transpose; a head split is one).
 - Softmax over the last axis, LayerNormalization over the last axis (the
   IR's layernorm "int", within one step of ONNX Runtime's float one),
   ReduceMean over the tokens (an average pool over the grid).
@@ -31,42 +28,29 @@ import numpy as np
 
 from ..errors import FrontendError
 from . import islands
-from .layout import broadcast_param, compress, ir_shape, onnx_transpose, three_axes, to_hwc
+from .layout import broadcast_param, compress, ir_shape, to_hwc
 from .onnxgraph import VIEW_OPS, attrs
 
 ADD_CONST_WEIGHT = 64   # the depthwise weight of an Add of a constant (its scale 1/64: bias in s_x / 64)
 
 
 class TokenOps:
-    """Mixed into QdqParser (qdq.py): self.g, self.b, self.handled, self.alias."""
+    """Mixed into QdqParser (qdq.py): self.g, self.b, self.handled, self.alias,
+    self.views (pending data movement), self.consts."""
 
     # ---- layouts ---------------------------------------------------------------
 
-    def layout_of(self, name):
-        """The layout of a quantized tensor (a Q output or an alias)."""
-        return self.layouts.get(name, "chw")
-
-    def act(self, name, node, regrid=True):
-        """(IR tensor, layout, ONNX shape) of a float op input. Channel-last
-        tokens are stored as their ONNX shape reads ([.., T, D] -> [B, T, D]):
-        where a view made them of another tensor's grid (ViT's patches, an
-        8x8 feature map read as 64 tokens) a reshape layer copies them once."""
+    def act(self, name, node, layout=None):
+        """(IR tensor, layout, ONNX shape) of a float op input: a pending
+        data movement (qdq.py's op_move: a head split or merge, ViT's
+        patches as tokens) is emitted now, in `layout` (by default the one
+        that moves least, free_layout); the layout is the IR tensor's
+        source_layout ("hwc": channel-last tokens, else "chw")."""
+        src = self._source_of(name)
+        if src in self.views and src not in self.alias:
+            self.alias[src] = self.materialize(src, layout or self.free_layout(src))
         x = self.activation(name, node)
-        layout = self.layouts.get(self._source_of(name), self.layout_of(x))
-        shape = list(self.g.shape(name))
-        if layout == "hwc" and regrid:
-            want = ir_shape(shape, "hwc", self.g.where(node))
-            if self.b.tensors[x].shape != want:
-                key = (x, tuple(want))
-                if key not in self.regrid:
-                    t = self.b.tensors[x]
-                    y = self.b.tensor(f"{x}_tokens", want, t.source_dtype, t.scale, t.zero_point)
-                    self.b.tensors[y].source_layout = "hwc"
-                    self.b.reshape((node.name or "tokens") + "_tokens", x, y, self.g.where(node), [node.name])
-                    self.b.layers[-1].added = "a feature map read as tokens: its values in another grid"
-                    self.regrid[key] = y
-                x = self.regrid[key]
-        return x, layout, shape
+        return x, self.b.tensors[x].source_layout or "chw", list(self.g.shape(name))
 
     def _source_of(self, name):
         """The quantized tensor (Q output) a DQ'd input reads, through views."""
@@ -96,12 +80,9 @@ class TokenOps:
                             todo.append(o)
         return False
 
-    def token_output(self, node, layout="hwc", view=None):
-        """Register a layer's quantized output with a layout, channel last
-        stored as its ONNX shape (`view`: the shape its readers see it in)."""
-        out, clamp = self.output(node, layout=layout, view=view)
-        self.layouts[out] = layout
-        return out, clamp
+    def token_output(self, node, layout="hwc"):
+        """Register a layer's quantized output, channel last by default."""
+        return self.output(node, layout=layout)
 
     # ---- ops on tokens -----------------------------------------------------------
 
@@ -120,7 +101,7 @@ class TokenOps:
 
     def matmul_activations(self, node):
         g, b = self.g, self.b
-        (xa, la, sa), (xb, lb, sb) = self.act(node.input[0], node), self.act(node.input[1], node)
+        (xa, la, sa), (xb, lb, sb) = self.act(node.input[0], node, "hwc"), self.act(node.input[1], node, "hwc")
         if la != "hwc" or lb != "hwc" or len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
             raise FrontendError(g.where(node), f"MatMul of {sa} ({la}) and {sb} ({lb})",
                                 "multiply channel-last matrices (or batches of them)")
@@ -193,92 +174,6 @@ class TokenOps:
         b.conv(node.name or "scale", x, y, np.full((c, 1, 1, 1), int(w.reshape(-1)[0]), np.int64),
                float(w_scale[0]), None, geo, g.where(node), clamp, [node.name])
 
-    def op_Transpose(self, node):
-        g, b = self.g, self.b
-        x, layout, shape = self.act(node.input[0], node, regrid=False)   # dims come from the ONNX shape
-        perm = attrs(node).get("perm", list(range(len(shape)))[::-1])
-        q = self._only_quantizer(node)
-        out_layout = "chw" if self._read_as_feature_map(q.output[0]) and len(shape) in (3, 4) else "hwc"
-        moved = onnx_transpose(shape, layout, perm, out_layout)
-        out_shape = [shape[p] for p in perm]
-        if moved is None:
-            # moves no data: the quantized output is the input, read in out_layout
-            self._check_same_params(node, x, q)
-            self.alias[q.output[0]] = x
-            self.layouts[q.output[0]] = out_layout
-            self.handled.add(id(q))
-            return
-        dims, sperm = three_axes(*moved) or (None, None)
-        if dims is None:
-            raise FrontendError(g.where(node), f"Transpose {list(perm)} of {shape} moves four or more groups of axes",
-                                "transpose at most three groups of axes at once")
-        # stored as its readers see it through the reshapes after it (a head merge)
-        y, clamp = self.token_output(node, layout=out_layout,
-                                     view=self._viewed_shape(q, out_shape) if out_layout == "hwc" else None)
-        self._check_same_params(node, x, q)
-        b.transpose(node.name or "transpose", x, y, dims, sperm, g.where(node), [node.name])
-
-    def _read_as_feature_map(self, name):
-        """Whether a quantized tensor's readers (through DQ) are ops of
-        channel-first feature maps (convolutions, pools, resize)."""
-        from .qdq import CLAMP_OPS, LUT_OPS
-        readers = [u for d in self.g.consumers.get(name, []) if d.op_type == "DequantizeLinear"
-                   for u in self.g.consumers.get(d.output[0], [])]
-        maps = ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample")
-        for u in readers:
-            if u.op_type in LUT_OPS + CLAMP_OPS:     # elementwise: what reads its output decides
-                qs = [q for q in self.g.consumers.get(u.output[0], []) if q.op_type == "QuantizeLinear"]
-                if len(qs) != 1 or not self._read_as_feature_map(qs[0].output[0]):
-                    return False
-            elif u.op_type not in maps:
-                return False
-        return bool(readers)
-
-    def _viewed_shape(self, q, shape):
-        """The ONNX shape a quantized tensor's readers see through
-        DQ -> Reshape -> Q views (each with one reader), else `shape`."""
-        g = self.g
-        while True:
-            dqs = g.consumers.get(q.output[0], [])
-            if len(dqs) != 1 or dqs[0].op_type != "DequantizeLinear":
-                return shape
-            views = g.consumers.get(dqs[0].output[0], [])
-            if len(views) != 1 or views[0].op_type not in VIEW_OPS:
-                return shape
-            qs = g.consumers.get(views[0].output[0], [])
-            if len(qs) != 1 or qs[0].op_type != "QuantizeLinear":
-                return shape
-            shape, q = list(g.shape(views[0].output[0])), qs[0]
-
-    def _only_quantizer(self, node):
-        users = self.g.consumers.get(node.output[0], [])
-        if len(users) != 1 or users[0].op_type != "QuantizeLinear":
-            raise FrontendError(self.g.where(node), f"output {node.output[0]!r} is not quantized by a single "
-                                "QuantizeLinear", "quantize the model with QDQ after every op")
-        return users[0]
-
-    def _check_same_params(self, node, x, q):
-        scale, zp, _ = self._q_params(q)
-        t = self.b.tensors[x]
-        if not (np.isclose(t.scale, scale, rtol=1e-6) and t.zero_point == zp):
-            raise FrontendError(self.g.where(node), f"{node.op_type} changes the quantization parameters",
-                                "keep the input's scale and zero point (ONNX Runtime does)")
-
-    def reshape_tokens(self, node):
-        """DQ -> Reshape -> Q of a channel-last tensor (a head split or
-        merge, a flatten): the same values in the same order, an alias."""
-        x, layout, shape = self.act(node.input[0], node, regrid=False)
-        q = self._only_quantizer(node)
-        self._check_same_params(node, x, q)
-        out = list(self.g.shape(node.output[0]))
-        if layout == "chw" and not (len(shape) == 4 and len(out) == 3 and out[:2] == shape[:2]):
-            return False
-        # chw [N, C, H, W] -> [N, C, H * W] stays chw, the same stored values
-        self.alias[q.output[0]] = x
-        self.layouts[q.output[0]] = layout
-        self.handled.update({id(node), id(q)})
-        return True
-
     def softmax_tokens(self, node, x, shape):
         y, _ = self.token_output(node)
         self.b.softmax(node.name or "softmax", x, y, self.g.where(node), sources=[node.name])
@@ -287,7 +182,7 @@ class TokenOps:
         from .tables import layernorm_params
 
         g, b = self.g, self.b
-        x, layout, shape = self.act(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node, "hwc" if len(g.shape(node.input[0])) > 2 else None)
         a = attrs(node)
         axis = a.get("axis", -1)
         if int(axis) % len(shape) != len(shape) - 1 or (layout != "hwc" and len(shape) > 2):
@@ -340,13 +235,12 @@ class TokenOps:
                                 "which is not an activation tensor tessera knows")
         q = self.g.producer[island.exit]
         scale, zp, dtype = self._q_params(q)
-        layout = self.layout_of(island.root)
+        layout = b.tensors[x].source_layout or "chw"
         shape = list(self.g.shape(q.input[0]))
         y = b.tensor(island.exit, b.tensors[x].shape if layout == "hwc" else ir_shape(shape, "chw", self.g.path),
                      dtype, scale, zp)
         if b.tensors[y].shape != b.tensors[x].shape:
             raise FrontendError(self.g.where(island.trigger), "an elementwise chain that changes the shape")
-        self.layouts[y] = layout
         if layout == "hwc":
             b.tensors[y].source_layout = "hwc"
         table = islands.table(self.consts, island, b.tensors[x].shift, b.tensors[y].shift)

@@ -58,18 +58,38 @@ class QOperatorParser:
                                 "producer's output parameters")
 
     def _weights(self, node, wi, si, zi):
+        """(weights less their zero point, scales): int8, or up to 9 bits for
+        asymmetric int8/uint8 weights (the builder gives those a weight offset)."""
         w = self._const(node, wi, "weights")
         scale = self._const(node, si, "weight scale").astype(np.float64)
         zp = self._const(node, zi, "weight zero point")
-        if w.dtype != np.int8 or (zp is not None and np.any(zp != 0)):
-            raise FrontendError(self.g.where(node), f"weights are {w.dtype} with non-zero zero point",
-                                "use symmetric int8 weights (weight_type=QInt8)")
-        return w.astype(np.int64), scale
+        if w.dtype not in (np.int8, np.uint8) or (zp is not None and zp.size > 1 and np.any(zp != zp.flat[0])):
+            raise FrontendError(self.g.where(node), f"weights are {w.dtype} with a zero point per channel",
+                                "use 8-bit weights with one zero point (symmetric int8 is what the kernels run fastest)")
+        return w.astype(np.int64) - (0 if zp is None else int(zp.flat[0])), scale
+
+    def _direct_input(self, name):
+        """An 8-bit graph input read by QLinear ops themselves (ONNX's own
+        QLinearConv test): its parameters are the readers' input parameters."""
+        g = self.g
+        dtype = g.dtypes.get(name)
+        users = g.consumers.get(name, [])
+        if dtype not in ("int8", "uint8") or not users or any(
+                not u.op_type.startswith("QLinear") or list(u.input).index(name) != 0 for u in users):
+            return False
+        u = users[0]
+        scale = float(self._scalar(u, 1, "input scale"))
+        zp = int(self._scalar(u, 2, "input zero point"))
+        self.b.tensor(name, hwc(g.shape(name), g.path), dtype, scale, zp)
+        self.b.inputs.append(name)
+        return True
 
     def parse(self):
         g, b = self.g, self.b
         skip = set()
         for name in g.input_names:
+            if self._direct_input(name):
+                continue
             qs, views = input_quantizers(g, name)
             skip.update(id(v) for v in views)
             for q in qs:
@@ -102,6 +122,9 @@ class QOperatorParser:
             handler(node)
         for name in g.output_names:
             prod = g.producer.get(name)
+            if prod is not None and prod.op_type.startswith("QLinear") and name in b.tensors:
+                b.outputs.append(self.alias.get(name, name))    # an 8-bit output
+                continue
             if prod is None or prod.op_type != "DequantizeLinear":
                 raise FrontendError(g.path, f"graph output {name!r} is not dequantized from an activation")
             b.outputs.append(self.alias.get(prod.input[0], prod.input[0]))

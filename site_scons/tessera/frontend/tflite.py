@@ -29,6 +29,8 @@ import numpy as np
 from .. import ir
 from ..errors import FrontendError
 from ..ir import Layer, Requant
+from ..golden import ops as golden_ops
+from . import movement
 from .builder import Builder
 
 # schema.fbs enums (TensorType, Padding, ActivationFunctionType)
@@ -209,6 +211,11 @@ class TfliteParser:
         self.alias = {}          # TFLite tensor index -> IR tensor name
         self.pad_of = {}         # TFLite tensor index -> (IR tensor, [t, l, b, r]) for a folded PAD
         self.consumers = {}
+        # data movement not yet emitted (frontend.movement): TFLite tensor ->
+        # (source IR tensor, index array shaped like the TFLite tensor, the
+        # operator that made it); and constants computed at import (shapes)
+        self.views = {}
+        self.consts = {}
 
     # ---- errors and small helpers ------------------------------------------
 
@@ -224,20 +231,27 @@ class TfliteParser:
         scales, zps, _ = q
         return scales[0], int(zps[0])
 
+    def stored_zp(self, t, i, opname):
+        """Tensor t's zero point as tessera stores the values (uint8 shifted by 128)."""
+        return self.scale_zp(t, i, opname)[1] - (128 if self.m.type(t) == UINT8 else 0)
+
     def act_tensor(self, t, i, opname):
-        """The IR name of activation tensor t (int8), registering it."""
+        """The IR name of activation tensor t (int8 or uint8), registering
+        it; a tensor that data movement made is emitted here (materialize)."""
         if t in self.alias:
             return self.alias[t]
+        if t in self.views:
+            return self.materialize(t, i, opname)
         typ = self.m.type(t)
-        if typ != INT8:
-            what = {INT16: "int16 activations", FLOAT32: "a float tensor", UINT8: "uint8 activations"}.get(
+        if typ not in (INT8, UINT8):
+            what = {INT16: "int16 activations", FLOAT32: "a float tensor"}.get(
                 typ, f"a {TYPE_NAMES.get(typ, typ)} tensor")
             self.fail(i, opname, f"{what} ({self.m.name(t)!r})", INT8_FIX)
         shape = hwc(self.m.shape(t))
         if shape is None:
             self.fail(i, opname, f"tensor shape {self.m.shape(t)} is not batch-1 NHWC")
         scale, zp = self.scale_zp(t, i, opname)
-        name = self.b.tensor(f"t{t}", shape, "int8", scale, zp)
+        name = self.b.tensor(f"t{t}", shape, "uint8" if typ == UINT8 else "int8", scale, zp)
         self.alias[t] = name
         return name
 
@@ -251,8 +265,10 @@ class TfliteParser:
         return name
 
     def clamp(self, y_t, act, i, opname):
-        """TFLite's CalculateActivationRangeQuantized for a fused activation."""
-        scale, zp = self.scale_zp(y_t, i, opname)
+        """TFLite's CalculateActivationRangeQuantized for a fused activation
+        (in the stored domain)."""
+        scale, _ = self.scale_zp(y_t, i, opname)
+        zp = self.stored_zp(y_t, i, opname)
         quantize = lambda f: zp + int(tfl_round(float(_f32(f) / _f32(scale))))  # noqa: E731
         lo, hi = -128, 127
         if act == ACT_RELU:
@@ -271,19 +287,28 @@ class TfliteParser:
         w = self.m.data(t)
         if w is None:
             self.fail(i, opname, "weights are not a constant tensor", "freeze the weights into the model")
-        if self.m.type(t) != INT8:
-            self.fail(i, opname, f"{TYPE_NAMES.get(self.m.type(t))} weights",
-                      "tessera imports int8 weights (full int8 quantization)")
+        typ = self.m.type(t)
+        if typ not in (INT8, UINT8):
+            self.fail(i, opname, f"{TYPE_NAMES.get(typ)} weights",
+                      "tessera imports int8 weights (full int8 quantization) and TF1-style uint8 weights")
         q = self.m.quant(t)
         if q is None:
             self.fail(i, opname, "weights have no quantization parameters")
         scales, zps, dim = q
-        if np.any(zps != 0):
+        offset = 0
+        if typ == UINT8:
+            # TF1-style asymmetric uint8 weights: w_u8 - zp spans 9 bits, stored as
+            # w_u8 - 128 with the layer's weight offset 128 - zp (ir.Layer)
+            if zps.size != 1:
+                self.fail(i, opname, "uint8 weights with a zero point per channel", "per-tensor uint8 weights")
+            w = (w.astype(np.int16) - 128).astype(np.int8)
+            offset = 128 - int(zps[0])
+        elif np.any(zps != 0):
             self.fail(i, opname, "asymmetric weights (zero point not 0)", "quantize weights symmetrically (TFLite does)")
         if scales.size not in (1, channels) or (scales.size > 1 and dim != channel_dim):
             self.fail(i, opname, f"weight scales along dimension {dim} ({scales.size} of them)",
                       "per-tensor or per-output-channel weight scales")
-        return w, np.broadcast_to(scales, (channels,))
+        return w, np.broadcast_to(scales, (channels,)), offset
 
     def bias(self, t, i, opname, channels):
         if t < 0:
@@ -300,7 +325,7 @@ class TfliteParser:
             muls.append(m)
             shifts.append(s)
         return Requant(mul=muls, add=[0], shift=shifts, rounding=rounding,
-                       zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
+                       zero_point=0 if y is None else self.b.stored_zero_point(y), lo=lo, hi=hi)
 
     # ---- operators ------------------------------------------------------------
 
@@ -330,13 +355,21 @@ class TfliteParser:
                 inputs.append(self.act_tensor(q_out, ops[0], "QUANTIZE"))
                 continue
             inputs.append(self.act_tensor(t, -1, "input"))
+        self.b.inputs = inputs
         handlers = {
             "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
             "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
-            "PADV2": self.pad, "RESHAPE": self.reshape, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "PADV2": self.pad, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
             "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
             "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
             "SOFTMAX": self.softmax,
+            # data movement and shape arithmetic (frontend.movement)
+            "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
+            "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
+            "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
+            "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
+            "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
+            "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest,
         }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
@@ -352,10 +385,12 @@ class TfliteParser:
             # asked for, but nothing to drop: say so rather than build the model unchanged
             raise FrontendError(self.path, "drop_final_softmax: the model has no SOFTMAX",
                                 "drop the key from the model YAML")
-        self.b.inputs = inputs
         outputs = []
         for t in sg.OutputsAsNumpy():
             t = int(t)
+            if t in self.views and t not in self.alias:
+                mi, mop = self.views[t][2]
+                self.act_tensor(t, mi, mop)     # an output made by data movement: emitted in TFLite's order
             if t not in self.alias:
                 raise FrontendError(self.path, f"output {t} ({m.name(t)!r}) is not computed by an int8 layer")
             outputs.append(self.alias[t])
@@ -363,6 +398,15 @@ class TfliteParser:
         for name in inputs:
             if name in outputs:
                 raise FrontendError(self.path, f"input {name} is also an output", "the model computes nothing")
+        # the model's own shapes of its inputs and outputs (TFLite orders values as tessera's HWC)
+        for t in [int(t) for t in sg.InputsAsNumpy()] + [int(t) for t in sg.OutputsAsNumpy()]:
+            name = self.alias.get(t)
+            if name is None and t in self.consumers:      # a float input quantized by the first QUANTIZE
+                q = [c for c in self.consumers[t] if m.opcode(sg.Operators(c)) == "QUANTIZE"]
+                name = self.alias.get(int(sg.Operators(q[0]).OutputsAsNumpy()[0])) if q else None
+            if name is not None and self.b.tensors[name].source_shape is None:
+                self.b.tensors[name].source_layout = "hwc"
+                self.b.tensors[name].source_shape = [int(d) for d in m.shape(t)]
         return self.b.finish()
 
     def _geometry(self, i, opname, o, x_shape, kh, kw, pad_in):
@@ -404,11 +448,11 @@ class TfliteParser:
         if ci != self.b.tensors[x].shape[2]:
             self.fail(i, opname, f"{ci} weight input channels for a {self.b.tensors[x].shape[2]}-channel input",
                       "grouped CONV_2D is not supported")
-        w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        w, w_scales, w_off = self.weights(ins[1], i, opname, 0, co)
         geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, pad_in)
-        self._conv_layer(i, opname, x, y, w, w_scales, ins, outs, geo, o.FusedActivationFunction(), co)
+        self._conv_layer(i, opname, x, y, w, w_scales, ins, outs, geo, o.FusedActivationFunction(), co, w_off)
 
-    def _conv_layer(self, i, opname, x, y, w, w_scales, ins, outs, geo, act, co):
+    def _conv_layer(self, i, opname, x, y, w, w_scales, ins, outs, geo, act, co, w_off=0):
         """w [Co, kh, kw, Ci]; TFLite's per-channel multipliers in double."""
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
@@ -426,6 +470,7 @@ class TfliteParser:
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
         if geo.get("dilation"):
             layer.dilation = geo["dilation"]
+        layer.weight_offset = w_off or None
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(wl, dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
@@ -448,16 +493,17 @@ class TfliteParser:
         if co % ci:
             self.fail(i, opname, f"{co} output channels for {ci} input channels")
         mult = co // ci
-        w, w_scales = self.weights(ins[1], i, opname, 3, co)
+        w, w_scales, w_off = self.weights(ins[1], i, opname, 3, co)
         geo = self._geometry(i, opname, o, self.b.tensors[x].shape, kh, kw, pad_in)
         if mult > 1:
             # a depth multiplier m is a grouped convolution (output o reads input
             # o // m): a conv2d whose weights are zero off the group's channel
             # computes exactly that on the existing kernels
-            wc = np.zeros((co, kh, kw, ci), np.int8)
+            # (with a weight offset, the weights that must count as zero hold -offset)
+            wc = np.full((co, kh, kw, ci), -w_off, np.int8)
             for oc in range(co):
                 wc[oc, :, :, oc // mult] = w[0, :, :, oc]
-            self._conv_layer(i, opname, x, y, wc, w_scales, ins, outs, geo, o.FusedActivationFunction(), co)
+            self._conv_layer(i, opname, x, y, wc, w_scales, ins, outs, geo, o.FusedActivationFunction(), co, w_off)
             return
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
@@ -470,6 +516,7 @@ class TfliteParser:
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
         if geo.get("dilation"):
             layer.dilation = geo["dilation"]
+        layer.weight_offset = w_off or None
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(w[0], dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
@@ -477,13 +524,18 @@ class TfliteParser:
         o = self.m.options(op, "FullyConnectedOptions")
         if o is not None and o.WeightsFormat() != 0:
             self.fail(i, opname, "shuffled weights format", "use the DEFAULT weights format")
-        x = self.act_tensor(ins[0], i, opname)
+        x, order = self.flat_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         co, k = self.m.shape(ins[1])
         if k != self.b.tensors[x].size or self.b.tensors[y].size != co:
             self.fail(i, opname, f"weights [{co}, {k}] for an input of {self.b.tensors[x].size} values "
                       f"and an output of {self.b.tensors[y].size}", "batch 1 only")
-        w, w_scales = self.weights(ins[1], i, opname, 0, co)
+        w, w_scales, w_off = self.weights(ins[1], i, opname, 0, co)
+        if order is not None:
+            # the input is a permutation of x's values: weight k moves to the value it reads
+            permuted = np.empty_like(w)
+            permuted[:, order] = w
+            w = permuted
         s_in, _ = self.scale_zp(ins[0], i, opname)
         s_out, _ = self.scale_zp(outs[0], i, opname)
         q = self.m.quant(ins[1])
@@ -498,7 +550,8 @@ class TfliteParser:
         # MLPerf Tiny autoencoder, checked on every model by tflitecheck
         rq = self.requant(ratios, y, lo, hi, i, opname, rounding="half_up")
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="linear", inputs=[x], output=y,
-                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
+                      input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"],
+                      weight_offset=w_off or None)
         self.b.add_layer(layer, {"weights": np.ascontiguousarray(w, dtype=np.int8),
                                  "bias": self.bias(ins[2] if len(ins) > 2 else -1, i, opname, co)})
 
@@ -525,9 +578,11 @@ class TfliteParser:
         self._check_shape(i, opname, x, y, geo, self.b.tensors[x].shape[2])
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
         n = geo["kernel"][0] * geo["kernel"][1]
-        rq = Requant(mul=[n], add=[0], shift=[0], rounding="tflite_div", zero_point=0, lo=lo, hi=hi)
+        # TFLite divides the window's sum of raw values: uint8 values are stored less 128
+        shift = self.b.tensors[x].shift
+        rq = Requant(mul=[n], add=[0], shift=[0], rounding="tflite_div", zero_point=-shift, lo=lo, hi=hi)
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="avgpool", inputs=[x], output=y,
-                      kernel=list(geo["kernel"]), stride=list(geo["stride"]), input_offset=0,
+                      kernel=list(geo["kernel"]), stride=list(geo["stride"]), input_offset=shift,
                       requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
@@ -546,28 +601,6 @@ class TfliteParser:
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
-    def mean(self, i, opname, op, ins, outs):
-        """MEAN over H and W (GlobalAveragePooling2D): the reference kernel
-        sums (x - zp_in) and requantizes the sum once with s_in / (s_out * n)
-        (two roundings): an average pool over the whole map, rounding "tflite"."""
-        x = self.spatial_input(ins[0], i, opname)
-        y = self.act_tensor(outs[0], i, opname)
-        axes = self.m.data(ins[1])
-        rank = len(self.m.shape(ins[0]))
-        if axes is None or rank != 4 or sorted(int(a) % 4 for a in axes.reshape(-1)) != [1, 2]:
-            self.fail(i, opname, f"mean over axes {None if axes is None else axes.reshape(-1).tolist()}",
-                      "tessera lowers a MEAN over height and width (global average pooling)")
-        h, w, c = self.b.tensors[x].shape
-        if self.b.tensors[y].size != c:
-            self.fail(i, opname, f"output shape {self.m.shape(outs[0])} for a {c}-channel mean")
-        s_in, _ = self.scale_zp(ins[0], i, opname)
-        s_out, _ = self.scale_zp(outs[0], i, opname)
-        rq = self.requant([float(s_in) / (float(s_out) * (h * w))], y, -128, 127, i, opname)
-        layer = Layer(name=self.b.layer_name(f"mean_{i}"), op="avgpool", inputs=[x], output=y,
-                      kernel=[h, w], stride=[1, 1], input_offset=-self.b.stored_zero_point(x),
-                      requant=rq, source=[f"{i}:{opname}"])
-        self.b.add_layer(layer, {})
-
     def maxpool(self, i, opname, op, ins, outs):
         o = self.m.options(op, "Pool2DOptions")
         x = self.spatial_input(ins[0], i, opname)
@@ -583,14 +616,8 @@ class TfliteParser:
 
     def add(self, i, opname, op, ins, outs):
         o = self.m.options(op, "AddOptions")
-        a = self.spatial_input(ins[0], i, opname)
-        b = self.spatial_input(ins[1], i, opname)
-        y = self.act_tensor(outs[0], i, opname)
-        if not (self.b.tensors[a].shape == self.b.tensors[b].shape == self.b.tensors[y].shape):
-            self.fail(i, opname, f"broadcasting add of {self.m.shape(ins[0])} and {self.m.shape(ins[1])}",
-                      "only same-shape adds are supported")
-        s1, z1 = self.scale_zp(ins[0], i, opname)
-        s2, z2 = self.scale_zp(ins[1], i, opname)
+        (s1, _), z1 = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
+        (s2, _), z2 = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
         # add.cc Prepare: float max doubled, the ratios in double
         twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
@@ -601,22 +628,171 @@ class TfliteParser:
             self.fail(i, opname, "a rescale factor of 1 or more", "TFLite's ADD needs multipliers below 1")
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = Requant(mul=[mo], add=[0], shift=[sho], rounding="tflite",
-                     zero_point=self.b.stored_zero_point(y), lo=lo, hi=hi)
+                     zero_point=self.stored_zp(outs[0], i, opname), lo=lo, hi=hi)
+        if self._constant_operand(ins) is not None:
+            return self._binary_table(i, opname, ins, outs,
+                                      lambda a, b: golden_ops.requantize(golden_ops.add(
+                                          a, b, [m1, m2], [-z1, -z2], [sh1, sh2]), rq))
+        a = self.spatial_input(ins[0], i, opname)
+        b = self.spatial_input(ins[1], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        if not (self.b.tensors[a].shape == self.b.tensors[b].shape == self.b.tensors[y].shape):
+            self.fail(i, opname, f"broadcasting add of {self.m.shape(ins[0])} and {self.m.shape(ins[1])}",
+                      "only same-shape adds (and adds of a constant) are supported")
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="add", inputs=[a, b], output=y,
                       in_mul=[m1, m2], in_shift=[sh1, sh2], in_offset=[-z1, -z2], requant=rq,
                       source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
+    # ---- elementwise functions of one tensor as tables (the IR's lut) ---------
+
+    def _constant_operand(self, ins):
+        """The position of the constant among two operands, when one is."""
+        c = [self.const(t) for t in ins[:2]]
+        if (c[0] is None) == (c[1] is None):
+            return None
+        return 0 if c[0] is not None else 1
+
+    def _stored_const(self, t):
+        """A constant operand's stored values (uint8 less 128)."""
+        v = np.asarray(self.const(t)).astype(np.int64)
+        return v - (128 if self.m.type(t) == UINT8 else 0)
+
+    def _binary_table(self, i, opname, ins, outs, f):
+        """An elementwise op of an activation and a constant (a scalar or one
+        value per channel): a table of the activation, each of its 256 stored
+        values run through f(a, b), the op's own arithmetic (the golden model's
+        functions), per channel where the constant varies along channels."""
+        k = self._constant_operand(ins)
+        x_t = ins[1 - k]
+        x = self.spatial_input(x_t, i, opname)
+        c = self.b.tensors[x].shape[2]
+        const = self._stored_const(ins[k])
+        if const.size not in (1, c) or (const.size == c and const.shape[-1] != c):
+            self.fail(i, opname, f"a constant of shape {list(const.shape)} against a {self.m.shape(x_t)} tensor",
+                      "tessera takes a constant operand that is a scalar or one value per channel")
+        grid = np.broadcast_to(np.arange(-128, 128, dtype=np.int64).reshape(1, 256, 1), (1, 256, c))
+        cst = np.broadcast_to(const.reshape(1, 1, -1), (1, 1, c))
+        out = f(grid, cst) if k == 1 else f(cst, grid)
+        table = np.asarray(out).reshape(256, c).T
+        self.emit_table(i, opname, x, outs[0], table if const.size > 1 else table[:1])
+
+    def emit_table(self, i, opname, x, y_t, table):
+        """A lut layer (table [1 or C, 256] of stored outputs); a table
+        whose input is another table's output, read by nothing else, is
+        composed into it (one pass instead of two, the same values)."""
+        table = np.asarray(table, dtype=np.int64)
+        if table.min() < -128 or table.max() > 127:
+            self.fail(i, opname, "a table value outside int8 (a bug)")
+        y = self.act_tensor(y_t, i, opname)
+        producer = next((layer for layer in self.b.layers if layer.output == x), None)
+        readers = [t for t, ir_name in self.alias.items() if ir_name == x]
+        if (producer is not None and producer.op == "lut" and x not in self.b.outputs
+                and all(len(self.consumers.get(t, [])) == 1 for t in readers)
+                and not any(int(t) in self.graph_outputs for t in readers)):
+            first = np.asarray(producer.table, dtype=np.int64).reshape(-1, 256)
+            rows = max(len(first), len(table))
+            first = np.broadcast_to(first, (rows, 256))
+            table = np.broadcast_to(table, (rows, 256))
+            composed = np.stack([table[r][first[r] + 128] for r in range(rows)])
+            producer.table = [int(v) for v in composed.reshape(-1)]
+            del self.b.tensors[producer.output]
+            producer.output = y
+            producer.source.append(f"{i}:{opname}")
+            return
+        self.b.lut(f"{opname.lower()}_{i}", x, y, table, sources=[f"{i}:{opname}"])
+
+    def leaky_relu(self, i, opname, op, ins, outs):
+        """LEAKY_RELU: reference_ops::QuantizeLeakyRelu, x - zp_in rescaled by
+        s_in / s_out (x >= 0) or s_in * alpha / s_out (both in float32, then
+        QuantizeMultiplier), as a table."""
+        alpha = self.m.options(op, "LeakyReluOptions").Alpha()
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        z_in, z_out = self.stored_zp(ins[0], i, opname), self.stored_zp(outs[0], i, opname)
+        m_a, sh_a = quantize_multiplier(abs(float(_f32(s_in) * _f32(alpha) / _f32(s_out))))
+        m_i, sh_i = quantize_multiplier(float(_f32(s_in) / _f32(s_out)))
+        v = np.arange(-128, 128, dtype=np.int64) - z_in
+        pos = golden_ops.tflite_multiply(v, m_i, sh_i)
+        neg = golden_ops.tflite_multiply(v, m_a, sh_a) * (-1 if alpha < 0 else 1)
+        table = np.clip(np.where(v >= 0, pos, neg) + z_out, -128, 127)
+        self.emit_table(i, opname, self.act_tensor(ins[0], i, opname), outs[0], table.reshape(1, 256))
+
+    def extremum(self, i, opname, op, ins, outs):
+        """MAXIMUM and MINIMUM compare raw values (TFLite does not rescale):
+        of an activation and a constant (a clip), a table; of a table's
+        input and output (MUL by a slope, then MAXIMUM: a PReLU), the
+        table itself takes the extremum."""
+        f = np.maximum if opname == "MAXIMUM" else np.minimum
+        shift = lambda t: 128 if self.m.type(t) == UINT8 else 0  # noqa: E731
+        if self._constant_operand(ins) is not None:
+            k = self._constant_operand(ins)
+            raw = self._stored_const(ins[k]) + shift(ins[k])
+            return self._binary_table(i, opname, ins, outs,
+                                      lambda a, b: f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0])
+                                      if k == 1 else f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0]))
+        a, b = (self.act_tensor(t, i, opname) for t in ins[:2])
+        for (p_t, p), (q_t, q) in (((ins[0], a), (ins[1], b)), ((ins[1], b), (ins[0], a))):
+            producer = next((layer for layer in self.b.layers if layer.output == p), None)
+            if producer is None or producer.op != "lut" or producer.inputs[0] != q \
+                    or len(self.consumers.get(p_t, [])) != 1 or p_t in self.graph_outputs:
+                continue
+            table = np.asarray(producer.table, dtype=np.int64).reshape(-1, 256)
+            mine = f(table + shift(p_t), np.arange(-128, 128) + shift(q_t)) - shift(outs[0])
+            y = self.act_tensor(outs[0], i, opname)
+            producer.table = [int(v) for v in mine.reshape(-1)]
+            del self.b.tensors[producer.output]
+            producer.output = y
+            producer.source.append(f"{i}:{opname}")
+            return
+        self.fail(i, opname, f"{opname.lower()} of two independent tensors",
+                  "tessera takes a MAXIMUM/MINIMUM with a constant, or of a tensor and a table of it (PReLU)")
+
+    def resize_nearest(self, i, opname, op, ins, outs):
+        """RESIZE_NEAREST_NEIGHBOR: reference_ops's GetNearestNeighbor per
+        output row and column (float32 scale, floor or, with align_corners,
+        round half away), the IR resize with a nearest table: a copy of
+        values (input and output share their quantization)."""
+        o = self.m.options(op, "ResizeNearestNeighborOptions")
+        align, half = (bool(o.AlignCorners()), bool(o.HalfPixelCenters())) if o else (False, False)
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        self._same_quant(i, opname, ins[0], outs[0])
+        (h, w, _), (ho, wo, _) = self.b.tensors[x].shape, self.b.tensors[y].shape
+
+        def nearest(n_in, n_out):
+            scale = (_f32(n_in - 1) / _f32(n_out - 1)) if (align and n_out > 1) else _f32(n_in) / _f32(n_out)
+            offset = _f32(0.5) if half else _f32(0.0)
+            out = []
+            for v in range(n_out):
+                f = _f32(_f32(v) + offset) * scale
+                k = int(tfl_round(float(f))) if align else int(math.floor(float(f)))
+                k = min(k, n_in - 1)
+                out.append(max(0, k) if half else k)
+            return out
+        table = [v for r in nearest(h, ho) for v in (r, r, 0)] + [v for c in nearest(w, wo) for v in (c, c, 0)]
+        self.b.resize(f"resize_nearest_{i}", x, y, table, "nearest", f"{self.path}: operator {i} ({opname})",
+                      sources=[f"{i}:{opname}"])
+
     def pad(self, i, opname, op, ins, outs):
         x = self.spatial_input(ins[0], i, opname)
-        p = self.m.data(ins[1])
-        if p is None or list(p.shape) != [4, 2] or np.any(p[0]) or np.any(p[3]):
-            self.fail(i, opname, "padding other than constant H/W padding of a 4-D tensor")
+        p = self.const(ins[1])
+        if p is None or list(p.shape) != [4, 2] or np.any(p[0]) or (np.any(p[3]) and np.any(p[1:3])):
+            self.fail(i, opname, "padding other than constant padding of H and W, or of channels, of a 4-D tensor")
         self._same_quant(i, opname, ins[0], outs[0])
         _, zp = self.scale_zp(outs[0], i, opname)
         value = zp
         if len(ins) > 2 and ins[2] >= 0:
             value = int(self.m.data(ins[2]).reshape(-1)[0])
+        if np.any(p[3]):
+            # channels padded (MediaPipe's residual adds of more channels): a gather
+            # whose indices -1 give the pad value
+            c = self.b.tensors[x].shape[2]
+            table = [-1] * int(p[3][0]) + list(range(c)) + [-1] * int(p[3][1])
+            y = self.act_tensor(outs[0], i, opname)
+            self.b.movement("gather", f"pad_{i}", x, y, f"{self.path}: operator {i} ({opname})", axis=2,
+                            table=table, fill=value - self.b.tensors[x].shift, sources=[f"{i}:{opname}"])
+            return
         pad = [int(p[1][0]), int(p[2][0]), int(p[1][1]), int(p[2][1])]
         users = [self.m.opcode(self.m.sg.Operators(c)) for c in self.consumers.get(outs[0], [])]
         if (value == zp and users and outs[0] not in self.graph_outputs
@@ -642,8 +818,8 @@ class TfliteParser:
         self._needs(i, opname, "lut")
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
-        s_in, z_in = self.scale_zp(ins[0], i, opname)
-        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        s_in, z_in = self.scale_zp(ins[0], i, opname)[0], self.stored_zp(ins[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)[0], self.stored_zp(outs[0], i, opname)
         make = {"LOGISTIC": logistic_table, "TANH": tanh_table, "HARD_SWISH": hard_swish_table}[opname]
         try:
             table = make(s_in, z_in, s_out, z_out)
@@ -658,14 +834,18 @@ class TfliteParser:
         (multiplier s_a * s_b / s_y in double, two roundings); size-1 axes broadcast."""
         self._needs(i, opname, "mul")
         o = self.m.options(op, "MulOptions")
+        (sa, _), za = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
+        (sb, _), zb = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
+        so, _ = self.scale_zp(outs[0], i, opname)
+        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
+        rq = self.requant([float(sa) * float(sb) / float(so)], None, lo, hi, i, opname)
+        rq.zero_point = self.stored_zp(outs[0], i, opname)
+        if self._constant_operand(ins) is not None:
+            return self._binary_table(i, opname, ins, outs, lambda a, b: golden_ops.requantize(
+                golden_ops.mul(a, b, [-za, -zb]), rq))
         a = self.spatial_input(ins[0], i, opname)
         b = self.spatial_input(ins[1], i, opname)
         y = self.act_tensor(outs[0], i, opname)
-        sa, za = self.scale_zp(ins[0], i, opname)
-        sb, zb = self.scale_zp(ins[1], i, opname)
-        so, _ = self.scale_zp(outs[0], i, opname)
-        lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
-        rq = self.requant([float(sa) * float(sb) / float(so)], y, lo, hi, i, opname)
         layer = Layer(name=self.b.layer_name(f"mul_{i}"), op="mul", inputs=[a, b], output=y,
                       in_offset=[-za, -zb], requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
@@ -702,14 +882,14 @@ class TfliteParser:
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         s_in, _ = self.scale_zp(ins[0], i, opname)
-        s_out, z_out = self.scale_zp(outs[0], i, opname)
+        s_out, z_out = self.scale_zp(outs[0], i, opname)[0], self.stored_zp(outs[0], i, opname)
         if z_out != -128 or float(s_out) != 1 / 256:
             self.fail(i, opname, f"output scale {float(s_out)} and zero point {z_out}",
                       "TFLite's int8 SOFTMAX outputs scale 1/256, zero point -128")
         channels = self.b.tensors[x].shape[2]
-        if channels >= 512:
-            # the reference kernel's Q12.19 sum leaves room for 511 values
-            self.fail(i, opname, f"a softmax over {channels} values", "at most 511")
+        if channels >= 4096:
+            # the reference kernel's Q12.19 sum leaves room for 4095 values
+            self.fail(i, opname, f"a softmax over {channels} values", "at most 4095")
         try:
             table = softmax_exp_table(o.Beta() if o else 1.0, s_in)
         except ValueError as err:
@@ -727,16 +907,228 @@ class TfliteParser:
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
         self.dropped_softmax = True
 
-    def reshape(self, i, opname, op, ins, outs):
-        x = self.act_tensor(ins[0], i, opname)
-        if self.m.type(outs[0]) != INT8 or hwc(self.m.shape(outs[0])) is None:
-            self.fail(i, opname, f"reshape to {self.m.shape(outs[0])}", "batch-1 int8 reshapes only")
-        q_in, q_out = self.m.quant(ins[0]), self.m.quant(outs[0])
-        if q_out is not None and (q_in[1][0] != q_out[1][0] or q_in[0][0] != q_out[0][0]):
-            self.fail(i, opname, "changes the quantization")
-        if int(np.prod(self.m.shape(outs[0]))) != self.b.tensors[x].size:
-            self.fail(i, opname, "changes the number of values")
-        self.alias[outs[0]] = x
+    # ---- data movement (frontend.movement) ---------------------------------
+
+    def const(self, t):
+        """A constant's array (the flatbuffer's, or one computed at import), or None."""
+        if t < 0:
+            return None
+        if t in self.consts:
+            return self.consts[t]
+        return self.m.data(t)
+
+    def view(self, t, i, opname):
+        """(source IR tensor, index array shaped like TFLite tensor t)."""
+        if t in self.views:
+            return self.views[t][:2]
+        src = self.act_tensor(t, i, opname)
+        shape = self.m.shape(t)
+        if int(np.prod(shape, dtype=np.int64)) != self.b.tensors[src].size:
+            self.fail(i, opname, f"tensor {t} has shape {shape}, its values {self.b.tensors[src].shape}")
+        return src, movement.identity(shape)
+
+    def shape_of(self, i, opname, op, ins, outs):
+        """SHAPE of a tensor of fixed shape: a constant (a dynamic flatten's
+        SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE folds at import)."""
+        dtype = np.int64 if self.m.type(outs[0]) == 4 else np.int32
+        self.consts[outs[0]] = np.asarray(self.m.shape(ins[0]), dtype=dtype)
+
+    def _movement_fn(self, i, opname, op, ins, outs):
+        """The operator as a function of its first input's array (values or
+        indices), returning one array per output."""
+        m = self.m
+        shape = lambda t: m.shape(t)  # noqa: E731
+        if opname in ("RESHAPE", "SQUEEZE", "EXPAND_DIMS"):
+            # the flatbuffer's output shape is the interpreter's (frontend.tflite_gate checks it)
+            return lambda a: [a.reshape(shape(outs[0]))]
+        if opname == "TRANSPOSE":
+            perm = self.const(ins[1])
+            if perm is None:
+                self.fail(i, opname, "the permutation is not a constant", "freeze the model's shapes")
+            return lambda a: [np.transpose(a, [int(p) for p in perm.reshape(-1)])]
+        if opname == "GATHER":
+            o = m.options(op, "GatherOptions")
+            idx = self.const(ins[1])
+            if idx is None:
+                self.fail(i, opname, "gathers at indices computed by the network", "only constant indices")
+            axis = o.Axis() if o else 0
+            if o is not None and o.BatchDims():
+                self.fail(i, opname, f"batch_dims {o.BatchDims()}", "a GATHER without batch dimensions")
+            return lambda a: [np.take(a, np.asarray(idx, dtype=np.int64), axis=axis % a.ndim)]
+        if opname in ("SPLIT", "SPLIT_V"):
+            if opname == "SPLIT":
+                axis_t, x_t = ins[0], ins[1]
+                n = m.options(op, "SplitOptions").NumSplits()
+                sizes = None
+            else:
+                x_t, sizes_t, axis_t = ins[0], ins[1], ins[2]
+                sizes = self.const(sizes_t)
+            axis = self.const(axis_t)
+            if axis is None or (opname == "SPLIT_V" and sizes is None):
+                self.fail(i, opname, "the axis or sizes are not constants", "freeze the model's shapes")
+            axis = int(axis.reshape(-1)[0])
+            full = shape(x_t)[axis]
+            if sizes is None:
+                sizes = [full // n] * n
+            sizes = [int(v) for v in np.asarray(sizes).reshape(-1)]
+            if -1 in sizes:
+                sizes[sizes.index(-1)] = full - (sum(sizes) + 1)
+            return lambda a: movement.split(a, axis % a.ndim, sizes)
+        if opname == "STRIDED_SLICE":
+            o = m.options(op, "StridedSliceOptions")
+            begin, end, strides = (self.const(t) for t in ins[1:4])
+            if begin is None or end is None or strides is None:
+                self.fail(i, opname, "begin, end or strides are not constants", "freeze the model's shapes")
+            if o.EllipsisMask() or o.NewAxisMask() or (hasattr(o, "Offset") and o.Offset()):
+                self.fail(i, opname, "an ellipsis, new-axis or offset strided slice",
+                          "slices with begin, end and strides only")
+            return lambda a: [movement.strided_slice(a, begin.reshape(-1), end.reshape(-1), strides.reshape(-1),
+                                                     o.BeginMask(), o.EndMask(), o.ShrinkAxisMask())]
+        if opname == "SLICE":
+            begin, size = self.const(ins[1]), self.const(ins[2])
+            if begin is None or size is None:
+                self.fail(i, opname, "begin or size are not constants", "freeze the model's shapes")
+
+            def slice_(a):
+                index = tuple(slice(int(b), None if int(n) < 0 else int(b) + int(n))
+                              for b, n in zip(begin.reshape(-1), size.reshape(-1)))
+                return [a[index]]
+            return slice_
+        if opname == "UNPACK":
+            o = m.options(op, "UnpackOptions")
+            return lambda a: [np.take(a, k, axis=o.Axis() % a.ndim) for k in range(a.shape[o.Axis() % a.ndim])]
+        raise AssertionError(opname)
+
+    def movement(self, i, opname, op, ins, outs):
+        """A data-movement operator: on constants it computes the constant
+        (shape arithmetic); on an activation it composes the index arrays
+        and emits nothing until a layer reads the result (materialize)."""
+        if opname == "PACK":
+            return self.pack(i, opname, op, ins, outs)
+        x_t = ins[1] if opname == "SPLIT" else ins[0]
+        fn = self._movement_fn(i, opname, op, ins, outs)
+        value = self.const(x_t)
+        if value is not None:
+            for t, v in zip(outs, fn(np.asarray(value))):
+                self.consts[t] = v
+            return
+        src, idx = self.view(x_t, i, opname)
+        results = fn(idx)
+        for t, v in zip(outs, results):
+            self._check_moved(i, opname, x_t, t, v)
+            self.views[t] = (src, v, (i, opname))
+
+    def pack(self, i, opname, op, ins, outs):
+        """PACK of constants (shape arithmetic) or of pieces of one tensor."""
+        o = self.m.options(op, "PackOptions")
+        values = [self.const(t) for t in ins]
+        if all(v is not None for v in values):
+            self.consts[outs[0]] = np.stack([np.asarray(v) for v in values], axis=o.Axis())
+            return
+        views = [self.view(t, i, opname) for t in ins]
+        if len({src for src, _ in views}) != 1:
+            self.fail(i, opname, "packs different tensors", "tessera packs pieces of one tensor only")
+        stacked = np.stack([idx for _, idx in views], axis=o.Axis())
+        self._check_moved(i, opname, ins[0], outs[0], stacked)
+        self.views[outs[0]] = (views[0][0], stacked, (i, opname))
+
+    def _check_moved(self, i, opname, x_t, y_t, idx):
+        if list(idx.shape) != self.m.shape(y_t):
+            self.fail(i, opname, f"output shape {self.m.shape(y_t)}, the operator gives {list(idx.shape)}")
+        if self.m.type(y_t) != self.m.type(x_t):
+            self.fail(i, opname, f"changes the type ({TYPE_NAMES.get(self.m.type(x_t))} to "
+                      f"{TYPE_NAMES.get(self.m.type(y_t))})")
+        q_in, q_out = self.m.quant(x_t), self.m.quant(y_t)
+        if q_out is not None and q_in is not None and (q_in[1][0] != q_out[1][0] or q_in[0][0] != q_out[0][0]):
+            self.fail(i, opname, "changes the quantization", "a data movement keeps its input's scale and zero point")
+
+    def materialize(self, t, i, opname):
+        """The IR tensor t<t> for a tensor data movement made: the source
+        itself where the order is the source's (a graph input takes the new
+        shape; else a reshape layer), or one transpose or gather layer."""
+        src, idx, (mi, mop) = self.views[t]
+        want = hwc(self.m.shape(t))
+        if want is None:
+            self.fail(i, opname, f"reads tensor {t} of shape {self.m.shape(t)} (made by operator {mi}, {mop})",
+                      "tessera's layers read batch-1 tensors of at most 3 more dimensions")
+        x = self.b.tensors[src]
+        where = f"{self.path}: operator {mi} ({mop})"
+        if movement.classify(idx, x.shape) == ("same",) and want != x.shape and src in self.b.inputs \
+                and not any(src in layer.inputs for layer in self.b.layers):
+            # a graph input read only in its new shape (a flat KWS input viewed as a
+            # spectrogram): the input itself takes it, no copy
+            x.shape = list(want)
+            self.alias[t] = src
+            return src
+        name = self.b.moved(src, idx, f"t{t}", want, where, str(mi), sources=[f"{mi}:{mop}"])
+        if name is None:
+            self.fail(mi, mop, "a data movement that is not one transpose, gather or reshape of "
+                      f"{x.shape} (HWC)", "see docs/operators.md, Data movement")
+        self.alias[t] = name
+        return name
+
+    def flat_input(self, t, i, opname):
+        """(IR tensor, order) for a layer that reads its input flat (a fully
+        connected layer): order None when the tensor's own HWC order is the
+        input's, else the permutation of the source's values it reads (the
+        layer's weights are permuted instead: free and exact)."""
+        if t not in self.views or t in self.alias:
+            return self.act_tensor(t, i, opname), None
+        src, idx, _ = self.views[t]
+        flat = idx.reshape(-1)
+        if flat.size == self.b.tensors[src].size and np.array_equal(np.sort(flat), np.arange(flat.size)):
+            return src, None if np.array_equal(flat, np.arange(flat.size)) else flat
+        return self.act_tensor(t, i, opname), None
+
+    # ---- MEAN ------------------------------------------------------------------
+
+    def mean(self, i, opname, op, ins, outs):
+        """MEAN over axes whose groups are whole boxes of H and/or W of the
+        source (after any transposes before it): an average pool with the
+        reference kernel's arithmetic (reference_ops::QuantizedMeanOrSum, any
+        axes, int8 or uint8): the sum of (x - zp_in) times s_in / s_out as a
+        multiplier M with exponent e, M turned into (M << k) / n and e into
+        e - k (k = floor(log2 n), at most 32 and 31 + e), then
+        MultiplyByQuantizedMultiplier and the output zero point."""
+        axes = self.const(ins[1])
+        if axes is None:
+            self.fail(i, opname, "the axes are not a constant", "freeze the model's shapes")
+        axes = sorted({int(a) % len(self.m.shape(ins[0])) for a in axes.reshape(-1)})
+        src, idx = self.view(ins[0], i, opname)
+        x = self.b.tensors[src]
+        groups = movement.reduce_groups(idx, axes, x.shape)
+        if groups is None:
+            self.fail(i, opname, f"mean over axes {axes} of a {self.m.shape(ins[0])} tensor",
+                      "tessera lowers a MEAN over height and/or width (average pooling); a mean over "
+                      "channels is not supported")
+        varying, pooled, out_idx = groups
+        kh, kw = (x.shape[0] if 0 in varying else 1), (x.shape[1] if 1 in varying else 1)
+        n = kh * kw
+        out_idx = out_idx.reshape(self.m.shape(outs[0]))
+        in_order = (pooled == hwc(self.m.shape(outs[0]))
+                    and np.array_equal(out_idx.reshape(-1), np.arange(out_idx.size)))
+        # the pooled source keeps the source's layout: it is TFLite's tensor only when
+        # that is the output's order, else a tensor of tessera's own (data movement follows)
+        y = self.b.tensor(f"t{outs[0]}" if in_order else f"t{outs[0]}_pooled", pooled, x.source_dtype,
+                          *self.scale_zp(outs[0], i, opname))
+        s_in, _ = self.scale_zp(ins[0], i, opname)
+        s_out, _ = self.scale_zp(outs[0], i, opname)
+        mul, ir_shift = quantize_multiplier(float(s_in) / float(s_out))
+        e = 31 - ir_shift
+        k = min(n.bit_length() - 1, 32, 31 + e)
+        if k < 0:
+            self.fail(i, opname, "an output scale too large for TFLite's mean", "re-convert the model")
+        mul, e = (mul << k) // n, e - k
+        rq = Requant(mul=[mul], add=[0], shift=[31 - e], rounding="tflite",
+                     zero_point=self.b.stored_zero_point(y), lo=-128, hi=127)
+        layer = Layer(name=self.b.layer_name(f"mean_{i}"), op="avgpool", inputs=[src], output=y,
+                      kernel=[kh, kw], stride=[1, 1], input_offset=-self.b.stored_zero_point(src), requant=rq,
+                      source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
+        if in_order:
+            self.alias[outs[0]] = y
+        else:
+            self.views[outs[0]] = (y, out_idx, (i, opname))
 
     def quantize(self, i, opname, op, ins, outs):
         if self.m.type(ins[0]) == FLOAT32:
@@ -786,4 +1178,9 @@ def import_tflite(path, name, drop_final_softmax=False):
         raise refusal from None
     if refusal is not None:
         raise refusal
+    from .tflite_repair import repair
+    notes = repair(path)[1]
+    if notes:
+        graph = result[0]
+        graph.notes = dict(graph.notes or {}, repaired=notes)
     return result

@@ -45,6 +45,10 @@ def _why_not_plain(*layers):
     for layer in layers:
         if layer.dilation and list(layer.dilation) != [1, 1]:
             return f"{layer.name} is dilated"
+        if layer.weight_offset:
+            return f"{layer.name} has asymmetric (uint8) weights"
+        if layer.requant is not None and layer.requant.neg_mul:
+            return f"{layer.name} has a LeakyRelu folded into its requantization"
         if requant_plane(layer) or bias_plane(layer):
             return f"{layer.name} has parameters per element"
     return None

@@ -19,6 +19,8 @@ def run_layer(layer, graph, weights, values):
     """Compute one layer's output from `values` (tensor name -> array)."""
     x = values[layer.inputs[0]]
     w = weights[layer.weights] if layer.weights else None
+    if w is not None and getattr(layer, "weight_offset", None):
+        w = w.astype(np.int64) + layer.weight_offset
     b = weights[layer.bias] if layer.bias else None
     op = layer.op
     if op == "conv2d":
@@ -53,7 +55,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "reshape":
         acc = ops.reshape(x, graph.tensor(layer.output).shape)
     elif op == "gather":
-        acc = ops.gather(x, layer.table, layer.axis)
+        acc = ops.gather(x, layer.table, layer.axis, layer.fill)
     elif op == "layernorm":
         acc = ops.layernorm(x, layer.input_offset, layer.table, layer.requant, layer.mode)
     else:

@@ -19,6 +19,13 @@ from .gemmlowp import softmax_rows
 def requantize(acc, rq: Requant):
     """Apply a Requant to int64 accumulators whose last axis is the channel."""
     acc = acc.astype(np.int64)
+    if getattr(rq, "neg_mul", None):
+        # a LeakyRelu folded in: a negative accumulator takes its own multiplier and shift
+        from dataclasses import replace
+        pos = requantize(acc, replace(rq, neg_mul=None, neg_shift=None))
+        neg = requantize(acc, replace(rq, mul=list(rq.neg_mul), shift=list(rq.neg_shift), neg_mul=None,
+                                      neg_shift=None))
+        return np.where(acc < 0, neg, pos)
     if getattr(rq, "shape", None):
         # parameters laid out as rq.shape ([h, w, c]) broadcast over [H, W, C]
         mul, add, shift = (_shaped(v, rq.shape, acc.shape) for v in (rq.mul, rq.add, rq.shift))
@@ -264,9 +271,15 @@ def reshape(x, shape):
     return np.reshape(x, shape)
 
 
-def gather(x, table, axis):
-    """x's slices at the indices `table` along HWC `axis`."""
-    return np.take(x, np.asarray(table, dtype=np.int64), axis=axis)
+def gather(x, table, axis, fill=None):
+    """x's slices at the indices `table` along HWC `axis`; index -1 is `fill`."""
+    index = np.asarray(table, dtype=np.int64)
+    y = np.take(x, np.maximum(index, 0), axis=axis)
+    if np.any(index < 0):
+        shape = [1, 1, 1]
+        shape[axis] = index.size
+        y = np.where(index.reshape(shape) < 0, fill, y)
+    return y
 
 
 def softmax(x, table, rq, mode=None):

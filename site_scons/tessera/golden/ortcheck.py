@@ -17,8 +17,7 @@ from . import run, run_layer
 
 def _to_hwc(arr, shape, layout=None):
     """ORT's array (NCHW, NCL, NC, or channel-last NHWC as tf2onnx leaves
-    some tensors; a channel-last tensor of tokens, layout "hwc", in its
-    own order) as tessera's [H, W, C]."""
+    some tensors; held as it is: source_layout "hwc") as tessera's [H, W, C]."""
     arr = np.asarray(arr)
     if layout == "hwc":
         return arr.reshape(shape)

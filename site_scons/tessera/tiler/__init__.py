@@ -141,6 +141,10 @@ def _whole_bytes(layer, align, t):
     H, W, C = layer["in"]
     Ho, Wo, Co = layer["out"]
     split = layer.get("split", "")
+    if split == "k":        # one input at a time, blocks of t along the concatenation axis
+        other = Ho * Wo * Co // layer["out"][layer["axis"]]
+        one_in, out = other * t * layer["in_bytes"], other * t * layer["out_bytes"]
+        return one_in, out, memory.align_up(one_in, align) + memory.align_up(out, align)
     if split == "c":        # every input holds C channels of its own H x W
         one_in = max(layer["in_sizes"]) // C * t * layer["in_bytes"]
         out = Ho * Wo * t * layer["out_bytes"]
@@ -164,12 +168,20 @@ def _solve_whole(layer, target):
     Ho, Wo, Co = layer["out"]
     split = layer.get("split", "")
     extent = {"c": C, "h": Ho}.get(split, 1)
+    if split == "k":
+        if _whole_bytes(dict(layer, split=""), library.DEFAULT_ALIGN if "kernels" not in target else
+                        target["kernels"].get("buffer_align", library.DEFAULT_ALIGN), 1)[2] <= target["l1_budget"]:
+            split = ""      # every input and the output fit at once
+        else:
+            extent = max(layer["in_sizes"]) // (Ho * Wo * Co // layer["out"][layer["axis"]])
+    layer = dict(layer, split=split)
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
     budget = target["l1_budget"]
     fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]
     if not fits:
         total = _whole_bytes(layer, align, 1)[2]
-        unit = {"c": "one channel at a time", "h": "one row at a time"}.get(split, "whole tensors (not tiled)")
+        unit = {"c": "one channel at a time", "h": "one row at a time",
+                "k": "one input slice at a time"}.get(split, "whole tensors (not tiled)")
         raise FitError(
             where=f"layer {layer['name']}",
             what=(f"{layer['op']} is computed on {unit}: its {layer['n_inputs']} input(s) and output "
@@ -180,11 +192,13 @@ def _solve_whole(layer, target):
     one_in, out, total = _whole_bytes(layer, align, t)
     n = -(-extent // t)
     tile = {"h": t if split == "h" else Ho, "w": Wo, "c": t if split == "c" else Co}
+    if split == "k":
+        tile["hwc"[layer["axis"]]] = t
     return {
-        "layer": layer["name"], "tiled": n > 1,
+        "layer": layer["name"], "tiled": n > 1 or split == "k",
         "tile": tile, "in_tile": {"h": t if split == "h" else H, "w": W, "c": t if split == "c" else C},
         "n_tiles": {"h": n if split == "h" else 1, "w": 1, "c": n if split == "c" else 1},
-        "buffering": 1, "n_inputs": layer["n_inputs"],
+        "buffering": 1, "n_inputs": 1 if split == "k" else layer["n_inputs"],
         "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": 0, "scratch": 0, "total": total},
         "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
     }

@@ -61,8 +61,10 @@ def check(layer):
         if (not isinstance(sizes, list) or len(sizes) != layer["n_inputs"]
                 or not all(isinstance(v, int) and v > 0 for v in sizes)):
             raise _bad(layer, "a whole-tensor layer needs in_sizes, one positive int per input")
-        if layer.get("split", "") not in ("", "c", "h"):
-            raise _bad(layer, f"split must be '', 'c' or 'h', got {layer.get('split')!r}")
+        if layer.get("split", "") not in ("", "c", "h", "k"):
+            raise _bad(layer, f"split must be '', 'c', 'h' or 'k', got {layer.get('split')!r}")
+        if layer.get("split") == "k" and layer.get("axis") not in (0, 1, 2):
+            raise _bad(layer, "split 'k' (along the concatenation axis) needs the axis")
         return
     if op in WHOLE:
         raise _bad(layer, f"{op} is only computed whole ('whole': 1)")

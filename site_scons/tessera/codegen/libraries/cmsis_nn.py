@@ -72,6 +72,8 @@ def cmsis_semantics(layer):
         return None if all(0 <= s <= 62 for s in rq.shift) else "shift out of range"
     if rq.rounding != "half_up":
         return f"{rq.rounding} rounding"
+    if rq.neg_mul:
+        return "a LeakyRelu folded into the requantization"
     if any(rq.add):
         return "an additive requantization term"
     if not all(1 <= s <= 62 for s in rq.shift):

@@ -42,6 +42,10 @@ def reference_only(layer, graph):
         return "TFLite's add (each input rescaled)"
     if layer.dilation and list(layer.dilation) != [1, 1]:
         return "a dilated convolution"
+    if layer.weight_offset:
+        return "asymmetric uint8 weights (a weight offset)"
+    if layer.requant is not None and layer.requant.neg_mul and layer.op not in CONV_LIKE:
+        return "a LeakyRelu folded into the requantization"
     if is_whole(layer, graph) or channel_operand(layer, graph):
         return "broadcasting"
     if requant_plane(layer) or bias_plane(layer):
@@ -87,6 +91,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
                   f"a.input_offset = {layer.input_offset};"]
     if layer.dilation and list(layer.dilation) != [1, 1]:
         lines += [f"a.dh = {layer.dilation[0]};", f"a.dw = {layer.dilation[1]};"]
+    if layer.weight_offset:
+        lines.append(f"a.weight_offset = {layer.weight_offset};")
     if layer.op in CONV_LIKE and scratch_per_core:
         lines += [f"a.scratch = {prefix}_L1 + {l1['scratch']};", f"a.scratch_bytes = {scratch_per_core};"]
     if layer.op == "add":
