@@ -198,3 +198,108 @@ def test_isqrt_is_exact_at_squares():
     v = np.array([0, 1, 2, 3, 4, 15, 16, 17, (1 << 31) - 1, (1 << 31), (1 << 52) + 5, (1 << 62) - 1], np.int64)
     r = ops.isqrt(v)
     assert np.all(r * r <= v) and np.all((r + 1) * (r + 1) > v)
+
+
+# ---- the optimized matmuls (attention's Q.K^T and P.V) --------------------------------------
+
+import os                                                                  # noqa: E402
+
+from test_ref_kernels import MatmulArgs, OFFSETS, PlaneRq, finish, int8s, load_kernels, requants  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PNN_SOURCES = sorted(os.path.join(ROOT, "kernels", "pulp_nn", f) for f in os.listdir(os.path.join(ROOT, "kernels", "pulp_nn"))
+                     if f.endswith(".c"))
+CMSIS_SOURCES = [os.path.join(ROOT, "kernels", "cmsis_nn", "matmul.c")]
+
+
+@pytest.fixture(scope="module")
+def pnn(tmp_path_factory):
+    return load_kernels(tmp_path_factory.mktemp("pnn_att") / "libpnn.so", PNN_SOURCES, "pnn_",
+                        (("matmul2", MatmulArgs),), "PULP-NN kernels")
+
+
+@pytest.fixture(scope="module")
+def cmsis(tmp_path_factory):
+    import subprocess
+    src = [*CMSIS_SOURCES]
+    inc = ["-I", os.path.join(ROOT, "kernels", "cmsis_nn"), "-I", os.path.join(ROOT, "kernels", "cmsis_nn", "include")]
+    so = tmp_path_factory.mktemp("cmsis_att") / "libcm.so"
+    res = subprocess.run(["gcc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                          "-I", os.path.join(ROOT, "kernels", "include"), *inc, *src, "-o", str(so)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    dll = ctypes.CDLL(str(so))
+    dll.tsr_cmsis_matmul.argtypes = [POINTER(MatmulArgs), ctypes.c_int, ctypes.c_int]
+    return dll
+
+
+def unit_share(bt, n, core, ncores):
+    """pnn_matmul2's split: units of (batch, 4 output columns), contiguous runs per core."""
+    blocks = -(-n // 4)
+    units = bt * blocks
+    size = -(-units // ncores)
+    u0, u1 = min(size * core, units), min(size * core + size, units)
+    def share(shape, core_, ncores_):
+        mask = np.zeros(shape, bool)
+        for u in range(u0, u1):
+            y, blk = divmod(u, blocks)
+            mask[y, :, blk * 4:blk * 4 + 4] = True
+        return mask
+    return share
+
+
+@st.composite
+def optimized_matmul_cases(draw, lib):
+    bt, m = draw(st.integers(1, 5)), draw(st.integers(1, 9))
+    k, n = draw(st.integers(1, 70)), draw(st.integers(1, 23))
+    shared, trans_b = draw(st.booleans()), draw(st.booleans())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    a = int8s(rng, (bt, m, k))
+    b = int8s(rng, (1 if shared else bt, n, k) if trans_b else (1 if shared else bt, k, n))
+    offs = [draw(st.one_of(st.just(0), st.just(128), OFFSETS)), draw(st.one_of(st.just(0), OFFSETS))]
+    acc = ops.matmul(a, b, offs, trans_b)
+    kind = draw(st.sampled_from(["channel", "batch", "none"]))
+    if kind == "channel":
+        rq = draw(requants(n, int(np.abs(acc).max(initial=0))))
+    elif kind == "batch" and bt > 1:
+        rq = PlaneRq(rng, (bt, 1, 1), n, acc, draw(st.sampled_from(["half_up", "floor"])), True)
+    else:
+        rq = None
+    expected, dtype = finish(acc, rq)
+    kp = (k + 3) // 4 * 4
+    scratch = (4 * kp + 16 + 4 * m) if lib == "pnn" else (kp * n + 7 * n + 4 * kp + 12)
+    a_c, b_c = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    ncores = draw(NCORES) if lib == "pnn" else 1
+
+    def build(out_ptr, scratch_ptr):
+        rqs = rq.struct() if rq is not None else None
+        args = MatmulArgs(ptr(a_c, c_int8), ptr(b_c, c_int8), out_ptr, bt, m, n, k, 0 if shared else k * n,
+                          offs[0], offs[1], ctypes.pointer(rqs) if rqs is not None else None, int(trans_b),
+                          scratch_ptr, scratch)
+        return args, (a_c, b_c, rq, rqs)
+    fn = "pnn_matmul2" if lib == "pnn" else "tsr_cmsis_matmul"
+    share = unit_share(bt, n, 0, 1) if lib != "pnn" else None
+    case = Case(fn, build, expected, dtype, share_pixels, scratch_bytes=scratch)
+    if lib == "pnn":
+        case.share = lambda shape, core, nc: unit_share(bt, n, core, nc)(shape, core, nc)
+    else:
+        case.share = lambda shape, core, nc: np.full(shape, core == 0)
+    return case, ncores, rng
+
+
+@given(optimized_matmul_cases("pnn"))
+@FEW
+def test_pulp_nn_matmul_matches_golden(pnn, case):
+    """pnn_matmul2 (its portable path here; Xpulp on GVSoC in
+    test_attention_gvsoc.py): any offsets, per-channel and per-batch
+    requantization, int32 outputs, K not a multiple of 4, each core its
+    (batch, 4 columns) units."""
+    run_case(pnn, *case)
+
+
+@given(optimized_matmul_cases("cmsis"))
+@FEW
+def test_cmsis_nn_matmul_matches_golden(cmsis, case):
+    """tsr_cmsis_matmul with tsr_dsp.h's portable lanes (the DSP
+    instructions under QEMU in the stm32h7 builds)."""
+    run_case(cmsis, *case)

@@ -29,6 +29,10 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
+/* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
+ * columns transposed (K rounded up to 4 bytes each), their sums and two
+ * rows of a as int16 pairs */
+void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 /* tessera's whole requantization (floor rounding, an additive term,
  * Requant.divisor, int32 outputs: NEMO/DORY layers), DSP-optimized, no
  * scratch; input_offset within [-255, 255] (any_rq.c) */

@@ -32,7 +32,7 @@ HEADERS = ("tessera/cmsis_nn.h",)
 
 KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "depthwise": "tsr_cmsis_depthwise",
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
-           "add": "tsr_cmsis_add"}
+           "add": "tsr_cmsis_add", "matmul": "tsr_cmsis_matmul"}
 
 # fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
 # library's own layer kernels over an intermediate in L1, one after the
@@ -93,7 +93,9 @@ RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise
 
 
 def kernel_function(layer, graph):
-    if reference.reference_only(layer, graph) is None:
+    if layer.op == "matmul" and reference.reference_only(layer, graph) is None:
+        return KERNELS["matmul"]      # tessera's requantization in the kernel (any offsets, planes)
+    if reference.reference_only(layer, graph) is None and layer.op in KERNELS:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]
         # the input offset is added in 16-bit lanes next to an int8 value

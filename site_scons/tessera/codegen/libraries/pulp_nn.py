@@ -11,7 +11,8 @@ from . import reference
 HEADERS = ("tessera/pulp_nn.h",)
 
 KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "pnn_depthwise",
-           "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add"}
+           "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add",
+           "matmul": "pnn_matmul2"}
 
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
 FUSED = {"dw_pw": "pnn_dw_pw"}
@@ -37,6 +38,6 @@ tile_args = reference.tile_args
 
 
 def kernel_function(layer, graph):
-    if reference.reference_only(layer, graph) is not None:
+    if reference.reference_only(layer, graph) is not None or layer.op not in KERNELS:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

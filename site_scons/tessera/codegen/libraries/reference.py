@@ -18,7 +18,7 @@ KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "t
 
 # ops only the reference kernels implement (the other libraries fall back;
 # the data movements are the same loads and stores on any core)
-REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather",
+REFERENCE_OPS = ("mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather",
                  "layernorm")
 
 
@@ -35,7 +35,9 @@ def reference_only(layer, graph):
     inputs, per-channel requantization of an add and a pool's int32 sum.
     The other libraries' adapters give such layers to their fallback."""
     if layer.op == "matmul":
-        return "a product of two activations"
+        # the libraries' own (pnn_matmul2, tsr_cmsis_matmul) take any offsets
+        # and per-element requantization; not int32 operands
+        return "int32 inputs" if any(graph.tensor(n).dtype == "int32" for n in layer.inputs) else None
     if layer.op in REFERENCE_OPS:
         return f"the {layer.op} op"
     if layer.in_shift:
@@ -103,6 +105,10 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
     if layer.op == "matmul":
         lines += [f"a.k = {graph.tensor(layer.inputs[0]).shape[2]};", f"a.a_offset = {layer.in_offset[0]};",
                   f"a.b_offset = {layer.in_offset[1]};"]
+        if layer.trans_b:
+            lines.append("a.trans_b = 1;")
+        if scratch_per_core:
+            lines += [f"a.scratch = {prefix}_L1 + {l1['scratch']};", f"a.scratch_bytes = {scratch_per_core};"]
     if layer.op in POOLS + ("add",) and graph.tensor(layer.inputs[0]).dtype == "int32":
         lines.append("a.in_int32 = 1;")
     if layer.op == "mul":
