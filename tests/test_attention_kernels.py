@@ -18,7 +18,7 @@ from tessera.frontend.tables import check_deeploy_softmax, layernorm_params
 from tessera.golden import ops
 from tessera.ir import Requant
 
-FEW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FEW = settings(max_examples=int(__import__("os").environ.get("TSR_EXAMPLES", 60)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODES = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}   # TSR_SOFTMAX_*
 
 

@@ -217,8 +217,9 @@ def firmware_source(cases, perf=False):
             if r.add is not None:
                 out.append(c_array(f"a{i}", "int32_t", r.add))
                 add = f"a{i}"
-            out.append(f"static const tsr_requant_t rq{i} = {{m{i}, {add}, s{i}, 1, {r.zero_point}, {r.lo}, "
-                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}}};\n")
+            out.append(f"static const tsr_requant_t rq{i} = {{.mul = m{i}, .add = {add}, .shift = s{i}, "
+                       f".per_channel = 1, .zero_point = {r.zero_point}, .lo = {r.lo}, .hi = {r.hi}, "
+                       f".rounding = {ROUNDING_C[r.rounding]}, .divisor = {r.divisor}}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
         eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])

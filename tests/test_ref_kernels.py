@@ -482,9 +482,17 @@ def unneeded_scratch(g, out_h):
 
 
 @st.composite
-def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFSETS, scratch=unneeded_scratch):
-    """`scratch(g, out_h)` lists the per-core scratch sizes worth drawing."""
-    g = draw(geometry())
+def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFSETS, scratch=unneeded_scratch,
+                    geometries=None):
+    """`scratch(g, out_h)` lists the per-core scratch sizes worth drawing;
+    `geometries` fixes the window (kh, kw, sh, sw, pad; the tile drawn)."""
+    if geometries is None:
+        g = draw(geometry())
+    else:
+        w = draw(geometries)
+        g = dict(w, in_h=draw(st.integers(1, 7)), in_w=draw(st.integers(1, 7)))
+        g["out_h"] = (g["in_h"] + w["pad"][0] + w["pad"][2] - w["kh"]) // w["sh"] + 1
+        g["out_w"] = (g["in_w"] + w["pad"][1] + w["pad"][3] - w["kw"]) // w["sw"] + 1
     ch = draw(st.integers(1, max_c))
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     w = int8s(rng, (ch, g["kh"], g["kw"]))           # the kernel's [c][kh][kw]
@@ -496,6 +504,8 @@ def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFS
     expected, dtype = finish(acc, rq)
     sb = draw(st.sampled_from(scratch(g, expected.shape[0])))
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
+    if getattr(share, "by_geometry", False):    # a split that depends on the window (pnn_depthwise's 1x1)
+        share = share(g)
     return Case(prefix + "depthwise", build, expected, dtype, share, sb), draw(NCORES), rng
 
 

@@ -175,22 +175,33 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
  * constants are read once for all its pixel pairs (PULP-NN's per-block
  * constants), not once per pair. Returns the first channel it did not
  * compute: the c1 - c0 mod 4 last ones (pnn_matmul's one-channel loop
- * takes them), or c0 when the operands need the portable path (see
- * pnn_matmul_xpulp). */
+ * takes them), or c0 when the operands need the portable path (K not a
+ * multiple of 4, unaligned tiles). */
 int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1)
 {
-    const int32_t K = a->in_c, n = K >> 2, off = a->input_offset, out_c = a->out_c;
+    const int32_t K = a->in_c, n = K >> 2, out_c = a->out_c;
+    /* 128: inputs flipped to uint8 in the loop; any other offset (a QDQ
+     * tensor's zero point: transformers' token-major linear layers) joins
+     * each channel's bias once per block as off * sum(w), the loop taking
+     * the raw inputs (as pnn_matmul_xpulp) */
+    const int32_t off = a->input_offset == 128 ? 128 : 0, fold = a->input_offset == 128 ? 0 : a->input_offset;
     const int8_t *w = a->weights;
     const int32_t *bias = a->bias;
     const tsr_requant_t *rq = a->rq;
     int32_t c = c0, pp;
 
-    if ((off != 0 && off != 128) || (K & 3) || n == 0 || !aligned4(a->in) || !aligned4(w))
+    if ((K & 3) || n == 0 || !aligned4(a->in) || !aligned4(w))
         return c0;
     for (; c + 4 <= c1; c += 4) {
         const int8_t *wc = w + (size_t)c * K;
-        const int32_t b0 = bias ? bias[c] : 0, b1 = bias ? bias[c + 1] : 0;
-        const int32_t b2 = bias ? bias[c + 2] : 0, b3 = bias ? bias[c + 3] : 0;
+        int32_t b0 = bias ? bias[c] : 0, b1 = bias ? bias[c + 1] : 0;
+        int32_t b2 = bias ? bias[c + 2] : 0, b3 = bias ? bias[c + 3] : 0;
+        if (fold) {
+            b0 = (int32_t)((uint32_t)b0 + (uint32_t)fold * (uint32_t)row_sum(wc, K));
+            b1 = (int32_t)((uint32_t)b1 + (uint32_t)fold * (uint32_t)row_sum(wc + K, K));
+            b2 = (int32_t)((uint32_t)b2 + (uint32_t)fold * (uint32_t)row_sum(wc + 2 * K, K));
+            b3 = (int32_t)((uint32_t)b3 + (uint32_t)fold * (uint32_t)row_sum(wc + 3 * K, K));
+        }
         xp_rq_t q[4];
         const int fast = xp_rq_block(rq, c, q);
         int32_t acc[4];

@@ -117,8 +117,12 @@ void tsr_layernorm_row(const tsr_layernorm_args_t *a, const int8_t *x, int8_t *y
         r = (int64_t)(((uint64_t)1 << 62) / tsr_isqrt64(d << (2 * f)));
         sh = 38 - f;
         for (j = 0; j < n; j++) {
-            const int64_t num = (int64_t)n * (x[j] + off) - s1;
-            y[j] = (int8_t)tsr_requantize((int32_t)((num * r + ((int64_t)1 << (sh - 1))) >> sh), a->rq, j);
+            /* |n * xo - S1| < 2^31 and R <= 2^32 (equal only when D << 2f
+             * is 2^60): a signed x unsigned 32-bit product (mulhsu on
+             * RISC-V), plus num * 2^32 in that one case */
+            const int32_t num = n * (x[j] + off) - (int32_t)s1;
+            const int64_t v = (int64_t)num * (int64_t)(uint32_t)r + ((r >> 32) ? (int64_t)num * ((int64_t)1 << 32) : 0);
+            y[j] = (int8_t)tsr_requantize((int32_t)((v + ((int64_t)1 << (sh - 1))) >> sh), a->rq, j);
         }
         return;
     }
