@@ -404,7 +404,7 @@ def transpose_cases(draw):
     def build(out_ptr, scratch):
         args = TransposeArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, (c_int32 * 3)(*perm))
         return args, (x,)
-    return Case("tsr_transpose", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
+    return Case("tsr_transpose", build, np.ascontiguousarray(expected), np.int8, share_pixels), draw(NCORES), rng
 
 
 @given(transpose_cases())

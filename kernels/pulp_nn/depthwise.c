@@ -337,7 +337,8 @@ plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 /* channels [0, n) split over the cores; C = a->out_c is the output's pixel
  * stride (n == C for a layer, less for a fused block of channels) */
 /* A 1x1 depthwise (a per-channel scale and bias: transformers' Add of a
- * bias or Mul by a constant after a token-major MatMul): elementwise, so
+ * bias or Mul by a constant after a token-major MatMul; a bias per element:
+ * a positional embedding; the requantization per channel): elementwise, so
  * each core takes a run of pixels and every channel of them, the channel's
  * constants hoisted. n channels, input pixels a->in_c apart, output C. */
 static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
@@ -345,6 +346,36 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
     const int32_t C = a->out_c, in_c = a->in_c, off = a->input_offset;
     int32_t p0, p1, c, p;
     pnn_chunk(a->out_h * a->out_w, 1, core, ncores, &p0, &p1);
+    if (a->bias_elem.plane) {
+        /* a bias per element (a positional embedding added to tokens) */
+        const tsr_plane_t *e = &a->bias_elem;
+        for (c = 0; c < n; c++) {
+            const int32_t w = a->weights[c];
+            const int32_t *bias = a->bias + (size_t)c * e->plane;
+            int32_t oy = p0 / a->out_w, ox = p0 % a->out_w;
+            pnn_rq_t rq = {0};
+#ifdef TSR_ISA_XPULPV2
+            xp_rq_t q;
+            const int fast = xp_rq_channel(a->rq, c, &q);
+#endif
+            if (a->rq)
+                rq = pnn_rq_channel(a->rq, c);
+            for (p = p0; p < p1; p++) {
+                const int32_t v = bias[oy * e->step_h + ox * e->step_w] + (a->in[(size_t)p * in_c + c] + off) * w;
+#ifdef TSR_ISA_XPULPV2
+                if (fast)
+                    ((int8_t *)a->out)[(size_t)p * C + c] = xp_rq(v, &q);
+                else
+#endif
+                    pnn_store(a->out, (size_t)p * C + c, v, &rq, a->rq);
+                if (++ox == a->out_w) {
+                    ox = 0;
+                    oy++;
+                }
+            }
+        }
+        return;
+    }
     for (c = 0; c < n; c++) {
         const int32_t w = a->weights[c], b = (a->bias ? a->bias[c] : 0) + off * w;
         const int8_t *x = a->in + c;

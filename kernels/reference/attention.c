@@ -116,6 +116,21 @@ void tsr_layernorm_row(const tsr_layernorm_args_t *a, const int8_t *x, int8_t *y
         f = (62 - (64 - __builtin_clzll(d))) / 2;   /* D << 2f just below 2^62: 1 / sqrt to 30 bits */
         r = (int64_t)(((uint64_t)1 << 62) / tsr_isqrt64(d << (2 * f)));
         sh = 38 - f;
+        if (a->rq->rounding == TSR_ROUND_HALF_UP && a->rq->divisor <= 1 && !a->rq->elem.plane && r < ((int64_t)1 << 32)) {
+            /* the usual case inline: both products 32 x 32 -> 64 bits, the
+             * channel's requantization without a call per value */
+            const tsr_requant_t *rq = a->rq;
+            const int64_t rnd = (int64_t)1 << (sh - 1);
+            for (j = 0; j < n; j++) {
+                const int32_t num = n * (x[j] + off) - (int32_t)s1;
+                const int32_t acc = (int32_t)(((int64_t)num * (int64_t)(uint32_t)r + rnd) >> sh);
+                const int32_t k = rq->per_channel ? j : 0, s = rq->shift[k];
+                int64_t v = (int64_t)acc * rq->mul[k] + (rq->add ? rq->add[k] : 0) + (s > 0 ? (int64_t)1 << (s - 1) : 0);
+                v = (v >> s) + rq->zero_point;
+                y[j] = (int8_t)(v < rq->lo ? rq->lo : v > rq->hi ? rq->hi : v);
+            }
+            return;
+        }
         for (j = 0; j < n; j++) {
             /* |n * xo - S1| < 2^31 and R <= 2^32 (equal only when D << 2f
              * is 2^60): a signed x unsigned 32-bit product (mulhsu on

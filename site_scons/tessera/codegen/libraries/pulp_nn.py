@@ -37,7 +37,17 @@ constant_args = reference.constant_args
 tile_args = reference.tile_args
 
 
+def elementwise_depthwise(layer):
+    """A 1x1 depthwise, stride 1, no padding: pnn_depthwise computes it
+    elementwise, a bias per element (a positional embedding) too."""
+    return (layer.op == "depthwise" and list(layer.kernel) == [1, 1] and list(layer.stride) == [1, 1]
+            and not any(layer.pad) and not layer.dilation and not reference.requant_plane(layer))
+
+
 def kernel_function(layer, graph):
-    if reference.reference_only(layer, graph) is not None or layer.op not in KERNELS:
+    why = reference.reference_only(layer, graph)
+    if why == "parameters per output element" and elementwise_depthwise(layer):
+        return KERNELS["depthwise"]
+    if why is not None or layer.op not in KERNELS:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]
