@@ -25,14 +25,19 @@ def rqs(x, y, mul, div=2 ** 12, add=0, signed=1):
         {y + "_m": np.float32(mul), y + "_a": np.float32(add)}
 
 
-def attention_graph(tmp_path, tokens, heads, dh, softmax="iSoftmax"):
+def attention_graph(tmp_path, tokens, heads, dh, softmax="iSoftmax", norm=False):
     """Deeploy's MHSA: Q, K, V projections; Q split into heads, K split and
-    transposed, scores, softmax, P.V, heads merged, output projection."""
+    transposed, scores, softmax, P.V, heads merged, output projection (with
+    `norm`, an iLayerNorm before it, as in CCT's blocks)."""
     d = heads * dh
-    nodes, inits = [], {}
+    nodes, inits, x = [], {}, "input"
+    if norm:
+        nodes.append(n("iLayerNorm", ["input", "lw", "lb"], ["ln"], D=2.0 ** 14, n_levels=256.0))
+        inits.update(lw=rng.integers(200000, 300000, d), lb=rng.integers(-30000, 30000, d))
+        x = "ln"
     for name in ("q", "k", "v"):
         inits[f"w{name}"] = rng.integers(-20, 21, (d, d)).astype(np.float32)
-        nodes.append(n("MatMul", ["input", f"w{name}"], [f"{name}_acc"]))
+        nodes.append(n("MatMul", [x, f"w{name}"], [f"{name}_acc"]))
         r, i = rqs(f"{name}_acc", name, 3)
         nodes += r
         inits.update(i)
@@ -57,7 +62,7 @@ def attention_graph(tmp_path, tokens, heads, dh, softmax="iSoftmax"):
     r, i = rqs("y_acc", "output", 3)
     nodes += r
     inits.update(i)
-    return save(tmp_path, f"mhsa_{softmax}", nodes, inits, [("input", [1, tokens, d])],
+    return save(tmp_path, f"mhsa_{softmax}{'_ln' if norm else ''}", nodes, inits, [("input", [1, tokens, d])],
                 [("output", [1, tokens, d])], opset=13)
 
 
@@ -167,6 +172,40 @@ def test_layernorm_gelu_and_mean(tmp_path):
     path = save(tmp_path, "ff", nodes, inits, [("input", [1, t, c])], [("output", [1, 2 * c])], opset=13)
     graph = check(path, [1, t, c])
     assert [layer.op for layer in graph.layers] == ["layernorm", "pointwise", "lut", "avgpool"]
+
+
+def test_attention_in_a_small_l1_is_bit_exact_on_host(tmp_path):
+    """A single head of 48 tokens after a layer norm, on the host with 3000
+    bytes of L1: the layer norm and the softmax run in blocks of tokens (the
+    [1, 48, C] tensor's pixels as rows), K's [1, 48, 32] -> [1, 32, 48]
+    transpose in blocks of its output rows, the two products of activations
+    in tiles; every layer bit-exact."""
+    import json
+
+    import yaml
+
+    from helpers import ROOT, scons
+    onnx_path = attention_graph(tmp_path, 48, 1, 32, "ITAMax", norm=True)
+    (tmp_path / "m.yaml").write_text(f"description: one head after a layer norm\nonnx: {onnx_path}\n"
+                                     "input: {seed: 3}\n")
+    with open(f"{ROOT}/targets/host.yaml") as f:
+        target = yaml.safe_load(f)
+    target["memory"]["L1"]["size"] = 3000
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump(target))
+    scons(f"target={tmp_path / 'small.yaml'}", f"model={tmp_path / 'm.yaml'}", out=tmp_path / "out", check=True)
+    net = tmp_path / "out" / "small" / "m"
+    assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+    tiles = {}
+    for path in (net / "tiling").glob("*.json"):
+        t = json.loads(path.read_text())
+        tiles[path.stem] = t
+    by_op = {}
+    graph, _ = import_onnx(onnx_path, "m")
+    for layer in graph.layers:
+        t = tiles[layer.name]
+        by_op.setdefault(layer.op, []).append(t["n_tiles"]["h"] * t["n_tiles"]["w"] * t["n_tiles"]["c"])
+    for op in ("layernorm", "softmax", "transpose", "matmul"):
+        assert by_op[op] and min(by_op[op]) > 1, (op, by_op)
 
 
 def _error(tmp_path, nodes, inits, shape, out_shape):

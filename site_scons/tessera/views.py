@@ -100,13 +100,32 @@ def operand_as_weights(layer, graph):
     return layer.op == "matmul" or channel_operand(layer, graph)
 
 
+def transpose_view(layer, graph):
+    """(dims, perm) of a transpose as its kernel runs it: the input viewed as
+    `dims` (or its shape) without its axes of 1, padded with 1s at the end,
+    so a block of output rows is a real cut ([1, T, K] -> [1, K, T] runs as
+    [T, K, 1] -> [K, T, 1]: blocks of K rows, not the one row of the whole)."""
+    dims = list(layer.dims or graph.tensor(layer.inputs[0]).shape)
+    kept = [k for k in range(3) if dims[k] != 1]
+    perm = [kept.index(p) for p in layer.perm if p in kept]
+    pad = 3 - len(kept)
+    return [dims[k] for k in kept] + [1] * pad, perm + list(range(len(kept), 3))
+
+
 def kernel_shapes(layer, graph):
     """([H, W, C] of the first input, of the output) as the layer's kernel
     walks them: a transpose with `dims` sees its input as dims and writes
-    the permuted dims (the same bytes, row-major)."""
+    the permuted dims (the same bytes, row-major); a softmax or layernorm,
+    computed over the channels of each pixel, sees its pixels as rows
+    ([H * W, 1, C]), so a [1, tokens, features] tensor is cut in blocks of
+    tokens."""
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
-    if layer.op == "transpose" and layer.dims:
-        return list(layer.dims), [layer.dims[p] for p in layer.perm]
+    if layer.op == "transpose":
+        dims, perm = transpose_view(layer, graph)
+        return dims, [dims[p] for p in perm]
+    if layer.op in ("softmax", "layernorm"):
+        H, W, C = x.shape
+        return [H * W, 1, C], [H * W, 1, C]
     return list(x.shape), list(y.shape)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from ..views import kernel_shapes, whole_split
+from ..views import kernel_shapes, transpose_view, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
 
 # TSR_SOFTMAX_* (kernels.h) of ir.SOFTMAX_MODES
@@ -118,9 +118,9 @@ def _args(layer, graph, prefix, ins, out):
     if layer.op == "reshape":    # DMA alone (_reshape_body)
         return None, decl, body
     if layer.op == "transpose":
-        d = layer.dims or x.shape     # x viewed as dims (ir.Layer)
+        d, perm = transpose_view(layer, graph)     # x viewed as dims (ir.Layer), without axes of 1
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {d[0]};", f"a.in_w = {d[1]};",
-                 f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]
+                 f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(perm)]
         return "tsr_transpose_args_t", decl, body
     if layer.op == "gather":
         decl.append(_table("int32_t", "gather_index", layer.table))
@@ -142,7 +142,7 @@ def _split_lines(layer, graph, split):
         # output rows [first, first + n) read input axis perm[0] over the same
         # range (of x viewed as dims: a box of that row-major view)
         x_shape, y_shape = kernel_shapes(layer, graph)
-        p = layer.perm[0]
+        p = transpose_view(layer, graph)[1][0]
         ranges = [f"0, {d}" for d in x_shape]
         ranges[p] = "first, n"
         return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], f"first, n, 0, {y_shape[1]}, 0, {y_shape[2]}"
@@ -151,9 +151,11 @@ def _split_lines(layer, graph, split):
     if split == "c":
         fields = ["a.in_c = n;"] if layer.op == "gather" else ["a.c = n;"]
         box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731
+    elif layer.op in ("softmax", "layernorm"):
+        # blocks of pixels (kernel_shapes: the pixels as rows of one)
+        return ["a.pixels = n;"], ["first, n, 0, 1, 0, " + str(x.shape[2])], f"first, n, 0, 1, 0, {y.shape[2]}"
     else:
-        fields = ([f"a.pixels = n * {x.shape[1]};"] if layer.op in ("softmax", "layernorm")
-                  else [f"a.outer = n * {x.shape[1]};"])
+        fields = [f"a.outer = n * {x.shape[1]};"]
         box = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
 
