@@ -442,3 +442,92 @@ def test_movement_golden_by_hand():
     assert ops.gather(x, [0, 2], 2)[1, 1].tolist() == [9, 11]
     assert ops.gather(x, [-1, 1], 2, fill=-5)[0, 1].tolist() == [-5, 4]
     assert ops.reshape(x, [1, 3, 4])[0, 1].tolist() == [4, 5, 6, 7]
+
+
+# ---- asymmetric (uint8) weights: a weight offset ----------------------------------
+
+@st.composite
+def weight_offset_cases(draw):
+    """conv2d, depthwise, pointwise and linear with every weight offset by a
+    constant (TF1's uint8 weights less their zero point span 9 bits):
+    acc += (x + input_offset) * (w + weight_offset)."""
+    from test_ref_kernels import ONE, geometry, share_channels, share_pixels
+    op = draw(st.sampled_from(["conv2d", "depthwise", "pointwise", "linear"]))
+    woff = draw(st.integers(-127, 128))
+    off = draw(OFFSETS)
+    if op in ("conv2d", "depthwise"):
+        g = draw(geometry())
+        in_c = draw(st.integers(1, 5))
+        out_c = in_c if op == "depthwise" else draw(st.integers(1, 6))
+        x, rng = arrays(draw, (g["in_h"], g["in_w"], in_c))
+        k, s = (g["kh"], g["kw"]), (g["sh"], g["sw"])
+        if op == "conv2d":
+            w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
+            acc = ops.conv2d(x, w.astype(np.int64) + woff, None, off, k, s, g["pad"])
+        else:
+            w = int8s(rng, (in_c, g["kh"], g["kw"]))
+            acc = ops.depthwise(x, w.transpose(1, 2, 0).astype(np.int64) + woff, None, off, k, s, g["pad"])
+        share = share_rows
+    else:
+        h, wd, in_c = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 9))
+        out_c = draw(st.integers(1, 9))
+        x, rng = arrays(draw, (h, wd, in_c))
+        if op == "pointwise":
+            w = int8s(rng, (out_c, in_c))
+            acc = ops.pointwise(x, w.astype(np.int64) + woff, None, off)
+            g, share = ONE, share_pixels
+        else:
+            w = int8s(rng, (out_c, h * wd * in_c))
+            acc = ops.linear(x, w.astype(np.int64) + woff, None, off)
+            g, share = dict(ONE, kh=h, kw=wd), share_channels
+    bias = draw_bias(draw, rng, out_c)
+    if bias is not None:
+        acc = acc + bias
+    rq = draw_rq(draw, acc, out_c, tflite=True)
+    expected, dtype = finish(acc, rq)
+    inner = conv_builder(x, w, bias, expected.shape, g, off, rq, 4 * 2 * g["kh"] * g["kw"] * x.shape[2])
+
+    def build(out_ptr, scratch):
+        a, keep = inner(out_ptr, scratch)
+        a.weight_offset = woff
+        return a, keep
+    sb = 4 * 2 * g["kh"] * g["kw"] * x.shape[2]
+    return Case("tsr_" + op, build, expected, dtype, share, sb), draw(NCORES), rng
+
+
+@given(weight_offset_cases())
+@SETTINGS
+def test_weight_offset_matches_golden(lib, case):
+    run_case(lib, *case)
+
+
+# ---- a LeakyRelu folded into the requantization: a multiplier per sign -----------
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["half_up", "floor"]), NCORES)
+@SETTINGS
+def test_negative_accumulator_multiplier_matches_golden(lib, seed, rounding, ncores):
+    """A pointwise layer whose negative accumulators take their own
+    multiplier and shift (Requant.neg_mul, neg_shift)."""
+    rng = np.random.default_rng(seed)
+    x, w = int8s(rng, (3, 4, 7)), int8s(rng, (5, 7))
+    bias = rng.integers(-2000, 2000, 5).astype(np.int32)
+    acc = ops.pointwise(x, w, bias, 3)
+    mul, shift = [int(rng.integers(1 << 28, 1 << 31))], [int(rng.integers(20, 26))]
+    neg_mul, neg_shift = [int(rng.integers(1 << 28, 1 << 31))], [shift[0] + int(rng.integers(0, 5))]
+    rq = Requant(mul=mul, add=[0], shift=shift, rounding=rounding, zero_point=-7, lo=-128, hi=127,
+                 neg_mul=neg_mul, neg_shift=neg_shift)
+    expected = ops.requantize(acc, rq).astype(np.int8)
+    assert (acc < 0).any() and (acc > 0).any()
+    from test_ref_kernels import ONE, ROUNDING_C, RequantT, share_pixels
+
+    arrays_ = {k: np.array(v, dtype=t) for k, v, t in (("mul", mul, np.int32), ("shift", shift, np.int8),
+                                                       ("nm", neg_mul, np.int32), ("ns", neg_shift, np.int8))}
+
+    def build(out_ptr, scratch):
+        rqs = RequantT(ptr(arrays_["mul"], c_int32), None, ptr(arrays_["shift"], c_int8), 0, -7, -128, 127,
+                       ROUNDING_C[rounding])
+        rqs.neg_mul, rqs.neg_shift = ptr(arrays_["nm"], c_int32), ptr(arrays_["ns"], c_int8)
+        a, keep = conv_builder(x, w, bias, expected.shape, ONE, 3, None)(out_ptr, scratch)
+        a.rq = ctypes.pointer(rqs)
+        return a, (keep, rqs, arrays_)
+    run_case(lib, Case("tsr_pointwise", build, expected, np.int8, share_pixels), ncores, rng)

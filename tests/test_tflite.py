@@ -140,7 +140,8 @@ def test_mlperf_firmware_on_host(tmp_path, name):
 # ---- small models from TensorFlow's converter (tests/data/tflite, tools/tflite_models.py) ----
 
 SMALL = os.path.join(ROOT, "tests", "data", "tflite")
-CONVERTED = ("convs", "residual", "pad_pool", "mean", "issue10_ops", "dilated", "softmax")
+CONVERTED = ("convs", "residual", "pad_pool", "mean", "issue10_ops", "dilated", "softmax", "unsupported_transpose",
+             "const_image_mul")
 
 
 @pytest.mark.parametrize("name", CONVERTED)
@@ -152,7 +153,8 @@ def test_converted_every_tensor_equals_interpreter(name, seed):
     values = golden.run(graph, weights, inputs)
     result = tflitecheck.compare(path, graph, values, inputs)
     bad = [r for r in result["compared"] if not r["equal"]]
-    assert result["tensors"] == len(graph.layers) + 1 and not bad, bad[:2]
+    # one tensor per TFLite operator (a MUL by a constant image is three layers)
+    assert result["tensors"] == len({tuple(l.source) for l in graph.layers}) + 1 and not bad, bad[:2]
 
 
 def test_converted_lowering():
@@ -167,6 +169,10 @@ def test_converted_lowering():
     # MEAN over H and W (with and without keep_dims) and a standalone RELU
     # are average pools; the ADD reads a RESHAPE to a vector
     assert ops_of["mean"] == ["conv2d", "avgpool", "avgpool", "avgpool", "add", "linear"]
+    # MUL by a constant over the image: a 1x1 depthwise of the activation
+    # viewed as one pixel (the constant's zero point as the weight offset)
+    assert ops_of["const_image_mul"] == ["conv2d", "reshape", "depthwise", "reshape", "reshape", "depthwise",
+                                         "reshape", "pointwise"]
     # dilation (2x2, 2x3 with SAME padding on the dilated extent, depthwise 2x2)
     dil = import_tflite(os.path.join(SMALL, "dilated.tflite"), "dilated")[0].layers
     assert [(l.op, l.dilation, l.pad) for l in dil] == [("conv2d", [2, 2], [0, 0, 0, 0]),
@@ -175,7 +181,6 @@ def test_converted_lowering():
 
 
 @pytest.mark.parametrize("name,line", [
-    ("unsupported_transpose", "operator 1 (TRANSPOSE): not supported by tessera's TFLite import (supported: ADD,"),
     ("unsupported_float", "operator 0 (CONV_2D): a float layer (input 'serving_default_keras_tensor"),
     ("unsupported_int16", "operator 0 (QUANTIZE): int16 activations ("),
 ])
@@ -276,7 +281,7 @@ def test_converted_firmware_under_qemu(tmp_path, target, tools):
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
     out = str(tmp_path / "out")
-    for name in ("residual", "issue10_ops", "softmax"):
+    for name in ("residual", "issue10_ops", "softmax", "const_image_mul"):
         yaml = tmp_path / f"{name}.yaml"
         yaml.write_text(f"description: {name}\ntflite: {os.path.join(SMALL, name + '.tflite')}\n")
         scons(f"target={target}", f"model={yaml}", out=out, check=True)

@@ -111,6 +111,18 @@ def build(tf, name):
         x = L.Conv2D(6, 3, dilation_rate=(2, 3), padding="same")(x)
         x = L.DepthwiseConv2D(3, dilation_rate=2, padding="same", activation="relu6")(x)
         return tf.keras.Model(inp, x), True
+    if name == "const_image_mul":
+        # MUL by constants that vary over the image (MoveNet's centre
+        # weighting, [H, W, 1]; and one of the activation's whole shape)
+        x = inp = L.Input((12, 10, 3), batch_size=1)
+        x = L.Conv2D(4, 3, padding="same", activation="relu")(x)
+        rng = np.random.default_rng(7)
+        centre = tf.constant(rng.uniform(0.1, 1.0, (12, 10, 1)).astype(np.float32))
+        whole = tf.constant(rng.uniform(-2.0, 2.0, (1, 12, 10, 4)).astype(np.float32))
+        x = L.Lambda(lambda t: t * centre)(x)
+        x = L.Lambda(lambda t: t * whole)(x)
+        x = L.Conv2D(2, 1)(x)
+        return tf.keras.Model(inp, x), True
     raise SystemExit(f"unknown model {name}")
 
 
@@ -118,7 +130,7 @@ def build(tf, name):
 # four are checked; then two errors; the last needs issue 10's IR ops
 MODELS = ("convs", "residual", "pad_pool", "logistic", "logistic_wide", "hard_swish", "hard_swish_wide",
           "unsupported_transpose", "dilated", "issue10_ops", "mean", "softmax",
-          "unsupported_float", "unsupported_int16", "tanh", "tanh_wide")
+          "unsupported_float", "unsupported_int16", "tanh", "tanh_wide", "const_image_mul")
 
 
 def convert(tf, model, int8_io, seed, spread=1.0, kind="int8"):
@@ -145,13 +157,16 @@ def convert(tf, model, int8_io, seed, spread=1.0, kind="int8"):
 
 
 def main(argv):
-    if len(argv) != 2:
-        print("usage: tflite_models.py OUTDIR", file=sys.stderr)
+    if len(argv) < 2:
+        print("usage: tflite_models.py OUTDIR [NAME ...]", file=sys.stderr)
         return 2
     import tensorflow as tf
 
     os.makedirs(argv[1], exist_ok=True)
+    only = set(argv[2:])
     for i, name in enumerate(MODELS):
+        if only and name not in only:
+            continue
         tf.keras.utils.set_random_seed(i)
         model, int8_io = build(tf, name)
         kind = {"unsupported_float": "float", "unsupported_int16": "int16"}.get(name, "int8")

@@ -111,7 +111,7 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     int32_t i = rq->per_channel ? c : 0;
     p.mul = rq->mul[i];
     p.shift = rq->shift[i];
-    p.add = rq->add ? rq->add[i] : 0;
+    p.add = rq->add ? (int64_t)rq->add[i] << rq->add_shift : 0;
     if (rq->rounding == TSR_ROUND_HALF_UP && p.shift > 0)
         p.add += (int64_t)1 << (p.shift - 1);
     p.zero_point = rq->zero_point;
@@ -122,7 +122,7 @@ static inline pnn_rq_t pnn_rq_channel(const tsr_requant_t *rq, int32_t c)
     if (rq->neg_mul) {
         p.neg_mul = rq->neg_mul[0];
         p.neg_shift = rq->neg_shift[0];
-        p.neg_add = (rq->add ? rq->add[i] : 0)
+        p.neg_add = (rq->add ? (int64_t)rq->add[i] << rq->add_shift : 0)
             + (rq->rounding == TSR_ROUND_HALF_UP && p.neg_shift > 0 ? (int64_t)1 << (p.neg_shift - 1) : 0);
         p.rounding = PNN_RQ_NEG + rq->rounding;
     }

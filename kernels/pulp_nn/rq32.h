@@ -21,7 +21,7 @@ typedef struct {
 static inline int xp_rq_channel(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
 {
     int32_t k, s;
-    if (!rq || rq->add || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
+    if (!rq || rq->add || rq->neg_mul || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
         return 0;
     k = rq->per_channel ? c : 0;
     s = rq->shift[k];

@@ -57,3 +57,17 @@ void tsr_gather(const tsr_gather_args_t *a, int core, int ncores)
         }
     }
 }
+
+void tsr_argmax(const tsr_argmax_args_t *a, int core, int ncores)
+{
+    int32_t p0, p1, p, k;
+    tsr_ref_share(a->pixels, core, ncores, &p0, &p1);
+    for (p = p0; p < p1; p++) {
+        const int8_t *x = a->in + (size_t)p * a->c;
+        int32_t best = 0;
+        for (k = 1; k < a->c; k++)
+            if (x[k] > x[best])
+                best = k;
+        a->out[p] = best;
+    }
+}

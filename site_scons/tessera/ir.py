@@ -40,14 +40,14 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "layernorm")
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
 # input (softmax, layernorm, resize), or an output block reads a box of the
 # input that is not the output's own (the data movements transpose,
 # reshape, gather). The tiler gives them one tile, blocks of rows or
 # channels, or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm")
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
 # Ops that only move int8 values (no arithmetic, no requantization): the
 # output has the input's quantization.
 MOVEMENT_OPS = ("transpose", "reshape", "gather")
@@ -109,6 +109,10 @@ class Requant:
 
         y = clamp(floor(((acc * mul[c] + add[c]) >> shift[c]) / divisor) + zero_point, lo, hi)
 
+    `add_shift` (None unless needed): add[c] counts units of 2^add_shift
+    (the 64-bit term of a bias wider than 32 bits, kept in 32-bit arrays):
+    the add above is add[c] << add_shift.
+
     `neg_mul`, `neg_shift` (None unless needed; one value each, rounding
     "half_up" or "floor"): the multiplier and shift of a negative
     accumulator, a LeakyRelu folded into the requantization (a Conv ->
@@ -140,6 +144,7 @@ class Requant:
     divisor: Optional[int] = None
     neg_mul: Optional[list] = None
     neg_shift: Optional[list] = None
+    add_shift: Optional[int] = None
 
     def channel(self, values, c):
         return values[c] if len(values) > 1 else values[0]
@@ -255,6 +260,8 @@ class Layer:
               mul/add unused): m = trunc(sum xo / N), t = xo - m,
                 std = isqrt(trunc(sum t**2 / N) + 1),
                 y = clamp((trunc(t * weight[c] / std) + bias[c]) >> shift, lo, hi)
+    argmax:   y[h, w, 0] = the first c with x[h, w, c] the largest (int32; a
+              segmentation map's classes). No requant.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
@@ -354,7 +361,7 @@ class Graph:
 # Fields added for the integer dialects: left out of graph.json when unset,
 # so graphs from the other dialects serialize exactly as before.
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
-_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift")
+_OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift", "add_shift")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
                    "trans_b", "weight_offset", "fill")
 

@@ -244,6 +244,16 @@ def intake_lines(graph):
     """One line per thing normalization decided for the user."""
     notes = graph.notes or {}
     lines = []
+    if notes.get("tflite_tail"):
+        outs = ", ".join(f"{graph.tensor(n).name} ({graph.tensor(n).source_dtype}, scale {graph.tensor(n).scale:.9g}, "
+                         f"zero point {graph.tensor(n).zero_point})" for n in graph.outputs
+                         if graph.tensor(n).scale is not None)
+        lines.append(f"{graph.name}: the post-processing after the integer network is left to the application: "
+                     f"{len(notes['tflite_tail'])} operators ({', '.join(notes['tflite_tail'][:6])}"
+                     f"{', ...' if len(notes['tflite_tail']) > 6 else ''}); the firmware's outputs are {outs}")
+    if notes.get("stale_value_info"):
+        lines.append(f"{graph.name}: {notes['stale_value_info']} shape annotation(s) of intermediate tensors "
+                     "disagree with what the nodes compute: dropped, as ONNX Runtime ignores them")
     for note in notes.get("repaired", []):
         lines.append(f"{graph.name}: repaired in memory: {note}")
     if notes.get("batch_pinned"):

@@ -88,7 +88,8 @@ def whole_split(layer):
     a reshape or a gather along W or C), or "" (not at all)."""
     if layer.op == "resize" or (layer.op == "gather" and layer.axis == 0):
         return "c"
-    if layer.op in ("softmax", "layernorm", "transpose", "reshape", "gather") or (layer.op == "concat" and layer.axis == 2):
+    if layer.op in ("softmax", "layernorm", "transpose", "reshape", "gather", "argmax") or (
+            layer.op == "concat" and layer.axis == 2):
         return "h"
     if layer.op == "concat":
         return "k"      # along H or W: each input in blocks along that axis, into its place

@@ -143,14 +143,51 @@ class SegNet(nn.Module):
     input_shape = (1, 3, 32, 32)
 
 
-MODELS = {"torch_audio1d_softmax": Audio1d, "torch_vision2d_sigmoid": Vision2d,
+class DetectHeads(nn.Module):
+    """A small detector as PyTorch writes one: LeakyReLU, a ShuffleNet
+    channel shuffle (view, transpose, reshape), a clip written as
+    torch.maximum / torch.minimum of constants, and NCHW heads permuted to
+    NHWC and reshaped to [N, H * W * anchors, k], concatenated over two
+    scales, the class scores through a softmax over k (all quantized)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.LeakyReLU(0.1))
+        self.block = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.Conv2d(8, 8, 1), nn.LeakyReLU(0.1))
+        self.down = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.LeakyReLU(0.1))
+        self.cls1, self.cls2 = nn.Conv2d(8, 2 * 2, 1), nn.Conv2d(16, 2 * 2, 1)
+        self.box1, self.box2 = nn.Conv2d(8, 2 * 4, 1), nn.Conv2d(16, 2 * 4, 1)
+        self.register_buffer("floor", torch.tensor(-0.75))
+        self.register_buffer("ceil", torch.linspace(0.5, 1.5, 8).reshape(1, 8, 1, 1))
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.block(x)
+        n, c, h, w = y.shape
+        y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        y = torch.minimum(torch.maximum(y, self.floor), self.ceil)
+        z = self.down(y)
+
+        def head(conv, t, k):
+            return conv(t).permute(0, 2, 3, 1).reshape(n, -1, k)
+        scores = torch.cat([head(self.cls1, y, 2), head(self.cls2, z, 2)], dim=1)
+        boxes = torch.cat([head(self.box1, y, 4), head(self.box2, z, 4)], dim=1)
+        return torch.softmax(scores, dim=-1), boxes
+
+    input_shape = (1, 3, 32, 32)
+    outputs = ("scores", "boxes")
+    float_head = False
+
+
+MODELS = {"torch_audio1d_softmax": Audio1d, "torch_vision2d_sigmoid": Vision2d, "torch_detect_heads": DetectHeads,
           "torch_mbv3_small_se": MobileNetV3Small, "torch_tcn_dilated": DilatedTcn,
           "torch_segnet_resize_concat": SegNet, "torch_vision2d_qop_uint8": Vision2d}
 # quantize_static's defaults otherwise: QOperator ops, uint8 activations
 QOPERATOR_UINT8 = ("torch_vision2d_qop_uint8",)
 # one fixed seed per model (the committed files were made with these)
 SEEDS = {"torch_audio1d_softmax": 0, "torch_vision2d_sigmoid": 1, "torch_mbv3_small_se": 2,
-         "torch_tcn_dilated": 3, "torch_segnet_resize_concat": 4, "torch_vision2d_qop_uint8": 1}
+         "torch_tcn_dilated": 3, "torch_segnet_resize_concat": 4, "torch_vision2d_qop_uint8": 1,
+         "torch_detect_heads": 5}
 
 
 class Calibration(CalibrationDataReader):
@@ -165,8 +202,9 @@ class Calibration(CalibrationDataReader):
 def export(model, path):
     x = torch.randn(*model.input_shape)
     # the legacy exporter with a symbolic batch, as most tutorials show
-    torch.onnx.export(model, x, path, input_names=["input"], output_names=["output"], opset_version=17,
-                      dynamic_axes={"input": {0: "N"}, "output": {0: "N"}}, dynamo=False)
+    outputs = list(getattr(model, "outputs", ("output",)))
+    torch.onnx.export(model, x, path, input_names=["input"], output_names=outputs, opset_version=17,
+                      dynamic_axes={"input": {0: "N"}, **{o: {0: "N"} for o in outputs}}, dynamo=False)
 
 
 def main(out_dir):
@@ -187,7 +225,8 @@ def main(out_dir):
         with tempfile.TemporaryDirectory() as tmp:
             f32 = os.path.join(tmp, "float.onnx")
             export(model, f32)
-            heads = [n.name for n in onnx.load(f32).graph.node if n.op_type in ("Softmax", "Sigmoid")]
+            heads = [n.name for n in onnx.load(f32).graph.node if n.op_type in ("Softmax", "Sigmoid")
+                     and getattr(model, "float_head", True)]
             qop = name in QOPERATOR_UINT8
             quantize_static(f32, path, Calibration("input", model.input_shape, seed=i),
                             quant_format=QuantFormat.QOperator if qop else QuantFormat.QDQ,

@@ -63,6 +63,7 @@ typedef struct {
     int32_t divisor;         /* 0 or 1: none; else Requant.divisor (floor rounding) */
     const int32_t *neg_mul;  /* NULL, or the multiplier and shift of a negative acc (a LeakyRelu */
     const int8_t *neg_shift; /* folded in; one value for every channel, half up or floor rounding) */
+    int32_t add_shift;       /* add[i] counts units of 2^add_shift (a bias wider than 32 bits) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */
@@ -244,6 +245,14 @@ typedef struct {
     int32_t fill;
 } tsr_gather_args_t;
 
+/* argmax over the channels of each pixel: out[p] = the first c with in[p][c] the largest (int32) */
+typedef struct {
+    const int8_t *in;
+    int32_t *out;
+    int32_t pixels, c;
+} tsr_argmax_args_t;
+
+void tsr_argmax(const tsr_argmax_args_t *a, int core, int ncores);
 void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);
 void tsr_gather(const tsr_gather_args_t *a, int core, int ncores);
 
@@ -391,7 +400,7 @@ static inline int32_t tsr_requantize_index(int64_t acc, const tsr_requant_t *rq,
         shift = rq->neg_shift[0];
         mul = rq->neg_mul[0];
     }
-    int64_t v = acc * mul + (rq->add ? rq->add[i] : 0);
+    int64_t v = acc * mul + (rq->add ? (int64_t)rq->add[i] << rq->add_shift : 0);
     if (rq->rounding == TSR_ROUND_HALF_UP && shift > 0)
         v += (int64_t)1 << (shift - 1);
     if (__builtin_expect(rq->divisor > 1, 0))

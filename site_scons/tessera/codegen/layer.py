@@ -394,6 +394,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             out.append(f"    rq.divisor = {rq.divisor};")
         if rq.neg_mul:
             out.append("    rq.neg_mul = rq_neg_mul;\n    rq.neg_shift = rq_neg_shift;")
+        if rq.add_shift:
+            out.append(f"    rq.add_shift = {rq.add_shift};")
     # parameters per element (Requant.shape, a bias matrix): planes per channel
     rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
     plane_tile = []
@@ -567,6 +569,8 @@ def _requant_lines(layer, per_channel_rq):
         lines.append(f"rq.divisor = {rq.divisor};")
     if rq.neg_mul:
         lines.append("rq.neg_mul = rq_neg_mul;\nrq.neg_shift = rq_neg_shift;")
+    if rq.add_shift:
+        lines.append(f"rq.add_shift = {rq.add_shift};")
     return "\n".join(lines).split("\n")
 
 

@@ -122,6 +122,10 @@ def _args(layer, graph, prefix, ins, out):
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {d[0]};", f"a.in_w = {d[1]};",
                  f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(perm)]
         return "tsr_transpose_args_t", decl, body
+    if layer.op == "argmax":
+        body += [f"a.in = {ins[0]};", f"a.out = (int32_t *)({out});", f"a.pixels = {x.shape[0] * x.shape[1]};",
+                 f"a.c = {x.shape[2]};"]
+        return "tsr_argmax_args_t", decl, body
     if layer.op == "gather":
         decl.append(_table("int32_t", "gather_index", layer.table))
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {x.shape[0]};", f"a.in_w = {x.shape[1]};",
@@ -148,6 +152,8 @@ def _split_lines(layer, graph, split):
         return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], f"first, n, 0, {y_shape[1]}, 0, {y_shape[2]}"
     if layer.op == "gather" and split == "h":
         return ["a.in_h = n;"], [rows(x)], rows(y)
+    if layer.op == "argmax":
+        return [f"a.pixels = n * {x.shape[1]};"], [rows(x)], rows(y)
     if split == "c":
         fields = ["a.in_c = n;"] if layer.op == "gather" else ["a.c = n;"]
         box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731

@@ -128,6 +128,7 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
         check_arity(g.model, path)
         check_initializers(g.model, path)
         return parser(g, Builder(name, dialect, path), input_types).parse()
+    g0 = g
     check_text(g.model, path)   # the ONNX checker lets a node name that is not UTF-8 through
     check_onnx(g.model, path)
     refusal = ort_refusal(g.model, path)
@@ -143,6 +144,8 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
         raise refusal from None
     if refusal is not None:
         raise refusal
+    if getattr(g0, "stale_value_info", 0):
+        notes["stale_value_info"] = g0.stale_value_info
     layouts = notes.get("input_layout", {})
     for onnx_name, ir_name in zip(g.input_names, graph.inputs):
         if onnx_name in layouts:

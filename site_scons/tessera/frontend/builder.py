@@ -17,6 +17,7 @@ from .fixedpoint import common_shift_multipliers, quantize_multiplier
 
 STORAGE_SHIFT = {"int8": 0, "uint8": 128, "int32": 0}
 MAX_CONCAT = 8   # TSR_MAX_CONCAT in kernels.h
+MAX_NAME = 64    # characters of a layer name (a file name and a C symbol's tail)
 
 
 def _dilation(geometry):
@@ -38,6 +39,47 @@ def int8_weights(w, where):
         raise FrontendError(where, f"weights span [{lo}, {hi}], more than 8 bits", "quantize weights to 8 bits")
     offset = lo + 128
     return (w - offset).astype(np.int8), offset
+
+
+def wide_bias(bias, rq):
+    """A bias wider than 32 bits at the accumulator scale (a float bias far
+    larger than s_x * s_w, as a vendor's segmentation export has): such a
+    channel's bias, times the multiplier, becomes the requantization's
+    additive term instead:
+    ((acc + b) * mul) >> s = (acc * mul + (b - b32) * mul) >> s
+    (the 64-bit term is kept in 32 bits in units of 2^add_shift: far below
+    one output step, so within ONNX Runtime's float rounding)."""
+    if bias is None:
+        return None, rq
+    bias = np.asarray(bias, dtype=np.int64)
+    if not np.any(np.abs(bias) >= 2 ** 31) or rq is None or rq.rounding not in ("half_up", "floor"):
+        return (None if bias is None else bias.astype(np.int32)), rq
+    if rq.neg_mul:
+        raise ValueError("a bias wider than 32 bits beside a LeakyRelu folded into the requantization")
+    # a channel whose bias does not fit keeps none of it: the int32 accumulator
+    # the kernels sum it into has no room left beside it
+    b32 = np.where(np.abs(bias) >= 2 ** 31, 0, bias)
+    excess = bias - b32
+    n = len(bias)
+    mul = [int(m) for m in np.broadcast_to(rq.mul, (n,))]
+    shift = [int(s) for s in np.broadcast_to(rq.shift, (n,))]
+    for c in range(n):
+        # the 64-bit sum acc * mul + term: the multiplier gives up low bits (a
+        # 2^-21 part of itself at most) where the term would pass 62 bits
+        while abs(int(excess[c]) * mul[c]) >= 2 ** 62 and mul[c] >= 1 << 21:
+            mul[c], shift[c] = (mul[c] + 1) >> 1, shift[c] - 1
+    terms = [int(a) + int(e) * m for a, e, m in zip(np.broadcast_to(rq.add, (n,)), excess, mul)]
+    # the kernels hold add in 32 bits, counting units of 2^add_shift: the term
+    # rounds to that unit, a 2^(add_shift - shift) fraction of an output step
+    widest = max(abs(t) for t in terms)
+    add_shift = max(0, widest.bit_length() - 31)
+    if add_shift and add_shift > min(shift) - 8:
+        raise ValueError("a bias too wide for the requantization")
+    half = (1 << add_shift) >> 1
+    rq.mul, rq.shift = mul, shift
+    rq.add = [(t + half) >> add_shift for t in terms]
+    rq.add_shift = add_shift or None
+    return b32.astype(np.int32), rq
 
 
 class Builder:
@@ -89,7 +131,15 @@ class Builder:
     # ---- layers ----------------------------------------------------------
 
     def layer_name(self, hint):
+        """A unique C-identifier name for a layer from a node's name. Names
+        become file names (src/<name>.c, tiling/<name>.json): a converter's
+        fused node names run to hundreds of characters, so a long one keeps
+        its readable end and a digest of the whole (the same name on every
+        build)."""
         base = c_name(hint)
+        if len(base) > MAX_NAME:
+            digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+            base = c_name(base[-(MAX_NAME - 9):]) + "_" + digest
         name, i = base, 1
         while name in self._layer_names:
             i += 1
@@ -190,12 +240,12 @@ class Builder:
             rq.neg_mul, rq.neg_shift = neg.mul, neg.shift
         dil = _dilation(geometry)
         wl, offset = int8_weights(wl, where)
+        bias, rq = wide_bias(bias, rq)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
                       dilation=dil, weight_offset=offset or None)
-        return self.add_layer(layer, {"weights": wl,
-                                      "bias": None if bias is None else bias.astype(np.int32)})
+        return self.add_layer(layer, {"weights": wl, "bias": bias})
 
     def linear(self, hint, x, y, w, w_scale, bias, where, clamp=None, sources=()):
         """A Gemm/MatMul with weights [Co, K], K in ONNX's flatten order of
@@ -211,11 +261,11 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
         w, offset = int8_weights(w, where)
+        bias, rq = wide_bias(bias, rq)
         layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
                       weight_offset=offset or None)
-        return self.add_layer(layer, {"weights": w,
-                                      "bias": None if bias is None else bias.astype(np.int32)})
+        return self.add_layer(layer, {"weights": w, "bias": bias})
 
     def _broadcast(self, what, a, b, y, where):
         ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
@@ -411,6 +461,10 @@ class Builder:
             out = self.tensor(f"{name}_{kind[0]}", kind[-1], x.source_dtype, x.scale, x.zero_point)
         if kind[0] == "transpose":
             self.movement("transpose", f"transpose_{hint}", src, out, where, perm=kind[1], sources=sources)
+        elif kind[0] == "rows_cols":
+            # rows and columns picked: a nearest resize's table (a copy of values, no arithmetic)
+            table = [v for r in kind[1] for v in (r, r, 0)] + [v for q in kind[2] for v in (q, q, 0)]
+            self.resize(f"resize_{hint}", src, out, table, "nearest", where, sources=sources)
         else:
             self.movement("gather", f"gather_{hint}", src, out, where, axis=kind[1], table=kind[2], sources=sources)
         if out != y:

@@ -60,6 +60,8 @@ def classify(flat, src_shape):
         ("same",)                       the source's own order (in place, or a reshape)
         ("transpose", perm, shape)      source.transpose(perm), of that shape
         ("gather", axis, table, shape)  take(source, table, axis), of that shape
+        ("rows_cols", rows, cols, shape) rows and columns picked, channels kept
+                                        (a nearest upsampling written as TILEs)
         None                            none of these (one IR layer cannot do it)
     """
     flat = np.asarray(flat, dtype=np.int64).reshape(-1)
@@ -84,6 +86,21 @@ def classify(flat, src_shape):
             table = np.moveaxis(coords[axis], axis, 0).reshape(shape[axis], -1)
             if np.all(table == table[:, :1]):
                 return ("gather", axis, [int(v) for v in table[:, 0]], shape)
+    # out[h, w, c] = src[rows[h], cols[w], c]: H and W both picked
+    c = src_shape[2]
+    if flat.size % c == 0:
+        coords = np.unravel_index(flat.reshape(-1, c), src_shape)
+        if np.all(coords[2] == np.arange(c)) and np.all(coords[0] == coords[0][:, :1]) \
+                and np.all(coords[1] == coords[1][:, :1]):
+            r, q = coords[0][:, 0], coords[1][:, 0]
+            # a grid: the row picked depends on the output row only, the column on the column
+            for ho in range(1, len(r) + 1):
+                if len(r) % ho:
+                    continue
+                wo = len(r) // ho
+                rr, qq = r.reshape(ho, wo), q.reshape(ho, wo)
+                if np.all(rr == rr[:, :1]) and np.all(qq == qq[:1, :]):
+                    return ("rows_cols", [int(v) for v in rr[:, 0]], [int(v) for v in qq[0]], [ho, wo, c])
     return None
 
 

@@ -852,8 +852,87 @@ def quantize_before_movement(g, notes):
     return False
 
 
-REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat, requant_chains, fold_pads, transposes_into_linear,
-            quantize_before_movement, mul_by_constant)   # last: after views have moved off int8 tensors
+def int8_split(g, notes):
+    """Split on int8 values (tf2onnx: Q -> Split -> DQ per piece) becomes
+    DQ -> Split -> Q -> DQ per piece, as QDQ writes it; pieces dequantized
+    with other parameters than the source's would be reinterpreted: left as
+    they are (the parser names the node)."""
+    for node in list(g.nodes):
+        if node.op_type != "Split" or not _is_int8(g, node.input[0]):
+            continue
+        dqs = [g.only_user(o) for o in node.output]
+        if any(d is None or d.op_type != "DequantizeLinear" for d in dqs):
+            continue
+        p = g.qparams(dqs[0])
+        prod = g.producer.get(node.input[0])
+        if p is None or any(g.qparams(d) != p for d in dqs) or (
+                prod is not None and prod.op_type == "QuantizeLinear" and not _same_params(g.qparams(prod), p)):
+            continue
+        src_f = g.fresh(node.input[0] + "_dq")
+        new = [helper.make_node("DequantizeLinear", [node.input[0]] + list(dqs[0].input[1:]), [src_f],
+                                name=g.fresh((node.name or "split") + "_dq"))]
+        pieces = [g.fresh(o + "_float") for o in node.output]
+        split = helper.make_node("Split", [src_f] + list(node.input[1:]), pieces, name=node.name)
+        for a in node.attribute:
+            split.attribute.append(a)
+        new.append(split)
+        for piece, out in zip(pieces, node.output):
+            new.append(helper.make_node("QuantizeLinear", [piece] + list(dqs[0].input[1:]), [out],
+                                        name=g.fresh(out + "_q")))
+        g.insert_before(node, *new)
+        g.remove(node)
+        g.refresh()
+        notes.setdefault("rewrites", []).append(f"Split {node.name or node.output[0]!r} on int8 made QDQ")
+        return True
+    return False
+
+
+def quantize_after_movement(g, notes):
+    """Float data movement after a DequantizeLinear that no QuantizeLinear of
+    the same parameters follows (tf2onnx's channel shuffle: DQ -> Reshape ->
+    Transpose -> Reshape -> Transpose -> Conv) gets one: Q(DQ(x)) is x for
+    the values it moves, so each movement sits between a DQ and a Q, as the
+    parsers take it. A flatten into a fully connected layer is left alone
+    (its weights are permuted instead)."""
+    for node in g.nodes:
+        if node.op_type not in MOVES + ("Split",) or node.op_type == "Concat":
+            continue
+        prod = g.producer.get(node.input[0])
+        if prod is None or prod.op_type != "DequantizeLinear" or g.qparams(prod) is None:
+            continue
+        if node.op_type in VIEWS and len(g.shapes.get(node.output[0]) or []) <= 2:
+            continue
+        p = g.qparams(prod)
+        changed = False
+        for out in node.output:
+            users = g.users(out)
+            if len(users) == 1 and users[0].op_type == "QuantizeLinear" and g.qparams(users[0]) is not None \
+                    and _same_params(g.qparams(users[0]), p) and out not in g.outputs:
+                continue
+            q_out, dq_out = g.fresh(out + "_q"), g.fresh(out + "_dq")
+            q = helper.make_node("QuantizeLinear", [out] + list(prod.input[1:]), [q_out], name=g.fresh(out + "_q"))
+            dq = helper.make_node("DequantizeLinear", [q_out] + list(prod.input[1:]), [dq_out],
+                                  name=g.fresh(out + "_dq"))
+            for u in users:
+                for k, x in enumerate(u.input):
+                    if x == out:
+                        u.input[k] = dq_out
+            if out in g.outputs:
+                continue
+            i = next(k for k, n in enumerate(g.nodes) if n is node)
+            g.nodes[i + 1:i + 1] = [q, dq]
+            changed = True
+        if changed:
+            g.refresh()
+            notes.setdefault("rewrites", []).append(
+                f"{node.op_type} {node.name or node.output[0]!r} quantized with its input's parameters")
+            return True
+    return False
+
+
+REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat,
+            int8_split, requant_chains, fold_pads, transposes_into_linear, quantize_before_movement,
+            quantize_after_movement, mul_by_constant)   # last: after views have moved off int8 tensors
 
 
 def bind_constants(model, path, constants):

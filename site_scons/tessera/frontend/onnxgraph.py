@@ -119,9 +119,32 @@ def read_model(path, load_external_data=True):
     return model
 
 
+def _stale(err):
+    """Whether a checker or shape-inference error is a stored shape that
+    disagrees with the inferred one (a stale value_info annotation)."""
+    return "existing shape differ" in str(err) or "existing shape and inferred shape" in str(err).lower()
+
+
 def load(path):
-    """Read, check and shape-infer an ONNX file; errors are one line."""
+    """Read, check and shape-infer an ONNX file; errors are one line. Stale
+    shape annotations of intermediate tensors (value_info that disagrees
+    with what the nodes compute) are dropped, as ONNX Runtime ignores
+    them: the graph's `stale_value_info` counts them."""
     model = read_model(path)
+    stale = 0
+    for _ in range(2):
+        try:
+            onnx.checker.check_model(model)
+            shape_inference.infer_shapes(model, strict_mode=True)
+            break
+        except Exception as err:   # checked below, one line each
+            sizes = [d.dim_value for vi in model.graph.input for d in vi.type.tensor_type.shape.dim
+                     if d.HasField("dim_value")]
+            # only where the graph itself is sound (an input of 0 values is the input's fault)
+            if not _stale(err) or not model.graph.value_info or any(v <= 0 for v in sizes):
+                break
+            stale = len(model.graph.value_info)
+            del model.graph.value_info[:]
     try:
         onnx.checker.check_model(model)
     except UnicodeError:
@@ -139,4 +162,6 @@ def load(path):
         first = str(err).strip().splitlines()[0]
         raise FrontendError(path, f"shape inference failed: {first}",
                             "export with static shapes") from None
-    return OnnxGraph(model, path)
+    g = OnnxGraph(model, path)
+    g.stale_value_info = stale
+    return g

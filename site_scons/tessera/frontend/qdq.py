@@ -32,7 +32,7 @@ from .qdq_tokens import TokenOps
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
-               "LayerNormalization")
+               "Max", "Min", "LayerNormalization")
 # float ops only found inside elementwise islands (islands.py: one table each)
 ISLAND_OPS = ("Div", "Sub", "Erf", "Pow", "Sqrt", "Neg", "Abs")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
@@ -139,9 +139,11 @@ class QdqParser(TokenOps):
         else:
             raise FrontendError(g.where(node), f"bias {name!r} is not a constant")
         bias = np.rint(real / expected_scale)
-        if np.any(np.abs(bias) >= 2 ** 31):
-            raise FrontendError(g.where(node), "bias does not fit 32 bits at the accumulator scale")
-        return bias.astype(np.int32)
+        if np.any(np.abs(bias) >= 2 ** 62):
+            raise FrontendError(g.where(node), "bias does not fit 62 bits at the accumulator scale",
+                                "quantize the layer's input and weights with larger scales")
+        # wider than 32 bits: the builder moves the excess into the requantization (wide_bias)
+        return bias.astype(np.int64)
 
     def output(self, node, layout=None):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
@@ -209,7 +211,7 @@ class QdqParser(TokenOps):
         # an op tessera has no lowering for is named first, before the
         # layers behind it would report their input as unknown
         known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | set(ISLAND_OPS) | {
-            "QuantizeLinear", "DequantizeLinear", "Constant", "Transpose"}
+            "QuantizeLinear", "DequantizeLinear", "Constant", "Transpose", "Split"}
         for node in g.graph.node:
             if node.op_type not in known:
                 raise self._unsupported(node)
@@ -232,12 +234,16 @@ class QdqParser(TokenOps):
         for node in g.graph.node:
             if id(node) in triggers:
                 self.emit_island(triggers[id(node)])
-            elif node.op_type in COMPUTE_OPS and id(node) not in self.handled:
+            elif node.op_type in COMPUTE_OPS:
+                if id(node) in self.handled:
+                    continue     # taken by the op before it (a Min after a Max: one table)
                 self.handled.add(id(node))
                 getattr(self, "op_" + node.op_type)(node)
             elif node.op_type in LUT_OPS and id(node) not in self.handled:
                 self.handled.add(id(node))
                 self.op_lut(node)
+            elif node.op_type == "Split" and id(node) not in self.handled:
+                self.op_split(node)
             elif node.op_type in VIEW_OPS + ("Transpose",) and id(node) not in self.handled:
                 users = g.consumers.get(node.output[0], [])
                 prod = g.producer.get(node.input[0])
@@ -363,6 +369,34 @@ class QdqParser(TokenOps):
         self.views[q.output[0]] = (src, out, node)
         self.handled.update({id(node), id(q)})
 
+    def op_split(self, node):
+        """DQ -> Split -> Q of the same parameters on each piece: pieces of
+        the input, pending like any movement."""
+        g = self.g
+        src_q = self.quantized_source(node.input[0], node)
+        src, idx = self.onnx_view(src_q)
+        a = attrs(node)
+        axis = a.get("axis", 0) % idx.ndim
+        if len(node.input) > 1 and node.input[1]:
+            sizes = [int(v) for v in np.asarray(g.array(node.input[1])).reshape(-1)]
+        elif "split" in a:
+            sizes = list(a["split"])
+        else:
+            sizes = [idx.shape[axis] // len(node.output)] * len(node.output)
+        t = self.b.tensors[src]
+        for out, piece in zip(node.output, movement.split(idx, axis, sizes)):
+            users = g.consumers.get(out, [])
+            if len(users) != 1 or users[0].op_type != "QuantizeLinear":
+                raise FrontendError(g.where(node), f"Split output {out!r} is not quantized by a single "
+                                    "QuantizeLinear", "quantize the model with QDQ after every op")
+            scale, zp, _ = self._q_params(users[0])
+            if (t.scale, t.zero_point) != (scale, zp):
+                raise FrontendError(g.where(node), "Split changes the quantization parameters",
+                                    "keep its input's scale and zero point")
+            self.views[users[0].output[0]] = (src, piece, node)
+            self.handled.add(id(users[0]))
+        self.handled.add(id(node))
+
     def _maybe_alias(self, node):
         """DQ -> Flatten -> Q with the same parameters: the Q output re-views
         the input tensor."""
@@ -461,6 +495,17 @@ class QdqParser(TokenOps):
 
     def op_AveragePool(self, node):
         g, b = self.g, self.b
+        if list(attrs(node).get("kernel_shape", [])) in ([1, 1], [1]) and not any(attrs(node).get("pads", [])):
+            # a requantization (normalize.requant_chains): elementwise, so a tensor held as
+            # it is (a head's [1, N, k]) stays so
+            src = self.quantized_source(node.input[0], node)
+            layout = self.free_layout(src)
+            if src in self.views and src not in self.alias:
+                self.alias[src] = self.materialize(src, layout)
+            x = self.alias.get(src, src)
+            y, clamp = self.output(node, layout)
+            b.avgpool(node.name or "avgpool", x, y, [1, 1], [1, 1], g.where(node), [node.name], clamp=clamp)
+            return
         x = self.activation(node.input[0], node)
         geo = pool_geometry(node, b.tensors[x].shape, g.where(node), allow_pad=False)
         y, clamp = self.output(node)
@@ -580,6 +625,59 @@ class QdqParser(TokenOps):
         table = lut_table(node.op_type, a, b.qparams(x), b.qparams(y), lo, hi)
         b.lut(node.name or node.op_type.lower(), x, y, table, [node.name])
 
+    def op_Max(self, node):
+        """Max/Min of an activation and a constant (a clip written as
+        torch.maximum/minimum, a scalar or one per channel): a table of the
+        float op as ONNX Runtime evaluates it."""
+        from .tables import extremum_tables
+
+        g, b = self.g, self.b
+        consts = [self._constant(n) for n in node.input]
+        if len(node.input) != 2 or (consts[0] is None) == (consts[1] is None):
+            raise FrontendError(g.where(node), f"{node.op_type} of {len(node.input)} inputs, "
+                                f"{sum(c is not None for c in consts)} of them constant",
+                                f"tessera takes {node.op_type} of an activation and a constant")
+        k = 0 if consts[0] is None else 1
+        x = self.activation(node.input[k], node)
+        channels = b.tensors[x].shape[2]
+        # a clip written as Max then Min (no QuantizeLinear between): one table of both
+        steps, last = [(node.op_type, consts[1 - k].reshape(-1))], node
+        while True:
+            users = g.consumers.get(last.output[0], [])
+            if len(users) != 1 or users[0].op_type not in ("Max", "Min") or len(users[0].input) != 2:
+                break
+            nxt = users[0]
+            other = [n for n in nxt.input if n != last.output[0]]
+            c = self._constant(other[0]) if len(other) == 1 else None
+            if c is None:
+                break
+            self.handled.add(id(nxt))
+            steps.append((nxt.op_type, c.reshape(-1)))
+            last = nxt
+        for op, c in steps:
+            if c.size not in (1, channels):
+                raise FrontendError(g.where(node), f"a {op} constant of {c.size} values",
+                                    "a scalar or one value per channel")
+        y, clamp = self.output(last)
+        lo, hi = clamp if clamp is not None else b.clamp_range(y)
+        b.lut(node.name or node.op_type.lower(), x, y,
+              extremum_tables(steps, b.qparams(x), b.qparams(y), lo, hi, channels), [node.name, last.name])
+
+    op_Min = op_Max
+
+    def _constant(self, name):
+        """A constant's real values, also through DequantizeLinear; None for
+        an activation."""
+        g = self.g
+        prod = g.producer.get(name)
+        if prod is not None and prod.op_type == "DequantizeLinear" and g.is_const(prod.input[0]):
+            self.handled.add(id(prod))
+            src, scale, zp, _ = self._dq_params(prod)
+            return (np.asarray(g.array(src)).astype(np.float64) - zp) * scale
+        if g.is_const(name):
+            return np.asarray(g.array(name), dtype=np.float64)
+        return None
+
     def op_PRelu(self, node):
         from .tables import prelu_tables
 
@@ -672,6 +770,8 @@ def resize_geometry(g, node):
     else:
         coord = dec(a.get("coordinate_transformation_mode"), "half_pixel")
         rule = dec(a.get("nearest_mode"), "round_prefer_floor")
+        if coord == "tf_half_pixel_for_nn":      # tf2onnx's name for it (ONNX Runtime takes both)
+            coord = "tf_half_pixel_for_nearest"
     if mode == "bilinear":
         mode = "linear"
     if mode not in ("nearest", "linear") or a.get("antialias", 0) or dec(a.get("keep_aspect_ratio_policy"),

@@ -51,6 +51,22 @@ def lut_table(fn, attrs, x, y, lo=-128, hi=127):
     return _quantize(FUNCTIONS[fn](v, attrs), *y, lo, hi)
 
 
+def extremum_tables(steps, x, y, lo=-128, hi=127, channels=1):
+    """Max and Min of every stored input and constants, in turn (steps:
+    [(op, constants)]): one table, or a table per channel where a constant
+    has one value per channel."""
+    v = _real(*x).astype(np.float64)
+    per_channel = any(np.asarray(c).size > 1 for _, c in steps)
+    rows = []
+    for ch in range(channels if per_channel else 1):
+        r = v
+        for op, c in steps:
+            c = np.asarray(c, dtype=np.float32).reshape(-1)
+            r = (np.maximum if op == "Max" else np.minimum)(r, float(c[ch] if c.size > 1 else c[0]))
+        rows.append(_quantize(r, *y, lo, hi))
+    return np.stack(rows) if per_channel else rows[0]
+
+
 def prelu_tables(slopes, x, y, lo=-128, hi=127):
     """One 256-entry table per channel: v >= 0 ? v : slope[c] * v."""
     v = _real(*x).astype(np.float64)

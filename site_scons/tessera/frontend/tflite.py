@@ -43,7 +43,12 @@ ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescal
 INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
             "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
             "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
+RECURRENT = ("recurrent layers are not lowered yet: unroll the LSTM into plain operators "
+             "(Keras: unroll=True; ARM's basic_lstm models build so) to build it now")
 HINTS = {
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "BIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "LSTM": RECURRENT,
+    "UNIDIRECTIONAL_SEQUENCE_RNN": RECURRENT, "SVDF": "SVDF (TFLite Micro's keyword models, int8 with an int16 "
+    "state) is not lowered: replace it with its convolutions, or a model without SVDF",
 }
 
 
@@ -123,7 +128,7 @@ class _Model:
         return self.tensor(i).Type()
 
     def name(self, i):
-        return self.tensor(i).Name().decode(errors="replace")
+        return (self.tensor(i).Name() or b"").decode(errors="replace")
 
     def data(self, i):
         """The constant's array, or None for an activation."""
@@ -242,6 +247,15 @@ class TfliteParser:
             return self.alias[t]
         if t in self.views:
             return self.materialize(t, i, opname)
+        if getattr(self, "folding", None) is not None and self.const(t) is not None:
+            # an operator of constants lowered on its own (fold): the constant as an input
+            shape = hwc(self.m.shape(t))
+            scale, zp = self.scale_zp(t, i, opname)
+            shift = 128 if self.m.type(t) == UINT8 else 0
+            name = self.b.tensor(f"t{t}", shape, "uint8" if shift else "int8", scale, zp)
+            self.folding[name] = (np.asarray(self.const(t)).astype(np.int64) - shift).reshape(shape)
+            self.alias[t] = name
+            return name
         typ = self.m.type(t)
         if typ not in (INT8, UINT8):
             what = {INT16: "int16 activations", FLOAT32: "a float tensor"}.get(
@@ -337,9 +351,16 @@ class TfliteParser:
                 self.consumers.setdefault(int(t), []).append(i)
         graph_outputs = {int(t) for t in sg.OutputsAsNumpy()}
         self.graph_outputs = graph_outputs
+        self.tail = self.post_processing()
+        self.handlers = handlers = self._handlers()
+        self.unsupported_first()
         inputs = []
         for t in sg.InputsAsNumpy():
             t = int(t)
+            cast = [c for c in self.consumers.get(t, []) if m.opcode(sg.Operators(c)) == "CAST"]
+            if m.type(t) == UINT8 and m.quant(t) is None and cast:
+                inputs.append(self.cast_input(t, cast))
+                continue
             if m.type(t) == FLOAT32:
                 # a float input quantized by the model's first QUANTIZE: the network starts after it
                 ops = self.consumers.get(t, [])
@@ -356,38 +377,39 @@ class TfliteParser:
                 continue
             inputs.append(self.act_tensor(t, -1, "input"))
         self.b.inputs = inputs
-        handlers = {
-            "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
-            "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
-            "PADV2": self.pad, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
-            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
-            "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
-            "SOFTMAX": self.softmax,
-            # data movement and shape arithmetic (frontend.movement)
-            "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
-            "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
-            "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
-            "PACK": self.movement, "UNPACK": self.movement, "SHAPE": self.shape_of,
-            "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
-            "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest,
-        }
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
             name = m.opcode(op)
+            if i in self.tail or i in self.skip:
+                continue
             handler = handlers.get(name)
             if name == "SOFTMAX" and self.drop_final_softmax:
                 handler = self.final_softmax
             if handler is None:
                 hint = HINTS.get(name, "supported: " + ", ".join(sorted(handlers)) + "; see docs/tflite.md")
                 self.fail(i, name, "not supported by tessera's TFLite import", hint)
-            handler(i, name, op, [int(t) for t in op.InputsAsNumpy()], [int(t) for t in op.OutputsAsNumpy()])
+            ins, outs = [int(t) for t in op.InputsAsNumpy()], [int(t) for t in op.OutputsAsNumpy()]
+            if handler.__func__ not in (TfliteParser.movement, TfliteParser.shape_of, TfliteParser.fill) \
+                    and all(t < 0 or self.const(t) is not None for t in ins):
+                self.fold(i, name, op, ins, outs, handler)
+                continue
+            handler(i, name, op, ins, outs)
         if self.drop_final_softmax and not getattr(self, "dropped_softmax", False):
             # asked for, but nothing to drop: say so rather than build the model unchanged
             raise FrontendError(self.path, "drop_final_softmax: the model has no SOFTMAX",
                                 "drop the key from the model YAML")
         outputs = []
-        for t in sg.OutputsAsNumpy():
-            t = int(t)
+        ends = [int(t) for t in sg.OutputsAsNumpy() if self.producer_of(int(t)) not in self.tail]
+        for i in sorted(self.tail):      # what the post-processing reads of the integer network
+            for t in sg.Operators(i).InputsAsNumpy():
+                t = int(t)
+                if t >= 0 and self.producer_of(t) not in self.tail and self.const(t) is None \
+                        and (t in self.alias or t in self.views) and t not in ends:
+                    ends.append(t)
+        notes = None
+        if self.tail:
+            notes = {"tflite_tail": [f"{i}:{m.opcode(sg.Operators(i))}" for i in sorted(self.tail)]}
+        for t in ends:
             if t in self.views and t not in self.alias:
                 mi, mop = self.views[t][2]
                 self.act_tensor(t, mi, mop)     # an output made by data movement: emitted in TFLite's order
@@ -407,7 +429,9 @@ class TfliteParser:
             if name is not None and self.b.tensors[name].source_shape is None:
                 self.b.tensors[name].source_layout = "hwc"
                 self.b.tensors[name].source_shape = [int(d) for d in m.shape(t)]
-        return self.b.finish()
+        graph, weights = self.b.finish()
+        graph.notes = notes
+        return graph, weights
 
     def _geometry(self, i, opname, o, x_shape, kh, kw, pad_in):
         """Kernel, stride, padding (TFLite's SAME on the dilated extent) and
@@ -614,21 +638,27 @@ class TfliteParser:
         self.b.maxpool(f"{opname.lower()}_{i}", x, y, geo["kernel"], geo["stride"], geo["pad"],
                        f"{self.path}: operator {i} ({opname})", sources=[f"{i}:{opname}"])
 
-    def add(self, i, opname, op, ins, outs):
-        o = self.m.options(op, "AddOptions")
+    def _add_params(self, i, opname, op, ins, outs, options):
+        """ADD's and SUB's arithmetic (add.cc / sub.cc Prepare: the float max
+        doubled, the ratios in double): the inputs' stored zero points, their
+        multipliers and shifts, and the output's requantization."""
+        o = self.m.options(op, options)
         (s1, _), z1 = self.scale_zp(ins[0], i, opname), self.stored_zp(ins[0], i, opname)
         (s2, _), z2 = self.scale_zp(ins[1], i, opname), self.stored_zp(ins[1], i, opname)
         so, _ = self.scale_zp(outs[0], i, opname)
-        # add.cc Prepare: float max doubled, the ratios in double
         twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
         m1, sh1 = quantize_multiplier(float(s1) / twice_max)
         m2, sh2 = quantize_multiplier(float(s2) / twice_max)
         mo, sho = quantize_multiplier(twice_max / float(_f32(1 << ADD_LEFT_SHIFT) * _f32(so)))
         if min(sh1, sh2, sho) < 31:
-            self.fail(i, opname, "a rescale factor of 1 or more", "TFLite's ADD needs multipliers below 1")
+            self.fail(i, opname, "a rescale factor of 1 or more", f"TFLite's {opname} needs multipliers below 1")
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = Requant(mul=[mo], add=[0], shift=[sho], rounding="tflite",
                      zero_point=self.stored_zp(outs[0], i, opname), lo=lo, hi=hi)
+        return (z1, z2), (m1, m2), (sh1, sh2), rq
+
+    def add(self, i, opname, op, ins, outs):
+        (z1, z2), (m1, m2), (sh1, sh2), rq = self._add_params(i, opname, op, ins, outs, "AddOptions")
         if self._constant_operand(ins) is not None:
             return self._binary_table(i, opname, ins, outs,
                                       lambda a, b: golden_ops.requantize(golden_ops.add(
@@ -657,6 +687,45 @@ class TfliteParser:
         """A constant operand's stored values (uint8 less 128)."""
         v = np.asarray(self.const(t)).astype(np.int64)
         return v - (128 if self.m.type(t) == UINT8 else 0)
+
+    def _varies_in_space(self, ins, k, i, opname):
+        """A constant operand that is neither a scalar nor one value per channel."""
+        const = self._stored_const(ins[k])
+        c = self.b.tensors[self.spatial_input(ins[1 - k], i, opname)].shape[2]
+        return not (const.size == 1 or (const.size == c and const.shape[-1] == c))
+
+    def _mul_by_constant_tensor(self, i, opname, ins, outs, k, z_const, rq):
+        """MUL of an activation by a constant that varies over the image
+        (MoveNet's centre weighting, [48, 48, 1]): the activation viewed as
+        one pixel of H*W*C channels times a 1x1 depthwise convolution whose
+        weights are the constant broadcast to the activation's shape, held
+        as stored with the weight offset -zp (acc = (a - zp_a) * (c - zp_c),
+        the product TFLite's MUL requantizes, by the same multiplier)."""
+        x_t = ins[1 - k]
+        x = self.spatial_input(x_t, i, opname)
+        full = list(self.m.shape(x_t))
+        if list(self.m.shape(outs[0])) != full:
+            self.fail(i, opname, f"a constant of shape {self.m.shape(ins[k])} that broadcasts a "
+                      f"{full} activation to {self.m.shape(outs[0])}",
+                      "tessera takes a constant operand that broadcasts to the activation's own shape")
+        try:
+            const = np.broadcast_to(self._stored_const(ins[k]), full).reshape(-1)
+        except ValueError:
+            self.fail(i, opname, f"a constant of shape {self.m.shape(ins[k])} against a {full} tensor")
+        y = self.act_tensor(outs[0], i, opname)
+        tx, ty = self.b.tensors[x], self.b.tensors[y]
+        n = tx.size
+        where = f"{self.path}: operator {i} ({opname})"
+        flat = self.b.moved(x, np.arange(n), f"{x}_pixel", [1, 1, n], where, f"{opname.lower()}_{i}_in",
+                            sources=[f"{i}:{opname}"])
+        out = self.b.tensor(f"{y}_pixel", [1, 1, n], ty.source_dtype, ty.scale, ty.zero_point)
+        offset = -int(z_const)
+        layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[flat], output=out,
+                      kernel=[1, 1], stride=[1, 1], pad=[0, 0, 0, 0], input_offset=-self.b.stored_zero_point(x),
+                      requant=rq, source=[f"{i}:{opname}"], weight_offset=offset or None)
+        self.b.add_layer(layer, {"weights": np.ascontiguousarray(const.reshape(1, 1, n), dtype=np.int8),
+                                 "bias": np.zeros(n, np.int32)})
+        self.b.movement("reshape", f"reshape_{opname.lower()}_{i}_out", out, y, where, sources=[f"{i}:{opname}"])
 
     def _binary_table(self, i, opname, ins, outs, f):
         """An elementwise op of an activation and a constant (a scalar or one
@@ -701,6 +770,74 @@ class TfliteParser:
             producer.source.append(f"{i}:{opname}")
             return
         self.b.lut(f"{opname.lower()}_{i}", x, y, table, sources=[f"{i}:{opname}"])
+
+    def sub(self, i, opname, op, ins, outs):
+        """SUB of a constant (MoveNet's input normalization): TFLite's SUB is
+        ADD's arithmetic with the second input's rescaled value negated, as a
+        table (sub.cc's PrepareGeneralSubOp: the same multipliers)."""
+        if self._constant_operand(ins) is None:
+            self.fail(i, opname, "a subtraction of two activations", "tessera takes SUB of a constant")
+        (z1, z2), (m1, m2), (sh1, sh2), rq = self._add_params(i, opname, op, ins, outs, "SubOptions")
+
+        def f(a, b):
+            sa = golden_ops.tflite_multiply((a + (-z1)) << ADD_LEFT_SHIFT, m1, sh1)
+            sb = golden_ops.tflite_multiply((b + (-z2)) << ADD_LEFT_SHIFT, m2, sh2)
+            return golden_ops.requantize(sa - sb, rq)
+        self._binary_table(i, opname, ins, outs, f)
+
+    def arg_max(self, i, opname, op, ins, outs):
+        """ARG_MAX over the channels (a segmentation map's classes) at the
+        network's output: the IR argmax, the first largest value's index as
+        int32 (the model's int64 or int32 output: the same values)."""
+        axis = self.const(ins[1])
+        if axis is None:
+            self.fail(i, opname, "the axis is not a constant")
+        src, idx = self.view(ins[0], i, opname)
+        rank = idx.ndim
+        a = int(np.asarray(axis).reshape(-1)[0]) % rank
+        x = self.b.tensors[src]
+        # the axis must be the source's channels, with H and W in their order
+        moved = np.moveaxis(idx, a, -1)
+        if list(moved.shape[-1:]) != [x.shape[2]] or not np.array_equal(moved.reshape(-1), np.arange(idx.size)):
+            self.fail(i, opname, f"arg max over axis {a} of a {self.m.shape(ins[0])} tensor",
+                      "tessera takes ARG_MAX over the channels")
+        y = self.b.tensor(f"t{outs[0]}", x.shape[:2] + [1], "int32")
+        self.alias[outs[0]] = y
+        self.b.add_layer(Layer(name=self.b.layer_name(f"arg_max_{i}"), op="argmax", inputs=[src], output=y,
+                               source=[f"{i}:{opname}"]), {})
+
+    def resize_bilinear(self, i, opname, op, ins, outs):
+        """RESIZE_BILINEAR (int8): reference_ops::ResizeBilinearInteger, raw
+        values weighted in 10-bit fractions (scale rounded to 10 bits, half
+        pixel centres or aligned corners), the sum rounded half away from
+        zero at 2^20: the IR resize with the fractions doubled (11 bits) and
+        TFLite's rounded division by 2^22."""
+        o = self.m.options(op, "ResizeBilinearOptions")
+        align, half = (bool(o.AlignCorners()), bool(o.HalfPixelCenters())) if o else (False, False)
+        if self.m.type(ins[0]) != INT8:
+            self.fail(i, opname, f"a {TYPE_NAMES.get(self.m.type(ins[0]))} bilinear resize (TFLite computes it in "
+                      "float)", "tessera takes int8 RESIZE_BILINEAR")
+        x = self.spatial_input(ins[0], i, opname)
+        y = self.act_tensor(outs[0], i, opname)
+        self._same_quant(i, opname, ins[0], outs[0])
+        (h, w, _), (ho, wo, _) = self.b.tensors[x].shape, self.b.tensors[y].shape
+
+        def axis(n_in, n_out):
+            scale = ((1 << 10) * n_in + n_out // 2) // n_out
+            if align and n_out > 1:
+                scale = ((1 << 10) * (n_in - 1) + (n_out - 1) // 2) // (n_out - 1)
+            out = []
+            for v in range(n_out):
+                s = v * scale + scale // 2 - (1 << 9) if half else v * scale
+                lo = max(int(s / (1 << 10)), 0)            # C division, toward zero
+                hi = min(int((s + (1 << 10) - 1) / (1 << 10)), n_in - 1)
+                out += [lo, hi, 2 * (s - (1 << 10) * lo)]
+            return out
+        table = axis(h, ho) + axis(w, wo)
+        rq = Requant(mul=[1 << 22], add=[0], shift=[0], rounding="tflite_div", zero_point=0, lo=-128, hi=127)
+        layer = Layer(name=self.b.layer_name(f"resize_bilinear_{i}"), op="resize", inputs=[x], output=y,
+                      input_offset=0, requant=rq, mode="bilinear", table=table, source=[f"{i}:{opname}"])
+        self.b.add_layer(layer, {})
 
     def leaky_relu(self, i, opname, op, ins, outs):
         """LEAKY_RELU: reference_ops::QuantizeLeakyRelu, x - zp_in rescaled by
@@ -840,7 +977,10 @@ class TfliteParser:
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction() if o else ACT_NONE, i, opname)
         rq = self.requant([float(sa) * float(sb) / float(so)], None, lo, hi, i, opname)
         rq.zero_point = self.stored_zp(outs[0], i, opname)
-        if self._constant_operand(ins) is not None:
+        k = self._constant_operand(ins)
+        if k is not None and self._varies_in_space(ins, k, i, opname):
+            return self._mul_by_constant_tensor(i, opname, ins, outs, k, [za, zb][k], rq)
+        if k is not None:
             return self._binary_table(i, opname, ins, outs, lambda a, b: golden_ops.requantize(
                 golden_ops.mul(a, b, [-za, -zb]), rq))
         a = self.spatial_input(ins[0], i, opname)
@@ -907,6 +1047,103 @@ class TfliteParser:
         self.alias[outs[0]] = self.act_tensor(ins[0], i, opname)
         self.dropped_softmax = True
 
+    def _handlers(self):
+        return {
+            "CONV_2D": self.conv, "DEPTHWISE_CONV_2D": self.depthwise, "FULLY_CONNECTED": self.fully_connected,
+            "AVERAGE_POOL_2D": self.avgpool, "MAX_POOL_2D": self.maxpool, "ADD": self.add, "PAD": self.pad,
+            "PADV2": self.pad, "QUANTIZE": self.quantize, "DEQUANTIZE": self.dequantize,
+            "LOGISTIC": self.lut, "HARD_SWISH": self.lut, "TANH": self.lut, "MUL": self.mul, "CONCATENATION": self.concat,
+            "MEAN": self.mean, "RELU": self.relu, "RELU6": self.relu, "RELU_N1_TO_1": self.relu,
+            "SOFTMAX": self.softmax,
+            # data movement and shape arithmetic (frontend.movement)
+            "RESHAPE": self.movement, "SQUEEZE": self.movement, "EXPAND_DIMS": self.movement,
+            "TRANSPOSE": self.movement, "GATHER": self.movement, "SPLIT": self.movement,
+            "SPLIT_V": self.movement, "STRIDED_SLICE": self.movement, "SLICE": self.movement,
+            "PACK": self.movement, "UNPACK": self.movement, "TILE": self.movement, "SHAPE": self.shape_of,
+            "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
+            "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest, "RESIZE_BILINEAR": self.resize_bilinear,
+            "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill, "CAST": self.cast,
+        }
+
+    def unsupported_scan(self):
+        """unsupported_first on its own (nothing lowered)."""
+        self.tail = set()
+        self.handlers = self._handlers()
+        self.unsupported_first()
+
+    def unsupported_first(self):
+        """An operator tessera has no lowering for is named before anything
+        it would trip over first (an SVDF model's int16 input)."""
+        sg = self.m.sg
+        for i in range(sg.OperatorsLength()):
+            name = self.m.opcode(sg.Operators(i))
+            if i not in self.tail and name not in self.handlers and name not in ("SOFTMAX",):
+                hint = HINTS.get(name, "supported: " + ", ".join(sorted(self.handlers)) + "; see docs/tflite.md")
+                self.fail(i, name, "not supported by tessera's TFLite import", hint)
+
+    # ---- where the integer network starts and ends ------------------------------
+
+    def producer_of(self, t):
+        if not hasattr(self, "_producer"):
+            sg = self.m.sg
+            self._producer = {int(o): i for i in range(sg.OperatorsLength()) for o in sg.Operators(i).OutputsAsNumpy()}
+        return self._producer.get(t)
+
+    def post_processing(self):
+        """The operators after the integer network (a pose or detection
+        model's decoding: ARG_MAX whose index is computed with, DEQUANTIZE
+        into float arithmetic, CAST, and everything that reads their
+        results): left to the application, as ONNX's float tails are. The
+        firmware's outputs are then what they read of the integer network."""
+        m, sg = self.m, self.m.sg
+        self.skip = set()
+        tail, derived = set(), set()
+        for i in range(sg.OperatorsLength()):
+            op = sg.Operators(i)
+            name = m.opcode(op)
+            ins = [int(t) for t in op.InputsAsNumpy() if t >= 0]
+            outs = [int(t) for t in op.OutputsAsNumpy()]
+            feeds_on = any(self.consumers.get(t) for t in outs)
+            starts = (name in ("DEQUANTIZE", "ARG_MAX", "CAST") and feeds_on
+                      and not (name == "CAST" and all(t in [int(x) for x in sg.InputsAsNumpy()] for t in ins)))
+            if starts or any(t in derived for t in ins):
+                tail.add(i)
+                derived.update(outs)
+        return tail
+
+    def cast(self, i, opname, op, ins, outs):
+        """A CAST the network computes with (not of a raw input, nor in the
+        post-processing): no integer meaning tessera can give it."""
+        self.fail(i, opname, f"a cast to {TYPE_NAMES.get(self.m.type(outs[0]))} inside the network",
+                  "tessera takes a CAST of a raw uint8 input before its QUANTIZE")
+
+    def cast_input(self, t, casts):
+        """A uint8 graph input without quantization (raw pixels) read by
+        CAST to float and QUANTIZE: the input is the uint8 values (scale 1,
+        zero point 0), and CAST + QUANTIZE a table of them."""
+        m, sg = self.m, self.m.sg
+        if len(casts) != 1 or len(self.consumers.get(t, [])) != 1:
+            self.fail(casts[0], "CAST", f"input {m.name(t)!r} is read by other ops than one CAST")
+        c = casts[0]
+        f = int(sg.Operators(c).OutputsAsNumpy()[0])
+        qs = self.consumers.get(f, [])
+        if len(qs) != 1 or m.opcode(sg.Operators(qs[0])) != "QUANTIZE":
+            self.fail(c, "CAST", "a cast input not quantized right after", INT8_FIX)
+        q = qs[0]
+        y_t = int(sg.Operators(q).OutputsAsNumpy()[0])
+        shape = hwc(m.shape(t))
+        x = self.b.tensor(f"t{t}", shape, "uint8", 1.0, 0)
+        self.alias[t] = x
+        s, zp = self.scale_zp(y_t, q, "QUANTIZE")
+        lo, hi = ZERO_POINT_RANGE[m.type(y_t)]
+        # QUANTIZE's float arithmetic: round(x / s) half away from zero, plus the zero point
+        vals = np.arange(256, dtype=np.float32) / _f32(s)
+        raw = np.clip(np.array([tfl_round(float(v)) for v in vals], dtype=np.int64) + zp, lo, hi)
+        table = raw - (128 if m.type(y_t) == UINT8 else 0)
+        self.skip.update({c, q})
+        self.emit_table(q, "QUANTIZE", x, y_t, table.reshape(1, 256))
+        return x
+
     # ---- data movement (frontend.movement) ---------------------------------
 
     def const(self, t):
@@ -932,6 +1169,37 @@ class TfliteParser:
         SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE folds at import)."""
         dtype = np.int64 if self.m.type(outs[0]) == 4 else np.int32
         self.consts[outs[0]] = np.asarray(self.m.shape(ins[0]), dtype=dtype)
+
+    def fold(self, i, opname, op, ins, outs, handler):
+        """An operator of constants only (an LSTM's fully connected layer of
+        its zero initial state): lowered as usual in a network of its own,
+        run by the golden model, its outputs constants of this one."""
+        from .. import golden
+        sub = TfliteParser.__new__(TfliteParser)
+        sub.__dict__.update(self.__dict__)
+        sub.b = Builder("constant", "tflite", self.path)
+        sub.alias, sub.views, sub.pad_of = {}, {}, {}
+        values = sub.folding = {}      # act_tensor gives the constants it is asked for (their values here)
+        getattr(sub, handler.__name__)(i, opname, op, ins, outs)
+        if sub.b.layers:
+            graph, weights = sub.b.finish()
+            for layer in graph.layers:
+                values[layer.output] = golden.run_layer(layer, graph, weights, values)
+        for t in outs:
+            name = sub.alias.get(t)
+            if name is None:
+                self.fail(i, opname, "an operator of constants whose output tessera cannot compute")
+            shift = 128 if self.m.type(t) == UINT8 else 0
+            self.consts[t] = (values[name].astype(np.int64) + shift).reshape(self.m.shape(t))
+
+    def fill(self, i, opname, op, ins, outs):
+        """FILL of constant dims with a constant value (an LSTM's zero initial
+        state): a constant."""
+        dims, value = self.const(ins[0]), self.const(ins[1])
+        if dims is None or value is None:
+            self.fail(i, opname, "dims or value are not constants", "freeze the model's shapes")
+        self.consts[outs[0]] = np.full([int(d) for d in np.asarray(dims).reshape(-1)],
+                                       np.asarray(value).reshape(-1)[0])
 
     def _movement_fn(self, i, opname, op, ins, outs):
         """The operator as a function of its first input's array (values or
@@ -994,6 +1262,11 @@ class TfliteParser:
                               for b, n in zip(begin.reshape(-1), size.reshape(-1)))
                 return [a[index]]
             return slice_
+        if opname == "TILE":
+            multiples = self.const(ins[1])
+            if multiples is None:
+                self.fail(i, opname, "the multiples are not a constant", "freeze the model's shapes")
+            return lambda a: [np.tile(a, [int(k) for k in np.asarray(multiples).reshape(-1)])]
         if opname == "UNPACK":
             o = m.options(op, "UnpackOptions")
             return lambda a: [np.take(a, k, axis=o.Axis() % a.ndim) for k in range(a.shape[o.Axis() % a.ndim])]
@@ -1166,6 +1439,15 @@ def import_tflite(path, name, drop_final_softmax=False):
     from .tflite_gate import check_identifier, interpreter_refusal
     check_identifier(path)
     refusal, structural = interpreter_refusal(path)
+    if structural and "crashed" in refusal.what:
+        # it read the model and aborted in a kernel: name what tessera does not take in it
+        try:
+            TfliteParser(path, name).unsupported_scan()
+        except FrontendError as err:
+            raise FrontendError(path, f"{err.what}; the TFLite interpreter also crashes on the model "
+                                f"({refusal.what.rsplit('(', 1)[-1]}", err.fix) from None
+        except Exception:
+            pass
     if structural:
         raise refusal
     try:

@@ -52,6 +52,8 @@ def run_layer(layer, graph, weights, values):
         acc = ops.softmax(x, layer.table, layer.requant, layer.mode)
     elif op == "transpose":
         acc = ops.transpose(x, layer.perm, layer.dims, graph.tensor(layer.output).shape)
+    elif op == "argmax":
+        acc = ops.argmax(x)
     elif op == "reshape":
         acc = ops.reshape(x, graph.tensor(layer.output).shape)
     elif op == "gather":

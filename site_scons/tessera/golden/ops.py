@@ -32,7 +32,7 @@ def requantize(acc, rq: Requant):
     else:
         channels = acc.shape[-1]
         mul = _per_channel(rq.mul, channels)
-        add = _per_channel(rq.add, channels)
+        add = _per_channel(rq.add, channels) << (getattr(rq, "add_shift", None) or 0)
         shift = _per_channel(rq.shift, channels)
     if rq.rounding == "tflite":
         return np.clip(tflite_multiply(acc, mul, shift) + rq.zero_point, rq.lo, rq.hi)
@@ -280,6 +280,11 @@ def gather(x, table, axis, fill=None):
         shape[axis] = index.size
         y = np.where(index.reshape(shape) < 0, fill, y)
     return y
+
+
+def argmax(x):
+    """The first index of the largest value along the channels, [H, W, 1]."""
+    return np.argmax(x, axis=2)[..., None].astype(np.int64)
 
 
 def softmax(x, table, rq, mode=None):

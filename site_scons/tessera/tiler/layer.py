@@ -6,12 +6,12 @@ mistake, so it raises ValueError naming the field.
 """
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm")
+       "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
 # Ops the tiler does not tile by windows: the whole layer in L1 at once, or
 # blocks of channels or rows (`split` "c" / "h", "" for neither), or a fit
 # error (`whole` in the layer dict; broadcast add/mul carry it too). Their
 # `in_sizes` gives each input's elements.
-WHOLE = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm")
+WHOLE = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
 
 # Ops whose output channel c reads only input channel c: the input tile has
 # the output tile's channels. Standard convolutions read every input channel

@@ -13,13 +13,13 @@ KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "t
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
            "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather",
-           "layernorm": "tsr_layernorm",
+           "layernorm": "tsr_layernorm", "argmax": "tsr_argmax",
            "reshape": "hal_dma_start"}   # a reshape is DMA alone (codegen/whole.py)
 
 # ops only the reference kernels implement (the other libraries fall back;
 # the data movements are the same loads and stores on any core)
 REFERENCE_OPS = ("mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather",
-                 "layernorm")
+                 "layernorm", "argmax")
 
 
 def kernel_function(layer, graph=None):
