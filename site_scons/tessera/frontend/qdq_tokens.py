@@ -119,7 +119,7 @@ class TokenOps:
         embedding): a 1x1 depthwise of weight 64 at scale 1/64, c its bias
         in units of s_x / 64, per channel or per element."""
         g, b = self.g, self.b
-        c = self._constant(c_name, node)
+        c = self._real_constant(c_name, node)
         tx = b.tensors[x]
         hwc = tx.shape
         try:
@@ -143,7 +143,7 @@ class TokenOps:
         b.conv(node.name or "add", x, y, w, 1.0 / ADD_CONST_WEIGHT, np.ascontiguousarray(bias).astype(np.int64),
                geo, g.where(node), clamp, [node.name])
 
-    def _constant(self, name, node):
+    def _real_constant(self, name, node):
         """A float constant, directly or through DequantizeLinear (of a
         constant, or of QuantizeLinear of one)."""
         g = self.g
@@ -189,8 +189,8 @@ class TokenOps:
             raise FrontendError(g.where(node), f"LayerNormalization over axis {axis} of {shape} ({layout})",
                                 "normalize over the last axis of channel-last tokens")
         c = shape[-1]
-        gamma = np.broadcast_to(self._constant(node.input[1], node).reshape(-1), (c,))
-        beta = (np.broadcast_to(self._constant(node.input[2], node).reshape(-1), (c,))
+        gamma = np.broadcast_to(self._real_constant(node.input[1], node).reshape(-1), (c,))
+        beta = (np.broadcast_to(self._real_constant(node.input[2], node).reshape(-1), (c,))
                 if len(node.input) > 2 and node.input[2] else np.zeros(c))
         if len(node.output) > 1 and any(node.output[1:]):
             raise FrontendError(g.where(node), "LayerNormalization with mean/inv_std_var outputs")
