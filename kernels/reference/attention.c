@@ -102,28 +102,46 @@ void tsr_layernorm_row(const tsr_layernorm_args_t *a, const int8_t *x, int8_t *y
     const int32_t n = a->c, off = a->input_offset;
     int64_t s1 = 0;
     int32_t j;
-    for (j = 0; j < n; j++)
-        s1 += x[j] + off;
     if (a->mode == TSR_LAYERNORM_INT) {
         int64_t s2 = 0, r;
         uint64_t d;
         int32_t f, sh;
-        for (j = 0; j < n; j++) {
-            const int64_t v = x[j] + off;
-            s2 += v * v;
+        if (n <= 4096 && off >= -256 && off <= 256) {
+            /* |xo| <= 384: both sums in 32 bits (n * 384^2 < 2^31) */
+            int32_t t1 = 0, t2 = 0;
+            for (j = 0; j < n; j++) {
+                const int32_t v = x[j] + off;
+                t1 += v;
+                t2 += v * v;
+            }
+            s1 = t1, s2 = t2;
+        } else {
+            for (j = 0; j < n; j++) {
+                const int64_t v = x[j] + off;
+                s1 += v;
+                s2 += v * v;
+            }
         }
         d = ((uint64_t)(n * s2 - s1 * s1) << 16) + (uint64_t)a->eps;
         f = (62 - (64 - __builtin_clzll(d))) / 2;   /* D << 2f just below 2^62: 1 / sqrt to 30 bits */
         r = (int64_t)(((uint64_t)1 << 62) / tsr_isqrt64(d << (2 * f)));
         sh = 38 - f;
         if (a->rq->rounding == TSR_ROUND_HALF_UP && a->rq->divisor <= 1 && !a->rq->elem.plane && r < ((int64_t)1 << 32)) {
-            /* the usual case inline: both products 32 x 32 -> 64 bits, the
-             * channel's requantization without a call per value */
+            /* the usual case inline, the channel's requantization without a
+             * call per value. With |num| < 2^15 (num = n * xo - S1, |num| <=
+             * 255 n and n <= 128) and sh >= 17 the normalization needs no
+             * 64-bit product: R = rh 2^16 + rl, num * rh and num * rl fit 32
+             * bits, and floor((num R + 2^(sh-1)) / 2^sh) =
+             * floor((num rh + 2^(sh-17) + floor(num rl / 2^16)) / 2^(sh-16)). */
             const tsr_requant_t *rq = a->rq;
             const int64_t rnd = (int64_t)1 << (sh - 1);
+            const int split = n <= 128 && sh >= 17 && (off >= -128 && off <= 127);
+            const int32_t rh = (int32_t)((uint32_t)r >> 16), rl = (int32_t)((uint32_t)r & 0xFFFF);
+            const int32_t hr = split ? (int32_t)1 << (sh - 17) : 0;
             for (j = 0; j < n; j++) {
                 const int32_t num = n * (x[j] + off) - (int32_t)s1;
-                const int32_t acc = (int32_t)(((int64_t)num * (int64_t)(uint32_t)r + rnd) >> sh);
+                const int32_t acc = split ? (num * rh + hr + ((num * rl) >> 16)) >> (sh - 16)
+                                          : (int32_t)(((int64_t)num * (int64_t)(uint32_t)r + rnd) >> sh);
                 const int32_t k = rq->per_channel ? j : 0, s = rq->shift[k];
                 int64_t v = (int64_t)acc * rq->mul[k] + (rq->add ? rq->add[k] : 0) + (s > 0 ? (int64_t)1 << (s - 1) : 0);
                 v = (v >> s) + rq->zero_point;
@@ -141,6 +159,8 @@ void tsr_layernorm_row(const tsr_layernorm_args_t *a, const int8_t *x, int8_t *y
         }
         return;
     }
+    for (j = 0; j < n; j++)
+        s1 += x[j] + off;
     {   /* TSR_LAYERNORM_DEEPLOY */
         const int32_t mean = (int32_t)trunc_div(s1, n);
         int32_t var = 0, std;

@@ -103,14 +103,19 @@ def operand_as_weights(layer, graph):
 
 def transpose_view(layer, graph):
     """(dims, perm) of a transpose as its kernel runs it: the input viewed as
-    `dims` (or its shape) without its axes of 1, padded with 1s at the end,
-    so a block of output rows is a real cut ([1, T, K] -> [1, K, T] runs as
-    [T, K, 1] -> [K, T, 1]: blocks of K rows, not the one row of the whole)."""
+    `dims` (or its shape) without its axes of 1, so a block of output rows
+    is a real cut and the kernel's rows are long: two axes left take a 1
+    between them ([1, T, K] -> [1, K, T] runs as [T, 1, K] -> [K, 1, T]: K
+    rows of T values, in blocks of rows), one axis is a row of its own."""
     dims = list(layer.dims or graph.tensor(layer.inputs[0]).shape)
     kept = [k for k in range(3) if dims[k] != 1]
-    perm = [kept.index(p) for p in layer.perm if p in kept]
-    pad = 3 - len(kept)
-    return [dims[k] for k in kept] + [1] * pad, perm + list(range(len(kept), 3))
+    if len(kept) == 3:
+        return dims, list(layer.perm)
+    if len(kept) == 2:
+        at = {kept[0]: 0, kept[1]: 2}       # the kept axes go to 0 and 2, the 1 to 1
+        order = [at[p] for p in layer.perm if p in kept]
+        return [dims[kept[0]], 1, dims[kept[1]]], [order[0], 1, order[1]]
+    return [1, 1, dims[kept[0]] if kept else 1], [0, 1, 2]
 
 
 def kernel_shapes(layer, graph):
