@@ -11,7 +11,8 @@
  * and smlad adds two products per instruction (16 MACs per 8 smlad). The
  * offsets (zero points of QDQ tensors, Deeploy's uint8 softmax output)
  * join as a per-column and a per-row term, exact for any offsets; the
- * requantization is tessera's (tsr_requantize_at).
+ * requantization is tessera's (tsr_requantize_at), inline in 32 bits for
+ * the usual per-tensor one (fast_rq).
  *
  * The right operand is wanted as rows of K values per output column: with
  * trans_b it already is (attention's K); else it is copied transposed into
@@ -49,6 +50,31 @@ static void widen_row(const int8_t *x, int32_t K, int32_t kp, int32_t *out, int3
     *sum = s;
 }
 
+/* The usual per-tensor requantization (round half up, no additive term,
+ * a shift s of 33 or more: QDQ's Q31 multiplier scaled down) in 32 bits,
+ * exactly: (acc * mul + 2^(s-1)) >> s == (hi32(acc * mul) + 2^(s-33)) >>
+ * (s-32), the rounding term being a multiple of 2^32 (smmul's high word). */
+typedef struct {
+    int32_t on, mul, round, shift, lo, hi, zp;
+} fast_rq_t;
+
+static fast_rq_t fast_rq(const tsr_requant_t *rq)
+{
+    fast_rq_t q = {0, 0, 0, 0, 0, 0, 0};
+    if (!rq || rq->per_channel || rq->add || rq->neg_mul || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane ||
+        rq->divisor > 1 || rq->shift[0] < 33 || rq->shift[0] > 63)
+        return q;
+    q.on = 1, q.mul = rq->mul[0], q.round = (int32_t)1 << (rq->shift[0] - 33), q.shift = rq->shift[0] - 32;
+    q.lo = rq->lo, q.hi = rq->hi, q.zp = rq->zero_point;
+    return q;
+}
+
+TSR_INLINE int8_t fast_rq_apply(int32_t acc, const fast_rq_t *q)
+{
+    int32_t v = (((int32_t)(((int64_t)acc * q->mul) >> 32) + q->round) >> q->shift) + q->zp;
+    return (int8_t)(v < q->lo ? q->lo : v > q->hi ? q->hi : v);
+}
+
 void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores)
 {
     const int32_t K = a->k, M = a->out_w, N = a->out_c, kp = (K + 3) & ~3;
@@ -56,6 +82,7 @@ void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores)
     int8_t *bt = a->scratch;
     int32_t *sums = (int32_t *)(bt + (size_t)N * kp);
     int32_t *x0 = sums + N, *x1 = x0 + kp / 2;
+    const fast_rq_t q = fast_rq(a->rq);
     int32_t y, m, c, k;
 
     if (core != 0)
@@ -112,7 +139,9 @@ void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores)
                     for (j = 0; j < 1 + two; j++)
                         for (i = 0; i < 1 + pair; i++) {
                             const size_t o = obase + (size_t)(m + j) * N + c + i;
-                            if (a->rq)
+                            if (q.on)
+                                ((int8_t *)a->out)[o] = fast_rq_apply(acc[j][i], &q);
+                            else if (a->rq)
                                 ((int8_t *)a->out)[o] = (int8_t)tsr_requantize_at(acc[j][i], a->rq, y, m + j, c + i);
                             else
                                 ((int32_t *)a->out)[o] = acc[j][i];
