@@ -262,6 +262,13 @@ def main():
              "fitted_on": dict(sources, layers=len(samples)), **coefs}
     if not args.no_sweeps:
         coefs["fused"], coefs["fitted_on"]["fused_sweeps"] = fused_fit_of(args.target, tcfg, bench, coefs)
+    # ops an --ops fit priced (attention's, which no sweep builds) stay, unless this fit saw them
+    old = model.load(file) or {}
+    kept = (old.get("fitted_on") or {}).get("ops")
+    if kept:
+        seen = {op for op, _, _ in samples}
+        coefs["ops"].update({op: old["ops"][op] for op in kept["ops"] if op not in seen and op in old["ops"]})
+        coefs["fitted_on"]["ops"] = kept
     cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
     _write(file, tcfg, tname, coefs, cmd)

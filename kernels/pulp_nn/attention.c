@@ -90,20 +90,9 @@ static __attribute__((noinline)) void store_general(const tsr_matmul_args_t *a, 
  * head) and take the 32-bit path; 0 otherwise. */
 static int rq_fast(const tsr_requant_t *rq, int32_t y, int32_t c, xp_rq_t *q)
 {
-    int32_t k, s;
-    if (!rq || rq->add || rq->rounding != TSR_ROUND_HALF_UP || (rq->elem.plane && rq->elem.step_w))
+    if (!rq || rq->add || rq->neg_mul || rq->rounding != TSR_ROUND_HALF_UP || (rq->elem.plane && rq->elem.step_w))
         return 0;
-    k = rq->elem.plane ? tsr_plane_index(&rq->elem, y, 0, c) : rq->per_channel ? c : 0;
-    s = rq->shift[k];
-    if (s < 33 || s > 63)
-        return 0;
-    q->mul = rq->mul[k];
-    q->round = (int32_t)1 << (s - 33);
-    q->shift = s - 32;
-    q->lo = rq->lo - rq->zero_point;
-    q->hi = rq->hi - rq->zero_point;
-    q->zero_point = rq->zero_point;
-    return 1;
+    return xp_rq_at(rq, rq->elem.plane ? tsr_plane_index(&rq->elem, y, 0, c) : rq->per_channel ? c : 0, q);
 }
 #endif
 
