@@ -40,7 +40,8 @@ def build(out, target, model):
     with open(os.path.join(netdir, "report.json")) as f:
         rep = json.load(f)
     sys.path.insert(0, os.path.join(ROOT, "site_scons"))
-    from tessera import config, runlog, runners
+    from tessera import config, runners
+    from tessera.check import runlog
 
     tcfg = config.load_target(*reversed(config.resolve("target", target, ROOT)))
     run = runlog.parse(runners.run(tcfg["runner"], os.path.join(netdir, "firmware.elf"), ["cores"]), "profile run")

@@ -33,7 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "site_scons"))
-from tessera import memplan, overlap, rambudget  # noqa: E402
+from tessera.planning import memplan, overlap, rambudget  # noqa: E402
 from tessera.ir import Graph  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -118,7 +118,8 @@ def what_if(out, target, model, read_bandwidth):
     sys.path.insert(0, os.path.join(ROOT, "site_scons"))
     import yaml
 
-    from tessera import canon, ooc
+    from tessera.util import canon
+    from tessera.storage import ooc
     from tessera.ir import Graph
 
     d = os.path.join(out, target, model)

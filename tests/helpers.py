@@ -66,7 +66,7 @@ def plant_golden_error(netdir, layer_index, hwc):
     Returns the layer's IR entry."""
     import json
 
-    from tessera import canon
+    from tessera.util import canon
 
     golden = canon.load_npz(str(netdir / "golden.npz"))
     layer = json.loads((netdir / "graph.json").read_text())["layers"][layer_index]

@@ -146,8 +146,8 @@ def build(kind, seed=0):
                  conv(rng, I, "c2", "input", 4, 5, 1),
                  N("Concat", ["up", "c2"], ["output"], axis=1)]
         return model(nodes, I, [1, 4, 8, 8], [1, 11, 8, 8])
-    if kind in ("Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip"):
-        act = {"LeakyRelu": {"alpha": 0.1}}.get(kind, {})
+    if kind in ("Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "Elu"):
+        act = {"LeakyRelu": {"alpha": 0.1}, "Elu": {"alpha": 0.8}}.get(kind, {})
         ins = ["c1"]
         if kind == "PRelu":
             I["slope"] = (rng.random((6, 1, 1)) * 0.5).astype(np.float32)
@@ -199,4 +199,4 @@ def build(kind, seed=0):
 
 
 KINDS = ("dilated", "tcn1d", "se", "se_sigmoid", "swish", "clamped", "resize_sizes", "seg", "mul_spatial", "resize_nearest", "resize_bilinear", "resize_align", "Sigmoid", "Tanh",
-         "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "softmax", "pools", "mbv3")
+         "HardSwish", "LeakyRelu", "HardSigmoid", "PRelu", "Clip", "Elu", "softmax", "pools", "mbv3")

@@ -28,7 +28,7 @@ from tessera.fusion import transfer
 from tessera.golden import ops
 from tessera.ir import Graph, Layer, Requant, Tensor
 from tessera.tiler import solve_layer
-from tessera.views import kernel_library, tiler_layer
+from tessera.config.views import kernel_library, tiler_layer
 
 # ---- kernels -----------------------------------------------------------------
 

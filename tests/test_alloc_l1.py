@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tessera.alloc import l1_layout
+from tessera.planning.alloc import l1_layout
 from tessera.errors import FitError
 
 

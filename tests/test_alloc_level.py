@@ -3,8 +3,8 @@
 
 import pytest
 
-from tessera.alloc import ALLOC_VERSION, plan_level
-from tessera.alloc import level as level_mod
+from tessera.planning.alloc import ALLOC_VERSION, plan_level
+from tessera.planning.alloc import level as level_mod
 from tessera.errors import FitError
 
 

@@ -5,9 +5,9 @@ import random
 
 from hypothesis import event, given, settings, strategies as st
 
-from tessera.alloc import cpsat, plan_level
-from tessera.alloc.greedy import plan_greedy
-from tessera.alloc.lifetimes import align_up, lower_bound, normalize
+from tessera.planning.alloc import cpsat, plan_level
+from tessera.planning.alloc.greedy import plan_greedy
+from tessera.planning.alloc.lifetimes import align_up, lower_bound, normalize
 from tessera.errors import FitError
 
 PROPS = settings(max_examples=200, deadline=None)

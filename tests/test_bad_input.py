@@ -64,7 +64,8 @@ def _corpus_files(tmp_path, kind, case_id):
     import yaml
 
     import bad_input_cases as cases
-    from tessera import config, prepare
+    from tessera import config
+    from tessera.model import prepare
 
     with open(os.path.join(ROOT, "targets", "host.yaml"), encoding="utf-8") as f:
         host = yaml.safe_load(f)

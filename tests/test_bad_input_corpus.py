@@ -17,7 +17,11 @@ from bad_input_cases import (DEEPLOY_CASES, DORY_CASES, INPUT_SHAPE_CASES, RAW_M
                              ONNX_CASES, RAW_TARGET_CASES, TARGET_CASES, TFLITE_BASE, TFLITE_BYTES_CASES,
                              TFLITE_CASES, TFLITE_FILE_CASES)
 from helpers import MODEL_CACHE, ROOT
-from tessera import canon, config, memplan, prepare, views
+from tessera.util import canon
+from tessera import config
+from tessera.planning import memplan
+from tessera.model import prepare
+from tessera.config import views
 from tessera.errors import FitError, TesseraError
 
 MAX_LINE = 600

@@ -107,11 +107,12 @@ SOLVE_UNDER_CTRL_C = r"""
 import os, subprocess, sys
 sys.path.insert(0, sys.argv[1])
 from ortools.sat.python import cp_model
-from tessera import config, views
+from tessera import config
+from tessera.config import views
 from tessera.tiler import solve_layer
 import tessera.tiler.model as tiler_model
 
-# CP-SAT's full search, not the tiler's lean one (tiler.solver.lean_search):
+# CP-SAT's full search, not the tiler's lean one (util.solver.lean_search):
 # a solve that lasts long enough for the signal to land inside the search
 tiler_model.lean_search = lambda solver: solver
 real_solve = cp_model.CpSolver.solve

@@ -275,7 +275,7 @@ def test_requantization_between_two_scales_is_a_layer(tmp_path):
 def test_ort_check_stops_the_build_or_warns(tmp_path):
     """A golden model more than 1 LSB from ONNX Runtime: one line naming
     the layer, or a warning with `ort_check: warn`."""
-    from tessera import prepare
+    from tessera.model import prepare
 
     data = {"layers": [{"layer": "a", "max_diff": 0, "differing": 0.0},
                        {"layer": "b", "max_diff": 3, "differing": 0.25}], "limit": 1}

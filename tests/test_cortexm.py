@@ -137,7 +137,7 @@ def needs_cross():
 
 
 def counts(run_log):
-    from tessera import runlog
+    from tessera.check import runlog
 
     with open(run_log) as f:
         return [layer["count"] for layer in runlog.parse(f.read(), run_log)["layers"]]

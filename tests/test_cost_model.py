@@ -189,7 +189,9 @@ def test_report_html_highlights_the_failed_layer(gap8_tiny):
 def _build_inputs(netdir, target_name):
     import yaml
 
-    from tessera import canon, config, views
+    from tessera.util import canon
+    from tessera import config
+    from tessera.config import views
     from tessera.ir import Graph
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -246,7 +248,8 @@ def test_api_group_moves_the_fused_bands_not_the_intermediate(gap8_tiny):
 def test_view_features_equal_the_report_features(gap8_tiny):
     # what the tiler computes from a layer's view (tile_cost=model) is what
     # the report computes from the IR, on every tiled layer
-    from tessera import cost, views
+    from tessera import cost
+    from tessera.config import views
     from tessera.cost import features
 
     tcfg, graph, tilings, _ = _build_inputs(gap8_tiny, "gap8")
@@ -261,7 +264,8 @@ def test_tile_cost_model_picks_a_tile_no_costlier_than_the_library_one():
     # a MobileNet pointwise and depthwise layer on gap8's L1: the costed
     # choice fits, is deterministic, and by the model costs at most what the
     # library objective's tile costs
-    from tessera import config, cost, views
+    from tessera import config, cost
+    from tessera.config import views
     from tessera.cost import features
     from tessera.tiler import solve_layer
     import yaml

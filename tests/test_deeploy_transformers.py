@@ -15,7 +15,8 @@ import pytest
 
 from helpers import ROOT
 from test_peer_build import _folder, _need_qemu, peer_report
-from tessera import golden, reference
+from tessera import golden
+from tessera.model import reference
 from tessera.frontend import import_onnx, input_names
 
 SNAPSHOT = peer_report.deeploy_snapshot()

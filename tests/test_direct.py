@@ -1,6 +1,6 @@
-"""Layers run in place (tessera.direct): the kernel's own loop order gives
+"""Layers run in place (tessera.planning.inplace): the kernel's own loop order gives
 the distance the output may start below the input, the build-time replay
-(tessera.hazard) accepts a plan at that distance and names the step and
+(tessera.planning.hazard) accepts a plan at that distance and names the step and
 address of a plan one byte closer, and on stm32f4 the firmware with layers
 in place is bit-exact under QEMU and needs less RAM than with a tile arena."""
 
@@ -10,13 +10,23 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import chain_graph
-from tessera import direct, hazard, memplan
+from tessera.codegen.libraries import cmsis_nn
 from tessera.ir import Graph, Layer, Requant, Tensor
+from tessera.planning import hazard, inplace as direct, memplan
 
 MEMORY = {"levels": {"L1": {"size": 1 << 20, "usable": 1 << 20, "kind": "sram", "writable": True},
                      "L2": {"size": 1 << 20, "usable": 1 << 20, "kind": "sram", "writable": True},
                      "flash": {"size": 1 << 20, "usable": 1 << 20, "kind": "flash", "writable": False}},
           "place": {"tiles": "L1", "activations": "L2", "weights": "flash"}}
+
+
+def functions(graph):
+    """{layer: the C function CMSIS-NN's glue calls} for the layers that may run in place."""
+    return {n: cmsis_nn.kernel_function(graph.layer(n), graph=graph) for n in direct.candidates(graph, "cmsis_nn")}
+
+
+def kind_of(layer, graph):
+    return direct.eligible(graph, functions(graph)).get(layer.name)
 
 
 def rq(n):
@@ -51,7 +61,7 @@ def test_pointwise_gap_by_hand():
     # the gap is 64j - 1 - 32j + 1 = 32j, largest for the last step (j = 3)
     graph = graph3("pointwise", 4, 8, 1, 1, [0] * 4, 16)
     layer = graph.layer("l1")
-    assert direct.kind(layer, graph, "cmsis_nn") == "pointwise"
+    assert kind_of(layer, graph) == "pointwise"
     assert direct.gap(layer, graph, "pointwise") == 96
     # same channels: each step reads its pixels before writing them, in place
     graph = graph3("pointwise", 4, 8, 1, 1, [0] * 4, 8)
@@ -63,7 +73,7 @@ def test_conv_gap_is_one_row_by_hand():
     # reads input rows j-1..j+1 (from byte 16(j-1)) after rows 0..j-1 of
     # the output (16j bytes) were written: gap 16j - 1 - 16(j-1) + 1 = 16
     graph = graph3("conv2d", 4, 4, 3, 1, [1] * 4, 4)
-    assert direct.kind(graph.layer("l1"), graph, "cmsis_nn") == "conv"
+    assert kind_of(graph.layer("l1"), graph) == "conv"
     assert direct.gap(graph.layer("l1"), graph, "conv") == 16
 
 
@@ -77,7 +87,7 @@ def test_depthwise_row_calls_keep_the_output_a_row_behind():
     # row r are written (to byte 48r + 5 * 8 + 3): 48r + 43 - 48(r - 1) - 4 + 1
     graph = graph3("depthwise", 6, 8, 3, 1, [1] * 4, 8)
     layer = graph.layer("l1")
-    assert direct.kind(layer, graph, "cmsis_nn") == "depthwise"
+    assert kind_of(layer, graph) == "depthwise"
     assert direct.gap(layer, graph, "depthwise") == 280
     assert len(direct.bands(layer, graph, "depthwise_rows")) == 6
     assert direct.gap(layer, graph, "depthwise_rows") == 88
@@ -92,7 +102,7 @@ def test_the_replay_accepts_the_gap_and_names_one_byte_more(op, hw, c, k, s, pad
     if op == "pointwise":
         k, s, pad = 1, 1, [0] * 4
     graph = graph3(op, hw, c, k, s, pad, co)
-    kind = direct.kind(graph.layer("l1"), graph, "cmsis_nn")
+    kind = kind_of(graph.layer("l1"), graph)
     assert kind is not None
     if kind == "depthwise" and rows:
         kind = "depthwise_rows"
@@ -112,7 +122,7 @@ def test_a_layer_in_place_apart_may_not_touch_its_input():
     layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(8)),
               Layer("l1", "maxpool", ["m"], "y", kernel=[2, 2], stride=[2, 2], pad=[0] * 4, input_offset=0)]
     graph = Graph("g", "test", tensors, layers, ["x"], ["y"])
-    assert direct.kind(graph.layer("l1"), graph, "cmsis_nn") == "apart"
+    assert kind_of(graph.layer("l1"), graph) == "apart"
     assert direct.gap(graph.layer("l1"), graph, "apart") == graph.tensor("y").nbytes
     the_plan = placed(graph, "apart", graph.tensor("y").nbytes)
     hazard.check(graph, tilings(graph), the_plan)
@@ -173,9 +183,9 @@ def test_a_ram_cap_on_a_faster_tile_level_takes_layers_in_place_before_smaller_t
 
     import yaml
 
-    from tessera import rambudget
+    from tessera.planning import rambudget
     from tessera.tiler import solve_layer
-    from tessera.views import tiler_layer
+    from tessera.config.views import tiler_layer
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "kernels", "cmsis_nn", "library.yaml")) as f:
@@ -185,7 +195,7 @@ def test_a_ram_cap_on_a_faster_tile_level_takes_layers_in_place_before_smaller_t
                          "L2": {"size": 65536, "usable": 65536, "kind": "sram", "writable": True},
                          "flash": {"size": 1 << 20, "usable": 1 << 20, "kind": "flash", "writable": False}},
               "place": {"tiles": "L1", "activations": "L2", "weights": "flash"}, "align": 4, "overlap": True}
-    memory["direct"] = {"policy": "ram_cap", "eligible": direct.eligible(graph, "cmsis_nn")}
+    memory["direct"] = {"policy": "ram_cap", "eligible": direct.eligible(graph, functions(graph))}
     assert set(memory["direct"]["eligible"]) == {"l0", "l1"}
     views = {layer.name: tiler_layer(layer, graph) for layer in graph.layers}
     tgt = {"l1_budget": 16384, "cores": 1, "buffering": 2, "kernels": lib}

@@ -18,8 +18,8 @@ import pytest
 from helpers import MODEL_CACHE, ROOT, one_error, scons
 from test_build_host import tree_files
 
-from tessera import canon
-from tessera import export as tx
+from tessera.util import canon
+from tessera.export import files as tx
 
 QEMU = ["qemu-system-arm", "-M", "mps2-an500", "-nographic", "-icount", "shift=0"]
 
@@ -56,7 +56,7 @@ def shrink_l1(yaml_path, size=12288):
 
 def golden_output(netdir):
     """(output bytes as hex, top class) of the golden model."""
-    from tessera.check import stored_bytes
+    from tessera.check.verdict import stored_bytes
 
     graph = canon.read_json(netdir / "graph.json")
     name = graph["outputs"][0]

@@ -12,8 +12,9 @@ from tessera import fusion
 from tessera.fusion import tiler as ftiler
 from tessera.golden import ops
 from tessera.ir import Graph, Layer, Requant, Tensor
-from tessera.tiler import geometry, solve_layer
-from tessera.views import kernel_library, tiler_layer
+from tessera.tiles import geometry
+from tessera.tiler import solve_layer
+from tessera.config.views import kernel_library, tiler_layer
 
 KERNELS = kernel_library("reference")["tiler"]
 
@@ -487,7 +488,7 @@ def test_min_memory_fuses_only_where_the_peak_is():
     above 2048), the expected peak is 896 (step 4, e2 whole) with both,
     1536 (step 5, d2 whole) without d2+p2 and 2048 without e1+d1. The other
     candidates (d1+p1, e2+d2) stay apart."""
-    from tessera import overlap
+    from tessera.planning import overlap
 
     g = two_bottlenecks()
     live, floors = overlap.step_floors(g)
@@ -521,7 +522,7 @@ def test_min_memory_keeps_apart_a_pair_the_peak_does_not_need():
                                layer("e1", "pointwise", "c", "m"),
                                layer("d1", "depthwise", "m", "n", kernel=[3, 3], stride=[2, 2], pad=[1] * 4),
                                layer("p1", "pointwise", "n", "z")], ["a"], ["z"])
-    from tessera import overlap
+    from tessera.planning import overlap
     assert overlap.step_floors(g) == ([1280, 2048, 3072, 2560, 576], [1280, 1024, 2048, 2048, 512])
     assert overlap.row_band_layers(g) == ["d1", "e1"]
     s, _, _ = chain_schedule(g, "min_memory", 64000)

@@ -34,7 +34,11 @@ from onnx import helper, numpy_helper
 
 from helpers import MODEL_CACHE, ROOT
 from mutations import flip, truncate
-from tessera import canon, config, memplan, prepare, views
+from tessera.util import canon
+from tessera import config
+from tessera.planning import memplan
+from tessera.model import prepare
+from tessera.config import views
 from tessera.errors import MAX_MESSAGE, TesseraError
 
 TFLITE_EXAMPLES = 150

@@ -20,7 +20,10 @@ from onnx import helper, numpy_helper
 
 from helpers import MODEL_CACHE, ROOT
 from mutations import flip, truncate
-from tessera import config, frontend, golden, memplan, prepare, views
+from tessera import config, frontend, golden
+from tessera.planning import memplan
+from tessera.model import prepare
+from tessera.config import views
 from tessera.errors import MAX_MESSAGE, TesseraError
 
 ONNX_EXAMPLES = 800

@@ -292,7 +292,7 @@ def check_gap8_report(rep):
 
 
 def test_dscnn_kws_on_gap8(tmp_path):
-    from tessera import runlog
+    from tessera.check import runlog
 
     netdir, rep = gap8_network(tmp_path, "dscnn_kws")
     check_gap8_report(rep)

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from helpers import scons
-from tessera import runlog
+from tessera.check import runlog
 from tessera.errors import RunError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

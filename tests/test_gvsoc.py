@@ -19,7 +19,8 @@ import subprocess
 import pytest
 
 from helpers import ROOT, hal_lines, report, scons
-from tessera import config, runlog, runners
+from tessera import config, runners
+from tessera.check import runlog
 from tessera.codegen import linker
 from tessera.errors import RunError
 from tessera.runners import gvsoc

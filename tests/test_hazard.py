@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from tessera import hazard, memplan
+from tessera.planning import hazard, memplan
 from tessera.ir import Graph, Layer, Requant, Tensor
 
 ROW = 8 * 8      # bytes of one input row: 8 columns of 8 int8 channels

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from tessera import hazard, memplan
+from tessera.planning import hazard, memplan
 from tessera.ir import Graph, Layer, Requant, Tensor
 
 XROW = 8 * 4      # bytes of one row of x: 8 columns of 4 int8 channels

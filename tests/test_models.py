@@ -7,7 +7,8 @@ import os
 import pytest
 
 from helpers import MODEL_CACHE, ROOT
-from tessera import config, golden, prepare
+from tessera import config, golden
+from tessera.model import prepare
 from tessera.frontend import import_onnx
 from tessera.golden.ortcheck import compare
 

@@ -27,7 +27,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from helpers import scons
-from tessera import golden, reference
+from tessera import golden
+from tessera.model import reference
 from tessera.errors import TesseraError
 from tessera.frontend import import_onnx, input_names
 from tessera.runners import gvsoc

@@ -41,7 +41,8 @@ def test_golden_within_one_lsb_of_onnx_runtime(tmp_path, kind, activation):
 # QLinearLeakyRelu, QLinearSoftmax, Resize on the quantized tensor), with the
 # ops that have no QLinear form left in float between DQ and Q
 QOPERATOR = {"dilated": "lut", "se_sigmoid": "mul", "resize_bilinear": "resize", "resize_nearest": "concat",
-             "Sigmoid": "lut", "LeakyRelu": "lut", "PRelu": "lut", "softmax": "softmax", "pools": "maxpool"}
+             "Sigmoid": "lut", "LeakyRelu": "lut", "PRelu": "lut", "Elu": "lut", "softmax": "softmax",
+             "pools": "maxpool"}
 
 
 @pytest.mark.parametrize("kind", sorted(QOPERATOR))

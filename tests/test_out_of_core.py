@@ -7,15 +7,19 @@ accounting equal to what the storage driver counted."""
 import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 
 import pytest
 import yaml
 
 from helpers import ROOT, report, scons
-from tessera import config, ooc
+from tessera import config
+from tessera.storage import ooc
 from tessera.errors import ConfigError
 from tessera.tiler import solve_layer
+from tessera.tiles.geometry import box_transfers
 
 SD = os.path.join(ROOT, "targets", "stm32f746_sd.yaml")
 
@@ -66,9 +70,9 @@ def test_storage_level_errors_are_one_line(mutate, key, fix):
 def test_a_box_is_as_few_transfers_as_the_card_allows():
     # a 4x5x6 int8 tensor at offset 1000: whole rows of every channel are one
     # run, rows of every channel one run per row, a channel slice one per pixel
-    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
-    assert ooc._box(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
-    assert ooc._box(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
+    assert box_transfers(1000, [4, 5, 6], 1, 1, 2, 0, 5, 0, 6) == [(1000 + 30, 60)]
+    assert box_transfers(1000, [4, 5, 6], 1, 1, 2, 1, 3, 0, 6) == [(1000 + 36, 18), (1000 + 66, 18)]
+    assert box_transfers(1000, [4, 5, 6], 1, 0, 1, 1, 2, 2, 3) == [(1000 + 8, 3), (1000 + 14, 3)]
 
 
 def test_a_transfer_costs_its_latency_and_whole_blocks():
@@ -86,13 +90,13 @@ def _pointwise(h, w, cin, cout):
 
 
 def _tiler_target(budget):
-    from tessera import views
+    from tessera.config import views
     lib = views.kernel_library("cmsis_nn")
     return {"l1_budget": budget, "cores": 1, "buffering": 2, "kernels": lib["tiler"]}
 
 
 def test_a_layer_touching_the_card_gets_row_bands_when_they_fit():
-    from tessera.alloc import l1_layout
+    from tessera.planning.alloc import l1_layout
     layer = _pointwise(32, 32, 32, 64)
     # room for rows of every channel (64 x 32 B of weights, loaded once: one buffer)
     rows = solve_layer(dict(layer, rows=1), _tiler_target(20000))
@@ -229,6 +233,25 @@ def test_a_run_leaves_the_built_image_as_it_was(tight):
     assert "storage.bin" not in res.stdout      # up to date: nothing rewrote it
     assert hashlib.sha256(image.read_bytes()).hexdigest() == before
     assert not list(tight["net"].glob(".card-*"))   # the run's scratch copy is gone
+
+
+def test_the_counts_do_not_depend_on_where_the_build_is(tight, tmp_path):
+    """The firmware gets its card's name, not its path: the harness reads
+    the argument after the counter starts and QEMU's timer ticks every 40
+    instructions, so a path one character longer could move a layer's
+    count by a tick (two checkouts gave two reports)."""
+    from tessera import runners
+    runner = config.load_target(str(tight["dir"] / "sd_tight.yaml"), "t")["runner"]
+    counts = set()
+    for n in range(1, 11):   # the path's length grows by one each time: every phase of a tick
+        d = tmp_path / ("d" * n)
+        d.mkdir()
+        for name in ("firmware.elf", "storage.bin"):
+            shutil.copyfile(tight["net"] / name, d / name)
+        text = runners.run(runner, str(d / "firmware.elf"))
+        counts.add(tuple(re.findall(r"^TSR layer .* count=(\d+)", text, re.M)))
+    assert len(counts) == 1 and len(next(iter(counts))) == len(json.loads((tight["net"] / "graph.json")
+                                                                         .read_text())["layers"])
 
 
 def test_without_its_card_the_firmware_stops_with_a_message(tight):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from helpers import chain_graph
-from tessera import hazard, memplan, overlap
-from tessera.alloc import plan_level
+from tessera.planning import hazard, memplan, overlap
+from tessera.planning.alloc import plan_level
 from tessera.ir import Graph, Layer, Requant, Tensor
 
 MEMORY = {"levels": {"L1": {"size": 1 << 20, "usable": 1 << 20, "kind": "scratchpad", "writable": True},
@@ -206,7 +206,7 @@ def test_row_bands_are_asked_for_at_the_memory_peak_only():
 def test_fused_step_overlaps_by_its_bands_and_the_replay_checks_them():
     """A fused DW->PW step (schedule.json's dw_pw): its output may start the
     band gap below its input; one byte closer and the replay names the band."""
-    from tessera.tiler import geometry
+    from tessera.tiles import geometry
     tensors = {"x": Tensor("x", [8, 8, 4]), "m": Tensor("m", [8, 8, 4]), "d": Tensor("d", [8, 8, 4]),
                "y": Tensor("y", [8, 8, 6]), "z": Tensor("z", [8, 8, 4])}
     layers = [Layer("l0", "pointwise", ["x"], "m", input_offset=0, weights="l0.w", bias="l0.b", requant=rq(4)),

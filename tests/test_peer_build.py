@@ -22,7 +22,10 @@ import pytest
 import yaml
 
 from helpers import ROOT, one_error, scons
-from tessera import canon, check as checker, reference, runlog, runners
+from tessera.util import canon
+from tessera.check import verdict as checker, runlog
+from tessera.model import reference
+from tessera import runners
 from tessera.ir import Graph
 from test_peer_frontend import const, helper, n, save
 

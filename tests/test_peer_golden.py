@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import yaml
 
-from tessera import config, golden, prepare, reference
+from tessera import config, golden
+from tessera.model import prepare, reference
 from tessera.errors import ConfigError
 from tessera.frontend import import_onnx, input_names
-from tessera.reference import ReferenceMismatch
+from tessera.model.reference import ReferenceMismatch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.normpath(os.path.join(ROOT, "..", "shared", "peer_tests"))

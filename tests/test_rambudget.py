@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from helpers import one_error, scons
-from tessera import memplan, rambudget
+from tessera.planning import memplan, rambudget
 from tessera.errors import TesseraError
 from tessera.ir import Graph, Layer, Requant, Tensor
 from tessera.tiler import solve_layer
-from tessera.views import tiler_layer
+from tessera.config.views import tiler_layer
 
 with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        "kernels", "reference", "library.yaml")) as f:

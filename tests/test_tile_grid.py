@@ -14,7 +14,7 @@ import pytest
 
 from tessera.codegen.layer import grid_tables
 from tessera.tiler import grid, tiles
-from tessera.tiler.geometry import rows_first
+from tessera.tiles.geometry import rows_first
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INCLUDE = os.path.join(ROOT, "kernels", "include")

@@ -13,10 +13,10 @@ import time
 import pytest
 import yaml
 
-from tessera import canon
+from tessera.util import canon
 from tessera.errors import ConfigError, FitError
 from tessera.tiler import TILER_VERSION, solve_layer, tiles
-from tessera.tiler import geometry
+from tessera.tiles import geometry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB_PATH = os.path.join(ROOT, "kernels", "reference", "library.yaml")
@@ -112,7 +112,7 @@ def test_deterministic_in_process_and_across_processes():
     b = canon.dumps(solve_layer(copy.deepcopy(lay), target(64000, kernels=copy.deepcopy(REF))))
     assert a == b
     code = ("import json,sys,yaml; sys.path.insert(0, 'site_scons');"
-            "from tessera import canon; from tessera.tiler import solve_layer;"
+            "from tessera.util import canon; from tessera.tiler import solve_layer;"
             "lay, t = json.loads(sys.argv[1]); t['kernels'] = yaml.safe_load(open(sys.argv[2]))['tiler'];"
             "print(canon.dumps(solve_layer(lay, t)))")
     t = {k: v for k, v in target(64000).items() if k != "kernels"}
@@ -221,7 +221,7 @@ def test_mobilenet_v1_shapes(lay):
 def test_total_matches_the_allocators_l1_layout():
     """The allocator packs exactly what the tiler counted (same alignment,
     one buffer per kind and input, `buffering` copies)."""
-    l1 = pytest.importorskip("tessera.alloc.l1")
+    from tessera.planning.alloc import l1
     for lay in MBV1 + [layer("odd", "depthwise", [9, 7, 5], [9, 7, 5], (3, 3), (1, 1),
                              (1, 1, 1, 1), params=7)]:
         for budget in (64000, 3001):

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from tessera.errors import FitError
 from tessera.tiler import solve_layer, tiles
-from tessera.tiler import enumerator, geometry, library, memory
+from tessera.tiler import enumerator, library, memory
+from tessera.tiles import geometry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(ROOT, "kernels", "reference", "library.yaml")) as f:

@@ -7,7 +7,8 @@ that is live while the chunk is, nor over the chunk it is live with."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tessera import memplan, views
+from tessera.planning import memplan
+from tessera.config import views
 from tessera.errors import FitError
 from tessera.ir import Graph, Layer, Requant, Tensor
 

@@ -148,7 +148,8 @@ def dma_counts(tcfg, build_dir, report):
     import hashlib
     import json
 
-    from tessera import runlog, runners
+    from tessera.check import runlog
+    from tessera import runners
 
     src = os.path.join(build_dir, "src", "harness.c")
     if not os.path.exists(src) or "dmacount" not in open(src).read():

@@ -1,7 +1,7 @@
 """tessera: deploy quantized neural networks on memory-starved microcontrollers.
 
 Plain Python library (no SCons import). The SCons glue lives in
-site_scons/site_tools/tessera/.
+site_scons/tessera_scons/ (the tool: site_scons/site_tools/tessera.py).
 """
 
-__version__ = "0.1.0"
+from .util.version import __version__  # noqa: F401

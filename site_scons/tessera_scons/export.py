@@ -16,18 +16,18 @@ import os
 
 from SCons.Script import Action
 
-from tessera import canon
-from tessera.config import isa_defines
-from tessera import export as tx
-from tessera.views import KERNELS_DIR as KERNELS
+from tessera.util import canon
+from tessera.export import files as tx
+from tessera.config.views import KERNELS_DIR as KERNELS
 
 
-def _define(d):
-    if isinstance(d, (list, tuple)):
-        return f"{d[0]}={d[1]}"
-    if isinstance(d, dict):
-        return ",".join(f"{k}={v}" for k, v in sorted(d.items()))
-    return str(d)
+# the library code each export step runs, and this file (see steps.CODE)
+_LIBRARY = ("export", "check", "config", "errors", "ir", "util")
+CODE = {"render": _LIBRARY, "vectors": _LIBRARY}
+
+
+def _code(step):
+    return canon.source_files(*CODE[step]) + [os.path.abspath(__file__)]
 
 
 def declare(env, tcfg, model, prefix, outdir, sources, header, libs, hal_files, graph, paths):
@@ -38,63 +38,20 @@ def declare(env, tcfg, model, prefix, outdir, sources, header, libs, hal_files, 
     Returns {dir, nodes, include, ld_dir, fragment, manifest}."""
     exp = os.path.join(outdir, "export")
     stage = os.path.join(outdir, ".export")
-    public = os.path.join(KERNELS, "include", "tessera")
-    public_files = [(os.path.join(public, f), f"kernels/include/tessera/{f}")
-                    for f in sorted(os.listdir(public)) if f.endswith(".h")]
-    kfiles = dict((rel, path) for path, rel in public_files)   # export path -> file in tessera's tree
-    kernels = []
-    for i, lib in enumerate(libs):
-        srcs = lib["sources"] + lib["upstream"]
-        for path, _, rel in srcs:
-            kfiles[rel] = path
-        for path, rel in lib["headers"]:
-            kfiles[rel] = path
-        own = sorted({rel for _, _, rel in srcs} | {rel for _, rel in lib["headers"]}
-                     | {rel for _, rel in public_files})
-        kernels.append({"id": lib["id"], "target": f"tessera_{lib['id']}", "direct": i == 0,
-                        "sources": [rel for _, _, rel in srcs], "include": lib["include_export"],
-                        "defines": [_define(d) for d in lib["defines"] + isa_defines(tcfg)],
-                        "options": lib["cflags"],
-                        "links": lib["links"], "files": own})
-    platform = tcfg["platform"]
-    hal = []
-    for path in hal_files:
-        rel = "kernels/" + os.path.relpath(path, KERNELS).replace(os.sep, "/")
-        kfiles[rel] = path
-        hal.append(rel)
-    hal_dir = os.path.dirname(hal_files[0]) if hal_files else None
-    hal_headers = []
-    if hal_dir:
-        for f in sorted(os.listdir(hal_dir)):
-            if f.endswith(".h"):
-                rel = "kernels/" + os.path.relpath(os.path.join(hal_dir, f), KERNELS).replace(os.sep, "/")
-                kfiles[rel] = os.path.join(hal_dir, f)
-                hal_headers.append(rel)
-    hal_defines = [f"TSR_NCORES={tcfg['cores']}"]
-    card = next((lv for lv in tcfg["memory"].values() if lv["kind"] == "storage"), None)
-    if card is not None:
-        # the storage window the HAL sends to its storage driver (docs/out_of_core.md)
-        hal_defines += [f"TSR_STORAGE_WINDOW=0x{card['address']:08x}u", f"TSR_STORAGE_BYTES=0x{card['size']:08x}u"]
-    kernels.append({"id": f"hal_{platform}", "target": f"tessera_hal_{platform}", "direct": True,
-                    "sources": hal, "include": [], "defines": hal_defines, "options": [],
-                    "links": [], "files": sorted(set(hal + hal_headers) | {rel for _, rel in public_files})})
     net_rel = ["src/" + os.path.basename(str(s)) for s in sources]
-    tc = tcfg["toolchain"]
-    view = {"model": model, "target": tcfg["name"], "prefix": prefix, "platform": platform,
-            "sources": net_rel, "kernels": kernels, "kernel_files": sorted(kfiles),
-            "toolchain": {"kind": tc["kind"], "cflags": list(tc["cflags"]), "ldflags": list(tc["ldflags"])}}
+    view, kfiles = tx.export_view(tcfg, model, prefix, net_rel, libs, hal_files, KERNELS)
     staged = [os.path.join(stage, *rel.split("/")) for rel in
               ("CMakeLists.txt", tx.KERNELS_CMAKE, tx.FRAGMENT, tx.MANIFEST)]
     value = env.Value(canon.dumps(view))
     rendered = env.Command(staged, [value] + [kfiles[rel] for rel in view["kernel_files"]] + list(sources),
                            Action(render, "tessera: export $TARGET"))
-    env.Depends(rendered, canon.source_files("export"))
+    env.Depends(rendered, _code("render"))
     vec_rel = ([f"test/input{i}.bin" for i in range(len(graph.inputs))]
                + [f"test/output{i}.bin" for i in range(len(graph.outputs))])
     vectors = env.Command([os.path.join(stage, *rel.split("/")) for rel in vec_rel],
                           [paths["graph"], paths["input"], paths["golden"]],
                           Action(write_vectors, "tessera: export $TARGET"))
-    env.Depends(vectors, canon.source_files("export", "check"))
+    env.Depends(vectors, _code("vectors"))
     copies = [(rel, s) for rel, s in zip(net_rel, sources)]
     copies += list(zip(vec_rel, vectors))
     copies.append((f"include/{prefix}/network.h", header))

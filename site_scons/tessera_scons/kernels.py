@@ -24,7 +24,7 @@ library.yaml (absent: every .c file next to the library.yaml):
 import os
 
 from tessera.errors import ConfigError
-from tessera.views import KERNELS_DIR as KERNELS
+from tessera.config.views import KERNELS_DIR as KERNELS
 
 
 def _build(library):
@@ -58,7 +58,7 @@ def plan(env, name, library):
     export path)], include: [path], headers: [path], defines, cflags,
     upstream: bool (someone else's code), links: [ids]}. Export paths are
     relative to a network's export/ directory."""
-    from tessera.views import kernel_library
+    from tessera.config.views import kernel_library
 
     from . import fail
 

@@ -1,6 +1,7 @@
-"""SCons action functions: each reads its sources, calls the library, writes
-its targets. They stay small and stable, since SCons signs an action by its
-own bytecode; the library code they call is declared with Depends.
+"""SCons action functions: each reads its sources, calls one function of
+tessera.pipeline (the stage's work, plain data in and out), writes its
+targets. They stay small and stable, since SCons signs an action by its
+own bytecode; the library code they call is declared with Depends (CODE).
 
 A TesseraError becomes one line on stderr and a failed step (no traceback).
 Each action is a two-line function calling `guarded(work, ...)`: a
@@ -14,9 +15,29 @@ import os
 import sys
 import threading
 
-from tessera import canon
 from tessera.errors import TesseraError
-from tessera.ir import Graph, Layer, Requant, Tensor
+from tessera.ir import Graph
+from tessera.util import canon
+
+# The library code each step runs, for Depends: its pipeline module and what
+# that imports, directly or not (tests/test_architecture.py checks that
+# each list covers those imports and steps.py's own). A list that misses a
+# module misses rebuilds; one longer than this only rebuilds more.
+_BASE = ("errors", "ir", "util")
+_PLANNED = ("config", "cost", "planning", "tiler", "tiles") + _BASE
+CODE = {
+    "tile": ("pipeline.tiling", "config", "cost", "tiler", "tiles") + _BASE,
+    "ram_budget": ("pipeline.budget", "pipeline.fusion", "pipeline.tiling", "codegen.libraries", "fusion") + _PLANNED,
+    "tile_fused": ("pipeline.fusion", "pipeline.tiling", "codegen.libraries", "fusion") + _PLANNED,
+    "schedule": ("pipeline.fusion", "pipeline.tiling", "codegen.libraries", "fusion") + _PLANNED,
+    "plan": ("pipeline.plan", "codegen.libraries") + _PLANNED,
+    "codegen": ("pipeline.codegen", "codegen", "storage") + _PLANNED,
+    "program": ("pipeline.program", "codegen", "storage") + _PLANNED,
+    "run": ("runners",) + _BASE,
+    "check": ("pipeline.check", "check", "runners", "model.reference", "frontend.layout") + _BASE,
+    "gate": ("pipeline.check", "check", "runners", "model.reference", "frontend.layout") + _BASE,
+    "report": ("pipeline.report", "report", "codegen", "storage") + _PLANNED,
+}
 
 
 # Heavy modules the steps import lazily (a no-op build never loads them).
@@ -53,13 +74,12 @@ def _value(node):
     return json.loads(node.read())
 
 
-def _layer_from_view(v):
-    d = dict(v["layer"])
-    if d.get("requant") is not None:
-        d["requant"] = Requant(**d["requant"])
-    layer = Layer(**d)
-    graph = Graph(v["model"], "", {n: Tensor(**t) for n, t in v["tensors"].items()}, [layer], [], [])
-    return layer, graph
+def _json(node):
+    return canon.read_json(str(node))
+
+
+def _graph(node):
+    return Graph.from_json(canon.read_json(str(node)))
 
 
 # ---- tiling ---------------------------------------------------------------
@@ -68,37 +88,14 @@ def tile(target, source, env):
     return guarded(_tile, target, source, env)
 
 
-# what the solver reports about its search rather than the tiling itself: it
-# changes with the L1 size even when the chosen tile does not, so it goes to
-# a side file only the report reads, and unchanged tilings stay byte-identical
-SOLVE_FIELDS = ("l1_budget", "objective", "optimal")
-
-
-# Solved tilings of this invocation, by the layer's view without its name:
-# MobileNets repeat shapes, and the tiler's answer is a function of the view
-# (its optimum is unique, ties broken by a fixed order), so a repeat takes
-# the first solve's answer under its own name, the same bytes a solve gives.
-_solved = {}
-
-
-def _solve(layer, tgt):
-    from tessera.tiler import solve_layer
-
-    key = canon.dumps([{k: v for k, v in layer.items() if k != "name"}, tgt])
-    if key not in _solved:
-        _solved[key] = solve_layer(layer, tgt)
-    return dict(_solved[key], layer=layer["name"])
-
-
 def _tile(target, source, env):
-    layer = _value(source[0])
-    tgt = dict(_value(source[1]), kernels=_value(source[2]))   # target numbers, kernels' tiler section
-    if len(source) > 3:
-        # a ram_cap's choice of tile budget (ram_budget below)
-        tgt["l1_budget"] = canon.read_json(str(source[3]))["l1_budget"]
-    result = _solve(layer, tgt)
-    canon.write_json(str(target[0]), {k: v for k, v in result.items() if k not in SOLVE_FIELDS})
-    canon.write_json(str(target[1]), {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
+    from tessera.pipeline import tiling
+
+    # the layer's view, the target's numbers, the kernels' tiler section[, ram_budget.json]
+    budget = _json(source[3]) if len(source) > 3 else None
+    result, solve = tiling.tile(_value(source[0]), _value(source[1]), _value(source[2]), budget)
+    canon.write_json(str(target[0]), result)
+    canon.write_json(str(target[1]), solve)
 
 
 def ram_budget(target, source, env):
@@ -106,37 +103,10 @@ def ram_budget(target, source, env):
 
 
 def _ram_budget(target, source, env):
-    from tessera import rambudget
+    from tessera.pipeline import budget
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    v = _value(source[1])
-    tgt = dict(v["tiler"], kernels=_value(source[2]))
-    schedule = None
-    if v.get("fusion"):
-        # with fusion, each rung is judged with the steps the build will run
-        # there: the fused tilings and the selector's choice at that budget
-        schedule = _rung_schedule(graph, v["fusion"], [canon.read_json(str(n)) for n in source[3:]])
-    canon.write_json(str(target[0]), rambudget.choose(graph, v["views"], tgt, v["memory"], v["ram_cap"], _solve,
-                                                      v["where"], schedule))
-
-
-def _rung_schedule(graph, fz, reports):
-    """schedule(tilings, tgt) for rambudget.choose: what tile_fused and
-    schedule write at that budget (the same solvers, the same JSON)."""
-    from tessera import fusion
-    from tessera.fusion import decide
-
-    pairs = {c["group"]: json.loads(canon.dumps(fusion.pair_view(graph, *c["layers"])))
-             for c in fz["decide"]["candidates"] if c["ok"]}
-
-    def schedule(tilings, tgt):
-        ftgt = dict(tgt, fused_scheme=fz["scheme"])
-        fused = {g: (pv, json.loads(canon.dumps(fusion.solve_dw_pw(pv, ftgt)))) for g, pv in sorted(pairs.items())}
-        written = {n: json.loads(canon.dumps({k: x for k, x in t.items() if k not in SOLVE_FIELDS}))
-                   for n, t in tilings.items()}
-        sched = json.loads(canon.dumps(decide.schedule(graph, written, fused, fz["decide"], reports)))
-        return sched, {g: ft for g, (_, ft) in fused.items()}
-    return schedule
+    chosen = budget.choose(_graph(source[0]), _value(source[1]), _value(source[2]), [_json(n) for n in source[3:]])
+    canon.write_json(str(target[0]), chosen)
 
 
 # ---- fusion ------------------------------------------------------------------
@@ -146,14 +116,10 @@ def tile_fused(target, source, env):
 
 
 def _tile_fused(target, source, env):
-    from tessera.fusion import solve_dw_pw
+    from tessera.pipeline import fusion
 
-    pair = _value(source[0])
-    tgt = dict(_value(source[1]), kernels=_value(source[2]), fused_scheme=_value(source[3]))
-    if len(source) > 4:
-        # a ram_cap's choice of tile budget (ram_budget below), as for a layer
-        tgt["l1_budget"] = canon.read_json(str(source[4]))["l1_budget"]
-    canon.write_json(str(target[0]), solve_dw_pw(pair, tgt))
+    budget = _json(source[4]) if len(source) > 4 else None
+    canon.write_json(str(target[0]), fusion.tile_fused(*[_value(n) for n in source[:4]], budget))
 
 
 def schedule(target, source, env):
@@ -161,30 +127,14 @@ def schedule(target, source, env):
 
 
 def _schedule(target, source, env):
-    from tessera import fusion
+    from tessera.pipeline import fusion
 
-    v = _value(source[0])
-    graph = Graph.from_json(canon.read_json(str(source[1])))
-    tilings, fused, reports = {}, {}, []
-    for node in source[2:]:
-        t = canon.read_json(str(node))
-        if "verdict" in t:
-            reports.append(t)        # fusion_cost=measured: the variants' reports
-        elif "group" in t:
-            fused[t["group"]] = (fusion.pair_view(graph, *t["layers"]), t)
-        else:
-            tilings[t["layer"]] = t
-    from tessera.fusion import decide
-
-    sched = decide.schedule(graph, tilings, fused, v, reports)
+    sched = fusion.schedule(_value(source[0]), _graph(source[1]), [_json(n) for n in source[2:]])
     canon.write_json(str(target[0]), sched)
-    # a candidate layer's slice: the step it runs in, and whether it leads it
-    where = {name: s for s in sched["steps"] for name in s["layers"]}
-    for node in target[1:]:
-        name = os.path.basename(str(node))[:-len(".json")]
-        s = where[name]
-        canon.write_json(str(node), {"layer": name, "step": s["step"], "kind": s["kind"],
-                                     "first": s["layers"][0] == name})
+    names = [os.path.basename(str(node))[:-len(".json")] for node in target[1:]]
+    slices = fusion.slices(sched, names)     # a candidate layer's step, and whether it leads it
+    for node, name in zip(target[1:], names):
+        canon.write_json(str(node), slices[name])
 
 
 # ---- memory plan ------------------------------------------------------------
@@ -194,52 +144,12 @@ def plan(target, source, env):
 
 
 def _plan(target, source, env):
-    from tessera import memplan
+    from tessera.pipeline import plan as planner
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    memory = _value(source[1])
-    budget = memory["levels"][memory["place"]["tiles"]]["usable"]
-    tilings, fused_tilings, sched, chosen = {}, {}, None, None
-    for node in source[2:]:
-        t = canon.read_json(str(node))
-        if "ram_cap" in t:
-            chosen = t          # ram_budget.json: the layers a cap runs in place
-        elif "steps" in t:
-            sched = t
-        elif "group" in t:
-            fused_tilings[t["group"]] = t
-        else:
-            tilings[t["layer"]] = dict(t, l1_budget=budget)
-    from tessera import rambudget
-
-    # a fused step's bands (either kind) let its output overlap its input
-    # (memplan, checked by the replay, weight stream included); its layers
-    # run fused, not in place (rambudget.with_fused, as the budget step did)
-    fused, memory = rambudget.with_fused(memory, sched, fused_tilings)
-    # layers in place (tessera.direct): a flat tile level takes them where
-    # they lower total RAM; a faster one where ram_budget needed them
-    policy = memory.get("direct", {}).get("policy", "none")
-    eligible = memory.get("direct", {}).get("eligible", {})
-
-    def plan_with(direct):
-        return memplan.plan(graph, tilings, memory, memory["align"], memory["fit_hint"], fused, direct)
-    if policy == "flat":
-        the_plan = rambudget.plan_flat(graph, tilings, memory, plan_with)
-    else:
-        mine = (chosen or {}).get("direct", [])
-        the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
-    if memory.get("ram_cap") is not None:
-        # ram_budget judged this very plan; a difference is a bug there
-        ram = rambudget.total_ram(memplan.memory_report(the_plan))
-        if ram > memory["ram_cap"] or ram != chosen["ram"]:
-            raise TesseraError(memory.get("where", "ram_cap"),
-                               f"the firmware needs {ram} bytes of RAM where the tile budget step counted "
-                               f"{chosen['ram']} (ram_cap {memory['ram_cap']})",
-                               "a bug: the budget step must plan as the build does (tessera.rambudget)")
+    the_plan, slices = planner.plan(_graph(source[0]), _value(source[1]), [_json(n) for n in source[2:]])
     canon.write_json(str(target[0]), the_plan)
-    # one slice per layer, in the order the targets were declared
-    for layer, node in zip(graph.layers, target[1:]):
-        canon.write_json(str(node), memplan.layer_slice(the_plan, layer))
+    for node, slice_ in zip(target[1:], slices):     # one slice per layer, as declared
+        canon.write_json(str(node), slice_)
 
 
 # ---- code generation --------------------------------------------------------
@@ -249,55 +159,13 @@ def gen_layer(target, source, env):
 
 
 def _gen_layer(target, source, env):
-    from tessera.codegen import layer as layer_c
+    from tessera.pipeline import codegen
 
-    v = _value(source[0])
-    layer, graph = _layer_from_view(v)
-    tiling = canon.read_json(str(source[1]))
-    slice_ = canon.read_json(str(source[2]))
-    tgt = _value(source[3])
-    if len(source) > 4:
-        # a fusion candidate's layer: a fused step, its empty half, or itself
-        from tessera.codegen import fused
-
-        mine = canon.read_json(str(source[4]))
-        group = mine if mine["kind"] != "layer" else None
-        if group is not None and mine["first"]:
-            # the candidates' fused tilings, then each other layer's view and plan slice
-            rest = [canon.read_json(str(n)) if str(n).endswith(".json") else _value(n) for n in source[5:]]
-            ft = next(r for r in rest if r.get("group") == mine["step"])
-            # a layer view holds the layer (a dict), a plan slice its name
-            plans = {r["layer"]: r for r in rest if "group" not in r and isinstance(r.get("layer"), str)}
-            parts = {}
-            for r in rest:
-                if isinstance(r.get("layer"), dict):
-                    lay, g = _layer_from_view(r)
-                    parts[lay.name] = (lay, g)
-            names = ft["layers"]
-            members = [layer] + [parts[n][0] for n in names[1:]]
-            tensors = dict(graph.tensors)
-            for n in names[1:]:
-                tensors.update(parts[n][1].tensors)
-            every = Graph(v["model"], "", tensors, members, [], [])
-            second, second_slice = members[1], plans[names[1]]
-            if ft["kind"] == "add":
-                # an add epilogue: the layer's own loop on the epilogue's tiling
-                text = layer_c.generate(layer, every, ft["tiling"], slice_, tgt, v["model"],
-                                        epilogue=(second, second_slice))
-            elif ft["kind"] in ("dw_pw_add", "pw_dw_add"):
-                # a DW->PW or PW->DW step with its add epilogue
-                text = fused.generate(layer, second, every, ft, slice_, second_slice, tgt, v["model"],
-                                      epilogue=(members[2], plans[names[2]]))
-            else:
-                text = fused.generate(layer, second, every, ft, slice_, second_slice, tgt, v["model"])
-            canon.write_atomic(str(target[0]), text)
-            return
-        if group is not None:
-            canon.write_atomic(str(target[0]), fused.stub(layer, group["step"], v["model"], tgt["prefix"]))
-            return
-    if "storage" in tgt:
-        tgt = dict(tgt, layer_index=v["index"])    # its tiles in the out-of-core program
-    canon.write_atomic(str(target[0]), layer_c.generate(layer, graph, tiling, slice_, tgt, v["model"]))
+    # view, tiling, plan slice, codegen target[, schedule slice[, fused tilings, views and slices]]
+    rest = [_json(n) if str(n).endswith(".json") else _value(n) for n in source[5:]]
+    mine = _json(source[4]) if len(source) > 4 else None
+    text = codegen.layer_c(_value(source[0]), _json(source[1]), _json(source[2]), _value(source[3]), mine, rest)
+    canon.write_atomic(str(target[0]), text)
 
 
 def gen_weights(target, source, env):
@@ -305,13 +173,10 @@ def gen_weights(target, source, env):
 
 
 def _gen_weights(target, source, env):
-    from tessera.codegen import weights as weights_c
+    from tessera.pipeline import codegen
 
-    v = _value(source[0])
-    layer, graph = _layer_from_view(v)
-    tgt = _value(source[1])
-    arrays = canon.load_npz(env["WEIGHTS_NPZ"], [n for n in (layer.weights, layer.bias) if n])
-    canon.write_atomic(str(target[0]), weights_c.generate(layer, graph, arrays, tgt))
+    # weights.npz is read, not a source: the view holds its arrays' digest
+    canon.write_atomic(str(target[0]), codegen.weights_c(_value(source[0]), _value(source[1]), env["WEIGHTS_NPZ"]))
 
 
 def gen_network(target, source, env):
@@ -319,18 +184,12 @@ def gen_network(target, source, env):
 
 
 def _gen_network(target, source, env):
-    from tessera.codegen import network
+    from tessera.pipeline import codegen
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    the_plan = canon.read_json(str(source[1]))
-    tgt = _value(source[2])
-    v = network.view(graph, the_plan, tgt)
-    outputs = {"network.h": network.header(v), "network.c": network.source(v),
-               "harness.c": network.harness(v)}
-    if len(source) > 3:
-        outputs["input.c"] = network.golden_input(v, canon.load_npz(str(source[3])))
+    inputs = canon.load_npz(str(source[3])) if len(source) > 3 else None
+    files = codegen.network_c(_graph(source[0]), _json(source[1]), _value(source[2]), inputs)
     for node in target:
-        canon.write_atomic(str(node), outputs[os.path.basename(str(node))])
+        canon.write_atomic(str(node), files[os.path.basename(str(node))])
 
 
 def gen_program(target, source, env):
@@ -338,37 +197,12 @@ def gen_program(target, source, env):
 
 
 def _gen_program(target, source, env):
-    """src/program.c and program.json: the out-of-core program the firmware
-    executes (tessera.storage.firmware), or why it runs in order."""
-    from tessera import ir
-    from tessera.cost import api
-    from tessera.storage import firmware
+    from tessera.pipeline import program
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    the_plan = canon.read_json(str(source[1]))
-    sched = canon.read_json(str(source[2]))
-    v = _value(source[3])
-    tilings = {}
-    for node in source[4:]:
-        t = canon.read_json(str(node))
-        tilings[t["layer"]] = t
-    compute, modelled = [], 0
-    for layer in graph.layers:
-        # the cost model's count when the target has coefficients, else 2
-        # cycles per MAC (an assumption; the report replays the program with
-        # the measured counts)
-        n = api.estimate_layer(v["cost_target"], layer, graph, tilings[layer.name])
-        modelled += n is not None
-        n = 2 * ir.macs(layer, graph) if n is None else n
-        compute.append(int(round(n * 1e9 / v["clock_hz"])))
-    res = firmware.build(graph, the_plan, tilings, sched["steps"], v["storage"], v["pools"], compute)
-    canon.write_atomic(str(target[0]), firmware.c_source(v["prefix"], v["act_level"], res, len(graph.layers),
-                                                                 v["section"]))
-    keep = {k: res[k] for k in ("why", "candidate", "estimate_ns", "in_order_ns", "pools", "phases", "problem",
-                                "program", "io") if res.get(k) is not None}
-    keep["compute"] = f"cost model for {modelled} of {len(compute)} layers, else 2 cycles per MAC"
-    keep["totals"] = firmware.totals(res)
-    canon.write_json(str(target[1]), keep)
+    tilings = {t["layer"]: t for t in (_json(n) for n in source[4:])}
+    c_text, data = program.program(_graph(source[0]), _json(source[1]), _json(source[2]), _value(source[3]), tilings)
+    canon.write_atomic(str(target[0]), c_text)
+    canon.write_json(str(target[1]), data)
 
 
 def storage_image(target, source, env):
@@ -376,12 +210,10 @@ def storage_image(target, source, env):
 
 
 def _storage_image(target, source, env):
-    from tessera.codegen import image
+    from tessera.pipeline import program
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    arrays = canon.load_npz(str(source[1]))
-    the_plan = canon.read_json(str(source[2]))
-    image.write(str(target[0]), graph, arrays, the_plan, _value(source[3]))
+    data = program.image(_graph(source[0]), canon.load_npz(str(source[1])), _json(source[2]), _value(source[3]))
+    canon.write_atomic(str(target[0]), data)
 
 
 # ---- run and check ----------------------------------------------------------
@@ -394,10 +226,9 @@ def _run(target, source, env):
     from tessera import runners
     from tessera.errors import RunError
 
-    runner = _value(source[1])
     log = str(target[0])
     try:
-        text = runners.run(runner, str(source[0]))
+        text = runners.run(_value(source[1]), str(source[0]))
     except RunError as err:
         # keep what it printed for the user, under a name no step reads
         canon.write_atomic(log + ".failed", getattr(err, "output", "") or str(err))
@@ -410,49 +241,15 @@ def check(target, source, env):
 
 
 def _check(target, source, env):
-    from tessera import check as checker, runlog, runners
-    from tessera.errors import RunError
+    from tessera.pipeline import check as checker
 
-    graph = Graph.from_json(canon.read_json(str(source[0])))
-    golden = canon.load_npz(str(source[1]))
+    # graph, golden, run.log, firmware, runner, schedule[, reference kind, its files]
     with open(str(source[2])) as f:
         run_text = f.read()
-    firmware, runner = str(source[3]), _value(source[4])
-    sched = canon.read_json(str(source[5]))
-    # the first layer of a fused step has no output outside L1: the step's
-    # output (its last layer's) is what is checked
-    inside = {n: s["step"] for s in sched["steps"] if s["kind"] != "layer" for n in s["layers"][:-1]}
-    result = runlog.parse(run_text, str(source[2]))
-    verdict = checker.compare(graph, golden, result, inside)
-    bad = verdict.get("first_mismatch")
-    dumps = {}
-    if bad is not None:
-        # rerun, dumping the culprit layer's whole output, to name the element
-        dump = runlog.parse(runners.run(runner, firmware, [f"dump={bad['index']}"]), "dump run")
-        dumps = dump["dumps"]
-        verdict = checker.locate(verdict, graph, golden, dumps.get(bad["index"]))
-    if len(source) > 6:
-        # the peer toolchain's expected outputs: its kind, then its files
-        from tessera import reference
-        ref = reference.load({"kind": _value(source[6])["kind"], "dir": os.path.dirname(str(source[7]))})
-        against = checker.compare_reference(graph, ref, result, inside)
-        i = checker.first_reference_mismatch(graph, against)
-        if i is not None:
-            if i not in dumps:
-                dumps = runlog.parse(runners.run(runner, firmware, [f"dump={i}"]), "dump run")["dumps"]
-            against = checker.locate_reference(against, graph, ref, i, dumps.get(i))
-        verdict = checker.with_reference(verdict, against)
-    verdict["counts"] = [layer["count"] for layer in result["layers"]]
-    verdict["dma"] = [layer["dma"] for layer in result["layers"]]
-    verdict["total_count"] = result["total"]
-    if any("io" in layer for layer in result["layers"]):
-        verdict["io"] = [layer.get("io") for layer in result["layers"]]
-    if any("cores" in layer for layer in result["layers"]):
-        verdict["cores"] = [layer["cores"] for layer in result["layers"]]
-        verdict["dma_counts"] = [layer["dma_count"] for layer in result["layers"]]
-        verdict["core_overlaps"] = result.get("core_overlaps", 0)
-    # a failing verdict is a result, not a broken step: the report shows it,
-    # and the `passed` gate after the report fails the build
+    ref = ({"kind": _value(source[6])["kind"], "dir": os.path.dirname(str(source[7]))} if len(source) > 6
+           else None)
+    verdict = checker.verdict(_graph(source[0]), canon.load_npz(str(source[1])), run_text, str(source[2]),
+                              _json(source[5]), _value(source[4]), str(source[3]), ref)
     canon.write_json(str(target[0]), verdict)
 
 
@@ -461,13 +258,9 @@ def gate(target, source, env):
 
 
 def _gate(target, source, env):
-    from tessera import check as checker
-    from tessera.errors import RunError
+    from tessera.pipeline import check as checker
 
-    verdict = canon.read_json(str(source[0]))
-    if verdict["verdict"] != "pass":
-        raise RunError(None, checker.describe(verdict, env.subst("$TESSERA_NET")),
-                       f"details in {source[0]} and {source[1]}")
+    checker.gate(_json(source[0]), env.subst("$TESSERA_NET"), (source[0], source[1]))
     canon.write_atomic(str(target[0]), "pass\n")
 
 
@@ -478,35 +271,11 @@ def report(target, source, env):
 
 
 def _report(target, source, env):
-    from tessera.report import build
+    from tessera.pipeline import report as reporter
 
-    meta = _value(source[0])
-    graph = Graph.from_json(canon.read_json(str(source[1])))
-    weights = canon.load_npz(str(source[2]))
-    the_plan = canon.read_json(str(source[3]))
-    verdict = canon.read_json(str(source[4]))
-    sched = canon.read_json(str(source[5]))
-    tilings = []
-    for node in source[6:]:   # tiling, solve side file, tiling, ...
-        data = canon.read_json(str(node))
-        if "tile" in data:
-            tilings.append(data)
-        else:
-            tilings[-1].update(data)
-    report_data = build.report(meta, graph, weights, the_plan, verdict, tilings)
-    # the fusion selector's decision: its groups and the activation bytes
-    # moved with and without them (schedule.json has every candidate's reason)
-    report_data["fusion"] = {"policy": sched["policy"], "totals": sched["totals"],
-                             "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
-                                        for s in sched["steps"] if s["kind"] != "layer"]}
-    if meta.get("storage"):
-        from tessera import ooc
-        report_data["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta)
-    canon.write_json(str(target[0]), report_data)
-    build.render(report_data)
-    if len(target) > 1:
-        from tessera.report.html import render_html
-        from tessera.report.memmap import memory_map
-
-        canon.write_atomic(str(target[1]), render_html(report_data, memory_map(graph, the_plan, tilings)))
-        print(f"tessera: report {target[1]}")
+    # meta, graph, weights, memplan, verdict, schedule, then each layer's tiling and solve side file
+    data, html = reporter.report(_value(source[0]), _graph(source[1]), canon.load_npz(str(source[2])),
+                                 _json(source[3]), _json(source[4]), _json(source[5]), [_json(n) for n in source[6:]])
+    canon.write_json(str(target[0]), data)
+    canon.write_atomic(str(target[1]), html)
+    print(f"tessera: report {target[1]}")

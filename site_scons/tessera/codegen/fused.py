@@ -22,7 +22,7 @@ intermediate, depthwise stripes: exactly what the fused tiler counted.
 from .. import ir
 from ..errors import TesseraError
 from ..tiler.memory import align_up
-from ..views import param_arrays, tiler_layer
+from ..config.views import param_arrays, tiler_layer
 from .cfmt import ROUNDING, header_comment
 from .layer import symbol
 from .libraries import library

@@ -6,7 +6,7 @@ firmware a copy, so the build output never changes by a run."""
 
 import numpy as np
 
-from .. import canon
+from ..util import canon
 from . import weights as weights_c
 
 

@@ -26,8 +26,8 @@ from .. import ir
 from ..errors import FitError
 from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
-from ..tiler.geometry import rows_first
-from ..views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
+from ..tiles.geometry import rows_first
+from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment, int_list
 from .libraries import library
 
@@ -575,12 +575,12 @@ def _requant_lines(layer, per_channel_rq):
 
 
 def generate_direct(layer, graph, plan_slice, target, model):
-    """A layer run in place (tessera.direct): one kernel call on the whole
+    """A layer run in place (tessera.planning.inplace): one kernel call on the whole
     tensors in the activation level, weights and parameters read where they
     are (flash), only the kernel's scratch in the tile level. The memory
     plan lets the output overlap the input as far as the kernel's loop
     order allows (checked by hazard.py's replay of that order)."""
-    from .. import direct
+    from ..planning import inplace as direct
 
     lib = library(target["kernels"])
     prefix = target["prefix"]

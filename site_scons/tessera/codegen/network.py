@@ -5,8 +5,9 @@ input.c (the golden input)."""
 
 import numpy as np
 
-from .. import guard, ir
-from ..views import param_arrays
+from ..planning import guard
+from .. import ir
+from ..config.views import param_arrays
 from .cfmt import byte_string, header_comment, section_attr
 from .layer import symbol
 
@@ -275,7 +276,7 @@ def golden_input(v, inputs):
 
 
 def _guard_source(p, ranges):
-    """guard=1 (tessera.guard): per layer, the activation arena's free
+    """guard=1 (tessera.planning.guard): per layer, the activation arena's free
     ranges, filled with a pattern before the layer and checked after it."""
     rows, first = [], [0]
     for step in ranges:

@@ -4,7 +4,7 @@ plane of values per channel where they vary per element)."""
 
 import numpy as np
 
-from ..views import bias_plane, param_arrays, requant_plane
+from ..config.views import bias_plane, param_arrays, requant_plane
 from .cfmt import byte_string, header_comment, int_list, section_attr
 from .layer import symbol
 from .libraries import library

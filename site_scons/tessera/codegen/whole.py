@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from ..views import kernel_shapes, transpose_view, whole_split
+from ..config.views import kernel_shapes, transpose_view, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
 
 # TSR_SOFTMAX_* (kernels.h) of ir.SOFTMAX_MODES

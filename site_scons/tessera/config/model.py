@@ -9,7 +9,7 @@ it with ONNX Runtime, as a user would.
 files another toolchain ships with the network (DORY's input.txt and
 out_layerN.txt, Deeploy's inputs.npz and outputs.npz): the golden model then
 runs on that input and must reproduce those outputs bit for bit
-(tessera.reference).
+(tessera.model.reference).
 """
 
 import os

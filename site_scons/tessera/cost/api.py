@@ -35,7 +35,7 @@ def coefficients(target):
 
 
 def _dims(target):
-    from .. import views
+    from ..config import views
 
     place = target["place"]
     engine = views.dma_engine(target, place["activations"], place["tiles"])

@@ -62,8 +62,9 @@ moves it as one transfer per row band and a 1D engine as one per row of
 contiguous bytes.
 """
 
-from .. import ir, views
-from ..tiler import geometry
+from .. import ir
+from ..config import views
+from ..tiles import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
             "row_chans", "tail_macs", "chans", "rows", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
@@ -221,17 +222,15 @@ def stream_features(graph, plan):
 def plan_features(graph, plan):
     """{layer name: {feature: value}} the memory plan (memplan.json's
     content) sets over the tiling's: the weight stream (stream_features),
-    and for a layer run in place (plan["direct"], tessera.direct: no tiles,
+    and for a layer run in place (plan["direct"], tessera.planning.inplace: no tiles,
     nothing moved to the tile level) no DMA: act_* and w_* 0; its kernel
     calls as tiles (a depthwise run by rows, "depthwise_rows", calls once
-    per band of rows: tessera.direct.bands), and for those each call's
+    per band of rows: tessera.tiles.geometry.bands), and for those each call's
     channel setup as row_chans."""
-    from .. import direct
-
     out = stream_features(graph, plan)
     for name, kind in sorted((plan or {}).get("direct", {}).items()):
         layer = graph.layer(name)
-        calls = len(direct.bands(layer, graph, kind)) if kind.startswith("depthwise") else 1
+        calls = len(geometry.bands(layer, graph, kind)) if kind.startswith("depthwise") else 1
         out.setdefault(name, {}).update(act_bytes=0, act_xfers=0, w_bytes=0, w_xfers=0, tiles=calls,
                                         row_chans=calls * graph.tensor(layer.output).shape[-1]
                                         if kind == "depthwise_rows" else 0)
@@ -245,7 +244,7 @@ def build_features(build_dir, target):
     import glob
     import os
 
-    from .. import canon
+    from ..util import canon
 
     graph = ir.Graph.from_json(canon.read_json(os.path.join(build_dir, "graph.json")))
     tilings = {}

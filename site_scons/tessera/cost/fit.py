@@ -12,7 +12,7 @@ all layers with one shared set. The dma coefficients are shared by all ops.
 
 import numpy as np
 
-from .model import COMPUTE, DMA
+from .model import COMPUTE, DMA, _num, yaml_dma
 
 
 def _nnls(A, b):
@@ -91,32 +91,6 @@ def fit(samples, combine="sum", ridge=0.3, dma=None):
 def _row(feats):
     """The features with `layer` (1) and 0 for what an older report lacks."""
     return dict(dict.fromkeys(COMPUTE + DMA, 0), **feats, layer=1)
-
-
-def _num(v):
-    return float(f"{v:.6g}")
-
-
-def yaml_dma(target):
-    """The dma coefficients of the target YAML's engine into the tile level:
-    cycles per byte (1 / bandwidth) and per transfer (setup), for the
-    activations' engine and the weights' one."""
-    from .. import views
-
-    place = target["place"]
-
-    def engine(src):
-        i = views.dma_engine(target, src, place["tiles"])
-        return target["dma"][i] if i is not None else {"bandwidth": 0, "setup": 0}
-    act, w = engine(place["activations"]), engine(place["weights"])
-    # streamed weights: from the weight level into the activation level
-    i = views.dma_engine(target, place["weights"], place["activations"])
-    st = target["dma"][i] if i is not None and place["weights"] != place["activations"] else \
-        {"bandwidth": 0, "setup": 0}
-    per_byte = lambda e: 1.0 / e["bandwidth"] if e["bandwidth"] else 0.0  # noqa: E731
-    return {"act_bytes": _num(per_byte(act)), "act_xfers": float(act["setup"]),
-            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"]),
-            "stream_bytes": _num(per_byte(st)), "stream_xfers": float(st["setup"])}
 
 
 def fit_overlap(samples, target):

@@ -38,9 +38,10 @@ per_core steps included; the rules above are the fallback without it
 (the `layers` scheme's row-wise PW->DW, a reference kernel, never has it).
 """
 
-from .. import ir, views
+from .. import ir
+from ..config import views
 from . import model
-from ..tiler import geometry
+from ..tiles import geometry
 from .features import FEATURES, _balance, _per_tile
 
 

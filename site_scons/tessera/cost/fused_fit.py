@@ -22,9 +22,10 @@ import os
 
 import numpy as np
 
-from .. import canon, ir
+from ..util import canon
+from .. import ir
 from .fused import TERMS, reference_rows, saving_features
-from ..fusion import tiling_stem
+from ..util.cname import tiling_stem
 
 RIDGE = 1e-3
 # terms fitted per kind (a kind another fused kernel adds may list its own)

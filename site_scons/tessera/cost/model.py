@@ -70,6 +70,32 @@ def _same_cores(a, b):
     return key(a) == key(b)
 
 
+def _num(v):
+    return float(f"{v:.6g}")
+
+
+def yaml_dma(target):
+    """The dma coefficients of the target YAML's engine into the tile level:
+    cycles per byte (1 / bandwidth) and per transfer (setup), for the
+    activations' engine and the weights' one."""
+    from ..config import views
+
+    place = target["place"]
+
+    def engine(src):
+        i = views.dma_engine(target, src, place["tiles"])
+        return target["dma"][i] if i is not None else {"bandwidth": 0, "setup": 0}
+    act, w = engine(place["activations"]), engine(place["weights"])
+    # streamed weights: from the weight level into the activation level
+    i = views.dma_engine(target, place["weights"], place["activations"])
+    st = target["dma"][i] if i is not None and place["weights"] != place["activations"] else \
+        {"bandwidth": 0, "setup": 0}
+    per_byte = lambda e: 1.0 / e["bandwidth"] if e["bandwidth"] else 0.0  # noqa: E731
+    return {"act_bytes": _num(per_byte(act)), "act_xfers": float(act["setup"]),
+            "w_bytes": _num(per_byte(w)), "w_xfers": float(w["setup"]),
+            "stream_bytes": _num(per_byte(st)), "stream_xfers": float(st["setup"])}
+
+
 def for_target(coefs, target):
     """The coefficients as this target uses them: with `combine: overlap`
     (DMA engines beside the cores) the DMA terms always come from the
@@ -78,8 +104,6 @@ def for_target(coefs, target):
     says) they stay the fitted ones."""
     if coefs is None or coefs.get("combine", "sum") != "overlap":
         return coefs
-    from .fit import yaml_dma
-
     return dict(coefs, dma=yaml_dma(target))
 
 

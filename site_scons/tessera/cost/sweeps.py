@@ -20,7 +20,7 @@ import os
 import numpy as np
 import yaml
 
-from .. import canon
+from ..util import canon
 from ..zoo.net import Net, same_pads
 
 # name: (input channels, height, width, builder(net) -> last tensor)

@@ -98,7 +98,7 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
     """Lower the ONNX file at `path` to (Graph, {key: array}).
 
     input_types: {graph input: "int8" | "uint8" | "int32"} for the integer
-    dialects, whose graphs do not say (see tessera.reference).
+    dialects, whose graphs do not say (see tessera.model.reference).
     input_shape: {graph input or "*": dims} for free input dimensions
     other than the batch (standard dialects, normalized first: see
     tessera.frontend.normalize).

@@ -10,7 +10,7 @@ import hashlib
 
 import numpy as np
 
-from ..cname import c_name
+from ..util.cname import c_name
 from ..errors import FrontendError
 from ..ir import RESIZE_FRAC, Graph, Layer, Requant, Tensor
 from .fixedpoint import common_shift_multipliers, quantize_multiplier

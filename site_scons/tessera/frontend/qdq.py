@@ -37,7 +37,7 @@ COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "Globa
 ISLAND_OPS = ("Div", "Sub", "Erf", "Pow", "Sqrt", "Neg", "Abs")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
-LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Relu", "Clip")
+LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Relu", "Clip")
 
 
 def _scalar(arr):

@@ -38,6 +38,7 @@ FUNCTIONS = {
     "HardSigmoid": lambda v, a: np.clip(a.get("alpha", 0.2) * v + a.get("beta", 0.5), 0.0, 1.0),
     "HardSwish": lambda v, a: v * np.clip(v / 6.0 + 0.5, 0.0, 1.0),
     "LeakyRelu": lambda v, a: np.where(v >= 0, v, a.get("alpha", 0.01) * v),
+    "Elu": lambda v, a: np.where(v >= 0, v, a.get("alpha", 1.0) * np.expm1(np.minimum(v, 0.0))),
     "Relu": lambda v, a: np.maximum(v, 0.0),
     "Clip": lambda v, a: np.clip(v, a.get("min", -np.inf), a.get("max", np.inf)),
     "Identity": lambda v, a: v,

@@ -21,7 +21,6 @@ reads it, or becomes a depthwise identity; QUANTIZE at a float input and
 DEQUANTIZE at a float output are the network's edges.
 """
 
-import math
 from dataclasses import fields
 
 import numpy as np
@@ -32,6 +31,7 @@ from ..ir import Layer, Requant
 from ..golden import ops as golden_ops
 from . import movement
 from .builder import Builder
+from .tflite_math import quantize_multiplier, tfl_round
 
 # schema.fbs enums (TensorType, Padding, ActivationFunctionType)
 INT8, INT32, FLOAT32, UINT8, INT16 = 9, 2, 0, 3, 7
@@ -59,30 +59,6 @@ def _tflite():
         raise FrontendError(None, "the `tflite` package is missing",
                             "run ./scons (it installs requirements.txt)") from None
     return tflite
-
-
-# ---- TFLite's multiplier arithmetic ------------------------------------------
-
-def tfl_round(x):
-    """TfLiteRound: std::round, half away from zero."""
-    return math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)
-
-
-def quantize_multiplier(real):
-    """TFLite's QuantizeMultiplier(double) -> (multiplier, IR shift), the IR
-    shift being 31 - TFLite's exponent."""
-    if real == 0.0:
-        return 0, 31
-    frac, exponent = math.frexp(real)
-    q = tfl_round(frac * (1 << 31))
-    if q == 1 << 31:
-        q //= 2
-        exponent += 1
-    if exponent < -31:
-        return 0, 31
-    if exponent > 30:
-        exponent, q = 30, (1 << 31) - 1
-    return int(q), 31 - exponent
 
 
 def _f32(x):
@@ -951,7 +927,7 @@ class TfliteParser:
 
     def lut(self, i, opname, op, ins, outs):
         """LOGISTIC, TANH and HARD_SWISH: int8 -> int8 tables of TFLite's recipes."""
-        from .tflite_luts import hard_swish_table, logistic_table, tanh_table   # imports this module
+        from .tflite_luts import hard_swish_table, logistic_table, tanh_table
         self._needs(i, opname, "lut")
         x = self.act_tensor(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
@@ -1016,7 +992,7 @@ class TfliteParser:
         """SOFTMAX over the channels: the IR softmax with rounding "tflite"
         (reference_ops::Softmax's fixed point, golden/gemmlowp.py) on the
         table of exponentials of max - x."""
-        from .tflite_luts import softmax_exp_table   # imports this module
+        from .tflite_luts import softmax_exp_table
         self._needs(i, opname, "softmax")
         o = self.m.options(op, "SoftmaxOptions")
         x = self.act_tensor(ins[0], i, opname)

@@ -24,7 +24,7 @@ tests/test_tflite.py compares all three with the TFLite interpreter.
 import numpy as np
 
 from ..golden.gemmlowp import exp_on_negative_values, srdhm32, wrap32
-from .tflite import quantize_multiplier
+from .tflite_math import quantize_multiplier
 
 I16_MIN, I16_MAX = -(1 << 15), (1 << 15) - 1
 

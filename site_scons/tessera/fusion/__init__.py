@@ -22,21 +22,10 @@ Policies (`fusion=` on the command line, or `fusion:` in the model YAML):
   min_memory    only the fused groups that lower the activation peak (memory.py)
 """
 
-import hashlib
-
+from ..util.cname import tiling_stem  # noqa: F401  (a fused group's tiling file)
 from .engine import candidates, pair_view
 from .selector import COSTS, POLICIES, VARIANTS, select
 from .transfer import fused_transfer, layer_transfer
-
-
-
-def tiling_stem(group):
-    """The file name (without .fused.json) of a fused group's tiling: the
-    group's name, or, where two long ONNX node names would exceed a file
-    system's 255 bytes, a prefix of it and a digest of the whole."""
-    if len(group.encode()) <= 150:
-        return group
-    return group.encode()[:100].decode(errors="ignore") + "-" + hashlib.sha1(group.encode()).hexdigest()[:16]
 
 
 def solve_dw_pw(pair_view, target):

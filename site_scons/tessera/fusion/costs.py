@@ -101,7 +101,7 @@ def epilogue_estimate(coefs, producer, add, graph, ft, cost):
 
 
 def measured_costs(graph, none_report, *fused_reports, cost):
-    from ..report.build import COUNT_KEYS
+    from ..config.views import COUNT_KEYS
 
     count = COUNT_KEYS.get(cost["unit"])
     if count is None or cost["unit"] == "host-ns":     # wall time: not the same twice

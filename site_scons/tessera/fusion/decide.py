@@ -1,5 +1,5 @@
 """The schedule from the fusion inputs: what the schedule step writes, and
-what a ram_cap's budget step judges at each rung (tessera.rambudget), so
+what a ram_cap's budget step judges at each rung (tessera.planning.rambudget), so
 both decide alike."""
 
 from .selector import select

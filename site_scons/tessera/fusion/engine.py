@@ -17,7 +17,7 @@ output never reaches L2. Its candidates overlap a DW->PW or PW->DW pair's
 """
 
 from .. import ir
-from ..views import bias_plane, is_whole, param_arrays, requant_plane, tiler_layer
+from ..config.views import bias_plane, is_whole, param_arrays, requant_plane, tiler_layer
 
 
 KINDS = {("depthwise", "pointwise"): "dw_pw", ("pointwise", "depthwise"): "pw_dw"}

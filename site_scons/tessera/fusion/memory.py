@@ -24,8 +24,8 @@ tiles (and counts). The plan's peak is the allocator's, at or above the
 floor (docs/memory.md).
 """
 
-from .. import memplan
-from ..overlap import row_band_layers, step_floors
+from ..planning import memplan
+from ..planning.overlap import row_band_layers, step_floors
 
 
 def _act(graph, groups):

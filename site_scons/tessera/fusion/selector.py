@@ -20,7 +20,7 @@ min_memory fuses only the groups that lower the activation peak's floor
 (fusion/memory.py: the fewest it needs; elsewhere layers stay apart).
 """
 
-from ..views import tiler_layer
+from ..config.views import tiler_layer
 from .transfer import fused_transfer, layer_transfer
 
 POLICIES = ("none", "min_latency", "min_transfer", "min_memory")

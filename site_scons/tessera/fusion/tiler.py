@@ -41,12 +41,12 @@ answer says so with the bytes (the selector then keeps the layers apart).
 
 from ortools.sat.python import cp_model
 
-from ..tiler import geometry
+from ..tiles import geometry
 from ..tiler import memory
 from ..tiler.library import DEFAULT_ALIGN, op_spec
 from ..tiler.memory import align_up
 from ..tiler.model import MAX_DETERMINISTIC_TIME, SEED
-from ..tiler.solver import deterministic_solver
+from ..util.solver import deterministic_solver
 
 
 def scheme(target, kind="dw_pw"):

@@ -24,12 +24,12 @@ the measured count (report/costs.py), labeled in counts.cost.
 """
 
 from ..codegen.libraries import library
-from ..memplan import memory_report
+from ..config.views import COUNT_KEYS
+from ..planning.memplan import memory_report
 from . import summary
 from .costs import add_costs
 from .console import make_console
 
-COUNT_KEYS = {"qemu-instructions": "instructions", "gvsoc-cycles": "cycles", "host-ns": "host_ns"}
 COUNT_NOTES = {
     "qemu-instructions": "instructions executed under QEMU (-icount shift=0); not silicon cycles",
     "gvsoc-cycles": "cycles simulated by GVSoC",
@@ -53,7 +53,7 @@ def _spill_traffic(graph, the_plan, by_layer, meta):
     spill = the_plan["activations"].get("spill")
     if not spill or spill["level"] == (meta.get("storage") or {}).get("level"):
         return None
-    from ..ooc import layer_io
+    from ..storage.ooc import layer_io
 
     # a layer with two-slot bounce buffers overlaps these moves with its tiles
     two = {name.split(":bounce:")[0] for name in spill.get("slots", {})}
@@ -98,7 +98,7 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             "match": verdict["layers"][i]["match"],
         })
         if layer.name in the_plan.get("direct", {}):
-            # run in place (tessera.direct): no tiles, only its scratch in the tile level
+            # run in place (tessera.planning.inplace): no tiles, only its scratch in the tile level
             entry.update({"in_place": the_plan["direct"][layer.name], "n_tiles": 1,
                           "l1_bytes": the_plan["tiles"]["layers"][layer.name]["total"]})
         if meta.get("kernels"):

@@ -155,7 +155,7 @@ def render_html(data, mm):
 
 def _out_of_core(ooc):
     """The storage level's traffic per layer and the scheduler's estimates
-    (tessera.ooc; docs/out_of_core.md)."""
+    (tessera.storage.ooc; docs/out_of_core.md)."""
     t = ooc["totals"]
     out = [f'<h2>Out of core: storage level {escape(ooc["level"])}</h2><p>{t["read_bytes"]} B read in {t["reads"]} '
            f'transfers, {t["written_bytes"]} B written in {t["writes"]} ({t["blocks_written"]} blocks per inference; '

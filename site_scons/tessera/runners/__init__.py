@@ -16,6 +16,8 @@ from . import gvsoc, host, qemu
 
 # the card's image a build writes beside the firmware (codegen/image.py)
 STORAGE_IMAGE = "storage.bin"
+# the name the firmware opens its card by (storage=card.bin), in the folder it runs in
+CARD = "card.bin"
 KINDS = {"host": host.run, "qemu": qemu.run, "gvsoc": gvsoc.run}
 
 
@@ -28,11 +30,12 @@ def run(runner, firmware, args=(), timeout=None):
     if not os.path.isfile(image):
         return KINDS[kind](runner, firmware, list(args), timeout or runner["timeout"])
     # a target with a storage level: the firmware reads and writes a scratch
-    # copy of the card's image, so the build's storage.bin stays as built
-    fd, card = tempfile.mkstemp(dir=os.path.dirname(image), prefix=".card-", suffix=".bin")
-    os.close(fd)
-    try:
-        shutil.copyfile(image, card)
-        return KINDS[kind](runner, firmware, [*args, f"storage={card}"], timeout or runner["timeout"])
-    finally:
-        os.unlink(card)
+    # copy of the card's image, so the build's storage.bin stays as built.
+    # It is given the copy's name, not its path, and runs in its folder: the
+    # harness reads the argument after the counter starts, so the length of
+    # a path (where the build is) would shift every count's phase (QEMU's
+    # timer ticks every 40 instructions: a layer's count moved by one tick)
+    with tempfile.TemporaryDirectory(dir=os.path.dirname(image), prefix=".card-") as scratch:
+        shutil.copyfile(image, os.path.join(scratch, CARD))
+        return KINDS[kind](runner, os.path.abspath(firmware), [*args, f"storage={CARD}"],
+                           timeout or runner["timeout"], cwd=scratch)

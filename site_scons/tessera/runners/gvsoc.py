@@ -174,21 +174,22 @@ def flash_image(firmware):
     return os.path.splitext(firmware)[0] + ".hyperflash.bin"
 
 
-def flash_args(firmware, args, work):
+def flash_args(firmware, args, work, cwd=None):
     """Preload the board's HyperFlash (hyper0, chip select 1) with the
     firmware's flash image, if it has one: the storage level's image the
     runners pass as `storage=<path>`, else <firmware>.hyperflash.bin. GVSoC's
     flash model reads `hyperflash.bin` in its working directory; gapy would
     write an empty one there, which --flash-no-auto stops."""
     cards = [a[len("storage="):] for a in args if a.startswith("storage=")]
-    image = cards[-1] if cards else flash_image(firmware)
+    image = os.path.join(cwd or "", cards[-1]) if cards else flash_image(firmware)
     if not os.path.exists(image):
         return []
     shutil.copyfile(image, os.path.join(work, "hyperflash.bin"))
     return ["--flash-no-auto"]
 
 
-def run(runner, firmware, args, timeout):
+def run(runner, firmware, args, timeout, cwd=None):
+    """cwd: the folder a relative storage=<name> is in (the firmware opens nothing there)."""
     where = f"run of {firmware} on GVSoC"
     program = locate(runner["program"])
     if program is None:
@@ -196,6 +197,6 @@ def run(runner, firmware, args, timeout):
     firmware = os.path.abspath(firmware)
     with tempfile.TemporaryDirectory(prefix="tessera-gvsoc-") as work:
         elf = with_args(firmware, args, work) if args else firmware
-        cmd = [program, *runner["args"], f"--work-dir={work}", *flash_args(firmware, args, work),
+        cmd = [program, *runner["args"], f"--work-dir={work}", *flash_args(firmware, args, work, cwd),
                "--binary", elf, "run"]
         return run_gvsoc(cmd, where, timeout)

@@ -3,5 +3,5 @@
 from .process import run_command
 
 
-def run(runner, firmware, args, timeout):
-    return run_command([firmware, *args], f"run of {firmware}", timeout)
+def run(runner, firmware, args, timeout, cwd=None):
+    return run_command([firmware, *args], f"run of {firmware}", timeout, cwd=cwd)

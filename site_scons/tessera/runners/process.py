@@ -7,7 +7,7 @@ import subprocess
 from ..errors import RunError
 
 
-def run_command(cmd, where, timeout, merge_stderr=True, explain=None):
+def run_command(cmd, where, timeout, merge_stderr=True, explain=None, cwd=None):
     """stdout (+stderr) text of cmd; RunError on timeout, signal or non-zero exit.
     explain(text, returncode), when given, may name the failure better than
     the last lines of output do (e.g. a fault report); the RunError carries
@@ -15,7 +15,7 @@ def run_command(cmd, where, timeout, merge_stderr=True, explain=None):
     try:
         res = subprocess.run(cmd, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                             timeout=timeout)
+                             timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         err = RunError(where, f"no result within {timeout} s (hung?)",
                        "raise runner.timeout in the target YAML if the network is just slow")

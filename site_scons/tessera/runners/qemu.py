@@ -43,6 +43,7 @@ def explain(text, returncode):
     return None
 
 
-def run(runner, firmware, args, timeout):
+def run(runner, firmware, args, timeout, cwd=None):
+    """cwd: the folder QEMU runs in (semihosting opens relative paths there)."""
     return run_command(command(runner, firmware, args), f"run of {firmware} under {runner['program']}",
-                       timeout, explain=explain)
+                       timeout, explain=explain, cwd=cwd)

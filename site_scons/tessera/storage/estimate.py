@@ -102,7 +102,7 @@ def estimate(problem, frames=10, where="program.json"):
 
 
 def report_entry(problem, frames=10, where="out-of-core schedule", policies=None):
-    """report.json's out_of_core.schedule: the keys tessera.ooc writes (ms,
+    """report.json's out_of_core.schedule: the keys tessera.storage.ooc writes (ms,
     rounded) plus the lower bound, the pools' peaks and the one-frame
     timeline (timeline.bars) that report/timeline.py draws."""
     from . import timeline

@@ -29,7 +29,7 @@ def solve(problem, tasks, work=WORK, hint=None):
         return None             # band tiles sharing a buffer: not modelled here (the list scheduler's)
     from ortools.sat.python import cp_model      # imported here: a build that never asks pays nothing
 
-    from ..tiler.solver import deterministic_solver
+    from ..util.solver import deterministic_solver
 
     horizon = sum(t["ns"] for t in tasks) + 1
     m = cp_model.CpModel()

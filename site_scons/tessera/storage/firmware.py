@@ -1,12 +1,13 @@
 """The program the firmware executes (docs/out_of_core.md, "What runs"):
-the scheduler's chosen program for this build's tiles, as C data
-(src/program.c) for the interpreter in kernels/include/tessera/program.h.
+the scheduler's chosen program for this build's tiles, as data that the
+code generator writes as C (src/program.c, tessera.codegen.program) for the
+interpreter in kernels/include/tessera/program.h.
 
     res = build(graph, the_plan, tilings, steps, storage, budget, compute)
     res["program"]   the ops (None: the firmware runs in order, res["why"])
-    text = c_source(prefix, act_level, res, n_layers)
+    text = codegen.program.c_source(prefix, act_level, res, n_layers)
 
-The firmware's problem differs from the planner's estimate (tessera.ooc) in
+The firmware's problem differs from the planner's estimate (tessera.storage.ooc) in
 what the firmware needs to be exact: a tile lists every read it uses (the
 same read in consecutive tiles is one transfer, held), weights come from
 their arrays on the card in chunks of consecutive channel tiles sized for
@@ -19,16 +20,15 @@ stepped by the network's run loop; they must not touch the card.
 
 from .. import ir
 from ..errors import TesseraError
-from ..ooc import _box
 from ..tiler import tiles as tile_list
-from ..tiler.geometry import rows_first
-from ..views import is_whole, param_arrays, tiler_layer
+from ..tiles.geometry import box_transfers, rows_first
+from ..config.views import is_whole, param_arrays, tiler_layer
 from . import replay as rp
 from . import schedule as sch
 from . import tasks as tg
 
 KIND_WEIGHTS, KIND_PARAM = 8, 9
-# the scheduler's time grows with the transfers (tessera.ooc's bound, with
+# the scheduler's time grows with the transfers (tessera.storage.ooc's bound, with
 # a tile's held reads counted once per tile here)
 MAX_TRANSFERS = 40000
 ALIGN = 8
@@ -86,7 +86,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                   "offset": swapped[name] + t["ih0"] * row, "bytes": t["ih"] * row})
                 elif name in swapped and t is not None:
                     x = graph.tensor(name)
-                    for o, n in _box(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
+                    for o, n in box_transfers(swapped[name], x.shape, ir.DTYPES[x.dtype], t["ih0"], t["ih"], t["iw0"],
                                      t["iw"], t["ic0"], t["ic"]):
                         reads.append({"pool": "in", "region": f"a:{name}", "kind": k, "offset": o, "bytes": n})
             writes, shared, held_out = [], False, 0
@@ -102,7 +102,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                    "bytes": held_out, "rel": 0})
             elif layer.output in swapped and t is not None:
                 rel = 0
-                for o, n in _box(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
+                for o, n in box_transfers(swapped[layer.output], y.shape, ir.DTYPES[y.dtype], t["oh0"], t["oh"], t["ow0"],
                                  t["ow"], t["oc0"], t["oc"]):
                     writes.append({"region": f"a:{layer.output}", "offset": o, "bytes": n, "rel": rel})
                     rel += n
@@ -208,7 +208,7 @@ def _phases(graph, the_plan):
     ends waiting for all its transfers, so the next may use other bytes.
     Longer phases let reads run further ahead; a much smaller shared range
     would starve the pools: a new phase starts there."""
-    from ..guard import tensor_lives
+    from ..planning.guard import tensor_lives
     usable = the_plan["activations"]["usable"]
     n = len(graph.layers)
     held = [[] for _ in range(n)]
@@ -244,7 +244,7 @@ def _phases(graph, the_plan):
 
 
 def pool_lives(graph, the_plan):
-    """guard=1 (tessera.guard): [(first step, last step, offset, bytes)]
+    """guard=1 (tessera.planning.guard): [(first step, last step, offset, bytes)]
     the program's pools may hold in the arena: each phase's range from its
     first layer to the next phase's first (where its last writes go)."""
     n = len(graph.layers)
@@ -335,7 +335,7 @@ def _weight_reads(graph, layers, pending, stored, w_pool):
 
 
 def io(layers, tasks):
-    """Per layer the card traffic the program makes, in tessera.ooc's
+    """Per layer the card traffic the program makes, in tessera.storage.ooc's
     layer_io form (each read task once: a read held across tiles is one
     transfer), for the report's summary."""
     out = []
@@ -360,112 +360,6 @@ def totals(res):
             "computes": count["COMPUTE"],
             "read_bytes": sum(op["bytes"] for op in ops if op["op"] == "READ"),
             "written_bytes": sum(op["bytes"] for op in ops if op["op"] == "WRITE")}
-
-
-POOL_ID = {"in": "TSR_POOL_IN", "w": "TSR_POOL_W"}
-
-
-def c_source(prefix, act_level, res, n_layers, section=""):
-    """program.c: the ops, the read references of each compute, the pools
-    (in `section`, the activation level's: its bytes reserved for them) and
-    the interpreter (no ops when the firmware runs in order)."""
-    from ..codegen.cfmt import section_attr
-    out = ["/*", " * tessera: the out-of-core program (docs/out_of_core.md): the scheduler's ops, executed",
-           " * in order by tessera/program.h's interpreter. Generated by tessera; do not edit.", " */",
-           "#define TSR_PROGRAM_IMPL", '#include "tessera/program.h"', ""]
-    if res.get("program") is None:
-        out.append(f"/* the firmware runs in order: {res['why']} */")
-        out.append("const tsr_program_t tsr_program = {0};")
-        return "\n".join(out) + "\n"
-    pools = res["pools"]
-    total = pools["in"] + pools["w"] + pools["out"]
-    out.append(f"/* program {res['candidate']}: estimated {res['estimate_ns']} ns (in order {res['in_order_ns']} ns) "
-               "with the build's compute estimates */")
-    if res.get("phases"):
-        out.append(f"/* the tile pools: in the {act_level} arena's bytes no tensor holds, per phase (pool offsets "
-                   "are arena offsets):")
-        out.extend(f" *   {p['layers'][0]}..{p['layers'][1]}: at {p['base']}, in {p['pools']['in']}, "
-                   f"w {p['pools']['w']}, out {p['pools']['out']} bytes" for p in res["phases"])
-        out.append(" */")
-        out.append(f"extern int8_t {prefix}_L2[];")
-        base = [f"{prefix}_L2"] * 3
-    else:
-        out.append(f"/* the tile pools: in {pools['in']}, w {pools['w']}, out {pools['out']} bytes, in the "
-                   f"{act_level} bytes the memory plan reserves for them */")
-        out.append(f"static int8_t {prefix}_pools[{total}] {section_attr(section, 8)};")
-        base = [f"{prefix}_pools", f"{prefix}_pools + {pools['in']}", f"{prefix}_pools + {pools['in'] + pools['w']}"]
-    tasks, detail = res["tasks"], res["detail"]
-    order = {}          # transfer task id -> its request number (issue order)
-    for op in res["program"]["ops"]:
-        if op["op"] in ("READ", "WRITE"):
-            order.setdefault(op["id"], len(order))
-    refs, ops = [], []
-    ref_at = {}         # a compute's reads (as C) -> where they start in refs: shared by equal computes
-    run = None          # the COMPUTE op being extended
-
-    def flush():
-        if run:
-            mine = tuple(f"    {{{POOL_ID[p]}, {k}, {int(bool(a))}, {buf}, {n}}},"
-                         for (p, k, buf, n), a in zip(run["refs"], run["adv"] or [0] * len(run["refs"])))
-            if mine not in ref_at:
-                ref_at[mine] = len(refs)
-                refs.extend(mine)
-            ops.append(f"    {{TSR_OP_COMPUTE, {run['count'] if run['count'] > 1 else 0}, {run['layer']}, "
-                       f"{run['tile']}, {ref_at[mine]}, {len(mine)}, {run['out']}}},")
-
-    def extends(mine, layer, tile, out):
-        """Whether this tile continues the run: the next tile, the same
-        output buffer, each read at the same place or advanced by its
-        size per tile (a channel tile's rows of a chunk), as decided by the
-        run's second tile."""
-        if not run or (run["layer"], run["tile"] + run["count"], run["out"]) != (layer, tile, out) \
-                or run["count"] >= 255 or len(mine) != len(run["refs"]):
-            return False
-        adv = []
-        for j, (r0, m) in enumerate(zip(run["refs"], mine)):
-            if r0[:2] != m[:2] or r0[3] != m[3]:
-                return False
-            step = m[2] - r0[2]
-            a = 0 if step == 0 else 1 if step == run["count"] * r0[3] else None
-            if a is None or run["adv"] is not None and a != run["adv"][j] and r0[3]:
-                return False
-            adv.append(a)
-        run["adv"] = run["adv"] or adv
-        run["count"] += 1
-        return True
-    for op in res["program"]["ops"]:
-        kind = op["op"]
-        if kind != "COMPUTE":
-            flush()
-            run = None
-        if kind == "READ":
-            ops.append(f"    {{TSR_OP_READ, {POOL_ID[op['pool']]}, 0, {op['buf']}, {op['offset']}, {op['bytes']}, 0}},")
-        elif kind == "WRITE":
-            w = detail[op["layer"]]["tiles"][op["tile"]]["writes"]
-            rel = next(x["rel"] for x in w if x["offset"] == op["offset"] and x["bytes"] == op["bytes"])
-            ops.append(f"    {{TSR_OP_WRITE, 0, 0, {op['src'] + rel}, {op['offset']}, {op['bytes']}, 0}},")
-        elif kind == "WAIT":
-            ops.append(f"    {{TSR_OP_WAIT, 0, 0, {order[op['id']]}, 0, 0, 0}},")
-        else:
-            reads = detail[op["layer"]]["tiles"][op["tile"]]["reads"]
-            mine = [(r["pool"], r["kind"], buf + r.get("delta", 0), r.get("use", r["bytes"]))
-                    for r, buf in zip(reads, op["bufs"])]
-            # consecutive tiles of a layer alike but for where their reads
-            # start, nothing between them: one op (a run of up to 255)
-            if extends(mine, op["layer"], op["tile"], op["out"]):
-                continue
-            flush()
-            run = {"layer": op["layer"], "tile": op["tile"], "count": 1, "refs": mine, "adv": None, "out": op["out"]}
-    flush()
-    assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
-    out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
-    out.append(f"\nstatic const tsr_ref_t refs[{max(len(refs), 1)}] = {{\n" + ("\n".join(refs) or "    {0}") + "\n};")
-    n_tiles = [len(la["tiles"]) for la in detail]
-    out.append(f"\nstatic const uint16_t layer_tiles[{n_layers}] = {{{', '.join(map(str, n_tiles))}}};")
-    out.append(f"static const uint8_t layer_level[{n_layers}] = {{{', '.join(map(str, res['layer_level']))}}};")
-    out.append(f"\nconst tsr_program_t tsr_program = {{ops, {len(ops)}, refs, layer_tiles, layer_level,\n"
-               f"    {{{', '.join(base)}}}}};")
-    return "\n".join(out) + "\n"
 
 
 def _measured(problem, compute, clock_hz):

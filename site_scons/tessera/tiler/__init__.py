@@ -20,7 +20,7 @@ A layer whose whole working set fits L1 with buffering 1 is not tiled (one
 tile). A layer with `rows: 1` in its view is cut in row bands (full width
 and all output channels, else all channels) when the smallest such tile fits (the best of those by the
 same objective), so its tile order consumes the input from the top down
-(segment-level overlap, tessera.overlap); otherwise it is searched as usual. Otherwise the output tile (th, tw, tc) maximizes the library
+(segment-level overlap, tessera.planning.overlap); otherwise it is searched as usual. Otherwise the output tile (th, tw, tc) maximizes the library
 objective subject to
 
     buffering * (n_inputs*A(in_tile) + A(out_tile) + A(tc*w) + A(tc*params))
@@ -43,7 +43,7 @@ Result: {"layer", "tiled", "tile": {h, w, c}, "in_tile": {h, w, c},
 weights, params, scratch, total}, "l1_budget", "optimal", "objective"}.
 l1_bytes in/out/weights/params/scratch are the exact size of ONE buffer of
 that kind ("in": one input's tile); total is the budget's left-hand side
-above (what tessera.alloc's l1_layout packs, with the same alignment).
+above (what tessera.planning.alloc's l1_layout packs, with the same alignment).
 
 Kernel library `tiler:` section (schema 1)
 ------------------------------------------
@@ -88,7 +88,8 @@ numbers), model (CP-SAT), enumerator (brute-force oracle for tests).
 """
 
 from ..errors import FitError, TesseraError
-from . import geometry, layer as layer_mod, library, memory
+from ..tiles import geometry
+from . import layer as layer_mod, library, memory
 
 TILER_VERSION = "1"
 
@@ -254,7 +255,7 @@ def _solve_layer(layer, target):
     from . import model
     r = None
     if layer.get("rows"):
-        # row bands (the memory plan asked: see tessera.overlap.row_band_layers):
+        # row bands (the memory plan asked: see tessera.planning.overlap.row_band_layers):
         # full width and all channels when such a tile fits, else all
         # channels; else the usual search
         for tw in (Wo, None):

@@ -6,7 +6,8 @@ tie-break) exactly as the CP-SAT model is. Tests compare the two on small
 layers; it is far too slow for real ones.
 """
 
-from . import geometry, memory
+from ..tiles import geometry
+from . import memory
 from .model import tiebreak_key
 
 

@@ -5,6 +5,8 @@ docstring). A malformed one is a bug upstream (frontend or glue), not a user
 mistake, so it raises ValueError naming the field.
 """
 
+from ..tiles.geometry import CHANNEL_WISE
+
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
        "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
 # Ops the tiler does not tile by windows: the whole layer in L1 at once, or
@@ -12,11 +14,6 @@ OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool"
 # error (`whole` in the layer dict; broadcast add/mul carry it too). Their
 # `in_sizes` gives each input's elements.
 WHOLE = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
-
-# Ops whose output channel c reads only input channel c: the input tile has
-# the output tile's channels. Standard convolutions read every input channel
-# per output (DORY does not tile input channels), so their input tile has C.
-CHANNEL_WISE = ("depthwise", "add", "maxpool", "avgpool", "mul", "lut")
 
 _INT_FIELDS = ("in_bytes", "out_bytes", "n_inputs", "w_bytes_per_cout",
                "param_bytes_per_cout")

@@ -34,7 +34,7 @@ CONDITIONS = ("multiple_of", "equals", "at_least", "at_most")
 
 # Every L1 buffer starts at a multiple of `buffer_align` bytes (word loads,
 # SIMD); the tiler counts each buffer rounded up so the allocator's packed
-# layout is exactly the tiler's total. 4 is tessera.alloc's default.
+# layout is exactly the tiler's total. 4 is tessera.planning.alloc's default.
 DEFAULT_ALIGN = 4
 
 WHERE = "kernel library (library.yaml) tiler"

@@ -10,8 +10,8 @@ scratch once. Each buffer is counted rounded up to the library's alignment,
 as the allocator places it.
 """
 
-from . import geometry
-from .layer import CHANNEL_WISE
+from ..tiles import geometry
+from ..tiles.geometry import CHANNEL_WISE
 
 
 def constants(layer, target, buffering):

@@ -12,10 +12,10 @@ conditions (e.g. tc % 4 == 0 through a modulo variable).
 
 from ortools.sat.python import cp_model
 
-from .layer import CHANNEL_WISE
+from ..tiles.geometry import CHANNEL_WISE
 from .library import holds
 from .memory import weight_buffers
-from .solver import deterministic_solver, lean_search
+from ..util.solver import deterministic_solver, lean_search
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
 # deterministic time units (not wall clock), so the answer never depends on

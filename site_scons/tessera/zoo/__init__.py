@@ -60,7 +60,7 @@ What the QDQ graph looks like (ONNX Runtime 1.31, opset 13, IR 7)
 
 import numpy as np
 
-from tessera import canon
+from tessera.util import canon
 
 from .archs import build_net
 from .params import ARCHITECTURES, generator_params, quantization_params

@@ -23,7 +23,7 @@ from onnxruntime.quantization import (
     quantize_static,
 )
 
-import tessera
+from ..util.version import __version__
 
 
 def random_inputs(shape, count, seed):
@@ -113,7 +113,7 @@ def normalize(model, metadata):
     sorted order. Doc strings are cleared.
     """
     model.producer_name = "tessera.zoo"
-    model.producer_version = tessera.__version__
+    model.producer_version = __version__
     model.domain = ""
     model.model_version = 0
     model.doc_string = ""

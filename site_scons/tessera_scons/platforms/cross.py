@@ -12,7 +12,7 @@ import sys
 
 from SCons.Script import Action
 
-from tessera import canon
+from tessera.util import canon
 from tessera.codegen import linker
 from tessera.errors import TesseraError, ToolchainError
 

@@ -12,7 +12,7 @@ the linker lays out as an area), split evenly, 16-byte aligned.
 
 import re
 
-from tessera import views
+from tessera.config import views
 from tessera.errors import ConfigError, TesseraError
 
 from . import cross

@@ -3,7 +3,7 @@ kernels/include/tessera/kernels.h)."""
 
 import numpy as np
 
-from ...views import bias_plane, channel_operand, is_whole, param_arrays, requant_plane
+from ...config.views import bias_plane, channel_operand, is_whole, param_arrays, requant_plane
 from ..cfmt import int_list
 
 CONV_LIKE = ("conv2d", "pointwise", "depthwise", "linear")

@@ -1,0 +1,49 @@
+"""Every choice a network's stages read, decided once from the graph, the
+target, the model and the build's variables: the data the glue turns into
+Value nodes (docs/architecture.md, "The glue declares, the library
+decides").
+
+    opts = network(graph, tcfg, mcfg, library, variables, root)
+    opts["tiler"], opts["kernels"]   the tiler's target (numbers, kernel library's section)
+    opts["layers"]                   {layer: tiler view}, row bands and storage-level tiles set
+    opts["memory"]                   the planner's view: overlap, layers in place, ram_cap
+    opts["fusion"]                   policy, candidates, those tiled, the fused scheme
+    opts["decide"]                   what the selector reads (with min_latency: its costs)
+    opts["judge"]                    with a ram_cap: what the budget step reads, else None
+"""
+
+from . import budget, fusion, model, on, on_if_given, plan, report, tiling
+
+# SConstruct's variables the stages read, with their defaults
+DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "library", "guard": "0"}
+
+
+def variables(library):
+    """{variable: default} a network's build reads from its environment:
+    DEFAULTS and the kernel library's upstream checkout (cmsis_nn=<path>)."""
+    up = plan.upstream_variable(library)
+    return dict(DEFAULTS, **({up: ""} if up else {}))
+
+
+def network(graph, tcfg, mcfg, library, given, root):
+    """The stages' choices (module docstring); `given`: the values of
+    variables(library) in this build."""
+    numbers, kernels = tiling.target(tcfg, library, given["tile_cost"])
+    overlap_on = on(given["overlap"])
+    # with overlap, the layers at the memory peak are cut in row bands
+    rows = plan.row_bands(graph, overlap_on)
+    up = plan.upstream_variable(library)
+    policy = plan.direct_policy(tcfg, library, on(given["direct"]), bool(up and given.get(up)))
+    cap = budget.cap(given["ram_cap"], tcfg, mcfg)
+    memory = plan.memory(graph, tcfg, library, overlap_on, policy, rows,
+                         model.fit_hint(tcfg, model.bundled_targets(root)), cap,
+                         f"ram_cap of {mcfg['name']} on {tcfg['name']}")
+    meta = report.cost_meta(tcfg, root)
+    fz = fusion.setup(graph, tcfg, mcfg, meta["coefficients"])
+    decide = {"policy": fz["policy"], "candidates": fz["candidates"]}
+    if fz["policy"] == "min_latency":
+        decide["cost"] = fusion.cost(tcfg, mcfg, meta)
+    views = plan.layer_views(graph, tcfg, rows)
+    return {"tiler": numbers, "kernels": kernels, "layers": views, "memory": memory, "fusion": fz,
+            "decide": decide, "judge": budget.judge(views, numbers, memory, fz, decide) if cap is not None else None,
+            "guard": on_if_given(given["guard"])}

@@ -1,0 +1,135 @@
+"""The memory plan: memplan.json and each layer's slice of it
+(tessera.planning), proven by the hazard replay before any code exists.
+
+memory() is the planner's view of the target with the build's choices:
+segment-level overlap or not, which layers may run in place (the target's
+`direct:` policy, direct=0 off) and, with a cap, the RAM it must fit;
+layer_views() the plan's wishes for the tiler: which layers are cut in
+row bands (row_bands) and which write a storage-level tile.
+"""
+
+from ..config import views
+from ..errors import TesseraError
+from ..planning import inplace, memplan, overlap, rambudget
+
+
+def row_bands(graph, overlap_on):
+    """The layers the tiler cuts in row bands: with overlap (segment-level
+    planning), those at the activation peak (overlap.row_band_layers)."""
+    return set(overlap.row_band_layers(graph)) if overlap_on else set()
+
+
+def layer_views(graph, tcfg, rows):
+    """{layer: its tiler view} with the plan's wishes: `rows` (row bands)
+    for the layers in `rows` and for those touching a tensor that will live
+    on a storage level; `storage_out` for a layer writing such a tensor,
+    its weights not streamed from storage (their stream walks the channel
+    tiles once): it gathers its output in row bands of every channel and
+    writes each once (a storage-level tile)."""
+    memory = views.memory_target(tcfg)
+    swapped = memplan.predict_swapped(graph, memory)
+    streamed = memplan.storage_weights(graph, memory) if swapped else {}
+    out = {}
+    for layer in graph.layers:
+        view = views.tiler_layer(layer, graph)
+        if layer.name in rows or (swapped & set(layer.inputs + [layer.output]) and not view.get("whole")):
+            view["rows"] = 1
+        if layer.output in swapped and layer.name not in streamed and not view.get("whole"):
+            view["storage_out"] = 1
+        out[layer.name] = view
+    return out
+
+
+def kernel_functions(graph, kernels):
+    """{layer: the C function its kernel library calls for it} for the
+    layers that may run in place (planning.inplace.candidates): the code
+    generator decides it; the planner reads it as data."""
+    names = inplace.candidates(graph, kernels)
+    if not names:
+        return {}
+    from ..codegen.libraries import library
+
+    lib = library(kernels)
+    return {n: lib.kernel_function(graph.layer(n), graph=graph) for n in names}
+
+
+def direct_policy(tcfg, library, direct_on, upstream_given):
+    """The in-place policy: the target's (none, flat, ram_cap), none with
+    direct=0, and none when the kernel library is an upstream checkout given
+    on the command line (cmsis_nn=<path>: planning.inplace models this
+    checkout's kernels' loop orders, not another's)."""
+    policy = tcfg.get("direct", "none")
+    if library.get("build", {}).get("upstream") and upstream_given:
+        return "none"
+    return policy if direct_on else "none"
+
+
+def upstream_variable(library):
+    """The command-line variable naming an upstream checkout of the kernel
+    library (kernels/<library>/library.yaml: build.upstream), or None."""
+    up = library.get("build", {}).get("upstream")
+    return up["variable"] if up else None
+
+
+def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, where=None):
+    """The memory plan's view: the target's levels (config.views), the
+    kernel library's buffer alignment, overlap, the layers in place under
+    `policy` (none on a target that stages weights, spills activations or
+    has a storage level; a layer only where its kernel's scratch fits the
+    tile level; `rows`: those cut in row bands, whose depthwise calls go row
+    by row) and the cap."""
+    out = views.memory_target(tcfg)
+    out["align"] = library["tiler"].get("buffer_align", 4)
+    out["fit_hint"] = fit_hint
+    out["overlap"] = overlap_on
+    if policy != "none" and not any(k in out for k in ("staging", "spill", "storage")):
+        room = out["levels"][out["place"]["tiles"]]["usable"]
+        eligible = inplace.eligible(graph, kernel_functions(graph, tcfg["kernels"]), rows)
+        out["direct"] = {"policy": policy, "eligible": {
+            n: k for n, k in eligible.items() if inplace.scratch_bytes(graph.layer(n), graph, k) <= room}}
+    if cap is not None:
+        out["ram_cap"] = cap
+        out["where"] = where
+    return out
+
+
+def plan(graph, view, docs):
+    """(memplan.json, [each layer's slice]) from the memory view and, in
+    any order, the layers' tilings, the fused steps' tilings, the schedule
+    and ram_budget.json."""
+    budget = view["levels"][view["place"]["tiles"]]["usable"]
+    tilings, fused_tilings, sched, chosen = {}, {}, None, None
+    for t in docs:
+        if "ram_cap" in t:
+            chosen = t          # ram_budget.json: the layers a cap runs in place
+        elif "steps" in t:
+            sched = t
+        elif "group" in t:
+            fused_tilings[t["group"]] = t
+        else:
+            tilings[t["layer"]] = dict(t, l1_budget=budget)
+    # a fused step's bands (either kind) let its output overlap its input
+    # (memplan, checked by the replay, weight stream included); its layers
+    # run fused, not in place (rambudget.with_fused, as the budget step did)
+    fused, view = rambudget.with_fused(view, sched, fused_tilings)
+    # layers in place: a flat tile level takes them where they lower total
+    # RAM; a faster one where ram_budget needed them
+    policy = view.get("direct", {}).get("policy", "none")
+    eligible = view.get("direct", {}).get("eligible", {})
+
+    def plan_with(direct):
+        return memplan.plan(graph, tilings, view, view["align"], view["fit_hint"], fused, direct)
+    if policy == "flat":
+        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with)
+    else:
+        mine = (chosen or {}).get("direct", [])
+        the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
+    if view.get("ram_cap") is not None:
+        # ram_budget judged this very plan; a difference is a bug there
+        ram = rambudget.total_ram(memplan.memory_report(the_plan))
+        if ram > view["ram_cap"] or ram != chosen["ram"]:
+            raise TesseraError(view.get("where", "ram_cap"),
+                               f"the firmware needs {ram} bytes of RAM where the tile budget step counted "
+                               f"{chosen['ram']} (ram_cap {view['ram_cap']})",
+                               "a bug: the budget step must plan as the build does (tessera.planning.rambudget)")
+    return the_plan, [memplan.layer_slice(the_plan, layer) for layer in graph.layers]
