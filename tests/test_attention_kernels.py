@@ -278,7 +278,6 @@ def optimized_matmul_cases(draw, lib):
                           scratch_ptr, scratch)
         return args, (a_c, b_c, rq, rqs)
     fn = "pnn_matmul2" if lib == "pnn" else "tsr_cmsis_matmul"
-    share = unit_share(bt, n, 0, 1) if lib != "pnn" else None
     case = Case(fn, build, expected, dtype, share_pixels, scratch_bytes=scratch)
     if lib == "pnn":
         case.share = lambda shape, core, nc: unit_share(bt, n, core, nc)(shape, core, nc)

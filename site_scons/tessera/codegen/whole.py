@@ -94,7 +94,7 @@ def _args(layer, graph, prefix, ins, out):
         if layer.mode == "ilayernorm":
             c = x.shape[2]
             decl += [_table("int32_t", "ln_weight", layer.table[:c]), _table("int32_t", "ln_bias", layer.table[c:]),
-                     f"static const int32_t rq_mul[1] = {{1}};", f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};"]
+                     "static const int32_t rq_mul[1] = {1};", f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};"]
             body += ["a.mode = TSR_LAYERNORM_DEEPLOY;", "a.weight = ln_weight;", "a.bias = ln_bias;",
                      "tsr_requant_t rq = {0};", "rq.mul = rq_mul;", "rq.shift = rq_shift;",
                      f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};", "a.rq = &rq;"]

@@ -21,6 +21,7 @@ reads it, or becomes a depthwise identity; QUANTIZE at a float input and
 DEQUANTIZE at a float output are the network's edges.
 """
 
+import math
 from dataclasses import fields
 
 import numpy as np
@@ -1436,7 +1437,7 @@ def import_tflite(path, name, drop_final_softmax=False):
         raise refusal from None
     if refusal is not None:
         raise refusal
-    from .tflite_repair import repair
+    from ..util.tflite_repair import repair
     notes = repair(path)[1]
     if notes:
         graph = result[0]
