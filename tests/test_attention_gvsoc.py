@@ -22,6 +22,7 @@ import pytest
 from helpers import ROOT
 from tessera.golden import ops
 from test_gvsoc import GVSOC_MARKS, _target, build_firmware
+from test_pulp_nn_gvsoc import MAIN_HEAD
 from test_ref_kernels import ROUNDING_C, Rq, int8s
 
 pytestmark = GVSOC_MARKS
@@ -146,19 +147,7 @@ static void body(void *unused)
     }
 }
 
-static uint32_t up4(uint32_t n)
-{
-    return (n + 3u) & ~3u;
-}
-
-int main(int argc, char **argv)
-{
-    uint32_t i;
-    int32_t j;
-    (void)argc;
-    (void)argv;
-    hal_init();
-    for (use_ref = 0; use_ref < 2; use_ref++)
+''' + MAIN_HEAD + '''    for (use_ref = 0; use_ref < 2; use_ref++)
         for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             const mcase_t *c = &cases[i];
             int8_t *a = arena, *b = a + up4(c->a_bytes), *o = b + up4(c->b_bytes), *s = o + up4(c->out_bytes);

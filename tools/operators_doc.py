@@ -77,6 +77,7 @@ ONNX = {
     "Concat": "concat (channel first, or a head's [1, N, k] as it is)",
     "Conv": "conv2d / depthwise / pointwise (1D and 2D, dilated; LeakyRelu folded)",
     "DequantizeLinear": "quantized values",
+    "Elu": "lut",
     "Div": "in an elementwise island (GELU's x / sqrt(2)): one table",
     "Erf": "in an elementwise island (GELU): one table",
     "Flatten": "a view",

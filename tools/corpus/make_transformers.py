@@ -26,11 +26,12 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 import onnx
 import torch
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 from torch import nn
+
+from make_torch import Calibration   # the same seeded calibration data as the other PyTorch exports
 
 
 class Attention(nn.Module):
@@ -116,15 +117,6 @@ def randomize(model):
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=1.0 / math.sqrt(m.in_features))
             nn.init.uniform_(m.bias, -0.2, 0.2)
-
-
-class Calibration(CalibrationDataReader):
-    def __init__(self, name, shape, seed, count=16):
-        rng = np.random.default_rng(seed)
-        self.data = iter([{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)])
-
-    def get_next(self):
-        return next(self.data, None)
 
 
 def main(out_dir):
