@@ -7,10 +7,14 @@ instructions inside the forked kernels: max core / mean core, 1.00 is an
 even split), then the totals.
 
     .venv/bin/python benchmarks/gap8.py [--model mbv1_128] [--out DIR] [--baseline reference]
+                                        [--base REF]
 
 --baseline KERNELS builds the same network a second time with another
 kernel library (e.g. the portable reference kernels) in the same run, and
-prints both columns.
+prints both columns. --base REF builds it a second time from another commit
+(a git ref, extracted with `git archive`, or a checkout's path) in the same
+run and prints both, step by step (a fused pair is one step; "-" where the
+two builds fused differently) and in total: the before/after of a change.
 
 The counts are QEMU instructions of RV32IMC code summed over the harts
 (-icount shift=0), not GAP8 cycles: GAP8's Xpulp SIMD dot products and
@@ -25,13 +29,14 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from compare import ROOT, checkout, steps
 
 
-def build(out, target, model):
-    """Build, run and check; the report, with each layer's per-core counts
-    from a second run of the firmware that prints them (`cores`)."""
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}"]
+def build(out, target, model, tree=ROOT):
+    """Build, run and check (in checkout `tree`); the report, with each
+    layer's per-core counts from a second run of the firmware that prints
+    them (`cores`)."""
+    cmd = [sys.executable, "-m", "SCons", "-C", tree, "-Q", f"out={out}", f"target={target}", f"model={model}"]
     res = subprocess.run(cmd, capture_output=True, text=True)
     name = os.path.basename(target).replace(".yaml", "")
     netdir = os.path.join(out, name, model)
@@ -43,7 +48,7 @@ def build(out, target, model):
     from tessera import config, runners
     from tessera.check import runlog
 
-    tcfg = config.load_target(*reversed(config.resolve("target", target, ROOT)))
+    tcfg = config.load_target(*reversed(config.resolve("target", target, tree)))
     run = runlog.parse(runners.run(tcfg["runner"], os.path.join(netdir, "firmware.elf"), ["cores"]), "profile run")
     for layer, counted in zip(rep["layers"], run["layers"]):
         assert counted["count"] == layer["instructions"], "counts differ between runs"
@@ -74,15 +79,19 @@ def main():
     ap.add_argument("--model", default="mbv1_128")
     ap.add_argument("--out", default=os.path.join(ROOT, "generated"), help="where the build goes")
     ap.add_argument("--baseline", metavar="KERNELS", help="also build with this kernel library (e.g. reference)")
+    ap.add_argument("--base", metavar="REF", help="also build from this git ref (or checkout): before/after")
     args = ap.parse_args()
 
     rep = build(args.out, "gap8", args.model)
-    base = None
-    if args.baseline:
-        with tempfile.TemporaryDirectory(prefix="tessera-gap8-") as tmp:
+    base = before = None
+    with tempfile.TemporaryDirectory(prefix="tessera-gap8-") as tmp:
+        if args.baseline:
             base = build(os.path.join(tmp, "out"), baseline_target(args.baseline, tmp), args.model)
-    if rep["verdict"] != "pass":
-        sys.exit(f"{args.model} on gap8 is not bit-exact: {rep['verdict']}")
+        if args.base:
+            before = build(os.path.join(tmp, "before"), "gap8", args.model, checkout(args.base, tmp))
+    for r in (rep, base, before):
+        if r is not None and r["verdict"] != "pass":
+            sys.exit(f"{args.model} on gap8 is not bit-exact: {r['verdict']}")
 
     cores = len(rep["totals"]["core_counts"])
     print(f"{args.model} on gap8 under QEMU: 1 fabric controller + {cores} cluster harts, bit-exact "
@@ -125,6 +134,16 @@ def main():
     if ws:
         print(f"weights: {ws['bytes']} bytes streamed from {ws['from']} through {ws['through']} in {ws['chunks']} "
               f"chunks; DMA bytes: " + ", ".join(f"{k} {v}" for k, v in tot["dma_bytes"].items()))
+    if before:
+        mine = {s[0]: s for s in steps(before, "instructions")}
+        print(f"\nbefore/after, instructions (QEMU): {args.base} / this tree")
+        print(f"{'step':<14} {'kind':<28} {'before':>13} {'after':>13} {'before/after':>12}")
+        for name, kind, _, count, _ in steps(rep, "instructions"):
+            b = mine.get(name)
+            print(f"{name:<14} {kind:<28} {b[3] if b else '-':>13} {count:>13} "
+                  + (f"{b[3] / count:>12.3f}" if b else f"{'-':>12}"))
+        b, a = before["totals"]["instructions"], tot["instructions"]
+        print(f"{'network':<14} {'':<28} {b:>13} {a:>13} {b / a:>12.3f}")
     if tot.get("core_count_overlaps"):
         print(f"note: in {tot['core_count_overlaps']} forks QEMU switched harts mid-kernel in a way the per-core "
               "split cannot undo exactly (totals are exact)")

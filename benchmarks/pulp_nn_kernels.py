@@ -4,15 +4,17 @@ kernels on pulp-open's 8-core cluster, shapes taken from mbv1_025_128's
 layers, each with the Xpulpv2 path and with the portable path, checked
 against the golden model. Per call: the cycles of the call (fork to join),
 MAC/cycle, and core 0's performance counters (instructions, load stalls,
-instruction-cache misses), which show where a kernel's time goes.
+cycles waiting for instruction fetches, cycles lost to TCDM contention),
+which show where a kernel's time goes.
 
-    .venv/bin/python benchmarks/pulp_nn_kernels.py
+    .venv/bin/python benchmarks/pulp_nn_kernels.py [--model mbv1_025_128|mbv1_128]
 
 Operands, arguments and constants sit in L1, as a layer's tiles do. The
 firmware is tests/test_pulp_nn_gvsoc.py's with its `perf` switch. Needs
 GVSoC (docs/gvsoc.md).
 """
 
+import argparse
 import os
 import re
 import sys
@@ -23,23 +25,35 @@ sys.path[:0] = [os.path.join(ROOT, "site_scons"), os.path.join(ROOT, "tests")]
 
 S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
 S2 = dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 0, 1, 1))
+POOL4 = dict(kh=4, kw=4, sh=1, sw=1, pad=(0, 0, 0, 0))
 
 
-def cases(T):
-    """(label, case, MACs)."""
-    out = [
-        ("depthwise 8x8x128 3x3/1 (dw7-dw11)", T.case("depthwise", 1, (8, 8, 128), 128, "std", 8, S1)),
-        ("depthwise 32x32x8 3x3/1 (one channel per core)", T.case("depthwise", 2, (32, 32, 8), 128, "std", 8, S1)),
-        ("depthwise 16x16x64 3x3/2", T.case("depthwise", 3, (16, 16, 64), 128, "std", 8, S2)),
-        ("conv2d 9x65x3 -> 4x32x8 3x3/2 (conv0 tile)", T.case("conv2d", 4, (9, 65, 3, 8), -2, "std", 8, S2)),
-        ("pointwise 8x8x128 -> 128 (pw7-pw11)", T.case("pointwise", 5, (8, 8, 128, 128), 128, "std", 8)),
-        ("pointwise 16x16x8 -> 16 (pw1 tile)", T.case("pointwise", 6, (16, 16, 8, 16), 128, "std", 8)),
-        ("linear 256 -> 96 (fc tile)", T.case("linear", 7, (1, 1, 256, 96), 128, "std", 8)),
+def cases(T, model):
+    """(label, case, MACs) of the model's shapes."""
+    out = [] if model != "mbv1_025_128" else [
+        ("depthwise 8x8x128 3x3/1 (dw7-dw11)", T.case("depthwise", 1, (8, 8, 128), 128, "net", 8, S1)),
+        ("depthwise 32x32x8 3x3/1 (one channel per core)", T.case("depthwise", 2, (32, 32, 8), 128, "net", 8, S1)),
+        ("depthwise 16x16x64 3x3/2", T.case("depthwise", 3, (16, 16, 64), 128, "net", 8, S2)),
+        ("conv2d 9x65x3 -> 4x32x8 3x3/2 (conv0 tile)", T.case("conv2d", 4, (9, 65, 3, 8), -2, "net", 8, S2)),
+        ("pointwise 8x8x128 -> 128 (pw7-pw11)", T.case("pointwise", 5, (8, 8, 128, 128), 128, "net", 8, fold=True)),
+        ("pointwise 16x16x8 -> 16 (pw1 tile)", T.case("pointwise", 6, (16, 16, 8, 16), 128, "net", 8, fold=True)),
+        ("linear 256 -> 96 (fc tile)", T.case("linear", 7, (1, 1, 256, 96), 128, "net", 8, fold=True)),
+        ("avgpool 4x4x256 global (pool)", T.case("avgpool", 12, (4, 4, 256), 128, "net", 8, POOL4)),
     ]
+    if model == "mbv1_128":   # 1.0-MobileNetV1-128 on pulp_open_hyper: its tiles
+        out = [
+        ("pointwise 8x2x512 -> 36 (mbv1_128 pw7 tile)", T.case("pointwise", 8, (8, 2, 512, 36), 128, "net", 8, fold=True)),
+        ("pointwise 4x64x32 -> 64 (mbv1_128 pw1 tile)", T.case("pointwise", 9, (4, 64, 32, 64), 128, "net", 8, fold=True)),
+        ("depthwise 8x8x192 3x3/1 (mbv1_128 dw7 tile)", T.case("depthwise", 10, (8, 8, 192), 128, "net", 8, S1)),
+        ("linear 1024 -> 24 (mbv1_128 fc tile)", T.case("linear", 11, (1, 1, 1024, 24), 128, "net", 8, fold=True)),
+        ]
     rows = []
     for label, c in out:
         e = c["expected"]
-        per_out = c["w"].size // e.shape[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
+        if c["op"].endswith("pool"):
+            per_out = c["geom"]["kh"] * c["geom"]["kw"]
+        else:
+            per_out = c["w"].size // e.shape[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
         rows.append((label, c, int(e.size) * per_out))
     return rows
 
@@ -59,7 +73,7 @@ def run(T, rows, isa):
         text = runners.run(target["runner"], elf)
     got = T.outputs(text)
     perf = {int(m.group(1)): tuple(map(int, m.groups()[1:]))
-            for m in re.finditer(r"PERF (\d+) (\d+) (\d+) (\d+) (\d+)", text)}
+            for m in re.finditer(r"PERF (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", text)}
     for i, (label, c, _) in enumerate(rows):
         if got[i] != c["expected"].tobytes():
             sys.exit(f"benchmarks/pulp_nn_kernels.py: {label}: output differs from the golden model")
@@ -72,15 +86,18 @@ def main():
 
     if gvsoc.locate() is None:
         sys.exit("benchmarks/pulp_nn_kernels.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
-    rows = cases(T)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=("mbv1_025_128", "mbv1_128"), default="mbv1_025_128",
+                    help="whose layers' shapes (tiles on pulp_open / pulp_open_hyper)")
+    rows = cases(T, ap.parse_args().model)
     fast, slow = run(T, rows, True), run(T, rows, False)
     print("one kernel call on pulp-open's 8 cores (GVSoC), bit-exact; counters of core 0")
-    head = f"{'call':50} {'MACs':>8} {'portable':>9} {'Xpulp':>8} {'MAC/cyc':>8} {'instr':>7} {'ld stall':>8} {'I-miss':>7}"
+    head = f"{'call':50} {'MACs':>8} {'portable':>9} {'Xpulp':>8} {'MAC/cyc':>8} {'instr':>7} {'ld stall':>8} {'I-wait':>7} {'TCDM':>6}"
     print(head)
     print("-" * len(head))
     for i, (label, _, macs) in enumerate(rows):
-        cyc, instr, ldst, imiss = fast[i]
-        print(f"{label:50} {macs:8} {slow[i][0]:9} {cyc:8} {macs / cyc:8.2f} {instr:7} {ldst:8} {imiss:7}")
+        cyc, instr, ldst, imiss, tcdm = fast[i]
+        print(f"{label:50} {macs:8} {slow[i][0]:9} {cyc:8} {macs / cyc:8.2f} {instr:7} {ldst:8} {imiss:7} {tcdm:6}")
 
 
 if __name__ == "__main__":

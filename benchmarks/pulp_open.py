@@ -3,15 +3,36 @@
 with 8 cores, each with the kernels' Xpulpv2 path (the targets as they are,
 toolchain.isa: [xpulpv2]) and with the portable RV32IMC path (copies of the
 targets with no ISA extension), all built and run in this one invocation:
-per-layer cycles and MACs per cycle, then per layer type, with the
+per-step cycles and MACs per cycle, then per kind of step, with the
 speed-ups Xpulp over portable and 8 cores over 1.
 
-    .venv/bin/python benchmarks/pulp_open.py [--model mbv1_025_128] [--out generated]
-                                             [--kernels reference] [--target pulp_open]
+    .venv/bin/python benchmarks/pulp_open.py [--model mbv1_025_128] [--target pulp_open]
+                                             [--net TARGET:MODEL ...] [--base REF] [--runs all|best]
+                                             [--kernels reference] [--out generated/bench]
 
---kernels runs the targets with another kernel library (copies of their
-YAML files). --target takes another 8-core GVSoC target (e.g. gap8_gvsoc);
-its 1-core twin is a copy with cores: 1.
+--base REF also builds the 8-core Xpulp run of another commit (a git ref,
+extracted with `git archive` into a temporary folder, or the path of a
+checkout) in the same invocation and prints it beside this tree's, per
+step and per kind: the before/after table of a change, e.g. `--base main`.
+--runs best builds only the 8-core Xpulp run of this tree (with --base, the
+two runs a before/after table needs). --fusion POLICY passes fusion= to
+every build (none: each kind's kernels apart, with no fused step moving a
+layer out of its kind between the two sides). --net TARGET:MODEL (repeated) runs
+several networks in the one invocation and ends with one table of every
+kind of step, before and after, per network, e.g.
+
+    .venv/bin/python benchmarks/pulp_open.py --base 923390f --runs best \
+        --net pulp_open:mbv1_025_128 --net pulp_open_hyper:mbv1_128 --kernels runs the targets with
+another kernel library (copies of their YAML files). --target takes another
+8-core GVSoC target (pulp_open_hyper, gap8_gvsoc); its 1-core twin is a copy
+with cores: 1.
+
+Steps, not layers: a fused pair (the fusion selector's steps, report.json's
+fusion.groups) is one row whose cycles are both layers' counts and whose
+kind names both ops ("pointwise+depthwise"), so the per-kind rows never
+mix a fused step into an unfused kind, and a step is compared across runs
+only where both runs made the same step (else "-": the runs fused
+differently).
 
 Needs GVSoC (docs/gvsoc.md: `gvsoc` on PATH, or the prebuilt copy beside
 the checkout). The numbers are GVSoC cycles of the cluster clock:
@@ -27,32 +48,36 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from compare import ROOT, checkout, steps
 
 
-def build(out, target, model):
-    """Build, run and check; the report of the run."""
-    cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", "-j2", f"out={out}", f"target={target}",
-           f"model={model}"]
+def build(tree, out, target, model, fusion=None):
+    """Build, run and check in checkout `tree`; the report of the run."""
+    cmd = [sys.executable, "-m", "SCons", "-C", tree, "-Q", "-j2", f"out={out}", f"target={target}",
+           f"model={model}"] + ([f"fusion={fusion}"] if fusion else [])
     res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        sys.exit(f"build of {model} on {target} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     name = os.path.basename(target)[:-len(".yaml")] if target.endswith(".yaml") else target
-    with open(os.path.join(out, name, model, "report.json")) as f:
+    path = os.path.join(out, name, model, "report.json")
+    if res.returncode != 0 or not os.path.exists(path):
+        sys.exit(f"build of {model} on {target} in {tree} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    with open(path) as f:
         return json.load(f)
 
 
-def variants(target, kernels, tmp):
-    """{(cores, isa): target argument}: the target and its 1-core twin, each
-    as it is (its ISA extensions) and without ISA extensions."""
+def variants(tree, target, kernels, tmp, tag, runs):
+    """{(cores, isa): target argument} of checkout `tree`: the target and
+    its 1-core twin, each as it is (its ISA extensions) and without ISA
+    extensions (runs == "all"), or only the target as it is ("best")."""
     import yaml
 
-    with open(os.path.join(ROOT, "targets", target + ".yaml")) as f:
+    with open(os.path.join(tree, "targets", target + ".yaml")) as f:
         base = yaml.safe_load(f)
     isa = "+".join(base["toolchain"].get("isa", [])) or "portable"
-    runs = {}
+    out = {}
     for cores in (1, base["cores"]):
         for ext in (isa, "portable"):
+            if runs == "best" and (cores, ext) != (base["cores"], isa):
+                continue
             data = json.loads(json.dumps(base))
             data["cores"] = cores
             if cores == 1:
@@ -62,12 +87,12 @@ def variants(target, kernels, tmp):
                 data["toolchain"]["isa"] = []
             if kernels:
                 data["kernels"] = kernels
-            name = f"{target}_{cores}c_{ext}" + (f"_{kernels}" if kernels else "")
+            name = f"{target}_{cores}c_{ext}" + (f"_{kernels}" if kernels else "") + tag
             path = os.path.join(tmp, name + ".yaml")
             with open(path, "w") as f:
                 yaml.safe_dump(data, f, sort_keys=False)
-            runs[(cores, ext)] = path
-    return runs, isa, base["cores"]
+            out[(cores, ext)] = path
+    return out, isa, base["cores"]
 
 
 # DORY on GAP8 silicon, 8 cores, whole network, as published (neither paper
@@ -80,58 +105,122 @@ DORY = {
 }
 
 
-def row(cells, widths):
-    return " ".join(f"{c:>{w}}" if i > 2 else f"{c:{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
+def row(cells, widths, left=3):
+    """The first `left` cells left-aligned, the others right-aligned."""
+    return " ".join(f"{c:>{w}}" if i >= left else f"{c:{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
+
+
+def network(args, target, model, out, tmp):
+    """Build, run and print one network's tables; its {kind: (base, new)}
+    MAC/cycle (base None without --base)."""
+    runs, isa, n = variants(ROOT, target, args.kernels, tmp, "", args.runs)
+    reps = {key: build(ROOT, out, path, model, args.fusion) for key, path in runs.items()}
+    if args.base:
+        tree = checkout(args.base, tmp) if not os.path.isdir(os.path.join(tmp, "base")) else os.path.join(tmp, "base")
+        bruns, bisa, _ = variants(tree, target, args.kernels, tmp, "_base", "best")
+        reps["base"] = build(tree, os.path.join(out, "base"), bruns[(n, bisa)], model, args.fusion)
+    for key, rep in reps.items():
+        if rep["verdict"] != "pass":
+            sys.exit(f"{model} on {rep['target']}: {rep['verdict']} (not bit-exact); no numbers")
+    best = (n, isa)
+    keys = [k for k in [(1, "portable"), (1, isa), (n, "portable"), (n, isa)] if k in reps]
+    keys = list(dict.fromkeys(keys))
+    if args.base:
+        keys = ["base"] + keys
+    label = {k: ("base" if k == "base" else f"{k[0]}c {k[1][:8]}") for k in keys}
+    print(f"{model} on {target} (GVSoC), bit-exact in all {len(keys)} runs; cycles of the cluster clock"
+          + (f"; base: {args.base}" if args.base else "") + (f"; fusion={args.fusion}" if args.fusion else ""))
+    mine = {k: {s[0]: s for s in steps(reps[k], "cycles")} for k in keys}
+    order = steps(reps[best], "cycles")
+    # the ratios: n-core Xpulp over the base (or over n-core portable), and over 1 core
+    ref = "base" if args.base else ((n, "portable") if (n, "portable") in reps and isa != "portable" else None)
+    one = (1, isa) if (1, isa) in reps and n > 1 else None
+    ratios = ([f"{label[ref]}/new"] if ref else []) + ([f"{n}c/1c"] if one else [])
+    widths = [3, 16, 28, 9] + [11] * len(keys) + [8] * len(ratios)
+    print(row(["#", "step", "kind", "MACs"] + [label[k] for k in keys] + ratios, widths))
+    print("-" * (sum(widths) + len(widths)))
+
+    def cyc(k, name):
+        s = mine[k].get(name)
+        return s[3] if s else None
+
+    for i, (name, kind, macs, cycles, _) in enumerate(order):
+        cells = [i, name, kind, macs] + [cyc(k, name) if cyc(k, name) is not None else "-" for k in keys]
+        for r in ([ref] if ref else []) + ([one] if one else []):
+            c = cyc(r, name)
+            cells.append(f"{c / cycles:.2f}" if c else "-")
+        print(row(cells, widths))
+    print()
+    print("MAC/cycle by kind of step" + (f" (base: {args.base})" if args.base else ""))
+    kinds = sorted({s[1] for k in keys for s in mine[k].values()},
+                   key=lambda o: -sum(s[2] for s in order if s[1] == o))
+    widths2 = [28, 10] + [11] * len(keys) + [8] * len(ratios)
+    print(row(["kind", "MACs"] + [label[k] for k in keys] + ratios, widths2, 1))
+
+    def rate(k, kind):
+        pick = [s for s in mine[k].values() if kind in ("network", s[1])]
+        macs, c = sum(s[2] for s in pick), sum(s[3] for s in pick)
+        return macs, (macs / c if c else None)
+
+    summary = {}
+    for kind in kinds + ["network"]:
+        macs = rate(best, kind)[0]
+        cells = [kind, macs] + [f"{rate(k, kind)[1]:.3f}" if rate(k, kind)[1] else "-" for k in keys]
+        for r in ([ref] if ref else []) + ([one] if one else []):
+            a, b = rate(best, kind)[1], rate(r, kind)[1]
+            cells.append(f"{a / b:.2f}" if a and b else "-")
+        print(row(cells, widths2, 1))
+        summary[kind] = (rate("base", kind)[1] if args.base else None, rate(best, kind)[1])
+    if model in DORY:
+        print(f"against: {DORY[model]}")
+    print(f"whole run incl. the harness's printing, {n} cores: {reps[best]['totals']['cycles']} cycles ({isa})"
+          + (f", base {reps['base']['totals']['cycles']}" if args.base else ""))
+    print()
+    return summary
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mbv1_025_128")
     ap.add_argument("--target", default="pulp_open")
+    ap.add_argument("--net", action="append", metavar="TARGET:MODEL",
+                    help="networks to run in this one invocation (instead of --target/--model), each printed "
+                         "apart, then one table of every kind before/after")
     ap.add_argument("--out", default=os.path.join(ROOT, "generated", "bench"),
                     help="tessera's output directory (builds there are reused)")
     ap.add_argument("--kernels", help="kernel library instead of the targets' own (e.g. reference)")
+    ap.add_argument("--base", metavar="REF", help="also the 8-core Xpulp run of this git ref (or checkout)")
+    ap.add_argument("--runs", choices=("all", "best"), default="all",
+                    help="all: 1 and n cores, Xpulp and portable; best: n cores, Xpulp only")
+    ap.add_argument("--fusion", help="every build's fusion= (default: the builds' default, min_latency); none "
+                                     "compares the layer kinds' kernels apart")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "site_scons"))
     from tessera.runners import gvsoc
 
     if gvsoc.locate() is None:
         sys.exit("benchmarks/pulp_open.py: `gvsoc` is not on PATH; build GVSoC as docs/gvsoc.md says")
+    nets = [tuple(n.split(":", 1)) for n in args.net] if args.net else [(args.target, args.model)]
+    for t, m in nets:
+        if not t or not m or not os.path.exists(os.path.join(ROOT, "targets", t + ".yaml")):
+            sys.exit(f"benchmarks/pulp_open.py: --net {t}:{m}: give a target in targets/ and a model, "
+                     "e.g. --net pulp_open_hyper:mbv1_128")
     out = os.path.abspath(args.out)
     with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
-        runs, isa, n = variants(args.target, args.kernels, tmp)
-        reps = {key: build(out, path, args.model) for key, path in runs.items()}
-    for key, rep in reps.items():
-        if rep["verdict"] != "pass":
-            sys.exit(f"{args.model} on {rep['target']}: {rep['verdict']} (not bit-exact); no numbers")
-    keys = [(1, "portable"), (1, isa), (n, "portable"), (n, isa)] if isa != "portable" else [(1, isa), (n, isa)]
-    print(f"{args.model} on {args.target} (GVSoC), bit-exact in all {len(keys)} runs; cycles of the cluster clock")
-    widths = [3, 8, 10, 9] + [11] * len(keys) + [8, 8]
-    head = ["#", "layer", "op", "MACs"] + [f"{c}c {e[:8]}" for c, e in keys] + [f"{n}c x", f"{n}c/1c"]
-    print(row(head, widths))
-    print("-" * (sum(widths) + len(widths)))
-    best, base = (n, isa), (n, "portable") if isa != "portable" else (n, isa)
-    layers = reps[best]["layers"]
-    for i, layer in enumerate(layers):
-        cyc = [reps[k]["layers"][i]["cycles"] for k in keys]
-        print(row([i, layer["name"], layer["op"], layer["macs"]] + cyc
-                  + [f"{reps[base]['layers'][i]['cycles'] / layer['cycles']:.2f}",
-                     f"{reps[(1, isa)]['layers'][i]['cycles'] / layer['cycles']:.2f}"], widths))
-    print()
-    print(f"MAC/cycle by layer type (x: {n}-core {isa} over {n}-core portable)")
-    ops = sorted({l["op"] for l in layers}, key=lambda o: -sum(l["macs"] for l in layers if l["op"] == o))
-    widths2 = [10, 10] + [11] * len(keys) + [8]
-    print(row(["op", "MACs"] + [f"{c}c {e[:8]}" for c, e in keys] + ["x"], widths2))
-    for op in ops + ["network"]:
-        pick = [i for i, l in enumerate(layers) if op in ("network", l["op"])]
-        macs = sum(layers[i]["macs"] for i in pick)
-        cyc = {k: sum(reps[k]["layers"][i]["cycles"] for i in pick) for k in keys}
-        print(row([op, macs] + [f"{macs / cyc[k]:.3f}" for k in keys] + [f"{cyc[base] / cyc[best]:.2f}"],
-                  widths2))
-    if args.model in DORY:
-        print(f"against: {DORY[args.model]}")
-    print(f"whole run incl. the harness's printing, {n} cores: {reps[best]['totals']['cycles']} cycles ({isa})"
-          + (f", {reps[base]['totals']['cycles']} (portable)" if base != best else ""))
+        summaries = [network(args, t, m, out, tmp) for t, m in nets]
+    if len(nets) > 1:
+        print("MAC/cycle by kind, every network of this run" + (f" (before: {args.base})" if args.base else ""))
+        kinds = list(dict.fromkeys(k for s in summaries for k in s if k != "network")) + ["network"]
+        cols = [f"{m} ({t})" for t, m in nets]
+        print("| kind | " + " | ".join(f"{c} before | after" if args.base else c for c in cols) + " |")
+        print("|---|" + "---|" * (len(cols) * (2 if args.base else 1)))
+        for kind in kinds:
+            cells = []
+            for s in summaries:
+                before, after = s.get(kind, (None, None))
+                fmt = lambda v: f"{v:.2f}" if v else "-"   # noqa: E731
+                cells += ([fmt(before)] if args.base else []) + [fmt(after)]
+            print(f"| {kind} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,12 @@ def scons(*args, out, check=False, timeout=3600, env=None):
     return res
 
 
+def step_lines(text):
+    """The lines of the build steps that ran (`tessera: <step> ...`), not the
+    verdict every build ends with (a no-op one too)."""
+    return re.findall(r"^tessera: (?!PASS |FAIL ).*$", text, re.M)
+
+
 def hal_lines(text):
     """A HAL self-test's output (tests/c/*_hal_test.c, hal_cluster_test.c)
     as {check: [values]}, from its `HAL <check> <values>` lines."""

@@ -290,6 +290,12 @@ def test_tile_cost_model_picks_a_tile_no_costlier_than_the_library_one():
         est = [model.estimate(coefs, layer["op"], features.view_features(layer, t, 2, tcfg["cores"]))
                for t in (mine, lib)]
         assert est[0] <= est[1], (layer["name"], mine["tile"], lib["tile"], est)
+    # a layer whose tensor lives on a storage level (gap8's mbv1_128) keeps
+    # the tiler's constraints: every channel, whole rows (its weights have
+    # one buffer; a cheaper-looking tile of fewer channels broke the plan)
+    rows = dict(layers[0], rows=1)
+    mine = solve_layer(rows, costed)
+    assert (mine["tile"]["c"], mine["tile"]["w"]) == (128, 32) and mine["n_tiles"]["c"] == 1
 
 
 def test_sweeps_are_written_byte_identically(tmp_path):

@@ -3,8 +3,7 @@ GVSoC's pulp-open chip (cluster boot, fork/join, barrier, mchan DMA,
 cycles, arguments, faults), and whole networks built by SCons, run on
 GVSoC and checked bit for bit, with cycles per layer.
 
-Needs `gvsoc` on PATH (docs/gvsoc.md says how to build it) or the prebuilt
-copy beside the checkout (../shared/tools/gvsoc, as on CI machines), and
+Needs GVSoC (docs/gvsoc.md: `gvsoc` on PATH, or $TESSERA_GVSOC) and
 riscv64-unknown-elf-gcc with picolibc; skips with a clear message otherwise.
 Cycle counts are reported, never bounded: only their presence and
 consistency are checked.
@@ -33,8 +32,8 @@ HAL_TEST = os.path.join(ROOT, "tests", "c", "pulp_open_hal_test.c")
 GVSOC_MARKS = [
     pytest.mark.gvsoc,
     pytest.mark.skipif(gvsoc.locate() is None,
-                       reason="gvsoc not on PATH: build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md "
-                              "says and put its `gvsoc` launcher on PATH"),
+                       reason="no GVSoC: install it with its pulp-open target (docs/gvsoc.md) and put `gvsoc` on "
+                              "PATH, or name it with TESSERA_GVSOC"),
 ]
 pytestmark = GVSOC_MARKS
 

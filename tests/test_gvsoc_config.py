@@ -33,7 +33,8 @@ def test_one_core_target_is_pulp_open_with_one_core():
         t = _load(name)
         assert t["runner"]["kind"] == "gvsoc" and t["runner"]["counts"] == "gvsoc-cycles"
         # the tile budget is the same: the stacks are split, not resized
-        assert config.usable_bytes(t["memory"]["L1"]) == 65536 - 8192
+        # (and the HAL's 256 bytes of variables beside them)
+        assert config.usable_bytes(t["memory"]["L1"]) == 65536 - 8192 - 256
 
 
 def test_platform_rejects_impossible_clusters(tmp_path):
@@ -49,29 +50,36 @@ def test_platform_rejects_impossible_clusters(tmp_path):
         plat.arch(small)
 
 
-def test_gvsoc_is_taken_from_path_then_from_the_shared_copy(monkeypatch, tmp_path):
-    on_path, shared = tmp_path / "bin", tmp_path / "shared"
-    for d in (on_path, shared):
+def test_gvsoc_is_the_users_own_from_the_variable_then_path(monkeypatch, tmp_path):
+    """$TESSERA_GVSOC first, else `gvsoc` on PATH; never a copy beside the
+    checkout (a folder no user has)."""
+    on_path, named = tmp_path / "bin", tmp_path / "opt"
+    for d in (on_path, named):
         d.mkdir()
         (d / "gvsoc").write_text("#!/bin/sh\n")
         (d / "gvsoc").chmod(0o755)
-    monkeypatch.setattr(gvsoc, "SHARED", str(shared / "gvsoc"))
+    monkeypatch.delenv(gvsoc.ENV, raising=False)
     monkeypatch.setenv("PATH", str(on_path))
     assert gvsoc.locate() == str(on_path / "gvsoc")
+    monkeypatch.setenv(gvsoc.ENV, str(named / "gvsoc"))
+    assert gvsoc.locate() == str(named / "gvsoc")
+    monkeypatch.setenv(gvsoc.ENV, str(named / "nothing"))
+    with pytest.raises(RunError, match="TESSERA_GVSOC=.*nothing: not an executable file"):
+        gvsoc.locate()
+    monkeypatch.delenv(gvsoc.ENV)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert gvsoc.locate() == str(shared / "gvsoc")
-    # another program name is only ever looked up on PATH
-    assert gvsoc.locate("my-gvsoc") is None
+    assert gvsoc.locate() is None
 
 
 def test_missing_gvsoc_is_one_line_saying_how_to_get_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(gvsoc, "SHARED", str(tmp_path / "no-gvsoc"))
+    monkeypatch.delenv(gvsoc.ENV, raising=False)
     runner = dict(_load("pulp_open")["runner"])
     with pytest.raises(RunError) as exc:
         gvsoc.run(runner, str(tmp_path / "firmware.elf"), [], 10)
     msg = str(exc.value)
-    assert "`gvsoc` is not on PATH" in msg and "docs/gvsoc.md" in msg and "\n" not in msg
+    assert "`gvsoc` is not on PATH and TESSERA_GVSOC is not set" in msg and "docs/gvsoc.md" in msg
+    assert "\n" not in msg
 
 
 @pytest.mark.parametrize("text,expected", [

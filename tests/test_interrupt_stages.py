@@ -14,7 +14,7 @@ import pytest
 from helpers import MODEL_CACHE, ROOT, scons
 
 STAGES = {"preparation": "tessera: running the golden model", "tiling": "tessera: tile ",
-          "codegen": "tessera: generate ", "compiling": "gcc ", "running": "tessera: run "}
+          "codegen": "tessera: generate ", "compiling": "tessera: compile ", "running": "tessera: run "}
 
 
 def _tree(out):

@@ -263,7 +263,7 @@ def _model_yaml(folder):
 TARGETS = [("host", "reference"), pytest.param("gap8", "pulp_nn", marks=pytest.mark.qemu),
            pytest.param("stm32h7", "cmsis_nn", marks=pytest.mark.qemu),
            pytest.param("pulp_open", "pulp_nn", marks=[pytest.mark.gvsoc, pytest.mark.skipif(
-               gvsoc.locate() is None, reason="no gvsoc on PATH nor beside the checkout (docs/gvsoc.md)")])]
+               gvsoc.locate() is None, reason="no gvsoc on PATH nor in TESSERA_GVSOC (docs/gvsoc.md)")])]
 
 
 @pytest.mark.parametrize("target, lib", TARGETS)

@@ -34,8 +34,11 @@ pytestmark = GVSOC_MARKS
 PNN = os.path.join(ROOT, "kernels", "pulp_nn")
 def requant(rng, kind, channels, acc):
     """`std`: per-channel, round half up, Q31 multipliers with shifts of 33
-    or more (the 32-bit path); `low`: shifts below 33; `floor`: floor
-    rounding with an additive term (NEMO's); None: int32 outputs."""
+    or more (the 32-bit path), clamped at the zero point (a ReLU); `net`:
+    the same with zero point -128 and the whole int8 range (the bundled
+    networks' layers: ReLU in the zero point); `low`: shifts below 33;
+    `floor`: floor rounding with an additive term (NEMO's); None: int32
+    outputs."""
     if kind is None:
         return None
     top = int(np.abs(acc).max()) or 1
@@ -44,24 +47,39 @@ def requant(rng, kind, channels, acc):
     else:
         mul = rng.integers(2**30, 2**31 - 1, size=channels)
     shift = [max(1, min(62, (top * int(m)).bit_length() - 7)) for m in mul]
-    if kind == "std":
+    if kind in ("std", "net"):
         shift = [max(33, s) for s in shift]
     zp = int(rng.integers(-128, 0))
+    if kind == "net":
+        return Rq(mul.tolist(), None, shift, 1, -128, -128, 127, "half_up")
     if kind == "floor":
         return Rq(mul.tolist(), rng.integers(-2**20, 2**20, size=channels).tolist(), shift, 1, zp, -128, 127,
                   "floor")
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False):
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False, fold=False):
     """(kernel, operands, expected output) of one call. A convolution or
     depthwise call gets the scratch library.yaml sizes (with the Xpulp
     paths' padded windows and records, or ring of kh rows and whole
     padded plane), with ring no room for the plane (the ring path), or
     with lean only what the portable path needs (the path the Xpulp build
-    falls back to when its own does not fit)."""
+    falls back to when its own does not fit). With fold, a pointwise or
+    linear call comes as the code generator makes it for this library:
+    the offset's share off * sum(w) in the bias, offset 0."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
+    if op in ("maxpool", "avgpool"):
+        h, w, c = shape
+        x = int8s(rng, (h, w, c))
+        if op == "maxpool":
+            expected = ops.maxpool(x, kern, strd, pad).astype(np.int8)
+        else:
+            acc = ops.avgpool_sum(x, off, kern, strd)
+            rq = requant(rng, rq_kind, c, acc)
+            expected = ops.requantize(acc, rq.golden).astype(np.int8)
+        return dict(op=op, x=x, w=np.zeros(1, np.int8), bias=np.zeros(1, np.int32), off=off,
+                    rq=None if op == "maxpool" else rq, expected=expected, geom=geom, ncores=ncores, scratch=0)
     if op == "depthwise":
         h, w, c = shape
         x, wt = int8s(rng, (h, w, c)), int8s(rng, (c, *kern))
@@ -83,9 +101,13 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
             acc = ops.linear(x, wt, bias, off)
     rq = requant(rng, rq_kind, out_c, acc)
     expected = acc.astype(np.int32) if rq is None else ops.requantize(acc, rq.golden).astype(np.int8)
+    if fold and op in ("pointwise", "linear"):
+        bias = (bias + off * wt.reshape(out_c, -1).astype(np.int64).sum(axis=1)).astype(np.int32)
+        off = 0
     rows = (acc.shape[0] - 1) * geom["sh"] + geom["kh"]
     if op == "conv2d":
-        scratch = 2 * geom["kh"] * geom["kw"] * shape[2] + (0 if lean else 12 + 28 * out_c)
+        patch = geom["kh"] * geom["kw"] * shape[2]
+        scratch = 2 * patch + (0 if lean else 20 + 18 * out_c + (out_c * (patch + 3) if patch <= 256 else 0))
     elif op == "depthwise":
         scratch = rows * geom["kw"] + (0 if lean else 2 * geom["kh"] * geom["kw"] + geom["kh"] * shape[1]
                                        + (0 if ring else shape[0] * shape[1]))
@@ -114,6 +136,13 @@ CASES = [
     case("pointwise", 9, (3, 3, 16, 8), 128, "floor", 8),
     case("pointwise", 10, (3, 3, 16, 8), 128, None, 8),
     case("pointwise", 11, (2, 3, 20, 13), 0, None, 1),
+    # the networks' requantization (p.clipi), the offset folded as the code
+    # generator folds it, output rows off word alignment (6 channels), an
+    # odd pixel on a core
+    case("pointwise", 12, (3, 5, 16, 12), 128, "net", 8, fold=True),
+    case("pointwise", 13, (2, 4, 8, 8), 128, "net", 3, fold=True),
+    case("pointwise", 14, (3, 3, 16, 6), 128, "net", 8, fold=True),
+    case("pointwise", 15, (3, 3, 12, 8), 128, "net", 8),
     # conv2d through im2col: padding, stride 2, patches of 36 and 27 bytes
     case("conv2d", 20, (6, 7, 4, 8), 128, "std", 8, S1),
     case("conv2d", 21, (7, 7, 4, 6), 128, "std", 8, S2),
@@ -144,6 +173,12 @@ CASES = [
     case("depthwise", 37, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0))),
     case("depthwise", 38, (10, 11, 9), 128, "std", 5, dict(kh=3, kw=3, sh=3, sw=3, pad=(1, 1, 1, 1))),
     case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
+    # the plane's loops with the networks' requantization: pairs of
+    # outputs (stride 1, even width), an odd width (one output a turn, the
+    # rows' last byte gathered apart), stride 2
+    case("depthwise", 60, (8, 8, 8), 128, "net", 8, S1),
+    case("depthwise", 61, (7, 9, 5), 128, "net", 8, S1),
+    case("depthwise", 62, (9, 10, 7), 128, "net", 3, S2),
     case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
     case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
     case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),
@@ -153,6 +188,18 @@ CASES = [
     case("linear", 42, (1, 1, 30, 10), 128, "std", 8),
     case("linear", 43, (1, 1, 48, 12), 128, None, 1),
     case("linear", 44, (1, 1, 30, 9), -3, "std", 8),
+    # the asm blocks: groups of four blocks and a rest, p.clipi and the
+    # layer's own clamp, the offset folded or not
+    case("linear", 45, (1, 1, 64, 88), 128, "net", 3, fold=True),
+    case("linear", 46, (2, 2, 16, 24), 128, "std", 8),
+    # pooling: four channels a word (odd channel counts take the bytes),
+    # max pooling's padding, average pooling's requantization (p.clipi
+    # and the layer's own clamp), a global pool (channels split)
+    case("maxpool", 70, (7, 9, 12), 0, None, 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1))),
+    case("maxpool", 71, (6, 6, 5), 0, None, 3, dict(kh=2, kw=2, sh=2, sw=2, pad=(0, 0, 0, 0))),
+    case("avgpool", 72, (4, 4, 64), 128, "net", 8, dict(kh=4, kw=4, sh=1, sw=1, pad=(0, 0, 0, 0))),
+    case("avgpool", 73, (6, 7, 8), 3, "std", 8, dict(kh=3, kw=2, sh=3, sw=2, pad=(0, 0, 0, 0))),
+    case("avgpool", 74, (5, 5, 6), 128, "net", 3, dict(kh=2, kw=2, sh=1, sw=1, pad=(0, 0, 0, 0))),
 ]
 
 
@@ -162,15 +209,19 @@ def c_array(name, ctype, values):
 
 
 # perf: core 0's counters (PULP's PCER 0xCC0 / PCMR 0xCC1; PCCR 0x780 +
-# event: 0 cycles, 1 instructions, 2 load stalls, 4 instruction-cache misses)
+# event: 0 cycles, 1 instructions, 2 load stalls, 4 cycles waiting for
+# instruction fetches, 16 cycles lost to TCDM contention)
 L1 = ' __attribute__((section(".bss.tsr.L1")))'
 PERF_DECL = f"""static tsr_requant_t rq_l1{L1};
 static int32_t bias_l1[1024]{L1};
-static volatile uint32_t perf[4];
+static int32_t mul_l1[1024]{L1};
+static int8_t shift_l1[1024]{L1};
+static volatile uint32_t perf[5];
 """
 PERF_START = """    if (k == 0) {
-        __asm__ volatile("csrw 0xCC0, %0\\n\\tcsrw 0xCC1, %1" :: "r"(0xFFFF), "r"(1));
-        __asm__ volatile("csrw 0x780, x0\\n\\tcsrw 0x781, x0\\n\\tcsrw 0x782, x0\\n\\tcsrw 0x784, x0");
+        __asm__ volatile("csrw 0xCC0, %0\\n\\tcsrw 0xCC1, %1" :: "r"(0x1FFFF), "r"(1));
+        __asm__ volatile("csrw 0x780, x0\\n\\tcsrw 0x781, x0\\n\\tcsrw 0x782, x0\\n\\tcsrw 0x784, x0\\n\\t"
+                         "csrw 0x790, x0");
     }
 """
 PERF_STOP = """    if (k == 0) {
@@ -178,6 +229,7 @@ PERF_STOP = """    if (k == 0) {
         __asm__ volatile("csrr %0, 0x781" : "=r"(perf[1]));
         __asm__ volatile("csrr %0, 0x782" : "=r"(perf[2]));
         __asm__ volatile("csrr %0, 0x784" : "=r"(perf[3]));
+        __asm__ volatile("csrr %0, 0x790" : "=r"(perf[4]));
     }
 """
 PERF_ARGS = """
@@ -185,13 +237,17 @@ PERF_ARGS = """
         args.bias = bias_l1;
         if (c->rq) {
             rq_l1 = *c->rq;
+            memcpy(mul_l1, c->rq->mul, 4 * (uint32_t)c->out_c);
+            memcpy(shift_l1, c->rq->shift, (uint32_t)c->out_c);
+            rq_l1.mul = mul_l1;
+            rq_l1.shift = shift_l1;
             args.rq = &rq_l1;
         }"""
 PERF_FORK = """{
             uint64_t t0 = hal_counter();
             hal_fork(body, 0);
-            printf("PERF %u %u %u %u %u\\n", (unsigned)i, (unsigned)(hal_counter() - t0), (unsigned)perf[1],
-                   (unsigned)perf[2], (unsigned)perf[3]);
+            printf("PERF %u %u %u %u %u %u\\n", (unsigned)i, (unsigned)(hal_counter() - t0), (unsigned)perf[1],
+                   (unsigned)perf[2], (unsigned)perf[3], (unsigned)perf[4]);
         }"""
 
 
@@ -213,7 +269,7 @@ int main(int argc, char **argv)
 def firmware_source(cases, perf=False):
     """The test program: every case's operands, then main(). With perf
     (benchmarks/pulp_nn_kernels.py) the call's arguments, bias and
-    requantization constants sit in L1 as a layer's do, and each call also
+    requantization arrays sit in L1 as a layer's do, and each call also
     prints its cycles and core 0's performance counters (PERF lines)."""
     out = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
            '#include "tessera/hal.h"\n#include "tessera/pulp_nn.h"\n\n']
@@ -239,13 +295,15 @@ def firmware_source(cases, perf=False):
         e = c["expected"]
         eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])
         pt, pl, pb, pr = g["pad"]
-        table.append(f"    {{pnn_{c['op']}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
+        fn = f"0, pnn_{c['op']}" if c["op"].endswith("pool") else f"pnn_{c['op']}, 0"
+        table.append(f"    {{{fn}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
                      f"{c['x'].shape[0]}, {c['x'].shape[1]}, {c['x'].shape[2]}, {eh}, {ew}, {ec}, "
                      f"{g['kh']}, {g['kw']}, {g['sh']}, {g['sw']}, {pt}, {pl}, {pb}, {pr}, {c['off']}, "
                      f"{c['scratch']}, {e.nbytes}, {c['ncores']}}},\n")
     out.append('''
 typedef struct {
     void (*fn)(const tsr_conv_args_t *, int, int);
+    void (*pool)(const tsr_pool_args_t *, int, int);   /* a pooling case: fn is 0 */
     const int8_t *x;
     uint32_t x_bytes;
     const int8_t *w;
@@ -263,14 +321,17 @@ static const pcase_t cases[] = {
 static int8_t arena[40000] __attribute__((section(".bss.tsr.L1"), aligned(8)));
 
 static tsr_conv_args_t args''' + (L1 if perf else '') + ''';
+static tsr_pool_args_t pargs''' + (L1 if perf else '') + ''';
 static const pcase_t *cur;
 ''' + (PERF_DECL if perf else '') + '''
 static void body(void *unused)
 {
     int k = hal_core_id();
     (void)unused;
-''' + (PERF_START if perf else '') + '''    if (k < cur->ncores)
+''' + (PERF_START if perf else '') + '''    if (k < cur->ncores && cur->fn)
         cur->fn(&args, k, cur->ncores);
+    else if (k < cur->ncores)
+        cur->pool(&pargs, k, cur->ncores);
 ''' + (PERF_STOP if perf else '') + '''}
 
 ''' + MAIN_HEAD + '''    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -287,6 +348,10 @@ static void body(void *unused)
         args.pad_t = c->pt, args.pad_l = c->pl, args.pad_b = c->pb, args.pad_r = c->pr;
         args.input_offset = c->off, args.rq = c->rq;''' + (PERF_ARGS if perf else '') + '''
         args.scratch = c->scratch ? s : 0, args.scratch_bytes = c->scratch;
+        pargs.in = x, pargs.in_h = c->in_h, pargs.in_w = c->in_w, pargs.c = c->in_c, pargs.out = o;
+        pargs.out_h = c->out_h, pargs.out_w = c->out_w, pargs.kh = c->kh, pargs.kw = c->kw, pargs.sh = c->sh;
+        pargs.sw = c->sw, pargs.pad_t = c->pt, pargs.pad_l = c->pl, pargs.pad_b = c->pb, pargs.pad_r = c->pr;
+        pargs.input_offset = c->off, pargs.rq = args.rq, pargs.in_int32 = 0;
         cur = c;
         ''' + (PERF_FORK if perf else 'hal_fork(body, 0);') + '''
         printf("CASE %u ", (unsigned)i);

@@ -1,6 +1,7 @@
-"""tools/report_diff.py on two real builds that differ in L1 size: the
-layer whose tiling the smaller L1 changes shows its new tile, tile count, L1
-bytes and DMA bytes; the others show no change; the HTML diff marks it."""
+"""`tessera diff` (tessera.report.diff) on two real builds that differ in
+L1 size: the layer whose tiling the smaller L1 changes shows its new tile,
+tile count, L1 bytes and DMA bytes; the others show no change; the HTML
+diff marks it."""
 
 import json
 import os
@@ -9,7 +10,13 @@ import sys
 
 import yaml
 
-from helpers import ROOT, scons
+from helpers import ROOT, one_error, scons
+
+
+def tessera(*args):
+    """The `tessera` command, run from the checkout."""
+    return subprocess.run([sys.executable, "-m", "tessera", *map(str, args)], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "site_scons")))
 
 
 def test_l1_change_shows_in_the_diff(tmp_path):
@@ -28,8 +35,8 @@ def test_l1_change_shows_in_the_diff(tmp_path):
     changed = [x["name"] for x, y in zip(a["layers"], b["layers"]) if (x["tile"], x["tiled"]) != (y["tile"], y["tiled"])]
     assert changed   # 4000 B of L1 forces at least one layer into tiles
     html = tmp_path / "diff.html"
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report_diff.py"), builds[0], builds[1],
-                          "--html", str(html)], capture_output=True, text=True, check=True)
+    res = tessera("diff", builds[0], builds[1], "--html", html)
+    assert res.returncode == 0, res.stderr
     lines = {line.split("│")[1].strip(): line for line in res.stdout.splitlines() if line.count("│") > 3}
     for x, y in zip(a["layers"], b["layers"]):
         row = lines[x["name"]]
@@ -48,7 +55,6 @@ def test_l1_change_shows_in_the_diff(tmp_path):
 
 
 def test_a_missing_report_is_one_line(tmp_path):
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report_diff.py"), str(tmp_path),
-                          str(tmp_path)], capture_output=True, text=True)
+    res = tessera("diff", tmp_path, tmp_path)
     assert res.returncode == 2
-    assert len(res.stderr.strip().splitlines()) == 1 and "report.json" in res.stderr
+    assert "report.json" in one_error(res)

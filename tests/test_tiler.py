@@ -151,11 +151,28 @@ def test_bad_library_and_layer_are_rejected():
     lib["defaults"]["objective"]["h_cores"]["when"] = {"tile_h": {"multiple_of": "tile_w"}}
     with pytest.raises(ConfigError, match="multiple_of takes"):
         solve_layer(lay, target(100, kernels=lib))
+    lib = copy.deepcopy(REF)
+    lib["tile_cost"] = "fastest"
+    with pytest.raises(ConfigError, match="tile_cost: must be library or model"):
+        solve_layer(lay, target(100, kernels=lib))
     bad = dict(lay, out=[8, 8, 9], op="depthwise")
     with pytest.raises(ValueError, match="as many output channels"):
         solve_layer(bad, target(100))
     with pytest.raises(ValueError, match="does not match"):
         solve_layer(dict(CONV1, out=[63, 64, 32]), target(100))
+
+
+def test_the_library_says_how_its_tiles_are_chosen():
+    # the reference kernels tile by their objective; the PULP-NN-style ones
+    # by the fitted cost model where a target has coefficients (the build's
+    # tile_cost= overrides either)
+    from tessera.tiler import library
+
+    choice = {}
+    for lib in ("reference", "pulp_nn", "cmsis_nn"):
+        with open(os.path.join(ROOT, "kernels", lib, "library.yaml")) as f:
+            choice[lib] = library.tile_cost(yaml.safe_load(f)["tiler"])
+    assert choice == {"reference": "library", "pulp_nn": "model", "cmsis_nn": "library"}
 
 
 def test_padding_only_on_border_tiles_limits_small_tiles():

@@ -292,7 +292,7 @@ def matrix_issue25(root=ROOT, shared=None):
     # GVSoC is not a Debian package: without it the pulp_open builds are listed as not built
     sys.path.insert(0, os.path.join(root, "site_scons"))
     from tessera.runners.gvsoc import locate
-    gvsoc = None if locate() else "gvsoc is neither on PATH nor in ../shared/tools (docs/gvsoc.md)"
+    gvsoc = None if locate() else "gvsoc is neither on PATH nor in TESSERA_GVSOC (docs/gvsoc.md)"
     builds += [Build(t, m, v, note=gvsoc if t.startswith("pulp_open") else None) for t, m, v in EXTRAS]
     # one TFLite network: the MLPerf Tiny YAML pointed at the shared copy
     name, file = TFLITE

@@ -163,12 +163,18 @@ static void batch_block(const tsr_matmul_args_t *a, int32_t y, int32_t c0, int32
             }
 #else
             int32_t k;
+            /* the portable path: four products a step (the K loop of the
+             * Xpulp block above in plain C) */
+#define SDOT4(acc, px, pw)                                                      \
+    ((acc) += (int32_t)(px)[0] * (pw)[0] + (int32_t)(px)[1] * (pw)[1]           \
+              + (int32_t)(px)[2] * (pw)[2] + (int32_t)(px)[3] * (pw)[3])
             for (k = 0; k + 4 <= kp; k += 4) {
-                PNN_SDOT4(a00, x0 + k, w0 + k); PNN_SDOT4(a01, x1 + k, w0 + k);
-                PNN_SDOT4(a10, x0 + k, w1 + k); PNN_SDOT4(a11, x1 + k, w1 + k);
-                PNN_SDOT4(a20, x0 + k, w2 + k); PNN_SDOT4(a21, x1 + k, w2 + k);
-                PNN_SDOT4(a30, x0 + k, w3 + k); PNN_SDOT4(a31, x1 + k, w3 + k);
+                SDOT4(a00, x0 + k, w0 + k); SDOT4(a01, x1 + k, w0 + k);
+                SDOT4(a10, x0 + k, w1 + k); SDOT4(a11, x1 + k, w1 + k);
+                SDOT4(a20, x0 + k, w2 + k); SDOT4(a21, x1 + k, w2 + k);
+                SDOT4(a30, x0 + k, w3 + k); SDOT4(a31, x1 + k, w3 + k);
             }
+#undef SDOT4
             (void)fast;
 #endif
             {

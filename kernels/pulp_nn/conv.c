@@ -49,25 +49,52 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_
 #include "xpulp.h"
 
 /*
- * The Xpulp path: compact enough for the cluster core's 512-byte L0
- * instruction cache (the im2col by memcpy/memset calls plus the general
- * matmul ran at about 0.1 MAC/cycle per core on the first layer). Each
- * core first writes, for its channels, one record of the folded bias and
- * the 32-bit requantization constants into its scratch; the patch is
- * padded to a multiple of 4 bytes with zeros, so every K loop is whole
- * words (the word that ends a weight row reads one to three bytes of the
- * next row, met by those zeros); the offset is always folded into the
- * bias (b + off * sum(w)), padding holds -off, and the loop is plain
- * pv.sdotsp.b.
+ * The Xpulp path. Each core first writes, for its channels, the blocks'
+ * records (biases with the offset's share, the requantization constants:
+ * xp_rec4_t) and, when the patch is not whole words (a first layer's
+ * 3x3x3), a copy of the weights in rows of K4 bytes (the patch padded with
+ * zeros to a multiple of 4: every K loop whole aligned words). Then per
+ * pair of output pixels: both windows unrolled into K4-byte rows (padding
+ * -off, the last K4 - patch bytes zero), and one asm block of nested
+ * hardware loops, loop 1 over the 4-channel blocks, loop 0 over K4 / 4
+ * (XP_K4X2), with the requantization and the packed stores of each block
+ * (XP_RQ8). Compact enough for the cluster core's 512-byte L0 instruction
+ * cache (the im2col by memcpy/memset calls plus the general matmul ran at
+ * about 0.1 MAC/cycle per core on the first layer).
  */
-typedef struct {
-    int32_t b, mul, rnd, sh, lo, hi, zp;
-} cv_rec_t;
 
-/* scratch bytes per core this path needs for channels [c0, c1) */
-static inline int32_t cv_bytes(int32_t patch, int32_t c0, int32_t c1)
+/* scratch bytes per core this path needs for nc channels: two windows of
+ * K4 bytes, each with 4 bytes of room for the window copy's overrun */
+static inline int32_t cv_bytes(int32_t patch, int32_t nc)
 {
-    return 3 + 2 * ((patch + 3) & ~3) + (int32_t)sizeof(cv_rec_t) * (c1 - c0);
+    const int32_t K4 = (patch + 3) & ~3;
+    return 3 + 2 * (K4 + 4) + ((patch & 3) ? nc * K4 : 0) + (nc >> 2) * (int32_t)sizeof(xp_rec4_t);
+}
+
+/* Two windows inside the tile into col0 and col1 (K4 + 4 bytes apart):
+ * loop 1 over the kh window rows, loop 0 over each row's bytes in whole
+ * words (the last word of a row reads up to 3 bytes past it and writes
+ * them where the next row then goes; the last row's go into the window's
+ * padding, cleared by `mask`, and the 4 bytes of room after it) */
+static inline void cv_im2col2(const int8_t *s0, const int8_t *s1, int8_t *col0, int8_t *col1, int32_t kh,
+                              int32_t row, int32_t in_row, int32_t K4, uint32_t mask)
+{
+    const int32_t nw = (row + 3) >> 2;
+    int8_t *d0 = col0, *d1 = col1;
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lcw_set%=:\n\t"
+                     ".insn i 0x7B, 4, x1, %[kh], 18\n\t"
+                     ".insn i 0x7B, 4, x0, %[nw], 8\n\t"
+                     XP_LW_INC("t0", "%[s0]") XP_LW_INC("t1", "%[s1]") XP_SW_INC4("t0", "%[d0]")
+                     XP_SW_INC4("t1", "%[d1]")
+                     "add %[s0], %[s0], %[rs]\n\tadd %[s1], %[s1], %[rs]\n\tadd %[d0], %[d0], %[ds]\n\t"
+                     ".Lcw_end%=:\n\tadd %[d1], %[d1], %[ds]\n\t"
+                     ".if .Lcw_end%= - .Lcw_set%= != 4 * 9\n\t.error \"hardware loop length\"\n\t.endif\n\t"
+                     ".option pop"
+                     : [s0] "+r"(s0), [s1] "+r"(s1), [d0] "+r"(d0), [d1] "+r"(d1)
+                     : [kh] "r"(kh), [nw] "r"(nw), [rs] "r"(in_row - 4 * nw), [ds] "r"(row - 4 * nw)
+                     : "t0", "t1", "memory");
+    *(uint32_t *)(col0 + K4 - 4) &= mask;
+    *(uint32_t *)(col1 + K4 - 4) &= mask;
 }
 
 /* The window of output pixel (oy, ox) into col: K4 bytes, padding -off,
@@ -78,99 +105,161 @@ static inline void cv_im2col(const tsr_conv_args_t *a, int32_t oy, int32_t ox, i
     /* the fields as locals: the byte stores would make GCC reload them */
     const int32_t in_c = a->in_c, kw = a->kw, kh = a->kh, in_h = a->in_h, in_w = a->in_w;
     const int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l, row = kw * in_c;
-    const int8_t *in = a->in;
+    const size_t in_row = (size_t)in_w * in_c;
+    const int8_t *src = a->in + ((size_t)iy0 * in_w + ix0) * in_c;
     int32_t kx0, kx1, ky, k;
     int8_t *end = col + K4;
     tsr_window(ix0, kw, in_w, &kx0, &kx1);
-    for (ky = 0; ky < kh; ky++, col += row) {
-        const int32_t iy = iy0 + ky;
-        const int8_t *src = in + ((size_t)iy * in_w + ix0) * in_c;
-        if (iy < 0 || iy >= in_h || kx0 >= kx1) {
-            for (k = 0; k < row; k++)
-                col[k] = pad;
-            continue;
-        }
-        if (kx0 == 0 && kx1 == kw) {
-            /* inside the tile (the usual case): the row is one run, copied
-             * by words at any alignment */
+    if (iy0 >= 0 && iy0 + kh <= in_h && kx0 == 0 && kx1 == kw) {
+        /* inside the tile (the usual case): each window row one run,
+         * copied by words at any alignment */
+        for (ky = 0; ky < kh; ky++, col += row, src += in_row) {
             for (k = 0; k + 4 <= row; k += 4)
                 xp_sw(col + k, xp_lw(src + k));
             for (; k < row; k++)
                 col[k] = src[k];
-            continue;
         }
-        for (k = 0; k < kx0 * in_c; k++)
-            col[k] = pad;
-        xp_gather(col + k, src + k, 1, (kx1 - kx0) * in_c);
-        for (k = kx1 * in_c; k < row; k++)
-            col[k] = pad;
+    } else {
+        for (ky = 0; ky < kh; ky++, col += row, src += in_row) {
+            const int32_t iy = iy0 + ky;
+            if (iy < 0 || iy >= in_h || kx0 >= kx1) {
+                for (k = 0; k < row; k++)
+                    col[k] = pad;
+                continue;
+            }
+            for (k = 0; k < kx0 * in_c; k++)
+                col[k] = pad;
+            xp_gather(col + k, src + k, 1, (kx1 - kx0) * in_c);
+            for (k = kx1 * in_c; k < row; k++)
+                col[k] = pad;
+        }
     }
     while (col < end)
         *col++ = 0;
 }
 
-/* the clamp and the zero point are per tensor: lo, hi, zp of any record */
-#define CV_RQ(acc, m, rn, s) \
-    ((int8_t)(xp_min(xp_max(((int32_t)(((int64_t)(acc) * (m)) >> 32) + (rn)) >> (s), lo), hi) + zp))
+/* loop 1's body: 14 set-up, lp.setup, 14 in loop 0, 28 of requantization,
+ * the clamp, 4 packs, the record step, 2 stores */
+#define CV_OUTER(clamp_len) (14 + 1 + 14 + 28 + (clamp_len) + 4 + 3)
+#define CV_BLOCKS(Y0, CLAMP, CLAMP_LEN)                                                                     \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lcv_set%=:\n\t"             \
+                     ".insn i 0x7B, 4, x1, %[nb], " XP_XSTR(2 * CV_OUTER(CLAMP_LEN)) "\n\t"                 \
+                     "mv s10, %[q3]\n\tadd s11, s10, %[K]\n\tadd t5, s11, %[K]\n\tadd %[q3], t5, %[K]\n\t" \
+                     "mv t4, %[x0]\n\tmv t6, %[x1]\n\t"                                                     \
+                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
+                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
+                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
+                     XP_K4X2("t4", "t6", "s10", "s11", "t5", "%[q3]")                                      \
+                     XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
+                     "addi %[rec], %[rec], 72\n\t"                                                        \
+                     XP_SW_INC4("t0", "%[y0]") ".Lcv_end%=:\n\t" XP_SW_INC4("t1", "%[y1]")                 \
+                     ".if .Lcv_end%= - .Lcv_set%= != 4 * " XP_XSTR(CV_OUTER(CLAMP_LEN)) "\n\t"                \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [q3] "+r"(q3), [rec] "+r"(rp), [y0] "+r"(Y0), [y1] "+r"(y1)                       \
+                     : [nb] "r"(nb), [n] "r"(n), [K] "r"(K4), [x0] "r"(col0), [x1] "r"(col1)              \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "s2", "s3", "s4", "s5", "s6", "s7", "s8",    \
+                       "s9", "s10", "s11", "memory")
 
-/* Pixels [p, p_end) x channels [c0, c1) (c1 - c0 a multiple of 4); 0 when
- * a channel needs the general requantization (nothing computed). */
+/* The layout of a core's scratch (cv_bytes) and what every pair needs. */
+typedef struct {
+    int8_t *col0, *col1;
+    const int8_t *wbase;      /* the weights of the core's first channel, rows of K4 bytes */
+    const xp_rec4_t *rec;     /* a record per 4-channel block */
+    int32_t K4, nb;
+    uint32_t mask;            /* a window's last word: the patch's bytes kept, the padding cleared */
+} cv_plan_t;
+
+/* The two windows of output pixels (oy, ox0) and (oy, ox1) into col0 and
+ * col1: both inside the tile (the usual case) in one asm block, else
+ * byte by byte with the padding (out of line: the hot loop stays small). */
+static __attribute__((noinline)) void cv_border(const tsr_conv_args_t *a, int32_t oy, int32_t ox0, int32_t ox1,
+                                                const cv_plan_t *pl)
+{
+    cv_im2col(a, oy, ox0, pl->col0, pl->K4, (int8_t)-a->input_offset);
+    cv_im2col(a, oy, ox1, pl->col1, pl->K4, (int8_t)-a->input_offset);
+}
+
+/* Output pixels [x, xe) of output row oy, in pairs (a last single pixel:
+ * its window twice, the outputs stored over each other): the pairs whose
+ * windows are inside the tile walk their pointers, the others take
+ * cv_border. */
+#define CV_ROW(NAME, CLAMP, CLAMP_LEN)                                                                  \
+    static __attribute__((noinline)) void NAME(const tsr_conv_args_t *a, int32_t oy, int32_t x, int32_t xe,      \
+                                               int32_t c0, const cv_plan_t *pl)                            \
+    {                                                                                                      \
+        const int32_t in_c = a->in_c, kw = a->kw, sw = a->sw, in_row = a->in_w * in_c, K4 = pl->K4;        \
+        const int32_t iy = oy * a->sh - a->pad_t, row = kw * in_c, n = K4 >> 2, nb = pl->nb, pl_ = a->pad_l; \
+        const int32_t out_c = a->out_c, kh = a->kh, step = sw * in_c;                                      \
+        const uint32_t mask = pl->mask;                                                                    \
+        int8_t *col0 = pl->col0, *col1 = pl->col1;                                                         \
+        /* the pairs (x, x + 1) inside the tile: xa <= x, x + 1 < xb */                                     \
+        int32_t xa = (pl_ + sw - 1) / sw, xb = (a->in_w - kw + pl_) / sw + 1;                               \
+        if (iy < 0 || iy + kh > a->in_h)                                                                   \
+            xa = xb = xe;                                                                                  \
+        if (xb > xe)                                                                                       \
+            xb = xe;                                                                                       \
+        while (x < xe) {                                                                                   \
+            int8_t *y0 = (int8_t *)a->out + ((size_t)oy * a->out_w + x) * out_c + c0;                      \
+            if (x >= xa && x + 1 < xb) {                                                                   \
+                const int8_t *w0 = a->in + iy * in_row + (x * sw - pl_) * in_c;                            \
+                for (; x + 1 < xb; x += 2, w0 += 2 * step, y0 += 2 * out_c) {                              \
+                    int8_t *y0_ = y0, *y1 = y0 + out_c;                                                    \
+                    const int8_t *q3 = pl->wbase;                                                          \
+                    const xp_rec4_t *rp = pl->rec;                                                         \
+                    cv_im2col2(w0, w0 + step, col0, col1, kh, row, in_row, K4, mask);                      \
+                    CV_BLOCKS(y0_, CLAMP, CLAMP_LEN);                                                      \
+                }                                                                                          \
+            } else {                                                                                       \
+                const int32_t x1 = x + 1 < xe ? x + 1 : x;                                                 \
+                int8_t *y1 = y0 + (x1 - x) * out_c;                                                        \
+                const int8_t *q3 = pl->wbase;                                                              \
+                const xp_rec4_t *rp = pl->rec;                                                             \
+                cv_border(a, oy, x, x1, pl);                                                               \
+                CV_BLOCKS(y0, CLAMP, CLAMP_LEN);                                                           \
+                x += 2;                                                                                    \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+CV_ROW(cv_row_clip8, XP_CLIP8X8, XP_CLIP8X8_LEN)
+CV_ROW(cv_row_minmax, XP_MINMAX8("%[rec]"), XP_MINMAX8_LEN)
+
+/* Pixels [p, p_end) x channels [c0, c1) (c1 - c0 a multiple of 4, whole
+ * output words); 0 when a channel needs the general requantization
+ * (nothing computed). */
 static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int
 conv_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1, int8_t *s)
 {
-    const int32_t patch = a->kh * a->kw * a->in_c, K4 = (patch + 3) & ~3, n = K4 >> 2;
-    const int32_t ow = a->out_w, out_c = a->out_c, off = a->input_offset;
-    const int8_t pad = (int8_t)-off;
-    int8_t *col0 = (int8_t *)(((uintptr_t)s + 3) & ~(uintptr_t)3), *col1 = col0 + K4;
-    cv_rec_t *rec = (cv_rec_t *)(col1 + K4), *r;
-    int32_t c, k, oy = p / ow, ox = p % ow, lo, hi, zp;
-    int8_t *out = a->out;
-    for (c = c0, r = rec; c < c1; c++, r++) {
-        const int8_t *w = a->weights + (size_t)c * patch;
-        xp_rq_t q;
-        int32_t sum = 0;
-        if (!xp_rq_channel(a->rq, c, &q))
+    const int32_t patch = a->kh * a->kw * a->in_c, K4 = (patch + 3) & ~3, ow = a->out_w;
+    int8_t *col0 = (int8_t *)(((uintptr_t)s + 3) & ~(uintptr_t)3), *col1 = col0 + K4 + 4;
+    int8_t *wcopy = col1 + K4 + 4;
+    xp_rec4_t *rec = (xp_rec4_t *)(wcopy + ((patch & 3) ? (c1 - c0) * K4 : 0));
+    const int ok = xp_rq_usual(a->rq);
+    cv_plan_t pl;
+    int32_t c, k;
+    for (c = c0; c < c1; c += 4)
+        if (!pnn_xp_record4(a, c, patch, ok, &rec[(c - c0) >> 2]) || rec[(c - c0) >> 2].lo != rec->lo
+            || rec[(c - c0) >> 2].hi != rec->hi)
             return 0;
-        for (k = 0; k < patch; k++)
-            sum += w[k];
-        r->b = (a->bias ? a->bias[c] : 0) + off * sum;
-        r->mul = q.mul, r->rnd = q.round, r->sh = q.shift, r->lo = q.lo, r->hi = q.hi, r->zp = q.zero_point;
-    }
-    lo = rec->lo, hi = rec->hi, zp = rec->zp;
-    for (; p < p_end; p += 2) {
-        const int two = p + 1 < p_end;
-        int8_t *y0 = out + (size_t)p * out_c, *y1 = y0 + out_c;
-        cv_im2col(a, oy, ox, col0, K4, pad);
-        if (++ox == ow)
-            ox = 0, oy++;
-        if (two) {
-            cv_im2col(a, oy, ox, col1, K4, pad);
-            if (++ox == ow)
-                ox = 0, oy++;
+    if (patch & 3)
+        for (c = c0; c < c1; c++) {
+            const int8_t *w = a->weights + (size_t)c * patch;
+            int8_t *d = wcopy + (c - c0) * K4;
+            for (k = 0; k + 4 <= patch; k += 4)
+                *(uint32_t *)(d + k) = xp_lw(w + k);
+            /* the last whole word: the patch's last bytes, then zeros */
+            *(uint32_t *)(d + k) = xp_lw(w + k) & (0xFFFFFFFFu >> (8 * (4 - (patch & 3))));
         }
-        for (c = c0, r = rec; c < c1; c += 4, r += 4) {
-            const int8_t *p0 = col0, *p1 = col1, *q0 = a->weights + (size_t)c * patch, *q1 = q0 + patch;
-            const int8_t *q2 = q1 + patch, *q3 = q2 + patch;
-            int32_t a00 = r[0].b, a10 = r[1].b, a20 = r[2].b, a30 = r[3].b;
-            int32_t a01 = a00, a11 = a10, a21 = a20, a31 = a30;
-            XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
-            {
-                /* locals: the int8 stores would make GCC reload each from r */
-                const int32_t m0 = r[0].mul, m1 = r[1].mul, m2 = r[2].mul, m3 = r[3].mul;
-                const int32_t n0 = r[0].rnd, n1 = r[1].rnd, n2 = r[2].rnd, n3 = r[3].rnd;
-                const int32_t s0 = r[0].sh, s1 = r[1].sh, s2 = r[2].sh, s3 = r[3].sh;
-                y0[c] = CV_RQ(a00, m0, n0, s0);
-                y0[c + 1] = CV_RQ(a10, m1, n1, s1);
-                y0[c + 2] = CV_RQ(a20, m2, n2, s2);
-                y0[c + 3] = CV_RQ(a30, m3, n3, s3);
-                if (two) {
-                    y1[c] = CV_RQ(a01, m0, n0, s0);
-                    y1[c + 1] = CV_RQ(a11, m1, n1, s1);
-                    y1[c + 2] = CV_RQ(a21, m2, n2, s2);
-                    y1[c + 3] = CV_RQ(a31, m3, n3, s3);
-                }
-            }
-        }
+    pl.col0 = col0, pl.col1 = col1, pl.rec = rec, pl.K4 = K4, pl.nb = (c1 - c0) >> 2;
+    pl.wbase = (patch & 3) ? wcopy : a->weights + (size_t)c0 * patch;
+    pl.mask = 0xFFFFFFFFu >> (8 * (K4 - patch));
+    /* row by row: pairs never straddle two output rows */
+    while (p < p_end) {
+        const int32_t oy = p / ow, x = p % ow, xe = p_end - (p - x) < ow ? p_end - (p - x) : ow;
+        if (rec->lo == -128 && rec->hi == 127)
+            cv_row_clip8(a, oy, x, xe, c0, &pl);
+        else
+            cv_row_minmax(a, oy, x, xe, c0, &pl);
+        p += xe - x;
     }
     return 1;
 }
@@ -183,7 +272,7 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     int32_t p, p_end, c0, c1;
     int8_t *col0, *col1;
 
-    pnn_split(a->out_h * ow, a->out_c, 2, 4, core, ncores, &p, &p_end, &c0, &c1);
+    pnn_split(a->out_h * ow, a->out_c, 2, 4, 0, core, ncores, &p, &p_end, &c0, &c1);
     if (p >= p_end || c0 >= c1)
         return;
     if (!a->scratch || a->scratch_bytes < 2 * patch || !pnn_offset_padable(off)) {
@@ -192,8 +281,8 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
     }
     col0 = a->scratch + (size_t)core * (size_t)a->scratch_bytes;
 #ifdef TSR_ISA_XPULPV2
-    if (((c1 - c0) & 3) == 0 && patch >= 4 && a->scratch_bytes >= cv_bytes(patch, c0, c1)
-        && conv_xpulp(a, p, p_end, c0, c1, col0))
+    if (((c1 - c0) & 3) == 0 && ((a->out_c | c0) & 3) == 0 && ((uintptr_t)a->out & 3) == 0 && patch >= 4
+        && a->scratch_bytes >= cv_bytes(patch, c1 - c0) && conv_xpulp(a, p, p_end, c0, c1, col0))
         return;
 #endif
     col1 = col0 + patch;

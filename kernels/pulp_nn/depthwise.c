@@ -261,6 +261,66 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
         *d = v;
 }
 
+/* The plane loops (one channel, every output row: loop 1 over the rows,
+ * loop 0 along a row). Requantization in three instructions, as the
+ * pointwise's (matmul_xpulp.c): mulh, p.addRN with the zero point folded
+ * (zs = zp << sh), then the clamp. Operands: the plane's first window row
+ * (base), the output (o, step st = out_c), W the padded row, rs the rows'
+ * step (sh * W), b the bias with the offset's share, the window rows as
+ * words with a zero fourth byte (w0, w1, w2). */
+#define DW_CLIP8(r) XP_CLIP8(r)
+#define DW_MINMAX(r) XP_MAX(r, r, "%[lo]") XP_MIN(r, r, "%[hi]")
+
+/* any stride: one output per turn of loop 0 (11 or 12 instructions),
+ * three word loads post-incremented by the column stride */
+#define DW_SINGLE(CLAMP, CLAMP_LEN)                                                                        \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldws_set%=:\n\t"                 \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (15 + CLAMP_LEN)) "\n\t"                     \
+                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
+                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * (10 + CLAMP_LEN)) "\n\t"                     \
+                     XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")                    \
+                     XP_LW_RR_INC("t2", "t6", "%[sw]")                                                      \
+                     "mv t3, %[b]\n\t"                                                                       \
+                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]") \
+                     "mulh t3, t3, %[mul]\n\t"                                                               \
+                     XP_ADDRN("t3", "%[zs]", "%[sh]")                                                        \
+                     CLAMP("t3")                                                                             \
+                     XP_SB_RR_INC("t3", "%[o]", "%[st]")                                                     \
+                     ".Ldws_end%=:\n\tadd %[base], %[base], %[rs]\n\t"                                       \
+                     ".if .Ldws_end%= - .Ldws_set%= != 4 * " XP_XSTR((15 + CLAMP_LEN)) "\n\t"                  \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [base] "+r"(base), [o] "+r"(o)                                                        \
+                     : [nr] "r"(out_h), [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c),         \
+                       [rs] "r"(rowstep), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b),               \
+                       [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs), [lo] "r"(lo), [hi] "r"(hi)         \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "memory")
+
+/* stride 1, pairs of outputs (out_w even): one word per window row serves
+ * both, (w0, w1, w2, 0) for the first and (0, w0, w1, w2) for the next;
+ * 19 instructions per pair, the full int8 clamp */
+#define DW_PAIRS                                                                                           \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * 24) "\n\t"                                   \
+                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
+                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 19) "\n\t"                                   \
+                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
+                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
+                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+                     XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
+                     "mulh t3, t3, %[mul]\n\tmulh a7, a7, %[mul]\n\t"                                        \
+                     XP_ADDRN("t3", "%[zs]", "%[sh]") XP_ADDRN("a7", "%[zs]", "%[sh]")                       \
+                     XP_CLIP8("t3") XP_CLIP8("a7")                                                           \
+                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o]", "%[st]")                 \
+                     ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
+                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * 24\n\t"                                           \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [base] "+r"(base), [o] "+r"(o)                                                        \
+                     : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
+                       [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
+                       [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs)      \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
+
 static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
 plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
@@ -270,8 +330,12 @@ plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     const int32_t sw = a->sw, rowstep = a->sh * W;
     const size_t row_stride = (size_t)in_w * C;
     const int8_t pad = (int8_t)-off;
+    const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
+    const int pairs = sw == 1 && a->sh == 1 && (out_w & 1) == 0 && lo == -128 && hi == 127;
+    /* the usual requantization (shifts checked per channel) */
+    const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
     int8_t *interior = s + pt * W + pl;
-    int32_t c, k, iy;
+    int32_t c, iy;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
     if (in_h <= 0 || in_w <= 0) {
@@ -286,49 +350,48 @@ plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
         return c1;
     for (c = c0; c < c1; c++) {
         const int8_t *wc = a->weights + (size_t)c * 9;
-        uint32_t w0, w1, w2;
-        int32_t b = a->bias ? a->bias[c] : 0, sum = 0;
-        int8_t *o = (int8_t *)a->out + c;
-        const int8_t *base = s;
+        /* the window rows as words with a zero fourth byte (loads at any
+         * alignment; the last reads one byte past the weights, masked) */
+        const uint32_t w0 = xp_lw(wc) & 0xFFFFFFu, w1 = xp_lw(wc + 3) & 0xFFFFFFu, w2 = xp_lw(wc + 6) & 0xFFFFFFu;
+        /* the offset's share, off * sum(w), joins the bias (padding holds
+         * -off: it adds nothing) */
+        const int32_t b = (a->bias ? a->bias[c] : 0)
+                          + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
+        const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
+        int8_t *o = (int8_t *)a->out + c, *dst = interior;
+        const int8_t *base = s, *src = a->in + c;
+        int32_t mul, zs;
         xp_rq_t q;
-        if (!xp_rq_channel(a->rq, c, &q))
+        if (sh < 1 || sh > 22)
             break;
-        for (k = 0; k < 9; k++)
-            sum += wc[k];
-        b += off * sum;
-        w0 = (uint32_t)(uint8_t)wc[0] | (uint32_t)(uint8_t)wc[1] << 8 | (uint32_t)(uint8_t)wc[2] << 16;
-        w1 = (uint32_t)(uint8_t)wc[3] | (uint32_t)(uint8_t)wc[4] << 8 | (uint32_t)(uint8_t)wc[5] << 16;
-        w2 = (uint32_t)(uint8_t)wc[6] | (uint32_t)(uint8_t)wc[7] << 8 | (uint32_t)(uint8_t)wc[8] << 16;
-        for (iy = 0; iy < in_h; iy++)
-            xp_gather(interior + iy * W, a->in + (size_t)iy * row_stride + c, C, in_w);
-        /* loop 1 over the output rows (19 instructions: three row
-         * pointers, loop 0 of 14, the step to the next rows; the output
-         * pointer is already at the next row), loop 0 over the columns */
-        __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
-                         ".insn i 0x7B, 4, x1, %[nr], 38\n\t"
-                         "mv t4, %[base]\n\t"
-                         "add t5, t4, %[W]\n\t"
-                         "add t6, t5, %[W]\n\t"
-                         ".insn i 0x7B, 4, x0, %[nc], 28\n\t"
-                         XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")
-                         XP_LW_RR_INC("t2", "t6", "%[sw]")
-                         "mv t3, %[b]\n\t"
-                         XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")
-                         "mulh t3, t3, %[mul]\n\t"
-                         "add t3, t3, %[rnd]\n\t"
-                         "sra t3, t3, %[sh]\n\t"
-                         ".insn r 0x33, 6, 0x02, t3, t3, %[lo]\n\t"
-                         ".insn r 0x33, 4, 0x02, t3, t3, %[hi]\n\t"
-                         "add t3, t3, %[zp]\n\t"
-                         XP_SB_RR_INC("t3", "%[o]", "%[st]")
-                         "add %[base], %[base], %[rs]\n\t"
-                         ".option pop"
-                         : [base] "+r"(base), [o] "+r"(o)
-                         : [nr] "r"(out_h), [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c),
-                           [rs] "r"(rowstep), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),
-                           [b] "r"(b), [mul] "r"(q.mul), [rnd] "r"(q.round), [sh] "r"(q.shift), [lo] "r"(q.lo),
-                           [hi] "r"(q.hi), [zp] "r"(q.zero_point)
-                         : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "memory");
+        mul = a->rq->mul[k];
+        zs = (int32_t)((uint32_t)a->rq->zero_point << sh);
+        q.mul = mul, q.shift = sh;
+        /* the channel's rows into the plane's interior: loop 1 over the
+         * rows, loop 0 over byte pairs (two instructions a byte) */
+        if (in_w >= 2)
+            __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
+                             ".Ldwg_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"
+                             ".insn i 0x7B, 4, x0, %[np], 8\n\t"
+                             XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_LBU_RR_INC("t1", "%[src]", "%[C]")
+                             XP_SB_INC1("t0", "%[dst]") XP_SB_INC1("t1", "%[dst]")
+                             "add %[dst], %[dst], %[skip]\n\t"
+                             ".Ldwg_end%=:\n\tadd %[src], %[src], %[odd]\n\t"
+                             ".if .Ldwg_end%= - .Ldwg_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t"
+                             ".option pop"
+                             : [src] "+r"(src), [dst] "+r"(dst)
+                             : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - (in_w & ~1)),
+                               [odd] "r"((in_w & 1) * C)
+                             : "t0", "t1", "memory");
+        if (in_w & 1)   /* each row's last byte */
+            for (iy = 0; iy < in_h; iy++)
+                interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + c];
+        if (pairs)
+            DW_PAIRS;
+        else if (lo == -128 && hi == 127)
+            DW_SINGLE(DW_CLIP8, 1);
+        else
+            DW_SINGLE(DW_MINMAX, 2);
     }
     return c;
 }

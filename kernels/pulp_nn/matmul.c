@@ -9,9 +9,11 @@
  * eight accumulators stay in registers for the whole K loop. Leftover
  * channels (c1 - c0 not a multiple of 4) take 1 x 2 blocks.
  *
- * With off == 0 and 4-byte aligned rows the K loop goes four bytes at a
- * time through PNN_SDOT4 (one pv.sdotsp.b each on Xpulp); otherwise the
- * offset is added to each input byte (a SIMD lane could overflow).
+ * The K loop loads each input byte once for the four channels and each
+ * weight byte once for the two pixels (the SIMD path with Xpulpv2 is
+ * matmul_xpulp.c): a dot product of four bytes per channel, as PULP-NN's
+ * portable fallback has it, reloaded the inputs for every channel and
+ * cost a third more instructions on RV32IMC.
  */
 #include "pnn_common.h"
 #ifdef TSR_ISA_XPULPV2
@@ -26,11 +28,6 @@
 #else
 #define PNN_ORDER() ((void)0)
 #endif
-
-static inline int aligned4(const void *p)
-{
-    return ((uintptr_t)p & 3) == 0;
-}
 
 /* Requantization constants of channels [c, c + n) (nothing without rq). */
 static inline void rq_block(const tsr_requant_t *rq, int32_t c, int n, pnn_rq_t *p)
@@ -48,8 +45,6 @@ matmul_portable(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w, 
                 int32_t c0, int32_t c1, int32_t off, void *out, size_t o0, size_t o1,
                 const tsr_requant_t *rq)
 {
-    const int dot = off == 0 && (K & 3) == 0 && aligned4(x0) && aligned4(w)
-                    && (!x1 || aligned4(x1));
     pnn_rq_t p[4];
     int32_t c = c0, k;
 
@@ -59,29 +54,32 @@ matmul_portable(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w, 
             int32_t a00 = bias ? bias[c] : 0, a10 = bias ? bias[c + 1] : 0;
             int32_t a20 = bias ? bias[c + 2] : 0, a30 = bias ? bias[c + 3] : 0;
             int32_t a01 = a00, a11 = a10, a21 = a20, a31 = a30;
-            if (dot) {
-                for (k = 0; k < K; k += 4) {
-                    PNN_SDOT4(a00, x0 + k, w0 + k); PNN_SDOT4(a01, x1 + k, w0 + k);
-                    PNN_SDOT4(a10, x0 + k, w1 + k); PNN_SDOT4(a11, x1 + k, w1 + k);
-                    PNN_SDOT4(a20, x0 + k, w2 + k); PNN_SDOT4(a21, x1 + k, w2 + k);
-                    PNN_SDOT4(a30, x0 + k, w3 + k); PNN_SDOT4(a31, x1 + k, w3 + k);
-                }
-            } else {
+            {
                 /* four k per turn: loads at fixed offsets, one pointer step */
                 const int8_t *pa = x0, *pb = x1, *q0 = w0, *q1 = w1, *q2 = w2, *q3 = w3;
-#define STEP_4X2(i)                                                                   \
+#define STEP_4X2(i, OFF)                                                              \
     {                                                                                 \
-        int32_t xa = pa[i] + off, xb = pb[i] + off;                                   \
+        int32_t xa = pa[i] OFF, xb = pb[i] OFF;                                       \
         int32_t v0 = q0[i], v1 = q1[i], v2 = q2[i], v3 = q3[i];                       \
         PNN_MAC(a00, xa, v0); PNN_MAC(a01, xb, v0); PNN_MAC(a10, xa, v1); PNN_MAC(a11, xb, v1); \
         PNN_MAC(a20, xa, v2); PNN_MAC(a21, xb, v2); PNN_MAC(a30, xa, v3); PNN_MAC(a31, xb, v3); \
     }
-                for (k = K >> 2; k > 0; k--) {
-                    STEP_4X2(0) PNN_ORDER(); STEP_4X2(1) PNN_ORDER(); STEP_4X2(2) PNN_ORDER(); STEP_4X2(3)
-                    pa += 4; pb += 4; q0 += 4; q1 += 4; q2 += 4; q3 += 4;
-                }
+                /* no offset (the code generator folds a pointwise or linear
+                 * layer's into its bias): no add per input byte */
+                if (off == 0)
+                    for (k = K >> 2; k > 0; k--) {
+                        STEP_4X2(0, ) PNN_ORDER(); STEP_4X2(1, ) PNN_ORDER(); STEP_4X2(2, ) PNN_ORDER();
+                        STEP_4X2(3, )
+                        pa += 4; pb += 4; q0 += 4; q1 += 4; q2 += 4; q3 += 4;
+                    }
+                else
+                    for (k = K >> 2; k > 0; k--) {
+                        STEP_4X2(0, + off) PNN_ORDER(); STEP_4X2(1, + off) PNN_ORDER(); STEP_4X2(2, + off) PNN_ORDER();
+                        STEP_4X2(3, + off)
+                        pa += 4; pb += 4; q0 += 4; q1 += 4; q2 += 4; q3 += 4;
+                    }
                 for (k = K & 3; k > 0; k--) {
-                    STEP_4X2(0)
+                    STEP_4X2(0, + off)
                     pa++; pb++; q0++; q1++; q2++; q3++;
                 }
 #undef STEP_4X2
@@ -115,14 +113,7 @@ matmul_portable(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w, 
         const int8_t *w0 = w + (size_t)c * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
         int32_t a0 = bias ? bias[c] : 0, a1 = bias ? bias[c + 1] : 0;
         int32_t a2 = bias ? bias[c + 2] : 0, a3 = bias ? bias[c + 3] : 0;
-        if (dot) {
-            for (k = 0; k < K; k += 4) {
-                PNN_SDOT4(a0, x0 + k, w0 + k);
-                PNN_SDOT4(a1, x0 + k, w1 + k);
-                PNN_SDOT4(a2, x0 + k, w2 + k);
-                PNN_SDOT4(a3, x0 + k, w3 + k);
-            }
-        } else {
+        {
             const int8_t *pa = x0, *q0 = w0, *q1 = w1, *q2 = w2, *q3 = w3;
 #define STEP_4X1(i)                                                                   \
     {                                                                                 \

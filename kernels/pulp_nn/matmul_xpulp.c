@@ -44,21 +44,6 @@ static __attribute__((noinline)) void store4_general(void *out, size_t o, int32_
     }
 }
 
-/* Requantize and store four channels of one pixel. */
-static inline void store4(void *out, size_t o, int32_t c, const int32_t *acc, const xp_rq_t *q, int fast,
-                          const tsr_requant_t *rq)
-{
-    if (fast) {
-        int8_t *y = (int8_t *)out + o + c;
-        y[0] = xp_rq(acc[0], &q[0]);
-        y[1] = xp_rq(acc[1], &q[1]);
-        y[2] = xp_rq(acc[2], &q[2]);
-        y[3] = xp_rq(acc[3], &q[3]);
-    } else {
-        store4_general(out, o, c, acc, rq);
-    }
-}
-
 /* The matmul path's helpers are out of line and compact: the cluster's
  * instruction cache is small (512 B per core, 4 kB shared on pulp-open),
  * and a convolution's hot code (im2col, this function, the stores) must
@@ -170,96 +155,158 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
     return 1;
 }
 
-/* pnn_pointwise's pixels [p, p_end) x channels [c0, c1) with the channel
- * blocks outermost: each 4-channel block's bias and requantization
- * constants are read once for all its pixel pairs (PULP-NN's per-block
- * constants), not once per pair. Returns the first channel it did not
- * compute: the c1 - c0 mod 4 last ones (pnn_matmul's one-channel loop
- * takes them), or c0 when the operands need the portable path (K not a
- * multiple of 4, unaligned tiles). */
+/*
+ * pnn_pointwise's fast path: one 4-channel block's constants, then all of
+ * the core's pixel pairs in one asm block of two nested hardware loops
+ * (loop 1 over the pairs, loop 0 over K / 4). Per pair: the eight
+ * accumulators from the block's biases, the 14-instruction K loop (six
+ * post-increment loads, eight pv.sdotsp.b), then the requantization in
+ * three instructions per output, exactly tessera's (round half up, shift s
+ * of 33 to 54, no additive term):
+ *   mulh  t = (acc * mul) >> 32
+ *   p.addRN t = (t + (zp << (s - 32)) + 2^(s - 33)) >> (s - 32)
+ *     (zp << (s - 32) is a multiple of 2^(s - 32): adding it before the
+ *     floor shift adds zp after it; |t| <= 2^30 and |zp << 22| <= 2^29,
+ *     so the 32-bit sum cannot wrap)
+ *   p.clipi t, 8   (or p.max / p.min with the layer's own clamp)
+ * and each pixel's four bytes packed into a word (pv.packlo.b,
+ * pv.packhi.b) and stored with a post-increment of two pixels.
+ */
+
+/* off * sum(w) of channels [c, c + 4) into the record's biases (layers
+ * whose offset the code generator could not fold) */
+static __attribute__((noinline)) void fold_offset(const tsr_conv_args_t *a, int32_t c, int32_t K, xp_rec4_t *r)
+{
+    int j;
+    for (j = 0; j < 4; j++)
+        r->b[j] = (int32_t)((uint32_t)r->b[j]
+                            + (uint32_t)a->input_offset * (uint32_t)row_sum(a->weights + (size_t)(c + j) * K, K));
+}
+
+/* The record of channels [c, c + 4) (weights rows of K bytes); 0 when a
+ * channel's shift is outside [33, 54] (the general requantization; the
+ * biases are set either way). ok: a->rq is xp_rq_usual. A short leaf: it
+ * runs per block per tile and shares the instruction cache with the asm
+ * blocks. */
+int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_rec4_t *r)
+{
+    const int32_t *bias = a->bias;
+    const tsr_requant_t *rq = a->rq;
+    const int8_t *shift;
+    const int32_t *mul;
+    int32_t k, step, zp, j;
+    if (bias) {
+        r->b[0] = bias[c], r->b[1] = bias[c + 1], r->b[2] = bias[c + 2], r->b[3] = bias[c + 3];
+    } else {
+        r->b[0] = r->b[1] = r->b[2] = r->b[3] = 0;
+    }
+    if (a->input_offset)
+        fold_offset(a, c, K, r);
+    if (!ok)
+        return 0;
+    shift = rq->shift, mul = rq->mul, zp = rq->zero_point;
+    step = rq->per_channel ? 1 : 0;
+    k = step ? c : 0;
+    for (j = 0; j < 4; j++, k += step) {
+        const int32_t sh = shift[k] - 32;
+        if (sh < 1 || sh > 22)
+            return 0;
+        r->q[j][0] = mul[k];
+        r->q[j][1] = sh;
+        r->q[j][2] = (int32_t)((uint32_t)zp << sh);
+    }
+    r->lo = rq->lo;
+    r->hi = rq->hi;
+    return 1;
+}
+
+/* instructions of loop 1's body: 12 set-up, lp.setup, 14 in loop 0, 28 of
+ * requantization, the clamp, 4 packs, 2 pointer steps, 2 stores */
+#define PW_OUTER(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 8)
+#define PW_PAIRS(CLAMP, CLAMP_LEN)                                                                      \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpw_set%=:\n\t"             \
+                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER(CLAMP_LEN)) "\n\t"                 \
+                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
+                     "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"    \
+                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
+                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
+                     XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")                                   \
+                     XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
+                     "add %[p0], %[p0], %[K]\n\tadd %[p1], %[p1], %[K]\n\t"                                  \
+                     XP_SW_RR_INC("t0", "%[y0]", "%[st]") ".Lpw_end%=:\n\t" XP_SW_RR_INC("t1", "%[y1]", "%[st]") \
+                     ".if .Lpw_end%= - .Lpw_set%= != 4 * " XP_XSTR(PW_OUTER(CLAMP_LEN)) "\n\t"                \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [p0] "+r"(p0), [p1] "+r"(p1), [y0] "+r"(y0), [y1] "+r"(y1)                        \
+                     : [np] "r"(np), [n] "r"(n), [wc] "r"(wc), [K] "r"(K), [rec] "r"(&rec), [st] "r"(st)  \
+                     : "t0", "t1", "t2", "t3", "t5", "t6", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9",    \
+                       "s10", "s11", "memory")
+
+/* Pixels [pp, p_end) of the 4-channel block at c, pair by pair in C: the
+ * general requantization, int32 outputs or unaligned output rows (out of
+ * line: its frame stays off the fast path's). */
+static __attribute__((noinline)) void pw_block_general(const tsr_conv_args_t *a, int32_t pp, int32_t p_end,
+                                                       int32_t c, const xp_rec4_t *rec)
+{
+    const int32_t K = a->in_c, n = K >> 2, out_c = a->out_c;
+    const int8_t *wc = a->weights + (size_t)c * K;
+    const tsr_requant_t *rq = a->rq;
+    int32_t acc[4];
+    xp_rq_t q[4];
+    const int qok = xp_rq_block(rq, c, q);
+    for (; pp + 1 < p_end; pp += 2) {
+        const int8_t *p0 = a->in + (size_t)pp * K, *p1 = p0 + K;
+        const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
+        int32_t a00 = rec->b[0], a10 = rec->b[1], a20 = rec->b[2], a30 = rec->b[3];
+        int32_t a01 = a00, a11 = a10, a21 = a20, a31 = a30;
+        XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
+        acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
+        store4_small(a->out, (size_t)pp * out_c, c, acc, q, qok, rq);
+        acc[0] = a01; acc[1] = a11; acc[2] = a21; acc[3] = a31;
+        store4_small(a->out, (size_t)(pp + 1) * out_c, c, acc, q, qok, rq);
+    }
+    if (pp < p_end) {
+        const int8_t *p0 = a->in + (size_t)pp * K;
+        const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
+        int32_t a00 = rec->b[0], a10 = rec->b[1], a20 = rec->b[2], a30 = rec->b[3];
+        XP_BLOCK_4X1(XP_SDOTSP, "", "", XP_LEN_4X1);
+        acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
+        store4_small(a->out, (size_t)pp * out_c, c, acc, q, qok, rq);
+    }
+}
+
+/* pnn_pointwise's pixels [p, p_end) x channels [c0, c1), channel blocks
+ * outermost (each block's constants once for all its pixel pairs).
+ * Returns the first channel it did not compute: the c1 - c0 mod 4 last
+ * ones (pnn_matmul's one-channel loop takes them), or c0 when the operands
+ * need the portable path (see pnn_matmul_xpulp). Any input offset: a
+ * non-zero one joins the biases (off * sum(w), once per block); the code
+ * generator folds it at build time (layers then come with offset 0). */
 int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1)
 {
     const int32_t K = a->in_c, n = K >> 2, out_c = a->out_c;
-    /* 128: inputs flipped to uint8 in the loop; any other offset (a QDQ
-     * tensor's zero point: transformers' token-major linear layers) joins
-     * each channel's bias once per block as off * sum(w), the loop taking
-     * the raw inputs (as pnn_matmul_xpulp) */
-    const int32_t off = a->input_offset == 128 ? 128 : 0, fold = a->input_offset == 128 ? 0 : a->input_offset;
-    const int8_t *w = a->weights;
-    const int32_t *bias = a->bias;
-    const tsr_requant_t *rq = a->rq;
-    int32_t c = c0, pp;
+    /* the packed stores: whole aligned words */
+    const int words = a->rq && (out_c & 3) == 0 && aligned4(a->out);
+    const int ok = xp_rq_usual(a->rq);
+    int32_t c = c0;
 
-    if ((K & 3) || n == 0 || !aligned4(a->in) || !aligned4(w))
+    if ((K & 3) || n == 0 || !aligned4(a->in) || !aligned4(a->weights))
         return c0;
     for (; c + 4 <= c1; c += 4) {
-        const int8_t *wc = w + (size_t)c * K;
-        int32_t b0 = bias ? bias[c] : 0, b1 = bias ? bias[c + 1] : 0;
-        int32_t b2 = bias ? bias[c + 2] : 0, b3 = bias ? bias[c + 3] : 0;
-        if (fold) {
-            b0 = (int32_t)((uint32_t)b0 + (uint32_t)fold * (uint32_t)row_sum(wc, K));
-            b1 = (int32_t)((uint32_t)b1 + (uint32_t)fold * (uint32_t)row_sum(wc + K, K));
-            b2 = (int32_t)((uint32_t)b2 + (uint32_t)fold * (uint32_t)row_sum(wc + 2 * K, K));
-            b3 = (int32_t)((uint32_t)b3 + (uint32_t)fold * (uint32_t)row_sum(wc + 3 * K, K));
-        }
-        xp_rq_t q[4];
-        const int fast = xp_rq_block(rq, c, q);
-        int32_t acc[4];
-        pp = p;
-        if (fast) {
-            /* the block's constants as locals (the int8 stores would make
-             * GCC reload them from q for every output); the clamp and the
-             * zero point are per tensor */
-            const int32_t m0 = q[0].mul, m1 = q[1].mul, m2 = q[2].mul, m3 = q[3].mul;
-            const int32_t r0 = q[0].round, r1 = q[1].round, r2 = q[2].round, r3 = q[3].round;
-            const int32_t s0 = q[0].shift, s1 = q[1].shift, s2 = q[2].shift, s3 = q[3].shift;
-            const int32_t lo = q[0].lo, hi = q[0].hi, zp = q[0].zero_point;
-#define XP_RQ_ONE(acc, m, r, s) \
-    ((int8_t)(xp_min(xp_max(((int32_t)(((int64_t)(acc) * (m)) >> 32) + (r)) >> (s), lo), hi) + zp))
-            for (; pp + 1 < p_end; pp += 2) {
-                const int8_t *p0 = a->in + (size_t)pp * K, *p1 = p0 + K;
-                const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
-                int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3, a01 = b0, a11 = b1, a21 = b2, a31 = b3;
-                int8_t *y0 = (int8_t *)a->out + (size_t)pp * out_c + c, *y1 = y0 + out_c;
-                if (off)
-                    XP_BLOCK_4X2(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP2, XP_LEN_4X2_FLIP);
-                else
-                    XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
-                y0[0] = XP_RQ_ONE(a00, m0, r0, s0);
-                y0[1] = XP_RQ_ONE(a10, m1, r1, s1);
-                y0[2] = XP_RQ_ONE(a20, m2, r2, s2);
-                y0[3] = XP_RQ_ONE(a30, m3, r3, s3);
-                y1[0] = XP_RQ_ONE(a01, m0, r0, s0);
-                y1[1] = XP_RQ_ONE(a11, m1, r1, s1);
-                y1[2] = XP_RQ_ONE(a21, m2, r2, s2);
-                y1[3] = XP_RQ_ONE(a31, m3, r3, s3);
-            }
-#undef XP_RQ_ONE
-        }
-        for (; pp + 1 < p_end; pp += 2) {
-            const int8_t *p0 = a->in + (size_t)pp * K, *p1 = p0 + K;
-            const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
-            int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3, a01 = b0, a11 = b1, a21 = b2, a31 = b3;
-            if (off)
-                XP_BLOCK_4X2(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP2, XP_LEN_4X2_FLIP);
+        const int8_t *wc = a->weights + (size_t)c * K;
+        xp_rec4_t rec;
+        int32_t pp = p;
+        if (pnn_xp_record4(a, c, K, ok, &rec) && words && p_end - p >= 2) {
+            const int8_t *p0 = a->in + (size_t)p * K, *p1 = p0 + K;
+            int8_t *y0 = (int8_t *)a->out + (size_t)p * out_c + c, *y1 = y0 + out_c;
+            const int32_t np = (p_end - p) >> 1, st = 2 * out_c;
+            if (rec.lo == -128 && rec.hi == 127)
+                PW_PAIRS(XP_CLIP8X8, XP_CLIP8X8_LEN);
             else
-                XP_BLOCK_4X2(XP_SDOTSP, "", "", XP_LEN_4X2);
-            acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
-            store4(a->out, (size_t)pp * out_c, c, acc, q, fast, rq);
-            acc[0] = a01; acc[1] = a11; acc[2] = a21; acc[3] = a31;
-            store4(a->out, (size_t)(pp + 1) * out_c, c, acc, q, fast, rq);
+                PW_PAIRS(XP_MINMAX8("%[rec]"), XP_MINMAX8_LEN);
+            pp += 2 * np;
         }
-        if (pp < p_end) {
-            const int8_t *p0 = a->in + (size_t)pp * K;
-            const int8_t *q0 = wc, *q1 = q0 + K, *q2 = q1 + K, *q3 = q2 + K;
-            int32_t a00 = b0, a10 = b1, a20 = b2, a30 = b3;
-            if (off)
-                XP_BLOCK_4X1(XP_SDOTUSP, XP_FLIP_SETUP, XP_FLIP1, XP_LEN_4X1_FLIP);
-            else
-                XP_BLOCK_4X1(XP_SDOTSP, "", "", XP_LEN_4X1);
-            acc[0] = a00; acc[1] = a10; acc[2] = a20; acc[3] = a30;
-            store4(a->out, (size_t)pp * out_c, c, acc, q, fast, rq);
-        }
+        if (pp < p_end)
+            pw_block_general(a, pp, p_end, c, &rec);
     }
     return c;
 }

@@ -11,11 +11,11 @@
  * 2 pixels, requantization fused into the matmul's store.
  *
  * Written in portable C (RV32IMC, the host, Cortex-M all compile it). Where
- * PULP's GCC would use Xpulp (multiply-accumulate, SIMD dot products on
- * four bytes) the code goes through the PNN_* macros below; define
- * PNN_XPULP when building with a PULP toolchain to get the builtins.
- * Hardware loops need no macro: PULP's GCC makes them from these counted
- * for-loops at -O2.
+ * PULP's GCC would use a multiply-accumulate the code goes through PNN_MAC
+ * below; define PNN_XPULP when building with a PULP toolchain to get its
+ * builtin. The Xpulpv2 paths for Debian's GCC (SIMD dot products, hardware
+ * loops, post-increment loads in asm: xpulp.h) are compiled when the
+ * target asks for them (TSR_ISA_XPULPV2).
  */
 #ifndef TESSERA_PNN_COMMON_H
 #define TESSERA_PNN_COMMON_H
@@ -28,17 +28,10 @@
 
 /* ---- Xpulp or portable ------------------------------------------------- */
 #ifdef PNN_XPULP
-typedef signed char pnn_v4s __attribute__((vector_size(4)));
 /* acc + x * y in one p.mac */
 #define PNN_MAC(acc, x, y) ((acc) = __builtin_pulp_mac((x), (y), (acc)))
-/* acc + the dot product of four int8 lanes (pv.sdotsp.b); pointers 4-aligned */
-#define PNN_SDOT4(acc, px, pw) \
-    ((acc) = __builtin_pulp_sdotsp4(*(const pnn_v4s *)(px), *(const pnn_v4s *)(pw), (acc)))
 #else
 #define PNN_MAC(acc, x, y) ((acc) += (int32_t)(x) * (int32_t)(y))
-#define PNN_SDOT4(acc, px, pw)                                                  \
-    ((acc) += (int32_t)(px)[0] * (pw)[0] + (int32_t)(px)[1] * (pw)[1]           \
-              + (int32_t)(px)[2] * (pw)[2] + (int32_t)(px)[3] * (pw)[3])
 #endif
 
 /* ---- splitting work over cores ------------------------------------------ */
@@ -66,18 +59,23 @@ static inline void pnn_chunk(int32_t n, int32_t quantum, int core, int ncores,
 /* Split a tile of `pixels` output pixels x `channels` output channels over
  * the cores by pixels (PULP-NN's output rows, in raster order, `pq` at a
  * time) or by channels (`cq` at a time), whichever gives the busiest core
- * less work (pixels on a tie): small late layers have fewer rows than
- * cores but many channels. Sets this core's [p0, p1) x [c0, c1). Kernels
- * and tests share this rule. */
-static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32_t cq, int core,
-                             int ncores, int32_t *p0, int32_t *p1, int32_t *c0, int32_t *c1)
+ * less work; on a tie by pixels, or with `channels_first` by channels (the
+ * pointwise: each core then walks its few channel blocks over every pixel,
+ * and a block's set-up serves more pixel pairs). Small late layers have
+ * fewer rows than cores but many channels. Sets this core's [p0, p1) x
+ * [c0, c1). Kernels, tests and the cost model's features share this rule. */
+static inline void pnn_split(int32_t pixels, int32_t channels, int32_t pq, int32_t cq, int channels_first,
+                             int core, int ncores, int32_t *p0, int32_t *p1, int32_t *c0, int32_t *c1)
 {
     int32_t per_p = (pixels + ncores - 1) / ncores, per_c = (channels + ncores - 1) / ncores;
+    int64_t by_p, by_c;
     per_p = (per_p + pq - 1) / pq * pq;
     per_c = (per_c + cq - 1) / cq * cq;
     if (per_p > pixels) per_p = pixels;
     if (per_c > channels) per_c = channels;
-    if ((int64_t)per_p * channels <= (int64_t)pixels * per_c) {
+    by_p = (int64_t)per_p * channels;
+    by_c = (int64_t)pixels * per_c;
+    if (by_p < by_c || (by_p == by_c && !channels_first)) {
         pnn_chunk(pixels, pq, core, ncores, p0, p1);
         *c0 = 0;
         *c1 = channels;

@@ -18,7 +18,14 @@ void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t in_c = a->in_c, out_c = a->out_c, off = a->input_offset;
     int32_t p, p_end, c0, c1;
 
-    pnn_split(a->out_h * a->out_w, out_c, 2, 4, core, ncores, &p, &p_end, &c0, &c1);
+#ifdef TSR_ISA_XPULPV2
+    /* a tie by channels: a core's few channel blocks each walk every pixel
+     * (the Xpulp path's set-up is per block); the portable path's per
+     * pixel pair (pnn_matmul's per call) */
+    pnn_split(a->out_h * a->out_w, out_c, 2, 4, 1, core, ncores, &p, &p_end, &c0, &c1);
+#else
+    pnn_split(a->out_h * a->out_w, out_c, 2, 4, 0, core, ncores, &p, &p_end, &c0, &c1);
+#endif
     if (c0 >= c1)
         return;
 #ifdef TSR_ISA_XPULPV2

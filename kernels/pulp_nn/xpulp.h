@@ -38,9 +38,24 @@
 #define XP_LW_RR_INC(rd, rs1, rs2) ".insn r 0x0B, 7, 0x10, " rd ", " rs1 ", " rs2 "\n\t"
 #define XP_SB_INC1(rs2, rs1) ".insn s 0x2B, 0, " rs2 ", 1(" rs1 ")\n\t"
 #define XP_SB_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 4, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.sw rs2, 4(rs1!) */
+#define XP_SW_INC4(rs2, rs1) ".insn s 0x2B, 2, " rs2 ", 4(" rs1 ")\n\t"
+/* p.sw rs2, rs3(rs1!) */
+#define XP_SW_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 6, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.addRN rd, rs1, rs2: rd = (rd + rs1 + 2^(rs2 - 1)) >> rs2 (32-bit sum, arithmetic shift, rs2 > 0) */
+#define XP_ADDRN(rd, rs1, rs2) ".insn r 0x5B, 6, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
+/* p.clipi rd, rs1, 8: clamp to [-128, 127] (the immediate sits in the rs2 field: x8 is 8) */
+#define XP_CLIP8(rd) ".insn r 0x33, 1, 0x0A, " rd ", " rd ", x8\n\t"
+/* p.max, p.min (signed) */
+#define XP_MAX(rd, rs1, rs2) ".insn r 0x33, 6, 0x02, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_MIN(rd, rs1, rs2) ".insn r 0x33, 4, 0x02, " rd ", " rs1 ", " rs2 "\n\t"
+/* pv.packlo.b rd, rs1, rs2: bytes 1, 0 of rd = rs1, rs2 (bytes 3, 2 kept); pv.packhi.b: bytes 3, 2 */
+#define XP_PACKLO(rd, rs1, rs2) ".insn r 0x57, 1, 0x70, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_PACKHI(rd, rs1, rs2) ".insn r 0x57, 1, 0x6C, " rd ", " rs1 ", " rs2 "\n\t"
 /* lp.setup 0, rs1 over the next n instructions; XP_LOOP_END() goes right
  * before the last of them, XP_LOOP_CHECK(n) after it */
 #define XP_STR(x) #x
+#define XP_XSTR(x) XP_STR(x)   /* x macro-expanded first */
 #define XP_LOOP(rs1, n) \
     ".option push\n\t.option norvc\n\t.option norelax\n\t.Lxp_set%=:\n\t" \
     ".insn i 0x7B, 4, x0, " rs1 ", " XP_STR(2 * n) "\n\t"
@@ -161,6 +176,60 @@ static inline void xp_sw(int8_t *p, uint32_t v)
                        [q3] "+r"(q3)                                                      \
                      : [n] "r"(n)                                                         \
                      : "t0", "t2", "t3", "t4", "memory")
+
+/*
+ * Pieces of the 4 channel x 2 pixel asm blocks with the requantization in
+ * registers (pointwise and convolution, matmul_xpulp.c and conv.c): the
+ * accumulators are s2..s9 (channel j of pixel 0 in s(2 + 2j), of pixel 1
+ * in s(3 + 2j)), t0..t3 the loaded words.
+ *
+ * XP_K4X2: one turn of the K loop (14 instructions): four bytes of each
+ * pixel's row (p0, p1) against four of each channel's (q0..q3), all
+ * post-incremented.
+ */
+#define XP_K4X2(p0, p1, q0, q1, q2, q3)                                                              \
+    XP_LW_INC("t0", p0) XP_LW_INC("t1", p1) XP_LW_INC("t2", q0) XP_LW_INC("t3", q1)                \
+    XP_SDOTSP("s2", "t0", "t2") XP_SDOTSP("s3", "t1", "t2") XP_LW_INC("t2", q2)                     \
+    XP_SDOTSP("s4", "t0", "t3") XP_SDOTSP("s5", "t1", "t3") XP_LW_INC("t3", q3)                     \
+    XP_SDOTSP("s6", "t0", "t2") XP_SDOTSP("s7", "t1", "t2") XP_SDOTSP("s8", "t0", "t3")             \
+    XP_SDOTSP("s9", "t1", "t3")
+
+/* The block's record (xp_rec4_t, rq32.h) at `rec`: mulh, p.addRN with the
+ * zero point folded, channel by channel (28 instructions; s10, s11, t2,
+ * t3, t5, t6 are free by then) */
+#define XP_RQ8(rec)                                                                                  \
+    "lw s10, 16(" rec ")\n\tlw s11, 20(" rec ")\n\tlw t5, 24(" rec ")\n\t"                         \
+    "lw t6, 28(" rec ")\n\tlw t2, 32(" rec ")\n\tlw t3, 36(" rec ")\n\t"                           \
+    "mulh s2, s2, s10\n\tmulh s3, s3, s10\n\t" XP_ADDRN("s2", "t5", "s11") XP_ADDRN("s3", "t5", "s11") \
+    "mulh s4, s4, t6\n\tmulh s5, s5, t6\n\t" XP_ADDRN("s4", "t3", "t2") XP_ADDRN("s5", "t3", "t2")     \
+    "lw s10, 40(" rec ")\n\tlw s11, 44(" rec ")\n\tlw t5, 48(" rec ")\n\t"                         \
+    "lw t6, 52(" rec ")\n\tlw t2, 56(" rec ")\n\tlw t3, 60(" rec ")\n\t"                           \
+    "mulh s6, s6, s10\n\tmulh s7, s7, s10\n\t" XP_ADDRN("s6", "t5", "s11") XP_ADDRN("s7", "t5", "s11") \
+    "mulh s8, s8, t6\n\tmulh s9, s9, t6\n\t" XP_ADDRN("s8", "t3", "t2") XP_ADDRN("s9", "t3", "t2")
+/* the same for one pixel: accumulators s2, s4, s6, s8 (20 instructions) */
+#define XP_RQ4(rec)                                                                                  \
+    "lw s10, 16(" rec ")\n\tlw s11, 20(" rec ")\n\tlw t5, 24(" rec ")\n\t"                         \
+    "lw t6, 28(" rec ")\n\tlw t2, 32(" rec ")\n\tlw t3, 36(" rec ")\n\t"                           \
+    "mulh s2, s2, s10\n\t" XP_ADDRN("s2", "t5", "s11") "mulh s4, s4, t6\n\t" XP_ADDRN("s4", "t3", "t2") \
+    "lw s10, 40(" rec ")\n\tlw s11, 44(" rec ")\n\tlw t5, 48(" rec ")\n\t"                         \
+    "lw t6, 52(" rec ")\n\tlw t2, 56(" rec ")\n\tlw t3, 60(" rec ")\n\t"                           \
+    "mulh s6, s6, s10\n\t" XP_ADDRN("s6", "t5", "s11") "mulh s8, s8, t6\n\t" XP_ADDRN("s8", "t3", "t2")
+#define XP_CLIP8X4 XP_CLIP8("s2") XP_CLIP8("s4") XP_CLIP8("s6") XP_CLIP8("s8")
+#define XP_CLIP8X4_LEN 4
+#define XP_MINMAX4(rec) "lw t2, 64(" rec ")\n\tlw t3, 68(" rec ")\n\t" XP_MINMAX1("s2") XP_MINMAX1("s4")     \
+    XP_MINMAX1("s6") XP_MINMAX1("s8")
+#define XP_MINMAX4_LEN 10
+/* the clamp: the whole int8 range (p.clipi), or the record's lo and hi */
+#define XP_CLIP8X8 XP_CLIP8("s2") XP_CLIP8("s3") XP_CLIP8("s4") XP_CLIP8("s5") XP_CLIP8("s6") XP_CLIP8("s7") \
+    XP_CLIP8("s8") XP_CLIP8("s9")
+#define XP_CLIP8X8_LEN 8
+#define XP_MINMAX1(r) XP_MAX(r, r, "t2") XP_MIN(r, r, "t3")
+#define XP_MINMAX8(rec) "lw t2, 64(" rec ")\n\tlw t3, 68(" rec ")\n\t" XP_MINMAX1("s2") XP_MINMAX1("s3")     \
+    XP_MINMAX1("s4") XP_MINMAX1("s5") XP_MINMAX1("s6") XP_MINMAX1("s7") XP_MINMAX1("s8") XP_MINMAX1("s9")
+#define XP_MINMAX8_LEN 18
+/* pixel 0's four bytes into t0, pixel 1's into t1 (4 instructions) */
+#define XP_PACK8 XP_PACKLO("t0", "s4", "s2") XP_PACKHI("t0", "s8", "s6") XP_PACKLO("t1", "s5", "s3")     \
+    XP_PACKHI("t1", "s9", "s7")
 
 /* pnn_matmul on Xpulpv2 (matmul_xpulp.c): 1 when it computed the block, 0
  * when the operands need the portable path. */

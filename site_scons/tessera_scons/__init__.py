@@ -52,7 +52,7 @@ from tessera.util import canon
 from . import stages
 from .platforms import platform as platform_module
 
-ROOT = stages.ROOT   # the checkout
+ROOT = stages.ROOT   # the bundled targets and models (tessera.util.paths)
 
 
 def fail(err, outdir=None, made=None):
@@ -157,7 +157,10 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
 
     Returns a dict: library (the network's static library node), libs (it,
     the kernels and the HAL, in link order), include (directories with
-    "<prefix>/network.h" and the kernel headers), ld_dir and fragment (the
+    "<prefix>/network.h" and the kernel headers), headers (the header files
+    in them: a firmware that includes network.h under a macro's name
+    depends on them explicitly, as SCons's scanner does not expand
+    macros), ld_dir and fragment (the
     linker-script fragment to INCLUDE), export (export/ nodes), prefix,
     outdir, sources, network_h, tilings, memplan, schedule; with run=True also
     firmware, run, verdict, report, passed. `fusion` (none | min_latency |
@@ -224,7 +227,7 @@ def _declare(env, net, run=True):
     _forget_damaged(tiles["tilings"] + tiles["solves"] + fused["tilings"] + fused["schedule"] + plan["nodes"]
                     + sources["all"] + built["objects"] + built["libs"])
     result = {"outdir": net.outdir, "prefix": net.cg["prefix"], "library": built["libs"][0], "libs": built["libs"],
-              "include": exp["include"], "ld_dir": exp["ld_dir"], "fragment": exp["fragment"],
+              "include": exp["include"], "headers": exp["headers"], "ld_dir": exp["ld_dir"], "fragment": exp["fragment"],
               "export": exp["nodes"], "sources": sources["all"], "network_h": sources["network_h"],
               "tilings": tiles["tilings"], "memplan": plan["memplan"], "schedule": fused["schedule"][0]}
     if not run:

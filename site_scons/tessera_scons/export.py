@@ -35,7 +35,7 @@ def declare(env, tcfg, model, prefix, outdir, sources, header, libs, hal_files, 
     (generated C nodes, test harness excluded) and public header `header`;
     `libs` is kernels.plan(); `hal_files` the platform's HAL sources;
     `paths` prepare's files (graph, input, golden) for the test vectors.
-    Returns {dir, nodes, include, ld_dir, fragment, manifest}."""
+    Returns {dir, nodes, include, headers (the headers in include), ld_dir, fragment, manifest}."""
     exp = os.path.join(outdir, "export")
     stage = os.path.join(outdir, ".export")
     net_rel = ["src/" + os.path.basename(str(s)) for s in sources]
@@ -65,7 +65,9 @@ def declare(env, tcfg, model, prefix, outdir, sources, header, libs, hal_files, 
     env.NoCache(nodes)
     by_rel = dict(zip([rel for rel, _ in copies], nodes))
     return {"dir": exp, "nodes": nodes, "include": [os.path.join(exp, "include"), os.path.join(exp, "kernels", "include")],
-            "ld_dir": os.path.join(exp, "ld"), "fragment": by_rel[tx.FRAGMENT], "manifest": by_rel[tx.MANIFEST]}
+            "ld_dir": os.path.join(exp, "ld"), "fragment": by_rel[tx.FRAGMENT], "manifest": by_rel[tx.MANIFEST],
+            "headers": [n for rel, n in by_rel.items() if rel.endswith(".h") and rel.startswith(("include/",
+                                                                                               "kernels/include/"))]}
 
 
 def render(target, source, env):

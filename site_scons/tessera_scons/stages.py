@@ -22,14 +22,15 @@ from SCons.Script import Action
 from tessera import fusion as fusion_lib
 from tessera.config import isa_defines
 from tessera.pipeline import check as checking, codegen as generation, program as programs, report as reporting
+from tessera.pipeline import kernels as kernel_files
 from tessera.pipeline.fusion import variants
-from tessera.util import canon
+from tessera.util import canon, paths
 
 from . import export as exporting, steps
 from .kernels import objects as kernel_objects, plan as kernel_plan
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
-KERNELS = os.path.join(ROOT, "kernels")
+ROOT = paths.DATA    # targets/, models/, kernels/: the checkout, or the installed package's data
+KERNELS = paths.KERNELS
 
 
 class Network:
@@ -191,8 +192,7 @@ def compile(net, sources):
                 CPPDEFINES=isa_defines(tcfg) + generation.storage_defines(tcfg, net.cg))
     objects = [tenv.Object(net.path("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources["all"]]
     netlib = tenv.StaticLibrary(net.path("obj", f"libtessera_{net.cg['prefix']}"), objects[:len(sources["lib"])])
-    hal_dir = os.path.join(KERNELS, "hal", tcfg["platform"])
-    hal_files = [os.path.join(hal_dir, f) for f in sorted(os.listdir(hal_dir)) if f.endswith((".c", ".S"))]
+    hal_files = kernel_files.hal_files(tcfg["platform"])
     kobjs = kernel_objects(tenv, tcfg["kernels"], net.library, net.path("obj", "kernels"))
     henv = tenv.Clone()
     henv.Append(CPPDEFINES=[("TSR_NCORES", tcfg["cores"])])

@@ -38,13 +38,19 @@ extern void _cluster_start(void);
 extern void tsr_trap_vector(void);
 extern char __bss_start[], __bss_end[];   /* TLS bss through .bss, in L2 */
 
-uint64_t hal_dma_bytes[HAL_MAX_DMA];
+/* The HAL's variables the cluster touches per tile and per fork live in L1
+ * (the target's memory.L1.reserved.hal area; in L2 an access from the
+ * cluster takes about 15 cycles). NOLOAD: core 0 clears them at start. */
+#define HAL_L1 __attribute__((section(".tsr_hal.vars")))
+extern char __tsr_hal_start[], __tsr_hal_end[];
+
+HAL_L1 uint64_t hal_dma_bytes[HAL_MAX_DMA];
 /* Per core, the cycles spent inside forked functions (each core writes its
  * own entry; core 0 reads them after the join): the work split. DMA is
  * hardware, so no core time goes to copies unless a copy is not L1<->L2. */
-uint64_t hal_core_counts[HAL_MAX_CORES];
-uint64_t hal_dma_copy_count;
-uint32_t hal_core_count_overlaps;
+HAL_L1 uint64_t hal_core_counts[HAL_MAX_CORES];
+HAL_L1 uint64_t hal_dma_copy_count;
+HAL_L1 uint32_t hal_core_count_overlaps;
 
 /* The runner writes the firmware's arguments here, in the ELF file itself
  * (GVSoC has no command line for the simulated program): space separated,
@@ -130,8 +136,8 @@ void tsr_fc_boot(void)
 }
 
 /* The fork a worker runs next: written by core 0 before the start barrier. */
-static void (*volatile fork_fn)(void *);
-static void *volatile fork_arg;
+static HAL_L1 void (*volatile fork_fn)(void *);
+static HAL_L1 void *volatile fork_arg;
 
 static inline void barrier(void)
 {
@@ -184,6 +190,8 @@ static void worker_loop(int core)
 /* Every cluster core, on its own L1 stack. */
 void tsr_cluster_entry(int core)
 {
+    if (core == 0)   /* before any other core starts */
+        memset(__tsr_hal_start, 0, (size_t)(__tsr_hal_end - __tsr_hal_start));
     install_trap();
     PO_REG(PO_EU_CORE_MASK) = 1u << PO_EU_BARRIER_EVENT;
     if (core == 0) {
@@ -239,7 +247,7 @@ void hal_barrier(void)
 
 /* The last transfer id this core took: commands pushed since then count
  * on it, so a job that still owns it needs no new one. */
-static int last_id[PO_CL_MAX_CORES];
+static HAL_L1 int last_id[PO_CL_MAX_CORES];
 
 static inline int in_l1(const void *p)
 {
@@ -293,16 +301,26 @@ static void dma_rows(uint32_t dir, uint32_t l1, uint32_t ext, uint32_t len, uint
     }
 }
 
-void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
-                   uint32_t bytes, uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
-                   uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
+/* This core's job takes a transfer id unless it already owns the last one
+ * this core took (commands pushed since then count on it). */
+static inline void take_id(hal_dma_job_t *job, int core)
+{
+    if (!(job->pending & (1u << last_id[core]))) {
+        int id = (int)PO_REG(PO_DMA_CMD);   /* stalls while all ids are taken */
+        last_id[core] = id;
+        job->pending |= 1u << id;
+    }
+}
+
+/* The general case, out of line: copies that are not L1<->L2, the uDMA,
+ * L1-side strides, 3D boxes. */
+static __attribute__((noinline)) void dma_general(hal_dma_job_t *job, void *dst, const void *src, uint32_t bytes,
+                                                  uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
+                                                  uint32_t planes, uint32_t src_plane_stride,
+                                                  uint32_t dst_plane_stride)
 {
     const int core = (int)po_core_id();
     uint32_t dir, l1, ext, l1_stride, ext_stride, l1_pstride, ext_pstride, p, r;
-    uint64_t total = (uint64_t)bytes * rows * planes;
-    if (!total)
-        return;
-    hal_dma_bytes[engine] += total;
 #ifdef TSR_STORAGE_WINDOW
     if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
         /* queued on the uDMA: the job's wait waits for it */
@@ -352,11 +370,7 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
             rows = 1;
         }
     }
-    if (!(job->pending & (1u << last_id[core]))) {
-        int id = (int)PO_REG(PO_DMA_CMD);   /* stalls while all ids are taken */
-        last_id[core] = id;
-        job->pending |= 1u << id;
-    }
+    take_id(job, core);
     for (p = 0; p < planes; p++) {
         uint32_t pl1 = l1 + p * l1_pstride, pext = ext + p * ext_pstride;
         if (l1_stride == bytes || rows == 1) {
@@ -367,6 +381,42 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
                 dma_rows(dir, pl1 + r * l1_stride, pext + r * ext_stride, bytes, 1, 0);
         }
     }
+}
+
+void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
+                   uint32_t bytes, uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
+                   uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
+{
+    const uint32_t total = bytes * rows * planes;   /* a tile: far below 4 GB */
+    uint32_t l1, ext, dir;
+    if (!total)
+        return;
+    hal_dma_bytes[engine] += total;
+    /* the tiles' usual copies, straight: one 2D (or 1D) command between
+     * L2 and an L1 buffer contiguous in L1 (the generated tile loops issue
+     * a few per tile; a command's register writes take about 15 cycles
+     * each, the C around them should not take more) */
+    if (planes == 1 && total <= PO_DMA_LEN_MAX) {
+        const int to_l1 = in_l1(dst);
+        if (to_l1 && !in_l1(src) && (rows == 1 || dst_stride == bytes)) {
+            dir = PO_DMA_TO_L1, l1 = (uint32_t)dst, ext = (uint32_t)src;
+        } else if (!to_l1 && in_l1(src) && (rows == 1 || src_stride == bytes)) {
+            dir = 0, l1 = (uint32_t)src, ext = (uint32_t)dst;
+            src_stride = dst_stride;   /* the L2 side's */
+        } else {
+            dir = 1;   /* not a straight case */
+        }
+#ifdef TSR_STORAGE_WINDOW
+        if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst))
+            dir = 1;
+#endif
+        if (dir != 1) {
+            take_id(job, (int)po_core_id());
+            dma_push(dir, l1, ext, bytes, rows, rows == 1 ? bytes : src_stride);
+            return;
+        }
+    }
+    dma_general(job, dst, src, bytes, rows, src_stride, dst_stride, planes, src_plane_stride, dst_plane_stride);
 }
 
 void hal_dma_wait(hal_dma_job_t *job)
@@ -384,12 +434,30 @@ void hal_dma_wait(hal_dma_job_t *job)
     job->pending = 0;
 }
 
+/* ---- memset ------------------------------------------------------------ */
+
+/* picolibc's memset stores a byte a turn; every generated layer clears its
+ * argument structs (about 150 bytes, 450 instructions that way) on each
+ * call. Words here; the loop must not become a call to itself. */
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void *memset(void *dst, int c, size_t n)
+{
+    uint8_t *d = dst;
+    const uint32_t v = 0x01010101u * (uint8_t)c;
+    for (; n && ((uintptr_t)d & 3); n--)
+        *d++ = (uint8_t)c;
+    for (; n >= 4; n -= 4, d += 4)
+        *(uint32_t *)d = v;
+    for (; n; n--)
+        *d++ = (uint8_t)c;
+    return dst;
+}
+
 /* ---- counting ------------------------------------------------------- */
 
 /* mcycle is 32 bits here (GVSoC does not model mcycleh): widen it in
  * software; the harness reads it at least once per layer, far more often
  * than the 86 s (at 50 MHz) it takes to wrap. */
-static uint32_t counter_last, counter_high;
+static HAL_L1 uint32_t counter_last, counter_high;
 
 uint64_t hal_counter(void)
 {

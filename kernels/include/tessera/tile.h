@@ -15,7 +15,7 @@ typedef struct {
     int16_t ih0, ih, iw0, iw, ic0, ic;   /* input rows, cols, channels read */
     int8_t pad_t, pad_l, pad_b, pad_r;   /* this tile's padding */
     int8_t new_weights;                  /* first tile of a channel tile */
-} tsr_tile_t;
+} __attribute__((aligned(4))) tsr_tile_t;   /* a copy is a few word moves */
 
 /* A layer's tiles are a grid (tiler/geometry.py): channel tiles outermost,
  * then row bands, then column bands (or row bands first). The generated code keeps one entry per

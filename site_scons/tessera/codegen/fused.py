@@ -25,7 +25,7 @@ from ..tiler.memory import align_up
 from ..config.views import param_arrays, tiler_layer
 from .cfmt import ROUNDING, header_comment
 from .layer import symbol
-from .libraries import library
+from .libraries import input_offset, library
 
 
 def layout(ft, align):
@@ -253,7 +253,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
             f"    a.dw.input_offset = {dw.input_offset};", f"    a.dw.rq = {refs[dw.name]};",
             f"    a.dw.weights = {L1} + {regions[dw.name + '_w']};",
             "    a.pw.kh = 1;", "    a.pw.kw = 1;", "    a.pw.sh = 1;", "    a.pw.sw = 1;",
-            f"    a.pw.input_offset = {pw.input_offset};", f"    a.pw.rq = {refs[pw.name]};",
+            f"    a.pw.input_offset = {input_offset(lib, pw, graph)};", f"    a.pw.rq = {refs[pw.name]};",
             f"    a.pw.weights = {L1} + {regions[pw.name + '_w']};",
             f"    a.buf = {L1} + {regions['mid']};", f"    a.fd = {ft['fd']};"]
     for layer, part in ((dw, "dw"), (pw, "pw")):

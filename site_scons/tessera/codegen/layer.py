@@ -37,8 +37,8 @@ def symbol(prefix, layer_name, what=None):
     return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
 
 
-# sizeof(tsr_tile_t): a table row per tile
-TILE_ROW_BYTES = 30
+# sizeof(tsr_tile_t): a table row per tile (word-aligned: copied by words)
+TILE_ROW_BYTES = 32
 # code a layer spends to rebuild its tiles from a grid rather than index a
 # table (measured on gap8's rv32imc objects: 74-94 bytes; a one-tile table
 # is folded into the code by the compiler), so small layers keep a table
@@ -425,12 +425,18 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                    "        tsr_tile_at(&ahead, &grid, 1);\n        fetch(&ahead, 1);\n    }")
     elif fetched:
         out.append("    fetch(&tiles[0], 0);\n    if (NTILES > 1)\n        fetch(&tiles[1], 1);")
+    # a table of several tiles: each row copied to the stack before use (the
+    # table is read-only data in the code's level; on PULP-open each field
+    # read from L2 takes about 15 cycles, a copied row a few words')
+    copied = not grid and bufs > 1
     if grid:
         out.append("    tsr_tile_at(&next, &grid, 0);\n    load(&next, 0, 0, in, w);")
+    elif copied:
+        out.append("    tsr_tile_t cur, next = tiles[0];\n    load(&next, 0, 0, in, w);")
     else:
         out.append("    load(&tiles[0], 0, 0, in, w);")
     out.append("    for (int i = 0; i < NTILES; i++) {")
-    out.append("        const tsr_tile_t *t = &cur;\n        cur = next;" if grid else
+    out.append("        const tsr_tile_t *t = &cur;\n        cur = next;" if grid or copied else
                "        const tsr_tile_t *t = &tiles[i];")
     if bufs > 1:
         out.append("        const int b = i % 2;")
@@ -448,9 +454,10 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
             out.append("        }")
         else:
-            out.append("        if (i + 1 < NTILES)")
-            out.append(f"            load(&tiles[i + 1], (i + 1) % {bufs}, tiles[i + 1].new_weights ? wb ^ 1 : wb, "
-                       "in, w);")
+            out.append("        if (i + 1 < NTILES) {")
+            out.append("            next = tiles[i + 1];")
+            out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
+            out.append("        }")
         # slot i % 2 is free: tile i's box reached L1 (waited above)
         if fetched and grid:
             out.append("        if (i + 2 < NTILES) {\n            tsr_tile_at(&ahead, &grid, i + 2);\n"

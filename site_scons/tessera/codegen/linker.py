@@ -41,7 +41,18 @@ Arm with picolibc; a RISC-V platform passes its own):
     areas       optional: other reserved keys the platform wants as NOLOAD
                 areas (e.g. `stacks` of a multi-core platform); each gets a
                 section `.tsr_<key>` of those bytes in its level, between
-                symbols __tsr_<key>_start and __tsr_<key>_end
+                symbols __tsr_<key>_start and __tsr_<key>_end, holding the
+                input sections `.tsr_<key>.*` (a HAL's variables kept in
+                fast memory; never initialized: the HAL clears them)
+    code_layout optional: {align, first, last} for a platform whose
+                instruction caches make the cycles depend on where code
+                sits (PULP-open: 512-byte L0 per core, 4 kB shared, random
+                replacement): .text starts at a multiple of `align` bytes,
+                the input files matching `first` (HAL, kernel library) come
+                first in that order and those matching `last` (test harness,
+                C library) last, so the kernels' and the HAL's addresses
+                modulo the caches do not move when the activation arena
+                before .text, the harness or another layer's code changes
 The .data/.tdata/.tbss/.bss symbols are the ones picolibc's crt0 reads
 (__data_source, __data_start, __data_size, __bss_start, __bss_size,
 __tls_base, __heap_start, __heap_end, __stack, ...).
@@ -180,11 +191,19 @@ def script(v):
     for s in v["tessera"]:
         kind = " (NOLOAD)" if s["noload"] else ""
         out.append(f"    {s['name']}{kind} : ALIGN(8) {{ *({s['name']}) }} > {s['level']}")
+    layout = arch.get("code_layout")
+    first = last = ""
+    text = "*(.text .text.* .gnu.linkonce.t.*)"
+    if layout:
+        first = "".join(f"\n        {pat}(.text .text.*)" for pat in layout["first"])
+        skip = f"EXCLUDE_FILE({' '.join(layout['last'])}) "
+        text = f"*({skip}.text {skip}.text.* {skip}.gnu.linkonce.t.*)"
+        last = "\n        *(.text .text.* .gnu.linkonce.t.*)"
     out.append(f"""
-    .text : {{
+    .text :{f" ALIGN({layout['align']})" if layout else ""} {{{first}
         *(.text.unlikely .text.unlikely.*)
         *(.text.startup .text.startup.*)
-        *(.text .text.* .gnu.linkonce.t.*)
+        {text}{last}
         KEEP(*(.fini .fini.*))
         __text_end = .;
         *(.rdata .rodata .rodata.* .gnu.linkonce.r.*)
@@ -273,11 +292,16 @@ def script(v):
     PROVIDE(__stack = ADDR(.stack) + SIZEOF(.stack));
 """)
     for a in v.get("areas", []):
-        out.append(f"""    .tsr_{a['name']} (NOLOAD) : ALIGN(16) {{
-        __tsr_{a['name']}_start = .;
-        . += {a['bytes']};
-        __tsr_{a['name']}_end = .;
+        n, size = a["name"], a["bytes"]
+        out.append(f"""    .tsr_{n} (NOLOAD) : ALIGN(16) {{
+        __tsr_{n}_start = .;
+        *(.tsr_{n}.*)
+        __tsr_{n}_vars_end = .;
+        . += MAX(0, {size} - (__tsr_{n}_vars_end - __tsr_{n}_start));
+        __tsr_{n}_end = .;
     }} > {a['level']}
+    ASSERT(__tsr_{n}_vars_end - __tsr_{n}_start <= {size},
+           "tessera-linker: {a['level']}: the program's {n} variables exceed memory.{a['level']}.reserved.{n}")
 """)
     for name, expr in sorted(arch.get("symbols", {}).items()):
         out.append(f"    PROVIDE({name} = {expr});")

@@ -34,12 +34,14 @@ def arrays(layer, graph, weights, target):
     library's layout (what the C arrays, or the storage image, hold)."""
     channels = graph.tensor(layer.output).shape[2]
     out = []
+    lib = library(target["kernels"])
     if layer.weights:
-        lib = library(target["kernels"])
         out.append(("weights", "int8_t", lib.weights_layout(layer, weights[layer.weights]).reshape(-1)))
     ctypes = {"int32_t": np.int32, "int8_t": np.int8}
     for name, ctype, size in param_arrays(layer):
         values = _channel_values(layer, name, weights, channels)
+        if name == "bias" and hasattr(lib, "bias_values"):
+            values = lib.bias_values(layer, graph, values, weights)
         assert values.size * np.dtype(ctypes[ctype]).itemsize == size * channels, (layer.name, name)
         info = np.iinfo(ctypes[ctype])
         assert values.min() >= info.min and values.max() <= info.max, (layer.name, name)

@@ -8,6 +8,7 @@ new ISA or platform (a HAL and a kernel set).
 import os
 
 from ..errors import ConfigError
+from ..util import paths
 from .schema import Field, validate
 from .yamlio import load_yaml
 
@@ -35,8 +36,7 @@ HAL_MAX_CORES = 16
 PLATFORM_CORES = {"host": HAL_MAX_CORES, "cortexm": 1, "pulp_open": 8, "qemu_virt_rv32": 8}
 # every platform tessera builds for has a 32-bit address space
 ADDRESS_SPACE = 1 << 32
-KERNELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))), "kernels")
+KERNELS_DIR = paths.KERNELS
 
 LEVEL = Field("map", fields={
     "size": Field("int", "bytes", required=True, minimum=1, maximum=ADDRESS_SPACE),

@@ -12,9 +12,9 @@ import os
 from .. import ir
 from . import load_yaml, usable_bytes
 from ..errors import ConfigError
+from ..util import paths
 
-_CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-KERNELS_DIR = os.path.join(_CHECKOUT, "kernels")
+KERNELS_DIR = paths.KERNELS
 
 
 # the key under which a report holds each runner's count (target YAML:

@@ -16,11 +16,8 @@ nothing deterministic to fit). Pure functions of their arguments and the
 committed coefficients file: the same inputs give the same number.
 """
 
-import os
-
 from . import features, model
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from ..util.paths import DATA as ROOT
 _loaded = {}
 
 

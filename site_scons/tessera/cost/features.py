@@ -106,8 +106,9 @@ def _split(op, oh, ow, oc, cores):
         return per_c * cores / oc, per_c, pixels
     if op == "add":
         return _chunk(pixels * oc, 1, cores) * cores / (pixels * oc), oc, pixels
-    pq, cq = (2, 4) if op in BLOCKED else (1, 1)
+    pq, cq = (2, 4) if op in BLOCKED else (1, 4) if op in ("maxpool", "avgpool") else (1, 1)
     per_p, per_c = _chunk(pixels, pq, cores), _chunk(oc, cq, cores)
+    # (on a tie the Xpulp pointwise splits the channels: the same share)
     if per_p * oc <= pixels * per_c:
         return per_p * cores / pixels, oc, per_p
     return per_c * cores / oc, per_c, pixels

@@ -86,6 +86,21 @@ def model_onnx(model, cache_dir, log):
     return path
 
 
+def source_files(model):
+    """Every file the model stage reads for `model` (a loaded model YAML):
+    the YAML, the given ONNX or .tflite file, the reference's files. A
+    generated model is made from the YAML alone (and tessera's code). A
+    build outside SCons (CMake's tessera_add_network) depends on these."""
+    files = [model["path"]]
+    given = model.get("tflite") or model.get("onnx")
+    if given:
+        files.append(given)
+    if model.get("reference"):
+        from . import reference
+        files += sorted(reference.load(model["reference"]).files())
+    return [os.path.abspath(f) for f in files]
+
+
 def golden_inputs(model, graph):
     """The input the golden model and the firmware both run on: the
     reference's input when the model has one, else seeded random values."""

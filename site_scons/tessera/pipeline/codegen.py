@@ -82,6 +82,21 @@ def has_constants(layer):
     return bool(layer.weights or views.param_arrays(layer))
 
 
+def library_files(graph, cg):
+    """The network library's C files (in src/), as the code generation stage
+    writes them: per layer its file and its constants', the storage
+    program out of core, network.c (the test harness and its input are not
+    in the library)."""
+    files = []
+    for layer in graph.layers:
+        files.append(layer.name + ".c")
+        if has_constants(layer):
+            files.append(layer.name + "_w.c")
+    if "storage" in cg:
+        files.append("program.c")
+    return files + ["network.c"]
+
+
 def network_target(cg, guard_on):
     """What the network files read: guard=1 makes the harness guard the
     free bytes (only the network files change)."""

@@ -15,7 +15,7 @@ decides").
 from . import budget, fusion, model, on, on_if_given, plan, report, tiling
 
 # SConstruct's variables the stages read, with their defaults
-DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "library", "guard": "0"}
+DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "", "guard": "0"}
 
 
 def variables(library):

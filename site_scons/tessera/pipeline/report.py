@@ -58,8 +58,8 @@ def fusion_section(sched):
 
 def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
     """(report.json's data, report.html's text); `docs` each layer's
-    tiling then its solve side file, in layer order. Prints the console
-    summary."""
+    tiling then its solve side file, in layer order. (The console's
+    summary is show(), at the end of the build.)"""
     from ..report import build
     from ..report.html import render_html
     from ..report.memmap import memory_map
@@ -76,5 +76,29 @@ def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
         from ..storage import ooc
 
         out["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta_view)
-    build.render(out)
     return out, render_html(out, memory_map(graph, the_plan, tilings))
+
+
+def verdict_line(data, outdir):
+    """One line: the network, PASS or FAIL, how many layers matched, where
+    the report is."""
+    layers = data["layers"]
+    bad = [layer["name"] for layer in layers if not layer.get("match", True)]
+    where = os.path.join(outdir, "report.html")
+    if where.startswith(os.getcwd() + os.sep):
+        where = os.path.relpath(where)
+    if data["verdict"] == "pass":
+        return (f"tessera: PASS {data['model']} on {data['target']}: {len(layers)} layers bit-exact with the golden "
+                f"model ({where})")
+    what = f"{len(bad)} of {len(layers)} layers differ from the golden model, first {bad[0]}" if bad else \
+        "the output differs"
+    return f"tessera: FAIL {data['model']} on {data['target']}: {what} ({where})"
+
+
+def show(data, outdir, console=None):
+    """The end of a build on the console: the report's tables, then (the
+    returned line) its verdict."""
+    from ..report import build
+
+    build.render(data, console)
+    return verdict_line(data, outdir)

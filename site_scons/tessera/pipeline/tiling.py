@@ -18,14 +18,21 @@ from ..util import canon
 SOLVE_FIELDS = ("l1_budget", "objective", "optimal")
 
 
-def target(tcfg, library, tile_cost="library"):
+def target(tcfg, library, tile_cost=""):
     """(numbers, kernels): the tiler's view of the target, the kernel
     library's tiler section apart from the target's few numbers (so that
     --debug=explain shows a changed budget as a short line). With
     tile_cost=model the cost model's coefficients pick the tiles
-    (tiler/costed.py)."""
+    (tiler/costed.py); without tile_cost= the kernel library decides
+    (its tiler.tile_cost: pulp_nn's tiles are the model's where the
+    target has coefficients)."""
+    from ..tiler import library as tiler_library
+
     tview = views.tiler_target(tcfg, library)
     numbers = {k: v for k, v in tview.items() if k != "kernels"}
+    if not tile_cost and tiler_library.tile_cost(tview["kernels"]) == "model" \
+            and cost.coefficients(tcfg) is not None:
+        tile_cost = "model"
     if tile_cost == "model":
         coefs = cost.coefficients(tcfg)
         if coefs is None:

@@ -13,11 +13,10 @@ process, so the whole process group is killed on a timeout. A fault (the
 HAL's trap handler prints `TSR fault: ...` and exits 3), an invalid memory
 access, a non-zero exit status or a hang is a RunError in one line.
 
-Which gvsoc: runner.program on PATH, else the prebuilt copy CI machines
-keep beside the checkout (../shared/tools/gvsoc/bin/gvsoc). That launcher
-starts Python tools through `python3` on PATH, so it runs with this
-interpreter's directory first on PATH: the packages it imports are pinned in
-requirements.txt.
+Which gvsoc: the user's own, from their environment only: the program
+$TESSERA_GVSOC names, else runner.program (`gvsoc`) on PATH. It runs with
+the environment it was given (GVSoC's launcher finds its own Python tools,
+as its installation set them up).
 """
 
 import os
@@ -26,38 +25,28 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import tempfile
 
 from ..errors import RunError
 
 CMDLINE_SYMBOL = "tsr_cmdline"
-HINT = ("build GVSoC from github.com/gvsoc/gvsoc as docs/gvsoc.md says and put its "
-        "`gvsoc` launcher on PATH")
+ENV = "TESSERA_GVSOC"
+HINT = (f"install GVSoC with its pulp-open target (docs/gvsoc.md) and put its `gvsoc` launcher on PATH, "
+        f"or name it with {ENV}=<path>")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-# the prebuilt GVSoC of CI machines, beside the checkout (never part of it)
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "tools", "gvsoc", "bin", "gvsoc")
 
 
 def locate(program="gvsoc"):
-    """The gvsoc launcher to run: program on PATH, else (for `gvsoc`) the
-    shared prebuilt copy; None when there is neither."""
-    program = program or "gvsoc"
-    found = shutil.which(program)
-    if found:
-        return found
-    if os.path.basename(program) == "gvsoc" and os.access(SHARED, os.X_OK):
-        return SHARED
-    return None
-
-
-def launcher_env():
-    """The environment for the launcher: this interpreter's bin directory
-    first on PATH, where GVSoC's Python packages are installed."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
+    """The gvsoc launcher to run: $TESSERA_GVSOC when set (an executable
+    file, else a RunError saying so), else `program` on PATH; None when
+    neither gives one."""
+    named = os.environ.get(ENV)
+    if named:
+        path = shutil.which(os.path.expanduser(named))
+        if path is None:
+            raise RunError(f"{ENV}={named}", "not an executable file", HINT)
+        return path
+    return shutil.which(program or "gvsoc")
 
 
 def _symbol_file_range(data, name, where):
@@ -140,8 +129,7 @@ def run_gvsoc(cmd, where, timeout):
     """stdout + stderr of cmd, run in its own process group; RunError on
     timeout or non-zero exit, naming the cause."""
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=launcher_env())
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except OSError as err:
         raise RunError(where, f"cannot start {cmd[0]}: {err.strerror}", HINT) from None
     try:
@@ -193,7 +181,7 @@ def run(runner, firmware, args, timeout, cwd=None):
     where = f"run of {firmware} on GVSoC"
     program = locate(runner["program"])
     if program is None:
-        raise RunError(where, f"`{runner['program'] or 'gvsoc'}` is not on PATH", HINT)
+        raise RunError(where, f"`{runner['program'] or 'gvsoc'}` is not on PATH and {ENV} is not set", HINT)
     firmware = os.path.abspath(firmware)
     with tempfile.TemporaryDirectory(prefix="tessera-gvsoc-") as work:
         elf = with_args(firmware, args, work) if args else firmware

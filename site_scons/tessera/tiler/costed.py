@@ -33,6 +33,13 @@ def best_tile(layer, target, spec, tables, buffering, library_q, result):
     hs = _count_maximal(tables[0], Ho)
     ws = sorted(tables[1], reverse=True)
     cs = _count_maximal(range(1, Co + 1), Co)
+    if layer.get("rows"):
+        # a layer with a tensor on a storage level tiles every channel, and
+        # with rows 1 whole rows (the CP-SAT model's constraints; its
+        # weights have one buffer: memory.weight_buffers)
+        cs = [Co]
+        if layer["rows"] == 1:
+            ws = [Wo]
 
     def key(q):
         f = features.view_features(layer, result(q), cost["dims"], target["cores"])

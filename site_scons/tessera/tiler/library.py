@@ -141,6 +141,17 @@ class OpSpec:
         return sum(t.value(q) for t in self.objective)
 
 
+def tile_cost(kernels):
+    """How the library's tiles are chosen by default: "library" (its
+    objective) or "model" (the fitted cost model's cheapest tile, where the
+    target has coefficients; tiler/costed.py). The build's tile_cost=
+    overrides it."""
+    choice = kernels.get("tile_cost", "library") if isinstance(kernels, dict) else "library"
+    if choice not in ("library", "model"):
+        raise _err("tile_cost", f"must be library or model, got {choice!r}")
+    return choice
+
+
 def op_spec(kernels, op):
     """Validate the tiler section `kernels` and return op's OpSpec.
 
@@ -149,10 +160,11 @@ def op_spec(kernels, op):
     """
     if not isinstance(kernels, dict):
         raise _err("", "the tiler section must be a mapping")
-    unknown = set(kernels) - {"schema", "buffer_align", "defaults", "ops"}
+    unknown = set(kernels) - {"schema", "buffer_align", "tile_cost", "defaults", "ops"}
     if unknown:
         raise _err("", f"unknown keys {sorted(unknown)}",
-                   "allowed: schema, buffer_align, defaults, ops")
+                   "allowed: schema, buffer_align, tile_cost, defaults, ops")
+    tile_cost(kernels)
     if kernels.get("schema") != SCHEMA:
         raise _err("schema", f"schema must be {SCHEMA}, got {kernels.get('schema')!r}")
     align = kernels.get("buffer_align", DEFAULT_ALIGN)

@@ -18,3 +18,10 @@ def library(name):
         raise ConfigError(f"kernels: {name}", "no code generator for this kernel library",
                           f"use one of: {', '.join(KNOWN)}")
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def input_offset(lib, layer, graph):
+    """The input offset generated code hands the library's kernel: 0 where
+    the library folds it into the bias at build time (its bias_values)."""
+    folds = getattr(lib, "folds_offset", None)
+    return 0 if folds is not None and folds(layer, graph) else layer.input_offset

@@ -5,6 +5,9 @@ kernels implement (reference.reference_only: matmul, parameters per
 element, int32 inputs) run on them, compiled in as the fallback.
 """
 
+import numpy as np
+
+from ...config.views import bias_plane
 from . import reference
 
 # what the generated layer code includes to see the kernel functions
@@ -33,7 +36,6 @@ FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "p
 # the weight layout, argument structs and their fields are the reference's
 args_type = reference.args_type
 weights_layout = reference.weights_layout
-constant_args = reference.constant_args
 tile_args = reference.tile_args
 
 
@@ -42,6 +44,35 @@ def elementwise_depthwise(layer):
     elementwise, a bias per element (a positional embedding) too."""
     return (layer.op == "depthwise" and list(layer.kernel) == [1, 1] and list(layer.stride) == [1, 1]
             and not any(layer.pad) and not layer.dilation and not reference.requant_plane(layer))
+
+
+def folds_offset(layer, graph):
+    """Whether the layer's input offset goes into its bias at build time
+    (bias[c] + off * sum of channel c's weights, offset 0 in the arguments):
+    pointwise and linear layers on these kernels with a bias per channel.
+    Their SIMD loop then takes the raw int8 inputs (pv.sdotsp.b), with no
+    per-word flip to unsigned and no per-call sums of the weights; the
+    portable path gets a plain dot product too."""
+    return (layer.op in ("pointwise", "linear") and layer.input_offset != 0 and layer.bias is not None
+            and bias_plane(layer) is None and reference.reference_only(layer, graph) is None)
+
+
+def bias_values(layer, graph, values, weights):
+    """The bias array's [channels, 1] values as the kernels take them."""
+    if not folds_offset(layer, graph):
+        return values
+    w = np.asarray(weights[layer.weights], dtype=np.int64)
+    folded = values + layer.input_offset * w.reshape(w.shape[0], -1).sum(axis=1).reshape(-1, 1)
+    assert np.abs(folded).max() < 2**31, (layer.name, "folded bias outside int32")
+    return folded
+
+
+def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
+    lines = reference.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph)
+    if folds_offset(layer, graph):
+        lines = ["a.input_offset = 0;   /* folded into the bias */" if line.startswith("a.input_offset =") else line
+                 for line in lines]
+    return lines
 
 
 def kernel_function(layer, graph):

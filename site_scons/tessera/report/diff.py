@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Compare two builds: per layer, what changed between report A and report B
 (tile shape, tiles, L1 bytes, DMA bytes per engine, measured and estimated
 counts), and per memory level the peak. Prints a table and writes an HTML
 diff (self-contained, like report.html).
 
-    .venv/bin/python tools/report_diff.py A B [--html diff.html]
+    tessera diff A B [--html diff.html]          (tessera.cli.diff)
 
 A and B: report.json files, or build directories holding one
 (generated/<target>/<model>). Layers are matched by name; a layer only one
@@ -12,13 +11,12 @@ side has is shown with the other side empty. Exit status 0 (a diff is not
 an error); a missing or unreadable report is a one-line error, status 2.
 """
 
-import argparse
 import json
 import os
-import sys
 from html import escape
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..errors import TesseraError
+
 COUNT_KEYS = ("instructions", "cycles", "host_ns")
 
 
@@ -28,9 +26,8 @@ def load(arg):
         with open(path) as f:
             data = json.load(f)
     except (OSError, ValueError) as e:
-        sys.stderr.write(f"report_diff: {path}: cannot read a report.json ({e.__class__.__name__}); "
-                         "pass a report.json or a build directory (generated/<target>/<model>)\n")
-        sys.exit(2)
+        raise TesseraError(path, f"cannot read a report.json ({e.__class__.__name__})",
+                           "pass a report.json or a build directory (generated/<target>/<model>)") from None
     return path, data
 
 
@@ -93,11 +90,11 @@ def title(data):
     return f"{data['model']} on {data['target']} ({data['verdict']})"
 
 
-def print_table(pa, a, pb, b, columns, rows, memory):
+def print_table(pa, a, pb, b, columns, rows, memory, console=None):
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(160, 24 + 22 * len(columns)))
+    console = console or Console(width=max(160, 24 + 22 * len(columns)))
     table = Table(title=f"A: {pa}  {title(a)}\nB: {pb}  {title(b)}")
     table.add_column("layer")
     for c in columns:
@@ -141,19 +138,12 @@ def write_html(path, pa, a, pb, b, columns, rows, memory):
         f.write("".join(out))
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("a")
-    ap.add_argument("b")
-    ap.add_argument("--html", default="report_diff.html", help="where the HTML diff goes")
-    args = ap.parse_args(argv)
-    pa, a = load(args.a)
-    pb, b = load(args.b)
+
+def compare(path_a, path_b, html="report_diff.html", console=None):
+    """Print the diff of two builds' reports and write it as HTML."""
+    pa, a = load(path_a)
+    pb, b = load(path_b)
     columns, rows, memory = diff(a, b)
-    print_table(pa, a, pb, b, columns, rows, memory)
-    write_html(args.html, pa, a, pb, b, columns, rows, memory)
-    print(f"HTML diff: {args.html}")
-
-
-if __name__ == "__main__":
-    main()
+    print_table(pa, a, pb, b, columns, rows, memory, console)
+    write_html(html, pa, a, pb, b, columns, rows, memory)
+    return html

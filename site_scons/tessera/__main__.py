@@ -1,0 +1,7 @@
+"""python -m tessera: the `tessera` command (tessera.cli)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
