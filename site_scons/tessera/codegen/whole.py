@@ -4,15 +4,18 @@ one copy, the cores compute, the output goes back in one copy; or, when
 that does not fit, the same for blocks of channels (resize) or rows
 (softmax, a channel concat), one after the other. The tiler sized L1 for
 exactly that (tiler._solve_whole) or stopped the build with a fit error.
-The layer's tables (resize indices, softmax exponentials) are constants of
-this file, read in place.
+The layer's tables are constants of this file: those a row-wise layer
+reads for every value (views.whole_constants: a layer norm's per-channel
+requantization, the softmax's exponentials) are copied into L1 first,
+where the tiler counted them (the layer's params); the rest (resize and
+gather indices) are read in place.
 """
 
 import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from ..config.views import kernel_shapes, transpose_view, whole_split
+from ..config.views import kernel_shapes, transpose_view, whole_constants, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
 
 # TSR_SOFTMAX_* (kernels.h) of ir.SOFTMAX_MODES
@@ -133,6 +136,24 @@ def _args(layer, graph, prefix, ins, out):
                  "a.index = gather_index;", f"a.fill = {layer.fill or 0};"]
         return "tsr_gather_args_t", decl, body
     raise ValueError(f"no whole-tensor code for op {layer.op}")
+
+
+# the argument field each of views.whole_constants' arrays is read through
+CONST_FIELDS = {"rq_mul": "rq.mul", "rq_add": "rq.add", "rq_shift": "rq.shift", "ln_weight": "a.weight",
+                "ln_bias": "a.bias", "softmax_exp": "a.table"}
+
+
+def _constants_in_l1(layer, L1, base):
+    """Lines that copy the layer's per-value constants into L1 from `base`
+    on (the job is waited on with the first input's) and point the
+    arguments at the copies."""
+    lines, off = [], base
+    for name, ctype, n in whole_constants(layer):
+        nbytes = n * (4 if ctype == "int32_t" else 1)
+        lines += [f"hal_dma_start(&job, ENGINE_ACT, {L1} + {off}, {name}, {nbytes}u, 1, 0, 0, 1, 0, 0);",
+                  f"{CONST_FIELDS[name]} = (const {ctype} *)({L1} + {off});"]
+        off += -(-nbytes // 4) * 4
+    return lines
 
 
 def _split_lines(layer, graph, split):
@@ -259,6 +280,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     text.append("    hal_dma_job_t job = {0};")
     text.append(f"    {args_type} a = {{0}};")
     text.extend("    " + line for line in body)
+    if whole_constants(layer):
+        text.extend("    " + line for line in _constants_in_l1(layer, L1, l1["params"][0]))
     if not split:
         for i, src in enumerate(plan_slice["inputs"]):
             t = graph.tensor(layer.inputs[i])

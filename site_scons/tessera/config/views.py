@@ -65,6 +65,28 @@ def param_arrays(layer):
     return arrays
 
 
+def whole_constants(layer):
+    """The constant arrays a row-wise whole-tensor layer reads for every
+    value, copied into L1 beside its blocks (codegen/whole.py; the tiler
+    counts them as the layer's params): (name, C type, count). Read in
+    place they would be read from L2, by every core at once."""
+    if layer.op == "layernorm" and layer.mode == "ilayernorm":
+        c = len(layer.table) // 2
+        return [("ln_weight", "int32_t", c), ("ln_bias", "int32_t", c)]
+    if layer.op == "layernorm":
+        c = len(layer.requant.mul)
+        return [("rq_mul", "int32_t", c), ("rq_add", "int32_t", c), ("rq_shift", "int8_t", c)]
+    if layer.op == "softmax" and not layer.mode:
+        return [("softmax_exp", "int32_t", len(layer.table))]
+    return []
+
+
+def whole_constant_bytes(layer, align=4):
+    """Bytes of L1 whole_constants takes, each array aligned."""
+    size = {"int32_t": 4, "int8_t": 1}
+    return sum(-(-n * size[t] // align) * align for _, t, n in whole_constants(layer))
+
+
 def channel_operand(layer, graph):
     """True for an add or mul of a full tensor (first input, the output's
     shape) and a [1, 1, C] vector (squeeze-and-excitation): tiled like the
@@ -151,7 +173,7 @@ def tiler_layer(layer, graph):
             "in": x_shape, "out": y_shape, "kernel": [1, 1], "stride": [1, 1],
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
-            "w_bytes_per_cout": 0, "param_bytes_per_cout": 0,
+            "w_bytes_per_cout": 0, "param_bytes_per_cout": 0, "const_bytes": whole_constant_bytes(layer),
             **({"axis": layer.axis} if whole_split(layer) == "k" else {}),
         }
     view = {
