@@ -206,6 +206,13 @@ def test_attention_in_a_small_l1_is_bit_exact_on_host(tmp_path):
         by_op.setdefault(layer.op, []).append(t["n_tiles"]["h"] * t["n_tiles"]["w"] * t["n_tiles"]["c"])
     for op in ("layernorm", "softmax", "transpose", "matmul"):
         assert by_op[op] and min(by_op[op]) > 1, (op, by_op)
+    # iLayerNorm's weight and bias (int32 per channel) sit in L1 beside the
+    # blocks, and the generated code reads them there
+    norm = next(layer for layer in graph.layers if layer.op == "layernorm")
+    channels = graph.tensor(norm.output).shape[2]
+    assert tiles[norm.name]["l1_bytes"]["params"] == 2 * 4 * channels
+    code = (net / "src" / f"{norm.name}.c").read_text()
+    assert "a.weight = (const int32_t *)(" in code and "a.bias = (const int32_t *)(" in code
 
 
 def _error(tmp_path, nodes, inits, shape, out_shape):
