@@ -73,10 +73,10 @@ def whole_constants(layer):
     if layer.op == "layernorm" and layer.mode == "ilayernorm":
         c = len(layer.table) // 2
         return [("ln_weight", "int32_t", c), ("ln_bias", "int32_t", c)]
-    if layer.op == "layernorm":
+    if layer.op == "layernorm" and layer.requant is not None:
         c = len(layer.requant.mul)
         return [("rq_mul", "int32_t", c), ("rq_add", "int32_t", c), ("rq_shift", "int8_t", c)]
-    if layer.op == "softmax" and not layer.mode:
+    if layer.op == "softmax" and not layer.mode and layer.table:
         return [("softmax_exp", "int32_t", len(layer.table))]
     return []
 
