@@ -1,8 +1,10 @@
 """Adapter for the PULP-NN-style cluster kernels (kernels/pulp_nn/, API in
 kernels/include/tessera/pulp_nn.h): the reference kernels' argument structs,
 weight layouts and HWC tile loads, other kernel functions. Layers with what only the reference
-kernels implement (reference.reference_only: matmul, parameters per
-element, int32 inputs) run on them, compiled in as the fallback.
+kernels implement (reference.reference_only: parameters per element but
+an elementwise depthwise's, int32 inputs) run on them, compiled in as the
+fallback, and so do convolutions with a weight offset (TF1-style asymmetric
+uint8 weights).
 """
 
 import numpy as np
@@ -52,9 +54,12 @@ def folds_offset(layer, graph):
     pointwise and linear layers on these kernels with a bias per channel.
     Their SIMD loop then takes the raw int8 inputs (pv.sdotsp.b), with no
     per-word flip to unsigned and no per-call sums of the weights; the
-    portable path gets a plain dot product too."""
+    portable path gets a plain dot product too. Not a layer with a weight
+    offset: it runs on the reference kernels, whose sum of (x + off) *
+    (w + weight_offset) the fold would change."""
     return (layer.op in ("pointwise", "linear") and layer.input_offset != 0 and layer.bias is not None
-            and bias_plane(layer) is None and reference.reference_only(layer, graph) is None)
+            and not layer.weight_offset and bias_plane(layer) is None
+            and reference.reference_only(layer, graph) is None)
 
 
 def bias_values(layer, graph, values, weights):
@@ -79,6 +84,6 @@ def kernel_function(layer, graph):
     why = reference.reference_only(layer, graph)
     if why == "parameters per output element" and elementwise_depthwise(layer):
         return KERNELS["depthwise"]
-    if why is not None or layer.op not in KERNELS:
+    if why is not None or layer.weight_offset or layer.op not in KERNELS:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]
