@@ -17,9 +17,9 @@ typedef struct {
     int32_t mul, round, shift, lo, hi, zero_point;
 } xp_rq_t;
 
-/* Whether rq is the usual kind (round half up, no additive term, no
- * multiplier of its own for negative accumulators, per channel or tensor):
- * its channels' shifts are then all that decides. */
+/* Whether rq is the usual kind (round half up, no additive term, one
+ * multiplier for either sign, per channel or tensor): its channels' shifts
+ * are then all that decides. */
 static inline int xp_rq_usual(const tsr_requant_t *rq)
 {
     return rq && !rq->add && !rq->neg_mul && rq->rounding == TSR_ROUND_HALF_UP && !rq->elem.plane;
