@@ -1437,7 +1437,7 @@ def import_tflite(path, name, drop_final_softmax=False):
         raise refusal from None
     if refusal is not None:
         raise refusal
-    from ..util.tflite_repair import repair
+    from ..golden.tflite_repair import repair
     notes = repair(path)[1]
     if notes:
         graph = result[0]

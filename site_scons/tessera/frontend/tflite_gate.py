@@ -86,7 +86,7 @@ def _verdict(path, say):
     {"loaded": True} once the flatbuffer is read, then the verdict."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     from ..golden.tflitecheck import RESOLVER
-    from ..util.tflite_repair import repair
+    from ..golden.tflite_repair import repair
     try:
         interp = Interpreter(model_content=repair(path)[0],
                              experimental_op_resolver_type=getattr(OpResolverType, RESOLVER))

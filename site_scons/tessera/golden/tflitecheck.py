@@ -35,7 +35,7 @@ def _interpreter(path):
     except ImportError:
         raise TesseraError(path, "the TFLite interpreter (ai-edge-litert) is not installed",
                            "run ./scons (it installs requirements.txt)") from None
-    from ..util.tflite_repair import repair
+    from .tflite_repair import repair
 
     interp = Interpreter(model_content=repair(path)[0], experimental_preserve_all_tensors=True,
                          experimental_op_resolver_type=getattr(OpResolverType, RESOLVER))
