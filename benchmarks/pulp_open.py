@@ -22,7 +22,12 @@ several networks in the one invocation and ends with one table of every
 kind of step, before and after, per network, e.g.
 
     .venv/bin/python benchmarks/pulp_open.py --base 923390f --runs best \
-        --net pulp_open:mbv1_025_128 --net pulp_open_hyper:mbv1_128 --kernels runs the targets with
+        --net pulp_open:mbv1_025_128 --net pulp_open_hyper:mbv1_128
+
+--model takes a bundled model's name or a model YAML's path
+(examples/lstm/trained_lstm.yaml: the recurrent step on 1 and 8 cores).
+
+--kernels runs the targets with
 another kernel library (copies of their YAML files). --target takes another
 8-core GVSoC target (pulp_open_hyper, gap8_gvsoc); its 1-core twin is a copy
 with cores: 1.
@@ -34,8 +39,7 @@ mix a fused step into an unfused kind, and a step is compared across runs
 only where both runs made the same step (else "-": the runs fused
 differently).
 
-Needs GVSoC (docs/gvsoc.md: `gvsoc` on PATH, or the prebuilt copy beside
-the checkout). The numbers are GVSoC cycles of the cluster clock:
+Needs GVSoC (docs/gvsoc.md: `gvsoc` on PATH, or $TESSERA_GVSOC). The numbers are GVSoC cycles of the cluster clock:
 measured by the simulator, deterministic. A layer's cycles run from its
 first DMA to its last output byte back in L2 (hal_counter around the
 layer); "network" is the sum over layers.
@@ -57,7 +61,9 @@ def build(tree, out, target, model, fusion=None):
            f"model={model}"] + ([f"fusion={fusion}"] if fusion else [])
     res = subprocess.run(cmd, capture_output=True, text=True)
     name = os.path.basename(target)[:-len(".yaml")] if target.endswith(".yaml") else target
-    path = os.path.join(out, name, model, "report.json")
+    # a model YAML given by its path builds into its file name's directory
+    mname = os.path.basename(model)[:-len(".yaml")] if model.endswith(".yaml") else model
+    path = os.path.join(out, name, mname, "report.json")
     if res.returncode != 0 or not os.path.exists(path):
         sys.exit(f"build of {model} on {target} in {tree} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     with open(path) as f:

@@ -99,7 +99,7 @@ TARGET_CASES = [
     ("runner-counts", _set("runner.counts", "cycles"), ["runner.counts"]),
     ("description-missing", _drop("description"), ["description"]),
     ("unknown-top-key", _set("clock", 100), ["clock", "unknown key"]),
-    ("flash-1000", _set("memory.flash.size", 1000), ["flash", "1000"]),
+    ("flash-1000", _set("memory.flash.size", 1000), ["flash", "1,000 B"]),
 ]
 
 ALIAS_BOMB = "\n".join(["a: &a [x, x, x, x, x, x, x, x, x, x]"] +
@@ -505,8 +505,10 @@ RAW_MODEL_CASES += [
     ("fusion-unknown", "description: x\nonnx: net.onnx\nfusion: fastest\n", ["fusion", "fastest"]),
     ("reference-unknown-key", "description: x\nonnx: net.onnx\nreference: {kind: dory, dir: ., layout: hwc}\n",
      ["reference.layout", "unknown key"]),
-    ("input-unknown-key", "description: x\nonnx: net.onnx\ninput: {seed: 1, file: x.npy}\n",
-     ["input.file", "unknown key"]),
+    ("input-unknown-key", "description: x\nonnx: net.onnx\ninput: {seed: 1, path: x.npy}\n",
+     ["input.path", "unknown key"]),
+    ("input-file-missing", "description: x\nonnx: net.onnx\ninput: {file: x.npy}\n",
+     ["input.file", "file not found", "relative to the model YAML"]),
     ("quantization-unknown-key", "description: x\ngenerator: {arch: tiny, resolution: 8, classes: 2}\n"
      "quantization: {method: minmax}\n", ["quantization.method", "unknown key"]),
 ]

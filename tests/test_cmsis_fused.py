@@ -1,8 +1,10 @@
 """The CMSIS-NN fused kernels (kernels/cmsis_nn/fused.c: tsr_cmsis_dw_pw,
 tsr_cmsis_pw_dw, tsr_cmsis_pw_dw_rows) against the golden model's two layers run apart, bit for
 bit, on random tiles: any depthwise geometry CMSIS-NN takes (kernel 1..5,
-stride 1..2, padding below the kernel), both layers' CMSIS-NN
-requantizations drawn independently (per channel or per tensor), any block
+stride 1..2, padding below the kernel), both layers' requantizations drawn
+independently (per channel or per tensor; CMSIS-NN's half up, TFLite's two
+roundings or tessera's floor/additive forms, which fused.c runs on the
+library's cores instead of CMSIS-NN's API), any block
 size fd (rows for DW->PW and PW->DW row-wise, channels for PW->DW, so the
 PW->DW copy of a compact output block into its channels runs too). The
 row-wise PW->DW cases also run split into row bands as a fused step calls
@@ -27,9 +29,9 @@ from ctypes import POINTER, c_int, c_int8
 import numpy as np
 import pytest
 
-from cmsis_cases import _bias, _channels, _geometry, _requant, golden_requant, scratch_bytes
+from cmsis_cases import _bias, _channels, _geometry, _requant, _tflite_requant, golden_requant, scratch_bytes
 from test_cmsis_nn import _c_array, host_lib, run_harness  # noqa: F401
-from test_ref_kernels import ConvArgs, PlaneT, RequantT
+from test_ref_kernels import ROUNDING_C, ConvArgs, PlaneT, RequantT
 from tessera.golden import ops
 
 
@@ -65,13 +67,22 @@ def _layer(x, w, bias, g, off, rq, out_shape):
 ONE = dict(kh=1, kw=1, sh=1, sw=1, pad_t=0, pad_l=0, pad_b=0, pad_r=0)
 
 
+def _rq(rng, co, acc):
+    """A layer's requantization: CMSIS-NN's half of the time, else TFLite's
+    or tessera's floor/additive/divisor forms."""
+    form, acc_max = int(rng.integers(4)), int(np.abs(acc).max(initial=0))
+    if form == 2:
+        return _tflite_requant(rng, co, acc_max)
+    return _requant(rng, co, acc_max, cmsis=form != 3)
+
+
 def _dw(rng, x, g):
     C = x.shape[2]
     w = rng.integers(-128, 128, size=(C, g["kh"], g["kw"])).astype(np.int8)
     b, off = _bias(rng, C), int(rng.integers(-127, 129))
     acc = ops.depthwise(x, w.transpose(1, 2, 0), b, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]),
                         (g["pad_t"], g["pad_l"], g["pad_b"], g["pad_r"]))
-    rq = _requant(rng, C, int(np.abs(acc).max(initial=0)))
+    rq = _rq(rng, C, acc)
     return w, b, off, rq, golden_requant(acc, rq)
 
 
@@ -79,7 +90,7 @@ def _pw(rng, x, co):
     w = rng.integers(-128, 128, size=(co, x.shape[2])).astype(np.int8)
     b, off = _bias(rng, co), int(rng.integers(-127, 129))
     acc = ops.pointwise(x, w, b, off)
-    rq = _requant(rng, co, int(np.abs(acc).max(initial=0)))
+    rq = _rq(rng, co, acc)
     return w, b, off, rq, golden_requant(acc, rq)
 
 
@@ -182,9 +193,12 @@ class FusedArgs(ctypes.Structure):
 
 def _rq_struct(rq, keep):
     mul, shift = np.array(rq["mul"], np.int32), np.array(rq["shift"], np.int8)
-    keep += [mul, shift]
-    return RequantT(mul.ctypes.data_as(POINTER(ctypes.c_int32)), None, shift.ctypes.data_as(POINTER(c_int8)),
-                    rq["per_channel"], rq["zero_point"], rq["lo"], rq["hi"], 0, PlaneT(0, 0, 0), 0)
+    add = np.array(rq["add"], np.int32) if any(rq["add"]) else None
+    keep += [mul, shift, add]
+    return RequantT(mul.ctypes.data_as(POINTER(ctypes.c_int32)),
+                    add.ctypes.data_as(POINTER(ctypes.c_int32)) if add is not None else None,
+                    shift.ctypes.data_as(POINTER(c_int8)), rq["per_channel"], rq["zero_point"], rq["lo"], rq["hi"],
+                    ROUNDING_C[rq["rounding"]], PlaneT(0, 0, 0), rq.get("divisor", 0))
 
 
 def run_host(lib, case):
@@ -272,9 +286,14 @@ def harness_source(case_list):
             rq = layer["rq"]
             src.append(_c_array(p + "mul", np.array(rq["mul"], np.int32)))
             src.append(f"static const int8_t {p}shift[] = {{{', '.join(map(str, rq['shift']))}}};")
-            body.append(f"    static const tsr_requant_t {part}_rq = {{.mul = {p}mul, .shift = {p}shift, "
+            add = "NULL"
+            if any(rq["add"]):
+                src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
+                add = p + "add"
+            body.append(f"    static const tsr_requant_t {part}_rq = {{.mul = {p}mul, .add = {add}, .shift = {p}shift, "
                         f".per_channel = {rq['per_channel']}, .zero_point = {rq['zero_point']}, .lo = {rq['lo']}, "
-                        f".hi = {rq['hi']}}};")
+                        f".hi = {rq['hi']}, .rounding = {ROUNDING_C[rq['rounding']]}, "
+                        f".divisor = {rq.get('divisor', 0)}}};")
             body.append(f"    a.{part}.rq = &{part}_rq;")
             body += [f"    a.{part}.{k} = {v};" for k, v in layer["fields"].items()]
         src.append(_c_array(f"c{i}_want", c.expected.reshape(-1)))

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cmsis_cases import KIND, OPS, cases
-from test_ref_kernels import AddArgs, ConvArgs, PlaneT, PoolArgs, RequantT
+from cmsis_cases import KIND, OPS, PROBED, cases, probes
+from test_ref_kernels import ROUNDING_C, AddArgs, ConvArgs, PlaneT, PoolArgs, RequantT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "kernels")
@@ -84,7 +84,7 @@ def host_lib(tmp_path_factory):
     assert res.returncode == 0, res.stderr
     lib = ctypes.CDLL(str(so))
     for op in OPS:
-        fn = getattr(lib, "tsr_cmsis_" + op)
+        fn = getattr(lib, "tsr_cmsis_" + ("add" if op == "add_tfl" else op))
         fn.argtypes = [ctypes.c_void_p, c_int, c_int]
         fn.restype = None
     return lib
@@ -113,7 +113,7 @@ def run_host(lib, case):
         keep += [mul, shift, add]
         rq = RequantT(_ptr(mul, c_int32), _ptr(add, c_int32), _ptr(shift, c_int8), case.rq["per_channel"],
                       case.rq["zero_point"], case.rq["lo"], case.rq["hi"],
-                      0 if case.rq["rounding"] == "half_up" else 1, PlaneT(0, 0, 0), case.rq.get("divisor", 0))
+                      ROUNDING_C[case.rq["rounding"]], PlaneT(0, 0, 0), case.rq.get("divisor", 0))
     out = np.full(case.expected.size, 0x5A, dtype=np.int8)
     scratch = np.full(max(case.scratch, 1), 0xA5 - 256, dtype=np.int8)
     f = case.fields
@@ -124,20 +124,22 @@ def run_host(lib, case):
                         f["pad_b"], f["pad_r"], f["input_offset"], rq_p)
     elif KIND[case.op] == "add":
         args = AddArgs(_ptr(arr("a", np.int8), c_int8), _ptr(arr("b", np.int8), c_int8),
-                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]), rq=rq_p)
+                       out.ctypes.data, f["n"], (c_int32 * 2)(*f["in_mul"]), (c_int32 * 2)(*f["in_offset"]),
+                       (c_int32 * 2)(*f.get("in_shift", [0, 0])), rq=rq_p)
     else:
         args = ConvArgs(_ptr(arr("in", np.int8), c_int8), f["in_h"], f["in_w"], f["in_c"],
                         _ptr(arr("weights", np.int8), c_int8), _ptr(arr("bias", np.int32), c_int32),
                         out.ctypes.data, f["out_h"], f["out_w"], f["out_c"], f["kh"], f["kw"], f["sh"], f["sw"],
                         f["pad_t"], f["pad_l"], f["pad_b"], f["pad_r"], f["input_offset"], rq_p,
                         _ptr(scratch, c_int8) if case.scratch else None, case.scratch)
+        args.weight_offset = f.get("weight_offset", 0)
     getattr(lib, case.fn)(ctypes.byref(args), 0, 1)
     return out.reshape(case.expected.shape)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_kernel_matches_golden_on_host(host_lib, op):
-    for i, case in enumerate(cases(op, 300, seed=1)):
+    for i, case in enumerate(cases(op, 300, seed=1) + (probes(op, 100, seed=1) if op in PROBED else [])):
         got = run_host(host_lib, case)
         if not np.array_equal(got, case.expected):
             bad = np.argwhere(got != case.expected)[0]
@@ -193,7 +195,7 @@ def harness_source(case_list):
                 src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
             body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
                         f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
-                        f"{0 if rq['rounding'] == 'half_up' else 1}, {{0, 0, 0}}, {rq.get('divisor', 0)}}};")
+                        f"{ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, {rq.get('divisor', 0)}, NULL, NULL, 0}};")
         kind = KIND[c.op]
         body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
         for name in c.arrays:
@@ -288,7 +290,7 @@ def run_harness(case_list, target_name, tmp, checkout=None, source=None):
 @pytest.mark.qemu
 @pytest.mark.parametrize("target_name", ["stm32h7", "stm32f4"])
 def test_kernels_match_golden_under_qemu(target_name, tmp_path):
-    case_list = [c for op in OPS for c in cases(op, 25, seed=2)]
+    case_list = [c for op in OPS for c in cases(op, 25, seed=2) + (probes(op, 10, seed=2) if op in PROBED else [])]
     results = run_harness(case_list, target_name, tmp_path)
     assert len(results) == len(case_list)
     bad = [line for _, ok, _, _, line in results.values() if not ok]

@@ -270,7 +270,7 @@ def test_a_card_too_small_for_the_weights_is_one_line(tight):
     path = tight["dir"] / "sd_tiny_card.yaml"
     path.write_text(yaml.safe_dump(t, sort_keys=False))
     line = one_error(scons(f"target={path}", f"model={tight['dir'] / 'tiny_ooc.yaml'}", out=str(tight["out"])))
-    assert "sd:" in line and "do not fit its 1024 bytes" in line and "memory.sd.size" in line, line
+    assert "sd:" in line and "do not fit its 1,024 B" in line and "memory.sd.size" in line, line
 
 
 # ---- the firmware executes the scheduler's program --------------------------------

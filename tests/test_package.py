@@ -71,7 +71,7 @@ def test_the_wheel_holds_the_library_the_glue_and_the_data(pkg):
 
 
 def test_the_command_and_its_help(pkg):
-    for args in ([], ["build"], ["list"], ["diff"]):
+    for args in ([], ["build"], ["list"], ["diff"], ["sweep"]):
         out = sh([pkg.tessera, *args, "--help"]).stdout
         assert out.startswith("usage: tessera"), out
     assert "build" in sh([pkg.tessera, "--help"]).stdout and "diff" in sh([pkg.tessera, "--help"]).stdout

@@ -59,16 +59,29 @@ def test_a_wrong_fusion_choice_is_one_line():
     assert mcfg["fusion"] == "none" and mcfg["fusion_cost"] == "model"
 
 
-def test_the_fit_hint_names_bigger_targets_external_memory_first():
+def test_the_fit_hint_names_targets_that_hold_the_weights_external_memory_first():
     f4 = target("stm32f4")
     others = model.bundled_targets(ROOT)
-    hint = model.fit_hint(f4, others)
     flash = f4["memory"]["flash"]
     room = flash["size"] - sum(flash["reserved"].values())    # what the code around the weights leaves
-    assert hint.startswith(f"at most {room / 1e6:.2f} MB of weights fit stm32f4's flash")
-    bigger = hint.split("more room for weights: ")[1].split(", ")
-    kinds = [b.rsplit(" ", 1)[1].rstrip(")") for b in bigger]
-    # every external level before any flash or SRAM
+    for graph in (dw_pw_graph(), None):
+        hint = model.fit_hint(f4, others, graph)
+        assert hint.startswith(f"at most {room:,} B of weights fit stm32f4's flash")
+    # a network with a 1.2 MB linear layer: only targets with room for it, external levels first
+    big = dw_pw_graph()
+    for layer in big.layers:
+        layer.weights = None
+    from tessera.ir import Layer, Tensor
+    big.tensors["fc_out"] = Tensor("fc_out", [1, 1, 600])
+    big.layers.append(Layer("fc", "linear", [big.layers[-1].output], "fc_out", input_offset=0, weights="fc.w",
+                            bias=None, requant=big.layers[-1].requant))
+    hint = model.fit_hint(f4, others, big)
+    need = int(hint.split("that holds these ")[1].split(" B")[0].replace(",", ""))
+    assert need > room
+    named = hint.split("that holds")[1].split(": ", 1)[1].rstrip(")").split("), ")
+    sizes = [int(n.split(": ")[1].split(" B")[0].replace(",", "")) for n in named]
+    kinds = [n.rsplit(" ", 1)[1].rstrip(")") for n in named]
+    assert all(s >= need for s in sizes) and "stm32h7" in hint and "stm32f4 " not in hint
     assert kinds == sorted(kinds, key=lambda k: k != "external") and kinds[0] == "external"
 
 

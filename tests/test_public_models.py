@@ -31,8 +31,6 @@ FILES = {f["name"]: f for f in public_models.files()}
 
 # what cannot be taken yet: the one line's words (file, operator, what to do)
 REFUSED = {
-    "trained_lstm_int8": ["operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM)", "unroll the LSTM"],
-    "keras_lstm_mnist_ptq": ["operator 1 (UNIDIRECTIONAL_SEQUENCE_LSTM)", "unroll the LSTM"],
     "keyword_scrambled_8bit": ["operator 1 (SVDF)", "is not lowered"],
     "deeplabv3_mnv2_dm05_pascal_quant": ["operator 64 (RESIZE_BILINEAR)", "uint8 bilinear resize",
                                          "int8 RESIZE_BILINEAR"],
@@ -47,8 +45,10 @@ HOST = ("mnist_model_quant",            # uint8 I/O around an int8 body
         "yolo_person_detect",           # LEAKY_RELU tables, RESIZE_NEAREST_NEIGHBOR, two outputs
         "qlinearconv_model",            # ONNX parameter inputs, uint8 weights with a zero point
         "person_detect")                # a repaired quantized_dimension
-QEMU = {"stm32h7": ("mnist_model_quant", "split_concat", "ds_cnn_s_quantized"),
-        "gap8": ("mnist_model_quant", "split_concat", "yolo_person_detect")}
+QEMU = {"stm32h7": ("mnist_model_quant", "split_concat", "ds_cnn_s_quantized",
+                    "mobilenet_v1_0_25_128_quant"),    # uint8 weights on the DSP kernels
+        "gap8": ("mnist_model_quant", "split_concat", "yolo_person_detect",
+                 "visual_wake_quant")}                 # a 640-channel ADD's tables as weights in L3
 TOOLS = {"stm32h7": ("arm-none-eabi-gcc", "qemu-system-arm"), "gap8": ("riscv64-unknown-elf-gcc", "qemu-system-riscv32")}
 
 
@@ -80,7 +80,7 @@ def test_golden_model_equals_its_runtime(name, tmp_path):
         graph, weights = import_tflite(f["path"], name)
         inputs = golden.random_input(graph, 0)
         values = golden.run(graph, weights, inputs)
-        result = tflitecheck.compare(f["path"], graph, values, inputs)
+        result = tflitecheck.compare(f["path"], graph, values, inputs, weights)
         assert result["equal"] and result["tensors"] > 1, [r for r in result["compared"] if not r["equal"]][:1]
     else:
         import onnx
@@ -94,6 +94,17 @@ def test_golden_model_equals_its_runtime(name, tmp_path):
         src = for_ort_check(onnx.load(f["path"]), f["path"], None, model.get("constants"))
         rows = compare(src, graph, weights, inputs)
         assert rows and max(r["max_diff"] for r in rows) <= 1
+
+
+def test_parameter_files_are_inputs_of_the_model_stage(tmp_path):
+    """ONNX's QLinearConv test reads its scales and zero points from
+    TensorProto files (`constants:`): a build outside SCons (CMake) must
+    regenerate when one of them changes, so the model stage lists them."""
+    from tessera.config.model import load_model
+    from tessera.model.prepare import source_files
+    model = load_model(model_yaml(tmp_path, "qlinearconv_model"), "qlinearconv_model")
+    files = source_files(model)
+    assert model["constants"] and all(os.path.isfile(f) and f in files for f in model["constants"].values())
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -133,7 +144,10 @@ def test_firmware_under_qemu(target, name, tmp_path):
     missing = [t for t in TOOLS[target] if shutil.which(t) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
-    _passes(tmp_path, target, name)
+    rep = _passes(tmp_path, target, name)
+    if name == "mobilenet_v1_0_25_128_quant":
+        convs = [layer["kernel"] for layer in rep["layers"] if layer["op"] in ("conv2d", "pointwise", "depthwise")]
+        assert all(k.startswith("tsr_cmsis_") for k in convs), convs
 
 
 def test_person_detect_tells_person_from_no_person():

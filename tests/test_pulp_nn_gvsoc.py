@@ -37,8 +37,10 @@ def requant(rng, kind, channels, acc):
     or more (the 32-bit path), clamped at the zero point (a ReLU); `net`:
     the same with zero point -128 and the whole int8 range (the bundled
     networks' layers: ReLU in the zero point); `low`: shifts below 33;
-    `floor`: floor rounding with an additive term (NEMO's); None: int32
-    outputs."""
+    `floor`: floor rounding with an additive term (NEMO's); `leaky`:
+    `net` with its own multiplier and shift for a negative accumulator (a
+    LeakyRelu folded into the layer: the general requantization); None:
+    int32 outputs."""
     if kind is None:
         return None
     top = int(np.abs(acc).max()) or 1
@@ -52,6 +54,9 @@ def requant(rng, kind, channels, acc):
     zp = int(rng.integers(-128, 0))
     if kind == "net":
         return Rq(mul.tolist(), None, shift, 1, -128, -128, 127, "half_up")
+    if kind == "leaky":
+        # slope about 1/8: the negative side's multiplier, three more bits of shift
+        return Rq(mul.tolist(), None, shift, 1, -20, -128, 127, "half_up", neg=(int(mul[0]), shift[0] + 3))
     if kind == "floor":
         return Rq(mul.tolist(), rng.integers(-2**20, 2**20, size=channels).tolist(), shift, 1, zp, -128, 127,
                   "floor")
@@ -143,6 +148,12 @@ CASES = [
     case("pointwise", 13, (2, 4, 8, 8), 128, "net", 3, fold=True),
     case("pointwise", 14, (3, 3, 16, 6), 128, "net", 8, fold=True),
     case("pointwise", 15, (3, 3, 12, 8), 128, "net", 8),
+    # a LeakyRelu folded (a negative accumulator's own multiplier): the
+    # general requantization on every op's Xpulp entry
+    case("pointwise", 16, (3, 5, 16, 12), 128, "leaky", 8, fold=True),
+    case("conv2d", 17, (6, 7, 4, 8), 128, "leaky", 8, S1),
+    case("depthwise", 18, (8, 8, 8), 128, "leaky", 8, S1),
+    case("linear", 19, (1, 1, 64, 24), 128, "leaky", 8, fold=True),
     # conv2d through im2col: padding, stride 2, patches of 36 and 27 bytes
     case("conv2d", 20, (6, 7, 4, 8), 128, "std", 8, S1),
     case("conv2d", 21, (7, 7, 4, 6), 128, "std", 8, S2),
@@ -175,10 +186,23 @@ CASES = [
     case("depthwise", 39, (5, 1, 12), 0, "std", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))),
     # the plane's loops with the networks' requantization: pairs of
     # outputs (stride 1, even width), an odd width (one output a turn, the
-    # rows' last byte gathered apart), stride 2
+    # rows' last byte gathered apart), stride 2 (pairs of rows, words
+    # gathered on aligned rows with 2 or 3 bytes left in a row; an odd row
+    # count leaves a last row)
     case("depthwise", 60, (8, 8, 8), 128, "net", 8, S1),
     case("depthwise", 61, (7, 9, 5), 128, "net", 8, S1),
     case("depthwise", 62, (9, 10, 7), 128, "net", 3, S2),
+    case("depthwise", 63, (11, 7, 6), 128, "net", 8, S2),
+    # an odd stride-1 width without left padding (a tile inside the map:
+    # aligned rows, one byte left per row; pairs and a last output per row),
+    # stride 2 with one byte left per row
+    case("depthwise", 64, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 65, (8, 9, 8), 128, "net", 8, S2),
+    case("depthwise", 66, (9, 8, 6), 128, "net", 8, S2),
+    # each plane loop with and without aligned rows: an even stride-1 width
+    # without left padding, stride 2 with it
+    case("depthwise", 67, (8, 10, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 68, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1))),
     case("depthwise", 45, (8, 9, 8), 128, "std", 8, S1, lean=True),
     case("depthwise", 46, (8, 9, 8), 128, "std", 8, S1, ring=True),
     case("depthwise", 47, (9, 10, 7), 3, "std", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(0, 1, 1, 0)), ring=True),
@@ -288,9 +312,13 @@ def firmware_source(cases, perf=False):
             if r.add is not None:
                 out.append(c_array(f"a{i}", "int32_t", r.add))
                 add = f"a{i}"
-            out.append(f"static const tsr_requant_t rq{i} = {{.mul = m{i}, .add = {add}, .shift = s{i}, "
-                       f".per_channel = 1, .zero_point = {r.zero_point}, .lo = {r.lo}, .hi = {r.hi}, "
-                       f".rounding = {ROUNDING_C[r.rounding]}, .divisor = {r.divisor}}};\n")
+            neg = "0, 0"
+            if r.neg:
+                out.append(c_array(f"nm{i}", "int32_t", [r.neg[0]]))
+                out.append(c_array(f"ns{i}", "int8_t", [r.neg[1]]))
+                neg = f"nm{i}, ns{i}"
+            out.append(f"static const tsr_requant_t rq{i} = {{m{i}, {add}, s{i}, 1, {r.zero_point}, {r.lo}, "
+                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}, {neg}, 0}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
         eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])

@@ -219,10 +219,12 @@ class Rq:
     """A requantization both as the golden model's Requant and as the C
     struct (arrays kept alive here)."""
 
-    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding, divisor=None):
+    def __init__(self, mul, add, shift, per_channel, zero_point, lo, hi, rounding, divisor=None, neg=None):
         self.golden = Requant(mul=list(mul), add=list(add) if add is not None else [0],
                               shift=list(shift), rounding=rounding,
-                              zero_point=zero_point, lo=lo, hi=hi, divisor=divisor)
+                              zero_point=zero_point, lo=lo, hi=hi, divisor=divisor,
+                              neg_mul=[neg[0]] if neg else None, neg_shift=[neg[1]] if neg else None)
+        self.neg = neg   # (multiplier, shift) of a negative accumulator (a LeakyRelu folded), or None
         self.divisor = divisor or 0
         self.mul = np.array(mul, dtype=np.int32)
         self.add = np.array(add, dtype=np.int32) if add is not None else None

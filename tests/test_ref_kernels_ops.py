@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, RequantT, arrays, conv_builder, draw_bias,  # noqa: F401
+from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, Case, RequantT, Rq, arrays, conv_builder, draw_bias,  # noqa: F401
                               draw_rq, finish, header_layout, int8s, lib, ptr, requants, run_case, share_rows,
                               share_pixels, share_flat)
 from tessera.frontend.tables import lut_table, prelu_tables, resize_table, softmax_params
@@ -252,8 +252,14 @@ def concat_cases(draw):
     xs = [x0] + [int8s(rng, s) for s in shapes[1:]]
     offs = [draw(OFFSETS) for _ in range(n)]
     muls = [draw(st.integers(0, 2**20)) for _ in range(n)]
+    copy = draw(st.booleans())
+    if copy:
+        # inputs that share the output's quantization (TFLite's): a copy
+        offs, muls = [0] * n, [1] * n
     acc = ops.concat(xs, muls, offs, axis)
     rq = draw(requants(1, int(np.abs(acc).max(initial=0)), per_channel=False))
+    if copy:
+        rq = Rq([1], None, [0], 0, 0, -128, 127, draw(st.sampled_from(["half_up", "floor"])))
     expected = ops.requantize(acc, rq.golden).astype(np.int8)
     outer = int(np.prod(base[:axis]))
     inner = [int(np.prod(s[axis:])) for s in shapes]

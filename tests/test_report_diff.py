@@ -41,13 +41,13 @@ def test_l1_change_shows_in_the_diff(tmp_path):
     for x, y in zip(a["layers"], b["layers"]):
         row = lines[x["name"]]
         if x["name"] in changed:
-            assert f"{x['n_tiles']} -> {y['n_tiles']}" in row
-            assert f"{x['l1_bytes']} -> {y['l1_bytes']}" in row
+            assert f"{x['n_tiles']:,} -> {y['n_tiles']:,}" in row
+            assert f"{x['l1_bytes']:,} -> {y['l1_bytes']:,}" in row
             assert f"{y['tile']['h']}x{y['tile']['w']}x{y['tile']['c']}" in row
         elif all(x.get(k) == y.get(k) for k in ("n_tiles", "l1_bytes", "dma_bytes")):
             assert "->" not in row
     peak = (a["memory"]["L1"]["peak"], b["memory"]["L1"]["peak"])
-    assert f"L1 peak: {peak[0]} -> {peak[1]}" in res.stdout
+    assert f"L1 peak: {peak[0]:,} -> {peak[1]:,}" in res.stdout
     text = html.read_text()
     differ = [x["name"] for x, y in zip(a["layers"], b["layers"])
               if any(x.get(k) != y.get(k) for k in ("tiled", "tile", "n_tiles", "l1_bytes", "dma_bytes"))]

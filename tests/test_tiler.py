@@ -94,16 +94,34 @@ def test_unfit_layer_raises_fit_error_with_bytes():
     # in 3x3x512, out 1 (4 aligned), weights 9*512, params 9 (12 aligned),
     # double buffered, plus im2col 2 pixels x 3x3x512 x 8 cores
     need = 2 * (3 * 3 * 512 + 4 + 9 * 512 + 12) + 2 * 8 * 9 * 512
+    # 60 bytes do not hold even one input channel's step (84): the error names
+    # the unsplit tile's bytes
     with pytest.raises(FitError) as e:
-        solve_layer(lay, target(20000))
+        solve_layer(lay, target(60))
     msg = str(e.value)
     assert msg.startswith("layer conv_big:")
-    assert f"needs {need} bytes of L1 but only 20000 are available" in msg
+    assert f"needs {need} bytes of L1 but only 60 are available" in msg
     assert "512 input channels" in msg and "L1" in e.value.fix
     assert "\n" not in msg
     # exactly the bytes needed fit, with the smallest tile
     r = solve_layer(lay, target(need))
     assert r["tile"] == {"h": 1, "w": 1, "c": 1} and r["l1_bytes"]["total"] == need
+
+
+def test_split_reduction_when_one_output_does_not_fit():
+    """An output whose reduction does not fit is computed in chunks of
+    input channels, its int32 partial sums counted once; a layer that fits
+    unsplit is never split."""
+    lay = layer("conv_big", "conv2d", [8, 8, 512], [8, 8, 64], (3, 3), (1, 1), (1, 1, 1, 1))
+    r = solve_layer(lay, target(20000))
+    k, n = r["split"]["k"], r["split"]["n"]
+    assert 1 <= k < 512 and n == -(-512 // k) and r["l1_bytes"]["total"] <= 20000
+    t = r["tile"]
+    assert r["l1_bytes"]["acc"] == 4 * t["h"] * t["w"] * t["c"]
+    fc = layer("fc", "linear", [1, 1, 4096], [1, 1, 16])
+    r = solve_layer(fc, target(16000))
+    assert r["split"]["n"] >= 2 and r["l1_bytes"]["total"] <= 16000
+    assert "split" not in solve_layer(fc, target(400000))
 
 
 def test_deterministic_in_process_and_across_processes():

@@ -187,17 +187,27 @@ def check_tiling(layer, target, r, scratch, align=4):
     # tile, `buffering` copies, each buffer aligned as the allocator packs it
     buf = target["buffering"] if r["tiled"] else 1
     assert r["buffering"] == buf and r["n_inputs"] == layer["n_inputs"]
-    in_b = max(t["ih"] * t["iw"] * t["ic"] for t in tl) * layer["in_bytes"]
+    # a split reduction: each step reads a chunk of kc input channels (and
+    # their weights), the tile's int32 sums stay in L1, no scratch
+    kc = r["split"]["k"] if "split" in r else None
+    if kc is not None:
+        assert layer["op"] in ("conv2d", "pointwise", "linear") and 1 <= kc < C
+        assert r["split"]["n"] == -(-C // kc)
+        scratch = 0
+    in_b = max(t["ih"] * t["iw"] * (kc or t["ic"]) for t in tl) * layer["in_bytes"]
     out_b = max(t["oh"] * t["ow"] * t["oc"] for t in tl) * layer["out_bytes"]
     oc = max(t["oc"] for t in tl)
     w_b, p_b = oc * layer["w_bytes_per_cout"], oc * layer["param_bytes_per_cout"]
+    if kc is not None:
+        w_b = w_b // C * kc
+    acc = 4 * max(t["oh"] * t["ow"] * t["oc"] for t in tl) if kc else 0
     total = (buf * (layer["n_inputs"] * A(in_b, align) + A(out_b, align) + A(w_b, align)
-                    + A(p_b, align)) + A(scratch, align))
+                    + A(p_b, align)) + A(scratch, align) + A(acc, align))
     assert total <= target["l1_budget"]
-    assert r["l1_bytes"] == {"in": in_b, "out": out_b, "weights": w_b,
-                             "params": p_b, "scratch": scratch, "total": total}
+    assert r["l1_bytes"] == dict({"in": in_b, "out": out_b, "weights": w_b, "params": p_b,
+                                  "scratch": scratch, "total": total}, **({"acc": acc} if kc else {}))
     assert r["in_tile"] == {"h": max(t["ih"] for t in tl), "w": max(t["iw"] for t in tl),
-                            "c": max(t["ic"] for t in tl)}
+                            "c": kc or max(t["ic"] for t in tl)}
     return tl
 
 
@@ -232,6 +242,9 @@ def _oracle_case(layer, cores, budget, kernels):
     target = {"l1_budget": budget, "cores": cores, "buffering": 2, "kernels": kernels}
     spec = library.op_spec(kernels, layer["op"])
     best = enumerator.best_tile(layer, target, spec)
+    if best is None and layer["op"] in ("conv2d", "pointwise", "linear") and layer["in"][2] > 1:
+        # nothing fits unsplit: the best with the reduction in chunks
+        best = enumerator.best_tile(layer, target, spec, split=True)
     try:
         r = solve_layer(layer, target)
     except FitError:
@@ -241,6 +254,9 @@ def _oracle_case(layer, cores, budget, kernels):
         return r
     assert r["optimal"]
     assert best is not None
+    assert ("split" in r) == ("tile_k" in best), "split only when the unsplit tiling cannot fit"
+    if "split" in r:
+        assert r["split"]["k"] == best["tile_k"]
     assert r["objective"] == best["objective"]
     # the tie-break makes the optimum unique, so the tile itself must match
     assert (r["tile"]["h"], r["tile"]["w"], r["tile"]["c"]) == best["tile"]

@@ -195,6 +195,29 @@ def _write(file, tcfg, tname, coefs, cmd):
         f.write(head + yaml.safe_dump(coefs, sort_keys=True))
 
 
+def refit_recurrent(target, tname, tcfg, bench, file):
+    """The op lstm's coefficients from the recurrent sweeps (one TFLite
+    LSTM each, cost.sweeps.RECURRENT) built on target, the file's other
+    coefficients kept (they price the layers' DMA)."""
+    coefs = model.load(file)
+    if coefs is None:
+        sys.exit(f"{os.path.relpath(file, ROOT)}: no coefficients yet; fit the layers first "
+                 f"(tools/fit_cost_model.py {tname})")
+    models_dir = os.path.join(bench, "models")
+    samples, names = [], sorted(sweeps.RECURRENT)
+    for name in names:
+        print(f"  recurrent sweep {name} on {target}", file=sys.stderr, flush=True)
+        _scons(target, sweeps.write_recurrent(name, models_dir), bench)
+        rep = report_of(bench, tname, name, False)
+        samples += [(f, m) for op, f, m in samples_of(rep, os.path.join(bench, tname, name), tcfg) if op == "lstm"]
+    coefs["ops"]["lstm"] = fit.fit_op(samples, model.for_target(coefs, tcfg))
+    coefs["fitted_on"]["recurrent_sweeps"] = names
+    with open(file) as f:       # the header names the command that fitted the layers: kept
+        cmd = f.read().splitlines()[1].removeprefix("# ").removesuffix("; do not edit.")
+    _write(file, tcfg, tname, coefs, cmd)
+    print(f"{os.path.relpath(file, ROOT)}: the recurrent step refitted on {len(samples)} layers of {', '.join(names)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("target")
@@ -207,6 +230,8 @@ def main():
                     help="refit only the fused steps (fused sweeps), keeping the file's layer coefficients")
     ap.add_argument("--ops", nargs="*", default=[],
                     help="fit only these ops' compute coefficients on --models, keeping the rest of the file")
+    ap.add_argument("--recurrent-only", action="store_true",
+                    help="refit only the recurrent step (op lstm, the recurrent sweeps), keeping the rest")
     args = ap.parse_args()
     tname, tpath = config.resolve("target", args.target, ROOT)
     tcfg = config.load_target(tpath, tname)
@@ -232,6 +257,9 @@ def main():
         return
     if args.ops:
         fit_ops_only(args, tcfg, tname, file)
+        return
+    if args.recurrent_only:
+        refit_recurrent(args.target, tname, tcfg, bench, file)
         return
     samples, sources, paths, dma_samples = [], {}, set(), []
 

@@ -64,6 +64,7 @@ TFLITE = {
     "TANH": "lut (the interpreter's float table)",
     "TILE": "data movement (a nearest upsampling's rows and columns)",
     "TRANSPOSE": "data movement: transpose, folded into a mean or a fully connected layer where exact",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "lstm: TFLite's integer step (int16 cell; no input gate, peephole, projection, clips)",
     "UNPACK": "data movement",
 }
 
@@ -77,16 +78,18 @@ ONNX = {
     "Concat": "concat (channel first, or a head's [1, N, k] as it is)",
     "Conv": "conv2d / depthwise / pointwise (1D and 2D, dilated; LeakyRelu folded)",
     "DequantizeLinear": "quantized values",
-    "Elu": "lut",
     "Div": "in an elementwise island (GELU's x / sqrt(2)): one table",
+    "Elu": "lut",
     "Erf": "in an elementwise island (GELU): one table",
     "Flatten": "a view",
+    "GRU": "lstm (cell onnx_gru: the states in fixed point, gemmlowp's 32-bit logistic and tanh)",
     "Gemm": "linear",
     "GlobalAveragePool": "avgpool",
     "GlobalMaxPool": "maxpool",
     "HardSigmoid": "lut",
     "HardSwish": "lut",
     "Identity": "a view",
+    "LSTM": "lstm (cell onnx_lstm: the states in fixed point, gemmlowp's 32-bit logistic and tanh)",
     "LayerNormalization": "layernorm over the last axis (integer, mode int)",
     "LeakyRelu": "lut, or folded into the Conv before it",
     "MatMul": "linear / pointwise on tokens (by a constant); matmul (of two activations: attention)",
@@ -143,8 +146,12 @@ def tables():
 
     tfl_all = sorted(k for k in vars(tflite.BuiltinOperator) if not k.startswith("_"))
     onnx_all = sorted({s.name for s in onnx.defs.get_all_schemas() if s.domain == ""})
+    from tessera.frontend.qdq import LUT_OPS
+
     tfl_yes, onnx_yes = tflite_supported(), onnx_supported()
-    missing = (tfl_yes - set(TFLITE)) | (onnx_yes - set(ONNX))
+    # a float function between DQ and Q (qdq.LUT_OPS) is a table unless said otherwise
+    onnx_text = dict({n: "lut" for n in LUT_OPS}, **ONNX)
+    missing = (tfl_yes - set(TFLITE)) | (onnx_yes - set(onnx_text))
     if missing:
         raise SystemExit(f"tools/operators_doc.py: no status text for {sorted(missing)}")
     lines = [BEGIN, "", f"### TFLite builtin operators ({len(tfl_yes & set(tfl_all))} of {len(tfl_all)})", "",
@@ -152,7 +159,7 @@ def tables():
     lines += [f"| {n} | {TFLITE[n] if n in tfl_yes else '-'} |" for n in tfl_all]
     lines += ["", f"### ONNX operators, default domain ({len(onnx_yes & set(onnx_all))} of {len(onnx_all)}; "
                   "in QDQ islands)", "", "| operator | tessera |", "|---|---|"]
-    lines += [f"| {n} | {ONNX[n] if n in onnx_yes else '-'} |" for n in onnx_all]
+    lines += [f"| {n} | {onnx_text[n] if n in onnx_yes else '-'} |" for n in onnx_all]
     lines += ["", "ONNX Runtime's QOperator ops (com.microsoft, and the QLinearConv/QLinearMatMul of the default "
                   "domain): " + ", ".join(qoperator_supported()) + "; float ops ONNX Runtime leaves between "
                   "DequantizeLinear and QuantizeLinear as in QDQ.", "", END]

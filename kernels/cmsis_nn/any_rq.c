@@ -1,12 +1,15 @@
 /*
- * Convolutions, depthwise, pointwise and fully connected layers on the DSP SIMD
- * instructions with tessera's whole requantization (tsr_requantize: floor
- * rounding, an additive term, Requant.divisor, int32 outputs), which
- * CMSIS-NN's API cannot express (its requantization rounds half up and has
- * no additive term): the layers of NEMO/DORY graphs. Written for tessera,
+ * Convolutions, depthwise, pointwise and fully connected layers with
+ * tessera's whole requantization (floor rounding, an additive term,
+ * Requant.divisor, int32 outputs), which CMSIS-NN's API cannot express (its
+ * requantization rounds half up and has no additive term): the layers of
+ * NEMO/DORY and Deeploy graphs. An int8 output runs on the library's cores
+ * (mm.c, dw.c) in the DORY form (TSR_RQ_K64; what does not fit it, e.g.
+ * Requant.divisor, per element there); int32 outputs, and calls without
+ * room for the cores' buffers, on the code below. Written for tessera,
  * outside arm/, so that they stay when ARM's CMSIS-NN replaces arm/.
  *
- Pointwise and fully connected layers read their inputs in place: four
+ * Below: pointwise and fully connected layers read their inputs in place: four
  * bytes of input and of a filter row make two smlad (sxtab16 adds the
  * input offset while sign-extending bytes 0 and 2, its ror8 form bytes 1
  * and 3; the filter goes through sxtb16 the same way, so lanes pair up).
@@ -18,6 +21,13 @@
  * as above. Two output channels share each column or
  * input word.
  *
+ * A weight offset (TF1-style asymmetric uint8 weights: acc = bias +
+ * sum (x + off) * (w + weight_offset)) is the same arithmetic plus
+ * weight_offset times the window's sum (x + off), which every output
+ * channel of the window shares: summed once per window (sum_off, or the
+ * column's as it is built); the depthwise takes w + weight_offset in its
+ * int16 lanes.
+ *
  * Only core 0 computes: Cortex-M targets have one core.
  */
 #include <stddef.h>
@@ -26,6 +36,21 @@
 #include "tessera/cmsis_nn.h"
 #include "tessera/window.h"
 #include "tsr_dsp.h"
+#include "tsr_glue.h"
+
+/* DORY's and Deeploy's requantization (floor or half up, an additive
+ * term), an int8 output: the library's cores (TSR_RQ_K64; what does not fit
+ * its fast form, e.g. Requant.divisor, per element there). Otherwise, or
+ * without room for the cores' buffers, the code below; so also a weight
+ * offset, a negative accumulator's own multiplier (a LeakyRelu folded) and
+ * an additive term in units of 2^add_shift (a bias wider than 32 bits),
+ * which the cores do not take. */
+static int k64(const tsr_conv_args_t *a)
+{
+    return a->rq && (a->rq->rounding == TSR_ROUND_HALF_UP || a->rq->rounding == TSR_ROUND_FLOOR) &&
+           !a->rq->elem.plane && !a->bias_elem.plane && a->dh <= 1 && a->dw <= 1 && !a->weight_offset &&
+           !a->rq->neg_mul && !a->rq->add_shift;
+}
 
 /* s0 += sum (x[i] + off) * w0[i], s1 the same with w1, over n elements */
 TSR_INLINE void dot2(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_t n, int32_t off,
@@ -47,6 +72,20 @@ TSR_INLINE void dot2(const int8_t *x, const int8_t *w0, const int8_t *w1, int32_
     }
     *s0 = a0;
     *s1 = a1;
+}
+
+/* sum (x[i] + off) over n elements (the weight offset's factor) */
+static int32_t sum_off(const int8_t *x, int32_t n, int32_t off)
+{
+    int32_t s = n * off, i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const uint32_t xv = tsr_ld32(x + i);
+        s = tsr_smlad(tsr_sxtb16(xv), 0x00010001, s);
+        s = tsr_smlad(tsr_sxtb16_ror8(xv), 0x00010001, s);
+    }
+    for (; i < n; i++)
+        s += x[i];
+    return s;
 }
 
 TSR_INLINE void store(const tsr_conv_args_t *a, size_t o, int32_t c, int32_t acc)
@@ -124,12 +163,13 @@ TSR_INLINE void dot2x2_col(const int32_t *col0, const int32_t *col1, const int8_
     s[3] = a11;
 }
 
-/* Output pixel p's window as a column (col_index order, 0 in the padding) */
-static void build_col(const tsr_conv_args_t *a, int32_t p, int16_t *col, int32_t n)
+/* Output pixel p's window as a column (col_index order, 0 in the padding);
+ * returns the weight offset's share: weight_offset * sum of the column */
+static int32_t build_col(const tsr_conv_args_t *a, int32_t p, int16_t *col, int32_t n)
 {
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const int32_t iy0 = p / a->out_w * a->sh - a->pad_t, ix0 = p % a->out_w * a->sw - a->pad_l;
-    int32_t k = 0;
+    int32_t k = 0, sum = 0;
     for (int32_t ky = 0; ky < kh; ky++) {
         const int32_t iy = iy0 + ky;
         for (int32_t kx = 0; kx < kw; kx++) {
@@ -141,9 +181,12 @@ static void build_col(const tsr_conv_args_t *a, int32_t p, int16_t *col, int32_t
                 const int8_t *x = a->in + ((size_t)iy * a->in_w + ix) * in_c;
                 for (int32_t ci = 0; ci < in_c; ci++, k++)
                     col[col_index(k, n)] = (int16_t)(x[ci] + off);
+                if (a->weight_offset)
+                    sum += sum_off(x, in_c, off);
             }
         }
     }
+    return a->weight_offset * sum;
 }
 
 /* Pixels two at a time (two columns, `pair`) in raster order, or one */
@@ -153,11 +196,10 @@ static void conv_col(const tsr_conv_args_t *a, int16_t *col0, int16_t *col1)
     int32_t p = 0;
     for (; col1 && p + 1 < pixels; p += 2) {
         const size_t o0 = (size_t)p * a->out_c, o1 = o0 + a->out_c;
-        build_col(a, p, col0, n);
-        build_col(a, p + 1, col1, n);
+        const int32_t t0 = build_col(a, p, col0, n), t1 = build_col(a, p + 1, col1, n);
         for (int32_t c = 0; c < a->out_c; c += 2) {
             const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
-            int32_t s[4] = {bias(a, c), bias(a, c), bias(a, c1), bias(a, c1)};
+            int32_t s[4] = {bias(a, c) + t0, bias(a, c) + t1, bias(a, c1) + t0, bias(a, c1) + t1};
             dot2x2_col((const int32_t *)(void *)col0, (const int32_t *)(void *)col1, a->weights + (size_t)c * n,
                        a->weights + (size_t)c1 * n, n, s);
             store(a, o0, c, s[0]);
@@ -170,10 +212,10 @@ static void conv_col(const tsr_conv_args_t *a, int16_t *col0, int16_t *col1)
     }
     for (; p < pixels; p++) {
         const size_t o = (size_t)p * a->out_c;
-        build_col(a, p, col0, n);
+        const int32_t t = build_col(a, p, col0, n);
         for (int32_t c = 0; c < a->out_c; c += 2) {
             const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
-            int32_t s0 = bias(a, c), s1 = bias(a, c1);
+            int32_t s0 = bias(a, c) + t, s1 = bias(a, c1) + t;
             dot2_col((const int32_t *)(void *)col0, a->weights + (size_t)c * n, a->weights + (size_t)c1 * n, n,
                      &s0, &s1);
             store(a, o, c, s0);
@@ -188,7 +230,7 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores)
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const size_t filter = (size_t)kh * kw * in_c;
     (void)ncores;
-    if (core != 0)
+    if (core != 0 || (k64(a) && tsr_glue_conv(a, TSR_RQ_K64)))
         return;
     /* Columns pay where window rows are short runs (a first layer's one
      * channel: in place, each run ends in a scalar tail) or enough channel
@@ -216,9 +258,15 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores)
             tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
             /* the columns kx0..kx1 of a window row are one run of (kx1 - kx0) * in_c */
             const int32_t run = (kx1 - kx0) * in_c;
+            int32_t t = 0;
+            if (a->weight_offset) {
+                for (int32_t ky = ky0; ky < ky1; ky++)
+                    t += sum_off(a->in + ((size_t)(iy0 + ky) * a->in_w + (ix0 + kx0)) * in_c, run, off);
+                t *= a->weight_offset;
+            }
             for (int32_t c = 0; c < a->out_c; c += 2) {
                 const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
-                int32_t s0 = bias(a, c), s1 = bias(a, c1);
+                int32_t s0 = bias(a, c) + t, s1 = bias(a, c1) + t;
                 for (int32_t ky = ky0; ky < ky1; ky++) {
                     const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + (ix0 + kx0)) * in_c;
                     const size_t wo = ((size_t)ky * kw + kx0) * in_c;
@@ -239,9 +287,10 @@ static void rows(const tsr_conv_args_t *a, int32_t pixels, int32_t k)
     for (int32_t p = 0; p < pixels; p++) {
         const int8_t *x = a->in + (size_t)p * k;
         const size_t o = (size_t)p * a->out_c;
+        const int32_t t = a->weight_offset ? a->weight_offset * sum_off(x, k, a->input_offset) : 0;
         for (int32_t c = 0; c < a->out_c; c += 2) {
             const int32_t c1 = c + 1 < a->out_c ? c + 1 : c;
-            int32_t s0 = bias(a, c), s1 = bias(a, c1);
+            int32_t s0 = bias(a, c) + t, s1 = bias(a, c1) + t;
             dot2(x, a->weights + (size_t)c * k, a->weights + (size_t)c1 * k, k, a->input_offset, &s0, &s1);
             store(a, o, c, s0);
             if (c1 != c)
@@ -253,15 +302,23 @@ static void rows(const tsr_conv_args_t *a, int32_t pixels, int32_t k)
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
-    if (core == 0)
+    if (core == 0 && !(k64(a) && tsr_glue_conv(a, TSR_RQ_K64)))
         rows(a, a->out_h * a->out_w, a->in_c);
 }
 
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
-    if (core == 0)
-        rows(a, 1, a->in_h * a->in_w * a->in_c);
+    if (core != 0)
+        return;
+    if (k64(a)) {
+        int32_t bytes;
+        int32_t *buf = tsr_glue_buf(a, &bytes);
+        const tsr_mm_t m = tsr_glue_mm(a, a->in_h * a->in_w * a->in_c);
+        tsr_mm_fc(&m, a->in, a->input_offset, (int8_t *)a->out, buf, bytes, TSR_RQ_K64);
+        return;
+    }
+    rows(a, 1, a->in_h * a->in_w * a->in_c);
 }
 
 /* two int16 lanes in a word, lo in the bottom half */
@@ -278,10 +335,10 @@ TSR_INLINE int32_t lanes16(int32_t lo, int32_t hi)
 void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
 {
     const int32_t C = a->out_c, kh = a->kh, kw = a->kw, area = kh * kw, off = a->input_offset;
-    const int32_t groups = C / 4;
+    const int32_t groups = C / 4, woff = a->weight_offset;
     int32_t *wt = (int32_t *)(void *)a->scratch;
     (void)ncores;
-    if (core != 0)
+    if (core != 0 || (k64(a) && tsr_glue_depthwise(a, TSR_RQ_K64)))
         return;
     if (!wt || ((uintptr_t)wt & 3) != 0 || (size_t)a->scratch_bytes < (size_t)8 * area * groups
         || off < -255 || off > 255)
@@ -291,8 +348,8 @@ void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
             for (int32_t g = 0; g < groups; g++) {
                 const int8_t *w = a->weights + (size_t)g * 4 * area + p;
                 int32_t *d = wt + ((size_t)p * groups + g) * 2;
-                d[0] = lanes16(w[0], w[2 * area]);
-                d[1] = lanes16(w[area], w[3 * area]);
+                d[0] = lanes16(w[0] + woff, w[2 * area] + woff);
+                d[1] = lanes16(w[area] + woff, w[3 * area] + woff);
             }
         }
     }
@@ -333,7 +390,7 @@ void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores)
                     const int8_t *x = a->in + ((size_t)(iy0 + ky) * a->in_w + ix0) * C + c;
                     const int8_t *w = a->weights + (size_t)c * area + ky * kw;
                     for (int32_t kx = kx0; kx < kx1; kx++)
-                        s += (x[(size_t)kx * C] + off) * w[kx];
+                        s += (x[(size_t)kx * C] + off) * (w[kx] + woff);
                 }
                 store(a, o, c, s);
             }

@@ -35,8 +35,11 @@
  * DW->PW; every channel at once, so unlike channel-wise neither layer's
  * constants nor outputs are sliced or copied.
  *
- * A call the CMSIS-NN functions refuse falls back to the reference layer
- * kernel for that block (not with TSR_CMSIS_STRICT, tests only).
+ * Layers with TFLite's or tessera's other requantizations run on the
+ * library's cores (mm.c, dw.c) in their form instead of CMSIS-NN's API,
+ * with the same buffers. A call the CMSIS-NN functions refuse falls back
+ * to the reference layer kernel for that block (not with TSR_CMSIS_STRICT,
+ * tests only).
  */
 #include <stddef.h>
 #include <string.h>
@@ -92,12 +95,40 @@ static cmsis_nn_conv_params pw_params(const tsr_conv_args_t *a)
     return p;
 }
 
+/* Which way a layer of the step runs: CMSIS-NN's API (-1: its half-up
+ * requantization, CMSIS-NN's arrays q) or the cores in TFLite's form or
+ * tessera's others (tsr_rq.h), as the code generator picks a layer's entry
+ * point (codegen/libraries/cmsis_nn.py). */
+static int core_mode(const tsr_requant_t *rq, int32_t channels)
+{
+    if (rq->rounding == TSR_ROUND_TFLITE)
+        return TSR_RQ_TFL;
+    if (rq->rounding != TSR_ROUND_HALF_UP || rq->add || rq->divisor > 1)
+        return TSR_RQ_K64;
+    for (int32_t c = 0; c < (rq->per_channel ? channels : 1); c++)
+        if (rq->shift[c] < 1 || rq->shift[c] > 62 || rq->mul[c] < 0)
+            return TSR_RQ_K64;
+    return -1;
+}
+
 /* The depthwise of tile d (as glue.c chooses among CMSIS-NN's kernels),
  * filter w in [kh][kw][c] order, quant q; the reference kernel if refused. */
 static void depthwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *d, const int8_t *w,
                       const cmsis_nn_per_channel_quant_params *q)
 {
     const int32_t c = d->out_c;
+    const int mode = core_mode(d->rq, c);
+    if (mode >= 0) {
+        tsr_dwk_t k;
+        k.g = tsr_glue_geom(d);
+        k.c = c;
+        k.w = w;
+        k.wx = ctx->size >= 2 * d->kh * d->kw * c ? (int32_t *)ctx->buf : NULL;
+        k.bias = d->bias;
+        k.q = tsr_rqp_tessera(d->rq);
+        tsr_dw(&k, mode);
+        return;
+    }
     cmsis_nn_dw_conv_params p = dw_params(d);
     cmsis_nn_dims in = dims(1, d->in_h, d->in_w, c), f = dims(1, d->kh, d->kw, c);
     cmsis_nn_dims b = dims(1, 1, 1, c), out = dims(1, d->out_h, d->out_w, c);
@@ -117,6 +148,14 @@ static void depthwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *d, con
  * if refused. */
 static void pointwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *p, const cmsis_nn_per_channel_quant_params *q)
 {
+    const int mode = core_mode(p->rq, p->out_c);
+    if (mode >= 0) {
+        const tsr_mm_t m = tsr_glue_mm(p, p->in_c);
+        if (!tsr_mm_pointwise(&m, p->in, p->in_h * p->in_w, p->input_offset, (int8_t *)p->out, (int32_t *)ctx->buf,
+                              ctx->size, mode))
+            FALLBACK(tsr_pointwise(p, 0, 1));
+        return;
+    }
     cmsis_nn_conv_params cp = pw_params(p);
     cmsis_nn_dims in = dims(1, p->in_h, p->in_w, p->in_c), f = dims(1, 1, 1, p->in_c);
     cmsis_nn_dims b = dims(1, 1, 1, p->out_c), out = dims(1, p->out_h, p->out_w, p->out_c);

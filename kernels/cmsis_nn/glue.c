@@ -15,6 +15,7 @@
 #include "arm_nnfunctions.h"
 #include "tessera/cmsis_nn.h"
 #include "tsr_glue.h"
+#include "tsr_mm.h"
 
 
 typedef struct {
@@ -142,4 +143,112 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores)
     cmsis_nn_dims out = dims(1, a->out_h, a->out_w, a->c);
     if (arm_max_pool_s8(&ctx, &p, &in, a->in, &f, &out, a->out) != ARM_CMSIS_NN_SUCCESS)
         FALLBACK(tsr_maxpool(a, 0, 1));
+}
+
+/* ---- tessera's entry points for TFLite's rounding (TSR_RQ_TFL) --------------
+ * The same cores as the CMSIS-NN calls above, with the requantization read
+ * from tessera's arrays; the scratch as the CMSIS-NN glue lays it out (its
+ * 8 bytes a channel first, then the kernel's buffer), so that every layer
+ * of a kind takes the same loop order (the in-place planning's model). */
+
+tsr_geom_t tsr_glue_geom(const tsr_conv_args_t *a)
+{
+    tsr_geom_t g;
+    g.in = a->in;
+    g.in_h = a->in_h;
+    g.in_w = a->in_w;
+    g.in_c = a->in_c;
+    g.kh = a->kh;
+    g.kw = a->kw;
+    g.sh = a->sh;
+    g.sw = a->sw;
+    g.pt = a->pad_t;
+    g.pl = a->pad_l;
+    g.in_off = a->input_offset;
+    g.out = (int8_t *)a->out;
+    g.out_h = a->out_h;
+    g.out_w = a->out_w;
+    return g;
+}
+
+tsr_mm_t tsr_glue_mm(const tsr_conv_args_t *a, int32_t k)
+{
+    tsr_mm_t m;
+    m.w = a->weights;
+    m.bias = a->bias;
+    m.k = k;
+    m.co = a->out_c;
+    m.q = tsr_rqp_tessera(a->rq);
+    m.dbl = 0;
+    return m;
+}
+
+/* the kernel's buffer after the glue's per-channel arrays, or NULL */
+int32_t *tsr_glue_buf(const tsr_conv_args_t *a, int32_t *bytes)
+{
+    const int32_t skip = 8 * a->out_c;
+    *bytes = a->scratch ? a->scratch_bytes - skip : 0;
+    return a->scratch && *bytes > 0 ? (int32_t *)(void *)(a->scratch + skip) : NULL;
+}
+
+int tsr_glue_conv(const tsr_conv_args_t *a, int mode)
+{
+    int32_t bytes;
+    int32_t *buf = tsr_glue_buf(a, &bytes);
+    const tsr_mm_t m = tsr_glue_mm(a, a->kh * a->kw * a->in_c);
+    const tsr_geom_t g = tsr_glue_geom(a);
+    if (a->kh == 1 && a->kw == 1 && a->sh == 1 && a->sw == 1 && !(a->pad_t | a->pad_l | a->pad_b | a->pad_r))
+        return tsr_mm_pointwise(&m, a->in, a->in_h * a->in_w, a->input_offset, (int8_t *)a->out, buf, bytes, mode);
+    return tsr_mm_conv(&m, &g, buf, bytes, mode);
+}
+
+int tsr_glue_depthwise(const tsr_conv_args_t *a, int mode)
+{
+    const int32_t c = a->out_c, taps = a->kh * a->kw;
+    if (a->in_c != c || a->scratch == NULL || a->scratch_bytes < 8 * c + align4(taps * c))
+        return 0;
+    tsr_dwk_t d;
+    int8_t *w = a->scratch + 8 * c;
+    const int32_t room = a->scratch_bytes - 8 * c - align4(taps * c);
+    dw_filter(w, a->weights, taps, c);
+    d.g = tsr_glue_geom(a);
+    d.c = c;
+    d.w = w;
+    d.wx = room >= 2 * taps * c ? (int32_t *)(void *)(w + align4(taps * c)) : NULL;
+    d.bias = a->bias;
+    d.q = tsr_rqp_tessera(a->rq);
+    tsr_dw(&d, mode);
+    return 1;
+}
+
+void tsr_cmsis_conv2d_tfl(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core == 0 && !tsr_glue_conv(a, TSR_RQ_TFL))
+        FALLBACK(tsr_conv2d(a, 0, 1));
+}
+
+void tsr_cmsis_pointwise_tfl(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core == 0 && !tsr_glue_conv(a, TSR_RQ_TFL))
+        FALLBACK(tsr_pointwise(a, 0, 1));
+}
+
+void tsr_cmsis_depthwise_tfl(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core == 0 && !tsr_glue_depthwise(a, TSR_RQ_TFL))
+        FALLBACK(tsr_depthwise(a, 0, 1));
+}
+
+void tsr_cmsis_linear_tfl(const tsr_conv_args_t *a, int core, int ncores)
+{
+    (void)ncores;
+    if (core == 0) {
+        int32_t bytes;
+        int32_t *buf = tsr_glue_buf(a, &bytes);
+        const tsr_mm_t m = tsr_glue_mm(a, a->in_h * a->in_w * a->in_c);
+        tsr_mm_fc(&m, a->in, a->input_offset, (int8_t *)a->out, buf, bytes, TSR_RQ_TFLX);
+    }
 }

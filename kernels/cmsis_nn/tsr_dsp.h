@@ -81,6 +81,27 @@ TSR_INLINE int32_t tsr_smlatt(int32_t a, int32_t b, int32_t acc)
     return __smlatt(a, b, acc);
 }
 
+/* the high word of h * 2^32 + a * b, truncated (smmla) or rounded (smmlar) */
+TSR_INLINE int32_t tsr_smmla(int32_t a, int32_t b, int32_t h)
+{
+    int32_t r;
+    __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(h));
+    return r;
+}
+
+TSR_INLINE int32_t tsr_smmlar(int32_t a, int32_t b, int32_t h)
+{
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(h));
+    return r;
+}
+
+/* lane-wise int16 sum */
+TSR_INLINE int32_t tsr_sadd16(int32_t a, int32_t b)
+{
+    return __sadd16(a, b);
+}
+
 /* bytewise signed maximum: ssub8 sets a GE flag per lane, sel picks by it
  * (one asm block, so nothing can come between them) */
 TSR_INLINE uint32_t tsr_max8x4(uint32_t a, uint32_t b)
@@ -141,6 +162,21 @@ TSR_INLINE int32_t tsr_smlabb(int32_t a, int32_t b, int32_t acc)
 TSR_INLINE int32_t tsr_smlatt(int32_t a, int32_t b, int32_t acc)
 {
     return (int32_t)((uint32_t)acc + (uint32_t)(tsr_hi16(a) * tsr_hi16(b)));
+}
+
+TSR_INLINE int32_t tsr_smmla(int32_t a, int32_t b, int32_t h)
+{
+    return (int32_t)((((int64_t)h * ((int64_t)1 << 32)) + (int64_t)a * b) >> 32);
+}
+
+TSR_INLINE int32_t tsr_smmlar(int32_t a, int32_t b, int32_t h)
+{
+    return (int32_t)((((int64_t)h * ((int64_t)1 << 32)) + (int64_t)a * b + 0x80000000LL) >> 32);
+}
+
+TSR_INLINE int32_t tsr_sadd16(int32_t a, int32_t b)
+{
+    return tsr_pack16(tsr_lo16(a) + tsr_lo16(b), tsr_hi16(a) + tsr_hi16(b));
 }
 
 TSR_INLINE uint32_t tsr_max8x4(uint32_t a, uint32_t b)

@@ -16,6 +16,18 @@
 #define FALLBACK(call) ((void)0)
 #else
 #define FALLBACK(call) call
+/* tessera's tile arguments as the cores' (glue.c), for the entry points
+ * that call the cores themselves (TFLite's and tessera's other
+ * requantizations: glue.c, any_rq.c, fused.c) */
+#include "tsr_mm.h"
+tsr_geom_t tsr_glue_geom(const tsr_conv_args_t *a);
+tsr_mm_t tsr_glue_mm(const tsr_conv_args_t *a, int32_t k);
+int32_t *tsr_glue_buf(const tsr_conv_args_t *a, int32_t *bytes);
+/* conv2d or pointwise (1x1, stride 1, no padding: the pointwise core) and
+ * depthwise on the cores in `mode`: 0 when the scratch is too small */
+int tsr_glue_conv(const tsr_conv_args_t *a, int mode);
+int tsr_glue_depthwise(const tsr_conv_args_t *a, int mode);
+
 #endif
 
 static inline int32_t align4(int32_t n)
@@ -84,5 +96,17 @@ static inline void dw_filter(int8_t *w, const int8_t *weights, int32_t taps, int
         for (int32_t ch = 0; ch < c; ch++)
             w[t * c + ch] = weights[ch * taps + t];
 }
+
+/* tessera's tile arguments as the cores' (glue.c), for the entry points
+ * that call the cores themselves (TFLite's and tessera's other
+ * requantizations: glue.c, any_rq.c, fused.c) */
+#include "tsr_mm.h"
+tsr_geom_t tsr_glue_geom(const tsr_conv_args_t *a);
+tsr_mm_t tsr_glue_mm(const tsr_conv_args_t *a, int32_t k);
+int32_t *tsr_glue_buf(const tsr_conv_args_t *a, int32_t *bytes);
+/* conv2d or pointwise (1x1, stride 1, no padding: the pointwise core) and
+ * depthwise on the cores in `mode`: 0 when the scratch is too small */
+int tsr_glue_conv(const tsr_conv_args_t *a, int mode);
+int tsr_glue_depthwise(const tsr_conv_args_t *a, int mode);
 
 #endif

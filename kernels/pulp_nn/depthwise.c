@@ -295,12 +295,22 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
                        [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs), [lo] "r"(lo), [hi] "r"(hi)         \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "memory")
 
-/* stride 1, pairs of outputs (out_w even): one word per window row serves
- * both, (w0, w1, w2, 0) for the first and (0, w0, w1, w2) for the next;
- * 19 instructions per pair, the full int8 clamp */
-#define DW_PAIRS                                                                                           \
+/* stride 1, pairs of outputs: one word per window row serves both,
+ * (w0, w1, w2, 0) for the first and (0, w0, w1, w2) for the next; 19
+ * instructions per pair, the full int8 clamp. An odd width ends each row
+ * with one output (DW_LAST: 11 instructions, the words where the pairs
+ * left the row pointers) instead of taking one output a turn. */
+/* two outputs' requantization, t3 and a7, the full int8 clamp */
+#define DW_RQ2                                                                                             \
+    "mulh t3, t3, %[mul]\n\tmulh a7, a7, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]")                         \
+    XP_ADDRN("a7", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_CLIP8("a7")
+#define DW_LAST                                                                                            \
+    "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
+    XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
+    "mulh t3, t3, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_SB_RR_INC("t3", "%[o]", "%[st]")
+#define DW_PAIRS_X(LAST, LAST_LEN)                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * 24) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (24 + LAST_LEN)) "\n\t"                      \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
                      ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 19) "\n\t"                                   \
                      ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
@@ -308,42 +318,118 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
                      XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
                      XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
-                     "mulh t3, t3, %[mul]\n\tmulh a7, a7, %[mul]\n\t"                                        \
-                     XP_ADDRN("t3", "%[zs]", "%[sh]") XP_ADDRN("a7", "%[zs]", "%[sh]")                       \
-                     XP_CLIP8("t3") XP_CLIP8("a7")                                                           \
+                     DW_RQ2                                                                                  \
                      XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o]", "%[st]")                 \
+                     LAST                                                                                    \
                      ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * 24\n\t"                                           \
+                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (24 + " XP_XSTR(LAST_LEN) ")\n\t"                 \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
                        [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs)      \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
+#define DW_PAIRS DW_PAIRS_X("", 0)
+#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 11)
 
-static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
-plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
+/* The plane's row stride: the padded row, or with no left padding (the
+ * stride-2 layers, tiles inside the map) and room in the scratch, that
+ * rounded up to whole words on a word-aligned plane, so the gather stores
+ * each row's bytes as aligned words (`quads`) and the window loads at even
+ * columns are aligned (the extra columns hold padding no window reads). */
+static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, const int8_t *s)
+{
+    const int32_t W4 = (a->in_w + a->pad_l + a->pad_r + 3) & ~3;
+    const int32_t lead = (int32_t)(-(uintptr_t)s & 3);
+    return a->pad_l == 0 && a->in_w >= 4 && a->in_h >= 1
+           && lead + (a->pad_t + a->in_h + a->pad_b) * W4 + 4 <= scratch;
+}
+
+/* stride 2, pairs of output rows (the full int8 clamp): the two windows
+ * of a column share their middle input row, so a pair of outputs takes
+ * five word loads, not six, and 21 instructions; loop 1 over the row
+ * pairs sets the five row pointers, loop 0 walks the columns. The second
+ * row's outputs go through o2; after each pair o takes o2's place and o2
+ * moves a row on (np, read once by lp.setup, holds the row's step). */
+#define DW_S2PAIRS                                                                                         \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldw2_set%=:\n\t"                 \
+                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * 31) "\n\t"                                   \
+                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a6, t6, %[W]\n\t"      \
+                     "add %[base], a6, %[W]\n\tmv a5, %[base]\n\t"                                         \
+                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * 21) "\n\t"                                   \
+                     XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")                    \
+                     XP_LW_RR_INC("t2", "t6", "%[sw]")                                                      \
+                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
+                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]")                           \
+                     XP_LW_RR_INC("t0", "a6", "%[sw]") XP_LW_RR_INC("t1", "a5", "%[sw]")                    \
+                     XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[w0]")                           \
+                     XP_SDOTSP("a7", "t0", "%[w1]") XP_SDOTSP("a7", "t1", "%[w2]")                           \
+                     DW_RQ2                                                                                  \
+                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o2]", "%[st]")                \
+                     "sub %[np], %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                          \
+                     ".Ldw2_end%=:\n\tadd %[o2], %[o2], %[np]\n\t"                                          \
+                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * 31\n\t"                                           \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2), [np] "+r"(np)                          \
+                     : [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c), [w0] "r"(w0),            \
+                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift),          \
+                       [zs] "r"(zs)                                                                          \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
+
+/* A channel's rows into the plane's aligned rows: loop 1 over the rows,
+ * loop 0 over four bytes packed into a word (1.75 instructions a byte),
+ * then the row's last bytes (TAIL: TAIL_LEN instructions of DW_BYTE; a
+ * nop without them, so that the loops do not end one instruction apart). */
+#define DW_BYTE XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_SB_INC1("t0", "%[dst]")
+#define DW_GATHER_QUADS(TAIL, TAIL_LEN)                                                                   \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
+                     ".Ldwq_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (9 + TAIL_LEN)) "\n\t"      \
+                     ".insn i 0x7B, 4, x0, %[nq], 14\n\t"                                                     \
+                     XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_LBU_RR_INC("t1", "%[src]", "%[C]")           \
+                     XP_LBU_RR_INC("t2", "%[src]", "%[C]") XP_LBU_RR_INC("t3", "%[src]", "%[C]")           \
+                     XP_PACKLO("t4", "t1", "t0") XP_PACKHI("t4", "t3", "t2")                               \
+                     XP_SW_INC4("t4", "%[dst]")                                                            \
+                     TAIL                                                                                  \
+                     ".Ldwq_end%=:\n\tadd %[dst], %[dst], %[skip]\n\t"                                     \
+                     ".if .Ldwq_end%= - .Ldwq_set%= != 4 * (9 + " XP_XSTR(TAIL_LEN) ")\n\t"                  \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                              \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                    \
+                     : [nr] "r"(in_h), [nq] "r"(in_w >> 2), [C] "r"(C), [skip] "r"(W - in_w)              \
+                     : "t0", "t1", "t2", "t3", "t4", "memory")
+
+enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
+
+static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
+                                                                int8_t *s, const int mode, const int quads)
 {
     const int32_t in_h = a->in_h, in_w = a->in_w, C = a->in_c, out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
-    const int32_t W = in_w + pl + a->pad_r, off = a->input_offset, bytes = plane_bytes(a);
+    const int32_t W = quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
+    const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
     const int32_t sw = a->sw, rowstep = a->sh * W;
     const size_t row_stride = (size_t)in_w * C;
     const int8_t pad = (int8_t)-off;
     const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
-    const int pairs = sw == 1 && a->sh == 1 && (out_w & 1) == 0 && lo == -128 && hi == 127;
+    const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
-    int8_t *interior = s + pt * W + pl;
+    int8_t *interior;
     int32_t c, iy;
+    if (quads)
+        s += -(uintptr_t)s & 3;
+    interior = s + pt * W + pl;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
     if (in_h <= 0 || in_w <= 0) {
         pad_fill(s, bytes, pad);
     } else {
+        /* between rows only the padding columns: the columns a word-aligned
+         * row adds after them are read only by a window's fourth byte,
+         * whose weight is 0 */
+        const int32_t side = pl + a->pad_r;
         pad_fill(s, pt * W + pl, pad);
-        for (iy = 0; iy + 1 < in_h; iy++)
-            pad_fill(interior + iy * W + in_w, W - in_w, pad);
+        for (iy = 0; side && iy + 1 < in_h; iy++)
+            pad_fill(interior + iy * W + in_w, side, pad);
         pad_fill(interior + (in_h - 1) * W + in_w, bytes - (int32_t)(interior + (in_h - 1) * W + in_w - s), pad);
     }
     if (out_h <= 0 || out_w <= 0)
@@ -368,8 +454,30 @@ plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
         zs = (int32_t)((uint32_t)a->rq->zero_point << sh);
         q.mul = mul, q.shift = sh;
         /* the channel's rows into the plane's interior: loop 1 over the
-         * rows, loop 0 over byte pairs (two instructions a byte) */
-        if (in_w >= 2)
+         * rows, loop 0 over byte pairs (two instructions a byte), or on
+         * aligned rows over four bytes packed into a word (1.75) */
+        if (quads) {
+            /* the row's last in_w mod 4 bytes in loop 1 */
+            switch (in_w & 3) {
+            case 0: DW_GATHER_QUADS("nop\n\t", 1); break;
+            case 1: DW_GATHER_QUADS(DW_BYTE, 2); break;
+            case 2: DW_GATHER_QUADS(DW_BYTE DW_BYTE, 4); break;
+            default: DW_GATHER_QUADS(DW_BYTE DW_BYTE DW_BYTE, 6); break;
+            }
+        } else if (in_w >= 3 && (in_w & 1)) {   /* the row's last byte in the loop too */
+            __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
+                             ".Ldwo_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 16\n\t"
+                             ".insn i 0x7B, 4, x0, %[np], 8\n\t"
+                             XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_LBU_RR_INC("t1", "%[src]", "%[C]")
+                             XP_SB_INC1("t0", "%[dst]") XP_SB_INC1("t1", "%[dst]")
+                             XP_LBU_RR_INC("t0", "%[src]", "%[C]") XP_SB_INC1("t0", "%[dst]")
+                             ".Ldwo_end%=:\n\tadd %[dst], %[dst], %[skip]\n\t"
+                             ".if .Ldwo_end%= - .Ldwo_set%= != 4 * 8\n\t.error \"hardware loop length\"\n\t.endif\n\t"
+                             ".option pop"
+                             : [src] "+r"(src), [dst] "+r"(dst)
+                             : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - in_w)
+                             : "t0", "t1", "memory");
+        } else if (in_w >= 2)
             __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"
                              ".Ldwg_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"
                              ".insn i 0x7B, 4, x0, %[np], 8\n\t"
@@ -383,17 +491,59 @@ plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
                              : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - (in_w & ~1)),
                                [odd] "r"((in_w & 1) * C)
                              : "t0", "t1", "memory");
-        if (in_w & 1)   /* each row's last byte */
+        if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + c];
         if (pairs)
             DW_PAIRS;
-        else if (lo == -128 && hi == 127)
+        else if (mode == DW_S1_PAIRS_ODD)
+            DW_PAIRS_LAST;
+        else if (s2pairs) {
+            int8_t *o2 = o + (size_t)out_w * out_c;
+            int32_t np = out_h >> 1;
+            DW_S2PAIRS;
+            if (out_h & 1) {   /* the last row */
+                const int32_t out_h = 1;
+                DW_SINGLE(DW_CLIP8, 1);
+            }
+        } else if (lo == -128 && hi == 127)
             DW_SINGLE(DW_CLIP8, 1);
         else
             DW_SINGLE(DW_MINMAX, 2);
     }
     return c;
+}
+
+/* One copy of the plane loop per output loop and gather (aligned rows or
+ * not), each with only its own code: fewer instruction lines to fetch
+ * (4x4x256 3x3/1 call: every loop in one function 14,716 cycles, a copy
+ * per output loop 14,758, also per gather 14,275). */
+#define DW_PLANE_FN(name, mode, quads)                                                                     \
+    static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t name(           \
+        const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)                                       \
+    {                                                                                                      \
+        return plane_body(a, c0, c1, s, mode, quads);                                                      \
+    }
+DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0)
+DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0)
+DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0)
+DW_PLANE_FN(plane_any, DW_ANY, 0)
+DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
+DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
+DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
+DW_PLANE_FN(plane_any_q, DW_ANY, 1)
+
+static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
+{
+    const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
+    const int q = plane_quads(a, a->scratch_bytes, s);
+    if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
+        return q ? plane_s1_pairs_q(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
+    if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
+        return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
+    if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
+        return q ? plane_s2_pairs_q(a, c0, c1, s) : plane_s2_pairs(a, c0, c1, s);
+    return q ? plane_any_q(a, c0, c1, s) : plane_any(a, c0, c1, s);
 }
 #endif
 

@@ -6,7 +6,10 @@ not fit) raises a TesseraError. The command-line and SCons entry points print
 """
 
 
-MAX_MESSAGE = 480
+# a message is one line and bounded (a value quoted from a huge input must
+# not make a megabyte-long line), but long enough that real ones are whole:
+# only the middle of `what` is ever cut, never the place or the fix
+MAX_MESSAGE = 4000
 
 
 class TesseraError(Exception):
@@ -24,15 +27,15 @@ class TesseraError(Exception):
         super().__init__(self.message())
 
     def message(self):
-        text = f"{self.where}: {self.what}" if self.where else self.what
-        if self.fix:
-            text += f" ({self.fix})"
-        # one line, always, and bounded: a value quoted from a huge input
-        # must not make a megabyte-long message
-        text = " ".join(text.split())
-        if len(text) > MAX_MESSAGE:
-            text = text[:MAX_MESSAGE - 6] + " [...]"
-        return text
+        def one_line(s, limit):
+            s = " ".join(str(s).split())
+            if len(s) <= limit:
+                return s
+            half = max(limit - 7, 0) // 2
+            return f"{s[:half]} [...] {s[len(s) - half:]}" if half else s[:limit]
+        where = one_line(self.where, 500) + ": " if self.where else ""
+        fix = f" ({one_line(self.fix, 1500)})" if self.fix else ""
+        return where + one_line(self.what, MAX_MESSAGE - len(where) - len(fix)) + fix
 
 
 class ConfigError(TesseraError):

@@ -40,14 +40,16 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax",
+       "lstm")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
 # input (softmax, layernorm, resize), or an output block reads a box of the
 # input that is not the output's own (the data movements transpose,
-# reshape, gather). The tiler gives them one tile, blocks of rows or
-# channels, or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax")
+# reshape, gather), or the layer carries state across its whole sequence
+# (lstm). The tiler gives them one tile, blocks of rows or channels, or a
+# fit error.
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax", "lstm")
 # Ops that only move int8 values (no arithmetic, no requantization): the
 # output has the input's quantization.
 MOVEMENT_OPS = ("transpose", "reshape", "gather")
@@ -197,6 +199,11 @@ class Layer:
               table holds one 256-entry row per channel (PRelu), else 0.
               Any int8 -> int8 function: the frontend computes the table at
               build time exactly as the source framework rounds it. No requant.
+              A per-channel table may be the layer's `weights` instead
+              ([C, 256] int8, table None; the builder puts every one there):
+              constants in the weight level, each channel tile's rows loaded
+              with it, as a depthwise's weights (a table per channel of a
+              640-channel ADD is 160 kB, more than a program's code room).
     softmax:  over the channels of each pixel, with `table` the 256 int32
               values E[d] (d = max_c x - x[c], 0..255; E[d] * mul[0] and
               C * max(E) << shift[0] below 2**63, which the golden model checks):
@@ -262,6 +269,17 @@ class Layer:
                 y = clamp((trunc(t * weight[c] / std) + bias[c]) >> shift, lo, hi)
     argmax:   y[h, w, 0] = the first c with x[h, w, c] the largest (int32; a
               segmentation map's classes). No requant.
+    lstm:     a recurrent layer over a sequence: input [1, T, F] (time along W),
+              output [1, T, n_output], every step's hidden state; `rnn`
+              holds its parameters and where each of its arrays sits in its
+              one int8 `weights` array (golden.recurrent.pack); the
+              arithmetic per step is golden/recurrent.py's (cell "lstm":
+              TFLite's integer LSTM, int8 input, weights and hidden state,
+              int16 gates and cell state, gemmlowp's 16-bit logistic and
+              tanh, with or without input gate, peephole and projection;
+              "ops": an unrolled step's plain ops; "onnx_lstm", "onnx_gru":
+              ONNX Runtime's float step between Q/DQ in fixed point). The
+              state starts at zero (real) for every inference. No requant.
     add, avgpool and maxpool also read int32 tensors (accumulators of a
     layer without requantization); maxpool's output has its input's dtype.
     Then `requant` turns acc into the int8 output, or, when None, the output
@@ -294,6 +312,7 @@ class Layer:
     trans_b: Optional[int] = None     # matmul: 1 when b is stored [Bb, N, K]
     weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
     fill: Optional[int] = None        # gather: the stored value at index -1
+    rnn: Optional[dict] = None        # lstm: the recurrent step's parameters (golden/recurrent.py)
     # a layer tessera adds that the source toolchain does not count (e.g. the
     # part of a NEMO Pad a convolution cannot take): why; None otherwise
     added: Optional[str] = None
@@ -363,7 +382,7 @@ class Graph:
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift", "add_shift")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
-                   "trans_b", "weight_offset", "fill")
+                   "trans_b", "weight_offset", "fill", "rnn")
 
 
 def _drop_unset(d, keys):
@@ -400,6 +419,10 @@ def weight_bytes_per_cout(layer, graph):
         return graph.tensor(layer.inputs[0]).shape[2]
     if layer.op == "linear":
         return graph.tensor(layer.inputs[0]).size
+    if layer.op == "lut" and layer.weights:
+        return 256
+    if layer.op == "lstm":   # its packed constants, padded to whole "channels"
+        return layer.rnn["bytes"] // layer.rnn["n_output"]
     return 0
 
 
@@ -425,4 +448,26 @@ def macs(layer, graph):
         return out.size
     if layer.op == "matmul":
         return out.size * graph.tensor(layer.inputs[0]).shape[2]
+    if layer.op == "lstm":
+        return rnn_macs(layer.rnn)
     return 0
+
+
+def rnn_macs(rnn):
+    """Gate matmuls (input and recurrent), peephole, projection and the
+    cell's elementwise products, over every step (a cell of plain ops:
+    its linear ops' products and one per element of the others)."""
+    if rnn["cell"] == "ops":
+        per_step = 0
+        for op in rnn["body"]:
+            at, n, _ = rnn["layout"][op["weights"]] if op["op"] == "linear" else (0, op["n"], "")
+            per_step += n
+        return rnn["steps"] * per_step
+    if rnn["cell"] in ("onnx_lstm", "onnx_gru"):
+        g = 4 if rnn["cell"] == "onnx_lstm" else 3
+        return rnn["steps"] * (g * rnn["n_cell"] * (rnn["n_input"] + rnn["n_cell"]) + 3 * rnn["n_cell"])
+    g, nc, no = len(rnn["gates"]), rnn["n_cell"], rnn["n_output"]
+    per_step = g * nc * (rnn["n_input"] + no) + len(rnn.get("peephole") or "") * nc + 3 * nc
+    if rnn.get("projection"):
+        per_step += nc * no
+    return rnn["steps"] * per_step

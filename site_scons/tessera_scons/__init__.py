@@ -200,7 +200,7 @@ def _model(env, tcfg, mcfg, tpath, out, outdir):
     cg = codegen_target(tcfg, mcfg["name"], graph, getattr(plat, "COUNTS_PER_CORE", None))
     # known before any tiling: stop at once rather than after the solves
     memplan.check_weights(graph, views.memory_target(tcfg),
-                          configuration.fit_hint(tcfg, configuration.bundled_targets(ROOT)))
+                          configuration.fit_hint(tcfg, configuration.bundled_targets(ROOT), graph))
     return stages.Network(tcfg, mcfg, graph, paths, library, cg, plat, outdir)
 
 

@@ -114,13 +114,15 @@ def fusion(net, opts, tiles, measured, budget):
         fused += net.command(net.path("tiling", f"{fusion_lib.tiling_stem(c['group'])}.fused.json"),
                              [pair, tiles["numbers"], tiles["kernels"], scheme] + budget,
                              "tile_fused", "tessera: tile fused $TARGET")
-    # (a layer in two candidates, the depthwise of a PW->DW->PW chain, once)
-    layers = list(dict.fromkeys(n for c in fz["solved"] for n in c["layers"]))
+    # (a layer in two candidates, the depthwise of a PW->DW->PW chain, once;
+    # with a RAM need, every layer a patched chain may hold)
+    chains = fz.get("chains", [])
+    layers = list(dict.fromkeys([n for c in fz["solved"] for n in c["layers"]] + [n for c in chains for n in c]))
     schedule = net.command([net.path("schedule.json")] + [net.path("schedule", n + ".json") for n in layers],
-                           [net.value(opts["decide"]), net.paths["graph"]] + tiles["tilings"] + fused + measured,
-                           "schedule", "tessera: select fusion $TARGET")
+                           [net.value(opts["decide"]), net.paths["graph"]] + tiles["tilings"] + fused + measured
+                           + (budget if chains else []), "schedule", "tessera: select fusion $TARGET")
     return {"tilings": fused, "schedule": schedule, "slices": dict(zip(layers, schedule[1:])),
-            "solved": fz["solved"], "policy": fz["policy"]}
+            "solved": fz["solved"], "chains": chains, "policy": fz["policy"]}
 
 
 def memory_plan(net, opts, tiles, fused, budget):
@@ -142,7 +144,7 @@ def codegen(net, opts, tiles, fused, plan):
     # views and plan slices (the step is generated as its function)
     extra = {name: [node] for name, node in fused["slices"].items()}
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
-    for first, mine in generation.group_inputs(fused["solved"]).items():
+    for first, mine in generation.group_inputs(fused["solved"], fused["chains"]).items():
         extra[first] = [fused["slices"][first]] + [fused["tilings"][i] for i in mine["tilings"]]
         for other in mine["others"]:
             j = index[other]
@@ -241,9 +243,12 @@ def report(net, tiles, fused, plan, ran):
     """report.json and report.html, then the gate: the build succeeds only
     when every layer matched (after the report shows what did not)."""
     meta = reporting.meta(net.tcfg, net.mcfg, net.cg, net.outdir, net.paths, ROOT)
+    # the linked firmware and its map: every byte of RAM and flash
+    firmware = [ran["firmware"][0], os.path.join(os.path.dirname(str(ran["firmware"][0])), "firmware.map")]
     report = net.command([net.path("report.json"), net.path("report.html")],
                          [net.value(meta), net.paths["graph"], net.paths["weights"], plan["memplan"], ran["verdict"],
-                          fused["schedule"][0]] + [n for pair in zip(tiles["tilings"], tiles["solves"]) for n in pair],
+                          fused["schedule"][0], net.paths["golden"]] + firmware
+                         + [n for pair in zip(tiles["tilings"], tiles["solves"]) for n in pair] + fused["tilings"],
                          "report", "tessera: report $TARGET")
     passed = net.command(net.path(".passed"), [ran["verdict"], report], "gate", None)
     # a run checks that this machine's emulator or simulator runs the

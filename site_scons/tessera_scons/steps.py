@@ -36,7 +36,7 @@ CODE = {
     "run": ("runners",) + _BASE,
     "check": ("pipeline.check", "check", "runners", "model.reference", "frontend.layout") + _BASE,
     "gate": ("pipeline.check", "check", "runners", "model.reference", "frontend.layout") + _BASE,
-    "report": ("pipeline.report", "report", "codegen", "storage") + _PLANNED,
+    "report": ("pipeline.report", "report", "codegen", "fusion", "storage") + _PLANNED,
 }
 
 
@@ -273,9 +273,13 @@ def report(target, source, env):
 def _report(target, source, env):
     from tessera.pipeline import report as reporter
 
-    # meta, graph, weights, memplan, verdict, schedule, then each layer's tiling and solve side file
+    # meta, graph, weights, memplan, verdict, schedule, golden, the firmware and its map, then each
+    # layer's tiling and solve side file, then the fused candidates' tilings
+    with open(str(source[8])) as f:
+        link_map = f.read()
     data, html = reporter.report(_value(source[0]), _graph(source[1]), canon.load_npz(str(source[2])),
-                                 _json(source[3]), _json(source[4]), _json(source[5]), [_json(n) for n in source[6:]])
+                                 _json(source[3]), _json(source[4]), _json(source[5]), [_json(n) for n in source[9:]],
+                                 (str(source[7]), link_map), canon.load_npz(str(source[6])))
     canon.write_json(str(target[0]), data)
     canon.write_atomic(str(target[1]), html)
     print(f"tessera: report {target[1]}")

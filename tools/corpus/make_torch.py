@@ -143,6 +143,35 @@ class SegNet(nn.Module):
     input_shape = (1, 3, 32, 32)
 
 
+class RecurrentKws(nn.Module):
+    """A recurrent keyword spotter: 49 frames of 10 MFCC coefficients
+    (batch first), one GRU or LSTM layer of 32 units, its last hidden state
+    into a 12-class linear layer, a softmax head."""
+
+    cell = nn.GRU
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = self.cell(10, 32, batch_first=True)
+        self.fc = nn.Linear(32, 12)
+        self.head = nn.Softmax(dim=1)
+
+    def forward(self, x):
+        _, h = self.rnn(x)
+        h = h[0] if isinstance(h, tuple) else h      # the LSTM's (h, c)
+        return self.head(self.fc(h[-1]))
+
+    input_shape = (1, 49, 10)
+
+
+class GruKws(RecurrentKws):
+    cell = nn.GRU
+
+
+class LstmKws(RecurrentKws):
+    cell = nn.LSTM
+
+
 class DetectHeads(nn.Module):
     """A small detector as PyTorch writes one: LeakyReLU, a ShuffleNet
     channel shuffle (view, transpose, reshape), a clip written as
@@ -181,13 +210,18 @@ class DetectHeads(nn.Module):
 
 MODELS = {"torch_audio1d_softmax": Audio1d, "torch_vision2d_sigmoid": Vision2d, "torch_detect_heads": DetectHeads,
           "torch_mbv3_small_se": MobileNetV3Small, "torch_tcn_dilated": DilatedTcn,
-          "torch_segnet_resize_concat": SegNet, "torch_vision2d_qop_uint8": Vision2d}
+          "torch_segnet_resize_concat": SegNet, "torch_vision2d_qop_uint8": Vision2d,
+          "torch_kws_gru": GruKws, "torch_kws_lstm": LstmKws}
+# quantize_static leaves an LSTM or GRU node in float unless asked to
+# quantize it: then it puts QuantizeLinear/DequantizeLinear on every input
+# (sequence, weights, recurrence weights, bias, initial state) and output
+RECURRENT = ("torch_kws_gru", "torch_kws_lstm")
 # quantize_static's defaults otherwise: QOperator ops, uint8 activations
 QOPERATOR_UINT8 = ("torch_vision2d_qop_uint8",)
 # one fixed seed per model (the committed files were made with these)
 SEEDS = {"torch_audio1d_softmax": 0, "torch_vision2d_sigmoid": 1, "torch_mbv3_small_se": 2,
          "torch_tcn_dilated": 3, "torch_segnet_resize_concat": 4, "torch_vision2d_qop_uint8": 1,
-         "torch_detect_heads": 5}
+         "torch_detect_heads": 5, "torch_kws_gru": 5, "torch_kws_lstm": 6}
 
 
 class Calibration(CalibrationDataReader):
@@ -228,10 +262,14 @@ def main(out_dir):
             heads = [n.name for n in onnx.load(f32).graph.node if n.op_type in ("Softmax", "Sigmoid")
                      and getattr(model, "float_head", True)]
             qop = name in QOPERATOR_UINT8
+            ops = None
+            if name in RECURRENT:
+                ops = sorted({n.op_type for n in onnx.load(f32).graph.node} & {"GRU", "LSTM", "Gemm", "MatMul"})
             quantize_static(f32, path, Calibration("input", model.input_shape, seed=i),
                             quant_format=QuantFormat.QOperator if qop else QuantFormat.QDQ,
                             activation_type=QuantType.QUInt8 if qop else QuantType.QInt8,
-                            weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=heads)
+                            weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=heads,
+                            op_types_to_quantize=ops)
         print(f"{path}: {os.path.getsize(path)} bytes")
 
 

@@ -43,8 +43,49 @@ uint64_t hal_dma_bytes[HAL_MAX_DMA];
 static uint32_t last_value;     /* timer value at the previous read */
 static uint64_t ticks;          /* ticks since hal_init, wraps included */
 
+/* The main stack's high-water mark: hal_init paints the reserved stack
+ * below its own frame (tessera's linker script's .stack: __stack is its
+ * top, __tsr_stack_reserved its size), hal_stack_peak finds the deepest
+ * word written since. Weak: a firmware linked by its own script (export=)
+ * has no such reservation, and then nothing is painted or measured. */
+extern char __stack[] __attribute__((weak)), __tsr_stack_reserved[] __attribute__((weak));
+#define STACK_PAINT 0x5AC3A55Cu
+
+uint32_t hal_stack_size(void);
+
+static uint32_t *stack_bottom(void)
+{
+    return (uint32_t *)(void *)(__stack - (uintptr_t)__tsr_stack_reserved);
+}
+
+static void stack_paint(void)
+{
+    uint32_t *p = stack_bottom(), *sp;
+    if (!hal_stack_size())
+        return;
+    __asm__ volatile("mov %0, sp" : "=r"(sp));
+    for (sp -= 16; p < sp; p++)     /* below this frame, with a margin */
+        *p = STACK_PAINT;
+}
+
+uint32_t hal_stack_peak(void)
+{
+    const uint32_t *p = stack_bottom(), *top = (const uint32_t *)(void *)__stack;
+    if (!hal_stack_size())
+        return 0;
+    while (p < top && *p == STACK_PAINT)
+        p++;
+    return (uint32_t)((const char *)top - (const char *)p);
+}
+
+uint32_t hal_stack_size(void)
+{
+    return __stack ? (uint32_t)(uintptr_t)__tsr_stack_reserved : 0;
+}
+
 void hal_init(void)
 {
+    stack_paint();
     TIMER0->ctrl = 0;
     TIMER0->reload = 0xFFFFFFFFu;
     TIMER0->value = 0xFFFFFFFFu;

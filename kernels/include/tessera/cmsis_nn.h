@@ -33,6 +33,9 @@ void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */
 void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores);
+/* a split reduction's step (kernels/cmsis_nn/split.c; tsr_split_step's
+ * arguments and results, DSP dot products; input offsets in [-32640, 32639]) */
+void tsr_cmsis_split_step(const tsr_split_args_t *s, int core, int ncores);
 /* tessera's whole requantization (floor rounding, an additive term,
  * Requant.divisor, int32 outputs: NEMO/DORY layers), DSP-optimized, no
  * scratch; input_offset within [-255, 255] (any_rq.c) */
@@ -40,6 +43,13 @@ void tsr_cmsis_conv2d_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_pointwise_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_linear_rq(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_cmsis_depthwise_rq(const tsr_conv_args_t *a, int core, int ncores);
+/* TFLite's rounding (TSR_ROUND_TFLITE: conv2d, pointwise, depthwise; a
+ * linear layer with it), on the same cores as the CMSIS-NN calls;
+ * input_offset within [-255, 255], the scratch as the CMSIS-NN calls' */
+void tsr_cmsis_conv2d_tfl(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_pointwise_tfl(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_depthwise_tfl(const tsr_conv_args_t *a, int core, int ncores);
+void tsr_cmsis_linear_tfl(const tsr_conv_args_t *a, int core, int ncores);
 /* fused depthwise/pointwise steps (kernels.h) on the CMSIS-NN layer kernels
  * (fused.c), both layers with CMSIS-NN's arithmetic; scratch in dw.scratch:
  * both layers' library.yaml scratch (whole channel count); pw_dw's buf also
@@ -50,6 +60,11 @@ void tsr_cmsis_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
 /* PW->DW row-wise with the shifted buffer (tessera/pw_dw_rows.h): buf holds
  * (fd - 1) * sh + kh pointwise rows of every channel; the same scratch */
 void tsr_cmsis_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores);
+/* the recurrent step (tsr_lstm_args_t; a.pre required): SMLAD gate rows */
+void tsr_cmsis_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
+void tsr_cmsis_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
+/* ONNX's LSTM and GRU step (tsr_onnx_rnn_args_t): SMLAD for both gate sums */
+void tsr_cmsis_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

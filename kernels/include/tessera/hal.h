@@ -79,6 +79,12 @@ extern uint64_t hal_dma_copy_count;
 extern uint32_t hal_core_count_overlaps;   /* forks whose per-core split is approximate */
 /* Platform start-up before the network runs (clocks, caches, cluster). */
 void hal_init(void);
+/* Optional (weak: 0 where a platform has none): the deepest the main stack
+ * has been since hal_init, in bytes, and its reserved size (0: not known,
+ * e.g. a firmware linked by its own script); a peak equal to the size means
+ * the stack reached the end of its reservation. */
+uint32_t hal_stack_peak(void) __attribute__((weak));
+uint32_t hal_stack_size(void) __attribute__((weak));
 
 #ifdef __cplusplus
 }

@@ -256,6 +256,90 @@ void tsr_argmax(const tsr_argmax_args_t *a, int core, int ncores);
 void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores);
 void tsr_gather(const tsr_gather_args_t *a, int core, int ncores);
 
+/* One time step of TFLite's integer LSTM (the IR's lstm, golden/recurrent.py)
+ * for this core's share of the cells: gates in the order i, f, g, o (no i
+ * when cifg), weights [gate][n_cell][n_input | n_output], biases with the
+ * zero points folded in, multipliers and IR shifts per gate. Reads h_prev
+ * and x, updates its cells of c in place and writes its cells' hidden
+ * values: to h_next (no projection) or, as int8, to hid (projection; then
+ * tsr_lstm_project computes h_next from hid, split over the outputs). */
+typedef struct {
+    const int8_t *x, *h_prev;
+    int8_t *h_next;
+    int16_t *c;
+    int8_t *hid;                 /* [n_cell], projection only */
+    int16_t *pre;                /* [gates][n_cell]: the gates' pre-activations (optimized kernels) */
+    const int8_t *w_in, *w_rec;
+    const int32_t *b_in, *b_rec;
+    const int16_t *w_peep;       /* [peephole gates][n_cell], or NULL */
+    const int8_t *w_proj;        /* [n_output][n_cell], or NULL */
+    const int32_t *b_proj;
+    int32_t n_input, n_cell, n_output, cifg;
+    int32_t mul_in[4], mul_rec[4], mul_peep[4];
+    int8_t shift_in[4], shift_rec[4], shift_peep[4];
+    int8_t peep[4];              /* per gate: its row of w_peep, or -1 */
+    int32_t hidden_mul, hidden_shift, hidden_zp;
+    int32_t proj_mul, proj_shift, state_zp, proj_clip;
+    int32_t cell_exp, cell_clip;
+    /* a block of cells whose weights streamed in (codegen.recurrent): the
+     * call computes cells [cell0, cell1) (cell1 0: all of them) and w_in,
+     * w_rec hold w_rows rows per gate from cell w_first on (w_rows 0:
+     * n_cell rows from cell 0, the whole matrices) */
+    int32_t cell0, cell1, w_rows, w_first;
+} tsr_lstm_args_t;
+
+void tsr_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
+void tsr_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
+
+/* One time step of ONNX's LSTM or GRU as ONNX Runtime runs it in float
+ * between Q/DQ (the IR's lstm of cell onnx_lstm / onnx_gru,
+ * golden/recurrent.py onnx_cell): int8 input and weights with zero
+ * points, the states in fixed point (hidden Q0.15, cell Q8.23), the gates'
+ * pre-activations in Q8.23 through gemmlowp's 32-bit logistic and tanh.
+ * Gates in ONNX's order (LSTM i, o, f, c; GRU z, r, h), weights
+ * [gate][n_cell][n_input | n_cell], biases Q8.23. This core's share of the
+ * cells: reads x and h_prev, writes h_next (and its c in place); with y
+ * set, also y = clamp(rq_y(h) + zp_y) of its cells. */
+typedef struct {
+    const int8_t *x;
+    const int16_t *h_prev;
+    int16_t *h_next;
+    int32_t *c;                  /* LSTM only */
+    int8_t *y;                   /* or NULL */
+    const int8_t *w_in, *w_rec;
+    const int32_t *b_in, *b_rec;
+    const int32_t *w_sums;       /* [gate][n_cell]: each row of w_in summed */
+    int32_t n_input, n_cell, gru;
+    int32_t zp_x, zp_w, zp_r, zp_y;
+    int32_t mul_x, shift_x, mul_h, shift_h, mul_y, shift_y;
+    int32_t cell0, cell1, w_rows, w_first;   /* as in tsr_lstm_args_t */
+} tsr_onnx_rnn_args_t;
+
+/* the cells a recurrent step's call computes, and a weight row's index */
+static inline void tsr_rnn_cells(int32_t n_cell, int32_t cell0, int32_t cell1, int32_t *b, int32_t *e)
+{
+    *b = cell0;
+    *e = cell1 ? cell1 : n_cell;
+}
+
+/* this core's share [j0, j1) of a call's cells: chunks of ceil(cells / ncores) */
+static inline void tsr_rnn_share(int32_t n_cell, int32_t cell0, int32_t cell1, int core, int ncores,
+                                 int32_t *j0, int32_t *j1)
+{
+    int32_t b, e, chunk;
+    tsr_rnn_cells(n_cell, cell0, cell1, &b, &e);
+    chunk = (e - b + ncores - 1) / (ncores > 0 ? ncores : 1);
+    *j0 = b + chunk * core < e ? b + chunk * core : e;
+    *j1 = *j0 + chunk < e ? *j0 + chunk : e;
+}
+
+static inline int32_t tsr_rnn_wrow(int32_t k, int32_t j, int32_t n_cell, int32_t w_rows, int32_t w_first)
+{
+    return k * (w_rows ? w_rows : n_cell) + j - w_first;
+}
+
+void tsr_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
+
 /* depthwise -> pointwise fused row-wise (kernels/reference/dw_pw.c): the
  * depthwise output never leaves L1. Each core takes its share of the output
  * rows and computes them in blocks of fd rows: the block's depthwise rows,
@@ -304,6 +388,18 @@ void tsr_pw_dw(const tsr_pw_dw_args_t *a, int core, int ncores);
  * buf: ncores buffers of ((fd - 1) * dw.sh + dw.kh) * pw.in_w * pw.out_c
  * bytes, core-major; fd counts depthwise output rows. */
 void tsr_pw_dw_rows(const tsr_pw_dw_args_t *a, int core, int ncores);
+/* One step of a split reduction (kernels/reference/split.c): conv holds
+ * the chunk's input box and weights ([out_c][kh][kw][kc]; linear: kh, kw
+ * the input's h, w); acc the output tile's int32 sums [out_h][out_w][out_c];
+ * first: start from the bias; last: requantize into conv->out instead of
+ * storing the sums. */
+typedef struct {
+    const tsr_conv_args_t *conv;
+    int32_t *acc;
+    int32_t first, last;
+} tsr_split_args_t;
+
+void tsr_split_step(const tsr_split_args_t *s, int core, int ncores);
 void tsr_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void tsr_depthwise(const tsr_conv_args_t *a, int core, int ncores);

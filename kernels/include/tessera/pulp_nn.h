@@ -20,6 +20,9 @@ extern "C" {
 #endif
 
 void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
+/* a split reduction's step (kernels/pulp_nn/split.c; tsr_split_step's
+ * arguments and results, pv.sdotsp.b where the input offset is 0) */
+void pnn_split_step(const tsr_split_args_t *s, int core, int ncores);
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
 /* depthwise -> pointwise fused (kernels.h, tsr_dw_pw) on these kernels; dw.scratch: per-core stripes */
@@ -57,6 +60,11 @@ void pnn_add(const tsr_add_args_t *a, int core, int ncores);
 /* the IR's matmul (attention.c): a->scratch holds, per core, its output
  * columns of b transposed (K rounded up to 4 bytes each) and their sums */
 void pnn_matmul2(const tsr_matmul_args_t *a, int core, int ncores);
+/* the recurrent step (tsr_lstm_args_t; a.pre required): the cells over the cores */
+void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
+void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
+/* ONNX's LSTM and GRU step (tsr_onnx_rnn_args_t): the cells over the cores */
+void pnn_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@ def register(sub):
     p = sub.add_parser(
         "build", help="build, run and check a network", description=__doc__.split("\n\n")[0],
         epilog="Variables (var=value): fusion=none|min_latency|min_transfer|min_memory, fusion_cost=model|measured, "
-        "overlap=0, direct=0, ram_cap=BYTES, guard=1, tile_cost=model, cache=DIR, cmsis_nn=DIR, verbose=1 (the "
+        "overlap=0, direct=0, patch=0, ram_cap=BYTES, guard=1, tile_cost=model, cache=DIR, cmsis_nn=DIR, verbose=1 (the "
         "compiler's command lines). `tessera list` shows the bundled targets and models; docs/embedding.md how a "
         "firmware's own build adds a network.")
     p.add_argument("--target", required=True, help="a bundled target (tessera list) or a target YAML file")

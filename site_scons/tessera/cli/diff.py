@@ -1,6 +1,8 @@
-"""tessera diff: what changed between two builds, per layer (tile, tiles,
-L1 bytes, DMA bytes, counts) and per memory level (the peak); a table, and
-the same as a self-contained HTML page."""
+"""tessera diff: what changed between two builds, per step (tile, tiles,
+L1 bytes, DMA bytes, counts; a pair fused in one build and apart in the
+other is one row that says so), per memory level (the peak) and the
+firmware's RAM and flash; a table, and the same as a self-contained HTML
+page."""
 
 
 def register(sub):

@@ -71,3 +71,8 @@ def header_comment(lines):
 # the C name of each ir.ROUNDING (kernels.h's TSR_ROUND_*)
 ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR", "tflite": "TSR_ROUND_TFLITE",
             "tflite_div": "TSR_ROUND_TFLITE_DIV"}
+
+
+def symbol(prefix, layer_name, what=None):
+    """A layer's C symbol: the network's prefix, the layer, and what of it."""
+    return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")

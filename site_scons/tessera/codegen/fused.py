@@ -225,18 +225,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
                 dst.append(f"    tsr_rows_in(&{job}, ENGINE_W, {L1} + {at}, {symbol(prefix, layer.name, name)}, "
                            f"{size}, 0, {ch});")
             continue
-        # the layer's chunks in turn; each copied out before the next is asked
-        # for (its buffer is where the one after that lands)
-        ch, step = mine[0][4], stream["chunk_c"]
-        out.append("    {\n        const int8_t *chunk;")
-        for c0 in range(0, ch, step):
-            n = min(step, ch - c0)
-            out.append(f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
-            for _, name, ctype, size, _, at in mine:
-                src = f"chunk + {stream['layout'][name]}" if stream["layout"][name] else "chunk"
-                out.append(f"        tsr_rows_in(&w, ENGINE_W, {L1} + {at + c0 * size}, {src}, {size}, 0, {n});")
-            out.append("        hal_dma_wait(&w);")
-        out.append("    }")
+        out += stream_copies(mine, stream, prefix)
     kh, kw = dw.kernel
     sh, sw = dw.stride
     if kind == "dw_pw":
@@ -327,6 +316,25 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
         out.append(f"    hal_dma_wait(&out[{i}]);")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def stream_copies(arrays, stream, prefix):
+    """C lines copying a layer's constants (`arrays`: (layer, name, ctype,
+    bytes per channel, channels, L1 offset)) from the weight stream into the
+    tile level: its chunks in turn, each copied out before the next is asked
+    for (its buffer is where the one after that lands)."""
+    L1 = f"{prefix}_L1"
+    ch, step = arrays[0][4], stream["chunk_c"]
+    out = ["    {\n        const int8_t *chunk;"]
+    for c0 in range(0, ch, step):
+        n = min(step, ch - c0)
+        out.append(f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
+        for _, name, _, size, _, at in arrays:
+            src = f"chunk + {stream['layout'][name]}" if stream["layout"][name] else "chunk"
+            out.append(f"        tsr_rows_in(&w, ENGINE_W, {L1} + {at + c0 * size}, {src}, {size}, 0, {n});")
+        out.append("        hal_dma_wait(&w);")
+    out.append("    }")
+    return out
 
 
 def stub(layer, group, model, prefix):

@@ -28,13 +28,10 @@ from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
 from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, int_list
+from .cfmt import ROUNDING, header_comment, int_list, symbol
 from .libraries import library
-
-
-
-def symbol(prefix, layer_name, what=None):
-    return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
+from . import split
+from .split import stage as _stage
 
 
 # sizeof(tsr_tile_t): a table row per tile (word-aligned: copied by words)
@@ -124,12 +121,6 @@ def _plane_lines(plane, struct, pointers):
     return const, per_tile
 
 
-def _stage(target):
-    """The level streamed weights pass through: GAP8's L2 (w_stage), or the
-    activation level for weights on a storage level."""
-    return target["w_stage"]["level"] if "w_stage" in target else target["act_level"]
-
-
 def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     """C source of one layer. target: the codegen view of the target
     (prefix, engines, kernels); model: the model name (comments only).
@@ -138,11 +129,19 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     other input (loaded with the tile's inputs) by the library's add
     kernel, and only the sum goes to the add's output (`tiling` is then
     the epilogue's, with its skip buffer)."""
+    if layer.op == "lstm":
+        from . import recurrent
+        return recurrent.generate(layer, graph, tiling, plan_slice, target, model)
     if is_whole(layer, graph):
         from . import whole
         return whole.generate(layer, graph, tiling, plan_slice, target, model)
     if plan_slice.get("direct"):
         return generate_direct(layer, graph, plan_slice, target, model)
+    if tiling.get("split"):
+        if epilogue is not None:
+            raise FitError(f"layer {layer.name}", "a split reduction takes no add epilogue",
+                           "build with fusion=none")
+        return split.generate(layer, graph, tiling, plan_slice, target, model)
     lib = library(target["kernels"])
     prefix = target["prefix"]
     view = tiler_layer(layer, graph)

@@ -124,20 +124,23 @@ def header(v):
     out.append(f"#define {P}_NUM_LAYERS {len(v['layers'])}")
     out.append(f"#define {P}_NUM_INPUTS {len(v['inputs'])}")
     out.append(f"#define {P}_NUM_OUTPUTS {len(v['outputs'])}")
+    tail = v.get("float_tail")
     for kind, items in (("INPUT", v["inputs"]), ("OUTPUT", v["outputs"])):
         for i, t in enumerate(items):
             shape = "x".join(map(str, t["shape"]))
             out.append(f"#define {P}_{kind}{i}_BYTES {t['bytes']}   /* {shape} {t['source_dtype']} (HWC) */")
             out.append(f"#define {P}_{kind}{i}_TYPE {C_TYPES[t['source_dtype']]}")
+            h, w, c = t["shape"]
+            out.append(f"#define {P}_{kind}{i}_H {h}\n#define {P}_{kind}{i}_W {w}\n#define {P}_{kind}{i}_C {c}")
             # its shape in the order of its bytes (the model's own, or HWC where the model's is
             # channel first), and real = scale * (q - zero_point) for values of that type
             dims = t["source_shape"] or t["shape"]
             out.append(f"#define {P}_{kind}{i}_RANK {len(dims)}")
             out.append(f"#define {P}_{kind}{i}_SHAPE {{{', '.join(map(str, dims))}}}")
-            if t["scale"] is not None and not (kind == "OUTPUT" and i == 0 and v.get("float_tail")):
-                out.append(f"#define {P}_{kind}{i}_SCALE {t['scale']}f")
+            # a float tail's output 0 says its scale and zero point below
+            if t["scale"] is not None and not (tail and kind == "OUTPUT" and i == 0):
+                out.append(f"#define {P}_{kind}{i}_SCALE {t['scale']}f   /* real = scale * (q - zero point) */")
                 out.append(f"#define {P}_{kind}{i}_ZERO_POINT {t['zero_point'] or 0}")
-    tail = v.get("float_tail")
     if tail:
         out.append(f"/* Output 0 is the quantized tensor before the model's float tail, left to\n"
                    f" * the application: {', '.join(tail['ops'])}.\n"
@@ -160,6 +163,28 @@ def header(v):
     return "\n".join(out) + "\n"
 
 
+def declared(arenas, stream_end=None, storage_arena=0):
+    """{"L2": bytes, "L1": bytes} of the two arenas network.c declares: the
+    activation arena holds the planned activations, the weight stream's
+    chunk buffers (up to its end) and the out-of-core program's pools (the
+    arena's usable bytes); the tile arena the plan's tiles. `arenas`: the
+    plan's {"L2", "L1"} arena sizes. The report counts RAM by it."""
+    return {"L2": max(arenas["L2"], stream_end or 0, storage_arena or 0, 4), "L1": max(arenas["L1"], 4)}
+
+
+def declared_arrays(the_plan, prefix, storage_arena=0, spill_window=False):
+    """{symbol: bytes} of every array network.c declares for activations
+    and tiles (the arenas, and a spill level's array)."""
+    stream = the_plan["weights"].get("stream")
+    arenas = declared({"L2": the_plan["activations"]["arena"], "L1": the_plan["tiles"]["arena"]},
+                      stream and stream["end"], storage_arena)
+    out = {f"{prefix}_{k}": n for k, n in arenas.items()}
+    spill = the_plan["activations"].get("spill")
+    if spill and not spill_window:
+        out[f"{prefix}_{spill['level']}"] = spill["bytes"]
+    return out
+
+
 def source(v):
     p, P = v["prefix"], v["prefix"].upper()
     secs = v["sections"]
@@ -170,10 +195,9 @@ def source(v):
     out.append(f"/* activations ({v['levels']['activations']}) and tiles ({v['levels']['tiles']}): "
                "every offset was fixed at build time"
                + ("; weight chunks in the room they leave" if stream else "") + " */")
-    l2_bytes = max(v["arenas"]["L2"], stream["end"]) if stream else v["arenas"]["L2"]
-    l2_bytes = max(l2_bytes, v.get("storage", {}).get("arena", 0))
-    out.append(f"int8_t {p}_L2[{max(l2_bytes, 4)}] {section_attr(secs.get('activations', ''), 8)};")
-    out.append(f"int8_t {p}_L1[{max(v['arenas']['L1'], 4)}] {section_attr(secs.get('tiles', ''), 8)};\n")
+    arrays = declared(v["arenas"], stream and stream["end"], v.get("storage", {}).get("arena", 0))
+    out.append(f"int8_t {p}_L2[{arrays['L2']}] {section_attr(secs.get('activations', ''), 8)};")
+    out.append(f"int8_t {p}_L1[{arrays['L1']}] {section_attr(secs.get('tiles', ''), 8)};\n")
     spill = v.get("spill")
     if spill and "window" in spill:
         out.append(f"/* activations the {v['levels']['activations']} arena cannot hold, swapped to the storage "
@@ -515,7 +539,17 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     for i, t in enumerate(v["outputs"]):
         out.append(f"    print_hex(\"output\", {i}, (const uint8_t *){p}_output({i}), {t['bytes']});")
     out.append("""    fputs("TSR total count=", stdout);
-    print_u64(total);""" + ("""
+    print_u64(total);
+    if (hal_stack_peak && hal_stack_size && hal_stack_size()) {
+        /* the stack's high-water mark (where the HAL measures it): a stack that
+         * reached the end of its reservation may have overwritten other data */
+        printf(" stack=%lu", (unsigned long)hal_stack_peak());
+        if (hal_stack_peak() >= hal_stack_size()) {
+            fprintf(stderr, "\\ntessera: the stack used all of its %lu reserved bytes (raise the target's "
+                    "memory.<level>.reserved.stack)\\n", (unsigned long)hal_stack_size());
+            return 3;
+        }
+    }""" + ("""
     if (profile)
         printf(" overlaps=%lu", (unsigned long)hal_core_count_overlaps);""" if cores else "") + """
     fputs("\\nTSR done\\n", stdout);

@@ -25,6 +25,7 @@ GENERATOR = Field("map", fields={
     "channels": Field("int", "input channels", default=3, minimum=1),
     "classes": Field("int", "output classes", required=True, minimum=1),
     "seed": Field("int", "weight seed", default=0, minimum=0),
+    "scale_head": Field("bool", "mobilenet_v2: its last 1x1 convolution scaled by the width too (TF-slim's default)"),
 })
 
 QUANTIZATION = Field("map", fields={
@@ -40,6 +41,10 @@ REFERENCE = Field("map", fields={
 
 INPUT = Field("map", fields={
     "seed": Field("int", "seed of the random golden input", default=0, minimum=0),
+    "file": Field("str", "a sample to run instead (relative to this YAML): .npy, .npz, an image (.png, .jpg, "
+                  ".bmp, ...) or raw quantized bytes (tessera.model.sample)"),
+    "range": Field("any", "an image: the real values of pixels 0 and 255, [low, high] (default [0, 1]), "
+                   "quantized with the input's scale and zero point"),
 })
 
 MODEL = Field("map", fields={
@@ -130,6 +135,14 @@ def parse_model(data, path, name):
         raise ConfigError(path, "give exactly one of `onnx:` (your quantized file), `tflite:` (an int8 "
                           ".tflite file) or `generator:`", "see models/tiny.yaml and the README")
     base = os.path.dirname(os.path.abspath(path))
+    if model["input"].get("file") is not None:
+        sample = os.path.normpath(os.path.join(base, model["input"]["file"]))
+        if not os.path.isfile(sample):
+            raise ConfigError(path, f"input.file: file not found: {sample}", "the path is relative to the model YAML")
+        if model["reference"] is not None:
+            raise ConfigError(path, "input.file: the reference's own input is the golden input",
+                              "drop input.file, or the reference")
+        model["input"] = dict(model["input"], file=sample)
     if has_tflite:
         if model["reference"] is not None:
             raise ConfigError(path, "reference: is for DORY/Deeploy ONNX graphs",
@@ -149,6 +162,10 @@ def parse_model(data, path, name):
         _given_file(model, "onnx", base, path)
     else:
         model["generator"]["resolution"] = _resolution(model["generator"]["resolution"], path)
+        if model["generator"]["scale_head"] is None:
+            # not given: the generator's parameters (and so the digest of every
+            # other model's files) as they were before the key existed
+            del model["generator"]["scale_head"]
     if model["reference"] is not None:
         if not has_onnx:
             raise ConfigError(path, "reference: compares a given network with its reference outputs",

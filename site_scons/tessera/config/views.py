@@ -123,6 +123,36 @@ def whole_split(layer):
     return ""
 
 
+def recurrent_l1(layer):
+    """What a recurrent layer keeps in L1 beside its sequences: its packed
+    constants (as weights) and its states: the int16 cell state, the initial
+    hidden state, the gates' int16 pre-activations and, with a projection,
+    the cells' int8 hidden values (codegen.recurrent lays them out)."""
+    rnn = layer.rnn
+    align = lambda n: -(-n // 4) * 4   # noqa: E731
+    sizes = {role: align(n * {"int32": 4, "int16": 2}.get(dtype, 1)) for role, (_, n, dtype) in rnn["layout"].items()}
+    if rnn["cell"] != "ops":
+        # the gate matrices may stream through L1 a block of cells at a time
+        gates = len(rnn["gates"]) if rnn["cell"] == "lstm" else (4 if rnn["cell"] == "onnx_lstm" else 3)
+        cells = {"gates": gates, "n_cell": rnn["n_cell"],
+                 "row_bytes": rnn["n_input"] + (rnn["n_output"] if rnn["cell"] == "lstm" else rnn["n_cell"])}
+    if rnn["cell"] in ("onnx_lstm", "onnx_gru"):   # two int16 hidden states, the int32 cell state
+        scratch = 2 * align(2 * rnn["n_cell"]) + align(4 * rnn["n_cell"])
+        return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch,
+                "sections": dict(sorted(sizes.items())), "cells": cells}
+    if rnn["cell"] == "ops":   # its states and every body op's vector
+        scratch = sum(align(s["size"]) for s in rnn["states"]) + sum(align(op["n"]) for op in rnn["body"])
+        # the linear ops' matrices, which may stream through L1 a block of rows at a time
+        matrices = [{"op": k, "role": op["weights"], "rows": op["n"], "cols": rnn["layout"][op["weights"]][1] // op["n"]}
+                    for k, op in enumerate(rnn["body"]) if op["op"] == "linear"]
+        return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch,
+                "sections": dict(sorted(sizes.items())), "matrices": matrices}
+    scratch = (align(2 * rnn["n_cell"]) + align(rnn["n_output"]) + align(2 * len(rnn["gates"]) * rnn["n_cell"])
+               + (align(rnn["n_cell"]) if rnn.get("projection") else 0))
+    return {"w_bytes_per_cout": ir.weight_bytes_per_cout(layer, None), "scratch_bytes": scratch,
+            "sections": dict(sorted(sizes.items())), "cells": cells}
+
+
 def operand_as_weights(layer, graph):
     """A second input that is loaded per channel tile into the weight buffer."""
     return layer.op == "matmul" or channel_operand(layer, graph)
@@ -174,6 +204,8 @@ def tiler_layer(layer, graph):
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
             "w_bytes_per_cout": 0, "param_bytes_per_cout": 0, "const_bytes": whole_constant_bytes(layer),
+            # a recurrent layer keeps its constants and states in L1 (codegen.recurrent)
+            **(recurrent_l1(layer) if layer.op == "lstm" else {}),
             **({"axis": layer.axis} if whole_split(layer) == "k" else {}),
         }
     view = {

@@ -54,6 +54,13 @@ def explain_layer(target, layer, graph, tiling, coefs=None, plan=None):
     if coefs is None:
         return None
     f = layer_features(target, layer, graph, tiling, plan)
+    if layer.op == "lstm" and layer.rnn["cell"] == "ops":
+        # a cell of plain ops: each body op priced by its own op's coefficients, every step
+        compute = layer.rnn["steps"] * sum(model.compute_part(coefs, *features.body_features(op, layer.rnn,
+                                                                                              target["cores"]))
+                                           for op in layer.rnn["body"])
+        dma = model.dma_part(coefs, f)
+        return {"features": f, "compute": compute, "dma": dma, "estimate": int(round(compute + dma))}
     return {"features": f, "compute": model.compute_part(coefs, layer.op, f), "dma": model.dma_part(coefs, f),
             "estimate": model.estimate(coefs, layer.op, f, tiling.get("buffering", 2))}
 

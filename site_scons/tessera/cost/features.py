@@ -11,7 +11,7 @@ quantities the cost model's coefficients multiply.
                pointwise; pixels or channels for pools; channels for depthwise
                and linear); equal to macs on one core or an even split
     tiles      tiles the layer runs as (per-tile overhead: DMA programming,
-               forking the cores, the kernel call)
+               forking the cores, the kernel call); a split tiling's steps
     im2col     conv2d: bytes its kernels unroll into im2col rows, per tile the
                output pixels times kh*kw*C_in (the first layers' 1 or 3 input
                channels make this, not the MACs, their cost); like wsum, as
@@ -36,6 +36,11 @@ quantities the cost model's coefficients multiply.
                instructions per channel per call on stm32f4, against tens
                for a whole layer's channel; set by plan_features, 0 without
                a plan)
+    acc_elems  (only in a split tiling's features: the reports of unsplit
+               layers stay as they were) a split tiling (codegen/split.py: the reduction in
+               chunks): the 32-bit partial sums stored after a chunk and
+               reloaded by the next, the output tile's elements once per
+               chunk but the last (the extra passes)
     tail_macs  MACs of output channels outside whole groups of 4 per tile
                (conv2d, pointwise, linear: the kernels' register blocks are
                4 channels wide; the rest runs a slower leftover loop)
@@ -114,11 +119,13 @@ def _split(op, oh, ow, oc, cores):
     return per_c * cores / oc, per_c, pixels
 
 
-def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1):
-    """Add one tile's im2col, taps, wsum, tail_macs and chans."""
+def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1, in_c=None):
+    """Add one tile's im2col, taps, wsum, tail_macs and chans (in_c: the
+    input channels the tile reads, a split step's chunk)."""
     oc = tile[-1] if tile else 1
     pixels = tile[0] * tile[1] if len(tile) >= 3 else 1
     feats["chans"] += oc
+    in_c = in_c or view["in"][-1]
     if op == "conv2d":
         # im2col and wsum as the slowest core does them, times the cores: a
         # core unrolls the windows of its own pixels (all of them when the
@@ -126,9 +133,9 @@ def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1):
         # of them when the split is by pixels)
         kh, kw = view.get("kernel", (1, 1))
         _, core_c, core_p = _split(op, tile[0], tile[1], oc, cores)
-        feats["im2col"] += core_p * cores * kh * kw * view["in"][-1]
+        feats["im2col"] += core_p * cores * kh * kw * in_c
         feats["taps"] += pixels * kh * kw
-        feats["wsum"] += core_c * cores * kh * kw * view["in"][-1]
+        feats["wsum"] += core_c * cores * kh * kw * in_c
     if op in BLOCKED and oc % 4:
         feats["tail_macs"] += round(tile_macs * (oc % 4) / oc)
 
@@ -137,9 +144,64 @@ def _plain_macs(op, macs, input_offset, in_c):
     return macs if op == "pointwise" and (input_offset not in (0, 128) or in_c % 4) else 0
 
 
+def recurrent_features(layer, graph, tiling, cores=1):
+    """The features of a recurrent layer (op lstm, TFLite's integer cell):
+    macs the gate matrices' (and projection's) over the sequence,
+    split_macs as the busiest core does them times the cores (the cells
+    split one at a time), out_elems the 16-bit logistic and tanh evaluations
+    (five per cell and step, four without input gate), chans the same as
+    the busiest core does them times the cores, tiles the forks (one per
+    step, two with a projection); the sequences and the constants as DMA.
+    A cell of plain ops is priced op by op (body_features)."""
+    rnn = layer.rnn
+    x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
+    feats = dict.fromkeys(FEATURES, 0)
+    feats["macs"] = ir.macs(layer, graph)
+    feats["act_bytes"], feats["act_xfers"] = x.nbytes + y.nbytes, 2
+    stream = tiling.get("stream")
+    streamed = 0
+    if rnn["cell"] == "ops":
+        for k in (stream or {}).get("ops", ()):
+            streamed += rnn["layout"][rnn["body"][k]["weights"]][1]
+        feats["tiles"] = rnn["steps"] * len(rnn["body"])
+    else:
+        nc = rnn["n_cell"]
+        share = _chunk(nc, 1, cores) * cores / nc
+        feats["split_macs"] = round(feats["macs"] * share)
+        # the activations a cell evaluates a step (ONNX's cells: the 32-bit forms)
+        per_cell = {"onnx_lstm": 5, "onnx_gru": 3}.get(rnn["cell"], 4 if rnn.get("gates") == "fgo" else 5)
+        feats["out_elems"] = rnn["steps"] * nc * per_cell
+        feats["chans"] = round(feats["out_elems"] * share)
+        feats["in_elems"] = x.size
+        feats["tiles"] = rnn["steps"] * (2 if rnn.get("projection") else 1)
+    feats["w_bytes"] = rnn["bytes"] - streamed + rnn["steps"] * streamed
+    feats["w_xfers"] = 1 + rnn["steps"] * sum(-(-rnn["body"][k]["n"] // stream["rows"])
+                                              for k in (stream or {}).get("ops", ()))
+    return feats
+
+
+def body_features(op, rnn, cores=1):
+    """(IR op, features) of one body op of a cell of plain ops at one step:
+    a layer on whole vectors, priced with that op's own coefficients."""
+    feats = dict.fromkeys(FEATURES, 0)
+    n = op["n"]
+    k = rnn["layout"][op["weights"]][1] // n if op["op"] == "linear" else 1
+    feats["macs"] = n * k
+    feats["split_macs"] = round(feats["macs"] * _split(op["op"], 1, 1, n, cores)[0])
+    feats["out_elems"] = n
+    feats["in_elems"] = k if op["op"] == "linear" else n * len(op["in"])
+    feats["tiles"] = 1
+    feats["chans"] = n
+    if op["op"] == "linear" and n % 4:
+        feats["tail_macs"] = (n % 4) * k
+    return op["op"], feats
+
+
 def layer_features(layer, graph, tiling, dims=2, cores=1):
     """{feature: number} for one IR layer and its tiling JSON; `dims` is the
     activation DMA engine's dimensions, `cores` the cores that share a tile."""
+    if layer.op == "lstm":
+        return recurrent_features(layer, graph, tiling, cores)
     y = graph.tensor(layer.output)
     ins = [graph.tensor(n) for n in layer.inputs]
     feats = dict.fromkeys(FEATURES, 0)
@@ -162,26 +224,54 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
         feats["w_bytes"] = w_total
         feats["w_xfers"] = 1 if w_total else 0
         return feats
+    _walk(feats, layer.op, view, tiling, list(ins[0].shape), list(y.shape), dims, cores)
+    return feats
+
+
+def _walk(feats, op, view, tiling, ishape, oshape, dims, cores):
+    """The tiled features of the steps the generated code walks: its
+    tiles, or a split tiling's steps (each tile once per reduction chunk,
+    codegen/split.py), counted per tile: its chunks' shares of
+    the MACs, im2col and input bytes sum to the tile's; per step the
+    kernel call, its taps and channels, its input box's transfers (a
+    channel slice), the weights (per channel tile, or per step of a split
+    tiling), and the partial sums stored and reloaded between its chunks
+    (acc_elems); the output box once."""
     n_in = view["n_inputs"]
-    oshape = list(y.shape)
-    ishape = list(ins[0].shape)
-    channel_tiles = set()
+    size = oshape[0] * oshape[1] * oshape[2]
+    w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * oshape[-1]
+    parts = geometry.chunks(view, tiling) if geometry.split_k(tiling) else [(0, ishape[2])]
+    n_k = len(parts)
+    channel_tiles, spatial = set(), set()
     split = 0.0
     for t in geometry.tiles(view, tiling):
-        feats["tiles"] += 1
-        share = t["oh"] * t["ow"] * t["oc"] / y.size
-        split += feats["macs"] * share * _split(layer.op, t["oh"], t["ow"], t["oc"], cores)[0]
-        _per_tile(feats, layer.op, view, (t["oh"], t["ow"], t["oc"]), y.shape, feats["macs"] * share, cores)
-        feats["act_bytes"] += n_in * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
-        feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
-        feats["act_xfers"] += n_in * _box_xfers(ishape, (t["ih"], t["iw"], t["ic"]), dims)
+        vol = t["oh"] * t["ow"] * t["oc"]
+        feats["tiles"] += n_k
+        share = vol / size
+        split += feats["macs"] * share * _split(op, t["oh"], t["ow"], t["oc"], cores)[0]
+        before = feats["taps"], feats["chans"]
+        _per_tile(feats, op, view, (t["oh"], t["ow"], t["oc"]), oshape, feats["macs"] * share, cores)
+        feats["taps"] += (feats["taps"] - before[0]) * (n_k - 1)
+        feats["chans"] += (feats["chans"] - before[1]) * (n_k - 1)
+        for _, kc in parts:
+            ic = kc if n_k > 1 else t["ic"]
+            feats["act_bytes"] += n_in * t["ih"] * t["iw"] * ic * view["in_bytes"]
+            feats["act_xfers"] += n_in * _box_xfers(ishape, (t["ih"], t["iw"], ic), dims)
+        feats["act_bytes"] += vol * view["out_bytes"]
         feats["act_xfers"] += _box_xfers(oshape, (t["oh"], t["ow"], t["oc"]), dims)
+        if n_k > 1:
+            feats["acc_elems"] = feats.get("acc_elems", 0) + vol * (n_k - 1)
         channel_tiles.add(t["oc0"])
+        spatial.add((t["oh0"], t["ow0"]))
     feats["split_macs"] = round(split)
-    if w_total:
+    if w_total and n_k > 1:
+        # every step its block of weights, each spatial tile again; the
+        # parameters once per channel tile
+        feats["w_bytes"] = (view["w_bytes_per_cout"] * len(spatial) + view["param_bytes_per_cout"]) * oshape[-1]
+        feats["w_xfers"] = feats["tiles"] + (len(channel_tiles) if view["param_bytes_per_cout"] else 0)
+    elif w_total:
         feats["w_bytes"] = w_total
         feats["w_xfers"] = len(channel_tiles) * (2 if view["param_bytes_per_cout"] else 1)
-    return feats
 
 
 def graph_features(graph, tilings, target):
@@ -292,21 +382,5 @@ def view_features(view, tiling, dims=2, cores=1, input_offset=128):
     feats["in_elems"] = sum(view["in_sizes"]) if "in_sizes" in view else view["n_inputs"] * H * W * C
     if view["op"] in ROW_OPS:
         feats["rows"] = Ho * Wo
-    w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * Co
-    channel_tiles = set()
-    split = 0.0
-    for t in geometry.tiles(view, tiling):
-        feats["tiles"] += 1
-        share = t["oh"] * t["ow"] * t["oc"] / size
-        split += feats["macs"] * share * _split(view["op"], t["oh"], t["ow"], t["oc"], cores)[0]
-        _per_tile(feats, view["op"], view, (t["oh"], t["ow"], t["oc"]), view["out"], feats["macs"] * share, cores)
-        feats["act_bytes"] += view["n_inputs"] * t["ih"] * t["iw"] * t["ic"] * view["in_bytes"]
-        feats["act_bytes"] += t["oh"] * t["ow"] * t["oc"] * view["out_bytes"]
-        feats["act_xfers"] += view["n_inputs"] * _box_xfers((H, W, C), (t["ih"], t["iw"], t["ic"]), dims)
-        feats["act_xfers"] += _box_xfers((Ho, Wo, Co), (t["oh"], t["ow"], t["oc"]), dims)
-        channel_tiles.add(t["oc0"])
-    feats["split_macs"] = round(split)
-    if w_total:
-        feats["w_bytes"] = w_total
-        feats["w_xfers"] = len(channel_tiles) * (2 if view["param_bytes_per_cout"] else 1)
+    _walk(feats, view["op"], view, tiling, [H, W, C], [Ho, Wo, Co], dims, cores)
     return feats

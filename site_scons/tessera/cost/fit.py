@@ -93,6 +93,23 @@ def _row(feats):
     return dict(dict.fromkeys(COMPUTE + DMA, 0), **feats, layer=1)
 
 
+def fit_op(samples, coefs):
+    """One op's compute coefficients on its own samples [(features,
+    measured)], the DMA part priced by the file's coefficients (`combine`
+    sum: less the DMA; overlap: less the first transfer nothing hides), in
+    plain non-negative least squares on relative error: the recurrent
+    sweeps give the op enough layers of its own."""
+    dma = coefs["dma"]
+    rows, b = [], []
+    for f, m in samples:
+        d = sum(dma[k] * _row(f)[k] for k in DMA)
+        rest = m - (d / max(f.get("tiles", 1), 1) if coefs.get("combine") == "overlap" else d)
+        rows.append([_row(f)[k] / m for k in COMPUTE])
+        b.append(rest / m)
+    x = _nnls(np.array(rows), np.array(b))
+    return {k: _num(v) for k, v in zip(COMPUTE, x)}
+
+
 def fit_overlap(samples, target):
     """Coefficients for `combine: overlap` (wall-clock cycles, DMA engines
     beside the cores): the DMA terms from the target YAML; the compute ones

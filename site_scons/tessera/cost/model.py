@@ -118,7 +118,11 @@ def load(file):
 def compute_part(coefs, op, feats):
     c = coefs["ops"].get(op, coefs["default"])
     x = dict(dict.fromkeys(COMPUTE, 0), **feats, layer=1)    # features a report of an older version lacks: 0
-    return sum(c.get(k, 0.0) * x[k] for k in COMPUTE)
+    # a split tiling's partial sums stored and reloaded: the fit's own price
+    # where its sweeps had split layers, else an output element's (its
+    # requantization and store, the same few loads and stores)
+    acc = c.get("acc_elems", c.get("out_elems", 0.0)) * feats.get("acc_elems", 0)
+    return sum(c.get(k, 0.0) * x[k] for k in COMPUTE) + acc
 
 
 def dma_part(coefs, feats):

@@ -320,3 +320,39 @@ def _write_if_changed(path, data):
             if f.read() == data:
                 return
     canon.write_atomic(path, data)
+
+
+# ---- the recurrent step ----------------------------------------------------
+# One int8 TFLite LSTM per network (tessera.zoo.tflite_lstm, seeded), over
+# sequence lengths, input and cell counts and the options (no input gate,
+# peephole, projection): samples of the op lstm. Each keeps its constants
+# under 10 kB, so that it fits stm32f4's L1 as well.
+RECURRENT = {
+    "rb_small": dict(steps=8, inputs=10, cells=16),
+    "rb_mnist": dict(steps=28, inputs=28, cells=20),
+    "rb_long": dict(steps=40, inputs=8, cells=8),
+    "rb_wide": dict(steps=12, inputs=40, cells=32),
+    "rb_cifg": dict(steps=16, inputs=20, cells=24, cifg=True),
+    "rb_proj": dict(steps=10, inputs=16, cells=24, outputs=12, projection=True, peephole=True),
+}
+
+
+def write_recurrent(name, directory):
+    """Write <directory>/<name>.tflite and <name>.yaml; returns the YAML's
+    path (files rewritten only when their bytes change)."""
+    import tempfile
+
+    from ..zoo import tflite_lstm
+
+    os.makedirs(directory, exist_ok=True)
+    tfl = os.path.join(directory, f"{name}.tflite")
+    with tempfile.TemporaryDirectory() as tmp:
+        tflite_lstm.write(os.path.join(tmp, "m.tflite"), seed=0, **RECURRENT[name])
+        with open(os.path.join(tmp, "m.tflite"), "rb") as f:
+            _write_if_changed(tfl, f.read())
+    shape = ", ".join(f"{k} {v}" for k, v in RECURRENT[name].items())
+    text = yaml.safe_dump({"description": f"cost model sweep {name}: one int8 LSTM ({shape})",
+                           "tflite": f"{name}.tflite", "input": {"seed": 0}}, sort_keys=True, width=1000)
+    yaml_path = os.path.join(directory, f"{name}.yaml")
+    _write_if_changed(yaml_path, text.encode())
+    return yaml_path

@@ -149,6 +149,12 @@ class Builder:
 
     def add_layer(self, layer, arrays):
         """Append a layer; `arrays` maps 'weights'/'bias' to NumPy arrays."""
+        self._attach(layer, arrays)
+        self.layers.append(layer)
+        return layer
+
+    def _attach(self, layer, arrays):
+        """Store a layer's arrays under its name and digest them."""
         digest = hashlib.sha256()
         for role in ("weights", "bias"):
             if arrays.get(role) is not None:
@@ -161,12 +167,25 @@ class Builder:
                 digest.update(role.encode() + str(arr.dtype).encode() + str(arr.shape).encode())
                 digest.update(arr.tobytes())
         layer.digest = digest.hexdigest()[:16]
-        self.layers.append(layer)
-        return layer
+
+    def recurrent(self, layer, arrays):
+        """Append a recurrent layer (op lstm): its arrays packed into one
+        int8 weight array (golden.recurrent.pack), their places in
+        layer.rnn["layout"]."""
+        from ..golden.recurrent import pack
+        blob, layout = pack(arrays, layer.rnn["n_output"])
+        layer.rnn = dict(layer.rnn, layout=layout, bytes=int(blob.size))
+        return self.add_layer(layer, {"weights": blob})
 
     def finish(self):
         if not self.layers:
             raise FrontendError(self.path, "no layers found", "is this a quantized network?")
+        for layer in self.layers:
+            if layer.op == "lut" and layer.table is not None and len(layer.table) > 256:
+                # a table per channel: the layer's weights, in the weight level (ir.Layer)
+                table = np.asarray(layer.table, dtype=np.int8).reshape(-1, 256)
+                layer.table = None
+                self._attach(layer, {"weights": table})
         graph = Graph(self.name, self.dialect, self.tensors, self.layers, self.inputs, self.outputs)
         return graph, self.weights
 

@@ -810,6 +810,76 @@ def mul_by_constant(g, notes):
     return False
 
 
+def recurrent_layouts(g, notes):
+    """An LSTM or GRU read time-major ([T, 1, F], the exporters' layout 0)
+    through a Transpose (1, 0, 2) of a batch-1, batch-first sequence (and
+    its Q/DQ): the Transpose goes and the node reads the batch-first
+    sequence (layout 1; for batch 1 its states' shapes are the same). The
+    firmware's input is the user's [1, T, F] array."""
+    for node in g.nodes:
+        if node.op_type not in ("LSTM", "GRU") or _attrs(node).get("layout", 0) != 0:
+            continue
+        chain, name = [], node.input[0]
+        while name in g.producer and g.producer[name].op_type in ("QuantizeLinear", "DequantizeLinear"):
+            chain.append(g.producer[name])
+            name = chain[-1].input[0]
+        t = g.producer.get(name)
+        shape = g.shapes.get(t.input[0]) if t is not None else None
+        if (t is None or t.op_type != "Transpose" or _perm(t) != [1, 0, 2] or not shape or len(shape) != 3
+                or shape[0] != 1 or len(g.users(t.output[0])) != 1):
+            continue
+        # Y (the sequence output) would change its layout too: only when nothing reads it
+        if node.output and node.output[0] and not _unread(g, node.output[0]):
+            continue
+        g.rename_input(t.output[0], t.input[0])
+        g.remove(t)
+        src = t.input[0]
+        while src in g.producer and g.producer[src].op_type in ("QuantizeLinear", "DequantizeLinear"):
+            src = g.producer[src].input[0]
+        if src in {i.name for i in g.g.input}:
+            # the user's [1, T, F] array is the firmware's sequence as it is (channel-last)
+            notes.setdefault("input_layout", {})[src] = "nlc"
+        for a in list(node.attribute):
+            if a.name == "layout":
+                node.attribute.remove(a)
+        node.attribute.append(onnx.helper.make_attribute("layout", 1))
+        notes.setdefault("rewrites", []).append(f"{node.op_type} {node.name or node.output[0]!r} reads the "
+                                                "batch-first sequence (its input Transpose folded)")
+        g.refresh()
+        return True
+    return False
+
+
+def _unread(g, name):
+    """Nothing reads `name` but Q/DQ nodes whose results nothing reads."""
+    if name in g.outputs:
+        return False
+    return all(u.op_type in ("QuantizeLinear", "DequantizeLinear") and _unread(g, u.output[0]) for u in g.users(name))
+
+
+def gather_of_one(g, notes):
+    """A Gather of one index along an axis of size 1 (the last hidden state
+    of a one-layer RNN, h_n[-1]) is a Squeeze of that axis: a view."""
+    for node in g.nodes:
+        if node.op_type != "Gather":
+            continue
+        idx = g.const(node.input[1]) if len(node.input) > 1 else None
+        shape = g.shapes.get(node.input[0])
+        axis = _attrs(node).get("axis", 0)
+        if idx is None or np.asarray(idx).ndim != 0 or not shape or shape[axis % len(shape)] != 1:
+            continue
+        axes = g.add_init((node.name or "gather") + "_axes", np.asarray([axis % len(shape)], np.int64))
+        squeeze = onnx.helper.make_node("Squeeze", [node.input[0], axes], list(node.output),
+                                        name=(node.name or "gather") + "_squeeze")
+        g.insert_before(node, squeeze)
+        g.remove(node)
+        notes.setdefault("rewrites", []).append(f"Gather {node.name or node.output[0]!r} of a size-1 axis is a "
+                                                "Squeeze")
+        g.refresh()
+        return True
+    return False
+
+
 MOVES = ("Transpose", "Concat") + VIEWS
 
 
@@ -838,6 +908,8 @@ def quantize_before_movement(g, notes):
                 continue
             if g.types.get(x) != onnx.TensorProto.FLOAT or g.const(x) is not None:
                 continue
+            if prod is None and x in {i.name for i in g.g.input}:
+                continue    # a graph input's views before its first Q: the parsers' input_quantizers
             xq, xd = g.fresh(f"{x}_q"), g.fresh(f"{x}_dq")
             new_q = helper.make_node("QuantizeLinear", [x] + list(q.input[1:]), [xq], name=g.fresh(f"{x}_q"))
             new_dq = helper.make_node("DequantizeLinear", [xq] + list(q.input[1:]), [xd], name=g.fresh(f"{x}_dq"))
@@ -930,7 +1002,7 @@ def quantize_after_movement(g, notes):
     return False
 
 
-REWRITES = (fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat,
+REWRITES = (recurrent_layouts, gather_of_one, fuse_hardswish, fold_input_transposes, fold_output_transposes, move_int8_ops_after_dq, int8_concat,
             int8_split, requant_chains, fold_pads, transposes_into_linear, quantize_before_movement,
             quantize_after_movement, mul_by_constant)   # last: after views have moved off int8 tensors
 

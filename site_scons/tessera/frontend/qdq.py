@@ -32,7 +32,7 @@ from .qdq_tokens import TokenOps
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
-               "Max", "Min", "LayerNormalization")
+               "Max", "Min", "LayerNormalization", "LSTM", "GRU")
 # float ops only found inside elementwise islands (islands.py: one table each)
 ISLAND_OPS = ("Div", "Sub", "Erf", "Pow", "Sqrt", "Neg", "Abs")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
@@ -743,6 +743,12 @@ class QdqParser(TokenOps):
         h, w, _ = b.tensors[x].shape
         y, clamp = self.output(node)
         b.avgpool(node.name or "reducemean", x, y, [h, w], [1, 1], g.where(node), [node.name], clamp=clamp)
+
+    def op_LSTM(self, node):
+        from .onnx_rnn import import_node
+        import_node(self, node)
+
+    op_GRU = op_LSTM
 
     def op_GlobalMaxPool(self, node):
         g, b = self.g, self.b

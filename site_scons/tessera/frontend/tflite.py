@@ -33,21 +33,18 @@ from ..golden import ops as golden_ops
 from . import movement
 from .builder import Builder
 from .tflite_math import quantize_multiplier, tfl_round
+from .tflite_schema import (ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, FLOAT32, INT8, INT16, INT32,  # noqa: F401
+                            SAME, TYPE_NAMES, UINT8, VALID)
 
-# schema.fbs enums (TensorType, Padding, ActivationFunctionType)
-INT8, INT32, FLOAT32, UINT8, INT16 = 9, 2, 0, 3, 7
-TYPE_NAMES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 7: "int16", 9: "int8"}
 ZERO_POINT_RANGE = {INT8: (-128, 127), UINT8: (0, 255), INT16: (-32768, 32767)}
-SAME, VALID = 0, 1
-ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6 = 0, 1, 2, 3
 ADD_LEFT_SHIFT = 20   # TFLite's ADD shifts int8 inputs left by 20 before rescaling
 INT8_FIX = ("tessera imports int8 models: convert with full int8 quantization: "
             "converter.optimizations = [tf.lite.Optimize.DEFAULT], a representative_dataset, "
             "target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]")
-RECURRENT = ("recurrent layers are not lowered yet: unroll the LSTM into plain operators "
-             "(Keras: unroll=True; ARM's basic_lstm models build so) to build it now")
+RECURRENT = ("tessera lowers UNIDIRECTIONAL_SEQUENCE_LSTM and LSTMs unrolled into plain operators: convert "
+             "with a unidirectional LSTM, or unroll it (Keras: unroll=True)")
 HINTS = {
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "BIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "LSTM": RECURRENT,
+    "BIDIRECTIONAL_SEQUENCE_LSTM": RECURRENT, "LSTM": RECURRENT,
     "UNIDIRECTIONAL_SEQUENCE_RNN": RECURRENT, "SVDF": "SVDF (TFLite Micro's keyword models, int8 with an int16 "
     "state) is not lowered: replace it with its convolutions, or a model without SVDF",
 }
@@ -352,11 +349,20 @@ class TfliteParser:
                 q_out = int(sg.Operators(ops[0]).OutputsAsNumpy()[0])
                 inputs.append(self.act_tensor(q_out, ops[0], "QUANTIZE"))
                 continue
-            inputs.append(self.act_tensor(t, -1, "input"))
+            from .tflite_rnn import time_major_input   # imports this module
+            inputs.append(time_major_input(self, t) or self.act_tensor(t, -1, "input"))
         self.b.inputs = inputs
+        from .tflite_unrolled import emit_layer, recognise   # imports this module
+        loops = recognise(self)
+        consumed = {o: loop for loop in loops for o in loop["consumed"]}
         for i in range(sg.OperatorsLength()):
             op = sg.Operators(i)
             name = m.opcode(op)
+            if i in consumed:
+                # an unrolled recurrence: one layer, at its first operator
+                if i == consumed[i]["first"]:
+                    emit_layer(self, consumed[i])
+                continue
             if i in self.tail or i in self.skip:
                 continue
             handler = handlers.get(name)
@@ -693,9 +699,10 @@ class TfliteParser:
         tx, ty = self.b.tensors[x], self.b.tensors[y]
         n = tx.size
         where = f"{self.path}: operator {i} ({opname})"
-        flat = self.b.moved(x, np.arange(n), f"{x}_pixel", [1, 1, n], where, f"{opname.lower()}_{i}_in",
+        # named after the output (one producer each): the input's own view may serve another operator
+        flat = self.b.moved(x, np.arange(n), f"{y}_input_as_pixel", [1, 1, n], where, f"{opname.lower()}_{i}_in",
                             sources=[f"{i}:{opname}"])
-        out = self.b.tensor(f"{y}_pixel", [1, 1, n], ty.source_dtype, ty.scale, ty.zero_point)
+        out = self.b.tensor(f"{y}_as_pixel", [1, 1, n], ty.source_dtype, ty.scale, ty.zero_point)
         offset = -int(z_const)
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[flat], output=out,
                       kernel=[1, 1], stride=[1, 1], pad=[0, 0, 0, 0], input_offset=-self.b.stored_zero_point(x),
@@ -793,7 +800,8 @@ class TfliteParser:
         align, half = (bool(o.AlignCorners()), bool(o.HalfPixelCenters())) if o else (False, False)
         if self.m.type(ins[0]) != INT8:
             self.fail(i, opname, f"a {TYPE_NAMES.get(self.m.type(ins[0]))} bilinear resize (TFLite computes it in "
-                      "float)", "tessera takes int8 RESIZE_BILINEAR")
+                      "float)", "convert the model with full int8 quantization: int8 RESIZE_BILINEAR is integer "
+                      "arithmetic, which tessera takes")
         x = self.spatial_input(ins[0], i, opname)
         y = self.act_tensor(outs[0], i, opname)
         self._same_quant(i, opname, ins[0], outs[0])
@@ -840,11 +848,9 @@ class TfliteParser:
         f = np.maximum if opname == "MAXIMUM" else np.minimum
         shift = lambda t: 128 if self.m.type(t) == UINT8 else 0  # noqa: E731
         if self._constant_operand(ins) is not None:
-            k = self._constant_operand(ins)
-            raw = self._stored_const(ins[k]) + shift(ins[k])
+            # raw values compared (a and b are the stored operands, in order)
             return self._binary_table(i, opname, ins, outs,
-                                      lambda a, b: f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0])
-                                      if k == 1 else f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0]))
+                                      lambda a, b: f(a + shift(ins[0]), b + shift(ins[1])) - shift(outs[0]))
         a, b = (self.act_tensor(t, i, opname) for t in ins[:2])
         for (p_t, p), (q_t, q) in (((ins[0], a), (ins[1], b)), ((ins[1], b), (ins[0], a))):
             producer = next((layer for layer in self.b.layers if layer.output == p), None)
@@ -1016,6 +1022,12 @@ class TfliteParser:
                       table=table, requant=rq, source=[f"{i}:{opname}"])
         self.b.add_layer(layer, {})
 
+    def lstm(self, i, opname, op, ins, outs):
+        """UNIDIRECTIONAL_SEQUENCE_LSTM: one recurrent layer (frontend.tflite_rnn)."""
+        from .tflite_rnn import lstm   # imports this module
+        self._needs(i, opname, "lstm")
+        lstm(self, i, opname, op, ins, outs)
+
     def final_softmax(self, i, opname, op, ins, outs):
         """drop_final_softmax: the network ends at the SOFTMAX's input (the
         logits; their argmax is the softmax's), which stays the output."""
@@ -1040,6 +1052,7 @@ class TfliteParser:
             "LEAKY_RELU": self.leaky_relu, "MAXIMUM": self.extremum, "MINIMUM": self.extremum,
             "RESIZE_NEAREST_NEIGHBOR": self.resize_nearest, "RESIZE_BILINEAR": self.resize_bilinear,
             "ARG_MAX": self.arg_max, "SUB": self.sub, "FILL": self.fill, "CAST": self.cast,
+            "UNIDIRECTIONAL_SEQUENCE_LSTM": self.lstm,
         }
 
     def unsupported_scan(self):

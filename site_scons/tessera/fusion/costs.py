@@ -2,9 +2,12 @@
 for every layer apart and for every feasible fused group.
 
 fusion_cost=model: the calibrated cost model (tessera.cost): each layer's
-estimate from its features and tiling, each group's from
-cost.fused.group_estimate (with fitted fused terms: its layers' estimates
-minus the fitted saving). A group estimated faster is still `held` apart
+estimate from its features and tiling (on a target that runs layers in
+place, `cost["in_place"]`, as it will run there: no copies, one call), each
+group's from cost.fused.group_estimate (with fitted fused terms: its
+layers' tiled estimates minus the fitted saving), so a fused step is
+compared with what its layers would really cost apart (stm32h7's dscnn_kws:
+a DW->PW pair saves the copies of tiles the layers in place never make). A group estimated faster is still `held` apart
 when its saving is within the fit's median error on its kind, when no
 fused sweep pair of its kind ran faster on the target, or when it runs in
 more bands than any fused sweep pair of its kind (the fit extrapolates).
@@ -28,11 +31,16 @@ def model_costs(graph, tilings, fused, cost):
     if coefs is None:
         return {"source": where, "none": f"no calibrated cost model for {cost['kernels']} on {cost['target']} "
                                          f"({cost['file']}): min_latency keeps the layers apart"}
-    layers, feats = {}, {}
+    layers, feats, tiled = {}, {}, {}
+    in_place = set(cost.get("in_place", ()))
     for layer in graph.layers:
         t = tilings[layer.name]
         feats[layer.name] = features.layer_features(layer, graph, t, cost["dims"], cost["cores"])
-        layers[layer.name] = model.estimate(coefs, layer.op, feats[layer.name], t.get("buffering", 2))
+        tiled[layer.name] = model.estimate(coefs, layer.op, feats[layer.name], t.get("buffering", 2))
+        f = feats[layer.name]
+        if layer.name in in_place:      # as features.plan_features prices a layer in place
+            f = dict(f, act_bytes=0, act_xfers=0, w_bytes=0, w_xfers=0, tiles=1)
+        layers[layer.name] = model.estimate(coefs, layer.op, f, t.get("buffering", 2))
     # what the fitted saving terms compare a fused step with (cost.fused.saving_features)
     alone = {"tilings": tilings, "features": feats}
     groups, why, held = {}, {}, {}
@@ -51,8 +59,8 @@ def model_costs(graph, tilings, fused, cost):
                     add, graph, tilings[add.name], cost["dims"], cost["cores"]))))
                 ft = dict(ft, kind=ft["kind"][:-len("_add")], layers=ft["layers"][:2])
             apart = layers[first.name] + layers[second.name]
-            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"], apart=apart,
-                                           alone=alone)
+            groups[group] = group_estimate(coefs, first, second, graph, ft, cost["cores"],
+                                           apart=tiled[first.name] + tiled[second.name], alone=alone)
             if groups[group] is not None:
                 groups[group] += extra
                 apart += extra

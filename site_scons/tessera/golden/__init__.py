@@ -6,7 +6,7 @@ int8 or int32 as the IR says). The firmware must match it bit for bit.
 
 import numpy as np
 
-from . import ops
+from . import ops, recurrent
 from ..errors import TesseraError
 from ..ir import RESIZE_FRAC
 
@@ -47,9 +47,15 @@ def run_layer(layer, graph, weights, values):
         h, w_, _ = graph.tensor(layer.output).shape
         acc = ops.resize(x, layer.input_offset, layer.table, h, w_, RESIZE_FRAC)
     elif op == "lut":
-        acc = ops.lut(x, layer.table)
+        acc = ops.lut(x, layer.table if layer.table is not None else w)
     elif op == "softmax":
         acc = ops.softmax(x, layer.table, layer.requant, layer.mode)
+    elif op == "lstm":
+        rnn = layer.rnn
+        arrays = recurrent.unpack(rnn, w)
+        cell = {"lstm": recurrent.lstm, "ops": recurrent.ops_cell}.get(rnn["cell"], recurrent.onnx_cell)
+        acc = cell(x.reshape(rnn["steps"], rnn["n_input"]), rnn, arrays)
+        acc = acc.reshape(1, acc.shape[0], -1)
     elif op == "transpose":
         acc = ops.transpose(x, layer.perm, layer.dims, graph.tensor(layer.output).shape)
     elif op == "argmax":

@@ -69,7 +69,7 @@ _BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (
 
 
 def exp_on_negative_values(a, integer_bits=5):
-    """gemmlowp::exp_on_negative_values for a Q5.26 input, Q0.31 output."""
+    """gemmlowp::exp_on_negative_values for a Q(bits).(31 - bits) input, Q0.31 output."""
     frac = 31 - integer_bits
     quarter = 1 << (frac - 2)
     a_mod = wrap32((a & (quarter - 1)) - quarter)
@@ -78,6 +78,8 @@ def exp_on_negative_values(a, integer_bits=5):
     for exponent, multiplier in _BARREL:
         if integer_bits > exponent and remainder & (1 << (frac + exponent)):
             result = srdhm32(result, multiplier)
+    if integer_bits > 5 and a < -(1 << (36 - integer_bits)):
+        result = 0           # below -32: gemmlowp's clamp
     return I32_MAX if a == 0 else result
 
 
@@ -111,3 +113,34 @@ def softmax_rows(x, table, zero_point=-128, lo=-128, hi=127):
         for c, v in enumerate(e):
             out[r, c] = min(hi, max(lo, rdbpot(srdhm32(scale, v), exponent) + zero_point))
     return out.reshape(x.shape)
+
+
+# ---- 32-bit logistic and tanh (gemmlowp's fixedpoint.h, int32 raw values) --
+
+def _one_minus_x_over_one_plus_x(a):
+    """gemmlowp::one_minus_x_over_one_plus_x_for_x_in_0_1, Q0.31."""
+    s = a + I32_MAX
+    half_denominator = wrap32((s + 1) // 2 if s >= 0 else -((1 - s) // 2))
+    x = wrap32(1515870810 + srdhm32(half_denominator, -1010580540))
+    for _ in range(3):
+        one_minus = wrap32((1 << 29) - srdhm32(half_denominator, x))
+        x = wrap32(x + _mul_pot(srdhm32(x, one_minus), 2))
+    return _mul_pot(wrap32(x - (1 << 29)), 2)
+
+
+def logistic32(a, integer_bits):
+    """gemmlowp::logistic of a Q(bits).(31 - bits) int32 -> Q0.31."""
+    if a == 0:
+        return 1 << 30
+    absolute = a if a > 0 else wrap32(-a)
+    pos = _one_over_one_plus_x(exp_on_negative_values(wrap32(-absolute), integer_bits))
+    return pos if a > 0 else wrap32(I32_MAX - pos)
+
+
+def tanh32(a, integer_bits):
+    """gemmlowp::tanh of a Q(bits).(31 - bits) int32 -> Q0.31."""
+    if a == 0:
+        return 0
+    n = a if a < 0 else wrap32(-a)
+    t = _one_minus_x_over_one_plus_x(exp_on_negative_values(n, integer_bits + 1))
+    return wrap32(-t) if a < 0 else t

@@ -17,7 +17,8 @@ from . import run, run_layer
 
 def _to_hwc(arr, shape, layout=None):
     """ORT's array (NCHW, NCL, NC, or channel-last NHWC as tf2onnx leaves
-    some tensors; held as it is: source_layout "hwc") as tessera's [H, W, C]."""
+    some tensors; held as it is: source_layout "hwc", as a recurrent
+    layer's sequence) as tessera's [H, W, C]."""
     arr = np.asarray(arr)
     if layout == "hwc":
         return arr.reshape(shape)
@@ -82,14 +83,18 @@ def ort_activations(onnx_path, graph, inputs):
     return out
 
 
-def compare(onnx_path, graph, weights, inputs, golden_values=None):
+def compare(onnx_path, graph, weights, inputs, golden_values=None, outputs=None):
     """Per layer: max |golden - ORT| with both fed ORT's inputs, and the share
     of elements that differ. Returns a list of dicts in layer order. A
     layer whose output is not in the ONNX graph (one normalization or the
     lowering made: a requantization, a pool before its rescale) has no row;
     it is computed from ORT's inputs all the same and feeds the layers
-    after it (the golden value where even its inputs are not ORT's)."""
+    after it (the golden value where even its inputs are not ORT's).
+    `outputs`: a dict to receive ORT's own values of the graph's outputs
+    it has (stored domain, HWC), for the report's top outputs."""
     ref = ort_activations(onnx_path, graph, inputs)
+    if outputs is not None:
+        outputs.update({name: ref[name] for name in graph.outputs if name in ref})
     if golden_values is None:
         golden_values = run(graph, weights, inputs)
     rows = []

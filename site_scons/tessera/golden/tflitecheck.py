@@ -72,21 +72,25 @@ def _feed(interp, graph, inputs, path):
         interp.set_tensor(idx, real.astype(np.float32).reshape(d["shape"]))
 
 
-def compare(path, graph, values, inputs):
+def compare(path, graph, values, inputs, weights=None):
     """Run the interpreter; return the verdict dict (interpreter, kernels,
-    equal, tensors compared, and the first differing tensor if any)."""
+    equal, tensors compared, and the first differing tensor if any). With
+    the weights, also every tensor inside recognised unrolled recurrences."""
     interp, which = _interpreter(path)
     _feed(interp, graph, inputs, path)
     interp.invoke()
     names = {int(d["index"]): d["name"] for d in interp.get_tensor_details()}
     order = list(graph.inputs) + [layer.output for layer in graph.layers]
+    inner = _recurrent_tensors(graph, values, weights) if weights is not None else {}
+    order += sorted(inner, key=lambda n: int(n[1:]))
     rows, first = [], None
     for name in order:
         if not re.fullmatch(r"t\d+", name):
             continue   # a tensor of tessera's own (a pooled source before data movement)
         idx = int(name[1:])
         ref = np.asarray(interp.get_tensor(idx)).reshape(-1).astype(np.int64)
-        got = np.asarray(values[name]).reshape(-1).astype(np.int64) + graph.tensor(name).shift
+        got = (inner[name] if name in inner
+               else np.asarray(values[name]).reshape(-1).astype(np.int64) + graph.tensor(name).shift)
         equal = ref.shape == got.shape and bool(np.array_equal(ref, got))
         row = {"tensor": name, "tflite_name": names.get(idx, ""), "elements": int(ref.size), "equal": equal}
         if not equal and ref.shape == got.shape:
@@ -96,8 +100,32 @@ def compare(path, graph, values, inputs):
         rows.append(row)
         if not equal and first is None:
             first = row
+    from ..util.top import top
+
+    outputs = [{"tensor": name, "top": top(interp.get_tensor(int(name[1:])))} for name in graph.outputs]
     return {"interpreter": which, "kernels": RESOLVER, "equal": first is None,
-            "tensors": len(rows), "compared": rows}
+            "tensors": len(rows), "compared": rows, "outputs": outputs}
+
+
+def _recurrent_tensors(graph, values, weights):
+    """{t<index>: values} of every step's every op inside the recognised
+    unrolled recurrences (frontend.tflite_unrolled): the golden model's
+    trace of the layer, each result the TFLite tensor it stands for."""
+    from .recurrent import ops_cell, unpack
+
+    out = {}
+    for layer in graph.layers:
+        rnn = layer.rnn or {}
+        if rnn.get("cell") != "ops" or not all("tensors" in op for op in rnn["body"]):
+            continue
+        trace = {}
+        x = np.asarray(values[layer.inputs[0]]).reshape(rnn["steps"], rnn["n_input"])
+        ops_cell(x, rnn, unpack(rnn, weights[layer.weights]), trace)
+        for (k, t), v in trace.items():
+            idx = rnn["body"][k]["tensors"][t]
+            if idx >= 0:
+                out[f"t{idx}"] = np.asarray(v, dtype=np.int64).reshape(-1)
+    return out
 
 
 def check(model_name, path, result):

@@ -88,13 +88,18 @@ def model_onnx(model, cache_dir, log):
 
 def source_files(model):
     """Every file the model stage reads for `model` (a loaded model YAML):
-    the YAML, the given ONNX or .tflite file, the reference's files. A
-    generated model is made from the YAML alone (and tessera's code). A
-    build outside SCons (CMake's tessera_add_network) depends on these."""
+    the YAML, the given ONNX or .tflite file, the TensorProto files its
+    `constants:` bind, the input's sample file (`input: {file: ...}`), the
+    reference's files. A generated model is made from the YAML alone (and
+    tessera's code). A build outside SCons (CMake's tessera_add_network)
+    depends on these."""
     files = [model["path"]]
     given = model.get("tflite") or model.get("onnx")
     if given:
         files.append(given)
+    files += [model["constants"][k] for k in sorted(model.get("constants") or {})]
+    if model.get("input", {}).get("file"):
+        files.append(model["input"]["file"])
     if model.get("reference"):
         from . import reference
         files += sorted(reference.load(model["reference"]).files())
@@ -103,11 +108,15 @@ def source_files(model):
 
 def golden_inputs(model, graph):
     """The input the golden model and the firmware both run on: the
-    reference's input when the model has one, else seeded random values."""
+    reference's input when the model has one, the user's sample
+    (`input: {file: ...}`, tessera.model.sample), else seeded random values."""
     from .. import golden
     from . import reference
     if model.get("reference"):
         return reference.load(model["reference"]).golden_inputs(graph)
+    if model["input"].get("file"):
+        from . import sample
+        return sample.load(model["input"], graph, model["path"])
     return golden.random_input(graph, model["input"]["seed"])
 
 
@@ -164,7 +173,10 @@ def prepare(model, outdir, cache_dir, log=print):
 
     gold_data = {"graph": canon.file_digest(paths["graph"]),
                  "weights": canon.file_digest(paths["weights"]),
-                 "input": model["input"], "reference": model["reference"],
+                 "input": {k: v for k, v in model["input"].items() if v is not None and k != "file"},
+                 "reference": model["reference"],
+                 **({"input_file": canon.file_digest(model["input"]["file"]),
+                    "sample_code": canon.source_digest("model.sample")} if model["input"].get("file") else {}),
                  "code": canon.source_digest("golden", "ir"), "v": PREPARE_VERSION}
     wanted = ["input", "golden"]
     if ref is not None:
@@ -198,7 +210,7 @@ def prepare(model, outdir, cache_dir, log=print):
         if model.get("tflite"):
             log("checking every tensor against the TFLite interpreter")
             from ..golden import tflitecheck
-            result = tflitecheck.compare(onnx_path, graph, values, inputs)
+            result = tflitecheck.compare(onnx_path, graph, values, inputs, weights)
             canon.write_json(paths["tflite"], result)
             # no stamp on a disagreement: the next build checks (and fails) again
             tflitecheck.check(model["name"], onnx_path, result)
@@ -237,9 +249,19 @@ def ort_check(model, onnx_path, graph, paths):
     weights = canon.load_npz(paths["weights"])
     inputs = canon.load_npz(paths["input"])
     values = canon.load_npz(paths["golden"])
-    rows = compare(src, graph, weights, inputs, values)
+    theirs = {}
+    rows = compare(src, graph, weights, inputs, values, theirs)
     worst = max(rows, key=lambda r: r["max_diff"]) if rows else None
-    return {"layers": rows, "worst": worst, "limit": 1}
+    return {"layers": rows, "worst": worst, "limit": 1, "outputs": reference_outputs(graph, theirs)}
+
+
+def reference_outputs(graph, values):
+    """The reference runtime's top values of each graph output it has
+    (the output's own type: uint8 unshifted), for the report."""
+    from ..util.top import model_values, top
+
+    return [{"tensor": name, "top": top(model_values(graph, name, values[name]))}
+            for name in graph.outputs if name in values]
 
 
 def _ort_verdict(model, data, log):

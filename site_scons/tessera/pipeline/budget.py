@@ -24,8 +24,8 @@ def judge(layer_views, numbers, memory, fz, decide_view):
     are fused, what the build fuses at each rung."""
     out = {"views": layer_views, "tiler": numbers, "memory": memory, "ram_cap": memory["ram_cap"],
            "where": memory["where"]}
-    if fz["solved"]:
-        # the fused steps the build will run at each rung count there too
+    if fz["solved"] or decide_view.get("patch") is not None:
+        # the fused (and patched) steps the build will run at each rung count there too
         out["fusion"] = {"decide": decide_view, "scheme": fz["scheme"]}
     return out
 

@@ -141,18 +141,22 @@ def layer_from_view(v):
     return layer, Graph(v["model"], "", {n: Tensor(**t) for n, t in v["tensors"].items()}, [layer], [], [])
 
 
-def group_inputs(solved):
+def group_inputs(solved, chains=()):
     """{layer: {"tilings": [candidate index], "others": [layer]}} for the
-    first layer of each candidate with a fused tiling: its file may
-    generate the fused step, so it reads every such candidate's tiling and
-    the other layers' views and plan slices (a layer first in several
-    candidates, a DW->PW pair and the same pair with its add epilogue: the
-    step picks its group's)."""
+    first layer of each candidate with a fused tiling and of each chain a
+    patched step may run (fusion/patch.py): its file may generate the
+    step, so it reads every such candidate's tiling and the other layers'
+    views and plan slices (a layer first in several candidates, a DW->PW
+    pair and the same pair with its add epilogue: the step picks its
+    group's)."""
     leads = {}
     for i, c in enumerate(solved):
         mine = leads.setdefault(c["layers"][0], {"tilings": [], "others": []})
         mine["tilings"].append(i)
         mine["others"] += [n for n in c["layers"][1:] if n not in mine["others"]]
+    for names in chains:
+        mine = leads.setdefault(names[0], {"tilings": [], "others": []})
+        mine["others"] += [n for n in names[1:] if n not in mine["others"]]
     return leads
 
 
@@ -165,6 +169,8 @@ def layer_c(view, tiling, slice_, tgt, mine=None, rest=()):
 
     layer, graph = layer_from_view(view)
     group = mine if mine is not None and mine["kind"] != "layer" else None
+    if group is not None and mine["first"] and mine["kind"] == "patch":
+        return _patched_c(layer, graph, view, slice_, tgt, mine, rest)
     if group is not None and mine["first"]:
         ft = next(r for r in rest if r.get("group") == mine["step"])
         # a layer view holds the layer (a dict), a plan slice its name
@@ -195,6 +201,26 @@ def layer_c(view, tiling, slice_, tgt, mine=None, rest=()):
     if "storage" in tgt:
         tgt = dict(tgt, layer_index=view["index"])    # its tiles in the out-of-core program
     return layer_code.generate(layer, graph, tiling, slice_, tgt, view["model"])
+
+
+def _patched_c(layer, graph, view, slice_, tgt, mine, rest):
+    """A patched step's file (codegen/patched.py): the other layers' views
+    and plan slices come in `rest`."""
+    from ..codegen import patched
+
+    plans = {r["layer"]: r for r in rest if "group" not in r and isinstance(r.get("layer"), str)}
+    plans[layer.name] = slice_
+    parts = {}
+    for r in rest:
+        if isinstance(r.get("layer"), dict):
+            lay, g = layer_from_view(r)
+            parts[lay.name] = (lay, g)
+    members = [layer] + [parts[n][0] for n in mine["layers"][1:]]
+    tensors = dict(graph.tensors)
+    for n in mine["layers"][1:]:
+        tensors.update(parts[n][1].tensors)
+    every = Graph(view["model"], "", tensors, members, [], [])
+    return patched.generate(mine, members, every, plans, tgt, view["model"])
 
 
 def weights_c(view, tgt, weights_npz):

@@ -72,18 +72,55 @@ def tile_fused(pair, numbers, kernels, fused_scheme, budget=None):
     return fusion.solve_dw_pw(pair, dict(with_budget(numbers, kernels, budget), fused_scheme=fused_scheme))
 
 
+def chains(graph):
+    """The chains a patched step may run (their first layers' files read
+    the others' views and plan slices)."""
+    from ..fusion.patch import chains as patch_chains
+
+    return patch_chains(graph)
+
+
+def over_capacity(graph, view):
+    """Whether no plan of the layers apart fits the activation level (its
+    floor, every overlap at its best, is over the level's usable bytes) on
+    a target with nowhere else for activations."""
+    from ..planning.overlap import step_floors
+
+    if "capacity" not in view:
+        return False
+    return max(step_floors(graph)[1], default=0) > view["capacity"]
+
+
+def patch_view(numbers, kernels, memory, meta, tcfg):
+    """What the patch tiler and its prices read (fusion/patch.py): the
+    tiler's target, whether weights are read where they live (a target
+    whose layers may run in place reads them there), the cost model's
+    coefficients (None: MACs rank the options), segment overlap."""
+    out = {"tiler": dict(numbers, kernels=kernels), "direct": "direct" in memory,
+           "coefficients": meta["coefficients"], "dims": meta["dims"], "unit": tcfg["runner"]["counts"],
+           "overlap": memory["overlap"]}
+    if not any(k in memory for k in ("spill", "storage")):
+        # nowhere else for activations: what the activation level holds is a RAM need of its own
+        out["capacity"] = memory["levels"][memory["place"]["activations"]]["usable"]
+    return out
+
+
 def schedule(decide_view, graph, docs):
-    """schedule.json from the layers' tilings, the candidates' fused tilings
-    and (fusion_cost=measured) the variants' reports, in any order."""
-    tilings, fused, reports = {}, {}, []
+    """schedule.json from the layers' tilings, the candidates' fused tilings,
+    (fusion_cost=measured) the variants' reports and (ram_cap)
+    ram_budget.json, in any order."""
+    tilings, fused, reports, budget = {}, {}, [], {}
     for t in docs:
-        if "verdict" in t:
+        if "ram_cap" in t:
+            budget = t          # with patched steps: the need they meet, at its tile budget
+        elif "verdict" in t:
             reports.append(t)        # fusion_cost=measured: the variants' reports
         elif "group" in t:
             fused[t["group"]] = (fusion.pair_view(graph, *t["layers"]), t)
         else:
             tilings[t["layer"]] = t
-    return decide.schedule(graph, tilings, fused, decide_view, reports)
+    need = budget.get("patch_need")
+    return decide.schedule(graph, tilings, fused, decide_view, reports, need, budget.get("patch_l1"))
 
 
 def slices(sched, names):
@@ -91,8 +128,13 @@ def slices(sched, names):
     step it runs in and whether it leads it (only the layers whose step
     changed are generated again)."""
     where = {name: s for s in sched["steps"] for name in s["layers"]}
-    return {name: {"layer": name, "step": where[name]["step"], "kind": where[name]["kind"],
-                   "first": where[name]["layers"][0] == name} for name in names}
+    out = {name: {"layer": name, "step": where[name]["step"], "kind": where[name]["kind"],
+                  "first": where[name]["layers"][0] == name} for name in names}
+    for name, mine in out.items():
+        if mine["kind"] == "patch" and mine["first"]:
+            # what the step's code is generated from: its layers, tile and policy
+            mine.update(layers=where[name]["layers"], patch=where[name]["patch"])
+    return out
 
 
 def rung_schedule(graph, fz, reports):
@@ -102,11 +144,14 @@ def rung_schedule(graph, fz, reports):
     pairs = {c["group"]: json.loads(canon.dumps(fusion.pair_view(graph, *c["layers"])))
              for c in fz["decide"]["candidates"] if c["ok"]}
 
-    def at_rung(tilings, tgt):
+    def at_rung(tilings, tgt, need=None, patch_l1=None):
         ftgt = dict(tgt, fused_scheme=fz["scheme"])
         fused = {g: (pv, json.loads(canon.dumps(fusion.solve_dw_pw(pv, ftgt)))) for g, pv in sorted(pairs.items())}
         written = {n: json.loads(canon.dumps({k: x for k, x in t.items() if k not in SOLVE_FIELDS}))
                    for n, t in tilings.items()}
-        sched = json.loads(canon.dumps(decide.schedule(graph, written, fused, fz["decide"], reports)))
+        sched = json.loads(canon.dumps(decide.schedule(graph, written, fused, fz["decide"], reports, need,
+                                                       patch_l1 if need is not None else None)))
         return sched, {g: ft for g, (_, ft) in fused.items()}
+    # the budget step tries patched steps when no rung fits without
+    at_rung.patches = fz["decide"].get("patch") is not None
     return at_rung

@@ -55,25 +55,31 @@ def bundled_targets(root):
     return _bundled[root]
 
 
-def fit_hint(target, others):
+def fit_hint(target, others, graph=None):
     """What to do when the weights do not fit: how much fits this target,
-    and which of `others` ([(name, target)]: the bundled targets) have more
-    room for weights."""
+    and which of `others` ([(name, target)]: the bundled targets) hold the
+    graph's weights (all those with more room when no graph is given)."""
+    from ..planning.memplan import weight_bytes
+    from ..util.units import nbytes
+
     level = target["place"]["weights"]
     usable = config.usable_bytes(target["memory"][level])
-    bigger = []
+    need = sum(weight_bytes(layer, graph) for layer in graph.layers) if graph is not None else usable + 1
+    fit = []
     for name, t in others:
         if name == target["name"]:
             continue
-        w = t["memory"][t["place"]["weights"]]
-        if config.usable_bytes(w) > usable:
+        # where its weights go: their level, or a storage level that takes what does not fit there
+        where = [t["place"]["weights"]] + [n for n, lvl in t["memory"].items() if lvl["kind"] == "storage"]
+        lvl, w = max(((n, t["memory"][n]) for n in where), key=lambda nw: config.usable_bytes(nw[1]))
+        if config.usable_bytes(w) >= need:
             # external memory first: that is what a big model wants
-            bigger.append((w["kind"] != "external", -config.usable_bytes(w), name, t["place"]["weights"], w["kind"]))
-    room = f"{usable / 1e6:.2f} MB" if usable >= 100_000 else f"{usable} bytes"
-    hint = (f"at most {room} of weights fit {target['name']}'s {level}, a model of about "
-            f"{usable / 1e6:.1f} M int8 parameters" if usable >= 100_000 else
-            f"at most {room} of weights fit {target['name']}'s {level}, {usable} int8 parameters")
-    if bigger:
-        hint += "; or use a target with more room for weights: " + ", ".join(
-            f"{n} ({lvl}: {-b / 1e6:.1f} MB {kind})" for _, b, n, lvl, kind in sorted(bigger))
+            fit.append((w["kind"] != "external", -config.usable_bytes(w), name, lvl, w["kind"]))
+    hint = f"at most {nbytes(usable)} of weights fit {target['name']}'s {level} ({usable:,} int8 parameters)"
+    if fit:
+        hint += ("; or use a target that holds " + (f"these {nbytes(need)}: " if graph is not None
+                                                                  else "more: ")
+                 + ", ".join(f"{n} ({lvl}: {nbytes(-b)} {kind})" for _, b, n, lvl, kind in sorted(fit)))
+    elif graph is not None:
+        hint += f"; no bundled target holds these {nbytes(need)} of weights: prune or shrink the model"
     return hint

@@ -111,19 +111,30 @@ def plan(graph, view, docs):
     # a fused step's bands (either kind) let its output overlap its input
     # (memplan, checked by the replay, weight stream included); its layers
     # run fused, not in place (rambudget.with_fused, as the budget step did)
-    fused, view = rambudget.with_fused(view, sched, fused_tilings)
+    fused, view = rambudget.with_fused(view, sched, fused_tilings, graph)
     # layers in place: a flat tile level takes them where they lower total
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
     eligible = view.get("direct", {}).get("eligible", {})
 
+    tried = []     # each set of layers in place the decision planned, for the report
+
     def plan_with(direct):
-        return memplan.plan(graph, tilings, view, view["align"], view["fit_hint"], fused, direct)
+        try:
+            p = memplan.plan(graph, tilings, view, view["align"], view["fit_hint"], fused, direct)
+        except TesseraError as err:
+            tried.append({"in_place": dict(sorted(direct.items())), "fits": str(err)})
+            raise
+        tried.append({"in_place": dict(sorted(direct.items())), "ram": rambudget.total_ram(memplan.memory_report(p))})
+        return p
     if policy == "flat":
-        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with)
+        the_plan = rambudget.plan_flat(graph, tilings, view, plan_with, view.get("ram_cap"))
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
+    if eligible:
+        the_plan["in_place_decision"] = {"policy": policy, "eligible": dict(sorted(eligible.items())),
+                                          "options": tried}
     if view.get("ram_cap") is not None:
         # ram_budget judged this very plan; a difference is a bug there
         ram = rambudget.total_ram(memplan.memory_report(the_plan))

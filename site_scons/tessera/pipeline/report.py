@@ -29,7 +29,11 @@ def meta(tcfg, mcfg, cg, outdir, paths, root):
     golden model (TFLite) or how far ONNX Runtime was (ort_check)."""
     out = {"target": tcfg["name"], "model": mcfg["name"], "counts": tcfg["runner"]["counts"],
            "dma": [dma["name"] for dma in tcfg["dma"]], "kernels": tcfg["kernels"],
-           "isa": tcfg["toolchain"]["isa"]}
+           "isa": tcfg["toolchain"]["isa"], "prefix": cg["prefix"], "clock_hz": tcfg.get("clock_hz"),
+           # the memory map, to count the linked firmware's bytes per level
+           "levels": {name: {"address": lvl.get("address"), "size": lvl["size"], "kind": lvl["kind"],
+                             "writable": lvl["writable"], "reserved": dict(lvl["reserved"])}
+                      for name, lvl in tcfg["memory"].items()}}
     if tcfg["runner"]["note"]:
         out["counts_note"] = tcfg["runner"]["note"]
     out["cost"] = cost_meta(tcfg, root)
@@ -42,7 +46,8 @@ def meta(tcfg, mcfg, cg, outdir, paths, root):
     if paths.get("tflite"):
         tfl = canon.read_json(paths["tflite"])
         out["tflite"] = {"interpreter": tfl["interpreter"], "kernels": tfl["kernels"],
-                         "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"]}
+                         "tensors_compared": tfl["tensors"], "every_tensor_equal": tfl["equal"],
+                         **({"outputs": tfl["outputs"]} if "outputs" in tfl else {})}
     if paths.get("ort_check"):
         out["ort_check"] = canon.read_json(paths["ort_check"])
     return out
@@ -50,33 +55,64 @@ def meta(tcfg, mcfg, cg, outdir, paths, root):
 
 def fusion_section(sched):
     """The selector's decision: its groups and the activation bytes moved
-    with and without them (schedule.json has every candidate's reason)."""
-    return {"policy": sched["policy"], "totals": sched["totals"],
-            "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason")}
-                       for s in sched["steps"] if s["kind"] != "layer"]}
+    with and without them, and every candidate with what decided it (its
+    estimates and bytes where the selector had them; schedule.json has the
+    same); patched steps with their tile, policy and alternatives, and the
+    need they meet."""
+    keep = ("group", "kind", "layers", "chosen", "fused_estimate", "unfused_estimate", "fused_bytes",
+            "unfused_bytes", "why_apart", "reason")
+    held = sched.get("costs", {}).get("held", {})
+    candidates = []
+    for c in sched.get("candidates", []):
+        row = {k: c[k] for k in keep if k in c}
+        if c["group"] in held and not c.get("chosen"):
+            row["why_apart"] = held[c["group"]]
+        candidates.append(row)
+    out = {"policy": sched["policy"], "totals": sched["totals"],
+           "groups": [{k: s[k] for k in ("step", "layers", "activation_transfer_bytes", "reason", "patch", "form",
+                                          "alternatives") if k in s}
+                      for s in sched["steps"] if s["kind"] != "layer"],
+           "candidates": candidates}
+    if sched.get("patched", {}).get("steps"):
+        out["patched"] = {k: sched["patched"][k] for k in ("need", "source", "chains_priced")}
+    return out
 
 
-def report(meta_view, graph, weights, the_plan, verdict, sched, docs):
+def report(meta_view, graph, weights, the_plan, verdict, sched, docs, firmware=None, golden=None):
     """(report.json's data, report.html's text); `docs` each layer's
-    tiling then its solve side file, in layer order. (The console's
-    summary is show(), at the end of the build.)"""
-    from ..report import build
+    tiling then its solve side file, in layer order, then the fused
+    candidates' tilings; `firmware`: (the ELF's path, its link map's text)
+    or None; `golden`: golden.npz's arrays. (The console's summary is
+    show(), at the end of the build.)"""
+    from ..report import build, footprint
     from ..report.html import render_html
     from ..report.memmap import memory_map
 
-    tilings = []
+    tilings, fused = [], {}
     for data in docs:
-        if "tile" in data:
+        if "group" in data:
+            fused[data["group"]] = data
+        elif "tile" in data:
             tilings.append(data)
         else:
             tilings[-1].update(data)
-    out = build.report(meta_view, graph, weights, the_plan, verdict, tilings)
+    chosen = {s["step"] for s in sched.get("steps", []) if len(s["layers"]) > 1}
+    fw = None
+    if firmware is not None:
+        fw = {"elf": footprint.read_elf(firmware[0]), "map": footprint.parse_map(firmware[1]),
+              "name": os.path.basename(firmware[0])}
+    outs = None if golden is None else {n: golden[n] for n in graph.outputs}
+    out = build.report(meta_view, graph, weights, the_plan, verdict, tilings, sched,
+                       {g: ft for g, ft in fused.items() if g in chosen}, fw, outs)
     out["fusion"] = fusion_section(sched)
     if meta_view.get("storage"):
         from ..storage import ooc
 
         out["out_of_core"] = ooc.report(graph, the_plan, tilings, verdict, meta_view)
-    return out, render_html(out, memory_map(graph, the_plan, tilings))
+    from ..report import patched
+
+    page = render_html(out, memory_map(graph, the_plan, tilings))
+    return out, page.replace("</body></html>", patched.html(out["fusion"]) + "</body></html>")
 
 
 def verdict_line(data, outdir):
@@ -98,7 +134,11 @@ def verdict_line(data, outdir):
 def show(data, outdir, console=None):
     """The end of a build on the console: the report's tables, then (the
     returned line) its verdict."""
-    from ..report import build
+    from ..report import patched
+    from ..report.console import make_console, render
 
-    build.render(data, console)
+    console = console or make_console()
+    render(data, console)
+    for line in patched.lines(data["fusion"]):
+        console.print(line, markup=False, highlight=False)
     return verdict_line(data, outdir)

@@ -72,7 +72,11 @@ def with_budget(numbers, kernels, budget=None):
 
 
 def tile(layer, numbers, kernels, budget=None):
-    """The tile step: (tiling, the solver's side file)."""
-    result = solve(layer, with_budget(numbers, kernels, budget))
-    return ({k: v for k, v in result.items() if k not in SOLVE_FIELDS},
-            {k: result[k] for k in SOLVE_FIELDS + ("layer",)})
+    """The tile step: (tiling, the solver's side file, with why the tile
+    is what it is: tiler.explain)."""
+    from ..tiler import explain
+
+    tgt = with_budget(numbers, kernels, budget)
+    result = solve(layer, tgt)
+    tiling = {k: v for k, v in result.items() if k not in SOLVE_FIELDS}
+    return tiling, dict({k: result[k] for k in SOLVE_FIELDS + ("layer",)}, why=explain(layer, tgt, tiling))

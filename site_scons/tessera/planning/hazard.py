@@ -219,6 +219,8 @@ def check(graph, tilings, the_plan, fused=None):
         if layer.name in lead and lead[layer.name].get("kind") == "add":
             n += _replay_layer(layer, graph, tilings[layer.name], the_plan, places, feed,
                                epilogue=graph.layer(lead[layer.name]["layers"][1]))
+        elif layer.name in lead and "windows" in lead[layer.name]:
+            n += _replay_patched(graph, lead[layer.name], places, feed)
         elif layer.name in lead:
             n += _replay_fused(layer, graph.layer(lead[layer.name]["layers"][1]), graph, lead[layer.name]["bands"],
                                places, feed, [graph.layer(x) for x in lead[layer.name]["layers"][2:]])
@@ -340,6 +342,55 @@ def _replay_fused(first, second, graph, bands, places, feed, epilogue=()):
         yl.write((yo, tuple(y.shape), ir.DTYPES[y.dtype], (b["oh0"], b["oh"], 0, Wo, 0, Co)), _tag(last.output),
                  who)
     return len(bands)
+
+
+def _replay_patched(graph, group, places, feed):
+    """A patched step (codegen/patched.py) in the activation level: every
+    layer's weight chunks first, then patch by patch the chain input's
+    boxes it loads (halo rows and columns included; with cached halos only
+    the rows below those kept), then its output patch, with the tiled
+    layers' timing (a store may land before the next patch's loads). Its
+    tile level is replayed too (tiles.patches.verify): every byte a call,
+    an add or a store reads holds the tensor row and column it should."""
+    layers = [graph.layer(n) for n in group["layers"]]
+    name = f"patched step {layers[0].name}..{layers[-1].name}"
+    for layer in layers:
+        for _ in range(feed.asks(layer.name)):
+            feed.next(layer.name, name)
+    x, y = layers[0].inputs[0], layers[-1].output
+    xt, yt = graph.tensor(x), graph.tensor(y)
+    xl, xo = places.of(x)
+    yl, yo = places.of(y)
+    if "program" in group:
+        _verified(*group["program"])
+    for i, (reads, writes) in enumerate(group["windows"]):
+        who = f"{name} patch {i}"
+        for box in reads:
+            xl.read((xo, tuple(xt.shape), ir.DTYPES[xt.dtype], box), _tag(x), who)
+        for box in writes:
+            yl.write((yo, tuple(yt.shape), ir.DTYPES[yt.dtype], box), _tag(y), who)
+    return len(group["windows"])
+
+
+_replayed = set()
+
+
+def _verified(chain, prog):
+    """The patched step's tile level replayed byte by byte
+    (tiles.patches.verify), once per chain, tile and policy in a process:
+    the budget step plans the same steps at several rungs."""
+    from ..tiles import patches
+    from ..util import canon
+
+    key = canon.digest([chain, prog["tile"], prog["policy"], prog["bytes"]])
+    if key in _replayed:
+        return
+    try:
+        patches.verify(chain, prog)
+    except AssertionError as err:
+        raise HazardError(f"patched step {chain['name']}", f"its tile level: {err}",
+                          "this is a planner bug; report the model") from None
+    _replayed.add(key)
 
 
 def _replay_direct(layer, graph, kind, places):

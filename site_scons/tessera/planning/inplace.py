@@ -31,11 +31,14 @@ filters). Any layer whose call could fall back to another kernel (other
 arithmetic, dilation, a strided pointwise) stays tiled.
 """
 
-from ..config.views import channel_operand, is_whole
+from ..config.views import channel_operand, is_whole, param_arrays
 from ..tiles.geometry import bands, tensors_gap
 
-# the kernel functions whose loop order `events` reproduces
-KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise"}
+# the kernel functions whose loop order `events` reproduces (TFLite's run
+# the same cores in the same order: kernels/cmsis_nn/glue.c)
+KINDS = {"tsr_cmsis_conv2d": "conv", "tsr_cmsis_pointwise": "pointwise", "tsr_cmsis_depthwise": "depthwise",
+         "tsr_cmsis_conv2d_tfl": "conv", "tsr_cmsis_pointwise_tfl": "pointwise",
+         "tsr_cmsis_depthwise_tfl": "depthwise"}
 
 # conv2d's quads (four im2col columns) where the library's tiler gives
 # them room too (kernels/cmsis_nn/library.yaml: cols4 when patch <= 1024)
@@ -104,11 +107,17 @@ def scratch_bytes(layer, graph, k):
     ci, co = x.shape[2], y.shape[2]
     kh, kw = layer.kernel
     if k == "apart":
-        return 8 * co if layer.op == "linear" else 0
+        if layer.op != "linear":
+            return 0
+        # CMSIS-NN's arrays when per channel, then the input as an int16 column (mm.c)
+        per_channel = any(name == "mul" for name, _, _ in param_arrays(layer))
+        return (8 * co if per_channel else 0) + _cols_bytes(x.shape[0] * x.shape[1] * ci, 1)
     k = "depthwise" if k == "depthwise_rows" else k
     if k == "conv":
         patch = kh * kw * ci
-        return 8 * co + _cols_bytes(patch, 4 if patch <= QUAD_PATCH else 2)
+        # a small patch's filter rows padded to whole words after the columns (mm.c)
+        wpad = co * _align4(patch) if patch <= 48 and patch % 4 else 0
+        return 8 * co + _cols_bytes(patch, 4 if patch <= QUAD_PATCH else 2) + wpad
     if k == "pointwise":
         return 8 * co + _cols_bytes(ci, 4)
     # depthwise: the filter reordered to [kh][kw][c], then sign-extended (int16)

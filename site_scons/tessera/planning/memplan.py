@@ -295,9 +295,9 @@ def _check_stream(chunks, top, end):
 
 
 def _size(n):
-    """Bytes for a message: MB where that reads well, bytes where 0.00 MB
-    would hide the number."""
-    return f"{n / 1e6:.2f} MB" if n >= 100_000 else f"{n} bytes"
+    """Bytes for a message, as every message and table writes them (tessera.util.units)."""
+    from ..util.units import nbytes
+    return nbytes(n)
 
 
 def check_weights(graph, memory, fit_hint=""):
@@ -456,7 +456,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     overlap = memory.get("overlap", True)
     bands = spill is not None and memory.get("storage", {}).get("level") == spill
     fused_pairs = fused_candidates(graph, fused) if fused and overlap and all(
-        "bands" in g for g in fused.values()) else []
+        "bands" in g or "windows" in g for g in fused.values()) else []
     act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
                                                   overlap, fused_pairs, bands, direct, skip=_fused_outputs(graph, fused),
@@ -524,7 +524,7 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     if direct:
         the_plan["direct"] = direct
     # the proof: the generated schedule replayed over these addresses
-    if not fused or all("bands" in g for g in fused.values()):
+    if not fused or all("bands" in g or "windows" in g for g in fused.values()):
         hazard.check(graph, tilings, the_plan, fused)
     return the_plan
 
@@ -570,7 +570,7 @@ def memory_report(the_plan, arena=None):
     lower_bound: no plan of these buffers can do better (with the allowed
     overlaps); tensor_bound: the largest set of whole tensors live at once
     (what a plan without overlap cannot beat). arena (targets with a
-    storage level): the bytes network.c declares for the activation level
+    storage level; None elsewhere): the bytes network.c declares for the activation level
     at least (tessera.storage.firmware.declared_arena: the usable bytes when
     the out-of-core program's pools take the free ones, else 0); `ram`
     counts what network.c declares (this, the weight stream's end or the
@@ -612,11 +612,12 @@ def memory_report(the_plan, arena=None):
             m["reserved"] = m["size"] - m["usable"]
             m["ram"] = m["peak"] + m["reserved"]
     mine = out[acts["level"]]
-    if arena is not None and "reserved" in mine:
+    if "reserved" in mine:
         # network.c declares the larger of the plan's arena, the weight
-        # stream's end and this (codegen.network): the firmware takes it all
-        ends = [mine["peak"], arena] + ([stream["end"]] if stream is not None and stream["level"] == acts["level"]
-                                        else [])
+        # stream's end (its chunk buffers) and the storage program's arena
+        # (codegen.network.declared): the firmware takes it all
+        ends = [mine["peak"], arena or 0] + ([stream["end"]] if stream is not None
+                                             and stream["level"] == acts["level"] else [])
         if max(ends) > mine["peak"]:
             mine["declared"] = max(ends)
             mine["ram"] = max(ends) + mine["reserved"]

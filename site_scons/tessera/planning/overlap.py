@@ -129,23 +129,29 @@ def band_gap(x_shape, xe, y_shape, ye, bands):
 
 
 def fused_candidates(graph, fused):
-    """The pairs of fused steps (fused: group -> {"layers": [dw, pw],
-    "bands": [...]}): the step's output below its input, when the input's
-    last reader is the step (the same rules as for a single layer)."""
+    """The pairs of fused steps (fused: group -> {"layers", "bands"} of a
+    DW->PW or PW->DW pair, or {"layers", "windows"} of a patched step: its
+    patches' input and output boxes, tiles.patches.windows): the step's
+    output below its input, when the step is the input's last reader (the
+    same rules as for a single layer)."""
     last = graph.last_use()
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     out = []
     for group in fused.values():
         if group.get("kind") in ("add", "dw_pw_add", "pw_dw_add"):
             continue        # a step with an add epilogue: its output overlaps nothing (it reads the skip too)
-        dw, pw = (graph.layer(n) for n in group["layers"])
-        x = dw.inputs[0]
-        if len(dw.inputs) != 1 or x in graph.inputs or x in graph.outputs or last.get(x) != index[dw.name]:
+        first, final = graph.layer(group["layers"][0]), graph.layer(group["layers"][-1])
+        x = first.inputs[0]
+        if len(first.inputs) != 1 or x in graph.inputs or x in graph.outputs \
+                or not index[first.name] <= last.get(x, -1) <= index[final.name]:
             continue
-        xt, yt = graph.tensor(x), graph.tensor(pw.output)
-        if len(xt.shape) != 3 or len(yt.shape) != 3 or pw.output in graph.outputs:
+        xt, yt = graph.tensor(x), graph.tensor(final.output)
+        if len(xt.shape) != 3 or len(yt.shape) != 3 or final.output in graph.outputs:
             continue
-        gap = band_gap(xt.shape, ir.DTYPES[xt.dtype], yt.shape, ir.DTYPES[yt.dtype], group["bands"])
+        if "windows" in group:
+            gap = steps_gap(group["windows"], xt.shape, ir.DTYPES[xt.dtype], yt.shape, ir.DTYPES[yt.dtype])
+        else:
+            gap = band_gap(xt.shape, ir.DTYPES[xt.dtype], yt.shape, ir.DTYPES[yt.dtype], group["bands"])
         if gap < yt.nbytes:
-            out.append({"below": pw.output, "above": x, "gap": gap})
+            out.append({"below": final.output, "above": x, "gap": gap})
     return out

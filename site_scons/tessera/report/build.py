@@ -23,12 +23,11 @@ equal); per layer and in totals, `cost`: the cost model's estimate next to
 the measured count (report/costs.py), labeled in counts.cost.
 """
 
-from ..codegen.libraries import library
+from ..codegen.libraries import library, split_kernel
 from ..config.views import COUNT_KEYS
 from ..planning.memplan import memory_report
-from . import summary
+from . import footprint, steps as stepping, summary, timing
 from .costs import add_costs
-from .console import make_console
 
 COUNT_NOTES = {
     "qemu-instructions": "instructions executed under QEMU (-icount shift=0); not silicon cycles",
@@ -77,7 +76,11 @@ def _declared_arena(the_plan, meta):
     return firmware.declared_arena(the_plan) or 0
 
 
-def report(meta, graph, weights, the_plan, verdict, tilings):
+def report(meta, graph, weights, the_plan, verdict, tilings, sched=None, fused=None, firmware=None, golden=None):
+    """report.json's data. `sched`: schedule.json; `fused`: {group: its
+    fused tiling}; `firmware`: {"elf": footprint.read_elf(...), "map":
+    footprint.parse_map(...)} of the linked test firmware; `golden`: the
+    graph outputs' golden values (the firmware's, bit for bit)."""
     rows = summary.layer_rows(graph, weights)
     tot = summary.totals(rows)
     count_key = COUNT_KEYS.get(meta["counts"])
@@ -97,12 +100,17 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
             "tiling_optimal": t["optimal"],
             "match": verdict["layers"][i]["match"],
         })
+        if t.get("why"):
+            entry["tile_reason"] = t["why"]
+        if t.get("split"):
+            # the reduction in chunks (tessera.tiler): {"k": input channels a chunk, "n": chunks}
+            entry["split"] = t["split"]
         if layer.name in the_plan.get("direct", {}):
             # run in place (tessera.planning.inplace): no tiles, only its scratch in the tile level
             entry.update({"in_place": the_plan["direct"][layer.name], "n_tiles": 1,
                           "l1_bytes": the_plan["tiles"]["layers"][layer.name]["total"]})
         if meta.get("kernels"):
-            entry.update(kernel_of(meta["kernels"], layer, graph))
+            entry.update(kernel_of(meta["kernels"], layer, graph, bool(t.get("split"))))
         dma = verdict["dma"][i] if i < len(verdict.get("dma", [])) else []
         entry["dma_bytes"] = {engines[e]: b for e, b in enumerate(dma) if e < len(engines)}
         if count_key and i < len(verdict.get("counts", [])):
@@ -139,20 +147,39 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     note = COUNT_NOTES.get(meta["counts"], "")
     if meta.get("counts_note"):
         note += "; " + meta["counts_note"]
+    memory = memory_report(the_plan, _declared_arena(the_plan, meta))
+    acts = memory[the_plan["activations"]["level"]]
+    # the plan's peak; the old figure (the largest layer's inputs and output,
+    # which no plan of whole tensors beats) keeps its own name
+    tot["tensor_bound_activation_bytes"] = tot.pop("peak_activation_bytes")
+    tot["peak_activation_bytes"] = acts["peak"]
     out = {
         "target": meta["target"],
         "model": meta["model"],
         "verdict": verdict["verdict"],
-        "counts": {"method": meta["counts"], "note": note},
+        "counts": {"method": meta["counts"], "note": note, **timing.label(meta)},
         # which code the kernels were built as: the target's ISA extensions
         # switch their paths on (portable C otherwise)
         "kernels": {"library": meta.get("kernels", ""), "isa": list(meta.get("isa", [])),
                     "path": "+".join(meta.get("isa", [])) or "portable"},
         "totals": tot,
         "layers": layers,
-        "memory": memory_report(the_plan, _declared_arena(the_plan, meta)),
+        "memory": memory,
     }
     add_costs(out, meta, graph, tilings, count_key, the_plan)
+    decision = in_place_decision(the_plan, graph, tilings, meta)
+    if decision:
+        out["in_place"] = decision
+        for entry in layers:
+            if entry["name"] in decision["layers"]:
+                entry["in_place_reason"] = decision["layers"][entry["name"]]
+    out["steps"] = stepping.make(out, graph, sched, fused or {}, by_layer, meta, count_key)
+    stepping.make_totals(out, count_key, meta)
+    if firmware is not None:
+        out["firmware"] = firmware_footprint(meta, the_plan, firmware)
+    outs = summary.outputs(graph, golden, _reference_tops(meta)) if golden is not None else None
+    if outs:
+        out["outputs"] = outs
     if verdict.get("first_mismatch"):
         out["first_mismatch"] = verdict["first_mismatch"]
     if meta.get("tflite"):
@@ -174,13 +201,96 @@ def report(meta, graph, weights, the_plan, verdict, tilings):
     return out
 
 
-def kernel_of(kernels, layer, graph):
+POLICY_WHY = {
+    "flat": "the tile level is RAM like the activations': each set of layers in place was planned and the one "
+            "with the least total RAM taken (ties: more layers in place)",
+    "ram_cap": "the tile level is faster RAM: layers run in place only where the ram_cap needs them "
+               "(ram_budget.json)",
+}
+
+
+def in_place_decision(the_plan, graph, tilings, meta):
+    """Why each layer that could run in place does or does not: the plan's
+    options (memplan.json's in_place_decision: every set of layers in place
+    it planned, with its total RAM) and, with a cost model, each eligible
+    layer's estimate in place and tiled. None when no layer could."""
+    made = the_plan.get("in_place_decision")
+    if not made:
+        return None
+    chosen = dict(the_plan.get("direct", {}))
+    options = []
+    for o in made["options"]:
+        options.append(dict(o, in_place=sorted(o["in_place"]), chosen=o["in_place"] == chosen and "ram" in o))
+    coefs = (meta.get("cost") or {}).get("coefficients")
+    by_layer = {t["layer"]: t for t in tilings}
+    rows = {}
+    for name, kind in made["eligible"].items():
+        est = ""
+        if coefs is not None:
+            from ..cost import features, model
+
+            layer = graph.layer(name)
+            t = by_layer[name]
+            base = features.layer_features(layer, graph, t, meta["cost"].get("dims", 2), meta["cost"].get("cores", 1))
+            direct = {**{k: v for k, v in chosen.items() if k != name}}
+            tiled = dict(base, **features.plan_features(graph, dict(the_plan, direct=direct)).get(name, {}))
+            placed = dict(base, **features.plan_features(graph, dict(the_plan, direct=dict(direct, **{name: kind})))
+                          .get(name, {}))
+            est = (f"; estimated {model.estimate(coefs, layer.op, placed, t.get('buffering', 2)):,} in place, "
+                   f"{model.estimate(coefs, layer.op, tiled, t.get('buffering', 2)):,} tiled")
+        rams = {tuple(o["in_place"]): o.get("ram") for o in options}
+        if name in chosen:
+            why = f"in place ({chosen[name]})"
+            alt = rams.get(tuple(sorted(n for n in chosen if n != name)))
+        else:
+            why = f"tiled, though it could run in place ({kind})"
+            alt = rams.get(tuple(sorted(list(chosen) + [name])))
+        mine = next((o.get("ram") for o in options if o["chosen"]), None)
+        if alt is not None and mine is not None:
+            why += f": the plan with it {'tiled' if name in chosen else 'in place'} took {alt:,} B of RAM against {mine:,} B"
+        rows[name] = why + est
+    return {"policy": made["policy"], "why": POLICY_WHY.get(made["policy"], made["policy"]),
+            "options": options, "layers": rows}
+
+
+def _reference_tops(meta):
+    """(who, {output tensor: its top [[index, value]]}) of the reference
+    runtime that checked the golden model on the same input."""
+    if (meta.get("tflite") or {}).get("outputs"):
+        return "the TFLite interpreter", {o["tensor"]: o["top"] for o in meta["tflite"]["outputs"]}
+    if (meta.get("ort_check") or {}).get("outputs"):
+        return "ONNX Runtime", {o["tensor"]: o["top"] for o in meta["ort_check"]["outputs"]}
+    return None, {}
+
+
+def firmware_footprint(meta, the_plan, firmware):
+    """report.json's `firmware`: every byte of the linked test firmware per
+    level (report.footprint), with the arrays the plan declared."""
+    from ..codegen.network import declared_arrays
+
+    storage = meta.get("storage") or {}
+    spill = the_plan["activations"].get("spill")
+    window = bool(spill and storage and spill["level"] == storage.get("level"))
+    declared = declared_arrays(the_plan, meta["prefix"], _declared_arena(the_plan, meta) or 0, window)
+    levels = {n: lvl for n, lvl in (meta.get("levels") or {}).items()
+              if lvl["kind"] != "storage" and lvl.get("address") is not None}     # a native program: none
+    fp = footprint.footprint(firmware["elf"], firmware["map"], levels, meta["prefix"], declared)
+    fp["file"] = firmware.get("name", "firmware.elf")
+    return fp
+
+
+def kernel_of(kernels, layer, graph, split=False):
     """{kernel, library}: the function the generated code calls for the
     layer and the library it belongs to (the reference kernels when the
-    target's library gave the layer to its fallback)."""
+    target's library gave the layer to its fallback); `split`: the step
+    of a split reduction (codegen/split.py)."""
     lib = library(kernels)
+    if split:
+        fn = split_kernel(lib, layer, graph)
+        return {"kernel": fn, "library": "reference" if fn == "tsr_split_step" else kernels}
     fn = lib.kernel_function(layer, graph)
-    own = list(getattr(lib, "KERNELS", {}).values()) + list(getattr(lib, "RQ_KERNELS", {}).values())
+    own = ([fn for table in ("KERNELS", "RQ_KERNELS", "TFL_KERNELS") for fn in getattr(lib, table, {}).values()]
+           + list(getattr(lib, "RECURRENT", ())) + [getattr(lib, "ONNX_RECURRENT", None)])
     return {"kernel": fn, "library": kernels if fn in own else "reference"}
 
 
@@ -190,120 +300,3 @@ def core_split(counts):
     mean = sum(counts) / len(counts) if counts else 0
     return {"core_counts": list(counts),
             "work_split": round(max(counts) / mean, 4) if mean else None}
-
-
-def render(data, console=None):
-    from rich.table import Table
-
-    console = console or make_console()
-    count_key = COUNT_KEYS.get(data["counts"]["method"])
-    engines = list(data["totals"]["dma_bytes"])
-    table = Table(title=f"{data['model']} on {data['target']}: {data['verdict'].upper()}")
-    for col in ("#", "layer", "op", "output", "MACs", "tile (h x w x c)", "tiles", "L1 bytes"):
-        table.add_column(col, justify="right" if col not in ("layer", "op") else "left")
-    for name in engines:
-        table.add_column(f"DMA {name}", justify="right")
-    if count_key:
-        table.add_column(count_key, justify="right")
-    estimated = any("estimate" in l.get("cost", {}) for l in data["layers"])
-    if estimated:
-        table.add_column("estimate", justify="right")
-    split = any("work_split" in l for l in data["layers"])
-    if split:
-        table.add_column("max/mean core", justify="right")
-    table.add_column("bit-exact")
-    by_ref = any("reference_match" in l for l in data["layers"])
-    if by_ref:
-        table.add_column(f"= {data['reference']['kind']}")
-    for i, l in enumerate(data["layers"]):
-        tile = ("in place" if l.get("in_place") else "whole" if not l["tiled"]
-                else f"{l['tile']['h']}x{l['tile']['w']}x{l['tile']['c']}")
-        cells = [str(i), l["name"], l["op"], "x".join(map(str, l["out_shape"])), str(l["macs"]), tile,
-                 str(l["n_tiles"]), f"{l['l1_bytes']}/{l['l1_budget']}"]
-        cells += [str(l["dma_bytes"].get(n, 0)) for n in engines]
-        if count_key:
-            cells.append(str(l.get(count_key, "")))
-        if estimated:
-            c = l.get("cost", {})
-            err = f" ({100 * c['error']:+.0f}%)" if c.get("error") is not None else ""
-            cells.append(f"{c.get('estimate', '')}{err}")
-        if split:
-            cells.append(f"{l['work_split']:.2f}" if l.get("work_split") else "")
-        cells.append("yes" if l["match"] else "[red]NO[/red]")
-        if by_ref:
-            cells.append("" if "reference_match" not in l else "yes" if l["reference_match"] else "[red]NO[/red]")
-        table.add_row(*cells)
-    console.print(table)
-    mem = Table(title="memory plan")
-    for col in ("level", "holds", "peak", "lower bound", "tensor bound", "usable", "size"):
-        mem.add_column(col, justify="right" if col not in ("level", "holds") else "left")
-    for level, m in data["memory"].items():
-        mem.add_row(level, m["holds"], str(m["peak"]), str(m["lower_bound"]), str(m.get("tensor_bound", "")),
-                    str(m["usable"]), str(m["size"]))
-    console.print(mem)
-    ram = {level: m["ram"] for level, m in data["memory"].items() if "ram" in m}
-    if ram:
-        def parts(m):
-            held = ", ".join(f"{k} {v}" for k, v in m.get("reserved_for", {}).items())
-            fw = (data.get("out_of_core") or {}).get("firmware") or {}
-            use = ("unused by the in-order firmware" if fw.get("program") in (None, "in order")
-                   else f"the storage program's pools take up to {sum(fw.get('pools', {}).values())} per phase "
-                        "in the arena's free bytes")
-            if "pools" not in m:
-                use = "the weight stream's chunk buffers"
-            pools = (f" + {m['declared'] - m['peak']} past it ({use}) = the declared arena {m['declared']}"
-                     if "declared" in m else "")
-            return f" ({m['holds']} {m['peak']}{pools}" + (f"; {held}" if held else "") + ")"
-        console.print("RAM: " + " + ".join(f"{level} {n}{parts(data['memory'][level])}" for level, n in ram.items())
-                      + f" = {sum(ram.values())} bytes (what the firmware declares: the planned peak, or the "
-                        "declared arena, plus the target's reserved bytes per level)")
-    tot = data["totals"]
-    line = f"total: {tot['macs']} MACs, {tot['params']} parameters"
-    if count_key and count_key in tot:
-        line += f", {tot[count_key]} {count_key} ({data['counts']['note']})"
-    if tot.get("cost", {}).get("estimate") is not None:
-        c = tot["cost"]
-        line += f"; cost model estimate {c['estimate']}"
-        if c.get("error") is not None:
-            line += f" ({100 * c['error']:+.1f}% of the layers' measured sum)"
-    ws = tot.get("weights_streamed")
-    if ws:
-        line += (f"; {ws['bytes']} bytes of weights streamed from {ws['from']} through {ws['through']} "
-                 f"in {ws['chunks']} chunks")
-    st = tot.get("spill_traffic")
-    if st:
-        line += (f"; activations moved to {st['level']}: {st['read_bytes']} bytes read and {st['written_bytes']} "
-                 f"written by {st['layers']} layers ({st['asynchronous_layers']} double-buffered)")
-    console.print(line)
-    ooc = data.get("out_of_core")
-    if ooc:
-        t = ooc["totals"]
-        text = (f"out of core ({ooc['level']}): {t['read_bytes']} B read in {t['reads']} transfers, "
-                f"{t['written_bytes']} B written in {t['writes']}; {t['io_bound_layers']} IO-bound layers; "
-                f"compute {t['compute_ms']} ms, IO {t['io_ms']} ms")
-        s = ooc.get("schedule")
-        if s and "skipped" in s:
-            text += f"; not scheduled: {s['skipped']}"
-        elif s:
-            text += (f"; scheduled {s['latency_ms']} ms per frame = {s['latency_vs_unlimited']}x unlimited SRAM, "
-                     f"{s['throughput_fps']} frames/s over {s['frames']} (unlimited {s['unlimited_fps']})")
-        console.print(text)
-        if ooc.get("firmware"):
-            console.print(f"firmware: {firmware_line(ooc['firmware'])}")
-    if "kernels" in data:
-        console.print(f"kernels: {data['kernels']['library']}, {data['kernels']['path']} code path")
-    ref = data.get("reference")
-    if ref is not None:
-        bad = [r for r in ref["compared"] if not r.get("equal", True)]
-        text = (f"{ref['kind']} reference {ref['reference']}: {ref['verdict'].upper()} "
-                f"({len(ref['compared']) - len(bad)} of {len(ref['compared'])} equal; {ref['compared_by']})")
-        console.print(text if not bad else f"[red]{text}[/red]")
-
-
-def firmware_line(fw):
-    """Which program the out-of-core firmware runs, in one line (the console
-    and report.html)."""
-    if fw["program"] == "in order":
-        return f"the in-order program ({fw['why']})"
-    return (f"the scheduler's program {fw['program']} ({fw['ops']['ops']} ops), estimated {fw['estimate_ms']} ms "
-            f"per frame = {fw['estimate_vs_unlimited']}x unlimited SRAM; in order {fw['in_order_ms']} ms")

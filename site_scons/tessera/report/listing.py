@@ -4,6 +4,7 @@ import os
 
 from .. import config
 from ..errors import ConfigError
+from ..util.units import nbytes
 from .console import make_console
 
 
@@ -11,7 +12,7 @@ def print_targets_and_models(root, console=None):
     from rich.table import Table
 
     console = console or make_console()
-    targets = Table(title="targets (targets/*.yaml)")
+    targets = Table(title="targets (targets/*.yaml; memory levels in bytes)")
     for col in ("name", "cores", "memory levels", "kernels", "runner", "description"):
         targets.add_column(col)
     for name in config.available("target", root):
@@ -20,8 +21,7 @@ def print_targets_and_models(root, console=None):
         except ConfigError as err:
             targets.add_row(name, "", "", "", "", f"[red]invalid: {err}[/red]")
             continue
-        levels = ", ".join(f"{n} {lvl['size'] // 1024 if lvl['size'] >= 1024 else lvl['size']}"
-                           f"{' kB' if lvl['size'] >= 1024 else ' B'}" for n, lvl in t["memory"].items())
+        levels = ", ".join(f"{n} {nbytes(lvl['size'])}" for n, lvl in t["memory"].items())
         runner = t["runner"]["kind"] + (f" ({t['runner']['program']})" if t["runner"]["program"] else "")
         targets.add_row(name, str(t["cores"]), levels, t["kernels"], runner, t["description"])
     models = Table(title="models (models/*.yaml)")

@@ -77,3 +77,36 @@ def render(rows, tot, title, console=None):
                       _shape(r["out_shape"]) + (" i32" if r["out_dtype"] == "int32" else ""),
                       str(r["macs"]), str(r["params"]), str(r["weight_bytes"]), str(r["activation_bytes"]))
     console.print(table)
+
+
+def outputs(graph, golden, reference=(None, {}), k=5):
+    """Each graph output's top values, as the firmware computed them (it
+    equals the golden model bit for bit when the verdict passes): its type,
+    shape, scale and zero point, and [[index, value, real value]] of the
+    k largest (index into the output in the model's own order of its
+    values; a classifier's class). `reference`: (who, {tensor: their top
+    [[index, value]]}) of the runtime that checked the golden model on the
+    same input: beside ours, with whether the top index and the order are
+    the same and how far their values are from ours at their indices (ONNX
+    Runtime requantizes in float, within 1 LSB a layer, so its values may
+    drift by a few LSB through a network; the TFLite interpreter is
+    exact)."""
+    from ..util.top import model_values, top
+
+    by, theirs = reference
+    out = []
+    for name in graph.outputs:
+        t = graph.tensor(name)
+        values = model_values(graph, name, golden[name]).reshape(-1)
+        row = {"tensor": name, "dtype": t.source_dtype, "shape": list(t.source_shape or t.shape),
+               "scale": t.scale, "zero_point": t.zero_point,
+               "top": [[i, v, None if t.scale is None else round(t.scale * (v - (t.zero_point or 0)), 6)]
+                       for i, v in top(values, k)]}
+        if name in theirs:
+            their = theirs[name]
+            row["reference"] = {"by": by, "top": their,
+                                "same_top": bool(their) and their[0][0] == row["top"][0][0],
+                                "same_order": [i for i, _ in their] == [i for i, _, _ in row["top"]],
+                                "max_lsb": max((abs(int(values[i]) - v) for i, v in their), default=0)}
+        out.append(row)
+    return out

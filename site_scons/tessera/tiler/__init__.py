@@ -104,7 +104,8 @@ def _check_target(target):
 
 
 def _result(layer, target, q, tiled, optimal, objective):
-    return {
+    split = {"split": {"k": q["tile_k"], "n": q["n_chunks"]}} if q.get("n_chunks", 1) > 1 else {}
+    return {**split,
         "layer": layer["name"],
         "tiled": tiled,
         "tile": {"h": q["tile_h"], "w": q["tile_w"], "c": q["tile_c"]},
@@ -156,10 +157,75 @@ def _whole_bytes(layer, align, t):
     else:
         one_in = max(layer["in_sizes"]) * layer["in_bytes"]
         out = Ho * Wo * Co * layer["out_bytes"]
+    total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
     # a row-wise layer's constant tables (views.whole_constants) beside the blocks
-    total = (layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
-             + memory.align_up(layer.get("const_bytes", 0), align))
+    total += memory.align_up(layer.get("const_bytes", 0), align)
+    # a recurrent layer's constants stay in L1 for the whole sequence, beside its states
+    total += memory.align_up(_resident(layer)[0], align) + memory.align_up(_resident(layer)[1], align)
     return one_in, out, total
+
+
+def _resident(layer):
+    """(weight bytes, scratch bytes) a whole-tensor layer keeps in L1 (a
+    recurrent layer: its constants and its states); 0 for the others."""
+    return layer["w_bytes_per_cout"] * layer["out"][2], layer.get("scratch_bytes", 0)
+
+
+def _streamed(layer, one_in, out, weights, total, budget, stream):
+    H, W, C = layer["in"]
+    Ho, Wo, Co = layer["out"]
+    return {
+        "layer": layer["name"], "tiled": False,
+        "tile": {"h": Ho, "w": Wo, "c": Co}, "in_tile": {"h": H, "w": W, "c": C},
+        "n_tiles": {"h": 1, "w": 1, "c": 1}, "buffering": 1, "n_inputs": layer["n_inputs"],
+        "l1_bytes": {"in": one_in, "out": out, "weights": weights, "params": 0,
+                     "scratch": layer.get("scratch_bytes", 0), "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
+        "stream": stream,
+    }
+
+
+def _stream_cells(layer, align, budget):
+    """A recurrent cell whose gate matrices do not fit L1 beside its
+    sequences and states: they stream through two L1 buffers a block of
+    cells at a time (every gate's rows of those cells), every step, the
+    rest of its constants resident; the largest block that fits. None when
+    not even one cell's rows do."""
+    one_in, out, _ = _whole_bytes(dict(layer, w_bytes_per_cout=0, scratch_bytes=0), align, 1)
+    base = memory.align_up(one_in, align) * layer["n_inputs"] + memory.align_up(out, align)
+    base += memory.align_up(layer.get("scratch_bytes", 0), align)
+    cells = layer["cells"]
+    resident = sum(b for role, b in layer["sections"].items() if role not in ("w_input", "w_recurrent"))
+    for block in range(cells["n_cell"], 0, -1):
+        buf = memory.align_up(cells["gates"] * block * cells["row_bytes"], align)
+        total = base + memory.align_up(resident, align) + 2 * buf
+        if total <= budget:
+            return _streamed(layer, one_in, out, memory.align_up(resident, align) + 2 * buf, total, budget,
+                             {"cells": block, "buffer": buf})
+    return None
+
+
+def _stream_matrices(layer, align, budget):
+    """A recurrent layer whose constants do not fit L1 beside its sequences
+    and states: its largest matrices stream through two L1 buffers a block
+    of rows at a time, every step (the rest stays resident); the fewest
+    matrices, then the largest blocks, that fit. None when nothing does."""
+    one_in, out, _ = _whole_bytes(dict(layer, w_bytes_per_cout=0, scratch_bytes=0), align, 1)
+    base = memory.align_up(one_in, align) * layer["n_inputs"] + memory.align_up(out, align)
+    base += memory.align_up(layer.get("scratch_bytes", 0), align)
+    order = sorted(layer["matrices"], key=lambda mx: -mx["rows"] * mx["cols"])
+    streamed = []
+    for mx in order:
+        streamed.append(mx)
+        resident = sum(b for role, b in layer["sections"].items() if role not in {m["role"] for m in streamed})
+        cols = max(m["cols"] for m in streamed)
+        for rows in range(max(m["rows"] for m in streamed), 0, -1):
+            buf = memory.align_up(rows * cols, align)
+            total = base + memory.align_up(resident, align) + 2 * buf
+            if total <= budget:
+                return _streamed(layer, one_in, out, memory.align_up(resident, align) + 2 * buf, total, budget,
+                                 {"ops": sorted(m["op"] for m in streamed), "rows": rows, "buffer": buf})
+    return None
 
 
 def _solve_whole(layer, target):
@@ -181,6 +247,10 @@ def _solve_whole(layer, target):
     align = target["kernels"].get("buffer_align", library.DEFAULT_ALIGN)
     budget = target["l1_budget"]
     fits = [t for t in range(extent, 0, -1) if _whole_bytes(layer, align, t)[2] <= budget]
+    if not fits and (layer.get("matrices") or layer.get("cells")):
+        streamed = (_stream_matrices if layer.get("matrices") else _stream_cells)(layer, align, budget)
+        if streamed is not None:
+            return streamed
     if not fits:
         total = _whole_bytes(layer, align, 1)[2]
         unit = {"c": "one channel at a time", "h": "one row at a time",
@@ -202,9 +272,9 @@ def _solve_whole(layer, target):
         "tile": tile, "in_tile": {"h": t if split == "h" else H, "w": W, "c": t if split == "c" else C},
         "n_tiles": {"h": n if split == "h" else 1, "w": 1, "c": n if split == "c" else 1},
         "buffering": 1, "n_inputs": 1 if split == "k" else layer["n_inputs"],
-        "l1_bytes": {"in": one_in, "out": out, "weights": 0, "params": layer.get("const_bytes", 0), "scratch": 0,
-                     "total": total},
-        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True,
+        "l1_bytes": {"in": one_in, "out": out, "weights": _resident(layer)[0], "params": layer.get("const_bytes", 0),
+                     "scratch": _resident(layer)[1], "total": total},
+        "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
     }
 
 
@@ -221,18 +291,32 @@ def solve_layer(layer, target):
         if result["tiled"] and result["tile"]["c"] < layer["out"][2] and result["tile"]["h"] < layer["out"][0]:
             result["order"] = "hcw"
         return result
+    try:
+        return _solve_any(layer, target, False)
+    except FitError as err:
+        # one output's reduction does not fit: the same again, its input
+        # channels in chunks (docs/split_reduction.md)
+        if layer["op"] not in memory.SPLIT_OPS or layer.get("whole") or layer["in"][2] < 2:
+            raise
+        try:
+            return _solve_any(layer, target, True)
+        except FitError:
+            raise err from None
+
+
+def _solve_any(layer, target, split):
     if layer.get("rows"):
         # row bands of every channel, else tiles of every channel, else any
         for rows in (1, "c"):
             try:
-                return _solve_layer(dict(layer, rows=rows), target)
+                return _solve_layer(dict(layer, rows=rows), target, split)
             except FitError:
                 pass
-        return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target)
-    return _solve_layer(layer, target)
+        return _solve_layer({k: v for k, v in layer.items() if k != "rows"}, target, split)
+    return _solve_layer(layer, target, split)
 
 
-def _solve_layer(layer, target):
+def _solve_layer(layer, target, split=False):
     layer_mod.check(layer)
     _check_target(target)
     if layer.get("whole"):
@@ -250,7 +334,8 @@ def _solve_layer(layer, target):
 
     buffering = target["buffering"]
     smallest = (min(tables[0]), min(tables[1]), 1)
-    q_small = memory.quantities(layer, target, spec, *smallest, buffering, tables)
+    tk = 1 if split else None
+    q_small = memory.quantities(layer, target, spec, *smallest, buffering, tables, tk)
     small_fits = q_small["l1_bytes"] <= budget
     consts = memory.constants(layer, target, buffering)
     # CP-SAT (ortools, which loads pandas) only when a layer needs a search:
@@ -265,15 +350,15 @@ def _solve_layer(layer, target):
             if tw is not None and tw not in tables[1]:
                 continue
             q_rows = memory.quantities(layer, target, spec, smallest[0], tw or smallest[1], Co,
-                                       buffering, tables)
+                                       buffering, tables, tk)
             if q_rows["l1_bytes"] <= budget:
                 r = model.solve(layer, target, spec, tables, consts, buffering,
-                                hint=(smallest[0], tw or smallest[1], Co), tile_c=Co, tile_w=tw)
+                                hint=(smallest[0], tw or smallest[1], Co), tile_c=Co, tile_w=tw, split=split)
                 if r["status"] == "optimal":
                     break
     if r is None or r["status"] != "optimal":
         r = model.solve(layer, target, spec, tables, consts, buffering,
-                        hint=smallest if small_fits else None)
+                        hint=smallest if small_fits else None, split=split)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
     if r["status"] != "optimal":
@@ -284,7 +369,7 @@ def _solve_layer(layer, target):
                            f"the tiler's CP-SAT search ended ({r['status']}) before proving the best tile",
                            f"raise tessera.tiler.model.MAX_DETERMINISTIC_TIME "
                            f"({model.MAX_DETERMINISTIC_TIME}) and report the layer's shape")
-    q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables)
+    q = memory.quantities(layer, target, spec, *r["tile"], buffering, tables, r.get("tile_k"))
     objective = spec.objective_value(q)
     if q["l1_bytes"] != r["l1_bytes"] or objective != r["objective"]:
         raise RuntimeError(f"tiler: CP-SAT model and byte count disagree on layer "
@@ -298,6 +383,61 @@ def _solve_layer(layer, target):
     return _result(layer, target, q, True, r["status"] == "optimal", objective)
 
 
+def explain(layer, target, tiling):
+    """Why the tile is what it is, for the report: {"bound": what stopped
+    it growing ("whole layer": it fits L1 whole; "L1 budget": the next
+    larger tile on some axis needs more L1 than the budget; "objective":
+    every larger tile fits but the library's objective, or the cost model
+    with tile_cost=model, prefers this one; "whole tensors": computed
+    whole or in blocks), "axes": per cut axis the next larger tile size and
+    what it would need or score, and "runner_up": the best-scoring tile one
+    step away on one axis (a cheap neighbour, not the global second best)}.
+    Plain arithmetic on memory.quantities: no solve."""
+    budget = target["l1_budget"]
+    tile = tiling["tile"]
+    if tiling.get("whole"):
+        return {"bound": "whole tensors", "l1_bytes": tiling["l1_bytes"]["total"], "l1_budget": budget}
+    if not tiling["tiled"]:
+        return {"bound": "whole layer", "l1_bytes": tiling["l1_bytes"]["total"], "l1_budget": budget}
+    layer = dict(layer)
+    if layer.get("storage_out"):
+        layer.pop("storage_out")
+    spec = library.op_spec(target["kernels"], layer["op"])
+    tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
+    buffering = tiling["buffering"]
+    now = (tile["h"], tile["w"], tile["c"])
+    q0 = memory.quantities(layer, target, spec, *now, buffering, tables)
+    score = spec.objective_value(q0) if q0 else None
+    extent = dict(zip("hwc", layer["out"]))
+    sizes = {"h": sorted(tables[0]), "w": sorted(tables[1]), "c": list(range(1, extent["c"] + 1))}
+    axes, near = {}, []
+    for k, axis in enumerate("hwc"):
+        for step in (1, -1):
+            legal = [t for t in sizes[axis] if (t > now[k] if step > 0 else t < now[k])]
+            if not legal:
+                continue
+            t = legal[0] if step > 0 else legal[-1]
+            cand = list(now)
+            cand[k] = t
+            q = memory.quantities(layer, target, spec, *cand, buffering, tables)
+            if q is None:
+                continue
+            row = {"tile": dict(zip("hwc", cand)), "l1_bytes": q["l1_bytes"], "objective": spec.objective_value(q)}
+            if q["l1_bytes"] <= budget:
+                near.append(row)
+            if step > 0:
+                row["why"] = "L1 budget" if q["l1_bytes"] > budget else "objective"
+                axes[axis] = row
+    bound = ("row bands" if layer.get("rows") else
+             "L1 budget" if any(a["why"] == "L1 budget" for a in axes.values()) else
+             "cost model" if target.get("cost") else "objective")
+    out = {"bound": bound, "l1_bytes": tiling["l1_bytes"]["total"], "l1_budget": budget, "objective": score,
+           "axes": axes}
+    if near:
+        out["runner_up"] = max(near, key=lambda r: (r["objective"], -r["l1_bytes"]))
+    return out
+
+
 def tiles(layer, tiling):
     """Every tile of `tiling`, in execution order (see geometry.tiles)."""
     return geometry.tiles(layer, tiling)
@@ -308,4 +448,4 @@ def grid(layer, tiling):
     return geometry.grid(layer, tiling)
 
 
-__all__ = ["solve_layer", "tiles", "grid", "TILER_VERSION"]
+__all__ = ["solve_layer", "explain", "tiles", "grid", "TILER_VERSION"]

@@ -5,7 +5,8 @@ The candidates: the library objective's tile (so the choice is never
 worse by the model's own estimate), and for every tile height and channel
 count that is the largest legal one for its tile count (a smaller one with
 as many tiles moves the same data in smaller pieces) the widest legal
-tile that fits L1. Each is estimated with the target's fitted coefficients; the
+tile that fits L1 (a split reduction: per tile height and chunk size, the
+most channels and the widest tile that fit). Each is estimated with the target's fitted coefficients; the
 cheapest wins, ties going to the library's objective and then to the
 tiler's fixed order, so the answer is deterministic. Plain Python: a few
 hundred candidates per layer, each costed by walking its tiles.
@@ -41,12 +42,31 @@ def best_tile(layer, target, spec, tables, buffering, library_q, result):
         if layer["rows"] == 1:
             ws = [Wo]
 
+    split = library_q.get("n_chunks", 1) > 1
+
     def key(q):
         f = features.view_features(layer, result(q), cost["dims"], target["cores"])
         est = cost_model.estimate(cost["coefficients"], layer["op"], f, buffering)
-        return (-est, spec.objective_value(q), tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"]))
+        return (-est, spec.objective_value(q), tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"],
+                                                            q["tile_k"] if split else None))
 
     best, best_key = library_q, key(library_q)
+    if split:
+        # a split reduction: per tile height and chunk (the largest for its
+        # count of chunks), the most channels, then the widest tile, that fit
+        C = layer["in"][2]
+        for th in hs:
+            for tk in _count_maximal(range(1, C), C):
+                for tc in reversed(cs):
+                    q = next((q for tw in ws for q in [memory.quantities(layer, target, spec, th, tw, tc, buffering,
+                                                                         tables, tk)]
+                              if q is not None and q["l1_bytes"] <= budget), None)
+                    if q is not None:
+                        k = key(q)
+                        if k > best_key:
+                            best, best_key = q, k
+                        break
+        return best
     for th in hs:
         for tc in cs:
             for tw in ws:

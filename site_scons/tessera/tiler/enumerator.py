@@ -11,9 +11,11 @@ from . import memory
 from .model import tiebreak_key
 
 
-def best_tile(layer, target, spec, buffering=None):
+def best_tile(layer, target, spec, buffering=None, split=False):
     """{"tile": (th, tw, tc), "objective": int, "l1_bytes": int} of the best
-    tiled (double-buffered) solution, or None when nothing fits."""
+    tiled (double-buffered) solution, or None when nothing fits. With
+    `split`, the best with the reduction in chunks (at least two; the
+    result has "tile_k")."""
     if buffering is None:
         buffering = target["buffering"]
     tables = tuple(geometry.axis_table(*ax) for ax in geometry.axes(layer))
@@ -22,12 +24,14 @@ def best_tile(layer, target, spec, buffering=None):
     for th in range(1, Ho + 1):
         for tw in range(1, Wo + 1):
             for tc in range(1, Co + 1):
-                q = memory.quantities(layer, target, spec, th, tw, tc, buffering, tables)
-                if q is None or q["l1_bytes"] > target["l1_budget"]:
-                    continue
-                obj = spec.objective_value(q)
-                key = (obj, tiebreak_key(layer, th, tw, tc))
-                if best_key is None or key > best_key:
-                    best_key = key
-                    best = {"tile": (th, tw, tc), "objective": obj, "l1_bytes": q["l1_bytes"]}
+                for tk in range(1, layer["in"][2]) if split else [None]:
+                    q = memory.quantities(layer, target, spec, th, tw, tc, buffering, tables, tk)
+                    if q is None or q["l1_bytes"] > target["l1_budget"]:
+                        continue
+                    obj = spec.objective_value(q)
+                    key = (obj, tiebreak_key(layer, th, tw, tc, tk))
+                    if best_key is None or key > best_key:
+                        best_key = key
+                        best = {"tile": (th, tw, tc), "objective": obj, "l1_bytes": q["l1_bytes"],
+                                **({"tile_k": tk} if split else {})}
     return best

@@ -26,6 +26,9 @@ TILE = (
     "in_tile_h", "in_tile_w", "in_tile_c",
     "tile_volume",
     "in_tile_bytes", "out_tile_bytes", "weight_tile_bytes", "param_tile_bytes",
+    # the reduction chunk of a split tiling (input channels per step), the
+    # chunks and the last one's channels: in_c, 1, in_c when not split
+    "tile_k", "n_chunks", "border_k",
 )
 # Depend on the scratch itself, so only the objective may use them.
 TOTALS = ("scratch_bytes", "l1_bytes")
@@ -138,7 +141,26 @@ class OpSpec:
         return sum(t.value(q) for t in self.scratch)
 
     def objective_value(self, q):
+        if q.get("n_chunks", 1) > 1:
+            return (sum(t.value(q) for t in self.split_terms()) * (q["in_c"] + 1)
+                    + min(q["tile_volume"], q["tile_k"]))
         return sum(t.value(q) for t in self.objective)
+
+    def split_terms(self):
+        """A split tiling's objective (the reduction in chunks of tile_k
+        input channels): the library's terms that do not count a tile's
+        size (its bonuses for alignments and shapes), times in_c + 1, plus
+        min(tile_volume, tile_k): balanced steps, the output tile (each
+        chunk's input read once per channel tile, its weights once per
+        spatial tile) as large as the chunk (the partial sums read and
+        written once per chunk). The library's size terms rank unsplit
+        tiles, whose reduction is fixed."""
+        return tuple(t for t in self.objective if not set(t.of) & SIZES)
+
+
+# quantities that grow with a tile's size (split_terms leaves their terms out)
+SIZES = {"tile_h", "tile_w", "tile_c", "tile_volume", "in_tile_h", "in_tile_w", "in_tile_c", "in_tile_bytes",
+         "out_tile_bytes", "weight_tile_bytes", "param_tile_bytes", "tile_k", "scratch_bytes", "l1_bytes"}
 
 
 def tile_cost(kernels):

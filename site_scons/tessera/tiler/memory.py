@@ -6,7 +6,8 @@ come from here.
 
 L1 holds, per buffer set, one tile buffer per input, one output tile, one
 weight and one parameter tile; `buffering` sets of them; plus the kernel's
-scratch once. Each buffer is counted rounded up to the library's alignment,
+scratch once, and for a split tiling (the reduction in chunks of tile_k
+input channels) the output tile's 32-bit partial sums once. Each buffer is counted rounded up to the library's alignment,
 as the allocator places it.
 """
 
@@ -27,6 +28,7 @@ def constants(layer, target, buffering):
         "in_h": H, "in_w": W, "in_c": C, "out_h": Ho, "out_w": Wo, "out_c": Co,
         "in_bytes": layer["in_bytes"], "out_bytes": layer["out_bytes"],
         "n_inputs": layer["n_inputs"],
+        "tile_k": C, "n_chunks": 1, "border_k": C,
     }
 
 
@@ -34,13 +36,20 @@ def align_up(n, align):
     return -(-n // align) * align
 
 
-def in_tile_c(layer, tc):
-    return tc if layer["op"] in CHANNEL_WISE else layer["in"][2]
+def in_tile_c(layer, tc, tk=None):
+    return tc if layer["op"] in CHANNEL_WISE else (tk or layer["in"][2])
 
 
-def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
+# ops whose reduction (input channels times the window) the tiler may split
+SPLIT_OPS = ("conv2d", "pointwise", "linear")
+ACC_BYTES = 4       # a partial sum: int32
+
+
+def quantities(layer, target, spec, th, tw, tc, buffering, tables=None, tk=None):
     """All named quantities for output tile (th, tw, tc), or None when a
-    spatial tile size is not legal (padding on an inner tile).
+    spatial tile size is not legal (padding on an inner tile). tk: the
+    reduction chunk (input channels per step) of a split tiling; None or
+    every input channel: not split.
 
     tables: the per-axis geometry tables, to skip rebuilding them per call.
     """
@@ -52,7 +61,10 @@ def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
     nh, bh, ih = tab_h[th]
     nw, bw, iw = tab_w[tw]
     nc = -(-Co // tc)
-    ic = in_tile_c(layer, tc)
+    C = layer["in"][2]
+    split = tk is not None and tk < C
+    ic = in_tile_c(layer, tc, tk if split else None)
+    nk = -(-C // tk) if split else 1
     q = constants(layer, target, buffering)
     q.update({
         "tile_h": th, "tile_w": tw, "tile_c": tc,
@@ -62,10 +74,16 @@ def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
         "tile_volume": th * tw * tc,
         "in_tile_bytes": layer["n_inputs"] * layer["in_bytes"] * ih * iw * ic,
         "out_tile_bytes": layer["out_bytes"] * th * tw * tc,
-        "weight_tile_bytes": tc * layer["w_bytes_per_cout"],
+        "weight_tile_bytes": tc * (geometry.w_per_k(layer) * tk if split else layer["w_bytes_per_cout"]),
         "param_tile_bytes": tc * layer["param_bytes_per_cout"],
+        "tile_k": tk if split else C, "n_chunks": nk, "border_k": C - (nk - 1) * tk if split else C,
+        "acc_bytes": ACC_BYTES * th * tw * tc if split else 0,
     })
-    q["scratch_bytes"] = spec.scratch_bytes(q)
+    if split:       # a step's window: the chunk's channels
+        q["patch"] = q["kernel_area"] * tk
+    # a split step runs the reference library's accumulating kernel
+    # (kernels/reference/split.c), which needs no scratch
+    q["scratch_bytes"] = 0 if split else spec.scratch_bytes(q)
     a = spec.align
     one_input = q["in_tile_bytes"] // layer["n_inputs"]
     wbuf = weight_buffers(layer, buffering)
@@ -74,7 +92,7 @@ def quantities(layer, target, spec, th, tw, tc, buffering, tables=None):
     q["l1_bytes"] = (buffering * (layer["n_inputs"] * align_up(one_input, a)
                                   + outs * align_up(q["out_tile_bytes"], a))
                      + wbuf * (align_up(q["weight_tile_bytes"], a) + align_up(q["param_tile_bytes"], a))
-                     + align_up(q["scratch_bytes"], a))
+                     + align_up(q["scratch_bytes"], a) + align_up(q["acc_bytes"], a))
     q["weight_buffers"] = wbuf
     q["epilogue"] = layer.get("epilogue", 0)
     return q
@@ -96,4 +114,6 @@ def breakdown(q):
            "scratch": q["scratch_bytes"], "total": q["l1_bytes"]}
     if q.get("epilogue"):
         out["skip"] = q["out_tile_bytes"]     # the add's other input tile (an add epilogue)
+    if q.get("acc_bytes"):
+        out["acc"] = q["acc_bytes"]           # a split tiling's partial sums (one buffer)
     return out

@@ -12,9 +12,9 @@ conditions (e.g. tc % 4 == 0 through a modulo variable).
 
 from ortools.sat.python import cp_model
 
-from ..tiles.geometry import CHANNEL_WISE
+from ..tiles.geometry import CHANNEL_WISE, w_per_k
 from .library import holds
-from .memory import weight_buffers
+from .memory import ACC_BYTES, weight_buffers
 from ..util.solver import deterministic_solver, lean_search
 
 # Deterministic search: one worker, fixed seed, and a work bound in CP-SAT's
@@ -26,18 +26,26 @@ SEED = 20240601
 MAX_DETERMINISTIC_TIME = 20.0
 
 
-def tiebreak_key(layer, th, tw, tc):
+def tiebreak_key(layer, th, tw, tc, tk=None):
     """Among equal objectives prefer more channels (weights and im2col
-    amortized), then wider tiles (longer DMA rows), then taller. Makes the
-    optimum unique, so the answer does not depend on solver internals."""
+    amortized), then wider tiles (longer DMA rows), then taller, then (a
+    split tiling) larger reduction chunks. Makes the optimum unique, so the
+    answer does not depend on solver internals."""
     Ho, Wo, _ = layer["out"]
-    return (tc * (Wo + 1) + tw) * (Ho + 1) + th
+    key = (tc * (Wo + 1) + tw) * (Ho + 1) + th
+    return key if tk is None else key * (layer["in"][2] + 1) + tk
+
+
+def tiebreak_bound(layer, split):
+    """A number above every tiebreak_key of the layer."""
+    Ho, Wo, Co = layer["out"]
+    return (Co + 1) * (Wo + 1) * (Ho + 1) * ((layer["in"][2] + 1) if split else 1)
 
 
 class _Builder:
-    def __init__(self, layer, target, spec, tables, buffering, consts):
+    def __init__(self, layer, target, spec, tables, buffering, consts, split=False):
         self.m = cp_model.CpModel()
-        self.layer, self.spec, self.consts = layer, spec, consts
+        self.layer, self.spec, self.consts, self.split = layer, spec, consts, split
         self.budget = target["l1_budget"]
         self.buffering = buffering
         self.bools = {}
@@ -92,6 +100,18 @@ class _Builder:
                 self.m.add(self.q["tile_w"] == Wo)
         if self.layer["op"] in CHANNEL_WISE:
             self.q["in_tile_c"] = tc
+        elif self.split:
+            # the reduction in chunks of tile_k input channels, at least two
+            tk = self.var("tile_k", 1, C - 1, True)
+            nk = self.var("n_chunks", 2, C, True)
+            bk = self.var("border_k", 1, C - 1, True)
+            rows = []
+            for t in range(1, C):
+                n = -(-C // t)
+                rows.append((t, n, C - (n - 1) * t))
+            self.m.add_allowed_assignments([tk, nk, bk], rows)
+            self.q["in_tile_c"] = tk
+            self.q["patch"] = self.q["kernel_area"] * tk
         else:
             self.q["in_tile_c"] = C
 
@@ -105,15 +125,22 @@ class _Builder:
         one_input = L["in_bytes"] * in_el
         q["in_tile_bytes"] = L["n_inputs"] * one_input
         q["out_tile_bytes"] = L["out_bytes"] * q["tile_volume"]
-        q["weight_tile_bytes"] = L["w_bytes_per_cout"] * q["tile_c"]
+        if self.split:
+            ck = self.product("tile_ck", [q["tile_c"], q["tile_k"]])
+            q["weight_tile_bytes"] = w_per_k(L) * ck
+            acc = ACC_BYTES * q["tile_volume"]
+        else:
+            q["weight_tile_bytes"] = L["w_bytes_per_cout"] * q["tile_c"]
+            acc = 0
         q["param_tile_bytes"] = L["param_bytes_per_cout"] * q["tile_c"]
-        q["scratch_bytes"] = sum(self.term(t) for t in self.spec.scratch)
+        # a split step's kernel (kernels/reference/split.c) needs no scratch
+        q["scratch_bytes"] = 0 if self.split else sum(self.term(t) for t in self.spec.scratch)
         al = self.aligned
         wbuf = weight_buffers(L, self.buffering)
         q["l1_bytes"] = (self.buffering * (L["n_inputs"] * al("in", one_input)
                                            + (1 + L.get("epilogue", 0)) * al("out", q["out_tile_bytes"]))
                          + wbuf * (al("weights", q["weight_tile_bytes"]) + al("params", q["param_tile_bytes"]))
-                         + al("scratch", q["scratch_bytes"]))
+                         + al("scratch", q["scratch_bytes"]) + (al("acc", acc) if self.split else 0))
         self.m.add(q["l1_bytes"] <= self.budget)
 
     def aligned(self, name, x):
@@ -212,28 +239,40 @@ class _Builder:
         return coef * y
 
 
-def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None, tile_w=None):
+def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None, tile_w=None, split=False):
     """Maximize the library objective (tie-broken) within the L1 budget.
 
     Returns {"status": "optimal" | "feasible" | "infeasible" | "unknown"}
     plus, when a solution was found, "tile": (th, tw, tc), "objective" (the
     library objective, without the tie-break) and "l1_bytes". tile_c and
-    tile_w fix the channel and column tile (row bands).
+    tile_w fix the channel and column tile (row bands). With `split` the
+    reduction is cut in chunks of tile_k input channels (a variable, at
+    least two chunks), the partial sums' buffer counted, the objective
+    library.OpSpec.split_objective's; the result has "tile_k".
     """
-    b = _Builder(layer, target, spec, tables, buffering, consts)
+    b = _Builder(layer, target, spec, tables, buffering, consts, split)
     if tile_c is not None:
         b.m.add(b.q["tile_c"] == tile_c)
     if tile_w is not None:
         b.m.add(b.q["tile_w"] == tile_w)
-    main = sum(b.term(t) for t in spec.objective)
-    Ho, Wo, Co = layer["out"]
     q = b.q
+    if split:
+        # library.OpSpec.objective_value: the bonuses, then balanced steps
+        C = layer["in"][2]
+        bal = b.var("balance", 0, C)
+        b.m.add_min_equality(bal, [q["tile_volume"], q["tile_k"]])
+        main = sum(b.term(t) for t in spec.split_terms()) * (C + 1) + bal
+    else:
+        main = sum(b.term(t) for t in spec.objective)
     # main * K dominates: the tie-break key is always below K
-    K = (Co + 1) * (Wo + 1) * (Ho + 1)
-    b.m.maximize(main * K + tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"]))
+    K = tiebreak_bound(layer, split)
+    b.m.maximize(main * K + tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"],
+                                         q["tile_k"] if split else None))
     if hint is not None:
         for name, v in zip(("tile_h", "tile_w", "tile_c"), hint):
             b.m.add_hint(q[name], v)
+        if split:
+            b.m.add_hint(q["tile_k"], 1)
     # the tie-break makes the optimum unique: a leaner search proves the same one
     solver = lean_search(deterministic_solver(SEED, MAX_DETERMINISTIC_TIME))
     status = solver.solve(b.m)
@@ -244,5 +283,6 @@ def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None
         return {"status": "infeasible" if status == cp_model.INFEASIBLE else "unknown"}
     return {"status": "optimal" if status == cp_model.OPTIMAL else "feasible",
             "tile": tuple(solver.value(q[n]) for n in ("tile_h", "tile_w", "tile_c")),
+            **({"tile_k": solver.value(q["tile_k"])} if split else {}),
             "objective": main if isinstance(main, int) else int(solver.value(main)),
             "l1_bytes": int(solver.value(q["l1_bytes"]))}

@@ -127,6 +127,30 @@ def tiles(layer, tiling):
                "pad": [ptop, pleft, pbottom, pright]}
 
 
+def chunks(layer, tiling):
+    """The reduction chunks of a tiling: [(k0, kc)], input channels
+    [k0, k0 + kc) each. A split tiling (`split: {"k": kc}`, tessera.tiler:
+    one output's reduction does not fit L1) cuts the input channels of
+    conv2d, pointwise and linear layers into chunks of kc (the last one
+    smaller); otherwise one chunk of every input channel."""
+    C = layer["in"][2]
+    kc = split_k(tiling) or C
+    return [(k0, min(kc, C - k0)) for k0 in range(0, C, kc)]
+
+
+def split_k(tiling):
+    """The chunk of a split tiling's reduction (input channels), or 0."""
+    return (tiling.get("split") or {}).get("k", 0)
+
+
+def w_per_k(layer):
+    """Weight bytes per output channel and input channel of a conv-like
+    layer: the window (kh * kw; linear: the input's h * w)."""
+    if layer["op"] == "linear":
+        return layer["in"][0] * layer["in"][1]
+    return layer["kernel"][0] * layer["kernel"][1]
+
+
 # output pixels per depthwise call, at least (whole rows): its kernel runs
 # channel groups outermost, so within a call group 0 writes every row before
 # group 1 reads the first; fewer rows a call keep the output closer behind
@@ -184,7 +208,7 @@ def steps_gap(steps, x_shape, xe, y_shape, ye):
     shape and element size: no step reads a byte an earlier step wrote."""
     written, gap = -1, 0
     for reads, writes in steps:
-        if written >= 0:
+        if written >= 0 and reads:     # (a patch may read nothing: its input rows are kept)
             gap = max(gap, written - min(_first(b, x_shape, xe) for b in reads) + 1)
         written = max([written] + [_last(b, y_shape, ye) for b in writes])
     return gap

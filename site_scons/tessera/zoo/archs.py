@@ -49,7 +49,9 @@ def _mobilenet_v2(net, p):
     ReLU6, 1x1 project (linear); Add of the block input when stride 1 and
     in == out channels. Channels rounded to multiples of 8 as in the
     reference code; the final 1280 only grows for width > 1. Symmetric
-    padding as for MobileNetV1.
+    padding as for MobileNetV1. `scale_head`: the last 1x1 convolution
+    scaled by the width too (TF-slim's default, finegrain_classification_mode
+    off), not kept at 1280 as the paper does for width < 1.
     """
     width = p["width"]
     settings = [  # t, c, n, s
@@ -77,7 +79,8 @@ def _mobilenet_v2(net, p):
             if stride == 1 and cin == out:
                 h = net.add(x, h, f"b{b}.add")
             x = h
-    x = net.conv(x, "conv_last", _make_divisible(1280 * max(1.0, width)), 1, act="relu6")
+    head = width if p.get("scale_head") else max(1.0, width)
+    x = net.conv(x, "conv_last", _make_divisible(1280 * head), 1, act="relu6")
     x = net.global_avgpool(x, "pool")
     x = net.flatten(x, "flatten")
     return net.classifier(x, "fc", p["classes"])

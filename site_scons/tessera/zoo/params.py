@@ -14,7 +14,7 @@ from .archs import BUILDERS
 
 ARCHITECTURES = tuple(BUILDERS)
 
-GENERATOR_KEYS = ("arch", "width", "resolution", "channels", "classes", "seed")
+GENERATOR_KEYS = ("arch", "width", "resolution", "channels", "classes", "seed", "scale_head")
 QUANTIZATION_KEYS = ("calibration_samples", "seed", "per_channel")
 
 
@@ -66,6 +66,12 @@ def generator_params(generator):
     p["channels"] = _int("generator.channels", g.get("channels", defaults["channels"]), 1)
     p["classes"] = _int("generator.classes", g.get("classes", defaults["classes"]), 1)
     p["seed"] = _int("generator.seed", g.get("seed", 0), 0)
+    if g.get("scale_head") is not None:
+        # (only when given: the parameters of every other model, and so their
+        # cached files, stay as they were)
+        if arch != "mobilenet_v2" or not isinstance(g["scale_head"], bool):
+            raise ConfigError("generator.scale_head", f"true or false, for mobilenet_v2 only, not {g['scale_head']!r}")
+        p["scale_head"] = g["scale_head"]
     return p
 
 

@@ -50,7 +50,8 @@ def check_flags(env, target):
 
 def firmware(env, target, arch, objects, libs, outdir):
     """Declare outdir/link.ld (from the target's memory map) and
-    outdir/firmware.elf linked with it; returns the ELF node."""
+    outdir/firmware.elf linked with it, and its link map firmware.map
+    (what the report counts code by); returns the ELF node."""
     try:
         view = linker.view(target, arch)
     except TesseraError as err:
@@ -61,11 +62,12 @@ def firmware(env, target, arch, objects, libs, outdir):
     script = env.Command(os.path.join(outdir, "link.ld"), env.Value(text),
                          Action(gen_script, "tessera: generate $TARGET"))
     env.Depends(script, canon.source_files("codegen"))
-    elf = env.Command(os.path.join(outdir, "firmware.elf"), list(objects) + list(libs) + [script[0]],
+    elf = env.Command([os.path.join(outdir, "firmware.elf"), os.path.join(outdir, "firmware.map")],
+                      list(objects) + list(libs) + [script[0]],
                       Action(link_elf, "tessera: link $TARGET", varlist=["LINK", "LINKFLAGS"]),
                       TESSERA_LINK_VIEW=text, TESSERA_TARGET_PATH=target["path"])
     env.Depends(elf, canon.source_files("codegen"))
-    return elf
+    return elf[:1]
 
 
 # ---- actions (see steps.py for why each is a two-line function) -------------
@@ -98,7 +100,7 @@ def _link_elf(target, source, env):
     objects = [p for p in inputs if p.endswith(".o")]
     linker.check_program(view, linker.program_sizes(objects), where)
     cmd = [env.subst("$LINK"), *env.subst("$LINKFLAGS").split(), "-T", script,
-           "-o", str(target[0]), *inputs]
+           "-o", str(target[0]), f"-Wl,-Map={target[1]}", *inputs]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         for t in target:

@@ -19,4 +19,7 @@ def configure(env, target):
 
 
 def link(env, target, objects, libs, outdir):
-    return env.Program(os.path.join(outdir, "firmware"), objects + libs)
+    """The executable and its link map (what the report counts code by)."""
+    prog = env.Program([os.path.join(outdir, "firmware"), os.path.join(outdir, "firmware.map")], objects + libs,
+                       LINKFLAGS=env["LINKFLAGS"] + ["-Wl,-Map=${TARGETS[1]}"])
+    return prog[:1]

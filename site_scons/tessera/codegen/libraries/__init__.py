@@ -25,3 +25,10 @@ def input_offset(lib, layer, graph):
     the library folds it into the bias at build time (its bias_values)."""
     folds = getattr(lib, "folds_offset", None)
     return 0 if folds is not None and folds(layer, graph) else layer.input_offset
+
+
+def split_kernel(lib, layer, graph):
+    """The step of a split reduction (tessera.codegen.split) the library
+    runs: its adapter's split_kernel, else the reference kernels'."""
+    own = getattr(lib, "split_kernel", None)
+    return own(layer, graph) if own is not None else "tsr_split_step"

@@ -15,7 +15,7 @@ floor((v >> (s-1)) + 1) / 2) = floor((v + 2^(s-1)) / 2^s) for any integer v,
 checked in tests/test_cmsis_nn.py. Convolutions, depthwise, pointwise
 and linear layers with other arithmetic (floor rounding and
 Requant.divisor from NEMO/DORY graphs, a RequantShift `add`, int32
-outputs) run on this library's own DSP kernels with tessera's whole
+outputs, TF1-style uint8 weights' weight offset) run on this library's own DSP kernels with tessera's whole
 requantization (tsr_cmsis_*_rq, any_rq.c). Other layers go to the
 reference kernels, compiled in as the library's fallback, and so does
 every layer
@@ -25,6 +25,8 @@ arm_max_pool_s8; average pooling and add have tessera's semantics, which
 CMSIS-NN's differ from, and run on this library's own DSP kernels.
 """
 
+from dataclasses import replace
+
 from . import reference
 
 # what the generated layer code includes to see the kernel functions
@@ -33,6 +35,10 @@ HEADERS = ("tessera/cmsis_nn.h",)
 KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "depthwise": "tsr_cmsis_depthwise",
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
            "add": "tsr_cmsis_add", "matmul": "tsr_cmsis_matmul"}
+
+# the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
+ONNX_RECURRENT = "tsr_cmsis_onnx_rnn_step"
+RECURRENT = ("tsr_cmsis_lstm_step", "tsr_cmsis_lstm_project")
 
 # fused steps (tessera.codegen.fused, kernels/cmsis_nn/fused.c): the
 # library's own layer kernels over an intermediate in L1, one after the
@@ -45,10 +51,14 @@ FUSED_SCHEME = {"dw_pw": "layers", "pw_dw": "layers"}
 
 def fused_kernel(kind, dw, pw, graph):
     """The fused step's kernel (kind: dw_pw, pw_dw or pw_dw_rows): the
-    CMSIS-NN one when both layers run on CMSIS-NN's API apart, else the
-    reference (tessera's other arithmetic; it needs no more L1 than the
+    library's when both layers run on its kernels apart with an int8
+    output (CMSIS-NN's API, TFLite's form or tessera's others: fused.c
+    runs each layer the same way), else the reference (int32 outputs,
+    what only the reference kernels take; it needs no more L1 than the
     `layers` scheme counts)."""
-    if all(kernel_function(layer, graph) == KERNELS[layer.op] for layer in (dw, pw)):
+    own = (KERNELS, TFL_KERNELS, RQ_KERNELS)
+    if all(layer.requant is not None and any(kernel_function(layer, graph) == k.get(layer.op) for k in own)
+           for layer in (dw, pw)):
         return FUSED[kind]
     return f"tsr_{kind}"
 
@@ -67,6 +77,8 @@ def cmsis_semantics(layer):
         return None
     if rq is None:
         return "int32 output (no requantization)"
+    if layer.weight_offset:
+        return "asymmetric uint8 weights (a weight offset: any_rq.c)"
     if layer.op in ("avgpool", "add"):
         # tessera's own kernels: any rounding, but the shift within int64
         return None if all(0 <= s <= 62 for s in rq.shift) else "shift out of range"
@@ -87,12 +99,40 @@ def cmsis_semantics(layer):
     return None
 
 
-# tessera's requantization on the DSP (any_rq.c): what CMSIS-NN's API cannot express
+def split_kernel(layer, graph):
+    """A split reduction's step (kernels/cmsis_nn/split.c): DSP dot
+    products, the input offset in an int16 lane beside an int8 input."""
+    return "tsr_cmsis_split_step" if -32640 <= layer.input_offset <= 32639 else "tsr_split_step"
+
+
+# TFLite's two roundings (Requant rounding "tflite") on the same cores
+# (kernels/cmsis_nn/tsr_rq.h: TSR_RQ_TFL, TSR_RQ_TFLX; glue.c)
+TFL_KERNELS = {"conv2d": "tsr_cmsis_conv2d_tfl", "pointwise": "tsr_cmsis_pointwise_tfl",
+               "depthwise": "tsr_cmsis_depthwise_tfl", "linear": "tsr_cmsis_linear_tfl"}
+
+# tessera's other requantizations (DORY's and Deeploy's floor or half up
+# with an additive term on the cores, TSR_RQ_K64; Requant.divisor and int32
+# outputs in any_rq.c): what CMSIS-NN's API cannot express
 RQ_KERNELS = {"conv2d": "tsr_cmsis_conv2d_rq", "pointwise": "tsr_cmsis_pointwise_rq",
               "linear": "tsr_cmsis_linear_rq", "depthwise": "tsr_cmsis_depthwise_rq"}
 
 
+def _tflite_add(layer, graph):
+    """A TFLite ADD (each input rescaled) tsr_cmsis_add takes: two int8
+    tensors of one shape and a per-tensor requantization."""
+    return (layer.op == "add" and bool(layer.in_shift) and layer.requant is not None
+            and layer.requant.rounding == "tflite"
+            and reference.reference_only(replace(layer, in_shift=None), graph) is None)
+
+
 def kernel_function(layer, graph):
+    """The kernel entry point, chosen by the layer's requantization form:
+    CMSIS-NN's API (half up), TFLite's, or tessera's others; the
+    reference kernels for what only they implement."""
+    if _tflite_add(layer, graph):
+        return KERNELS["add"]
+    if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op == "matmul" and reference.reference_only(layer, graph) is None:
         return KERNELS["matmul"]      # tessera's requantization in the kernel (any offsets, planes)
     if reference.reference_only(layer, graph) is None and layer.op in KERNELS:
@@ -100,5 +140,10 @@ def kernel_function(layer, graph):
             return KERNELS[layer.op]
         # the input offset is added in 16-bit lanes next to an int8 value
         if layer.op in RQ_KERNELS and -255 <= layer.input_offset <= 255:
+            rq = layer.requant
+            # a weight offset: any_rq.c's own code, whatever the rounding
+            if (rq is not None and rq.rounding == "tflite" and not any(rq.add) and not layer.weight_offset
+                    and -128 <= rq.zero_point <= 127 and -128 <= rq.lo <= rq.hi <= 127):
+                return TFL_KERNELS[layer.op]
             return RQ_KERNELS[layer.op]
     return reference.kernel_function(layer)

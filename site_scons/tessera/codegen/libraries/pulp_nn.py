@@ -19,6 +19,10 @@ KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "p
            "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add",
            "matmul": "pnn_matmul2"}
 
+# the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
+ONNX_RECURRENT = "pnn_onnx_rnn_step"
+RECURRENT = ("pnn_lstm_step", "pnn_lstm_project")
+
 # fused steps (tessera.codegen.fused): the fused kernel on this library's own
 FUSED = {"dw_pw": "pnn_dw_pw"}
 # ... run as the shared scheme (fusion/tiler.py): blocks of fd rows (DW->PW)
@@ -46,6 +50,11 @@ def elementwise_depthwise(layer):
     elementwise, a bias per element (a positional embedding) too."""
     return (layer.op == "depthwise" and list(layer.kernel) == [1, 1] and list(layer.stride) == [1, 1]
             and not any(layer.pad) and not layer.dilation and not reference.requant_plane(layer))
+
+
+def split_kernel(layer, graph):
+    """A split reduction's step (kernels/pulp_nn/split.c)."""
+    return "pnn_split_step"
 
 
 def folds_offset(layer, graph):
@@ -81,6 +90,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
 
 
 def kernel_function(layer, graph):
+    if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
+        return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     why = reference.reference_only(layer, graph)
     if why == "parameters per output element" and elementwise_depthwise(layer):
         return KERNELS["depthwise"]

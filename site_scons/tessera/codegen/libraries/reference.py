@@ -13,8 +13,11 @@ KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "t
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
            "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather",
-           "layernorm": "tsr_layernorm", "argmax": "tsr_argmax",
+           "layernorm": "tsr_layernorm", "argmax": "tsr_argmax", "lstm": "tsr_lstm_step",
            "reshape": "hal_dma_start"}   # a reshape is DMA alone (codegen/whole.py)
+# a recurrent layer's step and projection kernels (codegen.recurrent); ONNX's LSTM and GRU step
+RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
+ONNX_RECURRENT = "tsr_onnx_rnn_step"
 
 # ops only the reference kernels implement (the other libraries fall back;
 # the data movements are the same loads and stores on any core)
@@ -23,6 +26,10 @@ REFERENCE_OPS = ("mul", "lut", "concat", "resize", "softmax", "transpose", "resh
 
 
 def kernel_function(layer, graph=None):
+    if layer.op == "lstm" and layer.rnn["cell"] == "ops":
+        return KERNELS["linear"]
+    if layer.op == "lstm" and layer.rnn["cell"] != "lstm":
+        return ONNX_RECURRENT
     if layer.op == "add" and graph is not None and (is_whole(layer, graph) or channel_operand(layer, graph)):
         return "tsr_add_broadcast"
     return KERNELS[layer.op]
@@ -44,8 +51,6 @@ def reference_only(layer, graph):
         return "TFLite's add (each input rescaled)"
     if layer.dilation and list(layer.dilation) != [1, 1]:
         return "a dilated convolution"
-    if layer.weight_offset:
-        return "asymmetric uint8 weights (a weight offset)"
     if layer.requant is not None and layer.requant.neg_mul and layer.op not in CONV_LIKE:
         return "a LeakyRelu folded into the requantization"
     if is_whole(layer, graph) or channel_operand(layer, graph):
@@ -115,7 +120,10 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
         lines += [f"a.in_offset[0] = {layer.in_offset[0]};", f"a.in_offset[1] = {layer.in_offset[1]};"]
     if channel_operand(layer, graph):   # the [1, 1, C] operand: one value per channel of the tile
         lines += ["a.b_h = 1;", "a.b_w = 1;"]
-    if layer.op == "lut":
+    if layer.op == "lut" and layer.weights:
+        # one table per channel, the layer's weights: each tile's rows come with it
+        lines.append("a.per_channel = 1;")
+    elif layer.op == "lut":
         # the table lives with the code (constant, read in place)
         lines += [f"static const int8_t lut_table[{len(layer.table)}] = {{\n{int_list(layer.table, indent='        ')}\n    }};",
                   f"a.per_channel = {1 if len(layer.table) > 256 else 0};"]
@@ -162,6 +170,7 @@ def tile_args(layer, params, tc_max, prefix, per_channel_rq, graph):
     elif layer.op == "lut":
         lines += [f"a.in = {L1} + l1_in0[b];", f"a.out = {L1} + l1_out[b];", "a.pixels = t->oh * t->ow;",
                   "a.c = t->oc;",
+                  f"a.table = {L1} + l1_w[wb];" if layer.weights else
                   "a.table = lut_table + (a.per_channel ? t->oc0 * 256 : 0);"]
     else:  # add
         lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",

@@ -2,7 +2,8 @@
 
 The tiler has already sized every region so the whole set fits the budget;
 this only lays them out: packed from 0 in a fixed order (inputs, output,
-weights, params, scratch), each buffer of a double-buffered region right
+weights, params, scratch, a split reduction's
+accumulators), each buffer of a double-buffered region right
 after the other, every offset aligned. No search: within one layer all
 regions are live for the whole layer, so packing is optimal.
 """
@@ -66,6 +67,10 @@ def l1_layout(tiling, align=4, layer=None):
         # an add epilogue's other input (fusion): double-buffered like the output
         layout["skip"] = [take(_bytes(l1, "skip", where)) for _ in range(buffering)]
     layout["scratch"] = take(_bytes(l1, "scratch", where))
+    if "acc" in l1:
+        # a split reduction's 32-bit partial sums (tessera.tiler): one buffer,
+        # live from a tile's first chunk to its last
+        layout["acc"] = take(_bytes(l1, "acc", where))
     layout["total"] = cur
     layout["budget"] = budget
 

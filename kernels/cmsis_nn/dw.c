@@ -1,0 +1,397 @@
+/*
+ * Depthwise core of the Cortex-M kernels (tsr_mm.h: tsr_dw), for every
+ * requantization form (tsr_rq.h); CMSIS-NN's depthwise API (arm/depthwise.c)
+ * and tessera's entry points call it. Written for tessera.
+ *
+ * Channels are the SIMD dimension: HWC input gives four neighbouring
+ * channels in one word. One word is sign-extended (with input_offset) into
+ * two int16 pairs, multiplied by the matching filter pairs with
+ * smlabb/smlatt, four channels per tap. When the caller gives room for it
+ * (wx: C * KH * KW int16), the filter is sign-extended once per call (and
+ * doubled for TSR_RQ_TFL) instead of once per output pixel, and a 3x3
+ * window inside the input runs as nine unrolled taps. Groups of four
+ * channels are the outer loop, so their requantization constants are
+ * worked out once. Windows are clipped to the input, so padded taps cost
+ * nothing and contribute 0.
+ *
+ * The loop order (groups of four channels outermost, each over every
+ * output pixel in raster order, then the channels past the last group one
+ * by one) is what tessera's in-place planning models (direct.py).
+ */
+#include <stddef.h>
+
+#include "tsr_mm.h"
+
+typedef struct {
+    const int8_t *in;
+    int32_t in_h, in_w, c;
+    const int8_t *w;          /* [kh][kw][c] */
+    const int32_t *wx;        /* sign-extended filter, [c/4][kh*kw][2] words, or NULL */
+    int32_t kh, kw, sh, sw, pt, pl;
+    int32_t in_off;
+    int8_t *out;
+    int32_t out_h, out_w;
+} tsr_dw_t;
+
+/* the bias and requantization of four channels, worked out once per call */
+typedef struct {
+    int32_t bias[4];
+    tsr_rqc_t rq[4];
+    tsr_rqp_t q;              /* from the group's first channel (TSR_RQ_ANY) */
+    int32_t dbl, lo, hi;
+} tsr_dw_q4_t;
+
+TSR_INLINE void dw_store4(int8_t *out, const tsr_dw_q4_t *q, const int32_t *acc, int mode, int full)
+{
+    if (mode == TSR_RQ_ANY) {
+        for (int32_t i = 0; i < 4; i++)
+            out[i] = tsr_rq_any(acc[i] >> q->dbl, &q->q, i);
+        return;
+    }
+    out[0] = tsr_rq_clamp(tsr_rq_val(acc[0], q->rq[0], mode), q->lo, q->hi, full);
+    out[1] = tsr_rq_clamp(tsr_rq_val(acc[1], q->rq[1], mode), q->lo, q->hi, full);
+    out[2] = tsr_rq_clamp(tsr_rq_val(acc[2], q->rq[2], mode), q->lo, q->hi, full);
+    out[3] = tsr_rq_clamp(tsr_rq_val(acc[3], q->rq[3], mode), q->lo, q->hi, full);
+}
+
+/* The assembly needs 13 registers: not with a frame pointer (-O0). */
+#if TSR_HAVE_DSP && defined(__OPTIMIZE__)
+#define TSR_DW_ASM 1
+#else
+#define TSR_DW_ASM 0
+#endif
+
+#if TSR_DW_ASM
+/* One tap: the input word at ADDR (four channels), the filter pairs at
+ * byte offset WOFF of wg; two int16 lanes per operand, one MAC each. */
+#define TAP(ADDR, WOFF)                                        \
+    "ldr %[x], " ADDR "\n\t"                                   \
+    "ldrd %[w02], %[w13], [%[wg], #" WOFF "]\n\t"              \
+    "sxtab16 %[x02], %[off2], %[x]\n\t"                        \
+    "sxtab16 %[x], %[off2], %[x], ror #8\n\t"                  \
+    "smlabb %[a0], %[x02], %[w02], %[a0]\n\t"                  \
+    "smlatt %[a2], %[x02], %[w02], %[a2]\n\t"                  \
+    "smlabb %[a1], %[x], %[w13], %[a1]\n\t"                    \
+    "smlatt %[a3], %[x], %[w13], %[a3]\n\t"
+#endif
+
+/* The nine taps of a 3x3 window wholly inside the input, four channels:
+ * p is the window's top-left word, c the pixel stride, row the row stride,
+ * wg the group's sign-extended filter (nine pairs of words). Written out
+ * in assembly so that the 13 values it needs stay in registers. */
+TSR_INLINE void dw_3x3(const int8_t *p, int32_t c, int32_t row, const int32_t *wg, int32_t off2, int32_t *acc)
+{
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+#if TSR_DW_ASM
+    int32_t x, x02, w02, w13;
+    __asm__(TAP("[%[p]]", "0") TAP("[%[p], %[c]]", "8") TAP("[%[p], %[c], lsl #1]", "16")
+            "add %[p], %[p], %[row]\n\t"
+            TAP("[%[p]]", "24") TAP("[%[p], %[c]]", "32") TAP("[%[p], %[c], lsl #1]", "40")
+            "add %[p], %[p], %[row]\n\t"
+            TAP("[%[p]]", "48") TAP("[%[p], %[c]]", "56") TAP("[%[p], %[c], lsl #1]", "64")
+            : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [p] "+&r"(p), [x] "=&r"(x),
+              [x02] "=&r"(x02), [w02] "=&r"(w02), [w13] "=&r"(w13)
+            : [c] "r"(c), [row] "r"(row), [wg] "r"(wg), [off2] "r"(off2)
+            : "memory");
+#else
+    for (int32_t ky = 0; ky < 3; ky++)
+        for (int32_t kx = 0; kx < 3; kx++) {
+            uint32_t x = tsr_ld32(p + ky * row + kx * c);
+            int32_t x02 = tsr_sxtab16(off2, x), x13 = tsr_sxtab16_ror8(off2, x);
+            const int32_t *w = wg + (ky * 3 + kx) * 2;
+            a0 = tsr_smlabb(x02, w[0], a0);
+            a2 = tsr_smlatt(x02, w[0], a2);
+            a1 = tsr_smlabb(x13, w[1], a1);
+            a3 = tsr_smlatt(x13, w[1], a3);
+        }
+#endif
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
+/* Taps [ky0, ky1) x [kx0, kx1) of the window at p (its top-left corner),
+ * four channels from group g. */
+static void dw_taps(const tsr_dw_t *d, const int8_t *p, int32_t g, int32_t ky0, int32_t ky1, int32_t kx0,
+                    int32_t kx1, int32_t *acc)
+{
+    const int32_t c = d->c, off2 = tsr_dup16(d->in_off), n = kx1 - kx0;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    for (int32_t ky = ky0; ky < ky1; ky++) {
+        const int8_t *x = p + (ky * d->in_w + kx0) * c;
+        if (d->wx) {
+            const int32_t *w = d->wx + (g * d->kh * d->kw + ky * d->kw + kx0) * 2;
+            for (int32_t k = n; k > 0; k--, x += c, w += 2) {
+                uint32_t v = tsr_ld32(x);
+                int32_t x02 = tsr_sxtab16(off2, v), x13 = tsr_sxtab16_ror8(off2, v);
+                a0 = tsr_smlabb(x02, w[0], a0);
+                a2 = tsr_smlatt(x02, w[0], a2);
+                a1 = tsr_smlabb(x13, w[1], a1);
+                a3 = tsr_smlatt(x13, w[1], a3);
+            }
+        } else {
+            const int8_t *w = d->w + (ky * d->kw + kx0) * c + g * 4;
+            for (int32_t k = n; k > 0; k--, x += c, w += c) {
+                uint32_t v = tsr_ld32(x), wv = tsr_ld32(w);
+                int32_t x02 = tsr_sxtab16(off2, v), x13 = tsr_sxtab16_ror8(off2, v);
+                int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
+                a0 = tsr_smlabb(x02, w02, a0);
+                a2 = tsr_smlatt(x02, w02, a2);
+                a1 = tsr_smlabb(x13, w13, a1);
+                a3 = tsr_smlatt(x13, w13, a3);
+            }
+        }
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
+/* A group's every output row through the unrolled taps: per row the
+ * windows over the left border, those inside, those over the right border
+ * (each with its filter: wf[row class][column class], windows moved
+ * inside), `step` bytes apart, outputs `c` apart. Out of line, so that the
+ * 13 registers of the unrolled taps are there for it; one copy per form and
+ * clamp. */
+typedef struct {
+    int32_t c, row, step, off2;
+    const tsr_dw_q4_t *q;
+    const int32_t *wf[3][3];
+    int32_t ox_lo, ox_hi;      /* output columns [0, ox_lo) hang over the left, [ox_hi, out_w) the right */
+} tsr_dw_run_t;
+
+TSR_INLINE void dw3x3_run(const int8_t *p, int8_t *o, int32_t n, const int32_t *wg, const tsr_dw_run_t *r, int mode,
+                          int full)
+{
+    for (; n > 0; n--, p += r->step, o += r->c) {
+        int32_t acc[4] = {r->q->bias[0], r->q->bias[1], r->q->bias[2], r->q->bias[3]};
+        dw_3x3(p, r->c, r->row, wg, r->off2, acc);
+        dw_store4(o, r->q, acc, mode, full);
+    }
+}
+
+#define DW3X3_RUN(NAME, MODE, FULL)                                                                          \
+    static __attribute__((noinline)) void NAME(const tsr_dw_t *d, int32_t ch, const tsr_dw_run_t *r)        \
+    {                                                                                                       \
+        const int32_t c = r->c, step = r->step, ox_lo = r->ox_lo, ox_hi = r->ox_hi;                         \
+        for (int32_t oy = 0; oy < d->out_h; oy++) {                                                         \
+            const int32_t iy = oy * d->sh - d->pt;                                                          \
+            const int32_t a = iy < 0 ? 0 : iy + 3 > d->in_h ? 2 : 1;                                        \
+            const int32_t sy = a == 0 ? 1 : a == 2 ? -1 : 0;                                                \
+            const int8_t *p = d->in + ((iy + sy) * d->in_w - d->pl) * c + ch;                               \
+            int8_t *out = d->out + oy * d->out_w * c + ch;                                                  \
+            dw3x3_run(p + c, out, ox_lo, r->wf[a][0], r, MODE, FULL);                                       \
+            dw3x3_run(p + ox_lo * step, out + ox_lo * c, ox_hi - ox_lo, r->wf[a][1], r, MODE, FULL);        \
+            dw3x3_run(p + ox_hi * step - c, out + ox_hi * c, d->out_w - ox_hi, r->wf[a][2], r, MODE, FULL); \
+        }                                                                                                   \
+    }
+DW3X3_RUN(dw3x3_hu_full, TSR_RQ_HU, 1)
+DW3X3_RUN(dw3x3_hu, TSR_RQ_HU, 0)
+DW3X3_RUN(dw3x3_tfl_full, TSR_RQ_TFL, 1)
+DW3X3_RUN(dw3x3_tfl, TSR_RQ_TFL, 0)
+DW3X3_RUN(dw3x3_tflw, TSR_RQ_TFLW, 0)
+DW3X3_RUN(dw3x3_k64, TSR_RQ_K64, 0)
+#undef DW3X3_RUN
+
+typedef void (*dw3x3_fn)(const tsr_dw_t *, int32_t, const tsr_dw_run_t *);
+
+static dw3x3_fn dw3x3_pick(int mode, int full)
+{
+    if (mode == TSR_RQ_HU)
+        return full ? dw3x3_hu_full : dw3x3_hu;
+    if (mode == TSR_RQ_TFL)
+        return full ? dw3x3_tfl_full : dw3x3_tfl;
+    if (mode == TSR_RQ_TFLW)
+        return dw3x3_tflw;
+    return dw3x3_k64;
+}
+
+/* The taps' way, window by window (any filter), one copy per form. */
+#define DW_WINDOWS(NAME, MODE)                                                                              \
+    static __attribute__((noinline)) void NAME(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q)          \
+    {                                                                                                       \
+        const int32_t c = d->c, ch = g * 4, step = d->sw * c;                                               \
+        for (int32_t oy = 0; oy < d->out_h; oy++) {                                                         \
+            const int32_t iy = oy * d->sh - d->pt;                                                          \
+            const int32_t ky0 = iy < 0 ? -iy : 0;                                                           \
+            const int32_t ky1 = iy + d->kh > d->in_h ? d->in_h - iy : d->kh;                                \
+            int8_t *out = d->out + oy * d->out_w * c + ch;                                                  \
+            const int8_t *p = d->in + (iy * d->in_w - d->pl) * c + ch;                                      \
+            for (int32_t ox = 0; ox < d->out_w; ox++) {                                                     \
+                const int32_t ix = ox * d->sw - d->pl;                                                      \
+                const int32_t kx0 = ix < 0 ? -ix : 0;                                                       \
+                const int32_t kx1 = ix + d->kw > d->in_w ? d->in_w - ix : d->kw;                            \
+                int32_t acc[4] = {q->bias[0], q->bias[1], q->bias[2], q->bias[3]};                          \
+                dw_taps(d, p + ox * step, g, ky0, ky1, kx0, kx1, acc);                                      \
+                dw_store4(out + ox * c, q, acc, MODE, 0);                                                   \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DW_WINDOWS(dw_windows_hu, TSR_RQ_HU)
+DW_WINDOWS(dw_windows_tfl, TSR_RQ_TFL)
+DW_WINDOWS(dw_windows_tflw, TSR_RQ_TFLW)
+DW_WINDOWS(dw_windows_k64, TSR_RQ_K64)
+DW_WINDOWS(dw_windows_any, TSR_RQ_ANY)
+#undef DW_WINDOWS
+
+/* A 3x3 filter for windows that hang one row or column over the input:
+ * the window is moved inside by (sy, sx) and the filter with it, the taps
+ * that would read the padding zeroed. wg: the group's nine tap pairs. */
+static void dw_shifted(int32_t *dst, const int32_t *wg, int32_t sy, int32_t sx)
+{
+    const int32_t y0 = sy < 0 ? -sy : 0, y1 = sy > 0 ? 3 - sy : 3;
+    const int32_t x0 = sx < 0 ? -sx : 0, x1 = sx > 0 ? 3 - sx : 3;
+    for (int32_t i = 0; i < 18; i++)
+        dst[i] = 0;
+    for (int32_t ky = y0; ky < y1; ky++)
+        for (int32_t kx = x0; kx < x1; kx++) {
+            const int32_t *src = wg + ((ky + sy) * 3 + kx + sx) * 2;
+            dst[(ky * 3 + kx) * 2] = src[0];
+            dst[(ky * 3 + kx) * 2 + 1] = src[1];
+        }
+}
+
+/* The output pixels of a group (channels [4g, 4g + 4)). A 3x3 filter with
+ * at most one padded row or column per side (every MobileNet layer) runs
+ * every pixel through the unrolled taps: windows over the border are
+ * moved inside, with a filter moved the other way (dw_shifted). Other
+ * filters go tap by tap, windows clipped to the input. */
+static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, int mode, int full)
+{
+    const int32_t c = d->c, ch = g * 4;
+    const int32_t step = d->sw * c, row = d->in_w * c;
+    const int32_t over_b = (d->out_h - 1) * d->sh - d->pt + 3 - d->in_h;
+    const int32_t over_r = (d->out_w - 1) * d->sw - d->pl + 3 - d->in_w;
+    const int shifted = d->wx && d->kh == 3 && d->kw == 3 && d->in_h >= 3 && d->in_w >= 3 && d->pt <= 1 &&
+                        d->pl <= 1 && over_b <= 1 && over_r <= 1;
+    /* the per-element requantization (TSR_RQ_ANY) takes the taps' way: its
+     * out-of-line call leaves the unrolled taps too few registers */
+    if (!shifted || mode == TSR_RQ_ANY) {
+        if (mode == TSR_RQ_HU)
+            dw_windows_hu(d, g, q);
+        else if (mode == TSR_RQ_TFL)
+            dw_windows_tfl(d, g, q);
+        else if (mode == TSR_RQ_TFLW)
+            dw_windows_tflw(d, g, q);
+        else if (mode == TSR_RQ_K64)
+            dw_windows_k64(d, g, q);
+        else
+            dw_windows_any(d, g, q);
+        return;
+    }
+    /* by [row class][column class]: top/inside/bottom x left/inside/right;
+     * only the classes that occur are made, the inside one is wg itself */
+    int32_t filters[3][3][18];
+    tsr_dw_run_t run;
+    const int32_t *wg = d->wx + g * 18;
+    const int32_t rows[3] = {d->pt > 0, 1, over_b > 0}, cols[3] = {d->pl > 0, 1, over_r > 0};
+    for (int32_t a = 0; a < 3; a++)
+        for (int32_t b = 0; b < 3; b++) {
+            run.wf[a][b] = wg;
+            if ((a != 1 || b != 1) && rows[a] && cols[b]) {
+                dw_shifted(filters[a][b], wg, a == 0 ? 1 : a == 2 ? -1 : 0, b == 0 ? 1 : b == 2 ? -1 : 0);
+                run.wf[a][b] = filters[a][b];
+            }
+        }
+    run.c = c;
+    run.row = row;
+    run.step = step;
+    run.off2 = tsr_dup16(d->in_off);
+    run.q = q;
+    run.ox_lo = (d->pl + d->sw - 1) / d->sw;
+    run.ox_hi = (d->in_w + d->pl - 3) / d->sw + 1;
+    run.ox_lo = run.ox_lo > d->out_w ? d->out_w : run.ox_lo;
+    run.ox_hi = run.ox_hi > d->out_w ? d->out_w : run.ox_hi < run.ox_lo ? run.ox_lo : run.ox_hi;
+    dw3x3_pick(mode, full)(d, ch, &run);
+}
+
+/* A channel past the last group of four, every output pixel. */
+static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_t bias, int32_t dbl, int mode)
+{
+    const int32_t c = d->c;
+    const tsr_rqc_t r = mode == TSR_RQ_ANY ? (tsr_rqc_t){0, 0, 0, 0, 0} : tsr_rqc(q, ch, mode);
+    for (int32_t oy = 0; oy < d->out_h; oy++)
+        for (int32_t ox = 0; ox < d->out_w; ox++) {
+            int32_t acc = bias;
+            for (int32_t ky = 0; ky < d->kh; ky++) {
+                const int32_t iy = oy * d->sh - d->pt + ky;
+                if (iy < 0 || iy >= d->in_h)
+                    continue;
+                for (int32_t kx = 0; kx < d->kw; kx++) {
+                    const int32_t ix = ox * d->sw - d->pl + kx;
+                    if (ix >= 0 && ix < d->in_w)
+                        acc += (d->in[(iy * d->in_w + ix) * c + ch] + d->in_off) * d->w[(ky * d->kw + kx) * c + ch];
+                }
+            }
+            int8_t *o = d->out + (oy * d->out_w + ox) * c + ch;
+            if (mode == TSR_RQ_ANY)
+                *o = tsr_rq_any(acc, q, ch);
+            else
+                *o = tsr_rq_clamp(tsr_rq_val(tsr_shl(acc, dbl), r, mode), q->lo, q->hi, 0);
+        }
+}
+
+void tsr_dw(const tsr_dwk_t *k, int mode)
+{
+    const int32_t c = k->c, taps = k->g.kh * k->g.kw, groups = c >> 2;
+    tsr_dw_t d;
+    /* TFL doubles the accumulators through the sign-extended filter */
+    if (mode == TSR_RQ_TFL)
+        mode = k->wx ? tsr_rq_mode(&k->q, mode, c, k->bias, tsr_mac_bound(taps, k->g.in_off)) : TSR_RQ_ANY;
+    const int32_t dbl = mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW;
+    d.in = k->g.in;
+    d.in_h = k->g.in_h;
+    d.in_w = k->g.in_w;
+    d.c = c;
+    d.w = k->w;
+    d.wx = NULL;
+    d.kh = k->g.kh;
+    d.kw = k->g.kw;
+    d.sh = k->g.sh;
+    d.sw = k->g.sw;
+    d.pt = k->g.pt;
+    d.pl = k->g.pl;
+    d.in_off = k->g.in_off;
+    d.out = k->g.out;
+    d.out_h = k->g.out_h;
+    d.out_w = k->g.out_w;
+    if (k->wx && groups > 0) {
+        /* sign-extend the filter once, each group's taps together:
+         * [group][tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
+        int32_t *wx = k->wx;
+        for (int32_t g = 0; g < groups; g++)
+            for (int32_t t = 0; t < taps; t++) {
+                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
+                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
+                if (dbl) {
+                    a = tsr_sadd16(a, a);
+                    b = tsr_sadd16(b, b);
+                }
+                wx[(g * taps + t) * 2] = a;
+                wx[(g * taps + t) * 2 + 1] = b;
+            }
+        d.wx = wx;
+    }
+    const int full = k->q.lo == -128 && k->q.hi == 127;
+    for (int32_t g = 0; g < groups; g++) {
+        tsr_dw_q4_t q;
+        q.q = tsr_rqp_at(k->q, g * 4);
+        q.dbl = dbl;
+        q.lo = k->q.lo;
+        q.hi = k->q.hi;
+        const int m = tsr_rq_fast(&q.q, mode, 4) ? mode : TSR_RQ_ANY;
+        for (int32_t i = 0; i < 4; i++) {
+            q.bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
+            if (m != TSR_RQ_ANY)
+                q.rq[i] = tsr_rqc(&q.q, i, m);
+        }
+        dw_group_pixels(&d, g, &q, m, full);
+    }
+    for (int32_t ch = groups * 4; ch < c; ch++) {
+        const tsr_rqp_t q = tsr_rqp_at(k->q, ch);
+        const int m = tsr_rq_fast(&q, mode, 1) ? mode : TSR_RQ_ANY;
+        dw_channel(&d, ch, &k->q, k->bias ? k->bias[ch] : 0, dbl, m);
+    }
+}

@@ -1,0 +1,1078 @@
+/*
+ * Convolution, pointwise and fully connected cores of the Cortex-M kernels
+ * (tsr_mm.h), for every requantization form (tsr_rq.h). Written for
+ * tessera; CMSIS-NN's API (arm/convolve.c, fully_connected.c) and tessera's
+ * entry points (glue.c, any_rq.c) call them.
+ *
+ * Convolutions and pointwise layers turn output pixels into int16 columns
+ * (input plus input_offset, doubled for TSR_RQ_TFL, zero where the window
+ * hangs over the padding) and multiply them with the int8 filter rows; each
+ * smlad does two MACs. Columns are "reordered" (see tsr_dsp.h) and
+ * interleaved by groups of four elements, pixel after pixel, so one pointer
+ * walks them all. With room for four columns, one filter row at a time
+ * meets four pixels: each filter word is loaded and sign-extended once for
+ * four pixels, whose eight column words come in two ldm (an assembly loop
+ * that keeps its 13 values in registers; 13 instructions per 16 MACs).
+ * With room for two, two filter rows meet two pixels.
+ *
+ * Fully connected layers first turn the vector into one int16 column
+ * (input plus offset) when given room for it; then two filter rows at a
+ * time meet it, eight values per turn: one ldm of four column words, one
+ * ldrd of two filter words per row, four sxtb16 and four smlad per row (19
+ * instructions per 16 MACs). Without the room, each input word is
+ * sign-extended once for four filter rows, in C.
+ */
+#include <stddef.h>
+
+#include "tsr_mm.h"
+
+/* ---- columns ---------------------------------------------------------- */
+
+/* int16 position of element k of pixel 0 in columns of P interleaved pixels */
+static inline int32_t col_index(int32_t k, int32_t P)
+{
+    static const uint8_t lane[4] = {0, 2, 1, 3};
+    return (k >> 2) * 4 * P + lane[k & 3];
+}
+
+static inline void st16(int32_t *col, int32_t index, int32_t v)
+{
+    int16_t h = (int16_t)v;
+    memcpy((int16_t *)col + index, &h, 2);
+}
+
+/* Elements [k, k + n) of one pixel's column (col: that pixel's first
+ * words, P pixels interleaved): n values of src plus offset (doubled when
+ * dbl), or zeros when src is NULL. */
+static void col_put(int32_t *col, int32_t P, int32_t k, const int8_t *src, int32_t n, int32_t offset, int32_t dbl)
+{
+    if ((k & 3) == 0) {
+        const int32_t off2 = tsr_dup16(offset);
+        int32_t *dst = col + (k >> 2) * 2 * P;
+        if (src && dbl) {
+            for (; n >= 4; n -= 4, k += 4, src += 4, dst += 2 * P) {
+                const uint32_t x = tsr_ld32(src);
+                const int32_t a = tsr_sxtab16(off2, x), b = tsr_sxtab16_ror8(off2, x);
+                dst[0] = tsr_sadd16(a, a);
+                dst[1] = tsr_sadd16(b, b);
+            }
+        } else if (src) {
+            for (; n >= 4; n -= 4, k += 4, src += 4, dst += 2 * P) {
+                const uint32_t x = tsr_ld32(src);
+                dst[0] = tsr_sxtab16(off2, x);
+                dst[1] = tsr_sxtab16_ror8(off2, x);
+            }
+        } else {
+            for (; n >= 4; n -= 4, k += 4, dst += 2 * P)
+                dst[0] = dst[1] = 0;
+        }
+    }
+    for (; n > 0; n--, k++)
+        st16(col, col_index(k, P), src ? (*src++ + offset) << dbl : 0);
+}
+
+/* Zeros after element k up to the end of its group of four: the last,
+ * partial group then multiplies like a whole one. */
+static void col_pad(int32_t *col, int32_t P, int32_t k)
+{
+    for (; k & 3; k++)
+        st16(col, col_index(k, P), 0);
+}
+
+/* The first n (1..3) bytes of p as a word, the rest zero. */
+static inline uint32_t ld_partial(const int8_t *p, int32_t n)
+{
+    uint32_t w = (uint8_t)p[0];
+    if (n > 1)
+        w |= (uint32_t)(uint8_t)p[1] << 8;
+    if (n > 2)
+        w |= (uint32_t)(uint8_t)p[2] << 16;
+    return w;
+}
+
+/* Bytes gathered on the stack when input channels are not a multiple of 4 */
+#define GATHER_MAX 512
+
+/* One pixel's receptive field into a column (pixel slot `p`), zero-padded
+ * to a whole last group. With C_IN a multiple of 4, every (ky, kx) run
+ * starts a group and converts in place; otherwise the window is first
+ * gathered as int8 (padding as -input_offset, which the offset turns into
+ * 0: input_offset is in [-127, 128]) and converted in one pass. */
+static void im2col(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g, int32_t oy, int32_t ox, int32_t dbl)
+{
+    const int32_t ci = g->in_c, k = g->kh * g->kw * ci, run = g->kw * ci;
+    const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl;
+    const int32_t kx0 = ix0 < 0 ? -ix0 : 0, kx1 = ix0 + g->kw > g->in_w ? g->in_w - ix0 : g->kw;
+    int32_t *col = cols + 2 * p;
+    if ((ci & 3) && k <= GATHER_MAX - 3 && kx1 > kx0 && g->in_off >= -127 && g->in_off <= 128) {
+        int8_t patch[GATHER_MAX];
+        const int8_t pad = (int8_t)-g->in_off;
+        const int32_t valid = (kx1 - kx0) * ci, before = kx0 * ci, after = (g->kw - kx1) * ci;
+        int8_t *dst = patch;
+        for (int32_t ky = 0; ky < g->kh; ky++) {
+            const int32_t iy = iy0 + ky;
+            if (iy < 0 || iy >= g->in_h) {
+                for (int32_t i = 0; i < run; i++)
+                    *dst++ = pad;
+                continue;
+            }
+            const int8_t *src = g->in + (iy * g->in_w + ix0 + kx0) * ci;
+            for (int32_t i = 0; i < before; i++)
+                *dst++ = pad;
+            int32_t i = 0;
+            for (; i + 4 <= valid; i += 4, dst += 4)
+                tsr_st32(dst, tsr_ld32(src + i));
+            for (; i < valid; i++)
+                *dst++ = src[i];
+            for (int32_t j = 0; j < after; j++)
+                *dst++ = pad;
+        }
+        /* whole groups: the padding bytes past k convert to 0 as well */
+        for (int32_t i = k; i & 3; i++)
+            *dst++ = pad;
+        col_put(col, P, 0, patch, (k + 3) & ~3, g->in_off, dbl);
+        return;
+    }
+    int32_t kk = 0;
+    for (int32_t ky = 0; ky < g->kh; ky++) {
+        int32_t iy = iy0 + ky;
+        if (iy < 0 || iy >= g->in_h) {
+            col_put(col, P, kk, NULL, run, 0, 0);
+            kk += run;
+            continue;
+        }
+        for (int32_t kx = 0; kx < g->kw; kx++, kk += ci) {
+            if (kx < kx0 || kx >= kx1)
+                col_put(col, P, kk, NULL, ci, 0, 0);
+            else
+                col_put(col, P, kk, g->in + (iy * g->in_w + ix0 + kx) * ci, ci, g->in_off, dbl);
+        }
+    }
+    col_pad(col, P, k);
+}
+
+/* A 3x3 window of 3 channels (a first layer's) in the order of whole
+ * words: each window row's first eight bytes as two words, then the three
+ * rows' ninth bytes and a zero. The filter is copied in the same order
+ * (rgb_filter); inside the input a row is two unaligned word loads and a
+ * byte, at the borders the window is gathered as im2col does and
+ * reordered. */
+#define RGB_K 27
+
+static const uint8_t rgb_order[28] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16,
+                                      18, 19, 20, 21, 22, 23, 24, 25, 8, 17, 26, 27};
+
+static void rgb_filter(int8_t *dst, const int8_t *w, int32_t co)
+{
+    for (int32_t c = 0; c < co; c++, w += RGB_K, dst += 28)
+        for (int32_t i = 0; i < 28; i++)
+            dst[i] = rgb_order[i] < RGB_K ? w[rgb_order[i]] : 0;
+}
+
+static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g, int32_t oy, int32_t ox, int32_t dbl)
+{
+    const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl, row = g->in_w * 3;
+    const int32_t off2 = tsr_dup16(g->in_off);
+    int32_t *col = cols + 2 * p;
+    uint32_t words[7];
+    if (iy0 >= 0 && ix0 >= 0 && iy0 + 3 <= g->in_h && ix0 + 3 <= g->in_w) {
+        const int8_t *x = g->in + iy0 * row + ix0 * 3;
+        words[0] = tsr_ld32(x);
+        words[1] = tsr_ld32(x + 4);
+        words[2] = tsr_ld32(x + row);
+        words[3] = tsr_ld32(x + row + 4);
+        words[4] = tsr_ld32(x + 2 * row);
+        words[5] = tsr_ld32(x + 2 * row + 4);
+        /* the fourth lane: -offset, which the offset turns into 0 (|offset| <= 128 here) */
+        words[6] = (uint8_t)x[8] | (uint32_t)(uint8_t)x[row + 8] << 8 | (uint32_t)(uint8_t)x[2 * row + 8] << 16 |
+                   (uint32_t)(uint8_t)-g->in_off << 24;
+    } else {
+        /* the window with its padding as -offset, then reordered */
+        int8_t patch[28], *b = (int8_t *)words;
+        const int8_t pad = (int8_t)-g->in_off;
+        for (int32_t ky = 0; ky < 3; ky++)
+            for (int32_t kx = 0; kx < 3; kx++) {
+                const int32_t iy = iy0 + ky, ix = ix0 + kx;
+                const int inside = iy >= 0 && iy < g->in_h && ix >= 0 && ix < g->in_w;
+                for (int32_t ci = 0; ci < 3; ci++)
+                    patch[(ky * 3 + kx) * 3 + ci] = inside ? g->in[iy * row + ix * 3 + ci] : pad;
+            }
+        patch[27] = pad;
+        for (int32_t i = 0; i < 28; i++)
+            b[i] = patch[rgb_order[i]];
+    }
+    for (int32_t i = 0; i < 7; i++, col += 2 * P) {
+        int32_t a = tsr_sxtab16(off2, words[i]), c = tsr_sxtab16_ror8(off2, words[i]);
+        if (dbl) {
+            a = tsr_sadd16(a, a);
+            c = tsr_sadd16(c, c);
+        }
+        col[0] = a;
+        col[1] = c;
+    }
+}
+
+/* ---- four pixels: one filter row at a time ----------------------------- */
+
+/* The assembly needs 13 registers: not with a frame pointer (-O0). */
+#if TSR_HAVE_DSP && defined(__OPTIMIZE__)
+#define TSR_MM_ASM 1
+#else
+#define TSR_MM_ASM 0
+#endif
+
+/* acc[0..3] += one filter row (k = 4 * groups + tail values) times four
+ * interleaved columns. Per group of four values: one filter word loaded and
+ * sign-extended once, the four pixels' column words in two ldm, eight
+ * smlad. */
+TSR_INLINE void mm_row4(const int8_t *w, const int32_t *col, int32_t groups, int32_t tail, int32_t *acc)
+{
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+#if TSR_MM_ASM
+    /* ldm takes its registers in ascending order: name them */
+    register int32_t x0 __asm__("r8"), x1 __asm__("r9"), x2 __asm__("r10"), x3 __asm__("r11");
+#define MM_GROUP4                                   \
+    "ldr %[wv], [%[w]], #4\n\t"                     \
+    "ldmia %[col]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
+    "sxtb16 %[t], %[wv]\n\t"                        \
+    "sxtb16 %[wv], %[wv], ror #8\n\t"               \
+    "smlad %[a0], %[t], %[x0], %[a0]\n\t"           \
+    "smlad %[a0], %[wv], %[x1], %[a0]\n\t"          \
+    "smlad %[a1], %[t], %[x2], %[a1]\n\t"           \
+    "smlad %[a1], %[wv], %[x3], %[a1]\n\t"          \
+    "ldmia %[col]!, {%[x0], %[x1], %[x2], %[x3]}\n\t" \
+    "smlad %[a2], %[t], %[x0], %[a2]\n\t"           \
+    "smlad %[a2], %[wv], %[x1], %[a2]\n\t"          \
+    "smlad %[a3], %[t], %[x2], %[a3]\n\t"           \
+    "smlad %[a3], %[wv], %[x3], %[a3]\n\t"
+#define MM_LOOP(TURNS, BODY)                                                                              \
+    if ((TURNS) > 0) {                                                                                    \
+        int32_t n = (TURNS), wv, t;                                                                       \
+        __asm__("1:\n\t" BODY "subs %[n], %[n], #1\n\tbne 1b"                                            \
+                : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [w] "+r"(w), [col] "+r"(col), \
+                  [n] "+r"(n), [wv] "=&r"(wv), [t] "=&r"(t), [x0] "=&r"(x0), [x1] "=&r"(x1),              \
+                  [x2] "=&r"(x2), [x3] "=&r"(x3)                                                        \
+                :                                                                                         \
+                : "cc", "memory");                                                                        \
+    }
+    /* four groups per turn: 13 instructions a group plus 2 a turn; then the rest one a turn */
+    MM_LOOP(groups >> 2, MM_GROUP4 MM_GROUP4 MM_GROUP4 MM_GROUP4)
+    MM_LOOP(groups & 3, MM_GROUP4)
+#undef MM_LOOP
+#undef MM_GROUP4
+#else
+    for (; groups > 0; groups--, w += 4, col += 8) {
+        uint32_t wv = tsr_ld32(w);
+        int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
+        a0 = tsr_smlad(w13, col[1], tsr_smlad(w02, col[0], a0));
+        a1 = tsr_smlad(w13, col[3], tsr_smlad(w02, col[2], a1));
+        a2 = tsr_smlad(w13, col[5], tsr_smlad(w02, col[4], a2));
+        a3 = tsr_smlad(w13, col[7], tsr_smlad(w02, col[6], a3));
+    }
+#endif
+    if (tail) {   /* the columns are zero past k */
+        uint32_t wv = ld_partial(w, tail);
+        int32_t w02 = tsr_sxtb16(wv), w13 = tsr_sxtb16_ror8(wv);
+        a0 = tsr_smlad(w13, col[1], tsr_smlad(w02, col[0], a0));
+        a1 = tsr_smlad(w13, col[3], tsr_smlad(w02, col[2], a1));
+        a2 = tsr_smlad(w13, col[5], tsr_smlad(w02, col[4], a2));
+        a3 = tsr_smlad(w13, col[7], tsr_smlad(w02, col[6], a3));
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
+/* The whole channel loop of four pixels in assembly, for the hot case:
+ * filter rows of whole words (k % 4 == 0), a bias, one requantization per
+ * channel, int8's own range. The C version (mm4_body) keeps 20 values live
+ * around the 13 registers of the product and spills most of them per
+ * channel; here the values the product does not need are parked with one
+ * stm and fetched back with one ldm. Per channel: the product (13
+ * instructions per group of four values), then the requantization of four
+ * outputs (smmla, asr, ssat each; TFL: smmlar, add, asr, ssat) and four
+ * strb. */
+typedef struct {
+    const int8_t *w;          /* filter rows [co][k] */
+    const int32_t *cols;      /* four interleaved columns */
+    int8_t *out;              /* pixel 0's outputs; pixel p's at out + p * co */
+    const int32_t *bias;
+    const int32_t *mul;
+    const void *shift;        /* HU: CMSIS-NN's int32 left shifts; TFL: tessera's int8 right shifts */
+    int32_t turns, rem;       /* k / 16, (k / 4) % 4 */
+    int32_t co;
+    int32_t z21;              /* 1 + 2 * zero point */
+} tsr_mm4a_t;
+
+#if TSR_MM_ASM
+void tsr_mm4_hu_asm(const tsr_mm4a_t *a);
+void tsr_mm4_tfl_asm(const tsr_mm4a_t *a);
+
+/* r4 w; during the product r5 col, r6 count, r7 filter word, r12 its low
+ * half, r8-r11 column words, r0-r3 accumulators; between products r5 out,
+ * r6 co, r7 bias, r8 mul, r9 shift, r10 z21 (parked at [sp, #0..20]);
+ * [sp, #24] cols, #28 turns, #32 rem, #36 the bias array's end, #40 z21
+ * (TFL's requantization takes r10 as a temporary) */
+__asm__(
+    ".syntax unified\n"
+    ".macro TSR_MM4_GROUP\n"
+    "ldr r7, [r4], #4\n"
+    "ldmia r5!, {r8, r9, r10, r11}\n"
+    "sxtb16 r12, r7\n"
+    "sxtb16 r7, r7, ror #8\n"
+    "smlad r0, r12, r8, r0\n"
+    "smlad r0, r7, r9, r0\n"
+    "smlad r1, r12, r10, r1\n"
+    "smlad r1, r7, r11, r1\n"
+    "ldmia r5!, {r8, r9, r10, r11}\n"
+    "smlad r2, r12, r8, r2\n"
+    "smlad r2, r7, r9, r2\n"
+    "smlad r3, r12, r10, r3\n"
+    "smlad r3, r7, r11, r3\n"
+    ".endm\n"
+    ".macro TSR_MM4_ENTRY name\n"
+    ".pushsection .text.\\name, \"ax\", %progbits\n"
+    ".align 2\n"
+    ".global \\name\n"
+    ".hidden \\name\n"
+    ".type \\name, %function\n"
+    ".thumb_func\n"
+    "\\name:\n"
+    "push {r4-r11, lr}\n"
+    "sub sp, sp, #48\n"
+    "ldr r4, [r0, #0]\n"
+    "ldr r1, [r0, #4]\n"
+    "str r1, [sp, #24]\n"
+    "ldrd r1, r2, [r0, #24]\n"
+    "strd r1, r2, [sp, #28]\n"
+    "ldr r5, [r0, #8]\n"
+    "ldr r6, [r0, #32]\n"
+    "ldr r7, [r0, #12]\n"
+    "ldr r8, [r0, #16]\n"
+    "ldr r9, [r0, #20]\n"
+    "ldr r10, [r0, #36]\n"
+    "str r10, [sp, #40]\n"
+    "add r1, r7, r6, lsl #2\n"
+    "str r1, [sp, #36]\n"
+    ".endm\n"
+    /* the product of one channel: accumulators from the bias (doubled: dbl 1) */
+    ".macro TSR_MM4_PRODUCT dbl\n"
+    "ldr r0, [r7], #4\n"
+    ".if \\dbl\n"
+    "lsls r0, r0, #1\n"
+    ".endif\n"
+    "mov r1, r0\n"
+    "mov r2, r0\n"
+    "mov r3, r0\n"
+    "stm sp, {r5-r10}\n"
+    "ldrd r5, r6, [sp, #24]\n"
+    "cmp r6, #0\n"
+    "beq 3f\n"
+    "2:\n"
+    "TSR_MM4_GROUP\n"
+    "TSR_MM4_GROUP\n"
+    "TSR_MM4_GROUP\n"
+    "TSR_MM4_GROUP\n"
+    "subs r6, r6, #1\n"
+    "bne 2b\n"
+    "3:\n"
+    "ldr r6, [sp, #32]\n"
+    "cbz r6, 5f\n"
+    "4:\n"
+    "TSR_MM4_GROUP\n"
+    "subs r6, r6, #1\n"
+    "bne 4b\n"
+    "5:\n"
+    "ldm sp, {r5-r10}\n"
+    ".endm\n"
+    /* four stores, the next channel or the end */
+    ".macro TSR_MM4_STORE\n"
+    "ssat r0, #8, r0\n"
+    "ssat r1, #8, r1\n"
+    "ssat r2, #8, r2\n"
+    "ssat r3, #8, r3\n"
+    "strb r0, [r5]\n"
+    "strb r1, [r5, r6]\n"
+    "add r11, r5, r6, lsl #1\n"
+    "strb r2, [r11]\n"
+    "strb r3, [r11, r6]\n"
+    "adds r5, r5, #1\n"
+    "ldr r11, [sp, #36]\n"
+    "cmp r7, r11\n"
+    "bne 1b\n"
+    "add sp, sp, #48\n"
+    "pop {r4-r11, pc}\n"
+    ".endm\n"
+    /* HU: y = smmla(acc, m, h) >> sh, sh = s - 32 = ~shift, h = (z21 << sh) >> 1 */
+    "TSR_MM4_ENTRY tsr_mm4_hu_asm\n"
+    "1:\n"
+    "TSR_MM4_PRODUCT 0\n"
+    "ldr r11, [r8], #4\n"
+    "ldr lr, [r9], #4\n"
+    "mvns lr, lr\n"
+    "lsl r12, r10, lr\n"
+    "asrs r12, r12, #1\n"
+    "smmla r0, r0, r11, r12\n"
+    "smmla r1, r1, r11, r12\n"
+    "smmla r2, r2, r11, r12\n"
+    "smmla r3, r3, r11, r12\n"
+    "asrs r0, r0, lr\n"
+    "asrs r1, r1, lr\n"
+    "asrs r2, r2, lr\n"
+    "asrs r3, r3, lr\n"
+    "TSR_MM4_STORE\n"
+    ".size tsr_mm4_hu_asm, .-tsr_mm4_hu_asm\n"
+    ".popsection\n"
+    /* TFL (doubled accumulators): y = (smmlar(acc, m, h) + (acc >> 31)) >> sh,
+     * sh = s - 31, h = (z21 << sh) >> 1 */
+    "TSR_MM4_ENTRY tsr_mm4_tfl_asm\n"
+    "1:\n"
+    "TSR_MM4_PRODUCT 1\n"
+    "ldr r11, [r8], #4\n"
+    "ldrsb lr, [r9], #1\n"
+    "subs lr, lr, #31\n"
+    "sub r12, lr, #1\n"
+    "cmp r12, #22\n"
+    "bhi 7f\n"
+    "lsl r12, r10, r12\n"
+    "smmlar r10, r0, r11, r12\n"
+    "add r0, r10, r0, asr #31\n"
+    "smmlar r10, r1, r11, r12\n"
+    "add r1, r10, r1, asr #31\n"
+    "smmlar r10, r2, r11, r12\n"
+    "add r2, r10, r2, asr #31\n"
+    "smmlar r10, r3, r11, r12\n"
+    "add r3, r10, r3, asr #31\n"
+    "asrs r0, r0, lr\n"
+    "asrs r1, r1, lr\n"
+    "asrs r2, r2, lr\n"
+    "asrs r3, r3, lr\n"
+    "8:\n"
+    "ldr r10, [sp, #40]\n"
+    "TSR_MM4_STORE\n"
+    /* TFLW's channels (s outside 32..54), out of line: the rounding
+     * constant 2^(sh-1) alone, the sign rule only when sh > 0, the zero
+     * point after the shift */
+    "7:\n"
+    "push {r5, r6}\n"
+    "movs r12, #1\n"
+    "lsl r12, r12, lr\n"
+    "lsrs r12, r12, #1\n"
+    "cmp lr, #0\n"
+    "ite eq\n"
+    "moveq r5, #0\n"
+    "movne r5, #-1\n"
+    "asrs r6, r10, #1\n"
+    ".irp acc, r0, r1, r2, r3\n"
+    "smmlar r10, \\acc, r11, r12\n"
+    "and \\acc, r5, \\acc, asr #31\n"
+    "add \\acc, r10, \\acc\n"
+    "asrs \\acc, \\acc, lr\n"
+    "add \\acc, \\acc, r6\n"
+    ".endr\n"
+    "pop {r5, r6}\n"
+    "b 8b\n"
+    ".size tsr_mm4_tfl_asm, .-tsr_mm4_tfl_asm\n"
+    ".popsection\n"
+    ".purgem TSR_MM4_GROUP\n"
+    ".purgem TSR_MM4_ENTRY\n"
+    ".purgem TSR_MM4_PRODUCT\n"
+    ".purgem TSR_MM4_STORE\n");
+#endif
+
+/* All output channels of npix (1..4) pixels whose columns are interleaved
+ * by four; pixel p's outputs at out + p * co. `mode`, `full` and (on the
+ * hot path) npix are constants where it is instantiated. */
+TSR_INLINE void mm4_body(const tsr_mm_t *mp, const int32_t *cols, int8_t *out, int32_t npix, int mode, int full)
+{
+    const tsr_mm_t m = *mp;
+    const int32_t k = m.k, co = m.co, lo = m.q.lo, hi = m.q.hi;
+    const int8_t *w = m.w;
+    for (int32_t c = 0; c < co; c++, out++, w += k) {
+        const int32_t b = m.bias ? tsr_shl(m.bias[c], m.dbl) : 0;
+        int32_t acc[4] = {b, b, b, b};
+        mm_row4(w, cols, k >> 2, k & 3, acc);
+        if (mode == TSR_RQ_ANY) {
+            for (int32_t i = 0; i < npix; i++)
+                out[i * co] = tsr_rq_any(acc[i] >> m.dbl, &m.q, c);
+            continue;
+        }
+        const tsr_rqc_t r = tsr_rqc(&m.q, c, mode);
+        out[0] = tsr_rq_clamp(tsr_rq_val(acc[0], r, mode), lo, hi, full);
+        if (npix > 1)
+            out[co] = tsr_rq_clamp(tsr_rq_val(acc[1], r, mode), lo, hi, full);
+        if (npix > 2)
+            out[2 * co] = tsr_rq_clamp(tsr_rq_val(acc[2], r, mode), lo, hi, full);
+        if (npix > 3)
+            out[3 * co] = tsr_rq_clamp(tsr_rq_val(acc[3], r, mode), lo, hi, full);
+    }
+}
+
+#define MM4(NAME, MODE, FULL)                                                                         \
+    static __attribute__((noinline)) void NAME(const tsr_mm_t *m, const int32_t *cols, int8_t *out) \
+    {                                                                                                 \
+        mm4_body(m, cols, out, 4, MODE, FULL);                                                        \
+    }
+MM4(mm4_hu_full, TSR_RQ_HU, 1)
+MM4(mm4_hu, TSR_RQ_HU, 0)
+MM4(mm4_tfl_full, TSR_RQ_TFL, 1)
+MM4(mm4_tfl, TSR_RQ_TFL, 0)
+MM4(mm4_k64, TSR_RQ_K64, 0)
+#undef MM4
+
+#define MM4N(NAME, MODE)                                                                                   \
+    static __attribute__((noinline)) void NAME(const tsr_mm_t *m, const int32_t *cols, int8_t *out,       \
+                                              int32_t npix)                                              \
+    {                                                                                                      \
+        mm4_body(m, cols, out, npix, MODE, 0);                                                             \
+    }
+MM4N(mm4n_hu, TSR_RQ_HU)
+MM4N(mm4n_tfl, TSR_RQ_TFL)
+MM4N(mm4n_tflw, TSR_RQ_TFLW)
+MM4N(mm4n_k64, TSR_RQ_K64)
+MM4N(mm4n_any, TSR_RQ_ANY)
+#undef MM4N
+
+typedef void (*mm4_fn)(const tsr_mm_t *, const int32_t *, int8_t *);
+typedef void (*mm4n_fn)(const tsr_mm_t *, const int32_t *, int8_t *, int32_t);
+
+/* ---- two pixels: two filter rows at a time (columns too large for four) - */
+
+#define MM_2X2_GROUP(wa, wb, x0, x1, y0, y1)                     \
+    do {                                                         \
+        int32_t w02 = tsr_sxtb16(wa), w13 = tsr_sxtb16_ror8(wa); \
+        a00 = tsr_smlad(w02, x0, a00);                           \
+        a00 = tsr_smlad(w13, x1, a00);                           \
+        a01 = tsr_smlad(w02, y0, a01);                           \
+        a01 = tsr_smlad(w13, y1, a01);                           \
+        w02 = tsr_sxtb16(wb);                                    \
+        w13 = tsr_sxtb16_ror8(wb);                               \
+        a10 = tsr_smlad(w02, x0, a10);                           \
+        a10 = tsr_smlad(w13, x1, a10);                           \
+        a11 = tsr_smlad(w02, y0, a11);                           \
+        a11 = tsr_smlad(w13, y1, a11);                           \
+    } while (0)
+
+TSR_INLINE int8_t mm_out1(int32_t acc, const tsr_mm_t *m, int32_t c, int mode)
+{
+    if (mode == TSR_RQ_ANY)
+        return tsr_rq_any(acc >> m->dbl, &m->q, c);
+    return tsr_rq_clamp(tsr_rq_val(acc, tsr_rqc(&m->q, c, mode), mode), m->q.lo, m->q.hi, 0);
+}
+
+/* All output channels of npix (1, 2) pixels (columns interleaved by two)
+ * into out0 and out1. */
+TSR_INLINE void mm2_body(const tsr_mm_t *mp, const int32_t *cols, int8_t *out0, int8_t *out1, int32_t npix, int mode)
+{
+    const tsr_mm_t m = *mp;
+    const int32_t k = m.k, groups = k >> 2, tail = k & 3;
+    for (int32_t c = 0; c < m.co; c += 2) {
+        const int32_t c1 = c + 1 < m.co ? c + 1 : c;
+        const int8_t *pa = m.w + c * k, *pb = m.w + c1 * k;
+        const int32_t *col = cols;
+        int32_t b0 = m.bias ? tsr_shl(m.bias[c], m.dbl) : 0, b1 = m.bias ? tsr_shl(m.bias[c1], m.dbl) : 0;
+        int32_t a00 = b0, a01 = b0, a10 = b1, a11 = b1;
+        for (int32_t g = groups; g > 0; g--, pa += 4, pb += 4, col += 4) {
+            uint32_t wa = tsr_ld32(pa), wb = tsr_ld32(pb);
+            MM_2X2_GROUP(wa, wb, col[0], col[1], col[2], col[3]);
+        }
+        if (tail) {   /* the columns are zero past k */
+            uint32_t wa = ld_partial(pa, tail), wb = ld_partial(pb, tail);
+            MM_2X2_GROUP(wa, wb, col[0], col[1], col[2], col[3]);
+        }
+        out0[c] = mm_out1(a00, &m, c, mode);
+        if (npix > 1)
+            out1[c] = mm_out1(a01, &m, c, mode);
+        if (c1 != c) {
+            out0[c1] = mm_out1(a10, &m, c1, mode);
+            if (npix > 1)
+                out1[c1] = mm_out1(a11, &m, c1, mode);
+        }
+    }
+}
+
+#define MM2(NAME, MODE)                                                                                     \
+    static __attribute__((noinline)) void NAME(const tsr_mm_t *m, const int32_t *cols, int8_t *out0,       \
+                                              int8_t *out1, int32_t npix)                                 \
+    {                                                                                                       \
+        mm2_body(m, cols, out0, out1, npix, MODE);                                                          \
+    }
+MM2(mm2_hu, TSR_RQ_HU)
+MM2(mm2_tfl, TSR_RQ_TFL)
+MM2(mm2_tflw, TSR_RQ_TFLW)
+MM2(mm2_k64, TSR_RQ_K64)
+MM2(mm2_any, TSR_RQ_ANY)
+#undef MM2
+
+typedef void (*mm2_fn)(const tsr_mm_t *, const int32_t *, int8_t *, int8_t *, int32_t);
+
+/* The kernels for a product: `mode` unless a channel's constants fall
+ * outside its fast form (then TSR_RQ_ANY), the ssat clamp when the range
+ * is int8's own. */
+typedef struct {
+    int asm_mode;    /* TSR_RQ_HU or TSR_RQ_TFL: the assembly loop (tsr_mm4a_t) for four pixels; else -1 */
+    mm4_fn four;     /* four pixels */
+    mm4n_fn some;    /* 1..4 pixels */
+    mm2_fn two;      /* 1..2 pixels, two-column buffer */
+} mm_fns_t;
+
+static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
+{
+    mm_fns_t f;
+    const int full = m->q.lo == -128 && m->q.hi == 127;
+    f.asm_mode = -1;
+#if TSR_MM_ASM
+    /* the assembly's TFL takes TFLW's channels out of line */
+    if ((mode == TSR_RQ_HU || mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW) && full && m->bias && m->q.step == 1 &&
+        (m->k & 3) == 0)
+        f.asm_mode = mode == TSR_RQ_TFLW ? TSR_RQ_TFL : mode;
+#endif
+    if (mode == TSR_RQ_HU) {
+        f.four = full ? mm4_hu_full : mm4_hu;
+        f.some = mm4n_hu;
+        f.two = mm2_hu;
+    } else if (mode == TSR_RQ_TFL) {
+        f.four = full ? mm4_tfl_full : mm4_tfl;
+        f.some = mm4n_tfl;
+        f.two = mm2_tfl;
+    } else if (mode == TSR_RQ_TFLW) {
+        f.four = NULL;
+        f.some = mm4n_tflw;
+        f.two = mm2_tflw;
+    } else if (mode == TSR_RQ_K64) {
+        f.four = mm4_k64;
+        f.some = mm4n_k64;
+        f.two = mm2_k64;
+    } else {
+        f.four = NULL;
+        f.some = mm4n_any;
+        f.two = mm2_any;
+    }
+    return f;
+}
+
+static void mm4_run(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols, int8_t *out, int32_t npix)
+{
+#if TSR_MM_ASM
+    if (npix == 4 && f->asm_mode >= 0) {
+        tsr_mm4a_t a;
+        a.w = m->w;
+        a.cols = cols;
+        a.out = out;
+        a.bias = m->bias;
+        a.mul = m->q.mul;
+        a.co = m->co;
+        a.turns = m->k >> 4;
+        a.rem = (m->k >> 2) & 3;
+        a.z21 = 1 + 2 * m->q.zp;
+        if (f->asm_mode == TSR_RQ_HU) {
+            a.shift = m->q.shift32;
+            tsr_mm4_hu_asm(&a);
+        } else {
+            a.shift = m->q.shift8;
+            tsr_mm4_tfl_asm(&a);
+        }
+        return;
+    }
+#endif
+    if (npix == 4 && f->four)
+        f->four(m, cols, out);
+    else
+        f->some(m, cols, out, npix);
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+/* The product as it runs: the mode the requantization allows (tsr_rq_mode)
+ * and its accumulators doubled for TSR_RQ_TFL and TSR_RQ_TFLW. */
+static tsr_mm_t mm_resolve(const tsr_mm_t *m, int32_t in_off, int *mode)
+{
+    tsr_mm_t r = *m;
+    *mode = tsr_rq_mode(&m->q, *mode, m->co, m->bias, tsr_mac_bound(m->k, in_off));
+    r.dbl = *mode == TSR_RQ_TFL || *mode == TSR_RQ_TFLW;
+    return r;
+}
+
+int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t buf_bytes, int mode)
+{
+    const int32_t k = m0->k;
+    if (buf == NULL || buf_bytes < tsr_cols_bytes(k, 2))
+        return 0;
+    tsr_mm_t mm = mm_resolve(m0, g->in_off, &mode);
+    const int four = buf_bytes >= tsr_cols_bytes(k, 4);
+    const int32_t kw = (k + 3) & ~3, cols = tsr_cols_bytes(k, four ? 4 : 2);
+    /* the first layer's 3x3x3 windows in whole words (im2col_rgb) */
+    const int rgb = g->kh == 3 && g->kw == 3 && g->in_c == 3 && g->in_off >= -127 && g->in_off <= 128 &&
+                    buf_bytes - cols >= mm.co * kw;
+    if (rgb) {
+        int8_t *wp = (int8_t *)buf + cols;
+        rgb_filter(wp, mm.w, mm.co);
+        mm.w = wp;
+        mm.k = kw;
+    } else if ((k & 3) && buf_bytes - cols >= mm.co * kw) {
+        /* rows of whole words (the assembly's; a first layer's 3x3x3 patch):
+         * the filter copied with a zero after each row, after the columns */
+        int8_t *wp = (int8_t *)buf + cols;
+        for (int32_t c = 0; c < mm.co; c++)
+            for (int32_t i = 0; i < kw; i++)
+                wp[c * kw + i] = i < k ? mm.w[c * k + i] : 0;
+        mm.w = wp;
+        mm.k = kw;
+    }
+    const tsr_mm_t *m = &mm;
+    const mm_fns_t f = mm_fns(m, mode);
+    const int32_t pixels = g->out_h * g->out_w, ow = g->out_w, co = m->co;
+    int32_t p = 0;
+    if (four) {
+        for (; p < pixels; p += 4) {
+            const int32_t np = pixels - p < 4 ? pixels - p : 4;
+            for (int32_t i = 0; i < np; i++)
+                (rgb ? im2col_rgb : im2col)(buf, 4, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
+            mm4_run(&f, m, buf, g->out + p * co, np);
+        }
+        return 1;
+    }
+    for (; p < pixels; p += 2) {
+        const int32_t np = pixels - p < 2 ? pixels - p : 2;
+        for (int32_t i = 0; i < np; i++)
+            (rgb ? im2col_rgb : im2col)(buf, 2, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
+        f.two(m, buf, g->out + p * co, g->out + (p + np - 1) * co, np);
+    }
+    return 1;
+}
+
+int tsr_mm_pointwise(const tsr_mm_t *m0, const int8_t *in, int32_t pixels, int32_t in_off, int8_t *out, int32_t *buf,
+                     int32_t buf_bytes, int mode)
+{
+    const int32_t ci = m0->k, co = m0->co;
+    if (buf == NULL || buf_bytes < tsr_cols_bytes(ci, 2))
+        return 0;
+    const tsr_mm_t mm = mm_resolve(m0, in_off, &mode), *m = &mm;
+    const mm_fns_t f = mm_fns(m, mode);
+    int32_t p = 0;
+    if (buf_bytes >= tsr_cols_bytes(ci, 4)) {
+        for (; p < pixels; p += 4) {
+            const int32_t np = pixels - p < 4 ? pixels - p : 4;
+            for (int32_t i = 0; i < np; i++) {
+                col_put(buf + 2 * i, 4, 0, in + (p + i) * ci, ci, in_off, m->dbl);
+                col_pad(buf + 2 * i, 4, ci);
+            }
+            mm4_run(&f, m, buf, out + p * co, np);
+        }
+        return 1;
+    }
+    for (; p < pixels; p += 2) {
+        const int32_t np = pixels - p < 2 ? pixels - p : 2;
+        for (int32_t i = 0; i < np; i++) {
+            col_put(buf + 2 * i, 2, 0, in + (p + i) * ci, ci, in_off, m->dbl);
+            col_pad(buf + 2 * i, 2, ci);
+        }
+        f.two(m, buf, out + p * co, out + (p + np - 1) * co, np);
+    }
+    return 1;
+}
+
+/* ---- fully connected --------------------------------------------------- */
+
+/* acc[0..R) += rows r0.. (k apart) times x + off, over k values: each input
+ * word is sign-extended once for the R rows. */
+TSR_INLINE void fc_rows(const int8_t *x, const int8_t *w, int32_t k, int32_t off, int32_t *acc, int32_t R)
+{
+    const int32_t off2 = tsr_dup16(off), groups = k >> 2;
+    int32_t a0 = acc[0], a1 = R > 1 ? acc[1] : 0, a2 = R > 2 ? acc[2] : 0, a3 = R > 3 ? acc[3] : 0;
+    const int8_t *p0 = w, *p1 = w + k, *p2 = w + 2 * k, *p3 = w + 3 * k;
+    for (int32_t g = groups; g > 0; g--, x += 4) {
+        const uint32_t xv = tsr_ld32(x);
+        const int32_t x02 = tsr_sxtab16(off2, xv), x13 = tsr_sxtab16_ror8(off2, xv);
+        uint32_t v = tsr_ld32(p0);
+        p0 += 4;
+        a0 = tsr_smlad(tsr_sxtb16_ror8(v), x13, tsr_smlad(tsr_sxtb16(v), x02, a0));
+        if (R > 1) {
+            v = tsr_ld32(p1);
+            p1 += 4;
+            a1 = tsr_smlad(tsr_sxtb16_ror8(v), x13, tsr_smlad(tsr_sxtb16(v), x02, a1));
+        }
+        if (R > 2) {
+            v = tsr_ld32(p2);
+            p2 += 4;
+            a2 = tsr_smlad(tsr_sxtb16_ror8(v), x13, tsr_smlad(tsr_sxtb16(v), x02, a2));
+        }
+        if (R > 3) {
+            v = tsr_ld32(p3);
+            p3 += 4;
+            a3 = tsr_smlad(tsr_sxtb16_ror8(v), x13, tsr_smlad(tsr_sxtb16(v), x02, a3));
+        }
+    }
+    for (int32_t j = 0; j < (k & 3); j++) {
+        const int32_t xv = x[j] + off;
+        a0 += xv * p0[j];
+        if (R > 1)
+            a1 += xv * p1[j];
+        if (R > 2)
+            a2 += xv * p2[j];
+        if (R > 3)
+            a3 += xv * p3[j];
+    }
+    acc[0] = a0;
+    if (R > 1)
+        acc[1] = a1;
+    if (R > 2)
+        acc[2] = a2;
+    if (R > 3)
+        acc[3] = a3;
+}
+
+#if TSR_MM_ASM
+/* acc[2p], acc[2p + 1] = rows 2p, 2p + 1 of w ([rows][k], word-aligned,
+ * k a multiple of 8) times column col, for p < pairs: the fully connected
+ * product in assembly, two rows per turn of eight values. r0-r1
+ * accumulators, r2 col, r3 row a, r4 row b, r5 count, r6 r7 r12 filter
+ * words, r8-r11 column words; between pairs [sp]: col, n8, k, pairs left,
+ * acc. */
+void tsr_fc_pairs_asm(const int32_t *col, const int8_t *w, int32_t k, int32_t pairs, int32_t *acc);
+__asm__(
+    ".syntax unified\n"
+    ".pushsection .text.tsr_fc_pairs_asm, \"ax\", %progbits\n"
+    ".align 2\n"
+    ".global tsr_fc_pairs_asm\n"
+    ".hidden tsr_fc_pairs_asm\n"
+    ".type tsr_fc_pairs_asm, %function\n"
+    ".thumb_func\n"
+    ".macro TSR_FC_GROUP\n"
+    "ldmia r2!, {r8, r9, r10, r11}\n"
+    "ldrd r6, r7, [r3], #8\n"
+    "sxtb16 r12, r6\n"
+    "smlad r0, r12, r8, r0\n"
+    "sxtb16 r6, r6, ror #8\n"
+    "smlad r0, r6, r9, r0\n"
+    "sxtb16 r12, r7\n"
+    "smlad r0, r12, r10, r0\n"
+    "sxtb16 r7, r7, ror #8\n"
+    "smlad r0, r7, r11, r0\n"
+    "ldrd r6, r7, [r4], #8\n"
+    "sxtb16 r12, r6\n"
+    "smlad r1, r12, r8, r1\n"
+    "sxtb16 r6, r6, ror #8\n"
+    "smlad r1, r6, r9, r1\n"
+    "sxtb16 r12, r7\n"
+    "smlad r1, r12, r10, r1\n"
+    "sxtb16 r7, r7, ror #8\n"
+    "smlad r1, r7, r11, r1\n"
+    ".endm\n"
+    "tsr_fc_pairs_asm:\n"
+    "push {r4-r11, lr}\n"
+    "ldr r4, [sp, #36]\n"          /* acc (the fifth argument) */
+    "sub sp, sp, #24\n"
+    "str r0, [sp, #0]\n"
+    "asrs r5, r2, #3\n"
+    "str r5, [sp, #4]\n"
+    "str r2, [sp, #8]\n"
+    "str r3, [sp, #12]\n"
+    "str r4, [sp, #16]\n"
+    "mov r3, r1\n"
+    "1:\n"
+    "ldr r2, [sp, #0]\n"
+    "ldr r5, [sp, #4]\n"
+    "ldr r4, [sp, #8]\n"
+    "add r4, r4, r3\n"
+    "movs r0, #0\n"
+    "movs r1, #0\n"
+    "tst r5, #1\n"             /* an odd group first, then two per turn */
+    "beq 3f\n"
+    "TSR_FC_GROUP\n"
+    "3:\n"
+    "lsrs r5, r5, #1\n"
+    "beq 4f\n"
+    "2:\n"
+    "TSR_FC_GROUP\n"
+    "TSR_FC_GROUP\n"
+    "subs r5, r5, #1\n"
+    "bne 2b\n"
+    "4:\n"
+    "ldr r12, [sp, #16]\n"
+    "strd r0, r1, [r12], #8\n"
+    "str r12, [sp, #16]\n"
+    "mov r3, r4\n"               /* the next pair starts after row b */
+    "ldr r12, [sp, #12]\n"
+    "subs r12, r12, #1\n"
+    "str r12, [sp, #12]\n"
+    "bne 1b\n"
+    "add sp, sp, #24\n"
+    "pop {r4-r11, pc}\n"
+    ".size tsr_fc_pairs_asm, .-tsr_fc_pairs_asm\n"
+    ".popsection\n"
+    ".purgem TSR_FC_GROUP\n");
+#endif
+
+/* acc[0..1] += rows wa, wb times column col (int16 pairs: per four
+ * values (x0, x2), (x1, x3)) over 8 * n8 values, then the values left
+ * (k % 8, from the column's int16 entries). The rows must be word-aligned
+ * (ldrd). */
+TSR_INLINE void fc_dot2(const int32_t *col, const int8_t *wa, const int8_t *wb, int32_t k, int32_t *acc)
+{
+    int32_t a0 = acc[0], a1 = acc[1], n8 = k >> 3;
+#if TSR_MM_ASM
+    if (n8 > 0) {
+        register int32_t x0 __asm__("r8"), x1 __asm__("r9"), x2 __asm__("r10"), x3 __asm__("r11");
+        int32_t w0, w1, t;
+        __asm__("1:\n\t"
+                "ldmia %[col]!, {%[x0], %[x1], %[x2], %[x3]}\n\t"
+                "ldrd %[w0], %[w1], [%[wa]], #8\n\t"
+                "sxtb16 %[t], %[w0]\n\t"
+                "smlad %[a0], %[t], %[x0], %[a0]\n\t"
+                "sxtb16 %[w0], %[w0], ror #8\n\t"
+                "smlad %[a0], %[w0], %[x1], %[a0]\n\t"
+                "sxtb16 %[t], %[w1]\n\t"
+                "smlad %[a0], %[t], %[x2], %[a0]\n\t"
+                "sxtb16 %[w1], %[w1], ror #8\n\t"
+                "smlad %[a0], %[w1], %[x3], %[a0]\n\t"
+                "ldrd %[w0], %[w1], [%[wb]], #8\n\t"
+                "sxtb16 %[t], %[w0]\n\t"
+                "smlad %[a1], %[t], %[x0], %[a1]\n\t"
+                "sxtb16 %[w0], %[w0], ror #8\n\t"
+                "smlad %[a1], %[w0], %[x1], %[a1]\n\t"
+                "sxtb16 %[t], %[w1]\n\t"
+                "smlad %[a1], %[t], %[x2], %[a1]\n\t"
+                "sxtb16 %[w1], %[w1], ror #8\n\t"
+                "smlad %[a1], %[w1], %[x3], %[a1]\n\t"
+                "subs %[n], %[n], #1\n\t"
+                "bne 1b"
+                : [a0] "+r"(a0), [a1] "+r"(a1), [col] "+r"(col), [wa] "+r"(wa), [wb] "+r"(wb), [n] "+r"(n8),
+                  [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3), [w0] "=&r"(w0), [w1] "=&r"(w1),
+                  [t] "=&r"(t)
+                :
+                : "cc", "memory");
+    }
+#else
+    for (; n8 > 0; n8--, col += 4, wa += 8, wb += 8) {
+        const uint32_t va0 = tsr_ld32(wa), va1 = tsr_ld32(wa + 4), vb0 = tsr_ld32(wb), vb1 = tsr_ld32(wb + 4);
+        a0 = tsr_smlad(tsr_sxtb16(va0), col[0], tsr_smlad(tsr_sxtb16_ror8(va0), col[1], a0));
+        a0 = tsr_smlad(tsr_sxtb16(va1), col[2], tsr_smlad(tsr_sxtb16_ror8(va1), col[3], a0));
+        a1 = tsr_smlad(tsr_sxtb16(vb0), col[0], tsr_smlad(tsr_sxtb16_ror8(vb0), col[1], a1));
+        a1 = tsr_smlad(tsr_sxtb16(vb1), col[2], tsr_smlad(tsr_sxtb16_ror8(vb1), col[3], a1));
+    }
+#endif
+    for (int32_t i = k & ~7; i < k; i++, wa++, wb++) {
+        int16_t v;
+        memcpy(&v, (const int16_t *)(const void *)col + col_index(i & 7, 1), 2);
+        a0 += v * *wa;
+        a1 += v * *wb;
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+}
+
+/* Outputs [c, c + n) of a fully connected layer from their products:
+ * bias, requantization (per channel when `step`), clamp (ssat when
+ * `full`); the flags are constants where it is inlined. */
+TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t c, int8_t *out, tsr_rqc_t r, int mode,
+                       int full, int step, int hasb)
+{
+    const int32_t lo = m->q.lo, hi = m->q.hi;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t a = acc[i] + (hasb ? m->bias[c + i] : 0);
+        if (step)
+            r = tsr_rqc(&m->q, c + i, mode);
+        out[c + i] = tsr_rq_clamp(tsr_rq_val(a, r, mode), lo, hi, full);
+    }
+}
+
+TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int mode)
+{
+    const tsr_mm_t m = *mp;
+    const int32_t k = m.k, co = m.co, lo = m.q.lo, hi = m.q.hi;
+    tsr_rqc_t r = {0, 0, 0, 0, 0};
+    if (mode != TSR_RQ_ANY && m.q.step == 0)
+        r = tsr_rqc(&m.q, 0, mode);
+    if (col) {
+        col_put(col, 1, 0, x, k, off, 0);
+        col_pad(col, 1, k);
+    }
+    int32_t c = 0;
+#if TSR_MM_ASM
+    /* pairs of rows in assembly, 16 at a time, then their outputs */
+    if (col && k >= 8 && !(((uintptr_t)m.w | (uintptr_t)k) & 7)) {
+        for (; c + 1 < co; ) {
+            int32_t acc[16];
+            const int32_t n = co - c < 16 ? (co - c) & ~1 : 16;
+            tsr_fc_pairs_asm(col, m.w + c * k, k, n >> 1, acc);
+            if (mode == TSR_RQ_ANY) {
+                for (int32_t i = 0; i < n; i++, c++)
+                    out[c] = tsr_rq_any(acc[i] + (m.bias ? m.bias[c] : 0), &m.q, c);
+                continue;
+            }
+            const int full = lo == -128 && hi == 127;
+            if (m.bias && full && !m.q.step)
+                fc_out(acc, n, &m, c, out, r, mode, 1, 0, 1);
+            else if (m.bias && full)
+                fc_out(acc, n, &m, c, out, r, mode, 1, 1, 1);
+            else
+                fc_out(acc, n, &m, c, out, r, mode, 0, m.q.step != 0, m.bias != NULL);
+            c += n;
+        }
+    }
+#endif
+    for (; c < co; c += 4) {
+        const int32_t R = co - c < 4 ? co - c : 4;
+        int32_t acc[4];
+        for (int32_t i = 0; i < R; i++)
+            acc[i] = m.bias ? m.bias[c + i] : 0;
+        if (col && !(((uintptr_t)m.w | (uintptr_t)k) & 3)) {
+            const int8_t *w = m.w + c * k;
+            if (R >= 2)
+                fc_dot2(col, w, w + k, k, acc);
+            else
+                fc_rows(x, w, k, off, acc, 1);
+            if (R == 4)
+                fc_dot2(col, w + 2 * k, w + 3 * k, k, acc + 2);
+            else if (R == 3)
+                fc_rows(x, w + 2 * k, k, off, acc + 2, 1);
+        } else if (R == 4)
+            fc_rows(x, m.w + c * k, k, off, acc, 4);
+        else if (R == 3)
+            fc_rows(x, m.w + c * k, k, off, acc, 3);
+        else if (R == 2)
+            fc_rows(x, m.w + c * k, k, off, acc, 2);
+        else
+            fc_rows(x, m.w + c * k, k, off, acc, 1);
+        for (int32_t i = 0; i < R; i++) {
+            if (mode == TSR_RQ_ANY) {
+                out[c + i] = tsr_rq_any(acc[i], &m.q, c + i);
+                continue;
+            }
+            if (m.q.step)
+                r = tsr_rqc(&m.q, c + i, mode);
+            out[c + i] = tsr_rq_clamp(tsr_rq_val(acc[i], r, mode), lo, hi, 0);
+        }
+    }
+}
+
+#define FC(NAME, MODE)                                                                                \
+    static __attribute__((noinline)) void NAME(const tsr_mm_t *m, const int8_t *x, int32_t off, int8_t *out, \
+                                              int32_t *col)                                               \
+    {                                                                                                     \
+        fc_body(m, x, off, out, col, MODE);                                                               \
+    }
+FC(fc_hu, TSR_RQ_HU)
+FC(fc_tflx, TSR_RQ_TFLX)
+FC(fc_k64, TSR_RQ_K64)
+FC(fc_any, TSR_RQ_ANY)
+#undef FC
+
+void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
+               int mode)
+{
+    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding) */
+    if (!tsr_rq_fast(&m->q, mode, m->co))
+        mode = TSR_RQ_ANY;
+    int32_t *col = buf && buf_bytes >= tsr_cols_bytes(m->k, 1) && !((uintptr_t)buf & 3) ? buf : NULL;
+    if (mode == TSR_RQ_HU)
+        fc_hu(m, x, in_off, out, col);
+    else if (mode == TSR_RQ_TFLX)
+        fc_tflx(m, x, in_off, out, col);
+    else if (mode == TSR_RQ_K64)
+        fc_k64(m, x, in_off, out, col);
+    else
+        fc_any(m, x, in_off, out, col);
+}

@@ -1,0 +1,176 @@
+"""Split reductions (issue 34): a layer whose one output needs more input
+and weights than L1 holds runs in chunks of input channels, its int32 sums
+in L1 and the requantization after the last chunk.
+
+The kernels (reference tsr_split_step, Cortex-M tsr_cmsis_split_step,
+PULP-NN pnn_split_step) chunk by chunk against the golden model (conv2d with any padding and stride, pointwise, linear), on every
+core count; and a network tessera did not generate (MLPerf Tiny's anomaly
+detection autoencoder) on a target whose L1 cannot hold its first FC
+layer's 640-long reduction, bit-exact, the split only where it must be.
+"""
+
+import ctypes
+import json
+import os
+from ctypes import POINTER, c_int, c_int32
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from helpers import ROOT, report, scons
+from tessera.golden import ops
+from test_ref_kernels import (NCORES, OFFSETS, SETTINGS, SOURCES, ConvArgs, arrays, conv_struct, draw_bias,
+                              draw_rq, finish, geometry, int8s, load_kernels)
+from test_tflite import mlperf
+
+
+class SplitArgs(ctypes.Structure):
+    _fields_ = [("conv", POINTER(ConvArgs)), ("acc", POINTER(c_int32)), ("first", c_int32), ("last", c_int32)]
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory):
+    """tsr_split_step (reference), tsr_cmsis_split_step (Cortex-M, its DSP
+    intrinsics' portable equivalents on the host) and pnn_split_step
+    (PULP-NN, its portable path: the Xpulp one runs on GVSoC) as plain
+    functions."""
+    import shutil
+    import subprocess
+    from test_cmsis_nn import kernel_sources
+    from test_ref_kernels import CFLAGS
+    tmp = tmp_path_factory.mktemp("split")
+    ref = load_kernels(tmp / "libtsr_split.so", SOURCES, "tsr_", (), "reference kernels")
+    files, includes = kernel_sources()
+    so = tmp / "libtsr_cmsis_split.so"
+    cmd = [shutil.which("gcc"), *CFLAGS, "-shared", "-fPIC", *[f"-I{d}" for d in includes], *files, "-o", str(so)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    cmsis = ctypes.CDLL(str(so))
+    from test_pulp_nn_kernels import SOURCES as PNN_SOURCES
+    pnn = load_kernels(tmp / "libtsr_pnn_split.so", PNN_SOURCES, "pnn_", (), "PULP-NN kernels")
+    fns = {"reference": ref.tsr_split_step, "cmsis_nn": cmsis.tsr_cmsis_split_step, "pulp_nn": pnn.pnn_split_step}
+    for fn in fns.values():
+        fn.argtypes = [POINTER(SplitArgs), c_int, c_int]
+        fn.restype = None
+    return fns
+
+
+LIBS = st.sampled_from(["reference", "cmsis_nn", "pulp_nn"])
+
+
+def run_split(fn, x, w, bias, g, off, rq, expected, kc, ncores):
+    """The tile in chunks of kc input channels (each chunk's input and
+    weights compact, as the generated code copies them), every core in turn
+    per chunk; returns the output."""
+    C = x.shape[2]
+    out = np.zeros(expected.size * expected.dtype.itemsize, dtype=np.uint8)
+    acc = np.full(expected.size, 0x5A5A5A5A, dtype=np.int32)      # poison: the first chunk must not read it
+    rqs = rq.struct(0) if rq is not None else None
+    keep = []
+    for k0 in range(0, C, kc):
+        xc = np.ascontiguousarray(x[..., k0:k0 + kc])
+        wc = np.ascontiguousarray(w[..., k0:k0 + kc])
+        conv = conv_struct(xc, wc, bias, out.ctypes.data, expected.shape, g, off, rqs, None, 0)
+        s = SplitArgs(ctypes.pointer(conv), acc.ctypes.data_as(POINTER(c_int32)), k0 == 0, k0 + kc >= C)
+        for core in range(ncores):
+            fn(ctypes.byref(s), core, ncores)
+        keep.append((xc, wc, conv))
+    return out.view(expected.dtype).reshape(expected.shape)
+
+
+@given(st.data())
+@SETTINGS
+def test_split_conv2d_equals_golden(libs, data):
+    g = data.draw(geometry())
+    in_c, out_c = data.draw(st.integers(2, 9)), data.draw(st.integers(1, 9))
+    x, rng = arrays(data.draw, (g["in_h"], g["in_w"], in_c))
+    w = int8s(rng, (out_c, g["kh"], g["kw"], in_c))
+    bias = draw_bias(data.draw, rng, out_c)
+    off = data.draw(OFFSETS)
+    acc = ops.conv2d(x, w, bias, off, (g["kh"], g["kw"]), (g["sh"], g["sw"]), g["pad"])
+    rq = draw_rq(data.draw, acc, out_c, tflite=True)
+    expected, _ = finish(acc, rq)
+    kc = data.draw(st.integers(1, in_c - 1))
+    got = run_split(libs[data.draw(LIBS)], x, w, bias, g, off, rq, expected, kc, data.draw(NCORES))
+    np.testing.assert_array_equal(got, expected)
+
+
+ONE = dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0))
+
+
+@given(st.data())
+@SETTINGS
+def test_split_pointwise_and_linear_equal_golden(libs, data):
+    linear = data.draw(st.booleans())
+    h, wd = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    in_c, out_c = data.draw(st.integers(2, 40)), data.draw(st.integers(1, 20))
+    x, rng = arrays(data.draw, (h, wd, in_c))
+    bias = draw_bias(data.draw, rng, out_c)
+    off = data.draw(OFFSETS)
+    if linear:
+        # weights [out_c][h][w][c]: a chunk is every pixel's slice of channels
+        w = int8s(rng, (out_c, h, wd, in_c))
+        acc = ops.linear(x, w.reshape(out_c, -1), bias, off).reshape(1, 1, out_c)
+        g = dict(kh=h, kw=wd, sh=1, sw=1, pad=(0, 0, 0, 0))
+    else:
+        w = int8s(rng, (out_c, in_c))
+        acc = ops.pointwise(x, w, bias, off)
+        g = ONE
+    rq = draw_rq(data.draw, acc, out_c, tflite=True)
+    expected, _ = finish(acc, rq)
+    kc = data.draw(st.integers(1, in_c - 1))
+    got = run_split(libs[data.draw(LIBS)], x, w, bias, g, off, rq, expected, kc, data.draw(NCORES))
+    np.testing.assert_array_equal(got, expected)
+
+
+def _target(tmp_path, base, l1, extra=""):
+    """targets/<base>.yaml with an L1 of `l1` bytes (a file of its own)."""
+    with open(os.path.join(ROOT, "targets", f"{base}.yaml")) as f:
+        text = f.read()
+    size = {"host": 64000, "stm32f4": 16384}[base]
+    assert f"    size: {size}\n" in text
+    path = tmp_path / f"{base}_l1_{l1}.yaml"
+    path.write_text(text.replace(f"    size: {size}\n", f"    size: {l1}\n", 1).replace("direct: flat", "direct: none")
+                    + (f"cost_model: {base}\n" if base != "host" else "") + extra)
+    return path
+
+
+def _ad01(tmp_path):
+    path = tmp_path / "ad01.yaml"
+    with open(os.path.join(ROOT, "examples", "mlperf_tiny", "ad01.yaml")) as f:
+        path.write_text(f.read().replace("tflite: data/ad01_int8.tflite", f"tflite: {mlperf('ad01')}"))
+    return path
+
+
+def test_ad01_on_a_small_l1_splits_only_its_first_layer(tmp_path):
+    """2 kB of L1 cannot hold fully_connected_0's 640 inputs and a weight
+    row twice: it alone is split, and the firmware is bit-exact."""
+    model, target = _ad01(tmp_path), _target(tmp_path, "host", 2048)
+    out = str(tmp_path / "out")
+    scons(f"target={target}", f"model={model}", out=out, check=True)
+    rep = report(out, target.stem, "ad01")
+    assert rep["verdict"] == "pass"
+    folder = os.path.join(out, target.stem, "ad01", "tiling")
+    split = {}
+    for layer in rep["layers"]:
+        with open(os.path.join(folder, f"{layer['name']}.json")) as f:
+            split[layer["name"]] = json.load(f).get("split")
+    assert split.pop("fully_connected_0")["n"] >= 2
+    assert set(split.values()) == {None}
+    first = rep["layers"][0]
+    assert first["split"]["n"] >= 2 and first["kernel"] == "tsr_split_step" and first["match"]
+
+
+def test_tiny_conv_split_on_a_small_l1(tmp_path):
+    """1500 bytes of L1 hold no unsplit tile of conv2 (3x3 over 16 channels,
+    padded, with the reference im2col scratch of 8 cores): it runs in chunks
+    of input channels, its border tiles' padding skipped chunk by chunk;
+    bit-exact."""
+    target = _target(tmp_path, "host", 1500)
+    out = str(tmp_path / "out")
+    scons(f"target={target}", "model=tiny", out=out, check=True)
+    rep = report(out, target.stem, "tiny")
+    assert rep["verdict"] == "pass"
+    split = {l["name"]: l["split"] for l in rep["layers"] if "split" in l}
+    assert list(split) == ["conv2"] and split["conv2"]["n"] >= 2
