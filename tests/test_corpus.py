@@ -38,6 +38,8 @@ EXPECTED = {
     "torch_segnet_resize_concat": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
     "tflite_seg_se_hardswish": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
     "torch_vision2d_qop_uint8": {"input_layout": None, "float_tail": ["Sigmoid"], "batch_pinned": True},
+    "torch_kws_transformer": {"input_layout": None, "float_tail": None, "batch_pinned": False},
+    "torch_vit_tiny": {"input_layout": None, "float_tail": None, "batch_pinned": False},
     "torch_kws_gru": {"input_layout": "nlc", "float_tail": ["Softmax"], "batch_pinned": True},
     "torch_kws_lstm": {"input_layout": "nlc", "float_tail": ["Softmax"], "batch_pinned": True},
     "tf2onnx_uint8_detector": {"input_layout": "nhwc", "float_tail": None, "batch_pinned": False},
@@ -49,6 +51,8 @@ TFLITE_EXPECTED = {
     "tflite_kws_flat": {"input": "int8", "ops": {"argmax", "avgpool", "linear"}},   # its TRANSPOSE folds into the weights
     "tflite_tf1_uint8_qat": {"input": "uint8", "ops": {"softmax"}, "weight_offset": True},
 }
+# two encoder blocks of attention (four projections each) take more room
+TRANSFORMERS = ("torch_kws_transformer", "torch_vit_tiny")
 
 
 def corpus_path(name):
@@ -59,7 +63,7 @@ def test_every_corpus_model_is_small_and_listed():
     assert set(MODELS) == set(EXPECTED) and set(TFLITE) == set(TFLITE_EXPECTED)
     assert set(MODELS) | set(TFLITE) == set(YAMLS)
     for name in MODELS:
-        assert os.path.getsize(corpus_path(name)) < 100_000
+        assert os.path.getsize(corpus_path(name)) < (200_000 if name in TRANSFORMERS else 100_000)
     for name in TFLITE:
         assert os.path.getsize(os.path.join(CORPUS, name + ".tflite")) < 100_000
 
@@ -98,11 +102,13 @@ def test_corpus_layers_agree_with_onnx_runtime(name):
     rows = compare(for_ort_check(onnx.load(path), path), graph, weights, inputs)
     # every layer's output is a tensor of the source graph: each one is compared; but a layer
     # that only moves values, or requantizes a detection head's piece before their concat, may
-    # write a tensor of normalization's own (where it quantized data movement)
+    # write a tensor of normalization's own (where it quantized data movement), and a copy
+    # tessera adds (ViT's feature map regridded as tokens) has none
     from tessera.ir import MOVEMENT_OPS
     compared = {r["layer"] for r in rows}
     own = [layer for layer in graph.layers if layer.name not in compared]
-    assert all(layer.op in MOVEMENT_OPS or (layer.op == "avgpool" and layer.kernel == [1, 1]) for layer in own)
+    assert all(layer.added or layer.op in MOVEMENT_OPS or (layer.op == "avgpool" and layer.kernel == [1, 1])
+               for layer in own)
     assert len(own) <= len(graph.layers) // 3
     assert max(r["max_diff"] for r in rows) <= 1, rows
     out = golden.run(graph, weights, inputs)[graph.outputs[0]]
@@ -158,7 +164,8 @@ def needs(*tools):
                                           ("stm32h7", "tflite_uint8_detector"), ("stm32h7", "tflite_tf1_uint8_qat"),
                                           ("stm32h7", "torch_detect_heads"), ("gap8", "tflite_kws_flat"),
                                           ("gap8", "tf2onnx_uint8_detector"), ("gap8", "tflite_uint8_detector"),
-                                          ("gap8", "tflite_tf1_uint8_qat")])
+                                          ("gap8", "tflite_tf1_uint8_qat"),
+                                          ("stm32h7", "torch_kws_transformer"), ("gap8", "torch_vit_tiny")])
 def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
     needs("arm-none-eabi-gcc", "qemu-system-arm") if target == "stm32h7" else \
         needs("riscv64-unknown-elf-gcc", "qemu-system-riscv32")
@@ -239,7 +246,14 @@ def _qdq_graph(tmp_path, middle, outputs=()):
 def test_layout_changing_transpose_mid_network_is_a_layer(tmp_path):
     """A Transpose swapping H and W between two convolutions (once a
     one-line error) moves the values: one IR transpose layer, within 1 LSB
-    of ONNX Runtime (exact: it moves values)."""
+    of ONNX Runtime (exact: it moves values); also when a float Relu follows
+    it (ONNX Runtime's basic optimizations move a QDQ pair between them)."""
+    path = _qdq_graph(tmp_path, [helper.make_node("Transpose", ["a"], ["t"], name="swap", perm=[0, 1, 3, 2]),
+                                 helper.make_node("Relu", ["t"], ["m"])])
+    graph, weights = import_onnx(path, "x")
+    assert [layer.op for layer in graph.layers] == ["pointwise", "transpose", "lut", "pointwise"]
+    rows = compare(for_ort_check(onnx.load(path), path), graph, weights, golden.random_input(graph, 0))
+    assert max(r["max_diff"] for r in rows) <= 1
     path = _qdq_graph(tmp_path, [helper.make_node("Transpose", ["a"], ["m"], name="swap", perm=[0, 1, 3, 2])])
     graph, weights = import_onnx(path, "x")
     assert [(layer.op, layer.perm) for layer in graph.layers] == [("pointwise", None), ("transpose", [1, 0, 2]),
@@ -286,11 +300,11 @@ def test_ort_check_stops_the_build_or_warns(tmp_path):
 
 def test_unsupported_op_is_named_before_the_layers_behind_it(tmp_path):
     """Not the convolution after it (whose input then is unknown): the op."""
-    path = _qdq_graph(tmp_path, [helper.make_node("Erf", ["a"], ["m"], name="odd")])
+    path = _qdq_graph(tmp_path, [helper.make_node("Cos", ["a"], ["m"], name="odd")])
     with pytest.raises(FrontendError) as err:
         import_onnx(path, "x")
     msg = str(err.value)
-    assert "node 'odd' (Erf): unsupported op" in msg and "conv1" not in msg
+    assert "node 'odd' (Cos): unsupported op" in msg and "conv1" not in msg
 
 
 def test_view_into_other_parameters_is_a_requantization(tmp_path):

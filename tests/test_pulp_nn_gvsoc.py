@@ -275,6 +275,21 @@ PERF_FORK = """{
         }"""
 
 
+MAIN_HEAD = """static uint32_t up4(uint32_t n)
+{
+    return (n + 3u) & ~3u;
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t i;
+    int32_t j;
+    (void)argc;
+    (void)argv;
+    hal_init();
+"""   # the firmwares' main up to their loop over the cases (up4: offsets in the L1 arena)
+
+
 def firmware_source(cases, perf=False):
     """The test program: every case's operands, then main(). With perf
     (benchmarks/pulp_nn_kernels.py) the call's arguments, bias and
@@ -347,19 +362,7 @@ static void body(void *unused)
         cur->pool(&pargs, k, cur->ncores);
 ''' + (PERF_STOP if perf else '') + '''}
 
-static uint32_t up4(uint32_t n)
-{
-    return (n + 3u) & ~3u;
-}
-
-int main(int argc, char **argv)
-{
-    uint32_t i;
-    int32_t j;
-    (void)argc;
-    (void)argv;
-    hal_init();
-    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+''' + MAIN_HEAD + '''    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const pcase_t *c = &cases[i];
         int8_t *x = arena, *w = x + up4(c->x_bytes), *o = w + up4(c->w_bytes), *s = o + up4(c->out_bytes);
         memcpy(x, c->x, c->x_bytes);

@@ -22,7 +22,8 @@ from tessera.golden import ops
 from test_ref_kernels import (CROSS as REF_CROSS, NCORES, OFFSETS, ONE, SETTINGS, Case, add_cases,
                               arrays, assert_compiles_cleanly, avgpool_cases, channel_tile, conv_builder,
                               conv_cases, depthwise_cases, draw_bias, draw_rq, finish, int8s, linear_cases,
-                              load_kernels, maxpool_cases, pointwise_cases, run_case, run_tiled, tiled_layers)
+                              load_kernels, maxpool_cases, pointwise_cases, run_case, run_tiled, share_pixels,
+                              tiled_layers)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNN_DIR = os.path.join(ROOT, "kernels", "pulp_nn")
@@ -116,9 +117,27 @@ def stripe_choices(g, out_h):
     return [0, need - 1, need, g["kw"] * g["in_h"] + 2 * g["kh"] * g["kw"]]
 
 
-@given(depthwise_cases(**PNN, share=share_channels(1), max_c=19, offsets=PNN_OFFSETS, scratch=stripe_choices))
+def depthwise_share(g):
+    """pnn_depthwise splits channels; a 1x1 one (stride 1, no padding: a
+    per-channel scale and bias) is elementwise and splits pixels."""
+    plain = (g["kh"], g["kw"], g["sh"], g["sw"]) == (1, 1, 1, 1) and not any(g["pad"])
+    return share_pixels if plain else share_channels(1)
+
+
+depthwise_share.by_geometry = True
+
+
+@given(depthwise_cases(**PNN, share=depthwise_share, max_c=19, offsets=PNN_OFFSETS, scratch=stripe_choices))
 @SETTINGS
 def test_depthwise_matches_golden(pnn, case):
+    run_case(pnn, *case)
+
+
+@given(depthwise_cases(**PNN, share=depthwise_share, max_c=19, offsets=PNN_OFFSETS, scratch=stripe_choices,
+                       geometries=st.just(dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0)))))
+@SETTINGS
+def test_depthwise_1x1_matches_golden(pnn, case):
+    """The elementwise path (transformers' Add of a constant, Mul by a scale)."""
     run_case(pnn, *case)
 
 

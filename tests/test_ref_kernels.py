@@ -78,7 +78,8 @@ class MatmulArgs(ctypes.Structure):
     _fields_ = [("a", POINTER(c_int8)), ("b", POINTER(c_int8)), ("out", c_void_p),
                 ("out_h", c_int32), ("out_w", c_int32), ("out_c", c_int32), ("k", c_int32),
                 ("b_batch", c_int32), ("a_offset", c_int32), ("b_offset", c_int32),
-                ("rq", POINTER(RequantT))]
+                ("rq", POINTER(RequantT)), ("trans_b", c_int32), ("scratch", POINTER(c_int8)),
+                ("scratch_bytes", c_int32)]
 
 
 STRUCTS = {"tsr_plane_t": PlaneT, "tsr_requant_t": RequantT, "tsr_conv_args_t": ConvArgs,
@@ -484,9 +485,17 @@ def unneeded_scratch(g, out_h):
 
 
 @st.composite
-def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFSETS, scratch=unneeded_scratch):
-    """`scratch(g, out_h)` lists the per-core scratch sizes worth drawing."""
-    g = draw(geometry())
+def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFSETS, scratch=unneeded_scratch,
+                    geometries=None):
+    """`scratch(g, out_h)` lists the per-core scratch sizes worth drawing;
+    `geometries` fixes the window (kh, kw, sh, sw, pad; the tile drawn)."""
+    if geometries is None:
+        g = draw(geometry())
+    else:
+        w = draw(geometries)
+        g = dict(w, in_h=draw(st.integers(1, 7)), in_w=draw(st.integers(1, 7)))
+        g["out_h"] = (g["in_h"] + w["pad"][0] + w["pad"][2] - w["kh"]) // w["sh"] + 1
+        g["out_w"] = (g["in_w"] + w["pad"][1] + w["pad"][3] - w["kw"]) // w["sw"] + 1
     ch = draw(st.integers(1, max_c))
     x, rng = arrays(draw, (g["in_h"], g["in_w"], ch))
     w = int8s(rng, (ch, g["kh"], g["kw"]))           # the kernel's [c][kh][kw]
@@ -498,6 +507,8 @@ def depthwise_cases(draw, prefix="tsr_", share=share_rows, max_c=9, offsets=OFFS
     expected, dtype = finish(acc, rq)
     sb = draw(st.sampled_from(scratch(g, expected.shape[0])))
     build = conv_builder(x, w, bias, expected.shape, g, off, rq, sb)
+    if getattr(share, "by_geometry", False):    # a split that depends on the window (pnn_depthwise's 1x1)
+        share = share(g)
     return Case(prefix + "depthwise", build, expected, dtype, share, sb), draw(NCORES), rng
 
 
@@ -1011,15 +1022,15 @@ def test_add_int32_inputs_and_per_channel_requant_match_golden(lib, case):
 @st.composite
 def matmul_cases(draw):
     """Batched products of two activation tiles, the right operand per
-    batch or one for all; requantized per channel, per batch (Deeploy's
+    batch or one for all, [k][n] or transposed ([n][k], trans_b); requantized per channel, per batch (Deeploy's
     MatMul/Regular_RQ) or per element, or int32."""
     bt, m = draw(st.integers(1, 3)), draw(st.integers(1, 6))
     k, n = draw(st.integers(1, 24)), draw(st.integers(1, 10))
-    shared = draw(st.booleans())
+    shared, trans_b = draw(st.booleans()), draw(st.booleans())
     a, rng = arrays(draw, (bt, m, k))
-    b = int8s(rng, (1 if shared else bt, k, n))
+    b = int8s(rng, (1 if shared else bt, n, k) if trans_b else (1 if shared else bt, k, n))
     offs = [draw(OFFSETS), draw(OFFSETS)]
-    acc = ops.matmul(a, b, offs)
+    acc = ops.matmul(a, b, offs, trans_b)
     kind = draw(st.sampled_from(["channel", "batch", "element", "none"]))
     if kind == "channel":
         rq = draw(requants(n, int(np.abs(acc).max(initial=0)), tflite=True))
@@ -1036,7 +1047,7 @@ def matmul_cases(draw):
         rqs = rq.struct() if rq is not None else None
         args = MatmulArgs(ptr(a_c, c_int8), ptr(b_c, c_int8), out_ptr, bt, m, n, k,
                           0 if shared else k * n, offs[0], offs[1],
-                          ctypes.pointer(rqs) if rqs is not None else None)
+                          ctypes.pointer(rqs) if rqs is not None else None, int(trans_b))
         return args, (a_c, b_c, rq, rqs)
     return Case("tsr_matmul", build, expected, dtype, share_pixels), draw(NCORES), rng
 

@@ -48,7 +48,18 @@ class ResizeArgs(ctypes.Structure):
 class SoftmaxArgs(ctypes.Structure):
     _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("pixels", c_int32), ("c", c_int32),
                 ("table", POINTER(c_int32)), ("mul", c_int32), ("shift", c_int32), ("zero_point", c_int32),
-                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32)]
+                ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("mode", c_int32),
+                ("params", c_int32 * 5)]
+
+
+class TransposeArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("perm", c_int32 * 3)]
+
+
+class GatherArgs(ctypes.Structure):
+    _fields_ = [("in_", POINTER(c_int8)), ("out", POINTER(c_int8)), ("in_h", c_int32), ("in_w", c_int32),
+                ("in_c", c_int32), ("axis", c_int32), ("n_index", c_int32), ("index", POINTER(c_int32))]
 
 
 class TransposeArgs(ctypes.Structure):
@@ -399,7 +410,7 @@ def transpose_cases(draw):
     def build(out_ptr, scratch):
         args = TransposeArgs(ptr(x, c_int8), ctypes.cast(out_ptr, POINTER(c_int8)), *shape, (c_int32 * 3)(*perm))
         return args, (x,)
-    return Case("tsr_transpose", build, np.ascontiguousarray(expected), np.int8, share_rows), draw(NCORES), rng
+    return Case("tsr_transpose", build, np.ascontiguousarray(expected), np.int8, share_pixels), draw(NCORES), rng
 
 
 @given(transpose_cases())

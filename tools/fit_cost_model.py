@@ -26,6 +26,15 @@ tessera.cost.fused_sweeps, built under OUT/costbench with
 fusion=min_latency fusion_cost=measured (each network apart and with every
 feasible DW->PW, then PW->DW, pair fused), fitted by cost/fused_fit.py.
 --fused-only refits only them and keeps the file's layer coefficients.
+
+--ops fits only the named ops' compute coefficients (cost/fit.py fit_ops:
+each op on its own few terms) on the layers of --models (names, or model
+YAML paths such as the corpus transformers'), keeping everything else in
+the file: the ops the sweeps do not build (attention's products, softmax,
+layernorm, the data movements, tables).
+
+    .venv/bin/python tools/fit_cost_model.py pulp_open --ops matmul softmax layernorm transpose lut \
+        --models tests/corpus/torch_kws_transformer.yaml tests/corpus/torch_vit_tiny.yaml --build
 """
 
 import argparse
@@ -53,10 +62,16 @@ def _scons(target, model_arg, out, *extra):
         sys.exit(f"{model_arg}: the build on {target} failed ({' '.join(cmd[1:])}): {' '.join(tail)}")
 
 
-def report_of(out, target, mname, build):
+def model_name(m):
+    """A --models entry's build directory name: a bundled name, or a YAML path's stem."""
+    return os.path.basename(m)[:-len(".yaml")] if m.endswith(".yaml") else m
+
+
+def report_of(out, target, m, build):
+    mname = model_name(m)
     path = os.path.join(out, target, mname, "report.json")
     if build and not os.path.exists(path):
-        _scons(target, mname, out)
+        _scons(target, os.path.abspath(m) if m.endswith(".yaml") else m, out)
     if not os.path.exists(path):
         sys.exit(f"{path}: no report; build it (./scons target={target} model={mname} out={out}) "
                  "or pass --build")
@@ -213,6 +228,8 @@ def main():
     ap.add_argument("--build", action="store_true", help="build the --models reports that are missing")
     ap.add_argument("--fused-only", action="store_true",
                     help="refit only the fused steps (fused sweeps), keeping the file's layer coefficients")
+    ap.add_argument("--ops", nargs="*", default=[],
+                    help="fit only these ops' compute coefficients on --models, keeping the rest of the file")
     ap.add_argument("--recurrent-only", action="store_true",
                     help="refit only the recurrent step (op lstm, the recurrent sweeps), keeping the rest")
     args = ap.parse_args()
@@ -238,6 +255,9 @@ def main():
         _write(file, tcfg, tname, coefs, cmd)
         print(f"{os.path.relpath(file, ROOT)}: fused steps refitted on {', '.join(names)}")
         return
+    if args.ops:
+        fit_ops_only(args, tcfg, tname, file)
+        return
     if args.recurrent_only:
         refit_recurrent(args.target, tname, tcfg, bench, file)
         return
@@ -256,7 +276,7 @@ def main():
             add(rep, os.path.join(bench, tname, name))
         sources["sweeps"] = sorted(reps)
     for m in args.models:
-        add(report_of(args.out, tname, m, args.build), os.path.join(args.out, tname, m))
+        add(report_of(args.out, tname, m, args.build), os.path.join(args.out, tname, model_name(m)))
     if args.models:
         sources["models"] = list(args.models)
     if dma_samples and len(dma_samples) != len(samples):
@@ -271,11 +291,50 @@ def main():
              "fitted_on": dict(sources, layers=len(samples)), **coefs}
     if not args.no_sweeps:
         coefs["fused"], coefs["fitted_on"]["fused_sweeps"] = fused_fit_of(args.target, tcfg, bench, coefs)
+    # ops an --ops fit priced (attention's, which no sweep builds) stay, unless this fit saw them
+    old = model.load(file) or {}
+    kept = (old.get("fitted_on") or {}).get("ops")
+    if kept:
+        seen = {op for op, _, _ in samples}
+        coefs["ops"].update({op: old["ops"][op] for op in kept["ops"] if op not in seen and op in old["ops"]})
+        coefs["fitted_on"]["ops"] = kept
     cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
     _write(file, tcfg, tname, coefs, cmd)
     print(f"{os.path.relpath(file, ROOT)}: {len(samples)} layers of "
           f"{', '.join(sources.get('sweeps', []) + sources.get('models', []))}")
+
+
+def fit_ops_only(args, tcfg, tname, file):
+    """--ops: these ops' coefficients from --models' layers, the rest of the
+    file as it is (its header names the command that fitted the layers)."""
+    coefs = model.load(file)
+    if coefs is None:
+        sys.exit(f"{os.path.relpath(file, ROOT)}: no coefficients yet; fit the layers first "
+                 f"(tools/fit_cost_model.py {tname})")
+    if not args.models:
+        sys.exit("fit_cost_model.py: --ops needs --models (the layers to fit them on)")
+    samples = []
+    for m in args.models:
+        samples += samples_of(report_of(args.out, tname, m, args.build),
+                              os.path.join(args.out, tname, model_name(m)), tcfg)
+    fitted = fit.fit_ops(samples, coefs, args.ops)
+    missing = [op for op in args.ops if op not in fitted]
+    if not fitted:
+        sys.exit(f"{tname}: no layer of {', '.join(args.ops)} in {' '.join(args.models)} left a count to fit")
+    for op in missing:
+        print(f"{tname}: {op} left as it was: no layer of it left a count to fit", file=sys.stderr)
+    coefs["ops"].update(fitted)
+    coefs["fitted_on"]["ops"] = {"ops": sorted(fitted), "models": [model_name(m) for m in args.models],
+                                 "layers": sum(1 for o, _, _ in samples if o in fitted),
+                                 **({"left": missing} if missing else {}),
+                                 "command": f"tools/fit_cost_model.py {tname} --ops {' '.join(args.ops)} "
+                                            f"--models {' '.join(args.models)}"}
+    with open(file) as f:
+        cmd = f.read().splitlines()[1].removeprefix("# ").removesuffix("; do not edit.")
+    _write(file, tcfg, tname, coefs, cmd)
+    print(f"{os.path.relpath(file, ROOT)}: {', '.join(sorted(fitted))} fitted on "
+          f"{coefs['fitted_on']['ops']['layers']} layers of {', '.join(coefs['fitted_on']['ops']['models'])}")
 
 
 if __name__ == "__main__":

@@ -70,13 +70,17 @@ TFLITE = {
 
 # ONNX (QDQ islands; QOperator ops are the com.microsoft domain's)
 ONNX = {
-    "Add": "add (broadcast by a [1, 1, C] vector tiled)",
+    "Abs": "in an elementwise island: one table with its neighbours",
+    "Add": "add (broadcast by a [1, 1, C] vector tiled); of a constant on tokens (bias, positional embedding): "
+           "a 1x1 depthwise",
     "AveragePool": "avgpool (1x1: a requantization)",
     "Clip": "folded into the layer before, or lut",
     "Concat": "concat (channel first, or a head's [1, N, k] as it is)",
     "Conv": "conv2d / depthwise / pointwise (1D and 2D, dilated; LeakyRelu folded)",
     "DequantizeLinear": "quantized values",
+    "Div": "in an elementwise island (GELU's x / sqrt(2)): one table",
     "Elu": "lut",
+    "Erf": "in an elementwise island (GELU): one table",
     "Flatten": "a view",
     "GRU": "lstm (cell onnx_gru: the states in fixed point, gemmlowp's 32-bit logistic and tanh)",
     "Gemm": "linear",
@@ -86,23 +90,28 @@ ONNX = {
     "HardSwish": "lut",
     "Identity": "a view",
     "LSTM": "lstm (cell onnx_lstm: the states in fixed point, gemmlowp's 32-bit logistic and tanh)",
+    "LayerNormalization": "layernorm over the last axis (integer, mode int)",
     "LeakyRelu": "lut, or folded into the Conv before it",
-    "MatMul": "linear (by a constant)",
+    "MatMul": "linear / pointwise on tokens (by a constant); matmul (of two activations: attention)",
     "Max": "lut (of a constant)",
     "MaxPool": "maxpool",
     "Min": "lut (of a constant)",
     "Mul": "mul (broadcast); by a constant scalar: a 1x1 depthwise",
+    "Neg": "in an elementwise island: one table",
     "PRelu": "lut (per channel)",
+    "Pow": "in an elementwise island (tanh-GELU's x^3): one table",
     "Pad": "folded into a convolution, or a padding layer",
     "QuantizeLinear": "quantized values (Q -> DQ -> Q: a requantization)",
-    "ReduceMean": "avgpool over the spatial axes",
+    "ReduceMean": "avgpool over the spatial axes, or over the tokens",
     "Relu": "folded into the layer before, or lut",
     "Reshape": "a view, or data movement",
     "Resize": "resize (nearest, linear)",
     "Sigmoid": "lut",
-    "Softmax": "softmax (channels, or a head's last axis)",
+    "Softmax": "softmax (channels, or the last axis: attention's scores, a head's classes)",
     "Split": "data movement: a gather per piece",
+    "Sqrt": "in an elementwise island: one table",
     "Squeeze": "a view",
+    "Sub": "in an elementwise island: one table",
     "Tanh": "lut",
     "Transpose": "data movement (or folded: input permutes, a flatten into a fully connected layer)",
     "Unsqueeze": "a view",
@@ -119,9 +128,9 @@ def tflite_supported():
 
 def onnx_supported():
     from tessera.frontend.onnxgraph import VIEW_OPS
-    from tessera.frontend.qdq import CLAMP_OPS, COMPUTE_OPS, LUT_OPS
+    from tessera.frontend.qdq import CLAMP_OPS, COMPUTE_OPS, ISLAND_OPS, LUT_OPS
 
-    return set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | {
+    return set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | set(ISLAND_OPS) | {
         "QuantizeLinear", "DequantizeLinear", "Transpose", "Split"}
 
 

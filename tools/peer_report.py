@@ -3,11 +3,12 @@
 say, per network, whether the firmware reproduces tessera's golden model
 and the peer toolchain's own expected outputs, bit for bit.
 
-    .venv/bin/python tools/peer_report.py [--target host] [--out DIR] [--peer DIR]
+    .venv/bin/python tools/peer_report.py [--target host] [--out DIR] [--peer DIR | --deeploy [SNAPSHOT]]
                                           [--only SUBSTRING ...] [--json FILE] [-j 2] [--fusion POLICY]
 
 Each network in <peer>/deeploy/** and <peer>/dory/* (default: the
-checkout's ../shared/peer_tests) gets a model YAML in <out>/models/ (its
+checkout's ../shared/peer_tests), or with --deeploy [SNAPSHOT] Deeploy's
+integer transformer graphs from a snapshot of its repository, gets a model YAML in <out>/models/ (its
 `onnx:` and `reference:` point at the peer folder, read in place) and a
 whole build (`scons target=<t> model=<yaml> out=<out>`, one after the
 other, each with -j). The table and the JSON (default
@@ -32,6 +33,63 @@ PEER = os.path.normpath(os.path.join(ROOT, "..", "shared", "peer_tests"))
 # the networks whose whole-model builds the issue asks for on every target
 MODELS = ("deeploy_CNN_Linear1", "deeploy_miniMobileNet", "deeploy_miniMobileNetv2",
           "dory_Residual_connection_test_1", "dory_dronet_2_0")
+
+# Deeploy's integer transformer test graphs (issue 27), from a snapshot of
+# github.com/pulp-platform/Deeploy (not in ../shared/peer_tests): the folders
+# under DeeployTest/Tests whose files the snapshot holds and tessera lowers
+DEEPLOY_TRANSFORMERS = ("Models/EEGFormer", "Models/CCT/Int/ICCT", "Models/CCT/Int/ICCT_ITA",
+                        "Kernels/Integer/Attention", "Kernels/Integer/Softmax/Regular",
+                        "Kernels/Integer/Softmax/Large")
+DEEPLOY_FILES = ("network.onnx", "inputs.npz", "outputs.npz")
+# where a snapshot is looked for when TESSERA_DEEPLOY is unset: the fetch
+# tool's mirror beside the checkout (a git directory, no work tree)
+DEEPLOY_SNAPSHOTS = [os.path.normpath(os.path.join(ROOT, *up, ".mirror", "pulp-platform+Deeploy", "repo"))
+                     for up in ((".."), ("..", ".."))]
+DEEPLOY_HOWTO = ("set TESSERA_DEEPLOY to a checkout of https://github.com/pulp-platform/Deeploy "
+                 "(git clone; tested at bf64cfae) or to its git directory")
+
+
+def deeploy_snapshot(path=None):
+    """The Deeploy snapshot to read: `path`, $TESSERA_DEEPLOY, or the mirror
+    beside the checkout; None when there is none."""
+    for p in [path, os.environ.get("TESSERA_DEEPLOY")] + ([] if path else DEEPLOY_SNAPSHOTS):
+        if p and (os.path.isdir(os.path.join(p, "DeeployTest", "Tests")) or _git_dir(p)):
+            return os.path.abspath(p)
+    return None
+
+
+def _git_dir(p):
+    return os.path.isfile(os.path.join(p, "HEAD")) and os.path.isdir(os.path.join(p, "objects"))
+
+
+def deeploy_networks(snapshot, cache):
+    """DEEPLOY_TRANSFORMERS of a snapshot as networks() rows: read in place
+    from a checkout; from a git directory (no work tree), each folder's
+    three files are written once into `cache` (outside the repository),
+    under the snapshot's commit."""
+    tests = os.path.join(snapshot, "DeeployTest", "Tests")
+    if not os.path.isdir(tests):
+        commit = subprocess.run(["git", f"--git-dir={snapshot}", "rev-parse", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        tests = os.path.join(cache, f"deeploy-{commit[:12]}", "DeeployTest", "Tests")
+        for rel in DEEPLOY_TRANSFORMERS:
+            for f in DEEPLOY_FILES:
+                dst = os.path.join(tests, rel, f)
+                if os.path.isfile(dst):
+                    continue
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                blob = subprocess.run(["git", f"--git-dir={snapshot}", "show", f"{commit}:DeeployTest/Tests/{rel}/{f}"],
+                                      capture_output=True, check=True).stdout
+                with open(dst + ".part", "wb") as fh:
+                    fh.write(blob)
+                os.replace(dst + ".part", dst)
+    found = []
+    for rel in DEEPLOY_TRANSFORMERS:
+        d = os.path.join(tests, rel)
+        short = rel.replace("Kernels/Integer/", "").replace("Models/", "").replace("CCT/Int/", "")
+        found.append({"name": "deeploy_" + "".join(c if c.isalnum() else "_" for c in short), "kind": "deeploy",
+                      "rel": rel, "short": short, "dir": d, "onnx": os.path.join(d, "network.onnx")})
+    return found
 
 
 def networks(peer=PEER):
@@ -187,15 +245,27 @@ def main(argv=None):
     ap.add_argument("--target", default="host", help="a name in targets/ or a target YAML")
     ap.add_argument("--out", default=os.path.join(ROOT, "generated", "peers"), help="output folder")
     ap.add_argument("--peer", default=PEER, help="the peer_tests folder")
+    ap.add_argument("--deeploy", nargs="?", const="", default=None, metavar="SNAPSHOT",
+                    help="Deeploy's integer transformer graphs from a snapshot of its repository instead "
+                         f"({', '.join(DEEPLOY_TRANSFORMERS)}): a checkout or its git directory "
+                         "(default: $TESSERA_DEEPLOY, else the fetch tool's mirror)")
+    ap.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "tessera"),
+                    help="where files of a git-directory snapshot are written (outside the repository)")
     ap.add_argument("--only", nargs="*", default=[], help="networks whose name contains one of these")
     ap.add_argument("--models", action="store_true", help=f"only the whole models ({', '.join(MODELS)})")
     ap.add_argument("--json", help="where the JSON goes (default <out>/peer_report-<target>.json)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--fusion", help="the fusion= policy of every build (default: the model's, none)")
     args = ap.parse_args(argv)
-    if not os.path.isdir(args.peer):
+    if args.deeploy is not None:
+        snap = deeploy_snapshot(args.deeploy or None)
+        if snap is None:
+            sys.exit(f"peer_report: error: no Deeploy snapshot ({DEEPLOY_HOWTO})")
+        nets = deeploy_networks(snap, args.cache)
+    elif not os.path.isdir(args.peer):
         sys.exit(f"peer_report: error: no peer networks at {args.peer} (give --peer <peer_tests folder>)")
-    nets = networks(args.peer)
+    else:
+        nets = networks(args.peer)
     if args.models:
         nets = [n for n in nets if n["name"] in MODELS]
     if args.only:

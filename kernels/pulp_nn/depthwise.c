@@ -549,6 +549,67 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
 
 /* channels [0, n) split over the cores; C = a->out_c is the output's pixel
  * stride (n == C for a layer, less for a fused block of channels) */
+/* A 1x1 depthwise (a per-channel scale and bias: transformers' Add of a
+ * bias or Mul by a constant after a token-major MatMul; a bias per element:
+ * a positional embedding; the requantization per channel): elementwise, so
+ * each core takes a run of pixels and every channel of them, the channel's
+ * constants hoisted. n channels, input pixels a->in_c apart, output C. */
+static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
+{
+    const int32_t C = a->out_c, in_c = a->in_c, off = a->input_offset;
+    int32_t p0, p1, c, p;
+    pnn_chunk(a->out_h * a->out_w, 1, core, ncores, &p0, &p1);
+    if (a->bias_elem.plane) {
+        /* a bias per element (a positional embedding added to tokens) */
+        const tsr_plane_t *e = &a->bias_elem;
+        for (c = 0; c < n; c++) {
+            const int32_t w = a->weights[c];
+            const int32_t *bias = a->bias + (size_t)c * e->plane;
+            int32_t oy = p0 / a->out_w, ox = p0 % a->out_w;
+            pnn_rq_t rq = {0};
+#ifdef TSR_ISA_XPULPV2
+            xp_rq_t q;
+            const int fast = xp_rq_channel(a->rq, c, &q);
+#endif
+            if (a->rq)
+                rq = pnn_rq_channel(a->rq, c);
+            for (p = p0; p < p1; p++) {
+                const int32_t v = bias[oy * e->step_h + ox * e->step_w] + (a->in[(size_t)p * in_c + c] + off) * w;
+#ifdef TSR_ISA_XPULPV2
+                if (fast)
+                    ((int8_t *)a->out)[(size_t)p * C + c] = xp_rq(v, &q);
+                else
+#endif
+                    pnn_store(a->out, (size_t)p * C + c, v, &rq, a->rq);
+                if (++ox == a->out_w) {
+                    ox = 0;
+                    oy++;
+                }
+            }
+        }
+        return;
+    }
+    for (c = 0; c < n; c++) {
+        const int32_t w = a->weights[c], b = (a->bias ? a->bias[c] : 0) + off * w;
+        const int8_t *x = a->in + c;
+        int8_t *y = (int8_t *)a->out + c;
+        pnn_rq_t rq = {0};
+#ifdef TSR_ISA_XPULPV2
+        xp_rq_t q;
+        if (xp_rq_channel(a->rq, c, &q)) {
+            for (p = p0; p < p1; p++)
+                y[(size_t)p * C] = xp_rq(b + x[(size_t)p * in_c] * w, &q);
+            continue;
+        }
+#endif
+        if (a->rq)
+            rq = pnn_rq_channel(a->rq, c);
+        for (p = p0; p < p1; p++)
+            pnn_store(a->out, (size_t)p * C + c, b + x[(size_t)p * in_c] * w, &rq, a->rq);
+        (void)y;
+    }
+}
+
 static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
     const int32_t C = a->out_c, kh = a->kh, kw = a->kw, off = a->input_offset;
@@ -557,6 +618,10 @@ static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncore
     int32_t c0, c1, c, ox, oy, i;
     int8_t *s;
 
+    if (area == 1 && a->sh == 1 && a->sw == 1 && !(a->pad_t | a->pad_l | a->pad_b | a->pad_r)) {
+        depthwise_1x1(a, n, core, ncores);
+        return;
+    }
     pnn_chunk(n, 1, core, ncores, &c0, &c1);
     if (c0 >= c1)
         return;

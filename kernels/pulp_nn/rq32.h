@@ -25,14 +25,10 @@ static inline int xp_rq_usual(const tsr_requant_t *rq)
     return rq && !rq->add && !rq->neg_mul && rq->rounding == TSR_ROUND_HALF_UP && !rq->elem.plane;
 }
 
-/* Channel c's constants; 0 when it needs the general requantization. */
-static inline int xp_rq_channel(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
+/* The constants at index k of rq's arrays; 0 when its shift is under 33. */
+static inline int xp_rq_at(const tsr_requant_t *rq, int32_t k, xp_rq_t *q)
 {
-    int32_t k, s;
-    if (!rq || rq->add || rq->neg_mul || rq->rounding != TSR_ROUND_HALF_UP || rq->elem.plane)
-        return 0;
-    k = rq->per_channel ? c : 0;
-    s = rq->shift[k];
+    const int32_t s = rq->shift[k];
     if (s < 33 || s > 63)
         return 0;
     q->mul = rq->mul[k];
@@ -42,6 +38,14 @@ static inline int xp_rq_channel(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
     q->hi = rq->hi - rq->zero_point;
     q->zero_point = rq->zero_point;
     return 1;
+}
+
+/* Channel c's constants; 0 when it needs the general requantization. */
+static inline int xp_rq_channel(const tsr_requant_t *rq, int32_t c, xp_rq_t *q)
+{
+    if (!xp_rq_usual(rq))
+        return 0;
+    return xp_rq_at(rq, rq->per_channel ? c : 0, q);
 }
 
 static inline int8_t xp_rq(int32_t acc, const xp_rq_t *q)

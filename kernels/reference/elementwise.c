@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ref_common.h"
+#include "tessera/attention.h"
 
 /* element index of (y, x, c) in an operand of dims (h, w, c), size-1 dims repeating */
 static inline size_t bcast_index(int32_t y, int32_t x, int32_t c, int32_t h, int32_t w, int32_t ch)
@@ -174,6 +175,35 @@ static void softmax_tflite(const tsr_softmax_args_t *a, const int8_t *x, int8_t 
     }
 }
 
+/* One row of the table softmax without a 64-bit division per value: with
+ * X = (E * mul + (s << (shift - 1))) >> shift, the output is floor(X / s)
+ * (floor(a / (s * 2^S)) = floor(floor(a / 2^S) / s)), and for
+ * 2^24 <= s < 2^32 (the maximum contributes E[0] = 2^24) and X < 2^42 the
+ * reciprocal r = floor(2^42 / s) gives q = (X * r) >> 42 within one below
+ * it (X * r / 2^42 >= X / s - X / 2^42 > X / s - 1): one multiply and one
+ * correction. X >= s << 10 means a quotient of 1024 or more: the clamp. */
+static void softmax_row_reciprocal(const tsr_softmax_args_t *a, const int8_t *x, int8_t *y, int32_t max, uint32_t s)
+{
+    const uint32_t r = (uint32_t)(((uint64_t)1 << 42) / s);
+    const uint64_t half = (uint64_t)s << (a->shift - 1), big = (uint64_t)s << 10;
+    int32_t c;
+    for (c = 0; c < a->c; c++) {
+        const uint64_t X = ((uint64_t)(uint32_t)a->table[max - x[c]] * (uint32_t)a->mul + half) >> a->shift;
+        int32_t v;
+        if (X >= big) {
+            v = a->hi;
+        } else {
+            uint32_t q = (uint32_t)((X * r) >> 42);
+            if ((uint64_t)(q + 1) * s <= X)
+                q++;
+            v = (int32_t)q + a->zero_point;
+            if (v < a->lo) v = a->lo;
+            if (v > a->hi) v = a->hi;
+        }
+        y[c] = (int8_t)v;
+    }
+}
+
 void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
 {
     int32_t p0, p1, p, c;
@@ -185,6 +215,10 @@ void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
             softmax_tflite(a, x, y);
             continue;
         }
+        if (a->mode != TSR_SOFTMAX_TABLE) {
+            tsr_softmax_deeploy_row(a, x, y);
+            continue;
+        }
         int32_t max = x[0];
         int64_t s = 0, den, half;
         for (c = 1; c < a->c; c++)
@@ -194,6 +228,10 @@ void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores)
             s += a->table[max - x[c]];
         den = s << a->shift;
         half = a->shift > 0 ? s << (a->shift - 1) : s / 2;
+        if (a->shift > 0 && s >= (1 << 24) && s < ((int64_t)1 << 32)) {
+            softmax_row_reciprocal(a, x, y, max, (uint32_t)s);
+            continue;
+        }
         for (c = 0; c < a->c; c++) {
             int64_t v = ((int64_t)a->table[max - x[c]] * a->mul + half) / den + a->zero_point;
             if (v < a->lo) v = a->lo;

@@ -3,7 +3,8 @@
  * MatMul of two non-constant operands), batch by batch:
  *   acc[y][x][c] = sum_k (a[y][x][k] + a_offset) * (b_y[k][c] + b_offset)
  * Rows y of the tile are batches, columns x the rows of each batch's
- * matrix; b_y is the tile's [k][out_c] slice of batch y's right operand.
+ * matrix; b_y is the tile's [k][out_c] slice of batch y's right operand
+ * ([out_c][k] with trans_b).
  * Each core computes a contiguous run of ceil(out_h * out_w / ncores)
  * output pixels (rows of the product).
  */
@@ -21,8 +22,12 @@ void tsr_matmul(const tsr_matmul_args_t *a, int core, int ncores)
         const int8_t *b = a->b + (size_t)y * a->b_batch;
         for (c = 0; c < N; c++) {
             int32_t acc = 0;
-            for (k = 0; k < K; k++)
-                acc += (row[k] + ao) * (b[(size_t)k * N + c] + bo);
+            if (a->trans_b)
+                for (k = 0; k < K; k++)
+                    acc += (row[k] + ao) * (b[(size_t)c * K + k] + bo);
+            else
+                for (k = 0; k < K; k++)
+                    acc += (row[k] + ao) * (b[(size_t)k * N + c] + bo);
             tsr_ref_store_at(a->out, (size_t)p * N + c, acc, a->rq, y, x, c);
         }
     }

@@ -1,7 +1,8 @@
 /*
  * Reference kernels of the data-movement ops (see kernels.h): transpose and
  * gather of an int8 block in L1. Each core takes a contiguous share of the
- * output's rows; nothing is computed, values are only moved.
+ * output's rows (a transpose's rows of its innermost axis); nothing is
+ * computed, values are only moved.
  */
 #include "ref_common.h"
 
@@ -11,22 +12,25 @@ void tsr_transpose(const tsr_transpose_args_t *a, int core, int ncores)
     const size_t stride[3] = {(size_t)a->in_w * (size_t)a->in_c, (size_t)a->in_c, 1};
     const int32_t d1 = dims[a->perm[1]], d2 = dims[a->perm[2]];
     const size_t s0 = stride[a->perm[0]], s1 = stride[a->perm[1]], s2 = stride[a->perm[2]];
-    int32_t r0, r1, i, j, k;
-    tsr_ref_share(dims[a->perm[0]], core, ncores, &r0, &r1);
-    for (i = r0; i < r1; i++) {
-        int8_t *o = a->out + (size_t)i * (size_t)d1 * (size_t)d2;
-        const int8_t *row = a->in + (size_t)i * s0;
-        for (j = 0; j < d1; j++) {
-            const int8_t *x = row + (size_t)j * s1;
-            if (s2 == 1) {      /* the innermost axis stays innermost: a run */
-                for (k = 0; k < d2; k++)
-                    o[k] = x[k];
-            } else {
-                for (k = 0; k < d2; k++)
-                    o[k] = x[(size_t)k * s2];
-            }
-            o += d2;
+    int32_t r0, r1, r, k, i0, i1;
+    /* the output's rows of d2 values (axes 0 and 1 together), a share each:
+     * a [1, T, K] -> [1, K, T] transpose has one row on axis 0 */
+    tsr_ref_share(dims[a->perm[0]] * d1, core, ncores, &r0, &r1);
+    if (r0 >= r1)
+        return;
+    i0 = r0 / d1, i1 = r0 % d1;     /* the first row's index on axes 0 and 1, then counted up */
+    for (r = r0; r < r1; r++) {
+        int8_t *o = a->out + (size_t)r * (size_t)d2;
+        const int8_t *x = a->in + (size_t)i0 * s0 + (size_t)i1 * s1;
+        if (s2 == 1) {      /* the innermost axis stays innermost: a run */
+            for (k = 0; k < d2; k++)
+                o[k] = x[k];
+        } else {
+            for (k = 0; k < d2; k++, x += s2)
+                o[k] = *x;
         }
+        if (++i1 == d1)
+            i1 = 0, i0++;
     }
 }
 

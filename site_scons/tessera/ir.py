@@ -16,10 +16,15 @@ Conventions
 - Bias: int32, one per output channel [Co]; or, for a Gemm whose C operand
   is a full [M, N] matrix, one per output element, shaped like the output
   [H, W, Co] (acc[h, w, c] += bias[h, w, c]; `Layer.bias_shape` says so).
-- matmul (a product of two activations, QuantLib's MatMul of two
-  non-constant operands): a [Bt, M, K] (batches as H, rows as W, K as C)
-  times b [Bb, K, N] (Bb = Bt, or 1: one matrix for every batch) ->
-  [Bt, M, N]; it has no weights.
+- matmul (a product of two activations: attention's Q.K^T and P.V,
+  QuantLib's MatMul of two non-constant operands): a [Bt, M, K] (batches
+  as H, rows as W, K as C) times b [Bb, K, N] (Bb = Bt, or 1: one matrix
+  for every batch) -> [Bt, M, N]; with `trans_b` b is stored [Bb, N, K]
+  (each output column's K values contiguous, as a K tensor before its
+  transpose: Q.K^T reads K itself); it has no weights.
+- Token-major tensors (a transformer's [tokens, features]) are [1, T, F]
+  (or [T', T, F] for batched heads): tokens are pixels, features channels,
+  so linear layers on them are pointwise layers and run on the fast paths.
 - Source layout (integer dialects, NEMO and QuantLib): every tensor
   records how its ONNX array maps to the stored [H, W, C] array:
   `source_layout` "chw" (channel first, NCHW/NCL/NC: reshape to [C, H, W],
@@ -35,17 +40,25 @@ from dataclasses import dataclass, field, asdict
 from typing import Optional
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "argmax",
+       "mul", "concat", "resize", "lut", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax",
        "lstm")
 # Ops computed on whole tensors in L1 (not tiled): their inputs differ in
 # shape (broadcast, concatenation), or every output reads a whole row of
-# input (softmax, resize), or an output block reads a box of the input that
-# is not the output's own (the data movements transpose, reshape, gather),
-# or the layer carries state across its whole sequence (lstm). The tiler gives them one tile, blocks of rows or channels, or a fit error.
-WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax", "lstm")
+# input (softmax, layernorm, resize), or an output block reads a box of the
+# input that is not the output's own (the data movements transpose,
+# reshape, gather), or the layer carries state across its whole sequence
+# (lstm). The tiler gives them one tile, blocks of rows or channels, or a
+# fit error.
+WHOLE_OPS = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax", "lstm")
 # Ops that only move int8 values (no arithmetic, no requantization): the
 # output has the input's quantization.
 MOVEMENT_OPS = ("transpose", "reshape", "gather")
+# softmax's integer algorithms (Layer.mode): tessera's exponential table
+# (None: QDQ/QOperator, and TFLite's with rounding "tflite") and Deeploy's
+SOFTMAX_MODES = (None, "isoftmax", "itamax", "itapartialmax")
+# layernorm's: tessera's exact normalization then a per-channel requant
+# ("int": QDQ LayerNormalization) and Deeploy's iLayerNorm
+LAYERNORM_MODES = ("int", "ilayernorm")
 # fixed-point fraction bits of resize's interpolation weights
 RESIZE_FRAC = 11
 # "tflite" and "tflite_div" reproduce TFLite's integer kernels (see Requant)
@@ -164,7 +177,8 @@ class Layer:
               in int32, T the "tflite" multiply (see Requant) without the
               zero point and clamp.
     matmul:   acc[t, m, n] = sum_k (a[t, m, k] + in_offset[0]) * (b[t', k, n] + in_offset[1])
-              with t' = t, or 0 when b holds one matrix (inputs [a, b]).
+              with t' = t, or 0 when b holds one matrix (inputs [a, b]);
+              `trans_b`: b[t', n, k] instead.
     mul:      acc = (a + in_offset[0]) * (b + in_offset[1]), numpy broadcasting
               over [H, W, C] (an axis of size 1 repeats: squeeze-and-excitation
               [H, W, C] * [1, 1, C]); add broadcasts the same way.
@@ -205,6 +219,19 @@ class Layer:
               (one_over_one_plus_x of s normalized by its leading zeros z)
               and y = clamp(RDBPOT(SRDHM(R, E[max - x]), 35 - z) + zero_point, lo, hi);
               mul and shift are unused.
+              Deeploy's integer softmaxes (`mode`, requant None, the output
+              the uint8 probability n * 255 / s stored shifted), per row of
+              C values, m = max x (x the source values), C arithmetic:
+              "isoftmax" (table [A, B, C0, log2, levels], I-BERT's
+              polynomial): d = x - m, z = min(-d // log2, 31), p = d + z * log2,
+                e = (A * (p + B)**2 + C0) >> z, y = e * (levels - 1) // sum(e)
+              "itamax" (table [levels]): k = (m - x + 16) >> 5,
+                y = ((levels - 1) * 256 // sum(256 >> k)) >> k
+              "itapartialmax" (table [group, levels]): ITA's streaming form,
+                the sum built group by group, each running max rescaling it
+                (k of the new max over the old), y = ((levels / 2 - 1) * 256 // s) >> k
+              The frontend checks every intermediate stays in the 32-bit
+              unsigned range the C kernels compute in.
     transpose: y = x.transpose(perm), `perm` a permutation of (0, 1, 2)
               over x's [H, W, C]: y.shape[k] = x.shape[perm[k]] (a TFLite
               or ONNX transpose of any rank is one of these on a grouping of
@@ -224,6 +251,22 @@ class Layer:
               -1 gives the stored value `fill` (a PAD of channels).
     transpose, reshape and gather move int8 values: no requant, and y has
     x's quantization.
+    layernorm: over the C channels of each pixel (a token's features).
+              mode "int": with xo = x + input_offset, N = C,
+                S1 = sum xo, S2 = sum xo**2, D = ((N * S2 - S1**2) << 16) + table[0]
+                (table[0] >= 1 holds 2**16 * N**2 * eps / s_x**2, rounded:
+                D is 2**16 N**2 (var + eps) in the input's steps),
+                f = (62 - bitlength(D)) // 2, S = isqrt(D << 2f), R = 2**62 // S
+                (R / 2**(62 - f) ~ 1 / sqrt(D) to 30 bits), sh = 38 - f,
+                acc[c] = ((N * xo[c] - S1) * R + 2**(sh - 1)) >> sh
+              the normalized value in Q16 (|acc| < 2**23 for N <= 4096), then
+              requant per channel (mul = gamma/s_y, add = beta/s_y in fixed
+              point). Exact integers; within 1 LSB of the float LayerNorm.
+              mode "ilayernorm" (Deeploy's iLayerNorm, table = weight [C] +
+              bias [C], requant.shift[0] = log2 D, lo/hi the clamp; requant's
+              mul/add unused): m = trunc(sum xo / N), t = xo - m,
+                std = isqrt(trunc(sum t**2 / N) + 1),
+                y = clamp((trunc(t * weight[c] / std) + bias[c]) >> shift, lo, hi)
     argmax:   y[h, w, 0] = the first c with x[h, w, c] the largest (int32; a
               segmentation map's classes). No requant.
     lstm:     a recurrent layer over a sequence: input [1, T, F] (time along W),
@@ -261,10 +304,12 @@ class Layer:
     digest: str = ""   # digest of its arrays in weights.npz (so a layer's JSON changes with them)
     dilation: Optional[list] = None   # conv2d/depthwise [dh, dw]; None: [1, 1]
     axis: Optional[int] = None        # concat: the HWC axis joined; gather: the axis indexed
-    mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides)
-    table: Optional[list] = None      # lut, softmax, resize, gather: the layer's constant table (see above)
+    mode: Optional[str] = None        # resize: "nearest" | "bilinear" (documentation; the table decides);
+                                      # softmax, layernorm: the algorithm (SOFTMAX_MODES, LAYERNORM_MODES)
+    table: Optional[list] = None      # lut, softmax, resize, gather, layernorm: the layer's constants (see above)
     perm: Optional[list] = None       # transpose: output axis k is input axis perm[k]
     dims: Optional[list] = None       # transpose: x viewed row-major as these three axes (None: x's shape)
+    trans_b: Optional[int] = None     # matmul: 1 when b is stored [Bb, N, K]
     weight_offset: Optional[int] = None  # conv-like: added to every stored weight (uint8 weights)
     fill: Optional[int] = None        # gather: the stored value at index -1
     rnn: Optional[dict] = None        # lstm: the recurrent step's parameters (golden/recurrent.py)
@@ -337,7 +382,7 @@ class Graph:
 _OPTIONAL_TENSOR = ("source_layout", "source_shape")
 _OPTIONAL_REQUANT = ("shape", "divisor", "neg_mul", "neg_shift", "add_shift")
 _OPTIONAL_LAYER = ("bias_shape", "in_shift", "dilation", "axis", "mode", "table", "added", "perm", "dims",
-                   "weight_offset", "fill", "rnn")
+                   "trans_b", "weight_offset", "fill", "rnn")
 
 
 def _drop_unset(d, keys):
@@ -397,8 +442,10 @@ def macs(layer, graph):
         return out.size
     if layer.op == "resize":
         return out.size * 4
-    if layer.op == "softmax":
+    if layer.op in ("softmax", "layernorm"):
         return out.size * 2
+    if layer.op == "transpose":
+        return out.size
     if layer.op == "matmul":
         return out.size * graph.tensor(layer.inputs[0]).shape[2]
     if layer.op == "lstm":

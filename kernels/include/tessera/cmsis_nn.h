@@ -29,6 +29,10 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
+/* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
+ * columns transposed (K rounded up to 4 bytes each), their sums and two
+ * rows of a as int16 pairs */
+void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 /* a split reduction's step (kernels/cmsis_nn/split.c; tsr_split_step's
  * arguments and results, DSP dot products; input offsets in [-32640, 32639]) */
 void tsr_cmsis_split_step(const tsr_split_args_t *s, int core, int ncores);

@@ -118,7 +118,10 @@ typedef struct {
 /* product of two activation tiles (the IR's matmul), batches as rows:
  *   acc[y][x][c] = sum_k (a[y][x][k] + a_offset) * (b_y[k][c] + b_offset)
  * a: [out_h][out_w][k] (HWC: y a batch, x a row of its matrix);
- * b_y = b + y * b_batch, each [k][out_c] (b_batch 0: one matrix for every batch). */
+ * b_y = b + y * b_batch, each [k][out_c] (b_batch 0: one matrix for every
+ * batch), or with trans_b [out_c][k] (attention's K for Q.K^T).
+ * scratch/scratch_bytes: per-core working memory of the optimized kernels
+ * (the reference kernel needs none). */
 typedef struct {
     const int8_t *a, *b;
     void *out;                   /* int8_t, or int32_t when rq is NULL */
@@ -126,6 +129,9 @@ typedef struct {
     int32_t b_batch;
     int32_t a_offset, b_offset;
     const tsr_requant_t *rq;
+    int32_t trans_b;
+    int8_t *scratch;
+    int32_t scratch_bytes;
 } tsr_matmul_args_t;
 
 /* elementwise product or sum of two int8 tensors with broadcasting: each
@@ -181,7 +187,12 @@ typedef struct {
 
 /* softmax over the c channels of each pixel (the IR's integer softmax):
  *   s = sum_k table[max - x[k]]   (64-bit)
- *   y = clamp(zero_point + (table[max - x] * mul + (s << (shift - 1))) / (s << shift), lo, hi) */
+ *   y = clamp(zero_point + (table[max - x] * mul + (s << (shift - 1))) / (s << shift), lo, hi)
+ * or, by mode, Deeploy's integer softmaxes in their kernels' 32-bit
+ * arithmetic (ir.Layer; params: isoftmax coeffA, coeffB, coeffC, log2,
+ * n_levels; itamax n_levels; itapartialmax group_width, n_levels), the
+ * uint8 output stored shifted by 128. */
+enum { TSR_SOFTMAX_TABLE = 0, TSR_SOFTMAX_ISOFTMAX = 1, TSR_SOFTMAX_ITAMAX = 2, TSR_SOFTMAX_ITAPARTIALMAX = 3 };
 typedef struct {
     const int8_t *in;
     int8_t *out;
@@ -189,7 +200,28 @@ typedef struct {
     const int32_t *table;        /* 256 entries */
     int32_t mul, shift, zero_point, lo, hi;
     int32_t rounding;            /* TSR_ROUND_TFLITE: TFLite's reference int8 softmax (ir.Layer) */
+    int32_t mode;                /* TSR_SOFTMAX_* */
+    int32_t params[5];
 } tsr_softmax_args_t;
+
+/* layer normalization over the c channels of each pixel (the IR's layernorm):
+ * mode TSR_LAYERNORM_INT: xo = x + input_offset, S1 = sum xo, S2 = sum xo^2,
+ *   D = ((c * S2 - S1^2) << 16) + eps, f = (62 - bits(D)) / 2, R = 2^62 / isqrt(D << 2f),
+ *   sh = 38 - f, acc = ((c * xo - S1) * R + 2^(sh - 1)) >> sh, then rq (per channel);
+ * mode TSR_LAYERNORM_DEEPLOY (iLayerNorm): m = trunc(S1 / c), t = xo - m,
+ *   std = isqrt(trunc(sum t^2 / c) + 1),
+ *   y = clamp((trunc(t * weight[k] / std) + bias[k]) >> rq->shift[0], rq->lo, rq->hi). */
+enum { TSR_LAYERNORM_INT = 0, TSR_LAYERNORM_DEEPLOY = 1 };
+typedef struct {
+    const int8_t *in;
+    int8_t *out;
+    int32_t pixels, c;
+    int32_t input_offset;
+    int32_t mode;                /* TSR_LAYERNORM_* */
+    int64_t eps;
+    const int32_t *weight, *bias;   /* TSR_LAYERNORM_DEEPLOY: [c] each */
+    const tsr_requant_t *rq;
+} tsr_layernorm_args_t;
 
 /* data movement (the IR's transpose and gather; a reshape is a copy the
  * generated code does with DMA alone). The input is a block [in_h][in_w][in_c]
@@ -382,6 +414,7 @@ void tsr_lut(const tsr_lut_args_t *a, int core, int ncores);
 void tsr_concat(const tsr_concat_args_t *a, int core, int ncores);
 void tsr_resize(const tsr_resize_args_t *a, int core, int ncores);
 void tsr_softmax(const tsr_softmax_args_t *a, int core, int ncores);
+void tsr_layernorm(const tsr_layernorm_args_t *a, int core, int ncores);
 
 /* floor(v / d) clamped to [lo, hi], for 1 < d and (hi - lo + 1) * d <=
  * 2^32 (the code generator's rule: Requant.divisor below 2^24 with an

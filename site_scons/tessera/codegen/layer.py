@@ -345,9 +345,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             raise FitError(f"layer {layer.name}", f"its right operand {layer.inputs[1]!r} was moved out of "
                            f"{target['act_level']}, which a {layer.op} does not read from",
                            f"give {target['act_level']} room for the network's activations")
+        # (a trans_b operand [Bb, N, K]: rows oc0.. of every batch)
+        box = (f"0, {bt.shape[0]}, t->oc0, t->oc, 0, {bt.shape[2]}" if layer.trans_b else
+               f"0, {bt.shape[0]}, 0, {bt.shape[1]}, t->oc0, t->oc")
         out.append(f"    if (t->new_weights)\n        tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_w[wb], "
                    f"{prefix}_L2 + {plan_slice['inputs'][1]}, {bt.shape[1]}, {bt.shape[2]}, {ir.DTYPES[bt.dtype]}, "
-                   f"0, {bt.shape[0]}, 0, {bt.shape[1]}, t->oc0, t->oc, 1);")
+                   f"{box}, 1);")
     if layer.weights or params:
         out.append("    if (t->new_weights) {")
         if stream is not None:

@@ -4,16 +4,22 @@ one copy, the cores compute, the output goes back in one copy; or, when
 that does not fit, the same for blocks of channels (resize) or rows
 (softmax, a channel concat), one after the other. The tiler sized L1 for
 exactly that (tiler._solve_whole) or stopped the build with a fit error.
-The layer's tables (resize indices, softmax exponentials) are constants of
-this file, read in place.
+The layer's tables are constants of this file: those a row-wise layer
+reads for every value (views.whole_constants: a layer norm's per-channel
+requantization, the softmax's exponentials) are copied into L1 first,
+where the tiler counted them (the layer's params); the rest (resize and
+gather indices) are read in place.
 """
 
 import numpy as np
 
 from .. import ir
 from ..errors import FitError
-from ..config.views import kernel_shapes, whole_split
+from ..config.views import kernel_shapes, transpose_view, whole_constants, whole_split
 from .cfmt import ROUNDING, header_comment, int_list
+
+# TSR_SOFTMAX_* (kernels.h) of ir.SOFTMAX_MODES
+SOFTMAX_MODES = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}
 from .libraries import reference
 
 
@@ -78,6 +84,32 @@ def _args(layer, graph, prefix, ins, out):
                  "a.cols = resize_cols;", f"a.input_offset = {layer.input_offset};", f"a.frac = {ir.RESIZE_FRAC};"]
         d, bl = _requant(layer)
         return "tsr_resize_args_t", decl + d, body + bl
+    if layer.op == "softmax" and layer.mode:
+        # Deeploy's integer softmaxes: their parameters, no table
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.pixels = {x.shape[0] * x.shape[1]};",
+                 f"a.c = {x.shape[2]};", f"a.mode = {SOFTMAX_MODES[layer.mode]};"]
+        body += [f"a.params[{i}] = {int(v)};" for i, v in enumerate(layer.table)]
+        return "tsr_softmax_args_t", decl, body
+    if layer.op == "layernorm":
+        rq = layer.requant
+        body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.pixels = {x.shape[0] * x.shape[1]};",
+                 f"a.c = {x.shape[2]};", f"a.input_offset = {layer.input_offset};"]
+        if layer.mode == "ilayernorm":
+            c = x.shape[2]
+            decl += [_table("int32_t", "ln_weight", layer.table[:c]), _table("int32_t", "ln_bias", layer.table[c:]),
+                     "static const int32_t rq_mul[1] = {1};", f"static const int8_t rq_shift[1] = {{{int(rq.shift[0])}}};"]
+            body += ["a.mode = TSR_LAYERNORM_DEEPLOY;", "a.weight = ln_weight;", "a.bias = ln_bias;",
+                     "tsr_requant_t rq = {0};", "rq.mul = rq_mul;", "rq.shift = rq_shift;",
+                     f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};", "a.rq = &rq;"]
+            return "tsr_layernorm_args_t", decl, body
+        # per-channel requantization of the normalized values (constants, read in place)
+        decl += [_table("int32_t", "rq_mul", rq.mul), _table("int32_t", "rq_add", rq.add),
+                 _table("int8_t", "rq_shift", rq.shift)]
+        body += ["a.mode = TSR_LAYERNORM_INT;", f"a.eps = {int(layer.table[0])};",
+                 "tsr_requant_t rq = {0};", "rq.mul = rq_mul;", "rq.add = rq_add;", "rq.shift = rq_shift;",
+                 "rq.per_channel = 1;", f"rq.zero_point = {rq.zero_point};", f"rq.lo = {rq.lo};", f"rq.hi = {rq.hi};",
+                 f"rq.rounding = {ROUNDING[rq.rounding]};", "a.rq = &rq;"]
+        return "tsr_layernorm_args_t", decl, body
     if layer.op == "softmax":
         rq = layer.requant
         decl.append(_table("int32_t", "softmax_exp", layer.table))
@@ -89,9 +121,9 @@ def _args(layer, graph, prefix, ins, out):
     if layer.op == "reshape":    # DMA alone (_reshape_body)
         return None, decl, body
     if layer.op == "transpose":
-        d = layer.dims or x.shape     # x viewed as dims (ir.Layer)
+        d, perm = transpose_view(layer, graph)     # x viewed as dims (ir.Layer), without axes of 1
         body += [f"a.in = {ins[0]};", f"a.out = {out};", f"a.in_h = {d[0]};", f"a.in_w = {d[1]};",
-                 f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(layer.perm)]
+                 f"a.in_c = {d[2]};"] + [f"a.perm[{k}] = {int(p)};" for k, p in enumerate(perm)]
         return "tsr_transpose_args_t", decl, body
     if layer.op == "argmax":
         body += [f"a.in = {ins[0]};", f"a.out = (int32_t *)({out});", f"a.pixels = {x.shape[0] * x.shape[1]};",
@@ -106,6 +138,24 @@ def _args(layer, graph, prefix, ins, out):
     raise ValueError(f"no whole-tensor code for op {layer.op}")
 
 
+# the argument field each of views.whole_constants' arrays is read through
+CONST_FIELDS = {"rq_mul": "rq.mul", "rq_add": "rq.add", "rq_shift": "rq.shift", "ln_weight": "a.weight",
+                "ln_bias": "a.bias", "softmax_exp": "a.table"}
+
+
+def _constants_in_l1(layer, L1, base):
+    """Lines that copy the layer's per-value constants into L1 from `base`
+    on (the job is waited on with the first input's) and point the
+    arguments at the copies."""
+    lines, off = [], base
+    for name, ctype, n in whole_constants(layer):
+        nbytes = n * (4 if ctype == "int32_t" else 1)
+        lines += [f"hal_dma_start(&job, ENGINE_ACT, {L1} + {off}, {name}, {nbytes}u, 1, 0, 0, 1, 0, 0);",
+                  f"{CONST_FIELDS[name]} = (const {ctype} *)({L1} + {off});"]
+        off += -(-nbytes // 4) * 4
+    return lines
+
+
 def _split_lines(layer, graph, split):
     """Per block k of `t` rows or channels (the loop variable): the fields
     that change, and the DMA boxes of every input (to_tile 1) and of the
@@ -117,7 +167,7 @@ def _split_lines(layer, graph, split):
         # output rows [first, first + n) read input axis perm[0] over the same
         # range (of x viewed as dims: a box of that row-major view)
         x_shape, y_shape = kernel_shapes(layer, graph)
-        p = layer.perm[0]
+        p = transpose_view(layer, graph)[1][0]
         ranges = [f"0, {d}" for d in x_shape]
         ranges[p] = "first, n"
         return [f"a.in_{'hwc'[p]} = n;"], [", ".join(ranges)], f"first, n, 0, {y_shape[1]}, 0, {y_shape[2]}"
@@ -128,8 +178,11 @@ def _split_lines(layer, graph, split):
     if split == "c":
         fields = ["a.in_c = n;"] if layer.op == "gather" else ["a.c = n;"]
         box = lambda t: f"0, {t.shape[0]}, 0, {t.shape[1]}, first, n"  # noqa: E731
+    elif layer.op in ("softmax", "layernorm"):
+        # blocks of pixels (kernel_shapes: the pixels as rows of one)
+        return ["a.pixels = n;"], ["first, n, 0, 1, 0, " + str(x.shape[2])], f"first, n, 0, 1, 0, {y.shape[2]}"
     else:
-        fields = [f"a.pixels = n * {x.shape[1]};"] if layer.op == "softmax" else [f"a.outer = n * {x.shape[1]};"]
+        fields = [f"a.outer = n * {x.shape[1]};"]
         box = lambda t: f"first, n, 0, {t.shape[1]}, 0, {t.shape[2]}"  # noqa: E731
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
 
@@ -227,6 +280,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     text.append("    hal_dma_job_t job = {0};")
     text.append(f"    {args_type} a = {{0}};")
     text.extend("    " + line for line in body)
+    if whole_constants(layer):
+        text.extend("    " + line for line in _constants_in_l1(layer, L1, l1["params"][0]))
     if not split:
         for i, src in enumerate(plan_slice["inputs"]):
             t = graph.tensor(layer.inputs[i])

@@ -48,6 +48,8 @@ def param_arrays(layer):
     the order they sit in L1: (name, C type, bytes per channel). Parameters
     that vary per element take a plane of values per channel."""
     arrays = []
+    if layer.op == "layernorm":
+        return arrays     # computed whole: its per-channel constants live in its C file (codegen/whole.py)
     if layer.bias:
         plane = bias_plane(layer)
         arrays.append(("bias", "int32_t", 4 * (plane[0] * plane[1] if plane else 1)))
@@ -61,6 +63,28 @@ def param_arrays(layer):
                 arrays.append(("add", "int32_t", 4 * n))
             arrays.append(("shift", "int8_t", n))
     return arrays
+
+
+def whole_constants(layer):
+    """The constant arrays a row-wise whole-tensor layer reads for every
+    value, copied into L1 beside its blocks (codegen/whole.py; the tiler
+    counts them as the layer's params): (name, C type, count). Read in
+    place they would be read from L2, by every core at once."""
+    if layer.op == "layernorm" and layer.mode == "ilayernorm":
+        c = len(layer.table) // 2
+        return [("ln_weight", "int32_t", c), ("ln_bias", "int32_t", c)]
+    if layer.op == "layernorm" and layer.requant is not None:
+        c = len(layer.requant.mul)
+        return [("rq_mul", "int32_t", c), ("rq_add", "int32_t", c), ("rq_shift", "int8_t", c)]
+    if layer.op == "softmax" and not layer.mode and layer.table:
+        return [("softmax_exp", "int32_t", len(layer.table))]
+    return []
+
+
+def whole_constant_bytes(layer, align=4):
+    """Bytes of L1 whole_constants takes, each array aligned."""
+    size = {"int32_t": 4, "int8_t": 1}
+    return sum(-(-n * size[t] // align) * align for _, t, n in whole_constants(layer))
 
 
 def channel_operand(layer, graph):
@@ -91,7 +115,7 @@ def whole_split(layer):
     a reshape or a gather along W or C), or "" (not at all)."""
     if layer.op == "resize" or (layer.op == "gather" and layer.axis == 0):
         return "c"
-    if layer.op in ("softmax", "transpose", "reshape", "gather", "argmax") or (
+    if layer.op in ("softmax", "layernorm", "transpose", "reshape", "gather", "argmax") or (
             layer.op == "concat" and layer.axis == 2):
         return "h"
     if layer.op == "concat":
@@ -134,13 +158,37 @@ def operand_as_weights(layer, graph):
     return layer.op == "matmul" or channel_operand(layer, graph)
 
 
+def transpose_view(layer, graph):
+    """(dims, perm) of a transpose as its kernel runs it: the input viewed as
+    `dims` (or its shape) without its axes of 1, so a block of output rows
+    is a real cut and the kernel's rows are long: two axes left take a 1
+    between them ([1, T, K] -> [1, K, T] runs as [T, 1, K] -> [K, 1, T]: K
+    rows of T values, in blocks of rows), one axis is a row of its own."""
+    dims = list(layer.dims or graph.tensor(layer.inputs[0]).shape)
+    kept = [k for k in range(3) if dims[k] != 1]
+    if len(kept) == 3:
+        return dims, list(layer.perm)
+    if len(kept) == 2:
+        at = {kept[0]: 0, kept[1]: 2}       # the kept axes go to 0 and 2, the 1 to 1
+        order = [at[p] for p in layer.perm if p in kept]
+        return [dims[kept[0]], 1, dims[kept[1]]], [order[0], 1, order[1]]
+    return [1, 1, dims[kept[0]] if kept else 1], [0, 1, 2]
+
+
 def kernel_shapes(layer, graph):
     """([H, W, C] of the first input, of the output) as the layer's kernel
     walks them: a transpose with `dims` sees its input as dims and writes
-    the permuted dims (the same bytes, row-major)."""
+    the permuted dims (the same bytes, row-major); a softmax or layernorm,
+    computed over the channels of each pixel, sees its pixels as rows
+    ([H * W, 1, C]), so a [1, tokens, features] tensor is cut in blocks of
+    tokens."""
     x, y = graph.tensor(layer.inputs[0]), graph.tensor(layer.output)
-    if layer.op == "transpose" and layer.dims:
-        return list(layer.dims), [layer.dims[p] for p in layer.perm]
+    if layer.op == "transpose":
+        dims, perm = transpose_view(layer, graph)
+        return dims, [dims[p] for p in perm]
+    if layer.op in ("softmax", "layernorm"):
+        H, W, C = x.shape
+        return [H * W, 1, C], [H * W, 1, C]
     return list(x.shape), list(y.shape)
 
 
@@ -155,7 +203,7 @@ def tiler_layer(layer, graph):
             "in": x_shape, "out": y_shape, "kernel": [1, 1], "stride": [1, 1],
             "pad": [0, 0, 0, 0], "in_bytes": ir.DTYPES[x.dtype], "out_bytes": ir.DTYPES[y.dtype],
             "n_inputs": len(layer.inputs), "in_sizes": [graph.tensor(n).size for n in layer.inputs],
-            "w_bytes_per_cout": 0, "param_bytes_per_cout": 0,
+            "w_bytes_per_cout": 0, "param_bytes_per_cout": 0, "const_bytes": whole_constant_bytes(layer),
             # a recurrent layer keeps its constants and states in L1 (codegen.recurrent)
             **(recurrent_l1(layer) if layer.op == "lstm" else {}),
             **({"axis": layer.axis} if whole_split(layer) == "k" else {}),

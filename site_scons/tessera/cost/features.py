@@ -46,6 +46,9 @@ quantities the cost model's coefficients multiply.
                4 channels wide; the rest runs a slower leftover loop)
     chans      output channels summed over tiles (per-channel setup: a
                depthwise kernel's im2col stripe, a pool's window pass)
+    rows       softmax, layernorm: the rows they normalize (pixels: a
+               token's features, a row of attention scores), each with its
+               own maximum and sum, reciprocal or square root
     act_bytes, act_xfers   activation bytes moved between the activation
                level and the tile level, and the DMA transfers that move them
     w_bytes, w_xfers       weight and parameter bytes moved to the tile level
@@ -69,8 +72,9 @@ from ..config import views
 from ..tiles import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
-            "row_chans", "tail_macs", "chans", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
+            "row_chans", "tail_macs", "chans", "rows", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
+ROW_OPS = ("softmax", "layernorm")              # ops with a per-row setup (feature rows)
 
 
 def _box_xfers(shape, box, dims):
@@ -206,6 +210,8 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
                                       ins[0].shape[-1] if ins and ins[0].shape else 0)
     feats["out_elems"] = y.size
     feats["in_elems"] = sum(t.size for t in ins)
+    if layer.op in ROW_OPS:
+        feats["rows"] = y.size // y.shape[-1]
     view = views.tiler_layer(layer, graph)
     w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * y.shape[-1] if y.shape else 0
     if not tiling["tiled"] or view.get("whole"):
@@ -374,5 +380,7 @@ def view_features(view, tiling, dims=2, cores=1, input_offset=128):
     feats["plain_macs"] = _plain_macs(view["op"], feats["macs"], input_offset, C)
     feats["out_elems"] = size
     feats["in_elems"] = sum(view["in_sizes"]) if "in_sizes" in view else view["n_inputs"] * H * W * C
+    if view["op"] in ROW_OPS:
+        feats["rows"] = Ho * Wo
     _walk(feats, view["op"], view, tiling, [H, W, C], [Ho, Wo, Co], dims, cores)
     return feats

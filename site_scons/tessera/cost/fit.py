@@ -128,3 +128,56 @@ def fit_overlap(samples, target):
     out = fit(compute, combine="overlap")
     out["dma"] = dma
     return out
+
+
+# The compute terms an op's own fit uses when it is fitted apart from the
+# sweeps (fit_ops): the few a handful of layers can pin down. A product of
+# two activations is priced like a pointwise layer (its MACs and their core
+# split, outputs, tiles); the row-wise ops per value and per row; the data
+# movements and tables per value.
+OP_TERMS = {
+    "matmul": ("macs", "split_macs", "out_elems", "tiles", "layer"),
+    "softmax": ("out_elems", "rows", "tiles", "layer"),
+    "layernorm": ("out_elems", "rows", "tiles", "layer"),
+}
+OTHER_TERMS = ("out_elems", "in_elems", "tiles", "layer")
+
+
+def fit_ops(samples, coefs, ops):
+    """The compute coefficients of `ops` alone, from samples [(op, features,
+    measured)], beside a fitted file's `coefs` (whose dma terms and other ops
+    stay): each op on its own terms (OP_TERMS), least squares on relative
+    error, non-negative. What the DMA costs is taken off each count first:
+    all of it where the file adds DMA to compute (`sum`, and whole-tensor
+    layers, which load, compute and store in turn), else the first tile's
+    load, on layers whose compute hides their transfers (fit_overlap).
+    Returns {op: coefficients} for the ops with samples (all 0 for an op
+    whose every count the DMA terms already exceed, under `sum`)."""
+    dma = coefs["dma"]
+    overlap = coefs.get("combine", "sum") == "overlap"
+    out = {}
+    for op in ops:
+        terms = OP_TERMS.get(op, OTHER_TERMS)
+        rows, counts, seen = [], [], 0
+        for o, f, m in samples:
+            if o != op or m <= 0:
+                continue
+            seen += 1
+            x = _row(f)
+            d = sum(dma.get(k, 0.0) * x[k] for k in DMA)
+            rest = m - d / max(x["tiles"], 1) if overlap and x["tiles"] > 1 else m - d
+            if overlap and x["tiles"] > 1 and rest <= 1.05 * d:
+                continue        # DMA-bound: the count says nothing of the compute
+            if rest > 0:
+                rows.append([x[k] for k in terms])
+                counts.append(rest)
+        if not rows:
+            if seen and not overlap:
+                # every count is below what the file's DMA terms give its copies (a whole-tensor
+                # copy on a core, priced at the tiled sweeps' per-byte rate): the DMA terms alone
+                out[op] = {k: 0.0 for k in COMPUTE}
+            continue
+        A = np.array(rows, dtype=float) / np.array(counts)[:, None]
+        x = _nnls(A, np.ones(len(rows)))
+        out[op] = {k: _num(dict(zip(terms, x)).get(k, 0.0)) for k in COMPUTE}
+    return out

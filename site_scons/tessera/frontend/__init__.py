@@ -27,6 +27,8 @@ NEMO_OPS = {"Div", "Floor", "Cast", "Clip", "Mul"}
 # tests): lowered by the QuantLib parser, every layer outputs int32
 PLAIN_INTEGER_OPS = {"Conv", "Gemm", "MatMul", "Add", "MaxPool", "Pad", "Flatten", "Reshape",
                      "Squeeze", "Unsqueeze", "Identity", "Constant"}
+# QuantLib's integer transformer ops (Deeploy's iSoftmax, ITAMax, ...)
+QUANTLIB_OPS = {"RequantShift", "iSoftmax", "ITAMax", "ITAPartialMax", "iLayerNorm", "iGELU", "IntegerMean"}
 PARSERS = {"qdq": QdqParser, "qoperator": QOperatorParser, "nemo": NemoParser, "quantlib": QuantLibParser}
 INTEGER_DIALECTS = ("nemo", "quantlib")
 
@@ -50,7 +52,7 @@ def _integer_valued(g):
 
 def detect_dialect(g):
     ops = {n.op_type for n in g.graph.node}
-    if "RequantShift" in ops:
+    if ops & QUANTLIB_OPS:
         return "quantlib"
     if ops & QOPERATOR_OPS:
         return "qoperator"

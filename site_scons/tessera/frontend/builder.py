@@ -327,6 +327,32 @@ class Builder:
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources))
         return self.add_layer(layer, {})
 
+    def matmul(self, hint, a, b, y, where, clamp=None, sources=()):
+        """y [Bt, M, N] = a [Bt, M, K] x b [Bb, K, N] (Bb = Bt, or 1) of two
+        activations, from real scales (attention's Q.K^T and P.V)."""
+        ta, tb, ty = self.tensors[a], self.tensors[b], self.tensors[y]
+        if ta.shape[2] != tb.shape[1] or tb.shape[0] not in (1, ta.shape[0]) \
+                or ty.shape != [ta.shape[0], ta.shape[1], tb.shape[2]]:
+            raise FrontendError(where, f"matmul of {ta.shape} and {tb.shape} into {ty.shape}")
+        rq = self._requant_real(a, y, [ta.scale * tb.scale / ty.scale], where, clamp)
+        layer = Layer(name=self.layer_name(hint), op="matmul", inputs=[a, b], output=y,
+                      in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
+                      requant=rq, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def layernorm(self, hint, x, y, eps_term, mul, add, shift, where, clamp=None, sources=()):
+        """The IR's layernorm "int" (frontend.tables.layernorm_params): the
+        exact Q16 normalization, requantized per channel."""
+        lo, hi = self.clamp_range(y)
+        if clamp is not None:
+            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
+        rq = Requant(mul=[int(m) for m in mul], add=[int(a) for a in add], shift=[int(s) for s in shift],
+                     rounding="half_up", zero_point=self.stored_zero_point(y), lo=lo, hi=hi)
+        layer = Layer(name=self.layer_name(hint), op="layernorm", inputs=[x], output=y, mode="int",
+                      input_offset=-self.stored_zero_point(x), requant=rq, table=[int(eps_term)],
+                      source=list(sources))
+        return self.add_layer(layer, {})
+
     def mul(self, hint, a, b, y, where, clamp=None, sources=()):
         """Elementwise product of two activations (broadcast along size-1 axes)."""
         self._broadcast("mul", a, b, y, where)
@@ -422,10 +448,23 @@ class Builder:
         `flat` (an index array into src, frontend.movement): src itself when
         the order and shape are its own, else a reshape, a transpose or a
         gather of src (and a reshape after it when its shape is not the one
-        wanted). None when no single layer moves src into that order."""
+        wanted), or a transpose of src viewed as other axes (layout.
+        strided_transpose: a head split or merge). None when no single
+        layer moves src into that order."""
+        from .layout import strided_transpose
         from .movement import classify
         x = self.tensors[src]
         kind = classify(flat, x.shape)
+        # one transpose of src viewed as other axes rather than a gather, or
+        # a transpose and a reshape after it
+        if kind is None or kind[0] == "gather" or (kind[0] == "transpose" and list(kind[-1]) != list(shape)):
+            moved = strided_transpose(flat)
+            if moved is not None:
+                y = self.tensor(name, shape, x.source_dtype, x.scale, x.zero_point)
+                if layout is not None:
+                    self.tensors[y].source_layout = layout
+                self.transpose(f"transpose_{hint}", src, y, *moved, where, sources=sources)
+                return y
         if kind is None:
             return None
         if kind[0] == "same" and list(shape) == x.shape:
@@ -585,6 +624,49 @@ class Builder:
         layer = Layer(name=self.layer_name(hint), op="matmul", inputs=[a, b], output=y,
                       in_offset=[-self.stored_zero_point(a), -self.stored_zero_point(b)],
                       requant=requant, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def transpose(self, hint, x, y, dims, perm, where, sources=()):
+        """y = x viewed as dims (three axes), axes permuted (ir.Layer transpose)."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        if (len(dims) != 3 or int(np.prod(dims)) != tx.size or tx.size != ty.size
+                or sorted(perm) != list(range(3))):
+            raise FrontendError(where, f"transpose of {tx.shape} as {list(dims)} by {list(perm)} into {ty.shape}")
+        layer = Layer(name=self.layer_name(hint), op="transpose", inputs=[x], output=y,
+                      dims=[int(d) for d in dims], perm=[int(p) for p in perm], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def reshape(self, hint, x, y, where, sources=()):
+        """y = x's values in their stored order, y's [H, W, C] (ir.Layer reshape)."""
+        tx, ty = self.tensors[x], self.tensors[y]
+        if tx.size != ty.size or tx.dtype != ty.dtype:
+            raise FrontendError(where, f"reshape of {tx.shape} into {ty.shape}")
+        layer = Layer(name=self.layer_name(hint), op="reshape", inputs=[x], output=y, source=list(sources))
+        return self.add_layer(layer, {})
+
+    def softmax_int(self, hint, x, y, mode, params, where, sources=()):
+        """One of Deeploy's integer softmaxes over the channels (ir.SOFTMAX_MODES):
+        y is uint8, stored shifted."""
+        if self.tensors[y].source_dtype != "uint8":
+            raise FrontendError(where, f"{mode} writes uint8 probabilities, not {self.tensors[y].source_dtype}")
+        layer = Layer(name=self.layer_name(hint), op="softmax", inputs=[x], output=y, mode=mode,
+                      table=[int(v) for v in params], source=list(sources))
+        return self.add_layer(layer, {})
+
+    def ilayernorm(self, hint, x, y, weight, bias, log2d, lo, hi, where, sources=()):
+        """Deeploy's iLayerNorm over the channels (ir.Layer layernorm
+        "ilayernorm"); lo/hi in y's source dtype."""
+        c = self.tensors[x].shape[2]
+        w = np.asarray(weight, dtype=np.int64).reshape(-1)
+        bb = np.asarray(bias, dtype=np.int64).reshape(-1)
+        if w.size != c or bb.size != c:
+            raise FrontendError(where, f"iLayerNorm weight/bias of {w.size}/{bb.size} values for {c} channels")
+        if np.any(np.abs(w) >= 1 << 31) or np.any(np.abs(bb) >= 1 << 31):
+            raise FrontendError(where, "iLayerNorm weight or bias beyond 32 bits")
+        rq = self.int_requant(y, [1], [0], [log2d], "floor", lo, hi)
+        layer = Layer(name=self.layer_name(hint), op="layernorm", inputs=[x], output=y, mode="ilayernorm",
+                      input_offset=-self.stored_zero_point(x), requant=rq,
+                      table=[int(v) for v in np.concatenate([w, bb])], source=list(sources))
         return self.add_layer(layer, {})
 
     def avgpool_int(self, hint, x, y, kernel, stride, requant, where, sources=()):

@@ -22,6 +22,9 @@ from .geometry import conv_geometry, out_hw, pool_geometry
 from .onnxgraph import attrs
 
 VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
+# ops over the last axis of a matrix (QuantLib's transformer ops): a graph
+# input reaching one is channel last
+LAST_AXIS_OPS = ("iSoftmax", "ITAMax", "ITAPartialMax", "iLayerNorm", "IntegerMean")
 INT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(1 << 31), (1 << 31) - 1)}
 
 
@@ -206,7 +209,8 @@ class IntegerParser:
         while todo:
             t = todo.pop()
             for u in self.consumers(t):
-                if u.op_type == "Gemm" and u.input[0] == t or u.op_type == "MatMul" and t in u.input[:2]:
+                if (u.op_type == "Gemm" and u.input[0] == t or u.op_type == "MatMul" and t in u.input[:2]
+                        or u.op_type in LAST_AXIS_OPS):
                     return "hwc"
                 if u.op_type in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Pad"):
                     continue

@@ -110,3 +110,102 @@ def params_hwc(arrays, onnx_shape, layout, hwc, where, what):
         small = a[:shape[0], :shape[1], :shape[2]].astype(np.int64).reshape(-1)
         out.append([int(small[0])] if np.all(small == small[0]) else small.tolist())
     return out, shape
+
+
+def stored_axes(shape, layout):
+    """The ONNX axes of an activation in the order its stored [H, W, C]
+    array walks them (row-major): every axis for "hwc", [N,] H, W, C for
+    "chw" (a rank-3 NCL tensor: L, C; NC: C)."""
+    rank = len(shape)
+    if layout == "hwc" or rank <= 2:
+        return list(range(rank))
+    return [0] + list(range(2, rank)) + [1]
+
+
+def canonical_transpose(dims, perm):
+    """(dims, perm) of the same data movement with size-1 axes dropped and
+    axes that stay adjacent (and in order) merged: a head split [T, h, d]
+    -> [h, T, d] stays ([T, h, d], [1, 0, 2]); [T, h, d] -> [h, d, T] is
+    ([T, h * d], [1, 0]). An identity is ([n], [0])."""
+    keep = [a for a in range(len(dims)) if dims[a] > 1]
+    if not keep:
+        return [1], [0]
+    sizes = [int(dims[a]) for a in keep]
+    perm = [keep.index(a) for a in perm if dims[a] > 1]
+    # runs of input axes that appear consecutively in the output
+    groups = [[perm[0]]]
+    for a in perm[1:]:
+        if a == groups[-1][-1] + 1:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    order = sorted(groups, key=lambda g: g[0])          # the groups in input order
+    new_dims = [int(np.prod([sizes[a] for a in g])) for g in order]
+    new_perm = [order.index(g) for g in groups]
+    return new_dims, new_perm
+
+
+def onnx_transpose(shape, layout, perm, out_layout="hwc"):
+    """(dims, perm) on the stored array of an activation (ONNX `shape` in
+    `layout`) of ONNX's Transpose(perm), its output stored in `out_layout`
+    (channel last in ONNX order by default; "chw" for a feature map a
+    convolution reads): canonical (canonical_transpose), or None when it
+    moves no data."""
+    axes = stored_axes(shape, layout)
+    dims = [int(shape[a]) for a in axes]
+    out_shape = [shape[int(p)] for p in perm]
+    # the output's stored axes, as axes of the input
+    walked = [int(perm[a]) for a in stored_axes(out_shape, out_layout)]
+    dims, perm = canonical_transpose(dims, [axes.index(a) for a in walked])
+    return None if perm == list(range(len(perm))) else (dims, perm)
+
+
+def three_axes(dims, perm):
+    """A canonical transpose on the IR's three axes (leading 1s), or None
+    when it needs more."""
+    if len(dims) > 3:
+        return None
+    k = 3 - len(dims)
+    return [1] * k + list(dims), list(range(k)) + [p + k for p in perm]
+
+
+def strided_transpose(order):
+    """(dims, perm) on three axes such that the source's values viewed as
+    dims and permuted by perm, in row-major order, are `order` (the index
+    array of the wanted tensor, any shape: element i holds the source
+    element it takes; an ONNX head split [1, T, h, d] -> [1, h, T, d] is
+    dims [T, h, d], perm [1, 0, 2], a head merge back is [h, T, d], perm
+    [1, 0, 2]); None when `order` is not such a permutation of all the
+    source's values.
+
+    The order is read as nested loops, innermost first: the longest run
+    stepping by one stride, repeated with the next stride, and so on."""
+    flat = np.asarray(order, dtype=np.int64).reshape(-1)
+    n = flat.size
+    if n == 0 or flat[0] != 0:
+        return None
+    sizes, strides, block = [], [], 1
+    while block < n:
+        step = int(flat[block])
+        m = 1
+        while (m + 1) * block <= n and np.array_equal(flat[m * block:(m + 1) * block], flat[:block] + m * step):
+            m += 1
+        if m == 1:
+            return None
+        sizes.append(m)
+        strides.append(step)
+        block *= m
+    if block != n:
+        return None
+    sizes, strides = sizes[::-1], strides[::-1]        # outermost first
+    axes = list(range(len(sizes)))
+    order_ = sorted(axes, key=lambda a: -strides[a])     # the source's axes, outermost first
+    expect = 1
+    for a in reversed(order_):
+        if strides[a] != expect:
+            return None
+        expect *= sizes[a]
+    if expect != n:
+        return None
+    dims, perm = canonical_transpose([sizes[a] for a in order_], [order_.index(a) for a in axes])
+    return three_axes(dims, perm)

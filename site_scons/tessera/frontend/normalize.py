@@ -745,8 +745,14 @@ def mul_by_constant(g, notes):
     """x * c for a (quantized) constant scalar c (tf2onnx's hard sigmoid
     divides by 6 so) is a 1x1 depthwise convolution with weight +-127 at
     scale |c|/127: the same real factor, requantized as every layer is."""
+    from .islands import members
+    islands = None
     for mul in list(g.nodes):
         if mul.op_type != "Mul":
+            continue
+        if islands is None:
+            islands = members(g)      # a Mul inside an elementwise island (GELU) stays: the island is one table
+        if id(mul) in islands:
             continue
         consts = [g.const_value(i) for i in mul.input]
         if sum(v is not None for v in consts) != 1:

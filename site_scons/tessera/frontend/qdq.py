@@ -8,6 +8,8 @@ and QuantizeLinear (their output):
 Each such island becomes one IR layer. Flatten/Reshape between a DQ and a
 Gemm (or wrapped in their own Q/DQ pair) only change the view: tessera's
 tensors stay HWC and the linear layer's weights are permuted instead.
+Transformers' token-major tensors, attention and its row-wise ops:
+qdq_tokens.py.
 
 Data movement between a DQ and a Q of the same parameters (Transpose,
 Reshape, Flatten, Squeeze, Unsqueeze: a detection head's NCHW -> NHWC ->
@@ -25,11 +27,14 @@ from . import movement
 from .geometry import conv_geometry, hwc, out_hw, pool_geometry
 from .layout import ir_shape
 from .onnxgraph import VIEW_OPS, attrs, input_quantizers
+from .qdq_tokens import TokenOps
 
 CLAMP_OPS = ("Relu", "Clip")
 COMPUTE_OPS = ("Conv", "Gemm", "MatMul", "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                "Mul", "Concat", "Resize", "Upsample", "Softmax", "ReduceMean", "GlobalMaxPool", "PRelu", "Pad",
-               "Max", "Min", "LSTM", "GRU")
+               "Max", "Min", "LayerNormalization", "LSTM", "GRU")
+# float ops only found inside elementwise islands (islands.py: one table each)
+ISLAND_OPS = ("Div", "Sub", "Erf", "Pow", "Sqrt", "Neg", "Abs")
 # Unary float ops between DQ and Q that become an int8 lookup table (Relu and
 # Clip too when they stand alone, not folded into the op before them).
 LUT_OPS = ("Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Relu", "Clip")
@@ -42,13 +47,16 @@ def _scalar(arr):
     return arr.reshape(()).item()
 
 
-class QdqParser:
+class QdqParser(TokenOps):
     def __init__(self, g, builder):
+        from .normalize import _Graph
+
         self.g = g
         self.b = builder
         self.handled = set()
         self.alias = {}          # Q output name -> IR tensor it merely re-views
         self.views = {}          # Q output name -> (IR tensor, index array of the ONNX tensor, node)
+        self.consts = _Graph(g.model, g.path)   # constants through Q/DQ (const_value)
 
     # ---- quantized values ------------------------------------------------
 
@@ -137,10 +145,15 @@ class QdqParser:
         # wider than 32 bits: the builder moves the excess into the requantization (wide_bias)
         return bias.astype(np.int64)
 
-    def output(self, node, layout="chw"):
+    def output(self, node, layout=None):
         """Follow a float op's output through Relu/Clip to its QuantizeLinear;
-        register the IR tensor (held in `layout`) and return (name, real clamp)."""
+        register the IR tensor (held in `layout`; by default its first
+        input's: elementwise ops keep it) and return (name, real clamp)."""
         g = self.g
+        if layout is None:
+            src = self._source_of(node.input[0]) if node.input else None
+            src = self.alias.get(src, src)
+            layout = (self.b.tensors[src].source_layout or "chw") if src in self.b.tensors else "chw"
         name = node.output[0]
         real_lo, real_hi = None, None
         self.leaky = None      # a LeakyRelu between the op and its Q (a Conv takes it: op_Conv)
@@ -197,7 +210,7 @@ class QdqParser:
         g, b = self.g, self.b
         # an op tessera has no lowering for is named first, before the
         # layers behind it would report their input as unknown
-        known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | {
+        known = set(COMPUTE_OPS) | set(LUT_OPS) | set(CLAMP_OPS) | set(VIEW_OPS) | set(ISLAND_OPS) | {
             "QuantizeLinear", "DequantizeLinear", "Constant", "Transpose", "Split"}
         for node in g.graph.node:
             if node.op_type not in known:
@@ -207,13 +220,21 @@ class QdqParser:
                 continue
             qs, views = input_quantizers(g, name)
             self.handled.update(id(v) for v in views)
+            tokens = len(g.shape(name)) == 3 and self.token_input(name)
             for q in qs:
                 self.handled.add(id(q))
                 scale, zp, dtype = self._q_params(q)
-                b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), dtype, scale, zp)
+                if tokens:      # [1, T, F] read as tokens (a MatMul's rows): channel last
+                    b.tensor(q.output[0], ir_shape(g.shape(q.input[0]), "hwc", g.path), dtype, scale, zp)
+                    b.tensors[q.output[0]].source_layout = "hwc"
+                else:
+                    b.tensor(q.output[0], hwc(g.shape(q.input[0]), g.path), dtype, scale, zp)
                 b.inputs.append(q.output[0])
+        triggers = self.find_islands()
         for node in g.graph.node:
-            if node.op_type in COMPUTE_OPS:
+            if id(node) in triggers:
+                self.emit_island(triggers[id(node)])
+            elif node.op_type in COMPUTE_OPS:
                 if id(node) in self.handled:
                     continue     # taken by the op before it (a Min after a Max: one table)
                 self.handled.add(id(node))
@@ -393,8 +414,11 @@ class QdqParser:
 
     def op_Conv(self, node):
         g, b = self.g, self.b
-        x = self.activation(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node)
         w, w_scale, _ = self.weights(node.input[1], node)
+        if layout == "hwc":
+            return self.depthwise_scalar_tokens(node, x, shape, w, w_scale,
+                                                node.input[2] if len(node.input) > 2 else "")
         if w.ndim == 3:   # 1D conv: [Co, Ci, k] -> [Co, Ci, 1, k]
             w = w[:, :, None, :]
         geo = conv_geometry(node, b.tensors[x].shape, list(w.shape), g.where(node))
@@ -423,17 +447,40 @@ class QdqParser:
             w = w.T                      # [K, N] -> [N, K]
         self._linear(node, w, w_scale, node.input[2] if len(node.input) > 2 else "")
 
+    def _constant_input(self, name):
+        """A constant, or a DequantizeLinear of one (weights, a bias)."""
+        g = self.g
+        prod = g.producer.get(name)
+        return g.is_const(name) or (prod is not None and prod.op_type == "DequantizeLinear"
+                                    and g.is_const(prod.input[0])) or self.consts.const_value(name) is not None
+
     def op_MatMul(self, node):
+        if not self._constant_input(node.input[1]):
+            return self.matmul_activations(node)
         w, w_scale, _ = self.weights(node.input[1], node)
         if w.ndim != 2:
             raise FrontendError(self.g.where(node), "MatMul with a non-2D constant is not supported")
+        # rows of a [.., M, K] matrix are tokens: read channel last
+        x, layout, shape = self.act(node.input[0], node, "hwc" if len(self.g.shape(node.input[0])) > 2 else None)
+        if layout == "hwc" and int(np.prod(shape[:-1])) > 1:
+            return self.matmul_tokens(node, x, w.T, w_scale)
         self._linear(node, w.T, w_scale, "")
 
     def op_Add(self, node):
         g, b = self.g, self.b
-        xa = self.activation(node.input[0], node)
-        xb = self.activation(node.input[1], node)
-        y, clamp = self.output(node)
+        consts = [self._constant_input(i) for i in node.input]
+        if sum(consts) == 1:
+            k = consts.index(False)
+            x, layout, shape = self.act(node.input[k], node)
+            return self.add_constant(node, x, layout, shape, node.input[1 - k])
+        (xa, la, _), (xb, lb, _) = self.act(node.input[0], node), self.act(node.input[1], node)
+        if la == "hwc" or lb == "hwc":
+            if la != lb or b.tensors[xa].shape != b.tensors[xb].shape:
+                raise FrontendError(g.where(node), "Add of channel-last tokens and another shape or layout",
+                                    "add tokens of the same shape")
+            y, clamp = self.token_output(node)
+        else:
+            y, clamp = self.output(node)
         b.add(node.name or "add", xa, xb, y, g.where(node), clamp, [node.name])
 
     def op_MaxPool(self, node):
@@ -661,7 +708,7 @@ class QdqParser:
 
     def op_Softmax(self, node):
         g, b = self.g, self.b
-        x = self.activation(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node)
         h, w, c = b.tensors[x].shape
         rank = len(g.shape(node.input[0]))
         axis = attrs(node).get("axis", -1 if g.opsets.get("ai.onnx", 13) >= 13 else 1)
@@ -682,12 +729,14 @@ class QdqParser:
 
     def op_ReduceMean(self, node):
         g, b = self.g, self.b
-        x = self.activation(node.input[0], node)
+        x, layout, shape = self.act(node.input[0], node)
         rank = len(g.shape(node.input[0]))
         axes = attrs(node).get("axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = np.asarray(g.array(node.input[1])).tolist()
         axes = sorted(a + rank if a < 0 else a for a in (axes or range(rank)))
+        if layout == "hwc":
+            return self.mean_tokens(node, x, shape, axes)
         if axes != list(range(2, rank)):
             raise FrontendError(g.where(node), f"ReduceMean over axes {axes}",
                                 "reduce over the spatial axes (as GlobalAveragePool)")

@@ -28,6 +28,18 @@ output is a Requant with `shape`. A MatMul of two activations (the batched
 [1, 2, 32, 48] x [1, 2, 48, 64] of Deeploy's MatMul/Regular_RQ) is the IR's
 matmul, its RequantShift per batch a Requant with `shape`.
 
+Transformers (Deeploy's integer attention, EEGFormer, CCT): a Transpose
+of an activation is the IR's transpose (its permutation on the stored
+array, views folded in: a head split of [T, h * d] is [T, h, d] ->
+[h, T, d]; one that moves no data is a view), a Gather of one index on an
+axis of size 1 is a view. iSoftmax, ITAMax and ITAPartialMax (over the
+last axis) are the IR's softmax in Deeploy's modes, each checked to stay
+in the unsigned 32-bit arithmetic its C kernel computes in; iLayerNorm
+its layernorm "ilayernorm"; iGELU followed by its RequantShift an int8
+lookup table computed from both (exact: an int8 -> int8 function);
+IntegerMean over the tokens an average pool rounding as Deeploy's kernel
+(half up for a power-of-two count, else half away from zero).
+
 Input signedness is not in the graph: `input_types` gives it (from the
 reference inputs); without it inputs are int8.
 """
@@ -36,8 +48,8 @@ import numpy as np
 from onnx import numpy_helper
 
 from ..errors import FrontendError
-from .intbase import INT_RANGES, Acc, IntegerParser, dtype_for
-from .layout import ir_shape
+from .intbase import INT_RANGES, VIEW_OPS, Acc, IntegerParser, dtype_for
+from .layout import ir_shape, onnx_transpose, three_axes
 from .onnxgraph import attrs
 
 
@@ -58,7 +70,8 @@ class QuantLibParser(IntegerParser):
     rounding = "half_up"
     default_input = "int8"
     supported = ("tessera lowers QuantLib/Deeploy graphs: Conv, Gemm, MatMul, Add, "
-                 "MaxPool, Pad, Flatten/Reshape and RequantShift")
+                 "MaxPool, Pad, Flatten/Reshape, Transpose, Gather, RequantShift, iSoftmax, ITAMax, "
+                 "ITAPartialMax, iLayerNorm, iGELU and IntegerMean")
 
     def rq_params(self, node):
         """(mul, add, shift, lo, hi) of a RequantShift node (mul, add as
@@ -178,3 +191,190 @@ class QuantLibParser(IntegerParser):
         assert b.tensors[y].shape == hwc
         rq = b.int_requant(y, mul_l, add_l, [shift], "half_up", lo, hi, pshape)
         b.avgpool_int(node.name or "requant", x, y, [1, 1], [1, 1], rq, self.where(node), [node.name])
+
+    # ---- transformers -------------------------------------------------------------
+
+    def _viewed_shape(self, name):
+        """The ONNX shape the readers of `name` see through a chain of views
+        (a transpose's output is stored as they read it), else its own."""
+        shape = list(self.shape(name))
+        while True:
+            users = self.consumers(name)
+            if len(users) != 1 or name in self.g.output_names or users[0].op_type not in VIEW_OPS + ("Gather",):
+                return shape
+            u = users[0]
+            if u.op_type == "Gather" and not self._gather_view(u):
+                return shape
+            try:
+                shape = self._gather_shape(u) if u.op_type == "Gather" else list(self._view_shape(u, shape))
+            except FrontendError:
+                return shape
+            name = u.output[0]
+
+    def op_Transpose(self, node):
+        b = self.b
+        x = self.act(node, node.input[0])
+        shape = list(self.shape(node.input[0]))
+        perm = attrs(node).get("perm", list(range(len(shape)))[::-1])
+        if sorted(int(p) for p in perm) != list(range(len(shape))):
+            raise FrontendError(self.where(node), f"Transpose perm {list(perm)} of a rank-{len(shape)} tensor")
+        out_shape = [shape[int(p)] for p in perm]
+        moved = onnx_transpose(shape, self.layout[x], perm)
+        self.oshape[node.output[0]] = out_shape
+        if moved is None and self.layout[x] == "hwc":
+            self.ir[node.output[0]] = x          # moves no data: a view
+            return
+        dims, sperm = three_axes(*(moved or ([b.tensors[x].size], [0]))) or (None, None)
+        if dims is None:
+            raise FrontendError(self.where(node), f"Transpose {list(perm)} of {shape} moves four or more axes",
+                                "transpose at most three groups of axes at once")
+        tx = b.tensors[x]
+        y = self.new_act(node.output[0], self._viewed_shape(node.output[0]), tx.source_dtype, "hwc",
+                         self.where(node))
+        self.oshape[node.output[0]] = out_shape
+        b.transpose(node.name or "transpose", x, y, dims, sperm, self.where(node), [node.name])
+
+    def _gather_index(self, node):
+        idx = self.const(node.input[1]) if len(node.input) > 1 else None
+        if idx is None or idx.size != 1:
+            return None
+        return int(np.asarray(idx).reshape(-1)[0])
+
+    def _gather_view(self, node):
+        """A Gather that only drops an axis of size 1 (index 0)."""
+        try:
+            shape = list(self.shape(node.input[0]))
+        except FrontendError:
+            return False
+        axis = int(attrs(node).get("axis", 0)) % len(shape)
+        return self._gather_index(node) in (0, -1) and shape[axis] == 1 and np.ndim(self.const(node.input[1])) == 0
+
+    def _gather_shape(self, node):
+        shape = list(self.shape(node.input[0]))
+        axis = int(attrs(node).get("axis", 0)) % len(shape)
+        return shape[:axis] + shape[axis + 1:]
+
+    def op_Gather(self, node):
+        if not self._gather_view(node):
+            raise FrontendError(self.where(node), "Gather of anything but a scalar index 0 on an axis of size 1 "
+                                "is not supported", "select along an axis of size 1 (a squeeze)")
+        self.ir[node.output[0]] = self.act(node, node.input[0])
+        self.oshape[node.output[0]] = self._gather_shape(node)
+
+    def _last_axis_input(self, node):
+        """An 8-bit activation whose last ONNX axis is its stored channels."""
+        x = self.act(node, node.input[0])
+        self.eight_bit(node, x)
+        shape = list(self.shape(node.input[0]))
+        axis = attrs(node).get("axis", -1)
+        if int(axis) % len(shape) != len(shape) - 1:
+            raise FrontendError(self.where(node), f"{node.op_type} over axis {axis}", "normalize over the last axis")
+        if self.layout[x] != "hwc" and len(shape) > 2:
+            raise FrontendError(self.where(node), f"{node.op_type} over the last axis of a feature map "
+                                f"({shape}, channels first)", "transpose it to channels last first")
+        return x, shape
+
+    def _levels(self, node, key="n_levels"):
+        v = _attr_value(attrs(node).get(key))
+        if v is None or v != int(v) or not 2 <= v <= 256:
+            raise FrontendError(self.where(node), f"{node.op_type} {key}={v}", "8-bit outputs: n_levels 256 or less")
+        return int(v)
+
+    def _softmax(self, node, mode, params):
+        x, shape = self._last_axis_input(node)
+        from .tables import check_deeploy_softmax
+        err = check_deeploy_softmax(mode, params, shape[-1])
+        if err:
+            raise FrontendError(self.where(node), err, "tessera computes Deeploy's kernel arithmetic exactly "
+                                "and refuses parameters that leave its 32-bit range")
+        y = self.new_act(node.output[0], shape, "uint8", self.layout[x], self.where(node))
+        self.b.softmax_int(node.name or mode, x, y, mode, params, self.where(node), [node.name])
+
+    def op_iSoftmax(self, node):
+        a = attrs(node)
+        params = [_attr_value(a.get(k)) for k in ("coeffA", "coeffB", "coeffC", "log2")]
+        if any(v is None or v != int(v) for v in params):
+            raise FrontendError(self.where(node), "iSoftmax needs integer coeffA, coeffB, coeffC and log2")
+        self._softmax(node, "isoftmax", [int(v) for v in params] + [self._levels(node)])
+
+    def op_ITAMax(self, node):
+        self._softmax(node, "itamax", [self._levels(node)])
+
+    def op_ITAPartialMax(self, node):
+        group = _attr_value(attrs(node).get("group_width"))
+        if group is None or group != int(group) or group < 1:
+            raise FrontendError(self.where(node), f"ITAPartialMax group_width={group}")
+        self._softmax(node, "itapartialmax", [int(group), self._levels(node)])
+
+    def op_iLayerNorm(self, node):
+        x, shape = self._last_axis_input(node)
+        if len(node.input) != 3:
+            raise FrontendError(self.where(node), "iLayerNorm needs data, weight and bias")
+        weight = self.int_const(node, node.input[1], "weight")
+        bias = self.int_const(node, node.input[2], "bias")
+        d = _attr_value(attrs(node).get("D"))
+        if d is None or d != int(d) or d < 1 or int(d) & (int(d) - 1):
+            raise FrontendError(self.where(node), f"iLayerNorm D={d} is not a power of two")
+        levels = self._levels(node)
+        lo, hi = -(levels // 2), levels // 2 - 1
+        y = self.new_act(node.output[0], shape, "int8", self.layout[x], self.where(node))
+        self.b.ilayernorm(node.name or "layernorm", x, y, weight, bias, int(d).bit_length() - 1, lo, hi,
+                          self.where(node), [node.name])
+
+    def op_iGELU(self, node):
+        """iGELU (I-BERT's polynomial, int32 out) and the RequantShift after
+        it: one int8 -> int8 function, a lookup table."""
+        b = self.b
+        x = self.act(node, node.input[0])
+        self.eight_bit(node, x)
+        a = attrs(node)
+        bb, one = _attr_value(a.get("b")), _attr_value(a.get("one"))
+        if bb is None or one is None or not (abs(bb) < 1 << 15 and 0 <= one < 1 << 22):
+            raise FrontendError(self.where(node), f"iGELU b={bb}, one={one}",
+                                "its int32 arithmetic needs |b| < 2**15 and 0 <= one < 2**22")
+        rq_node = self.single_user(node.output[0])
+        if rq_node is None or rq_node.op_type != "RequantShift" or rq_node.input[0] != node.output[0]:
+            raise FrontendError(self.where(node), "iGELU whose int32 output is not requantized by one RequantShift",
+                                "requantize iGELU's output (Deeploy merges the pair)")
+        self.claim(rq_node)
+        mul, add, shift, lo, hi = self.rq_params(rq_node)
+        if mul.size != 1 or add.size != 1:
+            raise FrontendError(self.where(rq_node), "RequantShift after iGELU with parameters per channel")
+        tx = b.tensors[x]
+        v = np.arange(-128, 128, dtype=np.int64) + tx.shift       # every source input value
+        sign = np.sign(v)
+        q = np.minimum(np.abs(v), -int(bb))
+        poly = sign * (-(q + int(bb)) ** 2 + int(one))
+        g = v * ((int(one) + poly) >> 1)
+        mul, add = int(mul.reshape(-1)[0]), int(add.reshape(-1)[0])
+        out = np.clip((g * mul + add + ((1 << shift) >> 1)) >> shift, lo, hi)
+        shape = list(self.shape(node.input[0]))
+        y = self.new_act(rq_node.output[0], shape, dtype_for(lo, hi), self.layout[x], self.where(rq_node))
+        if b.tensors[y].dtype != "int8":
+            raise FrontendError(self.where(rq_node), "RequantShift after iGELU to more than 8 bits")
+        b.lut(node.name or "gelu", x, y, out - b.tensors[y].shift, sources=[node.name, rq_node.name])
+
+    def op_IntegerMean(self, node):
+        """The mean over the tokens of [.., T, C] (Deeploy's ReduceMean
+        kernel: (sum + 2**(s-1)) >> s for T = 2**s, else the sum divided by
+        T rounding half away from zero)."""
+        b = self.b
+        x = self.act(node, node.input[0])
+        self.eight_bit(node, x)
+        shape = list(self.shape(node.input[0]))
+        a = attrs(node)
+        axes = [int(v) % len(shape) for v in a.get("axes", [])]
+        tx = b.tensors[x]
+        if self.layout[x] != "hwc" or axes != [len(shape) - 2] or tx.shape[0] != 1:
+            raise FrontendError(self.where(node), f"IntegerMean over axes {a.get('axes')} of {shape}",
+                                "average over the tokens (the second to last axis) of a [1, T, C] tensor")
+        t = tx.shape[1]
+        keep = a.get("keepdims", 1)
+        out_shape = shape[:-2] + ([1] if keep else []) + shape[-1:]
+        y = self.new_act(node.output[0], out_shape, tx.source_dtype, "hwc", self.where(node))
+        lo, hi = INT_RANGES[tx.source_dtype]
+        if t & (t - 1) == 0:
+            rq = b.int_requant(y, [1], [0], [t.bit_length() - 1], "half_up", lo, hi)
+        else:
+            rq = b.int_requant(y, [t], [0], [0], "tflite_div", lo, hi)
+        b.avgpool_int(node.name or "mean", x, y, [1, t], [1, 1], rq, self.where(node), [node.name])

@@ -149,3 +149,67 @@ def resize_table(in_hw, out_hw, scales_hw, mode, coord, nearest_rule):
         for t in resize_axis(out_hw[axis], in_hw[axis], scales_hw[axis], mode, coord, nearest_rule):
             table.extend(int(v) for v in t)
     return table
+
+
+# ---- Deeploy's integer softmaxes --------------------------------------------------
+
+def check_deeploy_softmax(mode, params, length):
+    """None when Deeploy's C kernel for `mode` (ir.Layer softmax) stays in
+    its 32-bit arithmetic for every input row of `length` values (so the
+    golden model's exact integers are the kernel's), else what leaves it."""
+    u32 = 1 << 32
+    if mode == "isoftmax":
+        a, b, c, log2, levels = (int(v) for v in params)
+        if log2 < 2:
+            return f"iSoftmax log2={log2} (its int8 exponent would wrap)"
+        p = np.arange(-(log2 - 1), 1, dtype=np.int64)
+        sq = (p + b) ** 2
+        if np.abs(sq).max() >= 1 << 31 or np.abs(a * sq).max() >= 1 << 31:
+            return f"iSoftmax coeffA={a}, coeffB={b}: the polynomial leaves int32"
+        e = a * sq + c
+        if e.min() < 0 or a * b * b + c < 1:
+            return f"iSoftmax coeffC={c}: the exponential is not positive"
+        if e.max() * max(length, levels - 1) >= u32:
+            return f"iSoftmax over {length} values: the sum or the scaled exponential leaves 32 bits"
+        return None
+    if mode == "itamax":
+        return None if 256 * length < u32 else f"ITAMax over {length} values: the sum leaves 32 bits"
+    if mode == "itapartialmax":
+        group = int(params[0])
+        if group > length:
+            return f"ITAPartialMax group_width={group} beyond the row's {length} values"
+        return None if 256 * length < u32 else f"ITAPartialMax over {length} values: the sum leaves 32 bits"
+    return f"softmax mode {mode!r}"
+
+
+# ---- layer normalization -----------------------------------------------------------
+
+def layernorm_params(gamma, beta, eps, x_scale, y_scale, y_zero_point, channels):
+    """(eps term, mul, add, shift per channel) of the IR's layernorm "int":
+    the eps term 2**16 * N**2 * eps / s_x**2 (at least 1), and the requantization of
+    its Q16 normalized values to gamma * v + beta at the output's scale,
+    each channel with a shift of its own: the largest keeping its
+    multiplier and its add within int32 (the kernels' Requant arrays).
+    The rounding of the multiplier costs at most |v| * 2**(15 - shift) of
+    an output step (v the normalized value, |v| < sqrt(N)), the Q16 value's
+    own rounding gamma / s_y * 2**-17: with |beta / s_y| <= 256 (shift >= 22)
+    a tenth of a step for N = 256."""
+    n = int(channels)
+    e = max(1, int(round(65536.0 * n * n * float(eps) / (float(x_scale) ** 2))))
+    if e >= 1 << 56:
+        raise ValueError(f"LayerNormalization epsilon {eps} is too large for the input scale {x_scale}")
+    g = np.broadcast_to(np.asarray(gamma, dtype=np.float64).reshape(-1), (n,)) / float(y_scale)
+    b = np.broadcast_to(np.asarray(beta, dtype=np.float64).reshape(-1), (n,)) / float(y_scale)
+    muls, adds, shifts = [], [], []
+    for gc, bc in zip(g, b):
+        s = 60
+        if gc != 0:
+            s = min(s, 16 + 30 - math.ceil(math.log2(abs(gc))))
+        if bc != 0:
+            s = min(s, 30 - math.ceil(math.log2(abs(bc))))
+        if s < 0:
+            raise ValueError(f"LayerNormalization output scale {y_scale} is too small for its gamma and beta")
+        muls.append(int(round(gc * 2.0 ** (s - 16))))
+        adds.append(int(round(bc * 2.0 ** s)))
+        shifts.append(s)
+    return e, muls, adds, shifts

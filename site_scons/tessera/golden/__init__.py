@@ -38,7 +38,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "add":
         acc = ops.add(x, values[layer.inputs[1]], layer.in_mul, layer.in_offset, layer.in_shift)
     elif op == "matmul":
-        acc = ops.matmul(x, values[layer.inputs[1]], layer.in_offset)
+        acc = ops.matmul(x, values[layer.inputs[1]], layer.in_offset, bool(layer.trans_b))
     elif op == "mul":
         acc = ops.mul(x, values[layer.inputs[1]], layer.in_offset)
     elif op == "concat":
@@ -49,7 +49,7 @@ def run_layer(layer, graph, weights, values):
     elif op == "lut":
         acc = ops.lut(x, layer.table if layer.table is not None else w)
     elif op == "softmax":
-        acc = ops.softmax(x, layer.table, layer.requant)
+        acc = ops.softmax(x, layer.table, layer.requant, layer.mode)
     elif op == "lstm":
         rnn = layer.rnn
         arrays = recurrent.unpack(rnn, w)
@@ -64,11 +64,15 @@ def run_layer(layer, graph, weights, values):
         acc = ops.reshape(x, graph.tensor(layer.output).shape)
     elif op == "gather":
         acc = ops.gather(x, layer.table, layer.axis, layer.fill)
+    elif op == "layernorm":
+        acc = ops.layernorm(x, layer.input_offset, layer.table, layer.requant, layer.mode)
     else:
         raise ValueError(f"golden model has no op {op!r}")
     out = graph.tensor(layer.output)
-    # softmax applies its own requantization (a division, not a multiply)
-    y = ops.requantize(acc, layer.requant) if layer.requant is not None and op != "softmax" else acc
+    # softmax applies its own requantization (a division, not a multiply),
+    # and so does Deeploy's iLayerNorm
+    own = op == "softmax" or (op == "layernorm" and layer.mode == "ilayernorm")
+    y = ops.requantize(acc, layer.requant) if layer.requant is not None and not own else acc
     info = np.iinfo(_STORAGE[out.dtype])
     if y.min() < info.min or y.max() > info.max:
         raise OverflowError(f"layer {layer.name}: output outside {out.dtype}")

@@ -206,11 +206,14 @@ def add(a, b, in_mul, in_offset, in_shift=None):
     return a * in_mul[0] + b * in_mul[1]
 
 
-def matmul(a, b, in_offset):
+def matmul(a, b, in_offset, trans_b=False):
     """a [Bt, M, K] times b [Bb, K, N] (Bb 1: the same matrix for every
-    batch) -> int64 [Bt, M, N], each operand plus its offset."""
+    batch; trans_b: b stored [Bb, N, K]) -> int64 [Bt, M, N], each operand
+    plus its offset."""
     a = a.astype(np.int64) + in_offset[0]
     b = b.astype(np.int64) + in_offset[1]
+    if trans_b:
+        b = b.transpose(0, 2, 1)
     if b.shape[0] == 1:
         b = np.broadcast_to(b, (a.shape[0],) + b.shape[1:])
     _check_int64(float(np.abs(a).max(initial=0)) * float(np.abs(b).max(initial=0)) * a.shape[2], "matmul")
@@ -284,10 +287,14 @@ def argmax(x):
     return np.argmax(x, axis=2)[..., None].astype(np.int64)
 
 
-def softmax(x, table, rq):
+def softmax(x, table, rq, mode=None):
     """Integer softmax over the channel axis (see ir.Layer): table lookups of
     max - x, their 64-bit sum, one rounded division per output; with
-    rounding "tflite", TFLite's fixed-point recipe (golden.gemmlowp)."""
+    rounding "tflite", TFLite's fixed-point recipe (golden.gemmlowp);
+    Deeploy's forms by `mode` (on the stored int8 values, as its kernels
+    read them; the uint8 output stored shifted by 128)."""
+    if mode is not None:
+        return deeploy_softmax(x.astype(np.int64), mode, table) - 128
     if rq.rounding == "tflite":
         return softmax_rows(x, table, rq.zero_point, rq.lo, rq.hi)
     e = np.asarray(table, dtype=np.int64)
@@ -300,3 +307,92 @@ def softmax(x, table, rq):
     num = ex * mul + (np.left_shift(s, shift - 1) if shift > 0 else s // 2)
     y = num // np.left_shift(s, shift) + rq.zero_point
     return np.clip(y, rq.lo, rq.hi)
+
+
+# ---- Deeploy's integer softmaxes (the C arithmetic of its Generic kernels,
+# exact on every value the frontend lets through: see tables.check_isoftmax)
+
+def deeploy_softmax(x, mode, params):
+    """Deeploy's iSoftmax / ITAMax / ITAPartialMax over the last axis of
+    int8 values x (int64): the unsigned outputs 0..levels - 1."""
+    m = x.max(axis=-1, keepdims=True)
+    if mode == "isoftmax":
+        a, b, c, log2, levels = (int(v) for v in params)
+        d = x - m                                   # <= 0
+        z = np.minimum((-d) // log2, 31)            # C's truncating division of d / log2, negated
+        p = d + z * log2
+        e = (a * (p + b) ** 2 + c) >> z
+        return e * (levels - 1) // e.sum(axis=-1, keepdims=True)
+    if mode == "itamax":
+        levels = int(params[0])
+        k = (m - x + 16) >> 5
+        s = (256 >> k).sum(axis=-1, keepdims=True)
+        return ((levels - 1) * 256 // s) >> k
+    if mode == "itapartialmax":
+        group, levels = (int(v) for v in params)
+        rows = x.reshape(-1, x.shape[-1])
+        s = np.zeros(len(rows), np.int64)
+        gmax = np.full(len(rows), -128, np.int64)
+        for g in range(rows.shape[1] // group):
+            blk = rows[:, g * group:(g + 1) * group]
+            cmax = blk.max(axis=1)
+            rescale = np.where(cmax > gmax, (cmax - gmax + 16) >> 5, 0)
+            gmax = np.maximum(gmax, cmax)
+            s = (s >> rescale) + (256 >> ((gmax[:, None] - blk + 16) >> 5)).sum(axis=1)
+        inv = (levels // 2 - 1) * 256 // s
+        y = inv[:, None] >> ((gmax[:, None] - rows + 16) >> 5)
+        return y.reshape(x.shape)
+    raise ValueError(f"softmax mode {mode!r}")
+
+
+def isqrt(v):
+    """floor(sqrt(v)) of non-negative int64 values, exactly."""
+    v = np.asarray(v, dtype=np.int64)
+    r = np.floor(np.sqrt(v.astype(np.float64))).astype(np.int64)
+    # float64's square root can be one off for large values
+    r = np.where(r * r > v, r - 1, r)
+    r = np.where((r + 1) * (r + 1) <= v, r + 1, r)
+    return r
+
+
+def _bit_length(v):
+    """Bits of positive int64 values (int.bit_length, elementwise)."""
+    v = np.asarray(v, dtype=np.int64)
+    n = np.zeros_like(v)
+    for b in (32, 16, 8, 4, 2, 1):
+        big = (v >> b) > 0
+        n = np.where(big, n + b, n)
+        v = np.where(big, v >> b, v)
+    return n + (v > 0)
+
+
+def _trunc_div(a, b):
+    """C's integer division (toward zero)."""
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def layernorm(x, input_offset, table, rq, mode):
+    """Layer normalization over the channels (see ir.Layer): mode "int"
+    returns the normalized values in Q16 (requantized after), mode
+    "ilayernorm" Deeploy's output itself."""
+    xo = x.astype(np.int64) + input_offset
+    n = xo.shape[-1]
+    if mode == "int":
+        s1 = xo.sum(axis=-1, keepdims=True)
+        d = ((n * (xo * xo).sum(axis=-1, keepdims=True) - s1 * s1) << 16) + int(table[0])
+        f = (62 - _bit_length(d)) // 2
+        r = (1 << 62) // isqrt(d << (2 * f))
+        sh = 38 - f     # 62 - 16 (Q16) - f - 8 (D's 2**16 is 2**8 in its root)
+        num = n * xo - s1
+        _check_int64(float(np.abs(num).max(initial=0)) * float(r.max(initial=0)), "layernorm")
+        return (num * r + (1 << (sh - 1))) >> sh
+    if mode == "ilayernorm":
+        t = np.asarray(table, dtype=np.int64)
+        weight, bias = t[:n], t[n:]
+        mean = _trunc_div(xo.sum(axis=-1, keepdims=True), n)
+        d = xo - mean
+        std = isqrt(_trunc_div((d * d).sum(axis=-1, keepdims=True), n) + 1)
+        y = (_trunc_div(d * weight, std) + bias) >> int(rq.shift[0])
+        return np.clip(y, rq.lo, rq.hi)
+    raise ValueError(f"layernorm mode {mode!r}")

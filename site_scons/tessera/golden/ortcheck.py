@@ -40,7 +40,7 @@ def _feed(inp, t, stored, layout):
         arr, dtype = q, (np.uint8 if "uint8" in inp.type else np.int8)
     else:
         arr, dtype = (q - t.zero_point) * t.scale, np.float32
-    if layout in ("nhwc", "nlc"):        # the user's channel-last array is tessera's HWC
+    if layout in ("nhwc", "nlc") or t.source_layout == "hwc":   # the user's channel-last array is tessera's HWC
         return arr.reshape(shape).astype(dtype)
     # HWC -> CHW, then the ONNX input's own shape (a flattened input keeps
     # ONNX's C-order flatten of NCHW)

@@ -293,9 +293,10 @@ def _replay_layer(layer, graph, tiling, the_plan, places, feed, epilogue=None):
         if layer.op == "matmul" and _new_weights(tiles, i):
             b = graph.tensor(layer.inputs[1])
             lvl, off = places.of(layer.inputs[1])
-            H, W, _ = b.shape
-            lvl.read((off, tuple(b.shape), ir.DTYPES[b.dtype], (0, H, 0, W, t["oc0"], t["oc"])),
-                     _tag(layer.inputs[1]), who)
+            H, W, C = b.shape
+            # columns oc0.. of every batch; with trans_b ([Bb, N, K]) rows oc0.. of every batch
+            box = (0, H, t["oc0"], t["oc"], 0, C) if layer.trans_b else (0, H, 0, W, t["oc0"], t["oc"])
+            lvl.read((off, tuple(b.shape), ir.DTYPES[b.dtype], box), _tag(layer.inputs[1]), who)
         if skip is not None:
             st = graph.tensor(skip)
             lvl, off = places.of(skip)

@@ -158,6 +158,8 @@ def _whole_bytes(layer, align, t):
         one_in = max(layer["in_sizes"]) * layer["in_bytes"]
         out = Ho * Wo * Co * layer["out_bytes"]
     total = layer["n_inputs"] * memory.align_up(one_in, align) + memory.align_up(out, align)
+    # a row-wise layer's constant tables (views.whole_constants) beside the blocks
+    total += memory.align_up(layer.get("const_bytes", 0), align)
     # a recurrent layer's constants stay in L1 for the whole sequence, beside its states
     total += memory.align_up(_resident(layer)[0], align) + memory.align_up(_resident(layer)[1], align)
     return one_in, out, total
@@ -270,7 +272,7 @@ def _solve_whole(layer, target):
         "tile": tile, "in_tile": {"h": t if split == "h" else H, "w": W, "c": t if split == "c" else C},
         "n_tiles": {"h": n if split == "h" else 1, "w": 1, "c": n if split == "c" else 1},
         "buffering": 1, "n_inputs": 1 if split == "k" else layer["n_inputs"],
-        "l1_bytes": {"in": one_in, "out": out, "weights": _resident(layer)[0], "params": 0,
+        "l1_bytes": {"in": one_in, "out": out, "weights": _resident(layer)[0], "params": layer.get("const_bytes", 0),
                      "scratch": _resident(layer)[1], "total": total},
         "l1_budget": budget, "optimal": True, "objective": 0, "whole": True, "weight_buffers": 1,
     }

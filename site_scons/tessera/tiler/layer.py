@@ -8,12 +8,13 @@ mistake, so it raises ValueError naming the field.
 from ..tiles.geometry import CHANNEL_WISE
 
 OPS = ("conv2d", "depthwise", "pointwise", "linear", "add", "maxpool", "avgpool", "matmul",
-       "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax", "lstm")
+       "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax",
+       "lstm")
 # Ops the tiler does not tile by windows: the whole layer in L1 at once, or
 # blocks of channels or rows (`split` "c" / "h", "" for neither), or a fit
 # error (`whole` in the layer dict; broadcast add/mul carry it too). Their
 # `in_sizes` gives each input's elements.
-WHOLE = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax", "lstm")
+WHOLE = ("concat", "resize", "softmax", "transpose", "reshape", "gather", "layernorm", "argmax", "lstm")
 
 _INT_FIELDS = ("in_bytes", "out_bytes", "n_inputs", "w_bytes_per_cout",
                "param_bytes_per_cout")

@@ -1,9 +1,10 @@
 """Adapter for the PULP-NN-style cluster kernels (kernels/pulp_nn/, API in
 kernels/include/tessera/pulp_nn.h): the reference kernels' argument structs,
 weight layouts and HWC tile loads, other kernel functions. Layers with what only the reference
-kernels implement (reference.reference_only: matmul, parameters per
-element, int32 inputs) run on them, compiled in as the fallback, and so do
-convolutions with a weight offset (TF1-style asymmetric uint8 weights).
+kernels implement (reference.reference_only: parameters per element but
+an elementwise depthwise's, int32 inputs) run on them, compiled in as the
+fallback, and so do convolutions with a weight offset (TF1-style asymmetric
+uint8 weights).
 """
 
 import numpy as np
@@ -15,7 +16,8 @@ from . import reference
 HEADERS = ("tessera/pulp_nn.h",)
 
 KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "pnn_depthwise",
-           "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add"}
+           "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add",
+           "matmul": "pnn_matmul2"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
 ONNX_RECURRENT = "pnn_onnx_rnn_step"
@@ -41,6 +43,13 @@ FUSED_PARTS = {"dw_pw": ("pnn_dw_pw_block", "pnn_depthwise", "pnn_pointwise", "p
 args_type = reference.args_type
 weights_layout = reference.weights_layout
 tile_args = reference.tile_args
+
+
+def elementwise_depthwise(layer):
+    """A 1x1 depthwise, stride 1, no padding: pnn_depthwise computes it
+    elementwise, a bias per element (a positional embedding) too."""
+    return (layer.op == "depthwise" and list(layer.kernel) == [1, 1] and list(layer.stride) == [1, 1]
+            and not any(layer.pad) and not layer.dilation and not reference.requant_plane(layer))
 
 
 def split_kernel(layer, graph):
@@ -83,6 +92,9 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
 def kernel_function(layer, graph):
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
-    if reference.reference_only(layer, graph) is not None or layer.weight_offset:
+    why = reference.reference_only(layer, graph)
+    if why == "parameters per output element" and elementwise_depthwise(layer):
+        return KERNELS["depthwise"]
+    if why is not None or layer.weight_offset or layer.op not in KERNELS:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]

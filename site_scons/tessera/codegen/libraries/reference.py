@@ -13,7 +13,7 @@ KERNELS = {"conv2d": "tsr_conv2d", "pointwise": "tsr_pointwise", "depthwise": "t
            "linear": "tsr_linear", "maxpool": "tsr_maxpool", "avgpool": "tsr_avgpool", "add": "tsr_add",
            "matmul": "tsr_matmul", "mul": "tsr_mul", "lut": "tsr_lut", "concat": "tsr_concat",
            "resize": "tsr_resize", "softmax": "tsr_softmax", "transpose": "tsr_transpose", "gather": "tsr_gather",
-           "argmax": "tsr_argmax", "lstm": "tsr_lstm_step",
+           "layernorm": "tsr_layernorm", "argmax": "tsr_argmax", "lstm": "tsr_lstm_step",
            "reshape": "hal_dma_start"}   # a reshape is DMA alone (codegen/whole.py)
 # a recurrent layer's step and projection kernels (codegen.recurrent); ONNX's LSTM and GRU step
 RECURRENT = ("tsr_lstm_step", "tsr_lstm_project")
@@ -21,7 +21,8 @@ ONNX_RECURRENT = "tsr_onnx_rnn_step"
 
 # ops only the reference kernels implement (the other libraries fall back;
 # the data movements are the same loads and stores on any core)
-REFERENCE_OPS = ("matmul", "mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather", "argmax")
+REFERENCE_OPS = ("mul", "lut", "concat", "resize", "softmax", "transpose", "reshape", "gather",
+                 "layernorm", "argmax")
 
 
 def kernel_function(layer, graph=None):
@@ -41,7 +42,9 @@ def reference_only(layer, graph):
     inputs, per-channel requantization of an add and a pool's int32 sum.
     The other libraries' adapters give such layers to their fallback."""
     if layer.op == "matmul":
-        return "a product of two activations"
+        # the libraries' own (pnn_matmul2, tsr_cmsis_matmul) take any offsets
+        # and per-element requantization; not int32 operands
+        return "int32 inputs" if any(graph.tensor(n).dtype == "int32" for n in layer.inputs) else None
     if layer.op in REFERENCE_OPS:
         return f"the {layer.op} op"
     if layer.in_shift:
@@ -107,6 +110,10 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
     if layer.op == "matmul":
         lines += [f"a.k = {graph.tensor(layer.inputs[0]).shape[2]};", f"a.a_offset = {layer.in_offset[0]};",
                   f"a.b_offset = {layer.in_offset[1]};"]
+        if layer.trans_b:
+            lines.append("a.trans_b = 1;")
+        if scratch_per_core:
+            lines += [f"a.scratch = {prefix}_L1 + {l1['scratch']};", f"a.scratch_bytes = {scratch_per_core};"]
     if layer.op in POOLS + ("add",) and graph.tensor(layer.inputs[0]).dtype == "int32":
         lines.append("a.in_int32 = 1;")
     if layer.op == "mul":
