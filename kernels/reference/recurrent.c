@@ -32,14 +32,6 @@ void tsr_lstm_project(const tsr_lstm_args_t *a, int core, int ncores)
 
 #include "tessera/onnx_rnn_cell.h"
 
-static int32_t dot8_ref(const int8_t *w, const int8_t *x, int32_t n)
-{
-    int32_t s = 0;
-    for (int32_t k = 0; k < n; k++)
-        s += (int32_t)w[k] * x[k];
-    return s;
-}
-
 static int32_t dot16_ref(const int8_t *r, const int16_t *h, int32_t n)
 {
     int32_t s = 0;
@@ -52,5 +44,5 @@ void tsr_onnx_rnn_step(const tsr_onnx_rnn_args_t *a, int core, int ncores)
 {
     int32_t j0, j1;
     tsr_rnn_share(a->n_cell, a->cell0, a->cell1, core, ncores, &j0, &j1);
-    tsr_onnx_cells(a, j0, j1, dot8_ref, dot16_ref);
+    tsr_onnx_cells(a, j0, j1, dot_ref, dot16_ref);
 }
