@@ -2,6 +2,7 @@
 
 import os
 
+from SCons.Script import Action
 from tessera.codegen import linker
 
 from . import cross
@@ -24,7 +25,7 @@ def link(env, target, objects, libs, outdir):
     """The executable and its link map (what the report counts code by)."""
     prog = env.Program([os.path.join(outdir, "firmware"), os.path.join(outdir, "firmware.map")], objects + libs,
                        LINKFLAGS=env["LINKFLAGS"] + ["-Wl,-Map=${TARGETS[1]}"])
-    env.AddPostAction(prog, _relative_map)
+    env.AddPostAction(prog, Action(_relative_map, None))     # quiet: part of the link
     return prog[:1]
 
 
