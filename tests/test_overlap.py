@@ -261,7 +261,7 @@ def test_the_stm32f4_model_that_needs_overlap_is_bit_exact(tmp_path):
 @pytest.mark.qemu
 def test_mbv2_128_on_gap8_fits_l2_with_min_memory_fusion(tmp_path):
     """mbv2_128's 64x64x96 expansion (393,216 B) alone exceeds GAP8's usable
-    L2 (382,976 B): apart, it goes to L3. fusion=min_memory fuses just that
+    L2 (378,880 B): apart, it goes to L3. fusion=min_memory fuses just that
     expansion with its depthwise (the intermediate lives in L1 only), and
     with segment overlap the plan keeps every tensor in L2, at most 0.70x
     the network's tensor-level bound (b2_dw's 64x64x96 input and 32x32x96
