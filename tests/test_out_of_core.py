@@ -350,12 +350,24 @@ def test_the_next_layers_weights_load_during_earlier_layers(scheduled):
         >= sum(op["bytes"] for op in early)
 
 
-def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
-    """The host HAL's storage driver (kernels/hal/host/storage.c): the card
-    is a file read and written with stdio; the same network on a host
-    target shrunk the same way runs the scheduler's program bit-exact."""
+def _host_like_sd():
+    """targets/host.yaml without its L3 (GAP8's, where the host moves the
+    activations L2 cannot hold): like stm32f746_sd, the card is the only
+    level beyond L2, so activations L2 cannot hold move to the card."""
     with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
         t = yaml.safe_load(f)
+    del t["memory"]["L3"]
+    t["dma"] = [d for d in t["dma"] if "L3" not in (d["src"], d["dst"])]
+    return t
+
+
+def _host_sd(keep_l3=False):
+    """The host shrunk as sd_tight, with a stdio card and reserved pools."""
+    if keep_l3:
+        with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
+            t = yaml.safe_load(f)
+    else:
+        t = _host_like_sd()
     t["cores"] = 1
     t["clock_hz"] = 216_000_000
     t["memory"]["L1"]["size"] = 16384
@@ -364,7 +376,14 @@ def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
     t["memory"]["flash"]["size"] = 2048
     t["memory"]["sd"] = dict(sd_data()["memory"]["sd"], note="a file on the build machine")
     t["dma"].append({"name": "card", "src": "sd", "dst": "L2", "dims": 1, "bandwidth": 0.046, "setup": 108000})
-    (tmp_path / "host_sd.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    return t
+
+
+def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
+    """The host HAL's storage driver (kernels/hal/host/storage.c): the card
+    is a file read and written with stdio; the same network on a host
+    target shrunk the same way runs the scheduler's program bit-exact."""
+    (tmp_path / "host_sd.yaml").write_text(yaml.safe_dump(_host_sd(), sort_keys=False))
     (tmp_path / "tiny_ooc.yaml").write_text(TINY)
     res = scons(f"target={tmp_path / 'host_sd.yaml'}", f"model={tmp_path / 'tiny_ooc.yaml'}",
                 out=str(tmp_path / "gen"))
@@ -378,6 +397,30 @@ def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
     assert ooc_rep["firmware"]["program"] == prog["candidate"]
     assert ooc_rep["totals"]["measured"]["read_bytes"] == prog["totals"]["read_bytes"] > 0
     assert ooc_rep["totals"]["measured"]["written_bytes"] == prog["totals"]["written_bytes"] > 0
+
+
+def test_activations_in_l3_beside_weights_on_the_card(tmp_path):
+    """The same build keeping the host's L3: activations L2 cannot hold move
+    to L3 (not the card), the weights flash cannot hold still come from the
+    card through the program, and the layers touching L3 keep their own
+    spill copies between the program's computes (they once wrote their
+    tiles into the program's 8-byte out pool, past it into the
+    interpreter's state: SIGSEGV)."""
+    (tmp_path / "host_l3.yaml").write_text(yaml.safe_dump(_host_sd(keep_l3=True), sort_keys=False))
+    (tmp_path / "tiny_ooc.yaml").write_text(TINY)
+    res = scons(f"target={tmp_path / 'host_l3.yaml'}", f"model={tmp_path / 'tiny_ooc.yaml'}",
+                out=str(tmp_path / "gen"))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    net = tmp_path / "gen" / "host_l3" / "tiny_ooc"
+    rep = report(str(tmp_path / "gen"), "host_l3", "tiny_ooc")
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    spill = json.loads((net / "memplan.json").read_text())["activations"]["spill"]
+    assert spill["level"] == "L3" and spill["offsets"]
+    prog = json.loads((net / "program.json").read_text())
+    assert prog.get("program") and _program_line(net) == prog["totals"]
+    assert prog["totals"]["read_bytes"] > 0 and prog["totals"]["written_bytes"] == 0
+    measured = rep["out_of_core"]["totals"]["measured"]
+    assert measured["read_bytes"] == prog["totals"]["read_bytes"] and measured["written_bytes"] == 0
 
 
 @pytest.mark.parametrize("fault, code, message", [
@@ -522,8 +565,7 @@ def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
     SRAM reserved for pools (the host storage driver: a stdio file): the
     program takes the arena's free bytes, runs bit-exact, and moves per
     layer what the program says (each band read or written once)."""
-    with open(os.path.join(ROOT, "targets", "host.yaml")) as f:
-        t = yaml.safe_load(f)
+    t = _host_like_sd()
     t["cores"] = 1
     t["clock_hz"] = 216_000_000
     t["memory"]["L1"]["size"] = 1856

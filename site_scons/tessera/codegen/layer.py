@@ -185,9 +185,17 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     out.append(f"extern int8_t {prefix}_L1[];\nextern int8_t {prefix}_L2[];")
     spill = plan_slice.get("spill", {})
     # out of core: the layer's tiles are steps of the scheduler's program
-    # (tessera/program.h); a layer touching the card runs them from its pools
+    # (tessera/program.h); a layer touching the card runs them from its pools.
+    # Activations moved to a level that is not the card (GAP8's L3 beside a
+    # card) are not the program's: such a layer keeps its own spill copies.
     prog = target.get("layer_index") if "storage" in target else None
-    card = prog is not None and (bool(spill) or "wstream" in plan_slice)
+    on_card = bool(spill) and "window" in target.get("spill", {})
+    card = prog is not None and (on_card or "wstream" in plan_slice)
+    if card and spill and not on_card:
+        raise FitError(f"layer {layer.name}", f"its weights stream from the card and its activations moved to "
+                       f"{target['spill']['level']}: the program's tile loop reads and writes only the card",
+                       f"give {target['act_level']} room for its activations or the weight level room for "
+                       f"its weights")
     if prog is not None:
         out.append('#include "tessera/program.h"')
     if spill and "window" in target["spill"]:
