@@ -149,9 +149,27 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
         raise refusal
     if getattr(g0, "stale_value_info", 0):
         notes["stale_value_info"] = g0.stale_value_info
+    _check_windows(graph, path)
     layouts = notes.get("input_layout", {})
     for onnx_name, ir_name in zip(g.input_names, graph.inputs):
         if onnx_name in layouts:
             graph.tensors[ir_name].source_layout = "hwc"
     graph.notes = notes or None
     return graph, weights
+
+
+def _check_windows(graph, path):
+    """A window larger than its padded input (a model whose input shape was
+    changed under its convolutions: ONNX Runtime refuses it) is one line."""
+    from ..ir import effective_kernel
+
+    for layer in graph.layers:
+        if list(layer.kernel) == [1, 1] or not layer.inputs:
+            continue
+        shape = graph.tensor(layer.inputs[0]).shape
+        top, left, bottom, right = layer.pad
+        kh, kw = effective_kernel(layer)
+        if len(shape) == 3 and (shape[0] + top + bottom < kh or shape[1] + left + right < kw):
+            raise FrontendError(path, f"layer {layer.name!r} ({layer.op}): its {kh}x{kw} window is larger than its "
+                                f"{shape[0]}x{shape[1]} input with its padding",
+                                "check the model's input shape")
