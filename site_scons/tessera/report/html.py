@@ -276,7 +276,7 @@ def _memory(data, mm, names):
     fw = data.get("firmware") or {}
     if fw.get("levels"):
         parts = sorted({p for m in fw["levels"].values() for p in m["parts"]},
-                       key=lambda p: list(PART_COLORS).index(p) if p in PART_COLORS else 99)
+                       key=lambda p: (list(PART_COLORS).index(p) if p in PART_COLORS else 99, p))
         out.append(f"<h2>RAM and flash</h2><p class=\"note\">every byte of {escape(fw['file'])} (its sections and "
                    "its link map), per memory level; reserved: what the target YAML keeps per purpose; 1 KiB = 1024 B"
                    "</p>" + legend([(p, PART_COLORS.get(p, "#999")) for p in parts]) + footprint_svg(fw))
