@@ -7,10 +7,17 @@
  * per-row constants hoisted; here the rows' sums with the DSP extension
  * (two int8 lanes a smlad), and the table lookups a word in, a word out.
  */
-#include "ref_common.h"
 #include "tessera/cmsis_nn.h"
 #include "tessera/rowwise.h"
 #include "tsr_dsp.h"
+
+/* rows [begin, end) of `core`: chunks of ceil(n / ncores), as the reference kernels */
+static void share(int32_t n, int core, int ncores, int32_t *begin, int32_t *end)
+{
+    const int32_t chunk = ncores > 1 ? (n + ncores - 1) / ncores : n, b = chunk * core;
+    *begin = b < n ? b : n;
+    *end = b + chunk < n ? b + chunk : n;
+}
 
 static int32_t row_max(const int8_t *x, int32_t n)
 {
@@ -43,14 +50,14 @@ void tsr_cmsis_softmax(const tsr_softmax_args_t *a, int core, int ncores)
         tsr_softmax(a, core, ncores);
         return;
     }
-    tsr_ref_share(a->pixels, core, ncores, &p0, &p1);
+    share(a->pixels, core, ncores, &p0, &p1);
     tsr_rw_softmax_rows(a, p0, p1, row_max);
 }
 
 void tsr_cmsis_layernorm(const tsr_layernorm_args_t *a, int core, int ncores)
 {
     int32_t p0, p1;
-    tsr_ref_share(a->pixels, core, ncores, &p0, &p1);
+    share(a->pixels, core, ncores, &p0, &p1);
     tsr_rw_layernorm_rows(a, p0, p1, row_sums);
 }
 
@@ -62,7 +69,7 @@ void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores)
         tsr_lut(a, core, ncores);
         return;
     }
-    tsr_ref_share(a->pixels, core, ncores, &p0, &p1);
+    share(a->pixels, core, ncores, &p0, &p1);
     p0 *= a->c, p1 *= a->c;
     for (j = p0; j + 4 <= p1; j += 4) {
         const uint32_t w = tsr_ld32(a->in + j);

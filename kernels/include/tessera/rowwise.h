@@ -14,6 +14,7 @@
 #ifndef TESSERA_ROWWISE_H
 #define TESSERA_ROWWISE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tessera/attention.h"
