@@ -11,7 +11,9 @@ pulp_open (GVSoC, 8 cores, PULP-NN-style Xpulp kernels): cycles and MAC/cycle
 of the network, of each op type and of the attention products (the IR's
 matmul of two activations: Q.K^T and P.V), then the attention products'
 kernels alone (tests/test_attention_gvsoc.py's firmware: pnn_matmul2 against
-tsr_matmul on the same shapes). stm32h7 (QEMU, CMSIS-NN-style kernels):
+tsr_matmul on the same shapes) and the row-wise kernels alone
+(tests/test_attention_rowwise_gvsoc.py: pnn_softmax, pnn_layernorm, pnn_lut
+against the reference kernels). stm32h7 (QEMU, CMSIS-NN-style kernels):
 instructions of the same, against the reference kernels. Every build is
 checked bit for bit against the golden model before a number is printed.
 The numbers are the simulators' counts (GVSoC cycles of the cluster clock,
@@ -94,6 +96,15 @@ def kernels_table():
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, (macs, pnn, ref) in rows.items():
         print(f"| {name} | {macs} | {pnn} | {macs / pnn:.2f} | {ref} | {macs / ref:.2f} | {ref / pnn:.1f}x |")
+    import test_attention_rowwise_gvsoc as R
+
+    with tempfile.TemporaryDirectory(prefix="tessera-attn-rbench-") as tmp:
+        rows = R.rowwise_cycles(tmp)
+    print("\npulp_open row-wise kernels alone (8 cores, operands in L1): pnn_* against the reference kernels\n")
+    print("| layer | values | pulp_nn cycles | cycles/value | reference cycles | cycles/value | speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (n, pnn, ref) in rows.items():
+        print(f"| {name} | {n} | {pnn} | {pnn / n:.1f} | {ref} | {ref / n:.1f} | {ref / pnn:.2f}x |")
 
 
 def main():
