@@ -126,17 +126,15 @@ TSR_RW_INLINE int32_t tsr_rw_softmax_value(const tsr_rw_softmax_t *k, uint32_t e
 typedef struct {
     uint32_t r, rl;
     int32_t rh, sh, c0;
+    int32_t split, r_hi, r_lo, round;   /* the 16-bit halves' form (tsr_rw_layernorm_row) */
 } tsr_rw_layernorm_t;
 
-/* 0: a case the reference's general path handles (R = 2^32, a requantization not the usual) */
+/* 0: a row the reference's general path handles (R = 2^32) */
 TSR_RW_INLINE int tsr_rw_layernorm_row(const tsr_layernorm_args_t *a, int32_t s1, int32_t s2, tsr_rw_layernorm_t *k)
 {
     const int32_t n = a->c;
-    const tsr_requant_t *rq = a->rq;
     uint64_t d, r;
     int32_t f;
-    if (rq->rounding != TSR_ROUND_HALF_UP || rq->divisor > 1 || rq->elem.plane || rq->neg_mul || rq->add_shift)
-        return 0;
     d = ((uint64_t)((int64_t)n * s2 - (int64_t)s1 * s1) << 16) + (uint64_t)a->eps;
     f = (62 - (64 - __builtin_clzll(d))) / 2;
     r = ((uint64_t)1 << 62) / tsr_isqrt64(d << (2 * f));
@@ -146,26 +144,52 @@ TSR_RW_INLINE int tsr_rw_layernorm_row(const tsr_layernorm_args_t *a, int32_t s1
     k->sh = 38 - f;
     tsr_rw_half(k->sh, &k->rl, &k->rh);
     k->c0 = n * a->input_offset - s1;
+    /* the reference's form without a high product: with |num| < 2^15 (rows
+     * up to 128, offsets within int8) and sh >= 17, R = r_hi 2^16 + r_lo and
+     * acc = (num r_hi + 2^(sh-17) + ((num r_lo) >> 16)) >> (sh - 16), every
+     * product within 32 bits (kernels/reference/attention.c) */
+    k->split = n <= 128 && k->sh >= 17 && a->input_offset >= -128 && a->input_offset <= 127;
+    k->r_hi = (int32_t)(k->r >> 16), k->r_lo = (int32_t)(k->r & 0xFFFF);
+    k->round = k->split ? (int32_t)1 << (k->sh - 17) : 0;
     return 1;
 }
 
-/* (acc * m + add + 2^(s-1)) >> s + zp clamped to [lo, hi], 1 <= s <= 63; a
- * value outside int32 before the clamp (its high word more than a sign for
- * s < 32) clamps by its sign */
-TSR_RW_INLINE int32_t tsr_rw_requant(int32_t acc, int32_t m, int32_t add, int32_t s, int32_t zp, int32_t lo,
-                                     int32_t hi)
+/* Whether every channel's requantization takes tsr_rw_requant: half up, a
+ * shift of 1 to 63, and (acc * m + add + 2^(s-1)) >> s within int32 for
+ * |acc| <= 2^23 (the normalized values of rows up to 4096: |v| <= sqrt(c)
+ * in Q16). Checked once per call, in 64 bits. */
+TSR_RW_INLINE int tsr_rw_requant_fits(const tsr_requant_t *rq, int32_t c)
 {
-    uint32_t hl, l0 = (uint32_t)acc * (uint32_t)m, l1;
-    int32_t hh, h = tsr_rw_mulh(acc, m), v;
-    tsr_rw_half(s, &hl, &hh);
-    l1 = l0 + (uint32_t)add;
-    h += (add >> 31) + (l1 < l0);
-    l0 = l1 + hl;
-    h += hh + (l0 < l1);
-    if (s < 32 && (h >> (s - 1)) != (h >> 31))
-        return h < 0 ? lo : hi;
-    v = tsr_rw_shr(l0, h, s) + zp;
-    return v < lo ? lo : v > hi ? hi : v;
+    int32_t j;
+    if (rq->rounding != TSR_ROUND_HALF_UP || rq->divisor > 1 || rq->elem.plane || rq->neg_mul || rq->add_shift)
+        return 0;
+    for (j = 0; j < (rq->per_channel ? c : 1); j++) {
+        const int32_t s = rq->shift[j];
+        const int64_t m = rq->mul[j], add = rq->add ? rq->add[j] : 0;
+        if (s < 1 || s > 63)
+            return 0;
+        if (s < 32 && ((m < 0 ? -m : m) << 23) + (add < 0 ? -add : add) + ((int64_t)1 << (s - 1))
+                          >= ((int64_t)1 << (s + 31)))
+            return 0;
+    }
+    return 1;
+}
+
+/* (acc * m + add + 2^(s-1)) >> s in words, for tsr_rw_requant_fits' channels:
+ * the rounding's bit goes into the low word (s <= 32) or the high (s > 32),
+ * without a branch */
+TSR_RW_INLINE int32_t tsr_rw_requant(int32_t acc, int32_t m, int32_t add, int32_t s)
+{
+#if defined(__arm__)
+    /* smlal and a 64-bit shift are a few instructions on Arm: the words gain nothing */
+    return (int32_t)(((int64_t)acc * m + add + ((int64_t)1 << (s - 1))) >> s);
+#else
+    const uint32_t t = (uint32_t)(s - 1), bit = (uint32_t)1 << (t & 31), high = -(uint32_t)(t >> 5);
+    uint32_t l0 = (uint32_t)acc * (uint32_t)m, l1 = l0 + (uint32_t)add;
+    int32_t h = tsr_rw_mulh(acc, m) + (add >> 31) + (l1 < l0) + (int32_t)(bit & high);
+    l0 = l1 + (bit & ~high);
+    return tsr_rw_shr(l0, h + (l0 < l1), s);
+#endif
 }
 
 TSR_RW_INLINE void tsr_rw_layernorm_values(const tsr_layernorm_args_t *a, const tsr_rw_layernorm_t *k,
@@ -177,13 +201,19 @@ TSR_RW_INLINE void tsr_rw_layernorm_values(const tsr_layernorm_args_t *a, const 
     const int32_t n = a->c, c0 = k->c0, sh = k->sh, rh = k->rh, per = rq->per_channel;
     const int32_t zp = rq->zero_point, lo = rq->lo, hi = rq->hi;
     const uint32_t r = k->r, rl = k->rl;
+    const int32_t split = k->split, r_hi = k->r_hi, r_lo = k->r_lo, round = k->round;
     int32_t j;
     for (j = 0; j < n; j++) {
-        const int32_t num = n * x[j] + c0, i = per ? j : 0, s = shift[i];
-        const uint32_t l0 = (uint32_t)num * r, l1 = l0 + rl;
-        const int32_t acc = tsr_rw_shr(l1, tsr_rw_mulhsu(num, r) + rh + (l1 < l0), sh);
-        y[j] = (int8_t)(s >= 1 ? tsr_rw_requant(acc, mul[i], add ? add[i] : 0, s, zp, lo, hi)
-                               : tsr_requantize(acc, rq, j));
+        const int32_t num = n * x[j] + c0, i = per ? j : 0;
+        int32_t acc;
+        if (split) {
+            acc = (num * r_hi + round + ((num * r_lo) >> 16)) >> (sh - 16);
+        } else {
+            const uint32_t l0 = (uint32_t)num * r, l1 = l0 + rl;
+            acc = tsr_rw_shr(l1, tsr_rw_mulhsu(num, r) + rh + (l1 < l0), sh);
+        }
+        const int32_t v = tsr_rw_requant(acc, mul[i], add ? add[i] : 0, shift[i]) + zp;
+        y[j] = (int8_t)(v < lo ? lo : v > hi ? hi : v);
     }
 }
 
@@ -256,7 +286,7 @@ TSR_RW_INLINE void tsr_rw_layernorm_rows(const tsr_layernorm_args_t *a, int32_t 
 {
     const int32_t n = a->c, off = a->input_offset;
     uint32_t wmax = 0;
-    int32_t p, j;
+    int32_t p, j, fits = a->mode == TSR_LAYERNORM_INT && tsr_rw_requant_fits(a->rq, n);
     if (a->mode == TSR_LAYERNORM_DEEPLOY)
         for (j = 0; j < n; j++) {
             const uint32_t w = a->weight[j] < 0 ? -(uint32_t)a->weight[j] : (uint32_t)a->weight[j];
@@ -277,7 +307,7 @@ TSR_RW_INLINE void tsr_rw_layernorm_rows(const tsr_layernorm_args_t *a, int32_t 
             continue;
         }
         /* sum (x + off) and sum (x + off)^2: |x + off| <= 384, n <= 4096 */
-        if (!tsr_rw_layernorm_row(a, s + n * off, ss + 2 * off * s + n * off * off, &k)) {
+        if (!fits || !tsr_rw_layernorm_row(a, s + n * off, ss + 2 * off * s + n * off * off, &k)) {
             tsr_layernorm_row(a, x, y);
             continue;
         }
