@@ -30,9 +30,10 @@ pytestmark = GVSOC_MARKS
 
 PNN = os.path.join(ROOT, "kernels", "pulp_nn")
 REF = os.path.join(ROOT, "kernels", "reference")
-KINDS = {"softmax": ("tsr_softmax_args_t", "pnn_softmax", "tsr_softmax"),
-         "layernorm": ("tsr_layernorm_args_t", "pnn_layernorm", "tsr_layernorm"),
-         "lut": ("tsr_lut_args_t", "pnn_lut", "tsr_lut")}
+KINDS = {"softmax": "tsr_softmax_args_t", "layernorm": "tsr_layernorm_args_t", "lut": "tsr_lut_args_t"}
+# the optimized library's header, prefix, cores, and where the firmware's buffers go
+LIBS = {"pnn": ("tessera/pulp_nn.h", "pnn_", 8, ' __attribute__((section(".bss.tsr.L1")))'),
+        "cmsis": ("tessera/cmsis_nn.h", "tsr_cmsis_", 1, "")}
 DEEPLOY = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}
 
 
@@ -109,23 +110,26 @@ CASES = [
 ]
 
 
-def firmware_source(cases):
+def firmware_source(cases, lib="pnn"):
+    """The firmware: each case on `lib`'s kernel, then on the reference's;
+    its output and cycles (GVSoC) or instructions (QEMU) printed."""
+    header, prefix, cores, where = LIBS[lib]
     out = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
-           '#include "tessera/hal.h"\n#include "tessera/pulp_nn.h"\n\n',
-           "static int8_t arena[60000] __attribute__((section(\".bss.tsr.L1\"), aligned(8)));\n"
-           "static tsr_requant_t rq __attribute__((section(\".bss.tsr.L1\")));\n"
-           "static int use_ref, ncores = 8;\nstatic void (*volatile kernel)(const void *, int, int);\n"
+           f'#include "tessera/hal.h"\n#include "{header}"\n\n',
+           f"static int8_t arena[60000]{where} __attribute__((aligned(8)));\n"
+           f"static tsr_requant_t rq{where};\n"
+           f"static int use_ref, ncores = {cores};\nstatic void (*volatile kernel)(const void *, int, int);\n"
            "static const void *kargs;\n\n"
            "static void body(void *unused)\n{\n    (void)unused;\n"
            "    if (hal_core_id() < ncores)\n        kernel(kargs, hal_core_id(), ncores);\n}\n\n"]
     for i, c in enumerate(cases):
-        args_t, pnn, ref = KINDS[c["kind"]]
+        args_t, pnn, ref = KINDS[c["kind"]], prefix + c["kind"], "tsr_" + c["kind"]
         out.append(c_array(f"x{i}", "int8_t", c["x"]))
         for ctype, name, values in c["consts"]:
             out.append(c_array(f"{name}{i}", ctype, values))
         h, w, ch = c["x"].shape
         n = c["x"].nbytes
-        lines = [f"static {args_t} args{i} __attribute__((section(\".bss.tsr.L1\")));",
+        lines = [f"static {args_t} args{i}{where};",
                  f"static uint32_t run{i}(void)\n{{", f"    {args_t} a = {{0}};", "    int8_t *p = arena;",
                  "    uint64_t t0;", f"    memcpy(p, x{i}, {n});", "    a.in = p;", f"    a.out = p + up4({n});",
                  f"    memset(a.out, 0x5A, {n});", f"    p += 2 * up4({n});",
@@ -145,7 +149,7 @@ def firmware_source(cases):
         lines += [f"    args{i} = a;", f"    kargs = &args{i};",
                   f"    kernel = (void (*)(const void *, int, int))(use_ref ? (void *){ref} : (void *){pnn});",
                   "    t0 = hal_counter();", "    hal_fork(body, 0);", "    t0 = hal_counter() - t0;",
-                  f"    printf(\"CASE %s {i} \", use_ref ? \"ref\" : \"pnn\");",
+                  f"    printf(\"CASE %s {i} \", use_ref ? \"ref\" : \"{lib}\");",
                   f"    for (j = 0; j < {n}; j++)", "        printf(\"%02x\", (unsigned)(uint8_t)a.out[j]);",
                   "    printf(\"\\n\");", "    return (uint32_t)t0;\n}\n"]
         lines.insert(2, "    int32_t j;")
@@ -153,7 +157,7 @@ def firmware_source(cases):
     out.append("static uint32_t up4(uint32_t n);\n")
     main = MAIN_HEAD + "    (void)i;\n    (void)j;\n    for (use_ref = 0; use_ref < 2; use_ref++) {\n"
     for i in range(len(cases)):
-        main += (f"        printf(\"CYCLES %s {i} %u\\n\", use_ref ? \"ref\" : \"pnn\", (unsigned)run{i}());\n")
+        main += (f"        printf(\"CYCLES %s {i} %u\\n\", use_ref ? \"ref\" : \"{lib}\", (unsigned)run{i}());\n")
     main += "    }\n    printf(\"CASES done\\n\");\n    return 0;\n}\n"
     # up4 is defined by MAIN_HEAD: declare it before the cases use it
     return out[0] + out[1] + "static uint32_t up4(uint32_t n);\n" + "".join(out[2:-1]) + main
