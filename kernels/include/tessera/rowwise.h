@@ -51,24 +51,6 @@ TSR_RW_INLINE void tsr_rw_half(int32_t s, uint32_t *lo, int32_t *hi)
     *hi = s > 32 ? (int32_t)1 << (s - 33) : 0;
 }
 
-/* floor(sqrt(v)) of a 32-bit value, bit by bit */
-TSR_RW_INLINE uint32_t tsr_rw_isqrt32(uint32_t v)
-{
-    uint32_t r = 0, bit = (uint32_t)1 << 30;
-    while (bit > v)
-        bit >>= 2;
-    while (bit) {
-        if (v >= r + bit) {
-            v -= r + bit;
-            r = (r >> 1) + bit;
-        } else {
-            r >>= 1;
-        }
-        bit >>= 2;
-    }
-    return r;
-}
-
 /* ---- the table softmax (tsr_softmax, mode TSR_SOFTMAX_TABLE, not TFLite's) ----
  * y = clamp(zp + floor((E * mul + s 2^(S-1)) / (s 2^S))), E = table[max - x],
  * s the row's sum of E. As the reference's fast path, for 2^24 <= s < 2^32
@@ -219,7 +201,7 @@ TSR_RW_INLINE void tsr_rw_layernorm_values(const tsr_layernorm_args_t *a, const 
 
 /* ---- Deeploy's iLayerNorm (mode TSR_LAYERNORM_DEEPLOY) ----
  * mean = trunc(S1 / c) and var = sum (xo - mean)^2 in 32 bits (the
- * reference's widths); std = isqrt(trunc(var / c) + 1) in 32 bits; each
+ * reference's widths), std = isqrt(trunc(var / c) + 1) once per row; each
  * value trunc(t * weight / std) as a 32-bit division (the bias added in 64) where |t| * max|weight|
  * < 2^31 (tmax and wmax from the caller), else the reference's 64-bit one. */
 TSR_RW_INLINE void tsr_rw_ilayernorm_values(const tsr_layernorm_args_t *a, const int8_t *x, int8_t *y, int32_t s1,
@@ -233,7 +215,7 @@ TSR_RW_INLINE void tsr_rw_ilayernorm_values(const tsr_layernorm_args_t *a, const
         var += t * t;
         tmax = t > tmax ? t : -t > tmax ? -t : tmax;
     }
-    stdv = (int32_t)tsr_rw_isqrt32((uint32_t)(var / n + 1));
+    stdv = (int32_t)tsr_isqrt64((uint64_t)(var / n + 1));
     if ((uint64_t)(uint32_t)tmax * wmax < ((uint64_t)1 << 31)) {
         for (j = 0; j < n; j++) {
             const int64_t v = ((int64_t)(((x[j] + off - mean) * a->weight[j]) / stdv) + a->bias[j]) >> sh;
