@@ -58,7 +58,8 @@ TSR_RW_INLINE void tsr_rw_half(int32_t s, uint32_t *lo, int32_t *hi)
  * X >= s 2^10 the clamp to hi, else q = (X * r) >> 42 with r = floor(2^42 / s)
  * (< 2^18), plus one when (q + 1) s <= X. In words: X * r >> 42 =
  * (Xh r + mulhu(Xl, r)) >> 10 (Xh < 2^10: Xh r < 2^28), and (q + 1) s is
- * mulhu:mul of two 32-bit values. mul is read unsigned, as the reference does. */
+ * mulhu:mul of two 32-bit values, or for s < 2^31 the remainder X - q s in
+ * one word. mul is read unsigned, as the reference does. */
 typedef struct {
     uint32_t r, hl, bl;
     int32_t hh, bh, shift, mul, zp, lo, hi;
@@ -90,9 +91,13 @@ TSR_RW_INLINE int32_t tsr_rw_softmax_value(const tsr_rw_softmax_t *k, uint32_t e
     if (xh > (uint32_t)k->bh || (xh == (uint32_t)k->bh && xl >= k->bl))
         return k->hi;
     q = (xh * k->r + tsr_rw_mulhu(xl, k->r)) >> 10;
-    ql = (q + 1) * s, qh = tsr_rw_mulhu(q + 1, s);
-    if (qh < xh || (qh == xh && ql <= xl))
-        q++;
+    if (!(s >> 31)) {
+        q += xl - q * s >= s;    /* X - q s is in [0, 2s), below 2^32: its low word is all of it */
+    } else {
+        ql = (q + 1) * s, qh = tsr_rw_mulhu(q + 1, s);
+        if (qh < xh || (qh == xh && ql <= xl))
+            q++;
+    }
     v = (int32_t)q + k->zp;
     return v < k->lo ? k->lo : v > k->hi ? k->hi : v;
 }
