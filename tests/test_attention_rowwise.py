@@ -6,8 +6,8 @@ golden model bit for bit on the reference kernels' own cases (every core
 alone and all together): the table softmax, Deeploy's softmaxes, both
 layer normalizations and lookup tables; and on rows chosen for the 32-bit
 paths' edges (large sums, shifts across the word boundary, the fallbacks).
-The Xpulp and DSP paths run in tests/test_attention_gvsoc.py and
-tests/test_attention_qemu.py."""
+The Xpulp and DSP paths run in tests/test_attention_rowwise_gvsoc.py and
+tests/test_attention_rowwise_qemu.py."""
 
 import os
 
