@@ -30,7 +30,8 @@ from .. import ir
 from .alloc import l1_layout, plan_level
 from ..errors import FitError
 from .overlap import candidates as overlap_candidates, fused_candidates
-from ..config.views import param_arrays
+from ..config.views import param_arrays, tiler_layer
+from ..tiles.geometry import chunks, w_per_k
 
 ALIGN = 4
 
@@ -282,6 +283,24 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only
     return {"level": level, "end": end, "peak": max(pairs, default=0), "chunks": chunks, "layers": per_layer}
 
 
+def _split_on_card(graph, tilings, in_storage):
+    """The layers with weights on the storage level whose reduction the
+    tiler split: each gets `split` in its storage entry, what lays its
+    constants out on the card in the order its steps use them
+    (tessera.tiles.geometry.split_blocks: channel tile c, the chunks, the
+    window). Returns their names."""
+    names = set()
+    for name, where in in_storage.items():
+        tiling = tilings.get(name, {})
+        if not tiling.get("split"):
+            continue
+        view = tiler_layer(graph.layer(name), graph)
+        where["split"] = {"c": min(tiling["tile"]["c"], view["out"][2]), "window": w_per_k(view),
+                          "chunks": [list(c) for c in chunks(view, tiling)]}
+        names.add(name)
+    return names
+
+
 def _check_stream(chunks, top, end):
     """Every chunk inside the level, above the activations of its lifetime,
     apart from the chunk it is live with (a planner bug otherwise)."""
@@ -479,9 +498,14 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
         # the storage layers' constants stream through the activation level
         st = memory["storage"]
         last = max(v["at"] + v["bytes"] for v in in_storage.values())
+        split = _split_on_card(graph, tilings, in_storage)
         weights["storage"] = {"level": st["level"], "layers": in_storage, "bytes": _align(last, st["block"])}
-        weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
-                                           act_buffers, acts["offsets"], only=set(in_storage), runs=runs)
+        # a split layer's constants stream only through the out-of-core
+        # program, chunk by chunk (tessera.storage.firmware), not the in-order stream
+        streamed = set(in_storage) - split
+        if streamed:
+            weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
+                                               act_buffers, acts["offsets"], only=streamed, runs=runs)
     elif staging is not None:
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
