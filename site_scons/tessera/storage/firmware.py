@@ -47,8 +47,8 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     if res.get("program") is None and split:
         raise TesseraError(f"layer {split[0]}", "its reduction is split and its weights are on the card: only the "
                            f"out-of-core program streams them chunk by chunk, and this build has none ({res['why']})",
-                           "give the program its pools (memory.<activations>.reserved.pools) or the tile level "
-                           "room for one output's reduction")
+                           "remove what keeps the program out (in brackets) or give the tile level room for "
+                           "one output's reduction")
     return res
 
 
@@ -469,6 +469,20 @@ def report(prog, compute, clock_hz):
             "timeline": timeline.bars(p, ran)}
 
 
+def _as_run(prog, compute, clock_hz):
+    """The firmware's problem with the measured compute and the pools it
+    has (with phases: the largest phase's, for every layer)."""
+    return dict(_measured(prog["problem"], compute, clock_hz), pools=prog["pools"])
+
+
+def lower_bound_ns(prog, compute, clock_hz):
+    """No program with the firmware's tiles and pools does better
+    (tessera.storage.estimate.lower_bound), with the measured compute."""
+    from . import estimate as estimator
+    p = _as_run(prog, compute, clock_hz)
+    return estimator.lower_bound(p, tg.build(p, 1))
+
+
 def estimate(prog, compute, clock_hz, frames):
     """out_of_core.schedule for the firmware's problem with the measured
     compute (the scheduler's best over its candidates, which may differ
@@ -476,8 +490,7 @@ def estimate(prog, compute, clock_hz, frames):
     from ..errors import TesseraError
     from . import estimate as estimator
     from . import timeline
-    # the pools the firmware has (with phases: the largest phase's, for every layer)
-    p = dict(_measured(prog["problem"], compute, clock_hz), pools=prog["pools"])
+    p = _as_run(prog, compute, clock_hz)
     try:
         full = estimator.estimate(p, frames=frames, where="out-of-core schedule")
     except TesseraError as err:

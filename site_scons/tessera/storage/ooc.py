@@ -164,6 +164,20 @@ def problem(graph, io, compute, storage):
     }
 
 
+def lower_bound_ns(graph, io, compute, storage):
+    """No program with the in-order firmware's tiles and transfers (and the
+    pools problem() gives them) does better: tessera.storage.estimate's
+    bound, or None and why when the problem is outside the scheduler's
+    model (a band written back once per channel tile)."""
+    from . import estimate as estimator
+    from . import tasks as tg
+    p = problem(graph, io, compute, storage)
+    try:
+        return estimator.lower_bound(p, tg.build(p, 1)), None
+    except TesseraError as err:
+        return None, str(err)
+
+
 def summary(graph, io, compute, storage, compute_label):
     """report.json's out_of_core: per layer bytes and transfers to and from
     the card, compute and IO time, SwapNN's normalized arithmetic intensity
