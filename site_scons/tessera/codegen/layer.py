@@ -30,6 +30,7 @@ from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment, int_list, symbol
 from .libraries import library
+from .program import gather_dst
 from . import split
 from .split import stage as _stage
 
@@ -701,12 +702,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
         if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
             out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
     if stream is not None:
-        if layer.weights:
-            out.append(f"            dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w[wb];")
-        pos = 0
-        for p, (pname, ctype, size) in enumerate(params):
-            out.append(f"            dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[wb] + {pos};")
-            pos += size * tc_max
+        out += gather_dst(prefix, bool(layer.weights), params, tc_max, "wb", " " * 12)
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
     loader = getattr(lib, "input_loader", lambda layer, graph: "tsr_tile_in")(layer, graph=graph)
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):

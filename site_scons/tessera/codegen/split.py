@@ -23,6 +23,7 @@ from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment
+from .program import gather_dst
 from .libraries import input_offset, library, split_kernel
 
 
@@ -250,12 +251,9 @@ def _program_steps(layer, graph, plan_slice, target, ref, params, tc_max, per_ch
     out.append("            const int b = 0;")
     out.append(f"            const int32_t k0 = k * KC, kc = k + 1 < NCHUNKS ? KC : {C} - k0;")
     out.append(f"            const tsr_op_t *c = tsr_prog_compute({prog}, (uint32_t)n);")
-    out.append(f"            int8_t *dst[TSR_KINDS] = {{0}};\n            dst[TSR_KIND_WEIGHTS] = {L1} + l1_w[0];")
-    pos = 0
-    for p, (_, _, size) in enumerate(params):
-        # the tile's first step brings its channels' rows (no ref on the others)
-        out.append(f"            dst[TSR_KIND_PARAM + {p}] = {L1} + l1_p[0] + {pos};")
-        pos += size * tc_max
+    out.append("            int8_t *dst[TSR_KINDS] = {0};")
+    # (a tile's first step brings its channels' parameter rows: no ref on the others)
+    out += gather_dst(prefix, True, params, tc_max, 0, " " * 12)
     out.append("            tsr_prog_gather(c, dst, 1, ENGINE_ACT);")
     out.append(f"            tsr_dma_box(&job, ENGINE_ACT, {L1} + l1_in0[0], {L2} + {plan_slice['inputs'][0]}, {W}, "
                f"{C}, {in_esize}, t->ih0, t->ih, t->iw0, t->iw, k0, kc, 1);")
