@@ -566,6 +566,51 @@ def _assert_traffic_is_the_programs(rep, prog):
             (mine["read"], mine["reads"], mine["written"], mine["writes"]), layer["name"]
 
 
+@pytest.mark.parametrize("program", [True, False], ids=["program", "in_order"])
+def test_a_channel_sliced_writer_with_weights_on_the_card_walks_its_bands(tmp_path, program):
+    """The banded network with 2 kB of flash for constants: conv2's weights
+    go to the card too. It is still walked row band first (its output
+    gathered per band, written once), its channel tiles' weights read from
+    the card again for every band, outside the in-order weight stream: by
+    the program's reads, or (the program off) straight from the card;
+    bit-exact either way, and the driver moves what the report says."""
+    t = sd_data()
+    t["memory"]["flash"]["size"] = t["memory"]["flash"]["reserved"]["code"] + 2048
+    t["memory"]["L2"]["size"] = t["memory"]["L2"]["reserved"]["data"] + 8704
+    t["memory"]["L1"]["size"] = t["memory"]["L1"]["reserved"]["stack"] + 1856
+    if not program:
+        t["memory"]["L2"]["reserved"]["pools"] = 0
+    (tmp_path / "sd_bandw.yaml").write_text(yaml.safe_dump(t, sort_keys=False))
+    (tmp_path / "tiny_band.yaml").write_text(BAND_NET)
+    res = scons(f"target={tmp_path / 'sd_bandw.yaml'}", f"model={tmp_path / 'tiny_band.yaml'}", "overlap=0",
+                out=str(tmp_path / "gen"), timeout=1800)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    net = tmp_path / "gen" / "sd_bandw" / "tiny_band"
+    rep = report(str(tmp_path / "gen"), "sd_bandw", "tiny_band")
+    assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    plan = json.loads((net / "memplan.json").read_text())
+    tiling = json.loads((net / "tiling" / "conv2.json").read_text())
+    assert "conv2" in plan["weights"]["storage"]["layers"] and "stream" not in plan["weights"]
+    assert tiling["order"] == "hcw" and tiling["tile"]["c"] < 32
+    o = rep["out_of_core"]
+    conv2 = next(layer for layer in o["layers"] if layer["name"] == "conv2")
+    bands = -(-16 // tiling["tile"]["h"])
+    assert conv2["written_bytes"] == 16 * 16 * 32 and conv2["writes"] == bands
+    t = o["totals"]
+    assert t["measured"] == {k: t[k] for k in ("read_bytes", "written_bytes", "reads", "writes")}
+    prog = json.loads((net / "program.json").read_text())
+    if program:
+        assert prog.get("program"), prog.get("why")
+        assert o["firmware"]["program"] == prog["candidate"] and _program_line(net) == prog["totals"]
+        _assert_traffic_is_the_programs(rep, prog)
+        # every band reads the layer's weights again (3x3x16 per channel)
+        weights = 32 * 3 * 3 * 16
+        reads = next(x for x in prog["io"] if x["name"] == "conv2")
+        assert bands * weights <= reads["read"] < (bands + 1) * weights
+    else:
+        assert o["firmware"]["program"] == "in order"
+
+
 def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
     """The banded network on a host target shrunk the same way, without
     SRAM reserved for pools (the host storage driver: a stdio file): the
