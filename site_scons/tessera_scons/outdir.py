@@ -2,15 +2,18 @@
 build at a time, and its signature database readable (SCons-specific: the
 database is SCons's, and the lock must live as long as this SCons process)."""
 
+import atexit
 import fcntl
 import os
 import pickle
 import sys
 import tempfile
 
+import SCons.SConsign
 from SCons.Script import Exit, SConsignFile
 
-_held = []   # the locked folders' descriptors: the lock lasts until this process ends
+_held = []   # (folder, descriptor) of the locked folders: the lock lasts until this process ends
+FULL = 64 << 10   # free bytes below which a failed build's folder counts as on a full disk
 
 
 def claim(net_dir):
@@ -33,10 +36,64 @@ def claim(net_dir):
         os.close(fd)
         _stop(f"{net_dir}: another build is writing this folder now (wait for it to end, or give this one "
               f"another out=)")
-    _held.append(fd)
+    _held.append((net_dir, fd))
     signatures = os.path.join(net_dir, ".sconsign")
     _drop_if_damaged(signatures + ".dblite")
     SConsignFile(signatures)
+    if SCons.SConsign.write is not _write_signatures:
+        _scons_write.append(SCons.SConsign.write)
+        SCons.SConsign.write = _write_signatures
+        atexit.register(_explain)
+
+
+_scons_write = []
+
+
+def _write_signatures():
+    """SCons saves the database when the build ends; on a full or read-only
+    disk that raised a traceback (and again when Python exits). Instead:
+    no database left, so that the next build checks every step against its
+    files rather than trusting a database older than them, and one line
+    when the process exits (_explain)."""
+    try:
+        _scons_write[0]()
+    except OSError as err:
+        import SCons.Script.Main as main
+
+        for db in SCons.SConsign.DB_sync_list:
+            db._needs_sync = False     # SCons would try again when Python exits
+            for path in (db._file_name, db._tmp_name):
+                if os.path.exists(path):
+                    os.remove(path)
+            _unsaved.append((db._file_name, err.strerror))
+        main.exit_status = main.exit_status or 2
+
+
+_unsaved = []   # (database, why) that could not be saved
+
+
+def _explain():
+    """A step that failed for want of space says so in its tool's words (an
+    assembler's "can't write", a Python OSError): name the cause once, in
+    one line, with the database that could not be saved."""
+    from SCons.Script import GetBuildFailures
+
+    failed = [os.path.abspath(str(f.node)) for f in GetBuildFailures()]
+    for net_dir in sorted({path for path, _ in _held}):
+        mine = sorted(p for p in failed if p.startswith(net_dir + os.sep))
+        unsaved = [why for path, why in _unsaved if path.startswith(net_dir + os.sep)]
+        if not (mine or unsaved):
+            continue
+        st = os.statvfs(os.path.dirname(net_dir) if not os.path.isdir(net_dir) else net_dir)
+        free = st.f_bavail * st.f_frsize
+        if free < FULL:
+            what = os.path.relpath(mine[0], net_dir) if mine else "the signature database"
+            sys.stderr.write(f"tessera: error: {net_dir}: the disk is full ({free} bytes free) while making "
+                             f"{what} (free space there, or give out= on another disk; the next build makes "
+                             f"what is missing)\n")
+        elif unsaved:
+            sys.stderr.write(f"tessera: error: {net_dir}: cannot save the build's signatures: {unsaved[0]} "
+                             f"(make it writable; the next build runs every step again)\n")
 
 
 def _drop_if_damaged(path):
