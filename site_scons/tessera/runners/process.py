@@ -6,6 +6,9 @@ import subprocess
 
 from ..errors import RunError
 
+# signals a program does not send itself by faulting
+OUTSIDE = {signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+
 
 def run_command(cmd, where, timeout, merge_stderr=True, explain=None, cwd=None):
     """stdout (+stderr) text of cmd; RunError on timeout, signal or non-zero exit.
@@ -25,7 +28,13 @@ def run_command(cmd, where, timeout, merge_stderr=True, explain=None, cwd=None):
         raise RunError(where, f"cannot start {cmd[0]}: {err.strerror}") from None
     text = res.stdout.decode(errors="replace")
     reason = explain(text, res.returncode) if explain and res.returncode != 0 else None
-    if res.returncode < 0:
+    if res.returncode < 0 and -res.returncode in OUTSIDE:
+        # the emulator or program was stopped by someone else (a kill, the
+        # out-of-memory killer, a closed terminal), not by the firmware
+        sig = signal.Signals(-res.returncode).name
+        err = RunError(where, f"killed by {sig} from outside before it finished",
+                       "run the build again; if something keeps killing it, look for what (out of memory?)")
+    elif res.returncode < 0:
         sig = signal.Signals(-res.returncode).name
         err = RunError(where, f"killed by {sig}" + (f": {reason}" if reason else ""),
                        "the firmware faulted; see the run log")
