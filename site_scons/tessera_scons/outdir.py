@@ -12,6 +12,8 @@ import tempfile
 import SCons.SConsign
 from SCons.Script import Exit, SConsignFile
 
+from . import steps
+
 _held = []   # (folder, descriptor) of the locked folders: the lock lasts until this process ends
 FULL = 64 << 10   # free bytes below which a failed build's folder counts as on a full disk
 
@@ -82,8 +84,8 @@ def _explain():
     for net_dir in sorted({path for path, _ in _held}):
         mine = sorted(p for p in failed if p.startswith(net_dir + os.sep))
         unsaved = [why for path, why in _unsaved if path.startswith(net_dir + os.sep)]
-        if not (mine or unsaved):
-            continue
+        if not (mine or unsaved) or set(mine) & steps.HOST_ERRORS:
+            continue       # nothing failed, or a step's own line named the cause
         st = os.statvfs(os.path.dirname(net_dir) if not os.path.isdir(net_dir) else net_dir)
         free = st.f_bavail * st.f_frsize
         if free < FULL:
