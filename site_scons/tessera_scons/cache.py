@@ -69,8 +69,10 @@ class VerifiedCache(CacheDir):
         if entry is None or os.path.islink(built) or not os.path.isfile(built):
             return super().push(node)
         digest = _digest(built)
-        if os.path.exists(entry) and _read(entry + SUFFIX) != digest:
-            os.remove(entry)     # unverifiable or stale: replace it with this build's bytes
+        if os.path.exists(entry) and not (_read(entry + SUFFIX) == digest == _digest(entry)):
+            # damaged (a step of several outputs runs again for one damaged
+            # entry: the others are pushed here), unverifiable or stale
+            os.remove(entry)
         result = super().push(node)
         if os.path.isfile(entry):
             tmp = f"{entry}{SUFFIX}.{os.getpid()}"

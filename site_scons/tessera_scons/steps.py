@@ -243,6 +243,8 @@ def _run(target, source, env):
         canon.write_atomic(log + ".failed", getattr(err, "output", "") or str(err))
         raise
     canon.write_atomic(log, text)
+    if os.path.exists(log + ".failed"):
+        os.remove(log + ".failed")     # an earlier run's: the tree is then a clean build's
 
 
 def check(target, source, env):
