@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 
 from ..errors import RunError
+from .process import OUTSIDE, killed_from_outside
 
 CMDLINE_SYMBOL = "tsr_cmdline"
 ENV = "TESSERA_GVSOC"
@@ -145,6 +146,10 @@ def run_gvsoc(cmd, where, timeout):
         _kill(proc)   # never leave a simulator behind (e.g. on Ctrl-C)
         raise
     text = out.decode(errors="replace")
+    if proc.returncode < 0 and -proc.returncode in OUTSIDE:
+        err = killed_from_outside(where, proc.returncode)
+        err.output = text
+        raise err
     if proc.returncode != 0:
         reason = explain(text)
         if reason is None:
