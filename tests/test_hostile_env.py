@@ -57,16 +57,21 @@ def disk(tmp_path_factory):
         subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
+def _build_under(path, opts, after):
+    """host/tiny built into the tmpfs at path remounted with opts, then
+    remounted with `after` whatever happened."""
+    _remount(path, opts)
+    try:
+        return scons(*TINY, out=path)
+    finally:
+        _remount(path, after)
+
+
 @pytest.mark.parametrize("part", [0.02, 0.12, 0.35])   # the model stage, tiling, compiling
 def test_full_disk_is_one_line_and_the_next_build_equals_a_clean_one(disk, part):
     path, clean, used = disk
     _clear(path)
-    _remount(path, f"size={max(4096, int(used * part) // 4096 * 4096)}")
-    try:
-        res = scons(*TINY, out=path)
-    finally:
-        _remount(path, "size=64m")
-    line = one_error(res)
+    line = one_error(_build_under(path, f"size={max(4096, int(used * part) // 4096 * 4096)}", "size=64m"))
     assert "No space left on device" in line or "the disk is full" in line, line
     assert "give out= on another disk" in line, line
     assert not (path / "host" / "tiny" / ".passed").exists()
@@ -78,12 +83,7 @@ def test_read_only_out_is_one_line_and_changes_nothing(disk):
     path, clean, _ = disk
     _clear(path)
     scons(*TINY, out=path, check=True)
-    _remount(path, "ro")
-    try:
-        res = scons(*TINY, out=path)
-    finally:
-        _remount(path, "rw")
-    line = one_error(res)
+    line = one_error(_build_under(path, "ro", "rw"))
     assert "Read-only file system" in line and "give a writable out=" in line, line
     again = scons(*TINY, out=path, check=True)
     assert step_lines(again.stdout) == []       # the tree and its signatures were left whole

@@ -10,21 +10,14 @@ have that digest. A damaged one is removed with one line and the step
 runs; the fresh output is pushed again. An entry without a sidecar (being
 pushed at this moment, or pushed by an older tessera) is not used."""
 
-import hashlib
 import os
 import sys
 
 from SCons.CacheDir import CacheDir
 
+from tessera.util.canon import file_digest
+
 SUFFIX = ".sha256"
-
-
-def _digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _read(path):
@@ -46,7 +39,7 @@ class VerifiedCache(CacheDir):
         if expected is None:
             return False                       # not verifiable: build it
         try:
-            ok = _digest(entry) == expected
+            ok = file_digest(entry) == expected
         except OSError:
             ok = False
         if not ok:
@@ -68,8 +61,8 @@ class VerifiedCache(CacheDir):
         built = node.get_internal_path()
         if entry is None or os.path.islink(built) or not os.path.isfile(built):
             return super().push(node)
-        digest = _digest(built)
-        if os.path.exists(entry) and not (_read(entry + SUFFIX) == digest == _digest(entry)):
+        digest = file_digest(built)
+        if os.path.exists(entry) and not (_read(entry + SUFFIX) == digest == file_digest(entry)):
             # damaged (a step of several outputs runs again for one damaged
             # entry: the others are pushed here), unverifiable or stale
             os.remove(entry)
