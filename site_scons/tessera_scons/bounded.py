@@ -9,6 +9,8 @@ import signal
 import subprocess
 import sys
 
+from tessera.errors import ToolchainError
+
 # seconds: the biggest bundled network's largest file compiles in well under a minute
 TOOL_TIMEOUT = 1800
 
@@ -21,20 +23,38 @@ def limit():
 def spawn(sh, escape, cmd, args, env):
     """SCons's SPAWN (as SCons's POSIX spawn: `sh -c` over the escaped
     arguments) with the bound."""
-    bound = limit()
     proc = subprocess.Popen([sh, "-c", " ".join(args)], env=env, close_fds=True, start_new_session=True)
     try:
-        return proc.wait(timeout=bound)
+        return proc.wait(timeout=limit())
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)   # the compiler's own children (cc1, as) too
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        made = _output(args)
-        sys.stderr.write(f"tessera: error: {made or cmd}: {os.path.basename(cmd)} gave no result within {bound:g} s "
-                         f"(hung?) (check the toolchain; TESSERA_TOOL_TIMEOUT=<seconds> raises the bound)\n")
+        _kill(proc)
+        sys.stderr.write(f"tessera: error: {hung(cmd, _output(args))}\n")
         return 124
+
+
+def run(cmd):
+    """subprocess.run(cmd) with its output captured, under the bound;
+    ToolchainError (one line) when it hangs."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit())
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise ToolchainError(None, hung(cmd[0], _output(cmd))) from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def hung(tool, made):
+    return (f"{made or tool}: {os.path.basename(tool)} gave no result within {limit():g} s (hung?) (check the "
+            f"toolchain; TESSERA_TOOL_TIMEOUT=<seconds> raises the bound)")
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)   # the tool's own children (cc1, as, ld) too
+    except ProcessLookupError:
+        pass
+    proc.communicate()
 
 
 def _output(args):
