@@ -100,14 +100,15 @@ def _unprivileged():
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 
-def _tiny_onnx():
+@pytest.fixture(scope="module")
+def tiny_onnx(tmp_path_factory):
+    scons(*TINY, out=tmp_path_factory.mktemp("first"), check=True)     # the tiny ONNX in the model cache
     return sorted(glob.glob(os.path.join(MODEL_CACHE, "tiny-*.onnx")), key=os.path.getmtime)[-1]
 
 
 @pytest.mark.parametrize("what", ["model YAML", "target YAML", "ONNX file", "out folder"])
-def test_an_unreadable_input_or_unwritable_out_is_one_line(tmp_path, what):
-    scons(*TINY, out=tmp_path / "first", check=True)     # the tiny ONNX in the model cache
-    shutil.copy(_tiny_onnx(), tmp_path / "net.onnx")
+def test_an_unreadable_input_or_unwritable_out_is_one_line(tmp_path, tiny_onnx, what):
+    shutil.copy(tiny_onnx, tmp_path / "net.onnx")
     (tmp_path / "net.yaml").write_text("description: tiny\nonnx: net.onnx\ninput: {seed: 0}\n")
     shutil.copy(os.path.join(ROOT, "targets", "host.yaml"), tmp_path / "mine.yaml")
     out = tmp_path / "out"
@@ -240,26 +241,26 @@ def test_damaged_cache_entries_are_detected_and_rebuilt(tmp_path):
     assert build_tree(out) == clean
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "flipped"])
-def test_a_damaged_signature_database_is_one_warning_line(tmp_path, damage):
+def test_a_damaged_signature_database_is_one_warning_line(tmp_path):
     out = tmp_path / "out"
     scons(*TINY, out=out, check=True)
     clean = build_tree(out)
     db = out / "host" / "tiny" / ".sconsign.dblite"
-    data = bytearray(db.read_bytes())
-    if damage == "truncated":
-        data = data[: len(data) // 2]
-    elif damage == "garbage":
-        data = bytearray(b"\x80\x05not a pickle" * 10)
-    else:
-        for i in range(7, len(data), 997):
-            data[i] ^= 0xFF
-    db.write_bytes(bytes(data))
-    res = scons(*TINY, out=out, check=True)
-    lines = [l for l in res.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tessera: warning: ") and "signature database" in lines[0], \
-        res.stderr
-    assert build_tree(out) == clean
+    for damage in ("truncated", "garbage", "flipped"):
+        data = bytearray(db.read_bytes())
+        if damage == "truncated":
+            data = data[: len(data) // 2]
+        elif damage == "garbage":
+            data = bytearray(b"\x80\x05not a pickle" * 10)
+        else:
+            for i in range(7, len(data), 997):
+                data[i] ^= 0xFF
+        db.write_bytes(bytes(data))
+        res = scons(*TINY, out=out, check=True)
+        lines = [l for l in res.stderr.splitlines() if l.strip()]
+        assert len(lines) == 1 and lines[0].startswith("tessera: warning: ") and "signature database" in lines[0], \
+            (damage, res.stderr)
+        assert build_tree(out) == clean, damage
 
 
 def test_an_interrupted_export_then_the_next_equals_a_clean_one(tmp_path):
