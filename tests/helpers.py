@@ -9,6 +9,10 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the reference kernels pulp_nn's row-wise kernels (rowwise.c) hand the rows
+# they do not cover to: a test compiling kernels/pulp_nn/*.c alone adds them,
+# as a build compiles the library's fallback in
+PNN_FALLBACK = [os.path.join(ROOT, "kernels", "reference", f) for f in ("attention.c", "elementwise.c")]
 MODEL_CACHE = os.path.join(ROOT, "generated", ".models")
 
 

@@ -125,12 +125,19 @@ def _tflite_add(layer, graph):
             and reference.reference_only(replace(layer, in_shift=None), graph) is None)
 
 
+# attention's row-wise ops (rowwise.c): any layer of them (TFLite's softmax
+# and a table per channel the kernels hand to the reference ones themselves)
+ROWWISE = {"softmax": "tsr_cmsis_softmax", "layernorm": "tsr_cmsis_layernorm", "lut": "tsr_cmsis_lut"}
+
+
 def kernel_function(layer, graph):
     """The kernel entry point, chosen by the layer's requantization form:
     CMSIS-NN's API (half up), TFLite's, or tessera's others; the
     reference kernels for what only they implement."""
     if _tflite_add(layer, graph):
         return KERNELS["add"]
+    if layer.op in ROWWISE:
+        return ROWWISE[layer.op]
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op == "matmul" and reference.reference_only(layer, graph) is None:
