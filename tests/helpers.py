@@ -26,6 +26,20 @@ def scons(*args, out, check=False, timeout=3600, env=None):
     return res
 
 
+def build_tree(out):
+    """{relative path: bytes} of a build tree, without SCons' signature
+    database (it records the history of builds, not their outputs)."""
+    files = {}
+    for d, _, names in os.walk(out):
+        for n in names:
+            if n.startswith(".sconsign"):
+                continue
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, out)] = f.read()
+    return files
+
+
 def step_lines(text):
     """The lines of the build steps that ran (`tessera: <step> ...`), not the
     verdict every build ends with (a no-op one too)."""

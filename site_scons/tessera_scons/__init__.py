@@ -41,7 +41,7 @@ from SCons.Script import Exit
 
 from tessera import config
 from tessera.config import views
-from tessera.errors import FitError, TesseraError
+from tessera.errors import FitError, TesseraError, from_os_error
 from tessera.ir import Graph
 from tessera.model import prepare
 from tessera.pipeline import model as configuration, options
@@ -181,6 +181,8 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
         fail(f"{mname} on {tname}: {err}", outdir, made)
     except TesseraError as err:
         fail(err, outdir, made)
+    except OSError as err:      # the model stage writes while SConstruct is read: a full disk, no access
+        fail(from_os_error(err, outdir), outdir, made)
     _networks.append(outdir)
     return _declare(env, net, run)
 

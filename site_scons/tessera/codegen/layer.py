@@ -23,6 +23,7 @@ their product: mbv1_224's tables of a row per tile took 52 kB of GAP8's
 """
 
 from .. import ir
+from ..util.cname import c_comment
 from ..errors import FitError
 from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
@@ -249,7 +250,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     if params:
         out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
     if epilogue is not None:
-        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {skip}'s tile */")
+        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {c_comment(skip)}'s tile */")
     out.append("")
 
     rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
