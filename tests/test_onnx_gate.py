@@ -1,0 +1,140 @@
+"""One validity gate for every ONNX dialect (frontend.gate): the mutants of
+a DORY graph that issue 35 found built and passing although ONNX Runtime
+refuses to load them, and the same mutations of a Deeploy (QuantLib)
+graph, whose custom operators keep ONNX Runtime from running it at all.
+Each is refused with one line naming the file and the thing, through the
+entry point a build runs (prepare.prepare)."""
+
+import glob
+import os
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from helpers import MODEL_CACHE, ROOT
+from tessera import config
+from tessera.errors import TesseraError
+from tessera.frontend import gate
+from tessera.model import prepare
+
+DORY = os.path.normpath(os.path.join(ROOT, "..", "shared", "peer_tests", "dory", "Residual_connection_test_1"))
+
+
+def _input_type(t):
+    def edit(m):
+        m.graph.input[0].type.tensor_type.elem_type = t
+    return edit
+
+
+def _opset(v):
+    def edit(m):
+        next(o for o in m.opset_import if o.domain in ("", "ai.onnx")).version = v
+    return edit
+
+
+def _ir(m):
+    m.ir_version = 99
+
+
+def _retype(op):
+    """The first initializer `op` reads retyped to int64: the node binds two types."""
+    def edit(m):
+        inits = {i.name: i for i in m.graph.initializer}
+        node = next(n for n in m.graph.node if n.op_type == op and any(i in inits for i in n.input))
+        init = inits[next(i for i in node.input if i in inits)]
+        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.int64), init.name))
+    return edit
+
+
+def _clip_to_relu(m):
+    node = next(n for n in m.graph.node if n.op_type == "Clip")
+    node.op_type = "Relu"
+    while len(node.input) < 3:
+        node.input.append(node.input[0])
+
+
+def _auto_pad(m):
+    node = next(n for n in m.graph.node if n.op_type == "Conv")
+    if not any(a.name == "pads" for a in node.attribute):
+        node.attribute.append(helper.make_attribute("pads", [0, 0, 0, 0]))
+    node.attribute.append(helper.make_attribute("auto_pad", "SAME_UPPER"))
+
+
+# (id, edit, words of the line); the 10 DORY mutations of the issue
+MUTATIONS = [("input-string", _input_type(TensorProto.STRING), ["input", "STRING"]),
+             ("input-int32", _input_type(TensorProto.INT32), ["int32"]),
+             ("input-float16", _input_type(TensorProto.FLOAT16), ["input", "FLOAT16"]),
+             ("input-double", _input_type(TensorProto.DOUBLE), ["input", "DOUBLE"]),
+             ("opset-1", _opset(1), ["opset 1"]),
+             ("opset-99", _opset(99), ["opset 99"]),
+             ("ir-version-99", _ir, ["ir_version 99"]),
+             ("mul-binds-two-types", _retype("Mul"), ["Mul", "type"]),
+             ("relu-with-three-inputs", _clip_to_relu, ["Relu", "3 inputs"]),
+             ("auto-pad-and-pads", _auto_pad, ["auto_pad SAME_UPPER", "pads"])]
+
+
+def _refused(folder, model_text, words):
+    (folder / "m.yaml").write_text(model_text)
+    with pytest.raises(TesseraError) as info:
+        model = config.load_model(str(folder / "m.yaml"), "m")
+        prepare.prepare(model, str(folder / "out"), MODEL_CACHE, log=lambda line: None)
+    line = str(info.value)
+    assert "\n" not in line and str(folder / "net.onnx") in line, line
+    for w in words:
+        assert w in line, (w, line)
+
+
+@pytest.mark.skipif(not os.path.isdir(DORY), reason="../shared/peer_tests not present")
+@pytest.mark.parametrize("case", MUTATIONS, ids=[c[0] for c in MUTATIONS])
+def test_a_dory_graph_onnx_runtime_refuses_is_refused(tmp_path, case):
+    _, edit, words = case
+    shutil.copytree(DORY, tmp_path / "ref", ignore=shutil.ignore_patterns("*.onnx"))
+    m = onnx.load(os.path.join(DORY, "model_int.onnx"))
+    edit(m)
+    onnx.save(m, str(tmp_path / "net.onnx"))
+    _refused(tmp_path, "description: x\nonnx: net.onnx\nreference: {kind: dory, dir: ref}\n", words)
+
+
+# the Deeploy graph has a Conv, no Mul/Clip: its two-types case retypes the
+# Conv's weights; the Clip case does not apply
+DEEPLOY_MUTATIONS = [c for c in MUTATIONS if c[0] not in ("mul-binds-two-types", "relu-with-three-inputs",
+                                                          "input-int32")]
+DEEPLOY_MUTATIONS.append(("conv-binds-two-types", _retype("Conv"), ["Conv", "type"]))
+
+
+@pytest.mark.parametrize("case", DEEPLOY_MUTATIONS, ids=[c[0] for c in DEEPLOY_MUTATIONS])
+def test_a_deeploy_graph_with_the_same_fault_is_refused(tmp_path, case):
+    import test_bad_input_corpus as corpus
+    _, edit, words = case
+    corpus._quantlib_graph(tmp_path / "net.onnx")
+    m = onnx.load(str(tmp_path / "net.onnx"))
+    edit(m)
+    onnx.save(m, str(tmp_path / "net.onnx"))
+    (tmp_path / "ref").mkdir()
+    for name, data in corpus._deeploy_folder()[0].items():
+        (tmp_path / "ref" / name).write_bytes(data)
+    _refused(tmp_path, "description: x\nonnx: net.onnx\nreference: {kind: deeploy, dir: ref}\n", words)
+
+
+def test_the_version_bounds_are_what_onnx_runtime_loads():
+    """The probed bounds are ONNX Runtime's: it loads the highest and refuses one past it."""
+    max_ir, max_opset = gate.ort_bounds()
+    assert gate._ort_accepts(max_ir, max_opset)
+    assert not gate._ort_accepts(max_ir + 1, gate.MIN_OPSET)
+    assert not gate._ort_accepts(max_ir, max_opset + 1)
+
+
+@pytest.mark.skipif(not os.path.isdir(DORY), reason="../shared/peer_tests not present")
+def test_every_peer_graph_passes_the_gate():
+    """The gate refuses none of the peers' own graphs (DORY and Deeploy)."""
+    peers = sorted(glob.glob(os.path.join(os.path.dirname(DORY), "..", "**", "*.onnx"), recursive=True))
+    assert len(peers) >= 20
+    for path in peers:
+        g = onnx.load(path)
+        gate.check_versions(g, path)
+        gate.check_input_types(g, path, "integer")
+        gate.check_pads(g, path)
+        gate.check_typed(g, path)
