@@ -347,6 +347,7 @@ DORY_CASES = [
     ("huge-int", {"input.txt": _HDR + "1e400,\n" * 768}, ["input.txt"]),
     ("out-of-int8", {"input.txt": _HDR + "1000,\n" * 768}, ["input.txt"]),
     ("empty-file", {"input.txt": ""}, ["input.txt"]),
+    ("not-utf8", {"input.txt": _HDR + "1,\udcc4\n" * 768}, ["input.txt", "not UTF-8"]),   # the fuzzer's byte flip
     ("no-input", {}, ["input.txt"]),
     ("layer-gap", {"input.txt": _HDR + "1,\n" * 768, "out_layer1.txt": "# x (shape [1]),\n1,\n"},
      ["out_layer"]),

@@ -138,3 +138,44 @@ def test_every_peer_graph_passes_the_gate():
         gate.check_input_types(g, path, "integer")
         gate.check_pads(g, path)
         gate.check_typed(g, path)
+
+
+def _tiny_onnx():
+    model = config.load_model(os.path.join(ROOT, "models", "tiny.yaml"), "tiny")
+    return prepare.model_onnx(model, MODEL_CACHE, log=lambda line: None)
+
+
+def _huge_input(m):   # 3 x 2^15 x 2^15 floats: 12 GiB declared, no data
+    for d, v in zip(m.graph.input[0].type.tensor_type.shape.dim[1:], (3, 1 << 15, 1 << 15)):
+        d.dim_value = v
+
+
+def _huge_initializer(m):   # 2^40 weights declared, no data
+    init = m.graph.initializer[0]
+    del init.dims[:]
+    init.dims.extend([1 << 20, 1 << 20])
+    init.ClearField("raw_data")
+
+
+# the initializer's data no longer fills it: the checker says so first
+@pytest.mark.parametrize("edit, words", [(_huge_input, "address space"), (_huge_initializer, "too small")])
+def test_a_memory_bomb_is_refused_before_anything_is_allocated(tmp_path, edit, words):
+    """A declared size past any target's address space is one line, and the
+    import's peak allocation stays small (ONNX Runtime's run on zeros would
+    have asked for the whole input)."""
+    import tracemalloc
+    from tessera.frontend import import_onnx
+    m = onnx.load(_tiny_onnx())
+    edit(m)
+    path = str(tmp_path / "bomb.onnx")
+    onnx.save(m, path)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TesseraError) as info:
+            import_onnx(path, "bomb")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    line = str(info.value)
+    assert "\n" not in line and path in line and words in line, line
+    assert peak < 64 << 20, peak

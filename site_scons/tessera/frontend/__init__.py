@@ -10,7 +10,7 @@ import onnx
 from ..errors import FrontendError
 from .builder import Builder
 from .gate import (check_arity, check_attributes, check_initializers, check_input_types, check_onnx, check_pads,
-                   check_single_producers, check_text, check_typed, check_versions, ort_refusal)
+                   check_single_producers, check_sizes, check_text, check_typed, check_versions, ort_refusal)
 from .nemo import NemoParser
 from .normalize import normalize
 from .onnxgraph import OnnxGraph, checked_graph, load, read_model
@@ -127,6 +127,7 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
     check_text(g.model, path)   # the ONNX checker lets a node name that is not UTF-8 through
     check_versions(g.model, path)
+    check_sizes(g.model, path)
     if dialect in INTEGER_DIALECTS:
         return _import_integer(g, path, name, dialect, input_types)
     g0 = g

@@ -352,3 +352,29 @@ def check_typed(model, path):
         onnx.checker.check_model(copy, full_check=True)
     except Exception as err:
         raise FrontendError(path, f"ONNX checker: {_first_line(err)}", "re-export the model") from None
+
+
+def check_sizes(model, path):
+    """A memory bomb (a tensor declared larger than any target's 32-bit
+    address space: graph inputs, outputs, annotated intermediates,
+    initializers) is refused from the declared dims alone, before anything
+    (ONNX Runtime's run on zeros, the golden model) allocates it."""
+    from ..config.target import ADDRESS_SPACE
+    g = model.graph
+    declared = [(i.name, list(i.dims), i.data_type) for i in g.initializer]
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            declared.append((vi.name, [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim],
+                             tt.elem_type))
+    for name, dims, elem in declared:
+        if any(d < 0 for d in dims):
+            continue   # the checker names a negative dimension
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(elem).itemsize
+        except Exception:
+            itemsize = 1
+        size = int(np.prod([int(d) for d in dims], dtype=object)) * itemsize if dims else itemsize
+        if size > ADDRESS_SPACE:
+            raise FrontendError(path, f"tensor {name!r} declares shape {dims} ({size} bytes), more than any "
+                                f"target's {ADDRESS_SPACE >> 30} GiB address space", "check the model's shapes")
