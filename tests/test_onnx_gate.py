@@ -179,3 +179,32 @@ def test_a_memory_bomb_is_refused_before_anything_is_allocated(tmp_path, edit, w
     line = str(info.value)
     assert "\n" not in line and path in line and words in line, line
     assert peak < 64 << 20, peak
+
+
+def test_external_data_present_is_read_and_followed_missing_is_one_line(tmp_path):
+    """A model whose weights live in a file beside it (what models past 2 GB
+    use) imports; changing that file re-imports (its digest is part of the
+    import's key, and CMake's dependencies list it); a missing or short file
+    is one line naming it."""
+    from tessera.ir import Graph
+    from tessera.util import canon
+    m = onnx.load(_tiny_onnx())
+    onnx.save(m, str(tmp_path / "net.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="net.data", size_threshold=0)
+    (tmp_path / "m.yaml").write_text("description: x\nonnx: net.onnx\n")
+    model = config.load_model(str(tmp_path / "m.yaml"), "m")
+    assert str(tmp_path / "net.data") in prepare.source_files(model)
+    paths = prepare.prepare(model, str(tmp_path / "out"), MODEL_CACHE, log=lambda line: None)
+    first = canon.file_digest(paths["weights"])
+    assert Graph.from_json(canon.read_json(paths["graph"])).layers
+    # every weight byte negated (same length, a different network): imported again
+    data = bytearray((tmp_path / "net.data").read_bytes())
+    w = next(i for i in onnx.load(_tiny_onnx()).graph.initializer if i.name.endswith("weight_quantized"))
+    start = data.find(w.raw_data)
+    data[start:start + len(w.raw_data)] = bytes((256 - b) % 256 for b in w.raw_data)
+    (tmp_path / "net.data").write_bytes(bytes(data))
+    paths = prepare.prepare(model, str(tmp_path / "out"), MODEL_CACHE, log=lambda line: None)
+    assert canon.file_digest(paths["weights"]) != first
+    for damage, words in ((lambda p: p.write_bytes(p.read_bytes()[:100]), "exceeds"), (os.remove, "net.data")):
+        damage(tmp_path / "net.data")
+        _refused(tmp_path, "description: x\nonnx: net.onnx\n", ["external data", words])
