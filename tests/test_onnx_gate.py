@@ -208,3 +208,17 @@ def test_external_data_present_is_read_and_followed_missing_is_one_line(tmp_path
     for damage, words in ((lambda p: p.write_bytes(p.read_bytes()[:100]), "exceeds"), (os.remove, "net.data")):
         damage(tmp_path / "net.data")
         _refused(tmp_path, "description: x\nonnx: net.onnx\n", ["external data", words])
+
+
+def test_a_tensor_name_with_a_nul_is_one_line(tmp_path):
+    """The fuzzer's renamed graph input `..._Output /\\x00`: the weights'
+    and inputs' .npz archives cut the name at the NUL, and the ONNX Runtime
+    comparison looked it up by its whole name (KeyError)."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import fuzz
+    m = onnx.load(_tiny_onnx())
+    old = next(n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear")
+    fuzz._rename_everywhere(m, old, old + " /\x00")
+    onnx.save(m, str(tmp_path / "net.onnx"))
+    _refused(tmp_path, "description: x\nonnx: net.onnx\n", ["NUL", old])

@@ -221,7 +221,8 @@ def check_arity(model, path):
 
 def check_text(model, path):
     """Every name in the graph is UTF-8 text (protobuf hands back bytes for
-    a string that is not, which no later step can print or write)."""
+    a string that is not, which no later step can print or write) without
+    a NUL (the weights' archive cuts a name at it)."""
     g = model.graph
     named = [("node", n.name) for n in g.node] + [("op type", n.op_type) for n in g.node]
     named += [("tensor", t) for n in g.node for t in list(n.input) + list(n.output)]
@@ -230,6 +231,8 @@ def check_text(model, path):
     for kind, name in named:
         if not isinstance(name, str):
             raise FrontendError(path, f"a {kind} name is not UTF-8 text ({bytes(name)[:40]!r})", "re-export the model")
+        if "\x00" in name:   # no file, archive entry or C string can hold it
+            raise FrontendError(path, f"the {kind} name {name[:60]!r} holds a NUL character", "rename it; re-export the model")
 
 
 def check_initializers(model, path):
