@@ -222,3 +222,21 @@ def test_a_tensor_name_with_a_nul_is_one_line(tmp_path):
     fuzz._rename_everywhere(m, old, old + " /\x00")
     onnx.save(m, str(tmp_path / "net.onnx"))
     _refused(tmp_path, "description: x\nonnx: net.onnx\n", ["NUL", old])
+
+
+def test_a_bias_too_wide_for_the_requantization_is_one_line(tmp_path):
+    """The fuzzer's bias zero point set to -2^31 on one channel: the bias
+    no longer fits beside the requantization (a ValueError in
+    builder.wide_bias), now one line naming the layer."""
+    m = onnx.load(_tiny_onnx())
+    init = next(i for i in m.graph.initializer if i.name == "conv0.bias_quantized_zero_point")
+    zp = numpy_helper.to_array(init).copy()
+    zp[3] = -2 ** 31
+    init.CopyFrom(numpy_helper.from_array(zp, init.name))
+    onnx.save(m, str(tmp_path / "net.onnx"))
+    (tmp_path / "m.yaml").write_text("description: x\nonnx: net.onnx\n")
+    with pytest.raises(TesseraError) as info:
+        prepare.prepare(config.load_model(str(tmp_path / "m.yaml"), "m"), str(tmp_path / "out"), MODEL_CACHE,
+                        log=lambda line: None)
+    line = str(info.value)
+    assert "\n" not in line and "conv0" in line and "bias" in line and str(tmp_path / "net.onnx") in line, line

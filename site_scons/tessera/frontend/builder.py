@@ -218,6 +218,15 @@ class Builder:
             hi = min(hi, int(np.rint(real_hi / t.scale)) + zp)
         return lo, hi
 
+    @staticmethod
+    def _wide_bias(bias, rq, where):
+        """wide_bias, its refusals one line naming the layer."""
+        try:
+            return wide_bias(bias, rq)
+        except ValueError as err:
+            raise FrontendError(where, f"{err}: the bias does not fit the int32 accumulator",
+                                "re-quantize the model (its bias and scales are out of proportion)") from None
+
     def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=(), leaky=None):
         """A Conv (weights [Co, Ci/g, kh, kw] as in ONNX, integers less their
         zero point: int8, or 9-bit for asymmetric weights) from real scales.
@@ -259,7 +268,7 @@ class Builder:
             rq.neg_mul, rq.neg_shift = neg.mul, neg.shift
         dil = _dilation(geometry)
         wl, offset = int8_weights(wl, where)
-        bias, rq = wide_bias(bias, rq)
+        bias, rq = self._wide_bias(bias, rq, where)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
@@ -280,7 +289,7 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
         w, offset = int8_weights(w, where)
-        bias, rq = wide_bias(bias, rq)
+        bias, rq = self._wide_bias(bias, rq, where)
         layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
                       weight_offset=offset or None)
