@@ -240,3 +240,30 @@ def test_a_bias_too_wide_for_the_requantization_is_one_line(tmp_path):
                         log=lambda line: None)
     line = str(info.value)
     assert "\n" not in line and "conv0" in line and "bias" in line and str(tmp_path / "net.onnx") in line, line
+
+
+@pytest.mark.skipif(not os.path.isdir(DORY), reason="../shared/peer_tests not present")
+def test_parameters_under_a_huge_activation_are_not_materialized(tmp_path):
+    """The fuzzer's Deeploy Add graph with its input enlarged to
+    [1, 16384, 16384] (custom operators: shape inference cannot carry the
+    size on to sum it): each RequantShift's per-channel parameters were
+    broadcast to the whole activation as int64 (2 GiB each; a 6-minute
+    import). They are compressed as views now: the import ends in its one
+    line with a small peak."""
+    import tracemalloc
+    from tessera.frontend import import_onnx
+    m = onnx.load(os.path.join(os.path.dirname(DORY), "..", "deeploy", "Kernels", "Integer", "Add", "Regular_RQ",
+                               "network.onnx"))
+    for d in m.graph.input[0].type.tensor_type.shape.dim[1:]:
+        d.dim_value = 1 << 14
+    path = str(tmp_path / "net.onnx")
+    onnx.save(m, path)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TesseraError) as info:
+            import_onnx(path, "x", {i.name: "int8" for i in m.graph.input})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "\n" not in str(info.value) and path in str(info.value)
+    assert peak < 64 << 20, peak

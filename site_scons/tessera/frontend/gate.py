@@ -358,10 +358,13 @@ def check_typed(model, path):
 
 
 def check_sizes(model, path):
-    """A memory bomb (a tensor declared larger than any target's 32-bit
-    address space: graph inputs, outputs, annotated intermediates,
-    initializers) is refused from the declared dims alone, before anything
-    (ONNX Runtime's run on zeros, the golden model) allocates it."""
+    """A memory bomb (a tensor, or all of them together, declared larger
+    than any target's 32-bit address space: graph inputs, outputs, the
+    intermediates shape inference annotated, initializers) is refused from
+    the declared dims alone, before anything (ONNX Runtime's run on zeros,
+    the golden model) allocates it. The sum is a bound no MCU network
+    comes near (a VGG-16 at 224x224 declares about 100 MB) and catches an
+    input enlarged under a network, whose own size alone may fit."""
     from ..config.target import ADDRESS_SPACE
     g = model.graph
     declared = [(i.name, list(i.dims), i.data_type) for i in g.initializer]
@@ -370,14 +373,20 @@ def check_sizes(model, path):
         if tt.HasField("shape"):
             declared.append((vi.name, [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim],
                              tt.elem_type))
+    total, seen = 0, set()
     for name, dims, elem in declared:
-        if any(d < 0 for d in dims):
+        if any(d < 0 for d in dims) or name in seen:
             continue   # the checker names a negative dimension
+        seen.add(name)
         try:
             itemsize = onnx.helper.tensor_dtype_to_np_dtype(elem).itemsize
         except Exception:
             itemsize = 1
         size = int(np.prod([int(d) for d in dims], dtype=object)) * itemsize if dims else itemsize
+        total += size
         if size > ADDRESS_SPACE:
             raise FrontendError(path, f"tensor {name!r} declares shape {dims} ({size} bytes), more than any "
                                 f"target's {ADDRESS_SPACE >> 30} GiB address space", "check the model's shapes")
+    if total > ADDRESS_SPACE:
+        raise FrontendError(path, f"the model's tensors declare {total} bytes in all, more than any target's "
+                            f"{ADDRESS_SPACE >> 30} GiB address space", "check the model's input shape")
