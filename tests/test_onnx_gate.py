@@ -267,3 +267,23 @@ def test_parameters_under_a_huge_activation_are_not_materialized(tmp_path):
         tracemalloc.stop()
     assert "\n" not in str(info.value) and path in str(info.value)
     assert peak < 64 << 20, peak
+
+
+def test_a_tflite_memory_bomb_is_refused_before_the_interpreter_runs_it(tmp_path):
+    """A .tflite whose input is enlarged to 16384x16384 (the rest of the
+    network as converted): the interpreter's run on zeros took past 5
+    minutes in the gate's child. Its computed sizes are refused before the
+    run, in one line, quickly: the child's peak stays small."""
+    import resource
+    from tflite_edit import Flatbuffer
+    from tessera.frontend.tflite_gate import interpreter_refusal
+    with open(os.path.join(ROOT, "tests", "data", "tflite", "residual.tflite"), "rb") as f:
+        fb = Flatbuffer(f.read())
+    for k in (1, 2):
+        fb.shape_dim(fb.sg.Inputs(0), k, 1 << 14)
+    path = tmp_path / "bomb.tflite"
+    path.write_bytes(fb.bytes())
+    err, structural = interpreter_refusal(str(path))
+    assert err is not None and not structural
+    assert "\n" not in str(err) and str(path) in str(err) and "address space" in str(err), err
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1 << 20   # kB: under 1 GiB
