@@ -554,8 +554,17 @@ def run_import(fmt, folder, main):
     return "accepted", ""
 
 
+# a worker's address space: a memory bomb that gets past the gates fails an
+# allocation here (a finding) instead of taking the machine's memory
+WORKER_MEMORY = 8 << 30
+# mutants per worker: a fresh process now and then keeps what the libraries cache small
+RECYCLE = 200
+
+
 def worker(conn):
+    import resource
     os.setsid()   # the parent ends a hung mutant's whole process group (builds included)
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY, WORKER_MEMORY))
     import warnings
     warnings.simplefilter("ignore")
     while True:
@@ -587,6 +596,12 @@ class Worker:
             code = self.proc.exitcode
             self.kill()
             return "traceback", f"the worker died (exit {code})"
+
+    def stop(self):
+        if self.proc.is_alive():
+            self.conn.send(None)
+            self.proc.join(10)
+        self.kill()
 
     def kill(self):
         try:
@@ -657,6 +672,9 @@ def run(count, seed=0, formats=FORMATS, out="/tmp/tessera-fuzz", build_every=0, 
             base, kind, files = make(seed_sets, fmt, seed, index)
             folder = os.path.join(out, "case")
             write_case(folder, base, files)
+            if index % RECYCLE == 0 and index:
+                w.stop()
+                w = Worker()
             cls, detail = w.run((fmt, folder, base.main), timeout)
             if cls in ("hang", "traceback") and not w.proc.is_alive():
                 w = Worker()
@@ -677,8 +695,7 @@ def run(count, seed=0, formats=FORMATS, out="/tmp/tessera-fuzz", build_every=0, 
             if (index + 1) % 200 == 0:
                 log(f"{index + 1} mutants, {time.time() - t0:.0f} s: {_totals(counts)}")
     finally:
-        w.conn.send(None) if w.proc.is_alive() else None
-        w.kill()
+        w.stop()
     return counts, kinds, findings
 
 
