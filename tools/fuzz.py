@@ -164,6 +164,17 @@ def truncate(data, rng):
     return data[:rng.randrange(len(data))]
 
 
+def _bytes_mutation(data, rng, structured):
+    """(kind, bytes) of a byte flip or a truncation, one draw in
+    `structured` + 2; None for a structure-aware mutation instead."""
+    how = rng.choice(["structure"] * structured + ["flip", "truncate"])
+    if how == "flip":
+        return "byte flip", flip(data, rng)
+    if how == "truncate":
+        return "truncation", truncate(data, rng)
+    return None
+
+
 # ---- ONNX ------------------------------------------------------------------------
 
 def _set_attr(node, attr):
@@ -191,11 +202,9 @@ def onnx_mutant(data, rng):
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper
-    how = rng.choice(["field"] * 8 + ["flip", "truncate"])
-    if how == "flip":
-        return "byte flip", flip(data, rng)
-    if how == "truncate":
-        return "truncation", truncate(data, rng)
+    damaged = _bytes_mutation(data, rng, 8)
+    if damaged:
+        return damaged
     m = onnx.load_from_string(data)
     g = m.graph
     node = rng.choice(list(g.node))
@@ -401,11 +410,9 @@ def yaml_mutant(data, rng):
     """(kind, bytes): a value retyped, a key dropped, renamed or added (the
     document parsed and written back), or the text cut or flipped."""
     import yaml
-    how = rng.choice(["tree"] * 6 + ["flip", "truncate"])
-    if how == "flip":
-        return "byte flip", flip(data, rng)
-    if how == "truncate":
-        return "truncation", truncate(data, rng)
+    damaged = _bytes_mutation(data, rng, 6)
+    if damaged:
+        return damaged
     tree = yaml.safe_load(data)
     paths = [p for p in _yaml_paths(tree) if p]
     path = rng.choice(paths)
