@@ -126,14 +126,12 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
     if parser is None:
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
     check_text(g.model, path)   # the ONNX checker lets a node name that is not UTF-8 through
-    check_versions(g.model, path)
     check_sizes(g.model, path)
     if dialect in INTEGER_DIALECTS:
         return _import_integer(g, path, name, dialect, input_types)
     g0 = g
-    check_input_types(g.model, path, "standard")
     check_onnx(g.model, path)
-    refusal = ort_refusal(g.model, path)
+    refusal = _runtime_refusal(g.model, path)
     try:
         model, notes = normalize(g.model, path, input_shape)
         g = OnnxGraph(model, path)
@@ -157,11 +155,24 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
     return graph, weights
 
 
+def _runtime_refusal(model, path):
+    """What ONNX Runtime refuses in a standard-dialect model, as an error
+    the parser's own line (naming the node) may come before: versions past
+    what it loads, graph input types, then its own load and run."""
+    try:
+        check_versions(model, path)
+        check_input_types(model, path, "standard")
+    except FrontendError as err:
+        return err
+    return ort_refusal(model, path)
+
+
 def _import_integer(g, path, name, dialect, input_types):
     """The integer dialects' gate, then their parser: the structural checks
     their custom ops need, the full checker on every standard node, and for
     NEMO (standard ops only) ONNX Runtime running it, as the standard
     dialects; the parser's own line wins when it names the node."""
+    check_versions(g.model, path)
     check_input_types(g.model, path, "integer")
     check_single_producers(g.model, path)
     check_attributes(g.model, path)

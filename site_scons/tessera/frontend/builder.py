@@ -186,6 +186,14 @@ class Builder:
                 table = np.asarray(layer.table, dtype=np.int8).reshape(-1, 256)
                 layer.table = None
                 self._attach(layer, {"weights": table})
+        made = set(self.inputs)
+        for layer in self.layers:
+            early = next((t for t in layer.inputs if t not in made), None)
+            if early is not None:   # an operator reading a tensor made after it (or never): no value to read
+                raise FrontendError(self.path, f"layer {layer.name!r} ({layer.op}) reads tensor {early!r} before any "
+                                    "layer makes it", "operators must come in an order that computes each input "
+                                    "first; re-export the model")
+            made.add(layer.output)
         graph = Graph(self.name, self.dialect, self.tensors, self.layers, self.inputs, self.outputs)
         return graph, self.weights
 

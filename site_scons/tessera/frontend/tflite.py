@@ -304,6 +304,11 @@ class TfliteParser:
         b = self.m.data(t)
         if b is None or self.m.type(t) != INT32 or b.size != channels:
             self.fail(i, opname, "bias is not a constant int32 vector per output channel")
+        q = self.m.quant(t)
+        if q is not None and np.any(q[1] != 0):
+            # TFLite's int8 quantization spec; XNNPACK, the default delegate, refuses it
+            self.fail(i, opname, f"bias zero point {int(q[1][np.argmax(q[1] != 0)])}",
+                      "an int32 bias has zero point 0 (TFLite's quantization spec): re-convert the model")
         return b.reshape(-1).astype(np.int32)
 
     def requant(self, ratios, y, lo, hi, i, opname, rounding="tflite"):
