@@ -379,9 +379,8 @@ def tflite_mutant(data, rng):
         elif kind == "opcode":
             f.opcode_builtin(rng.randrange(f.model.OperatorCodesLength()),
                              rng.choice([0, 1, 3, 4, 9, 14, 17, 22, 25, 34, 39, 114, 999]))
-        elif kind == "opcode version":   # OperatorCode.version (slot 8): an operator version the kernels lack
-            oc = f.model.OperatorCodes(rng.randrange(f.model.OperatorCodesLength()))
-            f.put(f._field(oc, 8), "i", rng.choice([0, 2, 7, 99, -1]))
+        elif kind == "opcode version":   # an operator version the kernels may lack
+            f.opcode_version(rng.randrange(f.model.OperatorCodesLength()), rng.choice([0, 2, 7, 99, -1]))
         elif kind == "buffer data":   # a constant's bytes (weights, bias) changed
             for _ in range(8):
                 b = f.model.Buffers(rng.randrange(f.model.BuffersLength()))
