@@ -195,6 +195,7 @@ def _model(env, tcfg, mcfg, tpath, out, outdir):
                    or os.path.join(out, ".models"))
     paths = prepare.prepare(mcfg, outdir, model_cache, log=_log)
     graph = Graph.from_json(canon.read_json(paths["graph"]))
+    tcfg = configuration.with_network_data(tcfg, graph)
     library = views.kernel_library(tcfg["kernels"])
     plat = platform_module(tcfg["platform"], tpath)
     cg = codegen_target(tcfg, mcfg["name"], graph, getattr(plat, "COUNTS_PER_CORE", None))
