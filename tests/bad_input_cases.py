@@ -375,6 +375,7 @@ TFLITE_CASES = [
     # the fuzzer's: the interpreter's reference kernels run both; XNNPACK refuses the first,
     # and the second reads a tensor no operator has computed yet
     ("bias-zero-point", lambda f: f.zero_point(5, 300), ["operator 0 (CONV_2D)", "bias zero point 300"]),
+    ("weight-scale-past-the-delegate", lambda f: f.scale(9, 255.0, 4), ["operator 0 (CONV_2D)", "channel 4", "256"]),
     ("operator-version-99", lambda f: f.opcode_version(0, 99), ["interpreter cannot read", "version"]),
     ("operator-out-of-order", lambda f: f.op_input(1, 0, 12), ["conv_2d_1", "'t12' before any layer makes it"]),
     ("scale-nan", lambda f: f.scale(10, NAN), ["tensor 10", "scale nan"]),

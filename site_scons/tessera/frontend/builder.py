@@ -186,16 +186,23 @@ class Builder:
                 table = np.asarray(layer.table, dtype=np.int8).reshape(-1, 256)
                 layer.table = None
                 self._attach(layer, {"weights": table})
+        graph = Graph(self.name, self.dialect, self.tensors, self.layers, self.inputs, self.outputs)
+        return graph, self.weights
+
+    def check_order(self):
+        """Every layer reads graph inputs or tensors an earlier layer made
+        (a TFLite operator may name a tensor made after it, and its
+        interpreter runs that on whatever the tensor holds; an ONNX graph's
+        order is the checker's). Not for the scratch builders that fold
+        constants, whose inputs come from the values they are given."""
         made = set(self.inputs)
         for layer in self.layers:
             early = next((t for t in layer.inputs if t not in made), None)
-            if early is not None:   # an operator reading a tensor made after it (or never): no value to read
+            if early is not None:
                 raise FrontendError(self.path, f"layer {layer.name!r} ({layer.op}) reads tensor {early!r} before any "
                                     "layer makes it", "operators must come in an order that computes each input "
-                                    "first; re-export the model")
+                                    "first; re-convert the model")
             made.add(layer.output)
-        graph = Graph(self.name, self.dialect, self.tensors, self.layers, self.inputs, self.outputs)
-        return graph, self.weights
 
     # ---- real-scale lowering (QDQ, QOperator) ---------------------------
 
