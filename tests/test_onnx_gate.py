@@ -287,3 +287,23 @@ def test_a_tflite_memory_bomb_is_refused_before_the_interpreter_runs_it(tmp_path
     assert err is not None and not structural
     assert "\n" not in str(err) and str(path) in str(err) and "address space" in str(err), err
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 1 << 20   # kB: under 1 GiB
+
+
+@pytest.mark.skipif(not os.path.isdir(DORY), reason="../shared/peer_tests not present")
+def test_a_conv_after_a_custom_op_with_pads_of_the_wrong_length_is_one_line(tmp_path):
+    """The issue's IndexError in geometry.py, again from the fuzzer: Deeploy's
+    miniMobileNet with a Conv's pads given 3 values. The Conv reads a
+    RequantShift output, whose shape ONNX's inference does not know, so
+    the checker never reaches the pads; the parser names them."""
+    folder = os.path.join(os.path.dirname(DORY), "..", "deeploy", "Models", "miniMobileNet")
+    m = onnx.load(os.path.join(folder, "network.onnx"))
+    made_by_rqs = {o for n in m.graph.node if n.op_type == "RequantShift" for o in n.output}
+    conv = next(n for n in m.graph.node if n.op_type == "Conv" and n.input[0] in made_by_rqs)
+    for a in conv.attribute:
+        if a.name == "pads":
+            del a.ints[:]
+            a.ints.extend([1, 1, 0])
+    onnx.save(m, str(tmp_path / "net.onnx"))
+    shutil.copytree(folder, tmp_path / "ref", ignore=shutil.ignore_patterns("*.onnx"))
+    _refused(tmp_path, "description: x\nonnx: net.onnx\nreference: {kind: deeploy, dir: ref}\n",
+             [conv.name, "pads [1, 1, 0]", "4 values"])
