@@ -347,6 +347,7 @@ DORY_CASES = [
     ("huge-int", {"input.txt": _HDR + "1e400,\n" * 768}, ["input.txt"]),
     ("out-of-int8", {"input.txt": _HDR + "1000,\n" * 768}, ["input.txt"]),
     ("empty-file", {"input.txt": ""}, ["input.txt"]),
+    ("not-utf8", {"input.txt": _HDR + "1,\udcc4\n" * 768}, ["input.txt", "not UTF-8"]),   # the fuzzer's byte flip
     ("no-input", {}, ["input.txt"]),
     ("layer-gap", {"input.txt": _HDR + "1,\n" * 768, "out_layer1.txt": "# x (shape [1]),\n1,\n"},
      ["out_layer"]),
@@ -371,6 +372,12 @@ TFLITE_CASES = [
     ("weights-int16", lambda f: f.tensor_type(9, INT16), ["Tensor 9"]),
     ("weights-int32", lambda f: f.tensor_type(9, INT32), ["Tensor 9"]),
     ("bias-int8", lambda f: f.tensor_type(5, INT8), ["tensor 5", "bytes"]),
+    # the fuzzer's: the interpreter's reference kernels run both; XNNPACK refuses the first,
+    # and the second reads a tensor no operator has computed yet
+    ("bias-zero-point", lambda f: f.zero_point(5, 300), ["operator 0 (CONV_2D)", "bias zero point 300"]),
+    ("weight-scale-past-the-delegate", lambda f: f.scale(9, 255.0, 4), ["operator 0 (CONV_2D)", "channel 4", "256"]),
+    ("operator-version-99", lambda f: f.opcode_version(0, 99), ["interpreter cannot read", "version"]),
+    ("operator-out-of-order", lambda f: f.op_input(1, 0, 12), ["conv_2d_1", "'t12' before any layer makes it"]),
     ("scale-nan", lambda f: f.scale(10, NAN), ["tensor 10", "scale nan"]),
     ("scale-inf", lambda f: f.scale(10, INF), ["tensor 10", "scale inf"]),
     ("scale-zero", lambda f: f.scale(10, 0.0), ["tensor 10", "scale 0.0"]),

@@ -90,6 +90,10 @@ class Flatbuffer:
         opts.Init(table.Bytes, table.Pos)
         return self.put(self._field(opts, slot), fmt, value)
 
+    def opcode_version(self, k, value):
+        """Operator code k's operator version (OperatorCode.version, slot 8)."""
+        return self.put(self._field(self.model.OperatorCodes(k), 8), "i", value)
+
     def opcode_builtin(self, k, value):
         """Operator code k's builtin code (both the int32 and the deprecated int8 field)."""
         oc = self.model.OperatorCodes(k)

@@ -9,7 +9,8 @@ import onnx
 
 from ..errors import FrontendError
 from .builder import Builder
-from .gate import check_arity, check_attributes, check_initializers, check_text, check_onnx, check_single_producers, ort_refusal
+from .gate import (check_arity, check_attributes, check_initializers, check_input_types, check_onnx, check_pads,
+                   check_single_producers, check_sizes, check_text, check_typed, check_versions, ort_refusal)
 from .nemo import NemoParser
 from .normalize import normalize
 from .onnxgraph import OnnxGraph, checked_graph, load, read_model
@@ -124,17 +125,13 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
     parser = PARSERS.get(dialect)
     if parser is None:
         raise FrontendError(path, f"the {dialect} integer dialect is not supported yet")
-    if dialect in INTEGER_DIALECTS:
-        check_text(g.model, path)
-        check_single_producers(g.model, path)
-        check_attributes(g.model, path)
-        check_arity(g.model, path)
-        check_initializers(g.model, path)
-        return parser(g, Builder(name, dialect, path), input_types).parse()
-    g0 = g
     check_text(g.model, path)   # the ONNX checker lets a node name that is not UTF-8 through
+    check_sizes(g.model, path)
+    if dialect in INTEGER_DIALECTS:
+        return _import_integer(g, path, name, dialect, input_types)
+    g0 = g
     check_onnx(g.model, path)
-    refusal = ort_refusal(g.model, path)
+    refusal = _runtime_refusal(g.model, path)
     try:
         model, notes = normalize(g.model, path, input_shape)
         g = OnnxGraph(model, path)
@@ -156,6 +153,38 @@ def import_onnx(path, name, input_types=None, input_shape=None, constants=None):
             graph.tensors[ir_name].source_layout = "hwc"
     graph.notes = notes or None
     return graph, weights
+
+
+def _runtime_refusal(model, path):
+    """What ONNX Runtime refuses in a standard-dialect model, as an error
+    the parser's own line (naming the node) may come before: versions past
+    what it loads, graph input types, then its own load and run."""
+    try:
+        check_versions(model, path)
+        check_input_types(model, path, "standard")
+    except FrontendError as err:
+        return err
+    return ort_refusal(model, path)
+
+
+def _import_integer(g, path, name, dialect, input_types):
+    """The integer dialects' gate, then their parser: the structural checks
+    their custom ops need, the full checker on every standard node, and for
+    NEMO (standard ops only) ONNX Runtime running it, as the standard
+    dialects; the parser's own line wins when it names the node."""
+    check_versions(g.model, path)
+    check_input_types(g.model, path, "integer")
+    check_single_producers(g.model, path)
+    check_attributes(g.model, path)
+    check_arity(g.model, path)
+    check_initializers(g.model, path)
+    check_pads(g.model, path)
+    check_typed(g.model, path)
+    refusal = ort_refusal(g.model, path) if dialect == "nemo" else None
+    result = PARSERS[dialect](g, Builder(name, dialect, path), input_types).parse()
+    if refusal is not None:
+        raise refusal
+    return result
 
 
 def _check_windows(graph, path):

@@ -189,6 +189,21 @@ class Builder:
         graph = Graph(self.name, self.dialect, self.tensors, self.layers, self.inputs, self.outputs)
         return graph, self.weights
 
+    def check_order(self):
+        """Every layer reads graph inputs or tensors an earlier layer made
+        (a TFLite operator may name a tensor made after it, and its
+        interpreter runs that on whatever the tensor holds; an ONNX graph's
+        order is the checker's). Not for the scratch builders that fold
+        constants, whose inputs come from the values they are given."""
+        made = set(self.inputs)
+        for layer in self.layers:
+            early = next((t for t in layer.inputs if t not in made), None)
+            if early is not None:
+                raise FrontendError(self.path, f"layer {layer.name!r} ({layer.op}) reads tensor {early!r} before any "
+                                    "layer makes it", "operators must come in an order that computes each input "
+                                    "first; re-convert the model")
+            made.add(layer.output)
+
     # ---- real-scale lowering (QDQ, QOperator) ---------------------------
 
     def _requant_real(self, x, y, ratios, where, clamp=None):
@@ -217,6 +232,15 @@ class Builder:
         if real_hi is not None:
             hi = min(hi, int(np.rint(real_hi / t.scale)) + zp)
         return lo, hi
+
+    @staticmethod
+    def _wide_bias(bias, rq, where):
+        """wide_bias, its refusals one line naming the layer."""
+        try:
+            return wide_bias(bias, rq)
+        except ValueError as err:
+            raise FrontendError(where, f"{err}: the bias does not fit the int32 accumulator",
+                                "re-quantize the model (its bias and scales are out of proportion)") from None
 
     def conv(self, hint, x, y, w, w_scale, bias, geometry, where, clamp=None, sources=(), leaky=None):
         """A Conv (weights [Co, Ci/g, kh, kw] as in ONNX, integers less their
@@ -259,7 +283,7 @@ class Builder:
             rq.neg_mul, rq.neg_shift = neg.mul, neg.shift
         dil = _dilation(geometry)
         wl, offset = int8_weights(wl, where)
-        bias, rq = wide_bias(bias, rq)
+        bias, rq = self._wide_bias(bias, rq, where)
         layer = Layer(name=self.layer_name(hint), op=op, inputs=[x], output=y,
                       kernel=list(kernel), stride=list(stride), pad=list(pad),
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
@@ -280,7 +304,7 @@ class Builder:
         w_scale = np.broadcast_to(np.asarray(w_scale, dtype=np.float64), (co,))
         rq = self._requant_real(x, y, tx.scale * w_scale / ty.scale, where, clamp)
         w, offset = int8_weights(w, where)
-        bias, rq = wide_bias(bias, rq)
+        bias, rq = self._wide_bias(bias, rq, where)
         layer = Layer(name=self.layer_name(hint), op="linear", inputs=[x], output=y,
                       input_offset=-self.stored_zero_point(x), requant=rq, source=list(sources),
                       weight_offset=offset or None)

@@ -126,7 +126,7 @@ def ort_refusal(model, path):
     axis out of range, only show when a node runs); None when it accepts."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4   # its refusal is our one line; nothing of it on stderr
     # ORT's default optimizations, as users (and golden.ortcheck) run it:
     # some refusals only show once it fuses QDQ into QLinear ops
     try:
@@ -221,7 +221,8 @@ def check_arity(model, path):
 
 def check_text(model, path):
     """Every name in the graph is UTF-8 text (protobuf hands back bytes for
-    a string that is not, which no later step can print or write)."""
+    a string that is not, which no later step can print or write) without
+    a NUL (the weights' archive cuts a name at it)."""
     g = model.graph
     named = [("node", n.name) for n in g.node] + [("op type", n.op_type) for n in g.node]
     named += [("tensor", t) for n in g.node for t in list(n.input) + list(n.output)]
@@ -230,6 +231,8 @@ def check_text(model, path):
     for kind, name in named:
         if not isinstance(name, str):
             raise FrontendError(path, f"a {kind} name is not UTF-8 text ({bytes(name)[:40]!r})", "re-export the model")
+        if "\x00" in name:   # no file, archive entry or C string can hold it
+            raise FrontendError(path, f"the {kind} name {name[:60]!r} holds a NUL character", "rename it; re-export the model")
 
 
 def check_initializers(model, path):
@@ -242,3 +245,148 @@ def check_initializers(model, path):
             for a in node.attribute:
                 if a.name == "value":
                     _array(a.t, path)
+
+
+# ---- the checks every ONNX dialect shares (ONNX Runtime's own rules) -------------
+
+# below opset 7, Add/Mul/Sub broadcast only with a `broadcast` attribute
+# (the legacy semantics no parser of tessera reads)
+MIN_OPSET = 7
+# graph input element types a dialect's parser takes (Deeploy's kernel
+# tests feed int32 tensors; the standard dialects quantize float or take
+# 8-bit integers)
+INPUT_TYPES = {"standard": ("FLOAT", "INT8", "UINT8"), "integer": ("FLOAT", "INT8", "UINT8", "INT32")}
+# the integer dialects' own operators, which no ONNX schema describes; and
+# Deeploy's Pad with the opset-2 `pads` attribute under later opsets
+CUSTOM_OPS = {"RequantShift", "iSoftmax", "ITAMax", "ITAPartialMax", "iLayerNorm", "iGELU", "IntegerMean"}
+CUSTOM_DOMAIN = "tessera.integer"
+
+
+def _ort_accepts(ir_version, opset):
+    import onnxruntime as ort
+    from onnx import helper
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = ir_version
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception:
+        return False
+    return True
+
+
+_BOUNDS = {}
+
+
+def ort_bounds():
+    """(highest ir_version, highest default-domain opset) the installed ONNX
+    Runtime loads, probed once per process (a newer ONNX library writes
+    versions ORT does not run yet)."""
+    if not _BOUNDS:
+        def highest(accepts, lo, hi):   # accepts(lo) holds; the largest v <= hi with accepts(v)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if accepts(mid) else (lo, mid - 1)
+            return lo
+        ir = highest(lambda v: _ort_accepts(v, MIN_OPSET), 3, 64)
+        _BOUNDS["v"] = ir, highest(lambda v: _ort_accepts(ir, v), MIN_OPSET, 256)
+    return _BOUNDS["v"]
+
+
+def check_versions(model, path):
+    """ir_version and the default-domain opset within what ONNX Runtime runs
+    (and the opset at least MIN_OPSET)."""
+    import onnxruntime as ort
+    max_ir, max_opset = ort_bounds()
+    fix = f"export with ir_version 3..{max_ir} and opset {MIN_OPSET}..{max_opset} (ONNX Runtime {ort.__version__})"
+    if not 3 <= model.ir_version <= max_ir:
+        raise FrontendError(path, f"ir_version {model.ir_version}: ONNX Runtime runs 3..{max_ir}", fix)
+    opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not opsets:
+        raise FrontendError(path, "no opset of the default ONNX domain", fix)
+    if not MIN_OPSET <= opsets[0] <= max_opset:
+        raise FrontendError(path, f"opset {opsets[0]}: tessera reads {MIN_OPSET}..{max_opset}", fix)
+
+
+def check_input_types(model, path, kind):
+    """Every graph input (not an initializer) is a tensor of a type the
+    dialect's parser takes."""
+    allowed = INPUT_TYPES[kind]
+    inits = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in inits:
+            continue
+        t = inp.type
+        elem = t.tensor_type.elem_type if t.HasField("tensor_type") else None
+        name = onnx.TensorProto.DataType.Name(elem) if elem in onnx.TensorProto.DataType.values() else str(elem)
+        if name not in allowed:
+            raise FrontendError(path, f"graph input {inp.name!r} has type {name if elem is not None else 'not a tensor'}",
+                                f"tessera takes {', '.join(a.lower() for a in allowed)} inputs")
+
+
+def check_pads(model, path):
+    """auto_pad other than NOTSET beside explicit pads (ONNX Runtime refuses
+    the pair; the integer parsers would pick one silently)."""
+    for node in model.graph.node:
+        a = {x.name: x for x in node.attribute}
+        auto = a["auto_pad"].s.decode("utf-8", "replace") if "auto_pad" in a else "NOTSET"
+        if auto not in ("NOTSET", "") and "pads" in a:
+            raise FrontendError(path, f"node {node.name!r} ({node.op_type}): auto_pad {auto} and explicit pads",
+                                "give either auto_pad or pads; re-export the model")
+
+
+def check_typed(model, path):
+    """The checker in full mode (types and strict shape inference, as ONNX
+    Runtime applies them) on a copy whose custom operators sit in their own
+    domain, where the checker leaves them alone: every standard node of an
+    integer-dialect graph is still checked against its schema."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        if node.op_type in CUSTOM_OPS or (node.op_type == "Pad" and any(a.name == "pads" for a in node.attribute)):
+            node.domain = CUSTOM_DOMAIN
+    if not any(o.domain == CUSTOM_DOMAIN for o in copy.opset_import):
+        copy.opset_import.append(onnx.helper.make_opsetid(CUSTOM_DOMAIN, 1))
+    try:
+        onnx.checker.check_model(copy, full_check=True)
+    except Exception as err:
+        raise FrontendError(path, f"ONNX checker: {_first_line(err)}", "re-export the model") from None
+
+
+def check_sizes(model, path):
+    """A memory bomb (a tensor, or all of them together, declared larger
+    than any target's 32-bit address space: graph inputs, outputs, the
+    intermediates shape inference annotated, initializers) is refused from
+    the declared dims alone, before anything (ONNX Runtime's run on zeros,
+    the golden model) allocates it. The sum is a bound no MCU network
+    comes near (a VGG-16 at 224x224 declares about 100 MB) and catches an
+    input enlarged under a network, whose own size alone may fit."""
+    from ..config.target import ADDRESS_SPACE
+    g = model.graph
+    declared = [(i.name, list(i.dims), i.data_type) for i in g.initializer]
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            declared.append((vi.name, [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim],
+                             tt.elem_type))
+    total, seen = 0, set()
+    for name, dims, elem in declared:
+        if any(d < 0 for d in dims) or name in seen:
+            continue   # the checker names a negative dimension
+        seen.add(name)
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(elem).itemsize
+        except Exception:
+            itemsize = 1
+        size = int(np.prod([int(d) for d in dims], dtype=object)) * itemsize if dims else itemsize
+        total += size
+        if size > ADDRESS_SPACE:
+            raise FrontendError(path, f"tensor {name!r} declares shape {dims} ({size} bytes), more than any "
+                                f"target's {ADDRESS_SPACE >> 30} GiB address space", "check the model's shapes")
+    if total > ADDRESS_SPACE:
+        raise FrontendError(path, f"the model's tensors declare {total} bytes in all, more than any target's "
+                            f"{ADDRESS_SPACE >> 30} GiB address space", "check the model's input shape")

@@ -53,6 +53,12 @@ def _spatial(node, in_hw, kernel, where, dilated=False):
         pads = begin + end
     else:
         raise FrontendError(where, f"auto_pad={auto} is not supported")
+    # a custom operator before it can keep shape inference (and its check of
+    # these lengths) from reaching the node
+    for what, values, n in (("strides", strides, dims), ("pads", pads, 2 * dims), ("dilations", dil, dims)):
+        if len(values) != n:
+            raise FrontendError(where, f"{what} {list(values)} for a {dims}-D window (expected {n} values)",
+                                "re-export the model")
     if dilated:
         dil = [1, dil[0]] if dims == 1 else [int(d) for d in dil]
     if dims == 1:

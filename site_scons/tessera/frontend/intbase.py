@@ -603,8 +603,7 @@ class IntegerParser:
         """An ONNX-shaped additive term as an IR bias: [C] per channel, else
         [H, W, C] per element."""
         hwc = L.ir_shape(acc.shape, acc.layout, self.where(acc.node))
-        full = L.to_hwc(np.ascontiguousarray(L.broadcast_param(offset, acc.shape, self.where(acc.node), what)),
-                        acc.layout, hwc)
+        full = L.to_hwc(L.broadcast_param(offset, acc.shape, self.where(acc.node), what), acc.layout, hwc)
         values, shape = L.compress(full)
         if shape is None:
             return np.broadcast_to(values, (hwc[2],)).astype(np.int64)

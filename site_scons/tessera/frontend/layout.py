@@ -84,6 +84,11 @@ def compress(hwc_arr):
     """Shrink to size 1 the axes along which a [H, W, C] array is constant:
     (values, shape) with shape None when it is per channel (or per tensor)."""
     a = np.asarray(hwc_arr)
+    # a broadcast view is constant along its stride-0 axes: shrink those first,
+    # without materializing (a parameter under a huge activation)
+    for axis in (0, 1, 2):
+        if a.shape[axis] > 1 and a.strides[axis] == 0:
+            a = a[(slice(None),) * axis + (slice(0, 1),)]
     for axis in (0, 1, 2):
         if a.shape[axis] > 1 and np.all(a == a.take([0], axis=axis)):
             a = a.take([0], axis=axis)
@@ -95,8 +100,7 @@ def compress(hwc_arr):
 def params_hwc(arrays, onnx_shape, layout, hwc, where, what):
     """Requantization parameters (ONNX-shaped, broadcastable) -> lists for
     ir.Requant, per channel where they allow it, else with a common shape."""
-    conv = [to_hwc(np.ascontiguousarray(broadcast_param(a, onnx_shape, where, what)), layout, hwc)
-            for a in arrays]
+    conv = [to_hwc(broadcast_param(a, onnx_shape, where, what), layout, hwc) for a in arrays]
     packed = [compress(a) for a in conv]
     if all(shape is None for _, shape in packed):
         return [v.astype(np.int64).tolist() for v, _ in packed], None

@@ -2,6 +2,8 @@
 accessors every dialect parser uses (initializers, attributes, shapes,
 consumers)."""
 
+import os
+
 import onnx
 from onnx import numpy_helper, shape_inference
 
@@ -110,6 +112,14 @@ def read_model(path, load_external_data=True):
         first = (str(err).strip().splitlines() or ["invalid"])[0]
         raise FrontendError(path, f"external data: {first}",
                             "keep the model's external-data files beside it, or save it with the weights inside") from None
+    except ValueError as err:
+        # the graph parsed; an external-data file is shorter than a tensor it holds
+        first = (str(err).strip().splitlines() or ["invalid"])[0]
+        if "external data" not in first.lower():
+            raise FrontendError(path, f"not a readable ONNX model ({first[:200]})",
+                                "check that the file is an .onnx export and not truncated") from None
+        raise FrontendError(path, f"external data: {first}",
+                            "keep the model's external-data files beside it, whole, as the export wrote them") from None
     except Exception as err:  # protobuf's DecodeError and friends
         raise FrontendError(path, f"not a readable ONNX model ({type(err).__name__})",
                             "check that the file is an .onnx export and not truncated") from None
@@ -184,3 +194,23 @@ def checked_graph(model, path):
             raise FrontendError(path, f"initializer {name!r}: its data does not match its type and shape ({err})",
                                 "re-export the model") from None
     return g
+
+
+def external_files(path):
+    """The external-data files the ONNX file at `path` keeps its tensors in
+    (absolute, sorted; none for a model with its weights inside): the
+    import reads them, so they belong to what a build depends on."""
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception:
+        return []   # the import names what is wrong with the file
+    tensors = list(model.graph.initializer)
+    tensors += [a.t for n in model.graph.node for a in n.attribute if a.type == onnx.AttributeProto.TENSOR]
+    folder = os.path.dirname(os.path.abspath(path))
+    found = set()
+    for t in tensors:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            location = {e.key: e.value for e in t.external_data}.get("location")
+            if location:
+                found.add(os.path.normpath(os.path.join(folder, location)))
+    return sorted(found)

@@ -304,7 +304,23 @@ class TfliteParser:
         b = self.m.data(t)
         if b is None or self.m.type(t) != INT32 or b.size != channels:
             self.fail(i, opname, "bias is not a constant int32 vector per output channel")
+        q = self.m.quant(t)
+        if q is not None and np.any(q[1] != 0):
+            # TFLite's int8 quantization spec; XNNPACK, the default delegate, refuses it
+            self.fail(i, opname, f"bias zero point {int(q[1][np.argmax(q[1] != 0)])}",
+                      "an int32 bias has zero point 0 (TFLite's quantization spec): re-convert the model")
         return b.reshape(-1).astype(np.int32)
+
+    def delegate_range(self, ratios, i, opname):
+        """A convolution's or fully connected layer's requantization scale
+        (input scale x weight scale / output scale) below 256: the TFLite
+        interpreter's default delegate (XNNPACK) refuses the model otherwise,
+        though its reference kernels would run it. (Its low end is no
+        bound: MLPerf Tiny's vww_96_int8 has a channel at 2.3e-10.)"""
+        for c, r in enumerate(ratios):
+            if not r < 256.0:
+                self.fail(i, opname, f"requantization scale {r:.6g} (channel {c}) at or above 256, which the "
+                          "TFLite interpreter's default delegate refuses", "re-convert the model")
 
     def requant(self, ratios, y, lo, hi, i, opname, rounding="tflite"):
         muls, shifts = [], []
@@ -412,6 +428,7 @@ class TfliteParser:
             if name is not None and self.b.tensors[name].source_shape is None:
                 self.b.tensors[name].source_layout = "hwc"
                 self.b.tensors[name].source_shape = [int(d) for d in m.shape(t)]
+        self.b.check_order()
         graph, weights = self.b.finish()
         graph.notes = notes
         return graph, weights
@@ -465,6 +482,7 @@ class TfliteParser:
         s_out, _ = self.scale_zp(outs[0], i, opname)
         ratios = [float(s_in) * float(ws) / float(s_out) for ws in w_scales]
         lo, hi = self.clamp(outs[0], act, i, opname)
+        self.delegate_range(ratios, i, opname)
         rq = self.requant(ratios, y, lo, hi, i, opname)
         kh, kw = geo["kernel"]
         if [kh, kw] == [1, 1] and geo["stride"] == [1, 1] and not any(geo["pad"]):
@@ -516,6 +534,7 @@ class TfliteParser:
         s_out, _ = self.scale_zp(outs[0], i, opname)
         ratios = [float(s_in) * float(ws) / float(s_out) for ws in w_scales]
         lo, hi = self.clamp(outs[0], o.FusedActivationFunction(), i, opname)
+        self.delegate_range(ratios, i, opname)
         rq = self.requant(ratios, y, lo, hi, i, opname)
         self._check_shape(i, opname, x, y, geo, co)
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="depthwise", inputs=[x], output=y,
@@ -555,6 +574,7 @@ class TfliteParser:
         # the interpreter's reference FULLY_CONNECTED rounds once (half up on
         # acc * mul / 2^shift), unlike its convolutions: measured on the
         # MLPerf Tiny autoencoder, checked on every model by tflitecheck
+        self.delegate_range(ratios, i, opname)
         rq = self.requant(ratios, y, lo, hi, i, opname, rounding="half_up")
         layer = Layer(name=self.b.layer_name(f"{opname.lower()}_{i}"), op="linear", inputs=[x], output=y,
                       input_offset=-self.b.stored_zero_point(x), requant=rq, source=[f"{i}:{opname}"],

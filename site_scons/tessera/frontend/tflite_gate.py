@@ -95,18 +95,39 @@ def _verdict(path, say):
         return
     say({"loaded": True})
     try:
-        interp.allocate_tensors()
+        # sizes as stored, then as the kernels compute them, and the stored
+        # shapes against the computed ones: all before the run, which would
+        # otherwise compute a memory bomb's tensors in full
+        error = _too_big(interp, "stores")
+        if not error:
+            interp.allocate_tensors()
+            error = _too_big(interp, "computes") or _names_not_text(path) or _shape_disagreement(interp, path)
+        if error:
+            say({"error": error, "structural": False})
+            return
         for d in interp.get_input_details():
             interp.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
         interp.invoke()
     except Exception as err:
         say({"error": f"the TFLite interpreter refuses the model: {_first_line(err)}", "structural": False})
         return
-    try:
-        error = _names_not_text(path) or _shape_disagreement(interp, path)
-    except Exception as err:
-        error = f"the TFLite interpreter refuses the model: {_first_line(err)}"
-    say({"error": error, "structural": False})
+    say({"error": None, "structural": False})
+
+
+def _too_big(interp, how):
+    """A tensor, or all of them, past any target's 32-bit address space
+    (frontend.gate.check_sizes for ONNX)."""
+    from ..config.target import ADDRESS_SPACE
+    total = 0
+    for d in interp.get_tensor_details():
+        size = int(np.prod([int(x) for x in d["shape"]], dtype=object)) * np.dtype(d["dtype"]).itemsize
+        total += size
+        if size > ADDRESS_SPACE:
+            return (f"tensor {d['index']} ({d['name'][:60]!r}): the model {how} shape {[int(x) for x in d['shape']]} "
+                    f"({size} bytes), more than any target's {ADDRESS_SPACE >> 30} GiB address space")
+    if total > ADDRESS_SPACE:
+        return f"the model {how} {total} bytes of tensors in all, more than any target's {ADDRESS_SPACE >> 30} GiB address space"
+    return None
 
 
 def _names_not_text(path):

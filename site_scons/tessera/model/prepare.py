@@ -97,6 +97,8 @@ def source_files(model):
     given = model.get("tflite") or model.get("onnx")
     if given:
         files.append(given)
+    if model.get("onnx"):
+        files += _external_files(model["onnx"])
     files += [model["constants"][k] for k in sorted(model.get("constants") or {})]
     if model.get("input", {}).get("file"):
         files.append(model["input"]["file"])
@@ -104,6 +106,20 @@ def source_files(model):
         from . import reference
         files += sorted(reference.load(model["reference"]).files())
     return [os.path.abspath(f) for f in files]
+
+
+def _external_files(onnx_path):
+    """The external-data files of an ONNX file (frontend.onnxgraph), the
+    frontend imported only for a file that has some: every external-data
+    entry holds the key `location`."""
+    try:
+        with open(onnx_path, "rb") as f:
+            if b"location" not in f.read():
+                return []
+    except OSError:
+        return []   # the import names a missing file
+    from ..frontend.onnxgraph import external_files
+    return external_files(onnx_path)
 
 
 def golden_inputs(model, graph):
@@ -144,6 +160,10 @@ def prepare(model, outdir, cache_dir, log=print):
     fe_data = {"onnx": canon.file_digest(onnx_path), "name": model["name"],
                **({"drop_final_softmax": True} if model.get("drop_final_softmax") else {}),
                "code": canon.source_digest("frontend", "ir"), "v": PREPARE_VERSION}
+    external = _external_files(onnx_path) if model.get("onnx") else []
+    if external:   # the weights an ONNX file keeps beside it: a changed file re-imports
+        fe_data["external_data"] = {os.path.relpath(f, os.path.dirname(os.path.abspath(onnx_path))): canon.file_digest(f)
+                                    for f in external if os.path.isfile(f)}
     input_types = None
     if ref is not None:
         # the integer dialects' graphs do not say whether an input is signed

@@ -32,6 +32,9 @@ def read_txt(path):
             lines = [ln.strip() for ln in f]
     except OSError as err:
         raise TesseraError(path, f"cannot read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise TesseraError(path, f"not text: byte {err.start} is not UTF-8",
+                           "a DORY reference is a text file of numbers") from None
     name, shape, values, bare = None, None, [], False
     for i, line in enumerate(lines):
         if not line:
