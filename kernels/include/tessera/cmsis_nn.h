@@ -38,6 +38,8 @@ void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores);
 void tsr_cmsis_softmax(const tsr_softmax_args_t *a, int core, int ncores);
 void tsr_cmsis_layernorm(const tsr_layernorm_args_t *a, int core, int ncores);
 void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores);
+/* the transpose (movement.c): tsr_transpose's arguments and results, moved in words */
+void tsr_cmsis_transpose(const tsr_transpose_args_t *a, int core, int ncores);
 /* a split reduction's step (kernels/cmsis_nn/split.c; tsr_split_step's
  * arguments and results, DSP dot products; input offsets in [-32640, 32639]) */
 void tsr_cmsis_split_step(const tsr_split_args_t *s, int core, int ncores);

@@ -65,6 +65,9 @@ void pnn_matmul2(const tsr_matmul_args_t *a, int core, int ncores);
 void pnn_softmax(const tsr_softmax_args_t *a, int core, int ncores);
 void pnn_layernorm(const tsr_layernorm_args_t *a, int core, int ncores);
 void pnn_lut(const tsr_lut_args_t *a, int core, int ncores);
+/* the transpose (kernels/pulp_nn/movement.c): tsr_transpose's arguments,
+ * results and rows over the cores, moved in words */
+void pnn_transpose(const tsr_transpose_args_t *a, int core, int ncores);
 /* the recurrent step (tsr_lstm_args_t; a.pre required): the cells over the cores */
 void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
 void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);
