@@ -23,8 +23,8 @@ SOFTMAX_MODES = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}
 from .libraries import library, reference
 
 # the whole-tensor ops whose kernel the target's library chooses (its
-# row-wise kernels); the rest run the reference kernels on every library
-OWN_KERNELS = ("softmax", "layernorm")
+# row-wise and movement kernels); the rest run the reference kernels on every library
+OWN_KERNELS = ("softmax", "layernorm", "transpose")
 
 
 def _shape(s):

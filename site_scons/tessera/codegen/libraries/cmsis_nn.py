@@ -128,6 +128,8 @@ def _tflite_add(layer, graph):
 # attention's row-wise ops (rowwise.c): any layer of them (TFLite's softmax
 # and a table per channel the kernels hand to the reference ones themselves)
 ROWWISE = {"softmax": "tsr_cmsis_softmax", "layernorm": "tsr_cmsis_layernorm", "lut": "tsr_cmsis_lut"}
+# data movement (movement.c): any transpose, the reference's rows moved in words
+MOVEMENT = {"transpose": "tsr_cmsis_transpose"}
 
 
 def kernel_function(layer, graph):
@@ -138,6 +140,8 @@ def kernel_function(layer, graph):
         return KERNELS["add"]
     if layer.op in ROWWISE:
         return ROWWISE[layer.op]
+    if layer.op in MOVEMENT:
+        return MOVEMENT[layer.op]
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op == "matmul" and reference.reference_only(layer, graph) is None:

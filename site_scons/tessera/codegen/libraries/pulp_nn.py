@@ -22,6 +22,8 @@ KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "p
 # does not speed up, TFLite's softmax or a table per channel, it hands to
 # the reference kernel itself)
 ROWWISE = {"softmax": "pnn_softmax", "layernorm": "pnn_layernorm", "lut": "pnn_lut"}
+# data movement (movement.c): any transpose, the reference's rows moved in words
+MOVEMENT = {"transpose": "pnn_transpose"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
 ONNX_RECURRENT = "pnn_onnx_rnn_step"
@@ -98,6 +100,8 @@ def kernel_function(layer, graph):
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op in ROWWISE:
         return ROWWISE[layer.op]
+    if layer.op in MOVEMENT:
+        return MOVEMENT[layer.op]
     why = reference.reference_only(layer, graph)
     if why == "parameters per output element" and elementwise_depthwise(layer):
         return KERNELS["depthwise"]
