@@ -4,9 +4,12 @@ targets/pulp_open.yaml builds them) against the golden model bit for bit,
 on the keyword transformer's shapes (softmax 4 heads x 49 x 49, layer
 norm 49 x 64, GELU's table 49 x 128), the tiny ViT's, Deeploy's forms
 (iSoftmax, ITAMax, ITAPartialMax, iLayerNorm) and a row the 32-bit paths
-hand to the reference (a softmax sum past 32 bits). One firmware runs each
-call on 8 cores with the reference kernel (tsr_softmax, tsr_layernorm,
-tsr_lut) on the same data in the same run: `rowwise_cycles` below gives
+hand to the reference (a softmax sum past 32 bits); and pnn_transpose
+(kernels/pulp_nn/movement.c) on the transformers' transposes (K^T, head
+split, [H,T,D] -> [H,D,T]), odd edges and a perm it hands to the reference
+loop. One firmware runs each call on 8 cores with the reference kernel
+(tsr_softmax, tsr_layernorm, tsr_lut, tsr_transpose) on the same data in
+the same run: `rowwise_cycles` below gives
 benchmarks/attention.py the cycles of both. The operands and per-value
 constants sit in L1 as a generated layer puts them (a lookup table in L2).
 
@@ -30,7 +33,8 @@ pytestmark = GVSOC_MARKS
 
 PNN = os.path.join(ROOT, "kernels", "pulp_nn")
 REF = os.path.join(ROOT, "kernels", "reference")
-KINDS = {"softmax": "tsr_softmax_args_t", "layernorm": "tsr_layernorm_args_t", "lut": "tsr_lut_args_t"}
+KINDS = {"softmax": "tsr_softmax_args_t", "layernorm": "tsr_layernorm_args_t", "lut": "tsr_lut_args_t",
+         "transpose": "tsr_transpose_args_t"}
 # the optimized library's header, prefix, cores, and where the firmware's buffers go
 LIBS = {"pnn": ("tessera/pulp_nn.h", "pnn_", 8, ' __attribute__((section(".bss.tsr.L1")))'),
         "cmsis": ("tessera/cmsis_nn.h", "tsr_cmsis_", 1, "")}
@@ -95,6 +99,14 @@ def lut(seed, shape, name=""):
                 consts=[("int8_t", "table", table)], fields=[])
 
 
+def transpose(seed, shape, perm, name=""):
+    """A transpose of `shape` by `perm` as the kernel sees it (config.views.transpose_view)."""
+    x = scores(np.random.default_rng(seed), shape, 60)
+    return dict(kind="transpose", x=x, expected=ops.transpose(x, perm).astype(np.int8), name=name, consts=[],
+                fields=[f"a.in_h = {shape[0]};", f"a.in_w = {shape[1]};", f"a.in_c = {shape[2]};"]
+                + [f"a.perm[{k}] = {p};" for k, p in enumerate(perm)])
+
+
 CASES = [
     table_softmax(1, (4, 49, 49), 0.08, 1 / 256, 30, name="kws softmax"),
     layernorm(2, (1, 49, 64), 2, name="kws layernorm"),
@@ -107,6 +119,11 @@ CASES = [
     ilayernorm(9, (1, 64, 192), name="iLayerNorm"),
     table_softmax(10, (1, 3, 300), 0.001, 0.003, 0),     # sums past 32 bits: the reference's division
     layernorm(11, (1, 5, 7), 0),
+    transpose(12, (49, 1, 64), (2, 1, 0), name="kws K^T transpose"),
+    transpose(13, (49, 4, 16), (1, 0, 2), name="kws head split"),
+    transpose(14, (4, 49, 16), (0, 2, 1), name="head transpose [H,T,D]->[H,D,T]"),
+    transpose(15, (65, 3, 66), (2, 0, 1)),             # the reference loop (rows' input step not 1)
+    transpose(16, (7, 1, 13), (2, 1, 0)),              # odd edges only
 ]
 
 
@@ -133,8 +150,9 @@ def firmware_source(cases, lib="pnn"):
                  f"static uint32_t run{i}(void)\n{{", f"    {args_t} a = {{0}};", "    int8_t *p = arena;",
                  "    uint64_t t0;", f"    memcpy(p, x{i}, {n});", "    a.in = p;", f"    a.out = p + up4({n});",
                  f"    memset(a.out, 0x5A, {n});", f"    p += 2 * up4({n});",
-                 f"    a.{'pixels' if c['kind'] != 'lut' else 'pixels'} = {h * w};", f"    a.c = {ch};",
                  "    memset(&rq, 0, sizeof rq);"]
+        if c["kind"] != "transpose":        # a transpose's fields give its dims
+            lines += [f"    a.pixels = {h * w};", f"    a.c = {ch};"]
         for ctype, name, values in c["consts"]:
             if c["kind"] == "lut":
                 lines.append(f"    a.table = {name}{i};")        # in L2, as the generated code leaves it
@@ -173,7 +191,7 @@ def run_cases(tmp, cases=CASES):
     with open(src, "w") as f:
         f.write(firmware_source(cases))
     kernels = sorted(os.path.join(PNN, f) for f in os.listdir(PNN) if f.endswith(".c"))
-    kernels += [os.path.join(REF, f) for f in ("attention.c", "elementwise.c")]
+    kernels += [os.path.join(REF, f) for f in ("attention.c", "elementwise.c", "movement.c")]
     elf = build_firmware(tmp, [src, *kernels], target)
     return parse(runners.run(target["runner"], elf))
 

@@ -1,6 +1,6 @@
 """Attention's row-wise kernels on Cortex-M under QEMU: tsr_cmsis_softmax,
 tsr_cmsis_layernorm and tsr_cmsis_lut (kernels/cmsis_nn/rowwise.c, the DSP
-instructions real) against the golden model bit for bit, on the cases of
+instructions real) and tsr_cmsis_transpose (movement.c, unaligned words) against the golden model bit for bit, on the cases of
 tests/test_attention_rowwise_gvsoc.py (the transformers' shapes, Deeploy's
 forms, the fallbacks), each also on the reference kernel in the same
 firmware; `rowwise_instructions` gives the instructions of both (QEMU
