@@ -12,8 +12,8 @@ of the network, of each op type and of the attention products (the IR's
 matmul of two activations: Q.K^T and P.V), then the attention products'
 kernels alone (tests/test_attention_gvsoc.py's firmware: pnn_matmul2 against
 tsr_matmul on the same shapes) and the row-wise kernels alone
-(tests/test_attention_rowwise_gvsoc.py: pnn_softmax, pnn_layernorm, pnn_lut
-against the reference kernels). stm32h7 (QEMU, CMSIS-NN-style kernels):
+(tests/test_attention_rowwise_gvsoc.py: pnn_softmax, pnn_layernorm, pnn_lut,
+pnn_transpose against the reference kernels). stm32h7 (QEMU, CMSIS-NN-style kernels):
 instructions of the same, against the reference kernels. Every build is
 checked bit for bit against the golden model before a number is printed.
 The numbers are the simulators' counts (GVSoC cycles of the cluster clock,
@@ -106,13 +106,13 @@ def kernels_tables(targets):
 
         kernel_table("pulp_open kernels alone (8 cores, operands in L1): pnn_matmul2 (Xpulp) against tsr_matmul",
                      "MACs", "pnn_matmul2", "cycles", T.attention_matmul_cycles)
-        kernel_table("pulp_open row-wise kernels alone (8 cores, operands in L1): pnn_softmax, pnn_layernorm, "
-                     "pnn_lut against the reference kernels", "values", "pulp_nn", "cycles", R.rowwise_cycles)
+        kernel_table("pulp_open row-wise kernels and transposes alone (8 cores, operands in L1): pnn_softmax, "
+                     "pnn_layernorm, pnn_lut, pnn_transpose against the reference kernels", "values", "pulp_nn", "cycles", R.rowwise_cycles)
     if "stm32h7" in targets:
         import test_attention_rowwise_qemu as Q
 
-        kernel_table("stm32h7 row-wise kernels alone (QEMU): tsr_cmsis_softmax, tsr_cmsis_layernorm, tsr_cmsis_lut "
-                     "against the reference kernels", "values", "cmsis_nn", "instructions",
+        kernel_table("stm32h7 row-wise kernels and transposes alone (QEMU): tsr_cmsis_softmax, tsr_cmsis_layernorm, "
+                     "tsr_cmsis_lut, tsr_cmsis_transpose against the reference kernels", "values", "cmsis_nn", "instructions",
                      lambda tmp: Q.rowwise_instructions(pathlib.Path(tmp)))
 
 
