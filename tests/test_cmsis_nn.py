@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cmsis_cases import KIND, OPS, PROBED, cases, probes
+from cmsis_cases import KIND, OPS, PROBED, cases, make_case, probes
 from test_ref_kernels import ROUNDING_C, AddArgs, ConvArgs, PlaneT, PoolArgs, RequantT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -359,3 +359,30 @@ int main(void)
         assert counted % 40 == 0
         # the loop plus the counter reads around it: a few ticks at most
         assert 0 <= counted - instructions <= 2 * 40, (instructions, counted)
+
+
+def _shaped(op, count, seed, keep):
+    """count random cases of op for which keep(case) holds (drawn in turn
+    from one seeded stream)."""
+    rng = np.random.default_rng([seed, OPS.index(op), 7])
+    out = []
+    while len(out) < count:
+        c = make_case(op, rng)
+        if keep(c):
+            out.append(c)
+    return out
+
+
+@pytest.mark.qemu
+def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
+    """Pointwise tiles of 8 input channels with a bias and int8's own range
+    take mm.c's tsr_mm4_k8_*_asm (CMSIS-NN's half up and TFLite's rounding),
+    four pixels at a time, the rest through the C path: bit-exact."""
+    def keep(c):
+        return (c.fields["in_c"] == 8 and "bias" in c.arrays and c.rq["lo"] == -128 and c.rq["hi"] == 127
+                and c.fields["in_h"] * c.fields["in_w"] >= 4 and c.scratch >= 8 * c.fields["out_c"] + 64)
+    case_list = _shaped("pointwise", 6, 5, keep) + _shaped("pointwise_tfl", 6, 5, keep)
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
