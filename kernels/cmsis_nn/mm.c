@@ -1098,6 +1098,20 @@ TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t
     }
 }
 
+/* fc_out's hot case: CMSIS-NN's per-channel half up, a bias, int8's own
+ * range (tsr_rq_val's HU form with tsr_rqc's constants, channel by
+ * channel, no struct in between) */
+#if TSR_MM_ASM
+static void fc_out_hu(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mul, const int32_t *shift,
+                      int32_t z21, int8_t *out)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t sh = ~shift[i];
+        out[i] = (int8_t)tsr_sat8(tsr_smmla(acc[i] + bias[i], mul[i], tsr_shl(z21, sh - 1)) >> sh);
+    }
+}
+#endif
+
 TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int mode)
 {
     const tsr_mm_t m = *mp;
@@ -1123,6 +1137,11 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
                 continue;
             }
             const int full = lo == -128 && hi == 127;
+            if (mode == TSR_RQ_HU && m.bias && full && m.q.step) {
+                fc_out_hu(acc, n, m.bias + c, m.q.mul + c, m.q.shift32 + c, 1 + 2 * m.q.zp, out + c);
+                c += n;
+                continue;
+            }
             if (m.bias && full && !m.q.step)
                 fc_out(acc, n, &m, c, out, r, mode, 1, 0, 1);
             else if (m.bias && full)
@@ -1183,8 +1202,16 @@ FC(fc_any, TSR_RQ_ANY)
 void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
                int mode)
 {
-    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding) */
-    if (!tsr_rq_fast(&m->q, mode, m->co))
+    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding); CMSIS-NN's
+     * per-channel arrays checked in one pass (tsr_rq_fast's HU range:
+     * left shifts -23..-2) */
+    if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step) {
+        for (int32_t c = 0; c < m->co; c++)
+            if ((uint32_t)(m->q.shift32[c] + 23) > 21u) {
+                mode = TSR_RQ_ANY;
+                break;
+            }
+    } else if (!tsr_rq_fast(&m->q, mode, m->co))
         mode = TSR_RQ_ANY;
     int32_t *col = buf && buf_bytes >= tsr_cols_bytes(m->k, 1) && !((uintptr_t)buf & 3) ? buf : NULL;
     if (mode == TSR_RQ_HU)
