@@ -306,6 +306,18 @@ typedef struct {
 } tsr_mm4a_t;
 
 #if TSR_MM_ASM
+/* The start of an assembly function whose .macro takes its `name`: own
+ * section, global but hidden, Thumb, r4-r11 and lr saved. */
+#define TSR_ASM_ENTRY_HEAD                                  \
+    ".pushsection .text.\\name, \"ax\", %progbits\n"     \
+    ".align 2\n"                                           \
+    ".global \\name\n"                                     \
+    ".hidden \\name\n"                                     \
+    ".type \\name, %function\n"                            \
+    ".thumb_func\n"                                        \
+    "\\name:\n"                                            \
+    "push {r4-r11, lr}\n"
+
 void tsr_mm4_hu_asm(const tsr_mm4a_t *a);
 void tsr_mm4_tfl_asm(const tsr_mm4a_t *a);
 
@@ -332,14 +344,7 @@ __asm__(
     "smlad r3, r7, r11, r3\n"
     ".endm\n"
     ".macro TSR_MM4_ENTRY name\n"
-    ".pushsection .text.\\name, \"ax\", %progbits\n"
-    ".align 2\n"
-    ".global \\name\n"
-    ".hidden \\name\n"
-    ".type \\name, %function\n"
-    ".thumb_func\n"
-    "\\name:\n"
-    "push {r4-r11, lr}\n"
+    TSR_ASM_ENTRY_HEAD
     "sub sp, sp, #48\n"
     "ldr r4, [r0, #0]\n"
     "ldr r1, [r0, #4]\n"
@@ -499,14 +504,7 @@ void tsr_mm4_k8_tfl_asm(const tsr_mm4a_t *a);
 __asm__(
     ".syntax unified\n"
     ".macro TSR_K8_ENTRY name\n"
-    ".pushsection .text.\\name, \"ax\", %progbits\n"
-    ".align 2\n"
-    ".global \\name\n"
-    ".hidden \\name\n"
-    ".type \\name, %function\n"
-    ".thumb_func\n"
-    "\\name:\n"
-    "push {r4-r11, lr}\n"
+    TSR_ASM_ENTRY_HEAD
     "sub sp, sp, #24\n"
     "ldr r1, [r0, #12]\n"
     "ldr r2, [r0, #16]\n"
@@ -730,7 +728,7 @@ typedef struct {
     mm4_fn four;     /* four pixels */
     mm4n_fn some;    /* 1..4 pixels */
     mm2_fn two;      /* 1..2 pixels, two-column buffer */
-    int k8;          /* TFL's assembly for eight-value rows: every channel in TFL's range (not TFLW's) */
+    void (*asm4)(const tsr_mm4a_t *);   /* that loop (eight-value rows: tsr_mm4_k8_*_asm) */
 } mm_fns_t;
 
 static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
@@ -738,12 +736,17 @@ static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
     mm_fns_t f;
     const int full = m->q.lo == -128 && m->q.hi == 127;
     f.asm_mode = -1;
-    f.k8 = mode == TSR_RQ_TFL;
+    f.asm4 = NULL;
 #if TSR_MM_ASM
     /* the assembly's TFL takes TFLW's channels out of line */
     if ((mode == TSR_RQ_HU || mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW) && full && m->bias && m->q.step == 1 &&
         (m->k & 3) == 0)
         f.asm_mode = mode == TSR_RQ_TFLW ? TSR_RQ_TFL : mode;
+    /* TFL's eight-value rows need every channel in TFL's range (not TFLW's) */
+    if (f.asm_mode == TSR_RQ_HU)
+        f.asm4 = m->k == 8 ? tsr_mm4_k8_hu_asm : tsr_mm4_hu_asm;
+    else if (f.asm_mode == TSR_RQ_TFL)
+        f.asm4 = m->k == 8 && mode == TSR_RQ_TFL ? tsr_mm4_k8_tfl_asm : tsr_mm4_tfl_asm;
 #endif
     if (mode == TSR_RQ_HU) {
         f.four = full ? mm4_hu_full : mm4_hu;
@@ -783,16 +786,8 @@ static void mm4_run(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols, i
         a.turns = m->k >> 4;
         a.rem = (m->k >> 2) & 3;
         a.z21 = 1 + 2 * m->q.zp;
-        if (f->asm_mode == TSR_RQ_HU) {
-            a.shift = m->q.shift32;
-            (m->k == 8 ? tsr_mm4_k8_hu_asm : tsr_mm4_hu_asm)(&a);
-        } else if (m->k == 8 && f->k8) {
-            a.shift = m->q.shift8;
-            tsr_mm4_k8_tfl_asm(&a);
-        } else {
-            a.shift = m->q.shift8;
-            tsr_mm4_tfl_asm(&a);
-        }
+        a.shift = f->asm_mode == TSR_RQ_HU ? (const void *)m->q.shift32 : (const void *)m->q.shift8;
+        f->asm4(&a);
         return;
     }
 #endif
@@ -1126,7 +1121,7 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
     int32_t c = 0;
 #if TSR_MM_ASM
     /* pairs of rows in assembly, 16 at a time, then their outputs */
-    if (col && k >= 8 && !(((uintptr_t)m.w | (uintptr_t)k) & 7)) {
+    if (col && k >= 8 && !((uintptr_t)m.w & 3) && !(k & 7)) {
         for (; c + 1 < co; ) {
             int32_t acc[16];
             const int32_t n = co - c < 16 ? (co - c) & ~1 : 16;
