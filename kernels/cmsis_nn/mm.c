@@ -12,7 +12,9 @@
  * walks them all. With room for four columns, one filter row at a time
  * meets four pixels: each filter word is loaded and sign-extended once for
  * four pixels, whose eight column words come in two ldm (an assembly loop
- * that keeps its 13 values in registers; 13 instructions per 16 MACs).
+ * that keeps its 13 values in registers; 13 instructions per 16 MACs, the
+ * groups unrolled sixteen deep and entered part way, so no loop counting
+ * below k = 64).
  * With room for two, two filter rows meet two pixels.
  *
  * Fully connected layers first turn the vector into one int16 column
@@ -300,7 +302,7 @@ typedef struct {
     const int32_t *bias;
     const int32_t *mul;
     const void *shift;        /* HU: CMSIS-NN's int32 left shifts; TFL: tessera's int8 right shifts */
-    int32_t turns, rem;       /* k / 16, (k / 4) % 4 */
+    int32_t turns, rem;       /* whole passes of 16 groups after the first, groups the first skips */
     int32_t co;
     int32_t z21;              /* 1 + 2 * zero point */
 } tsr_mm4a_t;
@@ -324,8 +326,9 @@ void tsr_mm4_tfl_asm(const tsr_mm4a_t *a);
 /* r4 w; during the product r5 col, r6 count, r7 filter word, r12 its low
  * half, r8-r11 column words, r0-r3 accumulators; between products r5 out,
  * r6 co, r7 bias, r8 mul, r9 shift, r10 z21 (parked at [sp, #0..20]);
- * [sp, #24] cols, #28 turns, #32 rem, #36 the bias array's end, #40 z21
- * (TFL's requantization takes r10 as a temporary) */
+ * [sp, #24] cols, #28 turns, #32 the entry into the product's sixteen
+ * unrolled groups (no loop counting below k = 64), #36 the bias array's
+ * end, #40 z21 (TFL's requantization takes r10 as a temporary) */
 __asm__(
     ".syntax unified\n"
     ".macro TSR_MM4_GROUP\n"
@@ -350,6 +353,12 @@ __asm__(
     "ldr r1, [r0, #4]\n"
     "str r1, [sp, #24]\n"
     "ldrd r1, r2, [r0, #24]\n"
+    /* the entry into the unrolled product: skip groups of 52 bytes (13
+     * instructions, all 32-bit), the Thumb bit set for ldr pc */
+    "adr r3, 2f\n"
+    "orr r3, r3, #1\n"
+    "mov r12, #52\n"
+    "mla r2, r2, r12, r3\n"
     "strd r1, r2, [sp, #28]\n"
     "ldr r5, [r0, #8]\n"
     "ldr r6, [r0, #32]\n"
@@ -372,23 +381,13 @@ __asm__(
     "mov r3, r0\n"
     "stm sp, {r5-r10}\n"
     "ldrd r5, r6, [sp, #24]\n"
-    "cmp r6, #0\n"
-    "beq 3f\n"
+    "ldr pc, [sp, #32]\n"
     "2:\n"
+    ".rept 16\n"
     "TSR_MM4_GROUP\n"
-    "TSR_MM4_GROUP\n"
-    "TSR_MM4_GROUP\n"
-    "TSR_MM4_GROUP\n"
+    ".endr\n"
     "subs r6, r6, #1\n"
-    "bne 2b\n"
-    "3:\n"
-    "ldr r6, [sp, #32]\n"
-    "cbz r6, 5f\n"
-    "4:\n"
-    "TSR_MM4_GROUP\n"
-    "subs r6, r6, #1\n"
-    "bne 4b\n"
-    "5:\n"
+    "bpl 2b\n"
     "ldm sp, {r5-r10}\n"
     ".endm\n"
     /* four stores, the next channel or the end */
@@ -740,7 +739,7 @@ static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
 #if TSR_MM_ASM
     /* the assembly's TFL takes TFLW's channels out of line */
     if ((mode == TSR_RQ_HU || mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW) && full && m->bias && m->q.step == 1 &&
-        (m->k & 3) == 0)
+        (m->k & 3) == 0 && m->k > 0)
         f.asm_mode = mode == TSR_RQ_TFLW ? TSR_RQ_TFL : mode;
     /* TFL's eight-value rows need every channel in TFL's range (not TFLW's) */
     if (f.asm_mode == TSR_RQ_HU)
@@ -783,8 +782,11 @@ static void mm4_run(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols, i
         a.bias = m->bias;
         a.mul = m->q.mul;
         a.co = m->co;
-        a.turns = m->k >> 4;
-        a.rem = (m->k >> 2) & 3;
+        /* k / 4 groups: the first pass the last g0 (1..16) of the unrolled
+         * sixteen, then `turns` whole passes */
+        const int32_t g = m->k >> 2, turns = (g - 1) >> 4;
+        a.turns = turns;
+        a.rem = 16 - (g - 16 * turns);
         a.z21 = 1 + 2 * m->q.zp;
         a.shift = f->asm_mode == TSR_RQ_HU ? (const void *)m->q.shift32 : (const void *)m->q.shift8;
         f->asm4(&a);
