@@ -29,6 +29,9 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
+/* a 256-entry table lookup four bytes a word (lut.c); per-channel tables
+ * on tsr_lut */
+void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores);
 /* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */
