@@ -416,3 +416,78 @@ def test_table_lookup_under_qemu(tmp_path):
     assert ref_res[0][1], ref_res[0][4]
     assert results[4][2] < ref_res[0][2]
     print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}")
+
+
+def _concat_source(case_list, fn):
+    """A harness main() running tsr_cmsis_concat (or `fn`) on each case
+    (inputs, axis, in_mul, in_offset, rq dict, expected), in run_harness's
+    line format."""
+    from tessera.codegen.cfmt import int_list
+
+    out_max = max(c["want"].size for c in case_list)
+    src = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
+           '#include "tessera/cmsis_nn.h"\n#include "tessera/hal.h"\n',
+           f"static int8_t out_buf[{out_max}] __attribute__((aligned(8)));", "static int failures;\n"]
+    calls = []
+    for i, c in enumerate(case_list):
+        p = f"c{i}_"
+        for j, x in enumerate(c["xs"]):
+            src.append(_c_array(f"{p}x{j}", x.reshape(-1)))
+        src.append(_c_array(p + "want", c["want"].reshape(-1)))
+        rq = c["rq"]
+        src.append(_c_array(p + "mul", np.array(rq["mul"], np.int32)))
+        src.append(f"static const int8_t {p}shift[] = {{{', '.join(map(str, rq['shift']))}}};")
+        shape = c["xs"][0].shape
+        outer = int(np.prod(shape[:c["axis"]], dtype=np.int64))
+        body = [f"    static const tsr_requant_t rq = {{{p}mul, NULL, {p}shift, 0, {rq['zero_point']}, {rq['lo']}, "
+                f"{rq['hi']}, {ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, 0, NULL, NULL, 0}};",
+                "    tsr_concat_args_t a;\n    memset(&a, 0, sizeof a);",
+                f"    a.n_in = {len(c['xs'])};\n    a.outer = {outer};\n    a.out = out_buf;\n    a.rq = &rq;"]
+        for j, x in enumerate(c["xs"]):
+            body.append(f"    a.in[{j}] = {p}x{j};\n    a.inner[{j}] = {x.size // outer};\n"
+                        f"    a.in_mul[{j}] = {c['in_mul'][j]};\n    a.in_offset[{j}] = {c['in_offset'][j]};")
+        n = c["want"].size
+        body += [f"    memset(out_buf, 0x5a, {n});", f"    uint64_t t = hal_counter();\n    {fn}(&a, 0, 1);",
+                 "    t = hal_counter() - t;", "    uint32_t k = 0;",
+                 f"    while (k < {n} && out_buf[k] == {p}want[k])\n        k++;",
+                 f'    if (k < {n}) {{\n        failures++;\n        printf("TSR kcase {i} concat bad at=%lu\\n", '
+                 '(unsigned long)k);\n    } else {\n'
+                 f'        printf("TSR kcase {i} concat ok count=%lu macs={n}\\n", (unsigned long)t);\n    }}']
+        src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
+        calls.append(f"    case{i}();")
+    src.append("int main(void)\n{\n    hal_init();\n" + "\n".join(calls) +
+               '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n')
+    return "\n".join(src)
+
+
+@pytest.mark.qemu
+def test_concatenation_under_qemu(tmp_path):
+    """tsr_cmsis_concat (concat.c) against the golden model: copies along
+    each HWC axis (runs of every length mod 8), and a rescaled input (the
+    reference kernel's path); the copies take fewer instructions than
+    tsr_concat's memcpy."""
+    from cmsis_cases import golden_requant
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(34)
+    same = {"mul": [1], "shift": [0], "add": [0], "zero_point": 0, "lo": -128, "hi": 127, "rounding": "half_up"}
+    scaled = {"mul": [1 << 20], "shift": [22], "add": [0], "zero_point": 3, "lo": -128, "hi": 127,
+              "rounding": "half_up"}
+    case_list = []
+    for shapes, axis, mul, off, rq in [
+            ([(4, 5, 3), (4, 5, 8), (4, 5, 1)], 2, [1, 1, 1], [0, 0, 0], same),
+            ([(2, 6, 16), (3, 6, 16)], 0, [1, 1], [0, 0], same),
+            ([(4, 3, 5), (4, 7, 5)], 1, [1, 1], [0, 0], same),
+            ([(16, 16, 32), (16, 16, 32)], 2, [1, 1], [0, 0], same),
+            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled)]:
+        xs = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
+        want = golden_requant(ops.concat(xs, mul, off, axis), dict(rq, per_channel=0, divisor=0))
+        case_list.append({"xs": xs, "axis": axis, "in_mul": mul, "in_offset": off, "rq": rq, "want": want})
+    results = run_harness(None, "stm32h7", tmp_path, source=_concat_source(case_list, "tsr_cmsis_concat"))
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    (tmp_path / "ref").mkdir()
+    ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:4], "tsr_concat"))
+    assert ref[0][1] and results[3][2] < ref[0][2]
+    print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}")

@@ -32,6 +32,9 @@ void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
 /* a 256-entry table lookup four bytes a word (lut.c); per-channel tables
  * on tsr_lut */
 void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores);
+/* a concatenation whose inputs share the output's quantization, word copies
+ * (concat.c); rescaled inputs on tsr_concat */
+void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores);
 /* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */
