@@ -491,3 +491,43 @@ def test_concatenation_under_qemu(tmp_path):
     ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:4], "tsr_concat"))
     assert ref[0][1] and results[3][2] < ref[0][2]
     print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}")
+
+
+@pytest.mark.qemu
+def test_products_under_qemu(tmp_path):
+    """tsr_cmsis_mul (mul.c) against the golden model: same shapes and a
+    [1, 1, C] vector in either operand order, half up, floor (with an
+    additive term) and TFLite's rounding; a broadcast it does not take (a
+    [H, 1, C] operand) on tsr_mul's path; and fewer instructions than
+    tsr_mul's on a squeeze-and-excitation scale."""
+    from cmsis_cases import Case, golden_requant
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(35)
+    case_list = []
+    for ashape, bshape, rounding in [((4, 4, 16), (1, 1, 16), "half_up"), ((1, 1, 7), (3, 5, 7), "floor"),
+                                     ((3, 3, 5), (3, 3, 5), "tflite"), ((6, 6, 32), (1, 1, 32), "tflite"),
+                                     ((4, 4, 8), (4, 1, 8), "half_up")]:
+        a = rng.integers(-128, 128, ashape).astype(np.int8)
+        b = rng.integers(-128, 128, bshape).astype(np.int8)
+        off = [int(rng.integers(-128, 129)), int(rng.integers(-128, 129))]
+        acc = ops.mul(a, b, off)
+        top = int(np.abs(acc).max())
+        s = 40 if rounding == "tflite" else 20
+        rq = {"mul": [int(rng.integers(1, 2**30)) >> (0 if rounding == "tflite" else 14)], "shift": [s],
+              "add": [int(rng.integers(-2**10, 2**10))] if rounding == "floor" else [0], "per_channel": 0,
+              "zero_point": int(rng.integers(-20, 20)), "lo": -128, "hi": 127, "rounding": rounding, "divisor": 0}
+        assert top < 2**18
+        shape = np.broadcast_shapes(ashape, bshape)
+        f = {"out_h": shape[0], "out_w": shape[1], "out_c": shape[2], "a_h": ashape[0], "a_w": ashape[1],
+             "a_c": ashape[2], "b_h": bshape[0], "b_w": bshape[1], "b_c": bshape[2], "in_offset": off}
+        case_list.append(Case("mul", f, {"a": a, "b": b}, golden_requant(acc, rq), rq, macs=acc.size))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    (tmp_path / "ref").mkdir()
+    ref_src = harness_source(case_list[3:4]).replace("tsr_cmsis_mul(&a", "tsr_mul(&a")
+    ref = run_harness(case_list[3:4], "stm32h7", tmp_path / "ref", source=ref_src)
+    assert ref[0][1] and results[3][2] < ref[0][2]
+    print(f"mul of 1152 values by a vector: {results[3][2]} instructions, tsr_mul {ref[0][2]}")
