@@ -171,6 +171,38 @@ static void rgb_filter(int8_t *dst, const int8_t *w, int32_t co)
             dst[i] = rgb_order[i] < RGB_K ? w[rgb_order[i]] : 0;
 }
 
+/* One word of the window as its two column words (doubled when dbl). */
+TSR_INLINE int32_t *rgb_put(int32_t *col, int32_t P, uint32_t v, int32_t off2, int dbl)
+{
+    int32_t a = tsr_sxtab16(off2, v), c = tsr_sxtab16_ror8(off2, v);
+    if (dbl) {
+        a = tsr_sadd16(a, a);
+        c = tsr_sadd16(c, c);
+    }
+    col[0] = a;
+    col[1] = c;
+    return col + 2 * P;
+}
+
+/* A window wholly inside the input straight into its column: six words
+ * and the last three bytes (with -offset as the fourth lane, which the
+ * offset turns into 0: |offset| <= 128 here); dbl is a constant where it
+ * is inlined. */
+TSR_INLINE void rgb_inside(int32_t *col, int32_t P, const int8_t *x, int32_t row, int32_t in_off, int dbl)
+{
+    const int32_t off2 = tsr_dup16(in_off);
+    col = rgb_put(col, P, tsr_ld32(x), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + 4), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + row), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + row + 4), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + 2 * row), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + 2 * row + 4), off2, dbl);
+    rgb_put(col, P,
+            (uint8_t)x[8] | (uint32_t)(uint8_t)x[row + 8] << 8 | (uint32_t)(uint8_t)x[2 * row + 8] << 16 |
+                (uint32_t)(uint8_t)-in_off << 24,
+            off2, dbl);
+}
+
 static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g, int32_t oy, int32_t ox, int32_t dbl)
 {
     const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl, row = g->in_w * 3;
@@ -179,15 +211,11 @@ static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g,
     uint32_t words[7];
     if (iy0 >= 0 && ix0 >= 0 && iy0 + 3 <= g->in_h && ix0 + 3 <= g->in_w) {
         const int8_t *x = g->in + iy0 * row + ix0 * 3;
-        words[0] = tsr_ld32(x);
-        words[1] = tsr_ld32(x + 4);
-        words[2] = tsr_ld32(x + row);
-        words[3] = tsr_ld32(x + row + 4);
-        words[4] = tsr_ld32(x + 2 * row);
-        words[5] = tsr_ld32(x + 2 * row + 4);
-        /* the fourth lane: -offset, which the offset turns into 0 (|offset| <= 128 here) */
-        words[6] = (uint8_t)x[8] | (uint32_t)(uint8_t)x[row + 8] << 8 | (uint32_t)(uint8_t)x[2 * row + 8] << 16 |
-                   (uint32_t)(uint8_t)-g->in_off << 24;
+        if (dbl)
+            rgb_inside(col, P, x, row, g->in_off, 1);
+        else
+            rgb_inside(col, P, x, row, g->in_off, 0);
+        return;
     } else {
         /* the window with its padding as -offset, then reordered */
         int8_t patch[28], *b = (int8_t *)words;
@@ -203,15 +231,8 @@ static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g,
         for (int32_t i = 0; i < 28; i++)
             b[i] = patch[rgb_order[i]];
     }
-    for (int32_t i = 0; i < 7; i++, col += 2 * P) {
-        int32_t a = tsr_sxtab16(off2, words[i]), c = tsr_sxtab16_ror8(off2, words[i]);
-        if (dbl) {
-            a = tsr_sadd16(a, a);
-            c = tsr_sadd16(c, c);
-        }
-        col[0] = a;
-        col[1] = c;
-    }
+    for (int32_t i = 0; i < 7; i++)
+        col = rgb_put(col, P, words[i], off2, dbl);
 }
 
 /* ---- four pixels: one filter row at a time ----------------------------- */
@@ -842,10 +863,23 @@ int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t b
     const int32_t pixels = g->out_h * g->out_w, ow = g->out_w, co = m->co;
     int32_t p = 0;
     if (four) {
+        const int32_t row = g->in_w * g->in_c;
         for (; p < pixels; p += 4) {
             const int32_t np = pixels - p < 4 ? pixels - p : 4;
-            for (int32_t i = 0; i < np; i++)
-                (rgb ? im2col_rgb : im2col)(buf, 4, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
+            for (int32_t i = 0; i < np; i++) {
+                const int32_t oy = (p + i) / ow, ox = (p + i) % ow;
+                const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl;
+                /* a first layer's window inside the input: in line */
+                if (rgb && iy0 >= 0 && ix0 >= 0 && iy0 + 3 <= g->in_h && ix0 + 3 <= g->in_w) {
+                    const int8_t *x = g->in + iy0 * row + ix0 * 3;
+                    if (m->dbl)
+                        rgb_inside(buf + 2 * i, 4, x, row, g->in_off, 1);
+                    else
+                        rgb_inside(buf + 2 * i, 4, x, row, g->in_off, 0);
+                } else {
+                    (rgb ? im2col_rgb : im2col)(buf, 4, i, g, oy, ox, m->dbl);
+                }
+            }
             mm4_run(&f, m, buf, g->out + p * co, np);
         }
         return 1;
