@@ -157,6 +157,14 @@ def _c_array(name, a):
     return f"static const int32_t {name}[{max(a.size, 1)}] = {{\n{int_list(a)}\n}};"
 
 
+def harness_program(src, n_cases):
+    """The harness's C text: src (declarations and case<i>() functions) and
+    a main() running the n_cases cases, then `TSR done failures=<n>`."""
+    calls = "\n".join(f"    case{i}();" for i in range(n_cases))
+    return "\n".join(src + ["int main(void)\n{\n    hal_init();\n" + calls +
+                             '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n'])
+
+
 def harness_source(case_list):
     """A firmware main() that runs every case, compares its output with the
     golden one and prints `TSR kcase <i> <op> ok|bad count=<n> macs=<m>`."""
@@ -180,7 +188,6 @@ def harness_source(case_list):
     }
 }
 """]
-    calls = []
     for i, c in enumerate(case_list):
         p = f"c{i}_"
         for name, a in c.arrays.items():
@@ -214,10 +221,7 @@ def harness_source(case_list):
         body.append(f"    uint64_t t = hal_counter();\n    {c.fn}(&a, 0, 1);\n    t = hal_counter() - t;")
         body.append(f'    report({i}, "{c.op}", {p}want, {c.expected.size}, (uint32_t)t, {c.macs});')
         src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
-        calls.append(f"    case{i}();")
-    src.append("int main(void)\n{\n    hal_init();\n" + "\n".join(calls) +
-               '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n')
-    return "\n".join(src)
+    return harness_program(src, len(case_list))
 
 
 def harness_target(target_name):
@@ -428,7 +432,6 @@ def _concat_source(case_list, fn):
     src = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
            '#include "tessera/cmsis_nn.h"\n#include "tessera/hal.h"\n',
            f"static int8_t out_buf[{out_max}] __attribute__((aligned(8)));", "static int failures;\n"]
-    calls = []
     for i, c in enumerate(case_list):
         p = f"c{i}_"
         for j, x in enumerate(c["xs"]):
@@ -454,10 +457,7 @@ def _concat_source(case_list, fn):
                  '(unsigned long)k);\n    } else {\n'
                  f'        printf("TSR kcase {i} concat ok count=%lu macs={n}\\n", (unsigned long)t);\n    }}']
         src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
-        calls.append(f"    case{i}();")
-    src.append("int main(void)\n{\n    hal_init();\n" + "\n".join(calls) +
-               '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n')
-    return "\n".join(src)
+    return harness_program(src, len(case_list))
 
 
 @pytest.mark.qemu
