@@ -11,7 +11,9 @@ pulp_open (GVSoC, 8 cores, PULP-NN-style Xpulp kernels): cycles and MAC/cycle
 of the network, of each op type and of the attention products (the IR's
 matmul of two activations: Q.K^T and P.V), then the attention products'
 kernels alone (tests/test_attention_gvsoc.py's firmware: pnn_matmul2 against
-tsr_matmul on the same shapes). stm32h7 (QEMU, CMSIS-NN-style kernels):
+tsr_matmul on the same shapes) and the row-wise kernels alone
+(tests/test_attention_rowwise_gvsoc.py: pnn_softmax, pnn_layernorm, pnn_lut
+against the reference kernels). stm32h7 (QEMU, CMSIS-NN-style kernels):
 instructions of the same, against the reference kernels. Every build is
 checked bit for bit against the golden model before a number is printed.
 The numbers are the simulators' counts (GVSoC cycles of the cluster clock,
@@ -84,23 +86,41 @@ def table(target, opt, ref, counter):
           f"{macs / ref_count:.3f} | {ref_count / count:.2f}x |")
 
 
-def kernels_table():
-    import test_attention_gvsoc as T
-
+def kernel_table(title, what, lib, unit, measure):
+    """One table of kernels alone: `measure(tmp)` gives {name: (work, optimized, reference)}."""
     with tempfile.TemporaryDirectory(prefix="tessera-attn-kbench-") as tmp:
-        rows = T.attention_matmul_cycles(tmp)
-    print("\npulp_open kernels alone (8 cores, operands in L1): pnn_matmul2 (Xpulp) against tsr_matmul\n")
-    print("| shape | MACs | pnn_matmul2 cycles | MAC/cycle | tsr_matmul cycles | MAC/cycle | speed-up |")
+        rows = measure(tmp)
+    print(f"\n{title}\n")
+    print(f"| shape | {what} | {lib} {unit} | {what}/{unit[:-1]} | reference {unit} | {what}/{unit[:-1]} | speed-up |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, (macs, pnn, ref) in rows.items():
-        print(f"| {name} | {macs} | {pnn} | {macs / pnn:.2f} | {ref} | {macs / ref:.2f} | {ref / pnn:.1f}x |")
+    for name, (work, opt, ref) in rows.items():
+        print(f"| {name} | {work} | {opt} | {work / opt:.3f} | {ref} | {work / ref:.3f} | {ref / opt:.2f}x |")
+
+
+def kernels_tables(targets):
+    import pathlib
+
+    if "pulp_open" in targets:
+        import test_attention_gvsoc as T
+        import test_attention_rowwise_gvsoc as R
+
+        kernel_table("pulp_open kernels alone (8 cores, operands in L1): pnn_matmul2 (Xpulp) against tsr_matmul",
+                     "MACs", "pnn_matmul2", "cycles", T.attention_matmul_cycles)
+        kernel_table("pulp_open row-wise kernels alone (8 cores, operands in L1): pnn_softmax, pnn_layernorm, "
+                     "pnn_lut against the reference kernels", "values", "pulp_nn", "cycles", R.rowwise_cycles)
+    if "stm32h7" in targets:
+        import test_attention_rowwise_qemu as Q
+
+        kernel_table("stm32h7 row-wise kernels alone (QEMU): tsr_cmsis_softmax, tsr_cmsis_layernorm, tsr_cmsis_lut "
+                     "against the reference kernels", "values", "cmsis_nn", "instructions",
+                     lambda tmp: Q.rowwise_instructions(pathlib.Path(tmp)))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="tests/corpus/torch_kws_transformer.yaml")
     ap.add_argument("--targets", default="pulp_open,stm32h7")
-    ap.add_argument("--no-kernels", action="store_true", help="skip the kernel-alone GVSoC table")
+    ap.add_argument("--no-kernels", action="store_true", help="skip the kernel-alone tables")
     ap.add_argument("--out", default=None, help="build directory (default: a temporary one)")
     args = ap.parse_args()
     model = os.path.abspath(os.path.join(ROOT, args.model)) if not os.path.isabs(args.model) else args.model
@@ -111,8 +131,8 @@ def main():
             opt = build(out, target, model)
             ref = build(out, reference_twin(target, tmp), model)
             table(target, opt, ref, counter)
-    if "pulp_open" in args.targets and not args.no_kernels:
-        kernels_table()
+    if not args.no_kernels:
+        kernels_tables(args.targets.split(","))
 
 
 if __name__ == "__main__":

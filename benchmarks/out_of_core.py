@@ -4,7 +4,9 @@ larger than the MCU built, run under QEMU and checked bit for bit on
 stm32f746_sd, with what their report says about the SD card: bytes and
 transfers each way, IO-bound layers, compute and IO time, the in-order
 time, and (where the scheduler is part of the checkout) its per-frame
-latency against unlimited SRAM and its pipelined throughput.
+latency against unlimited SRAM and its pipelined throughput; and for every
+run the card's lower bound (no program with the run's tiles and pools is
+faster; docs/out_of_core_schedule.md) against what the run takes.
 
     .venv/bin/python benchmarks/out_of_core.py [--models vgg16_64 mbv1_128 alexnet_64] [--out generated]
         [--what-if-read-bandwidth 25000000]
@@ -37,12 +39,23 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+
+
+def _target_file(target):
+    """--target: a bundled target's name or a target YAML's path."""
+    return target if target.endswith(".yaml") else os.path.join(ROOT, "targets", target + ".yaml")
+
+
+def _name(target):
+    """A build's folder name under out/ (a target's or a model's): its YAML's name."""
+    return os.path.splitext(os.path.basename(target))[0]
 
 
 def build(out, target, model):
     cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}"]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    path = os.path.join(out, target, model, "report.json")
+    path = os.path.join(out, _name(target), _name(model), "report.json")
     if res.returncode != 0 or not os.path.isfile(path):
         return None, (res.stderr.strip().splitlines() or ["failed"])[-1]
     with open(path) as f:
@@ -58,11 +71,10 @@ def program_only(out, target, model):
     """Build `model` up to program.json and print the program's estimate
     (the cost model's compute: no run), or why the build stopped and the
     scheduler's estimate on the same network as a synthetic chain."""
-    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
     from tessera.storage import estimate as estimator
     from tessera.storage import tasks as tg
 
-    path = os.path.join(out, target, model, "program.json")
+    path = os.path.join(out, _name(target), _name(model), "program.json")
     cmd = [sys.executable, "-m", "SCons", "-C", ROOT, "-Q", f"out={out}", f"target={target}", f"model={model}", path]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0 or not os.path.isfile(path):
@@ -97,7 +109,7 @@ def chain_estimate(target, size, sram_kb=512):
 
     from tessera.storage import chain, costs
     from tessera.storage import estimate as estimator
-    with open(os.path.join(ROOT, "targets", target + ".yaml")) as f:
+    with open(_target_file(target)) as f:
         tcfg = yaml.safe_load(f)
     card = next(lvl for lvl in tcfg["memory"].values() if lvl.get("kind") == "storage")
     with open(os.path.join(ROOT, "kernels", "cmsis_nn", "cost", "stm32h7.yaml")) as f:
@@ -112,30 +124,54 @@ def chain_estimate(target, size, sram_kb=512):
           f"({s['unlimited_ns'] / 1e6:.0f} ms); lower bound {s['lower_bound_ns'] / s['unlimited_ns']:.3f}x")
 
 
-def what_if(out, target, model, read_bandwidth):
-    """The scheduler's estimate of a finished build with another card read
-    bandwidth: (estimate dict, or None and why)."""
-    sys.path.insert(0, os.path.join(ROOT, "site_scons"))
+def _finished(out, target, model):
+    """A finished build's graph, plan, tilings, verdict and the target's
+    storage level (tessera.storage.ooc's `storage`)."""
     import yaml
 
     from tessera.util import canon
-    from tessera.storage import ooc
     from tessera.ir import Graph
 
-    d = os.path.join(out, target, model)
+    d = os.path.join(out, _name(target), _name(model))
     graph = Graph.from_json(canon.read_json(os.path.join(d, "graph.json")))
     the_plan = canon.read_json(os.path.join(d, "memplan.json"))
     tilings = {layer.name: canon.read_json(os.path.join(d, "tiling", layer.name + ".json")) for layer in graph.layers}
     verdict = canon.read_json(os.path.join(d, "verdict.json"))
-    with open(os.path.join(ROOT, "targets", target + ".yaml")) as f:
+    with open(_target_file(target)) as f:
         tcfg = yaml.safe_load(f)
     name = next(n for n, lvl in tcfg["memory"].items() if lvl.get("kind") == "storage")
     lvl = tcfg["memory"][name]
     storage = dict({k: lvl[k] for k in ("size", "read_bandwidth", "write_bandwidth", "latency_us", "block",
                                         "endurance")}, level=name, clock_hz=tcfg["clock_hz"])
+    return graph, the_plan, tilings, verdict, storage
+
+
+def what_if(out, target, model, read_bandwidth):
+    """The scheduler's estimate of a finished build with another card read
+    bandwidth: (estimate dict, or None and why)."""
+    from tessera.storage import ooc
+
+    graph, the_plan, tilings, verdict, storage = _finished(out, target, model)
     storage["read_bandwidth"] = read_bandwidth
     io = ooc.layer_io(graph, the_plan, tilings, storage)
     return ooc.estimate(graph, io, [int(c) for c in verdict["counts"]], storage)
+
+
+def lower_bound(out, target, model, fw):
+    """The card's lower bound for the run the firmware made, in ms, or None
+    and why: no program with the run's tiles and pools, the compute as
+    measured, is faster (docs/out_of_core_schedule.md, "The lower bound").
+    The scheduler's program: its problem (program.json); the in-order
+    firmware: its transfers with the pools tessera.storage.ooc gives them."""
+    from tessera.storage import firmware, ooc
+
+    graph, the_plan, tilings, verdict, storage = _finished(out, target, model)
+    compute = [int(c) for c in verdict["counts"]]
+    if fw and fw["program"] != "in order":
+        with open(os.path.join(out, _name(target), _name(model), "program.json")) as f:
+            return firmware.lower_bound_ns(json.load(f), compute, storage["clock_hz"]) / 1e6, None
+    ns, why = ooc.lower_bound_ns(graph, ooc.layer_io(graph, the_plan, tilings, storage), compute, storage)
+    return (None, why) if ns is None else (ns / 1e6, None)
 
 
 def main():
@@ -187,6 +223,14 @@ def main():
                   f"{fw['pools']}): {fw['estimate_ms']} ms per frame = {fw['estimate_vs_unlimited']}x unlimited; "
                   f"in order (every transfer, then the compute, nothing overlapped) {fw['in_order_ms']} ms; "
                   f"ops the firmware counted equal the program's: {fw['ops'] == fw.get('counted')}")
+        # the bound of the run the firmware made, whatever program it runs
+        bound, why = lower_bound(os.path.abspath(args.out), args.target, model, fw)
+        ran = fw["estimate_ms"] if fw and fw["program"] != "in order" else t["in_order_ms"]
+        if bound is None:
+            print(f"  lower bound of this run: none ({why})")
+        else:
+            print(f"  lower bound of this run (docs/out_of_core_schedule.md): {bound:.3f} ms = "
+                  f"{bound / t['unlimited_ms']:.3f}x unlimited; the run's {ran} ms is {ran / bound:.4f}x it")
         if args.what_if_read_bandwidth and s and "skipped" not in s:
             w = what_if(os.path.abspath(args.out), args.target, model, int(args.what_if_read_bandwidth))
             if w is None or "skipped" in w:

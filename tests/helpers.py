@@ -9,6 +9,10 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the reference kernels pulp_nn's row-wise kernels (rowwise.c) hand the rows
+# they do not cover to: a test compiling kernels/pulp_nn/*.c alone adds them,
+# as a build compiles the library's fallback in
+PNN_FALLBACK = [os.path.join(ROOT, "kernels", "reference", f) for f in ("attention.c", "elementwise.c")]
 MODEL_CACHE = os.path.join(ROOT, "generated", ".models")
 
 
@@ -20,6 +24,20 @@ def scons(*args, out, check=False, timeout=3600, env=None):
     if check and res.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed ({res.returncode}):\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}")
     return res
+
+
+def build_tree(out):
+    """{relative path: bytes} of a build tree, without SCons' signature
+    database (it records the history of builds, not their outputs)."""
+    files = {}
+    for d, _, names in os.walk(out):
+        for n in names:
+            if n.startswith(".sconsign"):
+                continue
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, out)] = f.read()
+    return files
 
 
 def step_lines(text):

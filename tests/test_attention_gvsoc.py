@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import PNN_FALLBACK, ROOT
 from tessera.golden import ops
 from test_gvsoc import GVSOC_MARKS, _target, build_firmware
 from test_pulp_nn_gvsoc import MAIN_HEAD
@@ -203,7 +203,7 @@ def run_cases(tmp, isa, cases=CASES):
     with open(src, "w") as f:
         f.write(firmware_source(cases))
     kernels = sorted(os.path.join(PNN, f) for f in os.listdir(PNN) if f.endswith(".c"))
-    kernels.append(os.path.join(REF, "matmul.c"))
+    kernels += [os.path.join(REF, "matmul.c")] + PNN_FALLBACK
     elf = build_firmware(tmp, [src, *kernels], target)
     return parse(runners.run(target["runner"], elf))
 

@@ -206,9 +206,11 @@ import os                                                                  # noq
 
 from test_ref_kernels import MatmulArgs, OFFSETS, PlaneRq, finish, int8s, load_kernels, requants  # noqa: E402
 
+from helpers import PNN_FALLBACK                                           # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNN_SOURCES = sorted(os.path.join(ROOT, "kernels", "pulp_nn", f) for f in os.listdir(os.path.join(ROOT, "kernels", "pulp_nn"))
-                     if f.endswith(".c"))
+                     if f.endswith(".c")) + PNN_FALLBACK
 CMSIS_SOURCES = [os.path.join(ROOT, "kernels", "cmsis_nn", "matmul.c")]
 
 

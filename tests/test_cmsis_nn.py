@@ -394,7 +394,7 @@ def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
 
 @pytest.mark.qemu
 def test_table_lookup_under_qemu(tmp_path):
-    """tsr_cmsis_lut (lut.c, four bytes a word) against the golden model's
+    """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
     lut on tiles of every length mod 8, a per-channel table (the reference
     kernel's path) among them; and fewer instructions than tsr_lut's."""
     from cmsis_cases import Case

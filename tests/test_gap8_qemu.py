@@ -15,7 +15,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from helpers import hal_lines
+from helpers import PNN_FALLBACK, hal_lines
 from tessera import config
 from tessera.codegen import linker
 from tessera.golden import ops
@@ -216,7 +216,7 @@ def run_kernel_firmware(tmp, cases, cores):
     with open(src, "w") as f:
         f.write(kernel_firmware_source(cases))
     pnn = os.path.join(ROOT, "kernels", "pulp_nn")
-    sources = [src] + sorted(os.path.join(pnn, f) for f in os.listdir(pnn) if f.endswith(".c"))
+    sources = [src] + sorted(os.path.join(pnn, f) for f in os.listdir(pnn) if f.endswith(".c")) + PNN_FALLBACK
     sub = os.path.join(tmp, f"c{cores}")
     os.makedirs(sub)
     text = run_firmware(build_firmware(sub, sources, target=target), target)

@@ -11,24 +11,10 @@ import sys
 
 import pytest
 
-from helpers import MODEL_CACHE, ROOT, scons
+from helpers import MODEL_CACHE, ROOT, build_tree as _tree, scons
 
 STAGES = {"preparation": "tessera: running the golden model", "tiling": "tessera: tile ",
           "codegen": "tessera: generate ", "compiling": "tessera: compile ", "running": "tessera: run "}
-
-
-def _tree(out):
-    """{relative path: bytes} of a build tree, without SCons' signature
-    database (it records the history of builds, not their outputs)."""
-    files = {}
-    for d, _, names in os.walk(out):
-        for n in names:
-            if n.startswith(".sconsign"):
-                continue
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                files[os.path.relpath(p, out)] = f.read()
-    return files
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,8 @@ HOST = ("mnist_model_quant",            # uint8 I/O around an int8 body
         "qlinearconv_model",            # ONNX parameter inputs, uint8 weights with a zero point
         "person_detect")                # a repaired quantized_dimension
 QEMU = {"stm32h7": ("mnist_model_quant", "split_concat", "ds_cnn_s_quantized",
-                    "mobilenet_v1_0_25_128_quant"),    # uint8 weights on the DSP kernels
+                    "mobilenet_v1_0_25_128_quant",     # uint8 weights on the DSP kernels
+                    "keyword_spotting_on_off_v3"),     # 106 layers: the data reservation grows with them
         "gap8": ("mnist_model_quant", "split_concat", "yolo_person_detect",
                  "visual_wake_quant")}                 # a 640-channel ADD's tables as weights in L3
 TOOLS = {"stm32h7": ("arm-none-eabi-gcc", "qemu-system-arm"), "gap8": ("riscv64-unknown-elf-gcc", "qemu-system-riscv32")}

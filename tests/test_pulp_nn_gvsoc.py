@@ -24,7 +24,7 @@ import re
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import PNN_FALLBACK, ROOT
 from tessera.golden import ops
 from test_gvsoc import GVSOC_MARKS, _target, build_firmware
 from test_ref_kernels import ONE, ROUNDING_C, Rq, int8s
@@ -413,7 +413,7 @@ def run(tmp_path, isa):
     target["toolchain"]["cflags"] = list(target["toolchain"]["cflags"]) + ["-D" + d for d in defines]
     src = tmp_path / "cases.c"
     src.write_text(firmware_source(CASES))
-    kernels = sorted(os.path.join(PNN, f) for f in os.listdir(PNN) if f.endswith(".c"))
+    kernels = sorted(os.path.join(PNN, f) for f in os.listdir(PNN) if f.endswith(".c")) + PNN_FALLBACK
     elf = build_firmware(str(tmp_path), [str(src), *kernels], target)
     return outputs(runners.run(target["runner"], elf))
 

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tessera.golden import ops
+from helpers import PNN_FALLBACK
 from test_ref_kernels import (CROSS as REF_CROSS, NCORES, OFFSETS, ONE, SETTINGS, Case, add_cases,
                               arrays, assert_compiles_cleanly, avgpool_cases, channel_tile, conv_builder,
                               conv_cases, depthwise_cases, draw_bias, draw_rq, finish, int8s, linear_cases,
@@ -35,7 +36,7 @@ PNN_OFFSETS = st.one_of(st.just(0), st.just(128), OFFSETS)
 
 @pytest.fixture(scope="session")
 def pnn(tmp_path_factory):
-    return load_kernels(tmp_path_factory.mktemp("pnn") / "libtsr_pnn.so", SOURCES, "pnn_")
+    return load_kernels(tmp_path_factory.mktemp("pnn") / "libtsr_pnn.so", SOURCES + PNN_FALLBACK, "pnn_")
 
 
 CROSS = {name: REF_CROSS[name] for name in ("riscv64-unknown-elf-gcc (rv32imc)", "arm-none-eabi-gcc (cortex-m7)")}

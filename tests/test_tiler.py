@@ -319,3 +319,19 @@ def test_rows_asks_for_row_bands_when_they_fit():
 def _spec():
     from tessera.tiler import library
     return library.op_spec(REF, "depthwise")
+
+
+def test_a_search_the_work_bound_ends_is_one_line_never_a_guess(monkeypatch):
+    """The solve's bound is CP-SAT's deterministic time (its own work
+    count), so where it stops is the same on every machine; a search it
+    ends before the optimum is proven is one line naming the layer and the
+    bound, not a tile that depends on where the search stopped (issue 35)."""
+    from tessera.errors import TesseraError
+    from tessera.tiler import model
+
+    lay = layer("pw", "pointwise", [32, 32, 64], [32, 32, 128])
+    monkeypatch.setattr(model, "MAX_DETERMINISTIC_TIME", 1e-9)
+    with pytest.raises(TesseraError) as err:
+        solve_layer(lay, target(64000))
+    assert str(err.value).startswith("layer pw: ") and "MAX_DETERMINISTIC_TIME" in str(err.value)
+    assert "\n" not in str(err.value)

@@ -278,6 +278,7 @@ def main(argv=None):
         rows.append(summarize(net, args.target, out, rc, so, se, secs))
     tname = os.path.splitext(os.path.basename(args.target))[0]
     path = args.json or os.path.join(out, f"peer_report-{tname}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)   # no network matched: nothing made it
     with open(path, "w") as f:
         json.dump({"target": tname, "networks": rows}, f, indent=1, sort_keys=True)
         f.write("\n")

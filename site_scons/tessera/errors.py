@@ -5,6 +5,8 @@ not fit) raises a TesseraError. The command-line and SCons entry points print
 `str(err)` and exit non-zero; they never show a traceback for these.
 """
 
+import errno
+
 
 # a message is one line and bounded (a value quoted from a huge input must
 # not make a megabyte-long line), but long enough that real ones are whole:
@@ -56,3 +58,21 @@ class ToolchainError(TesseraError):
 
 class RunError(TesseraError):
     """Firmware that faulted, hung or printed something unexpected."""
+
+
+class HostError(TesseraError):
+    """The machine refused: a full disk, a read-only or unreadable place."""
+
+
+_OS_FIXES = {errno.ENOSPC: "free space on that disk, or give out= on another disk",
+             errno.EDQUOT: "free space within your quota, or give out= on another disk",
+             errno.EROFS: "give a writable out=",
+             errno.EACCES: "give yourself access to it (chmod), or build as its owner",
+             errno.EPERM: "give yourself access to it (chmod), or build as its owner"}
+
+
+def from_os_error(err, where):
+    """An OSError the build met (not the user's input being wrong, but the
+    machine refusing) as one line: the file, the system's words, the fix."""
+    return HostError(err.filename or where, err.strerror or str(err),
+                     _OS_FIXES.get(err.errno, "check the disk and the permissions there"))

@@ -41,7 +41,7 @@ from SCons.Script import Exit
 
 from tessera import config
 from tessera.config import views
-from tessera.errors import FitError, TesseraError
+from tessera.errors import FitError, TesseraError, from_os_error
 from tessera.ir import Graph
 from tessera.model import prepare
 from tessera.pipeline import model as configuration, options
@@ -181,6 +181,8 @@ def TesseraNetwork(env, target, model, out=None, run=False, fusion=None, fusion_
         fail(f"{mname} on {tname}: {err}", outdir, made)
     except TesseraError as err:
         fail(err, outdir, made)
+    except OSError as err:      # the model stage writes while SConstruct is read: a full disk, no access
+        fail(from_os_error(err, outdir), outdir, made)
     _networks.append(outdir)
     return _declare(env, net, run)
 
@@ -195,6 +197,7 @@ def _model(env, tcfg, mcfg, tpath, out, outdir):
                    or os.path.join(out, ".models"))
     paths = prepare.prepare(mcfg, outdir, model_cache, log=_log)
     graph = Graph.from_json(canon.read_json(paths["graph"]))
+    tcfg = configuration.with_network_data(tcfg, graph)
     library = views.kernel_library(tcfg["kernels"])
     plat = platform_module(tcfg["platform"], tpath)
     cg = codegen_target(tcfg, mcfg["name"], graph, getattr(plat, "COUNTS_PER_CORE", None))

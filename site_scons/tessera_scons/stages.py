@@ -26,7 +26,7 @@ from tessera.pipeline import kernels as kernel_files
 from tessera.pipeline.fusion import variants
 from tessera.util import canon, paths
 
-from . import export as exporting, steps
+from . import bounded, export as exporting, steps
 from .kernels import objects as kernel_objects, plan as kernel_plan
 
 ROOT = paths.DATA    # targets/, models/, kernels/: the checkout, or the installed package's data
@@ -190,6 +190,7 @@ def compile(net, sources):
     for var in ("CPPPATH", "CPPDEFINES", "CCFLAGS", "CFLAGS", "ASFLAGS", "LINKFLAGS", "LIBS", "LIBPATH"):
         tenv[var] = []
     net.plat.configure(tenv, tcfg)
+    tenv["SPAWN"] = bounded.spawn      # a hung compiler, archiver or linker ends in one line
     tenv.Append(CPPPATH=[os.path.join(KERNELS, "include"), net.path("src")],
                 CPPDEFINES=isa_defines(tcfg) + generation.storage_defines(tcfg, net.cg))
     objects = [tenv.Object(net.path("obj", os.path.basename(str(s))[:-2] + ".o"), s)[0] for s in sources["all"]]

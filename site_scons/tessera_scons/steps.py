@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 
-from tessera.errors import TesseraError
+from tessera.errors import TesseraError, from_os_error
 from tessera.ir import Graph
 from tessera.util import canon
 
@@ -54,13 +54,22 @@ def _preload():
             importlib.import_module(name)
 
 
+# the targets of steps that failed on an OSError and said so in their line
+# (outdir.py does not name the full disk again)
+HOST_ERRORS = set()
+
+
 def guarded(work, target, source, env):
     """Run work(); a TesseraError becomes a one-line message, a non-zero
     status and no target left behind that could look up to date."""
     _preload()
     try:
         return work(target, source, env) or 0
-    except TesseraError as err:
+    except (TesseraError, OSError) as err:
+        # OSError: the machine refused (a full disk, an unwritable folder)
+        if not isinstance(err, TesseraError):
+            err = from_os_error(err, target[0])
+            HOST_ERRORS.update(os.path.abspath(str(t)) for t in target)
         sys.stderr.write(f"tessera: error: {err}\n")
         for t in target:
             try:
@@ -234,6 +243,8 @@ def _run(target, source, env):
         canon.write_atomic(log + ".failed", getattr(err, "output", "") or str(err))
         raise
     canon.write_atomic(log, text)
+    if os.path.exists(log + ".failed"):
+        os.remove(log + ".failed")     # an earlier run's: the tree is then a clean build's
 
 
 def check(target, source, env):

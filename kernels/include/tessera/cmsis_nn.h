@@ -29,9 +29,6 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
-/* a 256-entry table lookup four bytes a word (lut.c); per-channel tables
- * on tsr_lut */
-void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores);
 /* a concatenation whose inputs share the output's quantization, word copies
  * (concat.c); rescaled inputs on tsr_concat */
 void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores);
@@ -42,6 +39,11 @@ void tsr_cmsis_mul(const tsr_binary_args_t *a, int core, int ncores);
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */
 void tsr_cmsis_matmul(const tsr_matmul_args_t *a, int core, int ncores);
+/* attention's row-wise ops (rowwise.c): the reference kernels' arguments
+ * and results, rows' sums with the DSP extension */
+void tsr_cmsis_softmax(const tsr_softmax_args_t *a, int core, int ncores);
+void tsr_cmsis_layernorm(const tsr_layernorm_args_t *a, int core, int ncores);
+void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores);
 /* a split reduction's step (kernels/cmsis_nn/split.c; tsr_split_step's
  * arguments and results, DSP dot products; input offsets in [-32640, 32639]) */
 void tsr_cmsis_split_step(const tsr_split_args_t *s, int core, int ncores);

@@ -60,6 +60,11 @@ void pnn_add(const tsr_add_args_t *a, int core, int ncores);
 /* the IR's matmul (attention.c): a->scratch holds, per core, its output
  * columns of b transposed (K rounded up to 4 bytes each) and their sums */
 void pnn_matmul2(const tsr_matmul_args_t *a, int core, int ncores);
+/* attention's row-wise ops (kernels/pulp_nn/rowwise.c): the reference
+ * kernels' arguments and results, rows over the cores */
+void pnn_softmax(const tsr_softmax_args_t *a, int core, int ncores);
+void pnn_layernorm(const tsr_layernorm_args_t *a, int core, int ncores);
+void pnn_lut(const tsr_lut_args_t *a, int core, int ncores);
 /* the recurrent step (tsr_lstm_args_t; a.pre required): the cells over the cores */
 void pnn_lstm_step(const tsr_lstm_args_t *a, int core, int ncores);
 void pnn_lstm_project(const tsr_lstm_args_t *a, int core, int ncores);

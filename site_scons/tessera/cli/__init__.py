@@ -66,3 +66,6 @@ def main(argv=None):
     except TesseraError as err:
         sys.stderr.write(f"tessera: error: {err}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("tessera: error: interrupted (Ctrl-C): nothing it made is taken as done; run it again\n")
+        return 130

@@ -42,4 +42,17 @@ def variables(words):
 def run(args):
     cmd = api.scons_command(args.target, args.model, args.out, run=not args.export_only, export=args.export,
                             jobs=args.jobs, variables=variables(args.variables))
-    return subprocess.run(cmd).returncode
+    return wait(subprocess.Popen(cmd))
+
+
+def wait(proc):
+    """The build's exit status. A terminal's Ctrl-C reaches SCons too (one
+    process group), and SCons stops at a step's end and saves what it
+    built: keep waiting for that, where subprocess.run would kill it a
+    quarter of a second later, leaving a half-written tree and no
+    signatures (CMake runs `tessera build --export-only` this way)."""
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue

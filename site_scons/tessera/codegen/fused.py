@@ -20,6 +20,7 @@ intermediate, depthwise stripes: exactly what the fused tiler counted.
 """
 
 from .. import ir
+from ..util.cname import c_comment
 from ..errors import TesseraError
 from ..tiler.memory import align_up
 from ..config.views import param_arrays, tiler_layer
@@ -174,7 +175,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
     if epilogue is not None:
         from .layer import _epilogue_args, _epilogue_decls
         out.append(f"static const uint32_t l1_skip[{bufs}] = "
-                   f"{{{', '.join(str(offs[f'skip{i}']) for i in range(bufs))}}};   /* {skip}'s band */\n")
+                   f"{{{', '.join(str(offs[f'skip{i}']) for i in range(bufs))}}};   /* {c_comment(skip)}'s band */\n")
         out.extend(_epilogue_decls(add, graph, library(target["kernels"])))
     shared = ft.get("scheme") == "shared"
     if shared:

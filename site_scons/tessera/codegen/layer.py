@@ -23,6 +23,7 @@ their product: mbv1_224's tables of a row per tile took 52 kB of GAP8's
 """
 
 from .. import ir
+from ..util.cname import c_comment
 from ..errors import FitError
 from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
@@ -30,6 +31,7 @@ from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment, int_list, symbol
 from .libraries import library
+from .program import gather_dst
 from . import split
 from .split import stage as _stage
 
@@ -190,7 +192,11 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # card) are not the program's: such a layer keeps its own spill copies.
     prog = target.get("layer_index") if "storage" in target else None
     on_card = bool(spill) and "window" in target.get("spill", {})
-    card = prog is not None and (on_card or "wstream" in plan_slice)
+    # constants on the card outside the in-order stream (a layer walked row
+    # band first): its channel tiles' rows read from the card's window
+    card_w = plan_slice.get("card_weights")
+    streamed = "wstream" in plan_slice or card_w is not None
+    card = prog is not None and (on_card or streamed)
     if card and spill and not on_card:
         raise FitError(f"layer {layer.name}", f"its weights stream from the card and its activations moved to "
                        f"{target['spill']['level']}: the program's tile loop reads and writes only the card",
@@ -205,9 +211,9 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     elif spill:
         out.append(f"extern int8_t {prefix}_{target['spill']['level']}[];   /* activations moved out of "
                    f"{target['act_level']} */")
-    if layer.weights and "wstream" not in plan_slice:
+    if layer.weights and not streamed:
         out.append(f"extern const int8_t {symbol(prefix, layer.name, 'weights')}[];")
-    for pname, ctype, _ in params if "wstream" not in plan_slice else ():
+    for pname, ctype, _ in params if not streamed else ():
         out.append(f"extern const {ctype} {symbol(prefix, layer.name, pname)}[];")
     out.append("")
     out.append(f"#define NTILES {nt}")
@@ -217,7 +223,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                    f"{target['act_level']} */")
     if layer.weights or params:
         # streamed weights reach the tiles from their staging level (the activation level)
-        w_from = _stage(target) if "wstream" in plan_slice else target["w_level"]
+        w_from = _stage(target) if "wstream" in plan_slice else \
+            target["storage"]["level"] if card_w is not None else target["w_level"]
         w_engine = target["act_engine"] if "wstream" in plan_slice else target["w_engine"]
         out.append(f"#define ENGINE_W {w_engine}     /* {w_from} -> {target['tile_level']} */")
     out.append("")
@@ -243,7 +250,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     if params:
         out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
     if epilogue is not None:
-        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {skip}'s tile */")
+        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {c_comment(skip)}'s tile */")
     out.append("")
 
     rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
@@ -268,6 +275,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append("static const int8_t *chunk;\n")
 
     def rows_source(array):
+        if card_w is not None:
+            return f"(const int8_t *)TSR_STORAGE_WINDOW + {card_w[array]}", "t->oc0"
         if stream is None:
             return symbol(prefix, layer.name, array), "t->oc0"
         at = stream["layout"][array]
@@ -686,7 +695,8 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     y = graph.tensor(layer.output)
     out_esize = ir.DTYPES[y.dtype]
     in_esize = ir.DTYPES[graph.tensor(layer.inputs[0]).dtype]
-    stream = plan_slice.get("wstream")
+    # constants on the card come through the program's reads (streamed or not in order)
+    stream = plan_slice.get("wstream") or plan_slice.get("card_weights")
     out = ["    if (tsr_program.n_ops) {   /* the out-of-core program (tessera/program.h) */",
            "        for (int i = 0; i < NTILES; i++) {",
            "            tsr_tile_at(&cur, &grid, i);\n            const tsr_tile_t *t = &cur;" if grid else
@@ -701,12 +711,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
         if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
             out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
     if stream is not None:
-        if layer.weights:
-            out.append(f"            dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w[wb];")
-        pos = 0
-        for p, (pname, ctype, size) in enumerate(params):
-            out.append(f"            dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[wb] + {pos};")
-            pos += size * tc_max
+        out += gather_dst(prefix, bool(layer.weights), params, tc_max, "wb", " " * 12)
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
     loader = getattr(lib, "input_loader", lambda layer, graph: "tsr_tile_in")(layer, graph=graph)
     for i, src in enumerate(plan_slice["inputs"][:len(l1["in"])]):

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..planning import guard
 from .. import ir
+from ..util.cname import c_comment
 from ..config.views import param_arrays
 from .cfmt import byte_string, header_comment, section_attr
 from .layer import symbol
@@ -267,7 +268,7 @@ def _stream_source(p, st):
     first, n = [], 0
     for chunk in st["chunks"]:
         first.append(n)
-        out.append(f"    /* {chunk['layer']}: channels {chunk['c0']}..{chunk['c0'] + chunk['n'] - 1} */")
+        out.append(f"    /* {c_comment(chunk['layer'])}: channels {chunk['c0']}..{chunk['c0'] + chunk['n'] - 1} */")
         for src, nbytes, at in chunk["pieces"]:
             out.append(f"    {{(const int8_t *){src}, {p}_L2 + {at}, {nbytes}}},")
             n += 1

@@ -8,6 +8,19 @@ from .cfmt import section_attr
 POOL_ID = {"in": "TSR_POOL_IN", "w": "TSR_POOL_W"}
 
 
+def gather_dst(prefix, weights, params, tc_max, wb, indent):
+    """C lines pointing tsr_prog_gather's dst at a tile's L1 buffers for
+    its constants: the weights (when `weights`), then each parameter
+    array's rows (params: [(name, C type, bytes per channel)]), in
+    weight buffer `wb`."""
+    out = [f"{indent}dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w[{wb}];"] if weights else []
+    pos = 0
+    for p, (_, _, size) in enumerate(params):
+        out.append(f"{indent}dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[{wb}] + {pos};")
+        pos += size * tc_max
+    return out
+
+
 def c_source(prefix, act_level, res, n_layers, section=""):
     """program.c: the ops, the read references of each compute, the pools
     (in `section`, the activation level's: its bytes reserved for them) and

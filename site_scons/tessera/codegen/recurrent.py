@@ -18,6 +18,7 @@ weight stream (memplan), and are copied to L1 from there.
 """
 
 from ..errors import FitError
+from ..util.cname import c_comment
 from .cfmt import header_comment, symbol
 from .libraries import library, reference
 
@@ -351,7 +352,7 @@ def generate_ops(layer, graph, tiling, plan_slice, target, model):
     for k, op in enumerate(rnn["body"]):
         out = f"{L1} + {vec[op['out']]}"
         n = op["n"]
-        lines = [f"/* op {k}: {op['op']} -> {op['out']} */", "{",
+        lines = [f"/* op {k}: {op['op']} -> {c_comment(op['out'])} */", "{",
                  f"    const int32_t *q = p{k} + t * {len(PARAMS[op['op']])};"]
         if op["op"] == "lut":
             lines += ["    tsr_lut_args_t a = {0};", f"    a.in = {ref(op['in'][0])};", f"    a.out = {out};",

@@ -23,6 +23,7 @@ from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
 from .cfmt import ROUNDING, header_comment
+from .program import gather_dst
 from .libraries import input_offset, library, split_kernel
 
 
@@ -37,7 +38,6 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     codegen.layer.generate's."""
     where = f"layer {layer.name}"
     for what, why in ((plan_slice.get("spill"), "activations moved to another level"),
-                      ("storage" in target, "an out-of-core program"),
                       (requant_plane(layer) or bias_plane(layer), "parameters per output element")):
         if what:
             raise TesseraError(where, f"its reduction is split into chunks (it does not fit "
@@ -74,9 +74,17 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     ]), '#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
         '#include "tessera/tile.h"' + "".join(f'\n#include "{h}"' for h in getattr(lib, "HEADERS", ())) + "\n",
         f"extern int8_t {L1}[];\nextern int8_t {L2}[];"]
+    # out of core: the program's computes are this layer's tiles, or, with
+    # its constants on the card, its steps (tessera.storage.firmware)
+    prog = target.get("layer_index") if "storage" in target else None
+    on_card = prog is not None and layer.name in target["storage"]["layers"]
+    if prog is not None:
+        out[-1] += '\n#include "tessera/program.h"'
     # streamed weights reach the tiles from their staging level
     stream = plan_slice.get("wstream")
-    if stream is None:
+    if on_card:
+        out[-1] += "\n#include <stdio.h>\n#include <stdlib.h>"
+    elif stream is None:
         out.append(f"extern const int8_t {name}_weights[];")
         out += [f"extern const {ctype} {name}_{pname}[];" for pname, ctype, _ in params]
     w_from = stage(target) if stream is not None else target["w_level"]
@@ -111,6 +119,11 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const tsr_split_args_t *)args, hal_core_id(), "
                "hal_num_cores());\n}\n")
 
+    if on_card:
+        out += _program_steps(layer, graph, plan_slice, target, ref, params, tc_max, per_channel_rq, rq, lib,
+                              prog, (W, C, in_esize, Wo, Co, out_esize))
+        return "\n".join(out) + "\n"
+
     # chunk k of tile t: its input box, its weights (a [oc][window][kc] block)
     # weights streamed through a staging level arrive in chunks of whole
     # channel tiles (memplan's weight stream); else straight from their arrays
@@ -144,28 +157,13 @@ def generate(layer, graph, tiling, plan_slice, target, model):
 
     out.append(f"void {name}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, w[{bufs}] = {{{{0}}}}, io = {{0}}, wb_job = {{0}};")
-    out.append("    tsr_conv_args_t a = {0};\n    tsr_split_args_t s = {0};")
-    if rq is not None:
-        out.append("    tsr_requant_t rq = {0};")
-        if per_channel_rq:
-            out.append("    rq.per_channel = 1;")
-        else:
-            out.append("    rq.mul = rq_mul;\n    rq.shift = rq_shift;" + ("\n    rq.add = rq_add;" if any(rq.add) else ""))
-        out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
-                   f"    rq.rounding = {ROUNDING[rq.rounding]};")
-        if rq.divisor:
-            out.append(f"    rq.divisor = {rq.divisor};")
-    out.append("    const int wb = 0;   /* parameters: one buffer, loaded per channel tile */")
-    out.extend("    " + line for line in ref.constant_args(layer, l1, 0, prefix, "&rq" if rq else "NULL", graph=graph))
-    if layer.op == "linear":
-        # the window is the whole input (weights [oc][h][w][kc]); one output pixel
-        out.append(f"    a.kh = {H};\n    a.kw = {W};\n    a.sh = 1;\n    a.sw = 1;")
-    out.append(f"    a.input_offset = {input_offset(lib, layer, graph)};")
-    out.append(f"    s.conv = &a;\n    s.acc = (int32_t *)({L1} + L1_ACC);")
+    out += _args(layer, graph, l1, target, ref, rq, per_channel_rq, lib)
     out.append("    (void)io;")
     out.append("    load(&tiles[0], 0, 0, in, w);")
     out.append("    for (int i = 0, n = 0; i < NTILES; i++) {")
     out.append("        const tsr_tile_t *t = &tiles[i];")
+    if prog is not None:
+        out.append(f"        tsr_prog_compute({prog}, (uint32_t)i);   /* the program's ops before this tile */")
     if params:
         # the tile's channels' parameters (its bias and requantization)
         out.append("        if (t->new_weights) {")
@@ -201,3 +199,77 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("    }")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _args(layer, graph, l1, target, ref, rq, per_channel_rq, lib):
+    """The step kernel's constant arguments (the conv args, the requantization, the accumulators)."""
+    prefix = target["prefix"]
+    H, W, _ = graph.tensor(layer.inputs[0]).shape
+    out = ["    tsr_conv_args_t a = {0};\n    tsr_split_args_t s = {0};"]
+    if rq is not None:
+        out.append("    tsr_requant_t rq = {0};")
+        if per_channel_rq:
+            out.append("    rq.per_channel = 1;")
+        else:
+            out.append("    rq.mul = rq_mul;\n    rq.shift = rq_shift;" + ("\n    rq.add = rq_add;" if any(rq.add) else ""))
+        out.append(f"    rq.zero_point = {rq.zero_point};\n    rq.lo = {rq.lo};\n    rq.hi = {rq.hi};\n"
+                   f"    rq.rounding = {ROUNDING[rq.rounding]};")
+        if rq.divisor:
+            out.append(f"    rq.divisor = {rq.divisor};")
+    out.append("    const int wb = 0;   /* parameters: one buffer, loaded per channel tile */")
+    out.extend("    " + line for line in ref.constant_args(layer, l1, 0, prefix, "&rq" if rq else "NULL", graph=graph))
+    if layer.op == "linear":
+        # the window is the whole input (weights [oc][h][w][kc]); one output pixel
+        out.append(f"    a.kh = {H};\n    a.kw = {W};\n    a.sh = 1;\n    a.sw = 1;")
+    out.append(f"    a.input_offset = {input_offset(lib, layer, graph)};")
+    out.append(f"    s.conv = &a;\n    s.acc = (int32_t *)({prefix}_L1 + L1_ACC);")
+    return out
+
+
+def _program_steps(layer, graph, plan_slice, target, ref, params, tc_max, per_channel_rq, rq, lib, prog, dims):
+    """The layer's function when its constants are on the card: a step of
+    the out-of-core program per (tile, chunk). The program has read the
+    step's weights [oc][window][kc] (and, on a tile's first chunk, its
+    channels' parameter rows) into the w pool, laid out on the card in step
+    order (tessera.tiles.geometry.split_blocks); the step copies them and
+    its input box into L1, adds the chunk into the accumulators, and the
+    last chunk's output tile goes back to its tensor. The in-order firmware
+    has no stream for such a layer: the build keeps the program
+    (tessera.storage.firmware.build)."""
+    prefix = target["prefix"]
+    L1, L2 = f"{prefix}_L1", f"{prefix}_L2"
+    W, C, in_esize, Wo, Co, out_esize = dims
+    name = f"{prefix}_{layer.name}"
+    out = [f"void {name}(void)\n{{", "    hal_dma_job_t job = {0};"]
+    out += _args(layer, graph, plan_slice["l1"], target, ref, rq, per_channel_rq, lib)
+    out.append("    if (!tsr_program.n_ops) {   /* unreachable: the build keeps the program for this layer */")
+    out.append(f'        fprintf(stderr, "tessera: layer {layer.name} streams its weights only through the '
+               f'out-of-core program\\n");\n        exit(4);\n    }}')
+    out.append("    for (int i = 0, n = 0; i < NTILES; i++) {")
+    out.append("        const tsr_tile_t *t = &tiles[i];")
+    out.append("        for (int k = 0; k < NCHUNKS; k++, n++) {")
+    out.append("            const int b = 0;")
+    out.append(f"            const int32_t k0 = k * KC, kc = k + 1 < NCHUNKS ? KC : {C} - k0;")
+    out.append(f"            const tsr_op_t *c = tsr_prog_compute({prog}, (uint32_t)n);")
+    out.append("            int8_t *dst[TSR_KINDS] = {0};")
+    # (a tile's first step brings its channels' parameter rows: no ref on the others)
+    out += gather_dst(prefix, True, params, tc_max, 0, " " * 12)
+    out.append("            tsr_prog_gather(c, dst, 1, ENGINE_ACT);")
+    out.append(f"            tsr_dma_box(&job, ENGINE_ACT, {L1} + l1_in0[0], {L2} + {plan_slice['inputs'][0]}, {W}, "
+               f"{C}, {in_esize}, t->ih0, t->ih, t->iw0, t->iw, k0, kc, 1);")
+    out.append("            hal_dma_wait(&job);")
+    out.extend("            " + line for line in ref.tile_args(layer, params, tc_max, prefix, per_channel_rq,
+                                                                graph=graph))
+    out.append("            a.in_c = kc;")
+    out.append(f"            a.out = {L1} + l1_out[0];")
+    if layer.op == "linear":
+        out.append("            a.out_h = 1;\n            a.out_w = 1;")
+    out.append("            s.first = k == 0;\n            s.last = k + 1 == NCHUNKS;")
+    out.append("            hal_fork(compute, &s);")
+    out.append("        }")
+    out.append(f"        tsr_tile_out(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {L1} + l1_out[0], {Wo}, {Co}, "
+               f"{out_esize}, t);")
+    out.append("        hal_dma_wait(&job);")
+    out.append("    }")
+    out.append("}")
+    return out

@@ -20,7 +20,11 @@ from .cfmt import ROUNDING, header_comment, int_list
 
 # TSR_SOFTMAX_* (kernels.h) of ir.SOFTMAX_MODES
 SOFTMAX_MODES = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}
-from .libraries import reference
+from .libraries import library, reference
+
+# the whole-tensor ops whose kernel the target's library chooses (its
+# row-wise kernels); the rest run the reference kernels on every library
+OWN_KERNELS = ("softmax", "layernorm")
 
 
 def _shape(s):
@@ -262,8 +266,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         f"{' + '.join(_shape(graph.tensor(n).shape) for n in layer.inputs)} -> {_shape(y.shape)}",
         f"computed {what}, one after the other; {l1['total']} bytes of L1.",
     ])]
+    lib = library(target["kernels"])
+    own = layer.op in OWN_KERNELS
     text.append('#include <stddef.h>\n#include <stdint.h>\n\n#include "tessera/hal.h"\n#include "tessera/kernels.h"\n'
-                '#include "tessera/tile.h"\n')
+                '#include "tessera/tile.h"\n' + "".join(f'#include "{h}"\n' for h in (getattr(lib, "HEADERS", ()) if own else ())))
     text.append(f"extern int8_t {L1}[];\nextern int8_t {L2}[];\n")
     text.append(f"#define ENGINE_ACT {target['act_engine']}   /* {target['act_level']} <-> {target['tile_level']} */\n")
     text.extend(d + "\n" for d in decl)
@@ -273,7 +279,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if split == "k":
         text.extend(_concat_slices(name, layer, graph, tiling, plan_slice, L2, ins[0], out, decl, body))
         return "\n".join(text) + "\n"
-    kernel = reference.kernel_function(layer, graph)
+    kernel = lib.kernel_function(layer, graph) if own else reference.kernel_function(layer, graph)
     text.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                 f"hal_core_id(), hal_num_cores());\n}}\n")
     text.append(f"void {name}(void)\n{{")

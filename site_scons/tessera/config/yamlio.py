@@ -62,7 +62,8 @@ def load_yaml(path):
         with open(path, "rb") as f:
             raw = f.read(MAX_YAML_BYTES + 1)
     except OSError as err:
-        raise ConfigError(path, f"cannot read file: {err.strerror}") from None
+        raise ConfigError(path, f"cannot read file: {err.strerror}",
+                          "check the path, and that you may read it (chmod)") from None
     if len(raw) > MAX_YAML_BYTES:
         raise ConfigError(path, f"larger than {MAX_YAML_BYTES} bytes: not a target or model YAML",
                           "give the path of the YAML file")

@@ -41,6 +41,7 @@ answer says so with the bytes (the selector then keeps the layers apart).
 
 from ortools.sat.python import cp_model
 
+from ..errors import TesseraError
 from ..tiles import geometry
 from ..tiler import memory
 from ..tiler.library import DEFAULT_ALIGN, op_spec
@@ -187,8 +188,12 @@ def _solved(m, pair, target, result, th, fd, total, buffering, table):
     solver = deterministic_solver(SEED, MAX_DETERMINISTIC_TIME)
     status = solver.solve(m)
     if status != cp_model.OPTIMAL:
-        raise RuntimeError(f"fusion tiler: CP-SAT did not prove a band for {pair['name']} "
-                           f"({solver.status_name(status)})")
+        # as the layer tiler: an unproven band would depend on where the
+        # deterministic work bound stopped the search; never stored
+        raise TesseraError(f"fused pair {pair['name']}",
+                           f"the fusion tiler's CP-SAT search ended ({solver.status_name(status)}) before proving "
+                           f"the best band", f"raise tessera.tiler.model.MAX_DETERMINISTIC_TIME "
+                           f"({MAX_DETERMINISTIC_TIME}) and report the pair's shapes, or build with fusion=none")
     got = result(pair, target, solver.value(th), solver.value(fd), buffering, table)
     assert got["l1_bytes"]["total"] == solver.value(total) <= target["l1_budget"]
     return got

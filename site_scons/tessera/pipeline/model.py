@@ -38,6 +38,24 @@ def fusion_defaults(tcfg, mcfg):
     return {k: mcfg.get(k) or tcfg.get(k) or v for k, v in DEFAULT_FUSION.items()}
 
 
+# the network's own variables in the C runtime's data: one uint64_t count per
+# layer (codegen/network.py's <prefix>_layer_counts)
+DATA_PER_LAYER = 8
+
+
+def with_network_data(tcfg, graph):
+    """The target with its `data` reservation grown by the network's own
+    variables (DATA_PER_LAYER bytes a layer): the YAML's `reserved.data` is
+    the C runtime's and the HAL's, so a network of 140 layers fits the same
+    target as one of 10, and every stage (plan, link script, its checks,
+    report) counts the same bytes."""
+    for name, lvl in tcfg["memory"].items():
+        if "data" in lvl["reserved"]:
+            grown = dict(lvl["reserved"], data=lvl["reserved"]["data"] + DATA_PER_LAYER * len(graph.layers))
+            return dict(tcfg, memory=dict(tcfg["memory"], **{name: dict(lvl, reserved=grown)}))
+    return tcfg
+
+
 _bundled = {}
 
 

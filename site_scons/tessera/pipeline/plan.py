@@ -22,19 +22,18 @@ def row_bands(graph, overlap_on):
 def layer_views(graph, tcfg, rows):
     """{layer: its tiler view} with the plan's wishes: `rows` (row bands)
     for the layers in `rows` and for those touching a tensor that will live
-    on a storage level; `storage_out` for a layer writing such a tensor,
-    its weights not streamed from storage (their stream walks the channel
-    tiles once): it gathers its output in row bands of every channel and
-    writes each once (a storage-level tile)."""
+    on a storage level; `storage_out` for a layer writing such a tensor:
+    it gathers its output in row bands of every channel and writes each
+    once (a storage-level tile; weights on the card are read again for
+    every band, outside the in-order weight stream)."""
     memory = views.memory_target(tcfg)
     swapped = memplan.predict_swapped(graph, memory)
-    streamed = memplan.storage_weights(graph, memory) if swapped else {}
     out = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
         if layer.name in rows or (swapped & set(layer.inputs + [layer.output]) and not view.get("whole")):
             view["rows"] = 1
-        if layer.output in swapped and layer.name not in streamed and not view.get("whole"):
+        if layer.output in swapped and not view.get("whole"):
             view["storage_out"] = 1
         out[layer.name] = view
     return out

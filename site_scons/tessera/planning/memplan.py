@@ -30,7 +30,8 @@ from .. import ir
 from .alloc import l1_layout, plan_level
 from ..errors import FitError
 from .overlap import candidates as overlap_candidates, fused_candidates
-from ..config.views import param_arrays
+from ..config.views import param_arrays, tiler_layer
+from ..tiles.geometry import chunks, rows_first, w_per_k
 
 ALIGN = 4
 
@@ -282,6 +283,24 @@ def _weight_stream(graph, tilings, level, usable, act_buffers, act_offsets, only
     return {"level": level, "end": end, "peak": max(pairs, default=0), "chunks": chunks, "layers": per_layer}
 
 
+def _split_on_card(graph, tilings, in_storage):
+    """The layers with weights on the storage level whose reduction the
+    tiler split: each gets `split` in its storage entry, what lays its
+    constants out on the card in the order its steps use them
+    (tessera.tiles.geometry.split_blocks: channel tile c, the chunks, the
+    window). Returns their names."""
+    names = set()
+    for name, where in in_storage.items():
+        tiling = tilings.get(name, {})
+        if not tiling.get("split"):
+            continue
+        view = tiler_layer(graph.layer(name), graph)
+        where["split"] = {"c": min(tiling["tile"]["c"], view["out"][2]), "window": w_per_k(view),
+                          "chunks": [list(c) for c in chunks(view, tiling)]}
+        names.add(name)
+    return names
+
+
 def _check_stream(chunks, top, end):
     """Every chunk inside the level, above the activations of its lifetime,
     apart from the chunk it is live with (a planner bug otherwise)."""
@@ -479,9 +498,17 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
         # the storage layers' constants stream through the activation level
         st = memory["storage"]
         last = max(v["at"] + v["bytes"] for v in in_storage.values())
+        split = _split_on_card(graph, tilings, in_storage)
         weights["storage"] = {"level": st["level"], "layers": in_storage, "bytes": _align(last, st["block"])}
-        weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
-                                           act_buffers, acts["offsets"], only=set(in_storage), runs=runs)
+        # the in-order stream walks each layer's channel tiles once: a split
+        # layer's constants stream only through the out-of-core program, chunk
+        # by chunk (tessera.storage.firmware), and a layer walked row band
+        # first (`order: hcw`) reads its channel tiles' rows from the card
+        # itself, again for every band (codegen.layer; so does the program)
+        streamed = {name for name in in_storage if name not in split and not rows_first(tilings[name])}
+        if streamed:
+            weights["stream"] = _weight_stream(graph, tilings, act_level, levels[act_level]["usable"],
+                                               act_buffers, acts["offsets"], only=streamed, runs=runs)
     elif staging is not None:
         if staging != act_level:
             raise FitError(staging, f"weights staged in {staging}, activations in {act_level}",
@@ -545,9 +572,14 @@ def layer_slice(the_plan, layer):
     if layer.name in the_plan.get("direct", {}):
         out["direct"] = the_plan["direct"][layer.name]
     stream = the_plan["weights"].get("stream")
+    card = the_plan["weights"].get("storage", {"layers": {}})["layers"].get(layer.name)
     if stream is not None and layer.name in stream["layers"]:
         mine = stream["layers"][layer.name]
         out["wstream"] = {"chunk_c": mine["chunk_c"], "layout": mine["layout"]}
+    elif card is not None and "split" not in card:
+        # its constants on the card outside the in-order stream: each
+        # array's offset there (a split layer's follow its steps instead)
+        out["card_weights"] = {k: card["at"] + v for k, v in sorted(card["arrays"].items())}
     moved = {f"in{i}": name for i, name in enumerate(layer.inputs) if name in spill}
     if layer.output in spill:
         moved["out"] = layer.output

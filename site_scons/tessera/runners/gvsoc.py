@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 
 from ..errors import RunError
+from .process import OUTSIDE, killed_from_outside
 
 CMDLINE_SYMBOL = "tsr_cmdline"
 ENV = "TESSERA_GVSOC"
@@ -125,6 +126,24 @@ def _kill(proc):
         pass
 
 
+# what a shell prints for a child a signal ended
+SHELL_WORDS = {signal.SIGKILL: "Killed", signal.SIGTERM: "Terminated", signal.SIGHUP: "Hangup",
+               signal.SIGINT: "Interrupt", signal.SIGQUIT: "Quit"}
+
+
+def _engine_killed(text):
+    """The signal that ended GVSoC's engine under its launcher (which then
+    says `Platform returned an error (exitcode: 128 + signal)` after the
+    shell's word for it), else None."""
+    m = re.search(r"Platform returned an error \(exitcode: (\d+)\)", text)
+    if m and int(m.group(1)) > 128:
+        signum = int(m.group(1)) - 128
+        word = SHELL_WORDS.get(signum)
+        if word and re.search(rf"^\s*{word}\b", ANSI.sub("", text), re.M):
+            return signum
+    return None
+
+
 def run_gvsoc(cmd, where, timeout):
     """stdout + stderr of cmd, run in its own process group; RunError on
     timeout or non-zero exit, naming the cause."""
@@ -145,6 +164,11 @@ def run_gvsoc(cmd, where, timeout):
         _kill(proc)   # never leave a simulator behind (e.g. on Ctrl-C)
         raise
     text = out.decode(errors="replace")
+    signum = -proc.returncode if proc.returncode < 0 else _engine_killed(text)
+    if signum in OUTSIDE:
+        err = killed_from_outside(where, -signum)
+        err.output = text
+        raise err
     if proc.returncode != 0:
         reason = explain(text)
         if reason is None:

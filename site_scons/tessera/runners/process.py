@@ -6,6 +6,16 @@ import subprocess
 
 from ..errors import RunError
 
+# signals a program does not send itself by faulting
+OUTSIDE = {signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+
+
+def killed_from_outside(where, returncode):
+    """The emulator, simulator or program stopped by someone else (a kill,
+    the out-of-memory killer, a closed terminal), not by the firmware."""
+    return RunError(where, f"killed by {signal.Signals(-returncode).name} from outside before it finished",
+                    "run the build again; if something keeps killing it, look for what (out of memory?)")
+
 
 def run_command(cmd, where, timeout, merge_stderr=True, explain=None, cwd=None):
     """stdout (+stderr) text of cmd; RunError on timeout, signal or non-zero exit.
@@ -25,7 +35,9 @@ def run_command(cmd, where, timeout, merge_stderr=True, explain=None, cwd=None):
         raise RunError(where, f"cannot start {cmd[0]}: {err.strerror}") from None
     text = res.stdout.decode(errors="replace")
     reason = explain(text, res.returncode) if explain and res.returncode != 0 else None
-    if res.returncode < 0:
+    if res.returncode < 0 and -res.returncode in OUTSIDE:
+        err = killed_from_outside(where, res.returncode)
+    elif res.returncode < 0:
         sig = signal.Signals(-res.returncode).name
         err = RunError(where, f"killed by {sig}" + (f": {reason}" if reason else ""),
                        "the firmware faulted; see the run log")

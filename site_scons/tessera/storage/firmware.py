@@ -21,7 +21,7 @@ stepped by the network's run loop; they must not touch the card.
 from .. import ir
 from ..errors import TesseraError
 from ..tiler import tiles as tile_list
-from ..tiles.geometry import box_transfers, rows_first
+from ..tiles.geometry import box_transfers, rows_first, split_blocks
 from ..config.views import is_whole, param_arrays, tiler_layer
 from . import replay as rp
 from . import schedule as sch
@@ -39,6 +39,20 @@ def _align(n):
 
 
 def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
+    """The program (_build), or TesseraError when a layer needs it: a split
+    layer's constants on the card stream only through the program."""
+    res = _build(graph, the_plan, tilings, steps, storage, budget, compute_ns)
+    split = [name for name, where in the_plan["weights"].get("storage", {"layers": {}})["layers"].items()
+             if "split" in where]
+    if res.get("program") is None and split:
+        raise TesseraError(f"layer {split[0]}", "its reduction is split and its weights are on the card: only the "
+                           f"out-of-core program streams them chunk by chunk, and this build has none ({res['why']})",
+                           "remove what keeps the program out (in brackets) or give the tile level room for "
+                           "one output's reduction")
+    return res
+
+
+def _build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     """{"problem", "program", "candidate", "layer_level", "layer_tiles",
     "pools", "phases", "io"} or, when the firmware keeps the in-order code,
     {"program": None, "why"}. tilings: layer name -> tiling; steps:
@@ -53,7 +67,7 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
     bands = set(spill.get("bands", ())) if swapped else set()
     stored = the_plan["weights"].get("storage", {"layers": {}})["layers"]
     fused = {name for s in steps if s["kind"] != "layer" for name in s["layers"]}
-    layers, layer_level, pending = [], [], []
+    layers, layer_level, pending, pending_split = [], [], [], []
     for li, layer in enumerate(graph.layers):
         card = (layer.name in stored or layer.output in swapped or any(n in swapped for n in layer.inputs))
         stepped = is_whole(layer, graph) or layer.name in fused
@@ -70,6 +84,22 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
                                             "outside the scheduler's model"}
         layer_level.append(1 if stepped else 0)
         ts = [None] if stepped else list(tile_list(tiler_layer(layer, graph), tilings[layer.name]))
+        split = stored.get(layer.name, {}).get("split")
+        if split and not stepped:
+            if layer.output in swapped or any(n in swapped for n in layer.inputs):
+                raise TesseraError(f"layer {layer.name}", "its reduction is split and its activations are on the "
+                                   "card (only its weights may be)", f"give {the_plan['activations']['level']} "
+                                   "room for its input and output")
+            # a step per (tile, reduction chunk): its weights read once the chunks are sized
+            n = len(ts) * len(split["chunks"])
+            if n > 0xFFFF:
+                return {"program": None, "why": f"layer {layer.name} has {n} split steps, more than the program's "
+                                                "65535 computes per layer"}
+            pending_split.append((len(layers), ts))
+            layers.append({"name": layer.name, "tiles": [
+                {"reads": [], "writes": [], "holds": {"in": 0, "w": 0, "out": 0},
+                 "compute_ns": compute_ns[li] // n + (1 if i < compute_ns[li] % n else 0)} for i in range(n)]})
+            continue
         tiles = []
         for i, t in enumerate(ts):
             reads = []
@@ -140,7 +170,8 @@ def build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         if pools["w"] < ALIGN:
             return {"program": None, "why": f"{names}: {room} bytes for the pools, {pools['in']} needed by input "
                                             f"and {pools['out']} by output tiles; {where}"}
-        why = _weight_reads(graph, layers, [x for x in pending if first <= x[0] < end], stored, pools["w"])
+        why = _weight_reads(graph, layers, [x for x in pending if first <= x[0] < end], stored, pools["w"]) or \
+            _split_reads(graph, layers, [x for x in pending_split if first <= x[0] < end], stored, pools["w"])
         if why:
             return {"program": None, "why": f"{why}; {names}: {room} bytes for the pools, {pools['in']} go to "
                                             f"input and {pools['out']} to output tiles; {where}"}
@@ -334,6 +365,50 @@ def _weight_reads(graph, layers, pending, stored, w_pool):
     return None
 
 
+def _split_reads(graph, layers, pending, stored, w_pool):
+    """The reads of each step of a split layer whose constants are on the
+    card, laid out in step order (tessera.tiles.geometry.split_blocks):
+    consecutive steps' blocks are consecutive bytes, so one read takes as
+    many whole steps as two reads fit the w pool (the next loads while one
+    is used; every transfer pays the card's latency). A step's refs: its
+    channel tile's parameter rows (the first chunk of a tile), then its
+    chunk of weights [oc][window][kc], each `delta` into the read, `use`
+    bytes. None, or why the pool is too small."""
+    for li, ts in pending:
+        layer = graph.layers[li]
+        where = stored[layer.name]
+        sp = where["split"]
+        params = [(name, size, KIND_PARAM + p) for p, (name, _, size) in enumerate(param_arrays(layer))]
+        cout = graph.tensor(layer.output).shape[-1]
+        blocks, _ = split_blocks(cout, sp["c"], sp["chunks"], sp["window"], [(n, s) for n, s, _ in params])
+        by_oc0 = {b["oc0"]: b for b in blocks}
+        units = []          # per step: [(kind, offset in the layer, bytes)], consecutive
+        for t in ts:
+            b = by_oc0[t["oc0"]]
+            assert b["oc"] == t["oc"], (layer.name, t["oc0"])
+            for j, (_, kc) in enumerate(sp["chunks"]):
+                parts = [(kind, b["params"][name], b["oc"] * size) for name, size, kind in params] if j == 0 else []
+                units.append(parts + [(KIND_WEIGHTS, b["chunks"][j], b["oc"] * sp["window"] * kc)])
+        largest = max(u[-1][1] + u[-1][2] - u[0][1] for u in units)
+        if largest > w_pool:
+            return f"layer {layer.name}'s constants for one split step ({largest} B) do not fit a w pool of {w_pool} B"
+        cap = max(w_pool // 2, largest)
+        group, groups = None, []
+        for u in units:
+            lo, hi = u[0][1], u[-1][1] + u[-1][2]
+            if group is None or lo != group[1] or hi - group[0] > cap:
+                group = [lo, hi]
+                groups.append(group)
+            group[1] = hi
+            u.append(group)
+        for tile, u in zip(layers[li]["tiles"], units):
+            lo, hi = u[-1]
+            tile["reads"] = [{"pool": "w", "region": f"w:{layer.name}", "kind": kind, "offset": where["at"] + lo,
+                              "bytes": hi - lo, "delta": at - lo, "use": n} for kind, at, n in u[:-1]]
+            tile["holds"]["w"] = hi - lo
+    return None
+
+
 def io(layers, tasks):
     """Per layer the card traffic the program makes, in tessera.storage.ooc's
     layer_io form (each read task once: a read held across tiles is one
@@ -394,6 +469,20 @@ def report(prog, compute, clock_hz):
             "timeline": timeline.bars(p, ran)}
 
 
+def _as_run(prog, compute, clock_hz):
+    """The firmware's problem with the measured compute and the pools it
+    has (with phases: the largest phase's, for every layer)."""
+    return dict(_measured(prog["problem"], compute, clock_hz), pools=prog["pools"])
+
+
+def lower_bound_ns(prog, compute, clock_hz):
+    """No program with the firmware's tiles and pools does better
+    (tessera.storage.estimate.lower_bound), with the measured compute."""
+    from . import estimate as estimator
+    p = _as_run(prog, compute, clock_hz)
+    return estimator.lower_bound(p, tg.build(p, 1))
+
+
 def estimate(prog, compute, clock_hz, frames):
     """out_of_core.schedule for the firmware's problem with the measured
     compute (the scheduler's best over its candidates, which may differ
@@ -401,8 +490,7 @@ def estimate(prog, compute, clock_hz, frames):
     from ..errors import TesseraError
     from . import estimate as estimator
     from . import timeline
-    # the pools the firmware has (with phases: the largest phase's, for every layer)
-    p = dict(_measured(prog["problem"], compute, clock_hz), pools=prog["pools"])
+    p = _as_run(prog, compute, clock_hz)
     try:
         full = estimator.estimate(p, frames=frames, where="out-of-core schedule")
     except TesseraError as err:

@@ -51,6 +51,9 @@ def layer_io(graph, the_plan, tilings, storage):
         y = graph.tensor(layer.output)
         rows = []
         by_c0 = {c["c0"]: (k, c) for k, c in chunks.get(layer.name, [])}
+        # constants on the card outside the stream (a layer walked row band
+        # first): each new channel tile's rows, straight from the card
+        direct = layer.name in stored and layer.name not in chunks and "split" not in stored[layer.name]
         last_band = {}
         for t in tiles:
             reads, held = [], []
@@ -58,6 +61,10 @@ def layer_io(graph, the_plan, tilings, storage):
                 k, c = by_c0[t["oc0"]]
                 reads.append({"key": f"w:{k}", "kind": "weights", "region": f"w:{layer.name}",
                               "segments": _chunk_segments(layer, graph, c, stored[layer.name])})
+            elif direct and t is not None and (not rows or rows[-1]["oc0"] != t["oc0"]):
+                reads.append({"key": f"w:{layer.name}:{len(rows)}", "kind": "weights", "region": f"w:{layer.name}",
+                              "segments": _chunk_segments(layer, graph, {"c0": t["oc0"], "n": t["oc"]},
+                                                          stored[layer.name])})
             for i, name in enumerate(layer.inputs):
                 if name in swapped and t is not None and f"{layer.name}:bounce:in{i}" in bands:
                     # a storage-level tile of the input: its row band, every
@@ -162,6 +169,20 @@ def problem(graph, io, compute, storage):
         "pools": pools,
         "layers": layers,
     }
+
+
+def lower_bound_ns(graph, io, compute, storage):
+    """No program with the in-order firmware's tiles and transfers (and the
+    pools problem() gives them) does better: tessera.storage.estimate's
+    bound, or None and why when the problem is outside the scheduler's
+    model (a band written back once per channel tile)."""
+    from . import estimate as estimator
+    from . import tasks as tg
+    p = problem(graph, io, compute, storage)
+    try:
+        return estimator.lower_bound(p, tg.build(p, 1)), None
+    except TesseraError as err:
+        return None, str(err)
 
 
 def summary(graph, io, compute, storage, compute_label):

@@ -143,6 +143,29 @@ def split_k(tiling):
     return (tiling.get("split") or {}).get("k", 0)
 
 
+def split_blocks(cout, tile_c, chunk_list, window, params):
+    """Where a split layer's constants sit on a storage level: in the
+    order its steps use them (channel tiles outermost, then the reduction
+    chunks), so that the program streams them as one run of consecutive
+    bytes. Per channel tile (oc0, oc): its rows of each parameter array
+    (`params`: [(name, bytes per channel)], in order), then per chunk
+    (k0, kc) its weights [oc][window][kc], the block the step kernel
+    reads. Returns ([{"oc0", "oc", "at", "params": {name: offset},
+    "chunks": [offset]}], total bytes); offsets from the layer's start."""
+    out, at = [], 0
+    for oc0 in range(0, cout, tile_c):
+        oc = min(tile_c, cout - oc0)
+        tile = {"oc0": oc0, "oc": oc, "at": at, "params": {}, "chunks": []}
+        for name, size in params:
+            tile["params"][name] = at
+            at += oc * size
+        for _, kc in chunk_list:
+            tile["chunks"].append(at)
+            at += oc * window * kc
+        out.append(tile)
+    return out, at
+
+
 def w_per_k(layer):
     """Weight bytes per output channel and input channel of a conv-like
     layer: the window (kh * kw; linear: the input's h * w)."""

@@ -22,3 +22,21 @@ def tiling_stem(group):
     if len(group.encode()) <= 150:
         return group
     return group.encode()[:100].decode(errors="ignore") + "-" + hashlib.sha1(group.encode()).hexdigest()[:16]
+
+
+def c_comment(text):
+    """Text from a model file (a node, tensor or graph name) as it may sit
+    inside a C block comment without changing what the C means: printable
+    ASCII only (anything else, a newline or a backslash, as <U+XXXX>), no
+    `*/` or `/*` (a space between), no `??` (a trigraph under -std=c99)."""
+    out = []
+    for ch in str(text):
+        if ch == "\\" or not (" " <= ch <= "~"):
+            out.append(f"<U+{ord(ch):04X}>")
+        elif (ch == "/" and out and out[-1].endswith("*")) or (ch == "*" and out and out[-1].endswith("/")):
+            out.append(" " + ch)
+        elif ch == "?" and out and out[-1].endswith("?"):
+            out.append(" ?")
+        else:
+            out.append(ch)
+    return "".join(out)

@@ -16,6 +16,8 @@ from tessera.util import canon
 from tessera.codegen import linker
 from tessera.errors import TesseraError, ToolchainError
 
+from .. import bounded
+
 
 def require_tool(env, program, target, what):
     """Stop with one line when a toolchain program is missing."""
@@ -101,7 +103,7 @@ def _link_elf(target, source, env):
     linker.check_program(view, linker.program_sizes(objects), where)
     cmd = [env.subst("$LINK"), *env.subst("$LINKFLAGS").split(), "-T", script,
            "-o", str(target[0]), f"-Wl,-Map={target[1]}", *inputs]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = bounded.run(cmd)
     if res.returncode != 0:
         for t in target:
             if os.path.exists(str(t)):

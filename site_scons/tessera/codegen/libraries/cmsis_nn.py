@@ -34,7 +34,7 @@ HEADERS = ("tessera/cmsis_nn.h",)
 
 KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "depthwise": "tsr_cmsis_depthwise",
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
-           "add": "tsr_cmsis_add", "matmul": "tsr_cmsis_matmul", "lut": "tsr_cmsis_lut",
+           "add": "tsr_cmsis_add", "matmul": "tsr_cmsis_matmul",
            "concat": "tsr_cmsis_concat", "mul": "tsr_cmsis_mul"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
@@ -126,17 +126,24 @@ def _tflite_add(layer, graph):
             and reference.reference_only(replace(layer, in_shift=None), graph) is None)
 
 
+# attention's row-wise ops (rowwise.c): any layer of them (TFLite's softmax
+# and a table per channel the kernels hand to the reference ones themselves)
+ROWWISE = {"softmax": "tsr_cmsis_softmax", "layernorm": "tsr_cmsis_layernorm", "lut": "tsr_cmsis_lut"}
+
+
 def kernel_function(layer, graph):
     """The kernel entry point, chosen by the layer's requantization form:
     CMSIS-NN's API (half up), TFLite's, or tessera's others; the
     reference kernels for what only they implement."""
     if _tflite_add(layer, graph):
         return KERNELS["add"]
+    if layer.op in ROWWISE:
+        return ROWWISE[layer.op]
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op == "matmul" and reference.reference_only(layer, graph) is None:
         return KERNELS["matmul"]      # tessera's requantization in the kernel (any offsets, planes)
-    if layer.op in ("lut", "concat", "mul"):  # the reference's arguments: lut.c, concat.c, mul.c
+    if layer.op in ("concat", "mul"):  # the reference's arguments: concat.c, mul.c
         return KERNELS[layer.op]
     if reference.reference_only(layer, graph) is None and layer.op in KERNELS:
         if cmsis_semantics(layer) is None:

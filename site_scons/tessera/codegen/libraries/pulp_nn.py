@@ -18,6 +18,10 @@ HEADERS = ("tessera/pulp_nn.h",)
 KERNELS = {"conv2d": "pnn_conv2d", "pointwise": "pnn_pointwise", "depthwise": "pnn_depthwise",
            "linear": "pnn_linear", "maxpool": "pnn_maxpool", "avgpool": "pnn_avgpool", "add": "pnn_add",
            "matmul": "pnn_matmul2"}
+# attention's row-wise ops (rowwise.c): any layer of them (a form a kernel
+# does not speed up, TFLite's softmax or a table per channel, it hands to
+# the reference kernel itself)
+ROWWISE = {"softmax": "pnn_softmax", "layernorm": "pnn_layernorm", "lut": "pnn_lut"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/pulp_nn/recurrent.c)
 ONNX_RECURRENT = "pnn_onnx_rnn_step"
@@ -92,6 +96,8 @@ def constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph):
 def kernel_function(layer, graph):
     if layer.op == "lstm":   # a cell of plain ops runs its body on the per-op kernels
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
+    if layer.op in ROWWISE:
+        return ROWWISE[layer.op]
     why = reference.reference_only(layer, graph)
     if why == "parameters per output element" and elementwise_depthwise(layer):
         return KERNELS["depthwise"]
