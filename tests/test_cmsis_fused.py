@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from cmsis_cases import _bias, _channels, _geometry, _requant, _tflite_requant, golden_requant, scratch_bytes
-from test_cmsis_nn import _c_array, host_lib, run_harness  # noqa: F401
+from test_cmsis_nn import _c_array, harness_program, host_lib, run_harness  # noqa: F401
 from test_ref_kernels import ROUNDING_C, ConvArgs, PlaneT, RequantT
 from tessera.golden import ops
 
@@ -272,7 +272,6 @@ def harness_source(case_list):
     }
 }
 """]
-    calls = []
     for i, c in enumerate(case_list):
         body = [f"    tsr_{c.args}_args_t a;\n    memset(&a, 0, sizeof a);"]
         names = ("dw", "pw") if c.kind == "dw_pw" else ("pw", "dw")
@@ -304,10 +303,7 @@ def harness_source(case_list):
                  f"    uint64_t t = hal_counter();\n    {c.fn}(&a, 0, 1);\n    t = hal_counter() - t;",
                  f'    report({i}, "{c.kind}", c{i}_want, {c.expected.size}, (uint32_t)t);']
         src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
-        calls.append(f"    case{i}();")
-    src.append("int main(void)\n{\n    hal_init();\n" + "\n".join(calls) +
-               '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n')
-    return "\n".join(src)
+    return harness_program(src, len(case_list))
 
 
 @pytest.mark.qemu

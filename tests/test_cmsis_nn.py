@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from cmsis_cases import KIND, OPS, PROBED, cases, probes
+from cmsis_cases import KIND, OPS, PROBED, cases, make_case, probes
 from test_ref_kernels import ROUNDING_C, AddArgs, ConvArgs, PlaneT, PoolArgs, RequantT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -157,6 +157,14 @@ def _c_array(name, a):
     return f"static const int32_t {name}[{max(a.size, 1)}] = {{\n{int_list(a)}\n}};"
 
 
+def harness_program(src, n_cases):
+    """The harness's C text: src (declarations and case<i>() functions) and
+    a main() running the n_cases cases, then `TSR done failures=<n>`."""
+    calls = "\n".join(f"    case{i}();" for i in range(n_cases))
+    return "\n".join(src + ["int main(void)\n{\n    hal_init();\n" + calls +
+                             '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n'])
+
+
 def harness_source(case_list):
     """A firmware main() that runs every case, compares its output with the
     golden one and prints `TSR kcase <i> <op> ok|bad count=<n> macs=<m>`."""
@@ -180,7 +188,6 @@ def harness_source(case_list):
     }
 }
 """]
-    calls = []
     for i, c in enumerate(case_list):
         p = f"c{i}_"
         for name, a in c.arrays.items():
@@ -214,10 +221,7 @@ def harness_source(case_list):
         body.append(f"    uint64_t t = hal_counter();\n    {c.fn}(&a, 0, 1);\n    t = hal_counter() - t;")
         body.append(f'    report({i}, "{c.op}", {p}want, {c.expected.size}, (uint32_t)t, {c.macs});')
         src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
-        calls.append(f"    case{i}();")
-    src.append("int main(void)\n{\n    hal_init();\n" + "\n".join(calls) +
-               '\n    printf("TSR done failures=%d\\n", failures);\n    return failures != 0;\n}\n')
-    return "\n".join(src)
+    return harness_program(src, len(case_list))
 
 
 def harness_target(target_name):
@@ -359,3 +363,171 @@ int main(void)
         assert counted % 40 == 0
         # the loop plus the counter reads around it: a few ticks at most
         assert 0 <= counted - instructions <= 2 * 40, (instructions, counted)
+
+
+def _shaped(op, count, seed, keep):
+    """count random cases of op for which keep(case) holds (drawn in turn
+    from one seeded stream)."""
+    rng = np.random.default_rng([seed, OPS.index(op), 7])
+    out = []
+    while len(out) < count:
+        c = make_case(op, rng)
+        if keep(c):
+            out.append(c)
+    return out
+
+
+@pytest.mark.qemu
+def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
+    """Pointwise tiles of 8 input channels with a bias and int8's own range
+    take mm.c's tsr_mm4_k8_*_asm (CMSIS-NN's half up and TFLite's rounding),
+    four pixels at a time, the rest through the C path: bit-exact."""
+    def keep(c):
+        return (c.fields["in_c"] == 8 and "bias" in c.arrays and c.rq["lo"] == -128 and c.rq["hi"] == 127
+                and c.fields["in_h"] * c.fields["in_w"] >= 4 and c.scratch >= 8 * c.fields["out_c"] + 64)
+    case_list = _shaped("pointwise", 6, 5, keep) + _shaped("pointwise_tfl", 6, 5, keep)
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
+
+
+@pytest.mark.qemu
+def test_table_lookup_under_qemu(tmp_path):
+    """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
+    lut on tiles of every length mod 8, a per-channel table (the reference
+    kernel's path) among them; and fewer instructions than tsr_lut's."""
+    from cmsis_cases import Case
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(33)
+    case_list = []
+    for i, (pixels, c, per_channel) in enumerate([(9, 16, 0), (5, 3, 0), (1, 1, 0), (7, 13, 0), (64, 32, 0),
+                                                  (3, 5, 1)]):
+        x = rng.integers(-128, 128, (pixels, 1, c)).astype(np.int8)
+        table = rng.integers(-128, 128, (c if per_channel else 1, 256)).astype(np.int8)
+        case_list.append(Case("lut", {"pixels": pixels, "c": c, "per_channel": per_channel},
+                              {"in": x, "table": table}, ops.lut(x, table).astype(np.int8), macs=x.size))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
+    # the word path against the reference kernel on the same 2048 bytes
+    ref = case_list[4]
+    (tmp_path / "ref").mkdir()
+    ref_src = harness_source([ref]).replace("tsr_cmsis_lut(&a", "tsr_lut(&a")
+    ref_res = run_harness([ref], "stm32h7", tmp_path / "ref", source=ref_src)
+    assert ref_res[0][1], ref_res[0][4]
+    assert results[4][2] < ref_res[0][2]
+    print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}")
+
+
+def _concat_source(case_list, fn):
+    """A harness main() running tsr_cmsis_concat (or `fn`) on each case
+    (inputs, axis, in_mul, in_offset, rq dict, expected), in run_harness's
+    line format."""
+    from tessera.codegen.cfmt import int_list
+
+    out_max = max(c["want"].size for c in case_list)
+    src = ['#include <stdint.h>\n#include <stdio.h>\n#include <string.h>\n',
+           '#include "tessera/cmsis_nn.h"\n#include "tessera/hal.h"\n',
+           f"static int8_t out_buf[{out_max}] __attribute__((aligned(8)));", "static int failures;\n"]
+    for i, c in enumerate(case_list):
+        p = f"c{i}_"
+        for j, x in enumerate(c["xs"]):
+            src.append(_c_array(f"{p}x{j}", x.reshape(-1)))
+        src.append(_c_array(p + "want", c["want"].reshape(-1)))
+        rq = c["rq"]
+        src.append(_c_array(p + "mul", np.array(rq["mul"], np.int32)))
+        src.append(f"static const int8_t {p}shift[] = {{{', '.join(map(str, rq['shift']))}}};")
+        shape = c["xs"][0].shape
+        outer = int(np.prod(shape[:c["axis"]], dtype=np.int64))
+        body = [f"    static const tsr_requant_t rq = {{{p}mul, NULL, {p}shift, 0, {rq['zero_point']}, {rq['lo']}, "
+                f"{rq['hi']}, {ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, 0, NULL, NULL, 0}};",
+                "    tsr_concat_args_t a;\n    memset(&a, 0, sizeof a);",
+                f"    a.n_in = {len(c['xs'])};\n    a.outer = {outer};\n    a.out = out_buf;\n    a.rq = &rq;"]
+        for j, x in enumerate(c["xs"]):
+            body.append(f"    a.in[{j}] = {p}x{j};\n    a.inner[{j}] = {x.size // outer};\n"
+                        f"    a.in_mul[{j}] = {c['in_mul'][j]};\n    a.in_offset[{j}] = {c['in_offset'][j]};")
+        n = c["want"].size
+        body += [f"    memset(out_buf, 0x5a, {n});", f"    uint64_t t = hal_counter();\n    {fn}(&a, 0, 1);",
+                 "    t = hal_counter() - t;", "    uint32_t k = 0;",
+                 f"    while (k < {n} && out_buf[k] == {p}want[k])\n        k++;",
+                 f'    if (k < {n}) {{\n        failures++;\n        printf("TSR kcase {i} concat bad at=%lu\\n", '
+                 '(unsigned long)k);\n    } else {\n'
+                 f'        printf("TSR kcase {i} concat ok count=%lu macs={n}\\n", (unsigned long)t);\n    }}']
+        src.append(f"static void case{i}(void)\n{{\n" + "\n".join(body) + "\n}\n")
+    return harness_program(src, len(case_list))
+
+
+@pytest.mark.qemu
+def test_concatenation_under_qemu(tmp_path):
+    """tsr_cmsis_concat (concat.c) against the golden model: copies along
+    each HWC axis (runs of every length mod 8), and a rescaled input (the
+    reference kernel's path); the copies take fewer instructions than
+    tsr_concat's memcpy."""
+    from cmsis_cases import golden_requant
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(34)
+    same = {"mul": [1], "shift": [0], "add": [0], "zero_point": 0, "lo": -128, "hi": 127, "rounding": "half_up"}
+    scaled = {"mul": [1 << 20], "shift": [22], "add": [0], "zero_point": 3, "lo": -128, "hi": 127,
+              "rounding": "half_up"}
+    case_list = []
+    for shapes, axis, mul, off, rq in [
+            ([(4, 5, 3), (4, 5, 8), (4, 5, 1)], 2, [1, 1, 1], [0, 0, 0], same),
+            ([(2, 6, 16), (3, 6, 16)], 0, [1, 1], [0, 0], same),
+            ([(4, 3, 5), (4, 7, 5)], 1, [1, 1], [0, 0], same),
+            ([(16, 16, 32), (16, 16, 32)], 2, [1, 1], [0, 0], same),
+            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled)]:
+        xs = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
+        want = golden_requant(ops.concat(xs, mul, off, axis), dict(rq, per_channel=0, divisor=0))
+        case_list.append({"xs": xs, "axis": axis, "in_mul": mul, "in_offset": off, "rq": rq, "want": want})
+    results = run_harness(None, "stm32h7", tmp_path, source=_concat_source(case_list, "tsr_cmsis_concat"))
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    (tmp_path / "ref").mkdir()
+    ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:4], "tsr_concat"))
+    assert ref[0][1] and results[3][2] < ref[0][2]
+    print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}")
+
+
+@pytest.mark.qemu
+def test_products_under_qemu(tmp_path):
+    """tsr_cmsis_mul (mul.c) against the golden model: same shapes and a
+    [1, 1, C] vector in either operand order, half up, floor (with an
+    additive term) and TFLite's rounding; a broadcast it does not take (a
+    [H, 1, C] operand) on tsr_mul's path; and fewer instructions than
+    tsr_mul's on a squeeze-and-excitation scale."""
+    from cmsis_cases import Case, golden_requant
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(35)
+    case_list = []
+    for ashape, bshape, rounding in [((4, 4, 16), (1, 1, 16), "half_up"), ((1, 1, 7), (3, 5, 7), "floor"),
+                                     ((3, 3, 5), (3, 3, 5), "tflite"), ((6, 6, 32), (1, 1, 32), "tflite"),
+                                     ((4, 4, 8), (4, 1, 8), "half_up")]:
+        a = rng.integers(-128, 128, ashape).astype(np.int8)
+        b = rng.integers(-128, 128, bshape).astype(np.int8)
+        off = [int(rng.integers(-128, 129)), int(rng.integers(-128, 129))]
+        acc = ops.mul(a, b, off)
+        top = int(np.abs(acc).max())
+        s = 40 if rounding == "tflite" else 20
+        rq = {"mul": [int(rng.integers(1, 2**30)) >> (0 if rounding == "tflite" else 14)], "shift": [s],
+              "add": [int(rng.integers(-2**10, 2**10))] if rounding == "floor" else [0], "per_channel": 0,
+              "zero_point": int(rng.integers(-20, 20)), "lo": -128, "hi": 127, "rounding": rounding, "divisor": 0}
+        assert top < 2**18
+        shape = np.broadcast_shapes(ashape, bshape)
+        f = {"out_h": shape[0], "out_w": shape[1], "out_c": shape[2], "a_h": ashape[0], "a_w": ashape[1],
+             "a_c": ashape[2], "b_h": bshape[0], "b_w": bshape[1], "b_c": bshape[2], "in_offset": off}
+        case_list.append(Case("mul", f, {"a": a, "b": b}, golden_requant(acc, rq), rq, macs=acc.size))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    (tmp_path / "ref").mkdir()
+    ref_src = harness_source(case_list[3:4]).replace("tsr_cmsis_mul(&a", "tsr_mul(&a")
+    ref = run_harness(case_list[3:4], "stm32h7", tmp_path / "ref", source=ref_src)
+    assert ref[0][1] and results[3][2] < ref[0][2]
+    print(f"mul of 1152 values by a vector: {results[3][2]} instructions, tsr_mul {ref[0][2]}")

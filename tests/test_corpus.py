@@ -173,6 +173,11 @@ def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
     scons(f"target={target}", f"model={os.path.join(CORPUS, name + '.yaml')}", out=out, check=True)
     rep = report(out, target, name)
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
+    if target == "stm32h7":
+        # table activations (sigmoid, hard swish), squeeze-and-excitation
+        # products and concatenations on the library's kernels
+        ops = [(layer["op"], layer["kernel"]) for layer in rep["layers"] if layer["op"] in ("lut", "mul", "concat")]
+        assert all(k == "tsr_cmsis_" + op for op, k in ops), ops
     if (target, name) == ("stm32h7", "tflite_tf1_uint8_qat"):
         # uint8 weights (a weight offset) on the library's DSP kernels, not the reference ones
         convs = [layer["kernel"] for layer in rep["layers"] if layer["op"] in ("conv2d", "pointwise", "depthwise")]

@@ -12,7 +12,9 @@
  * walks them all. With room for four columns, one filter row at a time
  * meets four pixels: each filter word is loaded and sign-extended once for
  * four pixels, whose eight column words come in two ldm (an assembly loop
- * that keeps its 13 values in registers; 13 instructions per 16 MACs).
+ * that keeps its 13 values in registers; 13 instructions per 16 MACs, the
+ * groups unrolled sixteen deep and entered part way, so no loop counting
+ * below k = 64).
  * With room for two, two filter rows meet two pixels.
  *
  * Fully connected layers first turn the vector into one int16 column
@@ -169,6 +171,38 @@ static void rgb_filter(int8_t *dst, const int8_t *w, int32_t co)
             dst[i] = rgb_order[i] < RGB_K ? w[rgb_order[i]] : 0;
 }
 
+/* One word of the window as its two column words (doubled when dbl). */
+TSR_INLINE int32_t *rgb_put(int32_t *col, int32_t P, uint32_t v, int32_t off2, int dbl)
+{
+    int32_t a = tsr_sxtab16(off2, v), c = tsr_sxtab16_ror8(off2, v);
+    if (dbl) {
+        a = tsr_sadd16(a, a);
+        c = tsr_sadd16(c, c);
+    }
+    col[0] = a;
+    col[1] = c;
+    return col + 2 * P;
+}
+
+/* A window wholly inside the input straight into its column: six words
+ * and the last three bytes (with -offset as the fourth lane, which the
+ * offset turns into 0: |offset| <= 128 here); dbl is a constant where it
+ * is inlined. */
+TSR_INLINE void rgb_inside(int32_t *col, int32_t P, const int8_t *x, int32_t row, int32_t in_off, int dbl)
+{
+    const int32_t off2 = tsr_dup16(in_off);
+    col = rgb_put(col, P, tsr_ld32(x), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + 4), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + row), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + row + 4), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + 2 * row), off2, dbl);
+    col = rgb_put(col, P, tsr_ld32(x + 2 * row + 4), off2, dbl);
+    rgb_put(col, P,
+            (uint8_t)x[8] | (uint32_t)(uint8_t)x[row + 8] << 8 | (uint32_t)(uint8_t)x[2 * row + 8] << 16 |
+                (uint32_t)(uint8_t)-in_off << 24,
+            off2, dbl);
+}
+
 static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g, int32_t oy, int32_t ox, int32_t dbl)
 {
     const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl, row = g->in_w * 3;
@@ -177,15 +211,11 @@ static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g,
     uint32_t words[7];
     if (iy0 >= 0 && ix0 >= 0 && iy0 + 3 <= g->in_h && ix0 + 3 <= g->in_w) {
         const int8_t *x = g->in + iy0 * row + ix0 * 3;
-        words[0] = tsr_ld32(x);
-        words[1] = tsr_ld32(x + 4);
-        words[2] = tsr_ld32(x + row);
-        words[3] = tsr_ld32(x + row + 4);
-        words[4] = tsr_ld32(x + 2 * row);
-        words[5] = tsr_ld32(x + 2 * row + 4);
-        /* the fourth lane: -offset, which the offset turns into 0 (|offset| <= 128 here) */
-        words[6] = (uint8_t)x[8] | (uint32_t)(uint8_t)x[row + 8] << 8 | (uint32_t)(uint8_t)x[2 * row + 8] << 16 |
-                   (uint32_t)(uint8_t)-g->in_off << 24;
+        if (dbl)
+            rgb_inside(col, P, x, row, g->in_off, 1);
+        else
+            rgb_inside(col, P, x, row, g->in_off, 0);
+        return;
     } else {
         /* the window with its padding as -offset, then reordered */
         int8_t patch[28], *b = (int8_t *)words;
@@ -201,15 +231,8 @@ static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g,
         for (int32_t i = 0; i < 28; i++)
             b[i] = patch[rgb_order[i]];
     }
-    for (int32_t i = 0; i < 7; i++, col += 2 * P) {
-        int32_t a = tsr_sxtab16(off2, words[i]), c = tsr_sxtab16_ror8(off2, words[i]);
-        if (dbl) {
-            a = tsr_sadd16(a, a);
-            c = tsr_sadd16(c, c);
-        }
-        col[0] = a;
-        col[1] = c;
-    }
+    for (int32_t i = 0; i < 7; i++)
+        col = rgb_put(col, P, words[i], off2, dbl);
 }
 
 /* ---- four pixels: one filter row at a time ----------------------------- */
@@ -300,20 +323,33 @@ typedef struct {
     const int32_t *bias;
     const int32_t *mul;
     const void *shift;        /* HU: CMSIS-NN's int32 left shifts; TFL: tessera's int8 right shifts */
-    int32_t turns, rem;       /* k / 16, (k / 4) % 4 */
+    int32_t turns, rem;       /* whole passes of 16 groups after the first, groups the first skips */
     int32_t co;
     int32_t z21;              /* 1 + 2 * zero point */
 } tsr_mm4a_t;
 
 #if TSR_MM_ASM
+/* The start of an assembly function whose .macro takes its `name`: own
+ * section, global but hidden, Thumb, r4-r11 and lr saved. */
+#define TSR_ASM_ENTRY_HEAD                                  \
+    ".pushsection .text.\\name, \"ax\", %progbits\n"     \
+    ".align 2\n"                                           \
+    ".global \\name\n"                                     \
+    ".hidden \\name\n"                                     \
+    ".type \\name, %function\n"                            \
+    ".thumb_func\n"                                        \
+    "\\name:\n"                                            \
+    "push {r4-r11, lr}\n"
+
 void tsr_mm4_hu_asm(const tsr_mm4a_t *a);
 void tsr_mm4_tfl_asm(const tsr_mm4a_t *a);
 
 /* r4 w; during the product r5 col, r6 count, r7 filter word, r12 its low
  * half, r8-r11 column words, r0-r3 accumulators; between products r5 out,
  * r6 co, r7 bias, r8 mul, r9 shift, r10 z21 (parked at [sp, #0..20]);
- * [sp, #24] cols, #28 turns, #32 rem, #36 the bias array's end, #40 z21
- * (TFL's requantization takes r10 as a temporary) */
+ * [sp, #24] cols, #28 turns, #32 the entry into the product's sixteen
+ * unrolled groups (no loop counting below k = 64), #36 the bias array's
+ * end, #40 z21 (TFL's requantization takes r10 as a temporary) */
 __asm__(
     ".syntax unified\n"
     ".macro TSR_MM4_GROUP\n"
@@ -332,19 +368,18 @@ __asm__(
     "smlad r3, r7, r11, r3\n"
     ".endm\n"
     ".macro TSR_MM4_ENTRY name\n"
-    ".pushsection .text.\\name, \"ax\", %progbits\n"
-    ".align 2\n"
-    ".global \\name\n"
-    ".hidden \\name\n"
-    ".type \\name, %function\n"
-    ".thumb_func\n"
-    "\\name:\n"
-    "push {r4-r11, lr}\n"
+    TSR_ASM_ENTRY_HEAD
     "sub sp, sp, #48\n"
     "ldr r4, [r0, #0]\n"
     "ldr r1, [r0, #4]\n"
     "str r1, [sp, #24]\n"
     "ldrd r1, r2, [r0, #24]\n"
+    /* the entry into the unrolled product: skip groups of 52 bytes (13
+     * instructions, all 32-bit), the Thumb bit set for ldr pc */
+    "adr r3, 2f\n"
+    "orr r3, r3, #1\n"
+    "mov r12, #52\n"
+    "mla r2, r2, r12, r3\n"
     "strd r1, r2, [sp, #28]\n"
     "ldr r5, [r0, #8]\n"
     "ldr r6, [r0, #32]\n"
@@ -367,23 +402,13 @@ __asm__(
     "mov r3, r0\n"
     "stm sp, {r5-r10}\n"
     "ldrd r5, r6, [sp, #24]\n"
-    "cmp r6, #0\n"
-    "beq 3f\n"
+    "ldr pc, [sp, #32]\n"
     "2:\n"
+    ".rept 16\n"
     "TSR_MM4_GROUP\n"
-    "TSR_MM4_GROUP\n"
-    "TSR_MM4_GROUP\n"
-    "TSR_MM4_GROUP\n"
+    ".endr\n"
     "subs r6, r6, #1\n"
-    "bne 2b\n"
-    "3:\n"
-    "ldr r6, [sp, #32]\n"
-    "cbz r6, 5f\n"
-    "4:\n"
-    "TSR_MM4_GROUP\n"
-    "subs r6, r6, #1\n"
-    "bne 4b\n"
-    "5:\n"
+    "bpl 2b\n"
     "ldm sp, {r5-r10}\n"
     ".endm\n"
     /* four stores, the next channel or the end */
@@ -479,6 +504,114 @@ __asm__(
     ".purgem TSR_MM4_ENTRY\n"
     ".purgem TSR_MM4_PRODUCT\n"
     ".purgem TSR_MM4_STORE\n");
+#endif
+
+/* Eight-value filter rows (pointwise layers with 8 input channels, where
+ * the product is two groups and the per-channel work of tsr_mm4_*_asm is
+ * most of it): a channel's filter stays in four registers, sign-extended
+ * once, with its bias and requantization constants, and meets the four
+ * pixels unrolled (columns interleaved by four: pixel p's words at
+ * 8p and 32 + 8p), the bias entering as the first smlad's addend. Per
+ * channel about 20 instructions, per output 10 (HU) or 11 (TFL).
+ * r0 bias, r1 m, r2 h, r3 sh, r4-r7 filter halves, r8 cols, r9 out,
+ * r10 co, r11 r12 lr the column words and the accumulator; parked at
+ * [sp, #0..12] the bias, mul, shift and filter pointers, #16 z21, #20 the
+ * end of pixel 0's outputs. */
+#if TSR_MM_ASM
+void tsr_mm4_k8_hu_asm(const tsr_mm4a_t *a);
+void tsr_mm4_k8_tfl_asm(const tsr_mm4a_t *a);
+
+__asm__(
+    ".syntax unified\n"
+    ".macro TSR_K8_ENTRY name\n"
+    TSR_ASM_ENTRY_HEAD
+    "sub sp, sp, #24\n"
+    "ldr r1, [r0, #12]\n"
+    "ldr r2, [r0, #16]\n"
+    "ldr r3, [r0, #20]\n"
+    "ldr r4, [r0, #0]\n"
+    "stm sp, {r1, r2, r3, r4}\n"
+    "ldr r8, [r0, #4]\n"
+    "ldr r9, [r0, #8]\n"
+    "ldr r10, [r0, #32]\n"
+    "ldr r1, [r0, #36]\n"
+    "add r2, r9, r10\n"
+    "strd r1, r2, [sp, #16]\n"
+    ".endm\n"
+    /* one pixel: the product, the requantization (TFL: the sign rule) */
+    ".macro TSR_K8_PIXEL off, tfl\n"
+    "ldrd r11, r12, [r8, #\\off]\n"
+    "smlad r11, r4, r11, r0\n"
+    "smlad r11, r5, r12, r11\n"
+    "ldrd r12, lr, [r8, #(\\off + 32)]\n"
+    "smlad r11, r6, r12, r11\n"
+    "smlad r11, r7, lr, r11\n"
+    ".if \\tfl\n"
+    "smmlar r12, r11, r1, r2\n"
+    "add r11, r12, r11, asr #31\n"
+    ".else\n"
+    "smmla r11, r11, r1, r2\n"
+    ".endif\n"
+    "asrs r11, r11, r3\n"
+    "ssat r11, #8, r11\n"
+    ".endm\n"
+    ".macro TSR_K8_CHANNEL tfl\n"
+    "1:\n"
+    "ldm sp, {r0, r1, r2, r3}\n"
+    "ldrd r4, r6, [r3], #8\n"
+    "ldr r11, [r0], #4\n"
+    "ldr r12, [r1], #4\n"
+    ".if \\tfl\n"
+    "ldrsb lr, [r2], #1\n"
+    ".else\n"
+    "ldr lr, [r2], #4\n"
+    ".endif\n"
+    "stm sp, {r0, r1, r2, r3}\n"
+    "ldr r2, [sp, #16]\n"
+    ".if \\tfl\n"
+    "lsls r0, r11, #1\n"
+    "sub r3, lr, #31\n"
+    "sub lr, lr, #32\n"
+    "lsl r2, r2, lr\n"
+    ".else\n"
+    "mov r0, r11\n"
+    "mvns r3, lr\n"
+    "lsl r2, r2, r3\n"
+    "asrs r2, r2, #1\n"
+    ".endif\n"
+    "mov r1, r12\n"
+    "sxtb16 r5, r4, ror #8\n"
+    "sxtb16 r4, r4\n"
+    "sxtb16 r7, r6, ror #8\n"
+    "sxtb16 r6, r6\n"
+    "TSR_K8_PIXEL 0, \\tfl\n"
+    "strb r11, [r9]\n"
+    "TSR_K8_PIXEL 8, \\tfl\n"
+    "strb r11, [r9, r10]\n"
+    "TSR_K8_PIXEL 16, \\tfl\n"
+    "add r12, r9, r10, lsl #1\n"
+    "strb r11, [r12]\n"
+    "TSR_K8_PIXEL 24, \\tfl\n"
+    "add r12, r9, r10, lsl #1\n"
+    "strb r11, [r12, r10]\n"
+    "adds r9, r9, #1\n"
+    "ldr r12, [sp, #20]\n"
+    "cmp r9, r12\n"
+    "bne 1b\n"
+    "add sp, sp, #24\n"
+    "pop {r4-r11, pc}\n"
+    ".endm\n"
+    "TSR_K8_ENTRY tsr_mm4_k8_hu_asm\n"
+    "TSR_K8_CHANNEL 0\n"
+    ".size tsr_mm4_k8_hu_asm, .-tsr_mm4_k8_hu_asm\n"
+    ".popsection\n"
+    "TSR_K8_ENTRY tsr_mm4_k8_tfl_asm\n"
+    "TSR_K8_CHANNEL 1\n"
+    ".size tsr_mm4_k8_tfl_asm, .-tsr_mm4_k8_tfl_asm\n"
+    ".popsection\n"
+    ".purgem TSR_K8_ENTRY\n"
+    ".purgem TSR_K8_PIXEL\n"
+    ".purgem TSR_K8_CHANNEL\n");
 #endif
 
 /* All output channels of npix (1..4) pixels whose columns are interleaved
@@ -615,6 +748,7 @@ typedef struct {
     mm4_fn four;     /* four pixels */
     mm4n_fn some;    /* 1..4 pixels */
     mm2_fn two;      /* 1..2 pixels, two-column buffer */
+    void (*asm4)(const tsr_mm4a_t *);   /* that loop (eight-value rows: tsr_mm4_k8_*_asm) */
 } mm_fns_t;
 
 static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
@@ -622,11 +756,17 @@ static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
     mm_fns_t f;
     const int full = m->q.lo == -128 && m->q.hi == 127;
     f.asm_mode = -1;
+    f.asm4 = NULL;
 #if TSR_MM_ASM
     /* the assembly's TFL takes TFLW's channels out of line */
     if ((mode == TSR_RQ_HU || mode == TSR_RQ_TFL || mode == TSR_RQ_TFLW) && full && m->bias && m->q.step == 1 &&
-        (m->k & 3) == 0)
+        (m->k & 3) == 0 && m->k > 0)
         f.asm_mode = mode == TSR_RQ_TFLW ? TSR_RQ_TFL : mode;
+    /* TFL's eight-value rows need every channel in TFL's range (not TFLW's) */
+    if (f.asm_mode == TSR_RQ_HU)
+        f.asm4 = m->k == 8 ? tsr_mm4_k8_hu_asm : tsr_mm4_hu_asm;
+    else if (f.asm_mode == TSR_RQ_TFL)
+        f.asm4 = m->k == 8 && mode == TSR_RQ_TFL ? tsr_mm4_k8_tfl_asm : tsr_mm4_tfl_asm;
 #endif
     if (mode == TSR_RQ_HU) {
         f.four = full ? mm4_hu_full : mm4_hu;
@@ -663,16 +803,14 @@ static void mm4_run(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols, i
         a.bias = m->bias;
         a.mul = m->q.mul;
         a.co = m->co;
-        a.turns = m->k >> 4;
-        a.rem = (m->k >> 2) & 3;
+        /* k / 4 groups: the first pass the last g0 (1..16) of the unrolled
+         * sixteen, then `turns` whole passes */
+        const int32_t g = m->k >> 2, turns = (g - 1) >> 4;
+        a.turns = turns;
+        a.rem = 16 - (g - 16 * turns);
         a.z21 = 1 + 2 * m->q.zp;
-        if (f->asm_mode == TSR_RQ_HU) {
-            a.shift = m->q.shift32;
-            tsr_mm4_hu_asm(&a);
-        } else {
-            a.shift = m->q.shift8;
-            tsr_mm4_tfl_asm(&a);
-        }
+        a.shift = f->asm_mode == TSR_RQ_HU ? (const void *)m->q.shift32 : (const void *)m->q.shift8;
+        f->asm4(&a);
         return;
     }
 #endif
@@ -725,10 +863,23 @@ int tsr_mm_conv(const tsr_mm_t *m0, const tsr_geom_t *g, int32_t *buf, int32_t b
     const int32_t pixels = g->out_h * g->out_w, ow = g->out_w, co = m->co;
     int32_t p = 0;
     if (four) {
+        const int32_t row = g->in_w * g->in_c;
         for (; p < pixels; p += 4) {
             const int32_t np = pixels - p < 4 ? pixels - p : 4;
-            for (int32_t i = 0; i < np; i++)
-                (rgb ? im2col_rgb : im2col)(buf, 4, i, g, (p + i) / ow, (p + i) % ow, m->dbl);
+            for (int32_t i = 0; i < np; i++) {
+                const int32_t oy = (p + i) / ow, ox = (p + i) % ow;
+                const int32_t iy0 = oy * g->sh - g->pt, ix0 = ox * g->sw - g->pl;
+                /* a first layer's window inside the input: in line */
+                if (rgb && iy0 >= 0 && ix0 >= 0 && iy0 + 3 <= g->in_h && ix0 + 3 <= g->in_w) {
+                    const int8_t *x = g->in + iy0 * row + ix0 * 3;
+                    if (m->dbl)
+                        rgb_inside(buf + 2 * i, 4, x, row, g->in_off, 1);
+                    else
+                        rgb_inside(buf + 2 * i, 4, x, row, g->in_off, 0);
+                } else {
+                    (rgb ? im2col_rgb : im2col)(buf, 4, i, g, oy, ox, m->dbl);
+                }
+            }
             mm4_run(&f, m, buf, g->out + p * co, np);
         }
         return 1;
@@ -978,6 +1129,20 @@ TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t
     }
 }
 
+/* fc_out's hot case: CMSIS-NN's per-channel half up, a bias, int8's own
+ * range (tsr_rq_val's HU form with tsr_rqc's constants, channel by
+ * channel, no struct in between) */
+#if TSR_MM_ASM
+static void fc_out_hu(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mul, const int32_t *shift,
+                      int32_t z21, int8_t *out)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t sh = ~shift[i];
+        out[i] = (int8_t)tsr_sat8(tsr_smmla(acc[i] + bias[i], mul[i], tsr_shl(z21, sh - 1)) >> sh);
+    }
+}
+#endif
+
 TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int mode)
 {
     const tsr_mm_t m = *mp;
@@ -992,7 +1157,7 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
     int32_t c = 0;
 #if TSR_MM_ASM
     /* pairs of rows in assembly, 16 at a time, then their outputs */
-    if (col && k >= 8 && !(((uintptr_t)m.w | (uintptr_t)k) & 7)) {
+    if (col && k >= 8 && !((uintptr_t)m.w & 3) && !(k & 7)) {
         for (; c + 1 < co; ) {
             int32_t acc[16];
             const int32_t n = co - c < 16 ? (co - c) & ~1 : 16;
@@ -1003,6 +1168,11 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
                 continue;
             }
             const int full = lo == -128 && hi == 127;
+            if (mode == TSR_RQ_HU && m.bias && full && m.q.step) {
+                fc_out_hu(acc, n, m.bias + c, m.q.mul + c, m.q.shift32 + c, 1 + 2 * m.q.zp, out + c);
+                c += n;
+                continue;
+            }
             if (m.bias && full && !m.q.step)
                 fc_out(acc, n, &m, c, out, r, mode, 1, 0, 1);
             else if (m.bias && full)
@@ -1063,8 +1233,16 @@ FC(fc_any, TSR_RQ_ANY)
 void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
                int mode)
 {
-    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding) */
-    if (!tsr_rq_fast(&m->q, mode, m->co))
+    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding); CMSIS-NN's
+     * per-channel arrays checked in one pass (tsr_rq_fast's HU range:
+     * left shifts -23..-2) */
+    if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step) {
+        for (int32_t c = 0; c < m->co; c++)
+            if ((uint32_t)(m->q.shift32[c] + 23) > 21u) {
+                mode = TSR_RQ_ANY;
+                break;
+            }
+    } else if (!tsr_rq_fast(&m->q, mode, m->co))
         mode = TSR_RQ_ANY;
     int32_t *col = buf && buf_bytes >= tsr_cols_bytes(m->k, 1) && !((uintptr_t)buf & 3) ? buf : NULL;
     if (mode == TSR_RQ_HU)
