@@ -256,11 +256,13 @@ def test_reference_check_names_the_first_differing_element(tmp_path, peer_out):
 # ---- errors from the command line ---------------------------------------------
 
 def nemo_tanh_graph(tmp_path):
-    """Conv -> NEMO's requantization chain -> Tanh (outside the dialect).
-    Its own generator: test_peer_frontend's shared one must not move."""
+    """Conv -> NEMO's requantization chain -> Tanh (outside the dialect), a
+    valid ONNX graph (the float divisor: the validity gate refuses a Div of
+    float by int64 before the dialect is read). Its own generator:
+    test_peer_frontend's shared one must not move."""
     rng = np.random.default_rng(11)
     nodes = [n("Conv", ["input", "w"], ["c"], kernel_shape=[1, 1]), n("Mul", ["k", "c"], ["a"]),
-             n("Add", ["a", "l"], ["b"]), const("q", 2 ** 12), n("Div", ["b", "q"], ["d"]),
+             n("Add", ["a", "l"], ["b"]), const("q", 2 ** 12, np.float32), n("Div", ["b", "q"], ["d"]),
              n("Floor", ["d"], ["f"]), n("Clip", ["f"], ["r"], min=0.0, max=255.0), n("Tanh", ["r"], ["out"])]
     inits = {"w": rng.integers(-20, 21, (2, 2, 1, 1)), "k": rng.integers(1, 16, (1, 2, 1, 1)),
              "l": rng.integers(-5000, 5000, (1, 2, 1, 1))}
