@@ -204,6 +204,13 @@ def _symbol_sizes(elf):
     return {f[3]: int(f[1], 16) for f in (line.split() for line in nm.splitlines()) if len(f) == 4}
 
 
+def _reserved(memory, level, sizes):
+    """A level's reserved bytes as linked: the YAML's, and where the C
+    runtime's data is, the network's per-layer counts beside it."""
+    counts = sizes["tiny_ooc_layer_counts"] if "data" in memory[level]["reserved"] else 0
+    return sum(memory[level]["reserved"].values()) + counts
+
+
 def test_the_ram_line_counts_the_arena_the_firmware_declares(tight):
     """Without SRAM reserved for the program's pools, network.c declares
     the activation arena at the level's usable bytes (the pools take the
@@ -217,14 +224,9 @@ def test_the_ram_line_counts_the_arena_the_firmware_declares(tight):
     assert arena == plan["activations"]["usable"] > plan["activations"]["peak"]
     assert l2["declared"] == arena and l2["pools"] == arena - l2["peak"]
     mem = sd_data()["memory"]
-
-    def reserved(level):
-        # the YAML's bytes, and where the C runtime's data is, the network's per-layer counts
-        counts = sizes["tiny_ooc_layer_counts"] if "data" in mem[level]["reserved"] else 0
-        return sum(mem[level]["reserved"].values()) + counts
-    assert l2["ram"] == arena + reserved("L2")
+    assert l2["ram"] == arena + _reserved(mem, "L2", sizes)
     # the tiles' level keeps its planned peak (its arena is the plan's)
-    assert rep["memory"]["L1"]["ram"] == sizes["tiny_ooc_L1"] + reserved("L1")
+    assert rep["memory"]["L1"]["ram"] == sizes["tiny_ooc_L1"] + _reserved(mem, "L1", sizes)
     assert "declared" not in rep["memory"]["L1"]
     assert f"the firmware declares {arena:,} B" in (tight["net"] / "report.html").read_text()
 
@@ -305,8 +307,7 @@ def test_with_reserved_pools_the_ram_line_counts_their_array_and_the_arena(sched
     sizes = _symbol_sizes(scheduled["net"] / "firmware.elf")
     l2 = scheduled["rep"]["memory"]["L2"]
     assert sizes["tiny_ooc_pools"] == POOLS and "pools" not in l2
-    assert l2["ram"] == (sizes["tiny_ooc_L2"] + POOLS + sd_data()["memory"]["L2"]["reserved"]["data"]
-                         + sizes["tiny_ooc_layer_counts"])     # the network's own data beside the C runtime's
+    assert l2["ram"] == sizes["tiny_ooc_L2"] + POOLS + _reserved(sd_data()["memory"], "L2", sizes)
 
 
 def _program_line(net):
@@ -385,17 +386,22 @@ def _host_sd(keep_l3=False):
     return t
 
 
+def _build_on_host(tmp_path, target, keep_l3=False):
+    """tiny_ooc built on `target` (_host_sd's target written under that
+    name): its folder and report."""
+    (tmp_path / f"{target}.yaml").write_text(yaml.safe_dump(_host_sd(keep_l3=keep_l3), sort_keys=False))
+    (tmp_path / "tiny_ooc.yaml").write_text(TINY)
+    res = scons(f"target={tmp_path / (target + '.yaml')}", f"model={tmp_path / 'tiny_ooc.yaml'}",
+                out=str(tmp_path / "gen"))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return tmp_path / "gen" / target / "tiny_ooc", report(str(tmp_path / "gen"), target, "tiny_ooc")
+
+
 def test_the_host_runs_out_of_core_with_a_stdio_card(tmp_path):
     """The host HAL's storage driver (kernels/hal/host/storage.c): the card
     is a file read and written with stdio; the same network on a host
     target shrunk the same way runs the scheduler's program bit-exact."""
-    (tmp_path / "host_sd.yaml").write_text(yaml.safe_dump(_host_sd(), sort_keys=False))
-    (tmp_path / "tiny_ooc.yaml").write_text(TINY)
-    res = scons(f"target={tmp_path / 'host_sd.yaml'}", f"model={tmp_path / 'tiny_ooc.yaml'}",
-                out=str(tmp_path / "gen"))
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    net = tmp_path / "gen" / "host_sd" / "tiny_ooc"
-    rep = report(str(tmp_path / "gen"), "host_sd", "tiny_ooc")
+    net, rep = _build_on_host(tmp_path, "host_sd")
     assert rep["verdict"] == "pass"
     prog = json.loads((net / "program.json").read_text())
     assert prog.get("program") and _program_line(net) == prog["totals"]
@@ -412,13 +418,7 @@ def test_activations_in_l3_beside_weights_on_the_card(tmp_path):
     spill copies between the program's computes (they once wrote their
     tiles into the program's 8-byte out pool, past it into the
     interpreter's state: SIGSEGV)."""
-    (tmp_path / "host_l3.yaml").write_text(yaml.safe_dump(_host_sd(keep_l3=True), sort_keys=False))
-    (tmp_path / "tiny_ooc.yaml").write_text(TINY)
-    res = scons(f"target={tmp_path / 'host_l3.yaml'}", f"model={tmp_path / 'tiny_ooc.yaml'}",
-                out=str(tmp_path / "gen"))
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    net = tmp_path / "gen" / "host_l3" / "tiny_ooc"
-    rep = report(str(tmp_path / "gen"), "host_l3", "tiny_ooc")
+    net, rep = _build_on_host(tmp_path, "host_l3", keep_l3=True)
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
     spill = json.loads((net / "memplan.json").read_text())["activations"]["spill"]
     assert spill["level"] == "L3" and spill["offsets"]
