@@ -106,7 +106,7 @@ def run_point(point, sweep_dir, cache=None):
 def estimate_summary(outdir, target_path):
     """A point built without running (`--estimate`): the cost model's sum
     over the layers' tilings (with the weight stream the plan decided) and
-    the memory plan's peaks, plus each level's reserved bytes, as RAM."""
+    the memory plan's peaks, plus each level's reserved bytes as the plan counts them, as RAM."""
     from .. import config
     from ..cost import api as cost_api, features, model
     from ..planning.memplan import memory_report
@@ -120,15 +120,11 @@ def estimate_summary(outdir, target_path):
     plan = canon.read_json(os.path.join(outdir, "memplan.json"))
     memory = memory_report(plan)
     written = {plan["tiles"]["level"], plan["activations"]["level"]}
-    ram = {lvl: memory[lvl]["peak"] + _reserved(tcfg["memory"][lvl]) for lvl in sorted(written) if lvl in memory}
+    # the plan's reserved bytes: the YAML's and the network's own data (what the built report counts)
+    ram = {lvl: memory[lvl]["peak"] + memory[lvl]["reserved"] for lvl in sorted(written) if lvl in memory}
     return {"verdict": None, "count": tcfg["runner"].get("counts"), "latency": None, "estimate": est,
             "estimate_error": None, "peak": {lvl: m["peak"] for lvl, m in memory.items()}, "ram": ram,
             "flash": memory.get("flash", {}).get("peak")}
-
-
-def _reserved(level):
-    r = level.get("reserved") or 0
-    return sum(r.values()) if isinstance(r, dict) else r
 
 
 def write_result(sweep_dir, point, result):
