@@ -38,17 +38,11 @@ static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0
             a3 = tsr_smlad(tsr_sxtb16(wv), x02, a3);
             a3 = tsr_smlad(tsr_sxtb16_ror8(wv), x13, a3);
         }
-        for (; k < n; k++) {     /* the tail in registers: a call per tap costs more */
-            const int32_t v = x[k] + off;
-            a0 += v * w0[k];
-            a1 += v * w1[k];
-            a2 += v * w2[k];
-            a3 += v * w3[k];
-        }
         acc[0] = a0;
         acc[1] = a1;
         acc[2] = a2;
         acc[3] = a3;
+        tsr_split_mac4_from(acc, x, w0, block, k, n, off);   /* the tail in registers */
         return;
     }
     for (q = 0; q < m; q++) {

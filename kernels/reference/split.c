@@ -14,21 +14,8 @@
 static void split_mac(int32_t *acc, int32_t m, const int8_t *x, const int8_t *w0, int32_t block, int32_t n,
                       int32_t off)
 {
-    int32_t k;
     if (m == 4) {
-        const int8_t *w1 = w0 + block, *w2 = w1 + block, *w3 = w2 + block;
-        int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-        for (k = 0; k < n; k++) {
-            const int32_t v = x[k] + off;
-            a0 += v * w0[k];
-            a1 += v * w1[k];
-            a2 += v * w2[k];
-            a3 += v * w3[k];
-        }
-        acc[0] = a0;
-        acc[1] = a1;
-        acc[2] = a2;
-        acc[3] = a3;
+        tsr_split_mac4_from(acc, x, w0, block, 0, n, off);
         return;
     }
     tsr_split_mac_from(acc, m, x, w0, block, 0, n, off);

@@ -39,6 +39,27 @@ static inline void tsr_split_mac_from(int32_t *acc, int32_t m, const int8_t *x, 
     }
 }
 
+/* The same for m == 4 with the sums in registers: acc[0..4) += inputs
+ * [k, n) of the run (plus off) times 4 channels' weights (one input load
+ * shared by the 4 channels; the libraries' SIMD loops leave their tail here). */
+static inline void tsr_split_mac4_from(int32_t *acc, const int8_t *x, const int8_t *w0, int32_t block, int32_t k,
+                                       int32_t n, int32_t off)
+{
+    const int8_t *w1 = w0 + block, *w2 = w1 + block, *w3 = w2 + block;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    for (; k < n; k++) {
+        const int32_t v = x[k] + off;
+        a0 += v * w0[k];
+        a1 += v * w1[k];
+        a2 += v * w2[k];
+        a3 += v * w3[k];
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+}
+
 /* always inlined: `mac` is then a constant the compiler inlines too */
 #define TSR_SPLIT_INLINE static inline __attribute__((always_inline))
 
