@@ -300,55 +300,37 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * instructions per pair, the full int8 clamp. An odd width ends each row
  * with one output (DW_LAST: 11 instructions, the words where the pairs
  * left the row pointers) instead of taking one output a turn. */
-/* two outputs' requantization, t3 and a7 into R0 and R1, the full int8
- * clamp: mulh (DW_RQ2, 5 instructions an output, mulh's 4 stall cycles
- * included), or the product split in two single-cycle ones (DW_RQ2S, see
- * dw_split: 5 cycles; the sums t0, t1 are free by then) */
+/* two outputs' requantization, t3 and a7, the full int8 clamp */
 #define DW_RQ2                                                                                             \
     "mulh t3, t3, %[mul]\n\tmulh a7, a7, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]")                         \
     XP_ADDRN("a7", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_CLIP8("a7")
-#define DW_RQ2S                                                                                            \
-    "mul t0, t3, %[ml]\n\tmul t1, a7, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"                     \
-    XP_MAC("t0", "t3", "%[mul]") XP_MAC("t1", "a7", "%[mul]") XP_ADDRN("t0", "%[zs]", "%[sh]")                 \
-    XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")
-#define DW_RQ1 "mulh t3, t3, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]") XP_CLIP8("t3")
-#define DW_RQ1S                                                                                            \
-    "mul t0, t3, %[ml]\n\tsra t0, t0, %[k]\n\t" XP_MAC("t0", "t3", "%[mul]") XP_ADDRN("t0", "%[zs]", "%[sh]")  \
-    XP_CLIP8("t0")
-#define DW_LAST_X(RQ1, R)                                                                                  \
+#define DW_LAST                                                                                            \
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
-    RQ1 XP_SB_RR_INC(R, "%[o]", "%[st]")
-#define DW_LAST DW_LAST_X(DW_RQ1, "t3")
-#define DW_LAST_S DW_LAST_X(DW_RQ1S, "t0")
-/* RQ2 and its length (RQ_LEN), the registers it leaves the outputs in
- * (R0, R1); the split one's mh is passed as mul, with its ml and k */
-#define DW_PAIRS_X(LAST, LAST_LEN, RQ2, RQ_LEN, R0, R1)                                                    \
+    "mulh t3, t3, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_SB_RR_INC("t3", "%[o]", "%[st]")
+#define DW_PAIRS_X(LAST, LAST_LEN)                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (18 + RQ_LEN + LAST_LEN)) "\n\t"             \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (24 + LAST_LEN)) "\n\t"                      \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
-                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * (13 + RQ_LEN)) "\n\t"                          \
+                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 19) "\n\t"                                   \
                      ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
                      "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
                      XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
                      XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
-                     RQ2                                                                                     \
-                     XP_SB_RR_INC(R0, "%[o]", "%[st]") XP_SB_RR_INC(R1, "%[o]", "%[st]")                     \
+                     DW_RQ2                                                                                  \
+                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o]", "%[st]")                 \
                      LAST                                                                                    \
                      ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (18 + " XP_XSTR(RQ_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
+                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (24 + " XP_XSTR(LAST_LEN) ")\n\t"                 \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
-                       [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs),     \
-                       [ml] "r"(ml), [k] "r"(kl)                                                             \
+                       [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs)      \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
-#define DW_PAIRS DW_PAIRS_X("", 0, DW_RQ2, 6, "t3", "a7")
-#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 11, DW_RQ2, 6, "t3", "a7")
-#define DW_PAIRS_S DW_PAIRS_X("", 0, DW_RQ2S, 10, "t0", "t1")
-#define DW_PAIRS_LAST_S DW_PAIRS_X(DW_LAST_S, 13, DW_RQ2S, 10, "t0", "t1")
+#define DW_PAIRS DW_PAIRS_X("", 0)
+#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 11)
 
 /* The plane's row stride: the padded row, or with no left padding (the
  * stride-2 layers, tiles inside the map) and room in the scratch, that
@@ -369,12 +351,12 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * pairs sets the five row pointers, loop 0 walks the columns. The second
  * row's outputs go through o2; after each pair o takes o2's place and o2
  * moves a row on (np, read once by lp.setup, holds the row's step). */
-#define DW_S2PAIRS_X(RQ2, RQ_LEN, R0, R1)                                                                                        \
+#define DW_S2PAIRS                                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldw2_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * (25 + RQ_LEN)) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * 31) "\n\t"                                   \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a6, t6, %[W]\n\t"      \
                      "add %[base], a6, %[W]\n\tmv a5, %[base]\n\t"                                         \
-                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * (15 + RQ_LEN)) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * 21) "\n\t"                                   \
                      XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")                    \
                      XP_LW_RR_INC("t2", "t6", "%[sw]")                                                      \
                      "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
@@ -382,19 +364,17 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      XP_LW_RR_INC("t0", "a6", "%[sw]") XP_LW_RR_INC("t1", "a5", "%[sw]")                    \
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[w0]")                           \
                      XP_SDOTSP("a7", "t0", "%[w1]") XP_SDOTSP("a7", "t1", "%[w2]")                           \
-                     RQ2                                                                                     \
-                     XP_SB_RR_INC(R0, "%[o]", "%[st]") XP_SB_RR_INC(R1, "%[o2]", "%[st]")                \
+                     DW_RQ2                                                                                  \
+                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o2]", "%[st]")                \
                      "sub %[np], %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                          \
                      ".Ldw2_end%=:\n\tadd %[o2], %[o2], %[np]\n\t"                                          \
-                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * (25 + " XP_XSTR(RQ_LEN) ")\n\t"                                           \
+                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * 31\n\t"                                           \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2), [np] "+r"(np)                          \
                      : [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c), [w0] "r"(w0),            \
                        [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift),          \
-                       [zs] "r"(zs), [ml] "r"(ml), [k] "r"(kl)                                               \
+                       [zs] "r"(zs)                                                                          \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
-#define DW_S2PAIRS DW_S2PAIRS_X(DW_RQ2, 6, "t3", "a7")
-#define DW_S2PAIRS_S DW_S2PAIRS_X(DW_RQ2S, 10, "t0", "t1")
 
 /* A channel's rows into the plane's aligned rows: loop 1 over the rows,
  * loop 0 over four bytes packed into a word (1.75 instructions a byte),
@@ -416,47 +396,6 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      : [src] "+r"(src), [dst] "+r"(dst)                                                    \
                      : [nr] "r"(in_h), [nq] "r"(in_w >> 2), [C] "r"(C), [skip] "r"(W - in_w)              \
                      : "t0", "t1", "t2", "t3", "t4", "memory")
-
-/* Channel k's requantization without mulh, when exact: the product
- * acc * mul (mul = m << tz, m odd: a float32 scale has 24 significant
- * bits) split at bit k of m into two 32-bit ones,
- *   t = acc * mh + ((acc * ml) >> k)      (mh = m >> k, ml = m mod 2^k)
- *   y = (t + (zp << sh2) + 2^(sh2 - 1)) >> sh2,   sh2 = s - tz - k,
- * which is (acc * mul + 2^(s - 1)) >> s plus zp exactly: the shift of the
- * 64-bit sum is a floor division, done as two (by 2^(tz + k), then 2^sh2),
- * and the rounding term is a multiple of 2^(tz + k). It needs both
- * products inside 32 bits for every accumulator the channel can reach,
- * |acc| <= A = |b| + 128 * sum |w| (int8 inputs, padding -off included):
- * A * 2^k <= 2^31 and A * mh < 2^30, so that t, (zp << sh2) (|zp| <= 128,
- * sh2 <= 22) and the rounding term sum inside 32 bits too. mul, sra,
- * p.mac take 3 cycles where mulh takes 5 (GVSoC pulp-open). r: mh, ml, k,
- * sh2, zp << sh2; 0 when the bounds fail (the channel keeps mulh). */
-static inline int dw_split(int32_t b, uint32_t w0, uint32_t w1, uint32_t w2, int32_t mul, int32_t sh, int32_t zp,
-                           int32_t *r)
-{
-    const uint32_t ones = 0x01010101u;
-    const uint32_t sa = xp_sdotup(xp_sdotup(xp_sdotup(0, xp_abs4(w0), ones), xp_abs4(w1), ones), xp_abs4(w2), ones);
-    const uint32_t A = (b < 0 ? -(uint32_t)b : (uint32_t)b) + 128u * sa;
-    int32_t bA, tz, S, k, sh2;
-    uint32_t m, mh;
-    if (mul <= 0 || b == INT32_MIN || A >= (1u << 29))
-        return 0;
-    bA = xp_fl1(A | 1) + 1;                 /* |acc| < 2^bA */
-    tz = xp_ff1((uint32_t)mul);
-    m = (uint32_t)mul >> tz;
-    S = sh + 32 - tz;
-    k = 31 - bA < S - 1 ? 31 - bA : S - 1;
-    mh = m >> k;
-    sh2 = S - k;
-    if (sh2 > 22 || xp_fl1(mh | 1) + 1 + bA > 30)
-        return 0;
-    r[0] = (int32_t)mh;
-    r[1] = (int32_t)(m & ((1u << k) - 1));
-    r[2] = k;
-    r[3] = sh2;
-    r[4] = (int32_t)((uint32_t)zp << sh2);
-    return 1;
-}
 
 enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
 
@@ -507,18 +446,13 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
         const int8_t *base = s, *src = a->in + c;
-        int32_t mul, zs, ml = 0, kl = 0, sp[5];
-        int split = 0;
+        int32_t mul, zs;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
             break;
         mul = a->rq->mul[k];
         zs = (int32_t)((uint32_t)a->rq->zero_point << sh);
         q.mul = mul, q.shift = sh;
-        if (mode != DW_ANY && dw_split(b, w0, w1, w2, mul, sh, a->rq->zero_point, sp)) {
-            split = 1;
-            q.mul = sp[0], ml = sp[1], kl = sp[2], q.shift = sp[3], zs = sp[4];
-        }
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75) */
@@ -560,27 +494,16 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + c];
-        if (pairs) {
-            if (split)
-                DW_PAIRS_S;
-            else
-                DW_PAIRS;
-        } else if (mode == DW_S1_PAIRS_ODD) {
-            if (split)
-                DW_PAIRS_LAST_S;
-            else
-                DW_PAIRS_LAST;
-        } else if (s2pairs) {
+        if (pairs)
+            DW_PAIRS;
+        else if (mode == DW_S1_PAIRS_ODD)
+            DW_PAIRS_LAST;
+        else if (s2pairs) {
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
-            if (split)
-                DW_S2PAIRS_S;
-            else
-                DW_S2PAIRS;
-            if (out_h & 1) {   /* the last row: mulh's constants */
+            DW_S2PAIRS;
+            if (out_h & 1) {   /* the last row */
                 const int32_t out_h = 1;
-                q.mul = mul, q.shift = sh;
-                zs = (int32_t)((uint32_t)a->rq->zero_point << sh);
                 DW_SINGLE(DW_CLIP8, 1);
             }
         } else if (lo == -128 && hi == 127)

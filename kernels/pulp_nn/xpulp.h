@@ -44,8 +44,6 @@
 #define XP_SW_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 6, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
 /* p.addRN rd, rs1, rs2: rd = (rd + rs1 + 2^(rs2 - 1)) >> rs2 (32-bit sum, arithmetic shift, rs2 > 0) */
 #define XP_ADDRN(rd, rs1, rs2) ".insn r 0x5B, 6, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
-/* p.mac rd, rs1, rs2: rd += rs1 * rs2 (low 32 bits, one cycle) */
-#define XP_MAC(rd, rs1, rs2) ".insn r 0x33, 0, 0x21, " rd ", " rs1 ", " rs2 "\n\t"
 /* p.clipi rd, rs1, 8: clamp to [-128, 127] (the immediate sits in the rs2 field: x8 is 8) */
 #define XP_CLIP8(rd) ".insn r 0x33, 1, 0x0A, " rd ", " rd ", x8\n\t"
 /* p.max, p.min (signed) */
@@ -70,36 +68,6 @@
 static inline int32_t xp_mac(int32_t acc, int32_t x, int32_t y)
 {
     __asm__(".insn r 0x33, 0, 0x21, %0, %1, %2" : "+r"(acc) : "r"(x), "r"(y));
-    return acc;
-}
-
-/* p.fl1, p.ff1: the index of x's highest, lowest set bit (x != 0) */
-static inline int32_t xp_fl1(uint32_t x)
-{
-    int32_t r;
-    __asm__(".insn r 0x33, 1, 0x08, %0, %1, x0" : "=r"(r) : "r"(x));
-    return r;
-}
-
-static inline int32_t xp_ff1(uint32_t x)
-{
-    int32_t r;
-    __asm__(".insn r 0x33, 0, 0x08, %0, %1, x0" : "=r"(r) : "r"(x));
-    return r;
-}
-
-/* pv.abs.b: each byte's absolute value (-128 stays 0x80: 128 unsigned) */
-static inline uint32_t xp_abs4(uint32_t x)
-{
-    uint32_t r;
-    __asm__(".insn r 0x57, 1, 0x38, %0, %1, x0" : "=r"(r) : "r"(x));
-    return r;
-}
-
-/* acc + dot(4 x uint8 of x, 4 x uint8 of w): pv.sdotup.b */
-static inline uint32_t xp_sdotup(uint32_t acc, uint32_t x, uint32_t w)
-{
-    __asm__(".insn r 0x57, 1, 0x50, %0, %1, %2" : "+r"(acc) : "r"(x), "r"(w));
     return acc;
 }
 
