@@ -158,13 +158,12 @@ void pnn_lut(const tsr_lut_args_t *a, int core, int ncores)
         uint32_t lo4, hi4;
         for (p = 0; p < 64; p++)
             copy[p] = xp_lw(a->table + 4 * p);
-        /* a clamp with in and out equally aligned: words once the first
-         * bytes (through the table) reach a word boundary */
-        if (((uintptr_t)in & 3) == ((uintptr_t)out & 3) && lut_is_clamp(copy, &lo4, &hi4)) {
-            const int32_t lead = (int32_t)(-(uintptr_t)in & 3);
-            lut_xpulp(in, out, lead, (const int8_t *)copy);
-            clamp_xpulp(in + lead, out + lead, (n - lead) >> 2, lo4, hi4);
-            p = lead + ((n - lead) & ~3);
+        /* a clamp on word-aligned runs (the tiles' buffers are, and each
+         * core's run starts at a multiple of 4): words, then the last
+         * bytes through the table */
+        if (!(((uintptr_t)in | (uintptr_t)out) & 3) && lut_is_clamp(copy, &lo4, &hi4)) {
+            clamp_xpulp(in, out, n >> 2, lo4, hi4);
+            p = n & ~3;
             lut_xpulp(in + p, out + p, n - p, (const int8_t *)copy);
         } else {
             lut_xpulp(in, out, n, (const int8_t *)copy);
