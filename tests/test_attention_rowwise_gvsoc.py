@@ -99,6 +99,19 @@ def lut(seed, shape, name=""):
                 consts=[("int8_t", "table", table)], fields=[])
 
 
+def lut_clip(seed, shape, lo, hi, off_by_one=None, name=""):
+    """A Clip's (or Relu's) table where it keeps the input's quantization:
+    a clamp, which pnn_lut runs four values a word; with off_by_one, the
+    same table with that entry changed (no longer a clamp: the table path)."""
+    rng = np.random.default_rng(seed)
+    x = scores(rng, shape, 60)
+    table = np.clip(np.arange(-128, 128), lo, hi)
+    if off_by_one is not None:
+        table[off_by_one] += 1 if table[off_by_one] < 127 else -1
+    return dict(kind="lut", x=x, expected=ops.lut(x, table[None, :]).astype(np.int8), name=name,
+                consts=[("int8_t", "table", table)], fields=[])
+
+
 def transpose(seed, shape, perm, name=""):
     """A transpose of `shape` by `perm` as the kernel sees it (config.views.transpose_view)."""
     x = scores(np.random.default_rng(seed), shape, 60)
@@ -119,6 +132,15 @@ CASES = [
     ilayernorm(9, (1, 64, 192), name="iLayerNorm"),
     table_softmax(10, (1, 3, 300), 0.001, 0.003, 0),     # sums past 32 bits: the reference's division
     layernorm(11, (1, 5, 7), 0),
+    # a clip (ReLU6's clamp, whole words and rows off word alignment:
+    # 131 values a row), tables one entry off a clamp (inside the range,
+    # in the clamped part: the table path), the identity
+    lut_clip(17, (1, 49, 128), -128, 40, name="clip table (a clamp)"),
+    lut_clip(18, (1, 49, 131), -20, 100),
+    lut_clip(19, (1, 49, 131), -20, 100, off_by_one=130),
+    lut_clip(20, (1, 49, 128), -20, 100, off_by_one=50),
+    lut_clip(21, (1, 49, 128), -128, 127, off_by_one=128),
+    lut_clip(22, (1, 49, 128), -128, 127),
     transpose(12, (49, 1, 64), (2, 1, 0), name="kws K^T transpose"),
     transpose(13, (49, 4, 16), (1, 0, 2), name="kws head split"),
     transpose(14, (4, 49, 16), (0, 2, 1), name="head transpose [H,T,D]->[H,D,T]"),

@@ -42,6 +42,13 @@
 #define XP_SW_INC4(rs2, rs1) ".insn s 0x2B, 2, " rs2 ", 4(" rs1 ")\n\t"
 /* p.sw rs2, rs3(rs1!) */
 #define XP_SW_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 6, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.lb rd, 1(rs1!): a signed byte, then rs1 += 1; p.lbu rd, rs2(rs1): the
+ * unsigned byte at rs1 + rs2 (no increment) */
+#define XP_LB_INC1(rd, rs1) ".insn i 0x0B, 0, " rd ", 1(" rs1 ")\n\t"
+#define XP_LBU_RR(rd, rs1, rs2) ".insn r 0x03, 7, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
+/* pv.max.b, pv.min.b: four signed bytes at once */
+#define XP_MAX4(rd, rs1, rs2) ".insn r 0x57, 1, 0x18, " rd ", " rs1 ", " rs2 "\n\t"
+#define XP_MIN4(rd, rs1, rs2) ".insn r 0x57, 1, 0x10, " rd ", " rs1 ", " rs2 "\n\t"
 /* p.addRN rd, rs1, rs2: rd = (rd + rs1 + 2^(rs2 - 1)) >> rs2 (32-bit sum, arithmetic shift, rs2 > 0) */
 #define XP_ADDRN(rd, rs1, rs2) ".insn r 0x5B, 6, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
 /* p.clipi rd, rs1, 8: clamp to [-128, 127] (the immediate sits in the rs2 field: x8 is 8) */
