@@ -395,15 +395,15 @@ def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
 @pytest.mark.qemu
 def test_table_lookup_under_qemu(tmp_path):
     """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
-    lut on tiles of every length mod 8, a per-channel table (the reference
-    kernel's path) among them; and fewer instructions than tsr_lut's."""
+    lut on tiles of every length mod 8, one table or one per channel (PReLU
+    slopes); and fewer instructions than tsr_lut's for both."""
     from cmsis_cases import Case
     from tessera.golden import ops
 
     rng = np.random.default_rng(33)
     case_list = []
     for i, (pixels, c, per_channel) in enumerate([(9, 16, 0), (5, 3, 0), (1, 1, 0), (7, 13, 0), (64, 32, 0),
-                                                  (3, 5, 1)]):
+                                                  (3, 5, 1), (7, 13, 1), (2, 6, 1), (36, 64, 1)]):
         x = rng.integers(-128, 128, (pixels, 1, c)).astype(np.int8)
         table = rng.integers(-128, 128, (c if per_channel else 1, 256)).astype(np.int8)
         case_list.append(Case("lut", {"pixels": pixels, "c": c, "per_channel": per_channel},
@@ -412,14 +412,16 @@ def test_table_lookup_under_qemu(tmp_path):
     assert len(results) == len(case_list)
     bad = [line for _, ok, _, _, line in results.values() if not ok]
     assert not bad, "\n".join(bad[:10])
-    # the word path against the reference kernel on the same 2048 bytes
-    ref = case_list[4]
+    # the word paths against the reference kernel on the same bytes, in one run
+    refs = [case_list[4], case_list[8]]
     (tmp_path / "ref").mkdir()
-    ref_src = harness_source([ref]).replace("tsr_cmsis_lut(&a", "tsr_lut(&a")
-    ref_res = run_harness([ref], "stm32h7", tmp_path / "ref", source=ref_src)
-    assert ref_res[0][1], ref_res[0][4]
-    assert results[4][2] < ref_res[0][2]
-    print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}")
+    ref_src = harness_source(refs).replace("tsr_cmsis_lut(&a", "tsr_lut(&a")
+    ref_res = run_harness(refs, "stm32h7", tmp_path / "ref", source=ref_src)
+    for k, i in enumerate((4, 8)):
+        assert ref_res[k][1], ref_res[k][4]
+        assert results[i][2] < ref_res[k][2]
+    print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}; "
+          f"a table per channel on 2304 bytes (36 x 64): {results[8][2]}, tsr_lut {ref_res[1][2]}")
 
 
 def _concat_source(case_list, fn):
