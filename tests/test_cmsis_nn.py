@@ -533,3 +533,83 @@ def test_products_under_qemu(tmp_path):
     ref = run_harness(case_list[3:4], "stm32h7", tmp_path / "ref", source=ref_src)
     assert ref[0][1] and results[3][2] < ref[0][2]
     print(f"mul of 1152 values by a vector: {results[3][2]} instructions, tsr_mul {ref[0][2]}")
+
+
+def _tflite_bilinear_axis(n_in, n_out):
+    """TFLite's ResizeBilinearInteger coordinates with half-pixel centres as
+    its importer writes them (frontend/tflite.py: fractions doubled to 11
+    bits, negative at the first outputs)."""
+    scale = ((1 << 10) * n_in + n_out // 2) // n_out
+    out = []
+    for v in range(n_out):
+        s = v * scale + scale // 2 - (1 << 9)
+        lo = max(int(s / (1 << 10)), 0)
+        hi = min(int((s + (1 << 10) - 1) / (1 << 10)), n_in - 1)
+        out += [lo, hi, 2 * (s - (1 << 10) * lo)]
+    return out
+
+
+@pytest.mark.qemu
+def test_resize_under_qemu(tmp_path):
+    """tsr_cmsis_resize (resize.c) against the golden model: nearest resizes
+    keeping the input's quantization (copies) and changing it (a table),
+    ONNX bilinear (half up, floor), TFLite's bilinear (negative fractions,
+    the rounded division by 2^22), channel counts of every length mod 4, an
+    offset too large for int32 sums (tsr_resize's path); and fewer
+    instructions than tsr_resize on a nearest 10x10x64 -> 20x20x64
+    (RetinaFace's), an ONNX bilinear and a TFLite bilinear (MoveNet's)."""
+    from cmsis_cases import Case, golden_requant
+    from tessera.frontend.tables import resize_table
+    from tessera.golden import ops
+    from tessera.ir import RESIZE_FRAC
+
+    rng = np.random.default_rng(36)
+    same = {"mul": [1 << 30], "shift": [52], "add": [0], "per_channel": 0, "zero_point": -128, "lo": -128,
+            "hi": 127, "rounding": "half_up", "divisor": 0}
+    tfl = {"mul": [1 << 22], "shift": [0], "add": [0], "per_channel": 0, "zero_point": 0, "lo": -128,
+           "hi": 127, "rounding": "tflite_div", "divisor": 0}
+
+    def scaled(shift, rounding, zp, lo=-128, hi=127):
+        return {"mul": [int(rng.integers(1 << 29, 1 << 31))], "shift": [shift], "add": [0], "per_channel": 0,
+                "zero_point": zp, "lo": lo, "hi": hi, "rounding": rounding, "divisor": 0}
+
+    specs = [  # (in HWC, out HW, table maker, input offset, rq)
+        ((10, 10, 64), (20, 20), ("nearest", "half_pixel"), 128, same),
+        ((5, 7, 5), (9, 11), ("nearest", "half_pixel"), 3, scaled(53, "half_up", -7)),
+        ((7, 9, 3), (4, 13), ("nearest", "asymmetric"), -20, scaled(52, "floor", 5, -100, 90)),
+        ((8, 8, 16), (16, 16), ("linear", "half_pixel"), 128, same),
+        ((6, 6, 64), (12, 12), "tflite", 0, tfl),
+        ((5, 4, 7), (9, 7), ("linear", "align_corners"), -13, scaled(55, "half_up", 9)),
+        ((3, 6, 6), (7, 5), ("linear", "asymmetric"), 40, scaled(54, "floor", -3)),
+        ((4, 4, 9), (8, 8), ("linear", "half_pixel"), 600, scaled(57, "half_up", 0)),
+        ((4, 5, 10), (8, 9), "tflite", 0, tfl),
+    ]
+    case_list = []
+    for (h, w, c), (ho, wo), how, off, rq in specs:
+        x = rng.integers(-128, 128, (h, w, c)).astype(np.int8)
+        if how == "tflite":
+            table = _tflite_bilinear_axis(h, ho) + _tflite_bilinear_axis(w, wo)
+        else:
+            table = resize_table((h, w), (ho, wo), (ho / h, wo / w), how[0], how[1], "round_prefer_floor")
+        want = golden_requant(ops.resize(x, off, table, ho, wo, RESIZE_FRAC), rq)
+        t = np.asarray(table, np.int32)
+        f = {"in_h": h, "in_w": w, "c": c, "out_h": ho, "out_w": wo, "input_offset": off, "frac": RESIZE_FRAC}
+        case_list.append(Case("resize", f, {"in": x, "rows": t[:3 * ho], "cols": t[3 * ho:]}, want, rq,
+                              macs=want.size))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    # the reference kernel on the same tiles, in the same run of the test
+    measured = [0, 3, 4]
+    refs = [case_list[i] for i in measured]
+    (tmp_path / "ref").mkdir()
+    ref = run_harness(refs, "stm32h7", tmp_path / "ref",
+                      source=harness_source(refs).replace("tsr_cmsis_resize(&a", "tsr_resize(&a"))
+    for k, i in enumerate(measured):
+        assert ref[k][1] and results[i][2] < ref[k][2], (results[i], ref[k])
+    print("resize: " + "; ".join(f"{n} {results[i][2]} instructions, tsr_resize {ref[k][2]} "
+                                 f"({results[i][2] / ref[k][2]:.3f}x)"
+                                 for k, (i, n) in enumerate(zip(measured, ("nearest 10x10x64 -> 20x20x64",
+                                                                          "ONNX bilinear 8x8x16 -> 16x16x16",
+                                                                          "TFLite bilinear 6x6x64 -> 12x12x64")))))

@@ -35,6 +35,10 @@ void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores);
 /* a product of two tensors of one shape or a tensor and a [1, 1, C] vector,
  * per-tensor requantization in a fast form (mul.c); the rest on tsr_mul */
 void tsr_cmsis_mul(const tsr_binary_args_t *a, int core, int ncores);
+/* a resize (resize.c): nearest as copies of pixels and rows (or a table of the
+ * 256 requantized values), bilinear four channels a turn with smlad; sums
+ * past int32 on tsr_resize */
+void tsr_cmsis_resize(const tsr_resize_args_t *a, int core, int ncores);
 /* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */

@@ -35,7 +35,7 @@ HEADERS = ("tessera/cmsis_nn.h",)
 KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "depthwise": "tsr_cmsis_depthwise",
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
            "add": "tsr_cmsis_add", "matmul": "tsr_cmsis_matmul",
-           "concat": "tsr_cmsis_concat", "mul": "tsr_cmsis_mul"}
+           "concat": "tsr_cmsis_concat", "mul": "tsr_cmsis_mul", "resize": "tsr_cmsis_resize"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
 ONNX_RECURRENT = "tsr_cmsis_onnx_rnn_step"
@@ -147,7 +147,7 @@ def kernel_function(layer, graph):
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op == "matmul" and reference.reference_only(layer, graph) is None:
         return KERNELS["matmul"]      # tessera's requantization in the kernel (any offsets, planes)
-    if layer.op in ("concat", "mul"):  # the reference's arguments: concat.c, mul.c
+    if layer.op in ("concat", "mul", "resize"):  # the reference's arguments: concat.c, mul.c, resize.c
         return KERNELS[layer.op]
     if reference.reference_only(layer, graph) is None and layer.op in KERNELS:
         if cmsis_semantics(layer) is None:
