@@ -174,9 +174,11 @@ def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
     rep = report(out, target, name)
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
     if target == "stm32h7":
-        # table activations (sigmoid, hard swish), squeeze-and-excitation
-        # products and concatenations on the library's kernels
-        ops = [(layer["op"], layer["kernel"]) for layer in rep["layers"] if layer["op"] in ("lut", "mul", "concat")]
+        # table activations (sigmoid, hard swish, a table per channel),
+        # squeeze-and-excitation products, concatenations and resizes on the
+        # library's kernels
+        ops = [(layer["op"], layer["kernel"]) for layer in rep["layers"]
+               if layer["op"] in ("lut", "mul", "concat", "resize")]
         assert all(k == "tsr_cmsis_" + op for op, k in ops), ops
     if (target, name) == ("stm32h7", "tflite_tf1_uint8_qat"):
         # uint8 weights (a weight offset) on the library's DSP kernels, not the reference ones
@@ -388,6 +390,7 @@ def test_corpus_resize_too_large_for_l1_runs_in_channel_blocks(tmp_path):
     # 16 * 16 * 16 + 32 * 32 * 16 bytes, more than the 16384 of L1
     up2 = next(layer for layer in rep["layers"] if layer["name"] == "up2_Resize")
     assert up2["n_tiles"] > 1 and up2["l1_bytes"] <= 16384 < 16 * 16 * 16 + 32 * 32 * 16
+    assert {layer["kernel"] for layer in rep["layers"] if layer["op"] == "resize"} == {"tsr_cmsis_resize"}
 
 
 # ---- forms of real exports that once stopped the import (issue 26) -------------------

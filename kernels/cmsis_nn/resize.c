@@ -47,20 +47,20 @@ static resize_rq_t rq_choose(const tsr_requant_t *rq)
     return r;
 }
 
-/* one requantized value; `form` is the same for the whole call (the
- * branches are predicted, and the loops below are small) */
-TSR_INLINE int32_t rq_one(int32_t acc, const resize_rq_t *r, const tsr_requant_t *rq)
+/* one requantized value; `form` and `sat` (the clamp is int8's own range:
+ * one ssat) are constants where the loops below are instantiated */
+TSR_INLINE int32_t rq_one(int32_t acc, const resize_rq_t *r, const tsr_requant_t *rq, int form, int sat)
 {
     int32_t v;
-    if (r->form == RQ_HIGH) {
+    if (form == RQ_HIGH) {
         v = ((int32_t)(((int64_t)acc * r->mul) >> 32) + r->round) >> r->shift;
-    } else if (r->form == RQ_DIV_POT) {
+    } else if (form == RQ_DIV_POT) {
         /* round half away from zero: (a + n/2) >> k, one less below zero */
         v = (acc + r->round + (acc >> 31)) >> r->shift;
     } else {
         return tsr_requantize_index(acc, rq, 0);
     }
-    return tsr_clamp(v + r->zp, r->lo, r->hi);
+    return sat ? tsr_sat8(v + r->zp) : tsr_clamp(v + r->zp, r->lo, r->hi);
 }
 
 static void copy_run(int8_t *y, const int8_t *x, int32_t n)
@@ -131,7 +131,32 @@ TSR_INLINE void pair4(uint32_t p, uint32_t q, int32_t *k0, int32_t *k1, int32_t 
 #endif
 }
 
-static void bilinear(const tsr_resize_args_t *a, const resize_rq_t *r)
+/* one output pixel's C channels from its four taps (pixels p0, q0 of the
+ * upper row, p1, q1 of the lower) */
+TSR_INLINE void bilinear_pixel(int8_t *y, const int8_t *p0, const int8_t *q0, const int8_t *p1, const int8_t *q1,
+                               int32_t C, int32_t wx, int32_t wy0, int32_t wy1, int32_t k, const resize_rq_t *r,
+                               const tsr_requant_t *rq, int form, int sat)
+{
+    int32_t c = 0;
+    for (; c + 4 <= C; c += 4) {
+        int32_t t0, t1, t2, t3, b0, b1, b2, b3;
+        pair4(tsr_ld32(p0 + c), tsr_ld32(q0 + c), &t0, &t1, &t2, &t3);
+        pair4(tsr_ld32(p1 + c), tsr_ld32(q1 + c), &b0, &b1, &b2, &b3);
+        const int32_t v0 = rq_one(wy0 * tsr_smlad(t0, wx, 0) + wy1 * tsr_smlad(b0, wx, 0) + k, r, rq, form, sat);
+        const int32_t v1 = rq_one(wy0 * tsr_smlad(t1, wx, 0) + wy1 * tsr_smlad(b1, wx, 0) + k, r, rq, form, sat);
+        const int32_t v2 = rq_one(wy0 * tsr_smlad(t2, wx, 0) + wy1 * tsr_smlad(b2, wx, 0) + k, r, rq, form, sat);
+        const int32_t v3 = rq_one(wy0 * tsr_smlad(t3, wx, 0) + wy1 * tsr_smlad(b3, wx, 0) + k, r, rq, form, sat);
+        tsr_st32(y + c, (uint32_t)(uint8_t)v0 | (uint32_t)(uint8_t)v1 << 8 | (uint32_t)(uint8_t)v2 << 16
+                        | (uint32_t)(uint8_t)v3 << 24);
+    }
+    const int32_t wx0 = (int16_t)(uint32_t)wx, wx1 = (int16_t)((uint32_t)wx >> 16);
+    for (; c < C; c++) {
+        const int32_t h0 = wx0 * p0[c] + wx1 * q0[c], h1 = wx0 * p1[c] + wx1 * q1[c];
+        y[c] = (int8_t)rq_one(wy0 * h0 + wy1 * h1 + k, r, rq, form, sat);
+    }
+}
+
+TSR_INLINE void bilinear_form(const tsr_resize_args_t *a, const resize_rq_t *r, int form, int sat)
 {
     const int32_t C = a->c, one = 1 << a->frac, off = a->input_offset;
     for (int32_t oy = 0; oy < a->out_h; oy++) {
@@ -143,28 +168,23 @@ static void bilinear(const tsr_resize_args_t *a, const resize_rq_t *r)
         for (int32_t ox = 0; ox < a->out_w; ox++, y += C) {
             const int32_t *rx = a->cols + 3 * ox;
             const int32_t wx0 = one - rx[2], wx1 = rx[2];
-            const int32_t wx = (int32_t)(((uint32_t)(uint16_t)wx0) | ((uint32_t)(uint16_t)wx1 << 16));
             const int32_t k = off * (wy0 + wy1) * (wx0 + wx1);
-            const int8_t *p0 = row0 + (size_t)rx[0] * C, *q0 = row0 + (size_t)rx[1] * C;
-            const int8_t *p1 = row1 + (size_t)rx[0] * C, *q1 = row1 + (size_t)rx[1] * C;
-            int32_t c = 0;
-            for (; c + 4 <= C; c += 4) {
-                int32_t t0, t1, t2, t3, b0, b1, b2, b3;
-                pair4(tsr_ld32(p0 + c), tsr_ld32(q0 + c), &t0, &t1, &t2, &t3);
-                pair4(tsr_ld32(p1 + c), tsr_ld32(q1 + c), &b0, &b1, &b2, &b3);
-                const int32_t v0 = rq_one(wy0 * tsr_smlad(t0, wx, 0) + wy1 * tsr_smlad(b0, wx, 0) + k, r, a->rq);
-                const int32_t v1 = rq_one(wy0 * tsr_smlad(t1, wx, 0) + wy1 * tsr_smlad(b1, wx, 0) + k, r, a->rq);
-                const int32_t v2 = rq_one(wy0 * tsr_smlad(t2, wx, 0) + wy1 * tsr_smlad(b2, wx, 0) + k, r, a->rq);
-                const int32_t v3 = rq_one(wy0 * tsr_smlad(t3, wx, 0) + wy1 * tsr_smlad(b3, wx, 0) + k, r, a->rq);
-                tsr_st32(y + c, (uint32_t)(uint8_t)v0 | (uint32_t)(uint8_t)v1 << 8 | (uint32_t)(uint8_t)v2 << 16
-                                | (uint32_t)(uint8_t)v3 << 24);
-            }
-            for (; c < C; c++) {
-                const int32_t h0 = wx0 * p0[c] + wx1 * q0[c], h1 = wx0 * p1[c] + wx1 * q1[c];
-                y[c] = (int8_t)rq_one(wy0 * h0 + wy1 * h1 + k, r, a->rq);
-            }
+            const size_t x0 = (size_t)rx[0] * C, x1 = (size_t)rx[1] * C;
+            bilinear_pixel(y, row0 + x0, row0 + x1, row1 + x0, row1 + x1, C, (int32_t)((uint32_t)(uint16_t)wx0 | (uint32_t)wx1 << 16), wy0, wy1, k,
+                           r, a->rq, form, sat);
         }
     }
+}
+
+static void bilinear(const tsr_resize_args_t *a, const resize_rq_t *r)
+{
+    const int sat = r->lo <= -128 && r->hi >= 127;
+    if (r->form == RQ_HIGH && sat)
+        bilinear_form(a, r, RQ_HIGH, 1);
+    else if (r->form == RQ_DIV_POT && sat)
+        bilinear_form(a, r, RQ_DIV_POT, 1);
+    else
+        bilinear_form(a, r, r->form, 0);
 }
 
 /* the largest |w0| + |w1| of a table's triples (rows or columns) */
