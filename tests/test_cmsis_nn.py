@@ -465,9 +465,10 @@ def _concat_source(case_list, fn):
 @pytest.mark.qemu
 def test_concatenation_under_qemu(tmp_path):
     """tsr_cmsis_concat (concat.c) against the golden model: copies along
-    each HWC axis (runs of every length mod 8), and a rescaled input (the
-    reference kernel's path); the copies take fewer instructions than
-    tsr_concat's memcpy."""
+    each HWC axis (runs of every length mod 8), small rescaled inputs (the
+    reference's per-value path), rescaled inputs through their tables, one
+    of them an identity (copies); the copies and the tables take fewer
+    instructions than tsr_concat."""
     from cmsis_cases import golden_requant
     from tessera.golden import ops
 
@@ -481,7 +482,9 @@ def test_concatenation_under_qemu(tmp_path):
             ([(2, 6, 16), (3, 6, 16)], 0, [1, 1], [0, 0], same),
             ([(4, 3, 5), (4, 7, 5)], 1, [1, 1], [0, 0], same),
             ([(16, 16, 32), (16, 16, 32)], 2, [1, 1], [0, 0], same),
-            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled)]:
+            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled),
+            ([(16, 16, 16), (16, 16, 8)], 2, [3, 5], [7, -4], scaled),
+            ([(8, 8, 16), (9, 8, 16), (2, 8, 16)], 0, [4, 3, 2], [0, 1, -3], dict(scaled, zero_point=0))]:
         xs = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
         want = golden_requant(ops.concat(xs, mul, off, axis), dict(rq, per_channel=0, divisor=0))
         case_list.append({"xs": xs, "axis": axis, "in_mul": mul, "in_offset": off, "rq": rq, "want": want})
@@ -490,9 +493,13 @@ def test_concatenation_under_qemu(tmp_path):
     bad = [line for _, ok, _, _, line in results.values() if not ok]
     assert not bad, "\n".join(bad)
     (tmp_path / "ref").mkdir()
-    ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:4], "tsr_concat"))
-    assert ref[0][1] and results[3][2] < ref[0][2]
-    print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}")
+    ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:], "tsr_concat"))
+    for k, i in enumerate(range(3, len(case_list))):
+        assert ref[k][1] and results[i][2] <= ref[k][2], (results[i], ref[k])
+    assert results[5][2] < ref[2][2] and results[6][2] < ref[3][2]
+    print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}; rescaled 16x16x(16+8): "
+          f"{results[5][2]}, tsr_concat {ref[2][2]}; three rescaled along H, one an identity: {results[6][2]}, "
+          f"tsr_concat {ref[3][2]}")
 
 
 @pytest.mark.qemu

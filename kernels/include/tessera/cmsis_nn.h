@@ -29,8 +29,8 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
-/* a concatenation whose inputs share the output's quantization, word copies
- * (concat.c); rescaled inputs on tsr_concat */
+/* a concatenation (concat.c): inputs sharing the output's quantization as
+ * word copies, rescaled ones through a table of their 256 values */
 void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores);
 /* a product of two tensors of one shape or a tensor and a [1, 1, C] vector,
  * per-tensor requantization in a fast form (mul.c); the rest on tsr_mul */
