@@ -620,3 +620,54 @@ def test_resize_under_qemu(tmp_path):
                                  for k, (i, n) in enumerate(zip(measured, ("nearest 10x10x64 -> 20x20x64",
                                                                           "ONNX bilinear 8x8x16 -> 16x16x16",
                                                                           "TFLite bilinear 6x6x64 -> 12x12x64")))))
+
+
+@pytest.mark.qemu
+def test_dilated_convolution_under_qemu(tmp_path):
+    """tsr_cmsis_conv2d_dilated (dilated.c) against the golden model: 1D
+    (a TCN's [1, k] kernels dilated 2 and 4, causal padding) and 2D
+    dilations, strides, odd channel counts (a scalar tail of the window),
+    half-up, floor with an additive term and TFLite's rounding, per channel
+    or per tensor; and fewer instructions than tsr_conv2d's dilated loop."""
+    from cmsis_cases import Case, _requant, _tflite_requant, golden_requant
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(37)
+    specs = [  # (in HWC, kernel, stride, dilation, pad t l b r, out_c, form)
+        ((1, 64, 16), (1, 3), (1, 1), (1, 2), (0, 4, 0, 0), 16, "half_up"),
+        ((1, 40, 16), (1, 3), (1, 1), (1, 4), (0, 8, 0, 0), 16, "tflite"),
+        ((9, 9, 5), (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 7, "half_up"),
+        ((10, 8, 3), (3, 2), (2, 1), (3, 2), (1, 0, 2, 1), 5, "floor"),
+        ((8, 8, 16), (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 16, "tflite"),
+    ]
+    case_list = []
+    for (h, w, ci), (kh, kw), (sh, sw), (dh, dw), pad, co, form in specs:
+        x = rng.integers(-128, 128, (h, w, ci)).astype(np.int8)
+        wt = rng.integers(-128, 128, (co, kh, kw, ci)).astype(np.int8)
+        bias = rng.integers(-2**14, 2**14, co).astype(np.int32)
+        off = int(rng.integers(-127, 129))
+        acc = ops.conv2d(x, wt, bias, off, (kh, kw), (sh, sw), pad, (dh, dw))
+        top = int(np.abs(acc).max())
+        rq = _tflite_requant(rng, co, top) if form == "tflite" else _requant(rng, co, top, cmsis=form == "half_up")
+        want = golden_requant(acc, rq)
+        ho, wo = acc.shape[:2]
+        patch = kh * kw * ci
+        f = {"in_h": h, "in_w": w, "in_c": ci, "out_h": ho, "out_w": wo, "out_c": co, "kh": kh, "kw": kw,
+             "sh": sh, "sw": sw, "pad_t": pad[0], "pad_l": pad[1], "pad_b": pad[2], "pad_r": pad[3],
+             "input_offset": off, "dh": dh, "dw": dw}
+        case_list.append(Case("conv2d_dilated", f, {"in": x, "weights": wt, "bias": bias}, want, rq,
+                              scratch=4 * patch + 12, macs=want.size * patch))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    measured = [0, 4]
+    refs = [case_list[i] for i in measured]
+    (tmp_path / "ref").mkdir()
+    ref = run_harness(refs, "stm32h7", tmp_path / "ref",
+                      source=harness_source(refs).replace("tsr_cmsis_conv2d_dilated(&a", "tsr_conv2d(&a"))
+    for k, i in enumerate(measured):
+        assert ref[k][1] and results[i][2] < ref[k][2], (results[i], ref[k])
+    print("dilated conv2d: " + "; ".join(
+        f"{n} {results[i][2]} instructions, tsr_conv2d {ref[k][2]} ({results[i][2] / ref[k][2]:.3f}x)"
+        for k, (i, n) in enumerate(zip(measured, ("1D 64x16 -> 64x16, k 3, d 2", "8x8x16 -> 8x8x16, 3x3, d 2")))))

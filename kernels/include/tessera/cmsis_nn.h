@@ -39,6 +39,10 @@ void tsr_cmsis_mul(const tsr_binary_args_t *a, int core, int ncores);
  * 256 requantized values), bilinear four channels a turn with smlad; sums
  * past int32 on tsr_resize */
 void tsr_cmsis_resize(const tsr_resize_args_t *a, int core, int ncores);
+/* a dilated conv2d (dilated.c): each window gathered into an int16 column,
+ * two output channels per smlad pass, tsr_requantize's requantization;
+ * int32 outputs, weight offsets and planes on tsr_conv2d */
+void tsr_cmsis_conv2d_dilated(const tsr_conv_args_t *a, int core, int ncores);
 /* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */

@@ -131,6 +131,8 @@ def _tflite_add(layer, graph):
 ROWWISE = {"softmax": "tsr_cmsis_softmax", "layernorm": "tsr_cmsis_layernorm", "lut": "tsr_cmsis_lut"}
 # data movement (movement.c): any transpose, the reference's rows moved in words
 MOVEMENT = {"transpose": "tsr_cmsis_transpose"}
+# a dilated conv2d (dilated.c), the reference's arguments
+DILATED = "tsr_cmsis_conv2d_dilated"
 
 
 def kernel_function(layer, graph):
@@ -149,6 +151,9 @@ def kernel_function(layer, graph):
         return KERNELS["matmul"]      # tessera's requantization in the kernel (any offsets, planes)
     if layer.op in ("concat", "mul", "resize"):  # the reference's arguments: concat.c, mul.c, resize.c
         return KERNELS[layer.op]
+    if (layer.op == "conv2d" and layer.dilation and list(layer.dilation) != [1, 1]
+            and reference.reference_only(replace(layer, dilation=None), graph) is None):
+        return DILATED   # dilated.c: any requantization; the rest it hands to tsr_conv2d
     if reference.reference_only(layer, graph) is None and layer.op in KERNELS:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]
