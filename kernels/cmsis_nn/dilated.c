@@ -60,6 +60,22 @@ TSR_INLINE int32_t dot4(const int32_t *w16, const int8_t *w, int32_t groups, int
     return acc;
 }
 
+/* two filters against one column: each column word loaded once */
+TSR_INLINE void dot4x2(const int32_t *w16, const int8_t *f0, const int8_t *f1, int32_t groups, int32_t *acc0,
+                       int32_t *acc1)
+{
+    int32_t s0 = *acc0, s1 = *acc1;
+    for (int32_t g = 0; g < groups; g++, f0 += 4, f1 += 4, w16 += 2) {
+        const int32_t c02 = w16[0], c13 = w16[1];
+        const uint32_t a = tsr_ld32(f0), b = tsr_ld32(f1);
+        s0 = tsr_smlad(tsr_sxtb16(a), c02, s0);
+        s0 = tsr_smlad(tsr_sxtb16_ror8(a), c13, s0);
+        s1 = tsr_smlad(tsr_sxtb16(b), c02, s1);
+        s1 = tsr_smlad(tsr_sxtb16_ror8(b), c13, s1);
+    }
+    *acc0 = s0, *acc1 = s1;
+}
+
 void tsr_cmsis_conv2d_dilated(const tsr_conv_args_t *a, int core, int ncores)
 {
     (void)ncores;
@@ -85,8 +101,8 @@ void tsr_cmsis_conv2d_dilated(const tsr_conv_args_t *a, int core, int ncores)
             int32_t co = 0;
             for (; co + 2 <= a->out_c; co += 2) {
                 const int8_t *f0 = a->weights + (size_t)co * patch, *f1 = f0 + patch;
-                int32_t acc0 = dot4(w16, f0, groups, a->bias ? a->bias[co] : 0);
-                int32_t acc1 = dot4(w16, f1, groups, a->bias ? a->bias[co + 1] : 0);
+                int32_t acc0 = a->bias ? a->bias[co] : 0, acc1 = a->bias ? a->bias[co + 1] : 0;
+                dot4x2(w16, f0, f1, groups, &acc0, &acc1);
                 for (int32_t k = tail; k < patch; k++) {
                     acc0 += (col[k] + off) * f0[k];
                     acc1 += (col[k] + off) * f1[k];
