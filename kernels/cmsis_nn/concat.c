@@ -12,29 +12,8 @@
  */
 #include "tessera/cmsis_nn.h"
 #include "tessera/kernels.h"
+#include "tsr_bytes.h"
 #include "tsr_dsp.h"
-
-static void copy_run(int8_t *y, const int8_t *x, int32_t n)
-{
-    for (; n >= 8; n -= 8, x += 8, y += 8) {
-        const uint32_t lo = tsr_ld32(x), hi = tsr_ld32(x + 4);
-        tsr_st32(y, lo);
-        tsr_st32(y + 4, hi);
-    }
-    for (; n > 0; n--)
-        *y++ = *x++;
-}
-
-static void map_run(int8_t *y, const int8_t *x, int32_t n, const uint8_t *t)
-{
-    for (; n >= 4; n -= 4, x += 4, y += 4) {
-        const uint32_t w = tsr_ld32(x);
-        tsr_st32(y, (uint32_t)t[(int8_t)w] | (uint32_t)t[(int8_t)(w >> 8)] << 8
-                    | (uint32_t)t[(int8_t)(w >> 16)] << 16 | (uint32_t)t[(int8_t)(w >> 24)] << 24);
-    }
-    for (; n > 0; n--)
-        *y++ = (int8_t)t[*x++];
-}
 
 /* inputs rescaled to the output's parameters, one input at a time (one
  * table of 256 values on the stack) */
@@ -62,9 +41,9 @@ static void rescaled(const tsr_concat_args_t *a)
         }
         for (int32_t o = 0; o < a->outer; o++, x += n, y += total) {
             if (identity)
-                copy_run(y, x, n);
+                tsr_copy_run(y, x, n);
             else
-                map_run(y, x, n, map + 128);
+                tsr_map_run(y, x, n, map + 128);
         }
     }
 }
@@ -88,7 +67,7 @@ void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores)
     int8_t *y = a->out;
     for (int32_t o = 0; o < a->outer; o++)
         for (int32_t i = 0; i < a->n_in; i++) {
-            copy_run(y, a->in[i] + o * a->inner[i], a->inner[i]);
+            tsr_copy_run(y, a->in[i] + o * a->inner[i], a->inner[i]);
             y += a->inner[i];
         }
 }

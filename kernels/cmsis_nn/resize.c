@@ -21,6 +21,7 @@
  */
 #include "tessera/cmsis_nn.h"
 #include "tessera/kernels.h"
+#include "tsr_bytes.h"
 #include "tsr_dsp.h"
 
 enum { RQ_HIGH, RQ_DIV_POT, RQ_ANY };
@@ -63,28 +64,6 @@ TSR_INLINE int32_t rq_one(int32_t acc, const resize_rq_t *r, const tsr_requant_t
     return sat ? tsr_sat8(v + r->zp) : tsr_clamp(v + r->zp, r->lo, r->hi);
 }
 
-static void copy_run(int8_t *y, const int8_t *x, int32_t n)
-{
-    for (; n >= 8; n -= 8, x += 8, y += 8) {
-        const uint32_t lo = tsr_ld32(x), hi = tsr_ld32(x + 4);
-        tsr_st32(y, lo);
-        tsr_st32(y + 4, hi);
-    }
-    for (; n > 0; n--)
-        *y++ = *x++;
-}
-
-static void map_run(int8_t *y, const int8_t *x, int32_t n, const uint8_t *t)
-{
-    for (; n >= 4; n -= 4, x += 4, y += 4) {
-        const uint32_t w = tsr_ld32(x);
-        tsr_st32(y, (uint32_t)t[(int8_t)w] | (uint32_t)t[(int8_t)(w >> 8)] << 8
-                    | (uint32_t)t[(int8_t)(w >> 16)] << 16 | (uint32_t)t[(int8_t)(w >> 24)] << 24);
-    }
-    for (; n > 0; n--)
-        *y++ = (int8_t)t[*x++];
-}
-
 static void nearest(const tsr_resize_args_t *a)
 {
     const int32_t C = a->c, row = a->out_w * C;
@@ -99,16 +78,16 @@ static void nearest(const tsr_resize_args_t *a)
     for (int32_t oy = 0; oy < a->out_h; oy++) {
         int8_t *y = a->out + (size_t)oy * row;
         if (oy > 0 && a->rows[3 * oy] == a->rows[3 * oy - 3]) {
-            copy_run(y, y - row, row);
+            tsr_copy_run(y, y - row, row);
             continue;
         }
         const int8_t *src = a->in + (size_t)a->rows[3 * oy] * a->in_w * C;
         for (int32_t ox = 0; ox < a->out_w; ox++, y += C) {
             const int8_t *x = src + (size_t)a->cols[3 * ox] * C;
             if (identity)
-                copy_run(y, x, C);
+                tsr_copy_run(y, x, C);
             else
-                map_run(y, x, C, map + 128);
+                tsr_map_run(y, x, C, map + 128);
         }
     }
 }

@@ -10,6 +10,7 @@
  */
 #include "tessera/cmsis_nn.h"
 #include "tessera/rowwise.h"
+#include "tsr_bytes.h"
 #include "tsr_dsp.h"
 
 /* rows [begin, end) of `core`: chunks of ceil(n / ncores), as the reference kernels */
@@ -86,18 +87,12 @@ static void lut_channels(const tsr_lut_args_t *a, int32_t p0, int32_t p1)
 void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores)
 {
     const uint8_t *t = (const uint8_t *)a->table + 128;
-    int32_t p0, p1, j;
+    int32_t p0, p1;
     share(a->pixels, core, ncores, &p0, &p1);
     if (a->per_channel) {
         lut_channels(a, p0, p1);
         return;
     }
     p0 *= a->c, p1 *= a->c;
-    for (j = p0; j + 4 <= p1; j += 4) {
-        const uint32_t w = tsr_ld32(a->in + j);
-        tsr_st32(a->out + j, (uint32_t)t[(int8_t)w] | (uint32_t)t[(int8_t)(w >> 8)] << 8
-                             | (uint32_t)t[(int8_t)(w >> 16)] << 16 | (uint32_t)t[(int8_t)(w >> 24)] << 24);
-    }
-    for (; j < p1; j++)
-        a->out[j] = (int8_t)t[a->in[j]];
+    tsr_map_run(a->out + p0, a->in + p0, p1 - p0, t);
 }
