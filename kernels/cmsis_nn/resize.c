@@ -36,7 +36,7 @@ static resize_rq_t rq_choose(const tsr_requant_t *rq)
     const int32_t s = rq->shift[0], m = rq->mul[0];
     if ((rq->add && rq->add[0]) || rq->neg_mul || rq->divisor > 1)
         return r;
-    if ((rq->rounding == TSR_ROUND_HALF_UP && s >= 33) || (rq->rounding == TSR_ROUND_FLOOR && s >= 32)) {
+    if (s <= 62 && ((rq->rounding == TSR_ROUND_HALF_UP && s >= 33) || (rq->rounding == TSR_ROUND_FLOOR && s >= 32))) {
         r.form = RQ_HIGH;
         r.round = rq->rounding == TSR_ROUND_HALF_UP ? (int32_t)1 << (s - 33) : 0;
         r.shift = s - 32;
@@ -183,7 +183,6 @@ void tsr_cmsis_resize(const tsr_resize_args_t *a, int core, int ncores)
     (void)ncores;
     if (core != 0)
         return;
-    const int32_t one = 1 << a->frac;
     int flat = 1;
     for (int32_t i = 0; flat && i < a->out_h; i++)
         flat = a->rows[3 * i + 2] == 0;
@@ -195,9 +194,14 @@ void tsr_cmsis_resize(const tsr_resize_args_t *a, int core, int ncores)
     }
     /* every sum within int32: the two taps' weights (int16 lanes of the
      * smlad) times the largest |x| and the offset term */
+    if (a->frac > 14) {
+        tsr_resize(a, 0, 1);
+        return;
+    }
+    const int32_t one = 1 << a->frac;
     const int64_t sy = weight_span(a->rows, a->out_h, one), sx = weight_span(a->cols, a->out_w, one);
     const int64_t off = a->input_offset < 0 ? -(int64_t)a->input_offset : a->input_offset;
-    if (a->frac > 14 || sx > 32767 || sy * sx * (128 + off) >= ((int64_t)1 << 31)) {
+    if (sx > 32767 || sy * sx * (128 + off) >= ((int64_t)1 << 31)) {
         tsr_resize(a, 0, 1);
         return;
     }
