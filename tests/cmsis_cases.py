@@ -31,7 +31,8 @@ OPS = ("conv2d", "pointwise", "depthwise", "linear", "maxpool", "avgpool", "add"
        "conv2d_tfl", "pointwise_tfl", "depthwise_tfl", "linear_tfl", "add_tfl")
 # the argument struct of each op (tsr_<kind>_args_t)
 KIND = {"conv2d": "conv", "pointwise": "conv", "depthwise": "conv", "linear": "conv",
-        "maxpool": "pool", "avgpool": "pool", "add": "add", "add_tfl": "add", "lut": "lut", "mul": "binary"}
+        "maxpool": "pool", "avgpool": "pool", "add": "add", "add_tfl": "add", "lut": "lut", "mul": "binary",
+        "resize": "resize", "conv2d_dilated": "conv"}
 KIND.update({f"{op}_{form}": "conv" for op in ("conv2d", "pointwise", "linear", "depthwise") for form in ("rq", "tfl")})
 
 

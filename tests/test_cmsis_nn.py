@@ -395,15 +395,15 @@ def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
 @pytest.mark.qemu
 def test_table_lookup_under_qemu(tmp_path):
     """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
-    lut on tiles of every length mod 8, a per-channel table (the reference
-    kernel's path) among them; and fewer instructions than tsr_lut's."""
+    lut on tiles of every length mod 8, one table or one per channel (PReLU
+    slopes); and fewer instructions than tsr_lut's for both."""
     from cmsis_cases import Case
     from tessera.golden import ops
 
     rng = np.random.default_rng(33)
     case_list = []
     for i, (pixels, c, per_channel) in enumerate([(9, 16, 0), (5, 3, 0), (1, 1, 0), (7, 13, 0), (64, 32, 0),
-                                                  (3, 5, 1)]):
+                                                  (3, 5, 1), (7, 13, 1), (2, 6, 1), (36, 64, 1)]):
         x = rng.integers(-128, 128, (pixels, 1, c)).astype(np.int8)
         table = rng.integers(-128, 128, (c if per_channel else 1, 256)).astype(np.int8)
         case_list.append(Case("lut", {"pixels": pixels, "c": c, "per_channel": per_channel},
@@ -412,14 +412,16 @@ def test_table_lookup_under_qemu(tmp_path):
     assert len(results) == len(case_list)
     bad = [line for _, ok, _, _, line in results.values() if not ok]
     assert not bad, "\n".join(bad[:10])
-    # the word path against the reference kernel on the same 2048 bytes
-    ref = case_list[4]
+    # the word paths against the reference kernel on the same bytes, in one run
+    refs = [case_list[4], case_list[8]]
     (tmp_path / "ref").mkdir()
-    ref_src = harness_source([ref]).replace("tsr_cmsis_lut(&a", "tsr_lut(&a")
-    ref_res = run_harness([ref], "stm32h7", tmp_path / "ref", source=ref_src)
-    assert ref_res[0][1], ref_res[0][4]
-    assert results[4][2] < ref_res[0][2]
-    print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}")
+    ref_src = harness_source(refs).replace("tsr_cmsis_lut(&a", "tsr_lut(&a")
+    ref_res = run_harness(refs, "stm32h7", tmp_path / "ref", source=ref_src)
+    for k, i in enumerate((4, 8)):
+        assert ref_res[k][1], ref_res[k][4]
+        assert results[i][2] < ref_res[k][2]
+    print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}; "
+          f"a table per channel on 2304 bytes (36 x 64): {results[8][2]}, tsr_lut {ref_res[1][2]}")
 
 
 def _concat_source(case_list, fn):
@@ -463,9 +465,10 @@ def _concat_source(case_list, fn):
 @pytest.mark.qemu
 def test_concatenation_under_qemu(tmp_path):
     """tsr_cmsis_concat (concat.c) against the golden model: copies along
-    each HWC axis (runs of every length mod 8), and a rescaled input (the
-    reference kernel's path); the copies take fewer instructions than
-    tsr_concat's memcpy."""
+    each HWC axis (runs of every length mod 8), small rescaled inputs (the
+    reference's per-value path), rescaled inputs through their tables, one
+    of them an identity (copies); the copies and the tables take fewer
+    instructions than tsr_concat."""
     from cmsis_cases import golden_requant
     from tessera.golden import ops
 
@@ -479,7 +482,9 @@ def test_concatenation_under_qemu(tmp_path):
             ([(2, 6, 16), (3, 6, 16)], 0, [1, 1], [0, 0], same),
             ([(4, 3, 5), (4, 7, 5)], 1, [1, 1], [0, 0], same),
             ([(16, 16, 32), (16, 16, 32)], 2, [1, 1], [0, 0], same),
-            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled)]:
+            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled),
+            ([(16, 16, 16), (16, 16, 8)], 2, [3, 5], [7, -4], scaled),
+            ([(8, 8, 16), (9, 8, 16), (2, 8, 16)], 0, [4, 3, 2], [0, 1, -3], dict(scaled, zero_point=0))]:
         xs = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
         want = golden_requant(ops.concat(xs, mul, off, axis), dict(rq, per_channel=0, divisor=0))
         case_list.append({"xs": xs, "axis": axis, "in_mul": mul, "in_offset": off, "rq": rq, "want": want})
@@ -488,9 +493,13 @@ def test_concatenation_under_qemu(tmp_path):
     bad = [line for _, ok, _, _, line in results.values() if not ok]
     assert not bad, "\n".join(bad)
     (tmp_path / "ref").mkdir()
-    ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:4], "tsr_concat"))
-    assert ref[0][1] and results[3][2] < ref[0][2]
-    print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}")
+    ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:], "tsr_concat"))
+    for k, i in enumerate(range(3, len(case_list))):
+        assert ref[k][1] and results[i][2] <= ref[k][2], (results[i], ref[k])
+    assert results[5][2] < ref[2][2] and results[6][2] < ref[3][2]
+    print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}; rescaled 16x16x(16+8): "
+          f"{results[5][2]}, tsr_concat {ref[2][2]}; three rescaled along H, one an identity: {results[6][2]}, "
+          f"tsr_concat {ref[3][2]}")
 
 
 @pytest.mark.qemu
@@ -531,3 +540,134 @@ def test_products_under_qemu(tmp_path):
     ref = run_harness(case_list[3:4], "stm32h7", tmp_path / "ref", source=ref_src)
     assert ref[0][1] and results[3][2] < ref[0][2]
     print(f"mul of 1152 values by a vector: {results[3][2]} instructions, tsr_mul {ref[0][2]}")
+
+
+def _tflite_bilinear_axis(n_in, n_out):
+    """TFLite's ResizeBilinearInteger coordinates with half-pixel centres as
+    its importer writes them (frontend/tflite.py: fractions doubled to 11
+    bits, negative at the first outputs)."""
+    scale = ((1 << 10) * n_in + n_out // 2) // n_out
+    out = []
+    for v in range(n_out):
+        s = v * scale + scale // 2 - (1 << 9)
+        lo = max(int(s / (1 << 10)), 0)
+        hi = min(int((s + (1 << 10) - 1) / (1 << 10)), n_in - 1)
+        out += [lo, hi, 2 * (s - (1 << 10) * lo)]
+    return out
+
+
+@pytest.mark.qemu
+def test_resize_under_qemu(tmp_path):
+    """tsr_cmsis_resize (resize.c) against the golden model: nearest resizes
+    keeping the input's quantization (copies) and changing it (a table),
+    ONNX bilinear (half up, floor), TFLite's bilinear (negative fractions,
+    the rounded division by 2^22), channel counts of every length mod 4, an
+    offset too large for int32 sums (tsr_resize's path); and fewer
+    instructions than tsr_resize on a nearest 10x10x64 -> 20x20x64
+    (RetinaFace's), an ONNX bilinear and a TFLite bilinear (MoveNet's)."""
+    from cmsis_cases import Case, golden_requant
+    from tessera.frontend.tables import resize_table
+    from tessera.golden import ops
+    from tessera.ir import RESIZE_FRAC
+
+    rng = np.random.default_rng(36)
+    same = {"mul": [1 << 30], "shift": [52], "add": [0], "per_channel": 0, "zero_point": -128, "lo": -128,
+            "hi": 127, "rounding": "half_up", "divisor": 0}
+    tfl = {"mul": [1 << 22], "shift": [0], "add": [0], "per_channel": 0, "zero_point": 0, "lo": -128,
+           "hi": 127, "rounding": "tflite_div", "divisor": 0}
+
+    def scaled(shift, rounding, zp, lo=-128, hi=127):
+        return {"mul": [int(rng.integers(1 << 29, 1 << 31))], "shift": [shift], "add": [0], "per_channel": 0,
+                "zero_point": zp, "lo": lo, "hi": hi, "rounding": rounding, "divisor": 0}
+
+    specs = [  # (in HWC, out HW, table maker, input offset, rq)
+        ((10, 10, 64), (20, 20), ("nearest", "half_pixel"), 128, same),
+        ((5, 7, 5), (9, 11), ("nearest", "half_pixel"), 3, scaled(53, "half_up", -7)),
+        ((7, 9, 3), (4, 13), ("nearest", "asymmetric"), -20, scaled(52, "floor", 5, -100, 90)),
+        ((8, 8, 16), (16, 16), ("linear", "half_pixel"), 128, same),
+        ((6, 6, 64), (12, 12), "tflite", 0, tfl),
+        ((5, 4, 7), (9, 7), ("linear", "align_corners"), -13, scaled(55, "half_up", 9)),
+        ((3, 6, 6), (7, 5), ("linear", "asymmetric"), 40, scaled(54, "floor", -3)),
+        ((4, 4, 9), (8, 8), ("linear", "half_pixel"), 600, scaled(57, "half_up", 0)),
+        ((4, 5, 10), (8, 9), "tflite", 0, tfl),
+    ]
+    case_list = []
+    for (h, w, c), (ho, wo), how, off, rq in specs:
+        x = rng.integers(-128, 128, (h, w, c)).astype(np.int8)
+        if how == "tflite":
+            table = _tflite_bilinear_axis(h, ho) + _tflite_bilinear_axis(w, wo)
+        else:
+            table = resize_table((h, w), (ho, wo), (ho / h, wo / w), how[0], how[1], "round_prefer_floor")
+        want = golden_requant(ops.resize(x, off, table, ho, wo, RESIZE_FRAC), rq)
+        t = np.asarray(table, np.int32)
+        f = {"in_h": h, "in_w": w, "c": c, "out_h": ho, "out_w": wo, "input_offset": off, "frac": RESIZE_FRAC}
+        case_list.append(Case("resize", f, {"in": x, "rows": t[:3 * ho], "cols": t[3 * ho:]}, want, rq,
+                              macs=want.size))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    # the reference kernel on the same tiles, in the same run of the test
+    measured = [0, 3, 4]
+    refs = [case_list[i] for i in measured]
+    (tmp_path / "ref").mkdir()
+    ref = run_harness(refs, "stm32h7", tmp_path / "ref",
+                      source=harness_source(refs).replace("tsr_cmsis_resize(&a", "tsr_resize(&a"))
+    for k, i in enumerate(measured):
+        assert ref[k][1] and results[i][2] < ref[k][2], (results[i], ref[k])
+    print("resize: " + "; ".join(f"{n} {results[i][2]} instructions, tsr_resize {ref[k][2]} "
+                                 f"({results[i][2] / ref[k][2]:.3f}x)"
+                                 for k, (i, n) in enumerate(zip(measured, ("nearest 10x10x64 -> 20x20x64",
+                                                                          "ONNX bilinear 8x8x16 -> 16x16x16",
+                                                                          "TFLite bilinear 6x6x64 -> 12x12x64")))))
+
+
+@pytest.mark.qemu
+def test_dilated_convolution_under_qemu(tmp_path):
+    """tsr_cmsis_conv2d_dilated (dilated.c) against the golden model: 1D
+    (a TCN's [1, k] kernels dilated 2 and 4, causal padding) and 2D
+    dilations, strides, odd channel counts (a scalar tail of the window),
+    half-up, floor with an additive term and TFLite's rounding, per channel
+    or per tensor; and fewer instructions than tsr_conv2d's dilated loop."""
+    from cmsis_cases import Case, _requant, _tflite_requant, golden_requant
+    from tessera.golden import ops
+
+    rng = np.random.default_rng(37)
+    specs = [  # (in HWC, kernel, stride, dilation, pad t l b r, out_c, form)
+        ((1, 64, 16), (1, 3), (1, 1), (1, 2), (0, 4, 0, 0), 16, "half_up"),
+        ((1, 40, 16), (1, 3), (1, 1), (1, 4), (0, 8, 0, 0), 16, "tflite"),
+        ((9, 9, 5), (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 7, "half_up"),
+        ((10, 8, 3), (3, 2), (2, 1), (3, 2), (1, 0, 2, 1), 5, "floor"),
+        ((8, 8, 16), (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 16, "tflite"),
+    ]
+    case_list = []
+    for (h, w, ci), (kh, kw), (sh, sw), (dh, dw), pad, co, form in specs:
+        x = rng.integers(-128, 128, (h, w, ci)).astype(np.int8)
+        wt = rng.integers(-128, 128, (co, kh, kw, ci)).astype(np.int8)
+        bias = rng.integers(-2**14, 2**14, co).astype(np.int32)
+        off = int(rng.integers(-127, 129))
+        acc = ops.conv2d(x, wt, bias, off, (kh, kw), (sh, sw), pad, (dh, dw))
+        top = int(np.abs(acc).max())
+        rq = _tflite_requant(rng, co, top) if form == "tflite" else _requant(rng, co, top, cmsis=form == "half_up")
+        want = golden_requant(acc, rq)
+        ho, wo = acc.shape[:2]
+        patch = kh * kw * ci
+        f = {"in_h": h, "in_w": w, "in_c": ci, "out_h": ho, "out_w": wo, "out_c": co, "kh": kh, "kw": kw,
+             "sh": sh, "sw": sw, "pad_t": pad[0], "pad_l": pad[1], "pad_b": pad[2], "pad_r": pad[3],
+             "input_offset": off, "dh": dh, "dw": dw}
+        case_list.append(Case("conv2d_dilated", f, {"in": x, "weights": wt, "bias": bias}, want, rq,
+                              scratch=4 * patch + 12, macs=want.size * patch))
+    results = run_harness(case_list, "stm32h7", tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad)
+    measured = [0, 4]
+    refs = [case_list[i] for i in measured]
+    (tmp_path / "ref").mkdir()
+    ref = run_harness(refs, "stm32h7", tmp_path / "ref",
+                      source=harness_source(refs).replace("tsr_cmsis_conv2d_dilated(&a", "tsr_conv2d(&a"))
+    for k, i in enumerate(measured):
+        assert ref[k][1] and results[i][2] < ref[k][2], (results[i], ref[k])
+    print("dilated conv2d: " + "; ".join(
+        f"{n} {results[i][2]} instructions, tsr_conv2d {ref[k][2]} ({results[i][2] / ref[k][2]:.3f}x)"
+        for k, (i, n) in enumerate(zip(measured, ("1D 64x16 -> 64x16, k 3, d 2", "8x8x16 -> 8x8x16, 3x3, d 2")))))

@@ -161,6 +161,7 @@ def needs(*tools):
                                           ("stm32h7", "torch_mbv3_small_se"), ("stm32h7", "tflite_seg_se_hardswish"),
                                           ("gap8", "tflite_keras_permute"), ("gap8", "torch_audio1d_softmax"),
                                           ("gap8", "torch_tcn_dilated"), ("gap8", "torch_segnet_resize_concat"),
+                                          ("stm32h7", "torch_tcn_dilated"),
                                           ("stm32h7", "tflite_uint8_detector"), ("stm32h7", "tflite_tf1_uint8_qat"),
                                           ("stm32h7", "torch_detect_heads"), ("gap8", "tflite_kws_flat"),
                                           ("gap8", "tf2onnx_uint8_detector"), ("gap8", "tflite_uint8_detector"),
@@ -174,10 +175,15 @@ def test_corpus_model_is_bit_exact_under_qemu(tmp_path, target, name):
     rep = report(out, target, name)
     assert rep["verdict"] == "pass" and all(layer["match"] for layer in rep["layers"])
     if target == "stm32h7":
-        # table activations (sigmoid, hard swish), squeeze-and-excitation
-        # products and concatenations on the library's kernels
-        ops = [(layer["op"], layer["kernel"]) for layer in rep["layers"] if layer["op"] in ("lut", "mul", "concat")]
+        # table activations (sigmoid, hard swish, a table per channel),
+        # squeeze-and-excitation products, concatenations and resizes on the
+        # library's kernels
+        ops = [(layer["op"], layer["kernel"]) for layer in rep["layers"]
+               if layer["op"] in ("lut", "mul", "concat", "resize")]
         assert all(k == "tsr_cmsis_" + op for op, k in ops), ops
+        # dilated convolutions (the TCN's 1D, the segmentation net's 2D) on dilated.c
+        dilated = [layer["kernel"] for layer in rep["layers"] if layer["kernel"] == "tsr_cmsis_conv2d_dilated"]
+        assert len(dilated) == {"torch_tcn_dilated": 2, "tflite_seg_se_hardswish": 1}.get(name, 0), dilated
     if (target, name) == ("stm32h7", "tflite_tf1_uint8_qat"):
         # uint8 weights (a weight offset) on the library's DSP kernels, not the reference ones
         convs = [layer["kernel"] for layer in rep["layers"] if layer["op"] in ("conv2d", "pointwise", "depthwise")]
@@ -388,6 +394,7 @@ def test_corpus_resize_too_large_for_l1_runs_in_channel_blocks(tmp_path):
     # 16 * 16 * 16 + 32 * 32 * 16 bytes, more than the 16384 of L1
     up2 = next(layer for layer in rep["layers"] if layer["name"] == "up2_Resize")
     assert up2["n_tiles"] > 1 and up2["l1_bytes"] <= 16384 < 16 * 16 * 16 + 32 * 32 * 16
+    assert {layer["kernel"] for layer in rep["layers"] if layer["op"] == "resize"} == {"tsr_cmsis_resize"}
 
 
 # ---- forms of real exports that once stopped the import (issue 26) -------------------

@@ -3,22 +3,49 @@
  * tessera. When every input shares the output's quantization (TFLite's
  * concatenations, most ONNX ones) each run is a copy, eight bytes a turn
  * (two words: ldr and str take any alignment on ARMv7-M), not picolibc's
- * byte loop behind memcpy; concatenations that rescale an input stay on
- * the reference kernel (tsr_concat).
+ * byte loop behind memcpy. An input with quantization of its own (ONNX
+ * Runtime's QDQ concat) is a function of its int8 value alone: its 256
+ * requantized values are computed once (tsr_requantize, so exactly the
+ * reference's) and its runs looked up four bytes a word, input by input;
+ * an input of fewer values than the table stays on the reference's
+ * per-value requantization.
  */
 #include "tessera/cmsis_nn.h"
 #include "tessera/kernels.h"
+#include "tsr_bytes.h"
 #include "tsr_dsp.h"
 
-static void copy_run(int8_t *y, const int8_t *x, int32_t n)
+/* inputs rescaled to the output's parameters, one input at a time (one
+ * table of 256 values on the stack) */
+static void rescaled(const tsr_concat_args_t *a)
 {
-    for (; n >= 8; n -= 8, x += 8, y += 8) {
-        const uint32_t lo = tsr_ld32(x), hi = tsr_ld32(x + 4);
-        tsr_st32(y, lo);
-        tsr_st32(y + 4, hi);
+    int32_t total = 0, before = 0;
+    for (int32_t i = 0; i < a->n_in; i++)
+        total += a->inner[i];
+    for (int32_t i = 0; i < a->n_in; before += a->inner[i], i++) {
+        const int32_t n = a->inner[i], mul = a->in_mul[i], off = a->in_offset[i];
+        const int8_t *x = a->in[i];
+        int8_t *y = a->out + before;
+        if ((int64_t)a->outer * n < 512) {
+            for (int32_t o = 0; o < a->outer; o++, x += n, y += total)
+                for (int32_t k = 0; k < n; k++)
+                    y[k] = (int8_t)tsr_requantize((int64_t)(x[k] + off) * mul, a->rq, 0);
+            continue;
+        }
+        uint8_t map[256];
+        int identity = 1;
+        for (int32_t v = -128; v < 128; v++) {
+            const int32_t r = tsr_requantize((int64_t)(v + off) * mul, a->rq, 0);
+            map[v + 128] = (uint8_t)r;
+            identity = identity && r == v;
+        }
+        for (int32_t o = 0; o < a->outer; o++, x += n, y += total) {
+            if (identity)
+                tsr_copy_run(y, x, n);
+            else
+                tsr_map_run(y, x, n, map + 128);
+        }
     }
-    for (; n > 0; n--)
-        *y++ = *x++;
 }
 
 void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores)
@@ -34,13 +61,13 @@ void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores)
     for (int32_t i = 0; i < a->n_in; i++)
         copy = copy && a->in_mul[i] == 1 && a->in_offset[i] == 0;
     if (!copy) {
-        tsr_concat(a, 0, 1);
+        rescaled(a);
         return;
     }
     int8_t *y = a->out;
     for (int32_t o = 0; o < a->outer; o++)
         for (int32_t i = 0; i < a->n_in; i++) {
-            copy_run(y, a->in[i] + o * a->inner[i], a->inner[i]);
+            tsr_copy_run(y, a->in[i] + o * a->inner[i], a->inner[i]);
             y += a->inner[i];
         }
 }

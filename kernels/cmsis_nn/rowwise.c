@@ -5,10 +5,12 @@
  * Deeploy's iLayerNorm) and the lookup table (GELU, Erf). The arithmetic is
  * tessera/rowwise.h's: the reference kernels' results in 32-bit words,
  * per-row constants hoisted; here the rows' sums with the DSP extension
- * (two int8 lanes a smlad), and the table lookups a word in, a word out.
+ * (two int8 lanes a smlad), and the table lookups a word in, a word out
+ * (one table, or one per channel).
  */
 #include "tessera/cmsis_nn.h"
 #include "tessera/rowwise.h"
+#include "tsr_bytes.h"
 #include "tsr_dsp.h"
 
 /* rows [begin, end) of `core`: chunks of ceil(n / ncores), as the reference kernels */
@@ -61,21 +63,36 @@ void tsr_cmsis_layernorm(const tsr_layernorm_args_t *a, int core, int ncores)
     tsr_rw_layernorm_rows(a, p0, p1, row_sums);
 }
 
+/* a table per channel (PReLU slopes): four channels a word, their tables
+ * 256 bytes apart, so each lookup's base is the group's plus a constant */
+static void lut_channels(const tsr_lut_args_t *a, int32_t p0, int32_t p1)
+{
+    const int32_t C = a->c;
+    for (int32_t p = p0; p < p1; p++) {
+        const int8_t *x = a->in + (size_t)p * C;
+        int8_t *y = a->out + (size_t)p * C;
+        const uint8_t *t = (const uint8_t *)a->table + 128;
+        int32_t c = 0;
+        for (; c + 4 <= C; c += 4, t += 1024) {
+            const uint32_t w = tsr_ld32(x + c);
+            tsr_st32(y + c, (uint32_t)t[(int8_t)w] | (uint32_t)t[256 + (int8_t)(w >> 8)] << 8
+                            | (uint32_t)t[512 + (int8_t)(w >> 16)] << 16
+                            | (uint32_t)t[768 + (int8_t)(w >> 24)] << 24);
+        }
+        for (; c < C; c++, t += 256)
+            y[c] = (int8_t)t[x[c]];
+    }
+}
+
 void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores)
 {
     const uint8_t *t = (const uint8_t *)a->table + 128;
-    int32_t p0, p1, j;
+    int32_t p0, p1;
+    share(a->pixels, core, ncores, &p0, &p1);
     if (a->per_channel) {
-        tsr_lut(a, core, ncores);
+        lut_channels(a, p0, p1);
         return;
     }
-    share(a->pixels, core, ncores, &p0, &p1);
     p0 *= a->c, p1 *= a->c;
-    for (j = p0; j + 4 <= p1; j += 4) {
-        const uint32_t w = tsr_ld32(a->in + j);
-        tsr_st32(a->out + j, (uint32_t)t[(int8_t)w] | (uint32_t)t[(int8_t)(w >> 8)] << 8
-                             | (uint32_t)t[(int8_t)(w >> 16)] << 16 | (uint32_t)t[(int8_t)(w >> 24)] << 24);
-    }
-    for (; j < p1; j++)
-        a->out[j] = (int8_t)t[a->in[j]];
+    tsr_map_run(a->out + p0, a->in + p0, p1 - p0, t);
 }

@@ -29,12 +29,20 @@ void tsr_cmsis_maxpool(const tsr_pool_args_t *a, int core, int ncores);
 /* tessera's own semantics (CMSIS-NN's differ), DSP-optimized here */
 void tsr_cmsis_avgpool(const tsr_pool_args_t *a, int core, int ncores);
 void tsr_cmsis_add(const tsr_add_args_t *a, int core, int ncores);
-/* a concatenation whose inputs share the output's quantization, word copies
- * (concat.c); rescaled inputs on tsr_concat */
+/* a concatenation (concat.c): inputs sharing the output's quantization as
+ * word copies, rescaled ones through a table of their 256 values */
 void tsr_cmsis_concat(const tsr_concat_args_t *a, int core, int ncores);
 /* a product of two tensors of one shape or a tensor and a [1, 1, C] vector,
  * per-tensor requantization in a fast form (mul.c); the rest on tsr_mul */
 void tsr_cmsis_mul(const tsr_binary_args_t *a, int core, int ncores);
+/* a resize (resize.c): nearest as copies of pixels and rows (or a table of the
+ * 256 requantized values), bilinear four channels a turn with smlad; sums
+ * past int32 on tsr_resize */
+void tsr_cmsis_resize(const tsr_resize_args_t *a, int core, int ncores);
+/* a dilated conv2d (dilated.c): each window gathered into an int16 column,
+ * two output channels per smlad pass, tsr_requantize's requantization;
+ * int32 outputs, weight offsets and planes on tsr_conv2d */
+void tsr_cmsis_conv2d_dilated(const tsr_conv_args_t *a, int core, int ncores);
 /* the IR's matmul with the DSP extension (matmul.c): a->scratch holds b's
  * columns transposed (K rounded up to 4 bytes each), their sums and two
  * rows of a as int16 pairs */

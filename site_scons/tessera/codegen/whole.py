@@ -23,8 +23,10 @@ SOFTMAX_MODES = {"isoftmax": 1, "itamax": 2, "itapartialmax": 3}
 from .libraries import library, reference
 
 # the whole-tensor ops whose kernel the target's library chooses (its
-# row-wise and movement kernels); the rest run the reference kernels on every library
-OWN_KERNELS = ("softmax", "layernorm", "transpose")
+# row-wise and movement kernels, concatenation, resize and broadcast
+# products, each taking the reference's arguments); the rest run the
+# reference kernels on every library
+OWN_KERNELS = ("softmax", "layernorm", "transpose", "concat", "resize", "mul")
 
 
 def _shape(s):
@@ -191,13 +193,13 @@ def _split_lines(layer, graph, split):
     return fields, [box(graph.tensor(n)) for n in layer.inputs], box(y)
 
 
-def _concat_slices(name, layer, graph, tiling, plan_slice, L2, buf, out, decl, body):
+def _concat_slices(name, layer, graph, tiling, plan_slice, L2, buf, out, decl, body, kernel):
     """A concat along H or W too large for L1 at once: each input in turn, in
     slices of t along the axis, rescaled into its place in the output."""
     axis = layer.axis
     t = tiling["tile"]["hwc"[axis]]
     y = graph.tensor(layer.output)
-    lines = [f"static void compute(void *args)\n{{\n    tsr_concat((const tsr_concat_args_t *)args, "
+    lines = [f"static void compute(void *args)\n{{\n    {kernel}((const tsr_concat_args_t *)args, "
              "hal_core_id(), hal_num_cores());\n}\n", f"void {name}(void)\n{{", "    hal_dma_job_t job = {0};",
              "    tsr_concat_args_t a = {0};"]
     lines += ["    " + line for line in body if line.startswith(("tsr_requant_t", "rq.", "a.rq"))]
@@ -276,10 +278,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if layer.op == "reshape":
         text.extend(_reshape_body(name, layer, graph, plan_slice, L2, ins[0], block if split else y.shape[0]))
         return "\n".join(text) + "\n"
-    if split == "k":
-        text.extend(_concat_slices(name, layer, graph, tiling, plan_slice, L2, ins[0], out, decl, body))
-        return "\n".join(text) + "\n"
     kernel = lib.kernel_function(layer, graph) if own else reference.kernel_function(layer, graph)
+    if split == "k":
+        text.extend(_concat_slices(name, layer, graph, tiling, plan_slice, L2, ins[0], out, decl, body, kernel))
+        return "\n".join(text) + "\n"
     text.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                 f"hal_core_id(), hal_num_cores());\n}}\n")
     text.append(f"void {name}(void)\n{{")

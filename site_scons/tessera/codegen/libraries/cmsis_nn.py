@@ -35,7 +35,7 @@ HEADERS = ("tessera/cmsis_nn.h",)
 KERNELS = {"conv2d": "tsr_cmsis_conv2d", "pointwise": "tsr_cmsis_pointwise", "depthwise": "tsr_cmsis_depthwise",
            "linear": "tsr_cmsis_linear", "maxpool": "tsr_cmsis_maxpool", "avgpool": "tsr_cmsis_avgpool",
            "add": "tsr_cmsis_add", "matmul": "tsr_cmsis_matmul",
-           "concat": "tsr_cmsis_concat", "mul": "tsr_cmsis_mul"}
+           "concat": "tsr_cmsis_concat", "mul": "tsr_cmsis_mul", "resize": "tsr_cmsis_resize"}
 
 # the recurrent step and projection (codegen.recurrent, kernels/cmsis_nn/recurrent.c)
 ONNX_RECURRENT = "tsr_cmsis_onnx_rnn_step"
@@ -131,6 +131,8 @@ def _tflite_add(layer, graph):
 ROWWISE = {"softmax": "tsr_cmsis_softmax", "layernorm": "tsr_cmsis_layernorm", "lut": "tsr_cmsis_lut"}
 # data movement (movement.c): any transpose, the reference's rows moved in words
 MOVEMENT = {"transpose": "tsr_cmsis_transpose"}
+# a dilated conv2d (dilated.c), the reference's arguments
+DILATED = "tsr_cmsis_conv2d_dilated"
 
 
 def kernel_function(layer, graph):
@@ -147,8 +149,11 @@ def kernel_function(layer, graph):
         return {"lstm": RECURRENT[0], "ops": KERNELS["linear"]}.get(layer.rnn["cell"], ONNX_RECURRENT)
     if layer.op == "matmul" and reference.reference_only(layer, graph) is None:
         return KERNELS["matmul"]      # tessera's requantization in the kernel (any offsets, planes)
-    if layer.op in ("concat", "mul"):  # the reference's arguments: concat.c, mul.c
+    if layer.op in ("concat", "mul", "resize"):  # the reference's arguments: concat.c, mul.c, resize.c
         return KERNELS[layer.op]
+    if (layer.op == "conv2d" and layer.dilation and list(layer.dilation) != [1, 1]
+            and reference.reference_only(replace(layer, dilation=None), graph) is None):
+        return DILATED   # dilated.c: any requantization; the rest it hands to tsr_conv2d
     if reference.reference_only(layer, graph) is None and layer.op in KERNELS:
         if cmsis_semantics(layer) is None:
             return KERNELS[layer.op]
