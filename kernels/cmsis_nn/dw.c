@@ -307,6 +307,295 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
     dw3x3_pick(mode, full)(d, ch, &run);
 }
 
+/*
+ * 16-bit planes (a 3x3 filter, stride 1 or 2, any padding). Per group of
+ * four channels and band of output rows, the input rows the band reads are
+ * widened once into one int16 plane per channel, input_offset added and
+ * the padding stored as zeros, so every window is inside its plane and the
+ * border windows run the interior's loop. A plane word holds two
+ * neighbouring columns of one channel: two taps per smlad. Two outputs of
+ * a channel at once: at stride 1 out(x) = smlad(x01, w01) + smlabt(x23,
+ * w12), out(x + 1) = smlatb(x01, w01) + smlad(x23, w12), per filter row
+ * (w01 = (w0, w1), w12 = (w1, w2)): six loads and eight MACs per row and
+ * pair, against eight loads and sign extensions and eight MACs per tap of
+ * four channels on bytes. A band's accumulators are stored, then
+ * requantized in one loop: the taps' loop keeps its 12 registers. Scratch
+ * past the sign-extended filter (library.yaml: `planes`): 40 words of
+ * filter pairs, biases and loop steps, the band's planes, its accumulators.
+ */
+/* the pair of 16-bit lanes (lo, hi) */
+TSR_INLINE uint32_t dwp_pack(int32_t lo, int32_t hi)
+{
+    return ((uint32_t)lo & 0xffffu) | ((uint32_t)hi << 16);
+}
+
+/* Plane geometry of one call: row width rw (halfwords, even), the band's
+ * output rows `rows`, its input rows and one plane's halfwords; 0 rows when
+ * three input rows do not fit. After the planes, the band's accumulators
+ * (rows * out_w + 1 words). */
+typedef struct {
+    int32_t rw, rows, in_rows, ps;
+} dwp_geom_t;
+
+static int32_t dwp_bytes(const tsr_dw_t *d, int32_t rw, int32_t rows)
+{
+    return 4 * 2 * rw * ((rows - 1) * d->sh + 3) + 4 * (rows * d->out_w + 1);
+}
+
+static dwp_geom_t dwp_geom(const tsr_dw_t *d, int32_t room)
+{
+    dwp_geom_t g = {0, 0, 0, 0};
+    /* columns read: the windows of pairs of outputs, four (stride 1) or six
+     * (stride 2) from the first's, a last lone output's too */
+    const int32_t first = (d->out_w - 1) & ~1;
+    int32_t cols = d->sw == 1 ? first + 4 : first * 2 + 6;
+    if (cols < d->pl + d->in_w)
+        cols = d->pl + d->in_w;
+    g.rw = (cols + 1) & ~1;
+    room -= 4 * 40;
+    if (room < dwp_bytes(d, g.rw, 1))
+        return g;
+    int32_t rows = 1;
+    while (rows < d->out_h && dwp_bytes(d, g.rw, rows + 1) <= room)
+        rows++;
+    g.rows = rows;
+    g.in_rows = (rows - 1) * d->sh + 3;
+    g.ps = g.in_rows * g.rw;
+    return g;
+}
+
+/* Input columns [0, n) of one row, four channels from src (pixel stride c),
+ * into four plane rows ps halfwords apart from column `col` on. */
+static void dwp_widen(const int8_t *src, int32_t c, int32_t n, int16_t *dst, int32_t ps, int32_t off2, int32_t col)
+{
+    int16_t *d0 = dst + col;
+    int32_t i = 0;
+    /* a lone first column, so that the pairs' words are aligned */
+    if (col & 1 && n > 0) {
+        const uint32_t v = tsr_ld32(src);
+        const int32_t x02 = tsr_sxtab16(off2, v), x13 = tsr_sxtab16_ror8(off2, v);
+        d0[0] = (int16_t)x02;
+        d0[ps] = (int16_t)x13;
+        d0[2 * ps] = (int16_t)(x02 >> 16);
+        d0[3 * ps] = (int16_t)(x13 >> 16);
+        i = 1;
+    }
+    for (; i + 1 < n; i += 2) {
+        const uint32_t va = tsr_ld32(src + i * c), vb = tsr_ld32(src + (i + 1) * c);
+        const int32_t a02 = tsr_sxtab16(off2, va), a13 = tsr_sxtab16_ror8(off2, va);
+        const int32_t b02 = tsr_sxtab16(off2, vb), b13 = tsr_sxtab16_ror8(off2, vb);
+        uint32_t *w = (uint32_t *)(void *)(d0 + i);
+        w[0] = ((uint32_t)a02 & 0xffffu) | ((uint32_t)b02 << 16);
+        w[ps / 2] = ((uint32_t)a13 & 0xffffu) | ((uint32_t)b13 << 16);
+        w[ps] = ((uint32_t)b02 & 0xffff0000u) | ((uint32_t)a02 >> 16);
+        w[3 * ps / 2] = ((uint32_t)b13 & 0xffff0000u) | ((uint32_t)a13 >> 16);
+    }
+    if (i < n) {
+        const uint32_t v = tsr_ld32(src + i * c);
+        const int32_t x02 = tsr_sxtab16(off2, v), x13 = tsr_sxtab16_ror8(off2, v);
+        d0[i] = (int16_t)x02;
+        d0[ps + i] = (int16_t)x13;
+        d0[2 * ps + i] = (int16_t)(x02 >> 16);
+        d0[3 * ps + i] = (int16_t)(x13 >> 16);
+    }
+}
+
+/* One band's planes: output rows from oy0 read input rows from
+ * oy0 * sh - pt; rows outside the input are zeros. The border columns
+ * were zeroed once per call. */
+static void dwp_fill(const tsr_dw_t *d, int16_t *pl, const dwp_geom_t *g, int32_t ch, int32_t oy0, int32_t rows)
+{
+    const int32_t iy0 = oy0 * d->sh - d->pt, in_rows = (rows - 1) * d->sh + 3, off2 = tsr_dup16(d->in_off);
+    const int32_t n = d->in_w < g->rw - d->pl ? d->in_w : g->rw - d->pl;
+    for (int32_t r = 0; r < in_rows; r++) {
+        const int32_t iy = iy0 + r;
+        int16_t *row = pl + r * g->rw;
+        if (iy < 0 || iy >= d->in_h) {
+            for (int32_t k = 0; k < 4; k++)
+                for (int32_t x = d->pl; x < d->pl + n; x++)
+                    row[k * g->ps + x] = 0;
+        } else {
+            dwp_widen(d->in + iy * d->in_w * d->c + ch, d->c, n, row, g->ps, off2, d->pl);
+        }
+    }
+}
+
+/* the border columns of every plane row: zero, once per call */
+static void dwp_borders(const tsr_dw_t *d, int16_t *pl, const dwp_geom_t *g)
+{
+    const int32_t n = d->in_w < g->rw - d->pl ? d->in_w : g->rw - d->pl;
+    for (int32_t r = 0; r < 4 * g->in_rows; r++) {
+        int16_t *row = pl + r * g->rw;
+        for (int32_t x = 0; x < d->pl; x++)
+            row[x] = 0;
+        for (int32_t x = d->pl + n; x < g->rw; x++)
+            row[x] = 0;
+    }
+}
+
+/* One band of one channel: its plane, filter pairs wf (three rows of
+ * (w01, w12), then the bias), the outputs of `rows` rows from out (pixel
+ * stride c), acc: the band's accumulators. */
+typedef struct {
+    const int16_t *plane;
+    const int32_t *wf;
+    int8_t *out;
+    int32_t *acc;
+    int32_t rows, rw, sh, sw, out_w, c;
+    tsr_rqc_t rq;
+} dwp_band_t;
+
+#if TSR_DW_ASM
+#define DWP_ROW1(X, WOFF)                                      \
+    "ldrd %[x0], %[x1], [" X "]\n\t"                           \
+    "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
+    "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
+    "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
+    "smlad %[a1], %[x1], %[w1], %[a1]\n\t"
+#define DWP_ROW2(X, WOFF)                                      \
+    "ldrd %[x0], %[x1], [" X "]\n\t"                           \
+    "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
+    "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
+    "ldr %[x0], [" X ", #8]\n\t"                               \
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
+    "smlad %[a1], %[x1], %[w0], %[a1]\n\t"                     \
+    "smlabt %[a1], %[x0], %[w1], %[a1]\n\t"
+/* wf: a channel's six filter pairs, its bias, the pairs per row, the
+ * bytes from a row's last window to the next row's first, the bytes of
+ * accumulators to step back at a row's end (a lone last output) */
+#define DWP_LOOP(ROW, STEP)                                                                 \
+    __asm__ volatile("2:\n\t"                                                                \
+                     "ldr %[n], [%[wf], #28]\n\t"                                           \
+                     "1:\n\t"                                                                \
+                     "ldr %[a0], [%[wf], #24]\n\t"                                          \
+                     "mov %[a1], %[a0]\n\t" ROW("%[p]", "0") "add %[t], %[p], %[row]\n\t"   \
+                     ROW("%[t]", "8") "add %[t], %[t], %[row]\n\t" ROW("%[t]", "16")         \
+                     "add %[p], %[p], #" STEP "\n\t"                                         \
+                     "strd %[a0], %[a1], [%[acc]], #8\n\t"                                   \
+                     "subs %[n], %[n], #1\n\t"                                               \
+                     "bne 1b\n\t"                                                            \
+                     "ldrd %[t], %[n], [%[wf], #32]\n\t"                                     \
+                     "add %[p], %[p], %[t]\n\t"                                              \
+                     "add %[acc], %[acc], %[n]\n\t"                                          \
+                     "subs %[rows], %[rows], #1\n\t"                                         \
+                     "bne 2b\n\t"                                                            \
+                     : [p] "+&r"(p), [acc] "+&r"(acc), [rows] "+&r"(rows), [n] "=&r"(n), [t] "=&r"(t), \
+                       [a0] "=&r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0), \
+                       [w1] "=&r"(w1)                                                          \
+                     : [row] "r"(row), [wf] "r"(wf)                                           \
+                     : "cc", "memory")
+#endif
+
+/* the accumulators of `rows` >= 1 rows of outputs (wf[7] pairs each, a
+ * last lone output as a pair whose other half the next row overwrites)
+ * from the window at p on (row: the plane's row stride in bytes), into acc */
+static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *acc, int32_t rows, int32_t sw)
+{
+#if TSR_DW_ASM
+    const int16_t *t;
+    int32_t n, a0, a1, x0, x1, w0, w1;
+    if (sw == 1)
+        DWP_LOOP(DWP_ROW1, "4");
+    else
+        DWP_LOOP(DWP_ROW2, "8");
+#else
+    for (; rows > 0; rows--) {
+        for (int32_t n = wf[7]; n > 0; n--, p += 2 * sw, acc += 2) {
+            int32_t a0 = wf[6], a1 = wf[6];
+            for (int32_t ky = 0; ky < 3; ky++) {
+                const int16_t *x = (const int16_t *)(const void *)((const int8_t *)p + ky * row);
+                const int32_t w0 = (int16_t)(uint16_t)(uint32_t)wf[2 * ky];
+                const int32_t w1 = (int16_t)((uint32_t)wf[2 * ky] >> 16);
+                const int32_t w2 = (int16_t)((uint32_t)wf[2 * ky + 1] >> 16);
+                a0 += x[0] * w0 + x[1] * w1 + x[2] * w2;
+                a1 += x[sw] * w0 + x[sw + 1] * w1 + x[sw + 2] * w2;
+            }
+            acc[0] = a0;
+            acc[1] = a1;
+        }
+        p = (const int16_t *)(const void *)((const int8_t *)p + wf[8]);
+        acc = (int32_t *)(void *)((int8_t *)acc + wf[9]);
+    }
+#endif
+}
+
+/* A band of one channel: its accumulators, then every output requantized
+ * in one loop, two at a time. */
+#define DWP_BAND(NAME, MODE, FULL)                                                                          \
+    static __attribute__((noinline)) void NAME(const dwp_band_t *b, int32_t lo, int32_t hi)                  \
+    {                                                                                                       \
+        dwp_rows(b->plane, b->rw * 2, b->wf, b->acc, b->rows, b->sw);                                       \
+        const tsr_rqc_t rq = b->rq;                                                                         \
+        const int32_t *acc = b->acc, c = b->c;                                                              \
+        int8_t *o = b->out;                                                                                 \
+        int32_t n = b->rows * b->out_w;                                                                     \
+        for (; n > 1; n -= 2, o += 2 * c, acc += 2) {                                                       \
+            const int32_t v0 = acc[0], v1 = acc[1];                                                         \
+            o[0] = tsr_rq_clamp(tsr_rq_val(v0, rq, MODE), lo, hi, FULL);                                    \
+            o[c] = tsr_rq_clamp(tsr_rq_val(v1, rq, MODE), lo, hi, FULL);                                    \
+        }                                                                                                   \
+        if (n)                                                                                              \
+            o[0] = tsr_rq_clamp(tsr_rq_val(acc[0], rq, MODE), lo, hi, FULL);                                \
+    }
+DWP_BAND(dwp_hu_full, TSR_RQ_HU, 1)
+DWP_BAND(dwp_hu, TSR_RQ_HU, 0)
+DWP_BAND(dwp_tfl_full, TSR_RQ_TFL, 1)
+DWP_BAND(dwp_tfl, TSR_RQ_TFL, 0)
+DWP_BAND(dwp_tflw, TSR_RQ_TFLW, 0)
+DWP_BAND(dwp_k64, TSR_RQ_K64, 0)
+#undef DWP_BAND
+
+typedef void (*dwp_fn)(const dwp_band_t *, int32_t, int32_t);
+
+static dwp_fn dwp_pick(int mode, int full)
+{
+    static const dwp_fn fns[6] = {dwp_hu_full, dwp_hu, dwp_tfl_full, dwp_tfl, dwp_tflw, dwp_k64};
+    return fns[mode == TSR_RQ_HU ? !full : mode == TSR_RQ_TFL ? 2 + !full : mode == TSR_RQ_TFLW ? 4 : 5];
+}
+
+/* Group g (channels [4g, 4g + 4)) band by band; wf: room for four
+ * channels' filter pairs, bias and loop steps (40 words), then the planes
+ * pl, then the * band's accumulators. */
+static void dwp_group(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, int mode, int full, const dwp_geom_t *pg,
+                      int32_t *wf, int16_t *pl, const int8_t *w)
+{
+    const int32_t c = d->c, ch = g * 4;
+    for (int32_t k = 0; k < 4; k++) {
+        for (int32_t ky = 0; ky < 3; ky++) {
+            int32_t t[3];
+            for (int32_t kx = 0; kx < 3; kx++)
+                t[kx] = w[(ky * 3 + kx) * c + ch + k] * (1 + q->dbl);
+            wf[k * 10 + ky * 2] = (int32_t)dwp_pack(t[0], t[1]);
+            wf[k * 10 + ky * 2 + 1] = (int32_t)dwp_pack(t[1], t[2]);
+        }
+        wf[k * 10 + 6] = q->bias[k];
+        wf[k * 10 + 7] = (d->out_w + 1) >> 1;
+        wf[k * 10 + 8] = 2 * (pg->rw * d->sh - wf[k * 10 + 7] * 2 * d->sw);
+        wf[k * 10 + 9] = d->out_w & 1 ? -4 : 0;
+    }
+    const dwp_fn run = dwp_pick(mode, full);
+    dwp_band_t b;
+    b.rw = pg->rw;
+    b.sh = d->sh;
+    b.sw = d->sw;
+    b.out_w = d->out_w;
+    b.c = c;
+    b.acc = (int32_t *)(void *)(pl + 4 * pg->ps);
+    for (int32_t oy0 = 0; oy0 < d->out_h; oy0 += pg->rows) {
+        const int32_t rows = d->out_h - oy0 < pg->rows ? d->out_h - oy0 : pg->rows;
+        dwp_fill(d, pl, pg, ch, oy0, rows);
+        b.rows = rows;
+        for (int32_t k = 0; k < 4; k++) {
+            b.plane = pl + k * pg->ps;
+            b.wf = wf + k * 10;
+            b.out = d->out + oy0 * d->out_w * c + ch + k;
+            b.rq = q->rq[k];
+            run(&b, q->lo, q->hi);
+        }
+    }
+}
+
 /* A channel past the last group of four, every output pixel. */
 static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_t bias, int32_t dbl, int mode)
 {
@@ -346,7 +635,6 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     d.in_w = k->g.in_w;
     d.c = c;
     d.w = k->w;
-    d.wx = NULL;
     d.kh = k->g.kh;
     d.kw = k->g.kw;
     d.sh = k->g.sh;
@@ -357,23 +645,18 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     d.out = k->g.out;
     d.out_h = k->g.out_h;
     d.out_w = k->g.out_w;
-    if (k->wx && groups > 0) {
-        /* sign-extend the filter once, each group's taps together:
-         * [group][tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
-        int32_t *wx = k->wx;
-        for (int32_t g = 0; g < groups; g++)
-            for (int32_t t = 0; t < taps; t++) {
-                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
-                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
-                if (dbl) {
-                    a = tsr_sadd16(a, a);
-                    b = tsr_sadd16(b, b);
-                }
-                wx[(g * taps + t) * 2] = a;
-                wx[(g * taps + t) * 2 + 1] = b;
-            }
-        d.wx = wx;
+    /* a 3x3 filter on 16-bit planes when its band of rows fits past wx */
+    dwp_geom_t pg = {0, 0, 0, 0};
+    int32_t *wf = NULL;
+    int16_t *pl = NULL;
+    if (k->wx && groups > 0 && d.kh == 3 && d.kw == 3 && (d.sh == 1 || d.sh == 2) && (d.sw == 1 || d.sw == 2)) {
+        pg = dwp_geom(&d, k->room - ((2 * taps * c + 3) & ~3));
+        wf = (int32_t *)(void *)((int8_t *)k->wx + ((2 * taps * c + 3) & ~3));
+        pl = (int16_t *)(void *)(wf + 40);
+        if (pg.rows > 0)
+            dwp_borders(&d, pl, &pg);
     }
+    d.wx = k->wx;
     const int full = k->q.lo == -128 && k->q.hi == 127;
     for (int32_t g = 0; g < groups; g++) {
         tsr_dw_q4_t q;
@@ -386,6 +669,24 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
             q.bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
             if (m != TSR_RQ_ANY)
                 q.rq[i] = tsr_rqc(&q.q, i, m);
+        }
+        if (pg.rows > 0 && m != TSR_RQ_ANY) {
+            dwp_group(&d, g, &q, m, full, &pg, wf, pl, k->w);
+            continue;
+        }
+        if (k->wx) {
+            /* sign-extend the group's filter, its taps together:
+             * [tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
+            for (int32_t t = 0; t < taps; t++) {
+                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
+                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
+                if (dbl) {
+                    a = tsr_sadd16(a, a);
+                    b = tsr_sadd16(b, b);
+                }
+                k->wx[(g * taps + t) * 2] = a;
+                k->wx[(g * taps + t) * 2 + 1] = b;
+            }
         }
         dw_group_pixels(&d, g, &q, m, full);
     }
