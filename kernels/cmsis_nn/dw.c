@@ -14,9 +14,16 @@
  * worked out once. Windows are clipped to the input, so padded taps cost
  * nothing and contribute 0.
  *
+ * A 3x3 filter at stride 1 with room for it runs on 16-bit planes instead
+ * (below: dwp_*), band of rows by band of rows within each group.
+ *
  * The loop order (groups of four channels outermost, each over every
  * output pixel in raster order, then the channels past the last group one
- * by one) is what tessera's in-place planning models (direct.py).
+ * by one) is what tessera's in-place planning models
+ * (planning/inplace.py). A layer run in place gets no room for the planes
+ * (its scratch there is the filter and its sign-extended copy), so it keeps
+ * that order; the planes' bands would be safe too, reading each input row no
+ * later than the raster order does and writing in the same order.
  */
 #include <stddef.h>
 
