@@ -336,6 +336,17 @@ TSR_INLINE uint32_t dwp_pack(int32_t lo, int32_t hi)
     return ((uint32_t)lo & 0xffffu) | ((uint32_t)hi << 16);
 }
 
+/* a word's low and high 16-bit lanes */
+TSR_INLINE int32_t dwp_lo(int32_t w)
+{
+    return (int16_t)(uint16_t)(uint32_t)w;
+}
+
+TSR_INLINE int32_t dwp_hi(int32_t w)
+{
+    return (int16_t)((uint32_t)w >> 16);
+}
+
 /* Plane geometry of one call: row width rw (halfwords, even), the band's
  * output rows `rows`, its input rows and one plane's halfwords; 0 rows when
  * three input rows do not fit. After the planes, the band's accumulators
@@ -352,10 +363,9 @@ static int32_t dwp_bytes(const tsr_dw_t *d, int32_t rw, int32_t rows)
 static dwp_geom_t dwp_geom(const tsr_dw_t *d, int32_t room)
 {
     dwp_geom_t g = {0, 0, 0, 0};
-    /* columns read: the windows of pairs of outputs, four (stride 1) or six
-     * (stride 2) from the first's, a last lone output's too */
-    const int32_t first = (d->out_w - 1) & ~1;
-    int32_t cols = d->sw == 1 ? first + 4 : first * 2 + 6;
+    /* columns read (stride 1): four from each pair's first output, four
+     * from a lone last one */
+    int32_t cols = ((d->out_w - 1) & ~1) + 4;
     if (cols < d->pl + d->in_w)
         cols = d->pl + d->in_w;
     g.rw = (cols + 1) & ~1;
@@ -479,82 +489,118 @@ typedef struct {
     const int32_t *wf;
     int8_t *out;
     int32_t *acc;
-    int32_t rows, rw, sh, sw, out_w, c;
+    int32_t rows, rw, out_w, c;
     tsr_rqc_t rq;
 } dwp_band_t;
 
 #if TSR_DW_ASM
-#define DWP_ROW1(X, WOFF)                                      \
+#define DWP_ROW(X, WOFF)                                       \
     "ldrd %[x0], %[x1], [" X "]\n\t"                           \
     "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
     "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
     "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
     "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
     "smlad %[a1], %[x1], %[w1], %[a1]\n\t"
-#define DWP_ROW2(X, WOFF)                                      \
+/* one input row X of a lone column's two outputs: a1 (the lower one) with
+ * filter row w0/w1 as loaded, then a0 with filter row WOFF (loaded) */
+#define DWP_COL(X, WOFF)                                       \
     "ldrd %[x0], %[x1], [" X "]\n\t"                           \
+    "smlad %[a1], %[x0], %[w0], %[a1]\n\t"                     \
+    "smlabt %[a1], %[x1], %[w1], %[a1]\n\t"                    \
     "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
     "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
-    "ldr %[x0], [" X ", #8]\n\t"                               \
-    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
-    "smlad %[a1], %[x1], %[w0], %[a1]\n\t"                     \
-    "smlabt %[a1], %[x0], %[w1], %[a1]\n\t"
-/* wf: a channel's six filter pairs, its bias, the pairs per row, the
- * bytes from a row's last window to the next row's first, the bytes of
- * accumulators to step back at a row's end (a lone last output) */
-#define DWP_LOOP(ROW, STEP)                                                                 \
-    __asm__ volatile("2:\n\t"                                                                \
-                     "ldr %[n], [%[wf], #28]\n\t"                                           \
-                     "1:\n\t"                                                                \
-                     "ldr %[a0], [%[wf], #24]\n\t"                                          \
-                     "mov %[a1], %[a0]\n\t" ROW("%[p]", "0") "add %[t], %[p], %[row]\n\t"   \
-                     ROW("%[t]", "8") "add %[t], %[t], %[row]\n\t" ROW("%[t]", "16")         \
-                     "add %[p], %[p], #" STEP "\n\t"                                         \
-                     "strd %[a0], %[a1], [%[acc]], #8\n\t"                                   \
-                     "subs %[n], %[n], #1\n\t"                                               \
-                     "bne 1b\n\t"                                                            \
-                     "ldrd %[t], %[n], [%[wf], #32]\n\t"                                     \
-                     "add %[p], %[p], %[t]\n\t"                                              \
-                     "add %[acc], %[acc], %[n]\n\t"                                          \
-                     "subs %[rows], %[rows], #1\n\t"                                         \
-                     "bne 2b\n\t"                                                            \
-                     : [p] "+&r"(p), [acc] "+&r"(acc), [rows] "+&r"(rows), [n] "=&r"(n), [t] "=&r"(t), \
-                       [a0] "=&r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0), \
-                       [w1] "=&r"(w1)                                                          \
-                     : [row] "r"(row), [wf] "r"(wf)                                           \
-                     : "cc", "memory")
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"
 #endif
 
-/* the accumulators of `rows` >= 1 rows of outputs (wf[7] pairs each, a
- * last lone output as a pair whose other half the next row overwrites)
- * from the window at p on (row: the plane's row stride in bytes), into acc */
-static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *acc, int32_t rows, int32_t sw)
+/* The accumulators of `rows` rows of out_w outputs from the window at p on
+ * (row: the plane's row stride in bytes) into acc, rows apart by out_w. wf:
+ * a channel's six filter pairs, its bias, the pairs per row (out_w / 2),
+ * the bytes from a row's last pair to the next row's first, the
+ * accumulators' bytes to skip at a row's end (a lone last output). Pairs
+ * of neighbouring outputs along each row, then a lone last column (odd
+ * out_w) in pairs down the column: six input rows' words for two outputs
+ * where row pairs would take eight. */
+static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *acc, int32_t rows, int32_t out_w)
 {
+    const int32_t last = out_w - 1;
 #if TSR_DW_ASM
     const int16_t *t;
     int32_t n, a0, a1, x0, x1, w0, w1;
-    if (sw == 1)
-        DWP_LOOP(DWP_ROW1, "4");
-    else
-        DWP_LOOP(DWP_ROW2, "8");
-#else
-    for (; rows > 0; rows--) {
-        for (int32_t n = wf[7]; n > 0; n--, p += 2 * sw, acc += 2) {
-            int32_t a0 = wf[6], a1 = wf[6];
-            for (int32_t ky = 0; ky < 3; ky++) {
-                const int16_t *x = (const int16_t *)(const void *)((const int8_t *)p + ky * row);
-                const int32_t w0 = (int16_t)(uint16_t)(uint32_t)wf[2 * ky];
-                const int32_t w1 = (int16_t)((uint32_t)wf[2 * ky] >> 16);
-                const int32_t w2 = (int16_t)((uint32_t)wf[2 * ky + 1] >> 16);
-                a0 += x[0] * w0 + x[1] * w1 + x[2] * w2;
-                a1 += x[sw] * w0 + x[sw + 1] * w1 + x[sw + 2] * w2;
-            }
-            acc[0] = a0;
-            acc[1] = a1;
-        }
-        p = (const int16_t *)(const void *)((const int8_t *)p + wf[8]);
-        acc = (int32_t *)(void *)((int8_t *)acc + wf[9]);
+    if (wf[7] > 0) {
+        const int16_t *q = p;
+        int32_t *o = acc, r = rows;
+        __asm__ volatile("2:\n\t"
+                         "ldr %[n], [%[wf], #28]\n\t"
+                         "1:\n\t"
+                         "ldr %[a0], [%[wf], #24]\n\t"
+                         "mov %[a1], %[a0]\n\t" DWP_ROW("%[p]", "0") "add %[t], %[p], %[row]\n\t"
+                         DWP_ROW("%[t]", "8") "add %[t], %[t], %[row]\n\t" DWP_ROW("%[t]", "16")
+                         "add %[p], %[p], #4\n\t"
+                         "strd %[a0], %[a1], [%[acc]], #8\n\t"
+                         "subs %[n], %[n], #1\n\t"
+                         "bne 1b\n\t"
+                         "ldrd %[t], %[n], [%[wf], #32]\n\t"
+                         "add %[p], %[p], %[t]\n\t"
+                         "add %[acc], %[acc], %[n]\n\t"
+                         "subs %[rows], %[rows], #1\n\t"
+                         "bne 2b\n\t"
+                         : [p] "+&r"(q), [acc] "+&r"(o), [rows] "+&r"(r), [n] "=&r"(n), [t] "=&r"(t),
+                           [a0] "=&r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0),
+                           [w1] "=&r"(w1)
+                         : [row] "r"(row), [wf] "r"(wf)
+                         : "cc", "memory");
     }
+    if (!(out_w & 1))
+        return;
+    p += last;
+    acc += last;
+    if (rows >> 1) {
+        const int32_t ostep = out_w * 4;
+        n = rows >> 1;
+        __asm__ volatile("1:\n\t"
+                         "ldr %[a0], [%[wf], #24]\n\t"
+                         "mov %[a1], %[a0]\n\t"
+                         "ldrd %[x0], %[x1], [%[p]]\n\t"
+                         "ldrd %[w0], %[w1], [%[wf]]\n\t"
+                         "smlad %[a0], %[x0], %[w0], %[a0]\n\t"
+                         "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"
+                         "add %[t], %[p], %[row]\n\t" DWP_COL("%[t]", "8")
+                         "add %[t], %[t], %[row]\n\t" DWP_COL("%[t]", "16")
+                         "add %[t], %[t], %[row]\n\t"
+                         "ldrd %[x0], %[x1], [%[t]]\n\t"
+                         "smlad %[a1], %[x0], %[w0], %[a1]\n\t"
+                         "smlabt %[a1], %[x1], %[w1], %[a1]\n\t"
+                         "sub %[p], %[t], %[row]\n\t"
+                         "str %[a1], [%[acc], %[ostep]]\n\t"
+                         "str %[a0], [%[acc]]\n\t"
+                         "add %[acc], %[acc], %[ostep], lsl #1\n\t"
+                         "subs %[n], %[n], #1\n\t"
+                         "bne 1b\n\t"
+                         : [p] "+&r"(p), [acc] "+&r"(acc), [n] "+&r"(n), [t] "=&r"(t), [a0] "=&r"(a0),
+                           [a1] "=&r"(a1), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0), [w1] "=&r"(w1)
+                         : [row] "r"(row), [wf] "r"(wf), [ostep] "r"(ostep)
+                         : "cc", "memory");
+    }
+    if (rows & 1) {
+        /* the last row's lone output */
+        int32_t a = wf[6];
+        for (int32_t ky = 0; ky < 3; ky++) {
+            const int16_t *x = (const int16_t *)(const void *)((const int8_t *)p + ky * row);
+            a += x[0] * dwp_lo(wf[2 * ky]) + x[1] * dwp_hi(wf[2 * ky]) + x[2] * dwp_hi(wf[2 * ky + 1]);
+        }
+        *acc = a;
+    }
+#else
+    for (int32_t r = 0; r < rows; r++, p = (const int16_t *)(const void *)((const int8_t *)p + row))
+        for (int32_t x = 0; x < out_w; x++) {
+            int32_t a = wf[6];
+            for (int32_t ky = 0; ky < 3; ky++) {
+                const int16_t *v = (const int16_t *)(const void *)((const int8_t *)p + ky * row) + x;
+                a += v[0] * dwp_lo(wf[2 * ky]) + v[1] * dwp_hi(wf[2 * ky]) + v[2] * dwp_hi(wf[2 * ky + 1]);
+            }
+            acc[r * out_w + x] = a;
+        }
+    (void)last;
 #endif
 }
 
@@ -563,7 +609,7 @@ static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *
 #define DWP_BAND(NAME, MODE, FULL)                                                                          \
     static __attribute__((noinline)) void NAME(const dwp_band_t *b, int32_t lo, int32_t hi)                  \
     {                                                                                                       \
-        dwp_rows(b->plane, b->rw * 2, b->wf, b->acc, b->rows, b->sw);                                       \
+        dwp_rows(b->plane, b->rw * 2, b->wf, b->acc, b->rows, b->out_w);                                    \
         const tsr_rqc_t rq = b->rq;                                                                         \
         const int32_t *acc = b->acc, c = b->c;                                                              \
         int8_t *o = b->out;                                                                                 \
@@ -608,15 +654,13 @@ static void dwp_group(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, int mo
             wf[k * 10 + ky * 2 + 1] = (int32_t)dwp_pack(t[1], t[2]);
         }
         wf[k * 10 + 6] = q->bias[k];
-        wf[k * 10 + 7] = (d->out_w + 1) >> 1;
-        wf[k * 10 + 8] = 2 * (pg->rw * d->sh - wf[k * 10 + 7] * 2 * d->sw);
-        wf[k * 10 + 9] = d->out_w & 1 ? -4 : 0;
+        wf[k * 10 + 7] = d->out_w >> 1;
+        wf[k * 10 + 8] = 2 * (pg->rw - wf[k * 10 + 7] * 2);
+        wf[k * 10 + 9] = (d->out_w & 1) * 4;
     }
     const dwp_fn run = dwp_pick(mode, full);
     dwp_band_t b;
     b.rw = pg->rw;
-    b.sh = d->sh;
-    b.sw = d->sw;
     b.out_w = d->out_w;
     b.c = c;
     b.acc = (int32_t *)(void *)(pl + 4 * pg->ps);
