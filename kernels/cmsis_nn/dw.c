@@ -194,25 +194,30 @@ TSR_INLINE void dw3x3_run(const int8_t *p, int8_t *o, int32_t n, const int32_t *
             dw3x3_run(p + ox_hi * step - c, out + ox_hi * c, d->out_w - ox_hi, r->wf[a][2], r, MODE, FULL); \
         }                                                                                                   \
     }
-DW3X3_RUN(dw3x3_hu_full, TSR_RQ_HU, 1)
-DW3X3_RUN(dw3x3_hu, TSR_RQ_HU, 0)
-DW3X3_RUN(dw3x3_tfl_full, TSR_RQ_TFL, 1)
-DW3X3_RUN(dw3x3_tfl, TSR_RQ_TFL, 0)
-DW3X3_RUN(dw3x3_tflw, TSR_RQ_TFLW, 0)
-DW3X3_RUN(dw3x3_k64, TSR_RQ_K64, 0)
+/* The fast forms each template is made for (name suffix, form, int8's whole
+ * range), in dw_form's order. */
+#define DW_FORMS(T, P)                                                                                       \
+    T(P##_hu_full, TSR_RQ_HU, 1)                                                                             \
+    T(P##_hu, TSR_RQ_HU, 0)                                                                                  \
+    T(P##_tfl_full, TSR_RQ_TFL, 1)                                                                           \
+    T(P##_tfl, TSR_RQ_TFL, 0)                                                                                \
+    T(P##_tflw, TSR_RQ_TFLW, 0)                                                                              \
+    T(P##_k64, TSR_RQ_K64, 0)
+
+static int dw_form(int mode, int full)
+{
+    return mode == TSR_RQ_HU ? !full : mode == TSR_RQ_TFL ? 2 + !full : mode == TSR_RQ_TFLW ? 4 : 5;
+}
+
+DW_FORMS(DW3X3_RUN, dw3x3)
 #undef DW3X3_RUN
 
 typedef void (*dw3x3_fn)(const tsr_dw_t *, int32_t, const tsr_dw_run_t *);
 
 static dw3x3_fn dw3x3_pick(int mode, int full)
 {
-    if (mode == TSR_RQ_HU)
-        return full ? dw3x3_hu_full : dw3x3_hu;
-    if (mode == TSR_RQ_TFL)
-        return full ? dw3x3_tfl_full : dw3x3_tfl;
-    if (mode == TSR_RQ_TFLW)
-        return dw3x3_tflw;
-    return dw3x3_k64;
+    static const dw3x3_fn fns[6] = {dw3x3_hu_full, dw3x3_hu, dw3x3_tfl_full, dw3x3_tfl, dw3x3_tflw, dw3x3_k64};
+    return fns[dw_form(mode, full)];
 }
 
 /* The taps' way, window by window (any filter), one copy per form. */
@@ -622,12 +627,7 @@ static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *
         if (n)                                                                                              \
             o[0] = tsr_rq_clamp(tsr_rq_val(acc[0], rq, MODE), lo, hi, FULL);                                \
     }
-DWP_BAND(dwp_hu_full, TSR_RQ_HU, 1)
-DWP_BAND(dwp_hu, TSR_RQ_HU, 0)
-DWP_BAND(dwp_tfl_full, TSR_RQ_TFL, 1)
-DWP_BAND(dwp_tfl, TSR_RQ_TFL, 0)
-DWP_BAND(dwp_tflw, TSR_RQ_TFLW, 0)
-DWP_BAND(dwp_k64, TSR_RQ_K64, 0)
+DW_FORMS(DWP_BAND, dwp)
 #undef DWP_BAND
 
 typedef void (*dwp_fn)(const dwp_band_t *, int32_t, int32_t);
@@ -635,7 +635,7 @@ typedef void (*dwp_fn)(const dwp_band_t *, int32_t, int32_t);
 static dwp_fn dwp_pick(int mode, int full)
 {
     static const dwp_fn fns[6] = {dwp_hu_full, dwp_hu, dwp_tfl_full, dwp_tfl, dwp_tflw, dwp_k64};
-    return fns[mode == TSR_RQ_HU ? !full : mode == TSR_RQ_TFL ? 2 + !full : mode == TSR_RQ_TFLW ? 4 : 5];
+    return fns[dw_form(mode, full)];
 }
 
 /* Group g (channels [4g, 4g + 4)) band by band; wf: room for four
@@ -704,6 +704,22 @@ static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_
         }
 }
 
+/* Group g's filter sign-extended, its taps together: [tap] -> (w0, w2),
+ * (w1, w3), doubled for doubled accumulators. */
+TSR_INLINE void dw_wx(const tsr_dwk_t *k, int32_t g, int32_t taps, int32_t dbl)
+{
+    for (int32_t t = 0; t < taps; t++) {
+        const uint32_t w = tsr_ld32(k->w + t * k->c + g * 4);
+        int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
+        if (dbl) {
+            a = tsr_sadd16(a, a);
+            b = tsr_sadd16(b, b);
+        }
+        k->wx[(g * taps + t) * 2] = a;
+        k->wx[(g * taps + t) * 2 + 1] = b;
+    }
+}
+
 void tsr_dw(const tsr_dwk_t *k, int mode)
 {
     const int32_t c = k->c, taps = k->g.kh * k->g.kw, groups = c >> 2;
@@ -730,17 +746,23 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     /* a 3x3 filter at stride 1 on 16-bit planes when its band of rows fits
      * past wx (at stride 2 the planes measured slower: twice the input
      * widened per output) */
+    const int32_t wx_bytes = (2 * taps * c + 3) & ~3;
     dwp_geom_t pg = {0, 0, 0, 0};
     int32_t *wf = NULL;
     int16_t *pl = NULL;
-    if (k->wx && groups > 0 && d.kh == 3 && d.kw == 3 && d.sh == 1 && d.sw == 1) {
-        pg = dwp_geom(&d, k->room - ((2 * taps * c + 3) & ~3));
-        wf = (int32_t *)(void *)((int8_t *)k->wx + ((2 * taps * c + 3) & ~3));
+    if (k->wx && k->room - wx_bytes > 4 * 40 && d.kh == 3 && d.kw == 3 && d.sh == 1 && d.sw == 1 && groups > 0) {
+        pg = dwp_geom(&d, k->room - wx_bytes);
+        wf = (int32_t *)(void *)((int8_t *)k->wx + wx_bytes);
         pl = (int16_t *)(void *)(wf + 40);
         if (pg.rows > 0)
             dwp_borders(&d, pl, &pg);
     }
+    /* the filter sign-extended once (on planes: for the groups that take
+     * the byte path, as they come) */
     d.wx = k->wx;
+    if (k->wx && pg.rows == 0)
+        for (int32_t g = 0; g < groups; g++)
+            dw_wx(k, g, taps, dbl);
     const int full = k->q.lo == -128 && k->q.hi == 127;
     for (int32_t g = 0; g < groups; g++) {
         tsr_dw_q4_t q;
@@ -754,23 +776,12 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
             if (m != TSR_RQ_ANY)
                 q.rq[i] = tsr_rqc(&q.q, i, m);
         }
-        if (pg.rows > 0 && m != TSR_RQ_ANY) {
-            dwp_group(&d, g, &q, m, full, &pg, wf, pl, k->w);
-            continue;
-        }
-        if (k->wx) {
-            /* sign-extend the group's filter, its taps together:
-             * [tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
-            for (int32_t t = 0; t < taps; t++) {
-                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
-                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
-                if (dbl) {
-                    a = tsr_sadd16(a, a);
-                    b = tsr_sadd16(b, b);
-                }
-                k->wx[(g * taps + t) * 2] = a;
-                k->wx[(g * taps + t) * 2 + 1] = b;
+        if (pg.rows > 0) {
+            if (m != TSR_RQ_ANY) {
+                dwp_group(&d, g, &q, m, full, &pg, wf, pl, k->w);
+                continue;
             }
+            dw_wx(k, g, taps, dbl);
         }
         dw_group_pixels(&d, g, &q, m, full);
     }
