@@ -704,20 +704,40 @@ static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_
         }
 }
 
-/* Group g's filter sign-extended, its taps together: [tap] -> (w0, w2),
- * (w1, w3), doubled for doubled accumulators. */
-TSR_INLINE void dw_wx(const tsr_dwk_t *k, int32_t g, int32_t taps, int32_t dbl)
+/* Every group of four channels on planes (a 3x3 filter at stride 1 whose
+ * band of rows fits past wx, every group in a fast form): 0 when not (at
+ * stride 2 the planes measured slower: twice the input widened per output). */
+static __attribute__((noinline)) int dwp_groups(const tsr_dwk_t *k, const tsr_dw_t *d, int mode, int32_t dbl,
+                                                int32_t wx_bytes)
 {
-    for (int32_t t = 0; t < taps; t++) {
-        const uint32_t w = tsr_ld32(k->w + t * k->c + g * 4);
-        int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
-        if (dbl) {
-            a = tsr_sadd16(a, a);
-            b = tsr_sadd16(b, b);
-        }
-        k->wx[(g * taps + t) * 2] = a;
-        k->wx[(g * taps + t) * 2 + 1] = b;
+    const int32_t groups = k->c >> 2;
+    if (d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 || groups == 0 || mode == TSR_RQ_ANY)
+        return 0;
+    const dwp_geom_t pg = dwp_geom(d, k->room - wx_bytes);
+    if (pg.rows == 0)
+        return 0;
+    tsr_dw_q4_t q[1];
+    for (int32_t g = 0; g < groups; g++) {
+        const tsr_rqp_t p = tsr_rqp_at(k->q, g * 4);
+        if (!tsr_rq_fast(&p, mode, 4))
+            return 0;
     }
+    int32_t *wf = (int32_t *)(void *)((int8_t *)k->wx + wx_bytes);
+    int16_t *pl = (int16_t *)(void *)(wf + 40);
+    const int full = k->q.lo == -128 && k->q.hi == 127;
+    dwp_borders(d, pl, &pg);
+    for (int32_t g = 0; g < groups; g++) {
+        q->q = tsr_rqp_at(k->q, g * 4);
+        q->dbl = dbl;
+        q->lo = k->q.lo;
+        q->hi = k->q.hi;
+        for (int32_t i = 0; i < 4; i++) {
+            q->bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
+            q->rq[i] = tsr_rqc(&q->q, i, mode);
+        }
+        dwp_group(d, g, q, mode, full, &pg, wf, pl, k->w);
+    }
+    return 1;
 }
 
 void tsr_dw(const tsr_dwk_t *k, int mode)
@@ -733,6 +753,7 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     d.in_w = k->g.in_w;
     d.c = c;
     d.w = k->w;
+    d.wx = NULL;
     d.kh = k->g.kh;
     d.kw = k->g.kw;
     d.sh = k->g.sh;
@@ -743,28 +764,30 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     d.out = k->g.out;
     d.out_h = k->g.out_h;
     d.out_w = k->g.out_w;
-    /* a 3x3 filter at stride 1 on 16-bit planes when its band of rows fits
-     * past wx (at stride 2 the planes measured slower: twice the input
-     * widened per output) */
+    /* planes where there is room past wx (none for a layer run in place) */
     const int32_t wx_bytes = (2 * taps * c + 3) & ~3;
-    dwp_geom_t pg = {0, 0, 0, 0};
-    int32_t *wf = NULL;
-    int16_t *pl = NULL;
-    if (k->wx && k->room - wx_bytes > 4 * 40 && d.kh == 3 && d.kw == 3 && d.sh == 1 && d.sw == 1 && groups > 0) {
-        pg = dwp_geom(&d, k->room - wx_bytes);
-        wf = (int32_t *)(void *)((int8_t *)k->wx + wx_bytes);
-        pl = (int16_t *)(void *)(wf + 40);
-        if (pg.rows > 0)
-            dwp_borders(&d, pl, &pg);
-    }
-    /* the filter sign-extended once (on planes: for the groups that take
-     * the byte path, as they come) */
-    d.wx = k->wx;
-    if (k->wx && pg.rows == 0)
+    int32_t g0 = 0;
+    if (k->wx && k->room - wx_bytes > 4 * 40 && dwp_groups(k, &d, mode, dbl, wx_bytes)) {
+        g0 = groups;
+    } else if (k->wx && groups > 0) {
+        /* sign-extend the filter once, each group's taps together:
+         * [group][tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
+        int32_t *wx = k->wx;
         for (int32_t g = 0; g < groups; g++)
-            dw_wx(k, g, taps, dbl);
+            for (int32_t t = 0; t < taps; t++) {
+                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
+                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
+                if (dbl) {
+                    a = tsr_sadd16(a, a);
+                    b = tsr_sadd16(b, b);
+                }
+                wx[(g * taps + t) * 2] = a;
+                wx[(g * taps + t) * 2 + 1] = b;
+            }
+        d.wx = wx;
+    }
     const int full = k->q.lo == -128 && k->q.hi == 127;
-    for (int32_t g = 0; g < groups; g++) {
+    for (int32_t g = g0; g < groups; g++) {
         tsr_dw_q4_t q;
         q.q = tsr_rqp_at(k->q, g * 4);
         q.dbl = dbl;
@@ -775,13 +798,6 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
             q.bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
             if (m != TSR_RQ_ANY)
                 q.rq[i] = tsr_rqc(&q.q, i, m);
-        }
-        if (pg.rows > 0) {
-            if (m != TSR_RQ_ANY) {
-                dwp_group(&d, g, &q, m, full, &pg, wf, pl, k->w);
-                continue;
-            }
-            dw_wx(k, g, taps, dbl);
         }
         dw_group_pixels(&d, g, &q, m, full);
     }
