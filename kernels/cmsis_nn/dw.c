@@ -320,20 +320,21 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
 }
 
 /*
- * 16-bit planes (a 3x3 filter, stride 1 or 2, any padding). Per group of
+ * 16-bit planes (a 3x3 filter at stride 1, any padding). Per group of
  * four channels and band of output rows, the input rows the band reads are
  * widened once into one int16 plane per channel, input_offset added and
  * the padding stored as zeros, so every window is inside its plane and the
  * border windows run the interior's loop. A plane word holds two
  * neighbouring columns of one channel: two taps per smlad. Two outputs of
- * a channel at once: at stride 1 out(x) = smlad(x01, w01) + smlabt(x23,
- * w12), out(x + 1) = smlatb(x01, w01) + smlad(x23, w12), per filter row
- * (w01 = (w0, w1), w12 = (w1, w2)): six loads and eight MACs per row and
- * pair, against eight loads and sign extensions and eight MACs per tap of
- * four channels on bytes. A band's accumulators are stored, then
- * requantized in one loop: the taps' loop keeps its 12 registers. Scratch
- * past the sign-extended filter (library.yaml: `planes`): 40 words of
- * filter pairs, biases and loop steps, the band's planes, its accumulators.
+ * a channel at once: out(x) = smlad(x01, w01) + smlabt(x23, w12),
+ * out(x + 1) = smlatb(x01, w01) + smlad(x23, w12), per filter row
+ * (w01 = (w0, w1), w12 = (w1, w2)): two ldrd and four MACs per row and
+ * pair, 28 instructions a pair with the bias and the loop, against eight
+ * loads and sign extensions and eight MACs per tap of four channels on
+ * bytes. A band's accumulators are stored, then requantized in one loop:
+ * the taps' loop keeps its 12 registers. Scratch past the sign-extended
+ * filter (library.yaml: `planes`): 40 words of filter pairs, biases and
+ * loop steps, the band's planes, its accumulators.
  */
 /* the pair of 16-bit lanes (lo, hi) */
 TSR_INLINE uint32_t dwp_pack(int32_t lo, int32_t hi)
