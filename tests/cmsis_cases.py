@@ -208,7 +208,7 @@ def make_case(op, rng):
             q = dict(tile_c=co, in_c=ci)
         elif op == "depthwise":
             w = _int8(rng, (co, g["kh"], g["kw"]))          # tessera's [c][kh][kw]
-            q = dict(tile_c=co, kernel_area=g["kh"] * g["kw"])
+            q = dict(tile_c=co, kernel_area=g["kh"] * g["kw"], in_tile_w=g["in_w"])
         else:
             w = _int8(rng, (co, g["in_h"] * g["in_w"] * ci))
             q = dict(tile_c=co, in_h=g["in_h"], in_w=g["in_w"], in_c=ci)

@@ -98,7 +98,8 @@ def _scratch(C, Co, Ci, g):
     """The `layers` scheme's scratch: the depthwise's (C channels) and the
     pointwise's (Ci inputs, Co outputs) library.yaml terms."""
     area = g["kh"] * g["kw"]
-    return (scratch_bytes("depthwise", kh=g["kh"], kw=g["kw"], kernel_area=area, patch=area * C, in_c=C, tile_c=C)
+    return (scratch_bytes("depthwise", kh=g["kh"], kw=g["kw"], kernel_area=area, patch=area * C, in_c=C, tile_c=C,
+                           in_tile_w=g["in_w"])
             + scratch_bytes("pointwise", in_c=Ci, patch=Ci, tile_c=Co))
 
 

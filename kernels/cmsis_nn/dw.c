@@ -14,9 +14,16 @@
  * worked out once. Windows are clipped to the input, so padded taps cost
  * nothing and contribute 0.
  *
+ * A 3x3 filter at stride 1 with room for it runs on 16-bit planes instead
+ * (below: dwp_*), band of rows by band of rows within each group.
+ *
  * The loop order (groups of four channels outermost, each over every
  * output pixel in raster order, then the channels past the last group one
- * by one) is what tessera's in-place planning models (direct.py).
+ * by one) is what tessera's in-place planning models
+ * (planning/inplace.py). A layer run in place gets no room for the planes
+ * (its scratch there is the filter and its sign-extended copy), so it keeps
+ * that order; the planes' bands would be safe too, reading each input row no
+ * later than the raster order does and writing in the same order.
  */
 #include <stddef.h>
 
@@ -187,25 +194,30 @@ TSR_INLINE void dw3x3_run(const int8_t *p, int8_t *o, int32_t n, const int32_t *
             dw3x3_run(p + ox_hi * step - c, out + ox_hi * c, d->out_w - ox_hi, r->wf[a][2], r, MODE, FULL); \
         }                                                                                                   \
     }
-DW3X3_RUN(dw3x3_hu_full, TSR_RQ_HU, 1)
-DW3X3_RUN(dw3x3_hu, TSR_RQ_HU, 0)
-DW3X3_RUN(dw3x3_tfl_full, TSR_RQ_TFL, 1)
-DW3X3_RUN(dw3x3_tfl, TSR_RQ_TFL, 0)
-DW3X3_RUN(dw3x3_tflw, TSR_RQ_TFLW, 0)
-DW3X3_RUN(dw3x3_k64, TSR_RQ_K64, 0)
+/* The fast forms each template is made for (name suffix, form, int8's whole
+ * range), in dw_form's order. */
+#define DW_FORMS(T, P)                                                                                       \
+    T(P##_hu_full, TSR_RQ_HU, 1)                                                                             \
+    T(P##_hu, TSR_RQ_HU, 0)                                                                                  \
+    T(P##_tfl_full, TSR_RQ_TFL, 1)                                                                           \
+    T(P##_tfl, TSR_RQ_TFL, 0)                                                                                \
+    T(P##_tflw, TSR_RQ_TFLW, 0)                                                                              \
+    T(P##_k64, TSR_RQ_K64, 0)
+
+static int dw_form(int mode, int full)
+{
+    return mode == TSR_RQ_HU ? !full : mode == TSR_RQ_TFL ? 2 + !full : mode == TSR_RQ_TFLW ? 4 : 5;
+}
+
+DW_FORMS(DW3X3_RUN, dw3x3)
 #undef DW3X3_RUN
 
 typedef void (*dw3x3_fn)(const tsr_dw_t *, int32_t, const tsr_dw_run_t *);
 
 static dw3x3_fn dw3x3_pick(int mode, int full)
 {
-    if (mode == TSR_RQ_HU)
-        return full ? dw3x3_hu_full : dw3x3_hu;
-    if (mode == TSR_RQ_TFL)
-        return full ? dw3x3_tfl_full : dw3x3_tfl;
-    if (mode == TSR_RQ_TFLW)
-        return dw3x3_tflw;
-    return dw3x3_k64;
+    static const dw3x3_fn fns[6] = {dw3x3_hu_full, dw3x3_hu, dw3x3_tfl_full, dw3x3_tfl, dw3x3_tflw, dw3x3_k64};
+    return fns[dw_form(mode, full)];
 }
 
 /* The taps' way, window by window (any filter), one copy per form. */
@@ -307,6 +319,366 @@ static void dw_group_pixels(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, 
     dw3x3_pick(mode, full)(d, ch, &run);
 }
 
+/*
+ * 16-bit planes (a 3x3 filter at stride 1, any padding). Per group of
+ * four channels and band of output rows, the input rows the band reads are
+ * widened once into one int16 plane per channel, input_offset added and
+ * the padding stored as zeros, so every window is inside its plane and the
+ * border windows run the interior's loop. A plane word holds two
+ * neighbouring columns of one channel: two taps per smlad. Two outputs of
+ * a channel at once: out(x) = smlad(x01, w01) + smlabt(x23, w12),
+ * out(x + 1) = smlatb(x01, w01) + smlad(x23, w12), per filter row
+ * (w01 = (w0, w1), w12 = (w1, w2)): two ldrd and four MACs per row and
+ * pair, 28 instructions a pair with the bias and the loop, against eight
+ * loads and sign extensions and eight MACs per tap of four channels on
+ * bytes. A band's accumulators are stored, then requantized in one loop:
+ * the taps' loop keeps its 12 registers. Scratch past the sign-extended
+ * filter (library.yaml: `planes`): 40 words of filter pairs, biases and
+ * loop steps, the band's planes, its accumulators.
+ */
+/* the pair of 16-bit lanes (lo, hi) */
+TSR_INLINE uint32_t dwp_pack(int32_t lo, int32_t hi)
+{
+    return ((uint32_t)lo & 0xffffu) | ((uint32_t)hi << 16);
+}
+
+/* a word's low and high 16-bit lanes */
+TSR_INLINE int32_t dwp_lo(int32_t w)
+{
+    return (int16_t)(uint16_t)(uint32_t)w;
+}
+
+TSR_INLINE int32_t dwp_hi(int32_t w)
+{
+    return (int16_t)((uint32_t)w >> 16);
+}
+
+/* Plane geometry of one call: row width rw (halfwords, even), the band's
+ * output rows `rows`, its input rows and one plane's halfwords; 0 rows when
+ * three input rows do not fit. After the planes, the band's accumulators
+ * (rows * out_w + 1 words). */
+typedef struct {
+    int32_t rw, rows, in_rows, ps;
+} dwp_geom_t;
+
+static int32_t dwp_bytes(const tsr_dw_t *d, int32_t rw, int32_t rows)
+{
+    return 4 * 2 * rw * ((rows - 1) * d->sh + 3) + 4 * (rows * d->out_w + 1);
+}
+
+static dwp_geom_t dwp_geom(const tsr_dw_t *d, int32_t room)
+{
+    dwp_geom_t g = {0, 0, 0, 0};
+    /* columns read (stride 1): four from each pair's first output, four
+     * from a lone last one */
+    int32_t cols = ((d->out_w - 1) & ~1) + 4;
+    if (cols < d->pl + d->in_w)
+        cols = d->pl + d->in_w;
+    g.rw = (cols + 1) & ~1;
+    room -= 4 * 40;
+    if (room < dwp_bytes(d, g.rw, 1))
+        return g;
+    int32_t rows = 1;
+    while (rows < d->out_h && dwp_bytes(d, g.rw, rows + 1) <= room)
+        rows++;
+    g.rows = rows;
+    g.in_rows = (rows - 1) * d->sh + 3;
+    g.ps = g.in_rows * g.rw;
+    return g;
+}
+
+/* Input columns [0, n) of one row, four channels from src (pixel stride c),
+ * into four plane rows ps halfwords apart from column `col` on. */
+static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, int32_t n, int16_t *dst, int32_t ps, int32_t off2, int32_t col)
+{
+    int16_t *d0 = dst + col;
+    int32_t i = 0;
+    /* a lone first column, so that the pairs' words are aligned */
+    if (col & 1 && n > 0) {
+        const uint32_t v = tsr_ld32(src);
+        const int32_t x02 = tsr_sxtab16(off2, v), x13 = tsr_sxtab16_ror8(off2, v);
+        d0[0] = (int16_t)x02;
+        d0[ps] = (int16_t)x13;
+        d0[2 * ps] = (int16_t)(x02 >> 16);
+        d0[3 * ps] = (int16_t)(x13 >> 16);
+        i = 1;
+    }
+#if TSR_DW_ASM
+    if (n - i >= 2) {
+        /* pairs of pixels: four channels each, one word per channel's plane */
+        const int8_t *x = src + i * c;
+        int16_t *p0 = d0 + i, *p2 = d0 + i + 2 * ps;
+        int32_t k = (n - i) >> 1, va, vb, a02, b02, t;
+        __asm__ volatile("1:\n\t"
+                         "ldr %[va], [%[x]]\n\t"
+                         "ldr %[vb], [%[x], %[c]]\n\t"
+                         "add %[x], %[x], %[c], lsl #1\n\t"
+                         "sxtab16 %[a02], %[off2], %[va]\n\t"
+                         "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
+                         "sxtab16 %[b02], %[off2], %[vb]\n\t"
+                         "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
+                         "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
+                         "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
+                         "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
+                         "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
+                         "str %[a02], [%[p0], %[ps2]]\n\t"
+                         "str %[t], [%[p0]], #4\n\t"
+                         "str %[vb], [%[p2], %[ps2]]\n\t"
+                         "str %[b02], [%[p2]], #4\n\t"
+                         "subs %[k], %[k], #1\n\t"
+                         "bne 1b\n\t"
+                         : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
+                           [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
+                         : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
+                         : "cc", "memory");
+        i += (n - i) & ~1;
+    }
+#endif
+    for (; i + 1 < n; i += 2) {
+        const uint32_t va = tsr_ld32(src + i * c), vb = tsr_ld32(src + (i + 1) * c);
+        const int32_t a02 = tsr_sxtab16(off2, va), a13 = tsr_sxtab16_ror8(off2, va);
+        const int32_t b02 = tsr_sxtab16(off2, vb), b13 = tsr_sxtab16_ror8(off2, vb);
+        uint32_t *w = (uint32_t *)(void *)(d0 + i);
+        w[0] = ((uint32_t)a02 & 0xffffu) | ((uint32_t)b02 << 16);
+        w[ps / 2] = ((uint32_t)a13 & 0xffffu) | ((uint32_t)b13 << 16);
+        w[ps] = ((uint32_t)b02 & 0xffff0000u) | ((uint32_t)a02 >> 16);
+        w[3 * ps / 2] = ((uint32_t)b13 & 0xffff0000u) | ((uint32_t)a13 >> 16);
+    }
+    if (i < n) {
+        const uint32_t v = tsr_ld32(src + i * c);
+        const int32_t x02 = tsr_sxtab16(off2, v), x13 = tsr_sxtab16_ror8(off2, v);
+        d0[i] = (int16_t)x02;
+        d0[ps + i] = (int16_t)x13;
+        d0[2 * ps + i] = (int16_t)(x02 >> 16);
+        d0[3 * ps + i] = (int16_t)(x13 >> 16);
+    }
+}
+
+/* One band's planes: output rows from oy0 read input rows from
+ * oy0 * sh - pt; rows outside the input are zeros. The border columns
+ * were zeroed once per call. */
+static __attribute__((noinline)) void dwp_fill(const tsr_dw_t *d, int16_t *pl, const dwp_geom_t *g, int32_t ch, int32_t oy0, int32_t rows)
+{
+    const int32_t iy0 = oy0 * d->sh - d->pt, in_rows = (rows - 1) * d->sh + 3, off2 = tsr_dup16(d->in_off);
+    const int32_t n = d->in_w < g->rw - d->pl ? d->in_w : g->rw - d->pl;
+    for (int32_t r = 0; r < in_rows; r++) {
+        const int32_t iy = iy0 + r;
+        int16_t *row = pl + r * g->rw;
+        if (iy < 0 || iy >= d->in_h) {
+            for (int32_t k = 0; k < 4; k++)
+                for (int32_t x = d->pl; x < d->pl + n; x++)
+                    row[k * g->ps + x] = 0;
+        } else {
+            dwp_widen(d->in + iy * d->in_w * d->c + ch, d->c, n, row, g->ps, off2, d->pl);
+        }
+    }
+}
+
+/* the border columns of every plane row: zero, once per call */
+static void dwp_borders(const tsr_dw_t *d, int16_t *pl, const dwp_geom_t *g)
+{
+    const int32_t n = d->in_w < g->rw - d->pl ? d->in_w : g->rw - d->pl;
+    for (int32_t r = 0; r < 4 * g->in_rows; r++) {
+        int16_t *row = pl + r * g->rw;
+        for (int32_t x = 0; x < d->pl; x++)
+            row[x] = 0;
+        for (int32_t x = d->pl + n; x < g->rw; x++)
+            row[x] = 0;
+    }
+}
+
+/* One band of one channel: its plane, filter pairs wf (three rows of
+ * (w01, w12), then the bias), the outputs of `rows` rows from out (pixel
+ * stride c), acc: the band's accumulators. */
+typedef struct {
+    const int16_t *plane;
+    const int32_t *wf;
+    int8_t *out;
+    int32_t *acc;
+    int32_t rows, rw, out_w, c;
+    tsr_rqc_t rq;
+} dwp_band_t;
+
+#if TSR_DW_ASM
+#define DWP_ROW(X, WOFF)                                       \
+    "ldrd %[x0], %[x1], [" X "]\n\t"                           \
+    "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
+    "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
+    "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
+    "smlad %[a1], %[x1], %[w1], %[a1]\n\t"
+/* one input row X of a lone column's two outputs: a1 (the lower one) with
+ * filter row w0/w1 as loaded, then a0 with filter row WOFF (loaded) */
+#define DWP_COL(X, WOFF)                                       \
+    "ldrd %[x0], %[x1], [" X "]\n\t"                           \
+    "smlad %[a1], %[x0], %[w0], %[a1]\n\t"                     \
+    "smlabt %[a1], %[x1], %[w1], %[a1]\n\t"                    \
+    "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
+    "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"
+#endif
+
+/* The accumulators of `rows` rows of out_w outputs from the window at p on
+ * (row: the plane's row stride in bytes) into acc, rows apart by out_w. wf:
+ * a channel's six filter pairs, its bias, the pairs per row (out_w / 2),
+ * the bytes from a row's last pair to the next row's first, the
+ * accumulators' bytes to skip at a row's end (a lone last output). Pairs
+ * of neighbouring outputs along each row, then a lone last column (odd
+ * out_w) in pairs down the column: six input rows' words for two outputs
+ * where row pairs would take eight. */
+static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *acc, int32_t rows, int32_t out_w)
+{
+    const int32_t last = out_w - 1;
+#if TSR_DW_ASM
+    const int16_t *t;
+    int32_t n, a0, a1, x0, x1, w0, w1;
+    if (wf[7] > 0) {
+        const int16_t *q = p;
+        int32_t *o = acc, r = rows;
+        __asm__ volatile("2:\n\t"
+                         "ldr %[n], [%[wf], #28]\n\t"
+                         "1:\n\t"
+                         "ldr %[a0], [%[wf], #24]\n\t"
+                         "mov %[a1], %[a0]\n\t" DWP_ROW("%[p]", "0") "add %[t], %[p], %[row]\n\t"
+                         DWP_ROW("%[t]", "8") "add %[t], %[t], %[row]\n\t" DWP_ROW("%[t]", "16")
+                         "add %[p], %[p], #4\n\t"
+                         "strd %[a0], %[a1], [%[acc]], #8\n\t"
+                         "subs %[n], %[n], #1\n\t"
+                         "bne 1b\n\t"
+                         "ldrd %[t], %[n], [%[wf], #32]\n\t"
+                         "add %[p], %[p], %[t]\n\t"
+                         "add %[acc], %[acc], %[n]\n\t"
+                         "subs %[rows], %[rows], #1\n\t"
+                         "bne 2b\n\t"
+                         : [p] "+&r"(q), [acc] "+&r"(o), [rows] "+&r"(r), [n] "=&r"(n), [t] "=&r"(t),
+                           [a0] "=&r"(a0), [a1] "=&r"(a1), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0),
+                           [w1] "=&r"(w1)
+                         : [row] "r"(row), [wf] "r"(wf)
+                         : "cc", "memory");
+    }
+    if (!(out_w & 1))
+        return;
+    p += last;
+    acc += last;
+    if (rows >> 1) {
+        const int32_t ostep = out_w * 4;
+        n = rows >> 1;
+        __asm__ volatile("1:\n\t"
+                         "ldr %[a0], [%[wf], #24]\n\t"
+                         "mov %[a1], %[a0]\n\t"
+                         "ldrd %[x0], %[x1], [%[p]]\n\t"
+                         "ldrd %[w0], %[w1], [%[wf]]\n\t"
+                         "smlad %[a0], %[x0], %[w0], %[a0]\n\t"
+                         "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"
+                         "add %[t], %[p], %[row]\n\t" DWP_COL("%[t]", "8")
+                         "add %[t], %[t], %[row]\n\t" DWP_COL("%[t]", "16")
+                         "add %[t], %[t], %[row]\n\t"
+                         "ldrd %[x0], %[x1], [%[t]]\n\t"
+                         "smlad %[a1], %[x0], %[w0], %[a1]\n\t"
+                         "smlabt %[a1], %[x1], %[w1], %[a1]\n\t"
+                         "sub %[p], %[t], %[row]\n\t"
+                         "str %[a1], [%[acc], %[ostep]]\n\t"
+                         "str %[a0], [%[acc]]\n\t"
+                         "add %[acc], %[acc], %[ostep], lsl #1\n\t"
+                         "subs %[n], %[n], #1\n\t"
+                         "bne 1b\n\t"
+                         : [p] "+&r"(p), [acc] "+&r"(acc), [n] "+&r"(n), [t] "=&r"(t), [a0] "=&r"(a0),
+                           [a1] "=&r"(a1), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0), [w1] "=&r"(w1)
+                         : [row] "r"(row), [wf] "r"(wf), [ostep] "r"(ostep)
+                         : "cc", "memory");
+    }
+    if (rows & 1) {
+        /* the last row's lone output */
+        int32_t a = wf[6];
+        for (int32_t ky = 0; ky < 3; ky++) {
+            const int16_t *x = (const int16_t *)(const void *)((const int8_t *)p + ky * row);
+            a += x[0] * dwp_lo(wf[2 * ky]) + x[1] * dwp_hi(wf[2 * ky]) + x[2] * dwp_hi(wf[2 * ky + 1]);
+        }
+        *acc = a;
+    }
+#else
+    for (int32_t r = 0; r < rows; r++, p = (const int16_t *)(const void *)((const int8_t *)p + row))
+        for (int32_t x = 0; x < out_w; x++) {
+            int32_t a = wf[6];
+            for (int32_t ky = 0; ky < 3; ky++) {
+                const int16_t *v = (const int16_t *)(const void *)((const int8_t *)p + ky * row) + x;
+                a += v[0] * dwp_lo(wf[2 * ky]) + v[1] * dwp_hi(wf[2 * ky]) + v[2] * dwp_hi(wf[2 * ky + 1]);
+            }
+            acc[r * out_w + x] = a;
+        }
+    (void)last;
+#endif
+}
+
+/* A band of one channel: its accumulators, then every output requantized
+ * in one loop, two at a time. */
+#define DWP_BAND(NAME, MODE, FULL)                                                                          \
+    static __attribute__((noinline)) void NAME(const dwp_band_t *b, int32_t lo, int32_t hi)                  \
+    {                                                                                                       \
+        dwp_rows(b->plane, b->rw * 2, b->wf, b->acc, b->rows, b->out_w);                                    \
+        const tsr_rqc_t rq = b->rq;                                                                         \
+        const int32_t *acc = b->acc, c = b->c;                                                              \
+        int8_t *o = b->out;                                                                                 \
+        int32_t n = b->rows * b->out_w;                                                                     \
+        for (; n > 1; n -= 2, o += 2 * c, acc += 2) {                                                       \
+            const int32_t v0 = acc[0], v1 = acc[1];                                                         \
+            o[0] = tsr_rq_clamp(tsr_rq_val(v0, rq, MODE), lo, hi, FULL);                                    \
+            o[c] = tsr_rq_clamp(tsr_rq_val(v1, rq, MODE), lo, hi, FULL);                                    \
+        }                                                                                                   \
+        if (n)                                                                                              \
+            o[0] = tsr_rq_clamp(tsr_rq_val(acc[0], rq, MODE), lo, hi, FULL);                                \
+    }
+DW_FORMS(DWP_BAND, dwp)
+#undef DWP_BAND
+
+typedef void (*dwp_fn)(const dwp_band_t *, int32_t, int32_t);
+
+static dwp_fn dwp_pick(int mode, int full)
+{
+    static const dwp_fn fns[6] = {dwp_hu_full, dwp_hu, dwp_tfl_full, dwp_tfl, dwp_tflw, dwp_k64};
+    return fns[dw_form(mode, full)];
+}
+
+/* Group g (channels [4g, 4g + 4)) band by band; wf: room for four
+ * channels' filter pairs, bias and loop steps (40 words), then the planes
+ * pl, then the * band's accumulators. */
+static void dwp_group(const tsr_dw_t *d, int32_t g, const tsr_dw_q4_t *q, int mode, int full, const dwp_geom_t *pg,
+                      int32_t *wf, int16_t *pl, const int8_t *w)
+{
+    const int32_t c = d->c, ch = g * 4;
+    for (int32_t k = 0; k < 4; k++) {
+        for (int32_t ky = 0; ky < 3; ky++) {
+            int32_t t[3];
+            for (int32_t kx = 0; kx < 3; kx++)
+                t[kx] = w[(ky * 3 + kx) * c + ch + k] * (1 + q->dbl);
+            wf[k * 10 + ky * 2] = (int32_t)dwp_pack(t[0], t[1]);
+            wf[k * 10 + ky * 2 + 1] = (int32_t)dwp_pack(t[1], t[2]);
+        }
+        wf[k * 10 + 6] = q->bias[k];
+        wf[k * 10 + 7] = d->out_w >> 1;
+        wf[k * 10 + 8] = 2 * (pg->rw - wf[k * 10 + 7] * 2);
+        wf[k * 10 + 9] = (d->out_w & 1) * 4;
+    }
+    const dwp_fn run = dwp_pick(mode, full);
+    dwp_band_t b;
+    b.rw = pg->rw;
+    b.out_w = d->out_w;
+    b.c = c;
+    b.acc = (int32_t *)(void *)(pl + 4 * pg->ps);
+    for (int32_t oy0 = 0; oy0 < d->out_h; oy0 += pg->rows) {
+        const int32_t rows = d->out_h - oy0 < pg->rows ? d->out_h - oy0 : pg->rows;
+        dwp_fill(d, pl, pg, ch, oy0, rows);
+        b.rows = rows;
+        for (int32_t k = 0; k < 4; k++) {
+            b.plane = pl + k * pg->ps;
+            b.wf = wf + k * 10;
+            b.out = d->out + oy0 * d->out_w * c + ch + k;
+            b.rq = q->rq[k];
+            run(&b, q->lo, q->hi);
+        }
+    }
+}
+
 /* A channel past the last group of four, every output pixel. */
 static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_t bias, int32_t dbl, int mode)
 {
@@ -333,6 +705,42 @@ static void dw_channel(const tsr_dw_t *d, int32_t ch, const tsr_rqp_t *q, int32_
         }
 }
 
+/* Every group of four channels on planes (a 3x3 filter at stride 1 whose
+ * band of rows fits past wx, every group in a fast form): 0 when not (at
+ * stride 2 the planes measured slower: twice the input widened per output). */
+static __attribute__((noinline)) int dwp_groups(const tsr_dwk_t *k, const tsr_dw_t *d, int mode, int32_t dbl,
+                                                int32_t wx_bytes)
+{
+    const int32_t groups = k->c >> 2;
+    if (d->kh != 3 || d->kw != 3 || d->sh != 1 || d->sw != 1 || groups == 0 || mode == TSR_RQ_ANY)
+        return 0;
+    const dwp_geom_t pg = dwp_geom(d, k->room - wx_bytes);
+    if (pg.rows == 0)
+        return 0;
+    tsr_dw_q4_t q[1];
+    for (int32_t g = 0; g < groups; g++) {
+        const tsr_rqp_t p = tsr_rqp_at(k->q, g * 4);
+        if (!tsr_rq_fast(&p, mode, 4))
+            return 0;
+    }
+    int32_t *wf = (int32_t *)(void *)((int8_t *)k->wx + wx_bytes);
+    int16_t *pl = (int16_t *)(void *)(wf + 40);
+    const int full = k->q.lo == -128 && k->q.hi == 127;
+    dwp_borders(d, pl, &pg);
+    for (int32_t g = 0; g < groups; g++) {
+        q->q = tsr_rqp_at(k->q, g * 4);
+        q->dbl = dbl;
+        q->lo = k->q.lo;
+        q->hi = k->q.hi;
+        for (int32_t i = 0; i < 4; i++) {
+            q->bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
+            q->rq[i] = tsr_rqc(&q->q, i, mode);
+        }
+        dwp_group(d, g, q, mode, full, &pg, wf, pl, k->w);
+    }
+    return 1;
+}
+
 void tsr_dw(const tsr_dwk_t *k, int mode)
 {
     const int32_t c = k->c, taps = k->g.kh * k->g.kw, groups = c >> 2;
@@ -357,7 +765,12 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     d.out = k->g.out;
     d.out_h = k->g.out_h;
     d.out_w = k->g.out_w;
-    if (k->wx && groups > 0) {
+    /* planes where there is room past wx (none for a layer run in place) */
+    const int32_t wx_bytes = (2 * taps * c + 3) & ~3;
+    int32_t g0 = 0;
+    if (k->wx && k->room - wx_bytes > 4 * 40 && dwp_groups(k, &d, mode, dbl, wx_bytes)) {
+        g0 = groups;
+    } else if (k->wx && groups > 0) {
         /* sign-extend the filter once, each group's taps together:
          * [group][tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
         int32_t *wx = k->wx;
@@ -375,7 +788,7 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
         d.wx = wx;
     }
     const int full = k->q.lo == -128 && k->q.hi == 127;
-    for (int32_t g = 0; g < groups; g++) {
+    for (int32_t g = g0; g < groups; g++) {
         tsr_dw_q4_t q;
         q.q = tsr_rqp_at(k->q, g * 4);
         q.dbl = dbl;

@@ -124,6 +124,7 @@ static void depthwise(const cmsis_nn_context *ctx, const tsr_conv_args_t *d, con
         k.c = c;
         k.w = w;
         k.wx = ctx->size >= 2 * d->kh * d->kw * c ? (int32_t *)ctx->buf : NULL;
+        k.room = ctx->size;
         k.bias = d->bias;
         k.q = tsr_rqp_tessera(d->rq);
         tsr_dw(&k, mode);

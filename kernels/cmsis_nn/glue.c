@@ -215,6 +215,7 @@ int tsr_glue_depthwise(const tsr_conv_args_t *a, int mode)
     d.c = c;
     d.w = w;
     d.wx = room >= 2 * taps * c ? (int32_t *)(void *)(w + align4(taps * c)) : NULL;
+    d.room = room;
     d.bias = a->bias;
     d.q = tsr_rqp_tessera(a->rq);
     tsr_dw(&d, mode);

@@ -47,12 +47,15 @@ void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, 
 
 /* Depthwise (channel multiplier 1): filter [kh][kw][c] (CMSIS-NN's order),
  * wx: room for its sign-extended copy (2 * kh * kw * c bytes, 4-aligned) or
- * NULL (then TSR_RQ_TFL runs as TSR_RQ_ANY); the core sets dbl. */
+ * NULL (then TSR_RQ_TFL runs as TSR_RQ_ANY); room: the bytes at wx (a 3x3
+ * filter runs on 16-bit planes in what lies past the copy: dw.c); the core
+ * sets dbl. */
 typedef struct {
     tsr_geom_t g;
     int32_t c;
     const int8_t *w;
     int32_t *wx;
+    int32_t room;
     const int32_t *bias;
     tsr_rqp_t q;
 } tsr_dwk_t;

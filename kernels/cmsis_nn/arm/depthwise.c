@@ -37,6 +37,7 @@ static arm_cmsis_nn_status dw_ch1(const cmsis_nn_context *ctx, const cmsis_nn_dw
     d.w = filter;
     d.wx = ctx && ctx->buf && ctx->size >= arm_depthwise_conv_s8_opt_get_buffer_size(in_dims, f) ?
            (int32_t *)ctx->buf : NULL;
+    d.room = d.wx ? ctx->size : 0;
     d.bias = bias;
     d.q = tsr_rqp_cmsis(q->multiplier, q->shift, p->output_offset, p->activation.min, p->activation.max);
     for (int32_t n = 0; n < in_dims->n; n++) {
