@@ -976,11 +976,16 @@ TSR_INLINE void fc_rows(const int8_t *x, const int8_t *w, int32_t k, int32_t off
 
 #if TSR_MM_ASM
 /* acc[2p], acc[2p + 1] = rows 2p, 2p + 1 of w ([rows][k], word-aligned,
- * k a multiple of 8) times column col, for p < pairs: the fully connected
- * product in assembly, two rows per turn of eight values. r0-r1
- * accumulators, r2 col, r3 row a, r4 row b, r5 count, r6 r7 r12 filter
- * words, r8-r11 column words; between pairs [sp]: col, n8, k, pairs left,
- * acc. */
+ * k a multiple of 8) times column col, for p < pairs (at least one): the
+ * fully connected product in assembly, two rows per eight values. The
+ * groups of eight are unrolled sixteen deep and entered part way (the
+ * first pass takes k / 8 mod 16 of them, or 16), so a row of up to 128
+ * values runs without a loop count; a pair costs 13 instructions besides
+ * its groups. r0-r1 accumulators, r2 col, r3 row a, r4 row b (its end: the
+ * next pair's row a), r5 the column's end, r6 r7 r12 filter words, r8-r11
+ * column words, lr acc; [sp]: col, k, the entry (Thumb bit set: ldr pc),
+ * the filter's end. Every instruction of a group is 32 bits wide (76
+ * bytes a group: the entry's arithmetic, checked below). */
 void tsr_fc_pairs_asm(const int32_t *col, const int8_t *w, int32_t k, int32_t pairs, int32_t *acc);
 __asm__(
     ".syntax unified\n"
@@ -991,7 +996,7 @@ __asm__(
     ".type tsr_fc_pairs_asm, %function\n"
     ".thumb_func\n"
     ".macro TSR_FC_GROUP\n"
-    "ldmia r2!, {r8, r9, r10, r11}\n"
+    "ldmia.w r2!, {r8, r9, r10, r11}\n"
     "ldrd r6, r7, [r3], #8\n"
     "sxtb16 r12, r6\n"
     "smlad r0, r12, r8, r0\n"
@@ -1013,43 +1018,48 @@ __asm__(
     ".endm\n"
     "tsr_fc_pairs_asm:\n"
     "push {r4-r11, lr}\n"
-    "ldr r4, [sp, #36]\n"          /* acc (the fifth argument) */
-    "sub sp, sp, #24\n"
+    "ldr lr, [sp, #36]\n"          /* acc (the fifth argument) */
+    "sub sp, sp, #16\n"
     "str r0, [sp, #0]\n"
-    "asrs r5, r2, #3\n"
-    "str r5, [sp, #4]\n"
-    "str r2, [sp, #8]\n"
-    "str r3, [sp, #12]\n"
-    "str r4, [sp, #16]\n"
-    "mov r3, r1\n"
+    "str r2, [sp, #4]\n"
+    "add r5, r0, r2, lsl #1\n"     /* the column's end: 2k bytes */
+    "mul r12, r2, r3\n"
+    "add r12, r1, r12, lsl #1\n"   /* the filter's end: 2k bytes a pair */
+    "str r12, [sp, #12]\n"
+    "lsrs r12, r2, #3\n"           /* groups of eight */
+    "subs r12, r12, #1\n"
+    "and r12, r12, #15\n"
+    "adds r12, r12, #1\n"          /* the first pass's groups, 1..16 */
+    "movs r6, #76\n"
+    "mul r12, r12, r6\n"
+    "adr.w r6, 5f\n"
+    "sub r6, r6, r12\n"
+    "orr r6, r6, #1\n"
+    "str r6, [sp, #8]\n"
+    "mov r4, r1\n"
     "1:\n"
+    "mov r3, r4\n"
     "ldr r2, [sp, #0]\n"
-    "ldr r5, [sp, #4]\n"
-    "ldr r4, [sp, #8]\n"
+    "ldr r4, [sp, #4]\n"
     "add r4, r4, r3\n"
     "movs r0, #0\n"
     "movs r1, #0\n"
-    "tst r5, #1\n"             /* an odd group first, then two per turn */
-    "beq 3f\n"
-    "TSR_FC_GROUP\n"
-    "3:\n"
-    "lsrs r5, r5, #1\n"
-    "beq 4f\n"
-    "2:\n"
-    "TSR_FC_GROUP\n"
-    "TSR_FC_GROUP\n"
-    "subs r5, r5, #1\n"
-    "bne 2b\n"
+    "ldr pc, [sp, #8]\n"
     "4:\n"
-    "ldr r12, [sp, #16]\n"
-    "strd r0, r1, [r12], #8\n"
-    "str r12, [sp, #16]\n"
-    "mov r3, r4\n"               /* the next pair starts after row b */
+    ".rept 16\n"
+    "TSR_FC_GROUP\n"
+    ".endr\n"
+    "5:\n"
+    ".if (5b - 4b) != 16 * 76\n"
+    ".error \"tsr_fc_pairs_asm: a group is not 76 bytes\"\n"
+    ".endif\n"
+    "cmp r2, r5\n"
+    "bne 4b\n"
+    "strd r0, r1, [lr], #8\n"
     "ldr r12, [sp, #12]\n"
-    "subs r12, r12, #1\n"
-    "str r12, [sp, #12]\n"
+    "cmp r4, r12\n"
     "bne 1b\n"
-    "add sp, sp, #24\n"
+    "add sp, sp, #16\n"
     "pop {r4-r11, pc}\n"
     ".size tsr_fc_pairs_asm, .-tsr_fc_pairs_asm\n"
     ".popsection\n"
