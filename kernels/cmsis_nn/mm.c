@@ -1139,16 +1139,130 @@ TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t
     }
 }
 
-/* fc_out's hot case: CMSIS-NN's per-channel half up, a bias, int8's own
- * range (tsr_rq_val's HU form with tsr_rqc's constants, channel by
- * channel, no struct in between) */
 #if TSR_MM_ASM
-static void fc_out_hu(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mul, const int32_t *shift,
-                      int32_t z21, int8_t *out)
+/* The fully connected layer's hot case, CMSIS-NN's per-channel half up
+ * with a bias into int8's own range (k a multiple of 8, word-aligned rows
+ * and column: fc_hu_fast's caller checks), on its own: the column eight
+ * values a turn, the paired assembly, then each output with its channel's
+ * constants (tsr_rq_val's HU form) and, instead of a pass over the shifts
+ * before, the HU range checked on the way (a channel outside it takes
+ * tsr_rq_any). */
+static void fc_col8(int32_t *col, const int8_t *x, int32_t k, int32_t off)
 {
+    const int32_t off2 = tsr_dup16(off);
+    const int8_t *end = x + k;
+    uint32_t a, b;
+    /* stm takes its registers in ascending order: name them */
+    register int32_t c0 __asm__("r8"), c1 __asm__("r9"), c2 __asm__("r10"), c3 __asm__("r11");
+    /* GCC splits the stores: one stm (x may be unaligned: no ldrd) */
+    __asm__ volatile("1:\n\t"
+                     "ldr %[b], [%[x], #4]\n\t"
+                     "ldr %[a], [%[x]], #8\n\t"
+                     "sxtab16 %[c0], %[o], %[a]\n\t"
+                     "sxtab16 %[c1], %[o], %[a], ror #8\n\t"
+                     "sxtab16 %[c2], %[o], %[b]\n\t"
+                     "sxtab16 %[c3], %[o], %[b], ror #8\n\t"
+                     "stmia %[col]!, {%[c0], %[c1], %[c2], %[c3]}\n\t"
+                     "cmp %[x], %[end]\n\t"
+                     "bne 1b"
+                     : [x] "+r"(x), [col] "+r"(col), [a] "=&r"(a), [b] "=&r"(b), [c0] "=&r"(c0), [c1] "=&r"(c1),
+                       [c2] "=&r"(c2), [c3] "=&r"(c3)
+                     : [o] "r"(off2), [end] "r"(end)
+                     : "cc", "memory");
+}
+
+/* Outputs [0, n) (n even, at least 2) from their products acc, two
+ * channels a turn in assembly (14 instructions an output): the number
+ * written, short of n where a pair holds a channel outside HU's range
+ * (1 <= s - 32 <= 22). r0 acc, r2 bias, r3 mul, r4 shift, r5 z21, r6 out,
+ * r7 its end; r8 r9 the values, r10 r11 the rounding terms, r12 lr the
+ * right shifts, r1 bias and multiplier words. */
+int32_t tsr_fc_out_hu_asm(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mul,
+                          const int32_t *shift, int32_t z21, int8_t *out);
+__asm__(
+    ".syntax unified\n"
+    ".pushsection .text.tsr_fc_out_hu_asm, \"ax\", %progbits\n"
+    ".align 2\n"
+    ".global tsr_fc_out_hu_asm\n"
+    ".hidden tsr_fc_out_hu_asm\n"
+    ".type tsr_fc_out_hu_asm, %function\n"
+    ".thumb_func\n"
+    "tsr_fc_out_hu_asm:\n"
+    "push {r4-r11, lr}\n"
+    "ldr r4, [sp, #36]\n"
+    "ldr r5, [sp, #40]\n"
+    "ldr r6, [sp, #44]\n"
+    "add r7, r6, r1\n"
+    "1:\n"
+    "ldrd r12, lr, [r4], #8\n"
+    "mvn r12, r12\n"               /* s - 32 = ~shift */
+    "mvn lr, lr\n"
+    "sub r10, r12, #1\n"
+    "sub r11, lr, #1\n"
+    "cmp r10, #21\n"
+    "it ls\n"
+    "cmpls r11, #21\n"
+    "bhi 2f\n"
+    "lsl r10, r5, r10\n"           /* (1 + 2 zp) << (s - 33) */
+    "lsl r11, r5, r11\n"
+    "ldrd r8, r9, [r0], #8\n"
+    "ldr r1, [r2], #4\n"
+    "add r8, r8, r1\n"
+    "ldr r1, [r2], #4\n"
+    "add r9, r9, r1\n"
+    "ldr r1, [r3], #4\n"
+    "smmla r8, r8, r1, r10\n"
+    "ldr r1, [r3], #4\n"
+    "smmla r9, r9, r1, r11\n"
+    "asr r8, r8, r12\n"
+    "asr r9, r9, lr\n"
+    "ssat r8, #8, r8\n"
+    "ssat r9, #8, r9\n"
+    "strb r8, [r6], #1\n"
+    "strb r9, [r6], #1\n"
+    "cmp r6, r7\n"
+    "bne 1b\n"
+    "2:\n"
+    "ldr r0, [sp, #44]\n"
+    "sub r0, r6, r0\n"
+    "pop {r4-r11, pc}\n"
+    ".size tsr_fc_out_hu_asm, .-tsr_fc_out_hu_asm\n"
+    ".popsection\n");
+
+/* Outputs [c, c + n) in C: one channel outside HU's range takes tsr_rq_any */
+static void fc_out_hu(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t c, int8_t *out)
+{
+    const int32_t z21 = 1 + 2 * m->q.zp;
     for (int32_t i = 0; i < n; i++) {
-        const int32_t sh = ~shift[i];
-        out[i] = (int8_t)tsr_sat8(tsr_smmla(acc[i] + bias[i], mul[i], tsr_shl(z21, sh - 1)) >> sh);
+        const int32_t a = acc[i] + m->bias[c + i], sh = ~m->q.shift32[c + i], t = sh - 1;
+        if ((uint32_t)t > 21u)
+            out[c + i] = tsr_rq_any(a, &m->q, c + i);
+        else
+            out[c + i] = (int8_t)tsr_sat8(tsr_smmla(a, m->q.mul[c + i], tsr_shl(z21, t)) >> sh);
+    }
+}
+
+static __attribute__((noinline)) void fc_hu_fast(const tsr_mm_t *m, const int8_t *x, int32_t off, int8_t *out,
+                                                 int32_t *col)
+{
+    const int32_t k = m->k, co = m->co;
+    int32_t c = 0, acc[32];
+    fc_col8(col, x, k, off);
+    while (c + 1 < co) {
+        const int32_t n = co - c < 32 ? (co - c) & ~1 : 32;
+        tsr_fc_pairs_asm(col, m->w + c * k, k, n >> 1, acc);
+        for (int32_t i = 0; i < n; i += 2) {
+            i += tsr_fc_out_hu_asm(acc + i, n - i, m->bias + c + i, m->q.mul + c + i, m->q.shift32 + c + i,
+                                   1 + 2 * m->q.zp, out + c + i);
+            if (i < n)
+                fc_out_hu(acc + i, 2, m, c + i, out);
+        }
+        c += n;
+    }
+    if (c < co) {
+        acc[0] = 0;
+        fc_rows(x, m->w + c * k, k, off, acc, 1);
+        fc_out_hu(acc, 1, m, c, out);
     }
 }
 #endif
@@ -1178,11 +1292,6 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
                 continue;
             }
             const int full = lo == -128 && hi == 127;
-            if (mode == TSR_RQ_HU && m.bias && full && m.q.step) {
-                fc_out_hu(acc, n, m.bias + c, m.q.mul + c, m.q.shift32 + c, 1 + 2 * m.q.zp, out + c);
-                c += n;
-                continue;
-            }
             if (m.bias && full && !m.q.step)
                 fc_out(acc, n, &m, c, out, r, mode, 1, 0, 1);
             else if (m.bias && full)
@@ -1243,9 +1352,17 @@ FC(fc_any, TSR_RQ_ANY)
 void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
                int mode)
 {
-    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding); CMSIS-NN's
-     * per-channel arrays checked in one pass (tsr_rq_fast's HU range:
-     * left shifts -23..-2) */
+    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding) */
+#if TSR_MM_ASM
+    if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step && m->bias && m->q.lo == -128 &&
+        m->q.hi == 127 && m->k >= 8 && !((m->k & 7) | ((uintptr_t)m->w & 3) | ((uintptr_t)buf & 3)) &&
+        buf_bytes >= tsr_cols_bytes(m->k, 1)) {
+        fc_hu_fast(m, x, in_off, out, buf);
+        return;
+    }
+#endif
+    /* CMSIS-NN's per-channel arrays checked in one pass (tsr_rq_fast's HU
+     * range: left shifts -23..-2) */
     if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step) {
         for (int32_t c = 0; c < m->co; c++)
             if ((uint32_t)(m->q.shift32[c] + 23) > 21u) {
