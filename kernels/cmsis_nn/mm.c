@@ -1141,8 +1141,8 @@ TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t
 
 #if TSR_MM_ASM
 /* The fully connected layer's hot case, CMSIS-NN's per-channel half up
- * with a bias into int8's own range (k a multiple of 8, word-aligned rows
- * and column: fc_hu_fast's caller checks), on its own: the column eight
+ * with a bias into int8's own range (tsr_fc_hu: k a multiple of 8,
+ * word-aligned rows and column), on its own: the column eight
  * values a turn, the paired assembly, then each output with its channel's
  * constants (tsr_rq_val's HU form) and, instead of a pass over the shifts
  * before, the HU range checked on the way (a channel outside it takes
@@ -1230,42 +1230,50 @@ __asm__(
     ".popsection\n");
 
 /* Outputs [c, c + n) in C: one channel outside HU's range takes tsr_rq_any */
-static void fc_out_hu(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t c, int8_t *out)
+static void fc_out_hu(const int32_t *acc, int32_t n, const tsr_fc_hu_t *f, int32_t c, int8_t *out)
 {
-    const int32_t z21 = 1 + 2 * m->q.zp;
+    const int32_t z21 = 1 + 2 * f->zp;
+    const tsr_rqp_t q = tsr_rqp_cmsis(f->mul, f->shift, f->zp, -128, 127);
     for (int32_t i = 0; i < n; i++) {
-        const int32_t a = acc[i] + m->bias[c + i], sh = ~m->q.shift32[c + i], t = sh - 1;
+        const int32_t a = acc[i] + f->bias[c + i], sh = ~f->shift[c + i], t = sh - 1;
         if ((uint32_t)t > 21u)
-            out[c + i] = tsr_rq_any(a, &m->q, c + i);
+            out[c + i] = tsr_rq_any(a, &q, c + i);
         else
-            out[c + i] = (int8_t)tsr_sat8(tsr_smmla(a, m->q.mul[c + i], tsr_shl(z21, t)) >> sh);
+            out[c + i] = (int8_t)tsr_sat8(tsr_smmla(a, f->mul[c + i], tsr_shl(z21, t)) >> sh);
     }
 }
+#endif
 
-static __attribute__((noinline)) void fc_hu_fast(const tsr_mm_t *m, const int8_t *x, int32_t off, int8_t *out,
-                                                 int32_t *col)
+int tsr_fc_hu(const tsr_fc_hu_t *f, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int32_t col_bytes)
 {
-    const int32_t k = m->k, co = m->co;
+#if TSR_MM_ASM
+    const int32_t k = f->k, co = f->co;
+    if (k < 8 || ((k & 7) | ((uintptr_t)f->w & 3) | ((uintptr_t)col & 3)) || col_bytes < 2 * k)
+        return 0;
     int32_t c = 0, acc[32];
     fc_col8(col, x, k, off);
     while (c + 1 < co) {
         const int32_t n = co - c < 32 ? (co - c) & ~1 : 32;
-        tsr_fc_pairs_asm(col, m->w + c * k, k, n >> 1, acc);
+        tsr_fc_pairs_asm(col, f->w + c * k, k, n >> 1, acc);
         for (int32_t i = 0; i < n; i += 2) {
-            i += tsr_fc_out_hu_asm(acc + i, n - i, m->bias + c + i, m->q.mul + c + i, m->q.shift32 + c + i,
-                                   1 + 2 * m->q.zp, out + c + i);
+            i += tsr_fc_out_hu_asm(acc + i, n - i, f->bias + c + i, f->mul + c + i, f->shift + c + i,
+                                   1 + 2 * f->zp, out + c + i);
             if (i < n)
-                fc_out_hu(acc + i, 2, m, c + i, out);
+                fc_out_hu(acc + i, 2, f, c + i, out);
         }
         c += n;
     }
     if (c < co) {
         acc[0] = 0;
-        fc_rows(x, m->w + c * k, k, off, acc, 1);
-        fc_out_hu(acc, 1, m, c, out);
+        fc_rows(x, f->w + c * k, k, off, acc, 1);
+        fc_out_hu(acc, 1, f, c, out);
     }
-}
+    return 1;
+#else
+    (void)f, (void)x, (void)off, (void)out, (void)col, (void)col_bytes;
+    return 0;
 #endif
+}
 
 TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int mode)
 {
@@ -1353,14 +1361,12 @@ void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, 
                int mode)
 {
     /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding) */
-#if TSR_MM_ASM
     if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step && m->bias && m->q.lo == -128 &&
-        m->q.hi == 127 && m->k >= 8 && !((m->k & 7) | ((uintptr_t)m->w & 3) | ((uintptr_t)buf & 3)) &&
-        buf_bytes >= tsr_cols_bytes(m->k, 1)) {
-        fc_hu_fast(m, x, in_off, out, buf);
-        return;
+        m->q.hi == 127) {
+        const tsr_fc_hu_t f = {m->w, m->bias, m->q.mul, m->q.shift32, m->k, m->co, m->q.zp};
+        if (tsr_fc_hu(&f, x, in_off, out, buf, buf ? buf_bytes : 0))
+            return;
     }
-#endif
     /* CMSIS-NN's per-channel arrays checked in one pass (tsr_rq_fast's HU
      * range: left shifts -23..-2) */
     if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step) {
