@@ -975,25 +975,44 @@ TSR_INLINE void fc_rows(const int8_t *x, const int8_t *w, int32_t k, int32_t off
 }
 
 #if TSR_MM_ASM
-/* acc[2p], acc[2p + 1] = rows 2p, 2p + 1 of w ([rows][k], word-aligned,
- * k a multiple of 8) times column col, for p < pairs (at least one): the
+/* What tsr_fc_asm reads (the offsets are the assembly's). */
+typedef struct {
+    const int32_t *col;         /*  0 */
+    const int8_t *w;            /*  4 */
+    int32_t k, pairs;           /*  8, 12 */
+    int32_t *acc;               /* 16 */
+    const int32_t *init;        /* 20: the accumulators' first values (the bias; may be acc) */
+    const int32_t *mul, *shift; /* 24, 28: CMSIS-NN's left shifts */
+    int32_t z21;                /* 32: 1 + 2 zp */
+    int8_t *out;                /* 36: NULL: the products only */
+} tsr_fc_asm_t;
+
+/* acc[2p], acc[2p + 1] = init[2p], init[2p + 1] plus rows 2p, 2p + 1 of
+ * w ([rows][k], word-aligned, k a multiple of 8) times column col, for
+ * p < pairs (at least one): the
  * fully connected product in assembly, two rows per eight values. The
  * groups of eight are unrolled sixteen deep and entered part way (the
  * first pass takes k / 8 mod 16 of them, or 16), so a row of up to 128
- * values runs without a loop count; a pair costs 13 instructions besides
+ * values runs without a loop count; a pair costs 14 instructions besides
  * its groups. r0-r1 accumulators, r2 col, r3 row a, r4 row b (its end: the
  * next pair's row a), r5 the column's end, r6 r7 r12 filter words, r8-r11
  * column words, lr acc; [sp]: col, k, the entry (Thumb bit set: ldr pc),
- * the filter's end. Every instruction of a group is 32 bits wide (76
- * bytes a group: the entry's arithmetic, checked below). */
-void tsr_fc_pairs_asm(const int32_t *col, const int8_t *w, int32_t k, int32_t pairs, int32_t *acc);
+ * the filter's end, the arguments, init. Every instruction of a group is 32 bits
+ * wide (76 bytes a group: the entry's arithmetic, checked below).
+ * With out, then the outputs (CMSIS-NN's half up into int8's own range,
+ * tsr_rq_val's HU form), two a turn, 12 instructions an output: r0 acc,
+ * r3 mul, r4 shift, r5 z21, r6 out, r7 its end; r8 r9 the values, r10 r11
+ * the rounding terms, r12 lr the right shifts, r1 the multipliers. It
+ * stops before a pair holding a channel outside HU's range
+ * (1 <= s - 32 <= 22) and returns the outputs written (0 without out). */
+int32_t tsr_fc_asm(const tsr_fc_asm_t *a);
 __asm__(
     ".syntax unified\n"
-    ".pushsection .text.tsr_fc_pairs_asm, \"ax\", %progbits\n"
+    ".pushsection .text.tsr_fc_asm, \"ax\", %progbits\n"
     ".align 2\n"
-    ".global tsr_fc_pairs_asm\n"
-    ".hidden tsr_fc_pairs_asm\n"
-    ".type tsr_fc_pairs_asm, %function\n"
+    ".global tsr_fc_asm\n"
+    ".hidden tsr_fc_asm\n"
+    ".type tsr_fc_asm, %function\n"
     ".thumb_func\n"
     ".macro TSR_FC_GROUP\n"
     "ldmia.w r2!, {r8, r9, r10, r11}\n"
@@ -1016,13 +1035,18 @@ __asm__(
     "sxtb16 r7, r7, ror #8\n"
     "smlad r1, r7, r11, r1\n"
     ".endm\n"
-    "tsr_fc_pairs_asm:\n"
+    "tsr_fc_asm:\n"
     "push {r4-r11, lr}\n"
-    "ldr lr, [sp, #36]\n"          /* acc (the fifth argument) */
-    "sub sp, sp, #16\n"
-    "str r0, [sp, #0]\n"
+    "sub sp, sp, #24\n"
+    "str r0, [sp, #16]\n"
+    "ldr r12, [r0, #20]\n"
+    "str r12, [sp, #20]\n"        /* init */
+    "ldrd r12, r1, [r0]\n"         /* col, w */
+    "ldrd r2, r3, [r0, #8]\n"      /* k, pairs */
+    "ldr lr, [r0, #16]\n"          /* acc */
+    "str r12, [sp, #0]\n"
     "str r2, [sp, #4]\n"
-    "add r5, r0, r2, lsl #1\n"     /* the column's end: 2k bytes */
+    "add r5, r12, r2, lsl #1\n"    /* the column's end: 2k bytes */
     "mul r12, r2, r3\n"
     "add r12, r1, r12, lsl #1\n"   /* the filter's end: 2k bytes a pair */
     "str r12, [sp, #12]\n"
@@ -1042,8 +1066,9 @@ __asm__(
     "ldr r2, [sp, #0]\n"
     "ldr r4, [sp, #4]\n"
     "add r4, r4, r3\n"
-    "movs r0, #0\n"
-    "movs r1, #0\n"
+    "ldr r12, [sp, #20]\n"
+    "ldrd r0, r1, [r12], #8\n"
+    "str r12, [sp, #20]\n"
     "ldr pc, [sp, #8]\n"
     "4:\n"
     ".rept 16\n"
@@ -1051,7 +1076,7 @@ __asm__(
     ".endr\n"
     "5:\n"
     ".if (5b - 4b) != 16 * 76\n"
-    ".error \"tsr_fc_pairs_asm: a group is not 76 bytes\"\n"
+    ".error \"tsr_fc_asm: a group is not 76 bytes\"\n"
     ".endif\n"
     "cmp r2, r5\n"
     "bne 4b\n"
@@ -1059,11 +1084,60 @@ __asm__(
     "ldr r12, [sp, #12]\n"
     "cmp r4, r12\n"
     "bne 1b\n"
-    "add sp, sp, #16\n"
+    /* the outputs */
+    "ldr r0, [sp, #16]\n"
+    "ldrd r5, r6, [r0, #32]\n"     /* z21, out */
+    "cbnz r6, 6f\n"
+    "movs r0, #0\n"
+    "b 9f\n"
+    "6:\n"
+    "ldrd r3, r4, [r0, #24]\n"     /* mul, shift */
+    "ldr r7, [r0, #12]\n"
+    "add r7, r6, r7, lsl #1\n"     /* out's end: two a pair */
+    "ldr r0, [r0, #16]\n"          /* acc */
+    "7:\n"
+    "ldrd r12, lr, [r4], #8\n"
+    "mvn r12, r12\n"               /* s - 32 = ~shift */
+    "mvn lr, lr\n"
+    "sub r10, r12, #1\n"
+    "sub r11, lr, #1\n"
+    "cmp r10, #21\n"
+    "it ls\n"
+    "cmpls r11, #21\n"
+    "bhi 8f\n"
+    "lsl r10, r5, r10\n"           /* (1 + 2 zp) << (s - 33) */
+    "lsl r11, r5, r11\n"
+    "ldrd r8, r9, [r0], #8\n"
+    "ldr r1, [r3], #4\n"
+    "smmla r8, r8, r1, r10\n"
+    "ldr r1, [r3], #4\n"
+    "smmla r9, r9, r1, r11\n"
+    "asr r8, r8, r12\n"
+    "asr r9, r9, lr\n"
+    "ssat r8, #8, r8\n"
+    "ssat r9, #8, r9\n"
+    "strb r8, [r6], #1\n"
+    "strb r9, [r6], #1\n"
+    "cmp r6, r7\n"
+    "bne 7b\n"
+    "8:\n"
+    "ldr r0, [sp, #16]\n"
+    "ldr r0, [r0, #36]\n"
+    "sub r0, r6, r0\n"
+    "9:\n"
+    "add sp, sp, #24\n"
     "pop {r4-r11, pc}\n"
-    ".size tsr_fc_pairs_asm, .-tsr_fc_pairs_asm\n"
+    ".size tsr_fc_asm, .-tsr_fc_asm\n"
     ".popsection\n"
     ".purgem TSR_FC_GROUP\n");
+
+/* the products only, from init */
+static inline void tsr_fc_pairs_asm(const int32_t *col, const int8_t *w, int32_t k, int32_t pairs, int32_t *acc,
+                                    const int32_t *init)
+{
+    const tsr_fc_asm_t a = {col, w, k, pairs, acc, init, NULL, NULL, 0, NULL};
+    tsr_fc_asm(&a);
+}
 #endif
 
 /* acc[0..1] += rows wa, wb times column col (int16 pairs: per four
@@ -1171,71 +1245,14 @@ static void fc_col8(int32_t *col, const int8_t *x, int32_t k, int32_t off)
                      : "cc", "memory");
 }
 
-/* Outputs [0, n) (n even, at least 2) from their products acc, two
- * channels a turn in assembly (14 instructions an output): the number
- * written, short of n where a pair holds a channel outside HU's range
- * (1 <= s - 32 <= 22). r0 acc, r2 bias, r3 mul, r4 shift, r5 z21, r6 out,
- * r7 its end; r8 r9 the values, r10 r11 the rounding terms, r12 lr the
- * right shifts, r1 bias and multiplier words. */
-int32_t tsr_fc_out_hu_asm(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mul,
-                          const int32_t *shift, int32_t z21, int8_t *out);
-__asm__(
-    ".syntax unified\n"
-    ".pushsection .text.tsr_fc_out_hu_asm, \"ax\", %progbits\n"
-    ".align 2\n"
-    ".global tsr_fc_out_hu_asm\n"
-    ".hidden tsr_fc_out_hu_asm\n"
-    ".type tsr_fc_out_hu_asm, %function\n"
-    ".thumb_func\n"
-    "tsr_fc_out_hu_asm:\n"
-    "push {r4-r11, lr}\n"
-    "ldr r4, [sp, #36]\n"
-    "ldr r5, [sp, #40]\n"
-    "ldr r6, [sp, #44]\n"
-    "add r7, r6, r1\n"
-    "1:\n"
-    "ldrd r12, lr, [r4], #8\n"
-    "mvn r12, r12\n"               /* s - 32 = ~shift */
-    "mvn lr, lr\n"
-    "sub r10, r12, #1\n"
-    "sub r11, lr, #1\n"
-    "cmp r10, #21\n"
-    "it ls\n"
-    "cmpls r11, #21\n"
-    "bhi 2f\n"
-    "lsl r10, r5, r10\n"           /* (1 + 2 zp) << (s - 33) */
-    "lsl r11, r5, r11\n"
-    "ldrd r8, r9, [r0], #8\n"
-    "ldr r1, [r2], #4\n"
-    "add r8, r8, r1\n"
-    "ldr r1, [r2], #4\n"
-    "add r9, r9, r1\n"
-    "ldr r1, [r3], #4\n"
-    "smmla r8, r8, r1, r10\n"
-    "ldr r1, [r3], #4\n"
-    "smmla r9, r9, r1, r11\n"
-    "asr r8, r8, r12\n"
-    "asr r9, r9, lr\n"
-    "ssat r8, #8, r8\n"
-    "ssat r9, #8, r9\n"
-    "strb r8, [r6], #1\n"
-    "strb r9, [r6], #1\n"
-    "cmp r6, r7\n"
-    "bne 1b\n"
-    "2:\n"
-    "ldr r0, [sp, #44]\n"
-    "sub r0, r6, r0\n"
-    "pop {r4-r11, pc}\n"
-    ".size tsr_fc_out_hu_asm, .-tsr_fc_out_hu_asm\n"
-    ".popsection\n");
-
-/* Outputs [c, c + n) in C: one channel outside HU's range takes tsr_rq_any */
+/* Outputs [c, c + n) in C from their accumulators (bias included): one
+ * channel outside HU's range takes tsr_rq_any */
 static void fc_out_hu(const int32_t *acc, int32_t n, const tsr_fc_hu_t *f, int32_t c, int8_t *out)
 {
     const int32_t z21 = 1 + 2 * f->zp;
     const tsr_rqp_t q = tsr_rqp_cmsis(f->mul, f->shift, f->zp, -128, 127);
     for (int32_t i = 0; i < n; i++) {
-        const int32_t a = acc[i] + f->bias[c + i], sh = ~f->shift[c + i], t = sh - 1;
+        const int32_t a = acc[i], sh = ~f->shift[c + i], t = sh - 1;
         if ((uint32_t)t > 21u)
             out[c + i] = tsr_rq_any(a, &q, c + i);
         else
@@ -1254,17 +1271,15 @@ int tsr_fc_hu(const tsr_fc_hu_t *f, const int8_t *x, int32_t off, int8_t *out, i
     fc_col8(col, x, k, off);
     while (c + 1 < co) {
         const int32_t n = co - c < 32 ? (co - c) & ~1 : 32;
-        tsr_fc_pairs_asm(col, f->w + c * k, k, n >> 1, acc);
-        for (int32_t i = 0; i < n; i += 2) {
-            i += tsr_fc_out_hu_asm(acc + i, n - i, f->bias + c + i, f->mul + c + i, f->shift + c + i,
-                                   1 + 2 * f->zp, out + c + i);
-            if (i < n)
-                fc_out_hu(acc + i, 2, f, c + i, out);
-        }
+        const tsr_fc_asm_t a = {col, f->w + c * k, k, n >> 1, acc, f->bias + c, f->mul + c, f->shift + c,
+                                1 + 2 * f->zp, out + c};
+        const int32_t done = tsr_fc_asm(&a);
+        if (done < n)
+            fc_out_hu(acc + done, n - done, f, c + done, out);
         c += n;
     }
     if (c < co) {
-        acc[0] = 0;
+        acc[0] = f->bias[c];
         fc_rows(x, f->w + c * k, k, off, acc, 1);
         fc_out_hu(acc, 1, f, c, out);
     }
@@ -1293,19 +1308,23 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
         for (; c + 1 < co; ) {
             int32_t acc[16];
             const int32_t n = co - c < 16 ? (co - c) & ~1 : 16;
-            tsr_fc_pairs_asm(col, m.w + c * k, k, n >> 1, acc);
+            /* the accumulators start from the bias (or zero) */
+            if (!m.bias)
+                for (int32_t i = 0; i < n; i++)
+                    acc[i] = 0;
+            tsr_fc_pairs_asm(col, m.w + c * k, k, n >> 1, acc, m.bias ? m.bias + c : acc);
             if (mode == TSR_RQ_ANY) {
                 for (int32_t i = 0; i < n; i++, c++)
-                    out[c] = tsr_rq_any(acc[i] + (m.bias ? m.bias[c] : 0), &m.q, c);
+                    out[c] = tsr_rq_any(acc[i], &m.q, c);
                 continue;
             }
             const int full = lo == -128 && hi == 127;
-            if (m.bias && full && !m.q.step)
-                fc_out(acc, n, &m, c, out, r, mode, 1, 0, 1);
-            else if (m.bias && full)
-                fc_out(acc, n, &m, c, out, r, mode, 1, 1, 1);
+            if (full && !m.q.step)
+                fc_out(acc, n, &m, c, out, r, mode, 1, 0, 0);
+            else if (full)
+                fc_out(acc, n, &m, c, out, r, mode, 1, 1, 0);
             else
-                fc_out(acc, n, &m, c, out, r, mode, 0, m.q.step != 0, m.bias != NULL);
+                fc_out(acc, n, &m, c, out, r, mode, 0, m.q.step != 0, 0);
             c += n;
         }
     }
