@@ -1269,14 +1269,17 @@ int tsr_fc_hu(const tsr_fc_hu_t *f, const int8_t *x, int32_t off, int8_t *out, i
         return 0;
     int32_t c = 0, acc[32];
     fc_col8(col, x, k, off);
-    while (c + 1 < co) {
-        const int32_t n = co - c < 32 ? (co - c) & ~1 : 32;
-        const tsr_fc_asm_t a = {col, f->w + c * k, k, n >> 1, acc, f->bias + c, f->mul + c, f->shift + c,
-                                1 + 2 * f->zp, out + c};
+    tsr_fc_asm_t a = {col, f->w, k, 0, acc, f->bias, f->mul, f->shift, 1 + 2 * f->zp, out};
+    for (int32_t n; (n = co - c < 32 ? (co - c) & ~1 : 32) > 0; c += n) {
+        a.pairs = n >> 1;
         const int32_t done = tsr_fc_asm(&a);
         if (done < n)
             fc_out_hu(acc + done, n - done, f, c + done, out);
-        c += n;
+        a.w += n * k;
+        a.init += n;
+        a.mul += n;
+        a.shift += n;
+        a.out += n;
     }
     if (c < co) {
         acc[0] = f->bias[c];
