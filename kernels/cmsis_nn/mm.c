@@ -21,8 +21,10 @@
  * (input plus offset) when given room for it; then two filter rows at a
  * time meet it, eight values per turn: one ldm of four column words, one
  * ldrd of two filter words per row, four sxtb16 and four smlad per row (19
- * instructions per 16 MACs). Without the room, each input word is
- * sign-extended once for four filter rows, in C.
+ * instructions per 16 MACs, unrolled sixteen deep and entered part way);
+ * CMSIS-NN's per-channel half up with a bias (tsr_fc_hu) also requantizes
+ * in the same assembly. Without the room, each input word is sign-extended
+ * once for four filter rows, in C.
  */
 #include <stddef.h>
 
@@ -1073,16 +1075,16 @@ typedef struct {
 
 /* acc[2p], acc[2p + 1] = init[2p], init[2p + 1] plus rows 2p, 2p + 1 of
  * w ([rows][k], word-aligned, k a multiple of 8) times column col, for
- * p < pairs (at least one): the
- * fully connected product in assembly, two rows per eight values. The
+ * p < pairs (at least one): the fully connected product in assembly, two
+ * rows per eight values. The
  * groups of eight are unrolled sixteen deep and entered part way (the
  * first pass takes k / 8 mod 16 of them, or 16), so a row of up to 128
  * values runs without a loop count; a pair costs 14 instructions besides
  * its groups. r0-r1 accumulators, r2 col, r3 row a, r4 row b (its end: the
  * next pair's row a), r5 the column's end, r6 r7 r12 filter words, r8-r11
  * column words, lr acc; [sp]: col, k, the entry (Thumb bit set: ldr pc),
- * the filter's end, the arguments, init. Every instruction of a group is 32 bits
- * wide (76 bytes a group: the entry's arithmetic, checked below).
+ * the filter's end, the arguments, init. Every instruction of a group is
+ * 32 bits wide (76 bytes a group: the entry's arithmetic, checked below).
  * With out, then the outputs (CMSIS-NN's half up into int8's own range,
  * tsr_rq_val's HU form), two a turn, 12 instructions an output: r0 acc,
  * r3 mul, r4 shift, r5 z21, r6 out, r7 its end; r8 r9 the values, r10 r11
@@ -1300,35 +1302,10 @@ TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t
 #if TSR_MM_ASM
 /* The fully connected layer's hot case, CMSIS-NN's per-channel half up
  * with a bias into int8's own range (tsr_fc_hu: k a multiple of 8,
- * word-aligned rows and column), on its own: the column eight
- * values a turn, the paired assembly, then each output with its channel's
- * constants (tsr_rq_val's HU form) and, instead of a pass over the shifts
- * before, the HU range checked on the way (a channel outside it takes
- * tsr_rq_any). */
-static void fc_col8(int32_t *col, const int8_t *x, int32_t k, int32_t off)
-{
-    const int32_t off2 = tsr_dup16(off);
-    const int8_t *end = x + k;
-    uint32_t a, b;
-    /* stm takes its registers in ascending order: name them */
-    register int32_t c0 __asm__("r8"), c1 __asm__("r9"), c2 __asm__("r10"), c3 __asm__("r11");
-    /* GCC splits the stores: one stm (x may be unaligned: no ldrd) */
-    __asm__ volatile("1:\n\t"
-                     "ldr %[b], [%[x], #4]\n\t"
-                     "ldr %[a], [%[x]], #8\n\t"
-                     "sxtab16 %[c0], %[o], %[a]\n\t"
-                     "sxtab16 %[c1], %[o], %[a], ror #8\n\t"
-                     "sxtab16 %[c2], %[o], %[b]\n\t"
-                     "sxtab16 %[c3], %[o], %[b], ror #8\n\t"
-                     "stmia %[col]!, {%[c0], %[c1], %[c2], %[c3]}\n\t"
-                     "cmp %[x], %[end]\n\t"
-                     "bne 1b"
-                     : [x] "+r"(x), [col] "+r"(col), [a] "=&r"(a), [b] "=&r"(b), [c0] "=&r"(c0), [c1] "=&r"(c1),
-                       [c2] "=&r"(c2), [c3] "=&r"(c3)
-                     : [o] "r"(off2), [end] "r"(end)
-                     : "cc", "memory");
-}
-
+ * word-aligned rows and column), on its own: the column (col_run8), then
+ * tsr_fc_asm's products and outputs, the HU range checked on the way
+ * instead of in a pass over the shifts before (a channel outside it takes
+ * tsr_rq_any, below). */
 /* Outputs [c, c + n) in C from their accumulators (bias included): one
  * channel outside HU's range takes tsr_rq_any */
 static void fc_out_hu(const int32_t *acc, int32_t n, const tsr_fc_hu_t *f, int32_t c, int8_t *out)
@@ -1352,7 +1329,7 @@ int tsr_fc_hu(const tsr_fc_hu_t *f, const int8_t *x, int32_t off, int8_t *out, i
     if (k < 8 || ((k & 7) | ((uintptr_t)f->w & 3) | ((uintptr_t)col & 3)) || col_bytes < 2 * k)
         return 0;
     int32_t c = 0, acc[32];
-    fc_col8(col, x, k, off);
+    col_run8(col, x, k, tsr_dup16(off), 8, 0);
     tsr_fc_asm_t a = {col, f->w, k, 0, acc, f->bias, f->mul, f->shift, 1 + 2 * f->zp, out};
     for (int32_t n; (n = co - c < 32 ? (co - c) & ~1 : 32) > 0; c += n) {
         a.pairs = n >> 1;
