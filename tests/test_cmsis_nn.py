@@ -395,15 +395,16 @@ def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
 @pytest.mark.qemu
 def test_table_lookup_under_qemu(tmp_path):
     """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
-    lut on tiles of every length mod 8, a per-channel table (the reference
-    kernel's path) among them; and fewer instructions than tsr_lut's."""
+    lut on tiles of every length mod 8, per-channel tables (a table per
+    channel, four channels a word) among them; and fewer instructions than
+    tsr_lut's, with one table and with a table per channel."""
     from cmsis_cases import Case
     from tessera.golden import ops
 
     rng = np.random.default_rng(33)
     case_list = []
     for i, (pixels, c, per_channel) in enumerate([(9, 16, 0), (5, 3, 0), (1, 1, 0), (7, 13, 0), (64, 32, 0),
-                                                  (3, 5, 1)]):
+                                                  (3, 5, 1), (16, 24, 1), (4, 7, 1)]):
         x = rng.integers(-128, 128, (pixels, 1, c)).astype(np.int8)
         table = rng.integers(-128, 128, (c if per_channel else 1, 256)).astype(np.int8)
         case_list.append(Case("lut", {"pixels": pixels, "c": c, "per_channel": per_channel},
@@ -420,6 +421,14 @@ def test_table_lookup_under_qemu(tmp_path):
     assert ref_res[0][1], ref_res[0][4]
     assert results[4][2] < ref_res[0][2]
     print(f"lut on 2048 bytes: {results[4][2]} instructions, tsr_lut {ref_res[0][2]}")
+    # a table per channel: 384 bytes through 24 tables
+    ref = case_list[6]
+    (tmp_path / "ref_pc").mkdir()
+    ref_src = harness_source([ref]).replace("tsr_cmsis_lut(&a", "tsr_lut(&a")
+    ref_res = run_harness([ref], "stm32h7", tmp_path / "ref_pc", source=ref_src)
+    assert ref_res[0][1], ref_res[0][4]
+    assert results[6][2] < ref_res[0][2]
+    print(f"per-channel lut on 384 bytes: {results[6][2]} instructions, tsr_lut {ref_res[0][2]}")
 
 
 def _concat_source(case_list, fn):

@@ -5,7 +5,8 @@
  * Deeploy's iLayerNorm) and the lookup table (GELU, Erf). The arithmetic is
  * tessera/rowwise.h's: the reference kernels' results in 32-bit words,
  * per-row constants hoisted; here the rows' sums with the DSP extension
- * (two int8 lanes a smlad), and the table lookups a word in, a word out.
+ * (two int8 lanes a smlad), and the table lookups a word in, a word out
+ * (a table per channel too).
  */
 #include "tessera/cmsis_nn.h"
 #include "tessera/rowwise.h"
@@ -61,15 +62,36 @@ void tsr_cmsis_layernorm(const tsr_layernorm_args_t *a, int core, int ncores)
     tsr_rw_layernorm_rows(a, p0, p1, row_sums);
 }
 
+/* One table per channel (256 bytes each, [c][256]): per pixel, four
+ * channels a word, their four tables 256 bytes apart. */
+static void lut_channels(const tsr_lut_args_t *a, int32_t p0, int32_t p1)
+{
+    const int32_t c = a->c;
+    for (int32_t p = p0; p < p1; p++) {
+        const int8_t *x = a->in + p * c;
+        int8_t *y = a->out + p * c;
+        const uint8_t *t = (const uint8_t *)a->table + 128;
+        int32_t j = 0;
+        for (; j + 4 <= c; j += 4, t += 1024) {
+            const uint32_t w = tsr_ld32(x + j);
+            tsr_st32(y + j, (uint32_t)t[(int8_t)w] | (uint32_t)t[256 + (int8_t)(w >> 8)] << 8
+                            | (uint32_t)t[512 + (int8_t)(w >> 16)] << 16
+                            | (uint32_t)t[768 + (int8_t)(w >> 24)] << 24);
+        }
+        for (; j < c; j++, t += 256)
+            y[j] = (int8_t)t[x[j]];
+    }
+}
+
 void tsr_cmsis_lut(const tsr_lut_args_t *a, int core, int ncores)
 {
     const uint8_t *t = (const uint8_t *)a->table + 128;
     int32_t p0, p1, j;
+    share(a->pixels, core, ncores, &p0, &p1);
     if (a->per_channel) {
-        tsr_lut(a, core, ncores);
+        lut_channels(a, p0, p1);
         return;
     }
-    share(a->pixels, core, ncores, &p0, &p1);
     p0 *= a->c, p1 *= a->c;
     for (j = p0; j + 4 <= p1; j += 4) {
         const uint32_t w = tsr_ld32(a->in + j);
