@@ -472,9 +472,9 @@ def _concat_source(case_list, fn):
 @pytest.mark.qemu
 def test_concatenation_under_qemu(tmp_path):
     """tsr_cmsis_concat (concat.c) against the golden model: copies along
-    each HWC axis (runs of every length mod 8), and a rescaled input (the
-    reference kernel's path); the copies take fewer instructions than
-    tsr_concat's memcpy."""
+    each HWC axis (runs of every length mod 8), and rescaled inputs (small
+    ones element by element, large ones through a table); the copies and
+    the rescaled large ones take fewer instructions than tsr_concat's."""
     from cmsis_cases import golden_requant
     from tessera.golden import ops
 
@@ -488,7 +488,8 @@ def test_concatenation_under_qemu(tmp_path):
             ([(2, 6, 16), (3, 6, 16)], 0, [1, 1], [0, 0], same),
             ([(4, 3, 5), (4, 7, 5)], 1, [1, 1], [0, 0], same),
             ([(16, 16, 32), (16, 16, 32)], 2, [1, 1], [0, 0], same),
-            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled)]:
+            ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled),
+            ([(8, 8, 24), (8, 8, 3), (8, 8, 13)], 2, [3, 1, 2], [1, -2, 5], scaled)]:
         xs = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
         want = golden_requant(ops.concat(xs, mul, off, axis), dict(rq, per_channel=0, divisor=0))
         case_list.append({"xs": xs, "axis": axis, "in_mul": mul, "in_offset": off, "rq": rq, "want": want})
@@ -500,6 +501,10 @@ def test_concatenation_under_qemu(tmp_path):
     ref = run_harness(None, "stm32h7", tmp_path / "ref", source=_concat_source(case_list[3:4], "tsr_concat"))
     assert ref[0][1] and results[3][2] < ref[0][2]
     print(f"concat of 16 kB: {results[3][2]} instructions, tsr_concat {ref[0][2]}")
+    (tmp_path / "ref_scaled").mkdir()
+    ref = run_harness(None, "stm32h7", tmp_path / "ref_scaled", source=_concat_source(case_list[5:6], "tsr_concat"))
+    assert ref[0][1] and results[5][2] < ref[0][2]
+    print(f"rescaled concat of 2,560 values: {results[5][2]} instructions, tsr_concat {ref[0][2]}")
 
 
 @pytest.mark.qemu
