@@ -393,6 +393,27 @@ def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
 
 
 @pytest.mark.qemu
+@pytest.mark.parametrize("target_name", ["stm32h7", "stm32f4"])
+def test_one_pixel_left_pointwise_under_qemu(target_name, tmp_path):
+    """Pointwise tiles of 4n + 1 pixels (one a tile among them) on the
+    assembly's path: the last pixel runs the four-pixel assembly with its
+    column in the last slot and the outputs' stride 0 (mm.c's
+    tsr_mm_pointwise), the eight-value rows' assembly too; bit-exact."""
+    def keep(c):
+        f = c.fields
+        return ((f["in_h"] * f["in_w"]) % 4 == 1 and "bias" in c.arrays and c.rq["lo"] == -128
+                and c.rq["hi"] == 127 and c.rq["per_channel"] and f["in_c"] % 4 == 0
+                and c.scratch >= 8 * f["out_c"] + 8 * f["in_c"])
+    case_list = _shaped("pointwise", 10, 11, keep) + _shaped("pointwise_tfl", 10, 11, keep)
+    assert any(c.fields["in_c"] == 8 for c in case_list) and any(c.fields["in_h"] * c.fields["in_w"] == 1
+                                                                 for c in case_list)
+    results = run_harness(case_list, target_name, tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
+
+
+@pytest.mark.qemu
 def test_table_lookup_under_qemu(tmp_path):
     """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
     lut on tiles of every length mod 8, per-channel tables (a table per

@@ -369,6 +369,7 @@ typedef struct {
     int32_t turns, rem;       /* whole passes of 16 groups after the first, groups the first skips */
     int32_t co;
     int32_t z21;              /* 1 + 2 * zero point */
+    int32_t stride;           /* bytes from a pixel's outputs to the next's: co, or 0 (one pixel, in column 3) */
 } tsr_mm4a_t;
 
 #if TSR_MM_ASM
@@ -433,6 +434,7 @@ __asm__(
     "str r10, [sp, #40]\n"
     "add r1, r7, r6, lsl #2\n"
     "str r1, [sp, #36]\n"
+    "ldr r6, [r0, #40]\n"         /* the outputs' stride */
     ".endm\n"
     /* the product of one channel: accumulators from the bias (doubled: dbl 1) */
     ".macro TSR_MM4_PRODUCT dbl\n"
@@ -580,6 +582,7 @@ __asm__(
     "ldr r1, [r0, #36]\n"
     "add r2, r9, r10\n"
     "strd r1, r2, [sp, #16]\n"
+    "ldr r10, [r0, #40]\n"        /* the outputs' stride */
     ".endm\n"
     /* one pixel: the product, the requantization (TFL: the sign rule) */
     ".macro TSR_K8_PIXEL off, tfl\n"
@@ -853,6 +856,7 @@ static tsr_mm4a_t mm4_args(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *
     a.rem = 16 - (g - 16 * turns);
     a.z21 = 1 + 2 * m->q.zp;
     a.shift = f->asm_mode == TSR_RQ_HU ? (const void *)m->q.shift32 : (const void *)m->q.shift8;
+    a.stride = m->co;
     return a;
 }
 #endif
@@ -976,6 +980,21 @@ int tsr_mm_pointwise(const tsr_mm_t *m0, const int8_t *in, int32_t pixels, int32
 #endif
         for (; p < pixels; p += 4) {
             const int32_t np = pixels - p < 4 ? pixels - p : 4;
+#if TSR_MM_ASM
+            /* one pixel left: the assembly on four columns, the pixel in
+             * the last (the other three whatever they hold), every
+             * pixel's outputs stored at its place (stride 0) and the
+             * last's stored last */
+            if (np == 1 && f.asm_mode >= 0) {
+                tsr_mm4a_t a = mm4_args(&f, m, buf);
+                col_put(buf + 6, 4, 0, in + p * ci, ci, in_off, m->dbl);
+                col_pad(buf + 6, 4, ci);
+                a.out = out + p * co;
+                a.stride = 0;
+                f.asm4(&a);
+                break;
+            }
+#endif
             for (int32_t i = 0; i < np; i++) {
                 col_put(buf + 2 * i, 4, 0, in + (p + i) * ci, ci, in_off, m->dbl);
                 col_pad(buf + 2 * i, 4, ci);
