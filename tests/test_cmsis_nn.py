@@ -393,6 +393,27 @@ def test_eight_channel_pointwise_rows_under_qemu(tmp_path):
 
 
 @pytest.mark.qemu
+@pytest.mark.parametrize("target_name", ["stm32h7", "stm32f4"])
+def test_one_pixel_left_pointwise_under_qemu(target_name, tmp_path):
+    """Pointwise tiles of 4n + 1 pixels (one a tile among them) on the
+    assembly's path: the last pixel runs the four-pixel assembly with its
+    column in the last slot and the outputs' stride 0 (mm.c's
+    tsr_mm_pointwise), the eight-value rows' assembly too; bit-exact."""
+    def keep(c):
+        f = c.fields
+        return ((f["in_h"] * f["in_w"]) % 4 == 1 and "bias" in c.arrays and c.rq["lo"] == -128
+                and c.rq["hi"] == 127 and c.rq["per_channel"] and f["in_c"] % 4 == 0
+                and c.scratch >= 8 * f["out_c"] + 8 * f["in_c"])
+    case_list = _shaped("pointwise", 10, 11, keep) + _shaped("pointwise_tfl", 10, 11, keep)
+    assert any(c.fields["in_c"] == 8 for c in case_list) and any(c.fields["in_h"] * c.fields["in_w"] == 1
+                                                                 for c in case_list)
+    results = run_harness(case_list, target_name, tmp_path)
+    assert len(results) == len(case_list)
+    bad = [line for _, ok, _, _, line in results.values() if not ok]
+    assert not bad, "\n".join(bad[:10])
+
+
+@pytest.mark.qemu
 def test_table_lookup_under_qemu(tmp_path):
     """tsr_cmsis_lut (rowwise.c, four bytes a word) against the golden model's
     lut on tiles of every length mod 8, one table or one per channel (PReLU
@@ -403,7 +424,8 @@ def test_table_lookup_under_qemu(tmp_path):
     rng = np.random.default_rng(33)
     case_list = []
     for i, (pixels, c, per_channel) in enumerate([(9, 16, 0), (5, 3, 0), (1, 1, 0), (7, 13, 0), (64, 32, 0),
-                                                  (3, 5, 1), (7, 13, 1), (2, 6, 1), (36, 64, 1)]):
+                                                  (3, 5, 1), (7, 13, 1), (2, 6, 1), (36, 64, 1),
+                                                  (16, 24, 1), (4, 7, 1)]):
         x = rng.integers(-128, 128, (pixels, 1, c)).astype(np.int8)
         table = rng.integers(-128, 128, (c if per_channel else 1, 256)).astype(np.int8)
         case_list.append(Case("lut", {"pixels": pixels, "c": c, "per_channel": per_channel},
@@ -484,7 +506,8 @@ def test_concatenation_under_qemu(tmp_path):
             ([(16, 16, 32), (16, 16, 32)], 2, [1, 1], [0, 0], same),
             ([(3, 4, 6), (3, 4, 2)], 2, [3, 1], [1, -2], scaled),
             ([(16, 16, 16), (16, 16, 8)], 2, [3, 5], [7, -4], scaled),
-            ([(8, 8, 16), (9, 8, 16), (2, 8, 16)], 0, [4, 3, 2], [0, 1, -3], dict(scaled, zero_point=0))]:
+            ([(8, 8, 16), (9, 8, 16), (2, 8, 16)], 0, [4, 3, 2], [0, 1, -3], dict(scaled, zero_point=0)),
+            ([(8, 8, 24), (8, 8, 3), (8, 8, 13)], 2, [3, 1, 2], [1, -2, 5], scaled)]:
         xs = [rng.integers(-128, 128, s).astype(np.int8) for s in shapes]
         want = golden_requant(ops.concat(xs, mul, off, axis), dict(rq, per_channel=0, divisor=0))
         case_list.append({"xs": xs, "axis": axis, "in_mul": mul, "in_offset": off, "rq": rq, "want": want})

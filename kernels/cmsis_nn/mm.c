@@ -21,12 +21,21 @@
  * (input plus offset) when given room for it; then two filter rows at a
  * time meet it, eight values per turn: one ldm of four column words, one
  * ldrd of two filter words per row, four sxtb16 and four smlad per row (19
- * instructions per 16 MACs). Without the room, each input word is
- * sign-extended once for four filter rows, in C.
+ * instructions per 16 MACs, unrolled sixteen deep and entered part way);
+ * CMSIS-NN's per-channel half up with a bias (tsr_fc_hu) also requantizes
+ * in the same assembly. Without the room, each input word is sign-extended
+ * once for four filter rows, in C.
  */
 #include <stddef.h>
 
 #include "tsr_mm.h"
+
+/* The assembly needs 13 registers: not with a frame pointer (-O0). */
+#if TSR_HAVE_DSP && defined(__OPTIMIZE__)
+#define TSR_MM_ASM 1
+#else
+#define TSR_MM_ASM 0
+#endif
 
 /* ---- columns ---------------------------------------------------------- */
 
@@ -43,6 +52,47 @@ static inline void st16(int32_t *col, int32_t index, int32_t v)
     memcpy((int16_t *)col + index, &h, 2);
 }
 
+#if TSR_MM_ASM
+/* n values (a multiple of 8, at least 8) of src plus the offset (off2: in
+ * both halves), doubled when dbl (a constant where inlined), into column
+ * words at dst, `stride` bytes between groups of four: eight values a
+ * turn, two loads, four sxtab16 (and four sadd16), two strd (11
+ * instructions; 16 in C). */
+TSR_INLINE void col_run8(int32_t *dst, const int8_t *src, int32_t n, int32_t off2, int32_t stride, int dbl)
+{
+    const int8_t *end = src + n;
+    uint32_t a, b;
+    int32_t c0, c1, c2, c3;
+#define COL_RUN8(DBL)                                                                                    \
+    __asm__ volatile("1:\n\t"                                                                            \
+                     "ldr %[b], [%[x], #4]\n\t"                                                          \
+                     "ldr %[a], [%[x]], #8\n\t"                                                          \
+                     "sxtab16 %[c0], %[o], %[a]\n\t"                                                     \
+                     "sxtab16 %[c1], %[o], %[a], ror #8\n\t"                                             \
+                     "sxtab16 %[c2], %[o], %[b]\n\t"                                                     \
+                     "sxtab16 %[c3], %[o], %[b], ror #8\n\t" DBL                                          \
+                     "strd %[c0], %[c1], [%[d]]\n\t"                                                     \
+                     "add %[d], %[d], %[s]\n\t"                                                          \
+                     "strd %[c2], %[c3], [%[d]]\n\t"                                                     \
+                     "add %[d], %[d], %[s]\n\t"                                                          \
+                     "cmp %[x], %[end]\n\t"                                                              \
+                     "bne 1b"                                                                           \
+                     : [x] "+r"(src), [d] "+r"(dst), [a] "=&r"(a), [b] "=&r"(b), [c0] "=&r"(c0),         \
+                       [c1] "=&r"(c1), [c2] "=&r"(c2), [c3] "=&r"(c3)                                    \
+                     : [o] "r"(off2), [end] "r"(end), [s] "r"(stride)                                   \
+                     : "cc", "memory")
+    if (dbl)
+        COL_RUN8("sadd16 %[c0], %[c0], %[c0]\n\tsadd16 %[c1], %[c1], %[c1]\n\t"
+                 "sadd16 %[c2], %[c2], %[c2]\n\tsadd16 %[c3], %[c3], %[c3]\n\t");
+    else
+        COL_RUN8("");
+#undef COL_RUN8
+}
+#endif
+
+/* (col_put stays plain C: GCC inlines it into the im2col loops, which an
+ * assembly block in it stops, ic_resnet8's 3x3 layers +3.5%; the callers
+ * with long runs call col_run8 themselves) */
 /* Elements [k, k + n) of one pixel's column (col: that pixel's first
  * words, P pixels interleaved): n values of src plus offset (doubled when
  * dbl), or zeros when src is NULL. */
@@ -237,13 +287,6 @@ static void im2col_rgb(int32_t *cols, int32_t P, int32_t p, const tsr_geom_t *g,
 
 /* ---- four pixels: one filter row at a time ----------------------------- */
 
-/* The assembly needs 13 registers: not with a frame pointer (-O0). */
-#if TSR_HAVE_DSP && defined(__OPTIMIZE__)
-#define TSR_MM_ASM 1
-#else
-#define TSR_MM_ASM 0
-#endif
-
 /* acc[0..3] += one filter row (k = 4 * groups + tail values) times four
  * interleaved columns. Per group of four values: one filter word loaded and
  * sign-extended once, the four pixels' column words in two ldm, eight
@@ -326,6 +369,7 @@ typedef struct {
     int32_t turns, rem;       /* whole passes of 16 groups after the first, groups the first skips */
     int32_t co;
     int32_t z21;              /* 1 + 2 * zero point */
+    int32_t stride;           /* bytes from a pixel's outputs to the next's: co, or 0 (one pixel, in column 3) */
 } tsr_mm4a_t;
 
 #if TSR_MM_ASM
@@ -390,6 +434,7 @@ __asm__(
     "str r10, [sp, #40]\n"
     "add r1, r7, r6, lsl #2\n"
     "str r1, [sp, #36]\n"
+    "ldr r6, [r0, #40]\n"         /* the outputs' stride */
     ".endm\n"
     /* the product of one channel: accumulators from the bias (doubled: dbl 1) */
     ".macro TSR_MM4_PRODUCT dbl\n"
@@ -537,6 +582,7 @@ __asm__(
     "ldr r1, [r0, #36]\n"
     "add r2, r9, r10\n"
     "strd r1, r2, [sp, #16]\n"
+    "ldr r10, [r0, #40]\n"        /* the outputs' stride */
     ".endm\n"
     /* one pixel: the product, the requantization (TFL: the sign rule) */
     ".macro TSR_K8_PIXEL off, tfl\n"
@@ -792,24 +838,35 @@ static mm_fns_t mm_fns(const tsr_mm_t *m, int mode)
     return f;
 }
 
+#if TSR_MM_ASM
+/* the assembly's arguments for four pixels of columns cols (out: set per call) */
+static tsr_mm4a_t mm4_args(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols)
+{
+    tsr_mm4a_t a;
+    a.w = m->w;
+    a.cols = cols;
+    a.out = NULL;
+    a.bias = m->bias;
+    a.mul = m->q.mul;
+    a.co = m->co;
+    /* k / 4 groups: the first pass the last g0 (1..16) of the unrolled
+     * sixteen, then `turns` whole passes */
+    const int32_t g = m->k >> 2, turns = (g - 1) >> 4;
+    a.turns = turns;
+    a.rem = 16 - (g - 16 * turns);
+    a.z21 = 1 + 2 * m->q.zp;
+    a.shift = f->asm_mode == TSR_RQ_HU ? (const void *)m->q.shift32 : (const void *)m->q.shift8;
+    a.stride = m->co;
+    return a;
+}
+#endif
+
 static void mm4_run(const mm_fns_t *f, const tsr_mm_t *m, const int32_t *cols, int8_t *out, int32_t npix)
 {
 #if TSR_MM_ASM
     if (npix == 4 && f->asm_mode >= 0) {
-        tsr_mm4a_t a;
-        a.w = m->w;
-        a.cols = cols;
+        tsr_mm4a_t a = mm4_args(f, m, cols);
         a.out = out;
-        a.bias = m->bias;
-        a.mul = m->q.mul;
-        a.co = m->co;
-        /* k / 4 groups: the first pass the last g0 (1..16) of the unrolled
-         * sixteen, then `turns` whole passes */
-        const int32_t g = m->k >> 2, turns = (g - 1) >> 4;
-        a.turns = turns;
-        a.rem = 16 - (g - 16 * turns);
-        a.z21 = 1 + 2 * m->q.zp;
-        a.shift = f->asm_mode == TSR_RQ_HU ? (const void *)m->q.shift32 : (const void *)m->q.shift8;
         f->asm4(&a);
         return;
     }
@@ -903,8 +960,41 @@ int tsr_mm_pointwise(const tsr_mm_t *m0, const int8_t *in, int32_t pixels, int32
     const mm_fns_t f = mm_fns(m, mode);
     int32_t p = 0;
     if (buf_bytes >= tsr_cols_bytes(ci, 4)) {
+#if TSR_MM_ASM
+        /* whole groups of four pixels of whole groups of eight values: the
+         * columns built inline, the assembly's arguments made once */
+        if (f.asm_mode >= 0 && !(ci & 7) && pixels >= 4) {
+            tsr_mm4a_t a = mm4_args(&f, m, buf);
+            const int32_t off2 = tsr_dup16(in_off);
+            for (; p + 4 <= pixels; p += 4) {
+                const int8_t *x = in + p * ci;
+                for (int32_t i = 0; i < 4; i++, x += ci)
+                    if (m->dbl)
+                        col_run8(buf + 2 * i, x, ci, off2, 32, 1);
+                    else
+                        col_run8(buf + 2 * i, x, ci, off2, 32, 0);
+                a.out = out + p * co;
+                f.asm4(&a);
+            }
+        }
+#endif
         for (; p < pixels; p += 4) {
             const int32_t np = pixels - p < 4 ? pixels - p : 4;
+#if TSR_MM_ASM
+            /* one pixel left: the assembly on four columns, the pixel in
+             * the last (the other three whatever they hold), every
+             * pixel's outputs stored at its place (stride 0) and the
+             * last's stored last */
+            if (np == 1 && f.asm_mode >= 0) {
+                tsr_mm4a_t a = mm4_args(&f, m, buf);
+                col_put(buf + 6, 4, 0, in + p * ci, ci, in_off, m->dbl);
+                col_pad(buf + 6, 4, ci);
+                a.out = out + p * co;
+                a.stride = 0;
+                f.asm4(&a);
+                break;
+            }
+#endif
             for (int32_t i = 0; i < np; i++) {
                 col_put(buf + 2 * i, 4, 0, in + (p + i) * ci, ci, in_off, m->dbl);
                 col_pad(buf + 2 * i, 4, ci);
@@ -975,23 +1065,47 @@ TSR_INLINE void fc_rows(const int8_t *x, const int8_t *w, int32_t k, int32_t off
 }
 
 #if TSR_MM_ASM
-/* acc[2p], acc[2p + 1] = rows 2p, 2p + 1 of w ([rows][k], word-aligned,
- * k a multiple of 8) times column col, for p < pairs: the fully connected
- * product in assembly, two rows per turn of eight values. r0-r1
- * accumulators, r2 col, r3 row a, r4 row b, r5 count, r6 r7 r12 filter
- * words, r8-r11 column words; between pairs [sp]: col, n8, k, pairs left,
- * acc. */
-void tsr_fc_pairs_asm(const int32_t *col, const int8_t *w, int32_t k, int32_t pairs, int32_t *acc);
+/* What tsr_fc_asm reads (the offsets are the assembly's). */
+typedef struct {
+    const int32_t *col;         /*  0 */
+    const int8_t *w;            /*  4 */
+    int32_t k, pairs;           /*  8, 12 */
+    int32_t *acc;               /* 16 */
+    const int32_t *init;        /* 20: the accumulators' first values (the bias; may be acc) */
+    const int32_t *mul, *shift; /* 24, 28: CMSIS-NN's left shifts */
+    int32_t z21;                /* 32: 1 + 2 zp */
+    int8_t *out;                /* 36: NULL: the products only */
+} tsr_fc_asm_t;
+
+/* acc[2p], acc[2p + 1] = init[2p], init[2p + 1] plus rows 2p, 2p + 1 of
+ * w ([rows][k], word-aligned, k a multiple of 8) times column col, for
+ * p < pairs (at least one): the fully connected product in assembly, two
+ * rows per eight values. The
+ * groups of eight are unrolled sixteen deep and entered part way (the
+ * first pass takes k / 8 mod 16 of them, or 16), so a row of up to 128
+ * values runs without a loop count; a pair costs 14 instructions besides
+ * its groups. r0-r1 accumulators, r2 col, r3 row a, r4 row b (its end: the
+ * next pair's row a), r5 the column's end, r6 r7 r12 filter words, r8-r11
+ * column words, lr acc; [sp]: col, k, the entry (Thumb bit set: ldr pc),
+ * the filter's end, the arguments, init. Every instruction of a group is
+ * 32 bits wide (76 bytes a group: the entry's arithmetic, checked below).
+ * With out, then the outputs (CMSIS-NN's half up into int8's own range,
+ * tsr_rq_val's HU form), two a turn, 12 instructions an output: r0 acc,
+ * r3 mul, r4 shift, r5 z21, r6 out, r7 its end; r8 r9 the values, r10 r11
+ * the rounding terms, r12 lr the right shifts, r1 the multipliers. It
+ * stops before a pair holding a channel outside HU's range
+ * (1 <= s - 32 <= 22) and returns the outputs written (0 without out). */
+int32_t tsr_fc_asm(const tsr_fc_asm_t *a);
 __asm__(
     ".syntax unified\n"
-    ".pushsection .text.tsr_fc_pairs_asm, \"ax\", %progbits\n"
+    ".pushsection .text.tsr_fc_asm, \"ax\", %progbits\n"
     ".align 2\n"
-    ".global tsr_fc_pairs_asm\n"
-    ".hidden tsr_fc_pairs_asm\n"
-    ".type tsr_fc_pairs_asm, %function\n"
+    ".global tsr_fc_asm\n"
+    ".hidden tsr_fc_asm\n"
+    ".type tsr_fc_asm, %function\n"
     ".thumb_func\n"
     ".macro TSR_FC_GROUP\n"
-    "ldmia r2!, {r8, r9, r10, r11}\n"
+    "ldmia.w r2!, {r8, r9, r10, r11}\n"
     "ldrd r6, r7, [r3], #8\n"
     "sxtb16 r12, r6\n"
     "smlad r0, r12, r8, r0\n"
@@ -1011,49 +1125,109 @@ __asm__(
     "sxtb16 r7, r7, ror #8\n"
     "smlad r1, r7, r11, r1\n"
     ".endm\n"
-    "tsr_fc_pairs_asm:\n"
+    "tsr_fc_asm:\n"
     "push {r4-r11, lr}\n"
-    "ldr r4, [sp, #36]\n"          /* acc (the fifth argument) */
     "sub sp, sp, #24\n"
-    "str r0, [sp, #0]\n"
-    "asrs r5, r2, #3\n"
-    "str r5, [sp, #4]\n"
-    "str r2, [sp, #8]\n"
-    "str r3, [sp, #12]\n"
-    "str r4, [sp, #16]\n"
-    "mov r3, r1\n"
-    "1:\n"
-    "ldr r2, [sp, #0]\n"
-    "ldr r5, [sp, #4]\n"
-    "ldr r4, [sp, #8]\n"
-    "add r4, r4, r3\n"
-    "movs r0, #0\n"
-    "movs r1, #0\n"
-    "tst r5, #1\n"             /* an odd group first, then two per turn */
-    "beq 3f\n"
-    "TSR_FC_GROUP\n"
-    "3:\n"
-    "lsrs r5, r5, #1\n"
-    "beq 4f\n"
-    "2:\n"
-    "TSR_FC_GROUP\n"
-    "TSR_FC_GROUP\n"
-    "subs r5, r5, #1\n"
-    "bne 2b\n"
-    "4:\n"
-    "ldr r12, [sp, #16]\n"
-    "strd r0, r1, [r12], #8\n"
-    "str r12, [sp, #16]\n"
-    "mov r3, r4\n"               /* the next pair starts after row b */
-    "ldr r12, [sp, #12]\n"
-    "subs r12, r12, #1\n"
+    "str r0, [sp, #16]\n"
+    "ldr r12, [r0, #20]\n"
+    "str r12, [sp, #20]\n"        /* init */
+    "ldrd r12, r1, [r0]\n"         /* col, w */
+    "ldrd r2, r3, [r0, #8]\n"      /* k, pairs */
+    "ldr lr, [r0, #16]\n"          /* acc */
+    "str r12, [sp, #0]\n"
+    "str r2, [sp, #4]\n"
+    "add r5, r12, r2, lsl #1\n"    /* the column's end: 2k bytes */
+    "mul r12, r2, r3\n"
+    "add r12, r1, r12, lsl #1\n"   /* the filter's end: 2k bytes a pair */
     "str r12, [sp, #12]\n"
+    "lsrs r12, r2, #3\n"           /* groups of eight */
+    "subs r12, r12, #1\n"
+    "and r12, r12, #15\n"
+    "adds r12, r12, #1\n"          /* the first pass's groups, 1..16 */
+    "movs r6, #76\n"
+    "mul r12, r12, r6\n"
+    "adr.w r6, 5f\n"
+    "sub r6, r6, r12\n"
+    "orr r6, r6, #1\n"
+    "str r6, [sp, #8]\n"
+    "mov r4, r1\n"
+    "1:\n"
+    "mov r3, r4\n"
+    "ldr r2, [sp, #0]\n"
+    "ldr r4, [sp, #4]\n"
+    "add r4, r4, r3\n"
+    "ldr r12, [sp, #20]\n"
+    "ldrd r0, r1, [r12], #8\n"
+    "str r12, [sp, #20]\n"
+    "ldr pc, [sp, #8]\n"
+    "4:\n"
+    ".rept 16\n"
+    "TSR_FC_GROUP\n"
+    ".endr\n"
+    "5:\n"
+    ".if (5b - 4b) != 16 * 76\n"
+    ".error \"tsr_fc_asm: a group is not 76 bytes\"\n"
+    ".endif\n"
+    "cmp r2, r5\n"
+    "bne 4b\n"
+    "strd r0, r1, [lr], #8\n"
+    "ldr r12, [sp, #12]\n"
+    "cmp r4, r12\n"
     "bne 1b\n"
+    /* the outputs */
+    "ldr r0, [sp, #16]\n"
+    "ldrd r5, r6, [r0, #32]\n"     /* z21, out */
+    "cbnz r6, 6f\n"
+    "movs r0, #0\n"
+    "b 9f\n"
+    "6:\n"
+    "ldrd r3, r4, [r0, #24]\n"     /* mul, shift */
+    "ldr r7, [r0, #12]\n"
+    "add r7, r6, r7, lsl #1\n"     /* out's end: two a pair */
+    "ldr r0, [r0, #16]\n"          /* acc */
+    "7:\n"
+    "ldrd r12, lr, [r4], #8\n"
+    "mvn r12, r12\n"               /* s - 32 = ~shift */
+    "mvn lr, lr\n"
+    "sub r10, r12, #1\n"
+    "sub r11, lr, #1\n"
+    "cmp r10, #21\n"
+    "it ls\n"
+    "cmpls r11, #21\n"
+    "bhi 8f\n"
+    "lsl r10, r5, r10\n"           /* (1 + 2 zp) << (s - 33) */
+    "lsl r11, r5, r11\n"
+    "ldrd r8, r9, [r0], #8\n"
+    "ldr r1, [r3], #4\n"
+    "smmla r8, r8, r1, r10\n"
+    "ldr r1, [r3], #4\n"
+    "smmla r9, r9, r1, r11\n"
+    "asr r8, r8, r12\n"
+    "asr r9, r9, lr\n"
+    "ssat r8, #8, r8\n"
+    "ssat r9, #8, r9\n"
+    "strb r8, [r6], #1\n"
+    "strb r9, [r6], #1\n"
+    "cmp r6, r7\n"
+    "bne 7b\n"
+    "8:\n"
+    "ldr r0, [sp, #16]\n"
+    "ldr r0, [r0, #36]\n"
+    "sub r0, r6, r0\n"
+    "9:\n"
     "add sp, sp, #24\n"
     "pop {r4-r11, pc}\n"
-    ".size tsr_fc_pairs_asm, .-tsr_fc_pairs_asm\n"
+    ".size tsr_fc_asm, .-tsr_fc_asm\n"
     ".popsection\n"
     ".purgem TSR_FC_GROUP\n");
+
+/* the products only, from init */
+static inline void tsr_fc_pairs_asm(const int32_t *col, const int8_t *w, int32_t k, int32_t pairs, int32_t *acc,
+                                    const int32_t *init)
+{
+    const tsr_fc_asm_t a = {col, w, k, pairs, acc, init, NULL, NULL, 0, NULL};
+    tsr_fc_asm(&a);
+}
 #endif
 
 /* acc[0..1] += rows wa, wb times column col (int16 pairs: per four
@@ -1129,19 +1303,60 @@ TSR_INLINE void fc_out(const int32_t *acc, int32_t n, const tsr_mm_t *m, int32_t
     }
 }
 
-/* fc_out's hot case: CMSIS-NN's per-channel half up, a bias, int8's own
- * range (tsr_rq_val's HU form with tsr_rqc's constants, channel by
- * channel, no struct in between) */
 #if TSR_MM_ASM
-static void fc_out_hu(const int32_t *acc, int32_t n, const int32_t *bias, const int32_t *mul, const int32_t *shift,
-                      int32_t z21, int8_t *out)
+/* The fully connected layer's hot case, CMSIS-NN's per-channel half up
+ * with a bias into int8's own range (tsr_fc_hu: k a multiple of 8,
+ * word-aligned rows and column), on its own: the column (col_run8), then
+ * tsr_fc_asm's products and outputs, the HU range checked on the way
+ * instead of in a pass over the shifts before (a channel outside it takes
+ * tsr_rq_any, below). */
+/* Outputs [c, c + n) in C from their accumulators (bias included): one
+ * channel outside HU's range takes tsr_rq_any */
+static void fc_out_hu(const int32_t *acc, int32_t n, const tsr_fc_hu_t *f, int32_t c, int8_t *out)
 {
+    const int32_t z21 = 1 + 2 * f->zp;
+    const tsr_rqp_t q = tsr_rqp_cmsis(f->mul, f->shift, f->zp, -128, 127);
     for (int32_t i = 0; i < n; i++) {
-        const int32_t sh = ~shift[i];
-        out[i] = (int8_t)tsr_sat8(tsr_smmla(acc[i] + bias[i], mul[i], tsr_shl(z21, sh - 1)) >> sh);
+        const int32_t a = acc[i], sh = ~f->shift[c + i], t = sh - 1;
+        if ((uint32_t)t > 21u)
+            out[c + i] = tsr_rq_any(a, &q, c + i);
+        else
+            out[c + i] = (int8_t)tsr_sat8(tsr_smmla(a, f->mul[c + i], tsr_shl(z21, t)) >> sh);
     }
 }
 #endif
+
+int tsr_fc_hu(const tsr_fc_hu_t *f, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int32_t col_bytes)
+{
+#if TSR_MM_ASM
+    const int32_t k = f->k, co = f->co;
+    if (k < 8 || ((k & 7) | ((uintptr_t)f->w & 3) | ((uintptr_t)col & 3)) || col_bytes < 2 * k)
+        return 0;
+    int32_t c = 0, acc[32];
+    col_run8(col, x, k, tsr_dup16(off), 8, 0);
+    tsr_fc_asm_t a = {col, f->w, k, 0, acc, f->bias, f->mul, f->shift, 1 + 2 * f->zp, out};
+    for (int32_t n; (n = co - c < 32 ? (co - c) & ~1 : 32) > 0; c += n) {
+        a.pairs = n >> 1;
+        const int32_t done = tsr_fc_asm(&a);
+        if (done < n)
+            fc_out_hu(acc + done, n - done, f, c + done, out);
+        a.w += n * k;
+        a.init += n;
+        a.mul += n;
+        a.shift += n;
+        a.out += n;
+    }
+    if (c < co) {
+        acc[0] = f->bias[c];
+        fc_rows(x, f->w + c * k, k, off, acc, 1);
+        fc_out_hu(acc, 1, f, c, out);
+    }
+    return 1;
+#else
+    (void)f, (void)x, (void)off, (void)out, (void)col, (void)col_bytes;
+    return 0;
+#endif
+}
 
 TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int mode)
 {
@@ -1161,24 +1376,23 @@ TSR_INLINE void fc_body(const tsr_mm_t *mp, const int8_t *x, int32_t off, int8_t
         for (; c + 1 < co; ) {
             int32_t acc[16];
             const int32_t n = co - c < 16 ? (co - c) & ~1 : 16;
-            tsr_fc_pairs_asm(col, m.w + c * k, k, n >> 1, acc);
+            /* the accumulators start from the bias (or zero) */
+            if (!m.bias)
+                for (int32_t i = 0; i < n; i++)
+                    acc[i] = 0;
+            tsr_fc_pairs_asm(col, m.w + c * k, k, n >> 1, acc, m.bias ? m.bias + c : acc);
             if (mode == TSR_RQ_ANY) {
                 for (int32_t i = 0; i < n; i++, c++)
-                    out[c] = tsr_rq_any(acc[i] + (m.bias ? m.bias[c] : 0), &m.q, c);
+                    out[c] = tsr_rq_any(acc[i], &m.q, c);
                 continue;
             }
             const int full = lo == -128 && hi == 127;
-            if (mode == TSR_RQ_HU && m.bias && full && m.q.step) {
-                fc_out_hu(acc, n, m.bias + c, m.q.mul + c, m.q.shift32 + c, 1 + 2 * m.q.zp, out + c);
-                c += n;
-                continue;
-            }
-            if (m.bias && full && !m.q.step)
-                fc_out(acc, n, &m, c, out, r, mode, 1, 0, 1);
-            else if (m.bias && full)
-                fc_out(acc, n, &m, c, out, r, mode, 1, 1, 1);
+            if (full && !m.q.step)
+                fc_out(acc, n, &m, c, out, r, mode, 1, 0, 0);
+            else if (full)
+                fc_out(acc, n, &m, c, out, r, mode, 1, 1, 0);
             else
-                fc_out(acc, n, &m, c, out, r, mode, 0, m.q.step != 0, m.bias != NULL);
+                fc_out(acc, n, &m, c, out, r, mode, 0, m.q.step != 0, 0);
             c += n;
         }
     }
@@ -1233,9 +1447,15 @@ FC(fc_any, TSR_RQ_ANY)
 void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
                int mode)
 {
-    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding); CMSIS-NN's
-     * per-channel arrays checked in one pass (tsr_rq_fast's HU range:
-     * left shifts -23..-2) */
+    /* plain accumulators here (TSR_RQ_TFLX for TFLite's rounding) */
+    if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step && m->bias && m->q.lo == -128 &&
+        m->q.hi == 127) {
+        const tsr_fc_hu_t f = {m->w, m->bias, m->q.mul, m->q.shift32, m->k, m->co, m->q.zp};
+        if (tsr_fc_hu(&f, x, in_off, out, buf, buf ? buf_bytes : 0))
+            return;
+    }
+    /* CMSIS-NN's per-channel arrays checked in one pass (tsr_rq_fast's HU
+     * range: left shifts -23..-2) */
     if (mode == TSR_RQ_HU && m->q.shift32 && !m->q.rq && m->q.step) {
         for (int32_t c = 0; c < m->co; c++)
             if ((uint32_t)(m->q.shift32[c] + 23) > 21u) {

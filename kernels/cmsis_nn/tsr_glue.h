@@ -38,10 +38,20 @@ static inline int32_t align4(int32_t n)
 /* tessera's requantization as CMSIS-NN's multiplier and left shift per channel */
 static inline void quant_fill(const tsr_requant_t *rq, int32_t *mul, int32_t *shift, int32_t channels)
 {
-    for (int32_t c = 0; c < channels; c++) {
-        int32_t i = rq->per_channel ? c : 0;
-        mul[c] = rq->mul[i];
-        shift[c] = 31 - rq->shift[i];
+    /* the per-channel test out of the loop (a tile's every call pays it) */
+    const int32_t *m = rq->mul;
+    const int8_t *s = rq->shift;
+    if (rq->per_channel) {
+        for (int32_t c = 0; c < channels; c++) {
+            mul[c] = m[c];
+            shift[c] = 31 - s[c];
+        }
+    } else {
+        const int32_t m0 = m[0], s0 = 31 - s[0];
+        for (int32_t c = 0; c < channels; c++) {
+            mul[c] = m0;
+            shift[c] = s0;
+        }
     }
 }
 

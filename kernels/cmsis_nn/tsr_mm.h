@@ -45,6 +45,18 @@ int tsr_mm_pointwise(const tsr_mm_t *m, const int8_t *in, int32_t pixels, int32_
 void tsr_mm_fc(const tsr_mm_t *m, const int8_t *x, int32_t in_off, int8_t *out, int32_t *buf, int32_t buf_bytes,
                int mode);
 
+/* Fully connected, CMSIS-NN's per-channel half up with a bias into int8's
+ * own range (its hot case on its own, no tsr_mm_t to fill): 0 (nothing
+ * done) unless k is a multiple of 8, w and col word-aligned and col_bytes
+ * at least 2k. */
+typedef struct {
+    const int8_t *w;
+    const int32_t *bias, *mul, *shift;  /* [co]; shift: CMSIS-NN's left shifts */
+    int32_t k, co, zp;
+} tsr_fc_hu_t;
+
+int tsr_fc_hu(const tsr_fc_hu_t *f, const int8_t *x, int32_t off, int8_t *out, int32_t *col, int32_t col_bytes);
+
 /* Depthwise (channel multiplier 1): filter [kh][kw][c] (CMSIS-NN's order),
  * wx: room for its sign-extended copy (2 * kh * kw * c bytes, 4-aligned) or
  * NULL (then TSR_RQ_TFL runs as TSR_RQ_ANY); room: the bytes at wx (a 3x3
