@@ -28,6 +28,10 @@ def layer_views(graph, tcfg, rows):
     every band, outside the in-order weight stream)."""
     memory = views.memory_target(tcfg)
     swapped = memplan.predict_swapped(graph, memory)
+    # the SRAM a band of a tensor on the card may take in the program's pools
+    # (storage.firmware: the in and out pools as large as the largest band,
+    # the w pool the rest, beside the tensors the plan keeps)
+    band_budget = memory["levels"][memory["place"]["activations"]]["usable"] // BAND_SHARE if swapped else 0
     out = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
@@ -35,8 +39,24 @@ def layer_views(graph, tcfg, rows):
             view["rows"] = 1
         if layer.output in swapped and not view.get("whole"):
             view["storage_out"] = 1
+        if not view.get("whole") and layer.inputs and layer.inputs[0] in swapped and _band_large(graph, layer.inputs[0], band_budget):
+            view["band_in"] = band_budget
+        if view.get("storage_out") and _band_large(graph, layer.output, band_budget):
+            view["band_out"] = band_budget
         out[layer.name] = view
     return out
+
+
+# a band of a tensor on the card takes at most usable // BAND_SHARE bytes of
+# the activation level (an in and an out band, and the w pool beside them)
+BAND_SHARE = 4
+
+
+def _band_large(graph, name, budget):
+    """True when the whole tensor exceeds the band budget (a smaller one
+    never needs the bound: left out, its layer's view and tiling stay as
+    they were)."""
+    return graph.tensor(name).nbytes > budget
 
 
 def kernel_functions(graph, kernels):

@@ -30,7 +30,7 @@ from . import tasks as tg
 KIND_WEIGHTS, KIND_PARAM = 8, 9
 # the scheduler's time grows with the transfers (tessera.storage.ooc's bound, with
 # a tile's held reads counted once per tile here)
-MAX_TRANSFERS = 40000
+MAX_TRANSFERS = 200000
 ALIGN = 8
 
 
@@ -228,6 +228,11 @@ def _problem(storage, pools, layers):
 # a phase grows while the free range it shares stays at least this fraction
 # of its own, and the next layer's free range is at most 1 / this larger
 PHASE_KEEP = 0.5
+# a layer joins the phase while the range they share keeps 3/4 of the
+# phase's: below, the w pool of every layer before it would shrink with it
+# (vgg16_224: pool10's output would take conv2..conv10's pools from 257 to
+# 157 kB, tripling their weight reads)
+SHARED_KEEP = 0.75
 
 
 def _phases(graph, the_plan):
@@ -264,7 +269,7 @@ def _phases(graph, the_plan):
             mine, shared = largest(held[li]), largest(busy + held[li])
             now = largest(busy)
             keep = now[1] - now[0]
-            if shared[1] - shared[0] >= PHASE_KEEP * keep and (mine[1] - mine[0]) * PHASE_KEEP <= keep:
+            if shared[1] - shared[0] >= SHARED_KEEP * keep and (mine[1] - mine[0]) * PHASE_KEEP <= keep:
                 busy += held[li]
                 continue
         lo, hi = largest(busy)
