@@ -31,7 +31,8 @@ def layer_views(graph, tcfg, rows):
     # the SRAM a band of a tensor on the card may take in the program's pools
     # (storage.firmware: the in and out pools as large as the largest band,
     # the w pool the rest, beside the tensors the plan keeps)
-    band_budget = memory["levels"][memory["place"]["activations"]]["usable"] // BAND_SHARE if swapped else 0
+    usable = memory["levels"][memory["place"]["activations"]]["usable"] if swapped else 0
+    band_in = band_out = usable // BAND_SHARE
     out = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
@@ -39,16 +40,21 @@ def layer_views(graph, tcfg, rows):
             view["rows"] = 1
         if layer.output in swapped and not view.get("whole"):
             view["storage_out"] = 1
-        if not view.get("whole") and layer.inputs and layer.inputs[0] in swapped and _band_large(graph, layer.inputs[0], band_budget):
-            view["band_in"] = band_budget
-        if view.get("storage_out") and _band_large(graph, layer.output, band_budget):
-            view["band_out"] = band_budget
+        if not view.get("whole") and layer.inputs and layer.inputs[0] in swapped \
+                and _band_large(graph, layer.inputs[0], band_in):
+            view["band_in"] = band_in
+        if view.get("storage_out") and _band_large(graph, layer.output, band_out):
+            view["band_out"] = band_out
         out[layer.name] = view
     return out
 
 
 # a band of a tensor on the card takes at most usable // BAND_SHARE bytes of
-# the activation level (an in and an out band, and the w pool beside them)
+# the activation level: the program's pools hold an in and an out band and
+# the w pool beside them (vgg16_224: 3x3 convolutions over 28x28x512 read
+# 4-row bands of 57 kB). Smaller written bands let the plan keep more tensors
+# in SRAM, whose bytes the pools then lack (vgg16_224 with usable // 8:
+# pool7's output, leaving conv8 57 kB for all three pools)
 BAND_SHARE = 4
 
 

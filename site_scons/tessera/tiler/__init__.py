@@ -306,6 +306,17 @@ def solve_layer(layer, target):
 
 
 def _solve_any(layer, target, split):
+    if layer.get("band_in") or layer.get("band_out"):
+        # the SRAM share of a band on the card is a wish: a layer whose
+        # smallest band exceeds it is tiled as without it
+        try:
+            return _solve_rows(layer, target, split)
+        except FitError:
+            layer = {k: v for k, v in layer.items() if k not in ("band_in", "band_out")}
+    return _solve_rows(layer, target, split)
+
+
+def _solve_rows(layer, target, split):
     if layer.get("rows"):
         # row bands of every channel, else tiles of every channel, else any
         for rows in (1, "c"):
