@@ -118,18 +118,22 @@ def test_a_channel_sliced_card_layer_takes_the_fewest_bands_its_sram_share_allow
     pixels, and the program reloads its 2.36 MB of weights once per row
     band. Sized for L1 alone it took one-row bands (28 reloads); with the
     SRAM share the plan gives its bands (tessera.pipeline.plan.layer_views:
-    at most usable // 4 each) it takes the fewest bands within it: 2-row
-    tiles, 4-row input bands, 14 bands."""
+    at most usable // 4 each) and its weights on the card (`band_weights`)
+    it takes the fewest bands within it: 2-row tiles, 4-row input bands,
+    14 bands."""
     conv9 = {"name": "conv9", "op": "conv2d", "in": [28, 28, 512], "out": [28, 28, 512], "kernel": [3, 3],
              "stride": [1, 1], "pad": [1, 1, 1, 1], "in_bytes": 1, "out_bytes": 1, "n_inputs": 1,
              "w_bytes_per_cout": 4608, "param_bytes_per_cout": 12, "rows": 1, "storage_out": 1}
     usable = 257880
     before = solve_layer(conv9, _tiler_target(57344))
     assert before["order"] == "hcw" and before["n_tiles"]["h"] == 28
-    after = solve_layer(dict(conv9, band_in=usable // 4, band_out=usable // 4), _tiler_target(57344))
+    after = solve_layer(dict(conv9, band_in=usable // 4, band_out=usable // 4, band_weights=1), _tiler_target(57344))
     assert after["order"] == "hcw" and after["tile"]["c"] < 512
     assert after["in_tile"]["h"] * 28 * 512 <= usable // 4 and after["tile"]["h"] * 28 * 512 <= usable // 4
     assert after["n_tiles"]["h"] == 14 and after["l1_bytes"]["total"] <= 57344
+    # its weights in flash: no reloads from the card, the library's tile within the shares
+    flash = solve_layer(dict(conv9, band_in=usable // 4, band_out=usable // 4), _tiler_target(57344))
+    assert flash["n_tiles"]["h"] > 14 and flash["in_tile"]["h"] * 28 * 512 <= usable // 4
 
 
 # ---- a whole network out of core under QEMU -------------------------------------

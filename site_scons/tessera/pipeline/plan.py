@@ -28,6 +28,7 @@ def layer_views(graph, tcfg, rows):
     every band, outside the in-order weight stream)."""
     memory = views.memory_target(tcfg)
     swapped = memplan.predict_swapped(graph, memory)
+    stored = memplan.storage_weights(graph, memory) if swapped else {}
     # the SRAM a band of a tensor on the card may take in the program's pools
     # (storage.firmware: the in and out pools as large as the largest band,
     # the w pool the rest, beside the tensors the plan keeps)
@@ -45,6 +46,9 @@ def layer_views(graph, tcfg, rows):
             view["band_in"] = band_in
         if view.get("storage_out") and _band_large(graph, layer.output, band_out):
             view["band_out"] = band_out
+            if layer.name in stored:
+                # its weights on the card too: read again for every band
+                view["band_weights"] = 1
         out[layer.name] = view
     return out
 

@@ -29,7 +29,7 @@ from . import tasks as tg
 
 KIND_WEIGHTS, KIND_PARAM = 8, 9
 # the scheduler's time grows with the transfers (tessera.storage.ooc's bound, with
-# a tile's held reads counted once per tile here)
+# a tile's held reads counted once per tile here; vgg16_224 lists 1xx,xxx)
 MAX_TRANSFERS = 200000
 ALIGN = 8
 
@@ -225,14 +225,14 @@ def _problem(storage, pools, layers):
                                   for t in la["tiles"]]} for la in layers]}
 
 
-# a phase grows while the free range it shares stays at least this fraction
-# of its own, and the next layer's free range is at most 1 / this larger
-PHASE_KEEP = 0.5
-# a layer joins the phase while the range they share keeps 3/4 of the
-# phase's: below, the w pool of every layer before it would shrink with it
+# a phase grows while the next layer's free range is at most 1 / PHASE_KEEP
+# times the phase's, and the range they share keeps SHARED_KEEP of the
+# phase's: below, every earlier layer's w pool would shrink with it
 # (vgg16_224: pool10's output would take conv2..conv10's pools from 257 to
-# 157 kB, tripling their weight reads)
-SHARED_KEEP = 0.75
+# 157 kB, 0.61 of it, tripling their weight reads; vgg16_64's pool4..conv8
+# share 0.74 of conv5's and stay one phase: two cost it 7 ms a frame)
+PHASE_KEEP = 0.5
+SHARED_KEEP = 0.65
 
 
 def _phases(graph, the_plan):

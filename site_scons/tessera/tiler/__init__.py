@@ -288,7 +288,7 @@ def solve_layer(layer, target):
     to storage once (docs/out_of_core.md), its weights reloaded per band."""
     if layer.get("storage_out"):
         result = solve_layer({k: v for k, v in layer.items() if k != "storage_out"}
-                             | ({"storage_out_sliced": 1} if layer.get("band_out") else {}), target)
+                             | ({"storage_out_sliced": 1} if layer.get("band_weights") else {}), target)
         if result["tiled"] and result["tile"]["c"] < layer["out"][2] and result["tile"]["h"] < layer["out"][0]:
             result["order"] = "hcw"
         return result
