@@ -29,7 +29,7 @@ from . import tasks as tg
 
 KIND_WEIGHTS, KIND_PARAM = 8, 9
 # the scheduler's time grows with the transfers (tessera.storage.ooc's bound, with
-# a tile's held reads counted once per tile here; vgg16_224 lists 1xx,xxx)
+# a tile's held reads counted once per tile here; vgg16_224 lists 163,737)
 MAX_TRANSFERS = 200000
 ALIGN = 8
 
