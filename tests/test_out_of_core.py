@@ -112,6 +112,30 @@ def test_a_layer_touching_the_card_gets_row_bands_when_they_fit():
     assert tight["tile"] == solve_layer(layer, _tiler_target(3000))["tile"]
 
 
+def test_a_channel_sliced_card_layer_takes_the_fewest_bands_its_sram_share_allows():
+    """vgg16_224's conv9 (3x3, 28x28x512 -> 512, both tensors on the card,
+    57,344 B of L1 on stm32f746_sd): its tiles are 2 channels of a few
+    pixels, and the program reloads its 2.36 MB of weights once per row
+    band. Sized for L1 alone it took one-row bands (28 reloads); with the
+    SRAM share the plan gives its bands (tessera.pipeline.plan.layer_views:
+    at most usable // 4 each) and its weights on the card (`band_weights`)
+    it takes the fewest bands within it: 2-row tiles, 4-row input bands,
+    14 bands."""
+    conv9 = {"name": "conv9", "op": "conv2d", "in": [28, 28, 512], "out": [28, 28, 512], "kernel": [3, 3],
+             "stride": [1, 1], "pad": [1, 1, 1, 1], "in_bytes": 1, "out_bytes": 1, "n_inputs": 1,
+             "w_bytes_per_cout": 4608, "param_bytes_per_cout": 12, "rows": 1, "storage_out": 1}
+    usable = 257880
+    before = solve_layer(conv9, _tiler_target(57344))
+    assert before["order"] == "hcw" and before["n_tiles"]["h"] == 28
+    after = solve_layer(dict(conv9, band_in=usable // 4, band_out=usable // 4, band_weights=1), _tiler_target(57344))
+    assert after["order"] == "hcw" and after["tile"]["c"] < 512
+    assert after["in_tile"]["h"] * 28 * 512 <= usable // 4 and after["tile"]["h"] * 28 * 512 <= usable // 4
+    assert after["n_tiles"]["h"] == 14 and after["l1_bytes"]["total"] <= 57344
+    # its weights in flash: no reloads from the card, the library's tile within the shares
+    flash = solve_layer(dict(conv9, band_in=usable // 4, band_out=usable // 4), _tiler_target(57344))
+    assert flash["n_tiles"]["h"] > 14 and flash["in_tile"]["h"] * 28 * 512 <= usable // 4
+
+
 # ---- a whole network out of core under QEMU -------------------------------------
 
 TINY = """description: tiny at 64x64 (an out-of-core test network)
@@ -658,3 +682,36 @@ def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert report(str(tmp_path / "guarded"), "host_band", "tiny_band")["verdict"] == "pass"
     assert _program_line(tmp_path / "guarded" / "host_band" / "tiny_band") == prog["totals"]
+
+
+def _run_program(deltas):
+    """program.c for one layer of len(deltas) tiles, each reading 8 weight
+    bytes at its delta into one chunk (a channel tile's rows) and one band
+    held by all: one READ each, a WAIT, then the computes."""
+    from tessera.codegen.program import c_source
+    tiles = [{"reads": [{"pool": "w", "kind": 8, "bytes": 64, "delta": d, "use": 8},
+                        {"pool": "in", "kind": 0, "bytes": 96}], "writes": []} for d in deltas]
+    ops = [{"op": "READ", "id": 0, "pool": "w", "buf": 0, "offset": 0, "bytes": 64},
+           {"op": "READ", "id": 1, "pool": "in", "buf": 0, "offset": 512, "bytes": 96},
+           {"op": "WAIT", "id": 1}]
+    ops += [{"op": "COMPUTE", "layer": 0, "tile": i, "bufs": [0, 0], "out": 0} for i in range(len(deltas))]
+    res = {"program": {"ops": ops}, "pools": {"in": 96, "w": 64, "out": 8}, "candidate": "c", "estimate_ns": 1,
+           "in_order_ns": 1, "tasks": [{"kind": "read"}, {"kind": "read"}] + [{"kind": "compute"}] * len(deltas),
+           "detail": [{"name": "conv", "tiles": tiles}], "layer_level": [0]}
+    return c_source("net", "L2", res, 1)
+
+
+def test_a_run_of_computes_advances_its_reads_every_p_tiles():
+    """A band's channel tiles, each over the band's columns (order hcw):
+    their weight rows move every 3 tiles, the band stays: one COMPUTE op
+    for the 6 tiles, the weight reference advancing every 3 (the
+    interpreter divides: TSR_PROG_PERIODS); a run advancing every tile
+    keeps the interpreter as it was, and a step off the period ends the run."""
+    src = _run_program([0, 0, 0, 8, 8, 8])
+    assert src.count("{TSR_OP_COMPUTE, 6, 0, 0,") == 1 and "{TSR_POOL_W, 8, 3, 0, 8}," in src
+    assert "{TSR_POOL_IN, 0, 0, 0, 96}," in src and src.index("#define TSR_PROG_PERIODS") < src.index("#include")
+    src = _run_program([0, 8, 16])
+    assert "{TSR_OP_COMPUTE, 3, 0, 0," in src and "{TSR_POOL_W, 8, 1, 0, 8}," in src
+    assert "TSR_PROG_PERIODS" not in src
+    src = _run_program([0, 0, 8, 8, 24])
+    assert "{TSR_OP_COMPUTE, 4, 0, 0," in src and "{TSR_OP_COMPUTE, 0, 0, 4," in src

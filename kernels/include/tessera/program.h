@@ -41,7 +41,7 @@ typedef struct {
 typedef struct {        /* one read a COMPUTE uses, in the tile's order */
     uint8_t pool;
     uint8_t kind;       /* TSR_KIND_* */
-    uint16_t advance;   /* 1: tile k of a COMPUTE run finds it at buf + k * bytes, else at buf */
+    uint16_t advance;   /* p > 0: tile k of a COMPUTE run finds it at buf + (k / p) * bytes, 0: at buf */
     uint32_t buf;       /* pool offset */
     uint32_t bytes;
 } tsr_ref_t;
@@ -87,7 +87,13 @@ static uint32_t current;        /* the run's tile the last tsr_prog_compute retu
 
 static const int8_t *ref_at(const tsr_ref_t *r)
 {
+#ifdef TSR_PROG_PERIODS
+    /* program.c has runs whose reads advance every `advance` tiles (a band's
+       channel tiles, each over the band's columns) */
+    return tsr_program.pool[r->pool] + r->buf + (r->advance ? current / r->advance * r->bytes : 0);
+#else
     return tsr_program.pool[r->pool] + r->buf + (r->advance ? current * r->bytes : 0);
+#endif
 }
 
 void tsr_prog_begin(void)

@@ -60,7 +60,7 @@ def c_source(prefix, act_level, res, n_layers, section=""):
 
     def flush():
         if run:
-            mine = tuple(f"    {{{POOL_ID[p]}, {k}, {int(bool(a))}, {buf}, {n}}},"
+            mine = tuple(f"    {{{POOL_ID[p]}, {k}, {a or 0}, {buf}, {n}}},"
                          for (p, k, buf, n), a in zip(run["refs"], run["adv"] or [0] * len(run["refs"])))
             if mine not in ref_at:
                 ref_at[mine] = len(refs)
@@ -70,22 +70,22 @@ def c_source(prefix, act_level, res, n_layers, section=""):
 
     def extends(mine, layer, tile, out):
         """Whether this tile continues the run: the next tile, the same
-        output buffer, each read at the same place or advanced by its
-        size per tile (a channel tile's rows of a chunk), as decided by the
-        run's second tile."""
+        output buffer, each read at the same place or advanced by its size
+        every p tiles (p: the first tile that moved it; a channel tile's
+        rows of a chunk, held over the band's columns)."""
         if not run or (run["layer"], run["tile"] + run["count"], run["out"]) != (layer, tile, out) \
                 or run["count"] >= 255 or len(mine) != len(run["refs"]):
             return False
-        adv = []
+        k, adv = run["count"], list(run["adv"] or [None] * len(mine))
         for j, (r0, m) in enumerate(zip(run["refs"], mine)):
             if r0[:2] != m[:2] or r0[3] != m[3]:
                 return False
             step = m[2] - r0[2]
-            a = 0 if step == 0 else 1 if step == run["count"] * r0[3] else None
-            if a is None or run["adv"] is not None and a != run["adv"][j] and r0[3]:
+            if adv[j] is None and step == r0[3] and r0[3]:
+                adv[j] = k
+            elif step != (k // adv[j] * r0[3] if adv[j] else 0):
                 return False
-            adv.append(a)
-        run["adv"] = run["adv"] or adv
+        run["adv"] = adv
         run["count"] += 1
         return True
     for op in res["program"]["ops"]:
@@ -112,6 +112,9 @@ def c_source(prefix, act_level, res, n_layers, section=""):
             flush()
             run = {"layer": op["layer"], "tile": op["tile"], "count": 1, "refs": mine, "adv": None, "out": op["out"]}
     flush()
+    if any((a or 0) > 1 for r in refs for a in [int(r.split(",")[2])]):
+        # runs whose reads advance every p > 1 tiles: the interpreter divides
+        out.insert(out.index("#define TSR_PROGRAM_IMPL"), "#define TSR_PROG_PERIODS")
     assert len(order) == sum(1 for t in tasks if t["kind"] != "compute"), "every transfer issued once"
     out.append(f"\nstatic const tsr_op_t ops[{len(ops)}] = {{\n" + "\n".join(ops) + "\n};")
     out.append(f"\nstatic const tsr_ref_t refs[{max(len(refs), 1)}] = {{\n" + ("\n".join(refs) or "    {0}") + "\n};")

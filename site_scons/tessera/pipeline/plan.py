@@ -28,6 +28,12 @@ def layer_views(graph, tcfg, rows):
     every band, outside the in-order weight stream)."""
     memory = views.memory_target(tcfg)
     swapped = memplan.predict_swapped(graph, memory)
+    stored = memplan.storage_weights(graph, memory) if swapped else {}
+    # the SRAM a band of a tensor on the card may take in the program's pools
+    # (storage.firmware: the in and out pools as large as the largest band,
+    # the w pool the rest, beside the tensors the plan keeps)
+    usable = memory["levels"][memory["place"]["activations"]]["usable"] if swapped else 0
+    band_in = band_out = usable // BAND_SHARE
     out = {}
     for layer in graph.layers:
         view = views.tiler_layer(layer, graph)
@@ -35,8 +41,32 @@ def layer_views(graph, tcfg, rows):
             view["rows"] = 1
         if layer.output in swapped and not view.get("whole"):
             view["storage_out"] = 1
+        if not view.get("whole") and layer.inputs and layer.inputs[0] in swapped \
+                and _band_large(graph, layer.inputs[0], band_in):
+            view["band_in"] = band_in
+        if view.get("storage_out") and _band_large(graph, layer.output, band_out):
+            view["band_out"] = band_out
+            if layer.name in stored:
+                # its weights on the card too: read again for every band
+                view["band_weights"] = 1
         out[layer.name] = view
     return out
+
+
+# a band of a tensor on the card takes at most usable // BAND_SHARE bytes of
+# the activation level: the program's pools hold an in and an out band and
+# the w pool beside them (vgg16_224: 3x3 convolutions over 28x28x512 read
+# 4-row bands of 57 kB). Smaller written bands let the plan keep more tensors
+# in SRAM, whose bytes the pools then lack (vgg16_224 with usable // 8:
+# pool7's output, leaving conv8 57 kB for all three pools)
+BAND_SHARE = 4
+
+
+def _band_large(graph, name, budget):
+    """True when the whole tensor exceeds the band budget (a smaller one
+    never needs the bound: left out, its layer's view and tiling stay as
+    they were)."""
+    return graph.tensor(name).nbytes > budget
 
 
 def kernel_functions(graph, kernels):

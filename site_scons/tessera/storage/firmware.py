@@ -29,8 +29,8 @@ from . import tasks as tg
 
 KIND_WEIGHTS, KIND_PARAM = 8, 9
 # the scheduler's time grows with the transfers (tessera.storage.ooc's bound, with
-# a tile's held reads counted once per tile here)
-MAX_TRANSFERS = 40000
+# a tile's held reads counted once per tile here; vgg16_224 lists 163,737)
+MAX_TRANSFERS = 200000
 ALIGN = 8
 
 
@@ -225,9 +225,14 @@ def _problem(storage, pools, layers):
                                   for t in la["tiles"]]} for la in layers]}
 
 
-# a phase grows while the free range it shares stays at least this fraction
-# of its own, and the next layer's free range is at most 1 / this larger
+# a phase grows while the next layer's free range is at most 1 / PHASE_KEEP
+# times the phase's, and the range they share keeps SHARED_KEEP of the
+# phase's: below, every earlier layer's w pool would shrink with it
+# (vgg16_224: pool10's output would take conv2..conv10's pools from 257 to
+# 157 kB, 0.61 of it, tripling their weight reads; vgg16_64's pool4..conv8
+# share 0.74 of conv5's and stay one phase: two cost it 7 ms a frame)
 PHASE_KEEP = 0.5
+SHARED_KEEP = 0.65
 
 
 def _phases(graph, the_plan):
@@ -264,7 +269,7 @@ def _phases(graph, the_plan):
             mine, shared = largest(held[li]), largest(busy + held[li])
             now = largest(busy)
             keep = now[1] - now[0]
-            if shared[1] - shared[0] >= PHASE_KEEP * keep and (mine[1] - mine[0]) * PHASE_KEEP <= keep:
+            if shared[1] - shared[0] >= SHARED_KEEP * keep and (mine[1] - mine[0]) * PHASE_KEEP <= keep:
                 busy += held[li]
                 continue
         lo, hi = largest(busy)

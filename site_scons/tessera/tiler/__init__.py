@@ -287,7 +287,8 @@ def solve_layer(layer, target):
     (`order: hcw`): a band of every channel is gathered in SRAM and written
     to storage once (docs/out_of_core.md), its weights reloaded per band."""
     if layer.get("storage_out"):
-        result = solve_layer({k: v for k, v in layer.items() if k != "storage_out"}, target)
+        result = solve_layer({k: v for k, v in layer.items() if k != "storage_out"}
+                             | ({"storage_out_sliced": 1} if layer.get("band_weights") else {}), target)
         if result["tiled"] and result["tile"]["c"] < layer["out"][2] and result["tile"]["h"] < layer["out"][0]:
             result["order"] = "hcw"
         return result
@@ -305,6 +306,17 @@ def solve_layer(layer, target):
 
 
 def _solve_any(layer, target, split):
+    if layer.get("band_in") or layer.get("band_out"):
+        # the SRAM share of a band on the card is a wish: a layer whose
+        # smallest band exceeds it is tiled as without it
+        try:
+            return _solve_rows(layer, target, split)
+        except FitError:
+            layer = {k: v for k, v in layer.items() if k not in ("band_in", "band_out")}
+    return _solve_rows(layer, target, split)
+
+
+def _solve_rows(layer, target, split):
     if layer.get("rows"):
         # row bands of every channel, else tiles of every channel, else any
         for rows in (1, "c"):
@@ -357,8 +369,12 @@ def _solve_layer(layer, target, split=False):
                 if r["status"] == "optimal":
                     break
     if r is None or r["status"] != "optimal":
+        # channel slices of a band on the card: the fewest bands first (each
+        # reloads the layer's weights), then the library's objective
+        bands = (model.fewest_bands(layer, target, spec, tables, consts, buffering, split)
+                 if layer.get("band_out") and layer.get("storage_out_sliced") else None)
         r = model.solve(layer, target, spec, tables, consts, buffering,
-                        hint=smallest if small_fits else None, split=split)
+                        hint=smallest if small_fits and bands is None else None, split=split, n_tiles_h=bands)
     if r["status"] == "infeasible" or (r["status"] == "unknown" and not small_fits):
         raise _fit_error(layer, q_small, budget)
     if r["status"] != "optimal":

@@ -142,6 +142,15 @@ class _Builder:
                          + wbuf * (al("weights", q["weight_tile_bytes"]) + al("params", q["param_tile_bytes"]))
                          + al("scratch", q["scratch_bytes"]) + (al("acc", acc) if self.split else 0))
         self.m.add(q["l1_bytes"] <= self.budget)
+        # a band of a tensor on the card (a tile's rows, every column and
+        # channel) held in SRAM by the out-of-core program: at most the
+        # budget the memory plan gives it (tessera.pipeline.plan.layer_views)
+        H, W, C = L["in"]
+        Ho, Wo, Co = L["out"]
+        if L.get("band_in"):
+            self.m.add(q["in_tile_h"] * (W * C * L["in_bytes"]) <= L["band_in"])
+        if L.get("band_out"):
+            self.m.add(q["tile_h"] * (Wo * Co * L["out_bytes"]) <= L["band_out"])
 
     def aligned(self, name, x):
         """x rounded up to the buffer alignment: align * ceil(x / align)."""
@@ -239,7 +248,19 @@ class _Builder:
         return coef * y
 
 
-def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None, tile_w=None, split=False):
+def fewest_bands(layer, target, spec, tables, consts, buffering, split=False):
+    """The fewest row bands (n_tiles_h) of any tile that fits, or None: a
+    layer writing a band of every channel to the card reloads its weights
+    per band (docs/out_of_core.md), so its search starts from these."""
+    b = _Builder(layer, target, spec, tables, buffering, consts, split)
+    b.m.minimize(b.q["n_tiles_h"])
+    solver = lean_search(deterministic_solver(SEED, MAX_DETERMINISTIC_TIME))
+    status = solver.solve(b.m)
+    return int(solver.value(b.q["n_tiles_h"])) if status == cp_model.OPTIMAL else None
+
+
+def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None, tile_w=None, split=False,
+          n_tiles_h=None):
     """Maximize the library objective (tie-broken) within the L1 budget.
 
     Returns {"status": "optimal" | "feasible" | "infeasible" | "unknown"}
@@ -255,6 +276,8 @@ def solve(layer, target, spec, tables, consts, buffering, hint=None, tile_c=None
         b.m.add(b.q["tile_c"] == tile_c)
     if tile_w is not None:
         b.m.add(b.q["tile_w"] == tile_w)
+    if n_tiles_h is not None:
+        b.m.add(b.q["n_tiles_h"] == n_tiles_h)
     q = b.q
     if split:
         # library.OpSpec.objective_value: the bonuses, then balanced steps
