@@ -507,6 +507,20 @@ typedef struct {
     "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
     "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
     "smlad %[a1], %[x1], %[w1], %[a1]\n\t"
+/* one plane row (at p) of four outputs: x01 and x23, then x45 in x0;
+ * filter row (w01, w12) at WOFF */
+#define DWP_QUAD(WOFF)                                         \
+    "ldrd %[x0], %[x1], [%[p]]\n\t"                           \
+    "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
+    "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
+    "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
+    "smlad %[a2], %[x1], %[w0], %[a2]\n\t"                     \
+    "smlatb %[a3], %[x1], %[w0], %[a3]\n\t"                    \
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
+    "smlad %[a1], %[x1], %[w1], %[a1]\n\t"                     \
+    "ldr %[x0], [%[p], #8]\n\t"                                \
+    "smlabt %[a2], %[x0], %[w1], %[a2]\n\t"                    \
+    "smlad %[a3], %[x0], %[w1], %[a3]\n\t"
 /* one input row X of a lone column's two outputs: a1 (the lower one) with
  * filter row w0/w1 as loaded, then a0 with filter row WOFF (loaded) */
 #define DWP_COL(X, WOFF)                                       \
@@ -532,7 +546,36 @@ static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *
 #if TSR_DW_ASM
     const int16_t *t;
     int32_t n, a0, a1, x0, x1, w0, w1;
-    if (wf[7] > 0) {
+    if (out_w >= 4 && !(out_w & 2)) {
+        /* quads of neighbouring outputs (out_w % 4 < 2): three words of
+         * a plane row for four outputs, 45 instructions a quad where two
+         * pairs take 56 */
+        const int16_t *q = p;
+        int32_t *o = acc;
+        int32_t a2, a3;
+        for (int32_t r = 0; r < rows; r++) {
+            n = wf[7] >> 1;
+            __asm__ volatile("1:\n\t"
+                             "ldr %[a0], [%[wf], #24]\n\t"
+                             "mov %[a1], %[a0]\n\t"
+                             "mov %[a2], %[a0]\n\t"
+                             "mov %[a3], %[a0]\n\t" DWP_QUAD("0") "add %[p], %[p], %[row]\n\t" DWP_QUAD("8")
+                             "add %[p], %[p], %[row]\n\t" DWP_QUAD("16")
+                             "sub %[p], %[p], %[row], lsl #1\n\t"
+                             "add %[p], %[p], #8\n\t"
+                             "strd %[a2], %[a3], [%[acc], #8]\n\t"
+                             "strd %[a0], %[a1], [%[acc]], #16\n\t"
+                             "subs %[n], %[n], #1\n\t"
+                             "bne 1b\n\t"
+                             : [p] "+&r"(q), [acc] "+&r"(o), [n] "+&r"(n), [a0] "=&r"(a0), [a1] "=&r"(a1),
+                               [a2] "=&r"(a2), [a3] "=&r"(a3), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0),
+                               [w1] "=&r"(w1)
+                             : [row] "r"(row), [wf] "r"(wf)
+                             : "cc", "memory");
+            q = (const int16_t *)(const void *)((const int8_t *)q + wf[8]);
+            o = (int32_t *)(void *)((int8_t *)o + wf[9]);
+        }
+    } else if (wf[7] > 0) {
         const int16_t *q = p;
         int32_t *o = acc, r = rows;
         __asm__ volatile("2:\n\t"
