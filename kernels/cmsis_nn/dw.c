@@ -454,6 +454,65 @@ static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, in
     }
 }
 
+/* Input rows of the band, `rows` of them from src on (row stride sstep
+ * bytes), into plane rows rw halfwords apart from dst + col on: a lone first
+ * column (odd col), then an even n - (col & 1) pixels in pairs, one
+ * assembly block a row and no call: per row the calls and the lone
+ * column's C cost more than its pairs. */
+static void dwp_widen_rows(const int8_t *src, int32_t sstep, int32_t c, int32_t n, int16_t *dst, int32_t rw,
+                           int32_t ps, int32_t off2, int32_t col, int32_t rows)
+{
+#if TSR_DW_ASM
+    const int32_t lone = col & 1, pairs = (n - lone) >> 1;
+    if (pairs > 0 && !((n - lone) & 1)) {
+        for (int32_t r = 0; r < rows; r++, src += sstep, dst += rw) {
+            const int8_t *x = src;
+            int16_t *p0 = dst + col, *p2 = dst + col + 2 * ps;
+            int32_t k = pairs, va, vb, a02, b02, t;
+            if (lone)
+                __asm__ volatile("ldr %[va], [%[x]]\n\t"
+                                 "add %[x], %[x], %[c]\n\t"
+                                 "sxtab16 %[a02], %[off2], %[va]\n\t"
+                                 "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
+                                 "strh %[va], [%[p0], %[ps2]]\n\t"
+                                 "strh %[a02], [%[p0]], #2\n\t"
+                                 "asr %[a02], %[a02], #16\n\t"
+                                 "asr %[va], %[va], #16\n\t"
+                                 "strh %[va], [%[p2], %[ps2]]\n\t"
+                                 "strh %[a02], [%[p2]], #2\n\t"
+                                 : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [va] "=&r"(va), [a02] "=&r"(a02)
+                                 : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
+                                 : "memory");
+            __asm__ volatile("1:\n\t"
+                             "ldr %[va], [%[x]]\n\t"
+                             "ldr %[vb], [%[x], %[c]]\n\t"
+                             "add %[x], %[x], %[c], lsl #1\n\t"
+                             "sxtab16 %[a02], %[off2], %[va]\n\t"
+                             "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
+                             "sxtab16 %[b02], %[off2], %[vb]\n\t"
+                             "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
+                             "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
+                             "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
+                             "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
+                             "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
+                             "str %[a02], [%[p0], %[ps2]]\n\t"
+                             "str %[t], [%[p0]], #4\n\t"
+                             "str %[vb], [%[p2], %[ps2]]\n\t"
+                             "str %[b02], [%[p2]], #4\n\t"
+                             "subs %[k], %[k], #1\n\t"
+                             "bne 1b\n\t"
+                             : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
+                               [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
+                             : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
+                             : "cc", "memory");
+        }
+        return;
+    }
+#endif
+    for (int32_t r = 0; r < rows; r++, src += sstep, dst += rw)
+        dwp_widen(src, c, n, dst, ps, off2, col);
+}
+
 /* One band's planes: output rows from oy0 read input rows from
  * oy0 * sh - pt; rows outside the input are zeros. The border columns
  * were zeroed once per call. */
@@ -461,16 +520,22 @@ static __attribute__((noinline)) void dwp_fill(const tsr_dw_t *d, int16_t *pl, c
 {
     const int32_t iy0 = oy0 * d->sh - d->pt, in_rows = (rows - 1) * d->sh + 3, off2 = tsr_dup16(d->in_off);
     const int32_t n = d->in_w < g->rw - d->pl ? d->in_w : g->rw - d->pl;
+    /* the rows inside the input, [r0, r1), widened in one run */
+    const int32_t r0 = iy0 < 0 ? -iy0 : 0;
+    int32_t r1 = d->in_h - iy0 < in_rows ? d->in_h - iy0 : in_rows;
+    if (r1 < r0)
+        r1 = r0;
     for (int32_t r = 0; r < in_rows; r++) {
-        const int32_t iy = iy0 + r;
-        int16_t *row = pl + r * g->rw;
-        if (iy < 0 || iy >= d->in_h) {
-            for (int32_t k = 0; k < 4; k++)
-                for (int32_t x = d->pl; x < d->pl + n; x++)
-                    row[k * g->ps + x] = 0;
-        } else {
-            dwp_widen(d->in + iy * d->in_w * d->c + ch, d->c, n, row, g->ps, off2, d->pl);
+        if (r == r0 && r1 > r0) {
+            dwp_widen_rows(d->in + (iy0 + r0) * d->in_w * d->c + ch, d->in_w * d->c, d->c, n, pl + r0 * g->rw,
+                           g->rw, g->ps, off2, d->pl, r1 - r0);
+            r = r1 - 1;
+            continue;
         }
+        int16_t *row = pl + r * g->rw;
+        for (int32_t k = 0; k < 4; k++)
+            for (int32_t x = d->pl; x < d->pl + n; x++)
+                row[k * g->ps + x] = 0;
     }
 }
 
