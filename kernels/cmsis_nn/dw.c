@@ -387,6 +387,38 @@ static dwp_geom_t dwp_geom(const tsr_dw_t *d, int32_t room)
     return g;
 }
 
+#if TSR_DW_ASM
+/* k pairs of pixels from x on (pixel stride c), four channels each, into
+ * the planes' words at p0 (channels 0, 1: ps halfwords apart) and p2
+ * (channels 2, 3) */
+TSR_INLINE void dwp_pairs(const int8_t *x, int32_t c, int16_t *p0, int16_t *p2, int32_t ps, int32_t off2, int32_t k)
+{
+    int32_t va, vb, a02, b02, t;
+    __asm__ volatile("1:\n\t"
+                     "ldr %[va], [%[x]]\n\t"
+                     "ldr %[vb], [%[x], %[c]]\n\t"
+                     "add %[x], %[x], %[c], lsl #1\n\t"
+                     "sxtab16 %[a02], %[off2], %[va]\n\t"
+                     "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
+                     "sxtab16 %[b02], %[off2], %[vb]\n\t"
+                     "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
+                     "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
+                     "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
+                     "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
+                     "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
+                     "str %[a02], [%[p0], %[ps2]]\n\t"
+                     "str %[t], [%[p0]], #4\n\t"
+                     "str %[vb], [%[p2], %[ps2]]\n\t"
+                     "str %[b02], [%[p2]], #4\n\t"
+                     "subs %[k], %[k], #1\n\t"
+                     "bne 1b\n\t"
+                     : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
+                       [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
+                     : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
+                     : "cc", "memory");
+}
+#endif
+
 /* Input columns [0, n) of one row, four channels from src (pixel stride c),
  * into four plane rows ps halfwords apart from column `col` on. */
 static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, int32_t n, int16_t *dst, int32_t ps, int32_t off2, int32_t col)
@@ -406,31 +438,7 @@ static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, in
 #if TSR_DW_ASM
     if (n - i >= 2) {
         /* pairs of pixels: four channels each, one word per channel's plane */
-        const int8_t *x = src + i * c;
-        int16_t *p0 = d0 + i, *p2 = d0 + i + 2 * ps;
-        int32_t k = (n - i) >> 1, va, vb, a02, b02, t;
-        __asm__ volatile("1:\n\t"
-                         "ldr %[va], [%[x]]\n\t"
-                         "ldr %[vb], [%[x], %[c]]\n\t"
-                         "add %[x], %[x], %[c], lsl #1\n\t"
-                         "sxtab16 %[a02], %[off2], %[va]\n\t"
-                         "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
-                         "sxtab16 %[b02], %[off2], %[vb]\n\t"
-                         "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
-                         "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
-                         "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
-                         "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
-                         "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
-                         "str %[a02], [%[p0], %[ps2]]\n\t"
-                         "str %[t], [%[p0]], #4\n\t"
-                         "str %[vb], [%[p2], %[ps2]]\n\t"
-                         "str %[b02], [%[p2]], #4\n\t"
-                         "subs %[k], %[k], #1\n\t"
-                         "bne 1b\n\t"
-                         : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
-                           [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
-                         : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
-                         : "cc", "memory");
+        dwp_pairs(src + i * c, c, d0 + i, d0 + i + 2 * ps, ps, off2, (n - i) >> 1);
         i += (n - i) & ~1;
     }
 #endif
@@ -468,7 +476,7 @@ static void dwp_widen_rows(const int8_t *src, int32_t sstep, int32_t c, int32_t 
         for (int32_t r = 0; r < rows; r++, src += sstep, dst += rw) {
             const int8_t *x = src;
             int16_t *p0 = dst + col, *p2 = dst + col + 2 * ps;
-            int32_t k = pairs, va, vb, a02, b02, t;
+            int32_t va, a02;
             if (lone)
                 __asm__ volatile("ldr %[va], [%[x]]\n\t"
                                  "add %[x], %[x], %[c]\n\t"
@@ -483,28 +491,7 @@ static void dwp_widen_rows(const int8_t *src, int32_t sstep, int32_t c, int32_t 
                                  : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [va] "=&r"(va), [a02] "=&r"(a02)
                                  : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
                                  : "memory");
-            __asm__ volatile("1:\n\t"
-                             "ldr %[va], [%[x]]\n\t"
-                             "ldr %[vb], [%[x], %[c]]\n\t"
-                             "add %[x], %[x], %[c], lsl #1\n\t"
-                             "sxtab16 %[a02], %[off2], %[va]\n\t"
-                             "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
-                             "sxtab16 %[b02], %[off2], %[vb]\n\t"
-                             "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
-                             "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
-                             "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
-                             "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
-                             "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
-                             "str %[a02], [%[p0], %[ps2]]\n\t"
-                             "str %[t], [%[p0]], #4\n\t"
-                             "str %[vb], [%[p2], %[ps2]]\n\t"
-                             "str %[b02], [%[p2]], #4\n\t"
-                             "subs %[k], %[k], #1\n\t"
-                             "bne 1b\n\t"
-                             : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
-                               [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
-                             : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
-                             : "cc", "memory");
+            dwp_pairs(x, c, p0, p2, ps, off2, pairs);
         }
         return;
     }
