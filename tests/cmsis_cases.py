@@ -221,6 +221,8 @@ def make_case(op, rng):
         if bias is not None:
             arrays["bias"] = bias
         macs = int(acc.size * (w.size // co))
+        if op == "depthwise":
+            q.update(tile_h=acc.shape[0], tile_w=acc.shape[1])
         scratch = scratch_bytes(op, **q)
         if op in ("conv2d", "pointwise") and rng.integers(2):
             # the least the kernels take: the multipliers and shifts, then

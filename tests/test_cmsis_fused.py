@@ -99,7 +99,7 @@ def _scratch(C, Co, Ci, g):
     pointwise's (Ci inputs, Co outputs) library.yaml terms."""
     area = g["kh"] * g["kw"]
     return (scratch_bytes("depthwise", kh=g["kh"], kw=g["kw"], kernel_area=area, patch=area * C, in_c=C, tile_c=C,
-                           in_tile_w=g["in_w"])
+                           in_tile_w=g["in_w"], tile_h=g["out_h"], tile_w=g["out_w"])
             + scratch_bytes("pointwise", in_c=Ci, patch=Ci, tile_c=Co))
 
 

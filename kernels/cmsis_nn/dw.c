@@ -387,6 +387,38 @@ static dwp_geom_t dwp_geom(const tsr_dw_t *d, int32_t room)
     return g;
 }
 
+#if TSR_DW_ASM
+/* k pairs of pixels from x on (pixel stride c), four channels each, into
+ * the planes' words at p0 (channels 0, 1: ps halfwords apart) and p2
+ * (channels 2, 3) */
+TSR_INLINE void dwp_pairs(const int8_t *x, int32_t c, int16_t *p0, int16_t *p2, int32_t ps, int32_t off2, int32_t k)
+{
+    int32_t va, vb, a02, b02, t;
+    __asm__ volatile("1:\n\t"
+                     "ldr %[va], [%[x]]\n\t"
+                     "ldr %[vb], [%[x], %[c]]\n\t"
+                     "add %[x], %[x], %[c], lsl #1\n\t"
+                     "sxtab16 %[a02], %[off2], %[va]\n\t"
+                     "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
+                     "sxtab16 %[b02], %[off2], %[vb]\n\t"
+                     "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
+                     "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
+                     "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
+                     "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
+                     "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
+                     "str %[a02], [%[p0], %[ps2]]\n\t"
+                     "str %[t], [%[p0]], #4\n\t"
+                     "str %[vb], [%[p2], %[ps2]]\n\t"
+                     "str %[b02], [%[p2]], #4\n\t"
+                     "subs %[k], %[k], #1\n\t"
+                     "bne 1b\n\t"
+                     : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
+                       [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
+                     : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
+                     : "cc", "memory");
+}
+#endif
+
 /* Input columns [0, n) of one row, four channels from src (pixel stride c),
  * into four plane rows ps halfwords apart from column `col` on. */
 static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, int32_t n, int16_t *dst, int32_t ps, int32_t off2, int32_t col)
@@ -406,31 +438,7 @@ static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, in
 #if TSR_DW_ASM
     if (n - i >= 2) {
         /* pairs of pixels: four channels each, one word per channel's plane */
-        const int8_t *x = src + i * c;
-        int16_t *p0 = d0 + i, *p2 = d0 + i + 2 * ps;
-        int32_t k = (n - i) >> 1, va, vb, a02, b02, t;
-        __asm__ volatile("1:\n\t"
-                         "ldr %[va], [%[x]]\n\t"
-                         "ldr %[vb], [%[x], %[c]]\n\t"
-                         "add %[x], %[x], %[c], lsl #1\n\t"
-                         "sxtab16 %[a02], %[off2], %[va]\n\t"
-                         "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
-                         "sxtab16 %[b02], %[off2], %[vb]\n\t"
-                         "sxtab16 %[vb], %[off2], %[vb], ror #8\n\t"
-                         "pkhbt %[t], %[a02], %[b02], lsl #16\n\t"
-                         "pkhtb %[b02], %[b02], %[a02], asr #16\n\t"
-                         "pkhbt %[a02], %[va], %[vb], lsl #16\n\t"
-                         "pkhtb %[vb], %[vb], %[va], asr #16\n\t"
-                         "str %[a02], [%[p0], %[ps2]]\n\t"
-                         "str %[t], [%[p0]], #4\n\t"
-                         "str %[vb], [%[p2], %[ps2]]\n\t"
-                         "str %[b02], [%[p2]], #4\n\t"
-                         "subs %[k], %[k], #1\n\t"
-                         "bne 1b\n\t"
-                         : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [k] "+&r"(k), [va] "=&r"(va),
-                           [vb] "=&r"(vb), [a02] "=&r"(a02), [b02] "=&r"(b02), [t] "=&r"(t)
-                         : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
-                         : "cc", "memory");
+        dwp_pairs(src + i * c, c, d0 + i, d0 + i + 2 * ps, ps, off2, (n - i) >> 1);
         i += (n - i) & ~1;
     }
 #endif
@@ -454,6 +462,44 @@ static __attribute__((noinline)) void dwp_widen(const int8_t *src, int32_t c, in
     }
 }
 
+/* Input rows of the band, `rows` of them from src on (row stride sstep
+ * bytes), into plane rows rw halfwords apart from dst + col on: a lone first
+ * column (odd col), then an even n - (col & 1) pixels in pairs, one
+ * assembly block a row and no call: per row the calls and the lone
+ * column's C cost more than its pairs. */
+static void dwp_widen_rows(const int8_t *src, int32_t sstep, int32_t c, int32_t n, int16_t *dst, int32_t rw,
+                           int32_t ps, int32_t off2, int32_t col, int32_t rows)
+{
+#if TSR_DW_ASM
+    const int32_t lone = col & 1, pairs = (n - lone) >> 1;
+    if (pairs > 0 && !((n - lone) & 1)) {
+        for (int32_t r = 0; r < rows; r++, src += sstep, dst += rw) {
+            const int8_t *x = src;
+            int16_t *p0 = dst + col, *p2 = dst + col + 2 * ps;
+            int32_t va, a02;
+            if (lone)
+                __asm__ volatile("ldr %[va], [%[x]]\n\t"
+                                 "add %[x], %[x], %[c]\n\t"
+                                 "sxtab16 %[a02], %[off2], %[va]\n\t"
+                                 "sxtab16 %[va], %[off2], %[va], ror #8\n\t"
+                                 "strh %[va], [%[p0], %[ps2]]\n\t"
+                                 "strh %[a02], [%[p0]], #2\n\t"
+                                 "asr %[a02], %[a02], #16\n\t"
+                                 "asr %[va], %[va], #16\n\t"
+                                 "strh %[va], [%[p2], %[ps2]]\n\t"
+                                 "strh %[a02], [%[p2]], #2\n\t"
+                                 : [x] "+&r"(x), [p0] "+&r"(p0), [p2] "+&r"(p2), [va] "=&r"(va), [a02] "=&r"(a02)
+                                 : [c] "r"(c), [ps2] "r"(2 * ps), [off2] "r"(off2)
+                                 : "memory");
+            dwp_pairs(x, c, p0, p2, ps, off2, pairs);
+        }
+        return;
+    }
+#endif
+    for (int32_t r = 0; r < rows; r++, src += sstep, dst += rw)
+        dwp_widen(src, c, n, dst, ps, off2, col);
+}
+
 /* One band's planes: output rows from oy0 read input rows from
  * oy0 * sh - pt; rows outside the input are zeros. The border columns
  * were zeroed once per call. */
@@ -461,16 +507,22 @@ static __attribute__((noinline)) void dwp_fill(const tsr_dw_t *d, int16_t *pl, c
 {
     const int32_t iy0 = oy0 * d->sh - d->pt, in_rows = (rows - 1) * d->sh + 3, off2 = tsr_dup16(d->in_off);
     const int32_t n = d->in_w < g->rw - d->pl ? d->in_w : g->rw - d->pl;
+    /* the rows inside the input, [r0, r1), widened in one run */
+    const int32_t r0 = iy0 < 0 ? -iy0 : 0;
+    int32_t r1 = d->in_h - iy0 < in_rows ? d->in_h - iy0 : in_rows;
+    if (r1 < r0)
+        r1 = r0;
     for (int32_t r = 0; r < in_rows; r++) {
-        const int32_t iy = iy0 + r;
-        int16_t *row = pl + r * g->rw;
-        if (iy < 0 || iy >= d->in_h) {
-            for (int32_t k = 0; k < 4; k++)
-                for (int32_t x = d->pl; x < d->pl + n; x++)
-                    row[k * g->ps + x] = 0;
-        } else {
-            dwp_widen(d->in + iy * d->in_w * d->c + ch, d->c, n, row, g->ps, off2, d->pl);
+        if (r == r0 && r1 > r0) {
+            dwp_widen_rows(d->in + (iy0 + r0) * d->in_w * d->c + ch, d->in_w * d->c, d->c, n, pl + r0 * g->rw,
+                           g->rw, g->ps, off2, d->pl, r1 - r0);
+            r = r1 - 1;
+            continue;
         }
+        int16_t *row = pl + r * g->rw;
+        for (int32_t k = 0; k < 4; k++)
+            for (int32_t x = d->pl; x < d->pl + n; x++)
+                row[k * g->ps + x] = 0;
     }
 }
 
@@ -507,6 +559,20 @@ typedef struct {
     "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
     "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
     "smlad %[a1], %[x1], %[w1], %[a1]\n\t"
+/* one plane row (at p) of four outputs: x01 and x23, then x45 in x0;
+ * filter row (w01, w12) at WOFF */
+#define DWP_QUAD(WOFF)                                         \
+    "ldrd %[x0], %[x1], [%[p]]\n\t"                           \
+    "ldrd %[w0], %[w1], [%[wf], #" WOFF "]\n\t"                \
+    "smlad %[a0], %[x0], %[w0], %[a0]\n\t"                     \
+    "smlatb %[a1], %[x0], %[w0], %[a1]\n\t"                    \
+    "smlad %[a2], %[x1], %[w0], %[a2]\n\t"                     \
+    "smlatb %[a3], %[x1], %[w0], %[a3]\n\t"                    \
+    "smlabt %[a0], %[x1], %[w1], %[a0]\n\t"                    \
+    "smlad %[a1], %[x1], %[w1], %[a1]\n\t"                     \
+    "ldr %[x0], [%[p], #8]\n\t"                                \
+    "smlabt %[a2], %[x0], %[w1], %[a2]\n\t"                    \
+    "smlad %[a3], %[x0], %[w1], %[a3]\n\t"
 /* one input row X of a lone column's two outputs: a1 (the lower one) with
  * filter row w0/w1 as loaded, then a0 with filter row WOFF (loaded) */
 #define DWP_COL(X, WOFF)                                       \
@@ -532,7 +598,36 @@ static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *
 #if TSR_DW_ASM
     const int16_t *t;
     int32_t n, a0, a1, x0, x1, w0, w1;
-    if (wf[7] > 0) {
+    if (out_w >= 4 && !(out_w & 2)) {
+        /* quads of neighbouring outputs (out_w % 4 < 2): three words of
+         * a plane row for four outputs, 45 instructions a quad where two
+         * pairs take 56 */
+        const int16_t *q = p;
+        int32_t *o = acc;
+        int32_t a2, a3;
+        for (int32_t r = 0; r < rows; r++) {
+            n = wf[7] >> 1;
+            __asm__ volatile("1:\n\t"
+                             "ldr %[a0], [%[wf], #24]\n\t"
+                             "mov %[a1], %[a0]\n\t"
+                             "mov %[a2], %[a0]\n\t"
+                             "mov %[a3], %[a0]\n\t" DWP_QUAD("0") "add %[p], %[p], %[row]\n\t" DWP_QUAD("8")
+                             "add %[p], %[p], %[row]\n\t" DWP_QUAD("16")
+                             "sub %[p], %[p], %[row], lsl #1\n\t"
+                             "add %[p], %[p], #8\n\t"
+                             "strd %[a2], %[a3], [%[acc], #8]\n\t"
+                             "strd %[a0], %[a1], [%[acc]], #16\n\t"
+                             "subs %[n], %[n], #1\n\t"
+                             "bne 1b\n\t"
+                             : [p] "+&r"(q), [acc] "+&r"(o), [n] "+&r"(n), [a0] "=&r"(a0), [a1] "=&r"(a1),
+                               [a2] "=&r"(a2), [a3] "=&r"(a3), [x0] "=&r"(x0), [x1] "=&r"(x1), [w0] "=&r"(w0),
+                               [w1] "=&r"(w1)
+                             : [row] "r"(row), [wf] "r"(wf)
+                             : "cc", "memory");
+            q = (const int16_t *)(const void *)((const int8_t *)q + wf[8]);
+            o = (int32_t *)(void *)((int8_t *)o + wf[9]);
+        }
+    } else if (wf[7] > 0) {
         const int16_t *q = p;
         int32_t *o = acc, r = rows;
         __asm__ volatile("2:\n\t"
@@ -610,8 +705,60 @@ static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *
 #endif
 }
 
+/* HU with the full int8 range, four accumulators from *pacc at a time
+ * (smmla, asr, ssat, strb each: 22 instructions for four values, against
+ * 30 as GCC writes the pairs' loop); the outputs c bytes apart from *po
+ * on. Returns the values left (n % 4), the pointers moved past the rest. */
+TSR_INLINE int32_t dwp_rq_hu4(const int32_t **pacc, int8_t **po, int32_t n, tsr_rqc_t rq, int32_t c)
+{
+#if TSR_DW_ASM
+    int32_t k = n >> 2;
+    if (k) {
+        const int32_t *acc = *pacc;
+        int8_t *o = *po;
+        int32_t v0, v1, v2, v3;
+        __asm__ volatile("1:\n\t"
+                         "ldrd %[v0], %[v1], [%[acc]], #8\n\t"
+                         "ldrd %[v2], %[v3], [%[acc]], #8\n\t"
+                         "smmla %[v0], %[v0], %[m], %[h]\n\t"
+                         "smmla %[v1], %[v1], %[m], %[h]\n\t"
+                         "smmla %[v2], %[v2], %[m], %[h]\n\t"
+                         "smmla %[v3], %[v3], %[m], %[h]\n\t"
+                         "asr %[v0], %[v0], %[sh]\n\t"
+                         "asr %[v1], %[v1], %[sh]\n\t"
+                         "asr %[v2], %[v2], %[sh]\n\t"
+                         "asr %[v3], %[v3], %[sh]\n\t"
+                         "ssat %[v0], #8, %[v0]\n\t"
+                         "ssat %[v1], #8, %[v1]\n\t"
+                         "ssat %[v2], #8, %[v2]\n\t"
+                         "ssat %[v3], #8, %[v3]\n\t"
+                         "strb %[v0], [%[o]]\n\t"
+                         "strb %[v1], [%[o], %[c]]\n\t"
+                         "add %[o], %[o], %[c], lsl #1\n\t"
+                         "strb %[v2], [%[o]]\n\t"
+                         "strb %[v3], [%[o], %[c]]\n\t"
+                         "add %[o], %[o], %[c], lsl #1\n\t"
+                         "subs %[k], %[k], #1\n\t"
+                         "bne 1b\n\t"
+                         : [acc] "+&r"(acc), [o] "+&r"(o), [k] "+&r"(k), [v0] "=&r"(v0), [v1] "=&r"(v1),
+                           [v2] "=&r"(v2), [v3] "=&r"(v3)
+                         : [m] "r"(rq.m), [h] "r"(rq.h), [sh] "r"(rq.sh), [c] "r"(c)
+                         : "cc", "memory");
+        *pacc = acc;
+        *po = o;
+    }
+    return n & 3;
+#else
+    (void)pacc;
+    (void)po;
+    (void)rq;
+    (void)c;
+    return n;
+#endif
+}
+
 /* A band of one channel: its accumulators, then every output requantized
- * in one loop, two at a time. */
+ * in one loop, two at a time (four in assembly for HU at full range). */
 #define DWP_BAND(NAME, MODE, FULL)                                                                          \
     static __attribute__((noinline)) void NAME(const dwp_band_t *b, int32_t lo, int32_t hi)                  \
     {                                                                                                       \
@@ -620,6 +767,8 @@ static void dwp_rows(const int16_t *p, int32_t row, const int32_t *wf, int32_t *
         const int32_t *acc = b->acc, c = b->c;                                                              \
         int8_t *o = b->out;                                                                                 \
         int32_t n = b->rows * b->out_w;                                                                     \
+        if (MODE == TSR_RQ_HU && FULL)                                                                      \
+            n = dwp_rq_hu4(&acc, &o, n, rq, c);                                                             \
         for (; n > 1; n -= 2, o += 2 * c, acc += 2) {                                                       \
             const int32_t v0 = acc[0], v1 = acc[1];                                                         \
             o[0] = tsr_rq_clamp(tsr_rq_val(v0, rq, MODE), lo, hi, FULL);                                    \
