@@ -890,6 +890,52 @@ static __attribute__((noinline)) int dwp_groups(const tsr_dwk_t *k, const tsr_dw
     return 1;
 }
 
+/* The byte path over groups [g0, c/4) and the channels past them, the
+ * filter sign-extended first when `prep`; out of line so that its large
+ * frame is not on the stack while the planes run (stm32f4's 3 kB stack). */
+static __attribute__((noinline)) void dw_bytes(const tsr_dwk_t *k, tsr_dw_t *d, int mode, int32_t dbl, int32_t g0,
+                                               int prep)
+{
+    const int32_t c = k->c, taps = k->g.kh * k->g.kw, groups = c >> 2;
+    if (prep && k->wx && groups > 0) {
+        /* sign-extend the filter once, each group's taps together:
+         * [group][tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
+        int32_t *wx = k->wx;
+        for (int32_t g = 0; g < groups; g++)
+            for (int32_t t = 0; t < taps; t++) {
+                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
+                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
+                if (dbl) {
+                    a = tsr_sadd16(a, a);
+                    b = tsr_sadd16(b, b);
+                }
+                wx[(g * taps + t) * 2] = a;
+                wx[(g * taps + t) * 2 + 1] = b;
+            }
+        d->wx = wx;
+    }
+    const int full = k->q.lo == -128 && k->q.hi == 127;
+    for (int32_t g = g0; g < groups; g++) {
+        tsr_dw_q4_t q;
+        q.q = tsr_rqp_at(k->q, g * 4);
+        q.dbl = dbl;
+        q.lo = k->q.lo;
+        q.hi = k->q.hi;
+        const int m = tsr_rq_fast(&q.q, mode, 4) ? mode : TSR_RQ_ANY;
+        for (int32_t i = 0; i < 4; i++) {
+            q.bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
+            if (m != TSR_RQ_ANY)
+                q.rq[i] = tsr_rqc(&q.q, i, m);
+        }
+        dw_group_pixels(d, g, &q, m, full);
+    }
+    for (int32_t ch = groups * 4; ch < c; ch++) {
+        const tsr_rqp_t q = tsr_rqp_at(k->q, ch);
+        const int m = tsr_rq_fast(&q, mode, 1) ? mode : TSR_RQ_ANY;
+        dw_channel(d, ch, &k->q, k->bias ? k->bias[ch] : 0, dbl, m);
+    }
+}
+
 void tsr_dw(const tsr_dwk_t *k, int mode)
 {
     const int32_t c = k->c, taps = k->g.kh * k->g.kw, groups = c >> 2;
@@ -917,43 +963,8 @@ void tsr_dw(const tsr_dwk_t *k, int mode)
     /* planes where there is room past wx (none for a layer run in place) */
     const int32_t wx_bytes = (2 * taps * c + 3) & ~3;
     int32_t g0 = 0;
-    if (k->wx && k->room - wx_bytes > 4 * 40 && dwp_groups(k, &d, mode, dbl, wx_bytes)) {
+    if (k->wx && k->room - wx_bytes > 4 * 40 && dwp_groups(k, &d, mode, dbl, wx_bytes))
         g0 = groups;
-    } else if (k->wx && groups > 0) {
-        /* sign-extend the filter once, each group's taps together:
-         * [group][tap] -> (w0, w2), (w1, w3), doubled for doubled accumulators */
-        int32_t *wx = k->wx;
-        for (int32_t g = 0; g < groups; g++)
-            for (int32_t t = 0; t < taps; t++) {
-                const uint32_t w = tsr_ld32(k->w + t * c + g * 4);
-                int32_t a = tsr_sxtb16(w), b = tsr_sxtb16_ror8(w);
-                if (dbl) {
-                    a = tsr_sadd16(a, a);
-                    b = tsr_sadd16(b, b);
-                }
-                wx[(g * taps + t) * 2] = a;
-                wx[(g * taps + t) * 2 + 1] = b;
-            }
-        d.wx = wx;
-    }
-    const int full = k->q.lo == -128 && k->q.hi == 127;
-    for (int32_t g = g0; g < groups; g++) {
-        tsr_dw_q4_t q;
-        q.q = tsr_rqp_at(k->q, g * 4);
-        q.dbl = dbl;
-        q.lo = k->q.lo;
-        q.hi = k->q.hi;
-        const int m = tsr_rq_fast(&q.q, mode, 4) ? mode : TSR_RQ_ANY;
-        for (int32_t i = 0; i < 4; i++) {
-            q.bias[i] = k->bias ? tsr_shl(k->bias[g * 4 + i], dbl) : 0;
-            if (m != TSR_RQ_ANY)
-                q.rq[i] = tsr_rqc(&q.q, i, m);
-        }
-        dw_group_pixels(&d, g, &q, m, full);
-    }
-    for (int32_t ch = groups * 4; ch < c; ch++) {
-        const tsr_rqp_t q = tsr_rqp_at(k->q, ch);
-        const int m = tsr_rq_fast(&q, mode, 1) ? mode : TSR_RQ_ANY;
-        dw_channel(&d, ch, &k->q, k->bias ? k->bias[ch] : 0, dbl, m);
-    }
+    if (g0 < groups || groups * 4 < c)
+        dw_bytes(k, &d, mode, dbl, g0, g0 == 0);
 }
