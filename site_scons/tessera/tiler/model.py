@@ -145,12 +145,12 @@ class _Builder:
         # a band of a tensor on the card (a tile's rows, every column and
         # channel) held in SRAM by the out-of-core program: at most the
         # budget the memory plan gives it (tessera.pipeline.plan.layer_views)
-        H, W, C = L["in"]
-        Ho, Wo, Co = L["out"]
         if L.get("band_in"):
-            self.m.add(q["in_tile_h"] * (W * C * L["in_bytes"]) <= L["band_in"])
+            _, w, c = L["in"]
+            self.m.add(q["in_tile_h"] * (w * c * L["in_bytes"]) <= L["band_in"])
         if L.get("band_out"):
-            self.m.add(q["tile_h"] * (Wo * Co * L["out_bytes"]) <= L["band_out"])
+            _, w, c = L["out"]
+            self.m.add(q["tile_h"] * (w * c * L["out_bytes"]) <= L["band_out"])
 
     def aligned(self, name, x):
         """x rounded up to the buffer alignment: align * ceil(x / align)."""
