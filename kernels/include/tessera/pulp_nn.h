@@ -25,6 +25,10 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_split_step(const tsr_split_args_t *s, int core, int ncores);
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
+/* the same on a channel-major input tile, a->in [in_c][in_h][in_w] (a
+ * channel's rows contiguous: copied into the padded plane in words, not
+ * gathered byte by byte); the output HWC as pnn_depthwise's */
+void pnn_depthwise_chw(const tsr_conv_args_t *a, int core, int ncores);
 /* depthwise -> pointwise fused (kernels.h, tsr_dw_pw) on these kernels; dw.scratch: per-core stripes */
 void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
 /* The shared scheme the generated fused steps use: blocks of fd output rows
