@@ -255,6 +255,14 @@ CASES = [
     case("depthwise", 147, (6, 6, 8), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 0, 0)), chw=True,
          room=7 * 7 + 4),
     case("depthwise", 148, (3, 5, 7), 128, "std", 8, dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0)), chw=True),
+    # rows of 4 (two a turn, an odd last row), 8 (one loop) and 8k bytes
+    # (double words, no padding restored), aligned or not
+    case("depthwise", 149, (5, 4, 8), 128, "net", 8, S1, chw=True),
+    case("depthwise", 150, (4, 4, 16), 128, "net", 8, S1, chw=True),
+    case("depthwise", 151, (9, 8, 8), 128, "net", 8, S2, chw=True),
+    case("depthwise", 152, (6, 16, 8), 128, "net", 8, S1, chw=True),
+    case("depthwise", 153, (7, 24, 6), 128, "net", 8, dict(S2, pad=(0, 0, 0, 1)), chw=True),
+    case("depthwise", 154, (5, 8, 9), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0)), chw=True),
 ]
 
 

@@ -432,6 +432,32 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                        [back] "r"(in_w - (((in_w + 7) >> 3) << 3)), [pad4] "r"(0x01010101u * (uint8_t)pad)   \
                      : "t0", "t1", "t2", "memory")
 
+/* Rows of whole double words (in_w a multiple of 8) need neither: loop 1
+ * over the rows, loop 0 over the double words, then the step to the next
+ * row (the nop: the loops must not end one instruction apart). Rows of 8
+ * bytes are one loop of four instructions a row, the last store stepping
+ * to the next row; rows of 4 two rows a turn (an odd last row apart). */
+#define DW_CHW_ROWS8                                                                                       \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
+                     ".Ldwe_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"                                    \
+                     ".insn i 0x7B, 4, x0, %[n8], 8\n\t"                                                      \
+                     XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                                      \
+                     XP_SW_INC4("t0", "%[dst]") XP_SW_INC4("t1", "%[dst]")                                  \
+                     "add %[dst], %[dst], %[skip]\n\t"                                                       \
+                     ".Ldwe_end%=:\n\tnop\n\t"                                                               \
+                     ".if .Ldwe_end%= - .Ldwe_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t" \
+                     ".option pop"                                                                            \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                     \
+                     : [nr] "r"(in_h), [n8] "r"(in_w >> 3), [skip] "r"(W - in_w)                             \
+                     : "t0", "t1", "memory")
+#define DW_CHW_FLAT(count, step)                                                                               \
+    __asm__ volatile(XP_LOOP("%[n]", 4) XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                   \
+                     XP_SW_RR_INC("t0", "%[dst]", "%[a]") XP_LOOP_END() XP_SW_RR_INC("t1", "%[dst]", "%[b]")    \
+                     XP_LOOP_CHECK(4)                                                                         \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                     \
+                     : [n] "r"(count), [a] "r"(step == 8 ? 4 : W), [b] "r"(step == 8 ? W - 4 : W)               \
+                     : "t0", "t1", "memory")
+
 enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
@@ -494,7 +520,16 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75) */
-        if (chw && words && c + 1 < a->in_c) {
+        if (chw && in_w == 8 && in_h > 0) {
+            DW_CHW_FLAT(in_h, 8);
+        } else if (chw && in_w == 4 && in_h > 0) {
+            if (in_h >= 2)
+                DW_CHW_FLAT(in_h >> 1, 4);
+            if (in_h & 1)
+                xp_sw(dst, xp_lw(src));
+        } else if (chw && (in_w & 7) == 0 && in_h > 0) {
+            DW_CHW_ROWS8;
+        } else if (chw && words && c + 1 < a->in_c) {
             DW_CHW_ROWS;
         } else if (quads) {
             /* the row's last in_w mod 4 bytes in loop 1 */
@@ -531,7 +566,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
                              : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - (in_w & ~1)),
                                [odd] "r"((in_w & 1) * C)
                              : "t0", "t1", "memory");
-        if (!quads && in_w == 1 && !(chw && words && c + 1 < a->in_c))   /* the one column */
+        if (!quads && in_w == 1 && !(chw && words && c + 1 < a->in_c))   /* the one column (src: unmoved) */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = src[(size_t)iy * row_stride + (size_t)(in_w - 1) * C];
         if (pairs)
