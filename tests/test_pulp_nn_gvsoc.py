@@ -73,7 +73,8 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
     falls back to when its own does not fit). With fold, a pointwise or
     linear call comes as the code generator makes it for this library:
     the offset's share off * sum(w) in the bias, offset 0. With chw, a
-    depthwise call gets its input channel-major (pnn_depthwise_chw);
+    depthwise call gets its input channel-major (pnn_depthwise_chw), a
+    pointwise call stores its output so (pnn_pointwise_chw);
     room overrides the scratch bytes per core."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
@@ -121,10 +122,13 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
                                        + (0 if ring else shape[0] * shape[1]))
     else:
         scratch = 0
-    if chw:
+    out_shape = expected.shape
+    if chw and op == "depthwise":
         x = np.ascontiguousarray(x.transpose(2, 0, 1))
+    elif chw:
+        expected = np.ascontiguousarray(expected.transpose(2, 0, 1))
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
-                ncores=ncores, scratch=scratch if room is None else room, chw=chw)
+                ncores=ncores, scratch=scratch if room is None else room, chw=chw, out_shape=out_shape)
 
 
 S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
@@ -263,6 +267,19 @@ CASES = [
     case("depthwise", 152, (6, 16, 8), 128, "net", 8, S1, chw=True),
     case("depthwise", 153, (7, 24, 6), 128, "net", 8, dict(S2, pad=(0, 0, 0, 1)), chw=True),
     case("depthwise", 154, (5, 8, 9), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0)), chw=True),
+    # pointwise storing channel-major (pnn_pointwise_chw): split by pixels
+    # and by channels, an odd pixel count, leftover channels, the layer's
+    # own clamp, the general requantization, int32 outputs, an offset not
+    # folded, K not a multiple of 4
+    case("pointwise", 160, (3, 5, 16, 12), 128, "net", 8, fold=True, chw=True),
+    case("pointwise", 161, (8, 8, 32, 16), 128, "net", 8, fold=True, chw=True),
+    case("pointwise", 162, (3, 3, 16, 14), 128, "net", 3, fold=True, chw=True),
+    case("pointwise", 163, (3, 5, 16, 12), 128, "std", 8, chw=True),
+    case("pointwise", 164, (3, 5, 16, 12), 128, "leaky", 8, fold=True, chw=True),
+    case("pointwise", 165, (2, 3, 8, 8), 128, None, 8, chw=True),
+    case("pointwise", 166, (2, 4, 8, 8), 62, "std", 8, chw=True),
+    case("pointwise", 167, (2, 3, 6, 8), 128, "net", 8, fold=True, chw=True),
+    case("pointwise", 168, (2, 2, 64, 64), 128, "net", 8, fold=True, chw=True),
 ]
 
 
@@ -360,10 +377,12 @@ def firmware_source(cases, perf=False):
                        f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}, {neg}, 0}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
-        eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])
+        shape = c.get("out_shape", e.shape)
+        eh, ew, ec = shape if len(shape) == 3 else (1, 1, e.shape[-1])
         pt, pl, pb, pr = g["pad"]
         fn = f"0, pnn_{c['op']}" if c["op"].endswith("pool") else f"pnn_{c['op']}{'_chw' if c.get('chw') else ''}, 0"
-        xh, xw, xc = (c["x"].shape[1], c["x"].shape[2], c["x"].shape[0]) if c.get("chw") else c["x"].shape
+        chw_in = c.get("chw") and c["op"] == "depthwise"
+        xh, xw, xc = (c["x"].shape[1], c["x"].shape[2], c["x"].shape[0]) if chw_in else c["x"].shape
         table.append(f"    {{{fn}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
                      f"{xh}, {xw}, {xc}, {eh}, {ew}, {ec}, "
                      f"{g['kh']}, {g['kw']}, {g['sh']}, {g['sw']}, {pt}, {pl}, {pb}, {pr}, {c['off']}, "

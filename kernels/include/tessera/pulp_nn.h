@@ -24,6 +24,10 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
  * arguments and results, pv.sdotsp.b where the input offset is 0) */
 void pnn_split_step(const tsr_split_args_t *s, int core, int ncores);
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
+/* the same storing its output tile channel-major, a->out [out_c][out_h][out_w]
+ * (a producer for pnn_depthwise_chw; int8 outputs from 4-channel blocks of
+ * pixel pairs on the Xpulp path, the rest one dot product at a time) */
+void pnn_pointwise_chw(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
 /* the same on a channel-major input tile, a->in [in_c][in_h][in_w] (a
  * channel's rows contiguous: copied into the padded plane in words, not
