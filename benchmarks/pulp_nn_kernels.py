@@ -57,13 +57,19 @@ def cases(T, model):
         out = [(f"depthwise {label} {'CHW' if chw else 'HWC'}",
                 T.case("depthwise", 20 + i, shape, 128, "net", 8, geom, chw=chw))
                for i, (label, shape, geom) in enumerate(shapes) for chw in (False, True)]
+        # ... and the pointwise producing their inputs, HWC output against channel-major
+        pws = [("8x8x128 -> 128", (8, 8, 128, 128)), ("16x16x8 -> 16", (16, 16, 8, 16)),
+               ("4x64x32 -> 64", (4, 64, 32, 64)), ("8x8x256 -> 64", (8, 8, 256, 64))]
+        out += [(f"pointwise {label} {'CHW' if chw else 'HWC'}",
+                 T.case("pointwise", 40 + i, shape, 128, "net", 8, fold=True, chw=chw))
+                for i, (label, shape) in enumerate(pws) for chw in (False, True)]
     rows = []
     for label, c in out:
         e = c["expected"]
         if c["op"].endswith("pool"):
             per_out = c["geom"]["kh"] * c["geom"]["kw"]
         else:
-            per_out = c["w"].size // e.shape[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
+            per_out = c["w"].size // c.get("out_shape", e.shape)[-1] if c["op"] != "depthwise" else c["w"].size // c["w"].shape[0]
         rows.append((label, c, int(e.size) * per_out))
     return rows
 
