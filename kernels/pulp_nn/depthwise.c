@@ -24,6 +24,12 @@
  * plane terms) takes the paths further down instead: a channel's padded
  * plane (or a ring of three of its rows) gathered once, and hardware loops
  * of three SIMD dot products per output.
+ *
+ * depthwise_chw.c compiles this file again with DW_CHW 1: pnn_depthwise_chw,
+ * the same kernel on a channel-major input tile ([in_c][in_h][in_w], a
+ * channel's rows contiguous), whose planes are copied in words, not
+ * gathered byte by byte. A second file, not a flag: the HWC kernels'
+ * object stays what it was (the instruction caches are sensitive to it).
  */
 #include <string.h>
 
@@ -33,20 +39,25 @@
 #include "rq32.h"
 #endif
 
-/* The input's layout: pixel px = y * in_w + x of channel c at
- * in[px * L.px + c * L.ch] (HWC: L.px = in_c, L.ch = 1; CHW, a channel-major
- * producer's tile: L.px = 1, L.ch = in_h * in_w). */
-typedef struct {
-    int32_t px, ch;
-} dw_layout_t;
+/* pixel px = y * in_w + x of channel c is a->in[px * DW_PX(a) + DW_CH(a, c)] */
+#ifndef DW_CHW
+#define DW_CHW 0
+#endif
+#if DW_CHW
+#define DW_PX(a) 1
+#define DW_CH(a, c) ((size_t)(c) * (size_t)((a)->in_h * (a)->in_w))
+#else
+#define DW_PX(a) (a)->in_c
+#define DW_CH(a, c) (c)
+#endif
 
-static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1, dw_layout_t L)
+static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 {
-    const int32_t C = a->out_c, in_c = L.px, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t C = a->out_c, in_c = DW_PX(a), kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t c, oy, ox, ky, kx;
     pnn_rq_t rq = {0};
     for (c = c0; c < c1; c++) {
-        const int8_t *x = a->in + (size_t)c * L.ch;
+        const int8_t *x = a->in + DW_CH(a, c);
         const int8_t *w = a->weights + (size_t)c * kh * kw;
         if (a->rq)
             rq = pnn_rq_channel(a->rq, c);
@@ -73,9 +84,9 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1, d
  * inside the tile copies its rows without bounds checks (the common case,
  * about a third of a 3x3 layer's time when it had them). */
 static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows, int8_t *s,
-                   int8_t pad_value, dw_layout_t L)
+                   int8_t pad_value)
 {
-    const int32_t kw = a->kw, in_c = L.px, ix0 = ox * a->sw - a->pad_l;
+    const int32_t kw = a->kw, in_c = DW_PX(a), ix0 = ox * a->sw - a->pad_l;
     const size_t row_stride = (size_t)a->in_w * in_c;
     int32_t kx0, kx1, y = 0, k, top, end;
     const int8_t *p;
@@ -86,8 +97,7 @@ static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows
         for (k = 0; k < kw; k++)
             s[k] = pad_value;
     /* channel c of the column's first valid pixel in the tile's first row */
-    p = y < end ? a->in + (size_t)(ix0 + kx0) * in_c + (size_t)c * L.ch + (size_t)(y - a->pad_t) * row_stride
-                : a->in;
+    p = y < end ? a->in + (size_t)(ix0 + kx0) * in_c + DW_CH(a, c) + (size_t)(y - a->pad_t) * row_stride : a->in;
     if (kw == 3 && kx0 == 0 && kx1 == 3) {
         const size_t c2 = 2 * (size_t)in_c;
         for (; y < end; y++, s += 3, p += row_stride) {
@@ -188,9 +198,9 @@ static inline void ring_row(const int8_t *r0, const int8_t *r1, const int8_t *r2
 /* (no memset calls for the padding bytes: a call out to the C library's
  * code costs instruction-cache refills) */
 static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
-ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s, dw_layout_t L)
+ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
-    const int32_t in_h = a->in_h, in_w = a->in_w, C = L.px, out_h = a->out_h, out_w = a->out_w;
+    const int32_t in_h = a->in_h, in_w = a->in_w, C = DW_PX(a), out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, sh = a->sh, sw = a->sw, pt = a->pad_t, pl = a->pad_l, pr = a->pad_r;
     const int32_t W = in_w + pl + pr, off = a->input_offset;
     const size_t row_stride = (size_t)in_w * C, out_row = (size_t)out_w * out_c;
@@ -231,7 +241,7 @@ ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s, dw_la
                 }
                 for (k = 0; k < pl; k++)
                     d[k] = pad;
-                xp_gather(d + pl, a->in + (size_t)next * row_stride + (size_t)c * L.ch, C, in_w);
+                xp_gather(d + pl, a->in + (size_t)next * row_stride + DW_CH(a, c), C, in_w);
                 for (k = pl + in_w; k < W; k++)
                     d[k] = pad;
             }
@@ -405,6 +415,7 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      : [nr] "r"(in_h), [nq] "r"(in_w >> 2), [C] "r"(C), [skip] "r"(W - in_w)              \
                      : "t0", "t1", "t2", "t3", "t4", "memory")
 
+#if DW_CHW
 /* A channel-major (CHW) tile's channel into the plane: its rows are
  * contiguous, so loop 1 over the rows, loop 0 over two words a turn (two
  * loads, then two stores: no load-use stall; 0.5 instructions a byte
@@ -458,13 +469,19 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      : [n] "r"(count), [a] "r"(step == 8 ? 4 : W), [b] "r"(step == 8 ? W - 4 : W)               \
                      : "t0", "t1", "memory")
 
+/* CHW rows of any width copied in words (DW_CHW_ROWS): where the last
+ * row's 8 bytes fit the scratch, and not for the tile's last channel */
+#define DW_CHW_WORDS                                                                                       \
+    (in_h > 0 && c + 1 < a->in_c && interior + (in_h - 1) * W + in_w + 8 <= s0 + a->scratch_bytes)
+
+#endif
+
 enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
-                                                                int8_t *s, const int mode, const int quads,
-                                                                const int chw)
+                                                                int8_t *s, const int mode, const int quads)
 {
-    const int32_t in_h = a->in_h, in_w = a->in_w, C = chw ? 1 : a->in_c, out_h = a->out_h, out_w = a->out_w;
+    const int32_t in_h = a->in_h, in_w = a->in_w, C = DW_PX(a), out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
     const int32_t W = quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
     const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
@@ -475,13 +492,14 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
-    int8_t *interior, *const s0 = s;
-    int32_t c, iy, words;
+    int8_t *interior;
+    int32_t c, iy;
+#if DW_CHW
+    int8_t *const s0 = s;
+#endif
     if (quads)
         s += -(uintptr_t)s & 3;
     interior = s + pt * W + pl;
-    /* CHW: rows copied in words where the last row's 8 bytes fit */
-    words = chw && in_h > 0 && in_w > 0 && interior + (in_h - 1) * W + in_w + 8 <= s0 + a->scratch_bytes;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
     if (in_h <= 0 || in_w <= 0) {
@@ -509,7 +527,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
                           + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
         const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
-        const int8_t *base = s, *src = a->in + (chw ? (size_t)c * in_h * in_w : (size_t)c);
+        const int8_t *base = s, *src = a->in + DW_CH(a, c);
         int32_t mul, zs;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
@@ -519,19 +537,23 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         q.mul = mul, q.shift = sh;
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
-         * aligned rows over four bytes packed into a word (1.75) */
-        if (chw && in_w == 8 && in_h > 0) {
+         * aligned rows over four bytes packed into a word (1.75); CHW
+         * rows are copied in words */
+#if DW_CHW
+        if (in_w == 8 && in_h > 0) {
             DW_CHW_FLAT(in_h, 8);
-        } else if (chw && in_w == 4 && in_h > 0) {
+        } else if (in_w == 4 && in_h > 0) {
             if (in_h >= 2)
                 DW_CHW_FLAT(in_h >> 1, 4);
             if (in_h & 1)
                 xp_sw(dst, xp_lw(src));
-        } else if (chw && (in_w & 7) == 0 && in_h > 0) {
+        } else if ((in_w & 7) == 0 && in_h > 0) {
             DW_CHW_ROWS8;
-        } else if (chw && words && c + 1 < a->in_c) {
+        } else if (DW_CHW_WORDS) {
             DW_CHW_ROWS;
-        } else if (quads) {
+        } else
+#endif
+        if (quads) {
             /* the row's last in_w mod 4 bytes in loop 1 */
             switch (in_w & 3) {
             case 0: DW_GATHER_QUADS("nop\n\t", 1); break;
@@ -566,9 +588,9 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
                              : [nr] "r"(in_h), [np] "r"(in_w >> 1), [C] "r"(C), [skip] "r"(W - (in_w & ~1)),
                                [odd] "r"((in_w & 1) * C)
                              : "t0", "t1", "memory");
-        if (!quads && in_w == 1 && !(chw && words && c + 1 < a->in_c))   /* the one column (src: unmoved) */
+        if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
-                interior[iy * W + in_w - 1] = src[(size_t)iy * row_stride + (size_t)(in_w - 1) * C];
+                interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
         if (pairs)
             DW_PAIRS;
         else if (mode == DW_S1_PAIRS_ODD)
@@ -593,20 +615,20 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
  * not), each with only its own code: fewer instruction lines to fetch
  * (4x4x256 3x3/1 call: every loop in one function 14,716 cycles, a copy
  * per output loop 14,758, also per gather 14,275). */
-#define DW_PLANE_FN(name, mode, quads, chw)                                                                \
+#define DW_PLANE_FN(name, mode, quads)                                                                     \
     static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t name(           \
         const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)                                       \
     {                                                                                                      \
-        return plane_body(a, c0, c1, s, mode, quads, chw);                                                 \
+        return plane_body(a, c0, c1, s, mode, quads);                                                      \
     }
-DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0, 0)
-DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0, 0)
-DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0, 0)
-DW_PLANE_FN(plane_any, DW_ANY, 0, 0)
-DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1, 0)
-DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1, 0)
-DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1, 0)
-DW_PLANE_FN(plane_any_q, DW_ANY, 1, 0)
+DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0)
+DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0)
+DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0)
+DW_PLANE_FN(plane_any, DW_ANY, 0)
+DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
+DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
+DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
+DW_PLANE_FN(plane_any_q, DW_ANY, 1)
 
 static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
@@ -620,30 +642,6 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
         return q ? plane_s2_pairs_q(a, c0, c1, s) : plane_s2_pairs(a, c0, c1, s);
     return q ? plane_any_q(a, c0, c1, s) : plane_any(a, c0, c1, s);
 }
-
-/* the same for a CHW input tile (pnn_depthwise_chw), each in its own
- * function so that the HWC ones keep their code */
-DW_PLANE_FN(chw_s1_pairs, DW_S1_PAIRS, 0, 1)
-DW_PLANE_FN(chw_s1_pairs_odd, DW_S1_PAIRS_ODD, 0, 1)
-DW_PLANE_FN(chw_s2_pairs, DW_S2_PAIRS, 0, 1)
-DW_PLANE_FN(chw_any, DW_ANY, 0, 1)
-DW_PLANE_FN(chw_s1_pairs_q, DW_S1_PAIRS, 1, 1)
-DW_PLANE_FN(chw_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1, 1)
-DW_PLANE_FN(chw_s2_pairs_q, DW_S2_PAIRS, 1, 1)
-DW_PLANE_FN(chw_any_q, DW_ANY, 1, 1)
-
-static int32_t plane_channels_chw(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
-{
-    const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
-    const int q = plane_quads(a, a->scratch_bytes, s);
-    if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
-        return q ? chw_s1_pairs_q(a, c0, c1, s) : chw_s1_pairs(a, c0, c1, s);
-    if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
-        return q ? chw_s1_pairs_odd_q(a, c0, c1, s) : chw_s1_pairs_odd(a, c0, c1, s);
-    if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
-        return q ? chw_s2_pairs_q(a, c0, c1, s) : chw_s2_pairs(a, c0, c1, s);
-    return q ? chw_any_q(a, c0, c1, s) : chw_any(a, c0, c1, s);
-}
 #endif
 
 /* channels [0, n) split over the cores; C = a->out_c is the output's pixel
@@ -653,9 +651,9 @@ static int32_t plane_channels_chw(const tsr_conv_args_t *a, int32_t c0, int32_t 
  * a positional embedding; the requantization per channel): elementwise, so
  * each core takes a run of pixels and every channel of them, the channel's
  * constants hoisted. n channels, input pixels a->in_c apart, output C. */
-static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores, dw_layout_t L)
+static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
-    const int32_t C = a->out_c, in_c = L.px, off = a->input_offset;
+    const int32_t C = a->out_c, in_c = DW_PX(a), off = a->input_offset;
     int32_t p0, p1, c, p;
     pnn_chunk(a->out_h * a->out_w, 1, core, ncores, &p0, &p1);
     if (a->bias_elem.plane) {
@@ -673,8 +671,7 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
             if (a->rq)
                 rq = pnn_rq_channel(a->rq, c);
             for (p = p0; p < p1; p++) {
-                const int32_t v = bias[oy * e->step_h + ox * e->step_w]
-                                  + (a->in[(size_t)p * in_c + (size_t)c * L.ch] + off) * w;
+                const int32_t v = bias[oy * e->step_h + ox * e->step_w] + (a->in[(size_t)p * in_c + DW_CH(a, c)] + off) * w;
 #ifdef TSR_ISA_XPULPV2
                 if (fast)
                     ((int8_t *)a->out)[(size_t)p * C + c] = xp_rq(v, &q);
@@ -691,7 +688,7 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
     }
     for (c = 0; c < n; c++) {
         const int32_t w = a->weights[c], b = (a->bias ? a->bias[c] : 0) + off * w;
-        const int8_t *x = a->in + (size_t)c * L.ch;
+        const int8_t *x = a->in + DW_CH(a, c);
         int8_t *y = (int8_t *)a->out + c;
         pnn_rq_t rq = {0};
 #ifdef TSR_ISA_XPULPV2
@@ -710,9 +707,8 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
     }
 }
 
-static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncores, const int chw)
+static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
-    const dw_layout_t L = {chw ? 1 : a->in_c, chw ? a->in_h * a->in_w : 1};
     const int32_t C = a->out_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const int32_t area = kh * kw, step = a->sh * kw;
     const int32_t rows = (a->out_h - 1) * a->sh + kh;   /* padded input rows the windows read */
@@ -720,24 +716,21 @@ static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncore
     int8_t *s;
 
     if (area == 1 && a->sh == 1 && a->sw == 1 && !(a->pad_t | a->pad_l | a->pad_b | a->pad_r)) {
-        depthwise_1x1(a, n, core, ncores, L);
+        depthwise_1x1(a, n, core, ncores);
         return;
     }
     pnn_chunk(n, 1, core, ncores, &c0, &c1);
     if (c0 >= c1)
         return;
     if (!a->scratch || a->scratch_bytes < rows * kw || !pnn_offset_padable(off)) {
-        depthwise_direct(a, c0, c1, L);
+        depthwise_direct(a, c0, c1);
         return;
     }
     s = a->scratch + (size_t)core * (size_t)a->scratch_bytes;
 #ifdef TSR_ISA_XPULPV2
     if (area == 9 && a->sh <= 3 && a->scratch_bytes >= ring_bytes(a)) {
         /* from a channel with the general requantization on: the stripes */
-        if (a->scratch_bytes < plane_bytes(a))
-            c0 = ring_channels(a, c0, c1, s, L);
-        else
-            c0 = chw ? plane_channels_chw(a, c0, c1, s) : plane_channels(a, c0, c1, s);
+        c0 = a->scratch_bytes >= plane_bytes(a) ? plane_channels(a, c0, c1, s) : ring_channels(a, c0, c1, s);
     }
 #endif
     for (c = c0; c < c1; c++) {
@@ -753,7 +746,7 @@ static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncore
         for (ox = 0; ox < a->out_w; ox++) {
             const int8_t *win = s;
             size_t o = (size_t)ox * C + c;
-            stripe(a, c, ox, rows, s, (int8_t)-off, L);
+            stripe(a, c, ox, rows, s, (int8_t)-off);
             if (area == 9) {
                 /* 3x3, the common case: the weights stay in registers and
                  * the offset's share, off * sum(w), joins the bias (padding
@@ -787,17 +780,19 @@ static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncore
     }
 }
 
+#if DW_CHW
+void pnn_depthwise_chw(const tsr_conv_args_t *a, int core, int ncores)
+{
+    depthwise_n(a, a->out_c, core, ncores);
+}
+#else
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
 {
-    depthwise_n(a, a->out_c, core, ncores, 0);
+    depthwise_n(a, a->out_c, core, ncores);
 }
 
 void pnn_depthwise_block(const tsr_conv_args_t *a, int core, int ncores)
 {
-    depthwise_n(a, a->in_c, core, ncores, 0);
+    depthwise_n(a, a->in_c, core, ncores);
 }
-
-void pnn_depthwise_chw(const tsr_conv_args_t *a, int core, int ncores)
-{
-    depthwise_n(a, a->out_c, core, ncores, 1);
-}
+#endif
