@@ -16,7 +16,7 @@ checkout) in the same invocation and prints it beside this tree's, per
 step and per kind: the before/after table of a change, e.g. `--base main`.
 --runs best builds only the 8-core Xpulp run of this tree (with --base, the
 two runs a before/after table needs). --fusion POLICY passes fusion= to
-every build (none: each kind's kernels apart, with no fused step moving a
+every build, --set KEY=VALUE a variable to this tree's builds only (none: each kind's kernels apart, with no fused step moving a
 layer out of its kind between the two sides). --net TARGET:MODEL (repeated) runs
 several networks in the one invocation and ends with one table of every
 kind of step, before and after, per network, e.g.
@@ -55,10 +55,11 @@ import tempfile
 from compare import ROOT, checkout, steps
 
 
-def build(tree, out, target, model, fusion=None):
-    """Build, run and check in checkout `tree`; the report of the run."""
+def build(tree, out, target, model, fusion=None, extra=()):
+    """Build, run and check in checkout `tree`; the report of the run.
+    extra: more KEY=VALUE variables (--set, this tree's builds only)."""
     cmd = [sys.executable, "-m", "SCons", "-C", tree, "-Q", "-j2", f"out={out}", f"target={target}",
-           f"model={model}"] + ([f"fusion={fusion}"] if fusion else [])
+           f"model={model}"] + ([f"fusion={fusion}"] if fusion else []) + list(extra)
     res = subprocess.run(cmd, capture_output=True, text=True)
     name = os.path.basename(target)[:-len(".yaml")] if target.endswith(".yaml") else target
     # a model YAML given by its path builds into its file name's directory
@@ -120,7 +121,7 @@ def network(args, target, model, out, tmp):
     """Build, run and print one network's tables; its {kind: (base, new)}
     MAC/cycle (base None without --base)."""
     runs, isa, n = variants(ROOT, target, args.kernels, tmp, "", args.runs)
-    reps = {key: build(ROOT, out, path, model, args.fusion) for key, path in runs.items()}
+    reps = {key: build(ROOT, out, path, model, args.fusion, args.set) for key, path in runs.items()}
     if args.base:
         tree = checkout(args.base, tmp) if not os.path.isdir(os.path.join(tmp, "base")) else os.path.join(tmp, "base")
         bruns, bisa, _ = variants(tree, target, args.kernels, tmp, "_base", "best")
@@ -200,6 +201,9 @@ def main():
                     help="all: 1 and n cores, Xpulp and portable; best: n cores, Xpulp only")
     ap.add_argument("--fusion", help="every build's fusion= (default: the builds' default, min_latency); none "
                                      "compares the layer kinds' kernels apart")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a build variable for this tree's builds only, not --base's (e.g. chw=1: a variable "
+                         "the base may not know); repeated")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "site_scons"))
     from tessera.runners import gvsoc

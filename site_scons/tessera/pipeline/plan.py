@@ -120,8 +120,9 @@ CHW_MAX_PIECES = 40
 
 def chw_chosen(pairs, sched, tilings, graph):
     """The pairs of chw_pairs both of whose layers run alone (not fused,
-    tiled through L1) and whose boxes are cheap: the pointwise's output
-    tiles and the depthwise's input tiles whole rows, or few channels.
+    through L1 tiles: codegen.layer) and whose boxes are cheap: the pointwise's output
+    tiles and the depthwise's input tiles whole rows, or few channels, the
+    depthwise's rows a multiple of 4 bytes.
     sched: the schedule, None without fusion."""
     if sched is None:      # fusion=none: every layer its own step
         alone = {layer.name for layer in graph.layers}
@@ -136,10 +137,10 @@ def chw_chosen(pairs, sched, tilings, graph):
         tp, td = tilings.get(pw), tilings.get(dw)
         if pw not in alone or dw not in alone or tp is None or td is None:
             continue
-        if not (tp.get("tiled", True) and td.get("tiled", True)):
-            continue
         W = graph.tensor(graph.layer(pw).output).shape[1]
-        if cheap(tp, W, "tile") and cheap(td, W, "in_tile"):
+        # (rows of 4k bytes: the depthwise copies them in words with no
+        # padding to restore, the others barely beat the HWC gather)
+        if cheap(tp, W, "tile") and cheap(td, W, "in_tile") and td["in_tile"]["w"] % 4 == 0:
             out.append([pw, dw])
     return out
 
