@@ -16,13 +16,16 @@ checkout) in the same invocation and prints it beside this tree's, per
 step and per kind: the before/after table of a change, e.g. `--base main`.
 --runs best builds only the 8-core Xpulp run of this tree (with --base, the
 two runs a before/after table needs). --fusion POLICY passes fusion= to
-every build, --set KEY=VALUE a variable to this tree's builds only (none: each kind's kernels apart, with no fused step moving a
+every build (none: each kind's kernels apart, with no fused step moving a
 layer out of its kind between the two sides). --net TARGET:MODEL (repeated) runs
 several networks in the one invocation and ends with one table of every
 kind of step, before and after, per network, e.g.
 
     .venv/bin/python benchmarks/pulp_open.py --base 923390f --runs best \
         --net pulp_open:mbv1_025_128 --net pulp_open_hyper:mbv1_128
+
+--set KEY=VALUE passes a build variable to this tree's builds only (a
+variable the base does not know, e.g. chw=1: docs/gvsoc.md).
 
 --model takes a bundled model's name or a model YAML's path
 (examples/lstm/trained_lstm.yaml: the recurrent step on 1 and 8 cores).
