@@ -220,17 +220,21 @@ int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_re
     return 1;
 }
 
+/* a pixel pair's 4x2 block up to its accumulators (loop 1's first 27
+ * instructions: the set-up, lp.setup, loop 0 over K) */
+#define PW_BLOCK                                                                                        \
+    "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"                   \
+    "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"                    \
+    "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                                               \
+    ".insn i 0x7B, 4, x0, %[n], 28\n\t" XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")
+
 /* instructions of loop 1's body: 12 set-up, lp.setup, 14 in loop 0, 28 of
  * requantization, the clamp, 4 packs, 2 pointer steps, 2 stores */
 #define PW_OUTER(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 8)
 #define PW_PAIRS(CLAMP, CLAMP_LEN)                                                                      \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpw_set%=:\n\t"             \
                      ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER(CLAMP_LEN)) "\n\t"                 \
-                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
-                     "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"    \
-                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
-                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")                                   \
+                     PW_BLOCK                                                                            \
                      XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
                      "add %[p0], %[p0], %[K]\n\tadd %[p1], %[p1], %[K]\n\t"                                  \
                      XP_SW_RR_INC("t0", "%[y0]", "%[st]") ".Lpw_end%=:\n\t" XP_SW_RR_INC("t1", "%[y1]", "%[st]") \
@@ -250,11 +254,7 @@ int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_re
 #define PW_PAIRS_CHW(CLAMP, CLAMP_LEN)                                                                  \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpwc_set%=:\n\t"            \
                      ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER_CHW(CLAMP_LEN)) "\n\t"             \
-                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
-                     "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"    \
-                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
-                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")                                   \
+                     PW_BLOCK                                                                            \
                      XP_RQ8("%[rec]") CLAMP                                                              \
                      XP_PACKLO("t0", "s3", "s2") XP_PACKLO("t1", "s5", "s4") XP_PACKLO("t2", "s7", "s6")      \
                      XP_PACKLO("t3", "s9", "s8")                                                          \
