@@ -209,7 +209,10 @@ def plan(graph, view, docs):
     # run fused, not in place (rambudget.with_fused, as the budget step did)
     fused, view = rambudget.with_fused(view, sched, fused_tilings, graph)
     if view.get("chw_pairs"):
-        view = dict(view, chw=chw_chosen(view["chw_pairs"], sched, tilings, graph))
+        # (a layer that may run in place reads and writes HWC buffers: not those)
+        inplace_ok = view.get("direct", {}).get("eligible", {})
+        view = dict(view, chw=[p for p in chw_chosen(view["chw_pairs"], sched, tilings, graph)
+                               if not set(p) & set(inplace_ok)])
     # layers in place: a flat tile level takes them where they lower total
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
