@@ -125,6 +125,30 @@ def _cb_dwbig(net):
     return _head(net, x)
 
 
+@_sweep(1, 128, 16)
+def _cb_dwtall(net):
+    """depthwise on tall, narrow maps (128x16 to 32x4) and 16, 24 and 44
+    channels (not all multiples of 8): many plane rows for their outputs,
+    so a row's set-up and a channel's stand apart from the MACs (square
+    maps tie them to each other)."""
+    x = net.conv("input", "c0", 16, 3, act="relu6")
+    x = _dw(net, x, "dw1")
+    x = _dw(net, x, "dw2", 2)
+    x = net.conv(x, "pw2", 24, 1, act="relu6")
+    x = _dw(net, x, "dw3")
+    x = _dw(net, x, "dw4", 2)
+    x = net.conv(x, "pw4", 44, 1, act="relu6")
+    x = _dw(net, x, "dw5")
+    return _head(net, x)
+
+
+@_sweep(1, 16, 128)
+def _cb_dwwide(net):
+    """cb_dwtall's layers on wide, short maps (16x128 to 4x32): few plane
+    rows for their outputs."""
+    return _cb_dwtall(net)
+
+
 @_sweep(3, 32, 32)
 def _cb_pw(net):
     """pointwise (16..64 channels, 44, 36 and 24: not powers of two), add at two
