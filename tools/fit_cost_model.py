@@ -311,7 +311,8 @@ def main():
     again = (old.get("fitted_on") or {}).get("sweep_ops")
     if again and not args.no_sweeps:
         coefs["ops"].update(fit.fit_ops(samples, coefs, again["ops"]))
-        coefs["fitted_on"]["sweep_ops"] = dict(again, layers=sum(1 for o, _, _ in samples if o in again["ops"]))
+        coefs["fitted_on"]["sweep_ops"] = dict(again, layers=sum(1 for o, _, _ in samples if o in again["ops"]),
+                                               sweeps=sources["sweeps"])
     cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
     _write(file, tcfg, tname, coefs, cmd)
@@ -321,8 +322,8 @@ def main():
 
 def fit_ops_only(args, tcfg, tname, file):
     """--ops: these ops' coefficients from --models' layers (without --models
-    the sweeps'), the rest of the
-    file as it is (its header names the command that fitted the layers)."""
+    the sweeps'), the rest of the file as it is (its header names the
+    command that fitted the layers)."""
     coefs = model.load(file)
     if coefs is None:
         sys.exit(f"{os.path.relpath(file, ROOT)}: no coefficients yet; fit the layers first "
