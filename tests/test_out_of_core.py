@@ -684,7 +684,7 @@ def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
     assert _program_line(tmp_path / "guarded" / "host_band" / "tiny_band") == prog["totals"]
 
 
-def _run_program(deltas):
+def _run_program(deltas, period_ops=0):
     """program.c for one layer of len(deltas) tiles, each reading 8 weight
     bytes at its delta into one chunk (a channel tile's rows) and one band
     held by all: one READ each, a WAIT, then the computes."""
@@ -698,7 +698,7 @@ def _run_program(deltas):
     res = {"program": {"ops": ops}, "pools": {"in": 96, "w": 64, "out": 8}, "candidate": "c", "estimate_ns": 1,
            "in_order_ns": 1, "tasks": [{"kind": "read"}, {"kind": "read"}] + [{"kind": "compute"}] * len(deltas),
            "detail": [{"name": "conv", "tiles": tiles}], "layer_level": [0]}
-    return c_source("net", "L2", res, 1)
+    return c_source("net", "L2", res, 1, period_ops=period_ops)
 
 
 def test_a_run_of_computes_advances_its_reads_every_p_tiles():
@@ -715,3 +715,6 @@ def test_a_run_of_computes_advances_its_reads_every_p_tiles():
     assert "TSR_PROG_PERIODS" not in src
     src = _run_program([0, 0, 8, 8, 24])
     assert "{TSR_OP_COMPUTE, 4, 0, 0," in src and "{TSR_OP_COMPUTE, 0, 0, 4," in src
+    # a program of few ops keeps the interpreter division-free: a run per period
+    src = _run_program([0, 0, 0, 8, 8, 8], period_ops=5)
+    assert src.count("{TSR_OP_COMPUTE, 3, 0, ") == 2 and "TSR_PROG_PERIODS" not in src
