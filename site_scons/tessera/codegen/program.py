@@ -8,7 +8,7 @@ from .cfmt import section_attr
 POOL_ID = {"in": "TSR_POOL_IN", "w": "TSR_POOL_W"}
 # a run whose reads advance every p > 1 tiles costs the interpreter a
 # division per reference: only programs with more ops than this without
-# such runs (20 B each: 200 kB of flash) have them (vgg16_224: 26,335 ops
+# such runs (20 B each: 200 kB of flash) have them (vgg16_224: about 26,300 ops
 # without, over its code flash; vgg16_64: 2,652, the interpreter as it was)
 PERIOD_OPS = 10000
 
