@@ -16,7 +16,7 @@ faster; docs/out_of_core_schedule.md) against what the run takes.
 
     .venv/bin/python benchmarks/out_of_core.py --models vgg16_224
         (opt-in, SwapNN's own VGG-16 at 224x224: 138 M parameters, 15.5 G
-        MACs, 27.9 G instructions under QEMU: about 12 minutes here, reported
+        MACs, 27.7 G instructions under QEMU: about 9 to 12 minutes here, reported
         like vgg16_64)
     .venv/bin/python benchmarks/out_of_core.py --models vgg16_224 --program-only
         (built up to its program only, no QEMU run: the program's estimate

@@ -414,3 +414,86 @@ def test_layers_in_place_move_nothing(tmp_path):
             assert moved == 0 and f["act_bytes"] == f["w_bytes"] == f["act_xfers"] == f["w_xfers"] == 0
         else:
             assert f["act_bytes"] > 0, layer["name"]
+
+
+def _dw_view(h, w, c, stride):
+    return {"name": "dw", "op": "depthwise", "in": [h, w, c], "out": [h // stride, w // stride, c],
+            "kernel": [3, 3], "stride": [stride, stride], "pad": [1, 1, 1, 1] if stride == 1 else [0, 0, 1, 1],
+            "in_bytes": 1, "out_bytes": 1, "n_inputs": 1, "w_bytes_per_cout": 9, "param_bytes_per_cout": 9}
+
+
+def test_depthwise_features_count_the_halo_and_the_busiest_core():
+    # pulp_nn's depthwise gathers each channel's plane out of the tile, halo
+    # rows included, on the core that computes it: row bands gather the
+    # halo again, and 51 channels on 8 cores leave 7 on the busiest
+    from tessera.cost import features
+    from tessera.tiles import geometry
+
+    view = _dw_view(32, 32, 102, 2)
+    whole = {"tiled": False, "tile": {"h": 16, "w": 16, "c": 102}}
+    bands = {"tiled": True, "buffering": 2, "tile": {"h": 2, "w": 16, "c": 51},
+             "n_tiles": {"h": 8, "w": 1, "c": 2}}
+    f = features.view_features(view, bands, 2, 8)
+    got = [(t["ih"], t["iw"], t["oh"], t["oc"]) for t in geometry.tiles(view, bands)]
+    assert len(got) == 16 and all(oc == 51 for _, _, _, oc in got)
+    # 2 output rows at stride 2 read 5 input rows (the last band 4): 39 of 32, the halo again
+    assert sum(ih for ih, _, _, _ in got) == 2 * 39
+    assert f["core_chans"] == 16 * 7 * 8 and f["chans"] == 16 * 51
+    assert f["gathered"] == sum(7 * 8 * ih * iw for ih, iw, _, _ in got) == 7 * 8 * 2 * 39 * 32
+    assert f["plane_rows"] == sum(7 * 8 * (ih + oh) for ih, _, oh, _ in got)
+    one = features.view_features(view, whole, 2, 8)
+    assert one["core_chans"] == 13 * 8 and one["gathered"] == 13 * 8 * 32 * 32
+    # one core: every channel; other ops: none
+    assert features.view_features(view, whole, 2, 1)["core_chans"] == 102
+    pw = dict(view, op="pointwise", kernel=[1, 1], stride=[1, 1], pad=[0, 0, 0, 0], out=[32, 32, 102])
+    assert features.view_features(pw, whole, 2, 8)["gathered"] == 0
+
+
+def test_depthwise_fit_on_its_own_terms_recovers_known_coefficients():
+    # --ops depthwise (fit.fit_ops): the busiest core's MACs, gathered bytes,
+    # plane rows and channels, per tile and per layer, from counts made with
+    # known coefficients (overlap: each count holds the first tile's load)
+    from tessera.cost import features
+
+    true = {"split_macs": 0.19, "gathered": 0.31, "plane_rows": 0.5, "core_chans": 10.0, "tiles": 2600.0,
+            "layer": 800.0}
+    coefs = {"combine": "overlap", "dma": {"act_bytes": 0.125, "act_xfers": 400.0, "w_bytes": 0.125,
+                                           "w_xfers": 400.0}}
+    samples = []
+    for h, c, s in ((32, 32, 1), (16, 96, 2), (8, 512, 1), (4, 1024, 2), (48, 16, 1), (24, 64, 2), (12, 128, 1)):
+        view = _dw_view(h, h, c, s)
+        for tiling in ({"tiled": False, "tile": {"h": h // s, "w": h // s, "c": c}},
+                       {"tiled": True, "buffering": 2, "tile": {"h": max(1, h // s // 4), "w": h // s, "c": c},
+                        "n_tiles": {"h": 4, "w": 1, "c": 1}}):
+            f = features.view_features(view, tiling, 2, 8)
+            comp = sum(v * f.get(k, 1 if k == "layer" else 0) for k, v in true.items())
+            dma = sum(coefs["dma"][k] * f[k] for k in coefs["dma"])
+            samples.append(("depthwise", f, round(comp + (dma / f["tiles"] if f["tiles"] > 1 else dma))))
+    got = fit.fit_ops(samples, coefs, ["depthwise"])["depthwise"]
+    for k, v in true.items():
+        assert abs(got[k] - v) <= 0.02 * v, (k, got[k], v)
+
+
+def test_tile_cost_model_splits_depthwise_channels_evenly_over_the_cores():
+    # pulp_open's depthwise coefficients price the busiest core's channels:
+    # mbv1_128's dw5 (16x16x256) takes a tile of channels that is a multiple
+    # of the 8 cores (it took 51: 7 channels on some cores, 6 on others);
+    # gap8's file does not price them, so its candidates stay as they were
+    from tessera import config, cost
+    from tessera.config import views
+    from tessera.tiler import solve_layer
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "kernels", "pulp_nn", "library.yaml")) as f:
+        lib = yaml.safe_load(f)
+    layer = _dw_view(16, 16, 256, 1)
+    chosen = {}
+    for name in ("pulp_open", "gap8"):
+        tname, tpath = config.resolve("target", name, root)
+        tcfg = config.load_target(tpath, tname)
+        coefs = cost.coefficients(tcfg)
+        assert bool(coefs["ops"]["depthwise"].get("core_chans")) == (name == "pulp_open")
+        tgt = dict(views.tiler_target(tcfg, lib), cost={"coefficients": coefs, "dims": 2})
+        chosen[name] = solve_layer(layer, tgt)
+    assert chosen["pulp_open"]["tile"]["c"] % 8 == 0 and chosen["pulp_open"]["n_tiles"]["c"] > 1

@@ -191,6 +191,9 @@ def test_weights_and_activations_on_the_card_run_bit_exact(tight):
         # no tensor in SRAM while the phase's layers run (from its producer
         # to its last reader) shares a byte with the phase's pools
         first, last = names.index(phase["layers"][0]), names.index(phase["layers"][1])
+        if not set(names[first:last + 1]) & set(on_card):
+            # no weights from the card: the in and out pools take the w pool's room
+            assert phase["pools"]["w"] == 8, phase
         for name, at in plan["activations"]["offsets"].items():
             if name not in graph["tensors"]:
                 continue
@@ -684,7 +687,7 @@ def test_a_banded_chain_runs_the_program_on_the_host(tmp_path):
     assert _program_line(tmp_path / "guarded" / "host_band" / "tiny_band") == prog["totals"]
 
 
-def _run_program(deltas):
+def _run_program(deltas, period_ops=0):
     """program.c for one layer of len(deltas) tiles, each reading 8 weight
     bytes at its delta into one chunk (a channel tile's rows) and one band
     held by all: one READ each, a WAIT, then the computes."""
@@ -698,7 +701,7 @@ def _run_program(deltas):
     res = {"program": {"ops": ops}, "pools": {"in": 96, "w": 64, "out": 8}, "candidate": "c", "estimate_ns": 1,
            "in_order_ns": 1, "tasks": [{"kind": "read"}, {"kind": "read"}] + [{"kind": "compute"}] * len(deltas),
            "detail": [{"name": "conv", "tiles": tiles}], "layer_level": [0]}
-    return c_source("net", "L2", res, 1)
+    return c_source("net", "L2", res, 1, period_ops=period_ops)
 
 
 def test_a_run_of_computes_advances_its_reads_every_p_tiles():
@@ -715,3 +718,6 @@ def test_a_run_of_computes_advances_its_reads_every_p_tiles():
     assert "TSR_PROG_PERIODS" not in src
     src = _run_program([0, 0, 8, 8, 24])
     assert "{TSR_OP_COMPUTE, 4, 0, 0," in src and "{TSR_OP_COMPUTE, 0, 0, 4," in src
+    # a program of few ops keeps the interpreter division-free: a run per period
+    src = _run_program([0, 0, 0, 8, 8, 8], period_ops=5)
+    assert src.count("{TSR_OP_COMPUTE, 3, 0, ") == 2 and "TSR_PROG_PERIODS" not in src

@@ -243,13 +243,14 @@ def test_a_split_layer_on_the_card_without_the_program_is_one_line(tmp_path):
 @pytest.mark.slow
 @pytest.mark.qemu
 @pytest.mark.skipif(not os.environ.get("TESSERA_VGG16_224"),
-                    reason="about 12 minutes (27.9 G instructions under QEMU): set TESSERA_VGG16_224=1")
+                    reason="about 12 minutes (27.7 G instructions under QEMU): set TESSERA_VGG16_224=1")
 def test_vgg16_224_runs_from_the_card_near_its_lower_bound(tmp_path):
     """SwapNN's own VGG-16 at 224x224 on stm32f746_sd (opt-in: minutes):
     fc6 split and streamed chunk by chunk, conv2..conv10's bands on the card
     in SRAM shares, the program bit-exact under QEMU; its latency (the replay
-    of the ops it ran with the measured compute) within 3.5% of the card's
-    lower bound for the same problem (docs/out_of_core.md: 1.0347x measured)."""
+    of the ops it ran with the measured compute) within 3% of the card's
+    lower bound for the same problem (issue 34's goal; docs/out_of_core.md:
+    1.0201x measured)."""
     from tessera.storage import firmware
 
     res = scons("target=stm32f746_sd", "model=vgg16_224", out=str(tmp_path), timeout=3600)
@@ -262,4 +263,4 @@ def test_vgg16_224_runs_from_the_card_near_its_lower_bound(tmp_path):
     prog = json.loads((net / "program.json").read_text())
     counts = [int(c) for c in json.loads((net / "verdict.json").read_text())["counts"]]
     bound = firmware.lower_bound_ns(prog, counts, 216_000_000) / 1e6
-    assert fw["estimate_ms"] <= 1.035 * bound
+    assert fw["estimate_ms"] <= 1.03 * bound

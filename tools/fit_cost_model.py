@@ -35,6 +35,15 @@ layernorm, the data movements, tables).
 
     .venv/bin/python tools/fit_cost_model.py pulp_open --ops matmul softmax layernorm transpose lut \
         --models tests/corpus/torch_kws_transformer.yaml tests/corpus/torch_vit_tiny.yaml --build
+
+--ops without --models fits those ops on the sweeps' layers instead (the
+sweeps built or found up to date, as a full fit does): pulp_nn's depthwise
+on pulp_open, whose own terms (cost/fit.py OP_TERMS: gathered bytes, plane
+rows, the busiest core's channels) the shared two-stage fit cannot give
+from its few tiled layers. A full refit refits such ops the same way after
+the layers (fitted_on.sweep_ops).
+
+    .venv/bin/python tools/fit_cost_model.py pulp_open --ops depthwise
 """
 
 import argparse
@@ -298,6 +307,12 @@ def main():
         seen = {op for op, _, _ in samples}
         coefs["ops"].update({op: old["ops"][op] for op in kept["ops"] if op not in seen and op in old["ops"]})
         coefs["fitted_on"]["ops"] = kept
+    # ops fitted on their own terms on the sweeps (--ops without --models): again, on these samples
+    again = (old.get("fitted_on") or {}).get("sweep_ops")
+    if again and not args.no_sweeps:
+        coefs["ops"].update(fit.fit_ops(samples, coefs, again["ops"]))
+        coefs["fitted_on"]["sweep_ops"] = dict(again, layers=sum(1 for o, _, _ in samples if o in again["ops"]),
+                                               sweeps=sources["sweeps"])
     cmd = f"tools/fit_cost_model.py {tname}" + (" --no-sweeps" if args.no_sweeps else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
     _write(file, tcfg, tname, coefs, cmd)
@@ -306,35 +321,45 @@ def main():
 
 
 def fit_ops_only(args, tcfg, tname, file):
-    """--ops: these ops' coefficients from --models' layers, the rest of the
-    file as it is (its header names the command that fitted the layers)."""
+    """--ops: these ops' coefficients from --models' layers (without --models
+    the sweeps'), the rest of the file as it is (its header names the
+    command that fitted the layers)."""
     coefs = model.load(file)
     if coefs is None:
         sys.exit(f"{os.path.relpath(file, ROOT)}: no coefficients yet; fit the layers first "
                  f"(tools/fit_cost_model.py {tname})")
-    if not args.models:
-        sys.exit("fit_cost_model.py: --ops needs --models (the layers to fit them on)")
-    samples = []
-    for m in args.models:
-        samples += samples_of(report_of(args.out, tname, m, args.build),
-                              os.path.join(args.out, tname, model_name(m)), tcfg)
+    samples, names = [], []
+    if args.models:
+        for m in args.models:
+            samples += samples_of(report_of(args.out, tname, m, args.build),
+                                  os.path.join(args.out, tname, model_name(m)), tcfg)
+        names = [model_name(m) for m in args.models]
+    else:
+        # the sweeps, as a full fit builds them
+        bench = args.bench or os.path.join(args.out, "costbench")
+        for name, rep in sweep_reports(args.target, bench).items():
+            samples += samples_of(rep, os.path.join(bench, tname, name), tcfg)
+            names.append(name)
     fitted = fit.fit_ops(samples, coefs, args.ops)
     missing = [op for op in args.ops if op not in fitted]
     if not fitted:
-        sys.exit(f"{tname}: no layer of {', '.join(args.ops)} in {' '.join(args.models)} left a count to fit")
+        sys.exit(f"{tname}: no layer of {', '.join(args.ops)} in {' '.join(names)} left a count to fit")
     for op in missing:
         print(f"{tname}: {op} left as it was: no layer of it left a count to fit", file=sys.stderr)
     coefs["ops"].update(fitted)
-    coefs["fitted_on"]["ops"] = {"ops": sorted(fitted), "models": [model_name(m) for m in args.models],
-                                 "layers": sum(1 for o, _, _ in samples if o in fitted),
-                                 **({"left": missing} if missing else {}),
-                                 "command": f"tools/fit_cost_model.py {tname} --ops {' '.join(args.ops)} "
-                                            f"--models {' '.join(args.models)}"}
+    record = {"ops": sorted(fitted), "layers": sum(1 for o, _, _ in samples if o in fitted),
+              **({"left": missing} if missing else {}),
+              "command": f"tools/fit_cost_model.py {tname} --ops {' '.join(args.ops)}"
+                         + (f" --models {' '.join(args.models)}" if args.models else "")}
+    if args.models:
+        coefs["fitted_on"]["ops"] = dict(record, models=names)
+    else:
+        coefs["fitted_on"]["sweep_ops"] = dict(record, sweeps=names)
     with open(file) as f:
         cmd = f.read().splitlines()[1].removeprefix("# ").removesuffix("; do not edit.")
     _write(file, tcfg, tname, coefs, cmd)
-    print(f"{os.path.relpath(file, ROOT)}: {', '.join(sorted(fitted))} fitted on "
-          f"{coefs['fitted_on']['ops']['layers']} layers of {', '.join(coefs['fitted_on']['ops']['models'])}")
+    print(f"{os.path.relpath(file, ROOT)}: {', '.join(sorted(fitted))} fitted on {record['layers']} layers of "
+          f"{', '.join(names)}")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,15 @@ quantities the cost model's coefficients multiply.
                4 channels wide; the rest runs a slower leftover loop)
     chans      output channels summed over tiles (per-channel setup: a
                depthwise kernel's im2col stripe, a pool's window pass)
+    gathered, plane_rows, core_chans
+               depthwise (kh*kw > 1): per tile, as the busiest core does
+               them times the cores (pulp_nn splits a tile's channels over
+               the cores, each channel's plane gathered out of the HWC tile
+               and then computed row by row): the input bytes it gathers
+               (the tile's input box, halo rows and columns included: a band
+               gathers them again), the rows of its planes (the gather's
+               input rows and the output loops' rows), its channels (each
+               channel's set-up; 51 channels on 8 cores: 7 for the busiest)
     rows       softmax, layernorm: the rows they normalize (pixels: a
                token's features, a row of attention scores), each with its
                own maximum and sum, reciprocal or square root
@@ -72,7 +81,8 @@ from ..config import views
 from ..tiles import geometry
 
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
-            "row_chans", "tail_macs", "chans", "rows", "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
+            "row_chans", "tail_macs", "chans", "rows", "gathered", "plane_rows", "core_chans",
+            "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 ROW_OPS = ("softmax", "layernorm")              # ops with a per-row setup (feature rows)
 
@@ -119,19 +129,29 @@ def _split(op, oh, ow, oc, cores):
     return per_c * cores / oc, per_c, pixels
 
 
-def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1, in_c=None):
-    """Add one tile's im2col, taps, wsum, tail_macs and chans (in_c: the
-    input channels the tile reads, a split step's chunk)."""
+def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1, in_c=None, in_hw=None):
+    """Add one tile's im2col, taps, wsum, tail_macs, chans and a
+    depthwise's gathered, plane_rows and core_chans (in_c: the input
+    channels the tile reads, a split step's chunk; in_hw: the rows and
+    columns of its input box, else those its windows span)."""
     oc = tile[-1] if tile else 1
     pixels = tile[0] * tile[1] if len(tile) >= 3 else 1
     feats["chans"] += oc
     in_c = in_c or view["in"][-1]
+    kh, kw = view.get("kernel", (1, 1))
+    if op == "depthwise" and kh * kw > 1 and len(tile) >= 3:
+        (sh, sw), (H, W) = view.get("stride", (1, 1)), view["in"][:2]
+        ih, iw = in_hw or (min((tile[0] - 1) * sh + kh, H), min((tile[1] - 1) * sw + kw, W))
+        # the busiest core's channels, each gathered and computed alone
+        core_c = _split(op, tile[0], tile[1], oc, cores)[1] * cores
+        feats["gathered"] += core_c * ih * iw
+        feats["plane_rows"] += core_c * (ih + tile[0])
+        feats["core_chans"] += core_c
     if op == "conv2d":
         # im2col and wsum as the slowest core does them, times the cores: a
         # core unrolls the windows of its own pixels (all of them when the
         # split is by channels) and sums the weights of its own channels (all
         # of them when the split is by pixels)
-        kh, kw = view.get("kernel", (1, 1))
         _, core_c, core_p = _split(op, tile[0], tile[1], oc, cores)
         feats["im2col"] += core_p * cores * kh * kw * in_c
         feats["taps"] += pixels * kh * kw
@@ -216,7 +236,8 @@ def layer_features(layer, graph, tiling, dims=2, cores=1):
     w_total = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * y.shape[-1] if y.shape else 0
     if not tiling["tiled"] or view.get("whole"):
         feats["tiles"] = 1
-        _per_tile(feats, layer.op, view, y.shape, y.shape, feats["macs"], cores)
+        _per_tile(feats, layer.op, view, y.shape, y.shape, feats["macs"], cores,
+                  in_hw=tuple(ins[0].shape[:2]) if len(ins[0].shape) >= 3 else None)
         oh, ow = (y.shape[0], y.shape[1]) if len(y.shape) >= 3 else (1, 1)
         feats["split_macs"] = round(feats["macs"] * _split(layer.op, oh, ow, y.shape[-1], cores)[0])
         feats["act_bytes"] = sum(t.nbytes for t in ins) + y.nbytes
@@ -250,7 +271,8 @@ def _walk(feats, op, view, tiling, ishape, oshape, dims, cores):
         share = vol / size
         split += feats["macs"] * share * _split(op, t["oh"], t["ow"], t["oc"], cores)[0]
         before = feats["taps"], feats["chans"]
-        _per_tile(feats, op, view, (t["oh"], t["ow"], t["oc"]), oshape, feats["macs"] * share, cores)
+        _per_tile(feats, op, view, (t["oh"], t["ow"], t["oc"]), oshape, feats["macs"] * share, cores,
+                  in_hw=(t["ih"], t["iw"]))
         feats["taps"] += (feats["taps"] - before[0]) * (n_k - 1)
         feats["chans"] += (feats["chans"] - before[1]) * (n_k - 1)
         for _, kc in parts:

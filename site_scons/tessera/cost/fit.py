@@ -139,6 +139,11 @@ OP_TERMS = {
     "matmul": ("macs", "split_macs", "out_elems", "tiles", "layer"),
     "softmax": ("out_elems", "rows", "tiles", "layer"),
     "layernorm": ("out_elems", "rows", "tiles", "layer"),
+    # pulp_nn's depthwise on many cores (fitted on the sweeps, --ops
+    # depthwise): the busiest core's MACs, gathered bytes (halo included),
+    # plane rows and channel set-ups, and each tile's DMA programming, fork
+    # and instruction refills
+    "depthwise": ("split_macs", "gathered", "plane_rows", "core_chans", "tiles", "layer"),
 }
 OTHER_TERMS = ("out_elems", "in_elems", "tiles", "layer")
 

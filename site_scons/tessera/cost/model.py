@@ -5,7 +5,7 @@ kernels/<library>/cost/<target>.yaml (written by tools/fit_cost_model.py):
     counts: qemu-instructions      what the estimate predicts (the runner's count)
     combine: sum | overlap         how compute and DMA add up (below)
     ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, im2col, taps, wsum, plain_macs, row_chans,
-                 tail_macs, chans, rows, layer}}
+                 tail_macs, chans, rows, gathered, plane_rows, core_chans, layer}}
     default: {...}                 compute of an op the fit saw no layer of
     dma: {act_bytes, act_xfers, w_bytes, w_xfers, stream_bytes, stream_xfers}   per byte / transfer
 
@@ -28,7 +28,7 @@ import yaml
 from .features import FEATURES
 
 COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
-           "row_chans", "tail_macs", "chans", "rows", "layer")
+           "row_chans", "tail_macs", "chans", "rows", "gathered", "plane_rows", "core_chans", "layer")
 DMA = ("act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 
 

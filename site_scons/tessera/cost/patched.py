@@ -49,7 +49,7 @@ def features(chain, calls, summary, cores=1, direct=False):
             f["out_elems"] += h * w * co
             f["in_elems"] += len(layer["inputs"]) * ih * iw * ci
             f["tiles"] += 1
-            _per_tile(f, layer["op"], view, (h, w, co), view["out"], macs, cores)
+            _per_tile(f, layer["op"], view, (h, w, co), view["out"], macs, cores, in_hw=(ih, iw))
         f["plain_macs"] = _plain_macs(layer["op"], f["macs"], layer.get("input_offset", 0), ci)
         if not direct:
             wb = (view["w_bytes_per_cout"] + view["param_bytes_per_cout"]) * co

@@ -109,20 +109,42 @@ def _cb_dw2(net):
     return _head(net, x)
 
 
+def _dw_ladder(net, x, mid, last):
+    """dw1, dw2 (stride 2), a pointwise to `mid` channels, dw3, dw4 (stride
+    2), a pointwise to `last`, dw5."""
+    x = _dw(net, x, "dw1")
+    x = _dw(net, x, "dw2", 2)
+    x = net.conv(x, "pw2", mid, 1, act="relu6")
+    x = _dw(net, x, "dw3")
+    x = _dw(net, x, "dw4", 2)
+    x = net.conv(x, "pw4", last, 1, act="relu6")
+    return _dw(net, x, "dw5")
+
+
 @_sweep(1, 96, 96)
 def _cb_dwbig(net):
     """depthwise on maps larger than L1 (48x48x16, 24x24x64): many tiles.
     (One input channel: the golden input is a constant in flash, and
     stm32f4 has 64 kB for code and constants.)"""
     x = net.conv("input", "c0", 16, 3, stride=2, act="relu6")
-    x = _dw(net, x, "dw1")
-    x = _dw(net, x, "dw2", 2)
-    x = net.conv(x, "pw2", 64, 1, act="relu6")
-    x = _dw(net, x, "dw3")
-    x = _dw(net, x, "dw4", 2)
-    x = net.conv(x, "pw4", 128, 1, act="relu6")
-    x = _dw(net, x, "dw5")
-    return _head(net, x)
+    return _head(net, _dw_ladder(net, x, 64, 128))
+
+
+@_sweep(1, 128, 16)
+def _cb_dwtall(net):
+    """depthwise on tall, narrow maps (128x16 to 32x4) and 16, 24 and 44
+    channels (not all multiples of 8): many plane rows for their outputs,
+    so a row's set-up and a channel's stand apart from the MACs (square
+    maps tie them to each other)."""
+    x = net.conv("input", "c0", 16, 3, act="relu6")
+    return _head(net, _dw_ladder(net, x, 24, 44))
+
+
+@_sweep(1, 16, 128)
+def _cb_dwwide(net):
+    """cb_dwtall's layers on wide, short maps (16x128 to 4x32): few plane
+    rows for their outputs."""
+    return _cb_dwtall(net)
 
 
 @_sweep(3, 32, 32)

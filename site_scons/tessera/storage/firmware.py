@@ -166,6 +166,13 @@ def _build(graph, the_plan, tilings, steps, storage, budget, compute_ns):
         need = {p: max([t["holds"][p] for la in sub for t in la["tiles"]] + [ALIGN]) for p in ("in", "out")}
         pools = {p: -(-n // ALIGN) * ALIGN for p, n in need.items()}
         pools["w"] = _align(room - pools["in"] - pools["out"])
+        if pools["w"] >= ALIGN and not any(first <= x[0] < end for x in pending + pending_split):
+            # no weights from the card: the room goes to the in and out pools,
+            # in proportion to their largest tile's, so the next band loads
+            # (and the last one is written) while one computes
+            grow = (room - ALIGN) / (pools["in"] + pools["out"])
+            pools = {"in": _align(int(pools["in"] * grow)), "w": ALIGN}
+            pools["out"] = _align(room - pools["in"] - ALIGN)
         names = f"layers {sub[0]['name']}..{sub[-1]['name']}" if len(sub) > 1 else f"layer {sub[0]['name']}"
         if pools["w"] < ALIGN:
             return {"program": None, "why": f"{names}: {room} bytes for the pools, {pools['in']} needed by input "
@@ -263,9 +270,19 @@ def _phases(graph, the_plan):
             at = max(at, b)
         return best
 
+    # layers reading weights from the card, and moving activations to or from it
+    stored = the_plan["weights"].get("storage", {"layers": {}})["layers"]
+    swapped = (the_plan["activations"].get("spill") or {}).get("offsets", {})
+    weights = [layer.name in stored for layer in graph.layers]
+    moves = [layer.output in swapped or any(x in swapped for x in layer.inputs) for layer in graph.layers]
     out, first, busy = [], 0, list(held[0])
     for li in range(1, n + 1):
-        if li < n:
+        if li < n and weights[li] and any(moves[first:li]) and not any(weights[first:li]):
+            # a phase moving only activations ends where the card's weights
+            # begin: its w pool would be idle, its in and out pools take the
+            # room instead (_build), so its bands double buffer
+            pass
+        elif li < n:
             mine, shared = largest(held[li]), largest(busy + held[li])
             now = largest(busy)
             keep = now[1] - now[0]

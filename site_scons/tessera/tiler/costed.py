@@ -4,12 +4,16 @@ the kernel library's objective (tessera.cost; docs/cost_model.md).
 The candidates: the library objective's tile (so the choice is never
 worse by the model's own estimate), and for every tile height and channel
 count that is the largest legal one for its tile count (a smaller one with
-as many tiles moves the same data in smaller pieces) the widest legal
-tile that fits L1 (a split reduction: per tile height and chunk size, the
-most channels and the widest tile that fit). Each is estimated with the target's fitted coefficients; the
-cheapest wins, ties going to the library's objective and then to the
-tiler's fixed order, so the answer is deterministic. Plain Python: a few
-hundred candidates per layer, each costed by walking its tiles.
+as many tiles moves the same data in smaller pieces; where the op's
+coefficients price the busiest core's channels, `core_chans`, also every
+multiple of the cores) the widest legal tile that fits L1 (a split
+reduction: per tile height and chunk size, the most channels and the
+widest tile that fit). Each is estimated with the target's fitted
+coefficients; the cheapest wins, ties going (where `core_chans` is priced)
+to channels that split evenly over the cores, then to the library's
+objective and then to the tiler's fixed order, so the answer is
+deterministic. Plain Python: a few hundred candidates per layer, each
+costed by walking its tiles.
 """
 
 from ..cost import features, model as cost_model
@@ -34,6 +38,20 @@ def best_tile(layer, target, spec, tables, buffering, library_q, result):
     hs = _count_maximal(tables[0], Ho)
     ws = sorted(tables[1], reverse=True)
     cs = _count_maximal(range(1, Co + 1), Co)
+    cores = target["cores"]
+    balance = cores > 1 and bool(cost["coefficients"]["ops"].get(layer["op"], {}).get("core_chans"))
+    if balance:
+        # where the model prices the busiest core's channels (pulp_nn's
+        # depthwise), also the counts that split evenly over the cores:
+        # the largest for its tile count may leave cores a channel short
+        # (mbv1_128's dw5 in tiles of 51: 7 channels on some cores, 6 on others)
+        cs = sorted(set(cs) | set(range(cores, Co + 1, cores)))
+
+    def even(q):
+        # on a tie, tiles whose channels split evenly over the cores (not
+        # also "no short last tile": mbv1_128's dw6 in 4 tiles of 64 measured
+        # 79,042 cycles, in 80, 80, 80, 16 78,648)
+        return q["tile_c"] % cores == 0 if balance else False
     if layer.get("rows"):
         # a layer with a tensor on a storage level tiles every channel, and
         # with rows 1 whole rows (the CP-SAT model's constraints; its
@@ -47,8 +65,8 @@ def best_tile(layer, target, spec, tables, buffering, library_q, result):
     def key(q):
         f = features.view_features(layer, result(q), cost["dims"], target["cores"])
         est = cost_model.estimate(cost["coefficients"], layer["op"], f, buffering)
-        return (-est, spec.objective_value(q), tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"],
-                                                            q["tile_k"] if split else None))
+        return (-est, even(q), spec.objective_value(q),
+                tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"], q["tile_k"] if split else None))
 
     best, best_key = library_q, key(library_q)
     if split:
