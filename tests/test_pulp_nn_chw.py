@@ -35,10 +35,13 @@ def built(tmp_path_factory):
 def test_bit_exact_with_channel_major_tensors(built):
     assert _read(os.path.join(built, "verdict.json"))["verdict"] == "pass"
     chw = _read(os.path.join(built, "memplan.json"))["activations"]["chw"]
-    # the 8x8 and 16x16 layers' tensors (whole planes a tile), not pw1's
-    # (dw2 reads 17-byte rows) nor pw2's (dw3's 13-byte rows)
-    assert "pw6_QuantizeLinear_Output" in chw and "pw1_QuantizeLinear_Output" not in chw
-    assert chw == sorted(chw)
+    # the plan's list is the pairs the tiles allow (whole planes a tile for
+    # the 8x8 layers), each tensor once, in order
+    graph = ir.Graph.from_json(_read(os.path.join(built, "graph.json")))
+    tilings = {layer.name: _read(os.path.join(built, "tiling", layer.name + ".json")) for layer in graph.layers}
+    chosen = plan.chw_chosen(plan.chw_pairs(graph, _target()), None, tilings, graph)
+    assert chw == sorted(graph.layer(pw).output for pw, _ in chosen)
+    assert "pw6_QuantizeLinear_Output" in chw
 
 
 def test_the_generated_code_stores_and_reads_them_channel_major(built):
@@ -76,6 +79,14 @@ def test_fused_pairs_and_other_targets_stay_hwc(built):
              + [{"kind": "pw_dw", "layers": ["pw6", "dw7"]}]}
     chosen = plan.chw_chosen(pairs, sched, tilings, graph)
     assert ["pw6", "dw7"] not in chosen and ["pw5", "dw6"] in chosen
+    # boxes of many channels not covering whole rows (one DMA command a
+    # channel), or depthwise rows not a multiple of 4 bytes: left HWC
+    alone = {"steps": [{"kind": "layer", "layers": [n]} for n in ("pw6", "dw7")]}
+    wide = dict(tilings["pw6"], tile=dict(tilings["pw6"]["tile"], w=3, c=64))
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, pw6=wide), graph) == []
+    odd = dict(tilings["dw7"], in_tile=dict(tilings["dw7"]["in_tile"], w=6, c=8))
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, dw7=odd), graph) == []
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, tilings, graph) == [["pw6", "dw7"]]
     # the portable path (no Xpulp: gap8 on QEMU) has no channel-major kernels worth it
     portable = dict(target, toolchain=dict(target["toolchain"], isa=[]))
     assert plan.chw_pairs(graph, portable) == []
