@@ -24,6 +24,9 @@ kind of step, before and after, per network, e.g.
     .venv/bin/python benchmarks/pulp_open.py --base 923390f --runs best \
         --net pulp_open:mbv1_025_128 --net pulp_open_hyper:mbv1_128
 
+--set KEY=VALUE passes a build variable to this tree's builds only (a
+variable the base does not know, e.g. chw=1: docs/gvsoc.md).
+
 --model takes a bundled model's name or a model YAML's path
 (examples/lstm/trained_lstm.yaml: the recurrent step on 1 and 8 cores).
 
@@ -55,10 +58,11 @@ import tempfile
 from compare import ROOT, checkout, steps
 
 
-def build(tree, out, target, model, fusion=None):
-    """Build, run and check in checkout `tree`; the report of the run."""
+def build(tree, out, target, model, fusion=None, extra=()):
+    """Build, run and check in checkout `tree`; the report of the run.
+    extra: more KEY=VALUE variables (--set, this tree's builds only)."""
     cmd = [sys.executable, "-m", "SCons", "-C", tree, "-Q", "-j2", f"out={out}", f"target={target}",
-           f"model={model}"] + ([f"fusion={fusion}"] if fusion else [])
+           f"model={model}"] + ([f"fusion={fusion}"] if fusion else []) + list(extra)
     res = subprocess.run(cmd, capture_output=True, text=True)
     name = os.path.basename(target)[:-len(".yaml")] if target.endswith(".yaml") else target
     # a model YAML given by its path builds into its file name's directory
@@ -120,7 +124,7 @@ def network(args, target, model, out, tmp):
     """Build, run and print one network's tables; its {kind: (base, new)}
     MAC/cycle (base None without --base)."""
     runs, isa, n = variants(ROOT, target, args.kernels, tmp, "", args.runs)
-    reps = {key: build(ROOT, out, path, model, args.fusion) for key, path in runs.items()}
+    reps = {key: build(ROOT, out, path, model, args.fusion, args.set) for key, path in runs.items()}
     if args.base:
         tree = checkout(args.base, tmp) if not os.path.isdir(os.path.join(tmp, "base")) else os.path.join(tmp, "base")
         bruns, bisa, _ = variants(tree, target, args.kernels, tmp, "_base", "best")
@@ -200,6 +204,9 @@ def main():
                     help="all: 1 and n cores, Xpulp and portable; best: n cores, Xpulp only")
     ap.add_argument("--fusion", help="every build's fusion= (default: the builds' default, min_latency); none "
                                      "compares the layer kinds' kernels apart")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a build variable for this tree's builds only, not --base's (e.g. chw=1: a variable "
+                         "the base may not know); repeated")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "site_scons"))
     from tessera.runners import gvsoc

@@ -63,7 +63,8 @@ def requant(rng, kind, channels, acc):
     return Rq(mul.tolist(), None, shift, 1, zp, zp, 127, "half_up")
 
 
-def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False, fold=False):
+def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False, fold=False, chw=False,
+         room=None):
     """(kernel, operands, expected output) of one call. A convolution or
     depthwise call gets the scratch library.yaml sizes (with the Xpulp
     paths' padded windows and records, or ring of kh rows and whole
@@ -71,7 +72,10 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
     with lean only what the portable path needs (the path the Xpulp build
     falls back to when its own does not fit). With fold, a pointwise or
     linear call comes as the code generator makes it for this library:
-    the offset's share off * sum(w) in the bias, offset 0."""
+    the offset's share off * sum(w) in the bias, offset 0. With chw, a
+    depthwise call gets its input channel-major (pnn_depthwise_chw), a
+    pointwise call stores its output so (pnn_pointwise_chw);
+    room overrides the scratch bytes per core."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op in ("maxpool", "avgpool"):
@@ -118,8 +122,13 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
                                        + (0 if ring else shape[0] * shape[1]))
     else:
         scratch = 0
+    out_shape = expected.shape
+    if chw and op == "depthwise":
+        x = np.ascontiguousarray(x.transpose(2, 0, 1))
+    elif chw:
+        expected = np.ascontiguousarray(expected.transpose(2, 0, 1))
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
-                ncores=ncores, scratch=scratch)
+                ncores=ncores, scratch=scratch if room is None else room, chw=chw, out_shape=out_shape)
 
 
 S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
@@ -224,6 +233,53 @@ CASES = [
     case("avgpool", 72, (4, 4, 64), 128, "net", 8, dict(kh=4, kw=4, sh=1, sw=1, pad=(0, 0, 0, 0))),
     case("avgpool", 73, (6, 7, 8), 3, "std", 8, dict(kh=3, kw=2, sh=3, sw=2, pad=(0, 0, 0, 0))),
     case("avgpool", 74, (5, 5, 6), 128, "net", 3, dict(kh=2, kw=2, sh=1, sw=1, pad=(0, 0, 0, 0))),
+    # depthwise on a channel-major input (pnn_depthwise_chw): each plane
+    # loop with rows copied in words (widths below, at and above 8, the
+    # tile's last channel gathered by bytes), aligned rows, the general
+    # requantization, a 5x5 window, one column, three cores, the ring, the
+    # stripes, the direct loop, a plane with no room for the rows' last 8
+    # bytes (gathered by bytes), a 1x1
+    case("depthwise", 130, (8, 8, 8), 128, "net", 8, S1, chw=True),
+    case("depthwise", 131, (7, 9, 5), 128, "net", 8, S1, chw=True),
+    case("depthwise", 132, (9, 10, 7), 128, "net", 3, S2, chw=True),
+    case("depthwise", 133, (11, 7, 6), 128, "net", 8, S2, chw=True),
+    case("depthwise", 134, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0)), chw=True),
+    case("depthwise", 135, (8, 10, 6), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0)), chw=True),
+    case("depthwise", 136, (9, 9, 6), 128, "net", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1)), chw=True),
+    case("depthwise", 137, (6, 17, 9), 128, "net", 8, S1, chw=True),
+    case("depthwise", 138, (5, 3, 16), 128, "net", 8, S1, chw=True),
+    case("depthwise", 139, (8, 9, 8), 128, "std", 8, S1, chw=True),
+    case("depthwise", 140, (7, 6, 11), -1, "std", 3, ODD, chw=True),
+    case("depthwise", 141, (8, 8, 8), 128, "leaky", 8, S1, chw=True),
+    case("depthwise", 142, (8, 8, 5), 128, "std", 8, K5, chw=True),
+    case("depthwise", 143, (5, 1, 12), 0, "std", 8, S1, chw=True),
+    case("depthwise", 144, (8, 9, 8), 128, "std", 8, S1, ring=True, chw=True),
+    case("depthwise", 145, (8, 9, 8), 128, "std", 8, S1, lean=True, chw=True),
+    case("depthwise", 146, (8, 9, 8), 128, "std", 8, S1, chw=True, room=0),
+    case("depthwise", 147, (6, 6, 8), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 0, 0)), chw=True,
+         room=7 * 7 + 4),
+    case("depthwise", 148, (3, 5, 7), 128, "std", 8, dict(kh=1, kw=1, sh=1, sw=1, pad=(0, 0, 0, 0)), chw=True),
+    # rows of 4 (two a turn, an odd last row), 8 (one loop) and 8k bytes
+    # (double words, no padding restored), aligned or not
+    case("depthwise", 149, (5, 4, 8), 128, "net", 8, S1, chw=True),
+    case("depthwise", 150, (4, 4, 16), 128, "net", 8, S1, chw=True),
+    case("depthwise", 151, (9, 8, 8), 128, "net", 8, S2, chw=True),
+    case("depthwise", 152, (6, 16, 8), 128, "net", 8, S1, chw=True),
+    case("depthwise", 153, (7, 24, 6), 128, "net", 8, dict(S2, pad=(0, 0, 0, 1)), chw=True),
+    case("depthwise", 154, (5, 8, 9), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0)), chw=True),
+    # pointwise storing channel-major (pnn_pointwise_chw): split by pixels
+    # and by channels, an odd pixel count, leftover channels, the layer's
+    # own clamp, the general requantization, int32 outputs, an offset not
+    # folded, K not a multiple of 4
+    case("pointwise", 160, (3, 5, 16, 12), 128, "net", 8, fold=True, chw=True),
+    case("pointwise", 161, (8, 8, 32, 16), 128, "net", 8, fold=True, chw=True),
+    case("pointwise", 162, (3, 3, 16, 14), 128, "net", 3, fold=True, chw=True),
+    case("pointwise", 163, (3, 5, 16, 12), 128, "std", 8, chw=True),
+    case("pointwise", 164, (3, 5, 16, 12), 128, "leaky", 8, fold=True, chw=True),
+    case("pointwise", 165, (2, 3, 8, 8), 128, None, 8, chw=True),
+    case("pointwise", 166, (2, 4, 8, 8), 62, "std", 8, chw=True),
+    case("pointwise", 167, (2, 3, 6, 8), 128, "net", 8, fold=True, chw=True),
+    case("pointwise", 168, (2, 2, 64, 64), 128, "net", 8, fold=True, chw=True),
 ]
 
 
@@ -321,11 +377,14 @@ def firmware_source(cases, perf=False):
                        f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}, {neg}, 0}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
-        eh, ew, ec = e.shape if e.ndim == 3 else (1, 1, e.shape[-1])
+        shape = c.get("out_shape", e.shape)
+        eh, ew, ec = shape if len(shape) == 3 else (1, 1, e.shape[-1])
         pt, pl, pb, pr = g["pad"]
-        fn = f"0, pnn_{c['op']}" if c["op"].endswith("pool") else f"pnn_{c['op']}, 0"
+        fn = f"0, pnn_{c['op']}" if c["op"].endswith("pool") else f"pnn_{c['op']}{'_chw' if c.get('chw') else ''}, 0"
+        chw_in = c.get("chw") and c["op"] == "depthwise"
+        xh, xw, xc = (c["x"].shape[1], c["x"].shape[2], c["x"].shape[0]) if chw_in else c["x"].shape
         table.append(f"    {{{fn}, x{i}, sizeof x{i}, w{i}, sizeof w{i}, b{i}, {rq}, "
-                     f"{c['x'].shape[0]}, {c['x'].shape[1]}, {c['x'].shape[2]}, {eh}, {ew}, {ec}, "
+                     f"{xh}, {xw}, {xc}, {eh}, {ew}, {ec}, "
                      f"{g['kh']}, {g['kw']}, {g['sh']}, {g['sw']}, {pt}, {pl}, {pb}, {pr}, {c['off']}, "
                      f"{c['scratch']}, {e.nbytes}, {c['ncores']}}},\n")
     out.append('''

@@ -24,6 +24,12 @@
  * plane terms) takes the paths further down instead: a channel's padded
  * plane (or a ring of three of its rows) gathered once, and hardware loops
  * of three SIMD dot products per output.
+ *
+ * depthwise_chw.c compiles this file again with DW_CHW 1: pnn_depthwise_chw,
+ * the same kernel on a channel-major input tile ([in_c][in_h][in_w], a
+ * channel's rows contiguous), whose planes are copied in words, not
+ * gathered byte by byte. A second file, not a flag: the HWC kernels'
+ * object stays what it was (the instruction caches are sensitive to it).
  */
 #include <string.h>
 
@@ -33,13 +39,25 @@
 #include "rq32.h"
 #endif
 
+/* pixel px = y * in_w + x of channel c is a->in[px * DW_PX(a) + DW_CH(a, c)] */
+#ifndef DW_CHW
+#define DW_CHW 0
+#endif
+#if DW_CHW
+#define DW_PX(a) 1
+#define DW_CH(a, c) ((size_t)(c) * (size_t)((a)->in_h * (a)->in_w))
+#else
+#define DW_PX(a) (a)->in_c
+#define DW_CH(a, c) (c)
+#endif
+
 static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 {
-    const int32_t C = a->out_c, in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
+    const int32_t C = a->out_c, in_c = DW_PX(a), kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t c, oy, ox, ky, kx;
     pnn_rq_t rq = {0};
     for (c = c0; c < c1; c++) {
-        const int8_t *x = a->in + c;
+        const int8_t *x = a->in + DW_CH(a, c);
         const int8_t *w = a->weights + (size_t)c * kh * kw;
         if (a->rq)
             rq = pnn_rq_channel(a->rq, c);
@@ -68,7 +86,7 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows, int8_t *s,
                    int8_t pad_value)
 {
-    const int32_t kw = a->kw, in_c = a->in_c, ix0 = ox * a->sw - a->pad_l;
+    const int32_t kw = a->kw, in_c = DW_PX(a), ix0 = ox * a->sw - a->pad_l;
     const size_t row_stride = (size_t)a->in_w * in_c;
     int32_t kx0, kx1, y = 0, k, top, end;
     const int8_t *p;
@@ -79,7 +97,7 @@ static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows
         for (k = 0; k < kw; k++)
             s[k] = pad_value;
     /* channel c of the column's first valid pixel in the tile's first row */
-    p = y < end ? a->in + (size_t)(ix0 + kx0) * in_c + c + (size_t)(y - a->pad_t) * row_stride : a->in;
+    p = y < end ? a->in + (size_t)(ix0 + kx0) * in_c + DW_CH(a, c) + (size_t)(y - a->pad_t) * row_stride : a->in;
     if (kw == 3 && kx0 == 0 && kx1 == 3) {
         const size_t c2 = 2 * (size_t)in_c;
         for (; y < end; y++, s += 3, p += row_stride) {
@@ -182,7 +200,7 @@ static inline void ring_row(const int8_t *r0, const int8_t *r1, const int8_t *r2
 static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
 ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
-    const int32_t in_h = a->in_h, in_w = a->in_w, C = a->in_c, out_h = a->out_h, out_w = a->out_w;
+    const int32_t in_h = a->in_h, in_w = a->in_w, C = DW_PX(a), out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, sh = a->sh, sw = a->sw, pt = a->pad_t, pl = a->pad_l, pr = a->pad_r;
     const int32_t W = in_w + pl + pr, off = a->input_offset;
     const size_t row_stride = (size_t)in_w * C, out_row = (size_t)out_w * out_c;
@@ -223,7 +241,7 @@ ring_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
                 }
                 for (k = 0; k < pl; k++)
                     d[k] = pad;
-                xp_gather(d + pl, a->in + (size_t)next * row_stride + c, C, in_w);
+                xp_gather(d + pl, a->in + (size_t)next * row_stride + DW_CH(a, c), C, in_w);
                 for (k = pl + in_w; k < W; k++)
                     d[k] = pad;
             }
@@ -397,12 +415,73 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      : [nr] "r"(in_h), [nq] "r"(in_w >> 2), [C] "r"(C), [skip] "r"(W - in_w)              \
                      : "t0", "t1", "t2", "t3", "t4", "memory")
 
+#if DW_CHW
+/* A channel-major (CHW) tile's channel into the plane: its rows are
+ * contiguous, so loop 1 over the rows, loop 0 over two words a turn (two
+ * loads, then two stores: no load-use stall; 0.5 instructions a byte
+ * against the HWC gather's 1.75-2). Each row copies ceil(in_w / 8) * 8
+ * bytes, up to 7 past its end, then stores two words of padding there: the
+ * row's right padding and the next row's left padding are back, and what
+ * it overwrote of the next row's interior that row's copy writes again
+ * (the last row's 8 bytes are checked against the scratch). The source
+ * reads up to 7 bytes past the channel's plane (the next channel's: not
+ * used for the tile's last channel). */
+#define DW_CHW_ROWS                                                                                        \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
+                     ".Ldwc_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 22\n\t"                                    \
+                     "mv t2, %[dst]\n\t"                                                                     \
+                     ".insn i 0x7B, 4, x0, %[n8], 8\n\t"                                                      \
+                     XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                                      \
+                     XP_SW_INC4("t0", "t2") XP_SW_INC4("t1", "t2")                                          \
+                     "add t2, %[dst], %[inw]\n\tsw %[pad4], 0(t2)\n\tsw %[pad4], 4(t2)\n\t"                \
+                     "add %[src], %[src], %[back]\n\t"                                                       \
+                     ".Ldwc_end%=:\n\tadd %[dst], %[dst], %[W]\n\t"                                          \
+                     ".if .Ldwc_end%= - .Ldwc_set%= != 4 * 11\n\t.error \"hardware loop length\"\n\t.endif\n\t" \
+                     ".option pop"                                                                            \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                     \
+                     : [nr] "r"(in_h), [n8] "r"((in_w + 7) >> 3), [inw] "r"(in_w), [W] "r"(W),              \
+                       [back] "r"(in_w - (((in_w + 7) >> 3) << 3)), [pad4] "r"(0x01010101u * (uint8_t)pad)   \
+                     : "t0", "t1", "t2", "memory")
+
+/* Rows of whole double words (in_w a multiple of 8) need neither: loop 1
+ * over the rows, loop 0 over the double words, then the step to the next
+ * row (the nop: the loops must not end one instruction apart). Rows of 8
+ * bytes are one loop of four instructions a row, the last store stepping
+ * to the next row; rows of 4 two rows a turn (an odd last row apart). */
+#define DW_CHW_ROWS8                                                                                       \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
+                     ".Ldwe_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"                                    \
+                     ".insn i 0x7B, 4, x0, %[n8], 8\n\t"                                                      \
+                     XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                                      \
+                     XP_SW_INC4("t0", "%[dst]") XP_SW_INC4("t1", "%[dst]")                                  \
+                     "add %[dst], %[dst], %[skip]\n\t"                                                       \
+                     ".Ldwe_end%=:\n\tnop\n\t"                                                               \
+                     ".if .Ldwe_end%= - .Ldwe_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t" \
+                     ".option pop"                                                                            \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                     \
+                     : [nr] "r"(in_h), [n8] "r"(in_w >> 3), [skip] "r"(W - in_w)                             \
+                     : "t0", "t1", "memory")
+#define DW_CHW_FLAT(count, step)                                                                               \
+    __asm__ volatile(XP_LOOP("%[n]", 4) XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                   \
+                     XP_SW_RR_INC("t0", "%[dst]", "%[a]") XP_LOOP_END() XP_SW_RR_INC("t1", "%[dst]", "%[b]")    \
+                     XP_LOOP_CHECK(4)                                                                         \
+                     : [src] "+r"(src), [dst] "+r"(dst)                                                     \
+                     : [n] "r"(count), [a] "r"(step == 8 ? 4 : W), [b] "r"(step == 8 ? W - 4 : W)               \
+                     : "t0", "t1", "memory")
+
+/* CHW rows of any width copied in words (DW_CHW_ROWS): where the last
+ * row's 8 bytes fit the scratch, and not for the tile's last channel */
+#define DW_CHW_WORDS                                                                                       \
+    (in_h > 0 && c + 1 < a->in_c && interior + (in_h - 1) * W + in_w + 8 <= s0 + a->scratch_bytes)
+
+#endif
+
 enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
                                                                 int8_t *s, const int mode, const int quads)
 {
-    const int32_t in_h = a->in_h, in_w = a->in_w, C = a->in_c, out_h = a->out_h, out_w = a->out_w;
+    const int32_t in_h = a->in_h, in_w = a->in_w, C = DW_PX(a), out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
     const int32_t W = quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
     const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
@@ -415,6 +494,9 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
     int8_t *interior;
     int32_t c, iy;
+#if DW_CHW
+    int8_t *const s0 = s;
+#endif
     if (quads)
         s += -(uintptr_t)s & 3;
     interior = s + pt * W + pl;
@@ -445,7 +527,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
                           + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
         const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
-        const int8_t *base = s, *src = a->in + c;
+        const int8_t *base = s, *src = a->in + DW_CH(a, c);
         int32_t mul, zs;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
@@ -455,7 +537,22 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         q.mul = mul, q.shift = sh;
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
-         * aligned rows over four bytes packed into a word (1.75) */
+         * aligned rows over four bytes packed into a word (1.75); CHW
+         * rows are copied in words */
+#if DW_CHW
+        if (in_w == 8 && in_h > 0) {
+            DW_CHW_FLAT(in_h, 8);
+        } else if (in_w == 4 && in_h > 0) {
+            if (in_h >= 2)
+                DW_CHW_FLAT(in_h >> 1, 4);
+            if (in_h & 1)
+                xp_sw(dst, xp_lw(src));
+        } else if ((in_w & 7) == 0 && in_h > 0) {
+            DW_CHW_ROWS8;
+        } else if (DW_CHW_WORDS) {
+            DW_CHW_ROWS;
+        } else
+#endif
         if (quads) {
             /* the row's last in_w mod 4 bytes in loop 1 */
             switch (in_w & 3) {
@@ -493,7 +590,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
                              : "t0", "t1", "memory");
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
-                interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + c];
+                interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
         if (pairs)
             DW_PAIRS;
         else if (mode == DW_S1_PAIRS_ODD)
@@ -528,10 +625,20 @@ DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0)
 DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0)
 DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0)
 DW_PLANE_FN(plane_any, DW_ANY, 0)
+#if DW_CHW
+/* channel-major rows are copied in words whatever their alignment: no
+ * second set of loops for aligned rows (8 kB less code: the CHW object is
+ * an addition to pulp_open's 192 kB of code) */
+#define plane_s1_pairs_q plane_s1_pairs
+#define plane_s1_pairs_odd_q plane_s1_pairs_odd
+#define plane_s2_pairs_q plane_s2_pairs
+#define plane_any_q plane_any
+#else
 DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
 DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
 DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
 DW_PLANE_FN(plane_any_q, DW_ANY, 1)
+#endif
 
 static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
@@ -556,7 +663,7 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
  * constants hoisted. n channels, input pixels a->in_c apart, output C. */
 static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
-    const int32_t C = a->out_c, in_c = a->in_c, off = a->input_offset;
+    const int32_t C = a->out_c, in_c = DW_PX(a), off = a->input_offset;
     int32_t p0, p1, c, p;
     pnn_chunk(a->out_h * a->out_w, 1, core, ncores, &p0, &p1);
     if (a->bias_elem.plane) {
@@ -574,7 +681,7 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
             if (a->rq)
                 rq = pnn_rq_channel(a->rq, c);
             for (p = p0; p < p1; p++) {
-                const int32_t v = bias[oy * e->step_h + ox * e->step_w] + (a->in[(size_t)p * in_c + c] + off) * w;
+                const int32_t v = bias[oy * e->step_h + ox * e->step_w] + (a->in[(size_t)p * in_c + DW_CH(a, c)] + off) * w;
 #ifdef TSR_ISA_XPULPV2
                 if (fast)
                     ((int8_t *)a->out)[(size_t)p * C + c] = xp_rq(v, &q);
@@ -591,7 +698,7 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
     }
     for (c = 0; c < n; c++) {
         const int32_t w = a->weights[c], b = (a->bias ? a->bias[c] : 0) + off * w;
-        const int8_t *x = a->in + c;
+        const int8_t *x = a->in + DW_CH(a, c);
         int8_t *y = (int8_t *)a->out + c;
         pnn_rq_t rq = {0};
 #ifdef TSR_ISA_XPULPV2
@@ -683,6 +790,12 @@ static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncore
     }
 }
 
+#if DW_CHW
+void pnn_depthwise_chw(const tsr_conv_args_t *a, int core, int ncores)
+{
+    depthwise_n(a, a->out_c, core, ncores);
+}
+#else
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores)
 {
     depthwise_n(a, a->out_c, core, ncores);
@@ -692,3 +805,4 @@ void pnn_depthwise_block(const tsr_conv_args_t *a, int core, int ncores)
 {
     depthwise_n(a, a->in_c, core, ncores);
 }
+#endif

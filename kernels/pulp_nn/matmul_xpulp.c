@@ -220,17 +220,21 @@ int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_re
     return 1;
 }
 
+/* a pixel pair's 4x2 block up to its accumulators (loop 1's first 27
+ * instructions: the set-up, lp.setup, loop 0 over K) */
+#define PW_BLOCK                                                                                        \
+    "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"                   \
+    "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"                    \
+    "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                                               \
+    ".insn i 0x7B, 4, x0, %[n], 28\n\t" XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")
+
 /* instructions of loop 1's body: 12 set-up, lp.setup, 14 in loop 0, 28 of
  * requantization, the clamp, 4 packs, 2 pointer steps, 2 stores */
 #define PW_OUTER(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 8)
 #define PW_PAIRS(CLAMP, CLAMP_LEN)                                                                      \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpw_set%=:\n\t"             \
                      ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER(CLAMP_LEN)) "\n\t"                 \
-                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
-                     "mv s10, %[wc]\n\tadd s11, %[wc], %[K]\n\tadd t5, s11, %[K]\n\tadd t6, t5, %[K]\n\t"    \
-                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
-                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_K4X2("%[p0]", "%[p1]", "s10", "s11", "t5", "t6")                                   \
+                     PW_BLOCK                                                                            \
                      XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
                      "add %[p0], %[p0], %[K]\n\tadd %[p1], %[p1], %[K]\n\t"                                  \
                      XP_SW_RR_INC("t0", "%[y0]", "%[st]") ".Lpw_end%=:\n\t" XP_SW_RR_INC("t1", "%[y1]", "%[st]") \
@@ -238,6 +242,30 @@ int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_re
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [p0] "+r"(p0), [p1] "+r"(p1), [y0] "+r"(y0), [y1] "+r"(y1)                        \
                      : [np] "r"(np), [n] "r"(n), [wc] "r"(wc), [K] "r"(K), [rec] "r"(&rec), [st] "r"(st)  \
+                     : "t0", "t1", "t2", "t3", "t5", "t6", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9",    \
+                       "s10", "s11", "memory")
+
+/* The same for a channel-major output (pnn_pointwise_chw): each channel's
+ * two pixels packed into a halfword and stored in its plane (P bytes
+ * apart; bk steps back to the first channel's next pair), two instructions
+ * more per block than the two words of the HWC pixels. */
+#define PW_OUTER_CHW(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 10)
+#define XP_SH_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 5, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+#define PW_PAIRS_CHW(CLAMP, CLAMP_LEN)                                                                  \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpwc_set%=:\n\t"            \
+                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER_CHW(CLAMP_LEN)) "\n\t"             \
+                     PW_BLOCK                                                                            \
+                     XP_RQ8("%[rec]") CLAMP                                                              \
+                     XP_PACKLO("t0", "s3", "s2") XP_PACKLO("t1", "s5", "s4") XP_PACKLO("t2", "s7", "s6")      \
+                     XP_PACKLO("t3", "s9", "s8")                                                          \
+                     "add %[p0], %[p0], %[K]\n\tadd %[p1], %[p1], %[K]\n\t"                                  \
+                     XP_SH_RR_INC("t0", "%[y]", "%[P]") XP_SH_RR_INC("t1", "%[y]", "%[P]")                  \
+                     XP_SH_RR_INC("t2", "%[y]", "%[P]") ".Lpwc_end%=:\n\t" XP_SH_RR_INC("t3", "%[y]", "%[bk]") \
+                     ".if .Lpwc_end%= - .Lpwc_set%= != 4 * " XP_XSTR(PW_OUTER_CHW(CLAMP_LEN)) "\n\t"           \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [p0] "+r"(p0), [p1] "+r"(p1), [y] "+r"(y)                                         \
+                     : [np] "r"(np), [n] "r"(n), [wc] "r"(wc), [K] "r"(K), [rec] "r"(&rec), [P] "r"(P),    \
+                       [bk] "r"(2 - 3 * P)                                                                \
                      : "t0", "t1", "t2", "t3", "t5", "t6", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9",    \
                        "s10", "s11", "memory")
 
@@ -307,6 +335,36 @@ int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, 
         }
         if (pp < p_end)
             pw_block_general(a, pp, p_end, c, &rec);
+    }
+    return c;
+}
+
+/* pnn_pointwise_xpulp for pnn_pointwise_chw: pixel pairs of whole
+ * 4-channel blocks with the 32-bit requantization; returns the first
+ * channel it did not compute and sets *done to the pixels it did ([p,
+ * *done) of channels [c0, return)). The rest is pnn_pointwise_chw's. */
+int32_t pnn_pointwise_xpulp_chw(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1,
+                                int32_t *done)
+{
+    const int32_t K = a->in_c, n = K >> 2, P = a->out_h * a->out_w;
+    const int32_t np = (p_end - p) >> 1;
+    const int ok = xp_rq_usual(a->rq);
+    int32_t c = c0;
+
+    *done = p + 2 * np;
+    if ((K & 3) || n == 0 || !aligned4(a->in) || !aligned4(a->weights) || !a->rq || np == 0)
+        return c0;
+    for (; c + 4 <= c1; c += 4) {
+        const int8_t *wc = a->weights + (size_t)c * K;
+        const int8_t *p0 = a->in + (size_t)p * K, *p1 = p0 + K;
+        int8_t *y = (int8_t *)a->out + (size_t)c * P + p;
+        xp_rec4_t rec;
+        if (!pnn_xp_record4(a, c, K, ok, &rec))
+            break;
+        if (rec.lo == -128 && rec.hi == 127)
+            PW_PAIRS_CHW(XP_CLIP8X8, XP_CLIP8X8_LEN);
+        else
+            PW_PAIRS_CHW(XP_MINMAX8("%[rec]"), XP_MINMAX8_LEN);
     }
     return c;
 }

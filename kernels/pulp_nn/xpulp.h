@@ -247,5 +247,9 @@ int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t
 /* pnn_pointwise on Xpulpv2, channel blocks outermost (matmul_xpulp.c):
  * computes pixels [p, p_end) x channels [c0, c) and returns c. */
 int32_t pnn_pointwise_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1);
+/* the same storing channel-major (pnn_pointwise_chw): pixels [p, *done) x
+ * channels [c0, returned) */
+int32_t pnn_pointwise_xpulp_chw(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32_t c1,
+                                int32_t *done);
 
 #endif /* TESSERA_PNN_XPULP_H */

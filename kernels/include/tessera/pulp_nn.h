@@ -24,7 +24,15 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
  * arguments and results, pv.sdotsp.b where the input offset is 0) */
 void pnn_split_step(const tsr_split_args_t *s, int core, int ncores);
 void pnn_pointwise(const tsr_conv_args_t *a, int core, int ncores);
+/* the same storing its output tile channel-major, a->out [out_c][out_h][out_w]
+ * (a producer for pnn_depthwise_chw; int8 outputs from 4-channel blocks of
+ * pixel pairs on the Xpulp path, the rest one dot product at a time) */
+void pnn_pointwise_chw(const tsr_conv_args_t *a, int core, int ncores);
 void pnn_depthwise(const tsr_conv_args_t *a, int core, int ncores);
+/* the same on a channel-major input tile, a->in [in_c][in_h][in_w] (a
+ * channel's rows contiguous: copied into the padded plane in words, not
+ * gathered byte by byte); the output HWC as pnn_depthwise's */
+void pnn_depthwise_chw(const tsr_conv_args_t *a, int core, int ncores);
 /* depthwise -> pointwise fused (kernels.h, tsr_dw_pw) on these kernels; dw.scratch: per-core stripes */
 void pnn_dw_pw(const tsr_dw_pw_args_t *a, int core, int ncores);
 /* The shared scheme the generated fused steps use: blocks of fd output rows

@@ -95,6 +95,41 @@ static inline void tsr_tile_out(hal_dma_job_t *job, int engine, int8_t *tensor, 
                 t->oc0, t->oc, 0);
 }
 
+/* The same for a channel-major tensor [.][H][W] (a pulp_nn pointwise's
+ * output whose only reader is a depthwise: docs/gvsoc.md, "channel-major
+ * input") and a tile buffer [c][h][w]: whole planes are one run, whole rows
+ * one run per channel (2D), else rows of each channel (3D). */
+static inline void tsr_dma_box_chw(hal_dma_job_t *job, int engine, int8_t *tile, int8_t *tensor, int32_t H,
+                                   int32_t W, int32_t h0, int32_t h, int32_t w0, int32_t w, int32_t c0,
+                                   int32_t c, int to_tile)
+{
+    int8_t *ts = tensor + ((c0 * H + h0) * W + w0);
+    int8_t *dst = to_tile ? tile : ts, *src = to_tile ? ts : tile;
+    const uint32_t run = (uint32_t)(h * w), plane = (uint32_t)(H * W);
+    if (w == W && h == H) {
+        hal_dma_start(job, engine, dst, src, run * (uint32_t)c, 1, 0, 0, 1, 0, 0);
+        return;
+    }
+    if (w == W) {
+        hal_dma_start(job, engine, dst, src, run, (uint32_t)c, to_tile ? plane : run, to_tile ? run : plane, 1, 0, 0);
+        return;
+    }
+    hal_dma_start(job, engine, dst, src, (uint32_t)w, (uint32_t)h, (uint32_t)(to_tile ? W : w),
+                  (uint32_t)(to_tile ? w : W), (uint32_t)c, to_tile ? plane : run, to_tile ? run : plane);
+}
+
+static inline void tsr_tile_in_chw(hal_dma_job_t *job, int engine, int8_t *l1, const int8_t *tensor, int32_t H,
+                                   int32_t W, const tsr_tile_t *t)
+{
+    tsr_dma_box_chw(job, engine, l1, (int8_t *)tensor, H, W, t->ih0, t->ih, t->iw0, t->iw, t->ic0, t->ic, 1);
+}
+
+static inline void tsr_tile_out_chw(hal_dma_job_t *job, int engine, int8_t *tensor, const int8_t *l1, int32_t H,
+                                    int32_t W, const tsr_tile_t *t)
+{
+    tsr_dma_box_chw(job, engine, (int8_t *)l1, tensor, H, W, t->oh0, t->oh, t->ow0, t->ow, t->oc0, t->oc, 0);
+}
+
 /* Rows [first, first + n) of a [rows][row_bytes] array (weights and
  * per-channel parameters of a channel tile): one contiguous run. */
 static inline void tsr_rows_in(hal_dma_job_t *job, int engine, int8_t *l1, const void *array,

@@ -123,6 +123,28 @@ def _plane_lines(plane, struct, pointers):
     return const, per_tile
 
 
+
+# A channel-major tensor between a pointwise and its depthwise (the plan
+# slice's chw_out / chw_in; memplan, pipeline/plan.chw_chosen): the kernels
+# that store and read it so, and its tiles' boxes (tessera/tile.h).
+def _chw_kernel(kernel, plan_slice):
+    if plan_slice.get("chw_out") or plan_slice.get("chw_in"):
+        assert kernel in ("pnn_pointwise", "pnn_depthwise"), kernel
+        return kernel + "_chw"
+    return kernel
+
+
+def _box_in(plan_slice, loader, job, l1, l2, xt, esize):
+    if plan_slice.get("chw_in"):
+        return f"tsr_tile_in_chw({job}, ENGINE_ACT, {l1}, {l2}, {xt.shape[0]}, {xt.shape[1]}, t);"
+    return f"{loader}({job}, ENGINE_ACT, {l1}, {l2}, {xt.shape[1]}, {xt.shape[2]}, {esize}, t);"
+
+
+def _box_out(plan_slice, job, l2, l1, y, esize):
+    if plan_slice.get("chw_out"):
+        return f"tsr_tile_out_chw({job}, ENGINE_ACT, {l2}, {l1}, {y.shape[0]}, {y.shape[1]}, t);"
+    return f"tsr_tile_out({job}, ENGINE_ACT, {l2}, {l1}, {y.shape[1]}, {y.shape[2]}, {esize}, t);"
+
 def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     """C source of one layer. target: the codegen view of the target
     (prefix, engines, kernels); model: the model name (comments only).
@@ -257,7 +279,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     if rq_decl:
         out.append(rq_decl)
 
-    kernel = lib.kernel_function(layer, graph=graph)
+    kernel = _chw_kernel(lib.kernel_function(layer, graph=graph), plan_slice)
     args_type = lib.args_type(layer, graph=graph)
     out.append(f"static void compute(void *args)\n{{\n    {kernel}((const {args_type} *)args, "
                f"hal_core_id(), hal_num_cores());\n}}\n")
@@ -309,8 +331,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         xt = graph.tensor(layer.inputs[i])
         moved = spill.get(f"in{i}")
         if moved is None:
-            out.append(f"    {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
-                       f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+            out.append("    " + _box_in(plan_slice, loader, "&in[b]", f"{prefix}_L1 + l1_in{i}[b]",
+                                        f"{prefix}_L2 + {src}", xt, in_esize))
             continue
         if moved.get("band"):
             # a storage-level tile of the input: the rows of the tile's row
@@ -521,8 +543,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                    f"            hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, n, 1, 0, 0, 1, 0, 0);\n"
                    f"            hal_dma_wait(&out[b]);\n        }}")
     elif moved is None:
-        out.append(f"        tsr_tile_out(&out[b], ENGINE_ACT, {prefix}_L2 + {out_at}, "
-                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+        out.append("        " + _box_out(plan_slice, "&out[b]", f"{prefix}_L2 + {out_at}", f"{prefix}_L1 + l1_out[b]",
+                                             y, out_esize))
     elif moved.get("slot"):
         # through bounce slot b, its write-back to the spill level left running
         # while the next tile computes (waited before tile i + 2 reuses the slot)
@@ -726,8 +748,8 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
             continue
         if f"in{i}" in spill:
             continue
-        out.append(f"            tsr_tile_in(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {src}, "
-                   f"{xt.shape[1]}, {xt.shape[2]}, {in_esize}, t);")
+        out.append("            " + _box_in(plan_slice, "tsr_tile_in", "&job", f"{prefix}_L1 + l1_in{i}[b]",
+                                                f"{prefix}_L2 + {src}", xt, in_esize))
     if operand_as_weights(layer, graph):
         raise FitError(f"layer {layer.name}", "a layer with a right operand touches the card",
                        "give the activation level room for it")
@@ -759,8 +781,8 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
                    f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
                    f"{prefix}_L1 + l1_out[b], t->ow, t->oc, {out_esize}, &box);\n            }}")
     else:
-        out.append(f"            tsr_tile_out(&job, ENGINE_ACT, {prefix}_L2 + {plan_slice['output']}, "
-                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, t);")
+        out.append("            " + _box_out(plan_slice, "&job", f"{prefix}_L2 + {plan_slice['output']}",
+                                                 f"{prefix}_L1 + l1_out[b]", y, out_esize))
     out.append("            hal_dma_wait(&job);")
     out.append("        }\n        return;\n    }")
     return out

@@ -54,6 +54,12 @@ def view(graph, the_plan, target):
             # the out-of-core program's pools take the arena's free bytes
             # (tessera.storage.firmware): the arena spans the usable bytes
             v["storage"]["arena"] = firmware.declared_arena(the_plan)
+    chw = the_plan["activations"].get("chw")
+    if chw:
+        # [layer index, channels, pixels] of the outputs stored channel-major
+        v["chw"] = [[i, graph.tensor(layer.output).shape[2], graph.tensor(layer.output).shape[0]
+                     * graph.tensor(layer.output).shape[1]] for i, layer in enumerate(graph.layers)
+                    if layer.output in chw]
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
         v["core_counts_always"] = target["core_counts"] == "always"
@@ -557,7 +563,45 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     fflush(stdout);
     return 0;
 }""")
-    return "\n".join(out) + "\n"
+    return _chw_hashes("\n".join(out) + "\n", v)
+
+
+def _chw_hashes(text, v):
+    """The harness with the channel-major layers' outputs (the plan's chw
+    tensors, [C][H][W] in the arena) hashed in HWC order, as the check
+    hashes the golden tensors; the rest unchanged."""
+    if not v.get("chw"):
+        return text
+    rows = ", ".join(f"{{{i}, {c}, {n}}}" for i, c, n in v["chw"])
+    fn = f"""
+/* outputs stored channel-major (the plan's chw tensors): hashed in HWC order */
+static const struct {{
+    int layer;
+    uint32_t c, p;
+}} chw_layers[{len(v["chw"])}] = {{{rows}}};
+
+static uint32_t layer_fnv(int i, const tsr_layer_info_t *layer)
+{{
+    uint32_t k, c, q, h = 2166136261u;
+    for (k = 0; k < {len(v["chw"])}; k++) {{
+        const uint8_t *x = (const uint8_t *)layer->output;
+        if (chw_layers[k].layer != i)
+            continue;
+        for (q = 0; q < chw_layers[k].p; q++)
+            for (c = 0; c < chw_layers[k].c; c++) {{
+                h ^= x[c * chw_layers[k].p + q];
+                h *= 16777619u;
+            }}
+        return h;
+    }}
+    return fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+}}
+"""
+    anchor = "/* printf's 64-bit support differs between C libraries; print it by hand */"
+    assert anchor in text
+    text = text.replace(anchor, fn.lstrip("\n") + "\n" + anchor, 1)
+    return text.replace("fnv1a((const uint8_t *)layer->output, layer->output_bytes)", "layer_fnv(i, layer)").replace(
+        "    return layer_fnv(i, layer);\n}", "    return fnv1a((const uint8_t *)layer->output, layer->output_bytes);\n}")
 
 
 def _late_lines(p, v, fill, check):

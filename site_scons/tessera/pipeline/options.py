@@ -15,7 +15,7 @@ decides").
 from . import budget, fusion, model, on, on_if_given, plan, report, tiling
 
 # SConstruct's variables the stages read, with their defaults
-DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "", "guard": "0", "patch": "1"}
+DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "", "guard": "0", "patch": "1", "chw": "0"}
 
 
 def variables(library):
@@ -37,7 +37,7 @@ def network(graph, tcfg, mcfg, library, given, root):
     cap = budget.cap(given["ram_cap"], tcfg, mcfg)
     memory = plan.memory(graph, tcfg, library, overlap_on, policy, rows,
                          model.fit_hint(tcfg, model.bundled_targets(root), graph), cap,
-                         f"ram_cap of {mcfg['name']} on {tcfg['name']}")
+                         f"ram_cap of {mcfg['name']} on {tcfg['name']}", chw_on=on(given.get("chw", "0")))
     meta = report.cost_meta(tcfg, root)
     flat = memory.get("direct", {}).get("policy") == "flat"
     if flat:

@@ -82,6 +82,69 @@ def kernel_functions(graph, kernels):
     return {n: lib.kernel_function(graph.layer(n), graph=graph) for n in names}
 
 
+def chw_pairs(graph, tcfg):
+    """[[pointwise, depthwise]] whose tensor between may be written
+    channel-major (chw=1; docs/gvsoc.md, "Depthwise, session 10"): pulp_nn's
+    Xpulp path (pnn_pointwise_chw, pnn_depthwise_chw), an int8 tensor whose
+    only reader is a 3x3 depthwise on its own kernel, not a network output.
+    What the schedule and the tiles allow is plan()'s (chw_chosen)."""
+    if tcfg["kernels"] != "pulp_nn" or "xpulpv2" not in tcfg.get("toolchain", {}).get("isa", []):
+        return []
+    from ..codegen.libraries import library
+
+    lib = library(tcfg["kernels"])
+    readers = {}
+    for layer in graph.layers:
+        for name in layer.inputs:
+            readers.setdefault(name, []).append(layer)
+    out = []
+    for pw in graph.layers:
+        users = readers.get(pw.output, [])
+        if pw.op != "pointwise" or len(users) != 1 or pw.output in graph.outputs or pw.requant is None:
+            continue
+        dw = users[0]
+        if (dw.op != "depthwise" or dw.inputs != [pw.output] or list(dw.kernel) != [3, 3] or dw.dilation
+                or graph.tensor(pw.output).dtype != "int8" or len(graph.tensor(pw.output).shape) != 3):
+            continue
+        if (lib.kernel_function(pw, graph=graph), lib.kernel_function(dw, graph=graph)) == (
+                "pnn_pointwise", "pnn_depthwise"):
+            out.append([pw.name, dw.name])
+    return out
+
+
+# a channel-major box of a tile that does not cover whole rows is one DMA
+# command per channel, issued by core 0 while the others wait: measured on
+# mbv1_128, tiles of 20 and 36 channels still paid, 84 and 128 did not
+CHW_MAX_PIECES = 40
+
+
+def chw_chosen(pairs, sched, tilings, graph):
+    """The pairs of chw_pairs both of whose layers run alone (not fused,
+    through L1 tiles: codegen.layer) and whose boxes are cheap: the pointwise's output
+    tiles and the depthwise's input tiles whole rows, or few channels, the
+    depthwise's rows a multiple of 4 bytes.
+    sched: the schedule, None without fusion."""
+    if sched is None:      # fusion=none: every layer its own step
+        alone = {layer.name for layer in graph.layers}
+    else:
+        alone = {n for st in sched["steps"] if st["kind"] == "layer" for n in st["layers"]}
+
+    def cheap(t, W, key):
+        return t[key]["w"] >= W or t[key]["c"] <= CHW_MAX_PIECES
+
+    out = []
+    for pw, dw in pairs:
+        tp, td = tilings.get(pw), tilings.get(dw)
+        if pw not in alone or dw not in alone or tp is None or td is None:
+            continue
+        W = graph.tensor(graph.layer(pw).output).shape[1]
+        # (rows of 4k bytes: the depthwise copies them in words with no
+        # padding to restore, the others barely beat the HWC gather)
+        if cheap(tp, W, "tile") and cheap(td, W, "in_tile") and td["in_tile"]["w"] % 4 == 0:
+            out.append([pw, dw])
+    return out
+
+
 def direct_policy(tcfg, library, direct_on, upstream_given):
     """The in-place policy: the target's (none, flat, ram_cap), none with
     direct=0, and none when the kernel library is an upstream checkout given
@@ -100,7 +163,7 @@ def upstream_variable(library):
     return up["variable"] if up else None
 
 
-def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, where=None):
+def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, where=None, chw_on=False):
     """The memory plan's view: the target's levels (config.views), the
     kernel library's buffer alignment, overlap, the layers in place under
     `policy` (none on a target that stages weights, spills activations or
@@ -119,6 +182,10 @@ def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, w
     if cap is not None:
         out["ram_cap"] = cap
         out["where"] = where
+    # channel-major pointwise -> depthwise tensors: not with a cap (the
+    # budget step plans without them)
+    if chw_on and cap is None:
+        out["chw_pairs"] = chw_pairs(graph, tcfg)
     return out
 
 
@@ -141,6 +208,11 @@ def plan(graph, view, docs):
     # (memplan, checked by the replay, weight stream included); its layers
     # run fused, not in place (rambudget.with_fused, as the budget step did)
     fused, view = rambudget.with_fused(view, sched, fused_tilings, graph)
+    if view.get("chw_pairs"):
+        # (a layer that may run in place reads and writes HWC buffers: not those)
+        inplace_ok = view.get("direct", {}).get("eligible", {})
+        view = dict(view, chw=[p for p in chw_chosen(view["chw_pairs"], sched, tilings, graph)
+                               if not set(p) & set(inplace_ok)])
     # layers in place: a flat tile level takes them where they lower total
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
@@ -161,6 +233,12 @@ def plan(graph, view, docs):
     else:
         mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
+        moved = the_plan["activations"].get("spill", {}).get("offsets", {})
+        if set(the_plan["activations"].get("chw", [])) & set(moved):
+            # a channel-major tensor moved out of the activation level: its
+            # boxes there are HWC ones (codegen.layer); plan without them
+            view = dict(view, chw=[])
+            the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
     if eligible:
         the_plan["in_place_decision"] = {"policy": policy, "eligible": dict(sorted(eligible.items())),
                                           "options": tried}

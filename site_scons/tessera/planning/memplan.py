@@ -477,8 +477,14 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
     fused_pairs = fused_candidates(graph, fused) if fused and overlap and all(
         "bands" in g or "windows" in g for g in fused.values()) else []
     act_graph = _without_intermediates(graph, fused, bool(fused_pairs)) if fused else graph
+    # a channel-major tensor (memory["chw"]: [pointwise, depthwise] pairs)
+    # is written and read plane by plane, not in the row order the overlap
+    # gaps follow: neither its producer's nor its reader's output overlaps
+    chw = [graph.layer(pw).output for pw, _ in memory.get("chw", [])]
+    apart = {graph.layer(n).output for pair in memory.get("chw", []) for n in pair}
     acts, act_buffers, spilled = _activation_plan(act_graph, act_level, levels[act_level]["usable"], tilings, spill,
-                                                  overlap, fused_pairs, bands, direct, skip=_fused_outputs(graph, fused),
+                                                  overlap, fused_pairs, bands, direct,
+                                                  skip=_fused_outputs(graph, fused) | apart,
                                                   keep=_fused_tensors(graph, fused))
     runs = _fused_runs(graph, fused)
     wl = place["weights"]
@@ -522,6 +528,8 @@ def plan(graph, tilings, memory, library_align=ALIGN, fit_hint="", fused=None, d
                    "method": acts["method"], "optimal": acts["optimal"]}
     if levels[act_level].get("reserved"):
         activations["reserved"] = levels[act_level]["reserved"]
+    if chw:
+        activations["chw"] = sorted(chw)
     if spilled:
         st = memory.get("storage")
         on_card = st is not None and st["level"] == spill
@@ -571,6 +579,11 @@ def layer_slice(the_plan, layer):
     }
     if layer.name in the_plan.get("direct", {}):
         out["direct"] = the_plan["direct"][layer.name]
+    chw = the_plan["activations"].get("chw", [])
+    if layer.output in chw:
+        out["chw_out"] = 1
+    if layer.inputs and layer.inputs[0] in chw:
+        out["chw_in"] = 1
     stream = the_plan["weights"].get("stream")
     card = the_plan["weights"].get("storage", {"layers": {}})["layers"].get(layer.name)
     if stream is not None and layer.name in stream["layers"]:
