@@ -175,6 +175,7 @@ def test_a_target_that_cannot_build_a_network_is_one_line(tmp_path, key, value, 
 CLI_VARIABLES = [
     (["overlap=2"], "overlap=2", "on/off"),
     (["overlap=off"], "overlap=off", "overlap=1 or overlap=0"),
+    (["chw=maybe"], "chw=maybe", "chw=1 or chw=0"),
     (["fusion=bogus"], "fusion=bogus", "unknown fusion policy"),
     (["export=zip"], "export=zip", "unknown export kind"),
     (["bogus=1"], "unknown variable(s) bogus", "known:"),
@@ -201,6 +202,7 @@ def test_flag_and_size_variables_are_checked_in_the_library():
     for ok in ({"overlap": "0"}, {"overlap": "1"}, {"overlap": ""}, {"guard": "yes"}, {"ram_cap": "262144"}):
         check_arguments(ok)
     for bad, where in (({"overlap": "2"}, "overlap=2"), ({"guard": "maybe"}, "guard=maybe"),
+                       ({"chw": "2"}, "chw=2"),
                        ({"ram_cap": "-3"}, "ram_cap=-3"), ({"ram_cap": "1e9"}, "ram_cap=1e9"),
                        ({"model": "a\nb"}, "model=...")):
         with pytest.raises(ConfigError) as info:

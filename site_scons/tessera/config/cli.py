@@ -11,7 +11,7 @@ from ..errors import ConfigError
 
 # on/off flags: their words, exactly as the build reads them (an empty
 # value keeps the default)
-FLAGS = ("overlap", "guard", "direct", "verbose", "patch")
+FLAGS = ("overlap", "guard", "direct", "verbose", "patch", "chw")
 FLAG_WORDS = {"0": False, "no": False, "false": False, "1": True, "yes": True, "true": True}
 # sizes in bytes
 POSITIVE_INTS = ("ram_cap",)

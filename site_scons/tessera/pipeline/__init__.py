@@ -32,5 +32,5 @@ def on(value):
 
 
 def on_if_given(value):
-    """guard=: off unless given as something other than 0, no or false."""
+    """guard= and chw=: off unless given as something other than 0, no or false."""
     return str(value) not in OFF + ("",)

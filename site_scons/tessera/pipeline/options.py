@@ -37,7 +37,7 @@ def network(graph, tcfg, mcfg, library, given, root):
     cap = budget.cap(given["ram_cap"], tcfg, mcfg)
     memory = plan.memory(graph, tcfg, library, overlap_on, policy, rows,
                          model.fit_hint(tcfg, model.bundled_targets(root), graph), cap,
-                         f"ram_cap of {mcfg['name']} on {tcfg['name']}", chw_on=on(given.get("chw", "0")))
+                         f"ram_cap of {mcfg['name']} on {tcfg['name']}", chw_on=on_if_given(given.get("chw", "0")))
     meta = report.cost_meta(tcfg, root)
     flat = memory.get("direct", {}).get("policy") == "flat"
     if flat:
