@@ -57,9 +57,9 @@ def view(graph, the_plan, target):
     chw = the_plan["activations"].get("chw")
     if chw:
         # [layer index, channels, pixels] of the outputs stored channel-major
-        v["chw"] = [[i, graph.tensor(layer.output).shape[2], graph.tensor(layer.output).shape[0]
-                     * graph.tensor(layer.output).shape[1]] for i, layer in enumerate(graph.layers)
-                    if layer.output in chw]
+        shapes = [(i, graph.tensor(layer.output).shape) for i, layer in enumerate(graph.layers)
+                  if layer.output in chw]
+        v["chw"] = [[i, shape[2], shape[0] * shape[1]] for i, shape in shapes]
     if target.get("core_counts"):
         v["core_counts"] = target["cores"]
         v["core_counts_always"] = target["core_counts"] == "always"
@@ -388,7 +388,7 @@ def harness(v):
     return h;
 }
 
-/* printf's 64-bit support differs between C libraries; print it by hand */
+""" + _chw_hash_function(v) + """/* printf's 64-bit support differs between C libraries; print it by hand */
 static void print_u64(uint64_t v)
 {
     char buf[24];
@@ -497,7 +497,7 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     }}
     now = hal_counter();{check}
     printf("TSR layer %d %s fnv=%08lx count=", i, layer->name,
-           (unsigned long)fnv1a((const uint8_t *)layer->output, layer->output_bytes));
+           (unsigned long){_layer_hash(v)});
     print_u64(now - start_count);
     fputs(" dma=", stdout);
     for (e = 0; e < ENGINES; e++) {{
@@ -563,18 +563,24 @@ static void print_hex(const char *tag, int i, const uint8_t *p, uint32_t n)
     fflush(stdout);
     return 0;
 }""")
-    return _chw_hashes("\n".join(out) + "\n", v)
+    return "\n".join(out) + "\n"
 
 
-def _chw_hashes(text, v):
-    """The harness with the channel-major layers' outputs (the plan's chw
-    tensors, [C][H][W] in the arena) hashed in HWC order, as the check
-    hashes the golden tensors; the rest unchanged."""
+def _layer_hash(v):
+    """The harness's checksum of layer i's output: FNV-1a of its bytes, or
+    layer_fnv (_chw_hash_function) where some outputs are stored
+    channel-major."""
+    return "layer_fnv(i, layer)" if v.get("chw") else "fnv1a((const uint8_t *)layer->output, layer->output_bytes)"
+
+
+def _chw_hash_function(v):
+    """layer_fnv: the channel-major layers' outputs (the plan's chw tensors,
+    [C][H][W] in the arena) hashed in HWC order, as the check hashes the
+    golden tensors; the others' bytes as they are. Empty without them."""
     if not v.get("chw"):
-        return text
+        return ""
     rows = ", ".join(f"{{{i}, {c}, {n}}}" for i, c, n in v["chw"])
-    fn = f"""
-/* outputs stored channel-major (the plan's chw tensors): hashed in HWC order */
+    return f"""/* outputs stored channel-major (the plan's chw tensors): hashed in HWC order */
 static const struct {{
     int layer;
     uint32_t c, p;
@@ -596,12 +602,8 @@ static uint32_t layer_fnv(int i, const tsr_layer_info_t *layer)
     }}
     return fnv1a((const uint8_t *)layer->output, layer->output_bytes);
 }}
+
 """
-    anchor = "/* printf's 64-bit support differs between C libraries; print it by hand */"
-    assert anchor in text
-    text = text.replace(anchor, fn.lstrip("\n") + "\n" + anchor, 1)
-    return text.replace("fnv1a((const uint8_t *)layer->output, layer->output_bytes)", "layer_fnv(i, layer)").replace(
-        "    return layer_fnv(i, layer);\n}", "    return fnv1a((const uint8_t *)layer->output, layer->output_bytes);\n}")
 
 
 def _late_lines(p, v, fill, check):
@@ -640,7 +642,7 @@ static void trace(int i, int end)
         late[i].ops[e] = hal_storage_ops[e] - start_ops[e];
     }}
     if (!HAL_IN_STORAGE(layer->output)) {{
-        late[i].fnv = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+        late[i].fnv = {_layer_hash(v)};
         if (i == dump_layer)
             print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
     }}
@@ -653,7 +655,7 @@ static void late_lines(void)
     for (i = 0; i < {P}_NUM_LAYERS; i++) {{
         const tsr_layer_info_t *layer = &{p}_layers[i];
         if (HAL_IN_STORAGE(layer->output)) {{
-            late[i].fnv = fnv1a((const uint8_t *)layer->output, layer->output_bytes);
+            late[i].fnv = {_layer_hash(v)};
             if (i == dump_layer)
                 print_hex("dump", i, (const uint8_t *)layer->output, layer->output_bytes);
         }}
