@@ -343,6 +343,15 @@ class Graph:
         """tensor name -> index of the layer that writes it."""
         return {layer.output: i for i, layer in enumerate(self.layers)}
 
+    def readers(self):
+        """tensor name -> indices of the layers that read it, in order (a
+        layer reading it twice is listed twice)."""
+        out = {}
+        for i, layer in enumerate(self.layers):
+            for name in layer.inputs:
+                out.setdefault(name, []).append(i)
+        return out
+
     def last_use(self):
         """tensor name -> index of the last layer that reads it (outputs: the end)."""
         last = {}

@@ -80,11 +80,7 @@ def _why_no_epilogue(graph, first, add, readers):
 
 def _readers(graph):
     """tensor name -> how many layer inputs read it"""
-    readers = {}
-    for layer in graph.layers:
-        for name in layer.inputs:
-            readers[name] = readers.get(name, 0) + 1
-    return readers
+    return {name: len(ix) for name, ix in graph.readers().items()}
 
 
 def epilogue_candidates(graph):

@@ -62,10 +62,7 @@ def chains(graph, most=MAX_LAYERS):
     """[[layer name]] of every chain of 2 to `most` layers (module
     docstring), in order of first layer then length."""
     ok = [_why_not_layer(layer, graph) is None for layer in graph.layers]
-    readers = {}
-    for i, layer in enumerate(graph.layers):
-        for n in layer.inputs:
-            readers.setdefault(n, []).append(i)
+    readers = graph.readers()
     out = []
     n = len(graph.layers)
     for i in range(n):

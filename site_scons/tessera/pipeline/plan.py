@@ -93,13 +93,10 @@ def chw_pairs(graph, tcfg):
     from ..codegen.libraries import library
 
     lib = library(tcfg["kernels"])
-    readers = {}
-    for layer in graph.layers:
-        for name in layer.inputs:
-            readers.setdefault(name, []).append(layer)
+    readers = graph.readers()
     out = []
     for pw in graph.layers:
-        users = readers.get(pw.output, [])
+        users = [graph.layers[i] for i in readers.get(pw.output, [])]
         if pw.op != "pointwise" or len(users) != 1 or pw.output in graph.outputs or pw.requant is None:
             continue
         dw = users[0]
