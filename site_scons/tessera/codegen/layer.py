@@ -123,7 +123,6 @@ def _plane_lines(plane, struct, pointers):
     return const, per_tile
 
 
-
 # A channel-major tensor between a pointwise and its depthwise (the plan
 # slice's chw_out / chw_in; memplan, pipeline/plan.chw_chosen): the kernels
 # that store and read it so, and its tiles' boxes (tessera/tile.h).
@@ -144,6 +143,7 @@ def _box_out(plan_slice, job, l2, l1, y, esize):
     if plan_slice.get("chw_out"):
         return f"tsr_tile_out_chw({job}, ENGINE_ACT, {l2}, {l1}, {y.shape[0]}, {y.shape[1]}, t);"
     return f"tsr_tile_out({job}, ENGINE_ACT, {l2}, {l1}, {y.shape[1]}, {y.shape[2]}, {esize}, t);"
+
 
 def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     """C source of one layer. target: the codegen view of the target

@@ -277,12 +277,11 @@ def _phases(graph, the_plan):
     moves = [layer.output in swapped or any(x in swapped for x in layer.inputs) for layer in graph.layers]
     out, first, busy = [], 0, list(held[0])
     for li in range(1, n + 1):
-        if li < n and weights[li] and any(moves[first:li]) and not any(weights[first:li]):
-            # a phase moving only activations ends where the card's weights
-            # begin: its w pool would be idle, its in and out pools take the
-            # room instead (_build), so its bands double buffer
-            pass
-        elif li < n:
+        # a phase moving only activations ends where the card's weights
+        # begin: its w pool would be idle, its in and out pools take the
+        # room instead (_build), so its bands double buffer
+        cut = li < n and weights[li] and any(moves[first:li]) and not any(weights[first:li])
+        if li < n and not cut:
             mine, shared = largest(held[li]), largest(busy + held[li])
             now = largest(busy)
             keep = now[1] - now[0]
