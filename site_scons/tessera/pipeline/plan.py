@@ -231,10 +231,11 @@ def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, w
         out["where"] = where
     # channel-major pointwise -> depthwise tensors: not with a cap (the
     # budget step plans without them)
-    if chw_on and cap is None:
-        out["chw_pairs"] = chw_pairs(graph, tcfg)
-        if out["chw_pairs"]:
-            out["chw_price"] = chw_price(graph, out["chw_pairs"], tcfg, library)
+    # (none: the view as without them, so nothing else changes)
+    pairs = chw_pairs(graph, tcfg) if chw_on and cap is None else []
+    if pairs:
+        out["chw_pairs"] = pairs
+        out["chw_price"] = chw_price(graph, pairs, tcfg, library)
     return out
 
 
