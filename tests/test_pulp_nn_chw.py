@@ -55,13 +55,16 @@ def _price(graph):
 
 
 def _memory(graph, usable=None):
-    """The plan's view of pulp_open for the graph, L2's usable bytes
-    `usable` where given."""
+    """The plan's view of pulp_open for the graph; where `usable` is given,
+    the activations' level that many bytes and the weights on a level of
+    their own (memplan checks each apart)."""
     mem = plan.memory(graph, _target(), views.kernel_library("pulp_nn"), True, "none",
                       plan.row_bands(graph, True), "", chw_on=True)
     if usable is not None:
         level = mem["place"]["activations"]
-        mem = dict(mem, levels=dict(mem["levels"], **{level: dict(mem["levels"][level], usable=usable)}))
+        levels = dict(mem["levels"], weights=mem["levels"][level])
+        levels[level] = dict(levels[level], usable=usable)
+        mem = dict(mem, levels=levels, place=dict(mem["place"], weights="weights"))
     return mem
 
 
@@ -81,6 +84,7 @@ def test_pairs_the_activation_level_cannot_hold_stay_hwc(built):
     tight, _ = plan.plan(graph, _memory(graph, hwc["activations"]["peak"]), docs)
     assert tight["activations"]["peak"] == hwc["activations"]["peak"]
     assert set(tight["activations"].get("chw", [])) < set(roomy["activations"]["chw"])
+    assert "pw1_QuantizeLinear_Output" in set(roomy["activations"]["chw"]) - set(tight["activations"]["chw"])
     assert tight["activations"].get("chw")        # and those are still taken
 
 
