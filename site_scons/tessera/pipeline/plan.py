@@ -123,7 +123,7 @@ def chw_price(graph, pairs, tcfg, library):
 
 def chw_views(views, memory):
     """The tiler's views with each channel-major pair's price: the
-    pointwise's `chw_out`, the depthwise's `chw_in` ({gain, command}), so
+    pointwise's `chw_out`, the depthwise's `chw_in` ({gain, command, queue}), so
     that their tiles weigh the boxes' DMA commands against the depthwise's
     gain (tiler/costed.py). Views of other layers are as they were."""
     price = memory.get("chw_price")
@@ -230,8 +230,7 @@ def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, w
         out["ram_cap"] = cap
         out["where"] = where
     # channel-major pointwise -> depthwise tensors: not with a cap (the
-    # budget step plans without them)
-    # (none: the view as without them, so nothing else changes)
+    # budget step plans without them); without pairs the view is as it was
     pairs = chw_pairs(graph, tcfg) if chw_on and cap is None else []
     if pairs:
         out["chw_pairs"] = pairs
