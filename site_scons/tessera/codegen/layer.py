@@ -29,7 +29,7 @@ from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
 from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, int_list, symbol
+from .cfmt import ROUNDING, header_comment, immediate_offsets, int_list, symbol
 from .libraries import library
 from .program import gather_dst
 from . import split
@@ -569,7 +569,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"    hal_dma_wait(&out[{b}]);")
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
-    return text.replace("\n\n\n", "\n\n") + "\n"
+    return immediate_offsets(text.replace("\n\n\n", "\n\n") + "\n", target)
 
 
 def _epilogue_decls(add, graph, lib):
