@@ -467,8 +467,17 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # table is read-only data in the code's level; on PULP-open each field
     # read from L2 takes about 15 cycles, a copied row a few words')
     copied = not grid and bufs > 1
+    # on PULP-open even a copied row's 8 words cost core 0 about 120 cycles
+    # between two forks: the row after the next one comes by DMA instead,
+    # with the next tile's input (on its job, waited with it)
+    ahead = copied and target.get("platform") == "pulp_open"
     if grid:
         out.append("    tsr_tile_at(&next, &grid, 0);\n    load(&next, 0, 0, in, w);")
+    elif ahead:
+        out.append("    tsr_tile_t cur, next = tiles[0], ahead;   /* ahead: tile i + 1's row, by DMA */\n"
+                   "    load(&next, 0, 0, in, w);\n"
+                   "    if (NTILES > 1)\n"
+                   "        tsr_dma_run(&in[0], ENGINE_ACT, &ahead, &tiles[1], sizeof(tsr_tile_t));")
     elif copied:
         out.append("    tsr_tile_t cur, next = tiles[0];\n    load(&next, 0, 0, in, w);")
     else:
@@ -493,8 +502,11 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             out.append("        }")
         else:
             out.append("        if (i + 1 < NTILES) {")
-            out.append("            next = tiles[i + 1];")
+            out.append("            next = ahead;" if ahead else "            next = tiles[i + 1];")
             out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
+            if ahead:
+                out.append(f"            if (i + 2 < NTILES)\n                tsr_dma_run(&in[(i + 1) % {bufs}], "
+                           "ENGINE_ACT, &ahead, &tiles[i + 2], sizeof(tsr_tile_t));")
             out.append("        }")
         # slot i % 2 is free: tile i's box reached L1 (waited above)
         if fetched and grid:
