@@ -42,25 +42,17 @@ void tsr_tile_at(tsr_tile_t *t, const tsr_grid_t *g, int i);
 
 /* A 1D copy and a 2D one (rows of `bytes`, strided on each side): the
  * HAL's short entries where it has them (TSR_HAL_DMA_RUNS), else the same
- * hal_dma_start call as ever. */
-static inline void tsr_dma_run(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes)
-{
+ * hal_dma_start call as ever (macros: other platforms compile the very
+ * code they compiled before the short entries). */
 #ifdef TSR_HAL_DMA_RUNS
-    hal_dma_run(job, engine, dst, src, bytes);
+#define tsr_dma_run(job, engine, dst, src, bytes) hal_dma_run(job, engine, dst, src, bytes)
+#define tsr_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride) \
+    hal_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride)
 #else
-    hal_dma_start(job, engine, dst, src, bytes, 1, 0, 0, 1, 0, 0);
+#define tsr_dma_run(job, engine, dst, src, bytes) hal_dma_start(job, engine, dst, src, bytes, 1, 0, 0, 1, 0, 0)
+#define tsr_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride) \
+    hal_dma_start(job, engine, dst, src, bytes, rows, src_stride, dst_stride, 1, 0, 0)
 #endif
-}
-
-static inline void tsr_dma_rows(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes,
-                                uint32_t rows, uint32_t src_stride, uint32_t dst_stride)
-{
-#ifdef TSR_HAL_DMA_RUNS
-    hal_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride);
-#else
-    hal_dma_start(job, engine, dst, src, bytes, rows, src_stride, dst_stride, 1, 0, 0);
-#endif
-}
 
 /* Copy a box of an HWC tensor [.][w][c] (element size esize) between the
  * tensor and a compact tile buffer [h][w][c]. to_tile: tensor -> tile. */
