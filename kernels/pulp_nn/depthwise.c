@@ -318,37 +318,50 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * instructions per pair, the full int8 clamp. An odd width ends each row
  * with one output (DW_LAST: 11 instructions, the words where the pairs
  * left the row pointers) instead of taking one output a turn. */
-/* two outputs' requantization, t3 and a7, the full int8 clamp */
+/* The accumulator acc (t3, a7) times the multiplier without mulh (whose 5
+ * cycles block the pipeline; mul takes 2, sra and p.mac 1), into t0, t1:
+ * the build (tsr_requant_t.split, codegen/libraries/pulp_nn.py dw_split)
+ * found one cut K of every channel's multiplier, mul = mh * 2^K + ml * 2^T
+ * (its low T bits zero), for which acc * ml and the sums below stay inside
+ * 32 bits for every accumulator the channel can reach. Then
+ *   t = acc * mh + ((acc * ml) >> (K - T)),  y = (t + (zp << sh2) + 2^(sh2 - 1)) >> sh2,
+ * sh2 = shift - K, is tessera's round half up exactly (the 64-bit floor
+ * division by 2^(shift - T) done as two; the rounding term is a multiple of
+ * 2^K). The asm operands: ml, mh, k = K - T, sh = sh2, zs = zp << sh2. */
+#define DW_SPLIT1(d, acc) "mul " d ", " acc ", %[ml]\n\tsra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
+/* two outputs' requantization, t3 and a7 into t0 and t1, the full int8 clamp */
 #define DW_RQ2                                                                                             \
-    "mulh t3, t3, %[mul]\n\tmulh a7, a7, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]")                         \
-    XP_ADDRN("a7", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_CLIP8("a7")
+    "mul t0, t3, %[ml]\n\tmul t1, a7, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"                     \
+    XP_MAC("t0", "t3", "%[mh]") XP_MAC("t1", "a7", "%[mh]") XP_ADDRN("t0", "%[zs]", "%[sh]")                 \
+    XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")
 #define DW_LAST                                                                                            \
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
-    "mulh t3, t3, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_SB_RR_INC("t3", "%[o]", "%[st]")
+    DW_SPLIT1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
 #define DW_PAIRS_X(LAST, LAST_LEN)                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (24 + LAST_LEN)) "\n\t"                      \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (28 + LAST_LEN)) "\n\t"                      \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
-                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 19) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 23) "\n\t"                                   \
                      ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
                      "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
                      XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
                      XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
                      DW_RQ2                                                                                  \
-                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o]", "%[st]")                 \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
                      LAST                                                                                    \
                      ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (24 + " XP_XSTR(LAST_LEN) ")\n\t"                 \
+                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (28 + " XP_XSTR(LAST_LEN) ")\n\t"                 \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
-                       [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs)      \
+                       [v2] "r"(w2 << 8), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2),   \
+                       [zs] "r"(zs2)                                                                         \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
 #define DW_PAIRS DW_PAIRS_X("", 0)
-#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 11)
+#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 13)
 
 /* The plane's row stride: the padded row, or with no left padding (the
  * stride-2 layers, tiles inside the map) and room in the scratch, that
@@ -371,10 +384,10 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * moves a row on (np, read once by lp.setup, holds the row's step). */
 #define DW_S2PAIRS                                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldw2_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * 31) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * 35) "\n\t"                                   \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a6, t6, %[W]\n\t"      \
                      "add %[base], a6, %[W]\n\tmv a5, %[base]\n\t"                                         \
-                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * 21) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * 25) "\n\t"                                   \
                      XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")                    \
                      XP_LW_RR_INC("t2", "t6", "%[sw]")                                                      \
                      "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
@@ -383,15 +396,15 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[w0]")                           \
                      XP_SDOTSP("a7", "t0", "%[w1]") XP_SDOTSP("a7", "t1", "%[w2]")                           \
                      DW_RQ2                                                                                  \
-                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o2]", "%[st]")                \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")                \
                      "sub %[np], %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                          \
                      ".Ldw2_end%=:\n\tadd %[o2], %[o2], %[np]\n\t"                                          \
-                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * 31\n\t"                                           \
+                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * 35\n\t"                                           \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2), [np] "+r"(np)                          \
                      : [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c), [w0] "r"(w0),            \
-                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift),          \
-                       [zs] "r"(zs)                                                                          \
+                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k),      \
+                       [sh] "r"(sh2), [zs] "r"(zs2)                                                          \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 
 /* A channel's rows into the plane's aligned rows: loop 1 over the rows,
@@ -492,6 +505,9 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
+    /* the pair loops requantize without mulh (DW_SPLIT1): the cut K and the
+     * multipliers' zero low bits T (plane_channels takes them only with it) */
+    const int32_t K = ok ? a->rq->split & 255 : 0, T = ok ? a->rq->split >> 8 : 0, k = K - T;
     int8_t *interior;
     int32_t c, iy;
 #if DW_CHW
@@ -525,16 +541,20 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
          * -off: it adds nothing) */
         const int32_t b = (a->bias ? a->bias[c] : 0)
                           + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
-        const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
+        const int32_t kc = per_channel ? c : 0, sh = ok ? a->rq->shift[kc] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
         const int8_t *base = s, *src = a->in + DW_CH(a, c);
-        int32_t mul, zs;
+        int32_t mul, zs, mh, ml, sh2, zs2;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
             break;
-        mul = a->rq->mul[k];
+        mul = a->rq->mul[kc];
         zs = (int32_t)((uint32_t)a->rq->zero_point << sh);
         q.mul = mul, q.shift = sh;
+        mh = mul >> K;
+        ml = (int32_t)((uint32_t)(mul - (mh << K)) >> T);
+        sh2 = sh + 32 - K;
+        zs2 = (int32_t)((uint32_t)a->rq->zero_point << sh2);
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75); CHW
@@ -642,7 +662,8 @@ DW_PLANE_FN(plane_any_q, DW_ANY, 1)
 
 static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
-    const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
+    /* the pair loops only without mulh: the others take one output a turn */
+    const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127 && a->rq->split && xp_rq_usual(a->rq);
     const int q = plane_quads(a, a->scratch_bytes, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
         return q ? plane_s1_pairs_q(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
