@@ -309,12 +309,16 @@ CASES = [
     case("depthwise", 182, (9, 10, 7), 128, "f32", 8, S2, extreme=True),
     case("depthwise", 183, (7, 9, 8), 128, "f32", 8, S1, extreme=True, chw=True),
     case("depthwise", 184, (8, 8, 8), 128, "f32big", 8, S1),
-    # stride 1's 2x2 blocks: an odd row count (a last row of pairs), one
-    # row (no block), HWC and channel-major, extreme inputs
+    # stride 1's 2x2 blocks (planes of 64 outputs or more): an odd row
+    # count (a last row of pairs), one row and small planes (no block),
+    # HWC and channel-major, extreme inputs
     case("depthwise", 185, (7, 8, 6), 128, "f32", 8, S1),
     case("depthwise", 186, (1, 10, 6), 128, "f32", 8, S1),
     case("depthwise", 187, (5, 6, 9), 128, "f32", 8, S1, chw=True),
     case("depthwise", 188, (3, 4, 8), 128, "f32", 8, S1, extreme=True),
+    case("depthwise", 189, (9, 8, 6), 128, "f32", 8, S1),
+    case("depthwise", 190, (11, 8, 5), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 191, (9, 12, 8), 128, "f32", 8, S1, extreme=True),
     # pointwise storing channel-major (pnn_pointwise_chw): split by pixels
     # and by channels, an odd pixel count, leftover channels, the layer's
     # own clamp, the general requantization, int32 outputs, an offset not

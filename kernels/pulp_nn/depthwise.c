@@ -386,6 +386,44 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
         else                                                                                               \
             DW_PAIRS_X("", 0, DW_MULH2, 2);                                                                \
     } while (0)
+/* stride 1, even width, 2x2 blocks: two output rows a turn of loop 1, two
+ * columns a turn of loop 0. The four window rows' words serve both rows
+ * (4 loads for 4 outputs, not 6), 44 instructions with the split (only); two word registers
+ * (each reloaded once its products are done) leave room for the four
+ * accumulators. The counts come from memory (registers are short). After a
+ * pair of rows o takes o2's place and o2 moves a row on (t0: the step). */
+#define DW_QUADS                                                                                           \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nq]\n\t.Ldwq4_set%=:\n\t"     \
+                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 54) "\n\t"                                     \
+                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a5, t6, %[W]\n\t"      \
+                     "add %[base], t5, %[W]\n\tlw t0, %[np]\n\t"                                             \
+                     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
+                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
+                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
+                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+                     ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
+                     "mv a6, %[b]\n\tmv t2, %[b]\n\t"                                                        \
+                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+                     XP_SDOTSP("a6", "t1", "%[w0]") XP_SDOTSP("t2", "t1", "%[v0]")                           \
+                     ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
+                     XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
+                     XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
+                     XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
+                     DW_RQ2(DW_SPLIT2)                                                                       \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
+                     "mul t0, a6, %[ml]\n\tmul t1, t2, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"     \
+                     XP_MAC("t0", "a6", "%[mh]") XP_MAC("t1", "t2", "%[mh]") XP_ADDRN("t0", "%[zs]", "%[sh]") \
+                     XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")                          \
+                     XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
+                     "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
+                     ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
+                     ".if .Ldwq4_end%= - .Ldwq4_set%= != 4 * 54\n\t"                                           \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2)                                         \
+                     : [nq] "m"(nq), [np] "m"(np), [W] "r"(W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1),   \
+                       [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(b),     \
+                       [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                  \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 #define DW_PAIRS_LAST(SPLIT)                                                                               \
     do {                                                                                                   \
         if (SPLIT)                                                                                         \
@@ -649,7 +687,17 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
-        if (pairs)
+        if (pairs && K && out_h * out_w >= 64) {
+            /* pairs of rows in 2x2 blocks, an odd last row in pairs (not on
+             * small planes: measured slower on 4x4) */
+            const int32_t nq = out_h >> 1, np = out_w >> 1;
+            int8_t *o2 = o + (size_t)out_w * out_c;
+            DW_QUADS;
+            if (out_h & 1) {
+                const int32_t out_h = 1;
+                DW_PAIRS(K);
+            }
+        } else if (pairs)
             DW_PAIRS(K);
         else if (mode == DW_S1_PAIRS_ODD)
             DW_PAIRS_LAST(K);
