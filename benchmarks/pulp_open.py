@@ -120,6 +120,24 @@ def row(cells, widths, left=3):
     return " ".join(f"{c:>{w}}" if i >= left else f"{c:{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
 
 
+def inside(rep, kind):
+    """The share of `kind`'s cycles (every step's for "network") that the
+    busiest core spent in the kernel calls (report.json's core_counts: the
+    HAL counts each core's time in the functions it forks); None where the
+    run has no per-core counts."""
+    by = {l["name"]: l for l in rep["layers"]}
+    busy = total = 0
+    for name, k, _, cycles, names in steps(rep, "cycles"):
+        if kind not in ("network", k):
+            continue
+        counts = [by[n].get("core_counts") for n in names]
+        if not all(counts):
+            return None
+        busy += sum(max(c) for c in counts)
+        total += cycles
+    return busy / total if total else None
+
+
 def network(args, target, model, out, tmp):
     """Build, run and print one network's tables; its {kind: (base, new)}
     MAC/cycle (base None without --base)."""
@@ -181,6 +199,13 @@ def network(args, target, model, out, tmp):
             cells.append(f"{a / b:.2f}" if a and b else "-")
         print(row(cells, widths2, 1))
         summary[kind] = (rate("base", kind)[1] if args.base else None, rate(best, kind)[1])
+    print()
+    print("share of each kind's cycles inside its kernel calls (the busiest core's count; the rest is core 0"
+          " alone: the tile loop's code, programming and waiting for the DMA, the fork)")
+    print(row(["kind"] + [label[k] for k in keys], [28] + [11] * len(keys), 1))
+    for kind in kinds + ["network"]:
+        cells = [kind] + [f"{inside(reps[k], kind):.3f}" if inside(reps[k], kind) is not None else "-" for k in keys]
+        print(row(cells, [28] + [11] * len(keys), 1))
     if model in DORY:
         print(f"against: {DORY[model]}")
     print(f"whole run incl. the harness's printing, {n} cores: {reps[best]['totals']['cycles']} cycles ({isa})"

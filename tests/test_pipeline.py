@@ -209,3 +209,55 @@ def test_a_layer_view_gives_back_the_layer():
     layer, g = codegen.layer_from_view(v)
     assert layer == graph.layers[1] and v["index"] == 1
     assert set(g.tensors) == {"m", "y"} and g.tensor("y") == graph.tensor("y")
+
+
+def test_channel_major_pairs_priced_for_the_tiler_and_the_plan():
+    """On by default (chw=0 off): a pulp_nn pointwise -> 3x3 depthwise pair
+    on an Xpulp target gets the depthwise's gain (core 0's cycles an output
+    at its stride) and the DMA price, which the pair's two tiler views carry
+    (tessera.cost.chw; docs/gvsoc.md, "Depthwise, session 11")."""
+    from tessera.cost import chw
+
+    assert on(options.DEFAULTS["chw"]) and not on("0")
+    graph = dw_pw_graph(hw=32, c=64)
+    po, lib = target("pulp_open"), views.kernel_library("pulp_nn")
+    mem = plan.memory(graph, po, lib, True, "none", set(), "", chw_on=True)
+    assert mem["chw_pairs"] == [["l0", "l1"]]
+    price = mem["chw_price"]
+    assert price["gain"] == {"l1": round(32 * 32 * 8 * lib["chw"]["gain_per_output"][1])}
+    v = plan.chw_views(plan.layer_views(graph, po, set()), mem)
+    assert v["l0"]["chw_out"] == v["l1"]["chw_in"] == dict(gain=price["gain"]["l1"], command=price["command"],
+                                                            queue=price["queue"])
+    # chw=0, a cap, or no Xpulp (gap8 on QEMU): no pairs, the views as they were
+    for m in (plan.memory(graph, po, lib, True, "none", set(), "", chw_on=False),
+              plan.memory(graph, po, lib, True, "none", set(), "", 10 ** 6, "here", chw_on=True),
+              plan.memory(graph, target("gap8"), lib, True, "none", set(), "", chw_on=True)):
+        assert "chw_pairs" not in m and plan.chw_views(v, m) is v
+    # a box of whole rows is one command either way; a partial-width box is
+    # one a channel, free up to the queue, then priced beyond the HWC box's
+    shape = [32, 32, 64]
+    assert chw.extra({"h": 4, "w": 32, "c": 64}, shape, 8, price) == 0
+    assert chw.extra({"h": 4, "w": 8, "c": 40}, shape, 8, price) == 0
+    assert chw.extra({"h": 4, "w": 8, "c": 64}, shape, 8, price) == 8 * (64 - 1) * price["command"]
+    assert chw.extra({"h": 4, "w": 8, "c": 48}, shape, 8, price) == 8 * (48 - 4) * price["command"]
+    # the tiler weighs it: the pointwise's tiles are whole rows or few channels
+    numbers, kernels = tiling.target(po, lib)
+    t = tiling.solve(v["l0"], tiling.with_budget(numbers, kernels))
+    assert t["tile"]["w"] == 32 or t["tile"]["c"] <= price["queue"]
+
+
+def test_the_plan_takes_the_paying_pairs_the_activation_level_holds():
+    """chw_fitting: the pairs not raising the peak first, then the others
+    where the level holds them."""
+    peaks = {(): 100, ("a",): 100, ("b",): 150, ("a", "b"): 150, ("c",): 100, ("a", "c"): 100}
+
+    def plan_for(pairs, room):
+        key = tuple(p[0] for p in pairs)
+        if key not in peaks or peaks[key] > room:
+            raise TesseraError("here", "does not fit", "fix")
+        return {"activations": {"peak": peaks[key]}}
+    a, b, c = ["a", "x"], ["b", "y"], ["c", "z"]
+    assert plan.chw_fitting([b, a], lambda p: plan_for(p, 200)) == [a, b]
+    assert plan.chw_fitting([b, a], lambda p: plan_for(p, 120)) == [a]
+    assert plan.chw_fitting([a, b, c], lambda p: plan_for(p, 120)) == [a, c]
+    assert plan.chw_fitting([], lambda p: plan_for(p, 0)) == []

@@ -1,9 +1,10 @@
-"""chw=1: a pulp_nn pointwise whose only reader is a 3x3 depthwise writes that
-tensor channel-major (docs/gvsoc.md, "Depthwise, session 10"). The kernels
-are tests/test_pulp_nn_gvsoc.py's; here the network: which tensors the plan
-makes channel-major, that nothing overlaps them, that the generated code
-stores and reads them so, and that the run is bit-exact on GVSoC (the
-harness hashes them in HWC order, as the golden tensors)."""
+"""A pulp_nn pointwise whose only reader is a 3x3 depthwise writes that
+tensor channel-major where the plan finds it pays and fits (the default;
+chw=0 turns it off; docs/gvsoc.md, "Depthwise, session 10" and "session
+11"). The kernels are tests/test_pulp_nn_gvsoc.py's; here the network: which
+tensors the plan makes channel-major, that nothing overlaps them, that the
+generated code stores and reads them so, and that the run is bit-exact on
+GVSoC (the harness hashes them in HWC order, as the golden tensors)."""
 
 import json
 import os
@@ -12,6 +13,7 @@ import pytest
 
 from helpers import scons
 from tessera import ir
+from tessera.config import views
 from tessera.pipeline import plan
 from test_gvsoc import GVSOC_MARKS, _target
 
@@ -26,22 +28,64 @@ def _read(path):
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """mbv1_025_128 on pulp_open with fusion=none (every pointwise ->
-    depthwise pair its own two steps) and chw=1."""
+    depthwise pair its own two steps), channel-major by default."""
     out = str(tmp_path_factory.mktemp("chw"))
-    scons("-j2", "target=pulp_open", "model=mbv1_025_128", "fusion=none", "chw=1", out=out, check=True)
+    scons("-j2", "target=pulp_open", "model=mbv1_025_128", "fusion=none", out=out, check=True)
     return os.path.join(out, "pulp_open", "mbv1_025_128")
 
 
 def test_bit_exact_with_channel_major_tensors(built):
     assert _read(os.path.join(built, "verdict.json"))["verdict"] == "pass"
     chw = _read(os.path.join(built, "memplan.json"))["activations"]["chw"]
-    # the plan's list is the pairs the tiles allow (whole planes a tile for
-    # the 8x8 layers), each tensor once, in order
-    graph = ir.Graph.from_json(_read(os.path.join(built, "graph.json")))
-    tilings = {layer.name: _read(os.path.join(built, "tiling", layer.name + ".json")) for layer in graph.layers}
-    chosen = plan.chw_chosen(plan.chw_pairs(graph, _target()), None, tilings, graph)
+    # the plan's list is the pairs whose tiles make them pay (L2 holds them
+    # all), each tensor once, in order
+    graph, tilings = _graph_tilings(built)
+    chosen = plan.chw_chosen(plan.chw_pairs(graph, _target()), None, tilings, graph, _price(graph))
     assert chw == sorted(graph.layer(pw).output for pw, _ in chosen)
     assert "pw6_QuantizeLinear_Output" in chw
+
+
+def _graph_tilings(built):
+    graph = ir.Graph.from_json(_read(os.path.join(built, "graph.json")))
+    return graph, {layer.name: _read(os.path.join(built, "tiling", layer.name + ".json")) for layer in graph.layers}
+
+
+def _price(graph):
+    return plan.chw_price(graph, plan.chw_pairs(graph, _target()), _target(), views.kernel_library("pulp_nn"))
+
+
+def _memory(graph, usable=None):
+    """The plan's view of pulp_open for the graph; where `usable` is given,
+    the activations' level that many bytes and the weights on a level of
+    their own (memplan checks each apart)."""
+    mem = plan.memory(graph, _target(), views.kernel_library("pulp_nn"), True, "none",
+                      plan.row_bands(graph, True), "", chw_on=True)
+    if usable is not None:
+        level = mem["place"]["activations"]
+        levels = dict(mem["levels"], weights=mem["levels"][level])
+        levels[level] = dict(levels[level], usable=usable)
+        mem = dict(mem, levels=levels, place=dict(mem["place"], weights="weights"))
+    return mem
+
+
+def test_pairs_the_activation_level_cannot_hold_stay_hwc(built):
+    """The paying pairs that do not raise the activation peak are taken
+    first; the others only where the level has room."""
+    graph, tilings = _graph_tilings(built)
+    docs = list(tilings.values())
+    mem = _memory(graph)
+    assert mem["chw_pairs"] and not plan.memory(graph, _target(), views.kernel_library("pulp_nn"), True, "none",
+                                                set(), "", chw_on=False).get("chw_pairs")
+    hwc, _ = plan.plan(graph, dict(mem, chw_pairs=[]), docs)
+    roomy, _ = plan.plan(graph, mem, docs)
+    assert roomy["activations"]["peak"] > hwc["activations"]["peak"]     # some pair gives up an overlap
+    # L2 as large as the plan without channel-major tensors needs: only
+    # those that keep its peak
+    tight, _ = plan.plan(graph, _memory(graph, hwc["activations"]["peak"]), docs)
+    assert tight["activations"]["peak"] == hwc["activations"]["peak"]
+    assert set(tight["activations"].get("chw", [])) < set(roomy["activations"]["chw"])
+    assert "pw1_QuantizeLinear_Output" in set(roomy["activations"]["chw"]) - set(tight["activations"]["chw"])
+    assert tight["activations"].get("chw")        # and those are still taken
 
 
 def test_the_generated_code_stores_and_reads_them_channel_major(built):
@@ -69,24 +113,27 @@ def test_no_overlap_on_a_channel_major_tensor(built):
 
 
 def test_fused_pairs_and_other_targets_stay_hwc(built):
-    graph = ir.Graph.from_json(_read(os.path.join(built, "graph.json")))
-    tilings = {layer.name: _read(os.path.join(built, "tiling", layer.name + ".json")) for layer in graph.layers}
-    target = _target()
+    graph, tilings = _graph_tilings(built)
+    target, price = _target(), _price(graph)
     pairs = plan.chw_pairs(graph, target)
     assert ["pw6", "dw7"] in pairs
     # a fused step's layers keep their tensor in L1 (and HWC)
     sched = {"steps": [{"kind": "layer", "layers": [n]} for n in ("pw5", "dw6")]
              + [{"kind": "pw_dw", "layers": ["pw6", "dw7"]}]}
-    chosen = plan.chw_chosen(pairs, sched, tilings, graph)
+    chosen = plan.chw_chosen(pairs, sched, tilings, graph, price)
     assert ["pw6", "dw7"] not in chosen and ["pw5", "dw6"] in chosen
-    # boxes of many channels not covering whole rows (one DMA command a
-    # channel), or depthwise rows not a multiple of 4 bytes: left HWC
+    # boxes of more channels than the DMA queue takes not covering whole
+    # rows (one command a channel), or depthwise rows not a multiple of 4
+    # bytes (no gain): left HWC
     alone = {"steps": [{"kind": "layer", "layers": [n]} for n in ("pw6", "dw7")]}
     wide = dict(tilings["pw6"], tile=dict(tilings["pw6"]["tile"], w=3, c=64))
-    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, pw6=wide), graph) == []
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, pw6=wide), graph, price) == []
+    # as many channels as the queue takes: free, the pair pays
+    few = dict(tilings["pw6"], tile=dict(tilings["pw6"]["tile"], w=3, c=40))
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, pw6=few), graph, price) == [["pw6", "dw7"]]
     odd = dict(tilings["dw7"], in_tile=dict(tilings["dw7"]["in_tile"], w=6, c=8))
-    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, dw7=odd), graph) == []
-    assert plan.chw_chosen([["pw6", "dw7"]], alone, tilings, graph) == [["pw6", "dw7"]]
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, dict(tilings, dw7=odd), graph, price) == []
+    assert plan.chw_chosen([["pw6", "dw7"]], alone, tilings, graph, price) == [["pw6", "dw7"]]
     # the portable path (no Xpulp: gap8 on QEMU) has no channel-major kernels worth it
     portable = dict(target, toolchain=dict(target["toolchain"], isa=[]))
     assert plan.chw_pairs(graph, portable) == []

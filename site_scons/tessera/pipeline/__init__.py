@@ -27,10 +27,10 @@ OFF = ("0", "no", "false")
 
 
 def on(value):
-    """overlap= and direct=: on unless 0, no or false (default on)."""
+    """overlap=, direct= and chw=: on unless 0, no or false (default on)."""
     return str(value) not in OFF
 
 
 def on_if_given(value):
-    """guard= and chw=: off unless given as something other than 0, no or false."""
+    """guard=: off unless given as something other than 0, no or false."""
     return str(value) not in OFF + ("",)

@@ -15,7 +15,7 @@ decides").
 from . import budget, fusion, model, on, on_if_given, plan, report, tiling
 
 # SConstruct's variables the stages read, with their defaults
-DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "", "guard": "0", "patch": "1", "chw": "0"}
+DEFAULTS = {"overlap": "1", "direct": "1", "ram_cap": "", "tile_cost": "", "guard": "0", "patch": "1", "chw": "1"}
 
 
 def variables(library):
@@ -37,7 +37,7 @@ def network(graph, tcfg, mcfg, library, given, root):
     cap = budget.cap(given["ram_cap"], tcfg, mcfg)
     memory = plan.memory(graph, tcfg, library, overlap_on, policy, rows,
                          model.fit_hint(tcfg, model.bundled_targets(root), graph), cap,
-                         f"ram_cap of {mcfg['name']} on {tcfg['name']}", chw_on=on_if_given(given.get("chw", "0")))
+                         f"ram_cap of {mcfg['name']} on {tcfg['name']}", chw_on=on(given["chw"]))
     meta = report.cost_meta(tcfg, root)
     flat = memory.get("direct", {}).get("policy") == "flat"
     if flat:
@@ -62,7 +62,8 @@ def network(graph, tcfg, mcfg, library, given, root):
         if fz["policy"] == "min_memory" or cap is not None or fusion.over_capacity(graph, view):
             decide["patch"] = view
             fz = dict(fz, chains=fusion.chains(graph))
-    views = plan.layer_views(graph, tcfg, rows)
+    # a channel-major pair's layers weigh its price in their tiles
+    views = plan.chw_views(plan.layer_views(graph, tcfg, rows), memory)
     return {"tiler": numbers, "kernels": kernels, "layers": views, "memory": memory, "fusion": fz,
             "decide": decide, "judge": budget.judge(views, numbers, memory, fz, decide) if cap is not None else None,
             "guard": on_if_given(given["guard"])}

@@ -9,6 +9,7 @@ row bands (row_bands) and which write a storage-level tile.
 """
 
 from ..config import views
+from ..cost import chw
 from ..errors import TesseraError
 from ..planning import inplace, memplan, overlap, rambudget
 
@@ -109,37 +110,86 @@ def chw_pairs(graph, tcfg):
     return out
 
 
-# a channel-major box of a tile that does not cover whole rows is one DMA
-# command per channel, issued by core 0 while the others wait: measured on
-# mbv1_128, tiles of 20 and 36 channels still paid, 84 and 128 did not
-CHW_MAX_PIECES = 40
+def chw_price(graph, pairs, tcfg, library):
+    """What the plan and the tiler weigh a channel-major pair by
+    (tessera.cost.chw): the library's cycles a DMA command, the commands a
+    box takes for free, and each pair's depthwise gain, {"command": cycles,
+    "queue": commands, "gain": {depthwise: cycles}}."""
+    price = library.get("chw", {})
+    gains = {dw: chw.gain(graph.tensor(graph.layer(dw).output).shape, graph.layer(dw).stride[0],
+                          tcfg.get("cores", 1), price) for _, dw in pairs}
+    return {"command": price.get("command", 0), "queue": price.get("queue", 0), "gain": gains}
 
 
-def chw_chosen(pairs, sched, tilings, graph):
+def chw_views(views, memory):
+    """The tiler's views with each channel-major pair's price: the
+    pointwise's `chw_out`, the depthwise's `chw_in` ({gain, command, queue}), so
+    that their tiles weigh the boxes' DMA commands against the depthwise's
+    gain (tiler/costed.py). Views of other layers are as they were."""
+    price = memory.get("chw_price")
+    if not price:
+        return views
+    out = dict(views)
+    for pw, dw in memory["chw_pairs"]:
+        p = {"gain": price["gain"][dw], "command": price["command"], "queue": price["queue"]}
+        out[pw] = dict(out[pw], chw_out=p)
+        out[dw] = dict(out[dw], chw_in=p)
+    return out
+
+
+def chw_chosen(pairs, sched, tilings, graph, price):
     """The pairs of chw_pairs both of whose layers run alone (not fused,
-    through L1 tiles: codegen.layer) and whose boxes are cheap: the pointwise's output
-    tiles and the depthwise's input tiles whole rows, or few channels, the
-    depthwise's rows a multiple of 4 bytes.
-    sched: the schedule, None without fusion."""
+    through L1 tiles: codegen.layer) and whose tiles make it pay
+    (tessera.cost.chw.pair_net: the depthwise's gain against the boxes'
+    extra DMA commands), most saving first, then in network order.
+    sched: the schedule, None without fusion; price: chw_price's."""
     if sched is None:      # fusion=none: every layer its own step
         alone = {layer.name for layer in graph.layers}
     else:
         alone = {n for st in sched["steps"] if st["kind"] == "layer" for n in st["layers"]}
-
-    def cheap(t, W, key):
-        return t[key]["w"] >= W or t[key]["c"] <= CHW_MAX_PIECES
-
-    out = []
+    order = {layer.name: i for i, layer in enumerate(graph.layers)}
+    paying = []
     for pw, dw in pairs:
         tp, td = tilings.get(pw), tilings.get(dw)
         if pw not in alone or dw not in alone or tp is None or td is None:
             continue
-        W = graph.tensor(graph.layer(pw).output).shape[1]
-        # (rows of 4k bytes: the depthwise copies them in words with no
-        # padding to restore, the others barely beat the HWC gather)
-        if cheap(tp, W, "tile") and cheap(td, W, "in_tile") and td["in_tile"]["w"] % 4 == 0:
-            out.append([pw, dw])
-    return out
+        d = graph.layer(dw)
+        net = chw.pair_net(tp, td, graph.tensor(graph.layer(pw).output).shape, graph.tensor(d.inputs[0]).shape,
+                           graph.tensor(d.output).shape, price["gain"][dw], price)
+        if net > 0:
+            paying.append((-net, order[pw], [pw, dw]))
+    return [p for _, _, p in sorted(paying)]
+
+
+def chw_fitting(paying, plan_for):
+    """The paying pairs (chw_chosen's order) the activation level still
+    holds: first each that does not raise the plan's peak, then, where the
+    level has room, the others (a channel-major tensor gives up the overlap
+    of its pair: mbv1_128's pw1 -> dw2 raises the peak from 262,144 to
+    393,216 bytes). plan_for(pairs): the memory plan with them (raises
+    TesseraError when a level cannot hold it)."""
+    if not paying:
+        return []
+
+    def holds(pairs):
+        try:
+            p = plan_for(pairs)
+        except TesseraError:
+            return None
+        # a tensor moved out of the activation level (spilled) is not held
+        return None if p["activations"].get("spill", {}).get("offsets") else p["activations"]["peak"]
+
+    peak = holds([])
+    if peak is None:
+        return []
+    kept, rest = [], []
+    for pair in paying:
+        got = holds(kept + [pair])
+        (kept if got is not None and got <= peak else rest).append(pair)
+    for pair in rest:
+        if holds(kept + [pair]) is not None:
+            kept.append(pair)
+    return kept
 
 
 def direct_policy(tcfg, library, direct_on, upstream_given):
@@ -180,9 +230,11 @@ def memory(graph, tcfg, library, overlap_on, policy, rows, fit_hint, cap=None, w
         out["ram_cap"] = cap
         out["where"] = where
     # channel-major pointwise -> depthwise tensors: not with a cap (the
-    # budget step plans without them)
-    if chw_on and cap is None:
-        out["chw_pairs"] = chw_pairs(graph, tcfg)
+    # budget step plans without them); without pairs the view is as it was
+    pairs = chw_pairs(graph, tcfg) if chw_on and cap is None else []
+    if pairs:
+        out["chw_pairs"] = pairs
+        out["chw_price"] = chw_price(graph, pairs, tcfg, library)
     return out
 
 
@@ -205,15 +257,19 @@ def plan(graph, view, docs):
     # (memplan, checked by the replay, weight stream included); its layers
     # run fused, not in place (rambudget.with_fused, as the budget step did)
     fused, view = rambudget.with_fused(view, sched, fused_tilings, graph)
-    if view.get("chw_pairs"):
-        # (a layer that may run in place reads and writes HWC buffers: not those)
-        inplace_ok = view.get("direct", {}).get("eligible", {})
-        view = dict(view, chw=[p for p in chw_chosen(view["chw_pairs"], sched, tilings, graph)
-                               if not set(p) & set(inplace_ok)])
     # layers in place: a flat tile level takes them where they lower total
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
     eligible = view.get("direct", {}).get("eligible", {})
+    mine = (chosen or {}).get("direct", [])
+    if view.get("chw_pairs"):
+        # (a layer that may run in place reads and writes HWC buffers: not those)
+        paying = [p for p in chw_chosen(view["chw_pairs"], sched, tilings, graph, view["chw_price"])
+                  if not set(p) & set(eligible)]
+        direct = {} if policy == "flat" else {n: eligible[n] for n in mine if n in eligible}
+        view = dict(view, chw=chw_fitting(
+            paying, lambda pairs: memplan.plan(graph, tilings, dict(view, chw=pairs), view["align"],
+                                               view["fit_hint"], fused, direct)))
 
     tried = []     # each set of layers in place the decision planned, for the report
 
@@ -228,7 +284,6 @@ def plan(graph, view, docs):
     if policy == "flat":
         the_plan = rambudget.plan_flat(graph, tilings, view, plan_with, view.get("ram_cap"))
     else:
-        mine = (chosen or {}).get("direct", [])
         the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
         moved = the_plan["activations"].get("spill", {}).get("offsets", {})
         if set(the_plan["activations"].get("chw", [])) & set(moved):

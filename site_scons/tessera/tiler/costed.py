@@ -16,7 +16,7 @@ deterministic. Plain Python: a few hundred candidates per layer, each
 costed by walking its tiles.
 """
 
-from ..cost import features, model as cost_model
+from ..cost import chw, features, model as cost_model
 from . import memory
 from .model import tiebreak_key
 
@@ -26,6 +26,24 @@ def _count_maximal(sizes, extent):
     for t in sorted(sizes):
         best[-(-extent // t)] = t      # ascending: the largest size per count stays
     return sorted(set(best.values()))
+
+
+def _chw_saving(layer, t):
+    """<= 0: what a tile saves written (chw_out: a pointwise) or read
+    (chw_in: a depthwise) channel-major, the depthwise's gain less the
+    boxes' extra DMA commands, where that pays (pipeline/plan.py's views of
+    a channel-major pair; tessera.cost.chw)."""
+    if layer.get("chw_out"):
+        price = layer["chw_out"]
+        got = price["gain"]
+        cost = chw.extra(t["tile"], layer["out"], chw.n_tiles(t["tile"], layer["out"]), price)
+    elif layer.get("chw_in"):
+        price = layer["chw_in"]
+        got = price["gain"] if chw.copies_words(t["in_tile"]["w"]) else 0
+        cost = chw.extra(t["in_tile"], layer["in"], chw.n_tiles(t["tile"], layer["out"]), price)
+    else:
+        return 0
+    return min(0, cost - got)
 
 
 def best_tile(layer, target, spec, tables, buffering, library_q, result):
@@ -63,8 +81,9 @@ def best_tile(layer, target, spec, tables, buffering, library_q, result):
     split = library_q.get("n_chunks", 1) > 1
 
     def key(q):
-        f = features.view_features(layer, result(q), cost["dims"], target["cores"])
-        est = cost_model.estimate(cost["coefficients"], layer["op"], f, buffering)
+        t = result(q)
+        f = features.view_features(layer, t, cost["dims"], target["cores"])
+        est = cost_model.estimate(cost["coefficients"], layer["op"], f, buffering) + _chw_saving(layer, t)
         return (-est, even(q), spec.objective_value(q),
                 tiebreak_key(layer, q["tile_h"], q["tile_w"], q["tile_c"], q["tile_k"] if split else None))
 
