@@ -31,9 +31,9 @@ POOL4 = dict(kh=4, kw=4, sh=1, sw=1, pad=(0, 0, 0, 0))
 def cases(T, model):
     """(label, case, MACs) of the model's shapes."""
     out = [] if model != "mbv1_025_128" else [
-        ("depthwise 8x8x128 3x3/1 (dw7-dw11)", T.case("depthwise", 1, (8, 8, 128), 128, "net", 8, S1)),
-        ("depthwise 32x32x8 3x3/1 (one channel per core)", T.case("depthwise", 2, (32, 32, 8), 128, "net", 8, S1)),
-        ("depthwise 16x16x64 3x3/2", T.case("depthwise", 3, (16, 16, 64), 128, "net", 8, S2)),
+        ("depthwise 8x8x128 3x3/1 (dw7-dw11)", T.case("depthwise", 1, (8, 8, 128), 128, "f32", 8, S1)),
+        ("depthwise 32x32x8 3x3/1 (one channel per core)", T.case("depthwise", 2, (32, 32, 8), 128, "f32", 8, S1)),
+        ("depthwise 16x16x64 3x3/2", T.case("depthwise", 3, (16, 16, 64), 128, "f32", 8, S2)),
         ("conv2d 9x65x3 -> 4x32x8 3x3/2 (conv0 tile)", T.case("conv2d", 4, (9, 65, 3, 8), -2, "net", 8, S2)),
         ("pointwise 8x8x128 -> 128 (pw7-pw11)", T.case("pointwise", 5, (8, 8, 128, 128), 128, "net", 8, fold=True)),
         ("pointwise 16x16x8 -> 16 (pw1 tile)", T.case("pointwise", 6, (16, 16, 8, 16), 128, "net", 8, fold=True)),
@@ -44,7 +44,7 @@ def cases(T, model):
         out = [
         ("pointwise 8x2x512 -> 36 (mbv1_128 pw7 tile)", T.case("pointwise", 8, (8, 2, 512, 36), 128, "net", 8, fold=True)),
         ("pointwise 4x64x32 -> 64 (mbv1_128 pw1 tile)", T.case("pointwise", 9, (4, 64, 32, 64), 128, "net", 8, fold=True)),
-        ("depthwise 8x8x192 3x3/1 (mbv1_128 dw7 tile)", T.case("depthwise", 10, (8, 8, 192), 128, "net", 8, S1)),
+        ("depthwise 8x8x192 3x3/1 (mbv1_128 dw7 tile)", T.case("depthwise", 10, (8, 8, 192), 128, "f32", 8, S1)),
         ("linear 1024 -> 24 (mbv1_128 fc tile)", T.case("linear", 11, (1, 1, 1024, 24), 128, "net", 8, fold=True)),
         ]
     if model == "chw":   # the depthwise tiles of both networks, HWC input against channel-major
@@ -55,7 +55,7 @@ def cases(T, model):
                   ("5x64x64 3x3/2 pad 0,0,0,1", (5, 64, 64), dict(S2, pad=(0, 0, 0, 1))),
                   ("9x17x64 3x3/2 pad 0,0,0,1", (9, 17, 64), dict(S2, pad=(0, 0, 0, 1)))]
         out = [(f"depthwise {label} {'CHW' if chw else 'HWC'}",
-                T.case("depthwise", 20 + i, shape, 128, "net", 8, geom, chw=chw))
+                T.case("depthwise", 20 + i, shape, 128, "f32", 8, geom, chw=chw))
                for i, (label, shape, geom) in enumerate(shapes) for chw in (False, True)]
         # ... and the pointwise producing their inputs, HWC output against channel-major
         pws = [("8x8x128 -> 128", (8, 8, 128, 128)), ("16x16x8 -> 16", (16, 16, 8, 16)),
@@ -106,7 +106,11 @@ def main():
     ap.add_argument("--model", choices=("mbv1_025_128", "mbv1_128", "chw"), default="mbv1_025_128",
                     help="whose layers' shapes (tiles on pulp_open / pulp_open_hyper; chw: depthwise "
                          "tiles with HWC and channel-major input)")
-    rows = cases(T, ap.parse_args().model)
+    ap.add_argument("--kernels", default=T.PNN,
+                    help="the kernels/pulp_nn directory to build (another commit's, for a before/after)")
+    args = ap.parse_args()
+    T.PNN = os.path.abspath(args.kernels)
+    rows = cases(T, args.model)
     # firmwares whose constants fit L2's code reservation (the cases' operands are constants)
     groups, size = [[]], 0
     for row in rows:

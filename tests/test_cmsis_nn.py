@@ -202,7 +202,7 @@ def harness_source(case_list):
                 src.append(_c_array(p + "add", np.array(rq["add"], np.int32)))
             body.append(f"    static const tsr_requant_t rq = {{{p}mul, {p + 'add' if any(rq['add']) else 'NULL'}, "
                         f"{p}shift, {rq['per_channel']}, {rq['zero_point']}, {rq['lo']}, {rq['hi']}, "
-                        f"{ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, {rq.get('divisor', 0)}, NULL, NULL, 0}};")
+                        f"{ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, {rq.get('divisor', 0)}, NULL, NULL, 0, 0}};")
         kind = KIND[c.op]
         body.append(f"    tsr_{kind}_args_t a;\n    memset(&a, 0, sizeof a);")
         for name in c.arrays:
@@ -475,7 +475,7 @@ def _concat_source(case_list, fn):
         shape = c["xs"][0].shape
         outer = int(np.prod(shape[:c["axis"]], dtype=np.int64))
         body = [f"    static const tsr_requant_t rq = {{{p}mul, NULL, {p}shift, 0, {rq['zero_point']}, {rq['lo']}, "
-                f"{rq['hi']}, {ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, 0, NULL, NULL, 0}};",
+                f"{rq['hi']}, {ROUNDING_C[rq['rounding']]}, {{0, 0, 0}}, 0, NULL, NULL, 0, 0}};",
                 "    tsr_concat_args_t a;\n    memset(&a, 0, sizeof a);",
                 f"    a.n_in = {len(c['xs'])};\n    a.outer = {outer};\n    a.out = out_buf;\n    a.rq = &rq;"]
         for j, x in enumerate(c["xs"]):

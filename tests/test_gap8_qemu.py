@@ -136,7 +136,7 @@ def kernel_cases(seed=5):
                 _c_array("int8_t", f"{name}_out", np.zeros(expected.size), L1),
                 _c_array("int8_t", f"{name}_scratch", np.zeros(max(1, scratch * 8)), L1),
                 f"static const tsr_requant_t {name}_rq = {{{name}_mul, 0, {name}_shift, 1, {rq.zero_point}, "
-                f"{rq.lo}, {rq.hi}, TSR_ROUND_HALF_UP, {{0, 0, 0}}, 0, 0, 0, 0}};"]
+                f"{rq.lo}, {rq.hi}, TSR_ROUND_HALF_UP, {{0, 0, 0}}, 0, 0, 0, 0, 0}};"]
         h, w_, c = x.shape
         oh, ow, _ = expected.shape
         setup = (f"static tsr_conv_args_t {name}_args = {{{name}_x, {h}, {w_}, {c}, {name}_w, {name}_b, {name}_out, "
@@ -181,7 +181,7 @@ def kernel_cases(seed=5):
             _c_array("int8_t", "add_out", np.zeros(expected.size), L1),
             _c_array("int32_t", "add_mul", [1]), _c_array("int8_t", "add_shift", rq.shift),
             f"static const tsr_requant_t add_rq = {{add_mul, 0, add_shift, 0, {rq.zero_point}, -128, 127, "
-            "TSR_ROUND_HALF_UP, {0, 0, 0}, 0, 0, 0, 0};"]
+            "TSR_ROUND_HALF_UP, {0, 0, 0}, 0, 0, 0, 0, 0};"]
     setup = (f"static tsr_add_args_t add_args = {{add_a, add_b, add_out, {a.size}, {{{in_mul[0]}, {in_mul[1]}}}, "
              f"{{{in_offset[0]}, {in_offset[1]}}}, {{0, 0}}, &add_rq, 0, 0, 0}};")
     cases.append(("add", decl + [setup], "pnn_add", "tsr_add_args_t", expected))

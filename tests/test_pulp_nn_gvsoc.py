@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from helpers import PNN_FALLBACK, ROOT
+from tessera.codegen.libraries import pulp_nn
 from tessera.golden import ops
 from test_gvsoc import GVSOC_MARKS, _target, build_firmware
 from test_ref_kernels import ONE, ROUNDING_C, Rq, int8s
@@ -39,13 +40,18 @@ def requant(rng, kind, channels, acc):
     networks' layers: ReLU in the zero point); `low`: shifts below 33;
     `floor`: floor rounding with an additive term (NEMO's); `leaky`:
     `net` with its own multiplier and shift for a negative accumulator (a
-    LeakyRelu folded into the layer: the general requantization); None:
-    int32 outputs."""
+    LeakyRelu folded into the layer: the general requantization); `f32`:
+    `net` with float32 scales' multipliers (24 significant bits, the
+    networks' own: the depthwise's requantization without mulh can take
+    them, tsr_requant_t.split); None: int32 outputs."""
     if kind is None:
         return None
     top = int(np.abs(acc).max()) or 1
     if kind == "low":
         mul = rng.integers(1, 2**12, size=channels)
+    elif kind == "f32":
+        mul = rng.integers(2**23, 2**24, size=channels) << 7
+        kind = "net"
     else:
         mul = rng.integers(2**30, 2**31 - 1, size=channels)
     shift = [max(1, min(62, (top * int(m)).bit_length() - 7)) for m in mul]
@@ -64,7 +70,7 @@ def requant(rng, kind, channels, acc):
 
 
 def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False, fold=False, chw=False,
-         room=None):
+         room=None, split_k=None, extreme=False):
     """(kernel, operands, expected output) of one call. A convolution or
     depthwise call gets the scratch library.yaml sizes (with the Xpulp
     paths' padded windows and records, or ring of kh rows and whole
@@ -75,7 +81,9 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
     the offset's share off * sum(w) in the bias, offset 0. With chw, a
     depthwise call gets its input channel-major (pnn_depthwise_chw), a
     pointwise call stores its output so (pnn_pointwise_chw);
-    room overrides the scratch bytes per core."""
+    room overrides the scratch bytes per core; split_k overrides the
+    build's tsr_requant_t.split (pulp_nn.dw_split); extreme puts the
+    inputs at int8's ends and the weights of a channel at one sign."""
     rng = np.random.default_rng(seed)
     kern, strd, pad = (geom["kh"], geom["kw"]), (geom["sh"], geom["sw"]), geom["pad"]
     if op in ("maxpool", "avgpool"):
@@ -93,6 +101,13 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
         h, w, c = shape
         x, wt = int8s(rng, (h, w, c)), int8s(rng, (c, *kern))
         bias = rng.integers(-2**14, 2**14, size=c).astype(np.int32)
+        if extreme:   # channel j's weights all of one sign, its inputs at one end of int8
+            sign = np.where(np.arange(c) % 2 == 0, 1, -1)
+            wt = (np.abs(wt.astype(np.int32)).clip(1, 127) * sign.reshape(-1, 1, 1)).astype(np.int8)
+            x = np.broadcast_to(np.where(np.arange(c) % 4 < 2, 127, -128), (h, w, c)).astype(np.int8)
+        if rq_kind == "f32big":   # a bias no cut leaves room for
+            bias = rng.integers(2**26, 2**27, size=c).astype(np.int32)
+            rq_kind = "f32"
         acc = ops.depthwise(x, wt.transpose(1, 2, 0), bias, off, kern, strd, pad)
         out_c = c
     else:
@@ -123,12 +138,18 @@ def case(op, seed, shape, off, rq_kind, ncores, geom=ONE, lean=False, ring=False
     else:
         scratch = 0
     out_shape = expected.shape
+    # the 3x3 depthwise's requantization without mulh, where the build would allow it
+    split = 0
+    if op == "depthwise" and kern == (3, 3) and rq is not None and rq.add is None and not rq.neg \
+            and rq.rounding == "half_up":
+        split = pulp_nn.dw_split(wt, bias, off, rq.mul, rq.shift, rq.zero_point) if split_k is None else split_k
     if chw and op == "depthwise":
         x = np.ascontiguousarray(x.transpose(2, 0, 1))
     elif chw:
         expected = np.ascontiguousarray(expected.transpose(2, 0, 1))
     return dict(op=op, x=x, w=wt, bias=bias, off=off, rq=rq, expected=expected, geom=geom,
-                ncores=ncores, scratch=scratch if room is None else room, chw=chw, out_shape=out_shape)
+                ncores=ncores, scratch=scratch if room is None else room, chw=chw, out_shape=out_shape,
+                split=split)
 
 
 S1 = dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 1, 1, 1))
@@ -267,6 +288,37 @@ CASES = [
     case("depthwise", 152, (6, 16, 8), 128, "net", 8, S1, chw=True),
     case("depthwise", 153, (7, 24, 6), 128, "net", 8, dict(S2, pad=(0, 0, 0, 1)), chw=True),
     case("depthwise", 154, (5, 8, 9), 128, "net", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0)), chw=True),
+    # the plane loops without mulh (tsr_requant_t.split: float32 scales'
+    # multipliers), HWC and channel-major: pairs, an odd width's last
+    # output, stride 2's row pairs and last row, aligned rows or not; the
+    # same with inputs at the int8 ends (every window's accumulator at its
+    # channel's bound: weights of one sign per channel), and a layer whose
+    # accumulators leave no cut (split 0: one output a turn, with mulh)
+    case("depthwise", 170, (8, 8, 8), 128, "f32", 8, S1),
+    case("depthwise", 171, (7, 9, 5), 128, "f32", 8, S1),
+    case("depthwise", 172, (9, 10, 7), 128, "f32", 3, S2),
+    case("depthwise", 173, (11, 7, 6), 128, "f32", 8, S2),
+    case("depthwise", 174, (9, 9, 6), 128, "f32", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 175, (8, 10, 6), 128, "f32", 8, dict(kh=3, kw=3, sh=1, sw=1, pad=(1, 0, 1, 0))),
+    case("depthwise", 176, (9, 9, 6), 128, "f32", 8, dict(kh=3, kw=3, sh=2, sw=2, pad=(1, 1, 1, 1))),
+    case("depthwise", 177, (8, 8, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 178, (7, 9, 5), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 179, (9, 10, 7), 128, "f32", 3, S2, chw=True),
+    case("depthwise", 180, (6, 17, 9), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 181, (8, 8, 8), 128, "f32", 8, S1, extreme=True),
+    case("depthwise", 182, (9, 10, 7), 128, "f32", 8, S2, extreme=True),
+    case("depthwise", 183, (7, 9, 8), 128, "f32", 8, S1, extreme=True, chw=True),
+    case("depthwise", 184, (8, 8, 8), 128, "f32big", 8, S1),
+    # stride 1's 2x2 blocks (planes of 64 outputs or more): an odd row
+    # count (a last row of pairs), one row and small planes (no block),
+    # HWC and channel-major, extreme inputs
+    case("depthwise", 185, (7, 8, 6), 128, "f32", 8, S1),
+    case("depthwise", 186, (1, 10, 6), 128, "f32", 8, S1),
+    case("depthwise", 187, (5, 6, 9), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 188, (3, 4, 8), 128, "f32", 8, S1, extreme=True),
+    case("depthwise", 189, (9, 8, 6), 128, "f32", 8, S1),
+    case("depthwise", 190, (11, 8, 5), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 191, (9, 12, 8), 128, "f32", 8, S1, extreme=True),
     # pointwise storing channel-major (pnn_pointwise_chw): split by pixels
     # and by channels, an odd pixel count, leftover channels, the layer's
     # own clamp, the general requantization, int32 outputs, an offset not
@@ -374,7 +426,7 @@ def firmware_source(cases, perf=False):
                 out.append(c_array(f"ns{i}", "int8_t", [r.neg[1]]))
                 neg = f"nm{i}, ns{i}"
             out.append(f"static const tsr_requant_t rq{i} = {{m{i}, {add}, s{i}, 1, {r.zero_point}, {r.lo}, "
-                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}, {neg}, 0}};\n")
+                       f"{r.hi}, {ROUNDING_C[r.rounding]}, {{0, 0, 0}}, {r.divisor}, {neg}, 0, {c.get('split', 0)}}};\n")
             rq = f"&rq{i}"
         e = c["expected"]
         shape = c.get("out_shape", e.shape)

@@ -248,3 +248,76 @@ def test_tiled_depthwise_layer(pnn, L):
     """A whole padded depthwise layer, tile by tile (rows, columns and
     channels): equal to the golden layer."""
     run_tiled(pnn, "depthwise", L, prefix="pnn_", scratch_bytes=stripe_bytes)
+
+
+# ---- the depthwise's requantization without mulh (pulp_nn.dw_split) --------
+
+def _wrap32(v):
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def _split_rq(acc, mul, shift, zp, split):
+    """kernels/pulp_nn/depthwise.c's DW_SPLIT1, p.addRN and p.clipi in 32-bit
+    arithmetic (int64 arrays, every result wrapped as the core's registers)."""
+    cut, t0 = split & 255, split >> 8
+    mh, sh2 = mul >> cut, shift - cut
+    ml = (mul - (mh << cut)) >> t0
+    low = _wrap32(acc * ml)
+    t = _wrap32((low >> (cut - t0)) + _wrap32(acc * mh))
+    y = _wrap32(t + _wrap32(zp << sh2) + (1 << (sh2 - 1))) >> sh2
+    return np.clip(y, -128, 127)
+
+
+def _dw_layer(seed, channels, bias_bits):
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-128, 128, size=(channels, 9))
+    bias = rng.integers(-2**bias_bits, 2**bias_bits, size=channels)
+    mul = rng.integers(2**23, 2**24, size=channels) << 7      # float32 scales' multipliers
+    shift = rng.integers(36, 44, size=channels)
+    return w, bias, mul, shift
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dw_split_is_exact_for_every_reachable_accumulator(seed):
+    """Every accumulator a channel can reach (inputs any int8, offset 128)
+    requantizes as the golden model's round half up; a cut dw_split refuses
+    (the one below its choice) is wrong for some of them."""
+    from tessera.codegen.libraries import pulp_nn
+    from tessera.ir import Requant
+
+    w, bias, mul, shift = _dw_layer(seed, 4, 14 + seed)
+    zp, off = -128, 128
+    split = pulp_nn.dw_split(w, bias, off, mul, shift, zp)
+    assert split, "float32 scales with 18-bit accumulators take the split"
+    base = bias + off * w.sum(axis=1)
+    lo = base + np.where(w > 0, -128 * w, 127 * w).sum(axis=1)
+    hi = base + np.where(w > 0, 127 * w, -128 * w).sum(axis=1)
+    wrong = 0
+    for c in range(len(w)):
+        acc = np.arange(lo[c], hi[c] + 1, dtype=np.int64)
+        rq = Requant(mul=[int(mul[c])], add=[0], shift=[int(shift[c])], rounding="half_up", zero_point=zp,
+                     lo=-128, hi=127)
+        golden = ops.requantize(acc.reshape(-1, 1), rq).reshape(-1)
+        np.testing.assert_array_equal(_split_rq(acc, int(mul[c]), int(shift[c]), zp, split), golden)
+        below = split - 1
+        if below & 255 > below >> 8:
+            wrong += int((_split_rq(acc, int(mul[c]), int(shift[c]), zp, below) != golden).any())
+    assert wrong, "the cut below dw_split's choice breaks some channel (the bound is tight)"
+
+
+def test_dw_split_refuses_what_does_not_fit():
+    """0 (keep mulh) when one channel's accumulators are too wide, a
+    multiplier has no zero low bits to spare or a shift is under 33."""
+    from tessera.codegen.libraries import pulp_nn
+
+    w, bias, mul, shift = _dw_layer(7, 8, 14)
+    assert pulp_nn.dw_split(w, bias, 128, mul, shift, -128)
+    wide = bias.copy()
+    wide[5] = 2**27
+    assert pulp_nn.dw_split(w, wide, 128, mul, shift, -128) == 0
+    odd = mul.copy()
+    odd[2] |= 1
+    assert pulp_nn.dw_split(w, bias, 128, odd, shift, -128) == 0
+    low = shift.copy()
+    low[0] = 32
+    assert pulp_nn.dw_split(w, bias, 128, mul, low, -128) == 0

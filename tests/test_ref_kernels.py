@@ -45,7 +45,7 @@ class RequantT(ctypes.Structure):
                 ("per_channel", c_int32), ("zero_point", c_int32),
                 ("lo", c_int32), ("hi", c_int32), ("rounding", c_int32), ("elem", PlaneT),
                 ("divisor", c_int32), ("neg_mul", POINTER(c_int32)), ("neg_shift", POINTER(c_int8)),
-                ("add_shift", c_int32)]
+                ("add_shift", c_int32), ("split", c_int32)]
 
 
 class ConvArgs(ctypes.Structure):

@@ -39,6 +39,17 @@
 #include "rq32.h"
 #endif
 
+/* With Xpulp the 3x3 plane loops are the hot code; the paths around them
+ * (the direct loop, the stripes, the 1x1) are compiled for size, so that
+ * the object, which comes before the pointwise's in the image, does not
+ * grow with the plane loops (the instruction caches are sensitive to where
+ * the pointwise's loops land: docs/gvsoc.md, depthwise session 11). */
+#ifdef TSR_ISA_XPULPV2
+#define DW_COLD __attribute__((optimize("Os")))
+#else
+#define DW_COLD
+#endif
+
 /* pixel px = y * in_w + x of channel c is a->in[px * DW_PX(a) + DW_CH(a, c)] */
 #ifndef DW_CHW
 #define DW_CHW 0
@@ -51,7 +62,7 @@
 #define DW_CH(a, c) (c)
 #endif
 
-static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
+DW_COLD static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
 {
     const int32_t C = a->out_c, in_c = DW_PX(a), kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t c, oy, ox, ky, kx;
@@ -83,7 +94,7 @@ static void depthwise_direct(const tsr_conv_args_t *a, int32_t c0, int32_t c1)
  * the rows inside the tile are separate loops, and a 3-wide column fully
  * inside the tile copies its rows without bounds checks (the common case,
  * about a third of a 3x3 layer's time when it had them). */
-static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows, int8_t *s,
+DW_COLD static void stripe(const tsr_conv_args_t *a, int32_t c, int32_t ox, int32_t rows, int8_t *s,
                    int8_t pad_value)
 {
     const int32_t kw = a->kw, in_c = DW_PX(a), ix0 = ox * a->sw - a->pad_l;
@@ -315,40 +326,111 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
 
 /* stride 1, pairs of outputs: one word per window row serves both,
  * (w0, w1, w2, 0) for the first and (0, w0, w1, w2) for the next; 19
- * instructions per pair, the full int8 clamp. An odd width ends each row
- * with one output (DW_LAST: 11 instructions, the words where the pairs
- * left the row pointers) instead of taking one output a turn. */
-/* two outputs' requantization, t3 and a7, the full int8 clamp */
-#define DW_RQ2                                                                                             \
-    "mulh t3, t3, %[mul]\n\tmulh a7, a7, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]")                         \
-    XP_ADDRN("a7", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_CLIP8("a7")
-#define DW_LAST                                                                                            \
+ * instructions per pair with mulh (23 without), the full int8 clamp. An
+ * odd width ends each row with one output (DW_LAST: 11 or 13
+ * instructions, the words where the pairs left the row pointers) instead
+ * of taking one output a turn. */
+/* The accumulator acc (t3, a7) times the multiplier without mulh (whose 5
+ * cycles block the pipeline; mul takes 2, sra and p.mac 1), into t0, t1:
+ * the build (tsr_requant_t.split, codegen/libraries/pulp_nn.py dw_split)
+ * found one cut K of every channel's multiplier, mul = mh * 2^K + ml * 2^T
+ * (its low T bits zero), for which acc * ml and the sums below stay inside
+ * 32 bits for every accumulator the channel can reach. Then
+ *   t = acc * mh + ((acc * ml) >> (K - T)),  y = (t + (zp << sh2) + 2^(sh2 - 1)) >> sh2,
+ * sh2 = shift - K, is tessera's round half up exactly (the 64-bit floor
+ * division by 2^(shift - T) done as two; the rounding term is a multiple of
+ * 2^K). The asm operands: ml, mh, k = K - T, sh = sh2, zs = zp << sh2. */
+/* Without split (0), mulh (mh holds the multiplier, sh and zs mulh's
+ * shift and zero point, ml and k are not read): the same operands, so
+ * that each loop is one macro with either. RQ1: one product (3 or 1
+ * instructions), RQ2: two, requantized and clamped (10 or 6). */
+#define DW_SPLIT1(d, acc) "mul " d ", " acc ", %[ml]\n\tsra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
+#define DW_MULH1(d, acc) "mulh " d ", " acc ", %[mh]\n\t"
+#define DW_SPLIT2                                                                                          \
+    "mul t0, t3, %[ml]\n\tmul t1, a7, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"                     \
+    XP_MAC("t0", "t3", "%[mh]") XP_MAC("t1", "a7", "%[mh]")
+#define DW_MULH2 DW_MULH1("t0", "t3") DW_MULH1("t1", "a7")
+/* two outputs' requantization, t3 and a7 into t0 and t1, the full int8 clamp */
+#define DW_RQ2(MUL2) MUL2 XP_ADDRN("t0", "%[zs]", "%[sh]") XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")
+#define DW_LAST(MUL1)                                                                                      \
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
-    "mulh t3, t3, %[mul]\n\t" XP_ADDRN("t3", "%[zs]", "%[sh]") XP_CLIP8("t3") XP_SB_RR_INC("t3", "%[o]", "%[st]")
-#define DW_PAIRS_X(LAST, LAST_LEN)                                                                         \
+    MUL1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
+#define DW_PAIRS_X(LAST, LAST_LEN, MUL2, MUL2_LEN)                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (24 + LAST_LEN)) "\n\t"                      \
+                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (22 + MUL2_LEN + LAST_LEN)) "\n\t"           \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
-                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * 19) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * (17 + MUL2_LEN)) "\n\t"                        \
                      ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
                      "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
                      XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
                      XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
-                     DW_RQ2                                                                                  \
-                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o]", "%[st]")                 \
+                     DW_RQ2(MUL2)                                                                            \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
                      LAST                                                                                    \
                      ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (24 + " XP_XSTR(LAST_LEN) ")\n\t"                 \
+                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (22 + " XP_XSTR(MUL2_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
-                       [v2] "r"(w2 << 8), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift), [zs] "r"(zs)      \
+                       [v2] "r"(w2 << 8), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2),   \
+                       [zs] "r"(zs2)                                                                         \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
-#define DW_PAIRS DW_PAIRS_X("", 0)
-#define DW_PAIRS_LAST DW_PAIRS_X(DW_LAST, 11)
+/* SPLIT: tsr_requant_t.split is set (the plane loops below take it or mulh) */
+#define DW_PAIRS(SPLIT)                                                                                    \
+    do {                                                                                                   \
+        if (SPLIT)                                                                                         \
+            DW_PAIRS_X("", 0, DW_SPLIT2, 6);                                                               \
+        else                                                                                               \
+            DW_PAIRS_X("", 0, DW_MULH2, 2);                                                                \
+    } while (0)
+/* stride 1, even width, 2x2 blocks: two output rows a turn of loop 1, two
+ * columns a turn of loop 0. The four window rows' words serve both rows
+ * (4 loads for 4 outputs, not 6), 44 instructions with the split (only); two word registers
+ * (each reloaded once its products are done) leave room for the four
+ * accumulators. The counts come from memory (registers are short). After a
+ * pair of rows o takes o2's place and o2 moves a row on (t0: the step). */
+#define DW_QUADS                                                                                           \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nq]\n\t.Ldwq4_set%=:\n\t"     \
+                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 54) "\n\t"                                     \
+                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a5, t6, %[W]\n\t"      \
+                     "add %[base], t5, %[W]\n\tlw t0, %[np]\n\t"                                             \
+                     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
+                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
+                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
+                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+                     ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
+                     "mv a6, %[b]\n\tmv t2, %[b]\n\t"                                                        \
+                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+                     XP_SDOTSP("a6", "t1", "%[w0]") XP_SDOTSP("t2", "t1", "%[v0]")                           \
+                     ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
+                     XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
+                     XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
+                     XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
+                     DW_RQ2(DW_SPLIT2)                                                                       \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
+                     "mul t0, a6, %[ml]\n\tmul t1, t2, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"     \
+                     XP_MAC("t0", "a6", "%[mh]") XP_MAC("t1", "t2", "%[mh]") XP_ADDRN("t0", "%[zs]", "%[sh]") \
+                     XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")                          \
+                     XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
+                     "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
+                     ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
+                     ".if .Ldwq4_end%= - .Ldwq4_set%= != 4 * 54\n\t"                                           \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2)                                         \
+                     : [nq] "m"(nq), [np] "m"(np), [W] "r"(W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1),   \
+                       [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(b),     \
+                       [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                  \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
+#define DW_PAIRS_LAST(SPLIT)                                                                               \
+    do {                                                                                                   \
+        if (SPLIT)                                                                                         \
+            DW_PAIRS_X(DW_LAST(DW_SPLIT1), 13, DW_SPLIT2, 6);                                              \
+        else                                                                                               \
+            DW_PAIRS_X(DW_LAST(DW_MULH1), 11, DW_MULH2, 2);                                                \
+    } while (0)
 
 /* The plane's row stride: the padded row, or with no left padding (the
  * stride-2 layers, tiles inside the map) and room in the scratch, that
@@ -369,12 +451,19 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * pairs sets the five row pointers, loop 0 walks the columns. The second
  * row's outputs go through o2; after each pair o takes o2's place and o2
  * moves a row on (np, read once by lp.setup, holds the row's step). */
-#define DW_S2PAIRS                                                                                         \
+#define DW_S2PAIRS(SPLIT)                                                                                  \
+    do {                                                                                                   \
+        if (SPLIT)                                                                                         \
+            DW_S2PAIRS_X(DW_SPLIT2, 6);                                                                    \
+        else                                                                                               \
+            DW_S2PAIRS_X(DW_MULH2, 2);                                                                     \
+    } while (0)
+#define DW_S2PAIRS_X(MUL2, MUL2_LEN)                                                                       \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldw2_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * 31) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * (29 + MUL2_LEN)) "\n\t"                      \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a6, t6, %[W]\n\t"      \
                      "add %[base], a6, %[W]\n\tmv a5, %[base]\n\t"                                         \
-                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * 21) "\n\t"                                   \
+                     ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * (19 + MUL2_LEN)) "\n\t"                      \
                      XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")                    \
                      XP_LW_RR_INC("t2", "t6", "%[sw]")                                                      \
                      "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
@@ -382,16 +471,16 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      XP_LW_RR_INC("t0", "a6", "%[sw]") XP_LW_RR_INC("t1", "a5", "%[sw]")                    \
                      XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[w0]")                           \
                      XP_SDOTSP("a7", "t0", "%[w1]") XP_SDOTSP("a7", "t1", "%[w2]")                           \
-                     DW_RQ2                                                                                  \
-                     XP_SB_RR_INC("t3", "%[o]", "%[st]") XP_SB_RR_INC("a7", "%[o2]", "%[st]")                \
+                     DW_RQ2(MUL2)                                                                            \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")                \
                      "sub %[np], %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                          \
                      ".Ldw2_end%=:\n\tadd %[o2], %[o2], %[np]\n\t"                                          \
-                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * 31\n\t"                                           \
+                     ".if .Ldw2_end%= - .Ldw2_set%= != 4 * (29 + " XP_XSTR(MUL2_LEN) ")\n\t"                \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2), [np] "+r"(np)                          \
                      : [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c), [w0] "r"(w0),            \
-                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [mul] "r"(q.mul), [sh] "r"(q.shift),          \
-                       [zs] "r"(zs)                                                                          \
+                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k),      \
+                       [sh] "r"(sh2), [zs] "r"(zs2)                                                          \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 
 /* A channel's rows into the plane's aligned rows: loop 1 over the rows,
@@ -492,6 +581,9 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
+    /* the pair loops requantize without mulh (DW_SPLIT1) when the build
+     * set split: the cut K and the multipliers' zero low bits T */
+    const int32_t K = ok ? a->rq->split & 255 : 0, T = ok ? a->rq->split >> 8 : 0, k = K - T;
     int8_t *interior;
     int32_t c, iy;
 #if DW_CHW
@@ -525,16 +617,20 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
          * -off: it adds nothing) */
         const int32_t b = (a->bias ? a->bias[c] : 0)
                           + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
-        const int32_t k = per_channel ? c : 0, sh = ok ? a->rq->shift[k] - 32 : 0;
+        const int32_t kc = per_channel ? c : 0, sh = ok ? a->rq->shift[kc] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
         const int8_t *base = s, *src = a->in + DW_CH(a, c);
-        int32_t mul, zs;
+        int32_t mul, zs, mh, ml, sh2, zs2;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
             break;
-        mul = a->rq->mul[k];
+        mul = a->rq->mul[kc];
         zs = (int32_t)((uint32_t)a->rq->zero_point << sh);
         q.mul = mul, q.shift = sh;
+        mh = mul >> K;   /* K 0: mulh's operands (mh the multiplier) */
+        ml = (int32_t)((uint32_t)(mul - (mh << K)) >> T);
+        sh2 = K ? sh + 32 - K : sh;
+        zs2 = (int32_t)((uint32_t)a->rq->zero_point << sh2);
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75); CHW
@@ -591,14 +687,24 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
-        if (pairs)
-            DW_PAIRS;
+        if (pairs && K && out_h * out_w >= 64) {
+            /* pairs of rows in 2x2 blocks, an odd last row in pairs (not on
+             * small planes: measured slower on 4x4) */
+            const int32_t nq = out_h >> 1, np = out_w >> 1;
+            int8_t *o2 = o + (size_t)out_w * out_c;
+            DW_QUADS;
+            if (out_h & 1) {
+                const int32_t out_h = 1;
+                DW_PAIRS(K);
+            }
+        } else if (pairs)
+            DW_PAIRS(K);
         else if (mode == DW_S1_PAIRS_ODD)
-            DW_PAIRS_LAST;
+            DW_PAIRS_LAST(K);
         else if (s2pairs) {
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
-            DW_S2PAIRS;
+            DW_S2PAIRS(K);
             if (out_h & 1) {   /* the last row */
                 const int32_t out_h = 1;
                 DW_SINGLE(DW_CLIP8, 1);
@@ -661,7 +767,7 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
  * a positional embedding; the requantization per channel): elementwise, so
  * each core takes a run of pixels and every channel of them, the channel's
  * constants hoisted. n channels, input pixels a->in_c apart, output C. */
-static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
+DW_COLD static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
     const int32_t C = a->out_c, in_c = DW_PX(a), off = a->input_offset;
     int32_t p0, p1, c, p;
@@ -717,7 +823,7 @@ static void depthwise_1x1(const tsr_conv_args_t *a, int32_t n, int core, int nco
     }
 }
 
-static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
+DW_COLD static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, int ncores)
 {
     const int32_t C = a->out_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     const int32_t area = kh * kw, step = a->sh * kw;

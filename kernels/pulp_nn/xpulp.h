@@ -53,6 +53,8 @@
 #define XP_ADDRN(rd, rs1, rs2) ".insn r 0x5B, 6, 0x20, " rd ", " rs1 ", " rs2 "\n\t"
 /* p.clipi rd, rs1, 8: clamp to [-128, 127] (the immediate sits in the rs2 field: x8 is 8) */
 #define XP_CLIP8(rd) ".insn r 0x33, 1, 0x0A, " rd ", " rd ", x8\n\t"
+/* p.mac rd, rs1, rs2: rd += rs1 * rs2 */
+#define XP_MAC(rd, rs1, rs2) ".insn r 0x33, 0, 0x21, " rd ", " rs1 ", " rs2 "\n\t"
 /* p.max, p.min (signed) */
 #define XP_MAX(rd, rs1, rs2) ".insn r 0x33, 6, 0x02, " rd ", " rs1 ", " rs2 "\n\t"
 #define XP_MIN(rd, rs1, rs2) ".insn r 0x33, 4, 0x02, " rd ", " rs1 ", " rs2 "\n\t"

@@ -152,8 +152,9 @@ def codegen(net, opts, tiles, fused, plan):
     sources = []
     for layer, tiling, slice_ in zip(graph.layers, tiles["tilings"], plan["slices"]):
         view = net.value(generation.layer_view(graph, layer))
+        # weights.npz is read (the depthwise's requantization cut), not a source: as below
         sources += net.command(net.path("src", layer.name + ".c"), [view, tiling, slice_, cg] + extra.get(layer.name, []),
-                               "gen_layer", "tessera: generate $TARGET", "codegen")
+                               "gen_layer", "tessera: generate $TARGET", "codegen", WEIGHTS_NPZ=net.paths["weights"])
         if generation.has_constants(layer):
             # weights.npz is read, not a source (the view holds its arrays'
             # digest): a change to one layer's weights regenerates its file only

@@ -173,7 +173,8 @@ def _gen_layer(target, source, env):
     # view, tiling, plan slice, codegen target[, schedule slice[, fused tilings, views and slices]]
     rest = [_json(n) if str(n).endswith(".json") else _value(n) for n in source[5:]]
     mine = _json(source[4]) if len(source) > 4 else None
-    text = codegen.layer_c(_value(source[0]), _json(source[1]), _json(source[2]), _value(source[3]), mine, rest)
+    text = codegen.layer_c(_value(source[0]), _json(source[1]), _json(source[2]), _value(source[3]), mine, rest,
+                           weights_npz=env.get("WEIGHTS_NPZ"))
     canon.write_atomic(str(target[0]), text)
 
 

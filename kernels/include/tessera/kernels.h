@@ -64,6 +64,9 @@ typedef struct {
     const int32_t *neg_mul;  /* NULL, or the multiplier and shift of a negative acc (a LeakyRelu */
     const int8_t *neg_shift; /* folded in; one value for every channel, half up or floor rounding) */
     int32_t add_shift;       /* add[i] counts units of 2^add_shift (a bias wider than 32 bits) */
+    int32_t split;           /* 0, or (T << 8) | K: the Xpulp depthwise may requantize without
+                              * mulh (kernels/pulp_nn/depthwise.c, DW_SPLIT; set at build time
+                              * when every channel's accumulators allow it) */
 } tsr_requant_t;
 
 /* conv2d, pointwise, depthwise and linear tiles. */

@@ -50,7 +50,7 @@ def layout(ft, align):
     return out, cur
 
 
-def _rq_lines(layer, var, per_channel, params_at, prefix):
+def _rq_lines(layer, var, per_channel, params_at, prefix, split=0):
     rq = layer.requant
     if rq is None:
         return [], "NULL"
@@ -73,6 +73,8 @@ def _rq_lines(layer, var, per_channel, params_at, prefix):
                  f"    {var}.rounding = {ROUNDING[rq.rounding]};")
     if rq.divisor:
         lines.append(f"{var}.divisor = {rq.divisor};")
+    if split:
+        lines.append(f"{var}.split = {split};   /* pulp_nn.dw_split */")
     return lines, f"&{var}"
 
 
@@ -208,7 +210,8 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
     refs = {}
     for layer, var in ((dw, "rq_dw"), (pw, "rq_pw")):
         per_channel = "mul" in params_at[layer.name]
-        lines, refs[layer.name] = _rq_lines(layer, var, per_channel, params_at[layer.name], prefix)
+        lines, refs[layer.name] = _rq_lines(layer, var, per_channel, params_at[layer.name], prefix,
+                                            target.get("rq_split", {}).get(layer.name, 0))
         out.extend("    " + line for line in lines)
     out.append("    /* both layers' weights and parameters, once */")
     # shared scheme, no stream: the second layer's weights are asked for

@@ -434,6 +434,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             out.append("    rq.neg_mul = rq_neg_mul;\n    rq.neg_shift = rq_neg_shift;")
         if rq.add_shift:
             out.append(f"    rq.add_shift = {rq.add_shift};")
+        if target.get("rq_split", {}).get(layer.name):
+            out.append(f"    rq.split = {target['rq_split'][layer.name]};   /* pulp_nn.dw_split */")
     # parameters per element (Requant.shape, a bias matrix): planes per channel
     rq_plane, b_plane = requant_plane(layer), bias_plane(layer)
     plane_tile = []

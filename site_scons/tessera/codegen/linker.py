@@ -44,7 +44,7 @@ Arm with picolibc; a RISC-V platform passes its own):
                 symbols __tsr_<key>_start and __tsr_<key>_end, holding the
                 input sections `.tsr_<key>.*` (a HAL's variables kept in
                 fast memory; never initialized: the HAL clears them)
-    code_layout optional: {align, first, last} for a platform whose
+    code_layout optional: {align, first, last[, each]} for a platform whose
                 instruction caches make the cycles depend on where code
                 sits (PULP-open: 512-byte L0 per core, 4 kB shared, random
                 replacement): .text starts at a multiple of `align` bytes,
@@ -52,7 +52,11 @@ Arm with picolibc; a RISC-V platform passes its own):
                 first in that order and those matching `last` (test harness,
                 C library) last, so the kernels' and the HAL's addresses
                 modulo the caches do not move when the activation arena
-                before .text, the harness or another layer's code changes
+                before .text, the harness or another layer's code changes;
+                with `each`, every member of an archive in `first` (the
+                view's `members`: archive pattern -> member names) starts
+                at a multiple of `each` bytes, so that one kernel's code
+                growing does not move the next kernels in the caches
 The .data/.tdata/.tbss/.bss symbols are the ones picolibc's crt0 reads
 (__data_source, __data_start, __data_size, __bss_start, __bss_size,
 __tls_base, __heap_start, __heap_end, __stack, ...).
@@ -84,10 +88,12 @@ def sections(place):
     }
 
 
-def view(target, arch):
+def view(target, arch, members=None):
     """The linker step's input: regions, reservations and tessera's sections
-    of `target` (a loaded target YAML), with the platform's `arch`. Raises
-    ConfigError naming the YAML field when the map cannot be linked."""
+    of `target` (a loaded target YAML), with the platform's `arch` and, for
+    a code_layout with `each`, the archives' `members` ({pattern: [member
+    file names]}, in the archive's order). Raises ConfigError naming the
+    YAML field when the map cannot be linked."""
     path = target["path"]
     levels = target["memory"]
     regions = []
@@ -151,7 +157,19 @@ def view(target, arch):
            "arch": {k: arch[k] for k in sorted(arch)}}
     if areas:
         out["areas"] = areas
+    if arch.get("code_layout", {}).get("each") and members:
+        out["members"] = {k: list(dict.fromkeys(v)) for k, v in sorted(members.items())}
     return out
+
+
+def _first_lines(pat, each, members):
+    """The .text lines of one `first` pattern: as it is, or with `each`
+    one line per archive member, each at a multiple of `each` bytes (a
+    member the link does not pull in adds no padding: the location is
+    aligned already)."""
+    if not each or pat not in members:
+        return f"\n        {pat}(.text .text.*)"
+    return "".join(f"\n        . = ALIGN({each});\n        {pat}{m}(.text .text.*)" for m in members[pat])
 
 
 def script(v):
@@ -195,7 +213,7 @@ def script(v):
     first = last = ""
     text = "*(.text .text.* .gnu.linkonce.t.*)"
     if layout:
-        first = "".join(f"\n        {pat}(.text .text.*)" for pat in layout["first"])
+        first = "".join(_first_lines(pat, layout.get("each"), v.get("members", {})) for pat in layout["first"])
         skip = f"EXCLUDE_FILE({' '.join(layout['last'])}) "
         text = f"*({skip}.text {skip}.text.* {skip}.gnu.linkonce.t.*)"
         last = "\n        *(.text .text.* .gnu.linkonce.t.*)"

@@ -74,6 +74,9 @@ def target(tcfg, model_name, graph, counts_per_core=None):
         cg["storage"] = dict(storage, layers=sorted(memplan.storage_weights(graph, views.memory_target(tcfg))))
     if counts_per_core:
         cg["core_counts"] = counts_per_core
+    if "xpulpv2" in tcfg["toolchain"].get("isa", ()):
+        # the Xpulp kernels' build-time constants (layer_c: the depthwise's split)
+        cg["xpulpv2"] = 1
     return cg
 
 
@@ -161,11 +164,30 @@ def group_inputs(solved, chains=()):
     return leads
 
 
-def layer_c(view, tiling, slice_, tgt, mine=None, rest=()):
+def _rq_splits(layers, graph, tgt, weights_npz):
+    """{layer: tsr_requant_t.split} of the layers whose Xpulp depthwise can
+    requantize without mulh (codegen/libraries/pulp_nn.py dw_split: known
+    from the weights, which the layer view's digest stands for)."""
+    if not weights_npz or not tgt.get("xpulpv2") or tgt["kernels"] != "pulp_nn":
+        return {}
+    from ..codegen.libraries import pulp_nn
+
+    out = {}
+    for lay in layers:
+        if pulp_nn.splits_requant(lay, graph):
+            arrays = canon.load_npz(weights_npz, [n for n in (lay.weights, lay.bias) if n])
+            k = pulp_nn.layer_split(lay, arrays)
+            if k:
+                out[lay.name] = k
+    return out
+
+
+def layer_c(view, tiling, slice_, tgt, mine=None, rest=(), weights_npz=None):
     """src/<layer>.c. For a fusion candidate's layer, `mine` is its
     schedule slice and `rest` (a step's first layer) the candidates' fused
     tilings, then each other layer's view and plan slice: the file is the
-    fused step, its empty half, or the layer itself."""
+    fused step, its empty half, or the layer itself. weights_npz: the
+    network's weights (the depthwise's build-time requantization cut)."""
     from ..codegen import fused, layer as layer_code
 
     layer, graph = layer_from_view(view)
@@ -188,6 +210,9 @@ def layer_c(view, tiling, slice_, tgt, mine=None, rest=()):
             tensors.update(parts[n][1].tensors)
         every = Graph(view["model"], "", tensors, members, [], [])
         second, second_slice = members[1], plans[names[1]]
+        splits = _rq_splits(members, every, tgt, weights_npz)
+        if splits:
+            tgt = dict(tgt, rq_split=splits)
         if ft["kind"] == "add":
             # an add epilogue: the layer's own loop on the epilogue's tiling
             return layer_code.generate(layer, every, ft["tiling"], slice_, tgt, view["model"],
@@ -201,6 +226,9 @@ def layer_c(view, tiling, slice_, tgt, mine=None, rest=()):
         return fused.stub(layer, group["step"], view["model"], tgt["prefix"])
     if "storage" in tgt:
         tgt = dict(tgt, layer_index=view["index"])    # its tiles in the out-of-core program
+    splits = _rq_splits([layer], graph, tgt, weights_npz)
+    if splits:
+        tgt = dict(tgt, rq_split=splits)
     return layer_code.generate(layer, graph, tiling, slice_, tgt, view["model"])
 
 

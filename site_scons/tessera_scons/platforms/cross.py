@@ -6,6 +6,7 @@ and turns a linker overflow into one line naming the YAML field to change.
     elf = firmware(env, target, arch, objects, libs, outdir)   # outdir/link.ld, firmware.elf
 """
 
+import fnmatch
 import os
 import subprocess
 import sys
@@ -54,8 +55,13 @@ def firmware(env, target, arch, objects, libs, outdir):
     """Declare outdir/link.ld (from the target's memory map) and
     outdir/firmware.elf linked with it, and its link map firmware.map
     (what the report counts code by); returns the ELF node."""
+    members = {}
+    for pat in arch.get("code_layout", {}).get("each") and arch["code_layout"]["first"] or ():
+        for lib in libs:
+            if pat.endswith(":") and fnmatch.fnmatch(os.path.basename(str(lib)) + ":", pat):
+                members[pat] = [os.path.basename(str(o)) for o in lib.sources]
     try:
-        view = linker.view(target, arch)
+        view = linker.view(target, arch, members)
     except TesseraError as err:
         from .. import fail
 

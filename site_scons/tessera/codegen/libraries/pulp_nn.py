@@ -108,3 +108,63 @@ def kernel_function(layer, graph):
     if why is not None or layer.weight_offset or layer.op not in KERNELS:
         return reference.kernel_function(layer)
     return KERNELS[layer.op]
+
+
+def dw_split(weights, bias, input_offset, mul, shift, zero_point):
+    """tsr_requant_t.split of a 3x3 depthwise layer (kernels/pulp_nn/depthwise.c,
+    DW_SPLIT1): (T << 8) | K when every channel's requantization can do
+    without mulh, else 0. mul = mh * 2^K + ml * 2^T (T: the zero low bits
+    of every channel's multiplier), sh2 = shift - K; the kernel computes
+    t = acc * mh + ((acc * ml) >> (K - T)), then (t + (zp << sh2) + 2^(sh2 - 1)) >> sh2
+    in 32 bits, which is exact when acc * ml and that sum stay inside int32
+    for every accumulator the channel can reach: bias + sum((x + off) * w)
+    with x any int8 (the padding the kernel stores, -off, included). The
+    first K that passes (all pass alike: the result is exact). weights
+    [C, ...] int8, bias [C] or None, mul and shift [C] or [1]."""
+    w = np.asarray(weights, dtype=np.int64).reshape(len(weights), -1)
+    c = w.shape[0]
+    b = np.zeros(c, np.int64) if bias is None else np.broadcast_to(np.asarray(bias, np.int64).reshape(-1), (c,))
+    mul = np.broadcast_to(np.asarray(mul, np.int64).reshape(-1), (c,))
+    shift = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (c,))
+    if (mul <= 0).any() or (mul >= 2**31).any() or (shift < 33).any() or (shift > 54).any():
+        return 0
+    base = b + input_offset * w.sum(axis=1)
+    acc = [base + np.where(w > 0, -128 * w, 127 * w).sum(axis=1),
+           base + np.where(w > 0, 127 * w, -128 * w).sum(axis=1)]
+    t0 = min(int(m & -m).bit_length() - 1 for m in mul.tolist())
+    lo, hi = -2**31, 2**31
+    for cut in range(t0 + 1, 32):
+        mh, ml, sh2 = mul >> cut, (mul & (2**cut - 1)) >> t0, shift - cut
+        if (sh2 < 1).any():
+            break
+        zs = zero_point * 2**sh2
+        ok = True
+        for a in acc:   # t is monotonic in acc: the ends bound it
+            low = a * ml
+            t = a * mh + (low >> (cut - t0)) + zs + 2**(sh2 - 1)
+            mid = a * mh + (low >> (cut - t0))
+            ok = ok and bool((low >= lo).all() and (low < hi).all() and (t >= lo).all() and (t < hi).all()
+                             and (mid >= lo).all() and (mid < hi).all() and (zs >= lo).all() and (zs < hi).all())
+        if ok:
+            return t0 << 8 | cut
+    return 0
+
+
+def splits_requant(layer, graph):
+    """Whether a layer may take dw_split's requantization: a 3x3 depthwise
+    on these kernels with the usual requantization (round half up, no
+    additive term, one multiplier per channel or tensor)."""
+    rq = layer.requant
+    return (layer.op == "depthwise" and list(layer.kernel) == [3, 3] and rq is not None
+            and rq.rounding == "half_up" and not any(rq.add) and not rq.neg_mul and rq.shape is None
+            and not rq.divisor and not rq.add_shift and not layer.weight_offset and not layer.dilation
+            and bias_plane(layer) is None and kernel_function(layer, graph) == KERNELS["depthwise"])
+
+
+def layer_split(layer, arrays):
+    """dw_split of a layer (splits_requant) from its arrays ([kh, kw, C]
+    weights, as the graph holds them)."""
+    w = np.asarray(arrays[layer.weights])
+    bias = arrays[layer.bias].reshape(-1) if layer.bias else None
+    return dw_split(w.reshape(-1, w.shape[-1]).T, bias, layer.input_offset, layer.requant.mul,
+                    layer.requant.shift, layer.requant.zero_point)
