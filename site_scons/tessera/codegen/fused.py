@@ -24,7 +24,7 @@ from ..util.cname import c_comment
 from ..errors import TesseraError
 from ..tiler.memory import align_up
 from ..config.views import param_arrays, tiler_layer
-from .cfmt import ROUNDING, header_comment, immediate_offsets
+from .cfmt import ROUNDING, header_comment, offsets_table
 from .layer import symbol
 from .libraries import input_offset, library
 
@@ -172,12 +172,12 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
                b["pad_t"], dw.pad[1], b["pad_b"], dw.pad[3], 1 if i == 0 else 0]
         out.append("    {" + ", ".join(map(str, row)) + "},")
     out.append("};\n")
-    out.append(f"static const uint32_t l1_in[{bufs}] = {{{', '.join(str(offs[f'in{i}']) for i in range(bufs))}}};")
-    out.append(f"static const uint32_t l1_out[{bufs}] = {{{', '.join(str(offs[f'out{i}']) for i in range(bufs))}}};\n")
+    out += offsets_table("l1_in", [offs[f"in{i}"] for i in range(bufs)], target, bufs)
+    out += offsets_table("l1_out", [offs[f"out{i}"] for i in range(bufs)], target, bufs) + [""]
     if epilogue is not None:
         from .layer import _epilogue_args, _epilogue_decls
-        out.append(f"static const uint32_t l1_skip[{bufs}] = "
-                   f"{{{', '.join(str(offs[f'skip{i}']) for i in range(bufs))}}};   /* {c_comment(skip)}'s band */\n")
+        out += offsets_table("l1_skip", [offs[f"skip{i}"] for i in range(bufs)], target, bufs,
+                             f"   /* {c_comment(skip)}'s band */") + [""]
         out.extend(_epilogue_decls(add, graph, library(target["kernels"])))
     shared = ft.get("scheme") == "shared"
     if shared:
@@ -253,12 +253,12 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
         if "bias" in params_at[layer.name]:
             out.append(f"    a.{part}.bias = (const int32_t *)({L1} + {params_at[layer.name]['bias']});")
     esize_in, esize_out = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
-    out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in[0], {L2} + {first_slice['inputs'][0]}, {W}, {C}, "
+    out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in(0), {L2} + {first_slice['inputs'][0]}, {W}, {C}, "
                f"{esize_in}, &bands[0]);")
 
     def skip_in(b, band):
         # the add's other input: the output band's rows, every column and channel
-        return (f"tsr_dma_box(&in[{b}], ENGINE_ACT, {L1} + l1_skip[{b}], {L2} + {skip_at}, {Wo}, {Co}, "
+        return (f"tsr_dma_box(&in[{b}], ENGINE_ACT, {L1} + l1_skip({b}), {L2} + {skip_at}, {Wo}, {Co}, "
                 f"{ir.DTYPES[graph.tensor(skip).dtype]}, {band}.oh0, {band}.oh, 0, {Wo}, 0, {Co}, 1);")
     if epilogue is not None:
         out.append("    " + skip_in(0, "bands[0]"))
@@ -271,21 +271,21 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
     if bufs > 1:
         out.append("        if (i + 1 < NBANDS)")
         out.append(("            {\n    " if epilogue is not None else "")
-                   + f"            tsr_tile_in(&in[(i + 1) % {bufs}], ENGINE_ACT, {L1} + l1_in[(i + 1) % {bufs}], "
+                   + f"            tsr_tile_in(&in[(i + 1) % {bufs}], ENGINE_ACT, {L1} + l1_in((i + 1) % {bufs}), "
                    f"{L2} + {first_slice['inputs'][0]}, {W}, {C}, {esize_in}, &bands[i + 1]);")
         if epilogue is not None:
             out.append("                " + skip_in(f"(i + 1) % {bufs}", "bands[i + 1]") + "\n            }")
     out.append("        hal_dma_wait(&out[b]);")
     if kind == "dw_pw":
-        out += [f"        a.dw.in = {L1} + l1_in[b];", "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
+        out += [f"        a.dw.in = {L1} + l1_in(b);", "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
                 "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
-                f"        a.pw.out = {L1} + l1_out[b];", "        a.pw.out_h = t->oh;", "        a.pw.in_h = t->oh;",
+                f"        a.pw.out = {L1} + l1_out(b);", "        a.pw.out_h = t->oh;", "        a.pw.in_h = t->oh;",
                 "        a.pw.in_w = t->ow;"]
     else:
-        out += [f"        a.pw.in = {L1} + l1_in[b];", "        a.pw.in_h = t->ih;", "        a.pw.out_h = t->ih;",
+        out += [f"        a.pw.in = {L1} + l1_in(b);", "        a.pw.in_h = t->ih;", "        a.pw.out_h = t->ih;",
                 "        a.dw.in_h = t->ih;", "        a.dw.out_h = t->oh;",
                 "        a.dw.pad_t = t->pad_t;", "        a.dw.pad_b = t->pad_b;",
-                f"        a.dw.out = {L1} + l1_out[b];"]
+                f"        a.dw.out = {L1} + l1_out(b);"]
     if not shared:
         loop = ["        hal_fork(compute, &a);"]
     elif kind == "dw_pw" or variant == "pw_dw_rows":
@@ -309,17 +309,17 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
                 "        }"]
     if epilogue is not None:
         mine, other = ("a", "b") if add_first else ("b", "a")
-        loop += [f"        e.{mine} = {L1} + l1_out[b];", f"        e.{other} = {L1} + l1_skip[b];",
-                 f"        e.out = {L1} + l1_out[b];", f"        e.n = t->oh * {Wo * Co};",
+        loop += [f"        e.{mine} = {L1} + l1_out(b);", f"        e.{other} = {L1} + l1_skip(b);",
+                 f"        e.out = {L1} + l1_out(b);", f"        e.n = t->oh * {Wo * Co};",
                  "        hal_fork(compute_add, &e);   /* in place: the sum over the output band */"]
     out += [*loop,
-            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {out_at}, {L1} + l1_out[b], {Wo}, {Co}, "
+            f"        tsr_tile_out(&out[b], ENGINE_ACT, {L2} + {out_at}, {L1} + l1_out(b), {Wo}, {Co}, "
             f"{esize_out}, t);",
             "    }"]
     for i in range(bufs):
         out.append(f"    hal_dma_wait(&out[{i}]);")
     out.append("}")
-    return immediate_offsets("\n".join(out) + "\n", target)
+    return "\n".join(out) + "\n"
 
 
 def stream_copies(arrays, stream, prefix):

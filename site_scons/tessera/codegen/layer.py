@@ -29,7 +29,7 @@ from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
 from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, immediate_offsets, int_list, symbol
+from .cfmt import ROUNDING, header_comment, int_list, offsets_table, symbol
 from .libraries import library
 from .program import gather_dst
 from . import split
@@ -261,18 +261,15 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     out.append("")
 
     # L1 regions (offsets into the tile arena), per buffer
-    def offs(key):
-        vals = l1[key]
-        return "{" + ", ".join(str(v) for v in vals) + "}"
     for i, in_offs in enumerate(l1["in"]):
-        out.append(f"static const uint32_t l1_in{i}[{bufs}] = {{{', '.join(map(str, in_offs))}}};")
-    out.append(f"static const uint32_t l1_out[{bufs}] = {offs('out')};")
+        out += offsets_table(f"l1_in{i}", in_offs, target, bufs)
+    out += offsets_table("l1_out", l1["out"], target, bufs)
     if layer.weights or operand_as_weights(layer, graph):
-        out.append(f"static const uint32_t l1_w[{bufs}] = {offs('weights')};")
+        out += offsets_table("l1_w", l1["weights"], target, bufs)
     if params:
-        out.append(f"static const uint32_t l1_p[{bufs}] = {offs('params')};")
+        out += offsets_table("l1_p", l1["params"], target, bufs)
     if epilogue is not None:
-        out.append(f"static const uint32_t l1_skip[{bufs}] = {offs('skip')};   /* {c_comment(skip)}'s tile */")
+        out += offsets_table("l1_skip", l1["skip"], target, bufs, f"   /* {c_comment(skip)}'s tile */")
     out.append("")
 
     rq_decl, rq_ref = _requant_block(layer, params, per_channel_rq)
@@ -331,7 +328,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         xt = graph.tensor(layer.inputs[i])
         moved = spill.get(f"in{i}")
         if moved is None:
-            out.append("    " + _box_in(plan_slice, loader, "&in[b]", f"{prefix}_L1 + l1_in{i}[b]",
+            out.append("    " + _box_in(plan_slice, loader, "&in[b]", f"{prefix}_L1 + l1_in{i}(b)",
                                         f"{prefix}_L2 + {src}", xt, in_esize))
             continue
         if moved.get("band"):
@@ -348,7 +345,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                        f"{prefix}_{target['spill']['level']} + {moved['at']} + t->ih0 * {row}, "
                        f"(uint32_t)t->ih * {row}u, 1, 0, 0, 1, 0, 0);\n"
                        f"            hal_dma_wait(&io);\n        }}\n        box.ih0 = 0;\n"
-                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + "
+                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}(b), {prefix}_L2 + "
                        f"{moved['bounce']}, {xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n    }}")
             continue
         if moved.get("slot"):
@@ -356,7 +353,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             out.append(f"    {{   /* input {i} lives in {target['spill']['level']}: read ahead into a bounce slot */\n"
                        f"        tsr_tile_t box = *t;\n        hal_dma_wait(&fetched[b]);\n"
                        f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
-                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + "
+                       f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}(b), {prefix}_L2 + "
                        f"{moved['bounce']} + b * {moved['slot']}, t->iw, t->ic, {in_esize}, &box);\n    }}")
             continue
         # the box comes from the spill level into a compact bounce buffer, then
@@ -367,12 +364,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                    f"{prefix}_{target['spill']['level']} + {moved['at']}, {xt.shape[1]}, {xt.shape[2]}, "
                    f"{in_esize}, t);\n        hal_dma_wait(&io);\n"
                    f"        box.ih0 = 0;\n        box.iw0 = 0;\n        box.ic0 = 0;\n"
-                   f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], {prefix}_L2 + {moved['bounce']}, "
+                   f"        {loader}(&in[b], ENGINE_ACT, {prefix}_L1 + l1_in{i}(b), {prefix}_L2 + {moved['bounce']}, "
                    f"t->iw, t->ic, {in_esize}, &box);\n    }}")
     if epilogue is not None:
         # the add's other input: the box of the output tile, beside the inputs
         st = graph.tensor(skip)
-        out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_skip[b], {prefix}_L2 + {skip_at}, "
+        out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_skip(b), {prefix}_L2 + {skip_at}, "
                    f"{st.shape[1]}, {st.shape[2]}, {ir.DTYPES[st.dtype]}, t->oh0, t->oh, t->ow0, t->ow, t->oc0, "
                    f"t->oc, 1);")
     if operand_as_weights(layer, graph):
@@ -387,7 +384,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         # (a trans_b operand [Bb, N, K]: rows oc0.. of every batch)
         box = (f"0, {bt.shape[0]}, t->oc0, t->oc, 0, {bt.shape[2]}" if layer.trans_b else
                f"0, {bt.shape[0]}, 0, {bt.shape[1]}, t->oc0, t->oc")
-        out.append(f"    if (t->new_weights)\n        tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_w[wb], "
+        out.append(f"    if (t->new_weights)\n        tsr_dma_box(&in[b], ENGINE_ACT, {prefix}_L1 + l1_w(wb), "
                    f"{prefix}_L2 + {plan_slice['inputs'][1]}, {bt.shape[1]}, {bt.shape[2]}, {ir.DTYPES[bt.dtype]}, "
                    f"{box}, 1);")
     if layer.weights or params:
@@ -397,12 +394,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                        f"            chunk = tsr_wstream_next(&{prefix}_wstream);")
         if layer.weights:
             src, first = rows_source("weights")
-            out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_w[wb], "
+            out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_w(wb), "
                        f"{src}, {view['w_bytes_per_cout']}, {first}, t->oc);")
         pos = 0
         for pname, ctype, size in params:
             src, first = rows_source(pname)
-            out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_p[wb] + {pos}, "
+            out.append(f"        tsr_rows_in(&w[wb], ENGINE_W, {prefix}_L1 + l1_p(wb) + {pos}, "
                        f"{src}, {size}, {first}, t->oc);")
             pos += size * tc_max
         out.append("    }")
@@ -521,9 +518,9 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     out.extend("        " + line for line in plane_tile)
     out.append("        hal_fork(compute, &a);")
     if epilogue is not None:
-        out.append(f"        e.{'a' if add.inputs[0] == layer.output else 'b'} = {prefix}_L1 + l1_out[b];\n"
-                   f"        e.{'b' if add.inputs[0] == layer.output else 'a'} = {prefix}_L1 + l1_skip[b];\n"
-                   f"        e.out = {prefix}_L1 + l1_out[b];\n        e.n = t->oh * t->ow * t->oc;\n"
+        out.append(f"        e.{'a' if add.inputs[0] == layer.output else 'b'} = {prefix}_L1 + l1_out(b);\n"
+                   f"        e.{'b' if add.inputs[0] == layer.output else 'a'} = {prefix}_L1 + l1_skip(b);\n"
+                   f"        e.out = {prefix}_L1 + l1_out(b);\n        e.n = t->oh * t->ow * t->oc;\n"
                    f"        hal_fork(compute_add, &e);   /* in place: the sum over the output tile */")
     moved = spill.get("out")
     if moved is not None and moved.get("band") and (rows_first(tiling) or tiling["tile"]["c"] >= y.shape[2]):
@@ -535,7 +532,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
                    f"            box.oh0 = 0;\n"
                    f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, "
-                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n"
+                   f"{prefix}_L1 + l1_out(b), {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n"
                    f"            hal_dma_wait(&io);\n"
                    f"            if (i + 1 == NTILES || {last}) {{\n"
                    f"                int8_t *band = {prefix}_{target['spill']['level']} + {moved['at']} + "
@@ -552,12 +549,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
                    f"            uint32_t n = (uint32_t)t->oh * {row}u;\n"
                    f"            hal_dma_start(&io, ENGINE_SPILL, {prefix}_L2 + {moved['bounce']}, band, n, 1, 0, 0, 1, 0, 0);\n"
                    f"            hal_dma_wait(&io);\n            box.oh0 = 0;\n"
-                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out[b], "
+                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out(b), "
                    f"{y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
                    f"            hal_dma_start(&out[b], ENGINE_SPILL, band, {prefix}_L2 + {moved['bounce']}, n, 1, 0, 0, 1, 0, 0);\n"
                    f"            hal_dma_wait(&out[b]);\n        }}")
     elif moved is None:
-        out.append("        " + _box_out(plan_slice, "&out[b]", f"{prefix}_L2 + {out_at}", f"{prefix}_L1 + l1_out[b]",
+        out.append("        " + _box_out(plan_slice, "&out[b]", f"{prefix}_L2 + {out_at}", f"{prefix}_L1 + l1_out(b)",
                                              y, out_esize))
     elif moved.get("slot"):
         # through bounce slot b, its write-back to the spill level left running
@@ -565,7 +562,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
                    f"            int8_t *slot = {prefix}_L2 + {moved['bounce']} + b * {moved['slot']};\n"
                    f"            box.oh0 = 0;\n            box.ow0 = 0;\n            box.oc0 = 0;\n"
-                   f"            tsr_tile_out(&io, ENGINE_ACT, slot, {prefix}_L1 + l1_out[b], "
+                   f"            tsr_tile_out(&io, ENGINE_ACT, slot, {prefix}_L1 + l1_out(b), "
                    f"t->ow, t->oc, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
                    f"            tsr_tile_out(&out[b], ENGINE_SPILL, {prefix}_{target['spill']['level']} + {moved['at']}, "
                    f"slot, {y.shape[1]}, {y.shape[2]}, {out_esize}, t);\n        }}")
@@ -573,7 +570,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         # through a bounce buffer to the spill level, at once: the next tile reuses it
         out.append(f"        {{\n            hal_dma_job_t io = {{0}};\n            tsr_tile_t box = *t;\n"
                    f"            box.oh0 = 0;\n            box.ow0 = 0;\n            box.oc0 = 0;\n"
-                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out[b], "
+                   f"            tsr_tile_out(&io, ENGINE_ACT, {prefix}_L2 + {moved['bounce']}, {prefix}_L1 + l1_out(b), "
                    f"t->ow, t->oc, {out_esize}, &box);\n            hal_dma_wait(&io);\n"
                    f"            tsr_tile_out(&out[b], ENGINE_SPILL, {prefix}_{target['spill']['level']} + {moved['at']}, "
                    f"{prefix}_L2 + {moved['bounce']}, {y.shape[1]}, {y.shape[2]}, {out_esize}, t);\n"
@@ -583,7 +580,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"    hal_dma_wait(&out[{b}]);")
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
-    return immediate_offsets(text.replace("\n\n\n", "\n\n") + "\n", target)
+    return text.replace("\n\n\n", "\n\n") + "\n"
 
 
 def _epilogue_decls(add, graph, lib):
@@ -745,7 +742,7 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
         out.append("            if (i > 0 && t->new_weights)\n                wb ^= 1;")
     for i in range(len(l1["in"])):
         if f"in{i}" in spill and not spill[f"in{i}"].get("band"):
-            out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}[b];")
+            out.append(f"            dst[{i}] = {prefix}_L1 + l1_in{i}(b);")
     if stream is not None:
         out += gather_dst(prefix, bool(layer.weights), params, tc_max, "wb", " " * 12)
     out.append("            tsr_prog_gather(c, dst, t->new_weights, ENGINE_ACT);")
@@ -756,13 +753,13 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
             # the band of the tile's rows, every channel, read once for the
             # band's tiles: the tile's box cut from it in the in pool
             out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.ih0 = 0;\n"
-                       f"                {loader}(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}[b], "
+                       f"                {loader}(&job, ENGINE_ACT, {prefix}_L1 + l1_in{i}(b), "
                        f"(int8_t *)tsr_prog_ref(c, {i}), {xt.shape[1]}, {xt.shape[2]}, {in_esize}, &box);\n"
                        f"                hal_dma_wait(&job);\n            }}")
             continue
         if f"in{i}" in spill:
             continue
-        out.append("            " + _box_in(plan_slice, "tsr_tile_in", "&job", f"{prefix}_L1 + l1_in{i}[b]",
+        out.append("            " + _box_in(plan_slice, "tsr_tile_in", "&job", f"{prefix}_L1 + l1_in{i}(b)",
                                                 f"{prefix}_L2 + {src}", xt, in_esize))
     if operand_as_weights(layer, graph):
         raise FitError(f"layer {layer.name}", "a layer with a right operand touches the card",
@@ -770,11 +767,11 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
     if stream is None and (layer.weights or params):
         out.append("            if (t->new_weights) {")
         if layer.weights:
-            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_w[wb], "
+            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_w(wb), "
                        f"{symbol(prefix, layer.name, 'weights')}, {view['w_bytes_per_cout']}, t->oc0, t->oc);")
         pos = 0
         for pname, ctype, size in params:
-            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_p[wb] + {pos}, "
+            out.append(f"                tsr_rows_in(&job, ENGINE_W, {prefix}_L1 + l1_p(wb) + {pos}, "
                        f"{symbol(prefix, layer.name, pname)}, {size}, t->oc0, t->oc);")
             pos += size * tc_max
         out.append("            }")
@@ -788,15 +785,15 @@ def _program_loop(layer, graph, plan_slice, target, lib, params, per_channel_rq,
         # rows), filled by its tiles, written by the program after its last
         out.append(f"            {{\n                tsr_tile_t box = *t;\n                box.oh0 = 0;\n"
                    f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
-                   f"{prefix}_L1 + l1_out[b], {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            }}")
+                   f"{prefix}_L1 + l1_out(b), {y.shape[1]}, {y.shape[2]}, {out_esize}, &box);\n            }}")
     elif "out" in spill:
         out.append(f"            {{\n                tsr_tile_t box = *t;\n"
                    f"                box.oh0 = 0;\n                box.ow0 = 0;\n                box.oc0 = 0;\n"
                    f"                tsr_tile_out(&job, ENGINE_ACT, tsr_program.pool[TSR_POOL_OUT] + c->c, "
-                   f"{prefix}_L1 + l1_out[b], t->ow, t->oc, {out_esize}, &box);\n            }}")
+                   f"{prefix}_L1 + l1_out(b), t->ow, t->oc, {out_esize}, &box);\n            }}")
     else:
         out.append("            " + _box_out(plan_slice, "&job", f"{prefix}_L2 + {plan_slice['output']}",
-                                                 f"{prefix}_L1 + l1_out[b]", y, out_esize))
+                                                 f"{prefix}_L1 + l1_out(b)", y, out_esize))
     out.append("            hal_dma_wait(&job);")
     out.append("        }\n        return;\n    }")
     return out

@@ -18,10 +18,10 @@ def gather_dst(prefix, weights, params, tc_max, wb, indent):
     its constants: the weights (when `weights`), then each parameter
     array's rows (params: [(name, C type, bytes per channel)]), in
     weight buffer `wb`."""
-    out = [f"{indent}dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w[{wb}];"] if weights else []
+    out = [f"{indent}dst[TSR_KIND_WEIGHTS] = {prefix}_L1 + l1_w({wb});"] if weights else []
     pos = 0
     for p, (_, _, size) in enumerate(params):
-        out.append(f"{indent}dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p[{wb}] + {pos};")
+        out.append(f"{indent}dst[TSR_KIND_PARAM + {p}] = {prefix}_L1 + l1_p({wb}) + {pos};")
         pos += size * tc_max
     return out
 

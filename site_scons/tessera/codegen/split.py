@@ -22,7 +22,7 @@ from .. import ir
 from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, immediate_offsets
+from .cfmt import ROUNDING, header_comment, offsets_table
 from .program import gather_dst
 from .libraries import input_offset, library, split_kernel
 
@@ -102,10 +102,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
                s["ic0"], s["ic"], *s["pad"], new_w]
         out.append("    {" + ", ".join(map(str, row)) + "},")
     out += ["};", ""]
-    out.append(f"static const uint32_t l1_in0[{bufs}] = {{{', '.join(map(str, l1['in'][0]))}}};")
+    out += offsets_table("l1_in0", l1["in"][0], target, bufs)
     for key, cname in (("out", "l1_out"), ("weights", "l1_w"), ("params", "l1_p")):
         vals = (l1[key] * bufs)[:bufs]      # one weight buffer: both steps' parity use it
-        out.append(f"static const uint32_t {cname}[{bufs}] = {{{', '.join(map(str, vals))}}};")
+        out += offsets_table(cname, vals, target, bufs)
     out.append(f"#define L1_ACC {l1['acc']}   /* the output tile's int32 sums */")
     out.append("")
     rq = layer.requant
@@ -122,7 +122,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if on_card:
         out += _program_steps(layer, graph, plan_slice, target, ref, params, tc_max, per_channel_rq, rq, lib,
                               prog, (W, C, in_esize, Wo, Co, out_esize))
-        return immediate_offsets("\n".join(out) + "\n", target)
+        return "\n".join(out) + "\n"
 
     # chunk k of tile t: its input box, its weights (a [oc][window][kc] block)
     # weights streamed through a staging level arrive in chunks of whole
@@ -148,10 +148,10 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         # while the previous tile's last step computes: its weights are in L1)
         out.append(f"    if (k == 0 && t->new_weights && t->oc0 % {stream['chunk_c']} == 0)\n"
                    f"        chunk = tsr_wstream_next(&{prefix}_wstream);")
-    out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {L1} + l1_in0[b], {L2} + {plan_slice['inputs'][0]}, {W}, {C}, "
+    out.append(f"    tsr_dma_box(&in[b], ENGINE_ACT, {L1} + l1_in0(b), {L2} + {plan_slice['inputs'][0]}, {W}, {C}, "
                f"{in_esize}, t->ih0, t->ih, t->iw0, t->iw, k0, kc, 1);")
     src, first = source("weights")
-    out.append(f"    tsr_dma_box(&w[b], ENGINE_W, {L1} + l1_w[b], (int8_t *){src}, {window}, {C}, 1, "
+    out.append(f"    tsr_dma_box(&w[b], ENGINE_W, {L1} + l1_w(b), (int8_t *){src}, {window}, {C}, 1, "
                f"{first}, t->oc, 0, {window}, k0, kc, 1);")
     out.append("}\n")
 
@@ -170,7 +170,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         pos = 0
         for pname, _, size in params:
             src, first = source(pname)
-            out.append(f"            tsr_rows_in(&wb_job, ENGINE_W, {L1} + l1_p[0] + {pos}, {src}, {size}, "
+            out.append(f"            tsr_rows_in(&wb_job, ENGINE_W, {L1} + l1_p(0) + {pos}, {src}, {size}, "
                        f"{first}, t->oc);")
             pos += size * tc_max
         out.append("            hal_dma_wait(&wb_job);\n        }")
@@ -183,8 +183,8 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.extend("            " + line for line in ref.tile_args(layer, params, tc_max, prefix, per_channel_rq,
                                                                 graph=graph))
     out.append("            a.in_c = k + 1 < NCHUNKS ? KC : " + str(C) + " - k * KC;")
-    out.append(f"            a.weights = {L1} + l1_w[b];")
-    out.append(f"            a.out = {L1} + l1_out[0];")
+    out.append(f"            a.weights = {L1} + l1_w(b);")
+    out.append(f"            a.out = {L1} + l1_out(0);")
     if layer.op == "linear":
         out.append("            a.out_h = 1;\n            a.out_w = 1;")
     out.append("            s.first = k == 0;\n            s.last = k + 1 == NCHUNKS;")
@@ -193,12 +193,12 @@ def generate(layer, graph, tiling, plan_slice, target, model):
         out.append("            if (k + 1 < NCHUNKS)\n                load(t, k + 1, 0, in, w);\n"
                    "            else if (i + 1 < NTILES)\n                load(&tiles[i + 1], 0, 0, in, w);")
     out.append("        }")
-    out.append(f"        tsr_tile_out(&io, ENGINE_ACT, {L2} + {plan_slice['output']}, {L1} + l1_out[0], {Wo}, {Co}, "
+    out.append(f"        tsr_tile_out(&io, ENGINE_ACT, {L2} + {plan_slice['output']}, {L1} + l1_out(0), {Wo}, {Co}, "
                f"{out_esize}, t);")
     out.append("        hal_dma_wait(&io);   /* the next tile's last chunk writes the same buffer */")
     out.append("    }")
     out.append("}")
-    return immediate_offsets("\n".join(out) + "\n", target)
+    return "\n".join(out) + "\n"
 
 
 def _args(layer, graph, l1, target, ref, rq, per_channel_rq, lib):
@@ -255,19 +255,19 @@ def _program_steps(layer, graph, plan_slice, target, ref, params, tc_max, per_ch
     # (a tile's first step brings its channels' parameter rows: no ref on the others)
     out += gather_dst(prefix, True, params, tc_max, 0, " " * 12)
     out.append("            tsr_prog_gather(c, dst, 1, ENGINE_ACT);")
-    out.append(f"            tsr_dma_box(&job, ENGINE_ACT, {L1} + l1_in0[0], {L2} + {plan_slice['inputs'][0]}, {W}, "
+    out.append(f"            tsr_dma_box(&job, ENGINE_ACT, {L1} + l1_in0(0), {L2} + {plan_slice['inputs'][0]}, {W}, "
                f"{C}, {in_esize}, t->ih0, t->ih, t->iw0, t->iw, k0, kc, 1);")
     out.append("            hal_dma_wait(&job);")
     out.extend("            " + line for line in ref.tile_args(layer, params, tc_max, prefix, per_channel_rq,
                                                                 graph=graph))
     out.append("            a.in_c = kc;")
-    out.append(f"            a.out = {L1} + l1_out[0];")
+    out.append(f"            a.out = {L1} + l1_out(0);")
     if layer.op == "linear":
         out.append("            a.out_h = 1;\n            a.out_w = 1;")
     out.append("            s.first = k == 0;\n            s.last = k + 1 == NCHUNKS;")
     out.append("            hal_fork(compute, &s);")
     out.append("        }")
-    out.append(f"        tsr_tile_out(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {L1} + l1_out[0], {Wo}, {Co}, "
+    out.append(f"        tsr_tile_out(&job, ENGINE_ACT, {L2} + {plan_slice['output']}, {L1} + l1_out(0), {Wo}, {Co}, "
                f"{out_esize}, t);")
     out.append("        hal_dma_wait(&job);")
     out.append("    }")

@@ -143,43 +143,43 @@ def tile_args(layer, params, tc_max, prefix, per_channel_rq, graph):
         pos[name] = at
         at += size * tc_max
     if layer.op in CONV_LIKE:
-        lines += [f"a.in = {L1} + l1_in0[b];", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.in_c = t->ic;",
-                  f"a.weights = {L1} + l1_w[wb];"]
+        lines += [f"a.in = {L1} + l1_in0(b);", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.in_c = t->ic;",
+                  f"a.weights = {L1} + l1_w(wb);"]
         if "bias" in pos:
-            lines.append(f"a.bias = (const int32_t *)({L1} + l1_p[wb] + {pos['bias']});")
-        lines += [f"a.out = {L1} + l1_out[b];", "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;",
+            lines.append(f"a.bias = (const int32_t *)({L1} + l1_p(wb) + {pos['bias']});")
+        lines += [f"a.out = {L1} + l1_out(b);", "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;",
                   "a.pad_t = t->pad_t;", "a.pad_l = t->pad_l;", "a.pad_b = t->pad_b;", "a.pad_r = t->pad_r;"]
     elif layer.op in POOLS:
-        lines += [f"a.in = {L1} + l1_in0[b];", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.c = t->oc;",
-                  f"a.out = {L1} + l1_out[b];", "a.out_h = t->oh;", "a.out_w = t->ow;",
+        lines += [f"a.in = {L1} + l1_in0(b);", "a.in_h = t->ih;", "a.in_w = t->iw;", "a.c = t->oc;",
+                  f"a.out = {L1} + l1_out(b);", "a.out_h = t->oh;", "a.out_w = t->ow;",
                   "a.pad_t = t->pad_t;", "a.pad_l = t->pad_l;", "a.pad_b = t->pad_b;", "a.pad_r = t->pad_r;"]
     elif layer.op == "matmul":
         batches, k, _ = graph.tensor(layer.inputs[1]).shape
         # the right operand's tile is [batches][k][t->oc]; one matrix serves every batch
         at = f" + t->oh0 * {k} * t->oc" if batches > 1 else ""
-        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_w[wb]{at};",
-                  f"a.b_batch = {f'{k} * t->oc' if batches > 1 else 0};", f"a.out = {L1} + l1_out[b];",
+        lines += [f"a.a = {L1} + l1_in0(b);", f"a.b = {L1} + l1_w(wb){at};",
+                  f"a.b_batch = {f'{k} * t->oc' if batches > 1 else 0};", f"a.out = {L1} + l1_out(b);",
                   "a.out_h = t->oh;", "a.out_w = t->ow;", "a.out_c = t->oc;"]
     elif channel_operand(layer, graph):   # the vector's channel block is in the weight buffer
-        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_w[wb];", f"a.out = {L1} + l1_out[b];",
+        lines += [f"a.a = {L1} + l1_in0(b);", f"a.b = {L1} + l1_w(wb);", f"a.out = {L1} + l1_out(b);",
                   "a.out_h = a.a_h = t->oh;", "a.out_w = a.a_w = t->ow;", "a.out_c = a.a_c = a.b_c = t->oc;"]
     elif layer.op == "mul":   # same shapes: every operand is the tile
-        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
+        lines += [f"a.a = {L1} + l1_in0(b);", f"a.b = {L1} + l1_in1(b);", f"a.out = {L1} + l1_out(b);",
                   "a.out_h = a.a_h = a.b_h = t->oh;", "a.out_w = a.a_w = a.b_w = t->ow;",
                   "a.out_c = a.a_c = a.b_c = t->oc;"]
     elif layer.op == "lut":
-        lines += [f"a.in = {L1} + l1_in0[b];", f"a.out = {L1} + l1_out[b];", "a.pixels = t->oh * t->ow;",
+        lines += [f"a.in = {L1} + l1_in0(b);", f"a.out = {L1} + l1_out(b);", "a.pixels = t->oh * t->ow;",
                   "a.c = t->oc;",
-                  f"a.table = {L1} + l1_w[wb];" if layer.weights else
+                  f"a.table = {L1} + l1_w(wb);" if layer.weights else
                   "a.table = lut_table + (a.per_channel ? t->oc0 * 256 : 0);"]
     else:  # add
-        lines += [f"a.a = {L1} + l1_in0[b];", f"a.b = {L1} + l1_in1[b];", f"a.out = {L1} + l1_out[b];",
+        lines += [f"a.a = {L1} + l1_in0(b);", f"a.b = {L1} + l1_in1(b);", f"a.out = {L1} + l1_out(b);",
                   "a.n = t->oh * t->ow * t->oc;"]
         if per_channel_rq:
             lines += ["a.out_w = t->ow;", "a.out_c = t->oc;"]
     if per_channel_rq:
-        lines.append(f"rq.mul = (const int32_t *)({L1} + l1_p[wb] + {pos['mul']});")
+        lines.append(f"rq.mul = (const int32_t *)({L1} + l1_p(wb) + {pos['mul']});")
         if "add" in pos:
-            lines.append(f"rq.add = (const int32_t *)({L1} + l1_p[wb] + {pos['add']});")
-        lines.append(f"rq.shift = (const int8_t *)({L1} + l1_p[wb] + {pos['shift']});")
+            lines.append(f"rq.add = (const int32_t *)({L1} + l1_p(wb) + {pos['add']});")
+        lines.append(f"rq.shift = (const int8_t *)({L1} + l1_p(wb) + {pos['shift']});")
     return lines
