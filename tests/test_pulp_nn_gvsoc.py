@@ -319,6 +319,14 @@ CASES = [
     case("depthwise", 189, (9, 8, 6), 128, "f32", 8, S1),
     case("depthwise", 190, (11, 8, 5), 128, "f32", 8, S1, chw=True),
     case("depthwise", 191, (9, 12, 8), 128, "f32", 8, S1, extreme=True),
+    # stride 2 on a channel-major input: word-aligned plane rows (rows of 4,
+    # 8, 16 and odd widths, the tile's last channel gathered), and with
+    # room only for the unaligned plane
+    case("depthwise", 192, (5, 4, 8), 128, "f32", 8, S2, chw=True),
+    case("depthwise", 193, (6, 16, 8), 128, "f32", 8, S2, extreme=True, chw=True),
+    case("depthwise", 194, (7, 13, 5), 128, "f32", 8, dict(S2, pad=(0, 0, 0, 1)), chw=True),
+    case("depthwise", 195, (8, 8, 8), 128, "f32", 8, S2, chw=True),
+    case("depthwise", 196, (9, 10, 7), 128, "f32", 8, S2, chw=True, room=10 * 11 + 4),
     # pointwise storing channel-major (pnn_pointwise_chw): split by pixels
     # and by channels, an odd pixel count, leftover channels, the layer's
     # own clamp, the general requantization, int32 outputs, an offset not
