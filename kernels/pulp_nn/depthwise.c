@@ -437,12 +437,25 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * rounded up to whole words on a word-aligned plane, so the gather stores
  * each row's bytes as aligned words (`quads`) and the window loads at even
  * columns are aligned (the extra columns hold padding no window reads). */
+/* At stride 2 one column of left padding is taken too (networks padded on
+ * every side): the plane then starts one byte before a word so that its
+ * interior rows are word-aligned, and the output loops read each window
+ * from the byte before it with the weights one byte up, (0, w0, w1, w2)
+ * (`shift`): a stride-2 window's loads are aligned every other column
+ * whichever byte they start at, and the copy's stores all are (dw2's
+ * 5x64 tiles; not on rows under 16 bytes, where the channel's set-up
+ * outweighs the copy: 8x8x256 slower). lead: the bytes skipped at the scratch's start (at least
+ * one when shifted, so the first load stays inside it). */
+static inline int32_t plane_lead(const int8_t *s, int32_t pl)
+{
+    return pl ? 1 + (int32_t)((-(uintptr_t)s - 2) & 3) : (int32_t)(-(uintptr_t)s & 3);
+}
+
 static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, const int8_t *s)
 {
     const int32_t W4 = (a->in_w + a->pad_l + a->pad_r + 3) & ~3;
-    const int32_t lead = (int32_t)(-(uintptr_t)s & 3);
-    return a->pad_l == 0 && a->in_w >= 4 && a->in_h >= 1
-           && lead + (a->pad_t + a->in_h + a->pad_b) * W4 + 4 <= scratch;
+    return (a->pad_l == 0 || (a->pad_l == 1 && a->sw == 2 && a->in_w >= 16)) && a->in_w >= 4 && a->in_h >= 1
+           && plane_lead(s, a->pad_l) + (a->pad_t + a->in_h + a->pad_b) * W4 + 4 <= scratch;
 }
 
 /* stride 2, pairs of output rows (the full int8 clamp): the two windows
@@ -579,6 +592,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int8_t pad = (int8_t)-off;
     const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
     const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
+    const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
     /* the pair loops requantize without mulh (DW_SPLIT1) when the build
@@ -590,7 +604,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     int8_t *const s0 = s;
 #endif
     if (quads)
-        s += -(uintptr_t)s & 3;
+        s += plane_lead(s, pl);
     interior = s + pt * W + pl;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
@@ -600,7 +614,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         /* between rows only the padding columns: the columns a word-aligned
          * row adds after them are read only by a window's fourth byte,
          * whose weight is 0 */
-        const int32_t side = pl + a->pad_r;
+        const int32_t side = shift ? W - in_w : pl + a->pad_r;
         pad_fill(s, pt * W + pl, pad);
         for (iy = 0; side && iy + 1 < in_h; iy++)
             pad_fill(interior + iy * W + in_w, side, pad);
@@ -612,14 +626,15 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         const int8_t *wc = a->weights + (size_t)c * 9;
         /* the window rows as words with a zero fourth byte (loads at any
          * alignment; the last reads one byte past the weights, masked) */
-        const uint32_t w0 = xp_lw(wc) & 0xFFFFFFu, w1 = xp_lw(wc + 3) & 0xFFFFFFu, w2 = xp_lw(wc + 6) & 0xFFFFFFu;
+        const uint32_t x0 = xp_lw(wc) & 0xFFFFFFu, x1 = xp_lw(wc + 3) & 0xFFFFFFu, x2 = xp_lw(wc + 6) & 0xFFFFFFu;
+        const uint32_t w0 = shift ? x0 << 8 : x0, w1 = shift ? x1 << 8 : x1, w2 = shift ? x2 << 8 : x2;
         /* the offset's share, off * sum(w), joins the bias (padding holds
          * -off: it adds nothing) */
         const int32_t b = (a->bias ? a->bias[c] : 0)
                           + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
         const int32_t kc = per_channel ? c : 0, sh = ok ? a->rq->shift[kc] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
-        const int8_t *base = s, *src = a->in + DW_CH(a, c);
+        const int8_t *base = s - shift, *src = a->in + DW_CH(a, c);
         int32_t mul, zs, mh, ml, sh2, zs2;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
