@@ -578,7 +578,9 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
 
 #endif
 
-enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
+/* which output loop (plane_channels); DW_S1_SMALL: DW_S1_PAIRS without the
+ * 2x2 blocks, for planes under 64 outputs */
+enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS, DW_S1_SMALL };
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
                                                                 int8_t *s, const int mode, const int quads)
@@ -591,7 +593,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const size_t row_stride = (size_t)in_w * C;
     const int8_t pad = (int8_t)-off;
     const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
-    const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
+    const int pairs = mode == DW_S1_PAIRS || mode == DW_S1_SMALL, s2pairs = mode == DW_S2_PAIRS;
     const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
@@ -702,7 +704,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
-        if (pairs && K && out_h * out_w >= 64) {
+        if (mode == DW_S1_PAIRS && K && out_h * out_w >= 64) {
             /* pairs of rows in 2x2 blocks, an odd last row in pairs (not on
              * small planes: measured slower on 4x4) */
             const int32_t nq = out_h >> 1, np = out_w >> 1;
@@ -743,6 +745,9 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         return plane_body(a, c0, c1, s, mode, quads);                                                      \
     }
 DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0)
+/* small planes (dw13's 4x4) without the 2x2 blocks' code: the channel's
+ * set-up and its loop in fewer instruction lines */
+DW_PLANE_FN(plane_s1_small, DW_S1_SMALL, 0)
 DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0)
 DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0)
 DW_PLANE_FN(plane_any, DW_ANY, 0)
@@ -769,7 +774,8 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
     const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
     const int q = plane_quads(a, a->scratch_bytes, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
-        return q ? plane_s1_pairs_q(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
+        return q ? plane_s1_pairs_q(a, c0, c1, s)
+                 : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
         return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
     if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
