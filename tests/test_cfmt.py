@@ -5,7 +5,7 @@ generated weight file goes through them (outputs stay byte-identical)."""
 import numpy as np
 import pytest
 
-from tessera.codegen.cfmt import byte_string, int_list
+from tessera.codegen.cfmt import byte_string, immediate_offsets, int_list
 
 
 def plain_byte_string(data, per_line=64, indent="    "):
@@ -39,3 +39,31 @@ def test_same_text_as_the_plain_loop(n, per_line):
         values = rng.integers(-2**31, 2**31, n).astype(dtype)
         assert int_list(values, per_line) == plain_int_list(values, per_line)
     assert int_list(list(range(-3, n - 3)), per_line, "      ") == plain_int_list(range(-3, n - 3), per_line, "      ")
+
+
+LOOP = """static const uint32_t l1_in0[2] = {0, 11776};
+static const uint32_t l1_out[2] = {23552, 35328};
+static const uint32_t l1_w[1] = {47104};
+static const uint32_t l1_skip[2] = {9000, 100};   /* y's tile */
+static const uint32_t l1_in[3] = {1, 2, 3};
+    a.in = L1 + l1_in0[b] + l1_in[b];
+    load(L1 + l1_out[(i + 1) % 2], L1 + l1_w[wb], L1 + l1_skip[b]);
+"""
+
+
+def test_offsets_become_immediates_on_pulp_open_only():
+    assert immediate_offsets(LOOP, {"platform": "cortexm"}) == LOOP
+    assert immediate_offsets(LOOP, {}) == LOOP
+    got = immediate_offsets(LOOP, {"platform": "pulp_open"})
+    assert got == """#define l1_in0(b) (0 + (b) * 11776)
+#define l1_out(b) (23552 + (b) * 11776)
+#define l1_w(b) (47104 + (b) * 0)
+#define l1_skip(b) (9000 + (b) * -8900)   /* y's tile */
+static const uint32_t l1_in[3] = {1, 2, 3};
+    a.in = L1 + l1_in0(b) + l1_in[b];
+    load(L1 + l1_out((i + 1) % 2), L1 + l1_w(wb), L1 + l1_skip(b));
+"""
+    # the macros give the tables' values for every buffer index
+    for b in (0, 1):
+        assert eval(f"(23552 + ({b}) * 11776)") == [23552, 35328][b]
+        assert eval(f"(9000 + ({b}) * -8900)") == [9000, 100][b]

@@ -95,6 +95,12 @@ def test_the_generated_code_stores_and_reads_them_channel_major(built):
         dw = f.read()
     assert "pnn_pointwise_chw(" in pw and "tsr_tile_out_chw(" in pw and "tsr_tile_out(" not in pw
     assert "pnn_depthwise_chw(" in dw and "tsr_tile_in_chw(" in dw and "tsr_tile_in(" not in dw
+    # PULP-open's tile loops: L1 offsets as immediates, the next tile's row by DMA
+    # (docs/gvsoc.md, "Between the kernel calls")
+    assert "static const uint32_t l1_" not in dw and "#define l1_in0(b) (" in dw
+    with open(os.path.join(built, "src", "dw1.c")) as f:
+        dw1 = f.read()     # 4 tiles, 2 buffers
+    assert "next = ahead;" in dw1 and "&ahead, &tiles[i + 2], sizeof(tsr_tile_t)" in dw1
     with open(os.path.join(built, "src", "pw13.c")) as f:
         assert "pnn_pointwise(" in f.read()      # its reader is the pool
 

@@ -383,40 +383,68 @@ static __attribute__((noinline)) void dma_general(hal_dma_job_t *job, void *dst,
     }
 }
 
+/* The tiles' usual copies, straight: one 2D (or 1D) command between L2 and
+ * an L1 buffer contiguous in L1 (the generated tile loops issue a few per
+ * tile; a command's register writes take about 15 cycles each, the C
+ * around them should not take more). 0: not such a copy. */
+static inline int dma_straight(hal_dma_job_t *job, void *dst, const void *src, uint32_t bytes, uint32_t rows,
+                               uint32_t src_stride, uint32_t dst_stride, uint32_t total)
+{
+    uint32_t l1, ext, dir;
+    const int to_l1 = in_l1(dst);
+    if (total > PO_DMA_LEN_MAX)
+        return 0;
+    if (to_l1 && !in_l1(src) && (rows == 1 || dst_stride == bytes)) {
+        dir = PO_DMA_TO_L1, l1 = (uint32_t)dst, ext = (uint32_t)src;
+    } else if (!to_l1 && in_l1(src) && (rows == 1 || src_stride == bytes)) {
+        dir = 0, l1 = (uint32_t)src, ext = (uint32_t)dst;
+        src_stride = dst_stride;   /* the L2 side's */
+    } else {
+        return 0;
+    }
+#ifdef TSR_STORAGE_WINDOW
+    if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst))
+        return 0;
+#endif
+    take_id(job, (int)po_core_id());
+    dma_push(dir, l1, ext, bytes, rows, rows == 1 ? bytes : src_stride);
+    return 1;
+}
+
 void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
                    uint32_t bytes, uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
                    uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride)
 {
     const uint32_t total = bytes * rows * planes;   /* a tile: far below 4 GB */
-    uint32_t l1, ext, dir;
     if (!total)
         return;
     hal_dma_bytes[engine] += total;
-    /* the tiles' usual copies, straight: one 2D (or 1D) command between
-     * L2 and an L1 buffer contiguous in L1 (the generated tile loops issue
-     * a few per tile; a command's register writes take about 15 cycles
-     * each, the C around them should not take more) */
-    if (planes == 1 && total <= PO_DMA_LEN_MAX) {
-        const int to_l1 = in_l1(dst);
-        if (to_l1 && !in_l1(src) && (rows == 1 || dst_stride == bytes)) {
-            dir = PO_DMA_TO_L1, l1 = (uint32_t)dst, ext = (uint32_t)src;
-        } else if (!to_l1 && in_l1(src) && (rows == 1 || src_stride == bytes)) {
-            dir = 0, l1 = (uint32_t)src, ext = (uint32_t)dst;
-            src_stride = dst_stride;   /* the L2 side's */
-        } else {
-            dir = 1;   /* not a straight case */
-        }
-#ifdef TSR_STORAGE_WINDOW
-        if (HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst))
-            dir = 1;
-#endif
-        if (dir != 1) {
-            take_id(job, (int)po_core_id());
-            dma_push(dir, l1, ext, bytes, rows, rows == 1 ? bytes : src_stride);
-            return;
-        }
-    }
+    if (planes == 1 && dma_straight(job, dst, src, bytes, rows, src_stride, dst_stride, total))
+        return;
     dma_general(job, dst, src, bytes, rows, src_stride, dst_stride, planes, src_plane_stride, dst_plane_stride);
+}
+
+/* tile.h's short entries (hal.h, TSR_HAL_DMA_RUNS): fewer arguments to set
+ * up at each of the tile loop's calls, less code on core 0's path between
+ * two forks. */
+void hal_dma_rows(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes, uint32_t rows,
+                  uint32_t src_stride, uint32_t dst_stride)
+{
+    const uint32_t total = bytes * rows;
+    if (!total)
+        return;
+    hal_dma_bytes[engine] += total;
+    if (!dma_straight(job, dst, src, bytes, rows, src_stride, dst_stride, total))
+        dma_general(job, dst, src, bytes, rows, src_stride, dst_stride, 1, 0, 0);
+}
+
+void hal_dma_run(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes)
+{
+    if (!bytes)
+        return;
+    hal_dma_bytes[engine] += bytes;
+    if (!dma_straight(job, dst, src, bytes, 1, 0, 0, bytes))
+        dma_general(job, dst, src, bytes, 1, 0, 0, 1, 0, 0);
 }
 
 void hal_dma_wait(hal_dma_job_t *job)

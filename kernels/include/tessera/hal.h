@@ -37,6 +37,15 @@ void hal_dma_start(hal_dma_job_t *job, int engine, void *dst, const void *src,
                    uint32_t bytes, uint32_t rows, uint32_t src_stride, uint32_t dst_stride,
                    uint32_t planes, uint32_t src_plane_stride, uint32_t dst_plane_stride);
 void hal_dma_wait(hal_dma_job_t *job);
+#ifdef TSR_HAL_DMA_RUNS
+/* Short entries for the tile loops' usual copies, on platforms that define
+ * TSR_HAL_DMA_RUNS (PULP-open: between two forks core 0 pays for every
+ * argument and every cold line of code, docs/gvsoc.md): hal_dma_start with
+ * planes = 1, and with rows = planes = 1. tile.h picks them. */
+void hal_dma_rows(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes, uint32_t rows,
+                  uint32_t src_stride, uint32_t dst_stride);
+void hal_dma_run(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes);
+#endif
 extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
 
 /* ---- storage (docs/out_of_core.md) ----------------------------------- *

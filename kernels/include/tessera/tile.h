@@ -40,6 +40,20 @@ typedef struct {
 /* Tile i of grid g (kernels/reference/tile.c: one copy for every layer). */
 void tsr_tile_at(tsr_tile_t *t, const tsr_grid_t *g, int i);
 
+/* A 1D copy and a 2D one (rows of `bytes`, strided on each side): the
+ * HAL's short entries where it has them (TSR_HAL_DMA_RUNS), else the same
+ * hal_dma_start call as ever (macros: other platforms compile the very
+ * code they compiled before the short entries). */
+#ifdef TSR_HAL_DMA_RUNS
+#define tsr_dma_run(job, engine, dst, src, bytes) hal_dma_run(job, engine, dst, src, bytes)
+#define tsr_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride) \
+    hal_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride)
+#else
+#define tsr_dma_run(job, engine, dst, src, bytes) hal_dma_start(job, engine, dst, src, bytes, 1, 0, 0, 1, 0, 0)
+#define tsr_dma_rows(job, engine, dst, src, bytes, rows, src_stride, dst_stride) \
+    hal_dma_start(job, engine, dst, src, bytes, rows, src_stride, dst_stride, 1, 0, 0)
+#endif
+
 /* Copy a box of an HWC tensor [.][w][c] (element size esize) between the
  * tensor and a compact tile buffer [h][w][c]. to_tile: tensor -> tile. */
 static inline void tsr_dma_box(hal_dma_job_t *job, int engine, int8_t *tile, int8_t *tensor,
@@ -57,7 +71,7 @@ static inline void tsr_dma_box(hal_dma_job_t *job, int engine, int8_t *tile, int
         bytes *= (uint32_t)(tw * h);
         dst = to_tile ? tile : t_start;
         src = to_tile ? t_start : tile;
-        hal_dma_start(job, engine, dst, src, bytes, 1, 0, 0, 1, 0, 0);
+        tsr_dma_run(job, engine, dst, src, bytes);
         return;
     }
     if (tc == c) {                                  /* full pixels: 2D, rows of tw pixels */
@@ -66,7 +80,7 @@ static inline void tsr_dma_box(hal_dma_job_t *job, int engine, int8_t *tile, int
         src = to_tile ? t_start : tile;
         ds = to_tile ? bytes : row;
         ss = to_tile ? row : bytes;
-        hal_dma_start(job, engine, dst, src, bytes, (uint32_t)h, ss, ds, 1, 0, 0);
+        tsr_dma_rows(job, engine, dst, src, bytes, (uint32_t)h, ss, ds);
         return;
     }
     /* channel slice: 3D, tc-element pieces of tw pixels of h rows */
@@ -107,11 +121,11 @@ static inline void tsr_dma_box_chw(hal_dma_job_t *job, int engine, int8_t *tile,
     int8_t *dst = to_tile ? tile : ts, *src = to_tile ? ts : tile;
     const uint32_t run = (uint32_t)(h * w), plane = (uint32_t)(H * W);
     if (w == W && h == H) {
-        hal_dma_start(job, engine, dst, src, run * (uint32_t)c, 1, 0, 0, 1, 0, 0);
+        tsr_dma_run(job, engine, dst, src, run * (uint32_t)c);
         return;
     }
     if (w == W) {
-        hal_dma_start(job, engine, dst, src, run, (uint32_t)c, to_tile ? plane : run, to_tile ? run : plane, 1, 0, 0);
+        tsr_dma_rows(job, engine, dst, src, run, (uint32_t)c, to_tile ? plane : run, to_tile ? run : plane);
         return;
     }
     hal_dma_start(job, engine, dst, src, (uint32_t)w, (uint32_t)h, (uint32_t)(to_tile ? W : w),
@@ -135,8 +149,7 @@ static inline void tsr_tile_out_chw(hal_dma_job_t *job, int engine, int8_t *tens
 static inline void tsr_rows_in(hal_dma_job_t *job, int engine, int8_t *l1, const void *array,
                                int32_t row_bytes, int32_t first, int32_t n)
 {
-    hal_dma_start(job, engine, l1, (const int8_t *)array + first * row_bytes,
-                  (uint32_t)(n * row_bytes), 1, 0, 0, 1, 0, 0);
+    tsr_dma_run(job, engine, l1, (const int8_t *)array + first * row_bytes, (uint32_t)(n * row_bytes));
 }
 
 /* ---- weights streamed through a staging level -------------------------- *
@@ -166,8 +179,7 @@ static inline void tsr_wstream_load(tsr_wstream_t *s, uint32_t k)
 {
     uint32_t p;
     for (p = s->first[k]; p < s->first[k + 1]; p++)
-        hal_dma_start(&s->job[k & 1], s->engine, s->pieces[p].dst, s->pieces[p].src, s->pieces[p].bytes,
-                      1, 0, 0, 1, 0, 0);
+        tsr_dma_run(&s->job[k & 1], s->engine, s->pieces[p].dst, s->pieces[p].src, s->pieces[p].bytes);
 }
 
 /* The next chunk's buffer, once the chunk has landed; starts loading the one

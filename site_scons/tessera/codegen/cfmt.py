@@ -5,6 +5,8 @@ one row per line) rather than one Python string per element: a network's
 weights are megabytes, and formatting them element by element was most of
 the code generation's time. The text is the same as the plain loop's."""
 
+import re
+
 import numpy as np
 
 from ..util.cname import c_comment
@@ -79,3 +81,30 @@ ROUNDING = {"half_up": "TSR_ROUND_HALF_UP", "floor": "TSR_ROUND_FLOOR", "tflite"
 def symbol(prefix, layer_name, what=None):
     """A layer's C symbol: the network's prefix, the layer, and what of it."""
     return f"{prefix}_{layer_name}" + (f"_{what}" if what else "")
+
+
+_OFFSETS = re.compile(r"^static const uint32_t (l1_\w+)\[(\d+)\] = \{([-\d, ]+)\};(.*)$", re.M)
+
+
+def immediate_offsets(text, target):
+    """A generated tile loop's L1 buffer offsets (`static const uint32_t
+    l1_out[2] = {a, b};`, read as `l1_out[b]`) as immediates on PULP-open,
+    where every read of such a table from L2 costs the cluster core about
+    15 cycles between two forks (docs/gvsoc.md, "Between the kernel calls"):
+    `#define l1_out(b) (a + (b) * (b - a))` and `l1_out(b)` at the reads.
+    Other platforms keep the tables (their generated files unchanged)."""
+    if target.get("platform") != "pulp_open":
+        return text
+    names = []
+
+    def define(m):
+        name, vals, rest = m.group(1), [int(v) for v in m.group(3).split(",")], m.group(4)
+        if len(vals) > 2:
+            return m.group(0)
+        names.append(name)
+        # (b) * 0 where there is one offset: b stays used
+        return f"#define {name}(b) ({vals[0]} + (b) * {vals[-1] - vals[0]}){rest}"
+    text = _OFFSETS.sub(define, text)
+    for name in names:
+        text = re.sub(rf"\b{name}\[([^\[\]]*)\]", rf"{name}(\1)", text)
+    return text

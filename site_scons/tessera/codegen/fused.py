@@ -24,7 +24,7 @@ from ..util.cname import c_comment
 from ..errors import TesseraError
 from ..tiler.memory import align_up
 from ..config.views import param_arrays, tiler_layer
-from .cfmt import ROUNDING, header_comment
+from .cfmt import ROUNDING, header_comment, immediate_offsets
 from .layer import symbol
 from .libraries import input_offset, library
 
@@ -319,7 +319,7 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
     for i in range(bufs):
         out.append(f"    hal_dma_wait(&out[{i}]);")
     out.append("}")
-    return "\n".join(out) + "\n"
+    return immediate_offsets("\n".join(out) + "\n", target)
 
 
 def stream_copies(arrays, stream, prefix):

@@ -29,7 +29,7 @@ from ..tiler import grid as tile_grid
 from ..tiler import tiles as tile_list
 from ..tiles.geometry import rows_first
 from ..config.views import bias_plane, is_whole, operand_as_weights, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment, int_list, symbol
+from .cfmt import ROUNDING, header_comment, immediate_offsets, int_list, symbol
 from .libraries import library
 from .program import gather_dst
 from . import split
@@ -469,8 +469,17 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # table is read-only data in the code's level; on PULP-open each field
     # read from L2 takes about 15 cycles, a copied row a few words')
     copied = not grid and bufs > 1
+    # on PULP-open even a copied row's 8 words cost core 0 about 120 cycles
+    # between two forks: the row after the next one comes by DMA instead,
+    # with the next tile's input (on its job, waited with it)
+    ahead = copied and target.get("platform") == "pulp_open"
     if grid:
         out.append("    tsr_tile_at(&next, &grid, 0);\n    load(&next, 0, 0, in, w);")
+    elif ahead:
+        out.append("    tsr_tile_t cur, next = tiles[0], ahead;   /* ahead: tile i + 1's row, by DMA */\n"
+                   "    load(&next, 0, 0, in, w);\n"
+                   "    if (NTILES > 1)\n"
+                   "        tsr_dma_run(&in[0], ENGINE_ACT, &ahead, &tiles[1], sizeof(tsr_tile_t));")
     elif copied:
         out.append("    tsr_tile_t cur, next = tiles[0];\n    load(&next, 0, 0, in, w);")
     else:
@@ -495,8 +504,11 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
             out.append("        }")
         else:
             out.append("        if (i + 1 < NTILES) {")
-            out.append("            next = tiles[i + 1];")
+            out.append("            next = ahead;" if ahead else "            next = tiles[i + 1];")
             out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
+            if ahead:
+                out.append(f"            if (i + 2 < NTILES)\n                tsr_dma_run(&in[(i + 1) % {bufs}], "
+                           "ENGINE_ACT, &ahead, &tiles[i + 2], sizeof(tsr_tile_t));")
             out.append("        }")
         # slot i % 2 is free: tile i's box reached L1 (waited above)
         if fetched and grid:
@@ -571,7 +583,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"    hal_dma_wait(&out[{b}]);")
     out.append("}")
     text = "\n".join(line for line in out if line is not None)
-    return text.replace("\n\n\n", "\n\n") + "\n"
+    return immediate_offsets(text.replace("\n\n\n", "\n\n") + "\n", target)
 
 
 def _epilogue_decls(add, graph, lib):

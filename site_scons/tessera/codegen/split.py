@@ -22,7 +22,7 @@ from .. import ir
 from ..errors import TesseraError
 from ..tiles.geometry import chunks, tiles, w_per_k
 from ..config.views import bias_plane, param_arrays, requant_plane, tiler_layer
-from .cfmt import ROUNDING, header_comment
+from .cfmt import ROUNDING, header_comment, immediate_offsets
 from .program import gather_dst
 from .libraries import input_offset, library, split_kernel
 
@@ -122,7 +122,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     if on_card:
         out += _program_steps(layer, graph, plan_slice, target, ref, params, tc_max, per_channel_rq, rq, lib,
                               prog, (W, C, in_esize, Wo, Co, out_esize))
-        return "\n".join(out) + "\n"
+        return immediate_offsets("\n".join(out) + "\n", target)
 
     # chunk k of tile t: its input box, its weights (a [oc][window][kc] block)
     # weights streamed through a staging level arrive in chunks of whole
@@ -198,7 +198,7 @@ def generate(layer, graph, tiling, plan_slice, target, model):
     out.append("        hal_dma_wait(&io);   /* the next tile's last chunk writes the same buffer */")
     out.append("    }")
     out.append("}")
-    return "\n".join(out) + "\n"
+    return immediate_offsets("\n".join(out) + "\n", target)
 
 
 def _args(layer, graph, l1, target, ref, rq, per_channel_rq, lib):

@@ -49,6 +49,7 @@ def target(tcfg, model_name, graph, counts_per_core=None):
     cg = {
         "prefix": c_name(model_name),
         "kernels": tcfg["kernels"],
+        "platform": tcfg["platform"],
         "cores": tcfg["cores"],
         "act_engine": act, "w_engine": wgt, "n_engines": len(tcfg["dma"]),
         "act_level": place["activations"], "w_level": place["weights"], "tile_level": place["tiles"],

@@ -69,8 +69,9 @@ def configure(env, target):
     env.Tool("as")
     # the archive carries its own index (s): no host ranlib on cross objects
     env.Replace(CC=tc["cc"], LINK=tc["cc"], AR=tc["ar"], ARFLAGS=["rcs"], RANLIBCOM="", OBJSUFFIX=".o")
+    # TSR_HAL_DMA_RUNS: the HAL's short DMA entries for tile.h (tessera/hal.h)
     env.Replace(CFLAGS=list(tc["cflags"]) + PICOLIBC + ["-ffunction-sections", "-fdata-sections",
-                                                        "-Wall", "-Wextra", "-Werror"])
+                                                        "-Wall", "-Wextra", "-Werror", "-DTSR_HAL_DMA_RUNS"])
     env.Replace(ASFLAGS=list(tc["cflags"]) + PICOLIBC)
     # no crt0 of picolibc's: the HAL starts the chip
     env.Replace(LINKFLAGS=list(tc["cflags"]) + PICOLIBC + ["-nostartfiles", "-Wl,--gc-sections",
