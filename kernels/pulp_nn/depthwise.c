@@ -758,9 +758,9 @@ DW_PLANE_FN(plane_any, DW_ANY, 0)
 #define plane_s1_pairs_q plane_s1_pairs
 #define plane_s1_pairs_odd_q plane_s1_pairs_odd
 #define plane_any_q plane_any
-/* ... but stride 2 (no left padding) takes the word-aligned rows: the
- * copy's stores aligned, and every window row's loads at even columns
- * every other one aligned (16x16x64 3x3/2 call: 14,144 -> ... cycles) */
+/* ... but stride 2 takes the word-aligned rows (plane_quads): the copy's
+ * stores aligned, and every window row's loads at even columns every other
+ * one aligned (16x16x64 3x3/2 call alone: 14,144 -> 13,521 cycles) */
 DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
 #else
 DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
