@@ -53,7 +53,11 @@ def cases(T, model):
                   ("7x64x32 3x3/1 pad 0,1,0,1", (7, 64, 32), dict(S1, pad=(0, 1, 0, 1))),
                   ("16x16x64 3x3/2", (16, 16, 64), S2),
                   ("5x64x64 3x3/2 pad 0,0,0,1", (5, 64, 64), dict(S2, pad=(0, 0, 0, 1))),
-                  ("9x17x64 3x3/2 pad 0,0,0,1", (9, 17, 64), dict(S2, pad=(0, 0, 0, 1)))]
+                  ("9x17x64 3x3/2 pad 0,0,0,1", (9, 17, 64), dict(S2, pad=(0, 0, 0, 1))),
+                  # mbv1_128's stride-2 tiles, padded on the top and left (dw2, dw6, dw12)
+                  ("5x64x64 3x3/2 pad 0,1,0,0", (5, 64, 64), dict(S2, pad=(0, 1, 0, 0))),
+                  ("16x16x80 3x3/2 pad 1,1,0,0", (16, 16, 80), dict(S2, pad=(1, 1, 0, 0))),
+                  ("8x8x256 3x3/2 pad 1,1,0,0", (8, 8, 256), dict(S2, pad=(1, 1, 0, 0)))]
         out = [(f"depthwise {label} {'CHW' if chw else 'HWC'}",
                 T.case("depthwise", 20 + i, shape, 128, "f32", 8, geom, chw=chw))
                for i, (label, shape, geom) in enumerate(shapes) for chw in (False, True)]

@@ -319,6 +319,24 @@ CASES = [
     case("depthwise", 189, (9, 8, 6), 128, "f32", 8, S1),
     case("depthwise", 190, (11, 8, 5), 128, "f32", 8, S1, chw=True),
     case("depthwise", 191, (9, 12, 8), 128, "f32", 8, S1, extreme=True),
+    # stride 2 on a channel-major input: word-aligned plane rows (rows of 4,
+    # 8, 16 and odd widths, the tile's last channel gathered), and with
+    # room only for the unaligned plane
+    case("depthwise", 192, (5, 4, 8), 128, "f32", 8, S2, chw=True),
+    case("depthwise", 193, (6, 16, 8), 128, "f32", 8, S2, extreme=True, chw=True),
+    case("depthwise", 194, (7, 13, 5), 128, "f32", 8, dict(S2, pad=(0, 0, 0, 1)), chw=True),
+    case("depthwise", 195, (8, 8, 8), 128, "f32", 8, S2, chw=True),
+    case("depthwise", 196, (9, 10, 7), 128, "f32", 8, S2, chw=True, room=10 * 11 + 4),
+    # ... and padded on the left (networks' stride-2 tiles): the plane one
+    # byte before a word, windows read from the byte before them; an odd
+    # last row, one output row (one output a turn), the general clamp
+    case("depthwise", 197, (5, 64, 8), 128, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
+    case("depthwise", 198, (7, 17, 6), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), chw=True),
+    case("depthwise", 199, (7, 17, 6), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), extreme=True),
+    case("depthwise", 200, (6, 16, 5), 128, "std", 8, dict(S2, pad=(1, 1, 0, 0))),
+    case("depthwise", 201, (3, 20, 8), 128, "net", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
+    case("depthwise", 202, (1, 16, 8), 128, "f32", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
+    case("depthwise", 203, (8, 16, 8), 128, "leaky", 8, dict(S2, pad=(1, 1, 0, 0)), chw=True),
     # pointwise storing channel-major (pnn_pointwise_chw): split by pixels
     # and by channels, an odd pixel count, leftover channels, the layer's
     # own clamp, the general requantization, int32 outputs, an offset not

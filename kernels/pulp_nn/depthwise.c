@@ -437,12 +437,25 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * rounded up to whole words on a word-aligned plane, so the gather stores
  * each row's bytes as aligned words (`quads`) and the window loads at even
  * columns are aligned (the extra columns hold padding no window reads). */
+/* At stride 2 one column of left padding is taken too (networks padded on
+ * every side): the plane then starts one byte before a word so that its
+ * interior rows are word-aligned, and the output loops read each window
+ * from the byte before it with the weights one byte up, (0, w0, w1, w2)
+ * (`shift`): a stride-2 window's loads are aligned every other column
+ * whichever byte they start at, and the copy's stores all are (dw2's
+ * 5x64 tiles; not on rows under 16 bytes, where the channel's set-up
+ * outweighs the copy: 8x8x256 slower). lead: the bytes skipped at the scratch's start (at least
+ * one when shifted, so the first load stays inside it). */
+static inline int32_t plane_lead(const int8_t *s, int32_t pl)
+{
+    return pl ? 1 + (int32_t)((-(uintptr_t)s - 2) & 3) : (int32_t)(-(uintptr_t)s & 3);
+}
+
 static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, const int8_t *s)
 {
     const int32_t W4 = (a->in_w + a->pad_l + a->pad_r + 3) & ~3;
-    const int32_t lead = (int32_t)(-(uintptr_t)s & 3);
-    return a->pad_l == 0 && a->in_w >= 4 && a->in_h >= 1
-           && lead + (a->pad_t + a->in_h + a->pad_b) * W4 + 4 <= scratch;
+    return (a->pad_l == 0 || (a->pad_l == 1 && a->sw == 2 && a->in_w >= 16)) && a->in_w >= 4 && a->in_h >= 1
+           && plane_lead(s, a->pad_l) + (a->pad_t + a->in_h + a->pad_b) * W4 + 4 <= scratch;
 }
 
 /* stride 2, pairs of output rows (the full int8 clamp): the two windows
@@ -565,7 +578,9 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
 
 #endif
 
-enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS };   /* which output loop (plane_channels) */
+/* which output loop (plane_channels); DW_S1_SMALL: DW_S1_PAIRS without the
+ * 2x2 blocks, for planes under 64 outputs */
+enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS, DW_S1_SMALL };
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
                                                                 int8_t *s, const int mode, const int quads)
@@ -578,7 +593,8 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const size_t row_stride = (size_t)in_w * C;
     const int8_t pad = (int8_t)-off;
     const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
-    const int pairs = mode == DW_S1_PAIRS, s2pairs = mode == DW_S2_PAIRS;
+    const int pairs = mode == DW_S1_PAIRS || mode == DW_S1_SMALL, s2pairs = mode == DW_S2_PAIRS;
+    const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
     /* the pair loops requantize without mulh (DW_SPLIT1) when the build
@@ -590,7 +606,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     int8_t *const s0 = s;
 #endif
     if (quads)
-        s += -(uintptr_t)s & 3;
+        s += plane_lead(s, pl);
     interior = s + pt * W + pl;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
@@ -600,7 +616,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         /* between rows only the padding columns: the columns a word-aligned
          * row adds after them are read only by a window's fourth byte,
          * whose weight is 0 */
-        const int32_t side = pl + a->pad_r;
+        const int32_t side = shift ? W - in_w : pl + a->pad_r;
         pad_fill(s, pt * W + pl, pad);
         for (iy = 0; side && iy + 1 < in_h; iy++)
             pad_fill(interior + iy * W + in_w, side, pad);
@@ -612,14 +628,15 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         const int8_t *wc = a->weights + (size_t)c * 9;
         /* the window rows as words with a zero fourth byte (loads at any
          * alignment; the last reads one byte past the weights, masked) */
-        const uint32_t w0 = xp_lw(wc) & 0xFFFFFFu, w1 = xp_lw(wc + 3) & 0xFFFFFFu, w2 = xp_lw(wc + 6) & 0xFFFFFFu;
+        const uint32_t x0 = xp_lw(wc) & 0xFFFFFFu, x1 = xp_lw(wc + 3) & 0xFFFFFFu, x2 = xp_lw(wc + 6) & 0xFFFFFFu;
+        const uint32_t w0 = shift ? x0 << 8 : x0, w1 = shift ? x1 << 8 : x1, w2 = shift ? x2 << 8 : x2;
         /* the offset's share, off * sum(w), joins the bias (padding holds
          * -off: it adds nothing) */
         const int32_t b = (a->bias ? a->bias[c] : 0)
                           + off * xp_sdotsp(xp_sdotsp(xp_sdotsp(0, w0, 0x01010101u), w1, 0x01010101u), w2, 0x01010101u);
         const int32_t kc = per_channel ? c : 0, sh = ok ? a->rq->shift[kc] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
-        const int8_t *base = s, *src = a->in + DW_CH(a, c);
+        const int8_t *base = s - shift, *src = a->in + DW_CH(a, c);
         int32_t mul, zs, mh, ml, sh2, zs2;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
@@ -687,7 +704,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
-        if (pairs && K && out_h * out_w >= 64) {
+        if (mode == DW_S1_PAIRS && K && out_h * out_w >= 64) {
             /* pairs of rows in 2x2 blocks, an odd last row in pairs (not on
              * small planes: measured slower on 4x4) */
             const int32_t nq = out_h >> 1, np = out_w >> 1;
@@ -728,6 +745,9 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         return plane_body(a, c0, c1, s, mode, quads);                                                      \
     }
 DW_PLANE_FN(plane_s1_pairs, DW_S1_PAIRS, 0)
+/* small planes (dw13's 4x4) without the 2x2 blocks' code: the channel's
+ * set-up and its loop in fewer instruction lines */
+DW_PLANE_FN(plane_s1_small, DW_S1_SMALL, 0)
 DW_PLANE_FN(plane_s1_pairs_odd, DW_S1_PAIRS_ODD, 0)
 DW_PLANE_FN(plane_s2_pairs, DW_S2_PAIRS, 0)
 DW_PLANE_FN(plane_any, DW_ANY, 0)
@@ -737,8 +757,11 @@ DW_PLANE_FN(plane_any, DW_ANY, 0)
  * an addition to pulp_open's 192 kB of code) */
 #define plane_s1_pairs_q plane_s1_pairs
 #define plane_s1_pairs_odd_q plane_s1_pairs_odd
-#define plane_s2_pairs_q plane_s2_pairs
 #define plane_any_q plane_any
+/* ... but stride 2 takes the word-aligned rows (plane_quads): the copy's
+ * stores aligned, and every window row's loads at even columns every other
+ * one aligned (16x16x64 3x3/2 call alone: 14,144 -> 13,521 cycles) */
+DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
 #else
 DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
 DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
@@ -751,7 +774,8 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
     const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
     const int q = plane_quads(a, a->scratch_bytes, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
-        return q ? plane_s1_pairs_q(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
+        return q ? plane_s1_pairs_q(a, c0, c1, s)
+                 : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
         return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
     if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
