@@ -881,8 +881,10 @@ DW_COLD static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, i
         xp_rq_t q;
         const int fast = area == 9 && xp_rq_channel(a->rq, c, &q);
 #endif
+        int high;
         if (a->rq)
             rq = pnn_rq_channel(a->rq, c);
+        high = a->rq && pnn_rq_is_high(&rq);
         for (ox = 0; ox < a->out_w; ox++) {
             const int8_t *win = s;
             size_t o = (size_t)ox * C + c;
@@ -901,13 +903,26 @@ DW_COLD static void depthwise_n(const tsr_conv_args_t *a, int32_t n, int core, i
                     continue;
                 }
 #endif
+#define DW_MAC9(acc)                                                                                       \
+    PNN_MAC(acc, win[0], w0); PNN_MAC(acc, win[1], w1); PNN_MAC(acc, win[2], w2);                          \
+    PNN_MAC(acc, win[3], w3); PNN_MAC(acc, win[4], w4); PNN_MAC(acc, win[5], w5);                          \
+    PNN_MAC(acc, win[6], w6); PNN_MAC(acc, win[7], w7); PNN_MAC(acc, win[8], w8)
+                if (high) {
+                    /* the usual requantization in line (pnn_store's calls
+                     * and tests were about 13 instructions an output) */
+                    for (oy = 0; oy < a->out_h; oy++, win += step, o += (size_t)a->out_w * C) {
+                        int32_t acc = b_off;
+                        DW_MAC9(acc);
+                        ((int8_t *)a->out)[o] = pnn_rq_high(acc, &rq);
+                    }
+                    continue;
+                }
                 for (oy = 0; oy < a->out_h; oy++, win += step, o += (size_t)a->out_w * C) {
                     int32_t acc = b_off;
-                    PNN_MAC(acc, win[0], w0); PNN_MAC(acc, win[1], w1); PNN_MAC(acc, win[2], w2);
-                    PNN_MAC(acc, win[3], w3); PNN_MAC(acc, win[4], w4); PNN_MAC(acc, win[5], w5);
-                    PNN_MAC(acc, win[6], w6); PNN_MAC(acc, win[7], w7); PNN_MAC(acc, win[8], w8);
+                    DW_MAC9(acc);
                     pnn_store(a->out, o, acc, &rq, a->rq);
                 }
+#undef DW_MAC9
                 continue;
             }
             for (oy = 0; oy < a->out_h; oy++, win += step, o += (size_t)a->out_w * C) {

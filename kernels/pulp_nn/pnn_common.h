@@ -179,6 +179,22 @@ static inline int8_t pnn_rq_apply(int32_t acc, const pnn_rq_t *p)
     return (int8_t)(y + p->zero_point);
 }
 
+/* pnn_rq_apply's usual case (tessera's rounding, a shift of 32 to 63, no
+ * multiplier per sign, no divisor), which pnn_rq_is_high tells, in a few
+ * instructions that inline where a loop takes them per output. */
+static inline int pnn_rq_is_high(const pnn_rq_t *p)
+{
+    return p->rounding < TSR_ROUND_TFLITE && p->shift >= 32 && p->shift < 64;
+}
+
+static inline __attribute__((always_inline)) int8_t pnn_rq_high(int32_t acc, const pnn_rq_t *p)
+{
+    int32_t y = (int32_t)(((int64_t)acc * p->mul + p->add) >> 32) >> (p->shift - 32);
+    if (y < p->lo) y = p->lo;
+    if (y > p->hi) y = p->hi;
+    return (int8_t)(y + p->zero_point);
+}
+
 /* Store output element i of channel c: requantized int8, or the int32
  * accumulator when the layer has no requantization. */
 static inline void pnn_store(void *out, size_t i, int32_t acc, const pnn_rq_t *p,
