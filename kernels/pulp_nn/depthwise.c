@@ -346,9 +346,10 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * instructions), RQ2: two, requantized and clamped (10 or 6). */
 #define DW_SPLIT1(d, acc) "mul " d ", " acc ", %[ml]\n\tsra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
 #define DW_MULH1(d, acc) "mulh " d ", " acc ", %[mh]\n\t"
-#define DW_SPLIT2                                                                                          \
-    "mul t0, t3, %[ml]\n\tmul t1, a7, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"                     \
-    XP_MAC("t0", "t3", "%[mh]") XP_MAC("t1", "a7", "%[mh]")
+#define DW_SPLIT2_OF(a0, a1)                                                                               \
+    "mul t0, " a0 ", %[ml]\n\tmul t1, " a1 ", %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"               \
+    XP_MAC("t0", a0, "%[mh]") XP_MAC("t1", a1, "%[mh]")
+#define DW_SPLIT2 DW_SPLIT2_OF("t3", "a7")
 #define DW_MULH2 DW_MULH1("t0", "t3") DW_MULH1("t1", "a7")
 /* two outputs' requantization, t3 and a7 into t0 and t1, the full int8 clamp */
 #define DW_RQ2(MUL2) MUL2 XP_ADDRN("t0", "%[zs]", "%[sh]") XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")
@@ -411,9 +412,7 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
                      XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
                      DW_RQ2(DW_SPLIT2)                                                                       \
                      XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
-                     "mul t0, a6, %[ml]\n\tmul t1, t2, %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"     \
-                     XP_MAC("t0", "a6", "%[mh]") XP_MAC("t1", "t2", "%[mh]") XP_ADDRN("t0", "%[zs]", "%[sh]") \
-                     XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")                          \
+                     DW_RQ2(DW_SPLIT2_OF("a6", "t2"))                                                        \
                      XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
                      "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
                      ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
