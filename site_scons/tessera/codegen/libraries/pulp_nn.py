@@ -133,18 +133,19 @@ def dw_split(weights, bias, input_offset, mul, shift, zero_point):
            base + np.where(w > 0, 127 * w, -128 * w).sum(axis=1)]
     t0 = min(int(m & -m).bit_length() - 1 for m in mul.tolist())
     lo, hi = -2**31, 2**31
+
+    def inside(v):   # every element inside int32
+        return bool((v >= lo).all() and (v < hi).all())
     for cut in range(t0 + 1, 32):
         mh, ml, sh2 = mul >> cut, (mul & (2**cut - 1)) >> t0, shift - cut
         if (sh2 < 1).any():
             break
         zs = zero_point * 2**sh2
-        ok = True
+        ok = inside(zs)
         for a in acc:   # t is monotonic in acc: the ends bound it
             low = a * ml
-            t = a * mh + (low >> (cut - t0)) + zs + 2**(sh2 - 1)
             mid = a * mh + (low >> (cut - t0))
-            ok = ok and bool((low >= lo).all() and (low < hi).all() and (t >= lo).all() and (t < hi).all()
-                             and (mid >= lo).all() and (mid < hi).all() and (zs >= lo).all() and (zs < hi).all())
+            ok = ok and inside(low) and inside(mid) and inside(mid + zs + 2**(sh2 - 1))
         if ok:
             return t0 << 8 | cut
     return 0
