@@ -261,12 +261,13 @@ def plan(graph, view, docs):
     # RAM; a faster one where ram_budget needed them
     policy = view.get("direct", {}).get("policy", "none")
     eligible = view.get("direct", {}).get("eligible", {})
-    mine = (chosen or {}).get("direct", [])
+    # the layers in place the budget step chose (none without it)
+    mine = {n: eligible[n] for n in (chosen or {}).get("direct", []) if n in eligible}
     if view.get("chw_pairs"):
         # (a layer that may run in place reads and writes HWC buffers: not those)
         paying = [p for p in chw_chosen(view["chw_pairs"], sched, tilings, graph, view["chw_price"])
                   if not set(p) & set(eligible)]
-        direct = {} if policy == "flat" else {n: eligible[n] for n in mine if n in eligible}
+        direct = {} if policy == "flat" else mine
         view = dict(view, chw=chw_fitting(
             paying, lambda pairs: memplan.plan(graph, tilings, dict(view, chw=pairs), view["align"],
                                                view["fit_hint"], fused, direct)))
@@ -284,13 +285,13 @@ def plan(graph, view, docs):
     if policy == "flat":
         the_plan = rambudget.plan_flat(graph, tilings, view, plan_with, view.get("ram_cap"))
     else:
-        the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
+        the_plan = plan_with(mine)
         moved = the_plan["activations"].get("spill", {}).get("offsets", {})
         if set(the_plan["activations"].get("chw", [])) & set(moved):
             # a channel-major tensor moved out of the activation level: its
             # boxes there are HWC ones (codegen.layer); plan without them
             view = dict(view, chw=[])
-            the_plan = plan_with({n: eligible[n] for n in mine if n in eligible})
+            the_plan = plan_with(mine)
     if eligible:
         the_plan["in_place_decision"] = {"policy": policy, "eligible": dict(sorted(eligible.items())),
                                           "options": tried}
