@@ -75,6 +75,32 @@ def test_patched_tiny_under_qemu_is_bit_exact(tmp_path, name):
     assert row["estimate"] == steps[0]["patch"]["estimate"] and row["n_tiles"] == steps[0]["patch"]["patches"]
 
 
+@pytest.mark.slow
+@pytest.mark.gvsoc
+@pytest.mark.parametrize("model", ["tiny", "mbv1_025_128"])
+def test_patched_on_pulp_open_eight_cores_is_bit_exact(tmp_path, model):
+    """fusion=min_memory on pulp_open (GVSoC, 8 cores, weights in L2): the
+    patched step's layer arguments no longer sit in core 0's 2 kB L1 stack
+    all at once (with them, both networks faulted: a return address
+    overwritten under the kernels' frames), and its depthwise layers take
+    the build-time requantization cut as unpatched ones do."""
+    from tessera.runners import gvsoc
+
+    if gvsoc.locate() is None:
+        pytest.skip("no GVSoC on PATH (docs/gvsoc.md)")
+    scons("-j2", "target=pulp_open", f"model={model}", "fusion=min_memory", out=tmp_path, check=True)
+    net = _net(tmp_path, "pulp_open", model)
+    assert json.loads((net / "verdict.json").read_text())["verdict"] == "pass"
+    steps = _patched(net)
+    assert steps
+    src = (net / "src" / f"{steps[0]['layers'][0]}.c").read_text()
+    assert "tsr_patch_op_t ops" in src
+    if model == "mbv1_025_128":
+        # every depthwise of the step with its cut (pulp_nn.dw_split: all of MobileNetV1's have one)
+        dws = [n for n in steps[0]["layers"] if n.startswith("dw")]
+        assert dws and src.count(".split = ") == len(dws)
+
+
 def _bottleneck():
     """x -> l0 -> a (16x16x8) -> [expand x6, dw 3x3, project] -> p -> l4 -> z."""
     from tessera.ir import Layer, Requant, Tensor

@@ -139,9 +139,19 @@ def generate(step, members, graph, slices, target, model):
     out.append("    hal_dma_job_t io = {0}, out[2] = {{0}};" if direct else
                "    hal_dma_job_t io = {0}, w = {0}, out[2] = {{0}};")
     per_core = p["l1_bytes"]["scratch"] // target["cores"]
+    # on pulp_open each layer's arguments are static (in L2, set on every
+    # entry) and each call takes a copy on the stack (_call): a frame with a
+    # set per layer overflowed core 0's 2 kB of L1 stack beneath the kernels'
+    # frames. Elsewhere the stack holds them (static data counts against RAM
+    # reservations that are tighter than the stack: stm32f4's).
+    held = target.get("platform") == "pulp_open"
+    splits = target.get("rq_split", {})
     for k, m in enumerate(members):
-        out.append(f"    {lib.args_type(m, graph=graph)} a{k} = {{0}};")
-        lines, ref = _requant(m, k, regions[m.name], direct, prefix)
+        args_t = lib.args_type(m, graph=graph)
+        out.append(f"    static {args_t} a{k};" if held else f"    {args_t} a{k} = {{0}};")
+        lines, ref = _requant(m, k, regions[m.name], direct, prefix, splits.get(m.name, 0))
+        if held and lines:
+            lines = [f"static tsr_requant_t rq{k};"] + lines[1:]
         out.extend("    " + line for line in lines)
         out.extend("    " + line.replace("a.", f"a{k}.", 1)
                    for line in lib.constant_args(m, {"scratch": scratch_at}, per_core, prefix, ref, graph=graph))
@@ -181,7 +191,7 @@ def generate(step, members, graph, slices, target, model):
     out.append("            switch (o->layer) {")
     for k, m in enumerate(members):
         out.append(f"            case {k}:")
-        out.extend("                " + line for line in _call(k, m, L1))
+        out.extend("                " + line for line in _call(k, m, L1, lib.args_type(m, graph=graph), held))
         out.append("                break;")
     out.append("            }")
     out.append("        }")
@@ -191,15 +201,16 @@ def generate(step, members, graph, slices, target, model):
     return "\n".join(out) + "\n"
 
 
-def _requant(m, k, where, direct, prefix):
-    """(lines, reference) of layer k's requantization: per tensor as
-    constants; per channel from its arrays in the tile level (`where`), or
-    where they live (direct)."""
+def _requant(m, k, where, direct, prefix, split=0):
+    """(lines, reference) of layer k's requantization, its declaration
+    first: per tensor as constants; per channel from its arrays in the tile level
+    (`where`), or where they live (direct). split: the cut of
+    codegen/libraries/pulp_nn.dw_split (0: none)."""
     if m.requant is None:
         return [], "NULL"
     per_channel = "mul" in {n for n, _, _ in param_arrays(m)}
     if not per_channel or not direct:
-        return _rq_lines(m, f"rq{k}", per_channel, where, prefix)
+        return _rq_lines(m, f"rq{k}", per_channel, where, prefix, split)
     rq = m.requant
     lines = [f"tsr_requant_t rq{k} = {{0}};", f"rq{k}.per_channel = 1;"]
     for name, _, _ in param_arrays(m):
@@ -209,15 +220,18 @@ def _requant(m, k, where, direct, prefix):
               f"rq{k}.rounding = {ROUNDING[rq.rounding]};"]
     if rq.divisor:
         lines.append(f"rq{k}.divisor = {rq.divisor};")
+    if split:
+        lines.append(f"rq{k}.split = {split};   /* pulp_nn.dw_split */")
     return lines, f"&rq{k}"
 
 
-def _call(k, m, L1):
-    """One call of layer k from the op `o`."""
-    a = f"a{k}"
+def _call(k, m, L1, args_t, held):
+    """One call of layer k from the op `o`; held: on a copy of its static
+    arguments."""
+    a = "c" if held else f"a{k}"
     if m.op == "add":
         # rows apart in a wider buffer: one call a row; else one call
-        return [f"if (o->ih == o->w && o->iw == o->w) {{",
+        body = [f"if (o->ih == o->w && o->iw == o->w) {{",
                 f"    {a}.a = {L1} + o->src;", f"    {a}.b = {L1} + o->aux;", f"    {a}.out = {L1} + o->dst;",
                 f"    {a}.n = o->h * o->w;", f"    hal_fork(compute{k}, &{a});",
                 "} else {",
@@ -225,10 +239,15 @@ def _call(k, m, L1):
                 f"        {a}.a = {L1} + o->src + r * o->ih;", f"        {a}.b = {L1} + o->aux + r * o->iw;",
                 f"        {a}.out = {L1} + o->dst + r * o->w;", f"        {a}.n = o->w;",
                 f"        hal_fork(compute{k}, &{a});", "    }", "}"]
-    lines = [f"{a}.in = {L1} + o->src;", f"{a}.in_h = o->ih;", f"{a}.in_w = o->iw;",
-             f"{a}.out = {L1} + o->dst;", f"{a}.out_h = o->h;", f"{a}.out_w = o->w;",
-             f"{a}.pad_t = o->pad_t;", f"{a}.pad_l = o->pad_l;", f"{a}.pad_b = o->pad_b;", f"{a}.pad_r = o->pad_r;"]
-    return lines + [f"hal_fork(compute{k}, &{a});"]
+    else:
+        body = [f"{a}.in = {L1} + o->src;", f"{a}.in_h = o->ih;", f"{a}.in_w = o->iw;",
+                f"{a}.out = {L1} + o->dst;", f"{a}.out_h = o->h;", f"{a}.out_w = o->w;",
+                f"{a}.pad_t = o->pad_t;", f"{a}.pad_l = o->pad_l;", f"{a}.pad_b = o->pad_b;",
+                f"{a}.pad_r = o->pad_r;", f"hal_fork(compute{k}, &{a});"]
+    if not held:
+        return body
+    return [f"{{   /* one layer's arguments in the frame at a time */", f"    {args_t} {a} = a{k};"] + \
+        ["    " + line for line in body] + ["}"]
 
 
 def _weights(members, arrays, streams, prefix):

@@ -193,7 +193,7 @@ def layer_c(view, tiling, slice_, tgt, mine=None, rest=(), weights_npz=None):
     layer, graph = layer_from_view(view)
     group = mine if mine is not None and mine["kind"] != "layer" else None
     if group is not None and mine["first"] and mine["kind"] == "patch":
-        return _patched_c(layer, graph, view, slice_, tgt, mine, rest)
+        return _patched_c(layer, graph, view, slice_, tgt, mine, rest, weights_npz)
     if group is not None and mine["first"]:
         ft = next(r for r in rest if r.get("group") == mine["step"])
         # a layer view holds the layer (a dict), a plan slice its name
@@ -232,7 +232,7 @@ def layer_c(view, tiling, slice_, tgt, mine=None, rest=(), weights_npz=None):
     return layer_code.generate(layer, graph, tiling, slice_, tgt, view["model"])
 
 
-def _patched_c(layer, graph, view, slice_, tgt, mine, rest):
+def _patched_c(layer, graph, view, slice_, tgt, mine, rest, weights_npz):
     """A patched step's file (codegen/patched.py): the other layers' views
     and plan slices come in `rest`."""
     from ..codegen import patched
@@ -249,6 +249,9 @@ def _patched_c(layer, graph, view, slice_, tgt, mine, rest):
     for n in mine["layers"][1:]:
         tensors.update(parts[n][1].tensors)
     every = Graph(view["model"], "", tensors, members, [], [])
+    splits = _rq_splits(members, every, tgt, weights_npz)
+    if splits:
+        tgt = dict(tgt, rq_split=splits)
     return patched.generate(mine, members, every, plans, tgt, view["model"])
 
 
