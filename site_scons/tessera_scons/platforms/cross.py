@@ -51,10 +51,13 @@ def check_flags(env, target):
                             "fix or remove the flag in toolchain.cflags"))
 
 
-def firmware(env, target, arch, objects, libs, outdir):
+def firmware(env, target, arch, objects, libs, outdir, stacks=None):
     """Declare outdir/link.ld (from the target's memory map) and
     outdir/firmware.elf linked with it, and its link map firmware.map
-    (what the report counts code by); returns the ELF node."""
+    (what the report counts code by); with `stacks` (the platform's spec,
+    tessera.check.stack.check) the link also checks each stack's deepest
+    call chain against its share and writes them to outdir/stack.json.
+    Returns the ELF node."""
     members = {}
     for pat in arch.get("code_layout", {}).get("each") and arch["code_layout"]["first"] or ():
         for lib in libs:
@@ -70,11 +73,17 @@ def firmware(env, target, arch, objects, libs, outdir):
     script = env.Command(os.path.join(outdir, "link.ld"), env.Value(text),
                          Action(gen_script, "tessera: generate $TARGET"))
     env.Depends(script, canon.source_files("codegen"))
-    elf = env.Command([os.path.join(outdir, "firmware.elf"), os.path.join(outdir, "firmware.map")],
-                      list(objects) + list(libs) + [script[0]],
-                      Action(link_elf, "tessera: link $TARGET", varlist=["LINK", "LINKFLAGS"]),
-                      TESSERA_LINK_VIEW=text, TESSERA_TARGET_PATH=target["path"])
+    outs = [os.path.join(outdir, "firmware.elf"), os.path.join(outdir, "firmware.map")]
+    if stacks:
+        outs.append(os.path.join(outdir, "stack.json"))
+    elf = env.Command(outs, list(objects) + list(libs) + [script[0]],
+                      Action(link_elf, "tessera: link $TARGET",
+                             varlist=["LINK", "LINKFLAGS", "TESSERA_STACKS"]),
+                      TESSERA_LINK_VIEW=text, TESSERA_TARGET_PATH=target["path"],
+                      TESSERA_STACKS=canon.dumps(stacks) if stacks else "")
     env.Depends(elf, canon.source_files("codegen"))
+    if stacks:
+        env.Depends(elf, canon.source_files("check.stack"))
     return elf[:1]
 
 
@@ -123,3 +132,31 @@ def _link_elf(target, source, env):
     if res.stderr.strip():
         sys.stderr.write(res.stderr)
     linker.relative_map(str(target[1]))
+    if env.get("TESSERA_STACKS"):
+        try:
+            _check_stacks(env, target, json.loads(env["TESSERA_STACKS"]), where)
+        except TesseraError:
+            for t in target:
+                if os.path.exists(str(t)):
+                    os.unlink(str(t))
+            raise
+
+
+def _check_stacks(env, target, spec, where):
+    """stack.json: each stack's deepest call chain in the linked program
+    (its disassembly, symbols and map) against its share; the first that
+    does not fit stops the build."""
+    from tessera.check import stack
+
+    res = bounded.run([env.WhereIs(spec["objdump"]) or spec["objdump"], "-d", str(target[0])])
+    if res.returncode != 0:
+        raise ToolchainError(where, f"{spec['objdump']} -d {os.path.basename(str(target[0]))} failed "
+                             f"({' | '.join(res.stderr.strip().splitlines()[-2:])})")
+    with open(str(target[1])) as f:
+        funcs = stack.program(str(target[0]), f.read(), res.stdout)
+    rows = stack.check(funcs, spec)
+    canon.write_atomic(str(target[2]), canon.dumps({"field": spec["field"], "reserved": spec["reserved"],
+                                                     "stacks": rows}))
+    for row in rows:
+        if row["need"] > row["bytes"]:
+            raise ToolchainError(where, *stack.overflow_line(row, spec))

@@ -6,7 +6,9 @@ console and an _exit through the SoC's status register), the HAL's own
 start-up (kernels/hal/pulp_open/crt0.S, entered at `.text.start`), and the
 linker script of tessera.codegen.linker from the target's memory levels.
 The cluster cores' stacks sit at the top of the tile level: the
-`memory.<tiles>.reserved.stacks` bytes, split evenly over the cores.
+`memory.<tiles>.reserved.stacks` bytes, core 0 two shares (crt0.S), and
+the link checks the deepest call chain of each against its share
+(tessera.check.stack).
 """
 
 from tessera.errors import ConfigError
@@ -60,10 +62,34 @@ def arch(target):
     }
 
 
+def stacks(target):
+    """What the link checks the cluster's stacks against (tessera.check.stack):
+    crt0.S's split of memory.<tiles>.reserved.stacks, core 0 (main, the
+    harness and the layer functions beneath the kernels) two shares and the
+    other cores the rest evenly, 16-byte aligned (fewer than 4 cores: equal
+    shares); a worker runs only what hal_fork hands it."""
+    tiles, cores = target["place"]["tiles"], target["cores"]
+    reserved = target["memory"][tiles]["reserved"].get("stacks", 0)
+    per_core = (reserved // cores) & ~15
+    if cores >= 4:
+        shares = (2, (cores - 2) / (cores - 1))
+        sizes = (2 * per_core, (per_core * (cores - 2) // (cores - 1)) & ~15)
+    else:
+        shares, sizes = (1, 1), (per_core, per_core)
+    out = [{"who": "core 0", "root": "tsr_cluster_entry", "skip": [], "bytes": sizes[0], "share": shares[0]}]
+    if cores > 1:
+        out.append({"who": f"cores 1-{cores - 1}", "root": "tsr_cluster_entry", "skip": ["main", "exit"],
+                    "bytes": sizes[1], "share": shares[1]})
+    return {"objdump": target["toolchain"]["cc"].replace("gcc", "objdump"), "forks": ["hal_fork", "tsr_cluster_entry"],
+            "entries": ["_start", "_cluster_start"], "field": f"memory.{tiles}.reserved.stacks",
+            "reserved": reserved, "cores": cores, "stacks": out}
+
+
 def configure(env, target):
     tc = target["toolchain"]
     cross.require_tool(env, tc["cc"], target, "cc")
     cross.require_tool(env, tc["ar"], target, "ar")
+    cross.require_tool(env, stacks(target)["objdump"], target, "cc")   # the link's stack check reads the ELF
     env.Tool("gcc")
     env.Tool("ar")
     env.Tool("as")
@@ -87,4 +113,4 @@ def link(env, target, objects, libs, outdir):
         from .. import fail
 
         fail(err)
-    return cross.firmware(env, target, platform_arch, objects, libs, outdir)
+    return cross.firmware(env, target, platform_arch, objects, libs, outdir, stacks=stacks(target))
