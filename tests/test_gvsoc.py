@@ -163,6 +163,10 @@ def test_network_on_gvsoc_is_bit_exact_with_cycles(tmp_path, model):
     # the hardware DMA moved the tiles; no core copied
     assert rep["totals"]["dma_bytes"]["cluster_dma"] > 0
     assert rep["totals"]["dma_copy_count"] == 0
+    # the link's stack check, in the report: core 0 (two shares) and the other seven
+    stacks = {s["who"]: s for s in rep["firmware"]["stacks"]}
+    assert [(w, s["bytes"]) for w, s in stacks.items()] == [("core 0", 2048), ("cores 1-7", 864)]
+    assert all(0 < s["need"] <= s["bytes"] for s in stacks.values())
 
 
 @pytest.mark.slow

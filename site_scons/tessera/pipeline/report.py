@@ -101,6 +101,10 @@ def report(meta_view, graph, weights, the_plan, verdict, sched, docs, firmware=N
     if firmware is not None:
         fw = {"elf": footprint.read_elf(firmware[0]), "map": footprint.parse_map(firmware[1]),
               "name": os.path.basename(firmware[0])}
+        # the link's stack check (tessera.check.stack), written by the same step as the ELF
+        stacks = os.path.join(os.path.dirname(firmware[0]), "stack.json")
+        if os.path.exists(stacks):
+            fw["stacks"] = canon.read_json(stacks)
     outs = None if golden is None else {n: golden[n] for n in graph.outputs}
     out = build.report(meta_view, graph, weights, the_plan, verdict, tilings, sched,
                        {g: ft for g, ft in fused.items() if g in chosen}, fw, outs)

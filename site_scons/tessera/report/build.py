@@ -276,6 +276,10 @@ def firmware_footprint(meta, the_plan, firmware):
               if lvl["kind"] != "storage" and lvl.get("address") is not None}     # a native program: none
     fp = footprint.footprint(firmware["elf"], firmware["map"], levels, meta["prefix"], declared)
     fp["file"] = firmware.get("name", "firmware.elf")
+    if firmware.get("stacks"):
+        # each stack's deepest call chain against its share (the link checked it)
+        fp["stacks"] = [{"who": r["who"], "need": r["need"], "bytes": r["bytes"], "field": firmware["stacks"]["field"]}
+                        for r in firmware["stacks"]["stacks"]]
     return fp
 
 
