@@ -85,6 +85,51 @@ def grid_tables(chans, rows, cols, rows_first=False, name="grid"):
     return out
 
 
+def grid_step(chans, rows, cols, rows_first=False, t="next", name="grid"):
+    """C lines that turn tile `t` (tile i of the grid, at band indices ci,
+    ri, wi) into tile i + 1, as tsr_tile_at would rebuild it: the indices
+    advance in the grid's order and only the spans whose index changed are
+    read again (PULP-open: between two forks each read of the tables costs
+    core 0 about 15 cycles from L2, tsr_tile_at's divisions and general code
+    about 700 a tile, docs/gvsoc.md). An axis of one band never changes."""
+    def span(axis, idx, fields):
+        arr = f"{name}_{axis}[{idx}]"
+        return [f"{t}.{f} = {arr}.{g};" for f, g in fields]
+    row = span("rows", "ri", [("oh0", "o0"), ("oh", "o"), ("ih0", "i0"), ("ih", "i"), ("pad_t", "pad0"),
+                              ("pad_b", "pad1")])
+    col = span("cols", "wi", [("ow0", "o0"), ("ow", "o"), ("iw0", "i0"), ("iw", "i"), ("pad_l", "pad0"),
+                              ("pad_r", "pad1")])
+    chan = span("chans", "ci", [("oc0", "oc0"), ("oc", "oc"), ("ic0", "ic0"), ("ic", "ic")])
+    # fastest first: (index, count, its fields)
+    axes = [("wi", len(cols), col)] + ([("ci", len(chans), chan), ("ri", len(rows), row)] if rows_first else
+                                       [("ri", len(rows), row), ("ci", len(chans), chan)])
+    axes = [a for a in axes if a[1] > 1]
+    if not axes:
+        return []
+
+    def advance(k, indent):
+        idx, n, fields = axes[k]
+        pad = " " * indent
+        if k == len(axes) - 1:       # the slowest axis: never wraps before the last tile
+            return [f"{pad}{idx}++;"] + [pad + f for f in fields]
+        return ([f"{pad}if (++{idx} == {n}) {{", f"{pad}    {idx} = 0;"] + advance(k + 1, indent + 4)
+                + [f"{pad}}}"] + [pad + f for f in fields])
+    lines = advance(0, 0)
+    # weights change with the channel tile, at its first column band
+    first = [f"{idx} == 0" for idx, n in (("wi", len(cols)), ("ri", 0 if rows_first else len(rows))) if n > 1]
+    if rows_first and len(chans) == 1:
+        first = ["0"]
+    lines.append(f"{t}.new_weights = {' && '.join(first) or '1'};")
+    return lines
+
+
+def grid_indices(chans, rows, cols):
+    """The declaration of grid_step's band indices (those of the axes of
+    more than one band), or None."""
+    used = [idx for idx, n in (("ci", len(chans)), ("ri", len(rows)), ("wi", len(cols))) if n > 1]
+    return f"int {', '.join(i + ' = 0' for i in used)};" if used else None
+
+
 def _requant_block(layer, params, per_channel_rq):
     """C declarations of the layer's requantization (per-tensor values as
     constants here; per-channel arrays come with each channel tile)."""
@@ -417,6 +462,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # DMA runs under them instead of after them
     early = (target.get("platform") == "pulp_open" and not fetched and not banded)
     early_at = len(out)
+    # and a grid's next tile from this one, not rebuilt from the tables
+    walk = grid and bufs > 1 and not fetched and target.get("platform") == "pulp_open"
     out.append(f"    {args_type} a = {{0}};")
     if layer.requant is not None:
         rq = layer.requant
@@ -454,6 +501,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.extend("    " + line for line in _epilogue_args(add, layer, graph, lib, l1, prefix))
     if grid:
         out.append("    tsr_tile_t cur, next" + (", ahead;" if fetched else ";"))
+        if walk and grid_indices(chans, hs, ws):
+            out.append("    " + grid_indices(chans, hs, ws) + "   /* next's bands (grid_step) */")
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
@@ -489,8 +538,13 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     if early:
         # (a layer of the out-of-core program loads its tiles in that loop)
         if grid:
-            out.pop(next(k for k in range(len(out) - 1, early_at - 1, -1) if out[k].startswith("    tsr_tile_t cur")))
+            k = next(k for k in range(len(out) - 1, early_at - 1, -1) if out[k].startswith("    tsr_tile_t cur"))
+            out.pop(k)
+            if walk and grid_indices(chans, hs, ws):
+                out.pop(k)
             decl = "    tsr_tile_t cur, next" + (", ahead;" if fetched else ";")
+            if walk and grid_indices(chans, hs, ws):
+                decl += "\n    " + grid_indices(chans, hs, ws) + "   /* next's bands (grid_step) */"
         guard = ["if (!tsr_program.n_ops) {"] + ["    " + line for line in first] + ["}"] if card else first
         out[early_at:early_at] = ([decl] if decl else []) + ["    " + line for line in guard]
     else:
@@ -512,7 +566,10 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     if bufs > 1:
         if grid:
             out.append("        if (i + 1 < NTILES) {")
-            out.append("            tsr_tile_at(&next, &grid, i + 1);")
+            if walk:
+                out.extend("            " + line for line in grid_step(chans, hs, ws, rows_first(tiling)))
+            else:
+                out.append("            tsr_tile_at(&next, &grid, i + 1);")
             out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
             out.append("        }")
         else:
