@@ -189,7 +189,11 @@ static inline void tsr_wstream_load(tsr_wstream_t *s, uint32_t k)
 {
     uint32_t p;
     for (p = s->first[k]; p < s->first[k + 1]; p++)
+#if defined(TSR_HAL_DMA_RUNS) && defined(TSR_STORAGE_WINDOW)
+        hal_dma_chunk(&s->job[k & 1], s->engine, s->pieces[p].dst, s->pieces[p].src, s->pieces[p].bytes);
+#else
         tsr_dma_run(&s->job[k & 1], s->engine, s->pieces[p].dst, s->pieces[p].src, s->pieces[p].bytes);
+#endif
 }
 
 /* The next chunk's buffer, once the chunk has landed; starts loading the one
