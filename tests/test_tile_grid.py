@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tessera.codegen.layer import grid_indices, grid_step, grid_tables
+from tessera.codegen.layer import grid_first, grid_indices, grid_step, grid_tables
 from tessera.tiler import grid, tiles
 from tessera.tiles.geometry import rows_first
 
@@ -64,7 +64,8 @@ PRINT = ('printf("%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d\\n", t.oh0,
 @pytest.mark.parametrize("walk", [False, True], ids=["tsr_tile_at", "grid_step"])
 def test_rebuilt_tiles_equal_the_tile_list(tmp_path, walk):
     """tsr_tile_at(i) for every tile, or (walk: PULP-open's tile loops)
-    tile 0 from it and every next one by grid_step from the one before."""
+    tile 0 by grid_first and every next one by grid_step from the one
+    before, from the tables alone."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("no host gcc")
@@ -76,14 +77,15 @@ def test_rebuilt_tiles_equal_the_tile_list(tmp_path, walk):
     calls = []
     for k, (view, tiling) in enumerate(cases):
         chans, rows, cols = grid(view, tiling)
-        src += grid_tables(chans, rows, cols, rows_first(tiling), name=f"g{k}")
+        src += grid_tables(chans, rows, cols, rows_first(tiling), name=f"g{k}", struct=not walk)
         n = len(chans) * len(rows) * len(cols)
         if not walk:
             calls.append(f"    dump(&g{k}, {n});")
             continue
         decl = grid_indices(chans, rows, cols)
         src += [f"static void walk{k}(void)", "{", "    tsr_tile_t t;", *(["    " + decl] if decl else []),
-                f"    tsr_tile_at(&t, &g{k}, 0);", f"    for (int i = 0; i < {n}; i++) {{", "        " + PRINT,
+                *("    " + line for line in grid_first("t", f"g{k}")),
+                f"    for (int i = 0; i < {n}; i++) {{", "        " + PRINT,
                 f"        if (i + 1 < {n}) {{",
                 *("            " + line for line in grid_step(chans, rows, cols, rows_first(tiling), "t", f"g{k}")),
                 "        }", "    }", '    printf("end\\n");', "}"]

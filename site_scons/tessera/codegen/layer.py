@@ -61,10 +61,10 @@ def _tile_rows(layer_view, tiling):
     return rows
 
 
-def grid_tables(chans, rows, cols, rows_first=False, name="grid"):
+def grid_tables(chans, rows, cols, rows_first=False, name="grid", struct=True):
     """C lines of a layer's tile grid (tiler.grid): the per-axis tables
-    and the tsr_grid_t `name` that tsr_tile_at (tessera/tile.h) rebuilds
-    each tile from."""
+    and (struct) the tsr_grid_t `name` that tsr_tile_at (tessera/tile.h)
+    rebuilds each tile from."""
     per_c = len(rows) * len(cols)
     if rows_first:
         order = (f"/* tile i: row band i / {len(chans) * len(cols)}, channel tile (i / {len(cols)}) % "
@@ -79,10 +79,23 @@ def grid_tables(chans, rows, cols, rows_first=False, name="grid"):
     out += ["    {" + ", ".join(str(v) for v in c) + "}," for c in cols]
     out += ["};", "/* oc0, oc, ic0, ic */", f"static const tsr_chans_t {name}_chans[{len(chans)}] = {{"]
     out += ["    {" + ", ".join(str(v) for v in c) + "}," for c in chans]
-    out += ["};", f"static const tsr_grid_t {name} = {{.rows = {name}_rows, .cols = {name}_cols, "
-                  f".chans = {name}_chans, .nrows = {len(rows)}, .ncols = {len(cols)}, .nchans = {len(chans)}"
-                  + (", .rows_first = 1};" if rows_first else "};")]
+    out += ["};"]
+    if struct:
+        out += [f"static const tsr_grid_t {name} = {{.rows = {name}_rows, .cols = {name}_cols, "
+                f".chans = {name}_chans, .nrows = {len(rows)}, .ncols = {len(cols)}, .nchans = {len(chans)}"
+                + (", .rows_first = 1};" if rows_first else "};")]
     return out
+
+
+def grid_first(t="next", name="grid"):
+    """C lines that set tile `t` to the grid's tile 0 (each table's first
+    entry: constants the compiler folds), as tsr_tile_at(t, grid, 0)."""
+    fields = [("rows", [("oh0", "o0"), ("oh", "o"), ("ih0", "i0"), ("ih", "i"), ("pad_t", "pad0"),
+                        ("pad_b", "pad1")]),
+              ("cols", [("ow0", "o0"), ("ow", "o"), ("iw0", "i0"), ("iw", "i"), ("pad_l", "pad0"),
+                        ("pad_r", "pad1")]),
+              ("chans", [("oc0", "oc0"), ("oc", "oc"), ("ic0", "ic0"), ("ic", "ic")])]
+    return [f"{t}.{f} = {name}_{axis}[0].{g};" for axis, pairs in fields for f, g in pairs] + [f"{t}.new_weights = 1;"]
 
 
 def grid_step(chans, rows, cols, rows_first=False, t="next", name="grid"):
@@ -296,8 +309,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"#define ENGINE_W {w_engine}     /* {w_from} -> {target['tile_level']} */")
     out.append("")
     grid = use_grid(chans, hs, ws)
+    # PULP-open walks a grid from tile to tile (grid_first, grid_step): the
+    # tsr_grid_t only for tsr_tile_at's other callers
+    walk = (grid and bufs > 1 and target.get("platform") == "pulp_open"
+            and not any(spill.get(f"in{i}", {}).get("slot") for i in range(len(l1["in"]))))
     if grid:
-        out.extend(grid_tables(chans, hs, ws, rows_first(tiling)))
+        out.extend(grid_tables(chans, hs, ws, rows_first(tiling), struct=not walk or card))
     else:
         out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
         out.append("static const tsr_tile_t tiles[NTILES] = {")
@@ -462,8 +479,6 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # DMA runs under them instead of after them
     early = (target.get("platform") == "pulp_open" and not fetched and not banded)
     early_at = len(out)
-    # and a grid's next tile from this one, not rebuilt from the tables
-    walk = grid and bufs > 1 and not fetched and target.get("platform") == "pulp_open"
     out.append(f"    {args_type} a = {{0}};")
     if layer.requant is not None:
         rq = layer.requant
@@ -525,7 +540,7 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # with the next tile's input (on its job, waited with it)
     ahead = copied and target.get("platform") == "pulp_open"
     if grid:
-        first = ["tsr_tile_at(&next, &grid, 0);", "load(&next, 0, 0, in, w);"]
+        first = (grid_first() if walk else ["tsr_tile_at(&next, &grid, 0);"]) + ["load(&next, 0, 0, in, w);"]
     elif ahead:
         first = ["load(&next, 0, 0, in, w);", "if (NTILES > 1)",
                  "    tsr_dma_run(&in[0], ENGINE_ACT, &ahead, &tiles[1], sizeof(tsr_tile_t));"]
