@@ -90,12 +90,14 @@ def grid_tables(chans, rows, cols, rows_first=False, name="grid", struct=True):
 def grid_first(t="next", name="grid"):
     """C lines that set tile `t` to the grid's tile 0 (each table's first
     entry: constants the compiler folds), as tsr_tile_at(t, grid, 0)."""
-    fields = [("rows", [("oh0", "o0"), ("oh", "o"), ("ih0", "i0"), ("ih", "i"), ("pad_t", "pad0"),
-                        ("pad_b", "pad1")]),
-              ("cols", [("ow0", "o0"), ("ow", "o"), ("iw0", "i0"), ("iw", "i"), ("pad_l", "pad0"),
-                        ("pad_r", "pad1")]),
-              ("chans", [("oc0", "oc0"), ("oc", "oc"), ("ic0", "ic0"), ("ic", "ic")])]
-    return [f"{t}.{f} = {name}_{axis}[0].{g};" for axis, pairs in fields for f, g in pairs] + [f"{t}.new_weights = 1;"]
+    return ([f"{t}.{f} = {name}_{axis}[0].{g};" for axis, pairs in _GRID_FIELDS.items() for f, g in pairs]
+            + [f"{t}.new_weights = 1;"])
+
+
+# tsr_tile_t's fields from each of the grid's tables (tsr_tile_at)
+_GRID_FIELDS = {"rows": [("oh0", "o0"), ("oh", "o"), ("ih0", "i0"), ("ih", "i"), ("pad_t", "pad0"), ("pad_b", "pad1")],
+                "cols": [("ow0", "o0"), ("ow", "o"), ("iw0", "i0"), ("iw", "i"), ("pad_l", "pad0"), ("pad_r", "pad1")],
+                "chans": [("oc0", "oc0"), ("oc", "oc"), ("ic0", "ic0"), ("ic", "ic")]}
 
 
 def grid_step(chans, rows, cols, rows_first=False, t="next", name="grid"):
@@ -105,14 +107,9 @@ def grid_step(chans, rows, cols, rows_first=False, t="next", name="grid"):
     read again (PULP-open: between two forks each read of the tables costs
     core 0 about 15 cycles from L2, tsr_tile_at's divisions and general code
     about 700 a tile, docs/gvsoc.md). An axis of one band never changes."""
-    def span(axis, idx, fields):
-        arr = f"{name}_{axis}[{idx}]"
-        return [f"{t}.{f} = {arr}.{g};" for f, g in fields]
-    row = span("rows", "ri", [("oh0", "o0"), ("oh", "o"), ("ih0", "i0"), ("ih", "i"), ("pad_t", "pad0"),
-                              ("pad_b", "pad1")])
-    col = span("cols", "wi", [("ow0", "o0"), ("ow", "o"), ("iw0", "i0"), ("iw", "i"), ("pad_l", "pad0"),
-                              ("pad_r", "pad1")])
-    chan = span("chans", "ci", [("oc0", "oc0"), ("oc", "oc"), ("ic0", "ic0"), ("ic", "ic")])
+    def span(axis, idx):
+        return [f"{t}.{f} = {name}_{axis}[{idx}].{g};" for f, g in _GRID_FIELDS[axis]]
+    row, col, chan = span("rows", "ri"), span("cols", "wi"), span("chans", "ci")
     # fastest first: (index, count, its fields)
     axes = [("wi", len(cols), col)] + ([("ci", len(chans), chan), ("ri", len(rows), row)] if rows_first else
                                        [("ri", len(rows), row), ("ci", len(chans), chan)])
