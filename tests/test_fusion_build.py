@@ -276,6 +276,10 @@ def test_pulp_nn_pw_dw_steps_are_bit_exact(tmp_path, name, l1, b2_layout, small)
     for f in fused:
         src = (net / "src" / f"{f['layers'][0]}.c").read_text()
         assert ("pnn_pw_dw_rows_block" if f.get("layout") == "rows" else "pnn_pw_dw_block(") in src
+        # PULP-open asks for the first band's input before the argument
+        # set-up (docs/gvsoc.md, "session 12"); gap8's code is as it was
+        first_in, args = src.index("tsr_tile_in(&in[0], "), src.index(" a = {0};")
+        assert (first_in < args) == (name == "pulp_open")
     # a step of several bands and several blocks, over a stride-2 depthwise
     b2 = next(f for f in fused if f["group"] == "b2_expand+b2_dw")
     assert len(b2["bands"]) > 1 and b2.get("layout") == b2_layout

@@ -101,6 +101,12 @@ def test_the_generated_code_stores_and_reads_them_channel_major(built):
     with open(os.path.join(built, "src", "dw1.c")) as f:
         dw1 = f.read()     # 4 tiles, 2 buffers
     assert "next = ahead;" in dw1 and "&ahead, &tiles[i + 2], sizeof(tsr_tile_t)" in dw1
+    # the first tile's copies start before the argument structs are cleared
+    # and filled (docs/gvsoc.md, "Between the kernel calls, session 12")
+    for text, first in ((dw1, "load(&next, 0, 0, in, w);"), (dw, "load(&tiles[0], 0, 0, in, w);")):
+        body = text[text.index("(void)\n{"):]
+        assert body.index(first) < body.index("tsr_conv_args_t a = {0};")
+        assert body.count(first) == 1
     with open(os.path.join(built, "src", "pw13.c")) as f:
         assert "pnn_pointwise(" in f.read()      # its reader is the pool
 

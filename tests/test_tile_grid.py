@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tessera.codegen.layer import grid_tables
+from tessera.codegen.layer import grid_first, grid_indices, grid_step, grid_tables
 from tessera.tiler import grid, tiles
 from tessera.tiles.geometry import rows_first
 
@@ -56,23 +56,41 @@ def _layers(seed, n):
     return out
 
 
-def test_rebuilt_tiles_equal_the_tile_list(tmp_path):
+PRINT = ('printf("%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d\\n", t.oh0, t.oh, t.ow0, t.ow, '
+         't.oc0, t.oc, t.ih0, t.ih, t.iw0, t.iw, t.ic0, t.ic, t.pad_t, t.pad_l, t.pad_b, t.pad_r, '
+         't.new_weights);')
+
+
+@pytest.mark.parametrize("walk", [False, True], ids=["tsr_tile_at", "grid_step"])
+def test_rebuilt_tiles_equal_the_tile_list(tmp_path, walk):
+    """tsr_tile_at(i) for every tile, or (walk: PULP-open's tile loops)
+    tile 0 by grid_first and every next one by grid_step from the one
+    before, from the tables alone."""
     gcc = shutil.which("gcc")
     if gcc is None:
         pytest.skip("no host gcc")
     cases = _layers(16, 60)
-    src = ['#include <stdio.h>', '#include "tessera/tile.h"']
+    src = ['#include <stdio.h>', '#include "tessera/tile.h"',
+           "static void dump(const tsr_grid_t *g, int n)", "{",
+           "    for (int i = 0; i < n; i++) {", "        tsr_tile_t t;", "        tsr_tile_at(&t, g, i);",
+           "        " + PRINT, "    }", '    printf("end\\n");', "}"]
     calls = []
     for k, (view, tiling) in enumerate(cases):
         chans, rows, cols = grid(view, tiling)
-        src += grid_tables(chans, rows, cols, rows_first(tiling), name=f"g{k}")
-        calls.append(f"    dump(&g{k}, {len(chans) * len(rows) * len(cols)});")
-    src += ["static void dump(const tsr_grid_t *g, int n)", "{",
-            "    for (int i = 0; i < n; i++) {", "        tsr_tile_t t;", "        tsr_tile_at(&t, g, i);",
-            '        printf("%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d\\n", t.oh0, t.oh, t.ow0, t.ow, '
-            't.oc0, t.oc, t.ih0, t.ih, t.iw0, t.iw, t.ic0, t.ic, t.pad_t, t.pad_l, t.pad_b, t.pad_r, '
-            't.new_weights);',
-            "    }", '    printf("end\\n");', "}", "int main(void)", "{", *calls, "    return 0;", "}"]
+        src += grid_tables(chans, rows, cols, rows_first(tiling), name=f"g{k}", struct=not walk)
+        n = len(chans) * len(rows) * len(cols)
+        if not walk:
+            calls.append(f"    dump(&g{k}, {n});")
+            continue
+        decl = grid_indices(chans, rows, cols)
+        src += [f"static void walk{k}(void)", "{", "    tsr_tile_t t;", *(["    " + decl] if decl else []),
+                *("    " + line for line in grid_first("t", f"g{k}")),
+                f"    for (int i = 0; i < {n}; i++) {{", "        " + PRINT,
+                f"        if (i + 1 < {n}) {{",
+                *("            " + line for line in grid_step(chans, rows, cols, rows_first(tiling), "t", f"g{k}")),
+                "        }", "    }", '    printf("end\\n");', "}"]
+        calls.append(f"    walk{k}();")
+    src += ["int main(void)", "{", *calls, "    (void)dump;", "    return 0;", "}"]
     c = tmp_path / "grid.c"
     c.write_text("\n".join(src) + "\n")
     exe = tmp_path / "grid"

@@ -41,7 +41,6 @@ extern char __bss_start[], __bss_end[];   /* TLS bss through .bss, in L2 */
 /* The HAL's variables the cluster touches per tile and per fork live in L1
  * (the target's memory.L1.reserved.hal area; in L2 an access from the
  * cluster takes about 15 cycles). NOLOAD: core 0 clears them at start. */
-#define HAL_L1 __attribute__((section(".tsr_hal.vars")))
 extern char __tsr_hal_start[], __tsr_hal_end[];
 
 HAL_L1 uint64_t hal_dma_bytes[HAL_MAX_DMA];
@@ -502,7 +501,11 @@ uint64_t hal_counter(void)
 static void hyper_start(int cs, int read, uint32_t l2, uint32_t ext, uint32_t bytes)
 {
     const uint32_t ch = PO_HYPER_CH(0);
-    PO_REG(PO_UDMA_CG) |= PO_UDMA_CG_HYPER;   /* off after reset: accesses would be ignored */
+    static HAL_L1 uint8_t hyper_on;   /* (a read and a write of the SoC's bus each time, else) */
+    if (!hyper_on) {
+        PO_REG(PO_UDMA_CG) |= PO_UDMA_CG_HYPER;   /* off after reset: accesses would be ignored */
+        hyper_on = 1;
+    }
     while (((PO_REG(ch + PO_HYPER_STATUS) >> 1) & 0xFFu) >= 6u)
         ;
     PO_REG(PO_HYPER_MEM_SEL) = (uint32_t)cs;

@@ -16,8 +16,8 @@
 
 #ifdef TSR_STORAGE_WINDOW   /* only targets with a storage level have L3 */
 
-uint64_t hal_storage_bytes[2];
-uint32_t hal_storage_ops[2];
+HAL_L1 uint64_t hal_storage_bytes[2];
+HAL_L1 uint32_t hal_storage_ops[2];
 
 int hal_storage_open(const char *path)
 {
@@ -62,6 +62,24 @@ uint32_t hal_storage_issue(int write, uint32_t offset, void *sram, uint32_t byte
 void hal_storage_wait_for(uint32_t n)
 {
     (void)n;    /* done at issue */
+}
+
+/* A piece of a weight chunk, from the flash into L2 (tile.h's
+ * tsr_wstream_load, at a layer's first tile): queued on the uDMA at once,
+ * not through hal_dma_run's general path (about 300 cycles of cold code a
+ * piece); anything else goes that way. Here, not in hal.c: the DMA code
+ * there keeps its place in the instruction caches. */
+void hal_dma_chunk(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes)
+{
+    if (!bytes || !HAL_IN_STORAGE(src) || HAL_IN_STORAGE(dst)) {
+        hal_dma_run(job, engine, dst, src, bytes);
+        return;
+    }
+    hal_dma_bytes[engine] += bytes;
+    po_hyper_start_read(PO_HYPER_CS_FLASH, dst, HAL_STORAGE_OFFSET(src), bytes);
+    hal_storage_bytes[0] += bytes;
+    hal_storage_ops[0]++;
+    job->pending |= PO_JOB_HYPER;
 }
 
 void hal_storage_dma(void *dst, const void *src, uint32_t bytes, uint32_t rows, uint32_t src_stride,

@@ -59,6 +59,11 @@ extern uint64_t hal_dma_bytes[HAL_MAX_DMA];
 /* in uintptr_t: on a 64-bit host a pointer's low 32 bits may fall in the window */
 #define HAL_IN_STORAGE(p) ((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW < (uintptr_t)TSR_STORAGE_BYTES)
 #define HAL_STORAGE_OFFSET(p) ((uint32_t)((uintptr_t)(p) - (uintptr_t)TSR_STORAGE_WINDOW))
+#ifdef TSR_HAL_DMA_RUNS
+/* hal_dma_run for a weight chunk's piece (tile.h's tsr_wstream_load): a
+ * read from the storage level queued at once (PULP-open's HyperFlash) */
+void hal_dma_chunk(hal_dma_job_t *job, int engine, void *dst, const void *src, uint32_t bytes);
+#endif
 #endif
 /* Open the card (under an emulator: the image file at `path`); 0 on success. */
 int hal_storage_open(const char *path);

@@ -194,6 +194,9 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
     out.append(f"void {symbol(prefix, first.name)}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}}, w = {{0}}"
                + (", w2 = {0};" if shared and not any(streams.values()) else ";"))
+    # on PULP-open the first band's input is asked for first: its copy runs
+    # under the argument set-up and the weights' commands (core 0, cold code)
+    early_at = len(out) if target.get("platform") == "pulp_open" else None
     out.append(f"    {args_t} a = {{0}};")
     if epilogue is not None:
         out.extend("    " + line for line in _epilogue_args(add, second, graph, library(target["kernels"]), {}, prefix))
@@ -253,8 +256,12 @@ def generate(first, second, graph, ft, first_slice, second_slice, target, model,
         if "bias" in params_at[layer.name]:
             out.append(f"    a.{part}.bias = (const int32_t *)({L1} + {params_at[layer.name]['bias']});")
     esize_in, esize_out = ir.DTYPES[x.dtype], ir.DTYPES[y.dtype]
-    out.append(f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in(0), {L2} + {first_slice['inputs'][0]}, {W}, {C}, "
-               f"{esize_in}, &bands[0]);")
+    first_in = (f"    tsr_tile_in(&in[0], ENGINE_ACT, {L1} + l1_in(0), {L2} + {first_slice['inputs'][0]}, {W}, {C}, "
+                f"{esize_in}, &bands[0]);")
+    if early_at is None:
+        out.append(first_in)
+    else:
+        out.insert(early_at, first_in)
 
     def skip_in(b, band):
         # the add's other input: the output band's rows, every column and channel

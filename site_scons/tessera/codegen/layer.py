@@ -61,10 +61,10 @@ def _tile_rows(layer_view, tiling):
     return rows
 
 
-def grid_tables(chans, rows, cols, rows_first=False, name="grid"):
+def grid_tables(chans, rows, cols, rows_first=False, name="grid", struct=True):
     """C lines of a layer's tile grid (tiler.grid): the per-axis tables
-    and the tsr_grid_t `name` that tsr_tile_at (tessera/tile.h) rebuilds
-    each tile from."""
+    and (struct) the tsr_grid_t `name` that tsr_tile_at (tessera/tile.h)
+    rebuilds each tile from."""
     per_c = len(rows) * len(cols)
     if rows_first:
         order = (f"/* tile i: row band i / {len(chans) * len(cols)}, channel tile (i / {len(cols)}) % "
@@ -79,10 +79,65 @@ def grid_tables(chans, rows, cols, rows_first=False, name="grid"):
     out += ["    {" + ", ".join(str(v) for v in c) + "}," for c in cols]
     out += ["};", "/* oc0, oc, ic0, ic */", f"static const tsr_chans_t {name}_chans[{len(chans)}] = {{"]
     out += ["    {" + ", ".join(str(v) for v in c) + "}," for c in chans]
-    out += ["};", f"static const tsr_grid_t {name} = {{.rows = {name}_rows, .cols = {name}_cols, "
-                  f".chans = {name}_chans, .nrows = {len(rows)}, .ncols = {len(cols)}, .nchans = {len(chans)}"
-                  + (", .rows_first = 1};" if rows_first else "};")]
+    out += ["};"]
+    if struct:
+        out += [f"static const tsr_grid_t {name} = {{.rows = {name}_rows, .cols = {name}_cols, "
+                f".chans = {name}_chans, .nrows = {len(rows)}, .ncols = {len(cols)}, .nchans = {len(chans)}"
+                + (", .rows_first = 1};" if rows_first else "};")]
     return out
+
+
+def grid_first(t="next", name="grid"):
+    """C lines that set tile `t` to the grid's tile 0 (each table's first
+    entry: constants the compiler folds), as tsr_tile_at(t, grid, 0)."""
+    return ([f"{t}.{f} = {name}_{axis}[0].{g};" for axis, pairs in _GRID_FIELDS.items() for f, g in pairs]
+            + [f"{t}.new_weights = 1;"])
+
+
+# tsr_tile_t's fields from each of the grid's tables (tsr_tile_at)
+_GRID_FIELDS = {"rows": [("oh0", "o0"), ("oh", "o"), ("ih0", "i0"), ("ih", "i"), ("pad_t", "pad0"), ("pad_b", "pad1")],
+                "cols": [("ow0", "o0"), ("ow", "o"), ("iw0", "i0"), ("iw", "i"), ("pad_l", "pad0"), ("pad_r", "pad1")],
+                "chans": [("oc0", "oc0"), ("oc", "oc"), ("ic0", "ic0"), ("ic", "ic")]}
+
+
+def grid_step(chans, rows, cols, rows_first=False, t="next", name="grid"):
+    """C lines that turn tile `t` (tile i of the grid, at band indices ci,
+    ri, wi) into tile i + 1, as tsr_tile_at would rebuild it: the indices
+    advance in the grid's order and only the spans whose index changed are
+    read again (PULP-open: between two forks each read of the tables costs
+    core 0 about 15 cycles from L2, tsr_tile_at's divisions and general code
+    about 700 a tile, docs/gvsoc.md). An axis of one band never changes."""
+    def span(axis, idx):
+        return [f"{t}.{f} = {name}_{axis}[{idx}].{g};" for f, g in _GRID_FIELDS[axis]]
+    row, col, chan = span("rows", "ri"), span("cols", "wi"), span("chans", "ci")
+    # fastest first: (index, count, its fields)
+    axes = [("wi", len(cols), col)] + ([("ci", len(chans), chan), ("ri", len(rows), row)] if rows_first else
+                                       [("ri", len(rows), row), ("ci", len(chans), chan)])
+    axes = [a for a in axes if a[1] > 1]
+    if not axes:
+        return []
+
+    def advance(k, indent):
+        idx, n, fields = axes[k]
+        pad = " " * indent
+        if k == len(axes) - 1:       # the slowest axis: never wraps before the last tile
+            return [f"{pad}{idx}++;"] + [pad + f for f in fields]
+        return ([f"{pad}if (++{idx} == {n}) {{", f"{pad}    {idx} = 0;"] + advance(k + 1, indent + 4)
+                + [f"{pad}}}"] + [pad + f for f in fields])
+    lines = advance(0, 0)
+    # weights change with the channel tile, at its first column band
+    first = [f"{idx} == 0" for idx, n in (("wi", len(cols)), ("ri", 0 if rows_first else len(rows))) if n > 1]
+    if rows_first and len(chans) == 1:
+        first = ["0"]
+    lines.append(f"{t}.new_weights = {' && '.join(first) or '1'};")
+    return lines
+
+
+def grid_indices(chans, rows, cols):
+    """The declaration of grid_step's band indices (those of the axes of
+    more than one band), or None."""
+    used = [idx for idx, n in (("ci", len(chans)), ("ri", len(rows)), ("wi", len(cols))) if n > 1]
+    return f"int {', '.join(i + ' = 0' for i in used)};" if used else None
 
 
 def _requant_block(layer, params, per_channel_rq):
@@ -251,8 +306,12 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.append(f"#define ENGINE_W {w_engine}     /* {w_from} -> {target['tile_level']} */")
     out.append("")
     grid = use_grid(chans, hs, ws)
+    # PULP-open walks a grid from tile to tile (grid_first, grid_step): the
+    # tsr_grid_t only for tsr_tile_at's other callers
+    walk = (grid and bufs > 1 and target.get("platform") == "pulp_open"
+            and not any(spill.get(f"in{i}", {}).get("slot") for i in range(len(l1["in"]))))
     if grid:
-        out.extend(grid_tables(chans, hs, ws, rows_first(tiling)))
+        out.extend(grid_tables(chans, hs, ws, rows_first(tiling), struct=not walk or card))
     else:
         out.append("/* oh0, oh, ow0, ow, oc0, oc | ih0, ih, iw0, iw, ic0, ic | pad t, l, b, r | new weights */")
         out.append("static const tsr_tile_t tiles[NTILES] = {")
@@ -412,6 +471,11 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # the layer function
     out.append(f"void {name}(void)\n{{")
     out.append(f"    hal_dma_job_t in[{bufs}] = {{{{0}}}}, w[{bufs}] = {{{{0}}}}, out[{bufs}] = {{{{0}}}};")
+    # on PULP-open the first tile's copies start before the argument structs
+    # are cleared and filled (about 500-600 cycles of core 0, cold code): the
+    # DMA runs under them instead of after them
+    early = (target.get("platform") == "pulp_open" and not fetched and not banded)
+    early_at = len(out)
     out.append(f"    {args_type} a = {{0}};")
     if layer.requant is not None:
         rq = layer.requant
@@ -449,6 +513,8 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
         out.extend("    " + line for line in _epilogue_args(add, layer, graph, lib, l1, prefix))
     if grid:
         out.append("    tsr_tile_t cur, next" + (", ahead;" if fetched else ";"))
+        if walk and grid_indices(chans, hs, ws):
+            out.append("    " + grid_indices(chans, hs, ws) + "   /* next's bands (grid_step) */")
     scratch_per_core = tiling["l1_bytes"]["scratch"] // target["cores"]
     out.extend("    " + line for line in lib.constant_args(layer, l1, scratch_per_core, prefix, rq_ref, graph=graph))
     out.append("")
@@ -471,16 +537,32 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     # with the next tile's input (on its job, waited with it)
     ahead = copied and target.get("platform") == "pulp_open"
     if grid:
-        out.append("    tsr_tile_at(&next, &grid, 0);\n    load(&next, 0, 0, in, w);")
+        first = (grid_first() if walk else ["tsr_tile_at(&next, &grid, 0);"]) + ["load(&next, 0, 0, in, w);"]
     elif ahead:
-        out.append("    tsr_tile_t cur, next = tiles[0], ahead;   /* ahead: tile i + 1's row, by DMA */\n"
-                   "    load(&next, 0, 0, in, w);\n"
-                   "    if (NTILES > 1)\n"
-                   "        tsr_dma_run(&in[0], ENGINE_ACT, &ahead, &tiles[1], sizeof(tsr_tile_t));")
+        first = ["load(&next, 0, 0, in, w);", "if (NTILES > 1)",
+                 "    tsr_dma_run(&in[0], ENGINE_ACT, &ahead, &tiles[1], sizeof(tsr_tile_t));"]
     elif copied:
-        out.append("    tsr_tile_t cur, next = tiles[0];\n    load(&next, 0, 0, in, w);")
+        first = ["load(&next, 0, 0, in, w);"]
     else:
-        out.append("    load(&tiles[0], 0, 0, in, w);")
+        first = ["load(&tiles[0], 0, 0, in, w);"]
+    decl = ("    tsr_tile_t cur, next = tiles[0], ahead;   /* ahead: tile i + 1's row, by DMA */" if ahead else
+            "    tsr_tile_t cur, next = tiles[0];" if copied else None)
+    if early:
+        # (a layer of the out-of-core program loads its tiles in that loop)
+        if grid:
+            k = next(k for k in range(len(out) - 1, early_at - 1, -1) if out[k].startswith("    tsr_tile_t cur"))
+            out.pop(k)
+            if walk and grid_indices(chans, hs, ws):
+                out.pop(k)
+            decl = "    tsr_tile_t cur, next" + (", ahead;" if fetched else ";")
+            if walk and grid_indices(chans, hs, ws):
+                decl += "\n    " + grid_indices(chans, hs, ws) + "   /* next's bands (grid_step) */"
+        guard = ["if (!tsr_program.n_ops) {"] + ["    " + line for line in first] + ["}"] if card else first
+        out[early_at:early_at] = ([decl] if decl else []) + ["    " + line for line in guard]
+    else:
+        if decl:
+            out.append(decl)
+        out.extend("    " + line for line in first)
     out.append("    for (int i = 0; i < NTILES; i++) {")
     out.append("        const tsr_tile_t *t = &cur;\n        cur = next;" if grid or copied else
                "        const tsr_tile_t *t = &tiles[i];")
@@ -496,7 +578,10 @@ def generate(layer, graph, tiling, plan_slice, target, model, epilogue=None):
     if bufs > 1:
         if grid:
             out.append("        if (i + 1 < NTILES) {")
-            out.append("            tsr_tile_at(&next, &grid, i + 1);")
+            if walk:
+                out.extend("            " + line for line in grid_step(chans, hs, ws, rows_first(tiling)))
+            else:
+                out.append("            tsr_tile_at(&next, &grid, i + 1);")
             out.append(f"            load(&next, (i + 1) % {bufs}, next.new_weights ? wb ^ 1 : wb, in, w);")
             out.append("        }")
         else:
