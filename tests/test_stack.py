@@ -124,6 +124,31 @@ def test_a_pulp_open_link_writes_each_stacks_chain(tmp_path):
     assert core0["need"] == sum(b for _, b in core0["chain"])
 
 
+def test_every_fork_target_the_generators_write_is_named_in_the_platform():
+    """The workers' chains start at what hal_fork is handed; the platform
+    names those functions by the generators' names for them (FORKED): a
+    generator handing a function of another name would leave it out of
+    the count. Every `hal_fork(name` in codegen/*.py must match."""
+    import fnmatch
+    import glob
+    import re
+
+    from tessera_scons.platforms import pulp_open
+
+    names = set()
+    for path in glob.glob(os.path.join(ROOT, "site_scons", "tessera", "codegen", "*.py")):
+        text = open(path).read()
+        names |= {m.group(1) + ("0" if m.group(2) else "")
+                  for m in re.finditer(r"hal_fork\(([A-Za-z_]\w*)(\{k\})?\s*,", text)}
+        if "hal_fork({names[" in text:      # fused.py: its two parts' names, a tuple
+            names |= set(re.findall(r'"(\w+_part)"', text))
+        if "hal_fork({fork}" in text:       # recurrent.py: _block_loop's fork, passed by name
+            names |= set(re.findall(r'_block_loop\(.*, bufs, "(\w+)"', text))
+    assert {"compute", "compute0", "dw_part", "pw_part", "step", "project", "k0"} <= names
+    for n in sorted(names):
+        assert any(fnmatch.fnmatchcase(n, p) for p in pulp_open.FORKED), n
+
+
 def test_stacks_too_small_for_the_chain_stop_the_link(tmp_path):
     """The same program with 6 kB of stacks: the workers' 656 B cannot
     hold their chain; one line naming the YAML field and the size to give,

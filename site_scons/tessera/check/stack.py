@@ -13,7 +13,8 @@ its frame in the caller's), and the deepest of its callees: `jal`, tail
 calls (`j` to another function's entry, counted on top of the frame: an
 upper bound) and indirect calls (`jalr` through a register):
 - in a fork function (hal_fork; the workers' entry): the functions whose
-  address a caller of hal_fork computes (what the cores are handed);
+  address a caller of hal_fork computes, and those named as the generated
+  code names its fork targets (what the cores are handed);
 - in the C library: the C library's and the platform's address-taken
   functions (its output callbacks);
 - elsewhere (the network's table of layer functions): every function whose
@@ -117,23 +118,30 @@ def named(funcs, names):
     return {a for a, f in funcs.items() if f["name"] in names}
 
 
-def fork_targets(funcs, fork):
-    """The functions whose address a caller of `fork` (hal_fork) computes:
-    what the cores are handed through its function pointer."""
+def fork_targets(funcs, fork, patterns=()):
+    """What the cores are handed through `fork`'s (hal_fork's) function
+    pointer: the functions whose address a caller of it computes where
+    objdump names the address, and those named like the generated code's
+    fork targets (`patterns`: the compiler also builds an address from a
+    spilled base, which no disassembly note names)."""
+    import fnmatch
+
     forks = named(funcs, [fork])
-    return {r for f in funcs.values() if f["calls"] & forks for r in f["refs"]}
+    out = {r for f in funcs.values() if f["calls"] & forks for r in f["refs"]}
+    return out | {a for a, f in funcs.items() if any(fnmatch.fnmatchcase(f["name"], p) for p in patterns)}
 
 
-def depth(funcs, root, forks=(), skip=(), entries=()):
+def depth(funcs, root, forks=(), skip=(), entries=(), handed=()):
     """(bytes, [(function, its frame), ...], notes) of the deepest chain
     from the function named `root`, not entering the functions named in
     `skip` (a worker's entry without main) and never calling `entries`
     indirectly (start-up code); indirect calls of the functions named in
-    `forks` run what a caller of the first (hal_fork) hands them. notes:
+    `forks` run what a caller of the first (hal_fork) hands them
+    (fork_targets, with the name patterns `handed`). notes:
     {"recursive": [...], "dynamic": [...]}, the functions whose depth this
     does not bound."""
     forks = tuple(forks)
-    handed = fork_targets(funcs, forks[0]) if forks else set()
+    handed = fork_targets(funcs, forks[0], handed) if forks else set()
     fork_at, skip_at = named(funcs, forks), named(funcs, skip)
     taken = {a for a, f in funcs.items() if f["taken"]} - named(funcs, entries)
     hooks = {a for a in taken if funcs[a]["libc"] or funcs[a]["platform"]}
@@ -257,7 +265,7 @@ def check(funcs, spec):
     out = []
     for s in spec["stacks"]:
         need, chain, notes = depth(funcs, s["root"], spec.get("forks", ()), s.get("skip", ()),
-                                   spec.get("entries", ()))
+                                   spec.get("entries", ()), spec.get("handed", ()))
         out.append({"who": s["who"], "root": s["root"], "need": need, "bytes": s["bytes"],
                     "chain": [[n, b] for n, b in chain], "notes": notes})
     return out

@@ -23,6 +23,7 @@ COUNTS_PER_CORE = "always"
 MAX_CORES = 8
 PICOLIBC = ["--specs=picolibc.specs"]
 MIN_STACK = 256
+FORKED = ("compute*", "dw_part", "pw_part", "project", "step", "k[0-9]*")
 
 
 def arch(target):
@@ -81,7 +82,12 @@ def stacks(target):
         out.append({"who": f"cores 1-{cores - 1}", "root": "tsr_cluster_entry", "skip": ["main", "exit"],
                     "bytes": sizes[1], "share": shares[1]})
     return {"objdump": target["toolchain"]["cc"].replace("gcc", "objdump"), "forks": ["hal_fork", "tsr_cluster_entry"],
-            "entries": ["_start", "_cluster_start"], "field": f"memory.{tiles}.reserved.stacks",
+            "entries": ["_start", "_cluster_start"],
+            # the names the code generators give the functions they hand
+            # hal_fork (codegen/layer, fused, patched, split, whole,
+            # recurrent; tests/test_stack.py checks the generators)
+            "handed": list(FORKED),
+            "field": f"memory.{tiles}.reserved.stacks",
             "reserved": reserved, "cores": cores, "stacks": out}
 
 
