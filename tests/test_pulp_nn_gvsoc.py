@@ -350,6 +350,24 @@ CASES = [
     case("pointwise", 166, (2, 4, 8, 8), 62, "std", 8, chw=True),
     case("pointwise", 167, (2, 3, 6, 8), 128, "net", 8, fold=True, chw=True),
     case("pointwise", 168, (2, 2, 64, 64), 128, "net", 8, fold=True, chw=True),
+    # stride 1 on a channel-major input with the split, the whole channel
+    # loop in asm (plane_s1_lean): rows of 8 in 2x2 blocks, several channels
+    # a core (the record's pointers walked), an uneven split over 3 cores,
+    # a banded tile (no top or bottom padding), an odd row count and two
+    # rows (pairs), no side padding; rows of 4 in pairs, two rows a copy;
+    # and the shapes it leaves to plane_body: an odd row count of 64
+    # outputs or more, rows of 4 in an odd count, no cut (split 0)
+    case("depthwise", 204, (8, 8, 24), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 205, (8, 8, 20), 128, "f32", 3, S1, extreme=True, chw=True),
+    case("depthwise", 206, (10, 8, 16), 128, "f32", 8, dict(S1, pad=(0, 1, 0, 1)), chw=True),
+    case("depthwise", 207, (7, 8, 16), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 208, (2, 8, 16), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 209, (8, 8, 16), 128, "f32", 8, dict(S1, pad=(1, 0, 1, 0)), chw=True),
+    case("depthwise", 210, (4, 4, 32), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 211, (6, 4, 24), 128, "f32", 8, S1, extreme=True, chw=True),
+    case("depthwise", 212, (9, 8, 16), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 213, (5, 4, 16), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 214, (4, 4, 16), 128, "f32big", 8, S1, chw=True),
 ]
 
 

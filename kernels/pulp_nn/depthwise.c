@@ -357,22 +357,25 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
     MUL1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
+/* the pair loops' text (NR, NP: the registers of the row and pair counts) */
+#define DW_PAIRS_BODY(LAST, LAST_LEN, MUL2, MUL2_LEN, NR, NP)                                              \
+    ".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                                \
+    ".insn i 0x7B, 4, x1, " NR ", " XP_XSTR(2 * (22 + MUL2_LEN + LAST_LEN)) "\n\t"                             \
+    "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                                               \
+    ".insn i 0x7B, 4, x0, " NP ", " XP_XSTR(2 * (17 + MUL2_LEN)) "\n\t"                                          \
+    ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
+    "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
+    XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+    XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+    XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
+    DW_RQ2(MUL2)                                                                            \
+    XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
+    LAST                                                                                    \
+    ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
+    ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (22 + " XP_XSTR(MUL2_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
+    ".error \"hardware loop length\"\n\t.endif\n\t.option pop"
 #define DW_PAIRS_X(LAST, LAST_LEN, MUL2, MUL2_LEN)                                                         \
-    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (22 + MUL2_LEN + LAST_LEN)) "\n\t"           \
-                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
-                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * (17 + MUL2_LEN)) "\n\t"                        \
-                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
-                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
-                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
-                     XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
-                     DW_RQ2(MUL2)                                                                            \
-                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
-                     LAST                                                                                    \
-                     ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (22 + " XP_XSTR(MUL2_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
-                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+    __asm__ volatile(DW_PAIRS_BODY(LAST, LAST_LEN, MUL2, MUL2_LEN, "%[nr]", "%[np]")                        \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
@@ -393,31 +396,34 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * (each reloaded once its products are done) leave room for the four
  * accumulators. The counts come from memory (registers are short). After a
  * pair of rows o takes o2's place and o2 moves a row on (t0: the step). */
-#define DW_QUADS                                                                                           \
-    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nq]\n\t.Ldwq4_set%=:\n\t"     \
-                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 54) "\n\t"                                     \
-                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a5, t6, %[W]\n\t"      \
-                     "add %[base], t5, %[W]\n\tlw t0, %[np]\n\t"                                             \
-                     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
-                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
-                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
-                     ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
-                     "mv a6, %[b]\n\tmv t2, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
-                     XP_SDOTSP("a6", "t1", "%[w0]") XP_SDOTSP("t2", "t1", "%[v0]")                           \
-                     ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
-                     XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
-                     XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
-                     DW_RQ2(DW_SPLIT2)                                                                       \
-                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
-                     DW_RQ2(DW_SPLIT2_OF("a6", "t2"))                                                        \
-                     XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
-                     "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
-                     ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
-                     ".if .Ldwq4_end%= - .Ldwq4_set%= != 4 * 54\n\t"                                           \
-                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+/* the 2x2 blocks' text (NQ, NP: the addresses of the counts) */
+#define DW_QUADS_BODY(NQ, NP)                                                                          \
+    ".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, " NQ "\n\t.Ldwq4_set%=:\n\t"     \
+    ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 54) "\n\t"                                     \
+    "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a5, t6, %[W]\n\t"      \
+    "add %[base], t5, %[W]\n\tlw t0, " NP "\n\t"                                             \
+    ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
+    ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
+    "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
+    XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+    ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
+    "mv a6, %[b]\n\tmv t2, %[b]\n\t"                                                        \
+    XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+    XP_SDOTSP("a6", "t1", "%[w0]") XP_SDOTSP("t2", "t1", "%[v0]")                           \
+    ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
+    XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
+    XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
+    XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
+    DW_RQ2(DW_SPLIT2)                                                                       \
+    XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
+    DW_RQ2(DW_SPLIT2_OF("a6", "t2"))                                                        \
+    XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
+    "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
+    ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
+    ".if .Ldwq4_end%= - .Ldwq4_set%= != 4 * 54\n\t"                                           \
+    ".error \"hardware loop length\"\n\t.endif\n\t.option pop"
+#define DW_QUADS                                                                                       \
+    __asm__ volatile(DW_QUADS_BODY("%[nq]", "%[np]")                                                   \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2)                                         \
                      : [nq] "m"(nq), [np] "m"(np), [W] "r"(W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1),   \
                        [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(b),     \
@@ -768,10 +774,132 @@ DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
 DW_PLANE_FN(plane_any_q, DW_ANY, 1)
 #endif
 
+#if DW_CHW
+/* Stride 1 on a channel-major tile with the split (plane_channels checks
+ * the rest: the full int8 clamp, an even width, rows of 8 bytes, or of 4 in
+ * pairs): the whole channel loop in one asm block. In C, the loops' 27
+ * registers left GCC about 105 instructions a channel around them, a third
+ * of them spills and reloads (core 0's trace of an 8x8x184 call: 156 cycles
+ * a channel, 2.4 an output). Here the channel's pointers and the call's
+ * constants sit in a record (r, s11 in the asm); each channel loads its
+ * weights, bias, multiplier and shift through it, derives the operands
+ * plane_body's loops take (w0..w2, v0..v2, b, mh, ml, sh, zs), copies its
+ * rows (DW_CHW_FLAT's loop) and runs DW_QUADS' or DW_PAIRS' text. No
+ * channel's shift is checked: the build sets split only when every shift
+ * is 33-54 (codegen/libraries/pulp_nn.py dw_split), plane_body's range. */
+enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MSTEP, DWL_SSTEP, DWL_OFF, DWL_K,
+       DWL_T, DWL_ZP, DWL_DST, DWL_BASE, DWL_LOWK, DWL_NQ, DWL_NP, DWL_NR, DWL_CN, DWL_CA, DWL_CB, DWL_O2, DWL_W,
+       DWL_ST, DWL_KT, DWL_ONES, DWL_MASK, DWL_FIELDS };
+/* the asm's offsets of those fields (checked below) */
+#define DWL_SETUP(PRE)                                                                                     \
+    "lw t4, 0(s11)\n\tlw t1, 4(s11)\n\tlw t2, 8(s11)\n\tlw t3, 12(s11)\n\t"                                     \
+    "lw t0, 0(t4)\n\tlw t5, 3(t4)\n\tlw t6, 6(t4)\n\tlw a5, 112(s11)\n\tlw a6, 0(t1)\n\tlw a7, 0(t2)\n\t"          \
+    "and %[w0], t0, a5\n\tand %[w1], t5, a5\n\tand %[w2], t6, a5\n\tlb t0, 0(t3)\n\t"                           \
+    "addi t4, t4, 9\n\tlw t5, 28(s11)\n\tlw t6, 32(s11)\n\tsw t4, 0(s11)\n\t"                                   \
+    "add t1, t1, t5\n\tadd t2, t2, t6\n\tlw t5, 36(s11)\n\tlw t6, 108(s11)\n\tsw t1, 4(s11)\n\tsw t2, 8(s11)\n\t" \
+    "add t3, t3, t5\n\tsw t3, 12(s11)\n\tli t3, 0\n\t"                                                         \
+    XP_SDOTSP("t3", "%[w0]", "t6") XP_SDOTSP("t3", "%[w1]", "t6") XP_SDOTSP("t3", "%[w2]", "t6")             \
+    "lw t5, 44(s11)\n\tlw t6, 40(s11)\n\tlw a3, 64(s11)\n\tlw a4, 48(s11)\n\tmul t3, t3, t6\n\t"                \
+    "sra %[mh], a7, t5\n\tand a7, a7, a3\n\tsrl %[ml], a7, a4\n\tsub %[sh], t0, t5\n\tlw a3, 52(s11)\n\t"       \
+    "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd %[b], a6, t3\n\t"              \
+    "sll %[zs], a3, %[sh]\n\t"                                                                                \
+    "lw t2, 16(s11)\n\tlw t3, 56(s11)\n\tlw t4, 80(s11)\n\tlw t5, 84(s11)\n\tlw t6, 88(s11)\n\t"                \
+    "lw %[o], 20(s11)\n\tlw %[base], 60(s11)\n\t" PRE                                                         \
+    XP_LOOP("t4", 4) XP_LW_INC("t0", "t2") XP_LW_INC("t1", "t2") XP_SW_RR_INC("t0", "t3", "t5")               \
+    XP_LOOP_END() XP_SW_RR_INC("t1", "t3", "t6") XP_LOOP_CHECK(4) "\n\t"                                      \
+    "addi t0, %[o], 1\n\tsw t2, 16(s11)\n\tsw t0, 20(s11)\n\t"
+#define DWL_LOOP(PRE, OUTPUTS)                                                                                  \
+    do {                                                                                                   \
+        register int32_t *rr __asm__("s11") = r;                                                           \
+        register int32_t W_ __asm__("s10"), st_ __asm__("s9"), k_ __asm__("s8"), w0_ __asm__("s0");        \
+        register int32_t w1_ __asm__("s1"), w2_ __asm__("s2"), v0_ __asm__("s3"), v1_ __asm__("s4");       \
+        register int32_t v2_ __asm__("s5"), b_ __asm__("s6"), ml_ __asm__("s7"), mh_ __asm__("a0");        \
+        register int32_t sh_ __asm__("a1"), zs_ __asm__("a2"), base_ __asm__("a3"), o_ __asm__("a4");      \
+        register int32_t o2_ __asm__("ra");                                                                \
+        __asm__ volatile("lw %[W], 96(s11)\n\tlw %[st], 100(s11)\n\tlw %[k], 104(s11)\n\t.Ldwl_ch%=:\n\t"   \
+                         DWL_SETUP(PRE) OUTPUTS                                                                 \
+                         "lw t0, 24(s11)\n\taddi t0, t0, -1\n\tsw t0, 24(s11)\n\tbnez t0, .Ldwl_ch%=\n\t"   \
+                         : [W] "=&r"(W_), [st] "=&r"(st_), [k] "=&r"(k_), [w0] "=&r"(w0_), [w1] "=&r"(w1_),  \
+                           [w2] "=&r"(w2_), [v0] "=&r"(v0_), [v1] "=&r"(v1_), [v2] "=&r"(v2_), [b] "=&r"(b_), \
+                           [ml] "=&r"(ml_), [mh] "=&r"(mh_), [sh] "=&r"(sh_), [zs] "=&r"(zs_),              \
+                           [base] "=&r"(base_), [o] "=&r"(o_), [o2] "=&r"(o2_)                             \
+                         : "r"(rr)                                                                         \
+                         : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory");           \
+    } while (0)
+
+static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
+plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
+{
+    const int32_t in_h = a->in_h, in_w = a->in_w, out_h = a->out_h, out_w = a->out_w, out_c = a->out_c;
+    const int32_t pt = a->pad_t, pl = a->pad_l, W = in_w + pl + a->pad_r;
+    const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
+    const tsr_requant_t *rq = a->rq;
+    const int32_t K = rq->split & 255, T = rq->split >> 8;
+    int8_t *interior = s + pt * W + pl;
+    int32_t r[DWL_FIELDS], iy;
+    _Static_assert(DWL_MASK * 4 == 112 && DWL_ONES * 4 == 108 && DWL_KT * 4 == 104 && DWL_W * 4 == 96
+                       && DWL_O2 * 4 == 92 && DWL_CN * 4 == 80 && DWL_DST * 4 == 56 && DWL_BASE * 4 == 60
+                       && DWL_NQ * 4 == 68 && DWL_NP * 4 == 72 && DWL_NR * 4 == 76 && DWL_LOWK * 4 == 64,
+                   "the asm's record offsets");
+    /* the border only (the interior is every channel's own) */
+    pad_fill(s, pt * W + pl, (int8_t)-off);
+    for (iy = 0; W > in_w && iy + 1 < in_h; iy++)
+        pad_fill(interior + iy * W + in_w, W - in_w, (int8_t)-off);
+    pad_fill(interior + (in_h - 1) * W + in_w, bytes - (int32_t)(interior + (in_h - 1) * W + in_w - s),
+             (int8_t)-off);
+    if (c1 <= c0)
+        return c1;
+    r[DWL_WC] = (int32_t)(uintptr_t)(a->weights + (size_t)c0 * 9);
+    r[DWL_BP] = (int32_t)(uintptr_t)(a->bias + c0);
+    r[DWL_MP] = (int32_t)(uintptr_t)(rq->mul + c0);
+    r[DWL_SHP] = (int32_t)(uintptr_t)(rq->shift + c0);
+    r[DWL_SRC] = (int32_t)(uintptr_t)(a->in + (size_t)c0 * (size_t)(in_h * in_w));
+    r[DWL_O] = (int32_t)(uintptr_t)((int8_t *)a->out + c0);
+    r[DWL_N] = c1 - c0;
+    r[DWL_BSTEP] = 4;
+    r[DWL_MSTEP] = 4;
+    r[DWL_SSTEP] = 1;
+    r[DWL_OFF] = off;
+    r[DWL_K] = K;
+    r[DWL_T] = T;
+    r[DWL_ZP] = rq->zero_point;
+    r[DWL_DST] = (int32_t)(uintptr_t)interior;
+    r[DWL_BASE] = (int32_t)(uintptr_t)s;
+    r[DWL_LOWK] = (int32_t)(((uint32_t)1 << K) - 1);
+    r[DWL_NQ] = out_h >> 1;
+    r[DWL_NP] = out_w >> 1;
+    r[DWL_NR] = out_h;
+    /* the copy: rows of 8 one a turn, rows of 4 two a turn */
+    r[DWL_CN] = in_w == 8 ? in_h : in_h >> 1;
+    r[DWL_CA] = in_w == 8 ? 4 : W;
+    r[DWL_CB] = in_w == 8 ? W - 4 : W;
+    r[DWL_O2] = out_w * out_c;
+    r[DWL_W] = W;
+    r[DWL_ST] = out_c;
+    r[DWL_KT] = K - T;
+    r[DWL_ONES] = 0x01010101;
+    r[DWL_MASK] = 0xFFFFFF;
+    if (out_h * out_w >= 64)
+        DWL_LOOP("lw %[o2], 92(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("68(s11)", "72(s11)") "\n\t");
+    else
+        DWL_LOOP("lw %[o2], 72(s11)\n\t", "lw a5, 76(s11)\n\t" DW_PAIRS_BODY("", 0, DW_SPLIT2, 6, "a5", "%[o2]") "\n\t");
+    return c1;
+}
+#endif
+
 static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
     const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
     const int q = plane_quads(a, a->scratch_bytes, s);
+#if DW_CHW
+    /* plane_s1_lean: per-channel requantization and a bias (the networks'
+     * layers), rows of 8, or of 4 in pairs; 2x2 blocks (64 outputs or more)
+     * on even row counts */
+    if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0 && a->out_w > 0 && xp_rq_usual(a->rq)
+        && (a->rq->split & 255) && a->rq->per_channel && a->bias && ((a->in_w == 8 && a->in_h > 0) || (a->in_w == 4 && a->in_h >= 2 && !(a->in_h & 1)))
+        && a->out_h > 0 && (a->out_h * a->out_w < 64 || !(a->out_h & 1)))
+        return plane_s1_lean(a, c0, c1, s);
+#endif
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
         return q ? plane_s1_pairs_q(a, c0, c1, s)
                  : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
