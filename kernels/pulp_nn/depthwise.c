@@ -357,15 +357,39 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
     MUL1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
-/* the pair loops' text (NR, NP: the registers of the row and pair counts) */
-#define DW_PAIRS_BODY(LAST, LAST_LEN, MUL2, MUL2_LEN, NR, NP)                                              \
+/* The split with its products seeded instead of the accumulators (the
+ * stride-1 loops: DW_QUADS, DW_PAIRS_X's split form): acc = b + dot, and
+ *   t = acc * mh + ((acc * ml) >> k) = dot * mh + ((b * ml + dot * ml) >> k) + b * mh,
+ * so the window's first product is pv.dotsp (no seed), acc * ml is p.mac
+ * on a register seeded with b * ml (mv and p.mac: 2 cycles, as mul alone
+ * takes), and b * mh joins the zero point's term: operands b = b * ml,
+ * zs = (zp << sh) + b * mh. Every value is the same int32 modulo 2^32 and
+ * the sum p.addRN shifts is the same number, which the build's bounds keep
+ * inside int32 (b itself is the accumulator of an all-zero window). 1
+ * cycle an output less. */
+#define DW_DOTSP(rd, rs1, rs2) ".insn r 0x57, 1, 0x4C, " rd ", " rs1 ", " rs2 "\n\t" /* pv.dotsp.b */
+#define DW_SPLITB1(d, acc) "mv " d ", %[b]\n\t" XP_MAC(d, acc, "%[ml]") "sra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
+#define DW_SPLITB2_OF(a0, a1)                                                                              \
+    "mv t0, %[b]\n\tmv t1, %[b]\n\t" XP_MAC("t0", a0, "%[ml]") XP_MAC("t1", a1, "%[ml]")                      \
+    "sra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t" XP_MAC("t0", a0, "%[mh]") XP_MAC("t1", a1, "%[mh]")
+/* an odd width's last output in the seeded form (13 instructions, as DW_LAST(DW_SPLIT1)) */
+#define DW_LASTB                                                                                           \
+    "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\t"                                                      \
+    DW_DOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")              \
+    DW_SPLITB1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
+/* a pair's accumulators and first products: seeded with b (mulh) or not (the seeded split) */
+#define DW_FIRST_B(x) "mv t3, %[b]\n\tmv a7, %[b]\n\t" XP_SDOTSP("t3", x, "%[w0]") XP_SDOTSP("a7", x, "%[v0]")
+#define DW_FIRST_DOT(x) DW_DOTSP("t3", x, "%[w0]") DW_DOTSP("a7", x, "%[v0]")
+/* the pair loops' text (NR, NP: the registers of the row and pair counts;
+ * FIRST: DW_FIRST_B, or DW_FIRST_DOT with MUL2 DW_SPLITB2_OF, whose 2 more
+ * instructions MUL2_LEN leaves out) */
+#define DW_PAIRS_BODY(LAST, LAST_LEN, FIRST, MUL2, MUL2_LEN, NR, NP)                                            \
     ".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                                \
     ".insn i 0x7B, 4, x1, " NR ", " XP_XSTR(2 * (22 + MUL2_LEN + LAST_LEN)) "\n\t"                             \
     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                                               \
     ".insn i 0x7B, 4, x0, " NP ", " XP_XSTR(2 * (17 + MUL2_LEN)) "\n\t"                                          \
     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
-    "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-    XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+    FIRST("t0")                                                                             \
     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
     XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
     DW_RQ2(MUL2)                                                                            \
@@ -374,21 +398,21 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (22 + " XP_XSTR(MUL2_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"
-#define DW_PAIRS_X(LAST, LAST_LEN, MUL2, MUL2_LEN)                                                         \
-    __asm__ volatile(DW_PAIRS_BODY(LAST, LAST_LEN, MUL2, MUL2_LEN, "%[nr]", "%[np]")                        \
+#define DW_PAIRS_X(LAST, LAST_LEN, FIRST, MUL2, MUL2_LEN)                                                  \
+    __asm__ volatile(DW_PAIRS_BODY(LAST, LAST_LEN, FIRST, MUL2, MUL2_LEN, "%[nr]", "%[np]")                 \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
-                       [v2] "r"(w2 << 8), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2),   \
-                       [zs] "r"(zs2)                                                                         \
+                       [v2] "r"(w2 << 8), [b] "r"(bq), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2),   \
+                       [zs] "r"(zq)                                                                         \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
 /* SPLIT: tsr_requant_t.split is set (the plane loops below take it or mulh) */
 #define DW_PAIRS(SPLIT)                                                                                    \
     do {                                                                                                   \
         if (SPLIT)                                                                                         \
-            DW_PAIRS_X("", 0, DW_SPLIT2, 6);                                                               \
+            DW_PAIRS_X("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6);                                \
         else                                                                                               \
-            DW_PAIRS_X("", 0, DW_MULH2, 2);                                                                \
+            DW_PAIRS_X("", 0, DW_FIRST_B, DW_MULH2, 2);                                                    \
     } while (0)
 /* stride 1, even width, 2x2 blocks: two output rows a turn of loop 1, two
  * columns a turn of loop 0. The four window rows' words serve both rows
@@ -404,19 +428,17 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     "add %[base], t5, %[W]\n\tlw t0, " NP "\n\t"                                             \
     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
-    "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-    XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
+    DW_DOTSP("t3", "t0", "%[w0]") DW_DOTSP("a7", "t0", "%[v0]")                             \
     ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
-    "mv a6, %[b]\n\tmv t2, %[b]\n\t"                                                        \
     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
-    XP_SDOTSP("a6", "t1", "%[w0]") XP_SDOTSP("t2", "t1", "%[v0]")                           \
+    DW_DOTSP("a6", "t1", "%[w0]") DW_DOTSP("t2", "t1", "%[v0]")                             \
     ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
     XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
     XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
     XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
-    DW_RQ2(DW_SPLIT2)                                                                       \
+    DW_RQ2(DW_SPLITB2_OF("t3", "a7"))                                                       \
     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
-    DW_RQ2(DW_SPLIT2_OF("a6", "t2"))                                                        \
+    DW_RQ2(DW_SPLITB2_OF("a6", "t2"))                                                       \
     XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
     "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
     ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
@@ -426,15 +448,15 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     __asm__ volatile(DW_QUADS_BODY("%[nq]", "%[np]")                                                   \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2)                                         \
                      : [nq] "m"(nq), [np] "m"(np), [W] "r"(W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1),   \
-                       [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(b),     \
-                       [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                  \
+                       [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(bq),     \
+                       [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zq)                  \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 #define DW_PAIRS_LAST(SPLIT)                                                                               \
     do {                                                                                                   \
         if (SPLIT)                                                                                         \
-            DW_PAIRS_X(DW_LAST(DW_SPLIT1), 13, DW_SPLIT2, 6);                                              \
+            DW_PAIRS_X(DW_LASTB, 13, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6);                           \
         else                                                                                               \
-            DW_PAIRS_X(DW_LAST(DW_MULH1), 11, DW_MULH2, 2);                                                \
+            DW_PAIRS_X(DW_LAST(DW_MULH1), 11, DW_FIRST_B, DW_MULH2, 2);                                    \
     } while (0)
 
 /* The plane's row stride: the padded row, or with no left padding (the
@@ -642,7 +664,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         const int32_t kc = per_channel ? c : 0, sh = ok ? a->rq->shift[kc] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
         const int8_t *base = s - shift, *src = a->in + DW_CH(a, c);
-        int32_t mul, zs, mh, ml, sh2, zs2;
+        int32_t mul, zs, mh, ml, sh2, zs2, bq, zq;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
             break;
@@ -653,6 +675,10 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         ml = (int32_t)((uint32_t)(mul - (mh << K)) >> T);
         sh2 = K ? sh + 32 - K : sh;
         zs2 = (int32_t)((uint32_t)a->rq->zero_point << sh2);
+        /* the stride-1 loops' operands: with the split, products seeded
+         * (DW_SPLITB2_OF: b * ml, and b * mh with the zero point) */
+        bq = K ? (int32_t)((uint32_t)b * (uint32_t)ml) : b;
+        zq = K ? (int32_t)((uint32_t)zs2 + (uint32_t)b * (uint32_t)mh) : zs2;
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75); CHW
@@ -801,8 +827,8 @@ enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MS
     XP_SDOTSP("t3", "%[w0]", "t6") XP_SDOTSP("t3", "%[w1]", "t6") XP_SDOTSP("t3", "%[w2]", "t6")             \
     "lw t5, 44(s11)\n\tlw t6, 40(s11)\n\tlw a3, 64(s11)\n\tlw a4, 48(s11)\n\tmul t3, t3, t6\n\t"                \
     "sra %[mh], a7, t5\n\tand a7, a7, a3\n\tsrl %[ml], a7, a4\n\tsub %[sh], t0, t5\n\tlw a3, 52(s11)\n\t"       \
-    "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd %[b], a6, t3\n\t"              \
-    "sll %[zs], a3, %[sh]\n\t"                                                                                \
+    "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd a6, a6, t3\n\t"               \
+    "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], a3, %[sh]\n\tadd %[zs], %[zs], t3\n\t"                                                                              \
     "lw t2, 16(s11)\n\tlw t3, 56(s11)\n\tlw t4, 80(s11)\n\tlw t5, 84(s11)\n\tlw t6, 88(s11)\n\t"                \
     "lw %[o], 20(s11)\n\tlw %[base], 60(s11)\n\t" PRE                                                         \
     XP_LOOP("t4", 4) XP_LW_INC("t0", "t2") XP_LW_INC("t1", "t2") XP_SW_RR_INC("t0", "t3", "t5")               \
@@ -882,7 +908,7 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     if (out_h * out_w >= 64)
         DWL_LOOP("lw %[o2], 92(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("68(s11)", "72(s11)") "\n\t");
     else
-        DWL_LOOP("lw %[o2], 72(s11)\n\t", "lw a5, 76(s11)\n\t" DW_PAIRS_BODY("", 0, DW_SPLIT2, 6, "a5", "%[o2]") "\n\t");
+        DWL_LOOP("lw %[o2], 72(s11)\n\t", "lw a5, 76(s11)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t");
     return c1;
 }
 #endif
