@@ -577,16 +577,17 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * row (the nop: the loops must not end one instruction apart). Rows of 8
  * bytes are one loop of four instructions a row, the last store stepping
  * to the next row; rows of 4 two rows a turn (an odd last row apart). */
+#define DW_CHW_ROWS8_BODY(NR, N8, SRC, DST, SKIP)                                                          \
+    ".option push\n\t.option norvc\n\t.option norelax\n\t"                                                  \
+    ".Ldwe_set%=:\n\t.insn i 0x7B, 4, x1, " NR ", 14\n\t"                                                      \
+    ".insn i 0x7B, 4, x0, " N8 ", 8\n\t"                                                                        \
+    XP_LW_INC("t0", SRC) XP_LW_INC("t1", SRC) XP_SW_INC4("t0", DST) XP_SW_INC4("t1", DST)                      \
+    "add " DST ", " DST ", " SKIP "\n\t"                                                                        \
+    ".Ldwe_end%=:\n\tnop\n\t"                                                                                  \
+    ".if .Ldwe_end%= - .Ldwe_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t"                 \
+    ".option pop"
 #define DW_CHW_ROWS8                                                                                       \
-    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
-                     ".Ldwe_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"                                    \
-                     ".insn i 0x7B, 4, x0, %[n8], 8\n\t"                                                      \
-                     XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                                      \
-                     XP_SW_INC4("t0", "%[dst]") XP_SW_INC4("t1", "%[dst]")                                  \
-                     "add %[dst], %[dst], %[skip]\n\t"                                                       \
-                     ".Ldwe_end%=:\n\tnop\n\t"                                                               \
-                     ".if .Ldwe_end%= - .Ldwe_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t" \
-                     ".option pop"                                                                            \
+    __asm__ volatile(DW_CHW_ROWS8_BODY("%[nr]", "%[n8]", "%[src]", "%[dst]", "%[skip]")                  \
                      : [src] "+r"(src), [dst] "+r"(dst)                                                     \
                      : [nr] "r"(in_h), [n8] "r"(in_w >> 3), [skip] "r"(W - in_w)                             \
                      : "t0", "t1", "memory")
@@ -735,7 +736,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
-        if (mode == DW_S1_PAIRS && K && out_h * out_w >= 64) {
+        if (mode == DW_S1_PAIRS && K && out_h * out_w >= 64 && out_h >= 2) {
             /* pairs of rows in 2x2 blocks, an odd last row in pairs (not on
              * small planes: measured slower on 4x4) */
             const int32_t nq = out_h >> 1, np = out_w >> 1;
@@ -802,20 +803,21 @@ DW_PLANE_FN(plane_any_q, DW_ANY, 1)
 
 #if DW_CHW
 /* Stride 1 on a channel-major tile with the split (plane_channels checks
- * the rest: the full int8 clamp, an even width, rows of 8 bytes, or of 4 in
- * pairs): the whole channel loop in one asm block. In C, the loops' 27
+ * the rest: the full int8 clamp, an even width, rows of a multiple of 8
+ * bytes, or of 4 in pairs): the whole channel loop in one asm block. In C, the loops' 27
  * registers left GCC about 105 instructions a channel around them, a third
  * of them spills and reloads (core 0's trace of an 8x8x184 call: 156 cycles
  * a channel, 2.4 an output). Here the channel's pointers and the call's
  * constants sit in a record (r, s11 in the asm); each channel loads its
  * weights, bias, multiplier and shift through it, derives the operands
  * plane_body's loops take (w0..w2, v0..v2, b, mh, ml, sh, zs), copies its
- * rows (DW_CHW_FLAT's loop) and runs DW_QUADS' or DW_PAIRS' text. No
+ * rows (DW_CHW_FLAT's or DW_CHW_ROWS8's loops) and runs DW_QUADS' text
+ * (and DW_PAIRS' for an odd last row) or DW_PAIRS'. No
  * channel's shift is checked: the build sets split only when every shift
  * is 33-54 (codegen/libraries/pulp_nn.py dw_split), plane_body's range. */
 enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MSTEP, DWL_SSTEP, DWL_OFF, DWL_K,
        DWL_T, DWL_ZP, DWL_DST, DWL_BASE, DWL_LOWK, DWL_NQ, DWL_NP, DWL_NR, DWL_CN, DWL_CA, DWL_CB, DWL_O2, DWL_W,
-       DWL_ST, DWL_KT, DWL_ONES, DWL_MASK, DWL_FIELDS };
+       DWL_ST, DWL_KT, DWL_ONES, DWL_MASK, DWL_N8, DWL_ODD, DWL_FIELDS };
 /* the asm's offsets of those fields (checked below) */
 #define DWL_SETUP(PRE)                                                                                     \
     "lw t4, 0(s11)\n\tlw t1, 4(s11)\n\tlw t2, 8(s11)\n\tlw t3, 12(s11)\n\t"                                     \
@@ -830,10 +832,12 @@ enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MS
     "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd a6, a6, t3\n\t"               \
     "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], a3, %[sh]\n\tadd %[zs], %[zs], t3\n\t"                                                                              \
     "lw t2, 16(s11)\n\tlw t3, 56(s11)\n\tlw t4, 80(s11)\n\tlw t5, 84(s11)\n\tlw t6, 88(s11)\n\t"                \
-    "lw %[o], 20(s11)\n\tlw %[base], 60(s11)\n\t" PRE                                                         \
+    "lw a5, 116(s11)\n\tlw %[o], 20(s11)\n\tlw %[base], 60(s11)\n\t" PRE "bnez a5, .Ldwl_r8%=\n\t"            \
     XP_LOOP("t4", 4) XP_LW_INC("t0", "t2") XP_LW_INC("t1", "t2") XP_SW_RR_INC("t0", "t3", "t5")               \
-    XP_LOOP_END() XP_SW_RR_INC("t1", "t3", "t6") XP_LOOP_CHECK(4) "\n\t"                                      \
+    XP_LOOP_END() XP_SW_RR_INC("t1", "t3", "t6") XP_LOOP_CHECK(4) "\n.Ldwl_cp%=:\n\t"                        \
     "addi t0, %[o], 1\n\tsw t2, 16(s11)\n\tsw t0, 20(s11)\n\t"
+/* rows of 8n bytes (n > 1), out of the rows of 8's way: DW_CHW_ROWS8's loops */
+#define DWL_ROWS8 ".Ldwl_r8%=:\n\t" DW_CHW_ROWS8_BODY("t4", "a5", "t2", "t3", "t6") "\n\tj .Ldwl_cp%=\n\t"
 #define DWL_LOOP(PRE, OUTPUTS)                                                                                  \
     do {                                                                                                   \
         register int32_t *rr __asm__("s11") = r;                                                           \
@@ -845,6 +849,7 @@ enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MS
         __asm__ volatile("lw %[W], 96(s11)\n\tlw %[st], 100(s11)\n\tlw %[k], 104(s11)\n\t.Ldwl_ch%=:\n\t"   \
                          DWL_SETUP(PRE) OUTPUTS                                                                 \
                          "lw t0, 24(s11)\n\taddi t0, t0, -1\n\tsw t0, 24(s11)\n\tbnez t0, .Ldwl_ch%=\n\t"   \
+                         "j .Ldwl_done%=\n\t" DWL_ROWS8 ".Ldwl_done%=:\n\t"                                \
                          : [W] "=&r"(W_), [st] "=&r"(st_), [k] "=&r"(k_), [w0] "=&r"(w0_), [w1] "=&r"(w1_),  \
                            [w2] "=&r"(w2_), [v0] "=&r"(v0_), [v1] "=&r"(v1_), [v2] "=&r"(v2_), [b] "=&r"(b_), \
                            [ml] "=&r"(ml_), [mh] "=&r"(mh_), [sh] "=&r"(sh_), [zs] "=&r"(zs_),              \
@@ -865,7 +870,8 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     int32_t r[DWL_FIELDS], iy;
     _Static_assert(DWL_MASK * 4 == 112 && DWL_ONES * 4 == 108 && DWL_KT * 4 == 104 && DWL_W * 4 == 96
                        && DWL_O2 * 4 == 92 && DWL_CN * 4 == 80 && DWL_DST * 4 == 56 && DWL_BASE * 4 == 60
-                       && DWL_NQ * 4 == 68 && DWL_NP * 4 == 72 && DWL_NR * 4 == 76 && DWL_LOWK * 4 == 64,
+                       && DWL_NQ * 4 == 68 && DWL_NP * 4 == 72 && DWL_NR * 4 == 76 && DWL_LOWK * 4 == 64
+                       && DWL_N8 * 4 == 116 && DWL_ODD * 4 == 120,
                    "the asm's record offsets");
     /* the border only (the interior is every channel's own) */
     pad_fill(s, pt * W + pl, (int8_t)-off);
@@ -895,18 +901,23 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     r[DWL_NQ] = out_h >> 1;
     r[DWL_NP] = out_w >> 1;
     r[DWL_NR] = out_h;
-    /* the copy: rows of 8 one a turn, rows of 4 two a turn */
-    r[DWL_CN] = in_w == 8 ? in_h : in_h >> 1;
+    /* the copy: rows of 8 one a turn, rows of 4 two a turn (DW_CHW_FLAT),
+     * rows of 8n in loops over the rows and the double words (N8 = n) */
+    r[DWL_CN] = in_w == 4 ? in_h >> 1 : in_h;
     r[DWL_CA] = in_w == 8 ? 4 : W;
-    r[DWL_CB] = in_w == 8 ? W - 4 : W;
+    r[DWL_CB] = in_w == 8 ? W - 4 : in_w == 4 ? W : W - in_w;
+    r[DWL_N8] = in_w > 8 ? in_w >> 3 : 0;
+    r[DWL_ODD] = out_h & 1;
     r[DWL_O2] = out_w * out_c;
     r[DWL_W] = W;
     r[DWL_ST] = out_c;
     r[DWL_KT] = K - T;
     r[DWL_ONES] = 0x01010101;
     r[DWL_MASK] = 0xFFFFFF;
-    if (out_h * out_w >= 64)
-        DWL_LOOP("lw %[o2], 92(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("68(s11)", "72(s11)") "\n\t");
+    if (out_h * out_w >= 64 && out_h >= 2)   /* 2x2 blocks, an odd last row in pairs */
+        DWL_LOOP("lw %[o2], 92(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("68(s11)", "72(s11)")
+                 "\n\tlw a5, 120(s11)\n\tbeqz a5, .Ldwl_even%=\n\tlw %[o2], 72(s11)\n\t"
+                 DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n.Ldwl_even%=:\n\t");
     else
         DWL_LOOP("lw %[o2], 72(s11)\n\t", "lw a5, 76(s11)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t");
     return c1;
@@ -919,11 +930,11 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
     const int q = plane_quads(a, a->scratch_bytes, s);
 #if DW_CHW
     /* plane_s1_lean: per-channel requantization and a bias (the networks'
-     * layers), rows of 8, or of 4 in pairs; 2x2 blocks (64 outputs or more)
-     * on even row counts */
+     * layers), rows of a multiple of 8 bytes, or of 4 in pairs */
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0 && a->out_w > 0 && xp_rq_usual(a->rq)
-        && (a->rq->split & 255) && a->rq->per_channel && a->bias && ((a->in_w == 8 && a->in_h > 0) || (a->in_w == 4 && a->in_h >= 2 && !(a->in_h & 1)))
-        && a->out_h > 0 && (a->out_h * a->out_w < 64 || !(a->out_h & 1)))
+        && (a->rq->split & 255) && a->rq->per_channel && a->bias
+        && ((a->in_w > 0 && (a->in_w & 7) == 0 && a->in_h > 0) || (a->in_w == 4 && a->in_h >= 2 && !(a->in_h & 1)))
+        && a->out_h > 0)
         return plane_s1_lean(a, c0, c1, s);
 #endif
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
