@@ -815,30 +815,33 @@ DW_PLANE_FN(plane_any_q, DW_ANY, 1)
  * (and DW_PAIRS' for an odd last row) or DW_PAIRS'. No
  * channel's shift is checked: the build sets split only when every shift
  * is 33-54 (codegen/libraries/pulp_nn.py dw_split), plane_body's range. */
-enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MSTEP, DWL_SSTEP, DWL_OFF, DWL_K,
+enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_OFF, DWL_K,
        DWL_T, DWL_ZP, DWL_DST, DWL_BASE, DWL_LOWK, DWL_NQ, DWL_NP, DWL_NR, DWL_CN, DWL_CA, DWL_CB, DWL_O2, DWL_W,
        DWL_ST, DWL_KT, DWL_ONES, DWL_MASK, DWL_N8, DWL_ODD, DWL_FIELDS };
 /* the asm's offsets of those fields (checked below) */
 #define DWL_SETUP(PRE)                                                                                     \
     "lw t4, 0(s11)\n\tlw t1, 4(s11)\n\tlw t2, 8(s11)\n\tlw t3, 12(s11)\n\t"                                     \
-    "lw t0, 0(t4)\n\tlw t5, 3(t4)\n\tlw t6, 6(t4)\n\tlw a5, 112(s11)\n\tlw a6, 0(t1)\n\tlw a7, 0(t2)\n\t"          \
-    "and %[w0], t0, a5\n\tand %[w1], t5, a5\n\tand %[w2], t6, a5\n\tlb t0, 0(t3)\n\t"                           \
-    "addi t4, t4, 9\n\tlw t5, 28(s11)\n\tlw t6, 32(s11)\n\tsw t4, 0(s11)\n\t"                                   \
-    "add t1, t1, t5\n\tadd t2, t2, t6\n\tlw t5, 36(s11)\n\tlw t6, 108(s11)\n\tsw t1, 4(s11)\n\tsw t2, 8(s11)\n\t" \
-    "add t3, t3, t5\n\tsw t3, 12(s11)\n\tli t3, 0\n\t"                                                         \
+    XP_LW_INCI("t0", "t4", "3") XP_LW_INCI("t5", "t4", "3") XP_LW_INCI("t6", "t4", "3") "lw a5, 100(s11)\n\t"   \
+    XP_LW_INCI("a6", "t1", "4") XP_LW_INCI("a7", "t2", "4")                                                    \
+    "and %[w0], t0, a5\n\tand %[w1], t5, a5\n\tand %[w2], t6, a5\n\t" XP_LB_INC1("t0", "t3")                  \
+    "lw t6, 96(s11)\n\tsw t4, 0(s11)\n\tsw t1, 4(s11)\n\tsw t2, 8(s11)\n\tsw t3, 12(s11)\n\t"                  \
+    "lw a5, 24(s11)\n\tli t3, 0\n\t"                                                                          \
     XP_SDOTSP("t3", "%[w0]", "t6") XP_SDOTSP("t3", "%[w1]", "t6") XP_SDOTSP("t3", "%[w2]", "t6")             \
-    "lw t5, 44(s11)\n\tlw t6, 40(s11)\n\tlw a3, 64(s11)\n\tlw a4, 48(s11)\n\tmul t3, t3, t6\n\t"                \
-    "sra %[mh], a7, t5\n\tand a7, a7, a3\n\tsrl %[ml], a7, a4\n\tsub %[sh], t0, t5\n\tlw a3, 52(s11)\n\t"       \
+    "addi a5, a5, -1\n\tlw t5, 32(s11)\n\tlw t6, 28(s11)\n\tlw a3, 52(s11)\n\tlw a4, 36(s11)\n\t"              \
+    "sw a5, 24(s11)\n\tmul t3, t3, t6\n\t"                                                                    \
+    "sra %[mh], a7, t5\n\tand a7, a7, a3\n\tsrl %[ml], a7, a4\n\tsub %[sh], t0, t5\n\tlw a3, 40(s11)\n\t"       \
     "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd a6, a6, t3\n\t"               \
-    "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], a3, %[sh]\n\tadd %[zs], %[zs], t3\n\t"                                                                              \
-    "lw t2, 16(s11)\n\tlw t3, 56(s11)\n\tlw t4, 80(s11)\n\tlw t5, 84(s11)\n\tlw t6, 88(s11)\n\t"                \
-    "lw a5, 116(s11)\n\tlw %[o], 20(s11)\n\tlw %[base], 60(s11)\n\t" PRE "bnez a5, .Ldwl_r8%=\n\t"            \
+    "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], a3, %[sh]\n\tadd %[zs], %[zs], t3\n\t"             \
+    "lw t2, 16(s11)\n\tlw t3, 44(s11)\n\tlw t4, 68(s11)\n\tlw t5, 72(s11)\n\tlw t6, 76(s11)\n\t"                \
+    "lw a5, 104(s11)\n\tlw %[o], 20(s11)\n\tlw %[base], 48(s11)\n\t" PRE "bnez a5, .Ldwl_r8%=\n\t"            \
     XP_LOOP("t4", 4) XP_LW_INC("t0", "t2") XP_LW_INC("t1", "t2") XP_SW_RR_INC("t0", "t3", "t5")               \
     XP_LOOP_END() XP_SW_RR_INC("t1", "t3", "t6") XP_LOOP_CHECK(4) "\n.Ldwl_cp%=:\n\t"                        \
     "addi t0, %[o], 1\n\tsw t2, 16(s11)\n\tsw t0, 20(s11)\n\t"
+/* p.lw rd, imm(rs1!) */
+#define XP_LW_INCI(rd, rs1, imm) ".insn i 0x0B, 2, " rd ", " imm "(" rs1 ")\n\t"
 /* rows of 8n bytes (n > 1), out of the rows of 8's way: DW_CHW_ROWS8's loops */
 #define DWL_ROWS8 ".Ldwl_r8%=:\n\t" DW_CHW_ROWS8_BODY("t4", "a5", "t2", "t3", "t6") "\n\tj .Ldwl_cp%=\n\t"
-#define DWL_LOOP(PRE, OUTPUTS)                                                                                  \
+#define DWL_LOOP(PRE, OUTPUTS, OUTLINE)                                                                                  \
     do {                                                                                                   \
         register int32_t *rr __asm__("s11") = r;                                                           \
         register int32_t W_ __asm__("s10"), st_ __asm__("s9"), k_ __asm__("s8"), w0_ __asm__("s0");        \
@@ -846,10 +849,10 @@ enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_BSTEP, DWL_MS
         register int32_t v2_ __asm__("s5"), b_ __asm__("s6"), ml_ __asm__("s7"), mh_ __asm__("a0");        \
         register int32_t sh_ __asm__("a1"), zs_ __asm__("a2"), base_ __asm__("a3"), o_ __asm__("a4");      \
         register int32_t o2_ __asm__("ra");                                                                \
-        __asm__ volatile("lw %[W], 96(s11)\n\tlw %[st], 100(s11)\n\tlw %[k], 104(s11)\n\t.Ldwl_ch%=:\n\t"   \
+        __asm__ volatile("lw %[W], 84(s11)\n\tlw %[st], 88(s11)\n\tlw %[k], 92(s11)\n\t.Ldwl_ch%=:\n\t"   \
                          DWL_SETUP(PRE) OUTPUTS                                                                 \
-                         "lw t0, 24(s11)\n\taddi t0, t0, -1\n\tsw t0, 24(s11)\n\tbnez t0, .Ldwl_ch%=\n\t"   \
-                         "j .Ldwl_done%=\n\t" DWL_ROWS8 ".Ldwl_done%=:\n\t"                                \
+                         "lw t0, 24(s11)\n\tbnez t0, .Ldwl_ch%=\n\t"                                       \
+                         "j .Ldwl_done%=\n\t" DWL_ROWS8 OUTLINE ".Ldwl_done%=:\n\t"                        \
                          : [W] "=&r"(W_), [st] "=&r"(st_), [k] "=&r"(k_), [w0] "=&r"(w0_), [w1] "=&r"(w1_),  \
                            [w2] "=&r"(w2_), [v0] "=&r"(v0_), [v1] "=&r"(v1_), [v2] "=&r"(v2_), [b] "=&r"(b_), \
                            [ml] "=&r"(ml_), [mh] "=&r"(mh_), [sh] "=&r"(sh_), [zs] "=&r"(zs_),              \
@@ -868,10 +871,13 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     const int32_t K = rq->split & 255, T = rq->split >> 8;
     int8_t *interior = s + pt * W + pl;
     int32_t r[DWL_FIELDS], iy;
-    _Static_assert(DWL_MASK * 4 == 112 && DWL_ONES * 4 == 108 && DWL_KT * 4 == 104 && DWL_W * 4 == 96
-                       && DWL_O2 * 4 == 92 && DWL_CN * 4 == 80 && DWL_DST * 4 == 56 && DWL_BASE * 4 == 60
-                       && DWL_NQ * 4 == 68 && DWL_NP * 4 == 72 && DWL_NR * 4 == 76 && DWL_LOWK * 4 == 64
-                       && DWL_N8 * 4 == 116 && DWL_ODD * 4 == 120,
+    _Static_assert(DWL_WC * 4 == 0 && DWL_BP * 4 == 4 && DWL_MP * 4 == 8 && DWL_SHP * 4 == 12 &&
+                   DWL_SRC * 4 == 16 && DWL_O * 4 == 20 && DWL_N * 4 == 24 && DWL_OFF * 4 == 28 &&
+                   DWL_K * 4 == 32 && DWL_T * 4 == 36 && DWL_ZP * 4 == 40 && DWL_DST * 4 == 44 &&
+                   DWL_BASE * 4 == 48 && DWL_LOWK * 4 == 52 && DWL_NQ * 4 == 56 && DWL_NP * 4 == 60 &&
+                   DWL_NR * 4 == 64 && DWL_CN * 4 == 68 && DWL_CA * 4 == 72 && DWL_CB * 4 == 76 &&
+                   DWL_O2 * 4 == 80 && DWL_W * 4 == 84 && DWL_ST * 4 == 88 && DWL_KT * 4 == 92 &&
+                   DWL_ONES * 4 == 96 && DWL_MASK * 4 == 100 && DWL_N8 * 4 == 104 && DWL_ODD * 4 == 108,
                    "the asm's record offsets");
     /* the border only (the interior is every channel's own) */
     pad_fill(s, pt * W + pl, (int8_t)-off);
@@ -888,9 +894,6 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     r[DWL_SRC] = (int32_t)(uintptr_t)(a->in + (size_t)c0 * (size_t)(in_h * in_w));
     r[DWL_O] = (int32_t)(uintptr_t)((int8_t *)a->out + c0);
     r[DWL_N] = c1 - c0;
-    r[DWL_BSTEP] = 4;
-    r[DWL_MSTEP] = 4;
-    r[DWL_SSTEP] = 1;
     r[DWL_OFF] = off;
     r[DWL_K] = K;
     r[DWL_T] = T;
@@ -915,11 +918,13 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
     r[DWL_ONES] = 0x01010101;
     r[DWL_MASK] = 0xFFFFFF;
     if (out_h * out_w >= 64 && out_h >= 2)   /* 2x2 blocks, an odd last row in pairs */
-        DWL_LOOP("lw %[o2], 92(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("68(s11)", "72(s11)")
-                 "\n\tlw a5, 120(s11)\n\tbeqz a5, .Ldwl_even%=\n\tlw %[o2], 72(s11)\n\t"
-                 DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n.Ldwl_even%=:\n\t");
+        DWL_LOOP("lw %[o2], 80(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("56(s11)", "60(s11)")
+                 "\n\tlw a5, 108(s11)\n\tbnez a5, .Ldwl_odd%=\n.Ldwl_even%=:\n\t",
+                 /* the odd last row out of the even planes' way */
+                 ".Ldwl_odd%=:\n\tlw %[o2], 60(s11)\n\t"
+                 DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\tj .Ldwl_even%=\n\t");
     else
-        DWL_LOOP("lw %[o2], 72(s11)\n\t", "lw a5, 76(s11)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t");
+        DWL_LOOP("lw %[o2], 60(s11)\n\t", "lw a5, 64(s11)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t", "");
     return c1;
 }
 #endif
