@@ -369,14 +369,15 @@ CASES = [
     case("depthwise", 213, (5, 4, 8), 128, "f32", 8, S1, chw=True),
     case("depthwise", 214, (4, 4, 8), 128, "f32big", 8, S1, chw=True),
     # ... rows of 8n bytes (two loops a copy): 2x2 blocks, the last row of an
-    # odd count in pairs (as in mbv1_128's dw3 tiles, 7x32 outputs), pairs only
-    # (under 64 outputs; one row of 64)
+    # odd count in pairs (as in mbv1_128's dw3 tiles, 7x32 outputs), small
+    # planes; pairs only on one output row (of 64; of 8, two channels a core)
     case("depthwise", 215, (4, 16, 8), 128, "f32", 8, S1, chw=True),
     case("depthwise", 216, (4, 32, 8), 128, "f32", 8, dict(S1, pad=(1, 1, 0, 1)), chw=True),
     case("depthwise", 217, (5, 24, 8), 128, "f32", 8, S1, extreme=True, chw=True),
     case("depthwise", 218, (3, 16, 8), 128, "f32", 8, S1, chw=True),
     case("depthwise", 219, (1, 64, 8), 128, "f32", 8, S1, chw=True),
     case("depthwise", 220, (1, 64, 8), 128, "f32", 8, S1),   # HWC: plane_body's 2x2 blocks need two rows
+    case("depthwise", 221, (1, 8, 16), 128, "f32", 8, S1, chw=True),
 ]
 
 
