@@ -808,7 +808,7 @@ DW_PLANE_FN(plane_any_q, DW_ANY, 1)
  * registers left GCC about 105 instructions a channel around them, a third
  * of them spills and reloads (core 0's trace of an 8x8x184 call: 156 cycles
  * a channel, 2.4 an output). Here the channel's pointers and the call's
- * constants sit in a record (r, s11 in the asm); each channel loads its
+ * constants sit in a record (r, s0 in the asm); each channel loads its
  * weights, bias, multiplier and shift through it, derives the operands
  * plane_body's loops take (w0..w2, v0..v2, b, mh, ml, sh, zs), copies its
  * rows (DW_CHW_FLAT's or DW_CHW_ROWS8's loops) and runs DW_QUADS' text
@@ -819,39 +819,43 @@ enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_OFF, DWL_K,
        DWL_T, DWL_ZP, DWL_DST, DWL_BASE, DWL_LOWK, DWL_NQ, DWL_NP, DWL_NR, DWL_CN, DWL_CA, DWL_CB, DWL_O2, DWL_W,
        DWL_ST, DWL_KT, DWL_ONES, DWL_MASK, DWL_N8, DWL_ODD, DWL_FIELDS };
 /* the asm's offsets of those fields (checked below) */
+/* (the record in s0 and the temporaries in a0-a5, so that most of the
+ * set-up's loads and stores take the 2-byte forms: the channel's whole loop
+ * then fits the core's 512-byte instruction cache) */
 #define DWL_SETUP(PRE)                                                                                     \
-    "lw t4, 0(s11)\n\tlw t1, 4(s11)\n\tlw t2, 8(s11)\n\tlw t3, 12(s11)\n\t"                                     \
-    XP_LW_INCI("t0", "t4", "3") XP_LW_INCI("t5", "t4", "3") XP_LW_INCI("t6", "t4", "3") "lw a5, 100(s11)\n\t"   \
-    XP_LW_INCI("a6", "t1", "4") XP_LW_INCI("a7", "t2", "4")                                                    \
-    "and %[w0], t0, a5\n\tand %[w1], t5, a5\n\tand %[w2], t6, a5\n\t" XP_LB_INC1("t0", "t3")                  \
-    "lw t6, 96(s11)\n\tsw t4, 0(s11)\n\tsw t1, 4(s11)\n\tsw t2, 8(s11)\n\tsw t3, 12(s11)\n\t"                  \
-    "lw a5, 24(s11)\n\tli t3, 0\n\t"                                                                          \
-    XP_SDOTSP("t3", "%[w0]", "t6") XP_SDOTSP("t3", "%[w1]", "t6") XP_SDOTSP("t3", "%[w2]", "t6")             \
-    "addi a5, a5, -1\n\tlw t5, 32(s11)\n\tlw t6, 28(s11)\n\tlw a3, 52(s11)\n\tlw a4, 36(s11)\n\t"              \
-    "sw a5, 24(s11)\n\tmul t3, t3, t6\n\t"                                                                    \
-    "sra %[mh], a7, t5\n\tand a7, a7, a3\n\tsrl %[ml], a7, a4\n\tsub %[sh], t0, t5\n\tlw a3, 40(s11)\n\t"       \
+    "lw a5, 0(s0)\n\tlw %[o], 4(s0)\n\tlw %[base], 8(s0)\n\tlw %[zs], 12(s0)\n\t"                               \
+    XP_LW_INCI("t0", "a5", "3") XP_LW_INCI("t5", "a5", "3") XP_LW_INCI("t6", "a5", "3") "lw %[sh], 100(s0)\n\t" \
+    XP_LW_INCI("a6", "%[o]", "4") XP_LW_INCI("a7", "%[base]", "4")                                              \
+    "and %[w0], t0, %[sh]\n\tand %[w1], t5, %[sh]\n\tand %[w2], t6, %[sh]\n\t" XP_LB_INC1("t0", "%[zs]")        \
+    "lw %[sh], 96(s0)\n\tsw a5, 0(s0)\n\tsw %[o], 4(s0)\n\tsw %[base], 8(s0)\n\tsw %[zs], 12(s0)\n\t"           \
+    "lw a5, 24(s0)\n\t"                                                                                      \
+    DW_DOTSP("t3", "%[w0]", "%[sh]") XP_SDOTSP("t3", "%[w1]", "%[sh]") XP_SDOTSP("t3", "%[w2]", "%[sh]")      \
+    "addi a5, a5, -1\n\tlw %[sh], 32(s0)\n\tlw %[zs], 28(s0)\n\tlw %[base], 52(s0)\n\tlw %[o], 36(s0)\n\t"      \
+    "sw a5, 24(s0)\n\tmul t3, t3, %[zs]\n\t"                                                                  \
+    "sra %[mh], a7, %[sh]\n\tand a7, a7, %[base]\n\tsrl %[ml], a7, %[o]\n\tsub %[sh], t0, %[sh]\n\t"            \
+    "lw %[base], 40(s0)\n\t"                                                                                  \
     "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd a6, a6, t3\n\t"               \
-    "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], a3, %[sh]\n\tadd %[zs], %[zs], t3\n\t"             \
-    "lw t2, 16(s11)\n\tlw t3, 44(s11)\n\tlw t4, 68(s11)\n\tlw t5, 72(s11)\n\tlw t6, 76(s11)\n\t"                \
-    "lw a5, 104(s11)\n\tlw %[o], 20(s11)\n\tlw %[base], 48(s11)\n\t" PRE "bnez a5, .Ldwl_r8%=\n\t"            \
+    "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], %[base], %[sh]\n\tadd %[zs], %[zs], t3\n\t"         \
+    "lw t2, 16(s0)\n\tlw t3, 44(s0)\n\tlw t4, 68(s0)\n\tlw t5, 72(s0)\n\tlw t6, 76(s0)\n\t"                     \
+    "lw a5, 104(s0)\n\tlw %[o], 20(s0)\n\tlw %[base], 48(s0)\n\t" PRE "bnez a5, .Ldwl_r8%=\n\t"               \
     XP_LOOP("t4", 4) XP_LW_INC("t0", "t2") XP_LW_INC("t1", "t2") XP_SW_RR_INC("t0", "t3", "t5")               \
     XP_LOOP_END() XP_SW_RR_INC("t1", "t3", "t6") XP_LOOP_CHECK(4) "\n.Ldwl_cp%=:\n\t"                        \
-    "addi t0, %[o], 1\n\tsw t2, 16(s11)\n\tsw t0, 20(s11)\n\t"
+    "addi t0, %[o], 1\n\tsw t2, 16(s0)\n\tsw t0, 20(s0)\n\t"
 /* p.lw rd, imm(rs1!) */
 #define XP_LW_INCI(rd, rs1, imm) ".insn i 0x0B, 2, " rd ", " imm "(" rs1 ")\n\t"
 /* rows of 8n bytes (n > 1), out of the rows of 8's way: DW_CHW_ROWS8's loops */
 #define DWL_ROWS8 ".Ldwl_r8%=:\n\t" DW_CHW_ROWS8_BODY("t4", "a5", "t2", "t3", "t6") "\n\tj .Ldwl_cp%=\n\t"
 #define DWL_LOOP(PRE, OUTPUTS, OUTLINE)                                                                                  \
     do {                                                                                                   \
-        register int32_t *rr __asm__("s11") = r;                                                           \
-        register int32_t W_ __asm__("s10"), st_ __asm__("s9"), k_ __asm__("s8"), w0_ __asm__("s0");        \
+        register int32_t *rr __asm__("s0") = r;                                                           \
+        register int32_t W_ __asm__("s10"), st_ __asm__("s9"), k_ __asm__("s8"), w0_ __asm__("s11");        \
         register int32_t w1_ __asm__("s1"), w2_ __asm__("s2"), v0_ __asm__("s3"), v1_ __asm__("s4");       \
         register int32_t v2_ __asm__("s5"), b_ __asm__("s6"), ml_ __asm__("s7"), mh_ __asm__("a0");        \
         register int32_t sh_ __asm__("a1"), zs_ __asm__("a2"), base_ __asm__("a3"), o_ __asm__("a4");      \
         register int32_t o2_ __asm__("ra");                                                                \
-        __asm__ volatile("lw %[W], 84(s11)\n\tlw %[st], 88(s11)\n\tlw %[k], 92(s11)\n\t.Ldwl_ch%=:\n\t"   \
+        __asm__ volatile("lw %[W], 84(s0)\n\tlw %[st], 88(s0)\n\tlw %[k], 92(s0)\n\t.Ldwl_ch%=:\n\t"   \
                          DWL_SETUP(PRE) OUTPUTS                                                                 \
-                         "lw t0, 24(s11)\n\tbnez t0, .Ldwl_ch%=\n\t"                                       \
+                         "lw t0, 24(s0)\n\tbnez t0, .Ldwl_ch%=\n\t"                                       \
                          "j .Ldwl_done%=\n\t" DWL_ROWS8 OUTLINE ".Ldwl_done%=:\n\t"                        \
                          : [W] "=&r"(W_), [st] "=&r"(st_), [k] "=&r"(k_), [w0] "=&r"(w0_), [w1] "=&r"(w1_),  \
                            [w2] "=&r"(w2_), [v0] "=&r"(v0_), [v1] "=&r"(v1_), [v2] "=&r"(v2_), [b] "=&r"(b_), \
@@ -921,13 +925,13 @@ plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
      * call 12,407 -> 12,146 cycles: unlike plane_body's, 64 outputs a
      * channel are not needed to pay for them) */
     if (out_h >= 2)
-        DWL_LOOP("lw %[o2], 80(s11)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("56(s11)", "60(s11)")
-                 "\n\tlw a5, 108(s11)\n\tbnez a5, .Ldwl_odd%=\n.Ldwl_even%=:\n\t",
+        DWL_LOOP("lw %[o2], 80(s0)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("56(s0)", "60(s0)")
+                 "\n\tlw a5, 108(s0)\n\tbnez a5, .Ldwl_odd%=\n.Ldwl_even%=:\n\t",
                  /* the odd last row out of the even planes' way */
-                 ".Ldwl_odd%=:\n\tlw %[o2], 60(s11)\n\t"
+                 ".Ldwl_odd%=:\n\tlw %[o2], 60(s0)\n\t"
                  DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\tj .Ldwl_even%=\n\t");
     else
-        DWL_LOOP("lw %[o2], 60(s11)\n\t", "lw a5, 64(s11)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t", "");
+        DWL_LOOP("lw %[o2], 60(s0)\n\t", "lw a5, 64(s0)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t", "");
     return c1;
 }
 #endif
