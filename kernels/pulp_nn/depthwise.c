@@ -342,9 +342,9 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * 2^K). The asm operands: ml, mh, k = K - T, sh = sh2, zs = zp << sh2. */
 /* Without split (0), mulh (mh holds the multiplier, sh and zs mulh's
  * shift and zero point, ml and k are not read): the same operands, so
- * that each loop is one macro with either. RQ1: one product (3 or 1
- * instructions), RQ2: two, requantized and clamped (10 or 6). */
-#define DW_SPLIT1(d, acc) "mul " d ", " acc ", %[ml]\n\tsra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
+ * that each loop is one macro with either (stride 2: DW_SPLIT2; stride 1:
+ * the seeded DW_SPLITB2_OF below). MULH1: one product (1 instruction),
+ * RQ2: two, requantized and clamped (10 or 6). */
 #define DW_MULH1(d, acc) "mulh " d ", " acc ", %[mh]\n\t"
 #define DW_SPLIT2_OF(a0, a1)                                                                               \
     "mul t0, " a0 ", %[ml]\n\tmul t1, " a1 ", %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"               \
@@ -372,7 +372,7 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
 #define DW_SPLITB2_OF(a0, a1)                                                                              \
     "mv t0, %[b]\n\tmv t1, %[b]\n\t" XP_MAC("t0", a0, "%[ml]") XP_MAC("t1", a1, "%[ml]")                      \
     "sra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t" XP_MAC("t0", a0, "%[mh]") XP_MAC("t1", a1, "%[mh]")
-/* an odd width's last output in the seeded form (13 instructions, as DW_LAST(DW_SPLIT1)) */
+/* an odd width's last output in the seeded form (13 instructions) */
 #define DW_LASTB                                                                                           \
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\t"                                                      \
     DW_DOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")              \
@@ -625,7 +625,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
-    /* the pair loops requantize without mulh (DW_SPLIT1) when the build
+    /* the pair loops requantize without mulh (DW_SPLITB2_OF) when the build
      * set split: the cut K and the multipliers' zero low bits T */
     const int32_t K = ok ? a->rq->split & 255 : 0, T = ok ? a->rq->split >> 8 : 0, k = K - T;
     int8_t *interior;
