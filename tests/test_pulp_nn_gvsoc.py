@@ -350,6 +350,34 @@ CASES = [
     case("pointwise", 166, (2, 4, 8, 8), 62, "std", 8, chw=True),
     case("pointwise", 167, (2, 3, 6, 8), 128, "net", 8, fold=True, chw=True),
     case("pointwise", 168, (2, 2, 64, 64), 128, "net", 8, fold=True, chw=True),
+    # stride 1 on a channel-major input with the split, the whole channel
+    # loop in asm (plane_s1_lean): rows of 8 in 2x2 blocks, several channels
+    # a core (the record's pointers walked), an uneven split over 3 cores,
+    # a banded tile (no top or bottom padding), an odd row count and two
+    # rows (pairs), no side padding, an odd row count of 64 outputs or
+    # more (2x2 blocks, the last row in pairs); rows of 4 in pairs, two rows
+    # a copy; and the shapes it leaves to plane_body: rows of 4 in an odd
+    # count, no cut (split 0)
+    case("depthwise", 204, (8, 8, 16), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 205, (6, 8, 9), 128, "f32", 3, S1, extreme=True, chw=True),
+    case("depthwise", 206, (10, 8, 8), 128, "f32", 8, dict(S1, pad=(0, 1, 0, 1)), chw=True),
+    case("depthwise", 207, (7, 8, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 208, (2, 8, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 209, (4, 8, 8), 128, "f32", 8, dict(S1, pad=(1, 0, 1, 0)), chw=True),
+    case("depthwise", 210, (4, 4, 16), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 211, (6, 4, 16), 128, "f32", 8, S1, extreme=True, chw=True),
+    case("depthwise", 213, (5, 4, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 214, (4, 4, 8), 128, "f32big", 8, S1, chw=True),
+    # ... rows of 8n bytes (two loops a copy): 2x2 blocks, the last row of an
+    # odd count in pairs (as in mbv1_128's dw3 tiles, 7x32 outputs), small
+    # planes; pairs only on one output row (of 64; of 8, two channels a core)
+    case("depthwise", 215, (4, 16, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 216, (4, 32, 8), 128, "f32", 8, dict(S1, pad=(1, 1, 0, 1)), chw=True),
+    case("depthwise", 217, (5, 24, 8), 128, "f32", 8, S1, extreme=True, chw=True),
+    case("depthwise", 218, (3, 16, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 219, (1, 64, 8), 128, "f32", 8, S1, chw=True),
+    case("depthwise", 220, (1, 64, 8), 128, "f32", 8, S1),   # HWC: plane_body's 2x2 blocks need two rows
+    case("depthwise", 221, (1, 8, 16), 128, "f32", 8, S1, chw=True),
 ]
 
 

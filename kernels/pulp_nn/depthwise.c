@@ -342,9 +342,9 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * 2^K). The asm operands: ml, mh, k = K - T, sh = sh2, zs = zp << sh2. */
 /* Without split (0), mulh (mh holds the multiplier, sh and zs mulh's
  * shift and zero point, ml and k are not read): the same operands, so
- * that each loop is one macro with either. RQ1: one product (3 or 1
- * instructions), RQ2: two, requantized and clamped (10 or 6). */
-#define DW_SPLIT1(d, acc) "mul " d ", " acc ", %[ml]\n\tsra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
+ * that each loop is one macro with either (stride 2: DW_SPLIT2; stride 1:
+ * the seeded DW_SPLITB2_OF below). MULH1: one product (1 instruction),
+ * RQ2: two, requantized and clamped (10 or 6). */
 #define DW_MULH1(d, acc) "mulh " d ", " acc ", %[mh]\n\t"
 #define DW_SPLIT2_OF(a0, a1)                                                                               \
     "mul t0, " a0 ", %[ml]\n\tmul t1, " a1 ", %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"               \
@@ -357,35 +357,62 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\tmv t3, %[b]\n\t"                                       \
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
     MUL1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
-#define DW_PAIRS_X(LAST, LAST_LEN, MUL2, MUL2_LEN)                                                         \
-    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                 \
-                     ".insn i 0x7B, 4, x1, %[nr], " XP_XSTR(2 * (22 + MUL2_LEN + LAST_LEN)) "\n\t"           \
-                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                            \
-                     ".insn i 0x7B, 4, x0, %[np], " XP_XSTR(2 * (17 + MUL2_LEN)) "\n\t"                        \
-                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
-                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
-                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
-                     XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
-                     DW_RQ2(MUL2)                                                                            \
-                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
-                     LAST                                                                                    \
-                     ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
-                     ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (22 + " XP_XSTR(MUL2_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
-                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+/* The split with its products seeded instead of the accumulators (the
+ * stride-1 loops: DW_QUADS, DW_PAIRS_X's split form): acc = b + dot, and
+ *   t = acc * mh + ((acc * ml) >> k) = dot * mh + ((b * ml + dot * ml) >> k) + b * mh,
+ * so the window's first product is pv.dotsp (no seed), acc * ml is p.mac
+ * on a register seeded with b * ml (mv and p.mac: 2 cycles, as mul alone
+ * takes), and b * mh joins the zero point's term: operands b = b * ml,
+ * zs = (zp << sh) + b * mh. Every value is the same int32 modulo 2^32 and
+ * the sum p.addRN shifts is the same number, which the build's bounds keep
+ * inside int32 (b itself is the accumulator of an all-zero window). 1
+ * cycle an output less. */
+#define DW_DOTSP(rd, rs1, rs2) ".insn r 0x57, 1, 0x4C, " rd ", " rs1 ", " rs2 "\n\t" /* pv.dotsp.b */
+#define DW_SPLITB1(d, acc) "mv " d ", %[b]\n\t" XP_MAC(d, acc, "%[ml]") "sra " d ", " d ", %[k]\n\t" XP_MAC(d, acc, "%[mh]")
+#define DW_SPLITB2_OF(a0, a1)                                                                              \
+    "mv t0, %[b]\n\tmv t1, %[b]\n\t" XP_MAC("t0", a0, "%[ml]") XP_MAC("t1", a1, "%[ml]")                      \
+    "sra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t" XP_MAC("t0", a0, "%[mh]") XP_MAC("t1", a1, "%[mh]")
+/* an odd width's last output in the seeded form (13 instructions) */
+#define DW_LASTB                                                                                           \
+    "lw t0, 0(t4)\n\tlw t1, 0(t5)\n\tlw t2, 0(t6)\n\t"                                                      \
+    DW_DOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")              \
+    DW_SPLITB1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
+/* a pair's accumulators and first products: seeded with b (mulh) or not (the seeded split) */
+#define DW_FIRST_B(x) "mv t3, %[b]\n\tmv a7, %[b]\n\t" XP_SDOTSP("t3", x, "%[w0]") XP_SDOTSP("a7", x, "%[v0]")
+#define DW_FIRST_DOT(x) DW_DOTSP("t3", x, "%[w0]") DW_DOTSP("a7", x, "%[v0]")
+/* the pair loops' text (NR, NP: the registers of the row and pair counts;
+ * FIRST: DW_FIRST_B, or DW_FIRST_DOT with MUL2 DW_SPLITB2_OF, whose 2 more
+ * instructions MUL2_LEN leaves out) */
+#define DW_PAIRS_BODY(LAST, LAST_LEN, FIRST, MUL2, MUL2_LEN, NR, NP)                                            \
+    ".option push\n\t.option norvc\n\t.option norelax\n\t.Ldwp_set%=:\n\t"                                \
+    ".insn i 0x7B, 4, x1, " NR ", " XP_XSTR(2 * (22 + MUL2_LEN + LAST_LEN)) "\n\t"                             \
+    "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\t"                                               \
+    ".insn i 0x7B, 4, x0, " NP ", " XP_XSTR(2 * (17 + MUL2_LEN)) "\n\t"                                          \
+    ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t.insn i 0x0B, 2, t2, 2(t6)\n\t" \
+    FIRST("t0")                                                                             \
+    XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+    XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[v2]")                           \
+    DW_RQ2(MUL2)                                                                            \
+    XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
+    LAST                                                                                    \
+    ".Ldwp_end%=:\n\tadd %[base], %[base], %[W]\n\t"                                        \
+    ".if .Ldwp_end%= - .Ldwp_set%= != 4 * (22 + " XP_XSTR(MUL2_LEN) " + " XP_XSTR(LAST_LEN) ")\n\t" \
+    ".error \"hardware loop length\"\n\t.endif\n\t.option pop"
+#define DW_PAIRS_X(LAST, LAST_LEN, FIRST, MUL2, MUL2_LEN)                                                  \
+    __asm__ volatile(DW_PAIRS_BODY(LAST, LAST_LEN, FIRST, MUL2, MUL2_LEN, "%[nr]", "%[np]")                 \
                      : [base] "+r"(base), [o] "+r"(o)                                                        \
                      : [nr] "r"(out_h), [np] "r"(out_w >> 1), [W] "r"(W), [st] "r"(out_c),                  \
                        [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8),        \
-                       [v2] "r"(w2 << 8), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2),   \
-                       [zs] "r"(zs2)                                                                         \
+                       [v2] "r"(w2 << 8), [b] "r"(bq), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2),   \
+                       [zs] "r"(zq)                                                                         \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a7", "memory")
 /* SPLIT: tsr_requant_t.split is set (the plane loops below take it or mulh) */
 #define DW_PAIRS(SPLIT)                                                                                    \
     do {                                                                                                   \
         if (SPLIT)                                                                                         \
-            DW_PAIRS_X("", 0, DW_SPLIT2, 6);                                                               \
+            DW_PAIRS_X("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6);                                \
         else                                                                                               \
-            DW_PAIRS_X("", 0, DW_MULH2, 2);                                                                \
+            DW_PAIRS_X("", 0, DW_FIRST_B, DW_MULH2, 2);                                                    \
     } while (0)
 /* stride 1, even width, 2x2 blocks: two output rows a turn of loop 1, two
  * columns a turn of loop 0. The four window rows' words serve both rows
@@ -393,42 +420,43 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * (each reloaded once its products are done) leave room for the four
  * accumulators. The counts come from memory (registers are short). After a
  * pair of rows o takes o2's place and o2 moves a row on (t0: the step). */
-#define DW_QUADS                                                                                           \
-    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nq]\n\t.Ldwq4_set%=:\n\t"     \
-                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 54) "\n\t"                                     \
-                     "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a5, t6, %[W]\n\t"      \
-                     "add %[base], t5, %[W]\n\tlw t0, %[np]\n\t"                                             \
-                     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
-                     ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
-                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("a7", "t0", "%[v0]")                           \
-                     ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
-                     "mv a6, %[b]\n\tmv t2, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
-                     XP_SDOTSP("a6", "t1", "%[w0]") XP_SDOTSP("t2", "t1", "%[v0]")                           \
-                     ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
-                     XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
-                     XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
-                     DW_RQ2(DW_SPLIT2)                                                                       \
-                     XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
-                     DW_RQ2(DW_SPLIT2_OF("a6", "t2"))                                                        \
-                     XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
-                     "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
-                     ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
-                     ".if .Ldwq4_end%= - .Ldwq4_set%= != 4 * 54\n\t"                                           \
-                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+/* the 2x2 blocks' text (NQ, NP: the addresses of the counts) */
+#define DW_QUADS_BODY(NQ, NP)                                                                          \
+    ".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, " NQ "\n\t.Ldwq4_set%=:\n\t"     \
+    ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 54) "\n\t"                                     \
+    "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a5, t6, %[W]\n\t"      \
+    "add %[base], t5, %[W]\n\tlw t0, " NP "\n\t"                                             \
+    ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 44) "\n\t"                                     \
+    ".insn i 0x0B, 2, t0, 2(t4)\n\t.insn i 0x0B, 2, t1, 2(t5)\n\t"                        \
+    DW_DOTSP("t3", "t0", "%[w0]") DW_DOTSP("a7", "t0", "%[v0]")                             \
+    ".insn i 0x0B, 2, t0, 2(t6)\n\t"                                                        \
+    XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("a7", "t1", "%[v1]")                           \
+    DW_DOTSP("a6", "t1", "%[w0]") DW_DOTSP("t2", "t1", "%[v0]")                             \
+    ".insn i 0x0B, 2, t1, 2(a5)\n\t"                                                        \
+    XP_SDOTSP("t3", "t0", "%[w2]") XP_SDOTSP("a7", "t0", "%[v2]")                           \
+    XP_SDOTSP("a6", "t0", "%[w1]") XP_SDOTSP("t2", "t0", "%[v1]")                           \
+    XP_SDOTSP("a6", "t1", "%[w2]") XP_SDOTSP("t2", "t1", "%[v2]")                           \
+    DW_RQ2(DW_SPLITB2_OF("t3", "a7"))                                                       \
+    XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o]", "%[st]")                 \
+    DW_RQ2(DW_SPLITB2_OF("a6", "t2"))                                                       \
+    XP_SB_RR_INC("t0", "%[o2]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")               \
+    "sub t0, %[o2], %[o]\n\tmv %[o], %[o2]\n\t"                                             \
+    ".Ldwq4_end%=:\n\tadd %[o2], %[o2], t0\n\t"                                             \
+    ".if .Ldwq4_end%= - .Ldwq4_set%= != 4 * 54\n\t"                                           \
+    ".error \"hardware loop length\"\n\t.endif\n\t.option pop"
+#define DW_QUADS                                                                                       \
+    __asm__ volatile(DW_QUADS_BODY("%[nq]", "%[np]")                                                   \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2)                                         \
                      : [nq] "m"(nq), [np] "m"(np), [W] "r"(W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1),   \
-                       [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(b),     \
-                       [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                  \
+                       [w2] "r"(w2), [v0] "r"(w0 << 8), [v1] "r"(w1 << 8), [v2] "r"(w2 << 8), [b] "r"(bq),     \
+                       [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zq)                  \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 #define DW_PAIRS_LAST(SPLIT)                                                                               \
     do {                                                                                                   \
         if (SPLIT)                                                                                         \
-            DW_PAIRS_X(DW_LAST(DW_SPLIT1), 13, DW_SPLIT2, 6);                                              \
+            DW_PAIRS_X(DW_LASTB, 13, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6);                           \
         else                                                                                               \
-            DW_PAIRS_X(DW_LAST(DW_MULH1), 11, DW_MULH2, 2);                                                \
+            DW_PAIRS_X(DW_LAST(DW_MULH1), 11, DW_FIRST_B, DW_MULH2, 2);                                    \
     } while (0)
 
 /* The plane's row stride: the padded row, or with no left padding (the
@@ -549,16 +577,17 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * row (the nop: the loops must not end one instruction apart). Rows of 8
  * bytes are one loop of four instructions a row, the last store stepping
  * to the next row; rows of 4 two rows a turn (an odd last row apart). */
+#define DW_CHW_ROWS8_BODY(NR, N8, SRC, DST, SKIP)                                                          \
+    ".option push\n\t.option norvc\n\t.option norelax\n\t"                                                  \
+    ".Ldwe_set%=:\n\t.insn i 0x7B, 4, x1, " NR ", 14\n\t"                                                      \
+    ".insn i 0x7B, 4, x0, " N8 ", 8\n\t"                                                                        \
+    XP_LW_INC("t0", SRC) XP_LW_INC("t1", SRC) XP_SW_INC4("t0", DST) XP_SW_INC4("t1", DST)                      \
+    "add " DST ", " DST ", " SKIP "\n\t"                                                                        \
+    ".Ldwe_end%=:\n\tnop\n\t"                                                                                  \
+    ".if .Ldwe_end%= - .Ldwe_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t"                 \
+    ".option pop"
 #define DW_CHW_ROWS8                                                                                       \
-    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t"                             \
-                     ".Ldwe_set%=:\n\t.insn i 0x7B, 4, x1, %[nr], 14\n\t"                                    \
-                     ".insn i 0x7B, 4, x0, %[n8], 8\n\t"                                                      \
-                     XP_LW_INC("t0", "%[src]") XP_LW_INC("t1", "%[src]")                                      \
-                     XP_SW_INC4("t0", "%[dst]") XP_SW_INC4("t1", "%[dst]")                                  \
-                     "add %[dst], %[dst], %[skip]\n\t"                                                       \
-                     ".Ldwe_end%=:\n\tnop\n\t"                                                               \
-                     ".if .Ldwe_end%= - .Ldwe_set%= != 4 * 7\n\t.error \"hardware loop length\"\n\t.endif\n\t" \
-                     ".option pop"                                                                            \
+    __asm__ volatile(DW_CHW_ROWS8_BODY("%[nr]", "%[n8]", "%[src]", "%[dst]", "%[skip]")                  \
                      : [src] "+r"(src), [dst] "+r"(dst)                                                     \
                      : [nr] "r"(in_h), [n8] "r"(in_w >> 3), [skip] "r"(W - in_w)                             \
                      : "t0", "t1", "memory")
@@ -596,7 +625,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
-    /* the pair loops requantize without mulh (DW_SPLIT1) when the build
+    /* the pair loops requantize without mulh (DW_SPLITB2_OF) when the build
      * set split: the cut K and the multipliers' zero low bits T */
     const int32_t K = ok ? a->rq->split & 255 : 0, T = ok ? a->rq->split >> 8 : 0, k = K - T;
     int8_t *interior;
@@ -636,7 +665,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         const int32_t kc = per_channel ? c : 0, sh = ok ? a->rq->shift[kc] - 32 : 0;
         int8_t *o = (int8_t *)a->out + c, *dst = interior;
         const int8_t *base = s - shift, *src = a->in + DW_CH(a, c);
-        int32_t mul, zs, mh, ml, sh2, zs2;
+        int32_t mul, zs, mh, ml, sh2, zs2, bq, zq;
         xp_rq_t q;
         if (sh < 1 || sh > 22)
             break;
@@ -647,6 +676,10 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         ml = (int32_t)((uint32_t)(mul - (mh << K)) >> T);
         sh2 = K ? sh + 32 - K : sh;
         zs2 = (int32_t)((uint32_t)a->rq->zero_point << sh2);
+        /* the stride-1 loops' operands: with the split, products seeded
+         * (DW_SPLITB2_OF: b * ml, and b * mh with the zero point) */
+        bq = K ? (int32_t)((uint32_t)b * (uint32_t)ml) : b;
+        zq = K ? (int32_t)((uint32_t)zs2 + (uint32_t)b * (uint32_t)mh) : zs2;
         /* the channel's rows into the plane's interior: loop 1 over the
          * rows, loop 0 over byte pairs (two instructions a byte), or on
          * aligned rows over four bytes packed into a word (1.75); CHW
@@ -703,7 +736,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         if (!quads && in_w == 1)   /* the one column */
             for (iy = 0; iy < in_h; iy++)
                 interior[iy * W + in_w - 1] = a->in[(size_t)iy * row_stride + (size_t)(in_w - 1) * C + DW_CH(a, c)];
-        if (mode == DW_S1_PAIRS && K && out_h * out_w >= 64) {
+        if (mode == DW_S1_PAIRS && K && out_h * out_w >= 64 && out_h >= 2) {
             /* pairs of rows in 2x2 blocks, an odd last row in pairs (not on
              * small planes: measured slower on 4x4) */
             const int32_t nq = out_h >> 1, np = out_w >> 1;
@@ -768,10 +801,155 @@ DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
 DW_PLANE_FN(plane_any_q, DW_ANY, 1)
 #endif
 
+#if DW_CHW
+/* Stride 1 on a channel-major tile with the split (plane_channels checks
+ * the rest: the full int8 clamp, an even width, rows of a multiple of 8
+ * bytes, or of 4 in pairs): the whole channel loop in one asm block. In C, the loops' 27
+ * registers left GCC about 105 instructions a channel around them, a third
+ * of them spills and reloads (core 0's trace of an 8x8x184 call: 156 cycles
+ * a channel, 2.4 an output). Here the channel's pointers and the call's
+ * constants sit in a record (r, s0 in the asm); each channel loads its
+ * weights, bias, multiplier and shift through it, derives the operands
+ * plane_body's loops take (w0..w2, v0..v2, b, mh, ml, sh, zs), copies its
+ * rows (DW_CHW_FLAT's or DW_CHW_ROWS8's loops) and runs DW_QUADS' text
+ * (and DW_PAIRS' for an odd last row) or DW_PAIRS'. No
+ * channel's shift is checked: the build sets split only when every shift
+ * is 33-54 (codegen/libraries/pulp_nn.py dw_split), plane_body's range. */
+enum { DWL_WC, DWL_BP, DWL_MP, DWL_SHP, DWL_SRC, DWL_O, DWL_N, DWL_OFF, DWL_K,
+       DWL_T, DWL_ZP, DWL_DST, DWL_BASE, DWL_LOWK, DWL_NQ, DWL_NP, DWL_NR, DWL_CN, DWL_CA, DWL_CB, DWL_O2, DWL_W,
+       DWL_ST, DWL_KT, DWL_ONES, DWL_MASK, DWL_N8, DWL_ODD, DWL_FIELDS };
+/* the asm's offsets of those fields (checked below) */
+/* (the record in s0 and the temporaries in a0-a5, so that most of the
+ * set-up's loads and stores take the 2-byte forms: a channel's loop with
+ * 2x2 blocks is 436 bytes of code, not 480, under the core's 512-byte
+ * instruction cache; 4x4x256 call 12,146 -> 11,969 cycles) */
+#define DWL_SETUP(PRE)                                                                                     \
+    "lw a5, 0(s0)\n\tlw %[o], 4(s0)\n\tlw %[base], 8(s0)\n\tlw %[zs], 12(s0)\n\t"                               \
+    XP_LW_INCI("t0", "a5", "3") XP_LW_INCI("t5", "a5", "3") XP_LW_INCI("t6", "a5", "3") "lw %[sh], 100(s0)\n\t" \
+    XP_LW_INCI("a6", "%[o]", "4") XP_LW_INCI("a7", "%[base]", "4")                                              \
+    "and %[w0], t0, %[sh]\n\tand %[w1], t5, %[sh]\n\tand %[w2], t6, %[sh]\n\t" XP_LB_INC1("t0", "%[zs]")        \
+    "lw %[sh], 96(s0)\n\tsw a5, 0(s0)\n\tsw %[o], 4(s0)\n\tsw %[base], 8(s0)\n\tsw %[zs], 12(s0)\n\t"           \
+    "lw a5, 24(s0)\n\t"                                                                                      \
+    DW_DOTSP("t3", "%[w0]", "%[sh]") XP_SDOTSP("t3", "%[w1]", "%[sh]") XP_SDOTSP("t3", "%[w2]", "%[sh]")      \
+    "addi a5, a5, -1\n\tlw %[sh], 32(s0)\n\tlw %[zs], 28(s0)\n\tlw %[base], 52(s0)\n\tlw %[o], 36(s0)\n\t"      \
+    "sw a5, 24(s0)\n\tmul t3, t3, %[zs]\n\t"                                                                  \
+    "sra %[mh], a7, %[sh]\n\tand a7, a7, %[base]\n\tsrl %[ml], a7, %[o]\n\tsub %[sh], t0, %[sh]\n\t"            \
+    "lw %[base], 40(s0)\n\t"                                                                                  \
+    "slli %[v0], %[w0], 8\n\tslli %[v1], %[w1], 8\n\tslli %[v2], %[w2], 8\n\tadd a6, a6, t3\n\t"               \
+    "mul %[b], a6, %[ml]\n\tmul t3, a6, %[mh]\n\tsll %[zs], %[base], %[sh]\n\tadd %[zs], %[zs], t3\n\t"         \
+    "lw t2, 16(s0)\n\tlw t3, 44(s0)\n\tlw t4, 68(s0)\n\tlw t5, 72(s0)\n\tlw t6, 76(s0)\n\t"                     \
+    "lw a5, 104(s0)\n\tlw %[o], 20(s0)\n\tlw %[base], 48(s0)\n\t" PRE "bnez a5, .Ldwl_r8%=\n\t"               \
+    XP_LOOP("t4", 4) XP_LW_INC("t0", "t2") XP_LW_INC("t1", "t2") XP_SW_RR_INC("t0", "t3", "t5")               \
+    XP_LOOP_END() XP_SW_RR_INC("t1", "t3", "t6") XP_LOOP_CHECK(4) "\n.Ldwl_cp%=:\n\t"                        \
+    "addi t0, %[o], 1\n\tsw t2, 16(s0)\n\tsw t0, 20(s0)\n\t"
+/* p.lw rd, imm(rs1!) */
+#define XP_LW_INCI(rd, rs1, imm) ".insn i 0x0B, 2, " rd ", " imm "(" rs1 ")\n\t"
+/* rows of 8n bytes (n > 1), out of the rows of 8's way: DW_CHW_ROWS8's loops */
+#define DWL_ROWS8 ".Ldwl_r8%=:\n\t" DW_CHW_ROWS8_BODY("t4", "a5", "t2", "t3", "t6") "\n\tj .Ldwl_cp%=\n\t"
+#define DWL_LOOP(PRE, OUTPUTS, OUTLINE)                                                                                  \
+    do {                                                                                                   \
+        register int32_t *rr __asm__("s0") = r;                                                           \
+        register int32_t W_ __asm__("s10"), st_ __asm__("s9"), k_ __asm__("s8"), w0_ __asm__("s11");        \
+        register int32_t w1_ __asm__("s1"), w2_ __asm__("s2"), v0_ __asm__("s3"), v1_ __asm__("s4");       \
+        register int32_t v2_ __asm__("s5"), b_ __asm__("s6"), ml_ __asm__("s7"), mh_ __asm__("a0");        \
+        register int32_t sh_ __asm__("a1"), zs_ __asm__("a2"), base_ __asm__("a3"), o_ __asm__("a4");      \
+        register int32_t o2_ __asm__("ra");                                                                \
+        __asm__ volatile("lw %[W], 84(s0)\n\tlw %[st], 88(s0)\n\tlw %[k], 92(s0)\n\t.Ldwl_ch%=:\n\t"   \
+                         DWL_SETUP(PRE) OUTPUTS                                                                 \
+                         "lw t0, 24(s0)\n\tbnez t0, .Ldwl_ch%=\n\t"                                       \
+                         "j .Ldwl_done%=\n\t" DWL_ROWS8 OUTLINE ".Ldwl_done%=:\n\t"                        \
+                         : [W] "=&r"(W_), [st] "=&r"(st_), [k] "=&r"(k_), [w0] "=&r"(w0_), [w1] "=&r"(w1_),  \
+                           [w2] "=&r"(w2_), [v0] "=&r"(v0_), [v1] "=&r"(v1_), [v2] "=&r"(v2_), [b] "=&r"(b_), \
+                           [ml] "=&r"(ml_), [mh] "=&r"(mh_), [sh] "=&r"(sh_), [zs] "=&r"(zs_),              \
+                           [base] "=&r"(base_), [o] "=&r"(o_), [o2] "=&r"(o2_)                             \
+                         : "r"(rr)                                                                         \
+                         : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory");           \
+    } while (0)
+
+static __attribute__((noinline, optimize("no-tree-loop-distribute-patterns"))) int32_t
+plane_s1_lean(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
+{
+    const int32_t in_h = a->in_h, in_w = a->in_w, out_h = a->out_h, out_w = a->out_w, out_c = a->out_c;
+    const int32_t pt = a->pad_t, pl = a->pad_l, W = in_w + pl + a->pad_r;
+    const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
+    const tsr_requant_t *rq = a->rq;
+    const int32_t K = rq->split & 255, T = rq->split >> 8;
+    int8_t *interior = s + pt * W + pl;
+    int32_t r[DWL_FIELDS], iy;
+    _Static_assert(DWL_WC * 4 == 0 && DWL_BP * 4 == 4 && DWL_MP * 4 == 8 && DWL_SHP * 4 == 12 &&
+                   DWL_SRC * 4 == 16 && DWL_O * 4 == 20 && DWL_N * 4 == 24 && DWL_OFF * 4 == 28 &&
+                   DWL_K * 4 == 32 && DWL_T * 4 == 36 && DWL_ZP * 4 == 40 && DWL_DST * 4 == 44 &&
+                   DWL_BASE * 4 == 48 && DWL_LOWK * 4 == 52 && DWL_NQ * 4 == 56 && DWL_NP * 4 == 60 &&
+                   DWL_NR * 4 == 64 && DWL_CN * 4 == 68 && DWL_CA * 4 == 72 && DWL_CB * 4 == 76 &&
+                   DWL_O2 * 4 == 80 && DWL_W * 4 == 84 && DWL_ST * 4 == 88 && DWL_KT * 4 == 92 &&
+                   DWL_ONES * 4 == 96 && DWL_MASK * 4 == 100 && DWL_N8 * 4 == 104 && DWL_ODD * 4 == 108,
+                   "the asm's record offsets");
+    /* the border only (the interior is every channel's own) */
+    pad_fill(s, pt * W + pl, (int8_t)-off);
+    for (iy = 0; W > in_w && iy + 1 < in_h; iy++)
+        pad_fill(interior + iy * W + in_w, W - in_w, (int8_t)-off);
+    pad_fill(interior + (in_h - 1) * W + in_w, bytes - (int32_t)(interior + (in_h - 1) * W + in_w - s),
+             (int8_t)-off);
+    if (c1 <= c0)
+        return c1;
+    r[DWL_WC] = (int32_t)(uintptr_t)(a->weights + (size_t)c0 * 9);
+    r[DWL_BP] = (int32_t)(uintptr_t)(a->bias + c0);
+    r[DWL_MP] = (int32_t)(uintptr_t)(rq->mul + c0);
+    r[DWL_SHP] = (int32_t)(uintptr_t)(rq->shift + c0);
+    r[DWL_SRC] = (int32_t)(uintptr_t)(a->in + (size_t)c0 * (size_t)(in_h * in_w));
+    r[DWL_O] = (int32_t)(uintptr_t)((int8_t *)a->out + c0);
+    r[DWL_N] = c1 - c0;
+    r[DWL_OFF] = off;
+    r[DWL_K] = K;
+    r[DWL_T] = T;
+    r[DWL_ZP] = rq->zero_point;
+    r[DWL_DST] = (int32_t)(uintptr_t)interior;
+    r[DWL_BASE] = (int32_t)(uintptr_t)s;
+    r[DWL_LOWK] = (int32_t)(((uint32_t)1 << K) - 1);
+    r[DWL_NQ] = out_h >> 1;
+    r[DWL_NP] = out_w >> 1;
+    r[DWL_NR] = out_h;
+    /* the copy: rows of 8 one a turn, rows of 4 two a turn (DW_CHW_FLAT),
+     * rows of 8n in loops over the rows and the double words (N8 = n) */
+    r[DWL_CN] = in_w == 4 ? in_h >> 1 : in_h;
+    r[DWL_CA] = in_w == 8 ? 4 : W;
+    r[DWL_CB] = in_w == 8 ? W - 4 : in_w == 4 ? W : W - in_w;
+    r[DWL_N8] = in_w > 8 ? in_w >> 3 : 0;
+    r[DWL_ODD] = out_h & 1;
+    r[DWL_O2] = out_w * out_c;
+    r[DWL_W] = W;
+    r[DWL_ST] = out_c;
+    r[DWL_KT] = K - T;
+    r[DWL_ONES] = 0x01010101;
+    r[DWL_MASK] = 0xFFFFFF;
+    /* 2x2 blocks, an odd last row in pairs; on small planes too (4x4x256
+     * call 12,407 -> 12,146 cycles: unlike plane_body's, 64 outputs a
+     * channel are not needed to pay for them) */
+    if (out_h >= 2)
+        DWL_LOOP("lw %[o2], 80(s0)\n\t", "add %[o2], %[o], %[o2]\n\t" DW_QUADS_BODY("56(s0)", "60(s0)")
+                 "\n\tlw a5, 108(s0)\n\tbnez a5, .Ldwl_odd%=\n.Ldwl_even%=:\n\t",
+                 /* the odd last row out of the even planes' way */
+                 ".Ldwl_odd%=:\n\tlw %[o2], 60(s0)\n\t"
+                 DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\tj .Ldwl_even%=\n\t");
+    else
+        DWL_LOOP("lw %[o2], 60(s0)\n\t", "lw a5, 64(s0)\n\t" DW_PAIRS_BODY("", 0, DW_FIRST_DOT, DW_SPLITB2_OF("t3", "a7"), 6, "a5", "%[o2]") "\n\t", "");
+    return c1;
+}
+#endif
+
 static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, int8_t *s)
 {
     const int clip8 = a->rq && a->rq->lo == -128 && a->rq->hi == 127;
     const int q = plane_quads(a, a->scratch_bytes, s);
+#if DW_CHW
+    /* plane_s1_lean: per-channel requantization and a bias (the networks'
+     * layers), rows of a multiple of 8 bytes, or of 4 in pairs */
+    if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0 && a->out_w > 0 && xp_rq_usual(a->rq)
+        && (a->rq->split & 255) && a->rq->per_channel && a->bias
+        && ((a->in_w > 0 && (a->in_w & 7) == 0 && a->in_h > 0) || (a->in_w == 4 && a->in_h >= 2 && !(a->in_h & 1)))
+        && a->out_h > 0)
+        return plane_s1_lean(a, c0, c1, s);
+#endif
     if (clip8 && a->sw == 1 && a->sh == 1 && (a->out_w & 1) == 0)
         return q ? plane_s1_pairs_q(a, c0, c1, s)
                  : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
