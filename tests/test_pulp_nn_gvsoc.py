@@ -350,6 +350,16 @@ CASES = [
     case("pointwise", 166, (2, 4, 8, 8), 62, "std", 8, chw=True),
     case("pointwise", 167, (2, 3, 6, 8), 128, "net", 8, fold=True, chw=True),
     case("pointwise", 168, (2, 2, 64, 64), 128, "net", 8, fold=True, chw=True),
+    # stride 2 on aligned words only (DW_S2WORDS: left padding, the split,
+    # an even output width): an odd row count, an odd input width, rows of
+    # 20 and 24 bytes, right padding, one output row (with and without the
+    # split), inputs at int8's ends, three cores, HWC and channel-major
+    case("depthwise", 204, (7, 32, 5), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0))),
+    case("depthwise", 205, (6, 20, 6), 128, "f32", 3, dict(S2, pad=(1, 1, 0, 1)), chw=True),
+    case("depthwise", 206, (2, 24, 8), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), extreme=True),
+    case("depthwise", 207, (1, 16, 8), 128, "f32big", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
+    case("depthwise", 208, (5, 64, 8), 128, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), extreme=True, chw=True),
+    case("depthwise", 209, (9, 17, 7), -3, "f32", 8, dict(S2, pad=(1, 1, 1, 0))),
 ]
 
 

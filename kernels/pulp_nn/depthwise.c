@@ -495,6 +495,47 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                        [sh] "r"(sh2), [zs] "r"(zs2)                                                          \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 
+/* stride 2 on the shifted plane (plane_quads with pl 1: interior rows
+ * word-aligned) with the split, an even width: aligned word loads only.
+ * Word I_j of a window row holds padded columns 4j+1..4j+4: output 2j+1
+ * reads its bytes 1-3, (0, w0, w1, w2) = w_r; output 2j byte 3 of I_(j-1)
+ * and bytes 0-1 of I_j, (0, 0, 0, w0) = w_r << 16 and (w1, w2, 0, 0) =
+ * w_r >> 16. So a turn of loop 0 loads one word per window row (three,
+ * aligned, where the row pairs loaded five for two outputs, half
+ * misaligned) and gives two outputs of a row: 26 instructions. Output 2j's
+ * share of I_(j-1) is summed a turn ahead, into t3 with the bias (the row's
+ * first from the left padding column: bl); loop 1 over the output rows, p
+ * walks the three rows (W down, back up and a word on). */
+#define DW_S2WORDS                                                                                         \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nr]\n\t.Ldw2w_set%=:\n\t" \
+                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 31) "\n\t"                                     \
+                     "lw t3, %[bl]\n\tlw t0, %[nc]\n\t"                                                      \
+                     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 26) "\n\t"                                     \
+                     XP_LW_RR_INC("t0", "%[p]", "%[W]") XP_LW_RR_INC("t1", "%[p]", "%[W]")                  \
+                     XP_LW_RR_INC("t2", "%[p]", "%[back]")                                                  \
+                     XP_SDOTSP("t3", "t0", "%[u0]") "mv a7, %[b]\n\t"                                        \
+                     XP_SDOTSP("t3", "t1", "%[u1]") XP_SDOTSP("a7", "t0", "%[w0]")                           \
+                     XP_SDOTSP("t3", "t2", "%[u2]") XP_SDOTSP("a7", "t1", "%[w1]")                           \
+                     "mul t4, t3, %[ml]\n\t" XP_SDOTSP("a7", "t2", "%[w2]")                                 \
+                     "sra t4, t4, %[k]\n\t" XP_MAC("t4", "t3", "%[mh]") "mv t3, %[b]\n\t"                    \
+                     XP_SDOTSP("t3", "t0", "%[e0]") "mul t0, a7, %[ml]\n\t"                                 \
+                     XP_SDOTSP("t3", "t1", "%[e1]") XP_SDOTSP("t3", "t2", "%[e2]")                           \
+                     XP_ADDRN("t4", "%[zs]", "%[sh]") "sra t0, t0, %[k]\n\t" XP_CLIP8("t4")                  \
+                     XP_MAC("t0", "a7", "%[mh]") XP_SB_RR_INC("t4", "%[o]", "%[st]")                         \
+                     XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0")                                        \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]")                                                    \
+                     "lw t0, %[rskip]\n\t"                                                                   \
+                     ".Ldw2w_end%=:\n\tadd %[p], %[p], t0\n\t"                                               \
+                     ".if .Ldw2w_end%= - .Ldw2w_set%= != 4 * 31\n\t"                                          \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [p] "+r"(p), [o] "+r"(o)                                                              \
+                     : [nr] "m"(out_h), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
+                       [back] "r"(4 - 2 * W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),      \
+                       [e0] "r"(w0 << 16), [e1] "r"(w1 << 16), [e2] "r"(w2 << 16), [u0] "r"(w0 >> 16),         \
+                       [u1] "r"(w1 >> 16), [u2] "r"(w2 >> 16), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh),         \
+                       [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                                              \
+                     : "t0", "t1", "t2", "t3", "t4", "a7", "memory")
+
 /* A channel's rows into the plane's aligned rows: loop 1 over the rows,
  * loop 0 over four bytes packed into a word (1.75 instructions a byte),
  * then the row's last bytes (TAIL: TAIL_LEN instructions of DW_BYTE; a
@@ -717,7 +758,15 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
             DW_PAIRS(K);
         else if (mode == DW_S1_PAIRS_ODD)
             DW_PAIRS_LAST(K);
-        else if (s2pairs) {
+        else if (s2pairs && shift && K && !(out_w & 1)) {
+            /* the row's seed: the bias and the left padding column's
+             * share of output 0 (w_r's byte 1 times the padding) */
+            const uint32_t pad4 = 0x01010101u * (uint8_t)pad;
+            const int32_t bl = xp_sdotsp(xp_sdotsp(xp_sdotsp(b, pad4, w0 << 16), pad4, w1 << 16), pad4, w2 << 16);
+            const int32_t nc = out_w >> 1, rskip = 2 * W - 4 * nc;
+            const int8_t *p = s + shift;
+            DW_S2WORDS;
+        } else if (s2pairs && out_h >= 2) {
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
             DW_S2PAIRS(K);
@@ -777,7 +826,7 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
                  : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
         return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
-    if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
+    if (clip8 && a->sw == 2 && a->sh == 2 && (a->out_h >= 2 || q))   /* one row: DW_S2WORDS or DW_SINGLE */
         return q ? plane_s2_pairs_q(a, c0, c1, s) : plane_s2_pairs(a, c0, c1, s);
     return q ? plane_any_q(a, c0, c1, s) : plane_any(a, c0, c1, s);
 }
