@@ -360,6 +360,18 @@ CASES = [
     case("depthwise", 207, (1, 16, 8), 128, "f32big", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
     case("depthwise", 208, (5, 64, 8), 128, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), extreme=True, chw=True),
     case("depthwise", 209, (9, 17, 7), -3, "f32", 8, dict(S2, pad=(1, 1, 1, 0))),
+    # ... read in place from a channel-major tile (plane_s2_direct): a
+    # padding row above (the first output row from the scratch) with one
+    # output row, rows of 8 and 32, inputs at int8's ends on three cores,
+    # no padding row, a padding value of 3; refused where the last window
+    # reads the bottom padding, and without the split
+    case("depthwise", 210, (3, 16, 4), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), chw=True),
+    case("depthwise", 211, (9, 32, 3), 128, "f32", 3, dict(S2, pad=(1, 1, 0, 0)), extreme=True, chw=True),
+    case("depthwise", 212, (8, 8, 8), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), chw=True),
+    case("depthwise", 213, (6, 32, 4), 128, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
+    case("depthwise", 214, (7, 16, 3), -3, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
+    case("depthwise", 215, (5, 16, 4), 128, "f32", 8, dict(S2, pad=(1, 1, 1, 0)), chw=True),
+    case("depthwise", 216, (5, 16, 4), 128, "f32big", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
 ]
 
 

@@ -506,7 +506,7 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * share of I_(j-1) is summed a turn ahead, into t3 with the bias (the row's
  * first from the left padding column: bl); loop 1 over the output rows, p
  * walks the three rows (W down, back up and a word on). */
-#define DW_S2WORDS                                                                                         \
+#define DW_S2WORDS(NR)                                                                                     \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nr]\n\t.Ldw2w_set%=:\n\t" \
                      ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 31) "\n\t"                                     \
                      "lw t3, %[bl]\n\tlw t0, %[nc]\n\t"                                                      \
@@ -529,7 +529,7 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      ".if .Ldw2w_end%= - .Ldw2w_set%= != 4 * 31\n\t"                                          \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [p] "+r"(p), [o] "+r"(o)                                                              \
-                     : [nr] "m"(out_h), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
+                     : [nr] "m"(NR), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
                        [back] "r"(4 - 2 * W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),      \
                        [e0] "r"(w0 << 16), [e1] "r"(w1 << 16), [e2] "r"(w2 << 16), [u0] "r"(w0 >> 16),         \
                        [u1] "r"(w1 >> 16), [u2] "r"(w2 >> 16), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh),         \
@@ -620,21 +620,24 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
 
 /* which output loop (plane_channels); DW_S1_SMALL: DW_S1_PAIRS without the
  * 2x2 blocks, for planes under 64 outputs */
-enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS, DW_S1_SMALL };
+/* DW_S2_DIRECT: stride 2 read in place from a channel-major tile
+ * (plane_s2_direct) */
+enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS, DW_S1_SMALL, DW_S2_DIRECT };
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
                                                                 int8_t *s, const int mode, const int quads)
 {
     const int32_t in_h = a->in_h, in_w = a->in_w, C = DW_PX(a), out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
-    const int32_t W = quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
+    const int direct = mode == DW_S2_DIRECT;
+    const int32_t W = direct ? in_w : quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
     const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
     const int32_t sw = a->sw, rowstep = a->sh * W;
     const size_t row_stride = (size_t)in_w * C;
     const int8_t pad = (int8_t)-off;
     const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
     const int pairs = mode == DW_S1_PAIRS || mode == DW_S1_SMALL, s2pairs = mode == DW_S2_PAIRS;
-    const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
+    const int shift = (quads && pl == 1) || direct;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
     /* the pair loops requantize without mulh (DW_SPLIT1) when the build
@@ -650,7 +653,13 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     interior = s + pt * W + pl;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
-    if (in_h <= 0 || in_w <= 0) {
+    if (direct) {
+        /* the padding row above the tile (pad_t 1): the first output
+         * row's window rows are it and the channel's first two rows */
+        s = (int8_t *)(((uintptr_t)s + 3) & ~(uintptr_t)3);
+        if (pt)
+            pad_fill(s, in_w, pad);
+    } else if (in_h <= 0 || in_w <= 0) {
         pad_fill(s, bytes, pad);
     } else {
         /* between rows only the padding columns: the columns a word-aligned
@@ -693,7 +702,14 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
          * aligned rows over four bytes packed into a word (1.75); CHW
          * rows are copied in words */
 #if DW_CHW
-        if (in_w == 8 && in_h > 0) {
+        if (direct) {
+            /* no plane: only the first output row's two input rows under
+             * the padding row, when there is one */
+            uint32_t *d = (uint32_t *)(s + in_w);
+            const uint32_t *r = (const uint32_t *)src;
+            for (iy = 0; pt && iy < in_w >> 1; iy++)
+                d[iy] = r[iy];
+        } else if (in_w == 8 && in_h > 0) {
             DW_CHW_FLAT(in_h, 8);
         } else if (in_w == 4 && in_h > 0) {
             if (in_h >= 2)
@@ -758,14 +774,21 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
             DW_PAIRS(K);
         else if (mode == DW_S1_PAIRS_ODD)
             DW_PAIRS_LAST(K);
-        else if (s2pairs && shift && K && !(out_w & 1)) {
+        else if ((s2pairs && shift && K && !(out_w & 1)) || direct) {
             /* the row's seed: the bias and the left padding column's
              * share of output 0 (w_r's byte 1 times the padding) */
             const uint32_t pad4 = 0x01010101u * (uint8_t)pad;
             const int32_t bl = xp_sdotsp(xp_sdotsp(xp_sdotsp(b, pad4, w0 << 16), pad4, w1 << 16), pad4, w2 << 16);
             const int32_t nc = out_w >> 1, rskip = 2 * W - 4 * nc;
-            const int8_t *p = s + shift;
-            DW_S2WORDS;
+            const int8_t *p = direct ? (pt ? s : src) : s + shift;
+            if (direct && pt) {   /* the first output row from the scratch, the rest in place */
+                const int32_t one = 1, rest = out_h - 1;
+                DW_S2WORDS(one);
+                p = src + in_w;
+                if (rest > 0)
+                    DW_S2WORDS(rest);
+            } else
+                DW_S2WORDS(out_h);
         } else if (s2pairs && out_h >= 2) {
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
@@ -810,6 +833,19 @@ DW_PLANE_FN(plane_any, DW_ANY, 0)
  * stores aligned, and every window row's loads at even columns every other
  * one aligned (16x16x64 3x3/2 call alone: 14,144 -> 13,521 cycles) */
 DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
+/* stride 2 with one column of left padding, read in place (DW_S2WORDS
+ * never reads that column: its share is in the row's seed), so no plane
+ * and no copy; a padding row above takes the first output row from three
+ * rows in the scratch. Rows of whole words on a word-aligned tile, no
+ * window reaching the right or bottom padding, the split, the int8 clamp. */
+DW_PLANE_FN(plane_s2_direct, DW_S2_DIRECT, 0)
+static inline int plane_direct(const tsr_conv_args_t *a)
+{
+    return a->pad_l == 1 && a->pad_t <= 1 && (a->in_w & 3) == 0 && a->in_w >= 4 && (a->out_w & 1) == 0
+           && 2 * a->out_w <= a->in_w && 2 * a->out_h - a->pad_t <= a->in_h - 1 && a->out_h >= 1
+           && !((uintptr_t)a->in & 3) && (a->rq->split & 255) && xp_rq_usual(a->rq)
+           && (!a->pad_t || 3 * a->in_w + 3 <= a->scratch_bytes);
+}
 #else
 DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
 DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
@@ -826,6 +862,10 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
                  : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
         return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
+#if DW_CHW
+    if (clip8 && a->sw == 2 && a->sh == 2 && plane_direct(a))
+        return plane_s2_direct(a, c0, c1, s);
+#endif
     if (clip8 && a->sw == 2 && a->sh == 2 && (a->out_h >= 2 || q))   /* one row: DW_S2WORDS or DW_SINGLE */
         return q ? plane_s2_pairs_q(a, c0, c1, s) : plane_s2_pairs(a, c0, c1, s);
     return q ? plane_any_q(a, c0, c1, s) : plane_any(a, c0, c1, s);
