@@ -505,10 +505,12 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
  * misaligned) and gives two outputs of a row: 26 instructions. Output 2j's
  * share of I_(j-1) is summed a turn ahead, into t3 with the bias (the row's
  * first from the left padding column: bl); loop 1 over the output rows, p
- * walks the three rows (W down, back up and a word on). */
-#define DW_S2WORDS(NR)                                                                                     \
+ * walks the three rows (W down, back up and a word on), then steps to the
+ * next output row by rs, which after the first row takes rskip's value
+ * (plane_s2_direct's first row may come from the scratch). */
+#define DW_S2WORDS                                                                                         \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nr]\n\t.Ldw2w_set%=:\n\t" \
-                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 31) "\n\t"                                     \
+                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 33) "\n\t"                                     \
                      "lw t3, %[bl]\n\tlw t0, %[nc]\n\t"                                                      \
                      ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 26) "\n\t"                                     \
                      XP_LW_RR_INC("t0", "%[p]", "%[W]") XP_LW_RR_INC("t1", "%[p]", "%[W]")                  \
@@ -524,12 +526,12 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      XP_MAC("t0", "a7", "%[mh]") XP_SB_RR_INC("t4", "%[o]", "%[st]")                         \
                      XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0")                                        \
                      XP_SB_RR_INC("t0", "%[o]", "%[st]")                                                    \
-                     "lw t0, %[rskip]\n\t"                                                                   \
-                     ".Ldw2w_end%=:\n\tadd %[p], %[p], t0\n\t"                                               \
-                     ".if .Ldw2w_end%= - .Ldw2w_set%= != 4 * 31\n\t"                                          \
+                     "lw t0, %[rs]\n\tadd %[p], %[p], t0\n\tlw t0, %[rskip]\n\t"                          \
+                     ".Ldw2w_end%=:\n\tsw t0, %[rs]\n\t"                                                     \
+                     ".if .Ldw2w_end%= - .Ldw2w_set%= != 4 * 33\n\t"                                          \
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
-                     : [p] "+r"(p), [o] "+r"(o)                                                              \
-                     : [nr] "m"(NR), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
+                     : [p] "+r"(p), [o] "+r"(o), [rs] "+m"(rs)                                               \
+                     : [nr] "m"(out_h), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
                        [back] "r"(4 - 2 * W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),      \
                        [e0] "r"(w0 << 16), [e1] "r"(w1 << 16), [e2] "r"(w2 << 16), [u0] "r"(w0 >> 16),         \
                        [u1] "r"(w1 >> 16), [u2] "r"(w2 >> 16), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh),         \
@@ -781,15 +783,11 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
             const int32_t bl = xp_sdotsp(xp_sdotsp(xp_sdotsp(b, pad4, w0 << 16), pad4, w1 << 16), pad4, w2 << 16);
             const int32_t nc = out_w >> 1, rskip = 2 * W - 4 * nc;
             const int8_t *p = direct ? (pt ? s : src) : s + shift;
-            if (direct && pt) {   /* the first output row from the scratch, the rest in place */
-                const int32_t one = 1, rest = out_h - 1;
-                DW_S2WORDS(one);
-                p = src + in_w;
-                if (rest > 0)
-                    DW_S2WORDS(rest);
-            } else
-                DW_S2WORDS(out_h);
-        } else if (s2pairs && out_h >= 2) {
+            /* the step after the first row: from the scratch to the tile's
+             * second window row when the first row is the scratch's */
+            int32_t rs = direct && pt ? (int32_t)(src + in_w - (s + 4 * nc)) : rskip;
+            DW_S2WORDS;
+        } else if (s2pairs && (!quads || out_h >= 2)) {   /* one row: plane_channels sends only quads */
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
             DW_S2PAIRS(K);
