@@ -378,6 +378,28 @@ CASES = [
     case("depthwise", 219, (1, 64, 8), 128, "f32", 8, S1, chw=True),
     case("depthwise", 220, (1, 64, 8), 128, "f32", 8, S1),   # HWC: plane_body's 2x2 blocks need two rows
     case("depthwise", 221, (1, 8, 16), 128, "f32", 8, S1, chw=True),
+    # stride 2 on aligned words only (DW_S2WORDS: left padding, the split,
+    # an even output width): an odd row count, an odd input width, rows of
+    # 20 and 24 bytes, right padding, one output row (with and without the
+    # split), inputs at int8's ends, three cores, HWC and channel-major
+    case("depthwise", 222, (7, 32, 5), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0))),
+    case("depthwise", 223, (6, 20, 6), 128, "f32", 3, dict(S2, pad=(1, 1, 0, 1)), chw=True),
+    case("depthwise", 224, (2, 24, 8), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), extreme=True),
+    case("depthwise", 225, (1, 16, 8), 128, "f32big", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
+    case("depthwise", 226, (5, 64, 8), 128, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), extreme=True, chw=True),
+    case("depthwise", 227, (9, 17, 7), -3, "f32", 8, dict(S2, pad=(1, 1, 1, 0))),
+    # ... read in place from a channel-major tile (plane_s2_direct): a
+    # padding row above (the first output row from the scratch) with one
+    # output row, rows of 8 and 32, inputs at int8's ends on three cores,
+    # no padding row, a padding value of 3; refused where the last window
+    # reads the bottom padding, and without the split
+    case("depthwise", 228, (3, 16, 4), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), chw=True),
+    case("depthwise", 229, (9, 32, 3), 128, "f32", 3, dict(S2, pad=(1, 1, 0, 0)), extreme=True, chw=True),
+    case("depthwise", 230, (8, 8, 8), 128, "f32", 8, dict(S2, pad=(1, 1, 0, 0)), chw=True),
+    case("depthwise", 231, (6, 32, 4), 128, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
+    case("depthwise", 232, (7, 16, 3), -3, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
+    case("depthwise", 233, (5, 16, 4), 128, "f32", 8, dict(S2, pad=(1, 1, 1, 0)), chw=True),
+    case("depthwise", 234, (5, 16, 4), 128, "f32big", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
 ]
 
 

@@ -523,6 +523,49 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                        [sh] "r"(sh2), [zs] "r"(zs2)                                                          \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 
+/* stride 2 on the shifted plane (plane_quads with pl 1: interior rows
+ * word-aligned) with the split, an even width: aligned word loads only.
+ * Word I_j of a window row holds padded columns 4j+1..4j+4: output 2j+1
+ * reads its bytes 1-3, (0, w0, w1, w2) = w_r; output 2j byte 3 of I_(j-1)
+ * and bytes 0-1 of I_j, (0, 0, 0, w0) = w_r << 16 and (w1, w2, 0, 0) =
+ * w_r >> 16. So a turn of loop 0 loads one word per window row (three,
+ * aligned, where the row pairs loaded five for two outputs, half
+ * misaligned) and gives two outputs of a row: 26 instructions. Output 2j's
+ * share of I_(j-1) is summed a turn ahead, into t3 with the bias (the row's
+ * first from the left padding column: bl); loop 1 over the output rows, p
+ * walks the three rows (W down, back up and a word on), then steps to the
+ * next output row by rs, which after the first row takes rskip's value
+ * (plane_s2_direct's first row may come from the scratch). */
+#define DW_S2WORDS                                                                                         \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\tlw t0, %[nr]\n\t.Ldw2w_set%=:\n\t" \
+                     ".insn i 0x7B, 4, x1, t0, " XP_XSTR(2 * 33) "\n\t"                                     \
+                     "lw t3, %[bl]\n\tlw t0, %[nc]\n\t"                                                      \
+                     ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 26) "\n\t"                                     \
+                     XP_LW_RR_INC("t0", "%[p]", "%[W]") XP_LW_RR_INC("t1", "%[p]", "%[W]")                  \
+                     XP_LW_RR_INC("t2", "%[p]", "%[back]")                                                  \
+                     XP_SDOTSP("t3", "t0", "%[u0]") "mv a7, %[b]\n\t"                                        \
+                     XP_SDOTSP("t3", "t1", "%[u1]") XP_SDOTSP("a7", "t0", "%[w0]")                           \
+                     XP_SDOTSP("t3", "t2", "%[u2]") XP_SDOTSP("a7", "t1", "%[w1]")                           \
+                     "mul t4, t3, %[ml]\n\t" XP_SDOTSP("a7", "t2", "%[w2]")                                 \
+                     "sra t4, t4, %[k]\n\t" XP_MAC("t4", "t3", "%[mh]") "mv t3, %[b]\n\t"                    \
+                     XP_SDOTSP("t3", "t0", "%[e0]") "mul t0, a7, %[ml]\n\t"                                 \
+                     XP_SDOTSP("t3", "t1", "%[e1]") XP_SDOTSP("t3", "t2", "%[e2]")                           \
+                     XP_ADDRN("t4", "%[zs]", "%[sh]") "sra t0, t0, %[k]\n\t" XP_CLIP8("t4")                  \
+                     XP_MAC("t0", "a7", "%[mh]") XP_SB_RR_INC("t4", "%[o]", "%[st]")                         \
+                     XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0")                                        \
+                     XP_SB_RR_INC("t0", "%[o]", "%[st]")                                                    \
+                     "lw t0, %[rs]\n\tadd %[p], %[p], t0\n\tlw t0, %[rskip]\n\t"                          \
+                     ".Ldw2w_end%=:\n\tsw t0, %[rs]\n\t"                                                     \
+                     ".if .Ldw2w_end%= - .Ldw2w_set%= != 4 * 33\n\t"                                          \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [p] "+r"(p), [o] "+r"(o), [rs] "+m"(rs)                                               \
+                     : [nr] "m"(out_h), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
+                       [back] "r"(4 - 2 * W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),      \
+                       [e0] "r"(w0 << 16), [e1] "r"(w1 << 16), [e2] "r"(w2 << 16), [u0] "r"(w0 >> 16),         \
+                       [u1] "r"(w1 >> 16), [u2] "r"(w2 >> 16), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh),         \
+                       [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                                              \
+                     : "t0", "t1", "t2", "t3", "t4", "a7", "memory")
+
 /* A channel's rows into the plane's aligned rows: loop 1 over the rows,
  * loop 0 over four bytes packed into a word (1.75 instructions a byte),
  * then the row's last bytes (TAIL: TAIL_LEN instructions of DW_BYTE; a
@@ -608,21 +651,24 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
 
 /* which output loop (plane_channels); DW_S1_SMALL: DW_S1_PAIRS without the
  * 2x2 blocks, for planes under 64 outputs */
-enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS, DW_S1_SMALL };
+/* DW_S2_DIRECT: stride 2 read in place from a channel-major tile
+ * (plane_s2_direct) */
+enum { DW_ANY, DW_S1_PAIRS, DW_S1_PAIRS_ODD, DW_S2_PAIRS, DW_S1_SMALL, DW_S2_DIRECT };
 
 static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_args_t *a, int32_t c0, int32_t c1,
                                                                 int8_t *s, const int mode, const int quads)
 {
     const int32_t in_h = a->in_h, in_w = a->in_w, C = DW_PX(a), out_h = a->out_h, out_w = a->out_w;
     const int32_t out_c = a->out_c, pt = a->pad_t, pl = a->pad_l;
-    const int32_t W = quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
+    const int direct = mode == DW_S2_DIRECT;
+    const int32_t W = direct ? in_w : quads ? (in_w + pl + a->pad_r + 3) & ~3 : in_w + pl + a->pad_r;
     const int32_t off = a->input_offset, bytes = (pt + in_h + a->pad_b) * W + 4;
     const int32_t sw = a->sw, rowstep = a->sh * W;
     const size_t row_stride = (size_t)in_w * C;
     const int8_t pad = (int8_t)-off;
     const int32_t lo = a->rq ? a->rq->lo : 0, hi = a->rq ? a->rq->hi : 0;
     const int pairs = mode == DW_S1_PAIRS || mode == DW_S1_SMALL, s2pairs = mode == DW_S2_PAIRS;
-    const int shift = quads && pl == 1;   /* plane_quads: stride 2 only */
+    const int shift = (quads && pl == 1) || direct;   /* plane_quads: stride 2 only */
     /* the usual requantization (shifts checked per channel) */
     const int ok = xp_rq_usual(a->rq), per_channel = ok && a->rq->per_channel;
     /* the pair loops requantize without mulh (DW_SPLITB2_OF) when the build
@@ -638,7 +684,13 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
     interior = s + pt * W + pl;
     /* the border only (the interior is every channel's own): a byte loop
      * over the whole plane cost a third of a one-channel-per-core tile */
-    if (in_h <= 0 || in_w <= 0) {
+    if (direct) {
+        /* the padding row above the tile (pad_t 1): the first output
+         * row's window rows are it and the channel's first two rows */
+        s = (int8_t *)(((uintptr_t)s + 3) & ~(uintptr_t)3);
+        if (pt)
+            pad_fill(s, in_w, pad);
+    } else if (in_h <= 0 || in_w <= 0) {
         pad_fill(s, bytes, pad);
     } else {
         /* between rows only the padding columns: the columns a word-aligned
@@ -685,7 +737,14 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
          * aligned rows over four bytes packed into a word (1.75); CHW
          * rows are copied in words */
 #if DW_CHW
-        if (in_w == 8 && in_h > 0) {
+        if (direct) {
+            /* no plane: only the first output row's two input rows under
+             * the padding row, when there is one */
+            uint32_t *d = (uint32_t *)(s + in_w);
+            const uint32_t *r = (const uint32_t *)src;
+            for (iy = 0; pt && iy < in_w >> 1; iy++)
+                d[iy] = r[iy];
+        } else if (in_w == 8 && in_h > 0) {
             DW_CHW_FLAT(in_h, 8);
         } else if (in_w == 4 && in_h > 0) {
             if (in_h >= 2)
@@ -750,7 +809,18 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
             DW_PAIRS(K);
         else if (mode == DW_S1_PAIRS_ODD)
             DW_PAIRS_LAST(K);
-        else if (s2pairs) {
+        else if ((s2pairs && shift && K && !(out_w & 1)) || direct) {
+            /* the row's seed: the bias and the left padding column's
+             * share of output 0 (w_r's byte 1 times the padding) */
+            const uint32_t pad4 = 0x01010101u * (uint8_t)pad;
+            const int32_t bl = xp_sdotsp(xp_sdotsp(xp_sdotsp(b, pad4, w0 << 16), pad4, w1 << 16), pad4, w2 << 16);
+            const int32_t nc = out_w >> 1, rskip = 2 * W - 4 * nc;
+            const int8_t *p = direct ? (pt ? s : src) : s + shift;
+            /* the step after the first row: from the scratch to the tile's
+             * second window row when the first row is the scratch's */
+            int32_t rs = direct && pt ? (int32_t)(src + in_w - (s + 4 * nc)) : rskip;
+            DW_S2WORDS;
+        } else if (s2pairs && (!quads || out_h >= 2)) {   /* one row: plane_channels sends only quads */
             int8_t *o2 = o + (size_t)out_w * out_c;
             int32_t np = out_h >> 1;
             DW_S2PAIRS(K);
@@ -794,6 +864,19 @@ DW_PLANE_FN(plane_any, DW_ANY, 0)
  * stores aligned, and every window row's loads at even columns every other
  * one aligned (16x16x64 3x3/2 call alone: 14,144 -> 13,521 cycles) */
 DW_PLANE_FN(plane_s2_pairs_q, DW_S2_PAIRS, 1)
+/* stride 2 with one column of left padding, read in place (DW_S2WORDS
+ * never reads that column: its share is in the row's seed), so no plane
+ * and no copy; a padding row above takes the first output row from three
+ * rows in the scratch. Rows of whole words on a word-aligned tile, no
+ * window reaching the right or bottom padding, the split, the int8 clamp. */
+DW_PLANE_FN(plane_s2_direct, DW_S2_DIRECT, 0)
+static inline int plane_direct(const tsr_conv_args_t *a)
+{
+    return a->pad_l == 1 && a->pad_t <= 1 && (a->in_w & 3) == 0 && a->in_w >= 4 && (a->out_w & 1) == 0
+           && 2 * a->out_w <= a->in_w && 2 * a->out_h - a->pad_t <= a->in_h - 1 && a->out_h >= 1
+           && !((uintptr_t)a->in & 3) && (a->rq->split & 255) && xp_rq_usual(a->rq)
+           && (!a->pad_t || 3 * a->in_w + 3 <= a->scratch_bytes);
+}
 #else
 DW_PLANE_FN(plane_s1_pairs_q, DW_S1_PAIRS, 1)
 DW_PLANE_FN(plane_s1_pairs_odd_q, DW_S1_PAIRS_ODD, 1)
@@ -955,7 +1038,11 @@ static int32_t plane_channels(const tsr_conv_args_t *a, int32_t c0, int32_t c1, 
                  : a->out_h * a->out_w < 64 ? plane_s1_small(a, c0, c1, s) : plane_s1_pairs(a, c0, c1, s);
     if (clip8 && a->sw == 1 && a->sh == 1 && a->out_w >= 3)
         return q ? plane_s1_pairs_odd_q(a, c0, c1, s) : plane_s1_pairs_odd(a, c0, c1, s);
-    if (clip8 && a->sw == 2 && a->sh == 2 && a->out_h >= 2)
+#if DW_CHW
+    if (clip8 && a->sw == 2 && a->sh == 2 && plane_direct(a))
+        return plane_s2_direct(a, c0, c1, s);
+#endif
+    if (clip8 && a->sw == 2 && a->sh == 2 && (a->out_h >= 2 || q))   /* one row: DW_S2WORDS or DW_SINGLE */
         return q ? plane_s2_pairs_q(a, c0, c1, s) : plane_s2_pairs(a, c0, c1, s);
     return q ? plane_any_q(a, c0, c1, s) : plane_any(a, c0, c1, s);
 }
