@@ -350,6 +350,22 @@ CASES = [
     case("pointwise", 166, (2, 4, 8, 8), 62, "std", 8, chw=True),
     case("pointwise", 167, (2, 3, 6, 8), 128, "net", 8, fold=True, chw=True),
     case("pointwise", 168, (2, 2, 64, 64), 128, "net", 8, fold=True, chw=True),
+    # convolution storing channel-major (pnn_conv2d_chw): the first layer's
+    # shape (p.clipi and the layer's own clamp), odd output widths (a row's
+    # last single pixel: the pair before it again), a one-pixel-wide output
+    # (the direct loop per row), padding on the left (border pairs), three
+    # cores, channels split over the cores, and the direct loop for
+    # channels not a multiple of 4, the general requantization and no
+    # room for the Xpulp path
+    case("conv2d", 210, (9, 13, 3, 8), -2, "net", 8, S2, chw=True),
+    case("conv2d", 211, (8, 15, 3, 12), 128, "net", 3, S1, chw=True),
+    case("conv2d", 212, (9, 13, 3, 8), 5, "std", 8, ODD, chw=True),
+    case("conv2d", 213, (5, 1, 3, 8), 0, "std", 8, S1, chw=True),
+    case("conv2d", 214, (10, 9, 3, 16), -2, "std", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
+    case("conv2d", 215, (3, 3, 5, 32), 0, "std", 8, S1, chw=True),
+    case("conv2d", 216, (7, 7, 4, 6), 128, "std", 8, S2, chw=True),
+    case("conv2d", 217, (6, 7, 4, 8), 128, "leaky", 8, S1, chw=True),
+    case("conv2d", 218, (6, 7, 4, 8), 128, "std", 8, S1, lean=True, chw=True),
 ]
 
 

@@ -250,7 +250,6 @@ int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_re
  * apart; bk steps back to the first channel's next pair), two instructions
  * more per block than the two words of the HWC pixels. */
 #define PW_OUTER_CHW(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 10)
-#define XP_SH_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 5, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
 #define PW_PAIRS_CHW(CLAMP, CLAMP_LEN)                                                                  \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpwc_set%=:\n\t"            \
                      ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER_CHW(CLAMP_LEN)) "\n\t"             \

@@ -42,6 +42,8 @@
 #define XP_SW_INC4(rs2, rs1) ".insn s 0x2B, 2, " rs2 ", 4(" rs1 ")\n\t"
 /* p.sw rs2, rs3(rs1!) */
 #define XP_SW_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 6, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.sh rs2, rs3(rs1!) */
+#define XP_SH_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 5, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
 /* p.lb rd, 1(rs1!): a signed byte, then rs1 += 1; p.lbu rd, rs2(rs1): the
  * unsigned byte at rs1 + rs2 (no increment) */
 #define XP_LB_INC1(rd, rs1) ".insn i 0x0B, 0, " rd ", 1(" rs1 ")\n\t"
