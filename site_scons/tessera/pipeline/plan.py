@@ -123,11 +123,24 @@ def chw_price(graph, pairs, tcfg, library):
     """What the plan and the tiler weigh a channel-major pair by
     (tessera.cost.chw): the library's cycles a DMA command, the commands a
     box takes for free, and each pair's depthwise gain, {"command": cycles,
-    "queue": commands, "gain": {depthwise: cycles}}."""
+    "queue": commands, "gain": {depthwise: cycles}}; "queue_of":
+    {depthwise: commands} where the producer's op has a queue of its own
+    (library.yaml chw.queue_after)."""
     price = library.get("chw", {})
     gains = {dw: chw.gain(graph.tensor(graph.layer(dw).output).shape, graph.layer(dw).stride[0],
                           tcfg.get("cores", 1), price) for _, dw in pairs}
-    return {"command": price.get("command", 0), "queue": price.get("queue", 0), "gain": gains}
+    out = {"command": price.get("command", 0), "queue": price.get("queue", 0), "gain": gains}
+    own = price.get("queue_after", {})
+    queue_of = {dw: own[graph.layer(pw).op] for pw, dw in pairs if graph.layer(pw).op in own}
+    if queue_of:
+        out["queue_of"] = queue_of
+    return out
+
+
+def _pair_price(price, dw):
+    """The pair's {gain, command, queue} (chw_price's)."""
+    return {"gain": price["gain"][dw], "command": price["command"],
+            "queue": price.get("queue_of", {}).get(dw, price["queue"])}
 
 
 def chw_views(views, memory):
@@ -142,7 +155,7 @@ def chw_views(views, memory):
         return views
     out = dict(views)
     for pw, dw in memory["chw_pairs"]:
-        p = {"gain": price["gain"][dw], "command": price["command"], "queue": price["queue"]}
+        p = _pair_price(price, dw)
         out[pw] = dict(out[pw], chw_out=p)
         if out[pw]["op"] == "conv2d":
             # mbv1_025_128's conv0 channel-major in 15x64x8 bands: 186,554
@@ -172,7 +185,7 @@ def chw_chosen(pairs, sched, tilings, graph, price):
             continue
         d = graph.layer(dw)
         net = chw.pair_net(tp, td, graph.tensor(graph.layer(pw).output).shape, graph.tensor(d.inputs[0]).shape,
-                           graph.tensor(d.output).shape, price["gain"][dw], price)
+                           graph.tensor(d.output).shape, price["gain"][dw], _pair_price(price, dw))
         if net > 0:
             paying.append((-net, order[pw], [pw, dw]))
     return [p for _, _, p in sorted(paying)]
