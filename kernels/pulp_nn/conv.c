@@ -152,18 +152,24 @@ static inline void cv_im2col(const tsr_conv_args_t *a, int32_t oy, int32_t ox, i
         *col++ = 0;
 }
 
+/* a 4-channel block's sums of the two windows (col0, col1) into s2..s9: the
+ * channels' weights from q3 (rows K bytes apart; q3 steps to the next
+ * block), the biases from the record, 14 set-up, lp.setup, loop 0 */
+#define CV_BLOCK_SUMS                                                                                   \
+    "mv s10, %[q3]\n\tadd s11, s10, %[K]\n\tadd t5, s11, %[K]\n\tadd %[q3], t5, %[K]\n\t" \
+    "mv t4, %[x0]\n\tmv t6, %[x1]\n\t"                                                     \
+    "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
+    "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
+    ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
+    XP_K4X2("t4", "t6", "s10", "s11", "t5", "%[q3]")
+
 /* loop 1's body: 14 set-up, lp.setup, 14 in loop 0, 28 of requantization,
  * the clamp, 4 packs, the record step, 2 stores */
 #define CV_OUTER(clamp_len) (14 + 1 + 14 + 28 + (clamp_len) + 4 + 3)
 #define CV_BLOCKS(Y0, CLAMP, CLAMP_LEN)                                                                     \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lcv_set%=:\n\t"             \
                      ".insn i 0x7B, 4, x1, %[nb], " XP_XSTR(2 * CV_OUTER(CLAMP_LEN)) "\n\t"                 \
-                     "mv s10, %[q3]\n\tadd s11, s10, %[K]\n\tadd t5, s11, %[K]\n\tadd %[q3], t5, %[K]\n\t" \
-                     "mv t4, %[x0]\n\tmv t6, %[x1]\n\t"                                                     \
-                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
-                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
-                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_K4X2("t4", "t6", "s10", "s11", "t5", "%[q3]")                                      \
+                     CV_BLOCK_SUMS                                                                         \
                      XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
                      "addi %[rec], %[rec], 72\n\t"                                                        \
                      XP_SW_INC4("t0", "%[y0]") ".Lcv_end%=:\n\t" XP_SW_INC4("t1", "%[y1]")                 \
@@ -183,15 +189,9 @@ static inline void cv_im2col(const tsr_conv_args_t *a, int32_t oy, int32_t ox, i
 #define CV_BLOCKS_CHW(CLAMP, CLAMP_LEN)                                                                     \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lcvc_set%=:\n\t"            \
                      ".insn i 0x7B, 4, x1, %[nb], " XP_XSTR(2 * CV_OUTER_CHW(CLAMP_LEN)) "\n\t"             \
-                     "mv s10, %[q3]\n\tadd s11, s10, %[K]\n\tadd t5, s11, %[K]\n\tadd %[q3], t5, %[K]\n\t" \
-                     "mv t4, %[x0]\n\tmv t6, %[x1]\n\t"                                                     \
-                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
-                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
-                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_K4X2("t4", "t6", "s10", "s11", "t5", "%[q3]")                                      \
+                     CV_BLOCK_SUMS                                                                         \
                      XP_RQ8("%[rec]") CLAMP                                                              \
-                     XP_PACKLO("t0", "s3", "s2") XP_PACKLO("t1", "s5", "s4") XP_PACKLO("t2", "s7", "s6")      \
-                     XP_PACKLO("t3", "s9", "s8")                                                          \
+                     XP_PACK8_CHW                                                                        \
                      "addi %[rec], %[rec], 72\n\t"                                                        \
                      XP_SH_RR_INC("t0", "%[y]", "%[P]") XP_SH_RR_INC("t1", "%[y]", "%[P]")                  \
                      XP_SH_RR_INC("t2", "%[y]", "%[P]") ".Lcvc_end%=:\n\t" XP_SH_RR_INC("t3", "%[y]", "%[P]") \
@@ -222,28 +222,36 @@ static __attribute__((noinline)) void cv_border(const tsr_conv_args_t *a, int32_
     cv_im2col(a, oy, ox1, pl->col1, pl->K4, (int8_t)-a->input_offset);
 }
 
-#ifdef CV_CHW
-/* Output pixels [x, xe) of output row oy stored channel-major, in pairs as
- * above. A last single pixel cannot take its window twice (the halfword
- * would write pixel x + 1, the next row's or another core's): it takes the
- * pair (x - 1, x) instead (x - 1 is this core's, written again with the
- * same values), or, alone on its row, the direct loop. */
-#define CV_ROW(NAME, CLAMP, CLAMP_LEN)                                                                  \
+/* a row function's head (CV_ROW, either layout): its arguments, the
+ * window's numbers; CV_ROW_PAIRS: the pairs (x, x + 1) inside the tile,
+ * xa <= x, x + 1 < xb */
+#define CV_ROW_HEAD(NAME)                                                                               \
     static __attribute__((noinline)) void NAME(const tsr_conv_args_t *a, int32_t oy, int32_t x, int32_t xe,      \
                                                int32_t c0, const cv_plan_t *pl)                            \
     {                                                                                                      \
         const int32_t in_c = a->in_c, kw = a->kw, sw = a->sw, in_row = a->in_w * in_c, K4 = pl->K4;        \
-        const int32_t iy = oy * a->sh - a->pad_t, row = kw * in_c, n = K4 >> 2, nb = pl->nb, pl_ = a->pad_l; \
+        const int32_t iy = oy * a->sh - a->pad_t, row = kw * in_c, n = K4 >> 2, nb = pl->nb, pl_ = a->pad_l;
+#define CV_ROW_PAIRS                                                                                    \
+    int32_t xa = (pl_ + sw - 1) / sw, xb = (a->in_w - kw + pl_) / sw + 1;                                   \
+    if (iy < 0 || iy + kh > a->in_h)                                                                       \
+        xa = xb = xe;                                                                                      \
+    if (xb > xe)                                                                                           \
+        xb = xe;
+
+#ifdef CV_CHW
+/* Output pixels [x, xe) of output row oy stored channel-major, in pairs as
+ * the HWC rows below. A last single pixel cannot take its window twice
+ * (the halfword would write pixel x + 1, the next row's or another
+ * core's): it takes the pair (x - 1, x) instead (x - 1 is this core's,
+ * written again with the same values), or, alone on its row, the direct
+ * loop. */
+#define CV_ROW(NAME, CLAMP, CLAMP_LEN)                                                                  \
+    CV_ROW_HEAD(NAME)                                                                                     \
         const int32_t kh = a->kh, step = sw * in_c, P = a->out_h * a->out_w, xs = x;                      \
         const uint32_t mask = pl->mask;                                                                    \
         int8_t *col0 = pl->col0, *col1 = pl->col1;                                                         \
         int8_t *yrow = (int8_t *)a->out + (size_t)c0 * P + (size_t)oy * a->out_w;                          \
-        /* the pairs (x, x + 1) inside the tile: xa <= x, x + 1 < xb */                                     \
-        int32_t xa = (pl_ + sw - 1) / sw, xb = (a->in_w - kw + pl_) / sw + 1;                               \
-        if (iy < 0 || iy + kh > a->in_h)                                                                   \
-            xa = xb = xe;                                                                                  \
-        if (xb > xe)                                                                                       \
-            xb = xe;                                                                                       \
+        CV_ROW_PAIRS                                                                                       \
         while (x < xe) {                                                                                   \
             if (x >= xa && x + 1 < xb) {                                                                   \
                 const int8_t *w0 = a->in + iy * in_row + (x * sw - pl_) * in_c;                            \
@@ -276,20 +284,11 @@ static __attribute__((noinline)) void cv_border(const tsr_conv_args_t *a, int32_
  * windows are inside the tile walk their pointers, the others take
  * cv_border. */
 #define CV_ROW(NAME, CLAMP, CLAMP_LEN)                                                                  \
-    static __attribute__((noinline)) void NAME(const tsr_conv_args_t *a, int32_t oy, int32_t x, int32_t xe,      \
-                                               int32_t c0, const cv_plan_t *pl)                            \
-    {                                                                                                      \
-        const int32_t in_c = a->in_c, kw = a->kw, sw = a->sw, in_row = a->in_w * in_c, K4 = pl->K4;        \
-        const int32_t iy = oy * a->sh - a->pad_t, row = kw * in_c, n = K4 >> 2, nb = pl->nb, pl_ = a->pad_l; \
+    CV_ROW_HEAD(NAME)                                                                                     \
         const int32_t out_c = a->out_c, kh = a->kh, step = sw * in_c;                                      \
         const uint32_t mask = pl->mask;                                                                    \
         int8_t *col0 = pl->col0, *col1 = pl->col1;                                                         \
-        /* the pairs (x, x + 1) inside the tile: xa <= x, x + 1 < xb */                                     \
-        int32_t xa = (pl_ + sw - 1) / sw, xb = (a->in_w - kw + pl_) / sw + 1;                               \
-        if (iy < 0 || iy + kh > a->in_h)                                                                   \
-            xa = xb = xe;                                                                                  \
-        if (xb > xe)                                                                                       \
-            xb = xe;                                                                                       \
+        CV_ROW_PAIRS                                                                                       \
         while (x < xe) {                                                                                   \
             int8_t *y0 = (int8_t *)a->out + ((size_t)oy * a->out_w + x) * out_c + c0;                      \
             if (x >= xa && x + 1 < xb) {                                                                   \

@@ -242,6 +242,11 @@ static inline void xp_sw(int8_t *p, uint32_t v)
 #define XP_PACK8 XP_PACKLO("t0", "s4", "s2") XP_PACKHI("t0", "s8", "s6") XP_PACKLO("t1", "s5", "s3")     \
     XP_PACKHI("t1", "s9", "s7")
 
+/* channel j's two pixels into the low halfword of t(j): a channel-major
+ * store's halfwords (4 instructions) */
+#define XP_PACK8_CHW XP_PACKLO("t0", "s3", "s2") XP_PACKLO("t1", "s5", "s4") XP_PACKLO("t2", "s7", "s6")  \
+    XP_PACKLO("t3", "s9", "s8")
+
 /* pnn_matmul on Xpulpv2 (matmul_xpulp.c): 1 when it computed the block, 0
  * when the operands need the portable path. */
 int pnn_matmul_xpulp(const int8_t *x0, const int8_t *x1, int32_t K, const int8_t *w,
