@@ -283,6 +283,11 @@ def test_a_first_convolution_pairs_with_its_depthwise():
     td = tiling.solve(v["d1"], tiling.with_budget(numbers, kernels))
     assert tc["tile"]["w"] == 16 and tc["tile"]["c"] == 8
     assert plan.chw_chosen(mem["chw_pairs"], None, {"c0": tc, "d1": td}, graph, price) == [["c0", "d1"]]
+    # no DMA command free after a convolution (the pointwise pairs' queue
+    # is): the depthwise's columns, a command a channel, do not pay
+    assert v["d1"]["chw_in"]["queue"] == 0 < price["queue"]
+    cols = dict(td, tile=dict(td["tile"], w=8), in_tile=dict(td["in_tile"], w=12))
+    assert plan.chw_chosen(mem["chw_pairs"], None, {"c0": tc, "d1": cols}, graph, price) == []
     split = dict(tc, split={"n_chunks": 2})
     assert plan.chw_chosen(mem["chw_pairs"], None, {"c0": split, "d1": td}, graph, price) == []
     for bad in (conv_dw_graph(co=6), conv_dw_graph(second_reader=True)):
