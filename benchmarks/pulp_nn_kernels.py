@@ -67,6 +67,12 @@ def cases(T, model):
         out += [(f"pointwise {label} {'CHW' if chw else 'HWC'}",
                  T.case("pointwise", 40 + i, shape, 128, "net", 8, fold=True, chw=chw))
                 for i, (label, shape) in enumerate(pws) for chw in (False, True)]
+        # ... and the first convolution (conv0's tiles: 3 channels, 3x3/2)
+        cvs = [("33x41x3 -> 16x20x8 (mbv1_025_128)", (33, 41, 3, 8)),
+               ("17x41x3 -> 8x20x32 (mbv1_128)", (17, 41, 3, 32))]
+        out += [(f"conv2d {label} {'CHW' if chw else 'HWC'}",
+                 T.case("conv2d", 50 + i, shape, -2, "net", 8, S2, chw=chw))
+                for i, (label, shape) in enumerate(cvs) for chw in (False, True)]
     rows = []
     for label, c in out:
         e = c["expected"]

@@ -246,6 +246,55 @@ def test_channel_major_pairs_priced_for_the_tiler_and_the_plan():
     assert t["tile"]["w"] == 32 or t["tile"]["c"] <= price["queue"]
 
 
+def conv_dw_graph(co=8, second_reader=False):
+    """x [33, 33, 3] -> conv2d 3x3/2 -> m [16, 16, co] -> depthwise 3x3/1 ->
+    y: a network's first convolution and its depthwise; with second_reader
+    m also goes to a pool."""
+    from tessera.ir import Graph, Layer, Tensor
+
+    t = {"x": Tensor("x", [33, 33, 3]), "m": Tensor("m", [16, 16, co]), "y": Tensor("y", [16, 16, co])}
+    layers = [Layer("c0", "conv2d", ["x"], "m", kernel=[3, 3], stride=[2, 2], pad=[0, 0, 1, 1], input_offset=0,
+                    weights="c0.w", bias="c0.b", requant=rq(co)),
+              Layer("d1", "depthwise", ["m"], "y", kernel=[3, 3], stride=[1, 1], pad=[1] * 4, input_offset=0,
+                    weights="d1.w", bias="d1.b", requant=rq(co))]
+    outputs = ["y"]
+    if second_reader:
+        t["z"] = Tensor("z", [16, 16, co])
+        layers.append(Layer("p", "maxpool", ["m"], "z", kernel=[1, 1]))
+        outputs.append("z")
+    return Graph("g", "test", t, layers, ["x"], outputs)
+
+
+def test_a_first_convolution_pairs_with_its_depthwise():
+    """A pulp_nn convolution whose only reader is a 3x3 depthwise writes
+    that tensor channel-major (pnn_conv2d_chw) where it pays, cut in
+    whole-row bands of every channel (its boxes one DMA command; measured
+    faster: docs/gvsoc.md, "First convolution channel-major"); channels not
+    a multiple of 4, a second reader or a split reduction: no pair."""
+    po, lib = target("pulp_open"), views.kernel_library("pulp_nn")
+    graph = conv_dw_graph()
+    mem = plan.memory(graph, po, lib, True, "none", set(), "", chw_on=True)
+    assert mem["chw_pairs"] == [["c0", "d1"]]
+    price = mem["chw_price"]
+    v = plan.chw_views(plan.layer_views(graph, po, set()), mem)
+    assert v["c0"]["chw_out"] == v["d1"]["chw_in"] and v["c0"]["rows"] == 1 and "rows" not in v["d1"]
+    numbers, kernels = tiling.target(po, lib)
+    tc = tiling.solve(v["c0"], tiling.with_budget(numbers, kernels))
+    td = tiling.solve(v["d1"], tiling.with_budget(numbers, kernels))
+    assert tc["tile"]["w"] == 16 and tc["tile"]["c"] == 8
+    assert plan.chw_chosen(mem["chw_pairs"], None, {"c0": tc, "d1": td}, graph, price) == [["c0", "d1"]]
+    # no DMA command free after a convolution (the pointwise pairs' queue
+    # is): the depthwise's columns, a command a channel, do not pay
+    assert v["d1"]["chw_in"]["queue"] == 0 < price["queue"]
+    cols = dict(td, tile=dict(td["tile"], w=8), in_tile=dict(td["in_tile"], w=12))
+    assert plan.chw_chosen(mem["chw_pairs"], None, {"c0": tc, "d1": cols}, graph, price) == []
+    split = dict(tc, split={"n_chunks": 2})
+    assert plan.chw_chosen(mem["chw_pairs"], None, {"c0": split, "d1": td}, graph, price) == []
+    for bad in (conv_dw_graph(co=6), conv_dw_graph(second_reader=True)):
+        assert plan.chw_pairs(bad, po) == []
+    assert plan.chw_pairs(graph, target("gap8")) == []
+
+
 def test_the_plan_takes_the_paying_pairs_the_activation_level_holds():
     """chw_fitting: the pairs not raising the peak first, then the others
     where the level holds them."""

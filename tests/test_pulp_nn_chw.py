@@ -43,6 +43,7 @@ def test_bit_exact_with_channel_major_tensors(built):
     chosen = plan.chw_chosen(plan.chw_pairs(graph, _target()), None, tilings, graph, _price(graph))
     assert chw == sorted(graph.layer(pw).output for pw, _ in chosen)
     assert "pw6_QuantizeLinear_Output" in chw
+    assert "conv0_QuantizeLinear_Output" in chw     # the first convolution -> dw1 too
 
 
 def _graph_tilings(built):
@@ -109,6 +110,12 @@ def test_the_generated_code_stores_and_reads_them_channel_major(built):
         assert body.count(first) == 1
     with open(os.path.join(built, "src", "pw13.c")) as f:
         assert "pnn_pointwise(" in f.read()      # its reader is the pool
+    # the first convolution stores channel-major for dw1, in bands of whole rows
+    with open(os.path.join(built, "src", "conv0.c")) as f:
+        conv = f.read()
+    assert "pnn_conv2d_chw(" in conv and "tsr_tile_out_chw(" in conv and "tsr_tile_out(" not in conv
+    assert "pnn_depthwise_chw(" in dw1 and "tsr_tile_in_chw(" in dw1
+    assert _read(os.path.join(built, "tiling", "conv0.json"))["tile"]["w"] == 64
 
 
 def test_no_overlap_on_a_channel_major_tensor(built):

@@ -400,6 +400,22 @@ CASES = [
     case("depthwise", 232, (7, 16, 3), -3, "f32", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
     case("depthwise", 233, (5, 16, 4), 128, "f32", 8, dict(S2, pad=(1, 1, 1, 0)), chw=True),
     case("depthwise", 234, (5, 16, 4), 128, "f32big", 8, dict(S2, pad=(0, 1, 0, 0)), chw=True),
+    # convolution storing channel-major (pnn_conv2d_chw): the first layer's
+    # shape (p.clipi and the layer's own clamp), odd output widths (a row's
+    # last single pixel: the pair before it again), a one-pixel-wide output
+    # (the direct loop per row), padding on the left (border pairs), three
+    # cores, channels split over the cores, and the direct loop for
+    # channels not a multiple of 4, the general requantization and no
+    # room for the Xpulp path
+    case("conv2d", 235, (9, 13, 3, 8), -2, "net", 8, S2, chw=True),
+    case("conv2d", 236, (8, 15, 3, 12), 128, "net", 3, S1, chw=True),
+    case("conv2d", 237, (9, 13, 3, 8), 5, "std", 8, ODD, chw=True),
+    case("conv2d", 238, (5, 1, 3, 8), 0, "std", 8, S1, chw=True),
+    case("conv2d", 239, (10, 9, 3, 16), -2, "std", 8, dict(S2, pad=(1, 1, 1, 1)), chw=True),
+    case("conv2d", 240, (3, 3, 5, 32), 0, "std", 8, S1, chw=True),
+    case("conv2d", 241, (7, 7, 4, 6), 128, "std", 8, S2, chw=True),
+    case("conv2d", 242, (6, 7, 4, 8), 128, "leaky", 8, S1, chw=True),
+    case("conv2d", 243, (6, 7, 4, 8), 128, "std", 8, S1, lean=True, chw=True),
 ]
 
 

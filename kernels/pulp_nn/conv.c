@@ -9,6 +9,11 @@
  * checks), then runs the 4x2 matmul over its output channels. Without that
  * scratch, or with an offset im2col cannot store, a direct loop computes the
  * same values.
+ *
+ * Compiled again as conv_chw.c with CV_CHW (pnn_conv2d_chw: the output
+ * tile channel-major, [out_c][out_h][out_w], for a 3x3 depthwise reading
+ * it as planes: docs/gvsoc.md, "First convolution channel-major"), so
+ * that conv.o stays as it was.
  */
 #include <string.h>
 
@@ -22,10 +27,15 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_
     const int32_t in_c = a->in_c, kh = a->kh, kw = a->kw, off = a->input_offset;
     int32_t p, co, ky, kx, ci;
     pnn_rq_t rq = {0};
+#ifdef CV_CHW
+    const size_t P = (size_t)a->out_h * a->out_w;
+#endif
     for (p = p0; p < p1; p++) {
         int32_t oy = p / a->out_w, ox = p % a->out_w;
         int32_t iy0 = oy * a->sh - a->pad_t, ix0 = ox * a->sw - a->pad_l, ky0, ky1, kx0, kx1;
+#ifndef CV_CHW
         size_t o = (size_t)p * a->out_c;
+#endif
         tsr_window(iy0, kh, a->in_h, &ky0, &ky1);
         tsr_window(ix0, kw, a->in_w, &kx0, &kx1);
         for (co = c0; co < c1; co++) {
@@ -39,7 +49,11 @@ static void conv_direct(const tsr_conv_args_t *a, int32_t p0, int32_t p1, int32_
                 }
             if (a->rq)
                 rq = pnn_rq_channel(a->rq, co);
+#ifdef CV_CHW
+            pnn_store(a->out, (size_t)co * P + p, acc, &rq, a->rq);
+#else
             pnn_store(a->out, o + co, acc, &rq, a->rq);
+#endif
         }
     }
 }
@@ -138,18 +152,24 @@ static inline void cv_im2col(const tsr_conv_args_t *a, int32_t oy, int32_t ox, i
         *col++ = 0;
 }
 
+/* a 4-channel block's sums of the two windows (col0, col1) into s2..s9: the
+ * channels' weights from q3 (rows K bytes apart; q3 steps to the next
+ * block), the biases from the record, 14 set-up, lp.setup, loop 0 */
+#define CV_BLOCK_SUMS                                                                                   \
+    "mv s10, %[q3]\n\tadd s11, s10, %[K]\n\tadd t5, s11, %[K]\n\tadd %[q3], t5, %[K]\n\t" \
+    "mv t4, %[x0]\n\tmv t6, %[x1]\n\t"                                                     \
+    "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
+    "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
+    ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
+    XP_K4X2("t4", "t6", "s10", "s11", "t5", "%[q3]")
+
 /* loop 1's body: 14 set-up, lp.setup, 14 in loop 0, 28 of requantization,
  * the clamp, 4 packs, the record step, 2 stores */
 #define CV_OUTER(clamp_len) (14 + 1 + 14 + 28 + (clamp_len) + 4 + 3)
 #define CV_BLOCKS(Y0, CLAMP, CLAMP_LEN)                                                                     \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lcv_set%=:\n\t"             \
                      ".insn i 0x7B, 4, x1, %[nb], " XP_XSTR(2 * CV_OUTER(CLAMP_LEN)) "\n\t"                 \
-                     "mv s10, %[q3]\n\tadd s11, s10, %[K]\n\tadd t5, s11, %[K]\n\tadd %[q3], t5, %[K]\n\t" \
-                     "mv t4, %[x0]\n\tmv t6, %[x1]\n\t"                                                     \
-                     "lw s2, 0(%[rec])\n\tlw s4, 4(%[rec])\n\tlw s6, 8(%[rec])\n\tlw s8, 12(%[rec])\n\t"   \
-                     "mv s3, s2\n\tmv s5, s4\n\tmv s7, s6\n\tmv s9, s8\n\t"                               \
-                     ".insn i 0x7B, 4, x0, %[n], 28\n\t"                                                    \
-                     XP_K4X2("t4", "t6", "s10", "s11", "t5", "%[q3]")                                      \
+                     CV_BLOCK_SUMS                                                                         \
                      XP_RQ8("%[rec]") CLAMP XP_PACK8                                                     \
                      "addi %[rec], %[rec], 72\n\t"                                                        \
                      XP_SW_INC4("t0", "%[y0]") ".Lcv_end%=:\n\t" XP_SW_INC4("t1", "%[y1]")                 \
@@ -159,6 +179,29 @@ static inline void cv_im2col(const tsr_conv_args_t *a, int32_t oy, int32_t ox, i
                      : [nb] "r"(nb), [n] "r"(n), [K] "r"(K4), [x0] "r"(col0), [x1] "r"(col1)              \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "s2", "s3", "s4", "s5", "s6", "s7", "s8",    \
                        "s9", "s10", "s11", "memory")
+
+#ifdef CV_CHW
+/* The same storing channel-major: each channel's two pixels packed into a
+ * halfword (pv.packlo.b) and stored in its plane, P bytes on (p.sh with a
+ * register post-increment): two instructions more a block than the two
+ * words of HWC pixels; y ends the loop nb * 4 * P bytes on. */
+#define CV_OUTER_CHW(clamp_len) (14 + 1 + 14 + 28 + (clamp_len) + 4 + 1 + 4)
+#define CV_BLOCKS_CHW(CLAMP, CLAMP_LEN)                                                                     \
+    __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lcvc_set%=:\n\t"            \
+                     ".insn i 0x7B, 4, x1, %[nb], " XP_XSTR(2 * CV_OUTER_CHW(CLAMP_LEN)) "\n\t"             \
+                     CV_BLOCK_SUMS                                                                         \
+                     XP_RQ8("%[rec]") CLAMP                                                              \
+                     XP_PACK8_CHW                                                                        \
+                     "addi %[rec], %[rec], 72\n\t"                                                        \
+                     XP_SH_RR_INC("t0", "%[y]", "%[P]") XP_SH_RR_INC("t1", "%[y]", "%[P]")                  \
+                     XP_SH_RR_INC("t2", "%[y]", "%[P]") ".Lcvc_end%=:\n\t" XP_SH_RR_INC("t3", "%[y]", "%[P]") \
+                     ".if .Lcvc_end%= - .Lcvc_set%= != 4 * " XP_XSTR(CV_OUTER_CHW(CLAMP_LEN)) "\n\t"          \
+                     ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
+                     : [q3] "+r"(q3), [rec] "+r"(rp), [y] "+r"(y)                                        \
+                     : [nb] "r"(nb), [n] "r"(n), [K] "r"(K4), [x0] "r"(col0), [x1] "r"(col1), [P] "r"(P)   \
+                     : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "s2", "s3", "s4", "s5", "s6", "s7", "s8",    \
+                       "s9", "s10", "s11", "memory")
+#endif
 
 /* The layout of a core's scratch (cv_bytes) and what every pair needs. */
 typedef struct {
@@ -179,25 +222,73 @@ static __attribute__((noinline)) void cv_border(const tsr_conv_args_t *a, int32_
     cv_im2col(a, oy, ox1, pl->col1, pl->K4, (int8_t)-a->input_offset);
 }
 
+/* a row function's head (CV_ROW, either layout): its arguments, the
+ * window's numbers; CV_ROW_PAIRS: the pairs (x, x + 1) inside the tile,
+ * xa <= x, x + 1 < xb */
+#define CV_ROW_HEAD(NAME)                                                                               \
+    static __attribute__((noinline)) void NAME(const tsr_conv_args_t *a, int32_t oy, int32_t x, int32_t xe,      \
+                                               int32_t c0, const cv_plan_t *pl)                            \
+    {                                                                                                      \
+        const int32_t in_c = a->in_c, kw = a->kw, sw = a->sw, in_row = a->in_w * in_c, K4 = pl->K4;        \
+        const int32_t iy = oy * a->sh - a->pad_t, row = kw * in_c, n = K4 >> 2, nb = pl->nb, pl_ = a->pad_l;
+#define CV_ROW_PAIRS                                                                                    \
+    int32_t xa = (pl_ + sw - 1) / sw, xb = (a->in_w - kw + pl_) / sw + 1;                                   \
+    if (iy < 0 || iy + kh > a->in_h)                                                                       \
+        xa = xb = xe;                                                                                      \
+    if (xb > xe)                                                                                           \
+        xb = xe;
+
+#ifdef CV_CHW
+/* Output pixels [x, xe) of output row oy stored channel-major, in pairs as
+ * the HWC rows below. A last single pixel cannot take its window twice
+ * (the halfword would write pixel x + 1, the next row's or another
+ * core's): it takes the pair (x - 1, x) instead (x - 1 is this core's,
+ * written again with the same values), or, alone on its row, the direct
+ * loop. */
+#define CV_ROW(NAME, CLAMP, CLAMP_LEN)                                                                  \
+    CV_ROW_HEAD(NAME)                                                                                     \
+        const int32_t kh = a->kh, step = sw * in_c, P = a->out_h * a->out_w, xs = x;                      \
+        const uint32_t mask = pl->mask;                                                                    \
+        int8_t *col0 = pl->col0, *col1 = pl->col1;                                                         \
+        int8_t *yrow = (int8_t *)a->out + (size_t)c0 * P + (size_t)oy * a->out_w;                          \
+        CV_ROW_PAIRS                                                                                       \
+        while (x < xe) {                                                                                   \
+            if (x >= xa && x + 1 < xb) {                                                                   \
+                const int8_t *w0 = a->in + iy * in_row + (x * sw - pl_) * in_c;                            \
+                for (; x + 1 < xb; x += 2, w0 += 2 * step) {                                               \
+                    int8_t *y = yrow + x;                                                                  \
+                    const int8_t *q3 = pl->wbase;                                                          \
+                    const xp_rec4_t *rp = pl->rec;                                                         \
+                    cv_im2col2(w0, w0 + step, col0, col1, kh, row, in_row, K4, mask);                      \
+                    CV_BLOCKS_CHW(CLAMP, CLAMP_LEN);                                                       \
+                }                                                                                          \
+            } else {                                                                                       \
+                const int32_t x0 = x + 1 < xe ? x : x - 1;                                                 \
+                int8_t *y = yrow + x0;                                                                     \
+                const int8_t *q3 = pl->wbase;                                                              \
+                const xp_rec4_t *rp = pl->rec;                                                             \
+                if (x0 < xs) {                                                                             \
+                    const int32_t p = oy * a->out_w + x;                                                   \
+                    conv_direct(a, p, p + 1, c0, c0 + 4 * nb);                                             \
+                    break;                                                                                 \
+                }                                                                                          \
+                cv_border(a, oy, x0, x0 + 1, pl);                                                          \
+                CV_BLOCKS_CHW(CLAMP, CLAMP_LEN);                                                           \
+                x += 2;                                                                                    \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+#else
 /* Output pixels [x, xe) of output row oy, in pairs (a last single pixel:
  * its window twice, the outputs stored over each other): the pairs whose
  * windows are inside the tile walk their pointers, the others take
  * cv_border. */
 #define CV_ROW(NAME, CLAMP, CLAMP_LEN)                                                                  \
-    static __attribute__((noinline)) void NAME(const tsr_conv_args_t *a, int32_t oy, int32_t x, int32_t xe,      \
-                                               int32_t c0, const cv_plan_t *pl)                            \
-    {                                                                                                      \
-        const int32_t in_c = a->in_c, kw = a->kw, sw = a->sw, in_row = a->in_w * in_c, K4 = pl->K4;        \
-        const int32_t iy = oy * a->sh - a->pad_t, row = kw * in_c, n = K4 >> 2, nb = pl->nb, pl_ = a->pad_l; \
+    CV_ROW_HEAD(NAME)                                                                                     \
         const int32_t out_c = a->out_c, kh = a->kh, step = sw * in_c;                                      \
         const uint32_t mask = pl->mask;                                                                    \
         int8_t *col0 = pl->col0, *col1 = pl->col1;                                                         \
-        /* the pairs (x, x + 1) inside the tile: xa <= x, x + 1 < xb */                                     \
-        int32_t xa = (pl_ + sw - 1) / sw, xb = (a->in_w - kw + pl_) / sw + 1;                               \
-        if (iy < 0 || iy + kh > a->in_h)                                                                   \
-            xa = xb = xe;                                                                                  \
-        if (xb > xe)                                                                                       \
-            xb = xe;                                                                                       \
+        CV_ROW_PAIRS                                                                                       \
         while (x < xe) {                                                                                   \
             int8_t *y0 = (int8_t *)a->out + ((size_t)oy * a->out_w + x) * out_c + c0;                      \
             if (x >= xa && x + 1 < xb) {                                                                   \
@@ -220,6 +311,7 @@ static __attribute__((noinline)) void cv_border(const tsr_conv_args_t *a, int32_
             }                                                                                              \
         }                                                                                                  \
     }
+#endif
 CV_ROW(cv_row_clip8, XP_CLIP8X8, XP_CLIP8X8_LEN)
 CV_ROW(cv_row_minmax, XP_MINMAX8("%[rec]"), XP_MINMAX8_LEN)
 
@@ -265,6 +357,29 @@ conv_xpulp(const tsr_conv_args_t *a, int32_t p, int32_t p_end, int32_t c0, int32
 }
 #endif
 
+#ifdef CV_CHW
+/* The Xpulp path where its conditions hold (pnn_conv2d's), else the direct
+ * loop: neither the portable im2col's pnn_matmul nor its pixel pairs
+ * store channel-major. */
+void pnn_conv2d_chw(const tsr_conv_args_t *a, int core, int ncores)
+{
+    int32_t p, p_end, c0, c1;
+
+    pnn_split(a->out_h * a->out_w, a->out_c, 2, 4, 0, core, ncores, &p, &p_end, &c0, &c1);
+    if (p >= p_end || c0 >= c1)
+        return;
+#ifdef TSR_ISA_XPULPV2
+    {
+        const int32_t patch = a->kh * a->kw * a->in_c;
+        if (a->scratch && pnn_offset_padable(a->input_offset) && ((c1 - c0) & 3) == 0
+            && ((a->out_c | c0) & 3) == 0 && patch >= 4 && a->scratch_bytes >= cv_bytes(patch, c1 - c0)
+            && conv_xpulp(a, p, p_end, c0, c1, a->scratch + (size_t)core * (size_t)a->scratch_bytes))
+            return;
+    }
+#endif
+    conv_direct(a, p, p_end, c0, c1);
+}
+#else
 void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
 {
     const int32_t patch = a->kh * a->kw * a->in_c, off = a->input_offset;
@@ -299,3 +414,4 @@ void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores)
                    (size_t)p * a->out_c, 0, a->rq);
     }
 }
+#endif

@@ -250,14 +250,12 @@ int pnn_xp_record4(const tsr_conv_args_t *a, int32_t c, int32_t K, int ok, xp_re
  * apart; bk steps back to the first channel's next pair), two instructions
  * more per block than the two words of the HWC pixels. */
 #define PW_OUTER_CHW(clamp_len) (12 + 1 + 14 + 28 + (clamp_len) + 10)
-#define XP_SH_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 5, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
 #define PW_PAIRS_CHW(CLAMP, CLAMP_LEN)                                                                  \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Lpwc_set%=:\n\t"            \
                      ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * PW_OUTER_CHW(CLAMP_LEN)) "\n\t"             \
                      PW_BLOCK                                                                            \
                      XP_RQ8("%[rec]") CLAMP                                                              \
-                     XP_PACKLO("t0", "s3", "s2") XP_PACKLO("t1", "s5", "s4") XP_PACKLO("t2", "s7", "s6")      \
-                     XP_PACKLO("t3", "s9", "s8")                                                          \
+                     XP_PACK8_CHW                                                                        \
                      "add %[p0], %[p0], %[K]\n\tadd %[p1], %[p1], %[K]\n\t"                                  \
                      XP_SH_RR_INC("t0", "%[y]", "%[P]") XP_SH_RR_INC("t1", "%[y]", "%[P]")                  \
                      XP_SH_RR_INC("t2", "%[y]", "%[P]") ".Lpwc_end%=:\n\t" XP_SH_RR_INC("t3", "%[y]", "%[bk]") \

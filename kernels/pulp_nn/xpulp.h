@@ -42,6 +42,8 @@
 #define XP_SW_INC4(rs2, rs1) ".insn s 0x2B, 2, " rs2 ", 4(" rs1 ")\n\t"
 /* p.sw rs2, rs3(rs1!) */
 #define XP_SW_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 6, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
+/* p.sh rs2, rs3(rs1!) */
+#define XP_SH_RR_INC(rs2, rs1, rs3) ".insn r 0x2B, 5, 0, " rs3 ", " rs1 ", " rs2 "\n\t"
 /* p.lb rd, 1(rs1!): a signed byte, then rs1 += 1; p.lbu rd, rs2(rs1): the
  * unsigned byte at rs1 + rs2 (no increment) */
 #define XP_LB_INC1(rd, rs1) ".insn i 0x0B, 0, " rd ", 1(" rs1 ")\n\t"
@@ -239,6 +241,11 @@ static inline void xp_sw(int8_t *p, uint32_t v)
 /* pixel 0's four bytes into t0, pixel 1's into t1 (4 instructions) */
 #define XP_PACK8 XP_PACKLO("t0", "s4", "s2") XP_PACKHI("t0", "s8", "s6") XP_PACKLO("t1", "s5", "s3")     \
     XP_PACKHI("t1", "s9", "s7")
+
+/* channel j's two pixels into the low halfword of t(j): a channel-major
+ * store's halfwords (4 instructions) */
+#define XP_PACK8_CHW XP_PACKLO("t0", "s3", "s2") XP_PACKLO("t1", "s5", "s4") XP_PACKLO("t2", "s7", "s6")  \
+    XP_PACKLO("t3", "s9", "s8")
 
 /* pnn_matmul on Xpulpv2 (matmul_xpulp.c): 1 when it computed the block, 0
  * when the operands need the portable path. */

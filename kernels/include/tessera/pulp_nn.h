@@ -20,6 +20,10 @@ extern "C" {
 #endif
 
 void pnn_conv2d(const tsr_conv_args_t *a, int core, int ncores);
+/* the same storing its output tile channel-major, a->out [out_c][out_h][out_w]
+ * (a producer for pnn_depthwise_chw: a network's first convolution; int8
+ * outputs of 4-channel blocks on the Xpulp path, else the direct loop) */
+void pnn_conv2d_chw(const tsr_conv_args_t *a, int core, int ncores);
 /* a split reduction's step (kernels/pulp_nn/split.c; tsr_split_step's
  * arguments and results, pv.sdotsp.b where the input offset is 0) */
 void pnn_split_step(const tsr_split_args_t *s, int core, int ncores);

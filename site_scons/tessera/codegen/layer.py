@@ -178,12 +178,13 @@ def _plane_lines(plane, struct, pointers):
     return const, per_tile
 
 
-# A channel-major tensor between a pointwise and its depthwise (the plan
-# slice's chw_out / chw_in; memplan, pipeline/plan.chw_chosen): the kernels
-# that store and read it so, and its tiles' boxes (tessera/tile.h).
+# A channel-major tensor between a pointwise or convolution and its
+# depthwise (the plan slice's chw_out / chw_in; memplan,
+# pipeline/plan.chw_chosen): the kernels that store and read it so, and its
+# tiles' boxes (tessera/tile.h).
 def _chw_kernel(kernel, plan_slice):
     if plan_slice.get("chw_out") or plan_slice.get("chw_in"):
-        assert kernel in ("pnn_pointwise", "pnn_depthwise"), kernel
+        assert kernel in ("pnn_pointwise", "pnn_conv2d", "pnn_depthwise"), kernel
         return kernel + "_chw"
     return kernel
 

@@ -83,12 +83,20 @@ def kernel_functions(graph, kernels):
     return {n: lib.kernel_function(graph.layer(n), graph=graph) for n in names}
 
 
+# the producers whose kernel has a channel-major twin (<kernel>_chw): the
+# pointwise and the convolution (a network's first, 3x3 on 3 channels)
+CHW_PRODUCERS = {"pointwise": "pnn_pointwise", "conv2d": "pnn_conv2d"}
+
+
 def chw_pairs(graph, tcfg):
-    """[[pointwise, depthwise]] whose tensor between may be written
-    channel-major (chw=1; docs/gvsoc.md, "Depthwise, session 10"): pulp_nn's
-    Xpulp path (pnn_pointwise_chw, pnn_depthwise_chw), an int8 tensor whose
-    only reader is a 3x3 depthwise on its own kernel, not a network output.
-    What the schedule and the tiles allow is plan()'s (chw_chosen)."""
+    """[[producer, depthwise]] whose tensor between may be written
+    channel-major (docs/gvsoc.md, "Depthwise, session 10" and "First
+    convolution channel-major"): pulp_nn's Xpulp path (pnn_pointwise_chw or
+    pnn_conv2d_chw, pnn_depthwise_chw), a pointwise or convolution whose
+    int8 output's only reader is a 3x3 depthwise on its own kernel, not a
+    network output; a convolution's channels a multiple of 4 (its Xpulp
+    blocks: the rest runs the direct loop). What the schedule and the tiles
+    allow is plan()'s (chw_chosen)."""
     if tcfg["kernels"] != "pulp_nn" or "xpulpv2" not in tcfg.get("toolchain", {}).get("isa", []):
         return []
     from ..codegen.libraries import library
@@ -98,14 +106,15 @@ def chw_pairs(graph, tcfg):
     out = []
     for pw in graph.layers:
         users = [graph.layers[i] for i in readers.get(pw.output, [])]
-        if pw.op != "pointwise" or len(users) != 1 or pw.output in graph.outputs or pw.requant is None:
+        if (pw.op not in CHW_PRODUCERS or len(users) != 1 or pw.output in graph.outputs or pw.requant is None
+                or (pw.op == "conv2d" and graph.tensor(pw.output).shape[-1] % 4)):
             continue
         dw = users[0]
         if (dw.op != "depthwise" or dw.inputs != [pw.output] or list(dw.kernel) != [3, 3] or dw.dilation
                 or graph.tensor(pw.output).dtype != "int8" or len(graph.tensor(pw.output).shape) != 3):
             continue
         if (lib.kernel_function(pw, graph=graph), lib.kernel_function(dw, graph=graph)) == (
-                "pnn_pointwise", "pnn_depthwise"):
+                CHW_PRODUCERS[pw.op], "pnn_depthwise"):
             out.append([pw.name, dw.name])
     return out
 
@@ -114,25 +123,45 @@ def chw_price(graph, pairs, tcfg, library):
     """What the plan and the tiler weigh a channel-major pair by
     (tessera.cost.chw): the library's cycles a DMA command, the commands a
     box takes for free, and each pair's depthwise gain, {"command": cycles,
-    "queue": commands, "gain": {depthwise: cycles}}."""
+    "queue": commands, "gain": {depthwise: cycles}}; "queue_of":
+    {depthwise: commands} where the producer's op has a queue of its own
+    (library.yaml chw.queue_after)."""
     price = library.get("chw", {})
     gains = {dw: chw.gain(graph.tensor(graph.layer(dw).output).shape, graph.layer(dw).stride[0],
                           tcfg.get("cores", 1), price) for _, dw in pairs}
-    return {"command": price.get("command", 0), "queue": price.get("queue", 0), "gain": gains}
+    out = {"command": price.get("command", 0), "queue": price.get("queue", 0), "gain": gains}
+    own = price.get("queue_after", {})
+    queue_of = {dw: own[graph.layer(pw).op] for pw, dw in pairs if graph.layer(pw).op in own}
+    if queue_of:
+        out["queue_of"] = queue_of
+    return out
+
+
+def _pair_price(price, dw):
+    """The pair's {gain, command, queue} (chw_price's)."""
+    return {"gain": price["gain"][dw], "command": price["command"],
+            "queue": price.get("queue_of", {}).get(dw, price["queue"])}
 
 
 def chw_views(views, memory):
     """The tiler's views with each channel-major pair's price: the
-    pointwise's `chw_out`, the depthwise's `chw_in` ({gain, command, queue}), so
+    producer's `chw_out`, the depthwise's `chw_in` ({gain, command, queue}), so
     that their tiles weigh the boxes' DMA commands against the depthwise's
-    gain (tiler/costed.py). Views of other layers are as they were."""
+    gain (tiler/costed.py); a convolution producer also `rows` (whole-row
+    bands of every channel: docs/gvsoc.md, "First convolution
+    channel-major"). Views of other layers are as they were."""
     price = memory.get("chw_price")
     if not price:
         return views
     out = dict(views)
     for pw, dw in memory["chw_pairs"]:
-        p = {"gain": price["gain"][dw], "command": price["command"], "queue": price["queue"]}
+        p = _pair_price(price, dw)
         out[pw] = dict(out[pw], chw_out=p)
+        if out[pw]["op"] == "conv2d":
+            # mbv1_025_128's conv0 channel-major in 15x64x8 bands: 186,554
+            # cycles, in the 64x20x8 columns the cost model prefers: 194,282
+            # (HWC columns: 191,678); its boxes one DMA command each
+            out[pw]["rows"] = 1
         out[dw] = dict(out[dw], chw_in=p)
     return out
 
@@ -151,11 +180,12 @@ def chw_chosen(pairs, sched, tilings, graph, price):
     paying = []
     for pw, dw in pairs:
         tp, td = tilings.get(pw), tilings.get(dw)
-        if pw not in alone or dw not in alone or tp is None or td is None:
+        # (a split reduction's step stores HWC: codegen.split)
+        if pw not in alone or dw not in alone or tp is None or td is None or tp.get("split"):
             continue
         d = graph.layer(dw)
         net = chw.pair_net(tp, td, graph.tensor(graph.layer(pw).output).shape, graph.tensor(d.inputs[0]).shape,
-                           graph.tensor(d.output).shape, price["gain"][dw], price)
+                           graph.tensor(d.output).shape, price["gain"][dw], _pair_price(price, dw))
         if net > 0:
             paying.append((-net, order[pw], [pw, dw]))
     return [p for _, _, p in sorted(paying)]
