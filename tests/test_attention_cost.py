@@ -38,7 +38,7 @@ def _samples(op, coef, dma, shapes):
         f.update(out_elems=n_rows * width, in_elems=n_rows * width, rows=n_rows, tiles=1,
                  act_bytes=2 * n_rows * width, act_xfers=2)
         x = dict(f, layer=1)
-        out.append((op, f, sum(coef.get(k, 0) * x[k] for k in model.COMPUTE)
+        out.append((op, f, sum(coef.get(k, 0) * x.get(k, 0) for k in model.COMPUTE)
                     + sum(dma.get(k, 0) * x[k] for k in model.DMA)))
     return out
 

@@ -449,6 +449,48 @@ def test_depthwise_features_count_the_halo_and_the_busiest_core():
     assert features.view_features(pw, whole, 2, 8)["gathered"] == 0
 
 
+def test_depthwise_pair_outs_are_the_outputs_outside_the_2x2_blocks():
+    # pulp_nn's 3x3 depthwise computes stride-1 planes of 64 outputs or more
+    # with an even width two rows at a time (DW_QUADS); odd widths, small
+    # planes and stride 2 a row at a time: mbv1_128's dw1 in 10x35 column
+    # tiles (35 and 29 wide) against 5x64 bands
+    from tessera.cost import features
+
+    view = _dw_view(64, 64, 32, 1)
+    cols = {"tiled": True, "buffering": 2, "tile": {"h": 10, "w": 35, "c": 32}, "n_tiles": {"h": 7, "w": 2, "c": 1}}
+    bands = {"tiled": True, "buffering": 2, "tile": {"h": 5, "w": 64, "c": 32}, "n_tiles": {"h": 13, "w": 1, "c": 1}}
+    assert features.view_features(view, cols, 2, 8)["pair_outs"] == 64 * 64 * 32
+    # the last band's 4 rows in blocks too; of 5 rows the fifth in pairs: 12 bands x 64
+    assert features.view_features(view, bands, 2, 8)["pair_outs"] == 12 * 64 * 32
+    # stride 2 and a 4x4 plane: every output; one core (Cortex-M's kernels): no feature
+    assert features.view_features(_dw_view(32, 32, 16, 2), {"tiled": False, "tile": {"h": 16, "w": 16, "c": 16}},
+                                  2, 8)["pair_outs"] == 16 * 16 * 16
+    assert features.view_features(_dw_view(4, 4, 64, 1), {"tiled": False, "tile": {"h": 4, "w": 4, "c": 64}},
+                                  2, 8)["pair_outs"] == 4 * 4 * 64
+    assert "pair_outs" not in features.view_features(view, bands, 2, 1)
+
+
+def test_tile_cost_model_takes_even_widths_for_the_2x2_blocks():
+    # pulp_open's coefficients price pair_outs: mbv1_128's dw1 (64x64x32,
+    # 3x3/1) is not cut in odd-width column tiles (10x35x32 measured 326.5 k
+    # cycles, 5x64x32 307.8 k)
+    from tessera import config, cost
+    from tessera.config import views
+    from tessera.tiler import solve_layer
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "kernels", "pulp_nn", "library.yaml")) as f:
+        lib = yaml.safe_load(f)
+    tname, tpath = config.resolve("target", "pulp_open", root)
+    tcfg = config.load_target(tpath, tname)
+    coefs = cost.coefficients(tcfg)
+    assert coefs["ops"]["depthwise"].get("pair_outs", 0) > 0
+    tgt = dict(views.tiler_target(tcfg, lib), cost={"coefficients": coefs, "dims": 2})
+    got = solve_layer(_dw_view(64, 64, 32, 1), tgt)
+    assert got["tiled"] and got["tile"]["w"] % 2 == 0
+
+
 def test_depthwise_fit_on_its_own_terms_recovers_known_coefficients():
     # --ops depthwise (fit.fit_ops): the busiest core's MACs, gathered bytes,
     # plane rows and channels, per tile and per layer, from counts made with

@@ -309,3 +309,29 @@ def test_cpsat_matches_enumeration_fixed(op, shape, budget, kernels):
              "param_bytes_per_cout": 0 if op in ("add", "maxpool", "avgpool") else 9}
     r = _oracle_case(layer, 4, budget, REF if kernels == "ref" else copy.deepcopy(STRESS))
     assert r is not None and r["tiled"]
+
+
+# STRESS with each core's share of the depthwise scratch in whole words
+# (library.yaml's scratch_core_align: pulp_nn's depthwise) and an odd plane term
+CORE_ALIGNED = copy.deepcopy(STRESS)
+CORE_ALIGNED["ops"]["depthwise"] = {"scratch_core_align": 4, "scratch": {
+    "plane": {"coef": 1, "of": ["cores", "in_tile_h", "in_tile_w"]}, "pad": {"coef": 1, "of": ["cores"]}}}
+
+
+@pytest.mark.parametrize("shape,cores,budget", [
+    (([8, 8, 8], [8, 8, 8], [3, 3], [1, 1], [1, 1, 1, 1]), 3, 500),
+    (([9, 7, 6], [9, 7, 6], [3, 3], [1, 1], [1, 1, 1, 1]), 8, 900),
+    (([10, 7, 4], [5, 4, 4], [5, 5], [2, 2], [2, 2, 2, 2]), 4, 400),
+])
+def test_scratch_core_align_cpsat_matches_enumeration(shape, cores, budget):
+    i, o, k, s, p = shape
+    layer = {"name": "dw", "op": "depthwise", "in": i, "out": o, "kernel": k, "stride": s, "pad": p,
+             "in_bytes": 1, "out_bytes": 1, "n_inputs": 1, "w_bytes_per_cout": k[0] * k[1],
+             "param_bytes_per_cout": 9}
+    r = _oracle_case(layer, cores, budget, CORE_ALIGNED)
+    assert r is not None and r["tiled"]
+    # the terms' sum, each core's share rounded up to whole words
+    t = r["in_tile"]
+    raw = cores * t["w"] * t["c"] + cores * t["h"] * t["w"] + cores
+    assert r["l1_bytes"]["scratch"] == -(-raw // (4 * cores)) * 4 * cores
+    assert r["l1_bytes"]["scratch"] // cores % 4 == 0

@@ -55,6 +55,12 @@ quantities the cost model's coefficients multiply.
                gathers them again), the rows of its planes (the gather's
                input rows and the output loops' rows), its channels (each
                channel's set-up; 51 channels on 8 cores: 7 for the busiest)
+    pair_outs  (only on several cores) depthwise (kh*kw > 1): per tile, as the busiest core does
+               them times the cores, the outputs the kernel computes a row
+               at a time (in pairs), not in its 2x2 blocks (DW_QUADS: stride
+               1, an even tile width, planes of 64 outputs or more, the rows
+               two at a time; an odd last row in pairs): stride 2, odd
+               widths (a column tile 35 wide), small planes
     rows       softmax, layernorm: the rows they normalize (pixels: a
                token's features, a row of attention scores), each with its
                own maximum and sum, reciprocal or square root
@@ -83,6 +89,9 @@ from ..tiles import geometry
 FEATURES = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
             "row_chans", "tail_macs", "chans", "rows", "gathered", "plane_rows", "core_chans",
             "act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
+# features only some layers' reports have (the others' stay as they were): a
+# depthwise on several cores (pulp_nn's multi-core kernel) its pair_outs
+OPTIONAL = ("pair_outs",)
 BLOCKED = ("conv2d", "pointwise", "linear")     # ops whose kernels block output channels by 4
 ROW_OPS = ("softmax", "layernorm")              # ops with a per-row setup (feature rows)
 
@@ -147,6 +156,10 @@ def _per_tile(feats, op, view, tile, oshape, tile_macs, cores=1, in_c=None, in_h
         feats["gathered"] += core_c * ih * iw
         feats["plane_rows"] += core_c * (ih + tile[0])
         feats["core_chans"] += core_c
+        if cores > 1:
+            oh, ow = tile[0], tile[1]
+            quads = 2 * (oh // 2) * ow if (sh, sw) == (1, 1) and ow % 2 == 0 and oh * ow >= 64 else 0
+            feats["pair_outs"] = feats.get("pair_outs", 0) + core_c * (oh * ow - quads)
     if op == "conv2d":
         # im2col and wsum as the slowest core does them, times the cores: a
         # core unrolls the windows of its own pixels (all of them when the

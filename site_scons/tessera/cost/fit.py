@@ -141,9 +141,9 @@ OP_TERMS = {
     "layernorm": ("out_elems", "rows", "tiles", "layer"),
     # pulp_nn's depthwise on many cores (fitted on the sweeps, --ops
     # depthwise): the busiest core's MACs, gathered bytes (halo included),
-    # plane rows and channel set-ups, and each tile's DMA programming, fork
-    # and instruction refills
-    "depthwise": ("split_macs", "gathered", "plane_rows", "core_chans", "tiles", "layer"),
+    # plane rows and channel set-ups, the outputs outside the 2x2 blocks,
+    # and each tile's DMA programming, fork and instruction refills
+    "depthwise": ("split_macs", "gathered", "plane_rows", "core_chans", "pair_outs", "tiles", "layer"),
 }
 OTHER_TERMS = ("out_elems", "in_elems", "tiles", "layer")
 

@@ -5,7 +5,7 @@ kernels/<library>/cost/<target>.yaml (written by tools/fit_cost_model.py):
     counts: qemu-instructions      what the estimate predicts (the runner's count)
     combine: sum | overlap         how compute and DMA add up (below)
     ops: {<op>: {macs, split_macs, out_elems, in_elems, tiles, im2col, taps, wsum, plain_macs, row_chans,
-                 tail_macs, chans, rows, gathered, plane_rows, core_chans, layer}}
+                 tail_macs, chans, rows, gathered, plane_rows, core_chans, pair_outs, layer}}
     default: {...}                 compute of an op the fit saw no layer of
     dma: {act_bytes, act_xfers, w_bytes, w_xfers, stream_bytes, stream_xfers}   per byte / transfer
 
@@ -25,10 +25,10 @@ import os
 
 import yaml
 
-from .features import FEATURES
+from .features import FEATURES, OPTIONAL
 
 COMPUTE = ("macs", "split_macs", "out_elems", "in_elems", "tiles", "im2col", "taps", "wsum", "plain_macs",
-           "row_chans", "tail_macs", "chans", "rows", "gathered", "plane_rows", "core_chans", "layer")
+           "row_chans", "tail_macs", "chans", "rows", "gathered", "plane_rows", "core_chans", "pair_outs", "layer")
 DMA = ("act_bytes", "act_xfers", "w_bytes", "w_xfers", "stream_bytes", "stream_xfers")
 
 
@@ -140,4 +140,4 @@ def estimate(coefs, op, feats, buffering=2):
     return int(round(total))
 
 
-assert set(DMA) | set(COMPUTE) - {"layer"} == set(FEATURES)
+assert set(DMA) | set(COMPUTE) - {"layer"} == set(FEATURES) | set(OPTIONAL)

@@ -57,13 +57,17 @@ Kernel library `tiler:` section (schema 1)
         <op>:
           scratch:   {...}      # merged over defaults by term name;
           objective: {...}      # a term set to null drops the default
+          scratch_core_align: 4 # optional: each core's share of the scratch
+                                # (scratch // cores) a multiple of it
 
     <term> = {coef: <int>, of: [<quantity>, ...], when: {<quantity>: <cond>}}
     value  = coef * product(of) if every condition holds, else 0
     <cond> = {multiple_of | equals | at_least | at_most: <int or constant>}
 
 scratch is the kernel's working memory in bytes (the sum of its terms,
-coef >= 0, allocated once, not buffered); the objective (maximized) is the
+coef >= 0, allocated once, not buffered; with scratch_core_align a, rounded
+up to a multiple of cores * a: the generated code gives each core
+scratch // cores bytes at scratch + core * that); the objective (maximized) is the
 sum of its terms. Quantities:
 
   constants  cores, buffering, l1_budget, l1_permille (= l1_budget // 1000,

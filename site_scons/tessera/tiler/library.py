@@ -130,15 +130,21 @@ def _terms(where, section, allowed, nonneg):
 
 class OpSpec:
     """One op's scratch and objective terms, defaults merged, sorted by name,
-    and the library's buffer alignment."""
+    the library's buffer alignment and the op's scratch_core_align (1: the
+    terms' sum as it is)."""
 
-    def __init__(self, scratch, objective, align=DEFAULT_ALIGN):
+    def __init__(self, scratch, objective, align=DEFAULT_ALIGN, core_align=1):
         self.align = align
+        self.core_align = core_align
         self.scratch = tuple(t for _, t in sorted(scratch.items()) if t is not None)
         self.objective = tuple(t for _, t in sorted(objective.items()) if t is not None)
 
     def scratch_bytes(self, q):
-        return sum(t.value(q) for t in self.scratch)
+        total = sum(t.value(q) for t in self.scratch)
+        # each core's share (total // cores, as the generated code passes it)
+        # a multiple of core_align: cores * core_align * ceil(total / that)
+        unit = q["cores"] * self.core_align if self.core_align > 1 else 1
+        return -(-total // unit) * unit
 
     def objective_value(self, q):
         if q.get("n_chunks", 1) > 1:
@@ -203,13 +209,17 @@ def op_spec(kernels, op):
                    f"add 'ops: {op}: {{}}' if the library has a {op} kernel")
     defaults = kernels.get("defaults") or {}
     entry = ops[op] or {}
-    for where, part in (("defaults", defaults), (f"ops.{op}", entry)):
-        if not isinstance(part, dict) or set(part) - {"scratch", "objective"}:
-            raise _err(where, "must be a mapping with only 'scratch' and 'objective'")
+    for where, part, keys in (("defaults", defaults, {"scratch", "objective"}),
+                              (f"ops.{op}", entry, {"scratch", "objective", "scratch_core_align"})):
+        if not isinstance(part, dict) or set(part) - keys:
+            raise _err(where, f"must be a mapping with only {', '.join(repr(k) for k in sorted(keys))}")
+    core_align = entry.get("scratch_core_align", 1)
+    if not _int(core_align) or core_align < 1:
+        raise _err(f"ops.{op}.scratch_core_align", f"must be a positive integer, got {core_align!r}")
     scratch_names = CONSTANTS + TILE
     obj_names = CONSTANTS + TILE + TOTALS
     scratch = _terms("defaults.scratch", defaults.get("scratch"), scratch_names, True)
     scratch.update(_terms(f"ops.{op}.scratch", entry.get("scratch"), scratch_names, True))
     objective = _terms("defaults.objective", defaults.get("objective"), obj_names, False)
     objective.update(_terms(f"ops.{op}.objective", entry.get("objective"), obj_names, False))
-    return OpSpec(scratch, objective, align)
+    return OpSpec(scratch, objective, align, core_align)

@@ -134,7 +134,7 @@ class _Builder:
             acc = 0
         q["param_tile_bytes"] = L["param_bytes_per_cout"] * q["tile_c"]
         # a split step's kernel (kernels/reference/split.c) needs no scratch
-        q["scratch_bytes"] = 0 if self.split else sum(self.term(t) for t in self.spec.scratch)
+        q["scratch_bytes"] = 0 if self.split else self.per_core(sum(self.term(t) for t in self.spec.scratch))
         al = self.aligned
         wbuf = weight_buffers(L, self.buffering)
         q["l1_bytes"] = (self.buffering * (L["n_inputs"] * al("in", one_input)
@@ -151,6 +151,17 @@ class _Builder:
         if L.get("band_out"):
             _, w, c = L["out"]
             self.m.add(q["tile_h"] * (w * c * L["out_bytes"]) <= L["band_out"])
+
+    def per_core(self, x):
+        """x rounded up so that each core's share is a multiple of the op's
+        scratch_core_align (library.OpSpec.scratch_bytes)."""
+        unit = self.q["cores"] * self.spec.core_align
+        if self.spec.core_align == 1 or isinstance(x, int):
+            return -(-x // unit) * unit if self.spec.core_align > 1 else x
+        k = self.var("scratch_units", 0, self.budget // unit + 1)
+        self.m.add(unit * k >= x)
+        self.m.add(unit * k <= x + unit - 1)
+        return unit * k
 
     def aligned(self, name, x):
         """x rounded up to the buffer alignment: align * ceil(x / align)."""
