@@ -342,14 +342,10 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
  * 2^K). The asm operands: ml, mh, k = K - T, sh = sh2, zs = zp << sh2. */
 /* Without split (0), mulh (mh holds the multiplier, sh and zs mulh's
  * shift and zero point, ml and k are not read): the same operands, so
- * that each loop is one macro with either (stride 2: DW_SPLIT2; stride 1:
- * the seeded DW_SPLITB2_OF below). MULH1: one product (1 instruction),
- * RQ2: two, requantized and clamped (10 or 6). */
+ * that each loop is one macro with either (the split in the seeded form
+ * DW_SPLITB2_OF below, every loop). MULH1: one product (1 instruction),
+ * RQ2: two, requantized and clamped (12 or 6). */
 #define DW_MULH1(d, acc) "mulh " d ", " acc ", %[mh]\n\t"
-#define DW_SPLIT2_OF(a0, a1)                                                                               \
-    "mul t0, " a0 ", %[ml]\n\tmul t1, " a1 ", %[ml]\n\tsra t0, t0, %[k]\n\tsra t1, t1, %[k]\n\t"               \
-    XP_MAC("t0", a0, "%[mh]") XP_MAC("t1", a1, "%[mh]")
-#define DW_SPLIT2 DW_SPLIT2_OF("t3", "a7")
 #define DW_MULH2 DW_MULH1("t0", "t3") DW_MULH1("t1", "a7")
 /* two outputs' requantization, t3 and a7 into t0 and t1, the full int8 clamp */
 #define DW_RQ2(MUL2) MUL2 XP_ADDRN("t0", "%[zs]", "%[sh]") XP_ADDRN("t1", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_CLIP8("t1")
@@ -358,7 +354,7 @@ static __attribute__((optimize("no-tree-loop-distribute-patterns"))) void pad_fi
     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]") XP_SDOTSP("t3", "t2", "%[w2]")             \
     MUL1("t0", "t3") XP_ADDRN("t0", "%[zs]", "%[sh]") XP_CLIP8("t0") XP_SB_RR_INC("t0", "%[o]", "%[st]")
 /* The split with its products seeded instead of the accumulators (the
- * stride-1 loops: DW_QUADS, DW_PAIRS_X's split form): acc = b + dot, and
+ * loops: DW_QUADS, DW_PAIRS_X's, DW_S2PAIRS_X's and DW_S2WORDS' split form): acc = b + dot, and
  *   t = acc * mh + ((acc * ml) >> k) = dot * mh + ((b * ml + dot * ml) >> k) + b * mh,
  * so the window's first product is pv.dotsp (no seed), acc * ml is p.mac
  * on a register seeded with b * ml (mv and p.mac: 2 cycles, as mul alone
@@ -494,11 +490,14 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
 #define DW_S2PAIRS(SPLIT)                                                                                  \
     do {                                                                                                   \
         if (SPLIT)                                                                                         \
-            DW_S2PAIRS_X(DW_SPLIT2, 6);                                                                    \
+            DW_S2PAIRS_X("", DW_DOTSP, DW_SPLITB2_OF("t3", "a7"), 6);                                      \
         else                                                                                               \
-            DW_S2PAIRS_X(DW_MULH2, 2);                                                                     \
+            DW_S2PAIRS_X("mv t3, %[b]\n\tmv a7, %[b]\n\t", XP_SDOTSP, DW_MULH2, 2);                        \
     } while (0)
-#define DW_S2PAIRS_X(MUL2, MUL2_LEN)                                                                       \
+/* SEED, DOT0: the accumulators' seeds (mulh: b) and first products
+ * (pv.dotsp for the seeded split); MUL2_LEN counts MUL2's and SEED's
+ * instructions less 2 */
+#define DW_S2PAIRS_X(SEED, DOT0, MUL2, MUL2_LEN)                                                           \
     __asm__ volatile(".option push\n\t.option norvc\n\t.option norelax\n\t.Ldw2_set%=:\n\t"                 \
                      ".insn i 0x7B, 4, x1, %[np], " XP_XSTR(2 * (29 + MUL2_LEN)) "\n\t"                      \
                      "mv t4, %[base]\n\tadd t5, t4, %[W]\n\tadd t6, t5, %[W]\n\tadd a6, t6, %[W]\n\t"      \
@@ -506,10 +505,10 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      ".insn i 0x7B, 4, x0, %[nc], " XP_XSTR(2 * (19 + MUL2_LEN)) "\n\t"                      \
                      XP_LW_RR_INC("t0", "t4", "%[sw]") XP_LW_RR_INC("t1", "t5", "%[sw]")                    \
                      XP_LW_RR_INC("t2", "t6", "%[sw]")                                                      \
-                     "mv t3, %[b]\n\tmv a7, %[b]\n\t"                                                        \
-                     XP_SDOTSP("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]")                           \
+                     SEED                                                                                    \
+                     DOT0("t3", "t0", "%[w0]") XP_SDOTSP("t3", "t1", "%[w1]")                                \
                      XP_LW_RR_INC("t0", "a6", "%[sw]") XP_LW_RR_INC("t1", "a5", "%[sw]")                    \
-                     XP_SDOTSP("t3", "t2", "%[w2]") XP_SDOTSP("a7", "t2", "%[w0]")                           \
+                     XP_SDOTSP("t3", "t2", "%[w2]") DOT0("a7", "t2", "%[w0]")                                \
                      XP_SDOTSP("a7", "t0", "%[w1]") XP_SDOTSP("a7", "t1", "%[w2]")                           \
                      DW_RQ2(MUL2)                                                                            \
                      XP_SB_RR_INC("t0", "%[o]", "%[st]") XP_SB_RR_INC("t1", "%[o2]", "%[st]")                \
@@ -519,8 +518,8 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      ".error \"hardware loop length\"\n\t.endif\n\t.option pop"                               \
                      : [base] "+r"(base), [o] "+r"(o), [o2] "+r"(o2), [np] "+r"(np)                          \
                      : [nc] "r"(out_w), [W] "r"(W), [sw] "r"(sw), [st] "r"(out_c), [w0] "r"(w0),            \
-                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k),      \
-                       [sh] "r"(sh2), [zs] "r"(zs2)                                                          \
+                       [w1] "r"(w1), [w2] "r"(w2), [b] "r"(bq), [ml] "r"(ml), [mh] "r"(mh), [k] "r"(k),     \
+                       [sh] "r"(sh2), [zs] "r"(zq)                                                           \
                      : "t0", "t1", "t2", "t3", "t4", "t5", "t6", "a5", "a6", "a7", "memory")
 
 /* stride 2 on the shifted plane (plane_quads with pl 1: interior rows
@@ -543,12 +542,11 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      ".insn i 0x7B, 4, x0, t0, " XP_XSTR(2 * 26) "\n\t"                                     \
                      XP_LW_RR_INC("t0", "%[p]", "%[W]") XP_LW_RR_INC("t1", "%[p]", "%[W]")                  \
                      XP_LW_RR_INC("t2", "%[p]", "%[back]")                                                  \
-                     XP_SDOTSP("t3", "t0", "%[u0]") "mv a7, %[b]\n\t"                                        \
-                     XP_SDOTSP("t3", "t1", "%[u1]") XP_SDOTSP("a7", "t0", "%[w0]")                           \
-                     XP_SDOTSP("t3", "t2", "%[u2]") XP_SDOTSP("a7", "t1", "%[w1]")                           \
-                     "mul t4, t3, %[ml]\n\t" XP_SDOTSP("a7", "t2", "%[w2]")                                 \
-                     "sra t4, t4, %[k]\n\t" XP_MAC("t4", "t3", "%[mh]") "mv t3, %[b]\n\t"                    \
-                     XP_SDOTSP("t3", "t0", "%[e0]") "mul t0, a7, %[ml]\n\t"                                 \
+                     XP_SDOTSP("t3", "t0", "%[u0]") DW_DOTSP("a7", "t0", "%[w0]")                            \
+                     XP_SDOTSP("t3", "t1", "%[u1]") XP_SDOTSP("a7", "t1", "%[w1]")                           \
+                     XP_SDOTSP("t3", "t2", "%[u2]") "mv t4, %[b]\n\t" XP_MAC("t4", "t3", "%[ml]")             \
+                     XP_SDOTSP("a7", "t2", "%[w2]") "sra t4, t4, %[k]\n\t" XP_MAC("t4", "t3", "%[mh]")         \
+                     DW_DOTSP("t3", "t0", "%[e0]") "mv t0, %[b]\n\t" XP_MAC("t0", "a7", "%[ml]")              \
                      XP_SDOTSP("t3", "t1", "%[e1]") XP_SDOTSP("t3", "t2", "%[e2]")                           \
                      XP_ADDRN("t4", "%[zs]", "%[sh]") "sra t0, t0, %[k]\n\t" XP_CLIP8("t4")                  \
                      XP_MAC("t0", "a7", "%[mh]") XP_SB_RR_INC("t4", "%[o]", "%[st]")                         \
@@ -562,8 +560,8 @@ static inline int32_t plane_quads(const tsr_conv_args_t *a, int32_t scratch, con
                      : [nr] "m"(out_h), [nc] "m"(nc), [bl] "m"(bl), [rskip] "m"(rskip), [W] "r"(W),          \
                        [back] "r"(4 - 2 * W), [st] "r"(out_c), [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2),      \
                        [e0] "r"(w0 << 16), [e1] "r"(w1 << 16), [e2] "r"(w2 << 16), [u0] "r"(w0 >> 16),         \
-                       [u1] "r"(w1 >> 16), [u2] "r"(w2 >> 16), [b] "r"(b), [ml] "r"(ml), [mh] "r"(mh),         \
-                       [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zs2)                                              \
+                       [u1] "r"(w1 >> 16), [u2] "r"(w2 >> 16), [b] "r"(bq), [ml] "r"(ml), [mh] "r"(mh),        \
+                       [k] "r"(k), [sh] "r"(sh2), [zs] "r"(zq)                                               \
                      : "t0", "t1", "t2", "t3", "t4", "a7", "memory")
 
 /* A channel's rows into the plane's aligned rows: loop 1 over the rows,
@@ -728,7 +726,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
         ml = (int32_t)((uint32_t)(mul - (mh << K)) >> T);
         sh2 = K ? sh + 32 - K : sh;
         zs2 = (int32_t)((uint32_t)a->rq->zero_point << sh2);
-        /* the stride-1 loops' operands: with the split, products seeded
+        /* the split loops' operands: products seeded
          * (DW_SPLITB2_OF: b * ml, and b * mh with the zero point) */
         bq = K ? (int32_t)((uint32_t)b * (uint32_t)ml) : b;
         zq = K ? (int32_t)((uint32_t)zs2 + (uint32_t)b * (uint32_t)mh) : zs2;
@@ -813,7 +811,7 @@ static inline __attribute__((always_inline)) int32_t plane_body(const tsr_conv_a
             /* the row's seed: the bias and the left padding column's
              * share of output 0 (w_r's byte 1 times the padding) */
             const uint32_t pad4 = 0x01010101u * (uint8_t)pad;
-            const int32_t bl = xp_sdotsp(xp_sdotsp(xp_sdotsp(b, pad4, w0 << 16), pad4, w1 << 16), pad4, w2 << 16);
+            const int32_t bl = xp_sdotsp(xp_sdotsp(xp_sdotsp(0, pad4, w0 << 16), pad4, w1 << 16), pad4, w2 << 16);
             const int32_t nc = out_w >> 1, rskip = 2 * W - 4 * nc;
             const int8_t *p = direct ? (pt ? s : src) : s + shift;
             /* the step after the first row: from the scratch to the tile's
