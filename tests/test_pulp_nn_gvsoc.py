@@ -416,6 +416,9 @@ CASES = [
     case("conv2d", 241, (7, 7, 4, 6), 128, "std", 8, S2, chw=True),
     case("conv2d", 242, (6, 7, 4, 8), 128, "leaky", 8, S1, chw=True),
     case("conv2d", 243, (6, 7, 4, 8), 128, "std", 8, S1, lean=True, chw=True),
+    # stride 2's seeded split (DW_S2PAIRS with the products seeded): row
+    # pairs with an odd last row, inputs at int8's ends, three cores
+    case("depthwise", 244, (11, 12, 6), 128, "f32", 3, S2, extreme=True),
 ]
 
 
