@@ -99,3 +99,9 @@ def test_network_with_weights_in_flash_is_bit_exact(tmp_path):
     assert all(layer["match"] for layer in rep["layers"])
     assert rep["totals"]["dma_bytes"]["udma_hyper"] > 0
     assert os.path.getsize(os.path.join(out, "pulp_open_hyper", "tiny", "storage.bin")) > 0
+    # a chunk's arrays (weights, bias, multipliers, shifts) follow each other
+    # on the card and in L2 (tiny: every chunk is a whole layer), so the
+    # stream's table queues each chunk as one HyperFlash read, not four
+    net = (out / "pulp_open_hyper" / "tiny" / "src" / "network.c").read_text()
+    chunks = [int(n) for n in re.search(r"wchunks\[\] = \{([^}]*)\}", net).group(1).split(",")]
+    assert len(chunks) > 2 and chunks == list(range(len(chunks))), chunks
