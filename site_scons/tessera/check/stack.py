@@ -4,8 +4,8 @@ deepest call chain stops the build with one line instead of faulting on
 the chip (a patched step's frame once overwrote a cluster core's return
 address on pulp_open: the run died with a pc in the activation arena).
 
-    funcs = stack.functions(objdump_text, symbols, words, owners)
-    need, chain = stack.depth(funcs, "tsr_cluster_entry", forks={"hal_fork"})
+    funcs = stack.program(elf_path, map_text, objdump_text)   # per function: frame, calls
+    rows = stack.check(funcs, spec)     # per stack: need, bytes, chain (the platform's spec)
 
 What it counts: each function's own frame (every `addi sp, sp, -N`, plus the
 frame of a `__riscv_save_N` it enters: -msave-restore's millicode leaves

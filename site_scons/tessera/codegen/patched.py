@@ -146,9 +146,9 @@ def generate(step, members, graph, slices, target, model):
     # reservations that are tighter than the stack: stm32f4's).
     held = target.get("platform") == "pulp_open"
     splits = target.get("rq_split", {})
+    args_ts = [lib.args_type(m, graph=graph) for m in members]
     for k, m in enumerate(members):
-        args_t = lib.args_type(m, graph=graph)
-        out.append(f"    static {args_t} a{k};" if held else f"    {args_t} a{k} = {{0}};")
+        out.append(f"    static {args_ts[k]} a{k};" if held else f"    {args_ts[k]} a{k} = {{0}};")
         lines, ref = _requant(m, k, regions[m.name], direct, prefix, splits.get(m.name, 0))
         if held and lines:
             lines = [f"static tsr_requant_t rq{k};"] + lines[1:]
@@ -191,7 +191,7 @@ def generate(step, members, graph, slices, target, model):
     out.append("            switch (o->layer) {")
     for k, m in enumerate(members):
         out.append(f"            case {k}:")
-        out.extend("                " + line for line in _call(k, m, L1, lib.args_type(m, graph=graph), held))
+        out.extend("                " + line for line in _call(k, m, L1, args_ts[k], held))
         out.append("                break;")
     out.append("            }")
     out.append("        }")

@@ -120,9 +120,7 @@ def _link_elf(target, source, env):
            "-o", str(target[0]), f"-Wl,-Map={target[1]}", *inputs]
     res = bounded.run(cmd)
     if res.returncode != 0:
-        for t in target:
-            if os.path.exists(str(t)):
-                os.unlink(str(t))
+        _remove(target)
         reason = linker.link_error(res.stderr, where)
         if reason:
             raise ToolchainError(None, reason)
@@ -136,10 +134,15 @@ def _link_elf(target, source, env):
         try:
             _check_stacks(env, target, json.loads(env["TESSERA_STACKS"]), where)
         except TesseraError:
-            for t in target:
-                if os.path.exists(str(t)):
-                    os.unlink(str(t))
+            _remove(target)
             raise
+
+
+def _remove(target):
+    """A failed link leaves none of its outputs (no stale success)."""
+    for t in target:
+        if os.path.exists(str(t)):
+            os.unlink(str(t))
 
 
 def _check_stacks(env, target, spec, where):
